@@ -1,0 +1,69 @@
+import type { Executor } from '../db/database.ts'
+import { nowIso } from '../db/dialect.ts'
+import type { UserRow } from '../db/tables.ts'
+
+export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
+  return db
+    .insertInto('users')
+    .values({ username, username_key: username.toLowerCase(), password_hash: passwordHash, primary_wallet_id: null, created_at: nowIso() })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+}
+
+export async function findUserByUsername(db: Executor, username: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('username_key', '=', username.toLowerCase()).executeTakeFirst()
+}
+
+export async function findUserById(db: Executor, userId: number): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst()
+}
+
+export async function updateUser(
+  db: Executor,
+  userId: number,
+  changes: Partial<Pick<UserRow, 'username' | 'username_key' | 'password_hash' | 'primary_wallet_id'>>,
+): Promise<void> {
+  await db.updateTable('users').set(changes).where('id', '=', userId).execute()
+}
+
+export async function insertUserSession(
+  db: Executor,
+  session: { userId: number; walletId: number; tokenHash: string; expiresAt: string },
+) {
+  const now = nowIso()
+  return db
+    .insertInto('user_sessions')
+    .values({ user_id: session.userId, wallet_id: session.walletId, token_hash: session.tokenHash, created_at: now, last_used_at: now, expires_at: session.expiresAt })
+    .returning(['id', 'user_id', 'wallet_id', 'created_at'])
+    .executeTakeFirstOrThrow()
+}
+
+export async function findUserSession(db: Executor, sessionId: number) {
+  return db.selectFrom('user_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst()
+}
+
+export async function listUserSessions(db: Executor, userId: number) {
+  return db
+    .selectFrom('user_sessions')
+    .select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at'])
+    .where('user_id', '=', userId)
+    .where('expires_at', '>', nowIso())
+    .orderBy('id')
+    .execute()
+}
+
+/** Deletes one session of the user; returns false when the user has no such session. */
+export async function deleteUserSession(db: Executor, userId: number, sessionId: number): Promise<boolean> {
+  const result = await db.deleteFrom('user_sessions').where('id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst()
+  return Number(result.numDeletedRows) > 0
+}
+
+export async function deleteUserSessions(db: Executor, userId: number, exceptSessionId?: number): Promise<void> {
+  let query = db.deleteFrom('user_sessions').where('user_id', '=', userId)
+  if (exceptSessionId !== undefined) query = query.where('id', '<>', exceptSessionId)
+  await query.execute()
+}
+
+export async function setSessionWallet(db: Executor, sessionId: number, walletId: number): Promise<void> {
+  await db.updateTable('user_sessions').set({ wallet_id: walletId }).where('id', '=', sessionId).execute()
+}

@@ -1,0 +1,127 @@
+import type { Config } from '../config.ts'
+import type { Db } from '../db/database.ts'
+import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
+import type { UserAuth } from '../http/auth.ts'
+import { AppError } from '../http/errors.ts'
+import { createToken, hashToken } from '../http/tokens.ts'
+import * as walletsRepo from '../wallets/wallets.repository.ts'
+import { createWalletFor } from '../wallets/wallets.service.ts'
+import * as repo from './accounts.repository.ts'
+import { hashPassword, verifyDecoy, verifyPassword } from './passwords.ts'
+
+/**
+ * POST /users: creates the user and their primary wallet (random address) in one transaction.
+ * Throws U000 when the username is taken, case-insensitively.
+ */
+export async function registerUser(db: Db, username: string, password: string) {
+  const passwordHash = await hashPassword(password)
+  try {
+    return await inTransaction(db, async (trx) => {
+      if (await repo.findUserByUsername(trx, username)) throw new AppError('U000', `username "${username}" is taken`)
+      const user = await repo.insertUser(trx, username, passwordHash)
+      const wallet = await createWalletFor(trx, user.id)
+      await repo.updateUser(trx, user.id, { primary_wallet_id: wallet.id })
+      return { id: user.id, username: user.username, primary_wallet_id: wallet.id, wallet_address: wallet.address }
+    })
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new AppError('U000', `username "${username}" is taken`)
+    throw error
+  }
+}
+
+/**
+ * POST /users/{username}/sessions: checks the password and opens a session on the primary wallet.
+ * Returns the session and its token. Throws U001 alike for an unknown user and a wrong password.
+ */
+export async function logIn(db: Db, config: Config, username: string, password: string) {
+  const user = await repo.findUserByUsername(db, username)
+  if (!user) {
+    await verifyDecoy(password)
+    throw new AppError('U001')
+  }
+  if (!(await verifyPassword(user.password_hash, password)) || user.primary_wallet_id === null) throw new AppError('U001')
+  const token = createToken('user')
+  const expiresAt = new Date(Date.now() + config.sessionLifetimeDays * 86_400_000).toISOString()
+  const session = await repo.insertUserSession(db, { userId: user.id, walletId: user.primary_wallet_id, tokenHash: hashToken(token), expiresAt })
+  return { session: { id: session.id, user_id: session.user_id, wallet_id: session.wallet_id }, token }
+}
+
+/** GET /user/session: the current session with its user and active wallet. */
+export async function describeSession(db: Db, auth: UserAuth) {
+  const row = await db
+    .selectFrom('user_sessions')
+    .innerJoin('users', 'users.id', 'user_sessions.user_id')
+    .innerJoin('wallets', 'wallets.id', 'user_sessions.wallet_id')
+    .select([
+      'user_sessions.id',
+      'user_sessions.user_id',
+      'users.username',
+      'users.primary_wallet_id',
+      'user_sessions.wallet_id',
+      'wallets.user_id as wallet_user_id',
+      'wallets.address as wallet_address',
+      'user_sessions.created_at',
+    ])
+    .where('user_sessions.id', '=', auth.sessionId)
+    .executeTakeFirst()
+  if (!row) throw new AppError('A001')
+  return { ...row, primary_wallet_id: row.primary_wallet_id as number, wallet_user_id: row.wallet_user_id as number }
+}
+
+/** GET /user/sessions: the user's live sessions, the current one marked. */
+export async function listSessions(db: Db, auth: UserAuth) {
+  const rows = await repo.listUserSessions(db, auth.userId)
+  return rows.map((row) => ({ ...row, current: row.id === auth.sessionId }))
+}
+
+/** DELETE /user/sessions/{id}. Throws U004 for a session that is not the caller's. */
+export async function endSession(db: Db, auth: UserAuth, sessionId: number): Promise<void> {
+  if (!(await repo.deleteUserSession(db, auth.userId, sessionId))) throw new AppError('U004', `no session ${sessionId}`)
+}
+
+export async function endAllSessions(db: Db, auth: UserAuth): Promise<void> {
+  await repo.deleteUserSessions(db, auth.userId)
+}
+
+/** PUT /user/username. Throws U000. */
+export async function changeUsername(db: Db, auth: UserAuth, username: string) {
+  try {
+    await inTransaction(db, async (trx) => {
+      const holder = await repo.findUserByUsername(trx, username)
+      if (holder && holder.id !== auth.userId) throw new AppError('U000', `username "${username}" is taken`)
+      await repo.updateUser(trx, auth.userId, { username, username_key: username.toLowerCase() })
+    })
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new AppError('U000', `username "${username}" is taken`)
+    throw error
+  }
+  return { id: auth.userId, username }
+}
+
+/** PUT /user/password: also ends every other session of the user. */
+export async function changePassword(db: Db, auth: UserAuth, password: string): Promise<void> {
+  const passwordHash = await hashPassword(password)
+  await inTransaction(db, async (trx) => {
+    await repo.updateUser(trx, auth.userId, { password_hash: passwordHash })
+    await repo.deleteUserSessions(trx, auth.userId, auth.sessionId)
+  })
+}
+
+/** PUT /user/wallet. Throws W000 unless the user owns the live wallet. */
+export async function setPrimaryWallet(db: Db, auth: UserAuth, walletId: number) {
+  return inTransaction(db, async (trx) => {
+    const wallet = await walletsRepo.findWalletById(trx, walletId)
+    if (!wallet || wallet.user_id !== auth.userId) throw new AppError('W000', `you own no wallet ${walletId}`)
+    await repo.updateUser(trx, auth.userId, { primary_wallet_id: walletId })
+    return { id: auth.userId, primary_wallet_id: walletId }
+  })
+}
+
+/** PUT /user/session/wallet. Throws W000 unless the user owns or is assigned to the live wallet. */
+export async function setActiveWallet(db: Db, auth: UserAuth, walletId: number) {
+  await inTransaction(db, async (trx) => {
+    if (!(await walletsRepo.canUseWallet(trx, auth.userId, walletId))) throw new AppError('W000', `you may not use wallet ${walletId}`)
+    await repo.setSessionWallet(trx, auth.sessionId, walletId)
+  })
+  return describeSession(db, { ...auth, walletId })
+}

@@ -1,0 +1,94 @@
+import crypto from 'node:crypto'
+import cookie from '@fastify/cookie'
+import cors from '@fastify/cors'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { Ajv } from 'ajv'
+import addFormats from 'ajv-formats'
+import Fastify, { type FastifyInstance } from 'fastify'
+import accountsRoutes from './accounts/accounts.routes.ts'
+import type { Deps } from './deps.ts'
+import auth from './http/auth.ts'
+import { registerErrorHandler } from './http/error-handler.ts'
+import observability from './http/observability.ts'
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+function buildAjv(coerceTypes: boolean) {
+  const ajv = new Ajv({ coerceTypes, removeAdditional: true, useDefaults: true, allErrors: false, strict: false })
+  addFormats.default(ajv)
+  return ajv
+}
+
+/** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
+export async function buildApp(deps: Deps): Promise<FastifyInstance> {
+  const { config } = deps
+  const app = Fastify({
+    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+    disableRequestLogging: true,
+    bodyLimit: config.bodyLimitBytes,
+    trustProxy: config.trustProxy,
+    requestIdHeader: false,
+    genReqId: (request) => {
+      const given = request.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+    },
+    // Slow clients get a bounded time to send their request.
+    requestTimeout: 30_000,
+    connectionTimeout: 60_000,
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  // 1. Parsing and validation: bodies are never coerced ("5" is not 5); paths and queries are.
+  const bodyAjv = buildAjv(false)
+  const urlAjv = buildAjv(true)
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : urlAjv).compile(schema))
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    // A bodiless DELETE (or POST with an empty body) is accepted; the schema decides if a body was needed.
+    if (body === '') return done(null, undefined)
+    try {
+      done(null, JSON.parse(body as string, (key, value) => (key === '__proto__' ? undefined : value)))
+    } catch {
+      const error = Object.assign(new Error('invalid JSON'), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' })
+      done(error, undefined)
+    }
+  })
+  registerErrorHandler(app)
+
+  // 2. Request ids, logs, metrics, health.
+  await app.register(observability, { database: deps.database })
+
+  // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
+  await app.register(cookie)
+  await app.register(cors, {
+    origin: config.corsOrigins.length > 0 ? config.corsOrigins : false,
+    credentials: true,
+    methods: ['GET', 'POST', 'PUT', 'DELETE'],
+    exposedHeaders: ['X-Request-Id', 'Link', 'Idempotent-Replayed', 'Retry-After'],
+  })
+  await app.register(auth, { db: deps.database.db, config, adminKeyHash: deps.adminKeyHash })
+
+  // 4. API reference generated from the route schemas.
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'Coffer', version: '1', description: 'Multi-asset wallet and account service' },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'user session token, wallet key or admin key' },
+          cookie: { type: 'apiKey', in: 'cookie', name: config.sessionCookieName },
+        },
+      },
+    },
+  })
+  await app.register(swaggerUi, { routePrefix: '/docs' })
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+
+  // 5. Domains.
+  await app.register(accountsRoutes, deps)
+
+  await app.ready()
+  return app
+}

@@ -1,0 +1,136 @@
+import path from 'node:path'
+
+/** Typed, validated configuration. Built once at start from the environment (contract §9). */
+export interface Config {
+  port: number
+  host: string
+  /** `undefined` selects the embedded SQLite file in `dataDir`. */
+  databaseUrl: string | undefined
+  dataDir: string
+  adminApiKey: string | undefined
+  corsOrigins: string[]
+  sessionCookieName: string
+  cookieSecure: boolean
+  sessionLifetimeDays: number
+  sessionIdleDays: number
+  webhookAllowPrivate: boolean
+  /** Seconds between webhook retries, one entry per retry; the last entry ends the schedule. */
+  webhookRetrySchedule: number[]
+  webhookTimeoutMs: number
+  /** Login and registration attempts per minute per client address and per username; 0 = off. */
+  authRateLimit: number
+  bodyLimitBytes: number
+  logLevel: string
+  trustProxy: boolean
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    reason: string,
+  ) {
+    super(`invalid configuration: ${variable} ${reason}`)
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`)
+  const value = Number(raw)
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`)
+  return value
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (/^(true|1|yes)$/i.test(raw)) return true
+  if (/^(false|0|no)$/i.test(raw)) return false
+  throw new ConfigError(name, `must be true or false, got "${raw}"`)
+}
+
+function oneOf(env: Env, name: string, fallback: string, allowed: string[]): string {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!allowed.includes(raw)) throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${raw}"`)
+  return raw
+}
+
+function origins(env: Env, name: string): string[] {
+  const raw = env[name]
+  if (raw === undefined || raw.trim() === '') return []
+  return raw.split(',').map((entry) => {
+    const origin = entry.trim()
+    let url: URL
+    try {
+      url = new URL(origin)
+    } catch {
+      throw new ConfigError(name, `contains "${origin}", which is not an origin like https://app.example.com`)
+    }
+    if (!['http:', 'https:'].includes(url.protocol) || url.origin !== origin.replace(/\/$/, '')) {
+      throw new ConfigError(name, `contains "${origin}", which is not an origin like https://app.example.com`)
+    }
+    return url.origin
+  })
+}
+
+function databaseUrl(env: Env, name: string): string | undefined {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return undefined
+  if (!/^postgres(ql)?:\/\//.test(raw)) throw new ConfigError(name, 'must start with postgres:// or postgresql://')
+  try {
+    new URL(raw)
+  } catch {
+    throw new ConfigError(name, 'is not a valid URL')
+  }
+  return raw
+}
+
+function schedule(env: Env, name: string, fallback: number[]): number[] {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const parts = raw.split(',').map((part) => part.trim())
+  if (parts.length === 0 || parts.some((part) => !/^\d+(\.\d+)?$/.test(part))) {
+    throw new ConfigError(name, `must be a comma-separated list of seconds, got "${raw}"`)
+  }
+  return parts.map(Number)
+}
+
+/** Retries for about a day: 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h. */
+export const DEFAULT_WEBHOOK_SCHEDULE = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800]
+
+/** Reads and validates the environment; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const adminApiKey = env.ADMIN_API_KEY
+  if (adminApiKey !== undefined && adminApiKey !== '' && adminApiKey.length < 24) {
+    throw new ConfigError('ADMIN_API_KEY', 'must be at least 24 characters long')
+  }
+  const cookieName = env.SESSION_COOKIE_NAME ?? 'coffer_session'
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
+    throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
+  }
+  const host = env.HOST ?? '0.0.0.0'
+  if (host === '' || /\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host,
+    databaseUrl: databaseUrl(env, 'DATABASE_URL'),
+    dataDir: path.resolve(env.DATA_DIR || './data'),
+    adminApiKey: adminApiKey || undefined,
+    corsOrigins: origins(env, 'CORS_ORIGINS'),
+    sessionCookieName: cookieName,
+    cookieSecure: boolean(env, 'COOKIE_SECURE', false),
+    sessionLifetimeDays: integer(env, 'SESSION_LIFETIME_DAYS', 30, 1, 3650),
+    sessionIdleDays: integer(env, 'SESSION_IDLE_DAYS', 7, 0, 3650),
+    webhookAllowPrivate: boolean(env, 'WEBHOOK_ALLOW_PRIVATE', false),
+    webhookRetrySchedule: schedule(env, 'WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
+    webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
+    authRateLimit: integer(env, 'AUTH_RATE_LIMIT', 20, 0, 1_000_000),
+    bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 64 * 1024, 1024, 10 * 1024 * 1024),
+    logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    trustProxy: boolean(env, 'TRUST_PROXY', false),
+  }
+}

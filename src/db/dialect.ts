@@ -1,0 +1,46 @@
+import type { Database, Db, Executor } from './database.ts'
+import type { Transaction } from 'kysely'
+import type { DB } from './tables.ts'
+
+/** Dialect differences live here, one small helper each. */
+
+export function nowIso(): string {
+  return new Date().toISOString()
+}
+
+/** True for a unique or primary-key violation on either dialect. */
+export function isUniqueViolation(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
+}
+
+/** Serialization failure or deadlock on PostgreSQL: safe to run the whole transaction again. */
+function isRetryable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === '40001' || code === '40P01'
+}
+
+/**
+ * Runs `work` in one database transaction, retrying it on PostgreSQL serialization failures and
+ * deadlocks so that callers never see them. `work` must be safe to run again from the start.
+ */
+export async function inTransaction<T>(database: Database | Db, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+  const db = 'db' in database ? database.db : database
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction().execute(work)
+    } catch (error) {
+      if (attempt >= 8 || !isRetryable(error)) throw error
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
+    }
+  }
+}
+
+/** `SELECT … FOR UPDATE` on PostgreSQL; SQLite already serializes writers, so a no-op there. */
+export function forUpdate<Q extends { forUpdate(): Q }>(query: Q, executor: Executor): Q {
+  return isPostgres(executor) ? query.forUpdate() : query
+}
+
+export function isPostgres(executor: Executor): boolean {
+  return executor.getExecutor().adapter.constructor.name === 'PostgresAdapter'
+}

@@ -1,0 +1,157 @@
+import type { Generated, Insertable, Selectable } from 'kysely'
+
+/**
+ * Row types of every table. Timestamps are ISO 8601 UTC strings with milliseconds on both
+ * dialects, so they sort as text and travel to the API unchanged.
+ */
+
+export interface UsersTable {
+  id: Generated<number>
+  username: string
+  /** Lower-cased username: uniqueness is case-insensitive. */
+  username_key: string
+  password_hash: string
+  primary_wallet_id: number | null
+  created_at: string
+}
+
+export interface UserSessionsTable {
+  id: Generated<number>
+  user_id: number
+  /** The session's active wallet. */
+  wallet_id: number
+  token_hash: string
+  created_at: string
+  last_used_at: string
+  expires_at: string
+}
+
+export interface WalletsTable {
+  id: Generated<number>
+  address: string
+  /** Owner; null only for the reserved `mint` wallet. */
+  user_id: number | null
+  created_at: string
+  deleted_at: string | null
+}
+
+export interface WalletUsersTable {
+  wallet_id: number
+  user_id: number
+  created_at: string
+}
+
+export interface WalletSessionsTable {
+  id: Generated<number>
+  wallet_id: number
+  /** The user who created the key; removing that user from the wallet revokes it. */
+  user_id: number
+  name: string
+  token_hash: string
+  created_at: string
+  last_used_at: string | null
+}
+
+export interface AssetsTable {
+  id: Generated<number>
+  name: string
+  name_key: string
+  value: number
+  created_at: string
+}
+
+export interface HoldingsTable {
+  wallet_id: number
+  asset_id: number
+  quantity: number
+}
+
+export interface TransactionsTable {
+  id: Generated<number>
+  sending_wallet_id: number
+  receiving_wallet_id: number
+  memo: string
+  created_at: string
+}
+
+export interface TransactionAssetsTable {
+  transaction_id: number
+  asset_id: number
+  quantity: number
+}
+
+export interface IdempotencyKeysTable {
+  wallet_id: number
+  key: string
+  request_hash: string
+  status_code: number
+  response_body: string
+  created_at: string
+}
+
+export interface WebhooksTable {
+  wallet_id: number
+  url: string
+  /** The `whsec_` signing secret; kept in clear because every delivery is signed with it. */
+  secret: string
+  created_at: string
+}
+
+export interface EventsTable {
+  /** Sequence number: the SSE event id, increasing per database. */
+  id: Generated<number>
+  /** Public id, `evt_…`, stable across webhook retries. */
+  event_id: string
+  wallet_id: number
+  type: string
+  transaction_id: number
+  payload: string
+  created_at: string
+}
+
+export interface WebhookDeliveriesTable {
+  id: Generated<number>
+  event_id: number
+  wallet_id: number
+  url: string
+  /** pending | delivered | failed | cancelled */
+  status: string
+  attempts: number
+  next_attempt_at: string | null
+  lease_until: string | null
+  last_status_code: number | null
+  last_error: string | null
+  created_at: string
+  updated_at: string
+}
+
+export interface WebhookAttemptsTable {
+  id: Generated<number>
+  delivery_id: number
+  attempted_at: string
+  status_code: number | null
+  latency_ms: number
+  error: string | null
+}
+
+export interface DB {
+  users: UsersTable
+  user_sessions: UserSessionsTable
+  wallets: WalletsTable
+  wallet_users: WalletUsersTable
+  wallet_sessions: WalletSessionsTable
+  assets: AssetsTable
+  holdings: HoldingsTable
+  transactions: TransactionsTable
+  transaction_assets: TransactionAssetsTable
+  idempotency_keys: IdempotencyKeysTable
+  webhooks: WebhooksTable
+  events: EventsTable
+  webhook_deliveries: WebhookDeliveriesTable
+  webhook_attempts: WebhookAttemptsTable
+}
+
+export type UserRow = Selectable<UsersTable>
+export type WalletRow = Selectable<WalletsTable>
+export type AssetRow = Selectable<AssetsTable>
+export type NewEvent = Insertable<EventsTable>

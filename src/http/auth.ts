@@ -1,0 +1,177 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Config } from '../config.ts'
+import type { Db } from '../db/database.ts'
+import { nowIso } from '../db/dialect.ts'
+import { AppError } from './errors.ts'
+import { hashToken, sameHash, tokenKind } from './tokens.ts'
+
+/** Who is calling. A user session acts on its active wallet; a wallet key on its own wallet. */
+export type Auth =
+  | { kind: 'user'; userId: number; sessionId: number; walletId: number; viaCookie: boolean }
+  | { kind: 'wallet'; walletId: number; walletSessionId: number }
+  | { kind: 'admin' }
+
+export type UserAuth = Extract<Auth, { kind: 'user' }>
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: Auth | undefined
+  }
+  interface FastifyInstance {
+    /** Guards, used as `preHandler`. Each sets `request.auth` or throws the contract's A-code. */
+    requireUser: (request: FastifyRequest) => Promise<void>
+    requireWalletAccess: (request: FastifyRequest) => Promise<void>
+    requireAdmin: (request: FastifyRequest) => Promise<void>
+    requireAnyCaller: (request: FastifyRequest) => Promise<void>
+  }
+}
+
+export interface AuthOptions {
+  db: Db
+  config: Config
+  /** SHA-256 of the admin key. */
+  adminKeyHash: string
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
+// Writing last_used_at on every request would turn every read into a write; once a minute is enough.
+const TOUCH_INTERVAL_MS = 60_000
+
+interface Credential {
+  token: string
+  viaCookie: boolean
+}
+
+function readCredential(request: FastifyRequest, cookieName: string): Credential | undefined {
+  const header = request.headers.authorization
+  if (header !== undefined && header.trim() !== '') {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header.trim())
+    return { token: match ? match[1] : header.trim(), viaCookie: false }
+  }
+  const cookie = request.cookies?.[cookieName]
+  if (cookie) return { token: cookie, viaCookie: true }
+  return undefined
+}
+
+/** The current user; only call after `requireUser`. */
+export function userAuth(request: FastifyRequest): UserAuth {
+  const auth = request.auth
+  if (auth?.kind !== 'user') throw new AppError('A001', 'this route needs a user session')
+  return auth
+}
+
+/** The wallet the caller acts on; only call after `requireWalletAccess`. */
+export function walletOf(request: FastifyRequest): number {
+  const auth = request.auth
+  if (auth?.kind === 'user' || auth?.kind === 'wallet') return auth.walletId
+  throw new AppError('A001')
+}
+
+function ownOrigin(request: FastifyRequest): string {
+  return `${request.protocol}://${request.host}`
+}
+
+/**
+ * Cookie-authenticated writes must come from our own origin or an allowed one (contract §4).
+ * Header-authenticated requests cannot be forged cross-site, so they are not checked.
+ */
+function checkCsrf(request: FastifyRequest, config: Config): void {
+  if (SAFE_METHODS.has(request.method)) return
+  const origin = request.headers.origin
+  if (origin !== undefined) {
+    if (origin === ownOrigin(request) || config.corsOrigins.includes(origin)) return
+    throw new AppError('A004', 'the request comes from another site')
+  }
+  if (request.headers['sec-fetch-site'] === 'cross-site') throw new AppError('A004', 'the request comes from another site')
+}
+
+export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { db, config, adminKeyHash }) {
+  app.decorateRequest('auth', undefined)
+
+  async function userFromToken(token: string, viaCookie: boolean): Promise<Auth | undefined> {
+    const now = Date.now()
+    const session = await db
+      .selectFrom('user_sessions')
+      .select(['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_at'])
+      .where('token_hash', '=', hashToken(token))
+      .executeTakeFirst()
+    if (!session) return undefined
+    const lastUsed = Date.parse(session.last_used_at)
+    const idleLimit = config.sessionIdleDays * 86_400_000
+    if (Date.parse(session.expires_at) <= now || (idleLimit > 0 && lastUsed + idleLimit <= now)) return undefined
+    if (now - lastUsed > TOUCH_INTERVAL_MS) {
+      await db.updateTable('user_sessions').set({ last_used_at: nowIso() }).where('id', '=', session.id).execute()
+    }
+    return { kind: 'user', userId: session.user_id, sessionId: session.id, walletId: session.wallet_id, viaCookie }
+  }
+
+  async function walletFromToken(token: string): Promise<Auth | undefined> {
+    const key = await db
+      .selectFrom('wallet_sessions')
+      .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
+      .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at'])
+      .where('wallet_sessions.token_hash', '=', hashToken(token))
+      .where('wallets.deleted_at', 'is', null)
+      .executeTakeFirst()
+    if (!key) return undefined
+    if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) {
+      await db.updateTable('wallet_sessions').set({ last_used_at: nowIso() }).where('id', '=', key.id).execute()
+    }
+    return { kind: 'wallet', walletId: key.wallet_id, walletSessionId: key.id }
+  }
+
+  /** Resolves the caller from the request's credential; throws A000 / A001 when there is none or it is bad. */
+  async function authenticate(request: FastifyRequest, accept: Set<Auth['kind']>): Promise<Auth> {
+    const credential = readCredential(request, config.sessionCookieName)
+    if (!credential) throw new AppError('A000')
+    const kind = tokenKind(credential.token)
+    if (kind === undefined) throw new AppError('A001', 'the token is malformed')
+    if (!accept.has(kind)) throw new AppError('A001', `a ${kind} token cannot be used on this route`)
+    if (kind === 'wallet' && credential.viaCookie) throw new AppError('A001', 'wallet keys go in the Authorization header')
+    let auth: Auth | undefined
+    if (kind === 'admin') auth = sameHash(hashToken(credential.token), adminKeyHash) ? { kind: 'admin' } : undefined
+    else if (kind === 'user') auth = await userFromToken(credential.token, credential.viaCookie)
+    else auth = await walletFromToken(credential.token)
+    if (!auth) throw new AppError('A001', 'the session is unknown, revoked or expired')
+    if (auth.kind === 'user' && auth.viaCookie) checkCsrf(request, config)
+    request.auth = auth
+    return auth
+  }
+
+  const USER = new Set<Auth['kind']>(['user'])
+  const WALLET = new Set<Auth['kind']>(['user', 'wallet'])
+  const ANY = new Set<Auth['kind']>(['user', 'wallet', 'admin'])
+
+  app.decorate('requireUser', async (request: FastifyRequest) => {
+    await authenticate(request, USER)
+  })
+  app.decorate('requireWalletAccess', async (request: FastifyRequest) => {
+    await authenticate(request, WALLET)
+  })
+  app.decorate('requireAnyCaller', async (request: FastifyRequest) => {
+    await authenticate(request, ANY)
+  })
+  app.decorate('requireAdmin', async (request: FastifyRequest) => {
+    const credential = readCredential(request, config.sessionCookieName)
+    if (!credential || credential.viaCookie || !sameHash(hashToken(credential.token), adminKeyHash)) {
+      throw new AppError('A003')
+    }
+    request.auth = { kind: 'admin' }
+  })
+})
+
+/** Sets or clears the session cookie with the contract's attributes (§4). */
+export function setSessionCookie(reply: FastifyReply, config: Config, token: string): void {
+  reply.setCookie(config.sessionCookieName, token, {
+    httpOnly: true,
+    sameSite: 'lax',
+    path: '/',
+    secure: config.cookieSecure,
+    maxAge: config.sessionLifetimeDays * 86_400,
+  })
+}
+
+export function clearSessionCookie(reply: FastifyReply, config: Config): void {
+  reply.clearCookie(config.sessionCookieName, { httpOnly: true, sameSite: 'lax', path: '/', secure: config.cookieSecure })
+}

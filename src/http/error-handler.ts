@@ -1,0 +1,61 @@
+import type { FastifyError, FastifyInstance } from 'fastify'
+import { AppError, errorBody, ERRORS, type ErrorCode } from './errors.ts'
+
+/** Which contract code a failed schema check gets, by the part of the request that failed. */
+const VALIDATION_CODES: Record<string, ErrorCode> = {
+  body: 'G000',
+  params: 'G001',
+  querystring: 'G002',
+  headers: 'G000',
+}
+
+/** Fastify's own request errors that are the client's fault, mapped to contract codes. */
+const FRAMEWORK_CODES: Record<string, { code: ErrorCode; status?: number; detail: string }> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'G000', detail: 'body is not valid JSON' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'G000', detail: 'body is empty' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'G000', detail: 'body must be application/json' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'G000', detail: 'content-length does not match the body' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'G000', status: 413, detail: 'body is too large' },
+  FST_ERR_CTP_INVALID_TYPE: { code: 'G000', detail: 'invalid content type' },
+  FST_ERR_BAD_URL: { code: 'G001', detail: 'malformed URL' },
+  FST_ERR_ASYNC_CONSTRAINT: { code: 'G000', detail: 'malformed request' },
+}
+
+function describeValidation(error: FastifyError): string {
+  const first = error.validation?.[0]
+  if (!first) return error.message
+  const where = first.instancePath ? first.instancePath.slice(1).replaceAll('/', '.') : ''
+  const missing = (first.params as { missingProperty?: string } | undefined)?.missingProperty
+  if (missing) return `${where ? `${where}.` : ''}${missing} is required`
+  return `${where || 'value'} ${first.message ?? 'is invalid'}`
+}
+
+/** One place that turns every failure into the contract's error body (§2). */
+export function registerErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof AppError) {
+      if (error.status >= 500) request.log.error({ err: error }, 'request failed')
+      return reply.status(error.status).headers(error.headers).send(errorBody(error.code, request.id, error.detail))
+    }
+    if (error.validation) {
+      const code = VALIDATION_CODES[error.validationContext ?? 'body'] ?? 'G000'
+      return reply.status(ERRORS[code].status).send(errorBody(code, request.id, describeValidation(error)))
+    }
+    const framework = error.code ? FRAMEWORK_CODES[error.code] : undefined
+    if (framework) {
+      return reply.status(framework.status ?? ERRORS[framework.code].status).send(errorBody(framework.code, request.id, framework.detail))
+    }
+    if (error.statusCode === 429) {
+      return reply.status(429).send(errorBody('G005', request.id))
+    }
+    if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+      return reply.status(400).send(errorBody('G000', request.id, 'malformed request'))
+    }
+    request.log.error({ err: error }, 'unexpected error')
+    return reply.status(500).send(errorBody('S000', request.id))
+  })
+
+  app.setNotFoundHandler((request, reply) => {
+    reply.status(404).send(errorBody('G006', request.id, `${request.method} ${request.url.split('?')[0]} does not exist`))
+  })
+}

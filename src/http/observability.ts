@@ -1,0 +1,59 @@
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import client from 'prom-client'
+import type { Database } from '../db/database.ts'
+import { AppError } from './errors.ts'
+
+/** Request ids, one log line per request, Prometheus metrics, and the health routes (contract §9). */
+export default fp<{ database: Database }>(async function observability(app: FastifyInstance, { database }) {
+  const registry = new client.Registry()
+  client.collectDefaultMetrics({ register: registry })
+  const requests = new client.Counter({
+    name: 'coffer_http_requests_total',
+    help: 'HTTP requests by method, route and status',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+  })
+  const latency = new client.Histogram({
+    name: 'coffer_http_request_duration_seconds',
+    help: 'HTTP request latency',
+    labelNames: ['method', 'route'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  })
+  app.decorate('metrics', registry)
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched'
+    const seconds = reply.elapsedTime / 1000
+    requests.inc({ method: request.method, route, status: reply.statusCode })
+    latency.observe({ method: request.method, route }, seconds)
+    // Deliberately no headers, query or body: they carry tokens and passwords.
+    request.log.info({ method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request')
+  })
+
+  const ops = { schema: { tags: ['operations'] } }
+  app.get('/healthz', ops, async () => ({ status: 'ok' }))
+  app.get('/readyz', ops, async () => {
+    try {
+      await database.ping()
+    } catch {
+      throw new AppError('S001', 'storage is unreachable')
+    }
+    return { status: 'ready' }
+  })
+  app.get('/metrics', { ...ops, schema: { ...ops.schema, hide: true } }, async (_request, reply) => {
+    reply.type(registry.contentType)
+    return registry.metrics()
+  })
+})
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: client.Registry
+  }
+}
