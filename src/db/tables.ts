@@ -58,6 +58,7 @@ export interface AssetsTable {
   name_key: string
   value: number
   created_at: string
+  deleted_at: string | null
 }
 
 export interface HoldingsTable {

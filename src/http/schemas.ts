@@ -10,7 +10,7 @@ export const ErrorSchema = Type.Object(
     detail: Type.Optional(Type.String()),
     request_id: Type.String(),
   },
-  { $id: 'Error', description: 'Every error response (contract §2)' },
+  { description: 'Every error response (contract §2)' },
 )
 
 /** Path ids are strings of digits: `1e3`, `-1` or `abc` are G001, not coerced. */

@@ -73,6 +73,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('name_key', 'text', (col) => col.notNull().unique())
     .addColumn('value', 'double precision', (col) => col.notNull())
     .addColumn('created_at', 'text', (col) => col.notNull())
+    // Deleted assets keep their row so that old transactions still name them.
+    .addColumn('deleted_at', 'text')
     .execute()
 
   await db.schema

@@ -1,0 +1,86 @@
+import type { Executor } from '../db/database.ts'
+import { nowIso } from '../db/dialect.ts'
+import type { AssetRow } from '../db/tables.ts'
+
+export interface Asset {
+  id: number
+  name: string
+  value: number
+}
+
+export function toAsset(row: Pick<AssetRow, 'id' | 'name' | 'value'>): Asset {
+  return { id: row.id, name: row.name, value: row.value }
+}
+
+export async function listAssets(db: Executor): Promise<Asset[]> {
+  const rows = await db.selectFrom('assets').select(['id', 'name', 'value']).where('deleted_at', 'is', null).orderBy('id').execute()
+  return rows.map(toAsset)
+}
+
+export async function findAssetById(db: Executor, assetId: number): Promise<Asset | undefined> {
+  const row = await db.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null).executeTakeFirst()
+  return row && toAsset(row)
+}
+
+/** Live assets by name, case-insensitively; the map is keyed by the lower-cased name. */
+export async function findAssetsByNames(db: Executor, names: string[]): Promise<Map<string, Asset>> {
+  const keys = [...new Set(names.map((name) => name.toLowerCase()))]
+  if (keys.length === 0) return new Map()
+  const rows = await db.selectFrom('assets').select(['id', 'name', 'value', 'name_key']).where('name_key', 'in', keys).where('deleted_at', 'is', null).execute()
+  return new Map(rows.map((row) => [row.name_key, toAsset(row)]))
+}
+
+export async function insertAsset(db: Executor, name: string, value: number): Promise<Asset> {
+  const row = await db
+    .insertInto('assets')
+    .values({ name, name_key: name.toLowerCase(), value, created_at: nowIso(), deleted_at: null })
+    .returning(['id', 'name', 'value'])
+    .executeTakeFirstOrThrow()
+  return toAsset(row)
+}
+
+export async function updateAsset(db: Executor, assetId: number, changes: { name?: string; value?: number }): Promise<Asset | undefined> {
+  const set = changes.name === undefined ? { value: changes.value } : { name: changes.name, name_key: changes.name.toLowerCase() }
+  const row = await db
+    .updateTable('assets')
+    .set(set)
+    .where('id', '=', assetId)
+    .where('deleted_at', 'is', null)
+    .returning(['id', 'name', 'value'])
+    .executeTakeFirst()
+  return row && toAsset(row)
+}
+
+/** True when any wallet other than mint holds a non-zero quantity (mint's balance mirrors the rest). */
+export async function isAssetHeld(db: Executor, assetId: number): Promise<boolean> {
+  const row = await db.selectFrom('holdings').select('wallet_id').where('asset_id', '=', assetId).where('quantity', '<>', 0).limit(1).executeTakeFirst()
+  return row !== undefined
+}
+
+/** Marks the asset deleted and frees its name; the row stays for the history that names it. */
+export async function markAssetDeleted(db: Executor, assetId: number): Promise<void> {
+  await db
+    .updateTable('assets')
+    .set((eb) => ({ deleted_at: nowIso(), name_key: eb.fn<string>('concat', [eb.ref('name_key'), eb.val('#deleted#'), eb.cast(eb.ref('id'), 'text')]) }))
+    .where('id', '=', assetId)
+    .execute()
+}
+
+/** Holdings of a wallet with a quantity above zero, ordered by asset name. */
+export async function listHoldings(db: Executor, walletId: number) {
+  const rows = await db
+    .selectFrom('holdings')
+    .innerJoin('assets', 'assets.id', 'holdings.asset_id')
+    .select(['assets.id', 'assets.name', 'assets.value', 'holdings.quantity'])
+    .where('holdings.wallet_id', '=', walletId)
+    .where('holdings.quantity', '>', 0)
+    .orderBy('assets.name')
+    .orderBy('assets.id')
+    .execute()
+  return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity }))
+}
+
+export async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
+  const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', assetId).executeTakeFirst()
+  return row?.quantity ?? 0
+}

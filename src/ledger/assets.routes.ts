@@ -1,0 +1,65 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import type { Deps } from '../deps.ts'
+import { AppError } from '../http/errors.ts'
+import { IdParams, IdString, parseId, responses } from '../http/schemas.ts'
+import * as assets from './assets.service.ts'
+import * as ledger from './ledger.service.ts'
+import { Asset, AssetName, AssetValue, Quantity, Transaction } from './ledger.schemas.ts'
+
+/** Asset management and issuance: the admin routes of contract §5. */
+const assetsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
+  const { db } = database
+  const tags = ['admin']
+  const admin = { preHandler: app.requireAdmin }
+
+  app.get('/assets', { preHandler: app.requireAnyCaller, schema: { tags, response: responses(200, Type.Array(Asset)) } }, async () => assets.listAssets(db))
+
+  app.post('/assets', { ...admin, schema: { tags, body: Type.Object({ name: AssetName, value: AssetValue }), response: responses(201, Asset) } }, async (request, reply) => {
+    const asset = await assets.createAsset(db, request.body.name, request.body.value)
+    return reply.status(201).send(asset)
+  })
+
+  app.put('/assets/:id/value', { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ value: AssetValue }), response: responses(200, Asset) } }, async (request) =>
+    assets.revalueAsset(db, parseId(request.params.id), request.body.value),
+  )
+
+  app.put('/assets/:id/name', { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ name: AssetName }), response: responses(200, Asset) } }, async (request) =>
+    assets.renameAsset(db, parseId(request.params.id), request.body.name),
+  )
+
+  app.delete('/assets/:id', { ...admin, schema: { tags, params: IdParams('id') } }, async (request, reply) => {
+    await assets.deleteAsset(db, parseId(request.params.id))
+    return reply.status(204).send()
+  })
+
+  app.post(
+    '/wallets/:walletid/assets',
+    { ...admin, schema: { tags, params: IdParams('walletid'), body: Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), quantity: Quantity }), response: responses(201, Transaction) } },
+    async (request, reply) => {
+      const transaction = await ledger.issueAsset(db, parseId(request.params.walletid), request.body.id, request.body.quantity)
+      return reply.status(201).send(transaction)
+    },
+  )
+
+  app.delete(
+    '/wallets/:walletid/assets/:assetid',
+    {
+      ...admin,
+      schema: {
+        tags,
+        params: Type.Object({ walletid: IdString, assetid: IdString }),
+        querystring: Type.Object({ quantity: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,15}$' })) }),
+      },
+    },
+    async (request, reply) => {
+      const raw = request.query.quantity
+      const quantity = raw === undefined ? undefined : Number(raw)
+      if (quantity !== undefined && !Number.isSafeInteger(quantity)) throw new AppError('G002', 'quantity must be a positive safe integer')
+      await ledger.burnAsset(db, parseId(request.params.walletid), parseId(request.params.assetid), quantity)
+      return reply.status(204).send()
+    },
+  )
+}
+
+export default assetsRoutes

@@ -1,0 +1,222 @@
+import crypto from 'node:crypto'
+import type { Db, Executor } from '../db/database.ts'
+import { inTransaction, isUniqueViolation, nowIso } from '../db/dialect.ts'
+import { appendTransactionEvents } from '../events/outbox.ts'
+import { AppError } from '../http/errors.ts'
+import { findUserByUsername } from '../accounts/accounts.repository.ts'
+import { findWalletByAddress, findWalletById } from '../wallets/wallets.repository.ts'
+import * as assets from './assets.repository.ts'
+import * as ledger from './transactions.repository.ts'
+import { MINT_WALLET_ID, type Line, type Transaction } from './transactions.repository.ts'
+
+/**
+ * Moves every line from one wallet to another as one recorded Transaction, inside the caller's
+ * database transaction, and writes its events to the outbox. Holdings are changed in a fixed
+ * order (wallet id, then asset id), so concurrent transfers over the same rows lock them in the
+ * same order and cannot deadlock. Throws I002 when the sender holds too little of any asset and
+ * I003 when a holding would pass 2^53-1; the caller's rollback then undoes every earlier line.
+ */
+export async function moveAssets(trx: Executor, move: { from: number; to: number; lines: Line[]; memo: string }): Promise<Transaction> {
+  const changes = move.lines
+    .flatMap((line) => [
+      { walletId: move.from, line, delta: -line.quantity },
+      { walletId: move.to, line, delta: line.quantity },
+    ])
+    .sort((a, b) => a.walletId - b.walletId || a.line.asset.id - b.line.asset.id)
+  for (const { walletId, line, delta } of changes) {
+    if (delta < 0 && walletId !== MINT_WALLET_ID) {
+      if (!(await ledger.debitHolding(trx, walletId, line.asset.id, line.quantity))) {
+        const held = await assets.findHolding(trx, walletId, line.asset.id)
+        throw new AppError('I002', `wallet holds ${held} of ${line.asset.name}, ${line.quantity} requested`)
+      }
+    } else if (!(await ledger.adjustHolding(trx, walletId, line.asset.id, delta))) {
+      throw new AppError('I003', `the holding of ${line.asset.name} would exceed ${ledger.MAX_QUANTITY}`)
+    }
+  }
+  const createdAt = nowIso()
+  const lines = [...move.lines].sort((a, b) => a.asset.name.localeCompare(b.asset.name))
+  const id = await ledger.insertTransaction(trx, { sendingWalletId: move.from, receivingWalletId: move.to, memo: move.memo, createdAt, lines })
+  const labels = await ledger.labelWallets(trx, [move.from, move.to])
+  const transaction = ledger.toTransaction({ id, sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, labels)
+  await appendTransactionEvents(trx, transaction)
+  return transaction
+}
+
+export interface SendRequest {
+  recipient: string | number
+  type?: 0 | 1 | 2
+  memo?: string
+  assets: Record<string, number>
+}
+
+export interface SendResult {
+  status: number
+  body: Transaction
+  replayed: boolean
+}
+
+/** Resolves the recipient of a transfer. Throws U003 (unknown username) or W000 (unknown wallet). */
+async function resolveRecipient(db: Executor, recipient: string | number, type: 0 | 1 | 2): Promise<number> {
+  const text = String(recipient)
+  if (type === 0) {
+    const user = /^[A-Za-z0-9]{2,32}$/.test(text) ? await findUserByUsername(db, text) : undefined
+    if (!user || user.primary_wallet_id === null) throw new AppError('U003', `no user "${text}"`)
+    return user.primary_wallet_id
+  }
+  if (type === 1) {
+    const wallet = /^[a-z]{3,24}$/.test(text) ? await findWalletByAddress(db, text) : undefined
+    if (!wallet) throw new AppError('W000', `no wallet at address "${text}"`)
+    return wallet.id
+  }
+  if (!/^[1-9][0-9]{0,15}$/.test(text) || !Number.isSafeInteger(Number(text))) throw new AppError('G000', 'recipient must be a wallet id')
+  const wallet = await findWalletById(db, Number(text))
+  if (!wallet) throw new AppError('W000', `no wallet ${text}`)
+  return wallet.id
+}
+
+/** Resolves asset names to live assets. Throws I001 naming the first unknown one. */
+async function resolveLines(db: Executor, requested: Record<string, number>): Promise<Line[]> {
+  const names = Object.keys(requested)
+  const found = await assets.findAssetsByNames(db, names)
+  const lines = new Map<number, Line>()
+  for (const name of names) {
+    const asset = found.get(name.toLowerCase())
+    if (!asset) throw new AppError('I001', `no asset named "${name}"`)
+    const quantity = (lines.get(asset.id)?.quantity ?? 0) + requested[name]
+    if (!Number.isSafeInteger(quantity)) throw new AppError('I003', `the quantity of ${asset.name} exceeds ${ledger.MAX_QUANTITY}`)
+    lines.set(asset.id, { asset, quantity })
+  }
+  return [...lines.values()]
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`
+  }
+  return JSON.stringify(value)
+}
+
+/** Keys whose first request is still running in this process (contract: G004). */
+const inFlight = new Set<string>()
+
+async function replay(db: Executor, walletId: number, key: string, requestHash: string): Promise<SendResult | undefined> {
+  const stored = await db.selectFrom('idempotency_keys').selectAll().where('wallet_id', '=', walletId).where('key', '=', key).executeTakeFirst()
+  if (!stored) return undefined
+  if (stored.request_hash !== requestHash) throw new AppError('G003', 'this Idempotency-Key was used for a different request')
+  return { status: stored.status_code, body: JSON.parse(stored.response_body) as Transaction, replayed: true }
+}
+
+/**
+ * POST /wallet/transactions: sends assets from the wallet to a recipient, all or nothing.
+ * With an Idempotency-Key, a repeat of the same request returns the first response and moves
+ * nothing. Throws, in this order: G003/G004 (key), U003/W000 (recipient), W013, I001, I002, I003.
+ */
+export async function sendTransaction(db: Db, walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
+  const requestHash = idempotencyKey === undefined ? '' : crypto.createHash('sha256').update(canonicalJson(request)).digest('hex')
+  const flightKey = `${walletId}:${idempotencyKey}`
+  if (idempotencyKey !== undefined) {
+    const previous = await replay(db, walletId, idempotencyKey, requestHash)
+    if (previous) return previous
+    if (inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
+    inFlight.add(flightKey)
+  }
+  try {
+    const to = await resolveRecipient(db, request.recipient, request.type ?? 0)
+    if (to === walletId) throw new AppError('W013')
+    const lines = await resolveLines(db, request.assets)
+    const transaction = await inTransaction(db, async (trx) => {
+      const recorded = await moveAssets(trx, { from: walletId, to, lines, memo: request.memo ?? '' })
+      if (idempotencyKey !== undefined) {
+        await trx
+          .insertInto('idempotency_keys')
+          .values({ wallet_id: walletId, key: idempotencyKey, request_hash: requestHash, status_code: 201, response_body: JSON.stringify(recorded), created_at: recorded.created_at })
+          .execute()
+      }
+      return recorded
+    })
+    return { status: 201, body: transaction, replayed: false }
+  } catch (error) {
+    // Another instance committed the same key first: answer with its result.
+    if (idempotencyKey !== undefined && isUniqueViolation(error)) {
+      const previous = await replay(db, walletId, idempotencyKey, requestHash)
+      if (previous) return previous
+    }
+    throw error
+  } finally {
+    if (idempotencyKey !== undefined) inFlight.delete(flightKey)
+  }
+}
+
+/** A live user wallet for the admin routes; W002 otherwise (unknown, deleted, or mint). */
+async function adminWallet(db: Executor, walletId: number) {
+  const wallet = await findWalletById(db, walletId)
+  if (!wallet) throw new AppError('W002', `no wallet ${walletId}`)
+  return wallet
+}
+
+async function adminAsset(db: Executor, assetId: number) {
+  const asset = await assets.findAssetById(db, assetId)
+  if (!asset) throw new AppError('W002', `no asset ${assetId}`)
+  return asset
+}
+
+/** POST /wallets/{id}/assets: issues new units from mint. Throws W002, I003. */
+export async function issueAsset(db: Db, walletId: number, assetId: number, quantity: number): Promise<Transaction> {
+  await adminWallet(db, walletId)
+  const asset = await adminAsset(db, assetId)
+  return inTransaction(db, (trx) => moveAssets(trx, { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue' }))
+}
+
+/**
+ * DELETE /wallets/{id}/assets/{assetId}: burns `quantity` (or the whole holding) back to mint.
+ * Returns the Transaction, or undefined when there was nothing to burn. Throws W002, I002.
+ */
+export async function burnAsset(db: Db, walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined> {
+  await adminWallet(db, walletId)
+  const asset = await adminAsset(db, assetId)
+  return inTransaction(db, async (trx) => {
+    const amount = quantity ?? (await assets.findHolding(trx, walletId, assetId))
+    if (amount === 0) return undefined
+    return moveAssets(trx, { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn' })
+  })
+}
+
+/** GET /wallet/assets. */
+export function listHoldings(db: Db, walletId: number) {
+  return assets.listHoldings(db, walletId)
+}
+
+export interface ListQuery {
+  limit?: number
+  offset?: number
+  before?: number
+  after?: number
+  asset?: string
+  direction?: 'sent' | 'received'
+  since?: string
+  until?: string
+}
+
+/** GET /wallet/transactions: a page, newest first, and whether there is a next page. */
+export async function listWalletTransactions(db: Db, walletId: number, query: ListQuery) {
+  let assetId: number | undefined
+  if (query.asset !== undefined) {
+    const asset = (await assets.findAssetsByNames(db, [query.asset])).get(query.asset.toLowerCase())
+    if (!asset) return { transactions: [], more: false }
+    assetId = asset.id
+  }
+  const normalize = (stamp?: string) => (stamp === undefined ? undefined : new Date(stamp).toISOString())
+  return ledger.listTransactions(db, {
+    walletId,
+    limit: query.limit ?? 10,
+    offset: query.offset ?? 0,
+    before: query.before,
+    after: query.after,
+    assetId,
+    direction: query.direction,
+    since: normalize(query.since),
+    until: normalize(query.until),
+  })
+}

@@ -1,0 +1,212 @@
+import { sql } from 'kysely'
+import type { Executor } from '../db/database.ts'
+import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
+import { toAsset, type Asset } from './assets.repository.ts'
+
+export const MAX_QUANTITY = Number.MAX_SAFE_INTEGER
+
+export interface Line {
+  asset: Asset
+  quantity: number
+}
+
+export interface Transaction {
+  id: number
+  sending_wallet_id: number
+  receiving_wallet_id: number
+  sending_wallet_address: string
+  receiving_wallet_address: string
+  sending_username?: string
+  receiving_username?: string
+  created_at: string
+  memo: string
+  assets: { quantity: number; asset: Asset }[]
+}
+
+/** Takes `quantity` out of a holding unless it holds less; returns false when it does. */
+export async function debitHolding(db: Executor, walletId: number, assetId: number, quantity: number): Promise<boolean> {
+  const result = await db
+    .updateTable('holdings')
+    .set((eb) => ({ quantity: eb('quantity', '-', quantity) }))
+    .where('wallet_id', '=', walletId)
+    .where('asset_id', '=', assetId)
+    .where('quantity', '>=', quantity)
+    .executeTakeFirst()
+  return Number(result.numUpdatedRows) === 1
+}
+
+/**
+ * Adds `delta` to a holding, creating it when absent, unless the result would leave
+ * [-MAX, MAX] (only mint ever goes below zero). Returns false when it would.
+ */
+export async function adjustHolding(db: Executor, walletId: number, assetId: number, delta: number): Promise<boolean> {
+  const result = await db
+    .insertInto('holdings')
+    .values({ wallet_id: walletId, asset_id: assetId, quantity: delta })
+    .onConflict((oc) =>
+      oc
+        .columns(['wallet_id', 'asset_id'])
+        .doUpdateSet({ quantity: sql`holdings.quantity + excluded.quantity` })
+        .where(sql<boolean>`holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`),
+    )
+    .executeTakeFirst()
+  return Number(result.numInsertedOrUpdatedRows) === 1
+}
+
+export async function insertTransaction(
+  db: Executor,
+  entry: { sendingWalletId: number; receivingWalletId: number; memo: string; createdAt: string; lines: Line[] },
+): Promise<number> {
+  const { id } = await db
+    .insertInto('transactions')
+    .values({ sending_wallet_id: entry.sendingWalletId, receiving_wallet_id: entry.receivingWalletId, memo: entry.memo, created_at: entry.createdAt })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  await db
+    .insertInto('transaction_assets')
+    .values(entry.lines.map((line) => ({ transaction_id: id, asset_id: line.asset.id, quantity: line.quantity })))
+    .execute()
+  return id
+}
+
+export interface WalletLabel {
+  address: string
+  /** Present when the wallet is some user's primary wallet. */
+  username?: string
+}
+
+/** Address and (for primary wallets) username of each wallet, for Transaction objects. */
+export async function labelWallets(db: Executor, walletIds: number[]): Promise<Map<number, WalletLabel>> {
+  const ids = [...new Set(walletIds)]
+  if (ids.length === 0) return new Map()
+  const rows = await db
+    .selectFrom('wallets')
+    .leftJoin('users', 'users.primary_wallet_id', 'wallets.id')
+    .select(['wallets.id', 'wallets.address', 'users.username'])
+    .where('wallets.id', 'in', ids)
+    .execute()
+  return new Map(rows.map((row) => [row.id, row.username ? { address: row.address, username: row.username } : { address: row.address }]))
+}
+
+export function toTransaction(
+  row: { id: number; sending_wallet_id: number; receiving_wallet_id: number; memo: string; created_at: string },
+  lines: Line[],
+  labels: Map<number, WalletLabel>,
+): Transaction {
+  const sender = labels.get(row.sending_wallet_id)
+  const receiver = labels.get(row.receiving_wallet_id)
+  const transaction: Transaction = {
+    id: row.id,
+    sending_wallet_id: row.sending_wallet_id,
+    receiving_wallet_id: row.receiving_wallet_id,
+    sending_wallet_address: sender?.address ?? '',
+    receiving_wallet_address: receiver?.address ?? '',
+    created_at: row.created_at,
+    memo: row.memo,
+    assets: lines.map((line) => ({ quantity: line.quantity, asset: line.asset })),
+  }
+  if (sender?.username) transaction.sending_username = sender.username
+  if (receiver?.username) transaction.receiving_username = receiver.username
+  return transaction
+}
+
+export interface TransactionFilter {
+  walletId: number
+  limit: number
+  offset: number
+  before?: number
+  after?: number
+  assetId?: number
+  direction?: 'sent' | 'received'
+  since?: string
+  until?: string
+}
+
+/**
+ * One page of a wallet's transactions, newest first, plus whether more exist. Each side (sent,
+ * received) is read through its own (wallet, id) index, so the cost follows the page size, not
+ * the length of the history.
+ */
+export async function listTransactions(db: Executor, filter: TransactionFilter): Promise<{ transactions: Transaction[]; more: boolean }> {
+  const take = filter.offset + filter.limit + 1
+  const side = (column: 'sending_wallet_id' | 'receiving_wallet_id') => {
+    let query = db
+      .selectFrom('transactions')
+      .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
+      .where(column, '=', filter.walletId)
+    if (filter.before !== undefined) query = query.where('id', '<', filter.before)
+    if (filter.after !== undefined) query = query.where('id', '>', filter.after)
+    if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
+    if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
+    if (filter.assetId !== undefined) {
+      const assetId = filter.assetId
+      query = query.where((eb) =>
+        eb.exists(
+          eb
+            .selectFrom('transaction_assets')
+            .select(sql`1`.as('one'))
+            .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
+            .where('transaction_assets.asset_id', '=', assetId),
+        ),
+      )
+    }
+    return db.selectFrom(query.orderBy('id', 'desc').limit(take).as(column === 'sending_wallet_id' ? 'sent' : 'received')).selectAll()
+  }
+  const query =
+    filter.direction === 'sent'
+      ? side('sending_wallet_id')
+      : filter.direction === 'received'
+        ? side('receiving_wallet_id')
+        : side('sending_wallet_id').unionAll(side('receiving_wallet_id'))
+  const rows = await db
+    .selectFrom(query.as('page'))
+    .selectAll()
+    .orderBy('id', 'desc')
+    .limit(filter.limit + 1)
+    .offset(filter.offset)
+    .execute()
+  const more = rows.length > filter.limit
+  const page = rows.slice(0, filter.limit)
+  return { transactions: await hydrate(db, page), more }
+}
+
+export async function findTransaction(db: Executor, transactionId: number): Promise<Transaction | undefined> {
+  const row = await db
+    .selectFrom('transactions')
+    .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
+    .where('id', '=', transactionId)
+    .executeTakeFirst()
+  return row ? (await hydrate(db, [row]))[0] : undefined
+}
+
+async function hydrate(
+  db: Executor,
+  rows: { id: number; sending_wallet_id: number; receiving_wallet_id: number; memo: string; created_at: string }[],
+): Promise<Transaction[]> {
+  if (rows.length === 0) return []
+  const lineRows = await db
+    .selectFrom('transaction_assets')
+    .innerJoin('assets', 'assets.id', 'transaction_assets.asset_id')
+    .select(['transaction_assets.transaction_id', 'transaction_assets.quantity', 'assets.id', 'assets.name', 'assets.value'])
+    .where(
+      'transaction_assets.transaction_id',
+      'in',
+      rows.map((row) => row.id),
+    )
+    .orderBy('transaction_assets.transaction_id')
+    .orderBy('assets.name')
+    .execute()
+  const lines = new Map<number, Line[]>()
+  for (const row of lineRows) {
+    const list = lines.get(row.transaction_id) ?? []
+    list.push({ asset: toAsset(row), quantity: row.quantity })
+    lines.set(row.transaction_id, list)
+  }
+  const labels = await labelWallets(
+    db,
+    rows.flatMap((row) => [row.sending_wallet_id, row.receiving_wallet_id]),
+  )
+  return rows.map((row) => toTransaction(row, lines.get(row.id) ?? [], labels))
+}
+
+export { MINT_WALLET_ID }

@@ -1,0 +1,65 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import type { Deps } from '../deps.ts'
+import { walletOf } from '../http/auth.ts'
+import { ErrorSchema, Timestamp } from '../http/schemas.ts'
+import * as ledger from './ledger.service.ts'
+import { AssetName, Holding, Quantity, Transaction } from './ledger.schemas.ts'
+
+const SendBody = Type.Object({
+  recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
+  type: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' })),
+  memo: Type.Optional(Type.String({ maxLength: 64 })),
+  assets: Type.Record(AssetName, Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
+})
+
+const SendHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x21-\\x7e]{1,255}$' })),
+})
+
+const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
+const ListQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),
+  before: Type.Optional(CursorId),
+  after: Type.Optional(CursorId),
+  asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+  direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
+  since: Type.Optional(Timestamp),
+  until: Type.Optional(Timestamp),
+})
+
+/** The general wallet routes (wallet auth): holdings, sending, history. */
+const transactionsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
+  const { db } = database
+  const tags = ['wallet']
+  const wallet = { preHandler: app.requireWalletAccess }
+
+  app.get('/wallet/assets', { ...wallet, schema: { tags, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
+    ledger.listHoldings(db, walletOf(request)),
+  )
+
+  app.post(
+    '/wallet/transactions',
+    { ...wallet, schema: { tags, body: SendBody, headers: SendHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
+    async (request, reply) => {
+      const result = await ledger.sendTransaction(db, walletOf(request), request.body, request.headers['idempotency-key'])
+      if (result.replayed) reply.header('idempotent-replayed', 'true')
+      return reply.status(result.status).send(result.body)
+    },
+  )
+
+  app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
+    const { transactions, more } = await ledger.listWalletTransactions(db, walletOf(request), request.query)
+    if (more && transactions.length > 0) {
+      const next = new URLSearchParams()
+      for (const [key, value] of Object.entries(request.query)) if (value !== undefined && key !== 'before' && key !== 'offset') next.set(key, String(value))
+      next.set('before', String(transactions[transactions.length - 1].id))
+      next.set('limit', String(request.query.limit ?? 10))
+      reply.header('link', `</wallet/transactions?${next.toString()}>; rel="next"`)
+    }
+    return transactions
+  })
+}
+
+export default transactionsRoutes

@@ -1,0 +1,86 @@
+import type { Executor } from '../db/database.ts'
+import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
+
+export interface VerifyReport {
+  ok: boolean
+  transactions: number
+  holdings: number
+  assets: number
+  problems: string[]
+}
+
+const BATCH = 5_000
+
+/**
+ * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
+ * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
+ * every transaction has positive lines between two different wallets. Reads in batches of
+ * transactions, calling `progress(done, total)` after each.
+ */
+export async function verifyLedger(db: Executor, progress?: (done: number, total: number) => void): Promise<VerifyReport> {
+  const problems: string[] = []
+  const expected = new Map<string, number>()
+  const add = (walletId: number, assetId: number, delta: number) => {
+    const key = `${walletId}:${assetId}`
+    expected.set(key, (expected.get(key) ?? 0) + delta)
+  }
+  const { count } = await db.selectFrom('transactions').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()
+  const total = Number(count)
+  let done = 0
+  let lastId = 0
+  for (;;) {
+    const transactions = await db
+      .selectFrom('transactions')
+      .select(['id', 'sending_wallet_id', 'receiving_wallet_id'])
+      .where('id', '>', lastId)
+      .orderBy('id')
+      .limit(BATCH)
+      .execute()
+    if (transactions.length === 0) break
+    const first = transactions[0].id
+    lastId = transactions[transactions.length - 1].id
+    const lines = await db
+      .selectFrom('transaction_assets')
+      .select(['transaction_id', 'asset_id', 'quantity'])
+      .where('transaction_id', '>=', first)
+      .where('transaction_id', '<=', lastId)
+      .execute()
+    const byTransaction = new Map<number, { asset_id: number; quantity: number }[]>()
+    for (const line of lines) {
+      const list = byTransaction.get(line.transaction_id) ?? []
+      list.push(line)
+      byTransaction.set(line.transaction_id, list)
+    }
+    for (const transaction of transactions) {
+      const own = byTransaction.get(transaction.id) ?? []
+      if (own.length === 0) problems.push(`transaction ${transaction.id} has no asset lines`)
+      if (transaction.sending_wallet_id === transaction.receiving_wallet_id) problems.push(`transaction ${transaction.id} sends to its own wallet`)
+      for (const line of own) {
+        if (!Number.isSafeInteger(line.quantity) || line.quantity <= 0) problems.push(`transaction ${transaction.id} moves ${line.quantity} of asset ${line.asset_id}`)
+        add(transaction.sending_wallet_id, line.asset_id, -line.quantity)
+        add(transaction.receiving_wallet_id, line.asset_id, line.quantity)
+      }
+    }
+    done += transactions.length
+    progress?.(done, total)
+  }
+
+  const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).execute()
+  const sums = new Map<number, number>()
+  for (const holding of holdings) {
+    const key = `${holding.wallet_id}:${holding.asset_id}`
+    const journal = expected.get(key) ?? 0
+    expected.delete(key)
+    if (journal !== holding.quantity) problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
+    if (holding.quantity < 0 && holding.wallet_id !== MINT_WALLET_ID) problems.push(`wallet ${holding.wallet_id} holds a negative ${holding.quantity} of asset ${holding.asset_id}`)
+    sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
+  }
+  for (const [key, journal] of expected) {
+    if (journal !== 0) {
+      const [walletId, assetId] = key.split(':')
+      problems.push(`wallet ${walletId} has no holding of asset ${assetId}, the journal says ${journal}`)
+    }
+  }
+  for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
+  return { ok: problems.length === 0, transactions: total, holdings: holdings.length, assets: sums.size, problems }
+}

@@ -1,0 +1,105 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { buildApp } from '../../src/app.ts'
+import { loadConfig, type Config } from '../../src/config.ts'
+import { openPostgres, openSqlite, type Database } from '../../src/db/database.ts'
+import { migrateToLatest } from '../../src/db/migrate.ts'
+import { hashToken } from '../../src/http/tokens.ts'
+import { verifyLedger } from '../../src/ledger/verify.ts'
+import { createDatabase } from './postgres.ts'
+
+export const STORAGE = (process.env.TEST_STORAGE ?? 'sqlite') as 'sqlite' | 'postgres'
+export const ADMIN_KEY = 'cfa_test_admin_key_for_the_suite_only'
+
+export interface TestApp {
+  app: FastifyInstance
+  database: Database
+  config: Config
+  /** Headers that authenticate as the admin. */
+  admin: Record<string, string>
+  close(): Promise<void>
+}
+
+/** A fresh, empty database on the storage under test (TEST_STORAGE), migrated. */
+export async function openTestDatabase(): Promise<{ database: Database; url: string | undefined; dataDir: string }> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-test-'))
+  if (STORAGE === 'postgres') {
+    const adminUrl = process.env.TEST_PG_ADMIN_URL
+    if (!adminUrl) throw new Error('TEST_PG_ADMIN_URL is not set: run the suite with `npm test` or `npm run test:pg`')
+    const url = await createDatabase(adminUrl)
+    const database = openPostgres(url, 20)
+    await migrateToLatest(database.db)
+    return { database, url, dataDir }
+  }
+  const database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
+  await migrateToLatest(database.db)
+  return { database, url: undefined, dataDir }
+}
+
+/** Builds the app on a fresh database. `close()` checks the ledger with `verifyLedger` first. */
+export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const { database, url, dataDir } = await openTestDatabase()
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    DATABASE_URL: url,
+    ADMIN_API_KEY: ADMIN_KEY,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+    AUTH_RATE_LIMIT: '0',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    ...env,
+  })
+  const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY) })
+  return {
+    app,
+    database,
+    config,
+    admin: { authorization: `Bearer ${ADMIN_KEY}` },
+    async close() {
+      await app.close()
+      const report = await verifyLedger(database.db)
+      await database.close()
+      fs.rmSync(dataDir, { recursive: true, force: true })
+      if (!report.ok) throw new Error(`ledger verification failed after the suite:\n${report.problems.join('\n')}`)
+    },
+  }
+}
+
+export interface TestUser {
+  id: number
+  username: string
+  password: string
+  walletId: number
+  address: string
+  token: string
+  /** Bearer headers for this user's session. */
+  auth: Record<string, string>
+}
+
+let counter = 0
+
+/** Registers a user and logs in with a returned token. */
+export async function createUser(app: FastifyInstance, name?: string): Promise<TestUser> {
+  counter += 1
+  const username = name ?? `user${process.pid}x${counter}`
+  const password = 'correct horse'
+  const registered = await app.inject({ method: 'POST', url: '/users', payload: { username, password } })
+  if (registered.statusCode !== 201) throw new Error(`register failed: ${registered.body}`)
+  const user = registered.json()
+  const login = await app.inject({ method: 'POST', url: `/users/${username}/sessions`, payload: { password, return_token: true } })
+  if (login.statusCode !== 201) throw new Error(`login failed: ${login.body}`)
+  const { token } = login.json()
+  return { id: user.id, username, password, walletId: user.primary_wallet_id, address: user.wallet_address, token, auth: { authorization: `Bearer ${token}` } }
+}
+
+/** Asserts an error response has the contract's layout, status and code. */
+export function expectError(response: LightMyRequestResponse, status: number, code: string): void {
+  const body = response.json()
+  if (response.statusCode !== status || body.code !== code) {
+    throw new Error(`expected ${status} ${code}, got ${response.statusCode} ${response.body}`)
+  }
+  if (typeof body.message !== 'string' || typeof body.request_id !== 'string') {
+    throw new Error(`error body lacks message or request_id: ${response.body}`)
+  }
+}
