@@ -1,0 +1,179 @@
+import { parseArgs } from 'node:util'
+import { ConfigError, loadConfig, type Config } from './config.ts'
+import { openDatabase, type Database } from './db/database.ts'
+import { migrateToLatest } from './db/migrate.ts'
+import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
+import { AppError } from './http/errors.ts'
+import * as assetsRepo from './ledger/assets.repository.ts'
+import * as assets from './ledger/assets.service.ts'
+import * as ledger from './ledger/ledger.service.ts'
+import { verifyLedger } from './ledger/verify.ts'
+import { findWalletByAddress, findWalletById } from './wallets/wallets.repository.ts'
+
+const USAGE = `Usage: coffer <command> [arguments]
+
+Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
+  serve                               start the HTTP service (same as npm start)
+  migrate                             bring the database schema up to date
+  asset list                          list assets
+  asset create <name> <value>         create an asset
+  asset set-value <asset> <value>     change an asset's value
+  asset rename <asset> <new-name>     rename an asset
+  issue <wallet> <asset> <quantity>   issue new units from mint into a wallet
+  burn <wallet> <asset> [quantity]    burn units (default: the whole holding) back to mint
+  admin-key                           print the admin key (generating it on first use)
+  verify                              recompute every holding from the journal and check the ledger
+
+<wallet> is a wallet id or address; <asset> is an asset id or name.
+Exit status: 0 on success, 1 on a failed check or refused operation, 2 on bad usage or configuration.`
+
+class UsageError extends Error {}
+
+function positiveInteger(raw: string | undefined, what: string): number {
+  if (raw === undefined || !/^[1-9][0-9]*$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`${what} must be a positive integer`)
+  return Number(raw)
+}
+
+function nonNegativeNumber(raw: string | undefined, what: string): number {
+  const value = Number(raw)
+  if (raw === undefined || raw.trim() === '' || !Number.isFinite(value) || value < 0) throw new UsageError(`${what} must be a non-negative number`)
+  return value
+}
+
+async function resolveWallet(database: Database, ref: string | undefined): Promise<number> {
+  if (ref === undefined) throw new UsageError('missing <wallet>')
+  const wallet = /^\d+$/.test(ref) ? await findWalletById(database.db, Number(ref)) : await findWalletByAddress(database.db, ref)
+  if (!wallet) throw new AppError('W002', `no wallet ${ref}`)
+  return wallet.id
+}
+
+async function resolveAsset(database: Database, ref: string | undefined): Promise<number> {
+  if (ref === undefined) throw new UsageError('missing <asset>')
+  const asset = /^\d+$/.test(ref) ? await assetsRepo.findAssetById(database.db, Number(ref)) : (await assetsRepo.findAssetsByNames(database.db, [ref])).get(ref.toLowerCase())
+  if (!asset) throw new AppError('I000', `no asset ${ref}`)
+  return asset.id
+}
+
+function progressBar(done: number, total: number): void {
+  if (!process.stderr.isTTY || total < 10_000) return
+  const width = 30
+  const filled = Math.round((done / total) * width)
+  process.stderr.write(`\r  [${'#'.repeat(filled)}${' '.repeat(width - filled)}] ${done}/${total} transactions`)
+  if (done >= total) process.stderr.write('\n')
+}
+
+async function verify(database: Database): Promise<number> {
+  const started = Date.now()
+  const report = await verifyLedger(database.db, progressBar)
+  const seconds = ((Date.now() - started) / 1000).toFixed(1)
+  console.log(`checked ${report.transactions} transactions, ${report.holdings} holdings, ${report.assets} assets in ${seconds} s`)
+  if (report.ok) {
+    console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
+    return 0
+  }
+  console.log(`ledger has ${report.problems.length} problem(s):`)
+  for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
+  if (report.problems.length > 100) console.log(`  … and ${report.problems.length - 100} more`)
+  return 1
+}
+
+async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
+  const database = openDatabase(config)
+  try {
+    await migrateToLatest(database.db)
+    return await work(database)
+  } finally {
+    await database.close()
+  }
+}
+
+async function run(config: Config, command: string | undefined, rest: string[]): Promise<number> {
+  switch (command) {
+    case 'serve': {
+      const { serve } = await import('./main.ts')
+      await serve(config)
+      return new Promise<number>(() => {})
+    }
+    case 'migrate':
+      return withDatabase(config, async () => {
+        console.log('schema is up to date')
+        return 0
+      })
+    case 'admin-key':
+      resolveAdminKey(config)
+      console.log(readAdminKey(config))
+      return 0
+    case 'verify':
+      return withDatabase(config, verify)
+    case 'asset':
+      return withDatabase(config, async (database) => {
+        const [action, first, second] = rest
+        if (action === 'list') {
+          for (const asset of await assets.listAssets(database.db)) console.log(`${asset.id}\t${asset.name}\t${asset.value}`)
+          return 0
+        }
+        if (action === 'create') {
+          if (!first || !/^[A-Za-z0-9_-]{1,32}$/.test(first)) throw new UsageError('<name> must be 1-32 letters, digits, "_" or "-"')
+          console.log(JSON.stringify(await assets.createAsset(database.db, first, nonNegativeNumber(second, '<value>'))))
+          return 0
+        }
+        if (action === 'set-value') {
+          const id = await resolveAsset(database, first)
+          console.log(JSON.stringify(await assets.revalueAsset(database.db, id, nonNegativeNumber(second, '<value>'))))
+          return 0
+        }
+        if (action === 'rename') {
+          const id = await resolveAsset(database, first)
+          if (!second || !/^[A-Za-z0-9_-]{1,32}$/.test(second)) throw new UsageError('<new-name> must be 1-32 letters, digits, "_" or "-"')
+          console.log(JSON.stringify(await assets.renameAsset(database.db, id, second)))
+          return 0
+        }
+        throw new UsageError('asset needs one of: list, create, set-value, rename')
+      })
+    case 'issue':
+      return withDatabase(config, async (database) => {
+        const walletId = await resolveWallet(database, rest[0])
+        const assetId = await resolveAsset(database, rest[1])
+        console.log(JSON.stringify(await ledger.issueAsset(database.db, walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
+        return 0
+      })
+    case 'burn':
+      return withDatabase(config, async (database) => {
+        const walletId = await resolveWallet(database, rest[0])
+        const assetId = await resolveAsset(database, rest[1])
+        const quantity = rest[2] === undefined ? undefined : positiveInteger(rest[2], '<quantity>')
+        const transaction = await ledger.burnAsset(database.db, walletId, assetId, quantity)
+        console.log(transaction ? JSON.stringify(transaction) : 'nothing to burn')
+        return 0
+      })
+    default:
+      throw new UsageError(command ? `unknown command "${command}"` : 'missing command')
+  }
+}
+
+/** Runs the `coffer` command line; resolves to the process exit status. */
+export async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, strict: false, options: { help: { type: 'boolean', short: 'h' } } })
+  if (values.help || positionals.length === 0) {
+    console.log(USAGE)
+    return positionals.length === 0 && !values.help ? 2 : 0
+  }
+  try {
+    const config = loadConfig()
+    return await run(config, positionals[0], positionals.slice(1))
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`coffer: ${error.message}\n\n${USAGE}`)
+      return 2
+    }
+    if (error instanceof ConfigError) {
+      console.error(`coffer: ${error.message}`)
+      return 2
+    }
+    if (error instanceof AppError) {
+      console.error(`coffer: ${error.message}`)
+      return 1
+    }
+    throw error
+  }
+}
