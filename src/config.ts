@@ -108,12 +108,12 @@ export function loadConfig(env: Env = process.env): Config {
   if (adminApiKey !== undefined && adminApiKey !== '' && adminApiKey.length < 24) {
     throw new ConfigError('ADMIN_API_KEY', 'must be at least 24 characters long')
   }
-  const cookieName = env.SESSION_COOKIE_NAME ?? 'coffer_session'
+  const cookieName = env.SESSION_COOKIE_NAME || 'coffer_session'
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
     throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
   }
-  const host = env.HOST ?? '0.0.0.0'
-  if (host === '' || /\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
+  const host = env.HOST || '0.0.0.0'
+  if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host,
