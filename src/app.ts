@@ -58,6 +58,11 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       done(error, undefined)
     }
   })
+  // A missing body reads as `{}`: routes whose fields are all optional (POST /user/wallets) accept
+  // a bodiless request, and the others name the missing field.
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined && (request.method === 'POST' || request.method === 'PUT')) request.body = {}
+  })
   registerErrorHandler(app)
 
   // 2. Request ids, logs, metrics, health.

@@ -55,8 +55,8 @@ const accountsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, 
     wallets.listAssignedWallets(db, userAuth(request).userId),
   )
 
-  app.post('/user/wallets', { ...user, schema: { tags, body: Type.Optional(S.NewWalletBody), response: responses(201, S.WalletSummary) } }, async (request, reply) => {
-    const wallet = await wallets.createWallet(db, userAuth(request).userId, request.body?.address)
+  app.post('/user/wallets', { ...user, schema: { tags, body: S.NewWalletBody, response: responses(201, S.WalletSummary) } }, async (request, reply) => {
+    const wallet = await wallets.createWallet(db, userAuth(request).userId, request.body.address)
     return reply.status(201).send(wallet)
   })
 
