@@ -1,0 +1,342 @@
+/**
+ * Crash safety (`npm run test:crash`): for SQLite and for PostgreSQL, runs the real service as a
+ * child process, drives a bounded load of transfers (each with its own Idempotency-Key), kills
+ * the service with SIGKILL several times mid-load, restarts it, retries every request that got no
+ * answer with the same key, and then checks that
+ *   - every acknowledged transfer exists exactly once, with the id it was acknowledged with,
+ *   - no transfer exists twice (every memo carries a unique request number),
+ *   - every transaction has its events in the outbox (one per non-mint side),
+ *   - each user's holding equals what the acknowledged transfers say,
+ *   - `coffer verify` passes.
+ * Usage: npx tsx scripts/crash-test.ts [sqlite|postgres]…   (default: both). Exit 1 on any failure.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { openDatabase, type Database } from '../src/db/database.ts'
+import { createDatabase, freePort, startPostgres, type TestPostgres } from '../test/helpers/postgres.ts'
+
+const ADMIN_KEY = 'cfa_crash_test_admin_key_not_secret'
+const USERS = 6
+const REQUESTS = Number(process.env.CRASH_REQUESTS ?? 600)
+const CONCURRENCY = 12
+const CRASHES = Number(process.env.CRASH_COUNT ?? 6)
+const INITIAL = 1_000_000
+const TIME_LIMIT_MS = 80_000
+
+interface Figures {
+  storage: string
+  crashes: number
+  requests: number
+  unanswered: number
+  retries: number
+  replayed: number
+  transfers: number
+  events: number
+  seconds: number
+}
+
+interface Outcome {
+  /** Transaction id from the 201, once answered. */
+  transactionId?: number
+  from: number
+  to: number
+  quantity: number
+}
+
+class Service {
+  private child: ChildProcess | undefined
+  private exited: Promise<void> = Promise.resolve()
+  readonly url: string
+
+  constructor(
+    private readonly env: NodeJS.ProcessEnv,
+    readonly port: number,
+  ) {
+    this.url = `http://127.0.0.1:${port}`
+  }
+
+  async start(): Promise<void> {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: this.env, stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString()).slice(-4000)
+    })
+    this.child = child
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()))
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`the service exited at start (${child.exitCode}):\n${stderr}`)
+      try {
+        const response = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(1000) })
+        if (response.ok) return
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`the service did not become ready:\n${stderr}`)
+      await sleep(50)
+    }
+  }
+
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (!this.child || this.child.exitCode !== null) return
+    this.child.kill(signal)
+    await this.exited
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+async function call(url: string, init: { method: string; headers?: Record<string, string>; body?: unknown }) {
+  const response = await fetch(url, {
+    method: init.method,
+    headers: { 'content-type': 'application/json', ...init.headers },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    signal: AbortSignal.timeout(15_000),
+  })
+  const text = await response.text()
+  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
+}
+
+function check(condition: boolean, message: string, problems: string[]): void {
+  if (!condition) problems.push(message)
+}
+
+async function runCoffer(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/coffer.js', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    child.on('exit', (code) => resolve({ code: code ?? 1, output }))
+  })
+}
+
+async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres | undefined): Promise<{ figures: Figures; problems: string[] }> {
+  const started = Date.now()
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-crash-'))
+  const databaseUrl = postgres ? await createDatabase(postgres.url) : ''
+  const port = await freePort()
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    DATABASE_URL: databaseUrl,
+    ADMIN_API_KEY: ADMIN_KEY,
+    AUTH_RATE_LIMIT: '0',
+    LOG_LEVEL: 'warn',
+  }
+  const service = new Service(env, port)
+  const problems: string[] = []
+  const admin = { authorization: `Bearer ${ADMIN_KEY}` }
+  await service.start()
+
+  // Seed: users, one asset, a large holding each.
+  const tag = `${storage}${Date.now().toString(36)}`.replace(/[^a-z0-9]/gi, '')
+  const users: { id: number; username: string; walletId: number; auth: Record<string, string> }[] = []
+  for (let i = 0; i < USERS; i++) {
+    const username = `crash${tag}u${i}`.slice(0, 32)
+    const registered = await call(`${service.url}/users`, { method: 'POST', body: { username, password: 'crash test password' } })
+    if (registered.status !== 201) throw new Error(`register: ${registered.status} ${JSON.stringify(registered.body)}`)
+    const login = await call(`${service.url}/users/${username}/sessions`, { method: 'POST', body: { password: 'crash test password', return_token: true } })
+    if (login.status !== 201) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`)
+    users.push({ id: registered.body.id as number, username, walletId: registered.body.primary_wallet_id as number, auth: { authorization: `Bearer ${login.body.token}` } })
+  }
+  const asset = await call(`${service.url}/assets`, { method: 'POST', headers: admin, body: { name: 'crashgold', value: 1 } })
+  if (asset.status !== 201) throw new Error(`asset: ${asset.status} ${JSON.stringify(asset.body)}`)
+  for (const user of users) {
+    const issued = await call(`${service.url}/wallets/${user.walletId}/assets`, { method: 'POST', headers: admin, body: { id: asset.body.id, quantity: INITIAL } })
+    if (issued.status !== 201) throw new Error(`issue: ${issued.status} ${JSON.stringify(issued.body)}`)
+  }
+
+  // Load: REQUESTS transfers from CONCURRENCY workers; a killer SIGKILLs the service CRASHES times.
+  const outcomes = new Map<number, Outcome>()
+  let next = 0
+  let up = true
+  let restarted: Promise<void> = Promise.resolve()
+  let unanswered = 0
+  let retries = 0
+  let replayed = 0
+  let crashes = 0
+
+  async function send(n: number): Promise<void> {
+    const from = users[n % USERS]
+    // Every pair of users in turn, never a user to themself.
+    const to = users[((n % USERS) + 1 + (Math.floor(n / USERS) % (USERS - 1))) % USERS]
+    const quantity = 1 + (n % 5)
+    const outcome: Outcome = { from: from.walletId, to: to.walletId, quantity }
+    outcomes.set(n, outcome)
+    const key = `crash-${tag}-${n}`
+    let attempt = 0
+    for (;;) {
+      if (Date.now() - started > TIME_LIMIT_MS) throw new Error(`request ${n} still unanswered after ${TIME_LIMIT_MS} ms`)
+      if (!up) await restarted
+      attempt++
+      if (attempt > 1) retries++
+      try {
+        const response = await call(`${service.url}/wallet/transactions`, {
+          method: 'POST',
+          headers: { ...from.auth, 'idempotency-key': key },
+          body: { recipient: to.username, type: 0, memo: `crash ${tag} #${n}`, assets: { crashgold: quantity } },
+        })
+        if (response.status === 201) {
+          outcome.transactionId = response.body.id as number
+          if (response.headers.get('idempotent-replayed') === 'true') replayed++
+          return
+        }
+        if (response.status === 409 && response.body.code === 'G004') {
+          await sleep(20)
+          continue
+        }
+        if (response.status === 503) {
+          // The service is going away; retry like any unanswered request.
+          if (attempt === 1) unanswered++
+          await sleep(50)
+          continue
+        }
+        problems.push(`request ${n}: unexpected ${response.status} ${JSON.stringify(response.body)}`)
+        return
+      } catch {
+        // No answer (connection reset or refused): the service died. Retry with the same key.
+        if (attempt === 1) unanswered++
+        await sleep(20)
+      }
+    }
+  }
+
+  async function worker(): Promise<void> {
+    while (next < REQUESTS) {
+      const n = next++
+      await send(n)
+    }
+  }
+
+  async function killer(): Promise<void> {
+    for (let i = 0; i < CRASHES; i++) {
+      // Crash at evenly spread points of the load, while requests are in flight.
+      const target = Math.floor(((i + 1) * REQUESTS) / (CRASHES + 1))
+      while (next < target) await sleep(5)
+      await sleep(Math.random() * 20)
+      up = false
+      let markUp: () => void = () => {}
+      restarted = new Promise((resolve) => (markUp = resolve))
+      await service.kill('SIGKILL')
+      crashes++
+      await service.start()
+      up = true
+      markUp()
+    }
+  }
+
+  await Promise.all([killer(), ...Array.from({ length: CONCURRENCY }, worker)])
+
+  // A replay of an answered request must answer the same, and move nothing.
+  const sample = [...outcomes.entries()].filter(([, outcome]) => outcome.transactionId !== undefined).slice(0, 5)
+  for (const [n, outcome] of sample) {
+    const from = users[n % USERS]
+    const to = users.find((user) => user.walletId === outcome.to)!
+    const again = await call(`${service.url}/wallet/transactions`, {
+      method: 'POST',
+      headers: { ...from.auth, 'idempotency-key': `crash-${tag}-${n}` },
+      body: { recipient: to.username, type: 0, memo: `crash ${tag} #${n}`, assets: { crashgold: outcome.quantity } },
+    })
+    check(again.status === 201 && again.body.id === outcome.transactionId, `replay of request ${n} answered ${again.status} ${JSON.stringify(again.body)}`, problems)
+    check(again.headers.get('idempotent-replayed') === 'true', `replay of request ${n} lacks Idempotent-Replayed`, problems)
+  }
+
+  // Balances through the API, while the service still runs.
+  const expected = new Map<number, number>(users.map((user) => [user.walletId, INITIAL]))
+  for (const outcome of outcomes.values()) {
+    if (outcome.transactionId === undefined) continue
+    expected.set(outcome.from, (expected.get(outcome.from) ?? 0) - outcome.quantity)
+    expected.set(outcome.to, (expected.get(outcome.to) ?? 0) + outcome.quantity)
+  }
+  for (const user of users) {
+    const holdings = await call(`${service.url}/wallet/assets`, { method: 'GET', headers: user.auth })
+    const list = holdings.body as unknown as { asset: { name: string }; quantity: number }[]
+    const held = list.find((holding) => holding.asset.name === 'crashgold')?.quantity ?? 0
+    check(held === expected.get(user.walletId), `${user.username} holds ${held}, the acknowledged transfers say ${expected.get(user.walletId)}`, problems)
+  }
+  await service.kill('SIGTERM')
+
+  // Straight from the database: each request exactly once, with the acknowledged id, and its events.
+  const database: Database = openDatabase({ databaseUrl: databaseUrl || undefined, dataDir })
+  let transfers = 0
+  let events = 0
+  try {
+    const rows = await database.db.selectFrom('transactions').select(['id', 'memo', 'sending_wallet_id', 'receiving_wallet_id']).execute()
+    const byRequest = new Map<number, number[]>()
+    for (const row of rows) {
+      const match = new RegExp(`^crash ${tag} #(\\d+)$`).exec(row.memo)
+      if (!match) continue
+      const n = Number(match[1])
+      byRequest.set(n, [...(byRequest.get(n) ?? []), row.id])
+    }
+    for (const [n, outcome] of outcomes) {
+      const ids = byRequest.get(n) ?? []
+      check(outcome.transactionId !== undefined, `request ${n} was never answered`, problems)
+      check(ids.length <= 1, `request ${n} exists ${ids.length} times: transactions ${ids.join(', ')}`, problems)
+      check(ids.length === 1, `acknowledged request ${n} (transaction ${outcome.transactionId}) is missing`, problems)
+      if (ids.length === 1) check(ids[0] === outcome.transactionId, `request ${n} was acknowledged as ${outcome.transactionId} but stored as ${ids[0]}`, problems)
+      transfers += ids.length
+    }
+    for (const n of byRequest.keys()) check(outcomes.has(n), `transaction for request ${n} exists though it was never sent`, problems)
+
+    const eventRows = await database.db.selectFrom('events').select(['transaction_id', 'wallet_id', 'type']).execute()
+    events = eventRows.length
+    const byTransaction = new Map<number, string[]>()
+    for (const event of eventRows) byTransaction.set(event.transaction_id, [...(byTransaction.get(event.transaction_id) ?? []), `${event.type}:${event.wallet_id}`])
+    for (const row of rows) {
+      const want = [
+        ...(row.sending_wallet_id === 1 ? [] : [`transaction.sent:${row.sending_wallet_id}`]),
+        ...(row.receiving_wallet_id === 1 ? [] : [`transaction.received:${row.receiving_wallet_id}`]),
+      ].sort()
+      const got = (byTransaction.get(row.id) ?? []).sort()
+      check(JSON.stringify(got) === JSON.stringify(want), `transaction ${row.id} has events [${got.join(', ')}], expected [${want.join(', ')}]`, problems)
+    }
+  } finally {
+    await database.close()
+  }
+
+  const verified = await runCoffer(['verify'], env)
+  check(verified.code === 0, `coffer verify failed (${verified.code}):\n${verified.output}`, problems)
+
+  fs.rmSync(dataDir, { recursive: true, force: true })
+  return {
+    figures: { storage, crashes, requests: REQUESTS, unanswered, retries, replayed, transfers, events, seconds: (Date.now() - started) / 1000 },
+    problems,
+  }
+}
+
+const requested = process.argv.slice(2).filter((arg) => arg === 'sqlite' || arg === 'postgres') as ('sqlite' | 'postgres')[]
+const storages = requested.length > 0 ? requested : (['sqlite', 'postgres'] as const)
+let failed = false
+for (const storage of storages) {
+  const postgres = storage === 'postgres' ? await startPostgres() : undefined
+  try {
+    const { figures, problems } = await crashRun(storage, postgres)
+    console.log(
+      `${figures.storage}: ${figures.crashes} crashes injected (SIGKILL), ${figures.requests} transfers sent, ` +
+        `${figures.unanswered} got no answer, ${figures.retries} retries with the same key (${figures.replayed} answered as replays), ` +
+        `${figures.transfers} transfers checked exactly once, ${figures.events} outbox events checked, coffer verify ${problems.some((p) => p.startsWith('coffer verify')) ? 'FAILED' : 'passed'} ` +
+        `— ${figures.seconds.toFixed(1)} s`,
+    )
+    if (problems.length > 0) {
+      failed = true
+      console.log(`${storage}: ${problems.length} problem(s):`)
+      for (const problem of problems.slice(0, 50)) console.log(`  - ${problem}`)
+    } else {
+      console.log(`${storage}: nothing lost, nothing doubled`)
+    }
+  } catch (error) {
+    failed = true
+    console.log(`${storage}: the crash test could not run: ${error instanceof Error ? error.stack : String(error)}`)
+  } finally {
+    await postgres?.stop()
+  }
+}
+process.exit(failed ? 1 : 0)
