@@ -4,7 +4,7 @@ import { inTransaction, isUniqueViolation, nowIso } from '../db/dialect.ts'
 import { appendTransactionEvents } from '../events/outbox.ts'
 import { AppError } from '../http/errors.ts'
 import { findUserByUsername } from '../accounts/accounts.repository.ts'
-import { findWalletByAddress, findWalletById } from '../wallets/wallets.repository.ts'
+import { findWalletByAddress, findWalletById, lockLiveWallets } from '../wallets/wallets.repository.ts'
 import * as assets from './assets.repository.ts'
 import * as ledger from './transactions.repository.ts'
 import { MINT_WALLET_ID, type Line, type Transaction } from './transactions.repository.ts'
@@ -13,10 +13,15 @@ import { MINT_WALLET_ID, type Line, type Transaction } from './transactions.repo
  * Moves every line from one wallet to another as one recorded Transaction, inside the caller's
  * database transaction, and writes its events to the outbox. Holdings are changed in a fixed
  * order (wallet id, then asset id), so concurrent transfers over the same rows lock them in the
- * same order and cannot deadlock. Throws I002 when the sender holds too little of any asset and
- * I003 when a holding would pass 2^53-1; the caller's rollback then undoes every earlier line.
+ * same order and cannot deadlock. Throws W000 when either wallet is deleted, I002 when the
+ * sender holds too little of any asset and I003 when a holding would pass 2^53-1; the caller's
+ * rollback then undoes every earlier line.
  */
 export async function moveAssets(trx: Executor, move: { from: number; to: number; lines: Line[]; memo: string }): Promise<Transaction> {
+  // Checked under a shared row lock: a wallet deleted since the recipient was resolved gets W000,
+  // and a deletion in progress (which holds the row for update) is waited for, not interleaved.
+  const live = await lockLiveWallets(trx, [move.from, move.to])
+  for (const walletId of [move.from, move.to]) if (!live.has(walletId)) throw new AppError('W000', `wallet ${walletId} has been deleted`)
   const changes = move.lines
     .flatMap((line) => [
       { walletId: move.from, line, delta: -line.quantity },

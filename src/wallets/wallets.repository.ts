@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { nowIso } from '../db/dialect.ts'
+import { forKeyShare, forUpdate, nowIso } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 
 export async function insertWallet(db: Executor, userId: number, address: string): Promise<WalletRow> {
@@ -80,4 +80,142 @@ export async function canUseWallet(db: Executor, userId: number, walletId: numbe
     )
     .executeTakeFirst()
   return row !== undefined
+}
+
+/**
+ * Locks the live wallet row for the rest of the transaction (PostgreSQL; SQLite serializes
+ * writers anyway), so that a transfer touching it waits for an ownership change or a deletion,
+ * and reads the row as it is once the lock is held. Undefined when the wallet is gone or deleted.
+ */
+export async function lockWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
+  const query = db.selectFrom('wallets').selectAll().where('id', '=', walletId).where('deleted_at', 'is', null).where('user_id', 'is not', null)
+  return forUpdate(query, db).executeTakeFirst()
+}
+
+/**
+ * Takes a shared lock on each live wallet among `walletIds` (mint included) and returns the ids
+ * found. A transfer calls it first: it then waits while a deletion holds its wallet, and sees the
+ * wallet as deleted afterwards, so no asset can land in (or leave) a deleted wallet.
+ */
+export async function lockLiveWallets(db: Executor, walletIds: number[]): Promise<Set<number>> {
+  const ids = [...new Set(walletIds)].sort((a, b) => a - b)
+  const query = db.selectFrom('wallets').select('id').where('id', 'in', ids).where('deleted_at', 'is', null).orderBy('id')
+  const rows = await forKeyShare(query, db).execute()
+  return new Set(rows.map((row) => row.id))
+}
+
+export async function markWalletDeleted(db: Executor, walletId: number): Promise<void> {
+  await db.updateTable('wallets').set({ deleted_at: nowIso() }).where('id', '=', walletId).execute()
+}
+
+export async function setWalletOwner(db: Executor, walletId: number, userId: number): Promise<void> {
+  await db.updateTable('wallets').set({ user_id: userId }).where('id', '=', walletId).execute()
+}
+
+// Assigned users.
+
+export async function listWalletUsers(db: Executor, walletId: number) {
+  return db
+    .selectFrom('wallet_users')
+    .innerJoin('users', 'users.id', 'wallet_users.user_id')
+    .select(['users.id', 'users.username'])
+    .where('wallet_users.wallet_id', '=', walletId)
+    .orderBy('users.id')
+    .execute()
+}
+
+export async function isWalletUser(db: Executor, walletId: number, userId: number): Promise<boolean> {
+  const row = await db.selectFrom('wallet_users').select('user_id').where('wallet_id', '=', walletId).where('user_id', '=', userId).executeTakeFirst()
+  return row !== undefined
+}
+
+export async function insertWalletUser(db: Executor, walletId: number, userId: number): Promise<void> {
+  await db.insertInto('wallet_users').values({ wallet_id: walletId, user_id: userId, created_at: nowIso() }).execute()
+}
+
+/** Removes one assignment; false when the user was not assigned. */
+export async function deleteWalletUser(db: Executor, walletId: number, userId: number): Promise<boolean> {
+  const result = await db.deleteFrom('wallet_users').where('wallet_id', '=', walletId).where('user_id', '=', userId).executeTakeFirst()
+  return Number(result.numDeletedRows) > 0
+}
+
+export async function deleteWalletUsers(db: Executor, walletId: number): Promise<void> {
+  await db.deleteFrom('wallet_users').where('wallet_id', '=', walletId).execute()
+}
+
+// Wallet session keys.
+
+export async function insertWalletSession(db: Executor, key: { walletId: number; userId: number; name: string; tokenHash: string }) {
+  return db
+    .insertInto('wallet_sessions')
+    .values({ wallet_id: key.walletId, user_id: key.userId, name: key.name, token_hash: key.tokenHash, created_at: nowIso(), last_used_at: null })
+    .returning(['id', 'wallet_id', 'name'])
+    .executeTakeFirstOrThrow()
+}
+
+export async function listWalletSessions(db: Executor, walletId: number) {
+  return db
+    .selectFrom('wallet_sessions')
+    .select(['id', 'wallet_id', 'name', 'created_at', 'last_used_at'])
+    .where('wallet_id', '=', walletId)
+    .orderBy('id')
+    .execute()
+}
+
+/** Deletes one key of the wallet; false when the wallet has no such key. */
+export async function deleteWalletSession(db: Executor, walletId: number, sessionId: number): Promise<boolean> {
+  const result = await db.deleteFrom('wallet_sessions').where('id', '=', sessionId).where('wallet_id', '=', walletId).executeTakeFirst()
+  return Number(result.numDeletedRows) > 0
+}
+
+/** Deletes every key of the wallet, or only those one user created. */
+export async function deleteWalletSessions(db: Executor, walletId: number, createdBy?: number): Promise<void> {
+  let query = db.deleteFrom('wallet_sessions').where('wallet_id', '=', walletId)
+  if (createdBy !== undefined) query = query.where('user_id', '=', createdBy)
+  await query.execute()
+}
+
+// What a wallet takes with it when it goes.
+
+/** Positive holdings of a wallet, with their assets, for sweeping it. */
+export async function listPositiveHoldings(db: Executor, walletId: number) {
+  const rows = await db
+    .selectFrom('holdings')
+    .innerJoin('assets', 'assets.id', 'holdings.asset_id')
+    .select(['assets.id', 'assets.name', 'assets.value', 'holdings.quantity'])
+    .where('holdings.wallet_id', '=', walletId)
+    .where('holdings.quantity', '>', 0)
+    .orderBy('assets.id')
+    .execute()
+  return rows.map((row) => ({ asset: { id: row.id, name: row.name, value: row.value }, quantity: row.quantity }))
+}
+
+/** Removes the wallet's webhook and cancels its deliveries that have not been made yet. */
+export async function deleteWebhookAndPendingDeliveries(db: Executor, walletId: number): Promise<void> {
+  await db.deleteFrom('webhooks').where('wallet_id', '=', walletId).execute()
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ status: 'cancelled', next_attempt_at: null, lease_until: null, updated_at: nowIso() })
+    .where('wallet_id', '=', walletId)
+    .where('status', '=', 'pending')
+    .execute()
+}
+
+/**
+ * Moves user sessions whose active wallet is `walletId` to their user's primary wallet: every
+ * such session, or only those of one user.
+ */
+export async function moveSessionsToPrimary(db: Executor, walletId: number, userId?: number): Promise<void> {
+  let query = db
+    .updateTable('user_sessions')
+    .set((eb) => ({
+      wallet_id: eb
+        .selectFrom('users')
+        .select('users.primary_wallet_id')
+        .whereRef('users.id', '=', 'user_sessions.user_id')
+        .$castTo<number>(),
+    }))
+    .where('wallet_id', '=', walletId)
+  if (userId !== undefined) query = query.where('user_id', '=', userId)
+  await query.execute()
 }

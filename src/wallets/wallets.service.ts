@@ -1,7 +1,11 @@
+import { findUserById, findUserByUsername } from '../accounts/accounts.repository.ts'
 import type { Db, Executor } from '../db/database.ts'
 import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
+import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
+import { createToken, hashToken } from '../http/tokens.ts'
+import { moveAssets } from '../ledger/ledger.service.ts'
 import { randomAddress } from './addresses.ts'
 import * as wallets from './wallets.repository.ts'
 
@@ -41,4 +45,142 @@ export async function listOwnedWallets(db: Db, userId: number) {
 export async function listAssignedWallets(db: Db, userId: number) {
   const rows = await wallets.listAssignedWallets(db, userId)
   return rows.map((row) => ({ id: row.id, address: row.address, user_id: row.user_id as number }))
+}
+
+/*
+ * The routes below act on the session's active wallet (`auth.walletId`). Sessions are moved off a
+ * wallet when their user loses access to it, so W000 ("a wallet the caller may not use") only
+ * answers a request that raced such a change.
+ */
+
+/** The active wallet when the caller owns it or is assigned to it. Throws W000. */
+async function usableWallet(db: Executor, auth: UserAuth): Promise<number> {
+  if (!(await wallets.canUseWallet(db, auth.userId, auth.walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
+  return auth.walletId
+}
+
+/**
+ * The active wallet, locked for the rest of the transaction, when the caller owns it.
+ * Throws W000 when it has been deleted, W006 when the caller does not own it (status 400, as the
+ * interface requires for POST /wallet/users).
+ */
+async function lockOwnedWallet(trx: Executor, auth: UserAuth): Promise<WalletRow> {
+  const wallet = await wallets.lockWallet(trx, auth.walletId)
+  if (!wallet) throw new AppError('W000', "your session's active wallet no longer exists")
+  if (wallet.user_id !== auth.userId) throw new AppError('W006', 'only the owner of the wallet may do this')
+  return wallet
+}
+
+/**
+ * POST /wallet/users: gives the user read/write access to the active wallet. Returns `{id, username}`.
+ * Throws, in this order: W000, W006 (caller is not the owner), U003 (no such user), W003 (already
+ * assigned, or the owner).
+ */
+export async function assignUser(db: Db, auth: UserAuth, username: string) {
+  try {
+    return await inTransaction(db, async (trx) => {
+      const wallet = await lockOwnedWallet(trx, auth)
+      const user = await findUserByUsername(trx, username)
+      if (!user) throw new AppError('U003', `no user "${username}"`)
+      if (user.id === wallet.user_id) throw new AppError('W003', 'the owner cannot be assigned to their own wallet')
+      if (await wallets.isWalletUser(trx, wallet.id, user.id)) throw new AppError('W003', `${user.username} is already assigned`)
+      await wallets.insertWalletUser(trx, wallet.id, user.id)
+      return { id: user.id, username: user.username }
+    })
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new AppError('W003', `${username} is already assigned`)
+    throw error
+  }
+}
+
+/** GET /wallet/users: the users assigned to the active wallet (the owner not included). Throws W000. */
+export async function listAssignedUsers(db: Db, auth: UserAuth) {
+  return wallets.listWalletUsers(db, await usableWallet(db, auth))
+}
+
+/**
+ * DELETE /wallet/users/{userid}: ends the user's access at once. Their sessions that had the wallet
+ * active move to their primary wallet and the wallet keys they created for it are revoked.
+ * Throws, in this order: W000, W006, U003 (the user is not assigned).
+ */
+export async function removeUser(db: Db, auth: UserAuth, userId: number): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    const wallet = await lockOwnedWallet(trx, auth)
+    if (!(await wallets.deleteWalletUser(trx, wallet.id, userId))) throw new AppError('U003', `user ${userId} is not assigned to this wallet`)
+    await wallets.deleteWalletSessions(trx, wallet.id, userId)
+    await wallets.moveSessionsToPrimary(trx, wallet.id, userId)
+  })
+}
+
+/**
+ * PUT /wallet/owner: hands the active wallet to one of its assigned users; the caller becomes an
+ * assigned user in their place. Returns the wallet `{id, address, user_id}`.
+ * Throws, in this order: W000, W006, W012 (it is the caller's primary wallet), W007 (the new
+ * owner is not assigned).
+ */
+export async function transferOwnership(db: Db, auth: UserAuth, newOwnerId: number) {
+  return inTransaction(db, async (trx) => {
+    const wallet = await lockOwnedWallet(trx, auth)
+    const caller = await findUserById(trx, auth.userId)
+    if (caller?.primary_wallet_id === wallet.id) throw new AppError('W012', 'make another wallet your primary wallet first')
+    if (!(await wallets.deleteWalletUser(trx, wallet.id, newOwnerId))) throw new AppError('W007', `user ${newOwnerId} is not assigned to this wallet`)
+    await wallets.setWalletOwner(trx, wallet.id, newOwnerId)
+    await wallets.insertWalletUser(trx, wallet.id, auth.userId)
+    return { id: wallet.id, address: wallet.address, user_id: newOwnerId }
+  })
+}
+
+/**
+ * POST /wallet/sessions: issues a key with read/write access to the active wallet, for the owner
+ * or an assigned user. Returns `{id, wallet_id, name, token}`; only the token's hash is stored, so
+ * this is the one time it is shown. Throws W000.
+ */
+export async function createWalletSession(db: Db, auth: UserAuth, name: string) {
+  return inTransaction(db, async (trx) => {
+    const walletId = await usableWallet(trx, auth)
+    const token = createToken('wallet')
+    const key = await wallets.insertWalletSession(trx, { walletId, userId: auth.userId, name, tokenHash: hashToken(token) })
+    return { ...key, token }
+  })
+}
+
+/** GET /wallet/sessions: every key of the active wallet, whoever created it, without tokens. Throws W000. */
+export async function listWalletSessions(db: Db, auth: UserAuth) {
+  return wallets.listWalletSessions(db, await usableWallet(db, auth))
+}
+
+/** DELETE /wallet/sessions/{id}: revokes one key of the active wallet. Throws W000, W005 (no such key on this wallet). */
+export async function revokeWalletSession(db: Db, auth: UserAuth, sessionId: number): Promise<void> {
+  const walletId = await usableWallet(db, auth)
+  if (!(await wallets.deleteWalletSession(db, walletId, sessionId))) throw new AppError('W005', `the wallet has no session ${sessionId}`)
+}
+
+/** DELETE /wallet/sessions: revokes every key of the active wallet. Throws W000. */
+export async function revokeWalletSessions(db: Db, auth: UserAuth): Promise<void> {
+  await wallets.deleteWalletSessions(db, await usableWallet(db, auth))
+}
+
+/**
+ * DELETE /wallet: deletes the active wallet in one database transaction. Its positive holdings go
+ * to the caller's primary wallet as one Transaction (memo "wallet deleted"); its keys, webhook
+ * (pending deliveries cancelled) and assignments are removed; sessions that had it active move to
+ * their user's primary wallet. The row stays, marked deleted, so history keeps its address and
+ * the address is never reused. Throws, in this order: W000, W006, W008 (primary wallet), and I003
+ * when a holding of the primary wallet would overflow (nothing is deleted then).
+ */
+export async function deleteWallet(db: Db, auth: UserAuth): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    const wallet = await lockOwnedWallet(trx, auth)
+    const owner = await findUserById(trx, auth.userId)
+    if (!owner?.primary_wallet_id) throw new AppError('W000', 'you have no primary wallet')
+    if (owner.primary_wallet_id === wallet.id) throw new AppError('W008', 'make another wallet your primary wallet first')
+    // The webhook goes first so that the sweep below queues no delivery to it.
+    await wallets.deleteWebhookAndPendingDeliveries(trx, wallet.id)
+    const lines = await wallets.listPositiveHoldings(trx, wallet.id)
+    if (lines.length > 0) await moveAssets(trx, { from: wallet.id, to: owner.primary_wallet_id, lines, memo: 'wallet deleted' })
+    await wallets.deleteWalletSessions(trx, wallet.id)
+    await wallets.deleteWalletUsers(trx, wallet.id)
+    await wallets.moveSessionsToPrimary(trx, wallet.id)
+    await wallets.markWalletDeleted(trx, wallet.id)
+  })
 }

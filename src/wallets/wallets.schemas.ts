@@ -1,0 +1,26 @@
+import { Type } from '@sinclair/typebox'
+import { ErrorSchema, Id, Timestamp, Username } from '../http/schemas.ts'
+
+/** Shapes of the user-auth `/wallet` routes (contract §6). */
+
+export const AssignUserBody = Type.Object({ username: Username })
+export const AssignedUser = Type.Object({ id: Id, username: Type.String() })
+
+export const OwnerBody = Type.Object({ user_id: Id })
+export const Wallet = Type.Object({ id: Id, address: Type.String(), user_id: Id })
+
+export const NewWalletSessionBody = Type.Object({ name: Type.Optional(Type.String({ maxLength: 32, default: '' })) })
+export const NewWalletSession = Type.Object(
+  { id: Id, wallet_id: Id, name: Type.String(), token: Type.String({ description: 'the wallet key (cfw_…); shown only here' }) },
+  { description: 'present the token as `Authorization: Bearer <token>` on the wallet routes' },
+)
+export const WalletSession = Type.Object({
+  id: Id,
+  wallet_id: Id,
+  name: Type.String(),
+  created_at: Timestamp,
+  last_used_at: Type.Union([Timestamp, Type.Null()], { description: 'null until the key is first used' }),
+})
+
+/** A delete: 204 without a body, or an error. */
+export const NoContent = { 204: Type.Null({ description: 'done' }), '4xx': ErrorSchema, '5xx': ErrorSchema }
