@@ -10,6 +10,7 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
+import walletsRoutes from './wallets/wallets.routes.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
 import { registerErrorHandler } from './http/error-handler.ts'
@@ -98,6 +99,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   await app.register(accountsRoutes, deps)
   await app.register(transactionsRoutes, deps)
   await app.register(assetsRoutes, deps)
+  await app.register(walletsRoutes, deps)
 
   await app.ready()
   return app
