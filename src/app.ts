@@ -14,9 +14,17 @@ import walletsRoutes from './wallets/wallets.routes.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
 import { registerErrorHandler } from './http/error-handler.ts'
+import { AppError } from './http/errors.ts'
 import observability from './http/observability.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+/** Text without NUL or unpaired surrogates, which neither storage can keep as they came. */
+function isCleanText(text: string): boolean {
+  return !text.includes('\u0000') && !LONE_SURROGATE.test(text)
+}
 
 function buildAjv(coerceTypes: boolean) {
   const ajv = new Ajv({ coerceTypes, removeAdditional: true, useDefaults: true, allErrors: false, strict: false })
@@ -38,8 +46,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       const given = request.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
     },
-    // Slow clients get a bounded time to send their request.
-    requestTimeout: 30_000,
+    // Slow clients get a bounded time to send their request; Node checks for overdue ones every
+    // connectionsCheckingInterval (30 s by default, too coarse for a 30 s limit).
+    requestTimeout: config.requestTimeoutMs,
+    http: { connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(config.requestTimeoutMs / 10))) },
     connectionTimeout: 60_000,
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>()
@@ -49,11 +59,21 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   const urlAjv = buildAjv(true)
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : urlAjv).compile(schema))
   app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     // A bodiless DELETE (or POST with an empty body) is accepted; the schema decides if a body was needed.
-    if (body === '') return done(null, undefined)
+    if ((body as Buffer).length === 0) return done(null, undefined)
     try {
-      done(null, JSON.parse(body as string, (key, value) => (key === '__proto__' ? undefined : value)))
+      // JSON is UTF-8: invalid bytes are refused, not silently replaced; NUL and lone surrogates
+      // cannot be stored as PostgreSQL text, so no string may carry them.
+      const text = UTF8.decode(body as Buffer)
+      done(
+        null,
+        JSON.parse(text, (key, value) => {
+          if (key === '__proto__') return undefined
+          if (!isCleanText(key) || (typeof value === 'string' && !isCleanText(value))) throw new Error('unstorable text')
+          return value
+        }),
+      )
     } catch {
       const error = Object.assign(new Error('invalid JSON'), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' })
       done(error, undefined)
@@ -63,6 +83,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // a bodiless request, and the others name the missing field.
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && (request.method === 'POST' || request.method === 'PUT')) request.body = {}
+  })
+  // Path and query values decode %00 and %ED%A0%80 too: refused like malformed ids and queries.
+  app.addHook('preValidation', async (request) => {
+    for (const [part, code] of [[request.params, 'G001'], [request.query, 'G002']] as const) {
+      for (const value of Object.values((part ?? {}) as Record<string, unknown>)) {
+        const values = Array.isArray(value) ? value : [value]
+        if (values.some((item) => typeof item === 'string' && !isCleanText(item))) throw new AppError(code, 'contains a NUL or malformed character')
+      }
+    }
   })
   registerErrorHandler(app)
 

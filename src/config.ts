@@ -20,6 +20,8 @@ export interface Config {
   /** Login and registration attempts per minute per client address and per username; 0 = off. */
   authRateLimit: number
   bodyLimitBytes: number
+  /** Time a client has to send its whole request (headers and body); slow senders get 408. */
+  requestTimeoutMs: number
   logLevel: string
   trustProxy: boolean
 }
@@ -130,6 +132,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
     authRateLimit: integer(env, 'AUTH_RATE_LIMIT', 20, 0, 1_000_000),
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 64 * 1024, 1024, 10 * 1024 * 1024),
+    requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     trustProxy: boolean(env, 'TRUST_PROXY', false),
   }

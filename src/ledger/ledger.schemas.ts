@@ -4,7 +4,8 @@ import { Id, Timestamp } from '../http/schemas.ts'
 /** A quantity in a request: a positive safe integer (contract §1). */
 export const Quantity = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
 export const AssetName = Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: '1-32 letters, digits, "_" or "-"' })
-export const AssetValue = Type.Number({ minimum: 0, description: 'display valuation per unit' })
+// 1e309 parses as Infinity, which no JSON answer could carry: finite values only (contract §1).
+export const AssetValue = Type.Number({ minimum: 0, maximum: Number.MAX_VALUE, description: 'display valuation per unit' })
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
 export const Holding = Type.Object({ asset: Asset, quantity: Type.Integer() })
