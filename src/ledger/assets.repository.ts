@@ -12,6 +12,18 @@ export function toAsset(row: Pick<AssetRow, 'id' | 'name' | 'value'>): Asset {
   return { id: row.id, name: row.name, value: row.value }
 }
 
+/**
+ * The one order of asset names, for holdings and the lines of a transaction: case-insensitive,
+ * then by exact name. Sorted here rather than by the database, whose collation differs between
+ * SQLite (binary) and PostgreSQL (the server's locale).
+ */
+export function compareAssetNames(a: string, b: string): number {
+  const x = a.toLowerCase()
+  const y = b.toLowerCase()
+  if (x !== y) return x < y ? -1 : 1
+  return a < b ? -1 : a > b ? 1 : 0
+}
+
 export async function listAssets(db: Executor): Promise<Asset[]> {
   const rows = await db.selectFrom('assets').select(['id', 'name', 'value']).where('deleted_at', 'is', null).orderBy('id').execute()
   return rows.map(toAsset)
@@ -61,12 +73,12 @@ export async function isAssetHeld(db: Executor, assetId: number): Promise<boolea
 export async function markAssetDeleted(db: Executor, assetId: number): Promise<void> {
   await db
     .updateTable('assets')
-    .set((eb) => ({ deleted_at: nowIso(), name_key: eb.fn<string>('concat', [eb.ref('name_key'), eb.val('#deleted#'), eb.cast(eb.ref('id'), 'text')]) }))
+    .set((eb) => ({ deleted_at: nowIso(), name_key: eb.fn<string>('concat', [eb.ref('name_key'), eb.cast(eb.val('#deleted#'), 'text'), eb.cast(eb.ref('id'), 'text')]) }))
     .where('id', '=', assetId)
     .execute()
 }
 
-/** Holdings of a wallet with a quantity above zero, ordered by asset name. */
+/** Holdings of a wallet with a quantity above zero, ordered by asset name (compareAssetNames). */
 export async function listHoldings(db: Executor, walletId: number) {
   const rows = await db
     .selectFrom('holdings')
@@ -74,9 +86,8 @@ export async function listHoldings(db: Executor, walletId: number) {
     .select(['assets.id', 'assets.name', 'assets.value', 'holdings.quantity'])
     .where('holdings.wallet_id', '=', walletId)
     .where('holdings.quantity', '>', 0)
-    .orderBy('assets.name')
-    .orderBy('assets.id')
     .execute()
+  rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
   return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity }))
 }
 

@@ -39,7 +39,7 @@ export async function moveAssets(trx: Executor, move: { from: number; to: number
     }
   }
   const createdAt = nowIso()
-  const lines = [...move.lines].sort((a, b) => a.asset.name.localeCompare(b.asset.name))
+  const lines = [...move.lines].sort((a, b) => assets.compareAssetNames(a.asset.name, b.asset.name))
   const id = await ledger.insertTransaction(trx, { sendingWalletId: move.from, receivingWalletId: move.to, memo: move.memo, createdAt, lines })
   const labels = await ledger.labelWallets(trx, [move.from, move.to])
   const transaction = ledger.toTransaction({ id, sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, labels)

@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
-import { toAsset, type Asset } from './assets.repository.ts'
+import { compareAssetNames, toAsset, type Asset } from './assets.repository.ts'
 
 export const MAX_QUANTITY = Number.MAX_SAFE_INTEGER
 
@@ -193,9 +193,8 @@ async function hydrate(
       'in',
       rows.map((row) => row.id),
     )
-    .orderBy('transaction_assets.transaction_id')
-    .orderBy('assets.name')
     .execute()
+  lineRows.sort((a, b) => compareAssetNames(a.name, b.name))
   const lines = new Map<number, Line[]>()
   for (const row of lineRows) {
     const list = lines.get(row.transaction_id) ?? []
