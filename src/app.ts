@@ -46,10 +46,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       const given = request.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
     },
-    // Slow clients get a bounded time to send their request; Node checks for overdue ones every
-    // connectionsCheckingInterval (30 s by default, too coarse for a 30 s limit).
+    // Slow clients get a bounded time to send their request. Node checks for overdue ones every
+    // connectionsCheckingInterval (30 s by default, too coarse for a 30 s limit), and swaps the two
+    // limits when headersTimeout (60 s by default) exceeds requestTimeout, so both are set here.
     requestTimeout: config.requestTimeoutMs,
-    http: { connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(config.requestTimeoutMs / 10))) },
+    http: {
+      headersTimeout: Math.min(60_000, config.requestTimeoutMs),
+      connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(config.requestTimeoutMs / 10))),
+    },
     connectionTimeout: 60_000,
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>()
