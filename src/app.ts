@@ -11,6 +11,7 @@ import accountsRoutes from './accounts/accounts.routes.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
+import events from './events/events.plugin.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
 import { registerErrorHandler } from './http/error-handler.ts'
@@ -133,6 +134,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   await app.register(transactionsRoutes, deps)
   await app.register(assetsRoutes, deps)
   await app.register(walletsRoutes, deps)
+  // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
+  await app.register(events, deps)
 
   await app.ready()
   return app

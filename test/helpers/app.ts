@@ -66,6 +66,23 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
   }
 }
 
+/**
+ * A second service instance on the same PostgreSQL database as `t`, as a second process would be:
+ * its own pool, its own background workers, the same config unless overridden.
+ */
+export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
+  if (!t.config.databaseUrl) throw new Error('a peer instance needs a shared PostgreSQL database')
+  const database = openPostgres(t.config.databaseUrl, 10)
+  const app = await buildApp({ config: { ...t.config, ...overrides }, database, adminKeyHash: hashToken(ADMIN_KEY) })
+  return {
+    app,
+    async close() {
+      await app.close()
+      await database.close()
+    },
+  }
+}
+
 export interface TestUser {
   id: number
   username: string

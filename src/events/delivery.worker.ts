@@ -1,0 +1,288 @@
+import type { FastifyBaseLogger } from 'fastify'
+import { Agent, request, type Dispatcher } from 'undici'
+import type { Config } from '../config.ts'
+import type { Database } from '../db/database.ts'
+import { inTransaction, nowIso } from '../db/dialect.ts'
+import { webhookHeaders } from './signature.ts'
+import { AddressNotAllowedError, guardedLookup, ipLiteral, isLocalName, isPublicAddress } from './ssrf.ts'
+import * as repo from './webhooks.repository.ts'
+
+export interface DeliveryWorkerOptions {
+  database: Database
+  config: Config
+  log: FastifyBaseLogger
+  /** How often due deliveries are looked for. */
+  pollMs?: number
+  /** Attempts in flight at once in this instance. */
+  concurrency?: number
+  /** Attempts in flight at once to one wallet's webhook, so that one slow receiver cannot hold every slot. */
+  perWalletConcurrency?: number
+}
+
+/** The most of a response body that is read (then discarded) so the connection can be reused. */
+const MAX_RESPONSE_BYTES = 64 * 1024
+/** How much longer than one attempt's timeout a lease lasts before another instance may take the row. */
+const LEASE_MARGIN_MS = 10_000
+/** Shown to receivers; never varies with the deployment. */
+const USER_AGENT = 'Coffer-Webhooks/1'
+
+interface Outcome {
+  statusCode: number | null
+  latencyMs: number
+  error: string | null
+}
+
+/** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
+export function retryDelayMs(seconds: number, random = Math.random()): number {
+  return Math.round(seconds * 1000 * (0.8 + 0.4 * random))
+}
+
+/**
+ * Delivers queued webhook events (contract §8): claims due rows under a lease, POSTs each signed
+ * event, logs every attempt, and reschedules failures on `config.webhookRetrySchedule` until the
+ * schedule runs out. Never throws out of its loop; a receiver that hangs, resets or answers with
+ * megabytes costs at most one slot for `webhookTimeoutMs`.
+ */
+export class DeliveryWorker {
+  private readonly db
+  private readonly config: Config
+  private readonly log: FastifyBaseLogger
+  private readonly pollMs: number
+  private readonly concurrency: number
+  private readonly perWallet: number
+  private readonly agent: Dispatcher
+  private readonly shutdown = new AbortController()
+  private readonly inFlight = new Map<number, { walletId: number; done: Promise<void> }>()
+  private timer: NodeJS.Timeout | undefined
+  private ticking: Promise<void> | undefined
+  private again = false
+  private running = false
+
+  constructor(options: DeliveryWorkerOptions) {
+    this.db = options.database.db
+    this.config = options.config
+    this.log = options.log
+    this.pollMs = options.pollMs ?? 250
+    this.concurrency = options.concurrency ?? 16
+    this.perWallet = options.perWalletConcurrency ?? 4
+    const timeout = this.config.webhookTimeoutMs
+    this.agent = new Agent({
+      connect: { timeout, ...(this.config.webhookAllowPrivate ? {} : { lookup: guardedLookup }) },
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+      connections: 8,
+      keepAliveTimeout: 4_000,
+    })
+  }
+
+  start(): void {
+    if (this.running) return
+    this.running = true
+    this.timer = setInterval(() => this.wake(), this.pollMs)
+    this.timer.unref()
+    this.wake()
+  }
+
+  /** Looks for due deliveries now (after a manual retry, or when a slot frees up). */
+  wake(): void {
+    if (!this.running) return
+    if (this.ticking) {
+      this.again = true
+      return
+    }
+    this.ticking = this.tick().finally(() => {
+      this.ticking = undefined
+      if (this.again) {
+        this.again = false
+        setImmediate(() => this.wake())
+      }
+    })
+  }
+
+  /**
+   * Stops claiming, lets attempts in flight finish for up to `graceMs`, then aborts the rest and
+   * gives their leases back (not counted as attempts), so another instance takes them at once.
+   */
+  async stop(graceMs = Math.min(this.config.webhookTimeoutMs, 5_000)): Promise<void> {
+    if (!this.running) return
+    this.running = false
+    clearInterval(this.timer)
+    await this.ticking
+    const pending = [...this.inFlight.values()].map((entry) => entry.done)
+    if (pending.length > 0) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([Promise.allSettled(pending), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))])
+      clearTimeout(timer)
+      this.shutdown.abort(new Error('shutting down'))
+      await Promise.allSettled(pending)
+    }
+    await this.agent.destroy().catch(() => {})
+  }
+
+  private async tick(): Promise<void> {
+    const free = this.concurrency - this.inFlight.size
+    if (free <= 0) return
+    const perWallet = new Map<number, number>()
+    for (const { walletId } of this.inFlight.values()) perWallet.set(walletId, (perWallet.get(walletId) ?? 0) + 1)
+    const skipWallets = [...perWallet].filter(([, count]) => count >= this.perWallet).map(([walletId]) => walletId)
+    const now = Date.now()
+    let claims: repo.Claim[]
+    try {
+      claims = await repo.claimDueDeliveries(this.db, {
+        now: new Date(now).toISOString(),
+        leaseUntil: new Date(now + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString(),
+        limit: free,
+        skipWallets,
+      })
+    } catch (error) {
+      if (this.running) this.log.warn({ err: error }, 'webhook worker: claiming deliveries failed')
+      return
+    }
+    let launched = 0
+    for (const claim of claims) {
+      const count = perWallet.get(claim.wallet_id) ?? 0
+      if (count >= this.perWallet) {
+        // Over this wallet's share: give it back for the next round.
+        await repo.releaseDelivery(this.db, claim.id, claim.lease_until).catch(() => {})
+        continue
+      }
+      perWallet.set(claim.wallet_id, count + 1)
+      this.launch(claim)
+      launched += 1
+    }
+    // A full batch means more may be due right now.
+    if (launched === free) this.again = true
+  }
+
+  private launch(claim: repo.Claim): void {
+    const done = this.attempt(claim)
+      .catch((error) => this.log.error({ err: error, delivery: claim.id }, 'webhook worker: attempt failed unexpectedly'))
+      .finally(() => {
+        this.inFlight.delete(claim.id)
+        this.wake()
+      })
+    this.inFlight.set(claim.id, { walletId: claim.wallet_id, done })
+  }
+
+  private async attempt(claim: repo.Claim): Promise<void> {
+    const work = await repo.loadDeliveryWork(this.db, claim.id)
+    if (!work) return
+    if (work.url === null || work.secret === null) {
+      // The webhook was removed after the event was queued: nothing may be sent any more.
+      await inTransaction(this.db, async (trx) => {
+        await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now: nowIso() })
+      })
+      return
+    }
+    const attemptedAt = nowIso()
+    const outcome = await this.send(work.url, work.secret, work.event_id, work.payload)
+    if (this.shutdown.signal.aborted && outcome.statusCode === null) {
+      await repo.releaseDelivery(this.db, claim.id, claim.lease_until)
+      return
+    }
+    await this.record(claim, work.url, attemptedAt, outcome)
+  }
+
+  /** One POST. Never throws: every failure becomes an Outcome with an error text for the log. */
+  private async send(url: string, secret: string, eventId: string, body: string): Promise<Outcome> {
+    const started = performance.now()
+    const elapsed = () => Math.round(performance.now() - started)
+    const timeoutMs = this.config.webhookTimeoutMs
+    const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.shutdown.signal])
+    try {
+      if (!this.config.webhookAllowPrivate) checkLiteralHost(new URL(url).hostname)
+      const response = await request(url, {
+        dispatcher: this.agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'user-agent': USER_AGENT, ...webhookHeaders(secret, eventId, body) },
+        body,
+        signal,
+      })
+      const latencyMs = elapsed()
+      // The answer is the status; the body is read only so the connection can be reused.
+      await response.body.dump({ limit: MAX_RESPONSE_BYTES, signal }).catch(() => {})
+      const statusCode = response.statusCode
+      let error: string | null = null
+      if (statusCode >= 300 && statusCode < 400) error = 'redirects are not followed'
+      else if (statusCode === 410) error = 'the receiver answered 410 Gone: webhook removed'
+      else if (statusCode < 200 || statusCode >= 300) error = `the receiver answered ${statusCode}`
+      return { statusCode, latencyMs, error }
+    } catch (error) {
+      return { statusCode: null, latencyMs: elapsed(), error: describeFailure(error, timeoutMs, signal) }
+    }
+  }
+
+  private async record(claim: repo.Claim, url: string, attemptedAt: string, outcome: Outcome): Promise<void> {
+    const now = nowIso()
+    const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
+    await inTransaction(this.db, async (trx) => {
+      await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome })
+      if (ok) {
+        await repo.settleDelivery(trx, claim, { status: 'delivered', nextAttemptAt: null, now })
+        return
+      }
+      if (outcome.statusCode === 410) {
+        // The receiver says this endpoint is gone for good: remove the webhook (unless it was
+        // replaced meanwhile) and stop everything still queued for it.
+        await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
+        if (await repo.deleteWebhook(trx, claim.wallet_id, url)) {
+          await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
+        }
+        return
+      }
+      const attempts = await repo.countAttempts(trx, claim.id)
+      const schedule = this.config.webhookRetrySchedule
+      if (attempts <= schedule.length) {
+        const nextAttemptAt = new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString()
+        await repo.settleDelivery(trx, claim, { status: 'pending', nextAttemptAt, now })
+      } else {
+        await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
+      }
+    })
+  }
+}
+
+/** Literal IP hosts never reach the resolver, so they are checked here. */
+function checkLiteralHost(hostname: string): void {
+  const literal = ipLiteral(hostname)
+  if (literal !== undefined && !isPublicAddress(literal)) throw new AddressNotAllowedError(hostname, literal)
+  if (literal === undefined && isLocalName(hostname)) throw new AddressNotAllowedError(hostname)
+}
+
+function errorCode(error: unknown): string | undefined {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && current; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string') return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+/** A short, secret-free text for the attempt log. */
+function describeFailure(error: unknown, timeoutMs: number, signal: AbortSignal): string {
+  if (error instanceof AddressNotAllowedError) return `refused: ${error.message}`
+  const code = errorCode(error)
+  if (code === 'ERR_WEBHOOK_ADDRESS_NOT_ALLOWED') return `refused: ${(error as Error).message}`
+  if (signal.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return `no answer within ${timeoutMs} ms`
+  }
+  switch (code) {
+    case 'ECONNREFUSED':
+      return 'connection refused'
+    case 'ECONNRESET':
+    case 'UND_ERR_SOCKET':
+    case 'EPIPE':
+      return 'connection reset by the receiver'
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EAI_NONAME':
+      return 'host name not found'
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return 'host unreachable'
+  }
+  if (code && /CERT|TLS|SSL/i.test(code)) return `TLS error (${code})`
+  const message = error instanceof Error ? error.message : String(error)
+  return (code ? `${code}: ${message}` : message).slice(0, 200)
+}

@@ -1,0 +1,108 @@
+import { sql } from 'kysely'
+import type { Executor } from '../db/database.ts'
+import { isPostgres, nowIso } from '../db/dialect.ts'
+
+/** SQL for reading the outbox as a stream (GET /wallet/events). */
+
+export interface StreamEvent {
+  id: number
+  wallet_id: number
+  type: string
+  payload: string
+}
+
+/**
+ * PostgreSQL snapshot bounds, as 64-bit transaction ids: every transaction below `xmin` has
+ * ended, every transaction from `xmax` on had not started when the snapshot was taken.
+ */
+export interface Snapshot {
+  xmin: bigint
+  xmax: bigint
+}
+
+interface SnapshotRow {
+  xmin: string
+  xmax: string
+}
+
+function toSnapshot(row: SnapshotRow): Snapshot {
+  return { xmin: BigInt(row.xmin), xmax: BigInt(row.xmax) }
+}
+
+/** The current snapshot's bounds on PostgreSQL; undefined on SQLite, whose commits are serial. */
+export async function readSnapshot(db: Executor): Promise<Snapshot | undefined> {
+  if (!isPostgres(db)) return undefined
+  const { rows } = await sql<SnapshotRow>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(db)
+  return toSnapshot(rows[0])
+}
+
+/** The highest event id visible now, with the snapshot it was read in. */
+export async function readHead(db: Executor): Promise<{ maxId: number; snapshot: Snapshot | undefined }> {
+  if (!isPostgres(db)) {
+    const row = await db.selectFrom('events').select((eb) => eb.fn.max('id').as('max_id')).executeTakeFirst()
+    return { maxId: Number(row?.max_id ?? 0), snapshot: undefined }
+  }
+  const { rows } = await sql<SnapshotRow & { max_id: string | null }>`
+    select (select max(id) from events)::text as max_id,
+           pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
+           pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(db)
+  return { maxId: Number(rows[0].max_id ?? 0), snapshot: toSnapshot(rows[0]) }
+}
+
+/**
+ * Events of every wallet with id > `after`, in id order, and (PostgreSQL) the bounds of the
+ * snapshot the rows were read in: one statement, so the rows and the bounds agree.
+ */
+export async function readEventsAfter(db: Executor, after: number, limit: number): Promise<{ rows: StreamEvent[]; snapshot: Snapshot | undefined }> {
+  if (!isPostgres(db)) {
+    const rows = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'payload']).where('id', '>', after).orderBy('id').limit(limit).execute()
+    return { rows, snapshot: undefined }
+  }
+  const { rows } = await sql<StreamEvent & SnapshotRow>`
+    select id, wallet_id, type, payload,
+           pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
+           pg_snapshot_xmax(pg_current_snapshot())::text as xmax
+    from events where id > ${after} order by id limit ${limit}`.execute(db)
+  if (rows.length === 0) return { rows: [], snapshot: undefined }
+  return {
+    rows: rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), type: row.type, payload: row.payload })),
+    snapshot: toSnapshot(rows[0]),
+  }
+}
+
+/** One wallet's events with `after` < id ≤ `upto`, in id order (a reconnecting stream's backlog). */
+export async function readWalletEvents(db: Executor, walletId: number, after: number, upto: number, limit: number): Promise<StreamEvent[]> {
+  return db
+    .selectFrom('events')
+    .select(['id', 'wallet_id', 'type', 'payload'])
+    .where('wallet_id', '=', walletId)
+    .where('id', '>', after)
+    .where('id', '<=', upto)
+    .orderBy('id')
+    .limit(limit)
+    .execute()
+}
+
+/** True while a user session still exists and still acts on `walletId`. */
+export async function userSessionActsOn(db: Executor, sessionId: number, walletId: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('user_sessions')
+    .select('id')
+    .where('id', '=', sessionId)
+    .where('wallet_id', '=', walletId)
+    .where('expires_at', '>', nowIso())
+    .executeTakeFirst()
+  return row !== undefined
+}
+
+/** True while a wallet key still exists and its wallet is not deleted. */
+export async function walletKeyIsLive(db: Executor, walletSessionId: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('wallet_sessions')
+    .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
+    .select('wallet_sessions.id')
+    .where('wallet_sessions.id', '=', walletSessionId)
+    .where('wallets.deleted_at', 'is', null)
+    .executeTakeFirst()
+  return row !== undefined
+}

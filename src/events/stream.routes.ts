@@ -1,0 +1,105 @@
+import type { ServerResponse } from 'node:http'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Deps } from '../deps.ts'
+import { walletOf } from '../http/auth.ts'
+import { ErrorSchema } from '../http/schemas.ts'
+import type { EventHub, EventSink } from './event-hub.ts'
+import { userSessionActsOn, walletKeyIsLive } from './events.repository.ts'
+import * as S from './events.schemas.ts'
+
+/** A comment line every so often keeps proxies from closing an idle stream. */
+const KEEP_ALIVE_MS = 15_000
+/** What EventSource waits before reconnecting after the stream drops. */
+const RETRY_MS = 3_000
+
+function responseSink(res: ServerResponse): EventSink {
+  return {
+    write: (frame) => {
+      if (!res.writableEnded) res.write(frame)
+    },
+    buffered: () => res.writableLength,
+    drained: () =>
+      new Promise<void>((resolve) => {
+        if (!res.writableNeedDrain || res.writableEnded) return resolve()
+        const done = () => {
+          res.off('drain', done)
+          res.off('close', done)
+          resolve()
+        }
+        res.on('drain', done)
+        res.on('close', done)
+      }),
+    close: () => {
+      if (!res.writableEnded) res.end()
+    },
+  }
+}
+
+/** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth, contract §8). */
+const streamRoutes: FastifyPluginAsyncTypebox<Deps & { hub: EventHub }> = async (app, { database, hub }) => {
+  const { db } = database
+
+  app.get(
+    '/wallet/events',
+    {
+      preHandler: app.requireWalletAccess,
+      schema: {
+        tags: ['events'],
+        description:
+          'Server-Sent Events: `id` is the event sequence number, `event` the type, `data` the event JSON (as delivered to webhooks). ' +
+          'Send `Last-Event-ID` to receive what followed that event first. Comment lines keep the stream alive.',
+        headers: S.StreamHeaders,
+        querystring: S.StreamQuery,
+        produces: ['text/event-stream'],
+        response: { 200: { description: 'text/event-stream', type: 'string' }, '4xx': ErrorSchema },
+      },
+    },
+    async (request, reply) => {
+      const walletId = walletOf(request)
+      const auth = request.auth
+      const header = request.headers['last-event-id']
+      const lastEventId = header !== undefined ? Number(header) : request.query.last_event_id
+
+      reply.hijack()
+      const res = reply.raw
+      // Headers set so far (request id, CORS) go out with the stream's own.
+      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) res.setHeader(name, value)
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      })
+      res.write(`retry: ${RETRY_MS}\n: connected\n\n`)
+
+      // A revoked key or a session moved to another wallet ends the stream at the next keep-alive.
+      const stillAllowed = async () => {
+        if (auth?.kind === 'user') return userSessionActsOn(db, auth.sessionId, walletId)
+        if (auth?.kind === 'wallet') return walletKeyIsLive(db, auth.walletSessionId)
+        return false
+      }
+      let closed = false
+      let unsubscribe: (() => void) | undefined
+      const keepAlive = setInterval(() => {
+        stillAllowed()
+          .then((allowed) => (allowed ? res.write(': keep-alive\n\n') : res.end()))
+          .catch((error) => request.log.warn({ err: error }, 'event stream: access check failed'))
+      }, KEEP_ALIVE_MS)
+      res.on('close', () => {
+        closed = true
+        clearInterval(keepAlive)
+        unsubscribe?.()
+      })
+      try {
+        unsubscribe = await hub.subscribe(walletId, lastEventId, responseSink(res))
+      } catch (error) {
+        request.log.warn({ err: error }, 'event stream: could not start')
+        res.end()
+        return
+      }
+      if (closed) unsubscribe()
+    },
+  )
+}
+
+export default streamRoutes

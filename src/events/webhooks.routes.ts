@@ -1,0 +1,46 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import type { Deps } from '../deps.ts'
+import { userAuth } from '../http/auth.ts'
+import { IdParams, parseId, responses } from '../http/schemas.ts'
+import type { DeliveryWorker } from './delivery.worker.ts'
+import * as S from './events.schemas.ts'
+import * as webhooks from './webhooks.service.ts'
+
+/** The webhook routes of the interface (user auth, active wallet) and the delivery log. */
+const webhooksRoutes: FastifyPluginAsyncTypebox<Deps & { worker: DeliveryWorker }> = async (app, { database, config, worker }) => {
+  const { db } = database
+  const tags = ['webhooks']
+  const user = { preHandler: app.requireUser }
+
+  app.put('/wallet/webhook', { ...user, schema: { tags, body: S.WebhookBody, response: responses(200, S.WebhookCreated) } }, async (request) =>
+    webhooks.setWebhook(db, config, userAuth(request).walletId, request.body.webhook),
+  )
+
+  app.get('/wallet/webhook', { ...user, schema: { tags, response: responses(200, S.WebhookInfo) } }, async (request) =>
+    webhooks.getWebhook(db, userAuth(request).walletId),
+  )
+
+  app.delete('/wallet/webhook', { ...user, schema: { tags } }, async (request, reply) => {
+    await webhooks.removeWebhook(db, userAuth(request).walletId)
+    return reply.status(204).send()
+  })
+
+  app.get(
+    '/wallet/webhook/deliveries',
+    { ...user, schema: { tags, querystring: S.DeliveryQuery, response: responses(200, Type.Array(S.Delivery)) } },
+    async (request) => webhooks.listDeliveries(db, userAuth(request).walletId, request.query),
+  )
+
+  app.post(
+    '/wallet/webhook/deliveries/:id/retry',
+    { ...user, schema: { tags, params: IdParams('id'), response: responses(202, S.Delivery) } },
+    async (request, reply) => {
+      const delivery = await webhooks.retryDelivery(db, userAuth(request).walletId, parseId(request.params.id))
+      worker.wake()
+      return reply.status(202).send(delivery)
+    },
+  )
+}
+
+export default webhooksRoutes

@@ -1,0 +1,150 @@
+import type { Config } from '../config.ts'
+import type { Db, Executor } from '../db/database.ts'
+import { inTransaction, nowIso } from '../db/dialect.ts'
+import { AppError } from '../http/errors.ts'
+import { newWebhookSecret } from './signature.ts'
+import { AddressNotAllowedError, assertPublicHost, checkWebhookUrlForm } from './ssrf.ts'
+import * as repo from './webhooks.repository.ts'
+
+/** How long the set-time DNS check may take before the URL is refused. */
+const RESOLVE_TIMEOUT_MS = 5_000
+/** Attempts listed per delivery (the most recent ones); `attempts` still counts them all. */
+const MAX_LISTED_ATTEMPTS = 50
+
+/**
+ * Checks a webhook URL as PUT /wallet/webhook receives it and returns its normalized form.
+ * Throws W010 when it is not an absolute http(s) URL of at most 512 characters, carries
+ * credentials, or (unless `webhookAllowPrivate`) names or resolves to a non-public address.
+ */
+export async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
+  const form = checkWebhookUrlForm(raw.trim())
+  if ('reason' in form) throw new AppError('W010', form.reason)
+  if (!config.webhookAllowPrivate) {
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'ETIMEOUT' })), RESOLVE_TIMEOUT_MS)
+    })
+    try {
+      await Promise.race([assertPublicHost(form.url.hostname), timeout])
+    } catch (error) {
+      if (error instanceof AddressNotAllowedError) throw new AppError('W010', `${error.message}; webhooks must reach the public internet`)
+      throw new AppError('W010', `${form.url.hostname} could not be resolved`)
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+  const normalized = form.url.toString()
+  if (normalized.length > 512) throw new AppError('W010', 'the URL is longer than 512 characters')
+  return normalized
+}
+
+/**
+ * PUT /wallet/webhook: sets (or replaces) the wallet's webhook with a new signing secret, and
+ * points events still waiting for delivery at it. Returns the secret, which is never shown again.
+ * Throws W010 (see checkWebhookUrl).
+ */
+export async function setWebhook(db: Db, config: Config, walletId: number, raw: string): Promise<{ webhook: string; secret: string }> {
+  const url = await checkWebhookUrl(config, raw)
+  const secret = newWebhookSecret()
+  const now = nowIso()
+  await inTransaction(db, async (trx) => {
+    await repo.upsertWebhook(trx, { walletId, url, secret, createdAt: now })
+    await repo.retargetPendingDeliveries(trx, walletId, url, now)
+  })
+  return { webhook: url, secret }
+}
+
+/** GET /wallet/webhook: the URL and when it was set, or `{webhook: null}`. The secret is never shown. */
+export async function getWebhook(db: Db, walletId: number): Promise<{ webhook: string; created_at: string } | { webhook: null }> {
+  const hook = await repo.findWebhook(db, walletId)
+  return hook ? { webhook: hook.url, created_at: hook.created_at } : { webhook: null }
+}
+
+/**
+ * DELETE /wallet/webhook (and wallet deletion): removes the wallet's webhook and cancels every
+ * delivery still waiting, so nothing is sent after this returns (an attempt already on the wire
+ * may still arrive). Runs in the caller's transaction when given one. Idempotent.
+ */
+export async function removeWebhook(db: Executor, walletId: number): Promise<void> {
+  const now = nowIso()
+  await repo.deleteWebhook(db, walletId)
+  await repo.cancelPendingDeliveries(db, walletId, now, 'webhook removed')
+}
+
+export interface DeliveryView {
+  id: number
+  event_id: string
+  type: string
+  url: string
+  status: repo.DeliveryStatus
+  attempts: number
+  next_attempt_at: string | null
+  last_status_code: number | null
+  last_error: string | null
+  created_at: string
+  updated_at: string
+  attempt_log: { attempted_at: string; status_code: number | null; latency_ms: number; error: string | null }[]
+}
+
+type DeliveryRow = Awaited<ReturnType<typeof repo.listDeliveries>>[number]
+type AttemptRow = Awaited<ReturnType<typeof repo.listAttempts>>[number]
+
+function toDeliveryView(row: DeliveryRow, attempts: AttemptRow[]): DeliveryView {
+  return {
+    id: row.id,
+    event_id: row.event_id,
+    type: row.type,
+    url: row.url,
+    status: row.status as repo.DeliveryStatus,
+    attempts: row.attempts,
+    next_attempt_at: row.status === 'pending' ? row.next_attempt_at : null,
+    last_status_code: row.last_status_code,
+    last_error: row.last_error,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+    attempt_log: attempts.slice(-MAX_LISTED_ATTEMPTS).map((attempt) => ({
+      attempted_at: attempt.attempted_at,
+      status_code: attempt.status_code,
+      latency_ms: attempt.latency_ms,
+      error: attempt.error,
+    })),
+  }
+}
+
+async function withAttempts(db: Executor, rows: DeliveryRow[]): Promise<DeliveryView[]> {
+  const attempts = await repo.listAttempts(
+    db,
+    rows.map((row) => row.id),
+  )
+  const byDelivery = new Map<number, AttemptRow[]>()
+  for (const attempt of attempts) {
+    const list = byDelivery.get(attempt.delivery_id) ?? []
+    list.push(attempt)
+    byDelivery.set(attempt.delivery_id, list)
+  }
+  return rows.map((row) => toDeliveryView(row, byDelivery.get(row.id) ?? []))
+}
+
+/** GET /wallet/webhook/deliveries: the wallet's deliveries, newest first, each with its attempts. */
+export async function listDeliveries(db: Db, walletId: number, query: { limit?: number; offset?: number; status?: repo.DeliveryStatus }): Promise<DeliveryView[]> {
+  const rows = await repo.listDeliveries(db, walletId, { limit: query.limit ?? 20, offset: query.offset ?? 0, status: query.status })
+  return withAttempts(db, rows)
+}
+
+/**
+ * POST /wallet/webhook/deliveries/{id}/retry: makes the delivery due now, whatever its status,
+ * to the wallet's current webhook. Returns it as queued. Throws G006 when the wallet has no such
+ * delivery (also one of another wallet) or no webhook is set any more.
+ */
+export async function retryDelivery(db: Db, walletId: number, deliveryId: number): Promise<DeliveryView> {
+  return inTransaction(db, async (trx) => {
+    const delivery = await repo.findDelivery(trx, walletId, deliveryId)
+    if (!delivery) throw new AppError('G006', `this wallet has no webhook delivery ${deliveryId}`)
+    const hook = await repo.findWebhook(trx, walletId)
+    if (!hook) throw new AppError('G006', 'no webhook is set on this wallet; set one with PUT /wallet/webhook first')
+    await repo.requeueDelivery(trx, deliveryId, hook.url, nowIso())
+    const queued = (await repo.findDelivery(trx, walletId, deliveryId)) as DeliveryRow
+    const [view] = await withAttempts(trx, [queued])
+    return view
+  })
+}

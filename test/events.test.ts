@@ -1,0 +1,493 @@
+import assert from 'node:assert/strict'
+import dns from 'node:dns'
+import { after, before, describe, it } from 'node:test'
+import { Webhook } from 'standardwebhooks'
+import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import { startReceiver, waitUntil, type Answer, type Receiver } from './helpers/receiver.ts'
+
+/** Fast retries for the suite: three retries a tenth of a second apart, 300 ms timeout. */
+const FAST = { WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1', WEBHOOK_TIMEOUT_MS: '300' }
+
+async function setUpAsset(t: TestApp, name = 'gold'): Promise<number> {
+  const asset = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value: 1 } })
+  assert.equal(asset.statusCode, 201, asset.body)
+  return asset.json().id
+}
+
+async function issue(t: TestApp, user: TestUser, assetId: number, quantity = 100) {
+  const issued = await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: assetId, quantity } })
+  assert.equal(issued.statusCode, 201, issued.body)
+  return issued.json()
+}
+
+async function send(t: TestApp, from: TestUser, to: TestUser, quantity = 1) {
+  const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to.username, assets: { gold: quantity } } })
+  assert.equal(sent.statusCode, 201, sent.body)
+  return sent.json()
+}
+
+async function setWebhook(t: TestApp, user: TestUser, url: string): Promise<string> {
+  const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: url } })
+  assert.equal(response.statusCode, 200, response.body)
+  return response.json().secret
+}
+
+async function deliveries(t: TestApp, user: TestUser, query = '') {
+  const response = await t.app.inject({ method: 'GET', url: `/wallet/webhook/deliveries${query}`, headers: user.auth })
+  assert.equal(response.statusCode, 200, response.body)
+  return response.json()
+}
+
+async function settled(t: TestApp, user: TestUser, count: number, timeoutMs = 5_000) {
+  return waitUntil(
+    async () => {
+      const list = await deliveries(t, user)
+      return list.length >= count && list.every((delivery: { status: string }) => delivery.status !== 'pending') ? list : undefined
+    },
+    timeoutMs,
+    `${count} settled deliveries`,
+  )
+}
+
+describe('PUT /wallet/webhook', () => {
+  let t: TestApp
+  let alice: TestUser
+  before(async () => {
+    t = await buildTestApp()
+    alice = await createUser(t.app)
+  })
+  after(async () => {
+    await t.close()
+  })
+
+  it('sets a webhook and shows its whsec_ secret only once', async () => {
+    const put = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook: 'https://example.com/hooks/coffer' } })
+    assert.equal(put.statusCode, 200, put.body)
+    const { webhook, secret } = put.json()
+    assert.equal(webhook, 'https://example.com/hooks/coffer')
+    assert.match(secret, /^whsec_[A-Za-z0-9+/]+=*$/)
+    assert.ok(Buffer.from(secret.slice(6), 'base64').length >= 24)
+    const got = await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: alice.auth })
+    assert.equal(got.statusCode, 200)
+    assert.equal(got.json().webhook, 'https://example.com/hooks/coffer')
+    assert.match(got.json().created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    assert.equal(got.json().secret, undefined)
+    assert.doesNotMatch(got.body, /whsec_/)
+    const wallets = await t.app.inject({ method: 'GET', url: '/user/wallets', headers: alice.auth })
+    assert.equal(wallets.json()[0].webhook, 'https://example.com/hooks/coffer')
+  })
+
+  it('replaces the webhook with a new secret, and DELETE removes it', async () => {
+    const first = await setWebhook(t, alice, 'https://example.com/one')
+    const second = await setWebhook(t, alice, 'https://example.com/two')
+    assert.notEqual(first, second)
+    assert.equal((await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: alice.auth })).json().webhook, 'https://example.com/two')
+    const removed = await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: alice.auth })
+    assert.equal(removed.statusCode, 204)
+    assert.equal(removed.body, '')
+    assert.deepEqual((await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: alice.auth })).json(), { webhook: null })
+    const again = await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: alice.auth })
+    assert.equal(again.statusCode, 204)
+  })
+
+  it('refuses URLs that are not absolute http(s) URLs of at most 512 characters with 400 W010', async () => {
+    for (const webhook of ['', 'not a url', '/relative/path', 'ftp://example.com/x', 'javascript:alert(1)', 'file:///etc/passwd', `https://example.com/${'a'.repeat(500)}`, 'https://user:pw@example.com/']) {
+      const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook } })
+      expectError(response, 400, 'W010')
+    }
+    const longest = `https://example.com/${'a'.repeat(512 - 'https://example.com/'.length)}`
+    assert.equal(longest.length, 512)
+    assert.equal((await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook: longest } })).statusCode, 200)
+  })
+
+  it('refuses a body without a webhook string with 400 G000', async () => {
+    for (const payload of [{}, { webhook: 5 }, { webhook: null }, ['https://example.com']]) {
+      expectError(await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload }), 400, 'G000')
+    }
+  })
+
+  it('needs a user session: no credentials A000, a wallet key A001', async () => {
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/webhook' }), 401, 'A000')
+    const key = await t.app.inject({ method: 'POST', url: '/wallet/sessions', headers: alice.auth, payload: { name: 'bot' } })
+    assert.equal(key.statusCode, 201, key.body)
+    const keyAuth = { authorization: `Bearer ${key.json().token}` }
+    for (const [method, url] of [
+      ['GET', '/wallet/webhook'],
+      ['PUT', '/wallet/webhook'],
+      ['DELETE', '/wallet/webhook'],
+      ['GET', '/wallet/webhook/deliveries'],
+      ['POST', '/wallet/webhook/deliveries/1/retry'],
+    ] as const) {
+      expectError(await t.app.inject({ method, url, headers: keyAuth, payload: method === 'PUT' ? { webhook: 'https://example.com' } : undefined }), 401, 'A001')
+    }
+  })
+
+  it('validates the delivery log query and ids', async () => {
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries?limit=1000', headers: alice.auth }), 400, 'G002')
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries?status=lost', headers: alice.auth }), 400, 'G002')
+    expectError(await t.app.inject({ method: 'POST', url: '/wallet/webhook/deliveries/abc/retry', headers: alice.auth }), 400, 'G001')
+    expectError(await t.app.inject({ method: 'POST', url: '/wallet/webhook/deliveries/999999/retry', headers: alice.auth }), 404, 'G006')
+  })
+})
+
+describe('webhook delivery', () => {
+  let t: TestApp
+  let receiver: Receiver
+  let alice: TestUser
+  let bob: TestUser
+  let assetId: number
+  before(async () => {
+    t = await buildTestApp(FAST)
+    receiver = await startReceiver()
+    assetId = await setUpAsset(t)
+  })
+  after(async () => {
+    await t.close()
+    await receiver.close()
+  })
+
+  it('signs each event (Standard Webhooks) and both sides receive their own', async () => {
+    alice = await createUser(t.app)
+    bob = await createUser(t.app)
+    const aliceSecret = await setWebhook(t, alice, `${receiver.url}/alice`)
+    const bobSecret = await setWebhook(t, bob, `${receiver.url}/bob`)
+    const issued = await issue(t, alice, assetId)
+    const transaction = await send(t, alice, bob, 7)
+    const requests = await receiver.waitFor(3)
+    const byPath = (path: string) => requests.filter((request) => request.path === path)
+    assert.equal(byPath('/alice').length, 2)
+    assert.equal(byPath('/bob').length, 1)
+
+    const verify = (secret: string, request: (typeof requests)[number]) =>
+      new Webhook(secret).verify(request.body, request.headers as Record<string, string>) as { type: string; id: string; created_at: string; data: unknown }
+    const received = byPath('/bob')[0]
+    const event = verify(bobSecret, received)
+    assert.equal(event.type, 'transaction.received')
+    assert.deepEqual(event.data, transaction)
+    assert.equal(event.created_at, transaction.created_at)
+    assert.match(event.id, /^evt_/)
+    assert.equal(received.headers['webhook-id'], event.id)
+    assert.equal(received.headers['content-type'], 'application/json')
+    assert.throws(() => verify(aliceSecret, received), /signature/i)
+
+    const aliceEvents = byPath('/alice').map((request) => verify(aliceSecret, request))
+    assert.deepEqual(aliceEvents.map((e) => e.type).sort(), ['transaction.received', 'transaction.sent'])
+    assert.deepEqual(aliceEvents.find((e) => e.type === 'transaction.received')?.data, issued)
+    assert.deepEqual(aliceEvents.find((e) => e.type === 'transaction.sent')?.data, transaction)
+
+    const log = await settled(t, bob, 1)
+    assert.equal(log.length, 1)
+    assert.equal(log[0].event_id, event.id)
+    assert.equal(log[0].type, 'transaction.received')
+    assert.equal(log[0].status, 'delivered')
+    assert.equal(log[0].attempts, 1)
+    assert.equal(log[0].next_attempt_at, null)
+    assert.equal(log[0].attempt_log.length, 1)
+    assert.equal(log[0].attempt_log[0].status_code, 200)
+    assert.equal(log[0].attempt_log[0].error, null)
+    assert.ok(log[0].attempt_log[0].latency_ms >= 0)
+  })
+
+  it('lists deliveries newest first, with limit and offset', async () => {
+    const log = await settled(t, alice, 2)
+    assert.equal(log.length, 2)
+    assert.ok(log[0].id > log[1].id)
+    assert.equal(log[0].type, 'transaction.sent')
+    const page = await deliveries(t, alice, '?limit=1&offset=1')
+    assert.equal(page.length, 1)
+    assert.equal(page[0].id, log[1].id)
+    assert.equal((await deliveries(t, alice, '?status=failed')).length, 0)
+  })
+
+  /** Answers requests to `path` with `answer(n)` for the n-th of them, everything else with 200. */
+  function only(path: string, answer: (index: number) => Answer) {
+    let count = 0
+    receiver.behave((request) => (request.path === path ? answer(count++) : { status: 200 }))
+  }
+  const at = (path: string) => receiver.requests.filter((request) => request.path === path)
+  const waitAt = (path: string, count: number, timeoutMs = 5_000) =>
+    waitUntil(() => (at(path).length >= count ? at(path) : undefined), timeoutMs, `${count} requests to ${path}`)
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+  it('retries after a 500 and a timeout, with the same webhook-id, until the receiver says 2xx', async () => {
+    receiver.requests.length = 0
+    only('/alice', (index) => (index === 0 ? { status: 500 } : index === 1 ? { hang: true } : { status: 204 }))
+    const transaction = await send(t, bob, alice, 1)
+    const requests = await waitAt('/alice', 3)
+    assert.equal(new Set(requests.map((request) => request.headers['webhook-id'])).size, 1)
+    // The retries waited for the schedule (0.1 s with ±20 % jitter).
+    assert.ok(requests[1].at - requests[0].at >= 70, `retry came after ${requests[1].at - requests[0].at} ms`)
+    const [latest] = await settled(t, alice, 3)
+    assert.equal(latest.status, 'delivered')
+    assert.equal(latest.attempts, 3)
+    assert.deepEqual(
+      latest.attempt_log.map((attempt: { status_code: number | null }) => attempt.status_code),
+      [500, null, 204],
+    )
+    assert.match(latest.attempt_log[1].error, /no answer within 300 ms/)
+    assert.ok(latest.attempt_log[1].latency_ms >= 250)
+    assert.deepEqual(JSON.parse(requests[2].body).data, transaction)
+  })
+
+  it('gives up after the schedule: status failed, no next attempt', async () => {
+    receiver.requests.length = 0
+    only('/alice', () => ({ status: 503 }))
+    await send(t, bob, alice, 1)
+    await waitAt('/alice', 4)
+    const [latest] = await settled(t, alice, 4)
+    assert.equal(latest.status, 'failed')
+    assert.equal(latest.attempts, 4)
+    assert.equal(latest.next_attempt_at, null)
+    assert.equal(latest.last_status_code, 503)
+    await pause(400)
+    assert.equal(at('/alice').length, 4)
+  })
+
+  it('redelivers from the log on request, with the same event id', async () => {
+    const [failed] = await deliveries(t, alice, '?status=failed')
+    receiver.requests.length = 0
+    only('/alice', () => ({ status: 200 }))
+    const retry = await t.app.inject({ method: 'POST', url: `/wallet/webhook/deliveries/${failed.id}/retry`, headers: alice.auth })
+    assert.equal(retry.statusCode, 202, retry.body)
+    assert.equal(retry.json().id, failed.id)
+    assert.equal(retry.json().status, 'pending')
+    const [request] = await waitAt('/alice', 1)
+    assert.equal(request.headers['webhook-id'], failed.event_id)
+    const done = await waitUntil(async () => (await deliveries(t, alice)).find((d: { id: number; status: string }) => d.id === failed.id && d.status === 'delivered'))
+    assert.equal(done.attempts, 5)
+    assert.equal(done.attempt_log.at(-1).status_code, 200)
+    // Another wallet can neither see nor retry it.
+    expectError(await t.app.inject({ method: 'POST', url: `/wallet/webhook/deliveries/${failed.id}/retry`, headers: bob.auth }), 404, 'G006')
+    assert.ok((await deliveries(t, bob)).every((d: { id: number }) => d.id !== failed.id))
+  })
+
+  it('does not follow redirects: a 3xx is a failed attempt', async () => {
+    receiver.requests.length = 0
+    only('/alice', () => ({ status: 302, headers: { location: '/moved' } }))
+    await send(t, bob, alice, 1)
+    await waitAt('/alice', 4)
+    const [latest] = await settled(t, alice, 1)
+    assert.equal(latest.status, 'failed')
+    assert.ok(latest.attempt_log.every((attempt: { status_code: number }) => attempt.status_code === 302))
+    assert.match(latest.attempt_log[0].error, /redirect/)
+    assert.equal(at('/moved').length, 0)
+  })
+
+  it('survives a huge answer, a reset connection and a receiver that hangs, without slowing transfers', async () => {
+    await issue(t, bob, assetId, 20)
+    receiver.requests.length = 0
+    only('/alice', (index) => (index === 0 ? { hugeBody: 20 * 1024 * 1024 } : index === 1 ? { reset: true } : { hang: true }))
+    await send(t, bob, alice, 1)
+    await waitAt('/alice', 1)
+    const [huge] = await settled(t, alice, 1)
+    assert.equal(huge.status, 'delivered')
+    assert.equal(huge.attempt_log[0].status_code, 200)
+
+    const started = Date.now()
+    // The first of these meets a reset, the rest a receiver that never answers; transfers go on at full speed.
+    for (let i = 0; i < 6; i++) await send(t, bob, alice, 1)
+    assert.ok(Date.now() - started < 2_000, `transfers took ${Date.now() - started} ms`)
+    await waitAt('/alice', 3)
+    const reset = await waitUntil(async () => {
+      const all = await deliveries(t, alice, '?limit=100')
+      return all.flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log).find((a: { error: string | null }) => a.error !== null && /reset/.test(a.error))
+    })
+    assert.equal(reset.status_code, null)
+    const timedOut = await waitUntil(async () => {
+      const all = await deliveries(t, alice, '?limit=6')
+      return all.flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log).find((a: { error: string | null }) => a.error !== null && /no answer/.test(a.error))
+    })
+    assert.equal(timedOut.status_code, null)
+    only('/alice', () => ({ status: 200 }))
+    await settled(t, alice, 6, 8_000)
+    const latest = await deliveries(t, alice, '?limit=6')
+    assert.ok(latest.every((delivery: { status: string }) => delivery.status === 'delivered'), JSON.stringify(latest.map((d: { status: string }) => d.status)))
+  })
+
+  it('410 Gone removes the webhook and stops deliveries to it', async () => {
+    const carol = await createUser(t.app)
+    await setWebhook(t, carol, `${receiver.url}/carol`)
+    receiver.requests.length = 0
+    only('/carol', () => ({ status: 410 }))
+    await send(t, alice, carol, 1)
+    await waitAt('/carol', 1)
+    const [gone] = await settled(t, carol, 1)
+    assert.equal(gone.status, 'failed')
+    assert.equal(gone.attempts, 1)
+    assert.equal(gone.last_status_code, 410)
+    assert.deepEqual((await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: carol.auth })).json(), { webhook: null })
+    only('/carol', () => ({ status: 200 }))
+    await send(t, alice, carol, 1)
+    await pause(400)
+    assert.equal(at('/carol').length, 1)
+    assert.equal((await deliveries(t, carol)).length, 1)
+  })
+
+  it('sends nothing after the webhook is removed, even what was waiting for a retry', async () => {
+    const dave = await createUser(t.app)
+    await setWebhook(t, dave, `${receiver.url}/dave`)
+    receiver.requests.length = 0
+    only('/dave', () => ({ status: 500 }))
+    await send(t, alice, dave, 1)
+    await waitAt('/dave', 1)
+    const removed = await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: dave.auth })
+    assert.equal(removed.statusCode, 204)
+    only('/dave', () => ({ status: 200 }))
+    await send(t, alice, dave, 1)
+    await pause(600)
+    assert.equal(at('/dave').length, 1)
+    const log = await deliveries(t, dave)
+    assert.equal(log.length, 1)
+    assert.equal(log[0].status, 'cancelled')
+    assert.equal(log[0].next_attempt_at, null)
+    expectError(await t.app.inject({ method: 'POST', url: `/wallet/webhook/deliveries/${log[0].id}/retry`, headers: dave.auth }), 404, 'G006')
+  })
+
+  it('sends waiting events to the new URL when the webhook is replaced', async () => {
+    const erin = await createUser(t.app)
+    await setWebhook(t, erin, `${receiver.url}/old`)
+    receiver.requests.length = 0
+    only('/old', () => ({ status: 500 }))
+    await send(t, alice, erin, 1)
+    await waitAt('/old', 1)
+    const secret = await setWebhook(t, erin, `${receiver.url}/new`)
+    const [moved] = await waitAt('/new', 1)
+    assert.equal(moved.headers['webhook-id'], at('/old')[0].headers['webhook-id'])
+    assert.doesNotThrow(() => new Webhook(secret).verify(moved.body, moved.headers as Record<string, string>))
+  })
+
+  it('takes over a delivery whose lease expired (an instance died mid-attempt)', async () => {
+    const frank = await createUser(t.app)
+    await setWebhook(t, frank, `${receiver.url}/frank`)
+    receiver.requests.length = 0
+    await send(t, alice, frank, 1)
+    await waitAt('/frank', 1)
+    const [delivery] = await settled(t, frank, 1)
+    const leaseUntil = new Date(Date.now() + 800).toISOString()
+    await t.database.db
+      .updateTable('webhook_deliveries')
+      .set({ status: 'pending', next_attempt_at: new Date().toISOString(), lease_until: leaseUntil })
+      .where('id', '=', delivery.id)
+      .execute()
+    const requests = await waitAt('/frank', 2)
+    assert.ok(requests[1].at >= Date.parse(leaseUntil) - 5, `taken over ${Date.parse(leaseUntil) - requests[1].at} ms before the lease ended`)
+    assert.equal(requests[1].headers['webhook-id'], requests[0].headers['webhook-id'])
+  })
+})
+
+describe('webhook SSRF guard (WEBHOOK_ALLOW_PRIVATE=false)', () => {
+  let t: TestApp
+  let receiver: Receiver
+  let alice: TestUser
+  const realLookup = dns.lookup
+  const realPromisesLookup = dns.promises.lookup
+  // Names under .test never exist; the fake resolver answers for them like a hostile DNS server.
+  const answers: Record<string, { setTime: string; connectTime: string }> = {
+    'loopback.test': { setTime: '127.0.0.1', connectTime: '127.0.0.1' },
+    'private.test': { setTime: '10.1.2.3', connectTime: '10.1.2.3' },
+    'mixed.test': { setTime: '93.184.215.14', connectTime: '93.184.215.14' },
+    'rebind.test': { setTime: '93.184.215.14', connectTime: '127.0.0.1' },
+  }
+  before(async () => {
+    t = await buildTestApp({ ...FAST, WEBHOOK_ALLOW_PRIVATE: 'false' })
+    receiver = await startReceiver()
+    alice = await createUser(t.app)
+    const family = (address: string) => (address.includes(':') ? 6 : 4)
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    ;(dns.promises as any).lookup = async (hostname: string, options: unknown) => {
+      const answer = answers[hostname]
+      if (hostname.endsWith('.invalid')) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' })
+      if (!answer) return realPromisesLookup(hostname, options as dns.LookupAllOptions)
+      const list = [{ address: answer.setTime, family: family(answer.setTime) }]
+      if (hostname === 'mixed.test') list.push({ address: '::1', family: 6 })
+      return list
+    }
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    ;(dns as any).lookup = (hostname: string, options: any, callback: any) => {
+      const answer = answers[hostname]
+      if (!answer) return realLookup(hostname, options, callback)
+      const address = answer.connectTime
+      if (options?.all) return callback(null, [{ address, family: family(address) }])
+      callback(null, address, family(address))
+    }
+  })
+  after(async () => {
+    dns.lookup = realLookup
+    dns.promises.lookup = realPromisesLookup
+    await t.close()
+    await receiver.close()
+  })
+
+  it('refuses loopback, private, link-local, CGNAT, multicast and unspecified targets with 400 W010', async () => {
+    const refused = [
+      'http://127.0.0.1/hook',
+      'http://127.1.2.3:8080/hook',
+      'http://2130706433/hook',
+      'http://0x7f.1/hook',
+      'http://10.0.0.1/hook',
+      'http://172.16.5.4/hook',
+      'http://192.168.1.1/hook',
+      'http://169.254.169.254/latest/meta-data',
+      'http://100.64.0.1/hook',
+      'http://0.0.0.0/hook',
+      'http://224.0.0.1/hook',
+      'http://255.255.255.255/hook',
+      'http://[::1]/hook',
+      'http://[::]/hook',
+      'http://[::ffff:127.0.0.1]/hook',
+      'http://[::ffff:a00:1]/hook',
+      'http://[fe80::1]/hook',
+      'http://[fd00::1]/hook',
+      'http://[ff02::1]/hook',
+      'http://localhost/hook',
+      'http://LOCALHOST.:8080/hook',
+      'http://api.localhost/hook',
+      'http://loopback.test/hook',
+      'http://private.test/hook',
+      'http://mixed.test/hook',
+      'http://nowhere.invalid/hook',
+    ]
+    for (const webhook of refused) {
+      const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook } })
+      assert.equal(response.statusCode, 400, `${webhook} was accepted`)
+      expectError(response, 400, 'W010')
+    }
+    assert.deepEqual((await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: alice.auth })).json(), { webhook: null })
+  })
+
+  it('accepts public addresses', async () => {
+    for (const webhook of ['https://93.184.215.14/hook', 'http://[2606:4700:4700::1111]/hook', 'https://rebind.test/hook']) {
+      const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook } })
+      assert.equal(response.statusCode, 200, `${webhook}: ${response.body}`)
+    }
+  })
+
+  it('checks again at connect time: a name that now resolves to loopback is never called (DNS rebinding)', async () => {
+    const port = new URL(receiver.url).port
+    await setWebhook(t, alice, `http://rebind.test:${port}/hook`)
+    const assetId = await setUpAsset(t)
+    await issue(t, alice, assetId, 5)
+    const [delivery] = await waitUntil(async () => {
+      const log = await deliveries(t, alice)
+      return log.length > 0 && log[0].attempts > 0 ? log : undefined
+    })
+    assert.equal(delivery.attempt_log[0].status_code, null)
+    assert.match(delivery.attempt_log[0].error, /refused.*127\.0\.0\.1/)
+    assert.equal(receiver.requests.length, 0)
+  })
+
+  it('refuses a private literal stored before the guard was turned on', async () => {
+    const bob = await createUser(t.app)
+    await t.database.db
+      .insertInto('webhooks')
+      .values({ wallet_id: bob.walletId, url: `${receiver.url}/stored`, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', created_at: new Date().toISOString() })
+      .execute()
+    await send(t, alice, bob, 1)
+    const [delivery] = await waitUntil(async () => {
+      const log = await deliveries(t, bob)
+      return log.length > 0 && log[0].attempts > 0 ? log : undefined
+    })
+    assert.match(delivery.attempt_log[0].error, /refused/)
+    assert.equal(receiver.requests.length, 0)
+  })
+})
