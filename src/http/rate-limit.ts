@@ -9,7 +9,8 @@ export class RateLimiter {
 
   constructor(
     private readonly perMinute: number,
-    private readonly now: () => number = Date.now,
+    // Read through the global at each call, so a test clock (node:test mock timers) reaches it.
+    private readonly now: () => number = () => Date.now(),
   ) {}
 
   /** Counts one attempt for every key; throws G005 with Retry-After when any key is over. */
