@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect, type Transaction } from 'kysely'
+import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase, type Transaction } from 'kysely'
 import pg from 'pg'
 import type { DB } from './tables.ts'
 
@@ -15,6 +15,35 @@ export interface Database {
   /** Checks that the storage answers (readiness). */
   ping(): Promise<void>
   close(): Promise<void>
+}
+
+const UNAVAILABLE_CODES = new Set([
+  // Node network errors while reaching PostgreSQL.
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  // PostgreSQL: shutting down, starting up, out of connections.
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  // SQLite: still locked after the busy timeout, or the file cannot be opened.
+  'SQLITE_BUSY',
+  'SQLITE_CANTOPEN',
+])
+const UNAVAILABLE_MESSAGES = /driver has already been destroyed|Cannot use a pool after calling end|Connection terminated|timeout exceeded when trying to connect|database connection is not open/i
+
+/**
+ * True when a query failed because the storage cannot be reached right now (down, shutting down,
+ * out of connections, locked), not because of the query: the request may be retried (S001).
+ */
+export function isStorageUnavailable(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
+  return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)
 }
 
 // Quantities are bigint columns capped at 2^53-1 by the ledger rules, so they fit a JS number.
@@ -33,6 +62,31 @@ export function openDatabase(options: DatabaseOptions): Database {
   return openSqlite(path.join(options.dataDir, 'coffer.sqlite'))
 }
 
+/**
+ * Kysely prepares every query anew, and preparing costs SQLite more than running the small
+ * queries of this service; so prepared statements are kept, by SQL text, for reuse. SQLite
+ * re-prepares a kept statement by itself after a schema change. The cache is bounded because
+ * `in (…)` lists of different lengths give different texts.
+ */
+function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase {
+  const statements = new Map<string, SQLite.Statement>()
+  return {
+    close: () => sqlite.close(),
+    prepare(sql: string) {
+      let statement = statements.get(sql)
+      if (statement) {
+        // Most recently used last, so the first entry is the one to evict.
+        statements.delete(sql)
+      } else {
+        statement = sqlite.prepare(sql)
+        if (statements.size >= size) statements.delete(statements.keys().next().value as string)
+      }
+      statements.set(sql, statement)
+      return statement
+    },
+  }
+}
+
 export function openSqlite(file: string): Database {
   const sqlite = new SQLite(file)
   sqlite.pragma('journal_mode = WAL')
@@ -41,7 +95,7 @@ export function openSqlite(file: string): Database {
   sqlite.pragma('foreign_keys = ON')
   // Another process (the `coffer` CLI, a second server) holding the write lock makes us wait.
   sqlite.pragma('busy_timeout = 10000')
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: sqlite }) })
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) })
   return {
     db,
     dialect: 'sqlite',

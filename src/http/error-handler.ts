@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
+import { isStorageUnavailable } from '../db/database.ts'
 import { AppError, errorBody, ERRORS, type ErrorCode } from './errors.ts'
 
 /** Which contract code a failed schema check gets, by the part of the request that failed. */
@@ -50,6 +51,10 @@ export function registerErrorHandler(app: FastifyInstance): void {
     }
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
       return reply.status(400).send(errorBody('G000', request.id, 'malformed request'))
+    }
+    if (isStorageUnavailable(error)) {
+      request.log.error({ err: error }, 'storage unavailable')
+      return reply.status(503).send(errorBody('S001', request.id))
     }
     request.log.error({ err: error }, 'unexpected error')
     return reply.status(500).send(errorBody('S000', request.id))
