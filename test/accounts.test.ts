@@ -108,6 +108,13 @@ describe('POST /users', () => {
     })
   }
 
+  it('lets only one of two simultaneous registrations of a name succeed', async () => {
+    const username = uniqueName('Race')
+    const responses = await Promise.all([register(username, 'correct horse'), register(username.toLowerCase(), 'other password')])
+    assert.deepEqual(responses.map((response) => response.statusCode).sort(), [201, 409])
+    expectError(responses.find((response) => response.statusCode === 409)!, 409, 'U000')
+  })
+
   it('refuses 7- and 33-character passwords with 400 G000 and creates no user', async () => {
     const username = uniqueName()
     expectError(await register(username, '1234567'), 400, 'G000')
@@ -280,6 +287,23 @@ describe('GET /user/session and GET /user/sessions', () => {
       assert.match(session.last_used_at, ISO_MS)
     }
     assert.ok(!response.body.includes('cfu_'), 'tokens are never listed')
+  })
+
+  it('neither accepts nor lists a session idle for longer than SESSION_IDLE_DAYS', async () => {
+    const idle = await newSession(user)
+    const longAgo = new Date(Date.now() - (t.config.sessionIdleDays + 1) * 86_400_000).toISOString()
+    await t.database.db.updateTable('user_sessions').set({ last_used_at: longAgo }).where('id', '=', idle.id).execute()
+    assert.equal(await isAlive(idle.auth), false)
+    const listed = (await get('/user/sessions', user.auth)).json() as { id: number }[]
+    assert.ok(!listed.some((session) => session.id === idle.id), 'an idle session is not listed as active')
+  })
+
+  it('neither accepts nor lists a session past its lifetime', async () => {
+    const old = await newSession(user)
+    await t.database.db.updateTable('user_sessions').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', old.id).execute()
+    assert.equal(await isAlive(old.auth), false)
+    const listed = (await get('/user/sessions', user.auth)).json() as { id: number }[]
+    assert.ok(!listed.some((session) => session.id === old.id))
   })
 })
 
@@ -621,5 +645,16 @@ describe('rate limits on login and registration', () => {
     assert.ok(Number(results[3].headers['retry-after']) >= 1)
     const login = await limited.app.inject({ method: 'POST', url: '/users/rated/sessions', payload: { password: 'correct horse' }, remoteAddress: '10.2.0.2' })
     expectError(login, 401, 'U001')
+  })
+
+  it('limits registration attempts on one username whatever the address', async () => {
+    const attempts = []
+    for (let i = 0; i < 4; i++) {
+      attempts.push(await limited.app.inject({ method: 'POST', url: '/users', payload: { username: i % 2 ? 'Wanted' : 'wanted', password: 'correct horse' }, remoteAddress: `10.3.0.${i + 1}` }))
+    }
+    assert.equal(attempts[0].statusCode, 201)
+    expectError(attempts[1], 409, 'U000')
+    expectError(attempts[2], 409, 'U000')
+    expectError(attempts[3], 429, 'G005')
   })
 })

@@ -42,14 +42,15 @@ export async function findUserSession(db: Executor, sessionId: number) {
   return db.selectFrom('user_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst()
 }
 
-export async function listUserSessions(db: Executor, userId: number) {
-  return db
+/** Sessions of the user that have not expired, and when `idleSince` is given, were used after it. */
+export async function listUserSessions(db: Executor, userId: number, idleSince?: string) {
+  let query = db
     .selectFrom('user_sessions')
     .select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at'])
     .where('user_id', '=', userId)
     .where('expires_at', '>', nowIso())
-    .orderBy('id')
-    .execute()
+  if (idleSince !== undefined) query = query.where('last_used_at', '>', idleSince)
+  return query.orderBy('id').execute()
 }
 
 /** Deletes one session of the user; returns false when the user has no such session. */

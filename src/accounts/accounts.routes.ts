@@ -15,7 +15,7 @@ const accountsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, 
   const tags = ['accounts']
 
   app.post('/users', { schema: { tags, body: S.RegisterBody, response: responses(201, S.RegisteredUser) } }, async (request, reply) => {
-    limiter.hit(`register-ip:${request.ip}`)
+    limiter.hit(`register-ip:${request.ip}`, `register-user:${request.body.username.toLowerCase()}`)
     const user = await accounts.registerUser(db, request.body.username, request.body.password)
     return reply.status(201).send(user)
   })
@@ -69,7 +69,7 @@ const accountsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, 
   )
 
   app.get('/user/sessions', { ...user, schema: { tags, response: responses(200, Type.Array(S.SessionSummary)) } }, async (request) =>
-    accounts.listSessions(db, userAuth(request)),
+    accounts.listSessions(db, config, userAuth(request)),
   )
 
   app.delete('/user/session', { ...user, schema: { tags } }, async (request, reply) => {

@@ -68,9 +68,10 @@ export async function describeSession(db: Db, auth: UserAuth) {
   return { ...row, primary_wallet_id: row.primary_wallet_id as number, wallet_user_id: row.wallet_user_id as number }
 }
 
-/** GET /user/sessions: the user's live sessions, the current one marked. */
-export async function listSessions(db: Db, auth: UserAuth) {
-  const rows = await repo.listUserSessions(db, auth.userId)
+/** GET /user/sessions: the user's live sessions (neither expired nor idle too long), the current one marked. */
+export async function listSessions(db: Db, config: Config, auth: UserAuth) {
+  const idleSince = config.sessionIdleDays > 0 ? new Date(Date.now() - config.sessionIdleDays * 86_400_000).toISOString() : undefined
+  const rows = await repo.listUserSessions(db, auth.userId, idleSince)
   return rows.map((row) => ({ ...row, current: row.id === auth.sessionId }))
 }
 
