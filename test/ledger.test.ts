@@ -546,10 +546,77 @@ describe('POST /wallet/transactions', () => {
     assert.deepEqual(await balances(alice), before)
   })
 
+  it('answers a deleted wallet as recipient with 404 W000, and the admin cannot issue to it (W002)', async () => {
+    const owner = await createUser(t.app)
+    const spare = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: owner.auth, payload: {} })).json()
+    await issue(spare.id, gold, 1)
+    assert.equal((await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: spare.id } })).statusCode, 200)
+    const deleted = await t.app.inject({ method: 'DELETE', url: '/wallet', headers: owner.auth })
+    assert.equal(deleted.statusCode, 204, deleted.body)
+    const before = await balances(alice)
+    expectError(await send(alice, { recipient: spare.address, type: 1, assets: { [gold.name]: 1 } }), 404, 'W000')
+    expectError(await send(alice, { recipient: spare.id, type: 2, assets: { [gold.name]: 1 } }), 404, 'W000')
+    assert.deepEqual(await balances(alice), before)
+    expectError(await issueRequest(spare.id, gold.id, 1), 404, 'W002')
+    expectError(await burn(spare.id, gold.id), 404, 'W002')
+  })
+
   it('needs credentials: 401 A000 without, A001 with the admin key', async () => {
     const body = { recipient: bob.username, assets: { [gold.name]: 1 } }
     expectError(await t.app.inject({ method: 'POST', url: '/wallet/transactions', payload: body }), 401, 'A000')
     expectError(await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: t.admin, payload: body }), 401, 'A001')
+  })
+})
+
+describe('wallet keys on the wallet routes', () => {
+  let owner: TestUser
+  let friend: TestUser
+  let dust: Asset
+  let side: { id: number; address: string }
+  let key: Record<string, string>
+
+  before(async () => {
+    owner = await createUser(t.app)
+    friend = await createUser(t.app)
+    dust = await createAsset(assetName('dust'))
+    side = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: owner.auth, payload: {} })).json()
+    await issue(side.id, dust, 50)
+    await issue(owner.walletId, dust, 5)
+    // The key is made while the side wallet is active, then the session goes back to the primary one.
+    await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: side.id } })
+    const created = await t.app.inject({ method: 'POST', url: '/wallet/sessions', headers: owner.auth, payload: { name: 'shop' } })
+    assert.equal(created.statusCode, 201, created.body)
+    key = { authorization: `Bearer ${created.json().token}` }
+    await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: owner.walletId } })
+  })
+
+  it('reads and sends from the key’s own wallet, whatever the user’s active wallet', async () => {
+    assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 50 }])
+    const response = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: key, payload: { recipient: friend.username, assets: { [dust.name]: 8 } } })
+    assert.equal(response.statusCode, 201, response.body)
+    assert.equal(response.json().sending_wallet_id, side.id)
+    assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 42 }])
+    assert.deepEqual(await balances(owner), { [dust.name]: 5 }, 'the primary wallet is untouched')
+    const listed = await t.app.inject({ method: 'GET', url: '/wallet/transactions?limit=1', headers: key })
+    assert.equal(listed.json()[0].id, response.json().id)
+  })
+
+  it('lists the assets with a wallet key', async () => {
+    const response = await t.app.inject({ method: 'GET', url: '/assets', headers: key })
+    assert.equal(response.statusCode, 200)
+    assert.ok((response.json() as Asset[]).some((asset) => asset.id === dust.id))
+  })
+
+  it('refuses a wallet key sent as the session cookie with 401 A001', async () => {
+    const cookie = `${t.config.sessionCookieName}=${key.authorization.slice(7)}`
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: { cookie } }), 401, 'A001')
+  })
+
+  it('refuses a wallet key on user routes and admin routes', async () => {
+    const before = await holdingsOf(key)
+    expectError(await t.app.inject({ method: 'GET', url: '/user/session', headers: key }), 401, 'A001')
+    expectError(await t.app.inject({ method: 'POST', url: `/wallets/${side.id}/assets`, headers: key, payload: { id: dust.id, quantity: 1 } }), 403, 'A003')
+    assert.deepEqual(await holdingsOf(key), before)
   })
 })
 
