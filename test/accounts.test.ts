@@ -185,18 +185,6 @@ describe('POST /users/{username}/sessions', () => {
     assert.equal(sessionCookie(wrong), undefined)
   })
 
-  it('spends comparable time on an unknown user and on a wrong password', async () => {
-    const time = async (username: string) => {
-      const start = performance.now()
-      await login(username, 'wrong password', true)
-      return performance.now() - start
-    }
-    const median = (values: number[]) => values.sort((a, b) => a - b)[1]
-    const unknown = median([await time(uniqueName('ghost')), await time(uniqueName('ghost')), await time(uniqueName('ghost'))])
-    const wrong = median([await time(user.username), await time(user.username), await time(user.username)])
-    assert.ok(unknown > wrong / 4, `unknown user took ${unknown.toFixed(1)} ms, wrong password ${wrong.toFixed(1)} ms`)
-  })
-
   it('refuses a missing password or a non-boolean return_token with 400 G000', async () => {
     expectError(await t.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: {} }), 400, 'G000')
     expectError(await t.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: { password: user.password, return_token: 'yes' } }), 400, 'G000')

@@ -184,14 +184,19 @@ describe('every code, provoked through HTTP', () => {
     }
   }
 
-  it('answers /readyz with 503 S001 while storage is unreachable', async () => {
-    const response = await withBrokenStorage(
+  it('answers /readyz and a login with 503 S001 while storage is unreachable, not with a wrong-password answer', async () => {
+    let readiness: LightMyRequestResponse | undefined
+    const login = await withBrokenStorage(
       (broken) => broken.database.close(),
-      (broken) => broken.app.inject({ method: 'GET', url: '/readyz' }),
+      async (broken, user) => {
+        readiness = await broken.app.inject({ method: 'GET', url: '/readyz' })
+        return broken.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: { password: user.password } })
+      },
     )
-    assertError(response, 'S001')
-    const healthy = await inject({ method: 'GET', url: '/healthz' })
-    assert.equal(healthy.statusCode, 200)
+    assert.ok(readiness)
+    assertError(readiness, 'S001')
+    assertError(login, 'S001')
+    assert.equal((await inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'this app is unaffected')
   })
 
   it('answers with 503 S001 when PostgreSQL refuses connections', async () => {
@@ -208,14 +213,6 @@ describe('every code, provoked through HTTP', () => {
       await app.close()
       await database.close()
     }
-  })
-
-  it('answers a login with 503 S001 while storage is unreachable, not with a wrong-password answer', async () => {
-    const response = await withBrokenStorage(
-      (broken) => broken.database.close(),
-      (broken, user) => broken.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: { password: user.password } }),
-    )
-    assertError(response, 'S001')
   })
 
   it('has a provoking request for every code except those owned by other suites', () => {
