@@ -99,6 +99,10 @@ describe('loadConfig', () => {
     ['SESSION_LIFETIME_DAYS', '0', 'zero'],
     ['WEBHOOK_RETRY_SCHEDULE', '5,soon', 'not seconds'],
     ['WEBHOOK_TIMEOUT_MS', '5', 'below the minimum'],
+    ['WEBHOOK_RETRY_SCHEDULE', ',', 'empty entries'],
+    ['SESSION_IDLE_DAYS', 'week', 'not a number'],
+    ['BODY_LIMIT_BYTES', '10', 'too small for any request'],
+    ['TRUST_PROXY', 'perhaps', 'not a boolean'],
   ]
   for (const [variable, value, why] of bad) {
     it(`refuses ${variable}=${JSON.stringify(value)} (${why}) naming the variable`, () => {
