@@ -56,7 +56,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(config.requestTimeoutMs / 10))),
     },
     connectionTimeout: 60_000,
-    return503OnClosing: true,
+    // observability.ts answers requests that arrive while closing with the contract's S001 body.
+    return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   // 1. Parsing and validation: bodies are never coerced ("5" is not 5); paths and queries are.

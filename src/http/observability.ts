@@ -23,8 +23,19 @@ export default fp<{ database: Database }>(async function observability(app: Fast
   })
   app.decorate('metrics', registry)
 
+  // Requests that reach us on a kept-alive connection during shutdown get 503 S001 and the
+  // connection is closed, so the client retries elsewhere.
+  let closing = false
+  app.addHook('preClose', async () => {
+    closing = true
+  })
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
+    if (closing) {
+      reply.header('connection', 'close')
+      throw new AppError('S001', 'the service is shutting down')
+    }
   })
 
   app.addHook('onResponse', async (request, reply) => {
