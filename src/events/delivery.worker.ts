@@ -100,10 +100,11 @@ export class DeliveryWorker {
   }
 
   /**
-   * Stops claiming, lets attempts in flight finish for up to `graceMs`, then aborts the rest and
-   * gives their leases back (not counted as attempts), so another instance takes them at once.
+   * Stops claiming, lets attempts in flight finish for up to `graceMs` (half the attempt timeout,
+   * at most 5 s), then aborts the rest and gives their leases back (not counted as attempts), so
+   * another instance takes them at once. The receiver may then see that event twice.
    */
-  async stop(graceMs = Math.min(this.config.webhookTimeoutMs, 5_000)): Promise<void> {
+  async stop(graceMs = Math.min(this.config.webhookTimeoutMs / 2, 5_000)): Promise<void> {
     if (!this.running) return
     this.running = false
     clearInterval(this.timer)

@@ -8,15 +8,23 @@ import webhooksRoutes from './webhooks.routes.ts'
 /**
  * The events domain: webhook routes, the event stream, and the two background parts they need,
  * the webhook delivery worker and the stream poller. Both start with the app; on close the
- * streams end first (so the server can stop), then the worker finishes or releases its attempts
+ * streams end at once (so the server can stop) and the worker finishes or releases its attempts
  * while storage is still open.
  */
 export default async function events(app: FastifyInstance, deps: Deps): Promise<void> {
   const worker = new DeliveryWorker({ database: deps.database, config: deps.config, log: app.log.child({ component: 'webhooks' }) })
   const hub = new EventHub({ db: deps.database.db, log: app.log.child({ component: 'events' }) })
+  let stopping: Promise<void> | undefined
   app.addHook('onReady', async () => worker.start())
-  app.addHook('preClose', async () => hub.close())
-  app.addHook('onClose', async () => worker.stop())
+  // Streams end and the worker starts winding down as soon as closing begins, alongside the
+  // server draining its requests; storage stays open until the worker is done.
+  app.addHook('preClose', async () => {
+    hub.close()
+    stopping = worker.stop().catch((error) => app.log.error({ err: error }, 'webhook worker: stopping failed'))
+  })
+  app.addHook('onClose', async () => {
+    await (stopping ?? worker.stop())
+  })
   await app.register(webhooksRoutes, { ...deps, worker })
   await app.register(streamRoutes, { ...deps, hub })
 }

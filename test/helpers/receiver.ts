@@ -81,11 +81,13 @@ export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver
 }
 
 /** Polls `check` until it returns something truthy; throws naming `what` after `timeoutMs`. */
-export async function waitUntil<T>(check: () => T | Promise<T>, timeoutMs = 5_000, what = 'condition'): Promise<T> {
+type Falsy = undefined | null | false | 0 | ''
+
+export async function waitUntil<T>(check: () => T | Falsy | Promise<T | Falsy>, timeoutMs = 5_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await check()
-    if (value) return value
+    if (value) return value as T
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
