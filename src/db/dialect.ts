@@ -15,7 +15,7 @@ export function isUniqueViolation(error: unknown): boolean {
 }
 
 /** Serialization failure or deadlock on PostgreSQL: safe to run the whole transaction again. */
-function isRetryable(error: unknown): boolean {
+export function isRetryable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
   return code === '40001' || code === '40P01'
 }

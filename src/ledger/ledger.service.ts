@@ -6,6 +6,7 @@ import { AppError } from '../http/errors.ts'
 import { findUserByUsername } from '../accounts/accounts.repository.ts'
 import { findWalletByAddress, findWalletById, lockLiveWallets } from '../wallets/wallets.repository.ts'
 import * as assets from './assets.repository.ts'
+import { inGroupCommit } from './group-commit.ts'
 import * as ledger from './transactions.repository.ts'
 import { MINT_WALLET_ID, type Line, type Transaction } from './transactions.repository.ts'
 
@@ -131,7 +132,9 @@ export async function sendTransaction(db: Db, walletId: number, request: SendReq
     const to = await resolveRecipient(db, request.recipient, request.type ?? 0)
     if (to === walletId) throw new AppError('W013')
     const lines = await resolveLines(db, request.assets)
-    const transaction = await inTransaction(db, async (trx) => {
+    // Committed together with the transfers that arrive alongside it (group-commit.ts).
+    const rows = { from: walletId, to, assetIds: lines.map((line) => line.asset.id) }
+    const transaction = await inGroupCommit(db, rows, async (trx) => {
       const recorded = await moveAssets(trx, { from: walletId, to, lines, memo: request.memo ?? '' })
       if (idempotencyKey !== undefined) {
         await trx

@@ -1,0 +1,105 @@
+/**
+ * The load generator: a separate process (forked by run.ts) that runs one autocannon job per
+ * message and answers with its figures. Keeping it out of the service process means the service's
+ * CPU time is its own; keeping it alive across scenarios saves a start-up per scenario.
+ */
+import autocannon from 'autocannon'
+
+export interface LoadJob {
+  url: string
+  connections: number
+  seconds: number
+  /** `transfer`: POST /wallet/transactions; `get`: one GET path with one token (or none). */
+  kind: 'transfer' | 'get'
+  path?: string
+  token?: string
+  /** For transfers: who sends and who receives; each request picks one of each, never the same. */
+  senders?: { token: string; username: string }[]
+  recipients?: string[]
+}
+
+export interface LoadResult {
+  requestsPerSecond: number
+  /** Only 2xx responses, per second. */
+  okPerSecond: number
+  p50: number
+  p99: number
+  requests: number
+  non2xx: number
+  socketErrors: number
+  timeouts: number
+  statusCodes: Record<string, number>
+  seconds: number
+}
+
+function percentile(sorted: Float64Array, fraction: number): number {
+  if (sorted.length === 0) return NaN
+  return sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))]
+}
+
+function randomIndex(length: number): number {
+  return Math.floor(Math.random() * length)
+}
+
+export async function runLoad(job: LoadJob): Promise<LoadResult> {
+  let requests: autocannon.Request[]
+  if (job.kind === 'transfer') {
+    const senders = job.senders ?? []
+    const recipients = job.recipients ?? []
+    if (senders.length === 0 || recipients.length === 0) throw new Error('a transfer job needs senders and recipients')
+    requests = [
+      {
+        method: 'POST',
+        path: '/wallet/transactions',
+        setupRequest: (request) => {
+          const sender = senders[randomIndex(senders.length)]
+          let recipient = recipients[randomIndex(recipients.length)]
+          while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
+          request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
+          request.body = JSON.stringify({ recipient, assets: { gold: 1 } })
+          return request
+        },
+      },
+    ]
+  } else {
+    requests = [{ method: 'GET', path: job.path ?? '/healthz', headers: job.token ? { authorization: `Bearer ${job.token}` } : {} }]
+  }
+
+  // Latencies are kept here at full resolution: autocannon's own histogram rounds to whole milliseconds.
+  const latencies: number[] = []
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon({ url: job.url, connections: job.connections, duration: job.seconds, requests, timeout: 10 }, (error, done) =>
+      error ? reject(error) : resolve(done),
+    )
+    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+      if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime)
+    })
+  })
+  const sorted = Float64Array.from(latencies).sort()
+  const statusCodes: Record<string, number> = {}
+  for (const [code, { count }] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = count ?? 0
+  const seconds = result.duration
+  return {
+    requestsPerSecond: result.requests.total / seconds,
+    okPerSecond: result['2xx'] / seconds,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    requests: result.requests.total,
+    non2xx: result.non2xx,
+    socketErrors: result.errors,
+    timeouts: result.timeouts,
+    statusCodes,
+    seconds,
+  }
+}
+
+// As a forked child: one job per message, until the parent disconnects.
+if (process.send) {
+  process.on('message', (message: { id: number; job: LoadJob }) => {
+    runLoad(message.job).then(
+      (result) => process.send?.({ id: message.id, result }),
+      (error: unknown) => process.send?.({ id: message.id, error: error instanceof Error ? error.message : String(error) }),
+    )
+  })
+  process.on('disconnect', () => process.exit(0))
+}

