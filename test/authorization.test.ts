@@ -244,9 +244,9 @@ describe('authorization matrix', () => {
     goldId = (await ok(call('POST', '/assets', t.admin, { name: 'gold', value: 1 }), 201)).id as number
     shared = await buildWorld()
   })
-  after(async (context) => {
+  after(async () => {
     const idorChecks = IDOR_CASES.length
-    ;(context as unknown as { diagnostic?: (message: string) => void }).diagnostic?.(`${cells} cells, ${ROUTES.length} routes × ${CALLERS.length} callers, ${idorChecks} foreign-id cases, ${worlds} worlds`)
+    console.log(`${cells} cells, ${ROUTES.length} routes × ${CALLERS.length} callers, ${idorChecks} foreign-id cases, ${worlds} worlds`)
     await t.close()
   })
 

@@ -1,0 +1,496 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { Ajv, type ValidateFunction } from 'ajv'
+import addFormats from 'ajv-formats'
+import fc from 'fast-check'
+import { sql } from 'kysely'
+import { insertUser, insertUserSession, updateUser } from '../src/accounts/accounts.repository.ts'
+import { inTransaction } from '../src/db/dialect.ts'
+import { ERRORS } from '../src/http/errors.ts'
+import { createToken, hashToken } from '../src/http/tokens.ts'
+import { verifyLedger } from '../src/ledger/verify.ts'
+import { createWalletFor } from '../src/wallets/wallets.service.ts'
+import { buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
+
+/**
+ * Property-based tests (fast-check):
+ *  1. random request bodies, path ids and queries against every route's schema: never a 500; a
+ *     body the route's schema refuses gets 400 G000, and whatever else comes back is a contract
+ *     code;
+ *  2. random sequences of issue / transfer / burn / assign / delete-wallet run against the
+ *     service and a small in-memory model: identical outcomes, holdings never negative, each
+ *     asset summing to zero with mint.
+ * Runs are kept modest so that the suite stays fast; FC_RUNS scales them (e.g. FC_RUNS=1000).
+ */
+
+const SCALE = Number(process.env.FC_RUNS ?? 0) > 0 ? Number(process.env.FC_RUNS) / 100 : 1
+const BODY_RUNS = Math.round(60 * SCALE)
+const SEQUENCE_RUNS = Math.round(50 * SCALE)
+const MAX = Number.MAX_SAFE_INTEGER
+const MINT = 1
+
+interface Answer {
+  status: number
+  code?: string
+}
+
+function answerOf(response: { statusCode: number; body: string }): Answer {
+  if (response.statusCode < 400) return { status: response.statusCode }
+  const body = JSON.parse(response.body) as { code: string; message: string; request_id: string }
+  assert.equal(typeof body.message, 'string', response.body)
+  assert.equal(typeof body.request_id, 'string', response.body)
+  return { status: response.statusCode, code: body.code }
+}
+
+/** Strings neither storage can keep: the service refuses them in any body (G000). */
+function hasUnstorableText(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000') || /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value)
+  if (Array.isArray(value)) return value.some(hasUnstorableText)
+  if (value !== null && typeof value === 'object') return Object.entries(value).some(([key, item]) => hasUnstorableText(key) || hasUnstorableText(item))
+  return false
+}
+
+/** JSON literals that JSON.stringify never writes but clients do. */
+const ODD_LITERALS = ['1e309', '-1e309', '-0', '0', '1.5', '1e3', '9007199254740992', '9007199254740993', '-1', '"5"', '""', 'null', 'true', '[]', '{}', '"\\u0000"', '"\\ud800"', '"gold"', '"a b"', `"${'x'.repeat(300)}"`]
+
+/** A JSON text: anything at all, or an object with the route's own field names and odd values. */
+function bodyText(fields: string[]): fc.Arbitrary<string> {
+  const value = fc.oneof(
+    { weight: 3, arbitrary: fc.jsonValue({ maxDepth: 2 }).map((item) => JSON.stringify(item) ?? 'null') },
+    { weight: 2, arbitrary: fc.constantFrom(...ODD_LITERALS) },
+    { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }).map((text) => JSON.stringify(text)) },
+    { weight: 2, arbitrary: fc.integer({ min: -5, max: 100_000 }).map(String) },
+    { weight: 1, arbitrary: fc.dictionary(fc.constantFrom('gold', 'silver', 'GOLD', 'nope', 'x y', ''), fc.constantFrom('1', '2', '0', '-1', '1.5', '1e309', '"1"')).map((map) => `{${Object.entries(map).map(([key, raw]) => `${JSON.stringify(key)}:${raw}`).join(',')}}`) },
+  )
+  const shaped = fc
+    .uniqueArray(fc.constantFrom(...fields, 'extra'), { maxLength: fields.length + 1 })
+    .chain((keys) => fc.tuple(...keys.map((key) => value.map((raw) => `${JSON.stringify(key)}:${raw}`))))
+    .map((entries) => `{${entries.join(',')}}`)
+  return fc.oneof({ weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }).map((item) => JSON.stringify(item) ?? 'null') }, { weight: 4, arbitrary: shaped })
+}
+
+interface BodyRoute {
+  method: 'POST' | 'PUT'
+  /** As in the OpenAPI document. */
+  path: string
+  url: () => string
+  headers: () => Record<string, string>
+}
+
+describe('random requests against every route schema', () => {
+  let t: TestApp
+  let alice: TestUser
+  let renamer: TestUser
+  let hooker: TestUser
+  let signedOut: TestUser
+  let goldId: number
+  let spareId: number
+  let runs = 0
+
+  before(async () => {
+    t = await buildTestApp()
+    if (t.database.dialect === 'sqlite') await sql`pragma synchronous = off`.execute(t.database.db)
+    alice = await createUser(t.app)
+    renamer = await createUser(t.app)
+    hooker = await createUser(t.app)
+    signedOut = await createUser(t.app)
+    goldId = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'gold', value: 1 } })).json().id
+    spareId = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'spare', value: 1 } })).json().id
+    await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: goldId, quantity: 1_000_000 } })
+  })
+  after(async () => {
+    await t.close()
+  })
+
+  function bodySchema(path: string, method: string): object {
+    const doc = t.app.swagger() as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: object }> } }>> }
+    const schema = doc.paths[path]?.[method.toLowerCase()]?.requestBody?.content['application/json']?.schema
+    assert.ok(schema, `no body schema for ${method} ${path}`)
+    return schema
+  }
+
+  it('never answers a 500; bodies the schema refuses get 400 G000; everything else is a contract answer', async () => {
+    const ajv = new Ajv({ coerceTypes: false, removeAdditional: true, useDefaults: true, allErrors: false, strict: false })
+    addFormats.default(ajv)
+    // Users whose password or name may change get routes of their own; so does the webhook (its
+    // wallet never moves anything, so no delivery ever leaves 127.0.0.1).
+    const as = (user: TestUser) => () => user.auth
+    const routes: BodyRoute[] = [
+      { method: 'POST', path: '/users', url: () => '/users', headers: () => ({}) },
+      { method: 'POST', path: '/users/{username}/sessions', url: () => `/users/${alice.username}/sessions`, headers: () => ({}) },
+      { method: 'PUT', path: '/user/username', url: () => '/user/username', headers: as(renamer) },
+      { method: 'PUT', path: '/user/password', url: () => '/user/password', headers: as(renamer) },
+      { method: 'PUT', path: '/user/wallet', url: () => '/user/wallet', headers: as(renamer) },
+      { method: 'POST', path: '/user/wallets', url: () => '/user/wallets', headers: as(renamer) },
+      { method: 'PUT', path: '/user/session/wallet', url: () => '/user/session/wallet', headers: as(renamer) },
+      { method: 'POST', path: '/wallet/users', url: () => '/wallet/users', headers: as(renamer) },
+      { method: 'PUT', path: '/wallet/owner', url: () => '/wallet/owner', headers: as(renamer) },
+      { method: 'POST', path: '/wallet/sessions', url: () => '/wallet/sessions', headers: as(renamer) },
+      { method: 'PUT', path: '/wallet/webhook', url: () => '/wallet/webhook', headers: as(hooker) },
+      { method: 'POST', path: '/wallet/transactions', url: () => '/wallet/transactions', headers: as(alice) },
+      { method: 'POST', path: '/assets', url: () => '/assets', headers: () => t.admin },
+      { method: 'PUT', path: '/assets/{id}/value', url: () => `/assets/${spareId}/value`, headers: () => t.admin },
+      { method: 'PUT', path: '/assets/{id}/name', url: () => `/assets/${spareId}/name`, headers: () => t.admin },
+      { method: 'POST', path: '/wallets/{walletid}/assets', url: () => `/wallets/${alice.walletId}/assets`, headers: () => t.admin },
+    ]
+    for (const route of routes) {
+      const schema = bodySchema(route.path, route.method) as { properties?: Record<string, unknown> }
+      const validate: ValidateFunction = ajv.compile(schema)
+      const fields = Object.keys(schema.properties ?? {})
+      await fc.assert(
+        fc.asyncProperty(bodyText(fields), async (text) => {
+          runs++
+          const response = await t.app.inject({ method: route.method, url: route.url(), headers: { ...route.headers(), 'content-type': 'application/json' }, payload: text })
+          const where = `${route.method} ${route.path} with ${text.slice(0, 200)} → ${response.statusCode} ${response.body.slice(0, 200)}`
+          assert.ok(response.statusCode < 500, where)
+          const answer = answerOf(response)
+          if (answer.code !== undefined) assert.ok(answer.code in ERRORS, where)
+          const parsed: unknown = JSON.parse(text)
+          const refused = hasUnstorableText(parsed) || !validate(structuredClone(parsed))
+          if (refused) assert.deepEqual(answer, { status: 400, code: 'G000' }, where)
+        }),
+        { numRuns: BODY_RUNS },
+      )
+    }
+  })
+
+  it('answers random path ids with G001 or a contract code, never a 500', async () => {
+    const segment = fc.oneof(
+      fc.string({ unit: 'binary', minLength: 1, maxLength: 24 }),
+      fc.constantFrom('1e3', '99999999999999999999', '9007199254740993', '0', '-1', '01', '1.0', ' 1', '%', '%00', '..', '1/2'),
+      fc.integer({ min: 1, max: 100 }).map(String),
+      fc.bigInt({ min: 1n, max: 10n ** 30n }).map(String),
+    )
+    const routes: { method: 'PUT' | 'POST' | 'DELETE'; url: (id: string) => string; headers: () => Record<string, string>; payload?: object }[] = [
+      { method: 'PUT', url: (id) => `/assets/${id}/value`, headers: () => t.admin, payload: { value: 1 } },
+      { method: 'DELETE', url: (id) => `/assets/${id}`, headers: () => t.admin },
+      { method: 'POST', url: (id) => `/wallets/${id}/assets`, headers: () => t.admin, payload: { id: goldId, quantity: 1 } },
+      { method: 'DELETE', url: (id) => `/wallets/${id}/assets/${goldId}?quantity=1`, headers: () => t.admin },
+      // A random id may be the caller's own session: it signs in again after ending it.
+      { method: 'DELETE', url: (id) => `/user/sessions/${id}`, headers: () => signedOut.auth },
+      { method: 'DELETE', url: (id) => `/wallet/users/${id}`, headers: () => hooker.auth },
+      { method: 'DELETE', url: (id) => `/wallet/sessions/${id}`, headers: () => hooker.auth },
+      { method: 'POST', url: (id) => `/wallet/webhook/deliveries/${id}/retry`, headers: () => hooker.auth },
+      { method: 'POST', url: (id) => `/users/${id}/sessions`, headers: () => ({}), payload: { password: 'not the password' } },
+    ]
+    for (const route of routes) {
+      await fc.assert(
+        fc.asyncProperty(segment, async (raw) => {
+          runs++
+          const id = /^[0-9]+$/.test(raw) ? raw : encodeURIComponent(raw)
+          const response = await t.app.inject({ method: route.method, url: route.url(id), headers: route.headers(), payload: route.payload })
+          const where = `${route.method} ${route.url(id)} → ${response.statusCode} ${response.body.slice(0, 200)}`
+          if (response.statusCode === 204 && route.url(id).startsWith('/user/sessions/')) {
+            const login = await t.app.inject({ method: 'POST', url: `/users/${signedOut.username}/sessions`, payload: { password: signedOut.password, return_token: true } })
+            signedOut = { ...signedOut, auth: { authorization: `Bearer ${login.json().token}` } }
+          }
+          assert.ok(response.statusCode < 500, where)
+          const answer = answerOf(response)
+          if (answer.code !== undefined) assert.ok(answer.code in ERRORS, where)
+          const valid = /^[1-9][0-9]{0,15}$/.test(raw) && Number.isSafeInteger(Number(raw))
+          // `.` and `..` are path navigation, not ids: the URL names another route (or none).
+          if (!valid && !route.url('x').startsWith('/users/') && raw !== '.' && raw !== '..') assert.deepEqual(answer, { status: 400, code: 'G001' }, where)
+        }),
+        { numRuns: BODY_RUNS },
+      )
+    }
+  })
+
+  it('answers random queries with 200 or G002, never a 500', async () => {
+    const key = fc.constantFrom('limit', 'offset', 'before', 'after', 'asset', 'direction', 'since', 'until', 'status', 'quantity', 'other')
+    const value = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 30 }),
+      fc.constantFrom('1', '0', '-1', '100', '101', '1e3', '10001', 'sent', 'received', 'pending', '2026-11-21T22:25:29.123Z', '2026-13-01', 'gold', '99999999999999999999'),
+    )
+    const query = fc.array(fc.tuple(key, value), { maxLength: 4 }).map((pairs) => new URLSearchParams(pairs).toString())
+    for (const [path, headers] of [
+      ['/wallet/transactions', () => alice.auth],
+      ['/wallet/webhook/deliveries', () => hooker.auth],
+    ] as const) {
+      await fc.assert(
+        fc.asyncProperty(query, async (search) => {
+          runs++
+          const response = await t.app.inject({ method: 'GET', url: `${path}?${search}`, headers: headers() })
+          const where = `GET ${path}?${search} → ${response.statusCode} ${response.body.slice(0, 200)}`
+          assert.ok(response.statusCode === 200 || (response.statusCode === 400 && response.json().code === 'G002'), where)
+        }),
+        { numRuns: BODY_RUNS },
+      )
+    }
+  })
+
+  after(() => {
+    console.log(`${runs} random requests`)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// Model-based sequences.
+
+const USERS = 3
+/** Wallets 0-2 are the users' primary wallets, 3-5 a second wallet of each user. */
+const WALLETS = 6
+const ASSETS = 2
+
+type Op =
+  | { kind: 'issue'; wallet: number; asset: number; quantity: number }
+  | { kind: 'burn'; wallet: number; asset: number; quantity: number | undefined }
+  | { kind: 'transfer'; actor: number | 'owner'; from: number; to: number; by: 0 | 1 | 2; lines: { asset: number; quantity: number }[] }
+  | { kind: 'assign'; actor: number | 'owner'; wallet: number; user: number }
+  | { kind: 'delete'; actor: number | 'owner'; wallet: number }
+
+const quantity = fc.oneof({ weight: 12, arbitrary: fc.integer({ min: 1, max: 60 }) }, { weight: 1, arbitrary: fc.integer({ min: MAX - 100, max: MAX }) })
+const walletIndex = fc.integer({ min: 0, max: WALLETS - 1 })
+const assetIndex = fc.integer({ min: 0, max: ASSETS - 1 })
+const actor = fc.oneof({ weight: 4, arbitrary: fc.constant('owner' as const) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: USERS - 1 }) })
+
+const op: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('issue' as const), wallet: walletIndex, asset: assetIndex, quantity }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('burn' as const), wallet: walletIndex, asset: assetIndex, quantity: fc.option(quantity, { nil: undefined }) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('transfer' as const),
+      actor,
+      from: walletIndex,
+      to: walletIndex,
+      by: fc.constantFrom(0 as const, 1 as const, 2 as const),
+      lines: fc.uniqueArray(fc.record({ asset: assetIndex, quantity }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('assign' as const), actor, wallet: walletIndex, user: fc.integer({ min: 0, max: USERS - 1 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), actor, wallet: walletIndex }) },
+)
+
+/** The rules of the ledger and of wallet access, as a user reads them in the contract. */
+class Model {
+  holdings = new Map<string, number>()
+  owner: number[] = []
+  primary: number[] = []
+  assigned: Set<number>[] = []
+  deleted = new Set<number>()
+
+  constructor() {
+    for (let wallet = 0; wallet < WALLETS; wallet++) {
+      this.owner.push(wallet % USERS)
+      this.assigned.push(new Set())
+    }
+    for (let user = 0; user < USERS; user++) this.primary.push(user)
+  }
+
+  held(wallet: number, asset: number): number {
+    return this.holdings.get(`${wallet}:${asset}`) ?? 0
+  }
+
+  add(wallet: number, asset: number, delta: number): void {
+    this.holdings.set(`${wallet}:${asset}`, this.held(wallet, asset) + delta)
+  }
+
+  canUse(user: number, wallet: number): boolean {
+    return !this.deleted.has(wallet) && (this.owner[wallet] === user || this.assigned[wallet].has(user))
+  }
+
+  actorOf(actor: number | 'owner', wallet: number): number {
+    return actor === 'owner' ? this.owner[wallet] : actor
+  }
+
+  /** Units of the asset in circulation: what mint owes, which no more than any holding may pass 2^53-1. */
+  supply = new Map<number, number>()
+
+  issue(wallet: number, asset: number, quantity: number): Answer {
+    if (this.deleted.has(wallet)) return { status: 404, code: 'W002' }
+    const supply = this.supply.get(asset) ?? 0
+    if (this.held(wallet, asset) + quantity > MAX || supply + quantity > MAX) return { status: 400, code: 'I003' }
+    this.add(wallet, asset, quantity)
+    this.supply.set(asset, supply + quantity)
+    return { status: 201 }
+  }
+
+  burn(wallet: number, asset: number, quantity: number | undefined): Answer {
+    if (this.deleted.has(wallet)) return { status: 404, code: 'W002' }
+    const amount = quantity ?? this.held(wallet, asset)
+    if (this.held(wallet, asset) < amount) return { status: 400, code: 'I002' }
+    this.add(wallet, asset, -amount)
+    this.supply.set(asset, (this.supply.get(asset) ?? 0) - amount)
+    return { status: 204 }
+  }
+
+  /** Moves every line or nothing; checks in the service's order (the lowest wallet id first, then asset). */
+  move(from: number, to: number, lines: { asset: number; quantity: number }[], walletIds: number[]): Answer | undefined {
+    const changes = lines
+      .flatMap((line) => [
+        { wallet: from, asset: line.asset, delta: -line.quantity },
+        { wallet: to, asset: line.asset, delta: line.quantity },
+      ])
+      .sort((a, b) => walletIds[a.wallet] - walletIds[b.wallet] || a.asset - b.asset)
+    for (const change of changes) {
+      const held = this.held(change.wallet, change.asset)
+      if (change.delta < 0 && held < -change.delta) return { status: 400, code: 'I002' }
+      if (change.delta > 0 && held + change.delta > MAX) return { status: 400, code: 'I003' }
+    }
+    for (const change of changes) this.add(change.wallet, change.asset, change.delta)
+    return undefined
+  }
+}
+
+describe('random operation sequences against a model', () => {
+  let t: TestApp
+  let sequences = 0
+  let operations = 0
+  const outcomes = new Map<string, number>()
+  let passwordHash: string
+
+  before(async () => {
+    t = await buildTestApp()
+    if (t.database.dialect === 'sqlite') await sql`pragma synchronous = off`.execute(t.database.db)
+    // One real registration gives a password hash the fixture users reuse (Argon2 is slow on purpose).
+    const seed = await createUser(t.app)
+    passwordHash = (await t.database.db.selectFrom('users').select('password_hash').where('id', '=', seed.id).executeTakeFirstOrThrow()).password_hash
+  })
+  after(async () => {
+    const seen = [...outcomes.entries()].sort().map(([outcome, count]) => `${outcome}: ${count}`)
+    console.log(`${sequences} sequences, ${operations} operations (${seen.join(', ')})`)
+    await t.close()
+  })
+
+  /** Users with their primary wallet, a second wallet and a session; two fresh assets. */
+  async function setUp(run: number) {
+    const users: { id: number; username: string; token: string }[] = []
+    const walletIds: number[] = new Array(WALLETS)
+    const addresses: string[] = new Array(WALLETS)
+    for (let user = 0; user < USERS; user++) {
+      const username = `pb${process.pid}r${run}u${user}`
+      const token = createToken('user')
+      await inTransaction(t.database.db, async (trx) => {
+        const row = await insertUser(trx, username, passwordHash)
+        const primary = await createWalletFor(trx, row.id)
+        const second = await createWalletFor(trx, row.id)
+        await updateUser(trx, row.id, { primary_wallet_id: primary.id })
+        await insertUserSession(trx, { userId: row.id, walletId: primary.id, tokenHash: hashToken(token), expiresAt: new Date(Date.now() + 86_400_000).toISOString() })
+        users.push({ id: row.id, username, token })
+        walletIds[user] = primary.id
+        addresses[user] = primary.address
+        walletIds[user + USERS] = second.id
+        addresses[user + USERS] = second.address
+      })
+    }
+    const assets: { id: number; name: string }[] = []
+    for (let asset = 0; asset < ASSETS; asset++) {
+      const created = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: `pb${process.pid}r${run}a${asset}`, value: 1 } })
+      assert.equal(created.statusCode, 201, created.body)
+      assets.push(created.json())
+    }
+    return { users, walletIds, addresses, assets }
+  }
+
+  it('gives the outcome the model predicts, never a negative holding, and every asset sums to zero with mint', async () => {
+    let run = 0
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 30, size: 'medium' }), async (ops) => {
+        run++
+        sequences++
+        const { users, walletIds, addresses, assets } = await setUp(run)
+        const model = new Model()
+        // Every primary wallet starts with some of each asset, so that transfers have something to move.
+        for (let wallet = 0; wallet < USERS; wallet++) {
+          for (let asset = 0; asset < ASSETS; asset++) {
+            const issued = await t.app.inject({ method: 'POST', url: `/wallets/${walletIds[wallet]}/assets`, headers: t.admin, payload: { id: assets[asset].id, quantity: 100 } })
+            assert.deepEqual(answerOf(issued), model.issue(wallet, asset, 100))
+          }
+        }
+        const active = users.map((_user, index) => index)
+        const auth = (user: number) => ({ authorization: `Bearer ${users[user].token}` })
+
+        /** Makes `wallet` the user's active wallet; the model says whether that is allowed. */
+        async function activate(user: number, wallet: number, step: string): Promise<boolean> {
+          if (active[user] === wallet && model.canUse(user, wallet)) return true
+          const response = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: auth(user), payload: { wallet_id: walletIds[wallet] } })
+          const allowed = model.canUse(user, wallet)
+          assert.deepEqual(answerOf(response), allowed ? { status: 200 } : { status: 404, code: 'W000' }, `${step}: activate wallet ${wallet} for user ${user}`)
+          if (allowed) active[user] = wallet
+          return allowed
+        }
+
+        for (const [index, step] of ops.entries()) {
+          operations++
+          const where = `step ${index} ${JSON.stringify(step)}`
+          let expected: Answer
+          let response
+          if (step.kind === 'issue') {
+            response = await t.app.inject({ method: 'POST', url: `/wallets/${walletIds[step.wallet]}/assets`, headers: t.admin, payload: { id: assets[step.asset].id, quantity: step.quantity } })
+            expected = model.issue(step.wallet, step.asset, step.quantity)
+          } else if (step.kind === 'burn') {
+            const query = step.quantity === undefined ? '' : `?quantity=${step.quantity}`
+            response = await t.app.inject({ method: 'DELETE', url: `/wallets/${walletIds[step.wallet]}/assets/${assets[step.asset].id}${query}`, headers: t.admin })
+            expected = model.burn(step.wallet, step.asset, step.quantity)
+          } else if (step.kind === 'transfer') {
+            const user = model.actorOf(step.actor, step.from)
+            if (!(await activate(user, step.from, where))) continue
+            // By username the money goes to that user's primary wallet.
+            const to = step.by === 0 ? model.primary[step.to % USERS] : step.to
+            const recipient = step.by === 0 ? users[step.to % USERS].username : step.by === 1 ? addresses[to] : walletIds[to]
+            const payload = { recipient, type: step.by, assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+            response = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: auth(user), payload })
+            if (step.by !== 0 && model.deleted.has(to)) expected = { status: 404, code: 'W000' }
+            else if (to === step.from) expected = { status: 400, code: 'W013' }
+            else expected = model.move(step.from, to, step.lines, walletIds) ?? { status: 201 }
+          } else if (step.kind === 'assign') {
+            const user = model.actorOf(step.actor, step.wallet)
+            if (!(await activate(user, step.wallet, where))) continue
+            response = await t.app.inject({ method: 'POST', url: '/wallet/users', headers: auth(user), payload: { username: users[step.user].username } })
+            if (model.owner[step.wallet] !== user) expected = { status: 400, code: 'W006' }
+            else if (step.user === user || model.assigned[step.wallet].has(step.user)) expected = { status: 409, code: 'W003' }
+            else {
+              model.assigned[step.wallet].add(step.user)
+              expected = { status: 201 }
+            }
+          } else {
+            const user = model.actorOf(step.actor, step.wallet)
+            if (!(await activate(user, step.wallet, where))) continue
+            response = await t.app.inject({ method: 'DELETE', url: '/wallet', headers: auth(user) })
+            const primary = model.primary[user]
+            if (model.owner[step.wallet] !== user) expected = { status: 400, code: 'W006' }
+            else if (primary === step.wallet) expected = { status: 400, code: 'W008' }
+            else {
+              const lines = [...Array(ASSETS).keys()].filter((asset) => model.held(step.wallet, asset) > 0).map((asset) => ({ asset, quantity: model.held(step.wallet, asset) }))
+              const failed = lines.length > 0 ? model.move(step.wallet, primary, lines, walletIds) : undefined
+              if (failed) expected = failed
+              else {
+                model.deleted.add(step.wallet)
+                model.assigned[step.wallet].clear()
+                // Sessions that had the wallet active are moved to their user's primary wallet.
+                for (let other = 0; other < USERS; other++) if (active[other] === step.wallet) active[other] = model.primary[other]
+                expected = { status: 204 }
+              }
+            }
+          }
+          assert.deepEqual(answerOf(response), expected, `${where}: ${response.body.slice(0, 300)}`)
+          const outcome = `${step.kind} ${expected.status}${expected.code ? ` ${expected.code}` : ''}`
+          outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1)
+        }
+
+        // The stored holdings are the model's, none negative, and every asset sums to zero with mint.
+        const assetIds = assets.map((asset) => asset.id)
+        const rows = await t.database.db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).where('asset_id', 'in', assetIds).execute()
+        const stored = new Map(rows.map((row) => [`${row.wallet_id}:${row.asset_id}`, row.quantity]))
+        for (let wallet = 0; wallet < WALLETS; wallet++) {
+          for (let asset = 0; asset < ASSETS; asset++) {
+            assert.equal(stored.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0, model.held(wallet, asset), `wallet ${wallet} asset ${asset}`)
+          }
+        }
+        for (const row of rows) if (row.wallet_id !== MINT) assert.ok(row.quantity >= 0, `wallet ${row.wallet_id} holds ${row.quantity}`)
+        for (const assetId of assetIds) {
+          const sum = rows.filter((row) => row.asset_id === assetId).reduce((total, row) => total + row.quantity, 0)
+          assert.equal(sum, 0, `asset ${assetId} sums to ${sum} with mint`)
+        }
+        // Deleted wallets are gone from their owner's list and hold nothing.
+        for (const wallet of model.deleted) {
+          for (let asset = 0; asset < ASSETS; asset++) assert.equal(stored.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0, 0)
+        }
+      }),
+      { numRuns: SEQUENCE_RUNS },
+    )
+    const report = await verifyLedger(t.database.db)
+    assert.deepEqual(report.problems, [])
+  })
+})
