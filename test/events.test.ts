@@ -122,6 +122,13 @@ describe('PUT /wallet/webhook', () => {
     }
   })
 
+  it('documents every events route in the OpenAPI reference', async () => {
+    const paths = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json().paths
+    for (const path of ['/wallet/webhook', '/wallet/webhook/deliveries', '/wallet/webhook/deliveries/{id}/retry', '/wallet/events']) {
+      assert.ok(paths[path], `${path} is missing`)
+    }
+  })
+
   it('validates the delivery log query and ids', async () => {
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries?limit=1000', headers: alice.auth }), 400, 'G002')
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries?status=lost', headers: alice.auth }), 400, 'G002')
@@ -197,6 +204,8 @@ describe('webhook delivery', () => {
     assert.equal(page.length, 1)
     assert.equal(page[0].id, log[1].id)
     assert.equal((await deliveries(t, alice, '?status=failed')).length, 0)
+    const metrics = await t.app.inject({ method: 'GET', url: '/metrics' })
+    assert.match(metrics.body, /coffer_webhook_attempts_total\{outcome="delivered"\} [1-9]/)
   })
 
   /** Answers requests to `path` with `answer(n)` for the n-th of them, everything else with 200. */

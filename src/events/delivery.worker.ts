@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import client from 'prom-client'
 import { Agent, request, type Dispatcher } from 'undici'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
@@ -11,6 +12,8 @@ export interface DeliveryWorkerOptions {
   database: Database
   config: Config
   log: FastifyBaseLogger
+  /** Where `coffer_webhook_attempts_total` is registered (the app's /metrics). */
+  registry?: client.Registry
   /** How often due deliveries are looked for. */
   pollMs?: number
   /** Attempts in flight at once in this instance. */
@@ -53,6 +56,7 @@ export class DeliveryWorker {
   private readonly agent: Dispatcher
   private readonly shutdown = new AbortController()
   private readonly inFlight = new Map<number, { walletId: number; done: Promise<void> }>()
+  private readonly attemptsTotal: client.Counter<'outcome'>
   private timer: NodeJS.Timeout | undefined
   private ticking: Promise<void> | undefined
   private again = false
@@ -65,6 +69,12 @@ export class DeliveryWorker {
     this.pollMs = options.pollMs ?? 250
     this.concurrency = options.concurrency ?? 16
     this.perWallet = options.perWalletConcurrency ?? 4
+    this.attemptsTotal = new client.Counter({
+      name: 'coffer_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (anything else), released (given back at shutdown)',
+      labelNames: ['outcome'],
+      registers: options.registry ? [options.registry] : [],
+    })
     const timeout = this.config.webhookTimeoutMs
     this.agent = new Agent({
       connect: { timeout, ...(this.config.webhookAllowPrivate ? {} : { lookup: guardedLookup }) },
@@ -179,6 +189,7 @@ export class DeliveryWorker {
     const outcome = await this.send(work.url, work.secret, work.event_id, work.payload)
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
       await repo.releaseDelivery(this.db, claim.id, claim.lease_until)
+      this.attemptsTotal.inc({ outcome: 'released' })
       return
     }
     await this.record(claim, work.url, attemptedAt, outcome)
@@ -216,6 +227,7 @@ export class DeliveryWorker {
   private async record(claim: repo.Claim, url: string, attemptedAt: string, outcome: Outcome): Promise<void> {
     const now = nowIso()
     const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
+    this.attemptsTotal.inc({ outcome: ok ? 'delivered' : 'failed' })
     await inTransaction(this.db, async (trx) => {
       await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome })
       if (ok) {

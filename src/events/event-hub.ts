@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import client from 'prom-client'
 import type { Db } from '../db/database.ts'
 import { readEventsAfter, readHead, readSnapshot, readWalletEvents, type Snapshot, type StreamEvent } from './events.repository.ts'
 
@@ -15,6 +16,8 @@ export interface EventSink {
 export interface EventHubOptions {
   db: Db
   log: FastifyBaseLogger
+  /** Where `coffer_event_streams` is registered (the app's /metrics). */
+  registry?: client.Registry
   pollMs?: number
 }
 
@@ -58,12 +61,14 @@ export class EventHub {
   private readonly pollMs: number
   private readonly subscribers = new Map<number, Set<Subscriber>>()
   private count = 0
+  private readonly streams: client.Gauge
   private watermark = 0
   private resolvedUpto = 0
   private hold: { upto: number; xmax: bigint; since: number } | undefined
   private generation = 0
   private starting: Promise<void> | undefined
   private timer: NodeJS.Timeout | undefined
+  private ticks = 0
   private polling = false
   private closed = false
 
@@ -71,6 +76,11 @@ export class EventHub {
     this.db = options.db
     this.log = options.log
     this.pollMs = options.pollMs ?? 250
+    this.streams = new client.Gauge({
+      name: 'coffer_event_streams',
+      help: 'Open GET /wallet/events streams in this instance',
+      registers: options.registry ? [options.registry] : [],
+    })
   }
 
   /**
@@ -85,6 +95,7 @@ export class EventHub {
     if (!set) this.subscribers.set(walletId, (set = new Set()))
     set.add(subscriber)
     this.count += 1
+    this.streams.set(this.count)
     const unsubscribe = () => this.remove(subscriber)
     if (!subscriber.live) {
       try {
@@ -111,9 +122,9 @@ export class EventHub {
     const set = this.subscribers.get(subscriber.walletId)
     if (set?.delete(subscriber)) {
       this.count -= 1
+      this.streams.set(this.count)
       if (set.size === 0) this.subscribers.delete(subscriber.walletId)
     }
-    if (this.count === 0) this.stop()
   }
 
   private deliver(subscriber: Subscriber, event: StreamEvent): void {
@@ -142,7 +153,10 @@ export class EventHub {
     }
   }
 
-  /** Starts polling from the current head (first subscriber). */
+  /**
+   * Starts polling from the current head, at the first subscriber; polling then goes on until
+   * the app closes, so that later streams do not wait for the head again.
+   */
   private start(): Promise<void> {
     if (this.timer) return Promise.resolve()
     if (!this.starting) {
@@ -153,7 +167,10 @@ export class EventHub {
           this.watermark = head
           this.resolvedUpto = head
           this.hold = undefined
-          this.timer = setInterval(() => void this.poll(generation), this.pollMs)
+          this.timer = setInterval(() => {
+            // Without streams the watermark is still kept current, at a quarter of the pace.
+            if (this.count > 0 || ++this.ticks % 4 === 0) void this.poll(generation)
+          }, this.pollMs)
           this.timer.unref()
         })
         .finally(() => {

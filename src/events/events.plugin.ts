@@ -12,8 +12,9 @@ import webhooksRoutes from './webhooks.routes.ts'
  * while storage is still open.
  */
 export default async function events(app: FastifyInstance, deps: Deps): Promise<void> {
-  const worker = new DeliveryWorker({ database: deps.database, config: deps.config, log: app.log.child({ component: 'webhooks' }) })
-  const hub = new EventHub({ db: deps.database.db, log: app.log.child({ component: 'events' }) })
+  const registry = app.hasDecorator('metrics') ? app.metrics : undefined
+  const worker = new DeliveryWorker({ database: deps.database, config: deps.config, log: app.log.child({ component: 'webhooks' }), registry })
+  const hub = new EventHub({ db: deps.database.db, log: app.log.child({ component: 'events' }), registry })
   let stopping: Promise<void> | undefined
   app.addHook('onReady', async () => worker.start())
   // Streams end and the worker starts winding down as soon as closing begins, alongside the
