@@ -32,8 +32,10 @@ interface Subscriber {
 }
 
 const BATCH = 500
-/** A stream whose client takes nothing while this much piles up is closed; it can resume. */
-const MAX_BUFFERED_BYTES = 1024 * 1024
+/** A live stream whose client takes nothing while this much piles up is closed; it can resume. */
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024
+/** While a backlog is sent, writing pauses whenever this much waits for the client. */
+const BACKLOG_BUFFER_BYTES = 256 * 1024
 /** Safety net: an id gap still unexplained after this long is treated as a rolled-back insert. */
 const MAX_HOLD_MS = 30_000
 
@@ -127,11 +129,11 @@ export class EventHub {
     }
   }
 
-  private deliver(subscriber: Subscriber, event: StreamEvent): void {
+  private deliver(subscriber: Subscriber, event: StreamEvent, capped = true): void {
     if (subscriber.closed || event.id <= subscriber.sent) return
     subscriber.sent = event.id
     subscriber.sink.write(formatEvent(event))
-    if (subscriber.sink.buffered() > MAX_BUFFERED_BYTES) this.remove(subscriber)
+    if (capped && subscriber.sink.buffered() > MAX_BUFFERED_BYTES) this.remove(subscriber)
   }
 
   /** Sends the backlog page by page up to the watermark, then switches to live without a gap. */
@@ -140,11 +142,12 @@ export class EventHub {
       const upto = this.watermark
       const rows = await readWalletEvents(this.db, subscriber.walletId, subscriber.sent, upto, BATCH)
       if (subscriber.closed) return
-      for (const row of rows) this.deliver(subscriber, row)
-      if (rows.length === BATCH) {
-        await subscriber.sink.drained()
-        continue
+      for (const row of rows) {
+        this.deliver(subscriber, row, false)
+        if (subscriber.sink.buffered() > BACKLOG_BUFFER_BYTES) await subscriber.sink.drained()
+        if (subscriber.closed) return
       }
+      if (rows.length === BATCH) continue
       // No await between this check and going live: the poller cannot slip an event in between.
       if (this.watermark === upto) {
         subscriber.live = true
