@@ -6,7 +6,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
-import Fastify, { LogController, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
@@ -15,7 +15,7 @@ import events from './events/events.plugin.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
 import { registerErrorHandler } from './http/error-handler.ts'
-import { AppError } from './http/errors.ts'
+import { AppError, errorBody, ERRORS } from './http/errors.ts'
 import observability from './http/observability.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -58,6 +58,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     connectionTimeout: 60_000,
     // observability.ts answers requests that arrive while closing with the contract's S001 body.
     return503OnClosing: false,
+    // Malformed percent-encoding and path parameters over 100 characters are refused by the router
+    // before any hook runs; they still get the contract's error layout and a request id.
+    frameworkErrors: (error, request, reply) => {
+      const code = error.code === 'FST_ERR_ASYNC_CONSTRAINT' ? 'S000' : 'G001'
+      const detail = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'malformed URL'
+      const answer = reply as FastifyReply
+      answer.header('x-request-id', request.id).status(ERRORS[code].status).send(errorBody(code, request.id, detail))
+    },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   // 1. Parsing and validation: bodies are never coerced ("5" is not 5); paths and queries are.

@@ -222,6 +222,15 @@ describe('abuse', () => {
       assert.equal(await holdings(alice), 1000 - delivered)
     })
 
+    it('answers a path parameter over 100 characters or with broken percent-encoding with 400 G001 in the contract layout', async () => {
+      for (const url of [`/users/${'a'.repeat(200)}/sessions`, `/user/sessions/${'1'.repeat(101)}`, '/user/sessions/%E0%A4%A', '/wallet/users/%']) {
+        const response = await t.app.inject({ method: url.startsWith('/users/') ? 'POST' : 'DELETE', url, headers: { ...alice.auth, 'x-request-id': 'abuse-url' }, payload: { password: 'whatever1' } })
+        expectError(response, 400, 'G001')
+        assert.equal(response.headers['x-request-id'], 'abuse-url')
+        assert.equal(response.json().request_id, 'abuse-url')
+      }
+    })
+
     it('answers malformed query values with 400 G002', async () => {
       for (const query of ['limit=1e3', 'limit=0', 'limit=101', 'offset=-1', 'before=99999999999999999999', 'after=abc', 'since=yesterday', 'direction=up']) {
         expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions?${query}`, headers: alice.auth }), 400, 'G002')
