@@ -1,10 +1,12 @@
 import { Migrator, type Migration, type MigrationProvider } from 'kysely'
 import type { Db } from './database.ts'
 import * as initial from './migrations/0001_initial.ts'
+import * as usersPrimaryWalletIndex from './migrations/0002_users_primary_wallet_index.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
+  '0002_users_primary_wallet_index': usersPrimaryWalletIndex,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }
