@@ -130,12 +130,19 @@ export interface TransactionFilter {
 export async function listTransactions(db: Executor, filter: TransactionFilter): Promise<{ transactions: Transaction[]; more: boolean }> {
   const take = filter.offset + filter.limit + 1
   const side = (column: 'sending_wallet_id' | 'receiving_wallet_id') => {
+    // The wallet is bounded as a range of (wallet, id) pairs, not `wallet = ?`: given an equality,
+    // PostgreSQL may instead walk the primary key backwards, through every newer transaction of
+    // other wallets, when this wallet holds a large share of all rows (measured in bench/).
+    const { walletId, before, after } = filter
     let query = db
       .selectFrom('transactions')
       .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
-      .where(column, '=', filter.walletId)
-    if (filter.before !== undefined) query = query.where('id', '<', filter.before)
-    if (filter.after !== undefined) query = query.where('id', '>', filter.after)
+      .where((eb) =>
+        eb.and([
+          eb(eb.refTuple(column, 'id'), '>', eb.tuple(walletId, after ?? 0)),
+          before === undefined ? eb(eb.refTuple(column, 'id'), '<=', eb.tuple(walletId, Number.MAX_SAFE_INTEGER)) : eb(eb.refTuple(column, 'id'), '<', eb.tuple(walletId, before)),
+        ]),
+      )
     if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
     if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
     if (filter.assetId !== undefined) {
@@ -150,7 +157,7 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
         ),
       )
     }
-    return db.selectFrom(query.orderBy('id', 'desc').limit(take).as(column === 'sending_wallet_id' ? 'sent' : 'received')).selectAll()
+    return db.selectFrom(query.orderBy(column, 'desc').orderBy('id', 'desc').limit(take).as(column === 'sending_wallet_id' ? 'sent' : 'received')).selectAll()
   }
   const query =
     filter.direction === 'sent'
