@@ -108,8 +108,33 @@ export function openSqlite(file: string): Database {
   }
 }
 
+/**
+ * Kysely sends every query unnamed, so PostgreSQL parsed and planned each one on every call, and
+ * planning cost more than running the small queries of a transfer. A named statement is parsed
+ * once per connection and, after a few runs, planned once. Queries without parameters (begin,
+ * commit, savepoints) stay on the simple protocol. The names are bounded, since `in (…)` lists
+ * of different lengths give different texts; past the bound new texts simply go unnamed.
+ */
+const statementNames = new Map<string, string>()
+const MAX_STATEMENT_NAMES = 2000
+
+class PreparingClient extends pg.Client {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  override query(config: any, values?: any, callback?: any): any {
+    if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) {
+      let name = statementNames.get(config)
+      if (name === undefined && statementNames.size < MAX_STATEMENT_NAMES) {
+        name = `coffer_${statementNames.size + 1}`
+        statementNames.set(config, name)
+      }
+      if (name !== undefined) return super.query({ name, text: config, values })
+    }
+    return super.query(config, values, callback)
+  }
+}
+
 export function openPostgres(url: string, poolSize: number): Database {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize })
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, Client: PreparingClient })
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {})
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
