@@ -175,32 +175,6 @@ export async function deleteWalletSessions(db: Executor, walletId: number, creat
   await query.execute()
 }
 
-// What a wallet takes with it when it goes.
-
-/** Positive holdings of a wallet, with their assets, for sweeping it. */
-export async function listPositiveHoldings(db: Executor, walletId: number) {
-  const rows = await db
-    .selectFrom('holdings')
-    .innerJoin('assets', 'assets.id', 'holdings.asset_id')
-    .select(['assets.id', 'assets.name', 'assets.value', 'holdings.quantity'])
-    .where('holdings.wallet_id', '=', walletId)
-    .where('holdings.quantity', '>', 0)
-    .orderBy('assets.id')
-    .execute()
-  return rows.map((row) => ({ asset: { id: row.id, name: row.name, value: row.value }, quantity: row.quantity }))
-}
-
-/** Removes the wallet's webhook and cancels its deliveries that have not been made yet. */
-export async function deleteWebhookAndPendingDeliveries(db: Executor, walletId: number): Promise<void> {
-  await db.deleteFrom('webhooks').where('wallet_id', '=', walletId).execute()
-  await db
-    .updateTable('webhook_deliveries')
-    .set({ status: 'cancelled', next_attempt_at: null, lease_until: null, updated_at: nowIso() })
-    .where('wallet_id', '=', walletId)
-    .where('status', '=', 'pending')
-    .execute()
-}
-
 /**
  * Moves user sessions whose active wallet is `walletId` to their user's primary wallet: every
  * such session, or only those of one user.

@@ -5,6 +5,8 @@ import type { WalletRow } from '../db/tables.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { createToken, hashToken } from '../http/tokens.ts'
+import { removeWebhook } from '../events/webhooks.service.ts'
+import { listHoldings } from '../ledger/assets.repository.ts'
 import { moveAssets } from '../ledger/ledger.service.ts'
 import { randomAddress } from './addresses.ts'
 import * as wallets from './wallets.repository.ts'
@@ -175,8 +177,8 @@ export async function deleteWallet(db: Db, auth: UserAuth): Promise<void> {
     if (!owner?.primary_wallet_id) throw new AppError('W000', 'you have no primary wallet')
     if (owner.primary_wallet_id === wallet.id) throw new AppError('W008', 'make another wallet your primary wallet first')
     // The webhook goes first so that the sweep below queues no delivery to it.
-    await wallets.deleteWebhookAndPendingDeliveries(trx, wallet.id)
-    const lines = await wallets.listPositiveHoldings(trx, wallet.id)
+    await removeWebhook(trx, wallet.id)
+    const lines = await listHoldings(trx, wallet.id)
     if (lines.length > 0) await moveAssets(trx, { from: wallet.id, to: owner.primary_wallet_id, lines, memo: 'wallet deleted' })
     await wallets.deleteWalletSessions(trx, wallet.id)
     await wallets.deleteWalletUsers(trx, wallet.id)
