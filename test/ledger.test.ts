@@ -1,29 +1,12 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import type { Asset } from '../src/ledger/assets.repository.ts'
+import type { Transaction } from '../src/ledger/transactions.repository.ts'
 import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
 
 const MAX = Number.MAX_SAFE_INTEGER
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const MINT_WALLET_ID = 1
-
-interface Asset {
-  id: number
-  name: string
-  value: number
-}
-
-interface Transaction {
-  id: number
-  sending_wallet_id: number
-  receiving_wallet_id: number
-  sending_wallet_address: string
-  receiving_wallet_address: string
-  sending_username?: string
-  receiving_username?: string
-  created_at: string
-  memo: string
-  assets: { quantity: number; asset: Asset }[]
-}
 
 let t: TestApp
 before(async () => {
