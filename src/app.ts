@@ -4,8 +4,6 @@ import cors from '@fastify/cors'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { Ajv } from 'ajv'
-import addFormats from 'ajv-formats'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
@@ -15,24 +13,11 @@ import events from './events/events.plugin.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
 import { registerErrorHandler } from './http/error-handler.ts'
-import { AppError, errorBody, ERRORS } from './http/errors.ts'
+import { errorBody, ERRORS } from './http/errors.ts'
 import observability from './http/observability.ts'
+import { registerParsing } from './http/parsing.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
-
-/** Text without NUL or unpaired surrogates, which neither storage can keep as they came. */
-function isCleanText(text: string): boolean {
-  return !text.includes('\u0000') && !LONE_SURROGATE.test(text)
-}
-
-function buildAjv(coerceTypes: boolean) {
-  const ajv = new Ajv({ coerceTypes, removeAdditional: true, useDefaults: true, allErrors: false, strict: false })
-  addFormats.default(ajv)
-  return ajv
-}
-
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   const { config } = deps
@@ -68,45 +53,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
-  // 1. Parsing and validation: bodies are never coerced ("5" is not 5); paths and queries are.
-  const bodyAjv = buildAjv(false)
-  const urlAjv = buildAjv(true)
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : urlAjv).compile(schema))
-  app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
-    // A bodiless DELETE (or POST with an empty body) is accepted; the schema decides if a body was needed.
-    if ((body as Buffer).length === 0) return done(null, undefined)
-    try {
-      // JSON is UTF-8: invalid bytes are refused, not silently replaced; NUL and lone surrogates
-      // cannot be stored as PostgreSQL text, so no string may carry them.
-      const text = UTF8.decode(body as Buffer)
-      done(
-        null,
-        JSON.parse(text, (key, value) => {
-          if (key === '__proto__') return undefined
-          if (!isCleanText(key) || (typeof value === 'string' && !isCleanText(value))) throw new Error('unstorable text')
-          return value
-        }),
-      )
-    } catch {
-      const error = Object.assign(new Error('invalid JSON'), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' })
-      done(error, undefined)
-    }
-  })
-  // A missing body reads as `{}`: routes whose fields are all optional (POST /user/wallets) accept
-  // a bodiless request, and the others name the missing field.
-  app.addHook('preValidation', async (request) => {
-    if (request.body === undefined && (request.method === 'POST' || request.method === 'PUT')) request.body = {}
-  })
-  // Path and query values decode %00 and %ED%A0%80 too: refused like malformed ids and queries.
-  app.addHook('preValidation', async (request) => {
-    for (const [part, code] of [[request.params, 'G001'], [request.query, 'G002']] as const) {
-      for (const value of Object.values((part ?? {}) as Record<string, unknown>)) {
-        const values = Array.isArray(value) ? value : [value]
-        if (values.some((item) => typeof item === 'string' && !isCleanText(item))) throw new AppError(code, 'contains a NUL or malformed character')
-      }
-    }
-  })
+  // 1. Parsing and validation (bodies never coerced), then the one error handler.
+  registerParsing(app)
   registerErrorHandler(app)
 
   // 2. Request ids, logs, metrics, health.
