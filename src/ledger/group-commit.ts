@@ -106,7 +106,8 @@ export class GroupCommitter {
       for (let attempt = 1; ; attempt++) {
         try {
           const outcomes = await this.#db.transaction().execute(async (trx) => {
-            if (previous) {
+            if (this.#postgres) {
+              // The previous batch locks first; a retry locks again without waiting.
               await previous
               previous = undefined
               await lockRows(trx, batch)
