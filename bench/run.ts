@@ -35,7 +35,7 @@ const storages = (storageArg ? [storageArg] : ['sqlite', 'postgres']) as ('sqlit
 const connectionsArg = [...args].find((arg) => arg.startsWith('--connections='))?.slice('--connections='.length)
 
 const settings = quick
-  ? { traders: 100, warmup: 1, seconds: 2, pgbenchSeconds: 3, shortHistory: 100, longHistory: 100_000 }
+  ? { traders: 100, warmup: 0.5, seconds: 2, pgbenchSeconds: 3, shortHistory: 100, longHistory: 100_000 }
   : { traders: 1000, warmup: 2, seconds: 10, pgbenchSeconds: 10, shortHistory: 100, longHistory: 100_000 }
 const CONNECTIONS = connectionsArg ? Number(connectionsArg) : 32
 const PGBENCH_SCALE = 10
@@ -45,14 +45,21 @@ const started = Date.now()
 // Everything started here, so that it is stopped however the run ends.
 
 const cleanups: (() => Promise<void>)[] = []
+let interrupted = false
 const pids = new Set<number>()
 const track = (pid: number) => pids.add(pid)
 
-async function cleanUp(): Promise<void> {
-  while (cleanups.length > 0) {
-    const cleanup = cleanups.pop() as () => Promise<void>
-    await cleanup().catch((error: unknown) => console.error('cleanup failed:', error instanceof Error ? error.message : error))
-  }
+let cleaning: Promise<void> | undefined
+
+/** Stops everything in reverse order of start. Both the normal end and a signal wait for the same run. */
+function cleanUp(): Promise<void> {
+  cleaning ??= (async () => {
+    while (cleanups.length > 0) {
+      const cleanup = cleanups.pop() as () => Promise<void>
+      await cleanup().catch((error: unknown) => console.error('cleanup failed:', error instanceof Error ? error.message : error))
+    }
+  })()
+  return cleaning
 }
 
 process.on('exit', () => {
@@ -68,6 +75,7 @@ process.on('exit', () => {
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     console.error(`\n${signal}: stopping everything the bench started`)
+    interrupted = true
     void cleanUp().finally(() => process.exit(130))
   })
 }
@@ -381,8 +389,8 @@ try {
   await main()
 } catch (error) {
   failed = true
-  console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
+  if (!interrupted) console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
 } finally {
   await cleanUp()
 }
-process.exit(failed ? 1 : 0)
+process.exit(interrupted ? 130 : failed ? 1 : 0)
