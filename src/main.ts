@@ -7,7 +7,7 @@ import { resolveAdminKey } from './http/admin-key.ts'
 /** Starts the service: config → storage → server → signals. Resolves once it is listening. */
 export async function serve(config: Config): Promise<void> {
   const adminKey = resolveAdminKey(config)
-  const database = openDatabase(config)
+  const database = openDatabase({ ...config, backgroundCheckpoints: true })
   await migrateToLatest(database.db)
   const app = await buildApp({ config, database, adminKeyHash: adminKey.hash })
 

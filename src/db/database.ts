@@ -3,6 +3,7 @@ import path from 'node:path'
 import SQLite from 'better-sqlite3'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase, type Transaction } from 'kysely'
 import pg from 'pg'
+import { startCheckpointer } from './checkpointer.ts'
 import type { DB } from './tables.ts'
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -53,13 +54,15 @@ export interface DatabaseOptions {
   databaseUrl: string | undefined
   dataDir: string
   poolSize?: number
+  /** SQLite: checkpoint the WAL from a worker thread instead of inside commits (servers; checkpointer.ts). */
+  backgroundCheckpoints?: boolean
 }
 
 /** Opens PostgreSQL when a URL is given, else the embedded SQLite file in the data directory. */
 export function openDatabase(options: DatabaseOptions): Database {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 20)
   fs.mkdirSync(options.dataDir, { recursive: true })
-  return openSqlite(path.join(options.dataDir, 'coffer.sqlite'))
+  return openSqlite(path.join(options.dataDir, 'coffer.sqlite'), { backgroundCheckpoints: options.backgroundCheckpoints })
 }
 
 /**
@@ -87,7 +90,7 @@ function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase
   }
 }
 
-export function openSqlite(file: string): Database {
+export function openSqlite(file: string, options: { backgroundCheckpoints?: boolean } = {}): Database {
   const sqlite = new SQLite(file)
   sqlite.pragma('journal_mode = WAL')
   // A 201 means durably committed: fsync the WAL on every commit.
@@ -95,6 +98,9 @@ export function openSqlite(file: string): Database {
   sqlite.pragma('foreign_keys = ON')
   // Another process (the `coffer` CLI, a second server) holding the write lock makes us wait.
   sqlite.pragma('busy_timeout = 10000')
+  const checkpointer = options.backgroundCheckpoints ? startCheckpointer(file) : undefined
+  // Commits checkpoint by themselves only if the background checkpoints fall far behind.
+  if (checkpointer) sqlite.pragma('wal_autocheckpoint = 10000')
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) })
   return {
     db,
@@ -103,6 +109,7 @@ export function openSqlite(file: string): Database {
       sqlite.prepare('select 1').get()
     },
     async close() {
+      await checkpointer?.stop()
       await db.destroy()
     },
   }
