@@ -77,14 +77,12 @@ function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase
     close: () => sqlite.close(),
     prepare(sql: string) {
       let statement = statements.get(sql)
-      if (statement) {
-        // Most recently used last, so the first entry is the one to evict.
-        statements.delete(sql)
-      } else {
+      if (!statement) {
         statement = sqlite.prepare(sql)
+        // Oldest first out: the hot statements are few and come straight back.
         if (statements.size >= size) statements.delete(statements.keys().next().value as string)
+        statements.set(sql, statement)
       }
-      statements.set(sql, statement)
       return statement
     },
   }
