@@ -24,10 +24,14 @@ export function processCpuMs(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND
 }
 
-/** User + system CPU milliseconds of a process and its direct children (a PostgreSQL server and its backends). */
+/**
+ * User + system CPU milliseconds of a process and its direct children (a PostgreSQL server and its
+ * backends), counting children that have exited too (the parent's cutime and cstime).
+ */
 export function processTreeCpuMs(pid: number): number {
-  let total = processCpuMs(pid)
-  if (Number.isNaN(total)) return NaN
+  const own = readStat(pid)
+  if (!own) return NaN
+  let total = ((Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])) * 1000) / TICKS_PER_SECOND
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     const fields = readStat(Number(entry))

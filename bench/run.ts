@@ -202,7 +202,7 @@ async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, 
     serviceCpuUs: perRequest('service'),
     databaseCpuUs: perRequest('database'),
     loadCpuUs: perRequest('load'),
-    otherCores: Math.max(0, machineMs - ourMs) / (result.seconds * 1000),
+    otherCores: Math.min(os.cpus().length, Math.max(0, machineMs - ourMs) / (result.seconds * 1000)),
   }
 }
 
