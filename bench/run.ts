@@ -35,7 +35,7 @@ const storages = (storageArg ? [storageArg] : ['sqlite', 'postgres']) as ('sqlit
 const connectionsArg = [...args].find((arg) => arg.startsWith('--connections='))?.slice('--connections='.length)
 
 const settings = quick
-  ? { traders: 100, warmup: 0.5, seconds: 2, pgbenchSeconds: 3, shortHistory: 100, longHistory: 100_000 }
+  ? { traders: 100, warmup: 1, seconds: 2, pgbenchSeconds: 3, shortHistory: 100, longHistory: 100_000 }
   : { traders: 1000, warmup: 2, seconds: 10, pgbenchSeconds: 10, shortHistory: 100, longHistory: 100_000 }
 const CONNECTIONS = connectionsArg ? Number(connectionsArg) : 32
 const PGBENCH_SCALE = 10
@@ -177,8 +177,15 @@ interface Processes {
   database?: number
 }
 
+/** Routes already warmed up on the current service (autocannon rounds durations up to whole seconds). */
+const warmed = new Set<string>()
+
 async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, pids: Processes, connections = CONNECTIONS, wallets?: number): Promise<ScenarioResult> {
-  await load(jobFor(scenario, url, seeded, connections, settings.warmup, wallets))
+  const job = jobFor(scenario, url, seeded, connections, settings.warmup, wallets)
+  // --quick warms each route up once; the full run before every scenario, to reach its steady state.
+  const route = `${url} ${job.kind} ${job.path ?? ''}`
+  if (!quick || !warmed.has(route)) await load(job)
+  warmed.add(route)
   const loadPid = loadProcess().pid ?? 0
   const cpu = () => ({
     service: processCpuMs(pids.service),
