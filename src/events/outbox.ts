@@ -13,7 +13,8 @@ export interface EventPayload {
 }
 
 export function newEventId(): string {
-  return `evt_${crypto.randomBytes(16).toString('hex')}`
+  // randomUUID draws from a cached entropy pool: 122 random bits without a syscall per event.
+  return `evt_${crypto.randomUUID().replaceAll('-', '')}`
 }
 
 /**
