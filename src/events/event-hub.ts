@@ -92,6 +92,8 @@ export class EventHub {
   async subscribe(walletId: number, lastEventId: number | undefined, sink: EventSink): Promise<() => void> {
     if (this.closed) throw new Error('the event hub is closed')
     await this.start()
+    // The app may have closed while the head was being found: this stream would then never end.
+    if (this.closed) throw new Error('the event hub is closed')
     const subscriber: Subscriber = { walletId, sent: lastEventId ?? this.watermark, live: lastEventId === undefined, closed: false, sink }
     let set = this.subscribers.get(walletId)
     if (!set) this.subscribers.set(walletId, (set = new Set()))
@@ -199,7 +201,7 @@ export class EventHub {
       const deadline = Date.now() + 5_000
       for (;;) {
         const now = (await readSnapshot(this.db)) as Snapshot
-        if (now.xmin >= snapshot.xmax || Date.now() > deadline) break
+        if (now.xmin >= snapshot.xmax || Date.now() > deadline || this.closed) break
         await new Promise((resolve) => setTimeout(resolve, 10))
       }
     }
