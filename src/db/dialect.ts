@@ -1,5 +1,5 @@
+import { sql, type Expression, type RawBuilder, type Transaction } from 'kysely'
 import type { Database, Db, Executor } from './database.ts'
-import type { Transaction } from 'kysely'
 import type { DB } from './tables.ts'
 
 /** Dialect differences live here, one small helper each. */
@@ -51,4 +51,27 @@ export function forKeyShare<Q extends { forKeyShare(): Q }>(query: Q, executor: 
 
 export function isPostgres(executor: Executor): boolean {
   return executor.getExecutor().adapter.constructor.name === 'PostgresAdapter'
+}
+
+/**
+ * `column` is one of `values` (integers), as one statement text whatever the number of values:
+ * `= any($1)` with an array on PostgreSQL, `in (select value from json_each(?))` on SQLite.
+ */
+export function anyOf(executor: Executor, column: Expression<unknown>, values: number[]): RawBuilder<boolean> {
+  return isPostgres(executor) ? sql<boolean>`${column} = any(${values}::bigint[])` : sql<boolean>`${column} in (select value from json_each(${JSON.stringify(values)}))`
+}
+
+/**
+ * A table of `rows` for `insert … select … from`, named `r`, with the given columns, as one
+ * statement text whatever the number of rows: `unnest` of one array per column on PostgreSQL, a
+ * JSON array of rows read with `json_each` on SQLite.
+ */
+export function rowsOf(executor: Executor, columns: readonly (readonly [name: string, type: 'bigint' | 'text'])[], rows: unknown[][]): RawBuilder<unknown> {
+  const names = sql.raw(columns.map(([name]) => name).join(', '))
+  if (isPostgres(executor)) {
+    const arrays = columns.map(([, type], i) => sql`${rows.map((row) => row[i])}::${sql.raw(type)}[]`)
+    return sql`unnest(${sql.join(arrays)}) as r(${names})`
+  }
+  const fields = sql.raw(columns.map(([name], i) => `value ->> ${i} as ${name}`).join(', '))
+  return sql`(select ${fields} from json_each(${JSON.stringify(rows)})) as r`
 }

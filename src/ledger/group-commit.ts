@@ -1,18 +1,18 @@
-import { sql, type Transaction } from 'kysely'
 import type { Db } from '../db/database.ts'
 import { isPostgres, isRetryable } from '../db/dialect.ts'
-import type { DB } from '../db/tables.ts'
+import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from './moves.ts'
+import type { Transaction } from './transactions.repository.ts'
 
 /**
  * Group commit for transfers.
  *
- * A durable commit (an fsync) costs far more than the few row changes of one transfer, so
- * transfers that arrive while a commit is in flight wait and are then applied together in one
- * database transaction, each inside its own savepoint, and acknowledged after that transaction's
- * one durable commit:
+ * A durable commit (an fsync) costs far more than the few row changes of one transfer, and on
+ * PostgreSQL every statement costs a round trip; so transfers that arrive while a commit is in
+ * flight wait, and are then applied together in one database transaction by `moves.ts` (a few
+ * set-based statements for the whole batch) and acknowledged after its one durable commit:
  *
- * - All or nothing per transfer: a member that throws is rolled back to its savepoint and fails
- *   alone with its own error; the others still commit.
+ * - All or nothing per transfer: the moves are checked in order against the locked balances, and
+ *   one that fails is left out of the writes and fails alone with its own error.
  * - Durability: no member's promise settles before the commit has returned, so a 201 still means
  *   durably committed; if the commit fails, every member fails with that error.
  * - Ordering: members are applied in arrival order, and batches start in arrival order.
@@ -22,27 +22,17 @@ import type { DB } from '../db/tables.ts'
  *   will touch in one fixed order (wallets, then holdings, each by id), and the next batch only
  *   takes its locks once this one holds them, so batches neither deadlock with each other nor
  *   overtake an earlier transfer on a shared row.
- *
- * A batch of one runs without a savepoint, exactly as a lone transaction would.
+ * - Any other database error in a batch of several runs each member again as a batch of its own,
+ *   so that only the transfer that causes it fails.
+ * - An Idempotency-Key stored meanwhile by another instance fails its member with
+ *   IdempotencyConflict (the caller answers with the stored response); the rest run again.
  */
 
-/** The rows a transfer will lock, so that a batch can lock them all up front in a fixed order. */
-export interface TransferRows {
-  from: number
-  to: number
-  assetIds: number[]
-}
-
-type Work<T> = (trx: Transaction<DB>) => Promise<T>
-
 interface Member {
-  work: Work<unknown>
-  rows: TransferRows
-  resolve: (value: unknown) => void
+  move: Move
+  resolve: (transaction: Transaction) => void
   reject: (error: unknown) => void
 }
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
 
 export interface GroupCommitOptions {
   /** Most transfers in one database transaction. */
@@ -69,10 +59,10 @@ export class GroupCommitter {
     this.#postgres = isPostgres(db)
   }
 
-  /** Runs `work` as one member of the next batch; settles after that batch's commit. */
-  run<T>(rows: TransferRows, work: Work<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ work, rows, resolve: resolve as (value: unknown) => void, reject })
+  /** Applies `move` as one member of the next batch; settles after that batch's commit. */
+  run(move: Move): Promise<Transaction> {
+    return new Promise<Transaction>((resolve, reject) => {
+      this.#queue.push({ move, resolve, reject })
       this.#schedule()
     })
   }
@@ -96,6 +86,7 @@ export class GroupCommitter {
   }
 
   async #commit(batch: Member[]): Promise<void> {
+    let members = batch
     let release: () => void = () => {}
     let previous: Promise<void> | undefined
     if (this.#postgres) {
@@ -103,126 +94,61 @@ export class GroupCommitter {
       this.#locked = new Promise<void>((resolve) => (release = resolve))
     }
     try {
-      for (let attempt = 1; ; attempt++) {
+      for (let attempt = 1; members.length > 0; attempt++) {
+        const moves = members.map((member) => member.move)
         try {
           const outcomes = await this.#db.transaction().execute(async (trx) => {
             if (this.#postgres) {
               // The previous batch locks first; a retry locks again without waiting.
               await previous
               previous = undefined
-              await lockRows(trx, batch)
-              release()
             }
-            return batch.length === 1 ? [await runAlone(trx, batch[0])] : runMembers(trx, batch, this.#postgres)
+            const locked = await lockMoves(trx, moves)
+            release()
+            return applyMoves(trx, moves, locked)
           })
-          batch.forEach((member, index) => {
-            const outcome = outcomes[index]
-            if (outcome.ok) member.resolve(outcome.value)
-            else member.reject(outcome.error)
-          })
+          settle(members, outcomes)
           return
         } catch (error) {
-          if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
+          if (error instanceof IdempotencyConflict) {
+            const taken = new Set(error.indexes)
+            members.forEach((member, index) => taken.has(index) && member.reject(error))
+            members = members.filter((_, index) => !taken.has(index))
+          } else if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
+            await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
+          } else if (members.length > 1 && !isRetryable(error)) {
+            release()
+            for (const member of members) await this.#commit([member])
+            return
+          } else {
+            throw error
+          }
         }
       }
     } catch (error) {
-      for (const member of batch) member.reject(error)
+      for (const member of members) member.reject(error)
     } finally {
       release()
     }
   }
 }
 
-/** A batch of one: no savepoint; an error rolls the whole transaction back, as it always did. */
-async function runAlone(trx: Transaction<DB>, member: Member): Promise<Outcome> {
-  try {
-    return { ok: true, value: await member.work(trx) }
-  } catch (error) {
-    if (isRetryable(error)) throw error
-    // Any other error fails the member; rolling back keeps the transaction from committing it.
-    throw new MemberFailed(error)
-  }
-}
-
-/** Carries a lone member's own error through the rollback of its transaction. */
-class MemberFailed extends Error {
-  constructor(readonly failure: unknown) {
-    super('the transfer failed')
-  }
-}
-
-async function runMembers(trx: Transaction<DB>, batch: Member[], postgres: boolean): Promise<Outcome[]> {
-  const outcomes: Outcome[] = []
-  let open = false
-  for (const member of batch) {
-    // One round trip on PostgreSQL: release the previous member's savepoint and start this one's.
-    if (open && postgres) await sql`release savepoint transfer; savepoint transfer`.execute(trx)
-    else {
-      if (open) await sql`release savepoint transfer`.execute(trx)
-      await sql`savepoint transfer`.execute(trx)
-    }
-    open = true
-    try {
-      outcomes.push({ ok: true, value: await member.work(trx) })
-    } catch (error) {
-      // A deadlock or serialization failure aborts the batch: every member runs again.
-      if (isRetryable(error)) throw error
-      await sql`rollback to savepoint transfer`.execute(trx)
-      outcomes.push({ ok: false, error })
-    }
-  }
-  return outcomes
-}
-
-/**
- * Locks every wallet (shared, as a transfer does) and every existing holding (for update) that
- * the batch's members will touch, in id order. Holdings that do not exist yet are created by the
- * member itself.
- */
-async function lockRows(trx: Transaction<DB>, batch: Member[]): Promise<void> {
-  const wallets = new Set<number>()
-  const holdings = new Map<string, [number, number]>()
-  for (const { rows } of batch) {
-    wallets.add(rows.from)
-    wallets.add(rows.to)
-    for (const assetId of rows.assetIds) {
-      holdings.set(`${rows.from}:${assetId}`, [rows.from, assetId])
-      holdings.set(`${rows.to}:${assetId}`, [rows.to, assetId])
-    }
-  }
-  await trx
-    .selectFrom('wallets')
-    .select('id')
-    .where('id', 'in', [...wallets])
-    .orderBy('id')
-    .forKeyShare()
-    .execute()
-  if (holdings.size === 0) return
-  await trx
-    .selectFrom('holdings')
-    .select(['wallet_id', 'asset_id'])
-    .where((eb) =>
-      eb(
-        eb.refTuple('wallet_id', 'asset_id'),
-        'in',
-        [...holdings.values()].map(([walletId, assetId]) => eb.tuple(walletId, assetId)),
-      ),
-    )
-    .orderBy('wallet_id')
-    .orderBy('asset_id')
-    .forUpdate()
-    .execute()
+function settle(members: Member[], outcomes: Outcome[]): void {
+  members.forEach((member, index) => {
+    const outcome = outcomes[index]
+    if (outcome.ok) member.resolve(outcome.transaction)
+    else member.reject(outcome.error)
+  })
 }
 
 const committers = new WeakMap<Db, GroupCommitter>()
 
 /**
- * Runs `work` (one transfer) in the next group commit on `db`; resolves with its result once
- * the batch is durably committed, or rejects with the error `work` threw (its changes rolled
- * back) or with the batch's commit error.
+ * Applies `move` (one transfer) in the next group commit on `db`; resolves with its Transaction
+ * once the batch is durably committed, or rejects with the move's own error (it changed nothing)
+ * or with the batch's commit error.
  */
-export function inGroupCommit<T>(db: Db, rows: TransferRows, work: Work<T>): Promise<T> {
+export function inGroupCommit(db: Db, move: Move): Promise<Transaction> {
   let committer = committers.get(db)
   if (!committer) {
     // PostgreSQL: 8 batches in flight measured 15-25 % more transfers/s than 4; 16 a little more
@@ -230,7 +156,5 @@ export function inGroupCommit<T>(db: Db, rows: TransferRows, work: Work<T>): Pro
     committer = new GroupCommitter(db, isPostgres(db) ? { maxBatch: 64, maxInFlight: 8 } : { maxBatch: 128, maxInFlight: 1 })
     committers.set(db, committer)
   }
-  return committer.run(rows, work).catch((error: unknown) => {
-    throw error instanceof MemberFailed ? error.failure : error
-  })
+  return committer.run(move)
 }

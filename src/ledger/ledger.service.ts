@@ -1,52 +1,14 @@
 import crypto from 'node:crypto'
 import type { Db, Executor } from '../db/database.ts'
-import { inTransaction, isUniqueViolation, nowIso } from '../db/dialect.ts'
-import { appendTransactionEvents } from '../events/outbox.ts'
+import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findUserByUsername } from '../accounts/accounts.repository.ts'
-import { findWalletByAddress, findWalletById, lockLiveWallets } from '../wallets/wallets.repository.ts'
+import { findWalletByAddress, findWalletById } from '../wallets/wallets.repository.ts'
 import * as assets from './assets.repository.ts'
 import { inGroupCommit } from './group-commit.ts'
+import { IdempotencyConflict, moveAssets } from './moves.ts'
 import * as ledger from './transactions.repository.ts'
 import { MINT_WALLET_ID, type Line, type Transaction } from './transactions.repository.ts'
-
-/**
- * Moves every line from one wallet to another as one recorded Transaction, inside the caller's
- * database transaction, and writes its events to the outbox. Holdings are changed in a fixed
- * order (wallet id, then asset id), so concurrent transfers over the same rows lock them in the
- * same order and cannot deadlock. Throws W000 when either wallet is deleted, I002 when the
- * sender holds too little of any asset and I003 when a holding would pass 2^53-1; the caller's
- * rollback then undoes every earlier line.
- */
-export async function moveAssets(trx: Executor, move: { from: number; to: number; lines: Line[]; memo: string }): Promise<Transaction> {
-  // Checked under a shared row lock: a wallet deleted since the recipient was resolved gets W000,
-  // and a deletion in progress (which holds the row for update) is waited for, not interleaved.
-  const live = await lockLiveWallets(trx, [move.from, move.to])
-  for (const walletId of [move.from, move.to]) if (!live.has(walletId)) throw new AppError('W000', `wallet ${walletId} has been deleted`)
-  const changes = move.lines
-    .flatMap((line) => [
-      { walletId: move.from, line, delta: -line.quantity },
-      { walletId: move.to, line, delta: line.quantity },
-    ])
-    .sort((a, b) => a.walletId - b.walletId || a.line.asset.id - b.line.asset.id)
-  for (const { walletId, line, delta } of changes) {
-    if (delta < 0 && walletId !== MINT_WALLET_ID) {
-      if (!(await ledger.debitHolding(trx, walletId, line.asset.id, line.quantity))) {
-        const held = await assets.findHolding(trx, walletId, line.asset.id)
-        throw new AppError('I002', `wallet holds ${held} of ${line.asset.name}, ${line.quantity} requested`)
-      }
-    } else if (!(await ledger.adjustHolding(trx, walletId, line.asset.id, delta))) {
-      throw new AppError('I003', `the holding of ${line.asset.name} would exceed ${ledger.MAX_QUANTITY}`)
-    }
-  }
-  const createdAt = nowIso()
-  const lines = [...move.lines].sort((a, b) => assets.compareAssetNames(a.asset.name, b.asset.name))
-  const id = await ledger.insertTransaction(trx, { sendingWalletId: move.from, receivingWalletId: move.to, memo: move.memo, createdAt, lines })
-  const labels = await ledger.labelWallets(trx, [move.from, move.to])
-  const transaction = ledger.toTransaction({ id, sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, labels)
-  await appendTransactionEvents(trx, transaction)
-  return transaction
-}
 
 export interface SendRequest {
   recipient: string | number
@@ -133,21 +95,12 @@ export async function sendTransaction(db: Db, walletId: number, request: SendReq
     if (to === walletId) throw new AppError('W013')
     const lines = await resolveLines(db, request.assets)
     // Committed together with the transfers that arrive alongside it (group-commit.ts).
-    const rows = { from: walletId, to, assetIds: lines.map((line) => line.asset.id) }
-    const transaction = await inGroupCommit(db, rows, async (trx) => {
-      const recorded = await moveAssets(trx, { from: walletId, to, lines, memo: request.memo ?? '' })
-      if (idempotencyKey !== undefined) {
-        await trx
-          .insertInto('idempotency_keys')
-          .values({ wallet_id: walletId, key: idempotencyKey, request_hash: requestHash, status_code: 201, response_body: JSON.stringify(recorded), created_at: recorded.created_at })
-          .execute()
-      }
-      return recorded
-    })
+    const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, requestHash }
+    const transaction = await inGroupCommit(db, { from: walletId, to, lines, memo: request.memo ?? '', idempotency })
     return { status: 201, body: transaction, replayed: false }
   } catch (error) {
     // Another instance committed the same key first: answer with its result.
-    if (idempotencyKey !== undefined && isUniqueViolation(error)) {
+    if (idempotencyKey !== undefined && (error instanceof IdempotencyConflict || isUniqueViolation(error))) {
       const previous = await replay(db, walletId, idempotencyKey, requestHash)
       if (previous) return previous
     }

@@ -23,52 +23,6 @@ export interface Transaction {
   assets: { quantity: number; asset: Asset }[]
 }
 
-/** Takes `quantity` out of a holding unless it holds less; returns false when it does. */
-export async function debitHolding(db: Executor, walletId: number, assetId: number, quantity: number): Promise<boolean> {
-  const result = await db
-    .updateTable('holdings')
-    .set((eb) => ({ quantity: eb('quantity', '-', quantity) }))
-    .where('wallet_id', '=', walletId)
-    .where('asset_id', '=', assetId)
-    .where('quantity', '>=', quantity)
-    .executeTakeFirst()
-  return Number(result.numUpdatedRows) === 1
-}
-
-/**
- * Adds `delta` to a holding, creating it when absent, unless the result would leave
- * [-MAX, MAX] (only mint ever goes below zero). Returns false when it would.
- */
-export async function adjustHolding(db: Executor, walletId: number, assetId: number, delta: number): Promise<boolean> {
-  const result = await db
-    .insertInto('holdings')
-    .values({ wallet_id: walletId, asset_id: assetId, quantity: delta })
-    .onConflict((oc) =>
-      oc
-        .columns(['wallet_id', 'asset_id'])
-        .doUpdateSet({ quantity: sql`holdings.quantity + excluded.quantity` })
-        .where(sql<boolean>`holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`),
-    )
-    .executeTakeFirst()
-  return Number(result.numInsertedOrUpdatedRows) === 1
-}
-
-export async function insertTransaction(
-  db: Executor,
-  entry: { sendingWalletId: number; receivingWalletId: number; memo: string; createdAt: string; lines: Line[] },
-): Promise<number> {
-  const { id } = await db
-    .insertInto('transactions')
-    .values({ sending_wallet_id: entry.sendingWalletId, receiving_wallet_id: entry.receivingWalletId, memo: entry.memo, created_at: entry.createdAt })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  await db
-    .insertInto('transaction_assets')
-    .values(entry.lines.map((line) => ({ transaction_id: id, asset_id: line.asset.id, quantity: line.quantity })))
-    .execute()
-  return id
-}
-
 export interface WalletLabel {
   address: string
   /** Present when the wallet is some user's primary wallet. */

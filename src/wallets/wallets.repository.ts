@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { forKeyShare, forUpdate, nowIso } from '../db/dialect.ts'
+import { forUpdate, nowIso } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 
 export async function insertWallet(db: Executor, userId: number, address: string): Promise<WalletRow> {
@@ -90,18 +90,6 @@ export async function canUseWallet(db: Executor, userId: number, walletId: numbe
 export async function lockWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
   const query = db.selectFrom('wallets').selectAll().where('id', '=', walletId).where('deleted_at', 'is', null).where('user_id', 'is not', null)
   return forUpdate(query, db).executeTakeFirst()
-}
-
-/**
- * Takes a shared lock on each live wallet among `walletIds` (mint included) and returns the ids
- * found. A transfer calls it first: it then waits while a deletion holds its wallet, and sees the
- * wallet as deleted afterwards, so no asset can land in (or leave) a deleted wallet.
- */
-export async function lockLiveWallets(db: Executor, walletIds: number[]): Promise<Set<number>> {
-  const ids = [...new Set(walletIds)].sort((a, b) => a - b)
-  const query = db.selectFrom('wallets').select('id').where('id', 'in', ids).where('deleted_at', 'is', null).orderBy('id')
-  const rows = await forKeyShare(query, db).execute()
-  return new Set(rows.map((row) => row.id))
 }
 
 export async function markWalletDeleted(db: Executor, walletId: number): Promise<void> {

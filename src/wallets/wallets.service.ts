@@ -7,7 +7,7 @@ import { AppError } from '../http/errors.ts'
 import { createToken, hashToken } from '../http/tokens.ts'
 import { removeWebhook } from '../events/webhooks.service.ts'
 import { listHoldings } from '../ledger/assets.repository.ts'
-import { moveAssets } from '../ledger/ledger.service.ts'
+import { moveAssets } from '../ledger/moves.ts'
 import { randomAddress } from './addresses.ts'
 import * as wallets from './wallets.repository.ts'
 

@@ -1,0 +1,287 @@
+import { sql } from 'kysely'
+import type { Executor } from '../db/database.ts'
+import { anyOf, isPostgres, nowIso, rowsOf } from '../db/dialect.ts'
+import { appendTransactionEvents } from '../events/outbox.ts'
+import { AppError } from '../http/errors.ts'
+import { compareAssetNames } from './assets.repository.ts'
+import { MAX_QUANTITY, MINT_WALLET_ID, toTransaction, type Line, type Transaction, type WalletLabel } from './transactions.repository.ts'
+
+/**
+ * The one implementation of the ledger's write rules, for one move or a whole batch of them.
+ *
+ * A move sends every line from one wallet to another as one recorded Transaction. A batch is
+ * applied in two steps inside the caller's database transaction:
+ *
+ * 1. `lockMoves` reads, in one query each, every wallet the batch touches (shared lock: a wallet
+ *    being deleted is waited for, not interleaved) and every holding it touches (locked for
+ *    update), in id order, so that concurrent batches lock in the same order.
+ * 2. `applyMoves` checks the moves in order against those balances in memory, exactly as one
+ *    transfer after the other would (W000, then I002 / I003 per line in (wallet, asset) order),
+ *    and writes the moves that pass with one set-based statement per table: holdings, transactions,
+ *    their lines, the outbox events and webhook deliveries (`events/outbox.ts`) and idempotency keys. A move that fails
+ *    changes nothing; its outcome carries its error.
+ *
+ * The statements have the same text whatever the batch size (rows travel as arrays on
+ * PostgreSQL, as JSON on SQLite), so both databases prepare and plan each one once.
+ */
+
+export interface Move {
+  from: number
+  to: number
+  lines: Line[]
+  memo: string
+  /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
+  idempotency?: { key: string; requestHash: string }
+}
+
+export type Outcome = { ok: true; transaction: Transaction } | { ok: false; error: unknown }
+
+interface WalletState extends WalletLabel {
+  live: boolean
+  /** The wallet's webhook, if it has one: its events get a delivery. */
+  webhookUrl?: string
+}
+
+export interface Locked {
+  wallets: Map<number, WalletState>
+  /** Current quantity by `${walletId}:${assetId}`; absent when there is no holding row. */
+  holdings: Map<string, number>
+}
+
+/**
+ * An Idempotency-Key that another instance stored first, found while writing the batch: the batch
+ * must be rolled back and run again without these moves (which answer with the stored response).
+ */
+export class IdempotencyConflict extends Error {
+  constructor(readonly indexes: number[]) {
+    super('an Idempotency-Key of this batch was stored by another request')
+  }
+}
+
+/** A holding changed by another batch between the lock and the write: run the batch again. */
+class HoldingRace extends Error {
+  // Retried like a serialization failure (dialect.ts isRetryable).
+  readonly code = '40001'
+  constructor() {
+    super('a holding was created concurrently')
+  }
+}
+
+const holdingKey = (walletId: number, assetId: number) => `${walletId}:${assetId}`
+
+/** Reads and locks every wallet and holding the moves touch (step 1 above). */
+export async function lockMoves(trx: Executor, moves: Move[]): Promise<Locked> {
+  const postgres = isPostgres(trx)
+  const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
+  const assetIds = [...new Set(moves.flatMap((move) => move.lines.map((line) => line.asset.id)))]
+  const walletRows = await sql<{ id: number; address: string; deleted_at: string | null; username: string | null; url: string | null }>`
+    select wallets.id, wallets.address, wallets.deleted_at, users.username, webhooks.url
+    from wallets
+    left join users on users.primary_wallet_id = wallets.id
+    left join webhooks on webhooks.wallet_id = wallets.id
+    where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}
+    order by wallets.id${sql.raw(postgres ? ' for key share of wallets' : '')}`.execute(trx)
+  const wallets = new Map<number, WalletState>()
+  for (const row of walletRows.rows) {
+    const state: WalletState = { address: row.address, live: row.deleted_at === null }
+    if (row.username !== null) state.username = row.username
+    if (row.url !== null) state.webhookUrl = row.url
+    wallets.set(row.id, state)
+  }
+  // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
+  // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
+  const holdingRows = await sql<{ wallet_id: number; asset_id: number; quantity: number }>`
+    select wallet_id, asset_id, quantity from holdings
+    where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}
+    order by wallet_id, asset_id${sql.raw(postgres ? ' for update' : '')}`.execute(trx)
+  const holdings = new Map(holdingRows.rows.map((row) => [holdingKey(row.wallet_id, row.asset_id), Number(row.quantity)]))
+  return { wallets, holdings }
+}
+
+interface Planned {
+  index: number
+  move: Move
+  lines: Line[]
+  createdAt: string
+}
+
+/**
+ * Checks each move in order against the locked balances and, for those that pass, changes the
+ * balances as the move would. Returns the error of each failing move by index, the moves that
+ * pass, and the net change of every holding they touch.
+ */
+export function planMoves(moves: Move[], locked: Locked): { failed: Map<number, AppError>; planned: Planned[]; deltas: Map<string, number> } {
+  const balances = new Map(locked.holdings)
+  const failed = new Map<number, AppError>()
+  const planned: Planned[] = []
+  const deltas = new Map<string, number>()
+  moves.forEach((move, index) => {
+    const error = checkMove(move, locked, balances)
+    if (error) {
+      failed.set(index, error)
+      return
+    }
+    for (const { walletId, line, delta } of changesOf(move)) {
+      const key = holdingKey(walletId, line.asset.id)
+      balances.set(key, (balances.get(key) ?? 0) + delta)
+      deltas.set(key, (deltas.get(key) ?? 0) + delta)
+    }
+    const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
+    planned.push({ index, move, lines, createdAt: nowIso() })
+  })
+  return { failed, planned, deltas }
+}
+
+/** Both sides of every line, in the fixed order in which they are checked: wallet id, then asset id. */
+function changesOf(move: Move) {
+  return move.lines
+    .flatMap((line) => [
+      { walletId: move.from, line, delta: -line.quantity },
+      { walletId: move.to, line, delta: line.quantity },
+    ])
+    .sort((a, b) => a.walletId - b.walletId || a.line.asset.id - b.line.asset.id)
+}
+
+function checkMove(move: Move, locked: Locked, balances: Map<string, number>): AppError | undefined {
+  for (const walletId of [move.from, move.to]) {
+    if (!locked.wallets.get(walletId)?.live) return new AppError('W000', `wallet ${walletId} has been deleted`)
+  }
+  for (const { walletId, line, delta } of changesOf(move)) {
+    const held = balances.get(holdingKey(walletId, line.asset.id)) ?? 0
+    if (delta < 0 && walletId !== MINT_WALLET_ID) {
+      if (held < line.quantity) return new AppError('I002', `wallet holds ${held} of ${line.asset.name}, ${line.quantity} requested`)
+    } else if (Math.abs(held + delta) > MAX_QUANTITY) {
+      return new AppError('I003', `the holding of ${line.asset.name} would exceed ${MAX_QUANTITY}`)
+    }
+  }
+  return undefined
+}
+
+/**
+ * Applies the moves, in order, against the rows `lockMoves` locked (step 2 above): one outcome per
+ * move. Throws only when the batch as a whole cannot commit (a database error, a retryable race,
+ * or an IdempotencyConflict), and the caller must then roll the transaction back.
+ */
+export async function applyMoves(trx: Executor, moves: Move[], locked: Locked): Promise<Outcome[]> {
+  const { failed, planned, deltas } = planMoves(moves, locked)
+  const outcomes: Outcome[] = moves.map((_, index) => ({ ok: false, error: failed.get(index) }))
+  if (planned.length === 0) return outcomes
+
+  const ids = await reserveTransactionIds(trx, planned.length)
+  const transactions = planned.map(({ move, lines, createdAt }, i) =>
+    toTransaction({ id: ids[i], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets),
+  )
+  await writeHoldings(trx, deltas, locked)
+  await writeTransactions(trx, planned, transactions)
+  await appendTransactionEvents(trx, transactions, (walletId) => locked.wallets.get(walletId)?.webhookUrl)
+  await writeIdempotencyKeys(trx, planned, transactions)
+  planned.forEach(({ index }, i) => (outcomes[index] = { ok: true, transaction: transactions[i] }))
+  return outcomes
+}
+
+/** One move in the caller's transaction (issue, burn, wallet deletion); throws the move's error. */
+export async function moveAssets(trx: Executor, move: Move): Promise<Transaction> {
+  const [outcome] = await applyMoves(trx, [move], await lockMoves(trx, [move]))
+  if (!outcome.ok) throw outcome.error
+  return outcome.transaction
+}
+
+/** Ids for `count` new transactions, increasing, taken while the batch holds its row locks. */
+async function reserveTransactionIds(trx: Executor, count: number): Promise<number[]> {
+  if (isPostgres(trx)) {
+    const { rows } = await sql<{ id: number }>`select nextval('transactions_id_seq') as id from generate_series(1, ${count}::int)`.execute(trx)
+    return rows.map((row) => Number(row.id)).sort((a, b) => a - b)
+  }
+  // SQLite has one writer, and this transaction is it from its first write until commit; ledger
+  // rows are never deleted, so the next ids follow the largest.
+  const { rows } = await sql<{ last: number | null }>`select max(id) as last from transactions`.execute(trx)
+  const last = rows[0]?.last ?? 0
+  return Array.from({ length: count }, (_, i) => last + 1 + i)
+}
+
+/**
+ * Adds each holding's net change. Holdings that existed are locked, so they are updated in
+ * place. New ones are inserted, and the change is added to, not written over, a row that another
+ * batch created since the lock; should that sum leave the allowed range, the row is not written
+ * and the batch runs again (it then finds the row and locks it). New holdings never start below
+ * zero (only mint's may), so the insert itself cannot trip the overdraft check.
+ */
+async function writeHoldings(trx: Executor, deltas: Map<string, number>, locked: Locked): Promise<void> {
+  const changed: [number, number, number][] = []
+  const created: [number, number, number][] = []
+  for (const [key, delta] of deltas) {
+    const [walletId, assetId] = key.split(':').map(Number)
+    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta])
+    // An existing holding that ends where it started needs no write.
+    else if (delta !== 0) changed.push([walletId, assetId, delta])
+  }
+  // In (wallet, asset) order, like every lock the ledger takes.
+  for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
+  if (changed.length > 0) {
+    await sql`
+      update holdings set quantity = holdings.quantity + r.quantity
+      from ${rowsOf(trx, HOLDING_COLUMNS, changed)}
+      where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`.execute(trx)
+  }
+  if (created.length > 0) {
+    const result = await sql`
+      insert into holdings (wallet_id, asset_id, quantity)
+      select wallet_id, asset_id, quantity from ${rowsOf(trx, HOLDING_COLUMNS, created)} where true
+      on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
+      where holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`.execute(trx)
+    if (Number(result.numAffectedRows ?? 0) !== created.length) throw new HoldingRace()
+  }
+}
+
+const HOLDING_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+
+async function writeTransactions(trx: Executor, planned: Planned[], transactions: Transaction[]): Promise<void> {
+  const rows = transactions.map((t) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at])
+  await sql`
+    insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at)
+    select id, sending_wallet_id, receiving_wallet_id, memo, created_at from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`.execute(trx)
+  const lines = planned.flatMap(({ lines }, i) => lines.map((line) => [transactions[i].id, line.asset.id, line.quantity]))
+  await sql`
+    insert into transaction_assets (transaction_id, asset_id, quantity)
+    select transaction_id, asset_id, quantity from ${rowsOf(trx, LINE_COLUMNS, lines)}`.execute(trx)
+}
+
+const TRANSACTION_COLUMNS = [
+  ['id', 'bigint'],
+  ['sending_wallet_id', 'bigint'],
+  ['receiving_wallet_id', 'bigint'],
+  ['memo', 'text'],
+  ['created_at', 'text'],
+] as const
+const LINE_COLUMNS = [
+  ['transaction_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+
+/** Stores the response of each move sent with an Idempotency-Key; throws IdempotencyConflict if one was taken meanwhile. */
+async function writeIdempotencyKeys(trx: Executor, planned: Planned[], transactions: Transaction[]): Promise<void> {
+  const keyed = planned.flatMap(({ move, index }, i) => (move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, transaction: transactions[i] }] : []))
+  if (keyed.length === 0) return
+  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, JSON.stringify(k.transaction), k.transaction.created_at])
+  const { rows: stored } = await sql<{ wallet_id: number; key: string }>`
+    insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
+    select wallet_id, key, request_hash, 201, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
+    on conflict (wallet_id, key) do nothing
+    returning wallet_id, key`.execute(trx)
+  if (stored.length === keyed.length) return
+  const taken = new Set(stored.map((row) => `${row.wallet_id}:${row.key}`))
+  throw new IdempotencyConflict(keyed.filter((k) => !taken.has(`${k.walletId}:${k.key}`)).map((k) => k.index))
+}
+
+const IDEMPOTENCY_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['key', 'text'],
+  ['request_hash', 'text'],
+  ['response_body', 'text'],
+  ['created_at', 'text'],
+] as const

@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import type { Db } from '../src/db/database.ts'
+import { inGroupCommit } from '../src/ledger/group-commit.ts'
+import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from '../src/ledger/moves.ts'
+import { MAX_QUANTITY, MINT_WALLET_ID, type Line } from '../src/ledger/transactions.repository.ts'
+import type { Asset } from '../src/ledger/assets.repository.ts'
+import { buildTestApp, createUser, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
+
+/**
+ * The ledger's batch path (moves.ts, group-commit.ts) driven directly: a batch must end exactly
+ * as the same transfers one after the other would, each passing or failing on its own.
+ */
+describe(`batched moves (${STORAGE})`, () => {
+  let t: TestApp
+  let db: Db
+  let gold: Asset
+  let silver: Asset
+
+  before(async () => {
+    t = await buildTestApp()
+    db = t.database.db
+    const create = async (name: string) => (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value: 1 } })).json() as Asset
+    gold = await create('gold')
+    silver = await create('silver')
+  })
+  after(async () => {
+    await t.close()
+  })
+
+  async function funded(quantities: { gold?: number; silver?: number } = {}): Promise<TestUser> {
+    const user = await createUser(t.app)
+    for (const [asset, quantity] of [
+      [gold, quantities.gold],
+      [silver, quantities.silver],
+    ] as const) {
+      if (!quantity) continue
+      const response = await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: asset.id, quantity } })
+      assert.equal(response.statusCode, 201, response.body)
+    }
+    return user
+  }
+
+  async function holding(walletId: number, asset: Asset): Promise<number> {
+    const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', asset.id).executeTakeFirst()
+    return row === undefined ? 0 : Number(row.quantity)
+  }
+
+  const move = (from: TestUser, to: TestUser, lines: Line[], extra: Partial<Move> = {}): Move => ({ from: from.walletId, to: to.walletId, lines, memo: '', ...extra })
+
+  function apply(moves: Move[]): Promise<Outcome[]> {
+    return db.transaction().execute(async (trx) => applyMoves(trx, moves, await lockMoves(trx, moves)))
+  }
+
+  function errorCode(outcome: Outcome): string | undefined {
+    return outcome.ok ? undefined : (outcome.error as { code?: string }).code
+  }
+
+  it('applies the moves in order, each against the balances the earlier ones left', async () => {
+    const [a, b, c] = [await funded({ gold: 10 }), await funded(), await funded()]
+    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 10 }]), move(b, c, [{ asset: gold, quantity: 7 }]), move(a, c, [{ asset: gold, quantity: 1 }]), move(c, a, [{ asset: gold, quantity: 7 }])])
+    assert.deepEqual(outcomes.map(errorCode), [undefined, undefined, 'I002', undefined])
+    assert.match(String((outcomes[2] as { error: Error }).error.message), /holds 0 of gold, 1 requested/)
+    assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold), await holding(c.walletId, gold)], [7, 3, 0])
+    // Ids follow the order of the moves, and each committed move is one recorded transaction.
+    const ids = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.transaction.id] : []))
+    assert.deepEqual(ids, [...ids].sort((x, y) => x - y))
+    const stored = await db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id']).where('id', 'in', ids).orderBy('id').execute()
+    assert.deepEqual(
+      stored.map((row) => [row.sending_wallet_id, row.receiving_wallet_id]),
+      [
+        [a.walletId, b.walletId],
+        [b.walletId, c.walletId],
+        [c.walletId, a.walletId],
+      ],
+    )
+  })
+
+  it('leaves a failing multi-asset move out entirely while the others commit', async () => {
+    const [a, b] = [await funded({ gold: 5, silver: 1 }), await funded()]
+    const outcomes = await apply([
+      move(a, b, [
+        { asset: gold, quantity: 5 },
+        { asset: silver, quantity: 2 },
+      ]),
+      move(a, b, [{ asset: gold, quantity: 2 }]),
+    ])
+    assert.deepEqual(outcomes.map(errorCode), ['I002', undefined])
+    assert.deepEqual([await holding(a.walletId, gold), await holding(a.walletId, silver), await holding(b.walletId, gold), await holding(b.walletId, silver)], [3, 1, 2, 0])
+  })
+
+  it('refuses a move to a deleted wallet with W000 and an issuance past 2^53-1 outstanding with I003', async () => {
+    const [a, b, c] = [await funded({ gold: 5 }), await funded(), await funded()]
+    await db.updateTable('wallets').set({ deleted_at: new Date().toISOString() }).where('id', '=', b.walletId).execute()
+    const mint = { walletId: MINT_WALLET_ID } as TestUser
+    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 1 }]), move(mint, c, [{ asset: gold, quantity: MAX_QUANTITY }]), move(a, c, [{ asset: gold, quantity: 1 }])])
+    assert.deepEqual(outcomes.map(errorCode), ['W000', 'I003', undefined])
+    assert.deepEqual([await holding(a.walletId, gold), await holding(c.walletId, gold)], [4, 1])
+  })
+
+  it('writes both events of each move (none for mint) and a delivery for wallets with a webhook', async () => {
+    const [a, b] = [await funded({ gold: 5 }), await funded()]
+    const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: b.auth, payload: { webhook: 'http://127.0.0.1:9/hook' } })
+    assert.equal(response.statusCode, 200, response.body)
+    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 2 }]), { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue' }])
+    assert.deepEqual(outcomes.map(errorCode), [undefined, undefined])
+    const ids = outcomes.map((outcome) => (outcome.ok ? outcome.transaction.id : 0))
+    const events = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'transaction_id', 'payload']).where('transaction_id', 'in', ids).orderBy('id').execute()
+    assert.deepEqual(
+      events.map((event) => [event.transaction_id, event.wallet_id, event.type]),
+      [
+        [ids[0], a.walletId, 'transaction.sent'],
+        [ids[0], b.walletId, 'transaction.received'],
+        [ids[1], a.walletId, 'transaction.received'],
+      ],
+    )
+    assert.deepEqual(JSON.parse(events[1].payload).data, (outcomes[0] as { transaction: unknown }).transaction)
+    const deliveries = await db.selectFrom('webhook_deliveries').select(['event_id', 'wallet_id', 'status']).where('wallet_id', 'in', [a.walletId, b.walletId]).execute()
+    assert.deepEqual(deliveries, [{ event_id: events[1].id, wallet_id: b.walletId, status: 'pending' }])
+  })
+
+  it('rolls back a batch whose Idempotency-Key was stored meanwhile and names the move', async () => {
+    const [a, b] = [await funded({ gold: 5 }), await funded()]
+    const now = new Date().toISOString()
+    await db.insertInto('idempotency_keys').values({ wallet_id: a.walletId, key: 'taken', request_hash: 'x', status_code: 201, response_body: '{}', created_at: now }).execute()
+    await assert.rejects(
+      apply([move(a, b, [{ asset: gold, quantity: 1 }], { idempotency: { key: 'fresh', requestHash: 'y' } }), move(a, b, [{ asset: gold, quantity: 1 }], { idempotency: { key: 'taken', requestHash: 'y' } })]),
+      (error) => error instanceof IdempotencyConflict && error.indexes.join() === '1',
+    )
+    assert.equal(await holding(a.walletId, gold), 5)
+    const keys = await db.selectFrom('idempotency_keys').select('key').where('wallet_id', '=', a.walletId).execute()
+    assert.deepEqual(keys, [{ key: 'taken' }])
+  })
+
+  it('group-commits parallel transfers: each answered with its own outcome, and a database error fails only its own transfer', async () => {
+    const [a, b] = [await funded({ gold: 20 }), await funded()]
+    const ghost: Asset = { id: 999_999, name: 'ghost', value: 1 }
+    const results = await Promise.allSettled([
+      ...Array.from({ length: 25 }, () => inGroupCommit(db, move(a, b, [{ asset: gold, quantity: 1 }]))),
+      // An asset that does not exist: the holdings insert breaks its foreign key, so the batch runs its members one by one.
+      inGroupCommit(db, move(b, a, [{ asset: ghost, quantity: 0 }])),
+    ])
+    const fulfilled = results.filter((result) => result.status === 'fulfilled')
+    const refused = results.slice(0, 25).filter((result) => result.status === 'rejected')
+    assert.equal(fulfilled.length, 20)
+    assert.ok(refused.every((result) => (result.reason as { code?: string }).code === 'I002'))
+    assert.equal(results[25].status, 'rejected')
+    assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [0, 20])
+  })
+})
