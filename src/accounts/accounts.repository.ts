@@ -1,5 +1,7 @@
+import { sql } from 'kysely'
+import { coalescedPer } from '../db/coalesce.ts'
 import type { Executor } from '../db/database.ts'
-import { nowIso } from '../db/dialect.ts'
+import { anyOf, nowIso } from '../db/dialect.ts'
 import type { UserRow } from '../db/tables.ts'
 
 export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
@@ -12,6 +14,20 @@ export async function insertUser(db: Executor, username: string, passwordHash: s
 
 export async function findUserByUsername(db: Executor, username: string): Promise<UserRow | undefined> {
   return db.selectFrom('users').selectAll().where('username_key', '=', username.toLowerCase()).executeTakeFirst()
+}
+
+/**
+ * The primary wallet of the user with this username (case-insensitive), or undefined (no such
+ * user, or no primary wallet). Lookups of concurrent requests share one query (`coalesce.ts`):
+ * transfers resolve their recipient with it.
+ */
+const primaryWalletByKey = coalescedPer(async (db: Executor, keys: string[]) => {
+  const rows = await db.selectFrom('users').select(['username_key', 'primary_wallet_id']).where(anyOf(db, sql.ref('username_key'), keys, 'text')).execute()
+  return new Map(rows.flatMap((row) => (row.primary_wallet_id === null ? [] : [[row.username_key, row.primary_wallet_id] as const])))
+})
+
+export function findPrimaryWalletByUsername(db: Executor, username: string): Promise<number | undefined> {
+  return primaryWalletByKey(db, username.toLowerCase())
 }
 
 export async function findUserById(db: Executor, userId: number): Promise<UserRow | undefined> {

@@ -54,11 +54,13 @@ export function isPostgres(executor: Executor): boolean {
 }
 
 /**
- * `column` is one of `values` (integers), as one statement text whatever the number of values:
- * `= any($1)` with an array on PostgreSQL, `in (select value from json_each(?))` on SQLite.
+ * `column` is one of `values`, as one statement text whatever the number of values: `= any($1)`
+ * with an array on PostgreSQL, `in (select value from json_each(?))` on SQLite.
  */
-export function anyOf(executor: Executor, column: Expression<unknown>, values: number[]): RawBuilder<boolean> {
-  return isPostgres(executor) ? sql<boolean>`${column} = any(${values}::bigint[])` : sql<boolean>`${column} in (select value from json_each(${JSON.stringify(values)}))`
+export function anyOf(executor: Executor, column: Expression<unknown>, values: readonly (number | string)[], type: 'bigint' | 'text' = 'bigint'): RawBuilder<boolean> {
+  return isPostgres(executor)
+    ? sql<boolean>`${column} = any(${values}::${sql.raw(type)}[])`
+    : sql<boolean>`${column} in (select value from json_each(${JSON.stringify(values)}))`
 }
 
 /**

@@ -1,8 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { sql } from 'kysely'
 import type { Config } from '../config.ts'
 import type { Db } from '../db/database.ts'
-import { nowIso } from '../db/dialect.ts'
+import { coalesced } from '../db/coalesce.ts'
+import { anyOf, nowIso } from '../db/dialect.ts'
 import { AppError } from './errors.ts'
 import { hashToken, sameHash, tokenKind } from './tokens.ts'
 
@@ -89,13 +91,29 @@ function checkCsrf(request: FastifyRequest, config: Config): void {
 export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { db, config, adminKeyHash }) {
   app.decorateRequest('auth', undefined)
 
+  // Concurrent requests look their credentials up in one query (db/coalesce.ts); nothing is cached.
+  const userSessionByHash = coalesced(db, async (hashes: string[]) => {
+    const rows = await db
+      .selectFrom('user_sessions')
+      .select(['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_at', 'token_hash'])
+      .where(anyOf(db, sql.ref('token_hash'), hashes, 'text'))
+      .execute()
+    return new Map(rows.map((row) => [row.token_hash, row]))
+  })
+  const walletKeyByHash = coalesced(db, async (hashes: string[]) => {
+    const rows = await db
+      .selectFrom('wallet_sessions')
+      .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
+      .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at', 'wallet_sessions.token_hash'])
+      .where(anyOf(db, sql.ref('wallet_sessions.token_hash'), hashes, 'text'))
+      .where('wallets.deleted_at', 'is', null)
+      .execute()
+    return new Map(rows.map((row) => [row.token_hash, row]))
+  })
+
   async function userFromToken(token: string, viaCookie: boolean): Promise<Auth | undefined> {
     const now = Date.now()
-    const session = await db
-      .selectFrom('user_sessions')
-      .select(['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_at'])
-      .where('token_hash', '=', hashToken(token))
-      .executeTakeFirst()
+    const session = await userSessionByHash(hashToken(token))
     if (!session) return undefined
     const lastUsed = Date.parse(session.last_used_at)
     const idleLimit = config.sessionIdleDays * 86_400_000
@@ -107,13 +125,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   }
 
   async function walletFromToken(token: string): Promise<Auth | undefined> {
-    const key = await db
-      .selectFrom('wallet_sessions')
-      .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
-      .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at'])
-      .where('wallet_sessions.token_hash', '=', hashToken(token))
-      .where('wallets.deleted_at', 'is', null)
-      .executeTakeFirst()
+    const key = await walletKeyByHash(hashToken(token))
     if (!key) return undefined
     if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) {
       await db.updateTable('wallet_sessions').set({ last_used_at: nowIso() }).where('id', '=', key.id).execute()

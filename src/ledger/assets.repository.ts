@@ -1,5 +1,7 @@
 import type { Executor } from '../db/database.ts'
-import { nowIso } from '../db/dialect.ts'
+import { sql } from 'kysely'
+import { coalescedPer } from '../db/coalesce.ts'
+import { anyOf, nowIso } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
 
 export interface Asset {
@@ -40,6 +42,16 @@ export async function findAssetsByNames(db: Executor, names: string[]): Promise<
   if (keys.length === 0) return new Map()
   const rows = await db.selectFrom('assets').select(['id', 'name', 'value', 'name_key']).where('name_key', 'in', keys).where('deleted_at', 'is', null).execute()
   return new Map(rows.map((row) => [row.name_key, toAsset(row)]))
+}
+
+/** The live asset of this name (case-insensitive); lookups of concurrent requests share one query (`coalesce.ts`). */
+const assetByKey = coalescedPer(async (db: Executor, keys: string[]) => {
+  const rows = await db.selectFrom('assets').select(['id', 'name', 'value', 'name_key']).where(anyOf(db, sql.ref('name_key'), keys, 'text')).where('deleted_at', 'is', null).execute()
+  return new Map(rows.map((row) => [row.name_key, toAsset(row)]))
+})
+
+export function findAssetByName(db: Executor, name: string): Promise<Asset | undefined> {
+  return assetByKey(db, name.toLowerCase())
 }
 
 export async function insertAsset(db: Executor, name: string, value: number): Promise<Asset> {

@@ -2,7 +2,7 @@ import crypto from 'node:crypto'
 import type { Db, Executor } from '../db/database.ts'
 import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { findUserByUsername } from '../accounts/accounts.repository.ts'
+import { findPrimaryWalletByUsername } from '../accounts/accounts.repository.ts'
 import { findWalletByAddress, findWalletById } from '../wallets/wallets.repository.ts'
 import * as assets from './assets.repository.ts'
 import { inGroupCommit } from './group-commit.ts'
@@ -27,9 +27,9 @@ export interface SendResult {
 async function resolveRecipient(db: Executor, recipient: string | number, type: 0 | 1 | 2): Promise<number> {
   const text = String(recipient)
   if (type === 0) {
-    const user = /^[A-Za-z0-9]{2,32}$/.test(text) ? await findUserByUsername(db, text) : undefined
-    if (!user || user.primary_wallet_id === null) throw new AppError('U003', `no user "${text}"`)
-    return user.primary_wallet_id
+    const walletId = /^[A-Za-z0-9]{2,32}$/.test(text) ? await findPrimaryWalletByUsername(db, text) : undefined
+    if (walletId === undefined) throw new AppError('U003', `no user "${text}"`)
+    return walletId
   }
   if (type === 1) {
     const wallet = /^[a-z]{3,24}$/.test(text) ? await findWalletByAddress(db, text) : undefined
@@ -45,15 +45,15 @@ async function resolveRecipient(db: Executor, recipient: string | number, type: 
 /** Resolves asset names to live assets. Throws I001 naming the first unknown one. */
 async function resolveLines(db: Executor, requested: Record<string, number>): Promise<Line[]> {
   const names = Object.keys(requested)
-  const found = await assets.findAssetsByNames(db, names)
+  const found = await Promise.all(names.map((name) => assets.findAssetByName(db, name)))
   const lines = new Map<number, Line>()
-  for (const name of names) {
-    const asset = found.get(name.toLowerCase())
+  names.forEach((name, index) => {
+    const asset = found[index]
     if (!asset) throw new AppError('I001', `no asset named "${name}"`)
     const quantity = (lines.get(asset.id)?.quantity ?? 0) + requested[name]
     if (!Number.isSafeInteger(quantity)) throw new AppError('I003', `the quantity of ${asset.name} exceeds ${ledger.MAX_QUANTITY}`)
     lines.set(asset.id, { asset, quantity })
-  }
+  })
   return [...lines.values()]
 }
 
@@ -91,9 +91,13 @@ export async function sendTransaction(db: Db, walletId: number, request: SendReq
     inFlight.add(flightKey)
   }
   try {
-    const to = await resolveRecipient(db, request.recipient, request.type ?? 0)
-    if (to === walletId) throw new AppError('W013')
-    const lines = await resolveLines(db, request.assets)
+    // Both lookups at once; their errors still come in the documented order.
+    const [to, lines] = await Promise.allSettled([resolveRecipient(db, request.recipient, request.type ?? 0), resolveLines(db, request.assets)]).then(([recipient, found]) => {
+      if (recipient.status === 'rejected') throw recipient.reason
+      if (recipient.value === walletId) throw new AppError('W013')
+      if (found.status === 'rejected') throw found.reason
+      return [recipient.value, found.value] as const
+    })
     // Committed together with the transfers that arrive alongside it (group-commit.ts).
     const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, requestHash }
     const transaction = await inGroupCommit(db, { from: walletId, to, lines, memo: request.memo ?? '', idempotency })
