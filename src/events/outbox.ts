@@ -14,9 +14,14 @@ export interface EventPayload {
   data: Transaction
 }
 
+/**
+ * `evt_` and 32 hex digits: the time in milliseconds (12 digits), then 74 random bits. Ids that
+ * grow with time are appended at the end of the unique index instead of landing on a random
+ * page of it, so a batch of events dirties (and logs) a few index pages rather than one each.
+ */
 export function newEventId(): string {
-  // randomUUID draws from a cached entropy pool: 122 random bits without a syscall per event.
-  return `evt_${crypto.randomUUID().replaceAll('-', '')}`
+  // randomUUID draws from a cached entropy pool: random bits without a syscall per event.
+  return `evt_${Date.now().toString(16).padStart(12, '0')}${crypto.randomUUID().replaceAll('-', '').slice(0, 20)}`
 }
 
 /**
