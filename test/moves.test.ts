@@ -115,6 +115,10 @@ describe(`batched moves (${STORAGE})`, () => {
       ],
     )
     assert.deepEqual(JSON.parse(events[1].payload).data, (outcomes[0] as { transaction: unknown }).transaction)
+    // The stored payload is exactly what is delivered: compact JSON, keys in the contract's order.
+    assert.equal(events[1].payload, JSON.stringify(JSON.parse(events[1].payload)))
+    assert.deepEqual(Object.keys(JSON.parse(events[1].payload)), ['type', 'id', 'created_at', 'data'])
+    assert.match(JSON.parse(events[1].payload).id, /^evt_[0-9a-f]{32}$/)
     const deliveries = await db.selectFrom('webhook_deliveries').select(['event_id', 'wallet_id', 'status']).where('wallet_id', 'in', [a.walletId, b.walletId]).execute()
     assert.deepEqual(deliveries, [{ event_id: events[1].id, wallet_id: b.walletId, status: 'pending' }])
   })

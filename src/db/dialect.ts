@@ -77,3 +77,31 @@ export function rowsOf(executor: Executor, columns: readonly (readonly [name: st
   const fields = sql.raw(columns.map(([name], i) => `value ->> ${i} as ${name}`).join(', '))
   return sql`(select ${fields} from json_each(${JSON.stringify(rows)})) as r`
 }
+
+/** A data-changing statement for `runWrites`; with `returning`, the columns it gives back. */
+export interface Write {
+  statement: RawBuilder<unknown>
+  returning?: string
+}
+
+/**
+ * Runs independent data-changing statements (none reads what another writes) and returns the
+ * rows each gives back. On PostgreSQL they go as one statement, one data-modifying CTE each, so a
+ * batch of writes costs one round trip; SQLite runs them one after the other, in process.
+ */
+export async function runWrites(executor: Executor, writes: Write[]): Promise<Record<string, unknown>[][]> {
+  const statements = writes.map(({ statement, returning }) => (returning ? sql`${statement} returning ${sql.raw(returning)}` : statement))
+  if (!isPostgres(executor)) {
+    const results: Record<string, unknown>[][] = []
+    for (const statement of statements) results.push((await statement.execute(executor)).rows as Record<string, unknown>[])
+    return results
+  }
+  const name = (i: number) => sql.raw(`w${i}`)
+  const ctes = sql.join(
+    statements.map((statement, i) => sql`${name(i)} as (${statement})`),
+    sql`, `,
+  )
+  const outputs = writes.map((write, i) => (write.returning ? sql`coalesce((select json_agg(${name(i)}) from ${name(i)}), '[]') as ${name(i)}` : sql`null as ${name(i)}`))
+  const { rows } = await sql<Record<string, Record<string, unknown>[] | null>>`with ${ctes} select ${sql.join(outputs)}`.execute(executor)
+  return writes.map((_, i) => rows[0][`w${i}`] ?? [])
+}

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto'
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { rowsOf } from '../db/dialect.ts'
+import { rowsOf, type Write } from '../db/dialect.ts'
 import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
 import type { Transaction } from '../ledger/transactions.repository.ts'
 
@@ -24,41 +24,58 @@ export function newEventId(): string {
   return `evt_${Date.now().toString(16).padStart(12, '0')}${crypto.randomUUID().replaceAll('-', '').slice(0, 20)}`
 }
 
+/** The wallets that get an event for a transfer between these two: both sides, never mint. */
+export function eventWallets(from: number, to: number): { walletId: number; type: EventType }[] {
+  const sides: { walletId: number; type: EventType }[] = []
+  if (from !== MINT_WALLET_ID) sides.push({ walletId: from, type: 'transaction.sent' })
+  if (to !== MINT_WALLET_ID) sides.push({ walletId: to, type: 'transaction.received' })
+  return sides
+}
+
 /**
- * Transactional outbox (contract §8): `transaction.sent` for the sender and `transaction.received`
- * for the receiver (never for mint), written with the transfer, and a webhook delivery queued for
- * each event whose wallet has a webhook. A rolled-back transfer therefore emits nothing and a
- * committed one never loses its events. Called by the ledger (`ledger/moves.ts`) with the
- * transactions of a batch, and each wallet's webhook URL as read under the batch's locks.
+ * Transactional outbox (contract §8): the writes of `transaction.sent` for the sender and
+ * `transaction.received` for the receiver (never for mint), to run with the transfer, and of a
+ * webhook delivery for each event whose wallet has a webhook. A rolled-back transfer therefore
+ * emits nothing and a committed one never loses its events. Called by the ledger
+ * (`ledger/moves.ts`) with the transactions of a batch, one reserved sequence id per event (in
+ * the order of `eventWallets`), and each wallet's webhook URL as read under the batch's locks.
  */
-export async function appendTransactionEvents(trx: Executor, transactions: Transaction[], webhookUrl: (walletId: number) => string | undefined): Promise<void> {
-  const events: { walletId: number; payload: EventPayload }[] = []
+export function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[], webhookUrl: (walletId: number) => string | undefined): Write[] {
+  const events: unknown[][] = []
+  const deliveries: unknown[][] = []
   for (const transaction of transactions) {
-    const add = (walletId: number, type: EventType) => {
-      if (walletId !== MINT_WALLET_ID) events.push({ walletId, payload: { type, id: newEventId(), created_at: transaction.created_at, data: transaction } })
+    // Both events carry the same transaction: serialized once, the payload is then the same text
+    // JSON.stringify would give for { type, id, created_at, data }.
+    const data = JSON.stringify(transaction)
+    for (const { walletId, type } of eventWallets(transaction.sending_wallet_id, transaction.receiving_wallet_id)) {
+      const id = ids[events.length]
+      const eventId = newEventId()
+      const payload = `{"type":${JSON.stringify(type)},"id":${JSON.stringify(eventId)},"created_at":${JSON.stringify(transaction.created_at)},"data":${data}}`
+      events.push([id, eventId, walletId, type, transaction.id, payload, transaction.created_at])
+      const url = webhookUrl(walletId)
+      if (url !== undefined) deliveries.push([id, walletId, url, transaction.created_at])
     }
-    add(transaction.sending_wallet_id, 'transaction.sent')
-    add(transaction.receiving_wallet_id, 'transaction.received')
   }
-  if (events.length === 0) return
-  const rows = events.map(({ walletId, payload }) => [payload.id, walletId, payload.type, payload.data.id, JSON.stringify(payload), payload.created_at])
-  const hooked = events.filter((event) => webhookUrl(event.walletId) !== undefined)
-  const insert = sql<{ id: number; event_id: string }>`
-    insert into events (event_id, wallet_id, type, transaction_id, payload, created_at)
-    select event_id, wallet_id, type, transaction_id, payload, created_at from ${rowsOf(trx, EVENT_COLUMNS, rows)}`
-  if (hooked.length === 0) {
-    await insert.execute(trx)
-    return
+  if (events.length === 0) return []
+  const writes: Write[] = [
+    {
+      statement: sql`
+        insert into events (id, event_id, wallet_id, type, transaction_id, payload, created_at)
+        select id, event_id, wallet_id, type, transaction_id, payload, created_at from ${rowsOf(executor, EVENT_COLUMNS, events)}`,
+    },
+  ]
+  if (deliveries.length > 0) {
+    writes.push({
+      statement: sql`
+        insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+        select event_id, wallet_id, url, 'pending', 0, created_at, created_at, created_at from ${rowsOf(executor, DELIVERY_COLUMNS, deliveries)}`,
+    })
   }
-  const inserted = await sql<{ id: number; event_id: string }>`${insert} returning id, event_id`.execute(trx)
-  const sequence = new Map(inserted.rows.map((row) => [row.event_id, Number(row.id)]))
-  const deliveries = hooked.map(({ walletId, payload }) => [sequence.get(payload.id) as number, walletId, webhookUrl(walletId) as string, payload.created_at])
-  await sql`
-    insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
-    select event_id, wallet_id, url, 'pending', 0, created_at, created_at, created_at from ${rowsOf(trx, DELIVERY_COLUMNS, deliveries)}`.execute(trx)
+  return writes
 }
 
 const EVENT_COLUMNS = [
+  ['id', 'bigint'],
   ['event_id', 'text'],
   ['wallet_id', 'bigint'],
   ['type', 'text'],

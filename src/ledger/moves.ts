@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, nowIso, rowsOf } from '../db/dialect.ts'
-import { appendTransactionEvents } from '../events/outbox.ts'
+import { anyOf, isPostgres, nowIso, rowsOf, runWrites, type Write } from '../db/dialect.ts'
+import { eventWallets, transactionEventWrites } from '../events/outbox.ts'
 import { AppError } from '../http/errors.ts'
 import { compareAssetNames } from './assets.repository.ts'
 import { MAX_QUANTITY, MINT_WALLET_ID, toTransaction, type Line, type Transaction, type WalletLabel } from './transactions.repository.ts'
@@ -17,9 +17,11 @@ import { MAX_QUANTITY, MINT_WALLET_ID, toTransaction, type Line, type Transactio
  *    update), in id order, so that concurrent batches lock in the same order.
  * 2. `applyMoves` checks the moves in order against those balances in memory, exactly as one
  *    transfer after the other would (W000, then I002 / I003 per line in (wallet, asset) order),
- *    and writes the moves that pass with one set-based statement per table: holdings, transactions,
- *    their lines, the outbox events and webhook deliveries (`events/outbox.ts`) and idempotency keys. A move that fails
- *    changes nothing; its outcome carries its error.
+ *    reserves the ids of the new transactions and events, and writes the moves that pass with one
+ *    set-based statement per table: holdings, transactions, their lines, the outbox events and
+ *    webhook deliveries (`events/outbox.ts`) and idempotency keys. On PostgreSQL these go to the
+ *    server as one statement (`runWrites`). A move that fails changes nothing; its outcome
+ *    carries its error.
  *
  * The statements have the same text whatever the batch size (rows travel as arrays on
  * PostgreSQL, as JSON on SQLite), so both databases prepare and plan each one once.
@@ -167,14 +169,22 @@ export async function applyMoves(trx: Executor, moves: Move[], locked: Locked): 
   const outcomes: Outcome[] = moves.map((_, index) => ({ ok: false, error: failed.get(index) }))
   if (planned.length === 0) return outcomes
 
-  const ids = await reserveTransactionIds(trx, planned.length)
+  const eventCount = planned.reduce((count, { move }) => count + eventWallets(move.from, move.to).length, 0)
+  const ids = await reserveIds(trx, planned.length, eventCount)
   const transactions = planned.map(({ move, lines, createdAt }, i) =>
-    toTransaction({ id: ids[i], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets),
+    toTransaction({ id: ids.transactions[i], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets),
   )
-  await writeHoldings(trx, deltas, locked)
-  await writeTransactions(trx, planned, transactions)
-  await appendTransactionEvents(trx, transactions, (walletId) => locked.wallets.get(walletId)?.webhookUrl)
-  await writeIdempotencyKeys(trx, planned, transactions)
+  const holdings = holdingWrites(trx, deltas, locked)
+  const keys = idempotencyWrite(trx, planned, transactions)
+  const writes = [
+    ...holdings.writes,
+    ...transactionWrites(trx, planned, transactions),
+    ...transactionEventWrites(trx, transactions, ids.events, (walletId) => locked.wallets.get(walletId)?.webhookUrl),
+    ...(keys ? [keys.write] : []),
+  ]
+  const results = await runWrites(trx, writes)
+  if (holdings.created && results[holdings.created.index].length !== holdings.created.count) throw new HoldingRace()
+  if (keys) keys.check(results[writes.indexOf(keys.write)])
   planned.forEach(({ index }, i) => (outcomes[index] = { ok: true, transaction: transactions[i] }))
   return outcomes
 }
@@ -186,27 +196,36 @@ export async function moveAssets(trx: Executor, move: Move): Promise<Transaction
   return outcome.transaction
 }
 
-/** Ids for `count` new transactions, increasing, taken while the batch holds its row locks. */
-async function reserveTransactionIds(trx: Executor, count: number): Promise<number[]> {
+/**
+ * Ids for new transactions and events, increasing, taken while the batch holds its row locks, so
+ * that the rows can be written without waiting for their ids (and events know their sequence).
+ */
+async function reserveIds(trx: Executor, transactions: number, events: number): Promise<{ transactions: number[]; events: number[] }> {
   if (isPostgres(trx)) {
-    const { rows } = await sql<{ id: number }>`select nextval('transactions_id_seq') as id from generate_series(1, ${count}::int)`.execute(trx)
-    return rows.map((row) => Number(row.id)).sort((a, b) => a - b)
+    const { rows } = await sql<{ transactions: string[]; events: string[] }>`
+      select array(select nextval('transactions_id_seq') from generate_series(1, ${transactions}::int)) as transactions,
+             array(select nextval('events_id_seq') from generate_series(1, ${events}::int)) as events`.execute(trx)
+    const sorted = (values: string[]) => values.map(Number).sort((a, b) => a - b)
+    return { transactions: sorted(rows[0].transactions), events: sorted(rows[0].events) }
   }
-  // SQLite has one writer, and this transaction is it from its first write until commit; ledger
-  // rows are never deleted, so the next ids follow the largest.
-  const { rows } = await sql<{ last: number | null }>`select max(id) as last from transactions`.execute(trx)
-  const last = rows[0]?.last ?? 0
-  return Array.from({ length: count }, (_, i) => last + 1 + i)
+  // SQLite has one writer, and this transaction is it from its first write until commit; the next
+  // ids follow the largest ever used (AUTOINCREMENT keeps that in sqlite_sequence).
+  const { rows } = await sql<{ transactions: number; events: number }>`
+    select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0), coalesce((select max(id) from transactions), 0)) as transactions,
+           max(coalesce((select seq from sqlite_sequence where name = 'events'), 0), coalesce((select max(id) from events), 0)) as events`.execute(trx)
+  const after = (last: number, count: number) => Array.from({ length: count }, (_, i) => last + 1 + i)
+  return { transactions: after(rows[0].transactions, transactions), events: after(rows[0].events, events) }
 }
 
 /**
  * Adds each holding's net change. Holdings that existed are locked, so they are updated in
  * place. New ones are inserted, and the change is added to, not written over, a row that another
  * batch created since the lock; should that sum leave the allowed range, the row is not written
- * and the batch runs again (it then finds the row and locks it). New holdings never start below
- * zero (only mint's may), so the insert itself cannot trip the overdraft check.
+ * (`created` tells how many must come back) and the batch runs again: it then finds the row and
+ * locks it. New holdings never start below zero (only mint's may), so the insert itself cannot
+ * trip the overdraft check.
  */
-async function writeHoldings(trx: Executor, deltas: Map<string, number>, locked: Locked): Promise<void> {
+function holdingWrites(trx: Executor, deltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
   const changed: [number, number, number][] = []
   const created: [number, number, number][] = []
   for (const [key, delta] of deltas) {
@@ -217,20 +236,25 @@ async function writeHoldings(trx: Executor, deltas: Map<string, number>, locked:
   }
   // In (wallet, asset) order, like every lock the ledger takes.
   for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
+  const writes: Write[] = []
   if (changed.length > 0) {
-    await sql`
-      update holdings set quantity = holdings.quantity + r.quantity
-      from ${rowsOf(trx, HOLDING_COLUMNS, changed)}
-      where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`.execute(trx)
+    writes.push({
+      statement: sql`
+        update holdings set quantity = holdings.quantity + r.quantity
+        from ${rowsOf(trx, HOLDING_COLUMNS, changed)}
+        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
+    })
   }
-  if (created.length > 0) {
-    const result = await sql`
+  if (created.length === 0) return { writes }
+  writes.push({
+    statement: sql`
       insert into holdings (wallet_id, asset_id, quantity)
       select wallet_id, asset_id, quantity from ${rowsOf(trx, HOLDING_COLUMNS, created)} where true
       on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
-      where holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`.execute(trx)
-    if (Number(result.numAffectedRows ?? 0) !== created.length) throw new HoldingRace()
-  }
+      where holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`,
+    returning: 'wallet_id',
+  })
+  return { writes, created: { index: writes.length - 1, count: created.length } }
 }
 
 const HOLDING_COLUMNS = [
@@ -239,15 +263,21 @@ const HOLDING_COLUMNS = [
   ['quantity', 'bigint'],
 ] as const
 
-async function writeTransactions(trx: Executor, planned: Planned[], transactions: Transaction[]): Promise<void> {
+function transactionWrites(trx: Executor, planned: Planned[], transactions: Transaction[]): Write[] {
   const rows = transactions.map((t) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at])
-  await sql`
-    insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at)
-    select id, sending_wallet_id, receiving_wallet_id, memo, created_at from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`.execute(trx)
   const lines = planned.flatMap(({ lines }, i) => lines.map((line) => [transactions[i].id, line.asset.id, line.quantity]))
-  await sql`
-    insert into transaction_assets (transaction_id, asset_id, quantity)
-    select transaction_id, asset_id, quantity from ${rowsOf(trx, LINE_COLUMNS, lines)}`.execute(trx)
+  return [
+    {
+      statement: sql`
+        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at)
+        select id, sending_wallet_id, receiving_wallet_id, memo, created_at from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
+    },
+    {
+      statement: sql`
+        insert into transaction_assets (transaction_id, asset_id, quantity)
+        select transaction_id, asset_id, quantity from ${rowsOf(trx, LINE_COLUMNS, lines)}`,
+    },
+  ]
 }
 
 const TRANSACTION_COLUMNS = [
@@ -263,19 +293,28 @@ const LINE_COLUMNS = [
   ['quantity', 'bigint'],
 ] as const
 
-/** Stores the response of each move sent with an Idempotency-Key; throws IdempotencyConflict if one was taken meanwhile. */
-async function writeIdempotencyKeys(trx: Executor, planned: Planned[], transactions: Transaction[]): Promise<void> {
+/**
+ * Stores the response of each move sent with an Idempotency-Key. `check` throws
+ * IdempotencyConflict, naming the moves, for keys that another request stored meanwhile.
+ */
+function idempotencyWrite(trx: Executor, planned: Planned[], transactions: Transaction[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
   const keyed = planned.flatMap(({ move, index }, i) => (move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, transaction: transactions[i] }] : []))
-  if (keyed.length === 0) return
+  if (keyed.length === 0) return undefined
   const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, JSON.stringify(k.transaction), k.transaction.created_at])
-  const { rows: stored } = await sql<{ wallet_id: number; key: string }>`
-    insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
-    select wallet_id, key, request_hash, 201, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
-    on conflict (wallet_id, key) do nothing
-    returning wallet_id, key`.execute(trx)
-  if (stored.length === keyed.length) return
-  const taken = new Set(stored.map((row) => `${row.wallet_id}:${row.key}`))
-  throw new IdempotencyConflict(keyed.filter((k) => !taken.has(`${k.walletId}:${k.key}`)).map((k) => k.index))
+  return {
+    write: {
+      statement: sql`
+        insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
+        select wallet_id, key, request_hash, 201, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
+        on conflict (wallet_id, key) do nothing`,
+      returning: 'wallet_id, key',
+    },
+    check(stored) {
+      if (stored.length === keyed.length) return
+      const taken = new Set(stored.map((row) => `${Number(row.wallet_id)}:${String(row.key)}`))
+      throw new IdempotencyConflict(keyed.filter((k) => !taken.has(`${k.walletId}:${k.key}`)).map((k) => k.index))
+    },
+  }
 }
 
 const IDEMPOTENCY_COLUMNS = [
