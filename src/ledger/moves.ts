@@ -48,6 +48,8 @@ export interface Locked {
   wallets: Map<number, WalletState>
   /** Current quantity by `${walletId}:${assetId}`; absent when there is no holding row. */
   holdings: Map<string, number>
+  /** PostgreSQL: ids taken with the locks, enough for every move. */
+  reserved?: Ids
 }
 
 /**
@@ -71,33 +73,62 @@ class HoldingRace extends Error {
 
 const holdingKey = (walletId: number, assetId: number) => `${walletId}:${assetId}`
 
-/** Reads and locks every wallet and holding the moves touch (step 1 above). */
+type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null; url: string | null }
+type HoldingRow = { wallet_id: number; asset_id: number; quantity: number }
+type Ids = { transactions: number[]; events: number[] }
+
+/**
+ * Reads and locks every wallet and holding the moves touch (step 1 above). On PostgreSQL this is
+ * one statement, which also reserves ids for the transactions and events of every move (a move
+ * that then fails leaves a gap); the ids are drawn only once the locks are held, so they grow in
+ * commit order for every wallet.
+ */
 export async function lockMoves(trx: Executor, moves: Move[]): Promise<Locked> {
-  const postgres = isPostgres(trx)
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
+  // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
+  // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
   const assetIds = [...new Set(moves.flatMap((move) => move.lines.map((line) => line.asset.id)))]
-  const walletRows = await sql<{ id: number; address: string; deleted_at: string | null; username: string | null; url: string | null }>`
+  const selectWallets = sql`
     select wallets.id, wallets.address, wallets.deleted_at, users.username, webhooks.url
     from wallets
     left join users on users.primary_wallet_id = wallets.id
     left join webhooks on webhooks.wallet_id = wallets.id
-    where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}
-    order by wallets.id${sql.raw(postgres ? ' for key share of wallets' : '')}`.execute(trx)
+    where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}`
+  const selectHoldings = sql`
+    select wallet_id, asset_id, quantity from holdings
+    where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}`
+  let walletRows: WalletRow[]
+  let holdingRows: HoldingRow[]
+  let reserved: Ids | undefined
+  if (isPostgres(trx)) {
+    const events = moves.reduce((count, move) => count + eventWallets(move.from, move.to).length, 0)
+    // Each `(select count(*) …) >= 0` is evaluated before the scan it guards: wallets are locked
+    // first, then holdings, then ids are drawn.
+    const { rows } = await sql<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>`
+      with w as materialized (${selectWallets} order by wallets.id for key share of wallets),
+      h as materialized (${selectHoldings} and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
+      select coalesce((select json_agg(w) from w), '[]') as wallets,
+             coalesce((select json_agg(h) from h), '[]') as holdings,
+             array(select nextval('transactions_id_seq') from generate_series(1, ${moves.length}::int) where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
+             array(select nextval('events_id_seq') from generate_series(1, ${events}::int) where (select count(*) from w) + (select count(*) from h) >= 0) as events`.execute(trx)
+    walletRows = rows[0].wallets
+    holdingRows = rows[0].holdings
+    const sorted = (values: string[]) => values.map(Number).sort((x, y) => x - y)
+    reserved = { transactions: sorted(rows[0].transactions), events: sorted(rows[0].events) }
+  } else {
+    // SQLite has one writer: nothing to lock, and ids are taken once the batch knows how many.
+    walletRows = (await sql<WalletRow>`${selectWallets} order by wallets.id`.execute(trx)).rows
+    holdingRows = (await sql<HoldingRow>`${selectHoldings} order by wallet_id, asset_id`.execute(trx)).rows
+  }
   const wallets = new Map<number, WalletState>()
-  for (const row of walletRows.rows) {
+  for (const row of walletRows) {
     const state: WalletState = { address: row.address, live: row.deleted_at === null }
     if (row.username !== null) state.username = row.username
     if (row.url !== null) state.webhookUrl = row.url
-    wallets.set(row.id, state)
+    wallets.set(Number(row.id), state)
   }
-  // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
-  // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
-  const holdingRows = await sql<{ wallet_id: number; asset_id: number; quantity: number }>`
-    select wallet_id, asset_id, quantity from holdings
-    where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}
-    order by wallet_id, asset_id${sql.raw(postgres ? ' for update' : '')}`.execute(trx)
-  const holdings = new Map(holdingRows.rows.map((row) => [holdingKey(row.wallet_id, row.asset_id), Number(row.quantity)]))
-  return { wallets, holdings }
+  const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
+  return { wallets, holdings, reserved }
 }
 
 interface Planned {
@@ -170,7 +201,9 @@ export async function applyMoves(trx: Executor, moves: Move[], locked: Locked): 
   if (planned.length === 0) return outcomes
 
   const eventCount = planned.reduce((count, { move }) => count + eventWallets(move.from, move.to).length, 0)
-  const ids = await reserveIds(trx, planned.length, eventCount)
+  const ids = locked.reserved
+    ? { transactions: locked.reserved.transactions.slice(0, planned.length), events: locked.reserved.events.slice(0, eventCount) }
+    : await reserveIds(trx, planned.length, eventCount)
   const transactions = planned.map(({ move, lines, createdAt }, i) =>
     toTransaction({ id: ids.transactions[i], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets),
   )
@@ -196,18 +229,8 @@ export async function moveAssets(trx: Executor, move: Move): Promise<Transaction
   return outcome.transaction
 }
 
-/**
- * Ids for new transactions and events, increasing, taken while the batch holds its row locks, so
- * that the rows can be written without waiting for their ids (and events know their sequence).
- */
-async function reserveIds(trx: Executor, transactions: number, events: number): Promise<{ transactions: number[]; events: number[] }> {
-  if (isPostgres(trx)) {
-    const { rows } = await sql<{ transactions: string[]; events: string[] }>`
-      select array(select nextval('transactions_id_seq') from generate_series(1, ${transactions}::int)) as transactions,
-             array(select nextval('events_id_seq') from generate_series(1, ${events}::int)) as events`.execute(trx)
-    const sorted = (values: string[]) => values.map(Number).sort((a, b) => a - b)
-    return { transactions: sorted(rows[0].transactions), events: sorted(rows[0].events) }
-  }
+/** SQLite: ids for the batch's new transactions and events, after the largest ever used. */
+async function reserveIds(trx: Executor, transactions: number, events: number): Promise<Ids> {
   // SQLite has one writer, and this transaction is it from its first write until commit; the next
   // ids follow the largest ever used (AUTOINCREMENT keeps that in sqlite_sequence).
   const { rows } = await sql<{ transactions: number; events: number }>`
