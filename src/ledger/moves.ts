@@ -12,12 +12,13 @@ import { MAX_QUANTITY, MINT_WALLET_ID, toTransaction, type Line, type Transactio
  * A move sends every line from one wallet to another as one recorded Transaction. A batch is
  * applied in two steps inside the caller's database transaction:
  *
- * 1. `lockMoves` reads, in one query each, every wallet the batch touches (shared lock: a wallet
- *    being deleted is waited for, not interleaved) and every holding it touches (locked for
- *    update), in id order, so that concurrent batches lock in the same order.
+ * 1. `lockMoves` reads every wallet the batch touches (shared lock: a wallet being deleted is
+ *    waited for, not interleaved) and every holding it touches (locked for update), in id order,
+ *    so that concurrent batches lock in the same order; on PostgreSQL in one statement, which also
+ *    reserves the ids of the new transactions and events.
  * 2. `applyMoves` checks the moves in order against those balances in memory, exactly as one
  *    transfer after the other would (W000, then I002 / I003 per line in (wallet, asset) order),
- *    reserves the ids of the new transactions and events, and writes the moves that pass with one
+ *    takes the ids of the new transactions and events, and writes the moves that pass with one
  *    set-based statement per table: holdings, transactions, their lines, the outbox events and
  *    webhook deliveries (`events/outbox.ts`) and idempotency keys. On PostgreSQL these go to the
  *    server as one statement (`runWrites`). A move that fails changes nothing; its outcome
