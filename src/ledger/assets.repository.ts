@@ -2,6 +2,7 @@ import type { Executor } from '../db/database.ts'
 import { sql } from 'kysely'
 import { coalescedPer } from '../db/coalesce.ts'
 import { anyOf, nowIso } from '../db/dialect.ts'
+import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
 import type { AssetRow } from '../db/tables.ts'
 
 export interface Asset {
@@ -75,10 +76,13 @@ export async function updateAsset(db: Executor, assetId: number, changes: { name
   return row && toAsset(row)
 }
 
-/** True when any wallet other than mint holds a non-zero quantity (mint's balance mirrors the rest). */
+/**
+ * True when any wallet other than mint holds a non-zero quantity. Holdings of an asset sum to
+ * zero and only mint's may be negative, so that is exactly when mint's own holding is not zero:
+ * one row read by primary key, however many wallets ever held the asset.
+ */
 export async function isAssetHeld(db: Executor, assetId: number): Promise<boolean> {
-  const row = await db.selectFrom('holdings').select('wallet_id').where('asset_id', '=', assetId).where('quantity', '<>', 0).limit(1).executeTakeFirst()
-  return row !== undefined
+  return (await findHolding(db, MINT_WALLET_ID, assetId)) !== 0
 }
 
 /** Marks the asset deleted and frees its name; the row stays for the history that names it. */
