@@ -41,14 +41,6 @@ export function forUpdate<Q extends { forUpdate(): Q }>(query: Q, executor: Exec
   return isPostgres(executor) ? query.forUpdate() : query
 }
 
-/**
- * `SELECT … FOR KEY SHARE` on PostgreSQL (no-op on SQLite): the weakest row lock, which does not
- * block other sharers but waits for, and is waited for by, a `forUpdate` lock on the same row.
- */
-export function forKeyShare<Q extends { forKeyShare(): Q }>(query: Q, executor: Executor): Q {
-  return isPostgres(executor) ? query.forKeyShare() : query
-}
-
 export function isPostgres(executor: Executor): boolean {
   return executor.getExecutor().adapter.constructor.name === 'PostgresAdapter'
 }
