@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Db } from '../src/db/database.ts'
+import { readWalletEvents } from '../src/events/events.repository.ts'
 import { inGroupCommit } from '../src/ledger/group-commit.ts'
 import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from '../src/ledger/moves.ts'
 import { MAX_QUANTITY, MINT_WALLET_ID, type Line } from '../src/ledger/transactions.repository.ts'
@@ -105,7 +106,7 @@ describe(`batched moves (${STORAGE})`, () => {
     const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 2 }]), { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue' }])
     assert.deepEqual(outcomes.map(errorCode), [undefined, undefined])
     const ids = outcomes.map((outcome) => (outcome.ok ? outcome.transaction.id : 0))
-    const events = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'transaction_id', 'payload']).where('transaction_id', 'in', ids).orderBy('id').execute()
+    const events = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'transaction_id']).where('transaction_id', 'in', ids).orderBy('id').execute()
     assert.deepEqual(
       events.map((event) => [event.transaction_id, event.wallet_id, event.type]),
       [
@@ -114,11 +115,13 @@ describe(`batched moves (${STORAGE})`, () => {
         [ids[1], a.walletId, 'transaction.received'],
       ],
     )
-    assert.deepEqual(JSON.parse(events[1].payload).data, (outcomes[0] as { transaction: unknown }).transaction)
-    // The stored payload is exactly what is delivered: compact JSON, keys in the contract's order.
-    assert.equal(events[1].payload, JSON.stringify(JSON.parse(events[1].payload)))
-    assert.deepEqual(Object.keys(JSON.parse(events[1].payload)), ['type', 'id', 'created_at', 'data'])
-    assert.match(JSON.parse(events[1].payload).id, /^evt_[0-9a-f]{32}$/)
+    // The payload as read back for the stream and webhooks: compact JSON, keys in the contract's order.
+    const [received] = await readWalletEvents(db, b.walletId, events[1].id - 1, events[1].id, 10)
+    const payload = received.payload
+    assert.deepEqual(JSON.parse(payload).data, (outcomes[0] as { transaction: unknown }).transaction)
+    assert.equal(payload, JSON.stringify(JSON.parse(payload)))
+    assert.deepEqual(Object.keys(JSON.parse(payload)), ['type', 'id', 'created_at', 'data'])
+    assert.match(JSON.parse(payload).id, /^evt_[0-9a-f]{32}$/)
     const deliveries = await db.selectFrom('webhook_deliveries').select(['event_id', 'wallet_id', 'status']).where('wallet_id', 'in', [a.walletId, b.walletId]).execute()
     assert.deepEqual(deliveries, [{ event_id: events[1].id, wallet_id: b.walletId, status: 'pending' }])
   })

@@ -1,22 +1,35 @@
-import { Migrator, type Migration, type MigrationProvider } from 'kysely'
+import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely'
 import type { Db } from './database.ts'
 import * as initial from './migrations/0001_initial.ts'
 import * as usersPrimaryWalletIndex from './migrations/0002_users_primary_wallet_index.ts'
 import * as holdingsWithoutAssetIndex from './migrations/0003_holdings_without_asset_index.ts'
+import * as transactionBody from './migrations/0004_transaction_body.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_users_primary_wallet_index': usersPrimaryWalletIndex,
   '0003_holdings_without_asset_index': holdingsWithoutAssetIndex,
+  '0004_transaction_body': transactionBody,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }
 
+function migrator(db: Db): Migrator {
+  return new Migrator({ db, provider, migrationTableName: 'coffer_migrations', migrationLockTableName: 'coffer_migrations_lock' })
+}
+
 /** Brings the schema up to date; throws on the first failing migration. */
 export async function migrateToLatest(db: Db): Promise<string[]> {
-  const migrator = new Migrator({ db, provider, migrationTableName: 'coffer_migrations', migrationLockTableName: 'coffer_migrations_lock' })
-  const { error, results } = await migrator.migrateToLatest()
+  return applied(await migrator(db).migrateToLatest())
+}
+
+/** Moves the schema up or down to the named migration (tests of a migration's data changes). */
+export async function migrateTo(db: Db, name: string): Promise<string[]> {
+  return applied(await migrator(db).migrateTo(name))
+}
+
+function applied({ error, results }: MigrationResultSet): string[] {
   if (error) throw error
   return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName)
 }

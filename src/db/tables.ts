@@ -73,6 +73,11 @@ export interface TransactionsTable {
   receiving_wallet_id: number
   memo: string
   created_at: string
+  /**
+   * The transaction as answered when it was recorded (JSON), which its events carry as `data`.
+   * Null only for rows written outside the ledger (the bench's direct history), which have no events.
+   */
+  body: string | null
 }
 
 export interface TransactionAssetsTable {
@@ -106,7 +111,7 @@ export interface EventsTable {
   wallet_id: number
   type: string
   transaction_id: number
-  payload: string
+  /** The transaction's time; the payload is composed from these columns and the transaction's body. */
   created_at: string
 }
 

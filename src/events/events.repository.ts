@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { isPostgres, nowIso } from '../db/dialect.ts'
+import { eventPayload } from './outbox.ts'
 
 /** SQL for reading the outbox as a stream (GET /wallet/events). */
 
@@ -49,38 +50,36 @@ export async function readHead(db: Executor): Promise<{ maxId: number; snapshot:
   return { maxId: Number(rows[0].max_id ?? 0), snapshot: toSnapshot(rows[0]) }
 }
 
+/** The columns an event's payload is composed from: the event's own and its transaction's body. */
+const EVENT_FIELDS = sql`events.id, events.wallet_id, events.type, events.event_id, events.created_at, transactions.body`
+const EVENTS = sql`events join transactions on transactions.id = events.transaction_id`
+
+type EventRow = { id: number | string; wallet_id: number | string; type: string; event_id: string; created_at: string; body: string | null }
+
+function toStreamEvent(row: EventRow): StreamEvent {
+  return { id: Number(row.id), wallet_id: Number(row.wallet_id), type: row.type, payload: eventPayload(row) }
+}
+
 /**
  * Events of every wallet with id > `after`, in id order, and (PostgreSQL) the bounds of the
  * snapshot the rows were read in: one statement, so the rows and the bounds agree.
  */
 export async function readEventsAfter(db: Executor, after: number, limit: number): Promise<{ rows: StreamEvent[]; snapshot: Snapshot | undefined }> {
-  if (!isPostgres(db)) {
-    const rows = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'payload']).where('id', '>', after).orderBy('id').limit(limit).execute()
-    return { rows, snapshot: undefined }
-  }
-  const { rows } = await sql<StreamEvent & SnapshotRow>`
-    select id, wallet_id, type, payload,
-           pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
-           pg_snapshot_xmax(pg_current_snapshot())::text as xmax
-    from events where id > ${after} order by id limit ${limit}`.execute(db)
+  const snapshot = isPostgres(db) ? sql`pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax` : sql`null as xmin, null as xmax`
+  const { rows } = await sql<EventRow & SnapshotRow>`
+    select ${EVENT_FIELDS}, ${snapshot}
+    from ${EVENTS} where events.id > ${after} order by events.id limit ${limit}`.execute(db)
   if (rows.length === 0) return { rows: [], snapshot: undefined }
-  return {
-    rows: rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), type: row.type, payload: row.payload })),
-    snapshot: toSnapshot(rows[0]),
-  }
+  return { rows: rows.map(toStreamEvent), snapshot: isPostgres(db) ? toSnapshot(rows[0]) : undefined }
 }
 
 /** One wallet's events with `after` < id ≤ `upto`, in id order (a reconnecting stream's backlog). */
 export async function readWalletEvents(db: Executor, walletId: number, after: number, upto: number, limit: number): Promise<StreamEvent[]> {
-  return db
-    .selectFrom('events')
-    .select(['id', 'wallet_id', 'type', 'payload'])
-    .where('wallet_id', '=', walletId)
-    .where('id', '>', after)
-    .where('id', '<=', upto)
-    .orderBy('id')
-    .limit(limit)
-    .execute()
+  const { rows } = await sql<EventRow>`
+    select ${EVENT_FIELDS}
+    from ${EVENTS} where events.wallet_id = ${walletId} and events.id > ${after} and events.id <= ${upto}
+    order by events.id limit ${limit}`.execute(db)
+  return rows.map(toStreamEvent)
 }
 
 /** True while a user session still exists and still acts on `walletId`. */

@@ -33,25 +33,32 @@ export function eventWallets(from: number, to: number): { walletId: number; type
 }
 
 /**
+ * An event's payload as sent on the stream and to webhooks: `{ type, id, created_at, data }` with
+ * the transaction's stored body as `data`, the text `JSON.stringify` gives for that object. Stored
+ * events hold only the fields around it (migration 0004): both events of a transfer carry the
+ * same transaction, which is stored once, on its row. (Every transaction written by the ledger
+ * has a body; only the bench's directly inserted history has none, and no events.)
+ */
+export function eventPayload(event: { type: string; event_id: string; created_at: string; body: string | null }): string {
+  return `{"type":${JSON.stringify(event.type)},"id":${JSON.stringify(event.event_id)},"created_at":${JSON.stringify(event.created_at)},"data":${event.body}}`
+}
+
+/**
  * Transactional outbox (contract §8): the writes of `transaction.sent` for the sender and
  * `transaction.received` for the receiver (never for mint), to run with the transfer, and of a
  * webhook delivery for each event whose wallet has a webhook. A rolled-back transfer therefore
  * emits nothing and a committed one never loses its events. Called by the ledger
  * (`ledger/moves.ts`) with the transactions of a batch, one reserved sequence id per event (in
  * the order of `eventWallets`), and each wallet's webhook URL as read under the batch's locks.
+ * The events' data is the transaction's body, which the ledger writes on the transaction's row.
  */
 export function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[], webhookUrl: (walletId: number) => string | undefined): Write[] {
   const events: unknown[][] = []
   const deliveries: unknown[][] = []
   for (const transaction of transactions) {
-    // Both events carry the same transaction: serialized once, the payload is then the same text
-    // JSON.stringify would give for { type, id, created_at, data }.
-    const data = JSON.stringify(transaction)
     for (const { walletId, type } of eventWallets(transaction.sending_wallet_id, transaction.receiving_wallet_id)) {
       const id = ids[events.length]
-      const eventId = newEventId()
-      const payload = `{"type":${JSON.stringify(type)},"id":${JSON.stringify(eventId)},"created_at":${JSON.stringify(transaction.created_at)},"data":${data}}`
-      events.push([id, eventId, walletId, type, transaction.id, payload, transaction.created_at])
+      events.push([id, newEventId(), walletId, type, transaction.id, transaction.created_at])
       const url = webhookUrl(walletId)
       if (url !== undefined) deliveries.push([id, walletId, url, transaction.created_at])
     }
@@ -60,8 +67,8 @@ export function transactionEventWrites(executor: Executor, transactions: Transac
   const writes: Write[] = [
     {
       statement: sql`
-        insert into events (id, event_id, wallet_id, type, transaction_id, payload, created_at)
-        select id, event_id, wallet_id, type, transaction_id, payload, created_at from ${rowsOf(executor, EVENT_COLUMNS, events)}`,
+        insert into events (id, event_id, wallet_id, type, transaction_id, created_at)
+        select id, event_id, wallet_id, type, transaction_id, created_at from ${rowsOf(executor, EVENT_COLUMNS, events)}`,
     },
   ]
   if (deliveries.length > 0) {
@@ -80,7 +87,6 @@ const EVENT_COLUMNS = [
   ['wallet_id', 'bigint'],
   ['type', 'text'],
   ['transaction_id', 'bigint'],
-  ['payload', 'text'],
   ['created_at', 'text'],
 ] as const
 const DELIVERY_COLUMNS = [

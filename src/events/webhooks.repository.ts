@@ -1,5 +1,6 @@
 import type { Executor } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
+import { eventPayload } from './outbox.ts'
 
 /** SQL for webhooks and their delivery log: the routes' reads and writes, and the worker's claims. */
 
@@ -133,13 +134,16 @@ export async function claimDueDeliveries(db: Executor, claim: { now: string; lea
 
 /** What one attempt needs: the event as stored, and the wallet's webhook now (undefined once removed). */
 export async function loadDeliveryWork(db: Executor, deliveryId: number) {
-  return db
+  const row = await db
     .selectFrom('webhook_deliveries')
     .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
+    .innerJoin('transactions', 'transactions.id', 'events.transaction_id')
     .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-    .select(['events.event_id', 'events.payload', 'webhooks.url', 'webhooks.secret'])
+    .select(['events.event_id', 'events.type', 'events.created_at', 'transactions.body', 'webhooks.url', 'webhooks.secret'])
     .where('webhook_deliveries.id', '=', deliveryId)
     .executeTakeFirst()
+  if (!row) return undefined
+  return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
 }
 
 /** Gives a lease back without counting an attempt (shutdown); the row is claimable again at once. */

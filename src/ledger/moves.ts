@@ -208,11 +208,13 @@ export async function applyMoves(trx: Executor, moves: Move[], locked: Locked): 
   const transactions = planned.map(({ move, lines, createdAt }, i) =>
     toTransaction({ id: ids.transactions[i], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets),
   )
+  // Each transaction as answered: stored on its row (its events' data) and with its Idempotency-Key.
+  const bodies = transactions.map((transaction) => JSON.stringify(transaction))
   const holdings = holdingWrites(trx, deltas, locked)
-  const keys = idempotencyWrite(trx, planned, transactions)
+  const keys = idempotencyWrite(trx, planned, transactions, bodies)
   const writes = [
     ...holdings.writes,
-    ...transactionWrites(trx, planned, transactions),
+    ...transactionWrites(trx, planned, transactions, bodies),
     ...transactionEventWrites(trx, transactions, ids.events, (walletId) => locked.wallets.get(walletId)?.webhookUrl),
     ...(keys ? [keys.write] : []),
   ]
@@ -287,14 +289,14 @@ const HOLDING_COLUMNS = [
   ['quantity', 'bigint'],
 ] as const
 
-function transactionWrites(trx: Executor, planned: Planned[], transactions: Transaction[]): Write[] {
-  const rows = transactions.map((t) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at])
+function transactionWrites(trx: Executor, planned: Planned[], transactions: Transaction[], bodies: string[]): Write[] {
+  const rows = transactions.map((t, i) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i]])
   const lines = planned.flatMap(({ lines }, i) => lines.map((line) => [transactions[i].id, line.asset.id, line.quantity]))
   return [
     {
       statement: sql`
-        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at)
-        select id, sending_wallet_id, receiving_wallet_id, memo, created_at from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
+        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
+        select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
     },
     {
       statement: sql`
@@ -310,6 +312,7 @@ const TRANSACTION_COLUMNS = [
   ['receiving_wallet_id', 'bigint'],
   ['memo', 'text'],
   ['created_at', 'text'],
+  ['body', 'text'],
 ] as const
 const LINE_COLUMNS = [
   ['transaction_id', 'bigint'],
@@ -321,10 +324,10 @@ const LINE_COLUMNS = [
  * Stores the response of each move sent with an Idempotency-Key. `check` throws
  * IdempotencyConflict, naming the moves, for keys that another request stored meanwhile.
  */
-function idempotencyWrite(trx: Executor, planned: Planned[], transactions: Transaction[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
-  const keyed = planned.flatMap(({ move, index }, i) => (move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, transaction: transactions[i] }] : []))
+function idempotencyWrite(trx: Executor, planned: Planned[], transactions: Transaction[], bodies: string[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
+  const keyed = planned.flatMap(({ move, index }, i) => (move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, transaction: transactions[i], body: bodies[i] }] : []))
   if (keyed.length === 0) return undefined
-  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, JSON.stringify(k.transaction), k.transaction.created_at])
+  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.body, k.transaction.created_at])
   return {
     write: {
       statement: sql`
