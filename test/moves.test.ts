@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { sql } from 'kysely'
 import type { Db } from '../src/db/database.ts'
 import { readWalletEvents } from '../src/events/events.repository.ts'
-import { inGroupCommit } from '../src/ledger/group-commit.ts'
+import { GroupCommitter, inGroupCommit } from '../src/ledger/group-commit.ts'
 import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from '../src/ledger/moves.ts'
 import { MAX_QUANTITY, MINT_WALLET_ID, type Line } from '../src/ledger/transactions.repository.ts'
 import type { Asset } from '../src/ledger/assets.repository.ts'
@@ -153,5 +154,37 @@ describe(`batched moves (${STORAGE})`, () => {
     assert.ok(refused.every((result) => (result.reason as { code?: string }).code === 'I002'))
     assert.equal(results[25].status, 'rejected')
     assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [0, 20])
+  })
+
+  it('begins the next batch\'s transaction while a batch runs (PostgreSQL), and leaves none open', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
+    const [a, b] = [await funded({ gold: 30 }), await funded()]
+    let begunEarly = 0
+    // The committer's database, counting the connections it reserves for a transaction begun early.
+    const counted = new Proxy(db, {
+      get(target, key) {
+        if (key === 'connection') return () => (begunEarly++, target.connection())
+        const value: unknown = Reflect.get(target, key)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const committer = new GroupCommitter(counted, { maxBatch: 64, beginEarly: true })
+    const first = committer.run(move(a, b, [{ asset: gold, quantity: 1 }]))
+    // Once the first batch is running, the next transfers wait for the next batch, whose transaction begins now.
+    await new Promise((resolve) => setImmediate(resolve))
+    const rest = Array.from({ length: 29 }, () => committer.run(move(a, b, [{ asset: gold, quantity: 1 }])))
+    // Also a transfer over the balance (refused alone), and one whose database error rolls the early
+    // transaction back (its batch then runs member by member).
+    const refused = committer.run(move(a, b, [{ asset: gold, quantity: 5 }]))
+    const broken = committer.run(move(b, a, [{ asset: { id: 999_999, name: 'ghost', value: 1 }, quantity: 0 }]))
+    const results = await Promise.allSettled([first, ...rest, refused, broken])
+    assert.deepEqual(
+      results.map((result) => result.status),
+      [...Array(30).fill('fulfilled'), 'rejected', 'rejected'],
+    )
+    assert.equal((results[30] as PromiseRejectedResult).reason.code, 'I002')
+    assert.equal(begunEarly, 1)
+    assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [0, 30])
+    const { rows } = await sql<{ open: number }>`select count(*)::int as open from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`.execute(db)
+    assert.equal(rows[0].open, 0)
   })
 })
