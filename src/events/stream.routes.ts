@@ -64,10 +64,12 @@ const streamRoutes: FastifyPluginAsyncTypebox<Deps & { hub: EventHub }> = async 
       const res = reply.raw
       // Headers set so far (request id, CORS) go out with the stream's own.
       for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) res.setHeader(name, value)
+      // The connection ends with the stream: a client reconnects for the next one anyway, and an
+      // idle connection left open would hold up the server's shutdown until the client drops it.
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
+        connection: 'close',
         'x-accel-buffering': 'no',
       })
       res.write(`retry: ${RETRY_MS}\n: connected\n\n`)
