@@ -17,8 +17,6 @@ export interface BenchPostgres {
   /** URL of a database on this server. */
   url(database: string): string
   createDatabase(name: string): Promise<string>
-  /** VACUUM ANALYZE of a database, then a checkpoint: nothing left for background work to do. */
-  settle(database: string): Promise<void>
   stop(): Promise<void>
 }
 
@@ -46,16 +44,6 @@ export async function startPostgres(): Promise<BenchPostgres> {
         await client.end()
       }
       return url(name)
-    },
-    async settle(database: string) {
-      const client = new pg.Client({ connectionString: url(database) })
-      await client.connect()
-      try {
-        await client.query('vacuum analyze')
-        await client.query('checkpoint')
-      } finally {
-        await client.end()
-      }
     },
     stop,
   }

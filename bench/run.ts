@@ -246,7 +246,6 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
     log(`postgres: pgbench -i -s ${PGBENCH_SCALE}`)
     await server.createDatabase('pgbench')
     await initPgbench(server, 'pgbench', PGBENCH_SCALE, track)
-    await server.settle('pgbench')
   }
   const serviceOptions = { dataDir, databaseUrl, adminKey }
   let service: Service = await startService(serviceOptions, track)
@@ -284,8 +283,6 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
       log(`postgres: pgbench tpcb-like at ${CONNECTIONS} clients for ${settings.pgbenchSeconds} s, right after (a)`)
       pgbench = await runTpcb(server, 'pgbench', CONNECTIONS, settings.pgbenchSeconds, track)
       log(`postgres: pgbench ${pgbench.tps.toFixed(0)} TPS, average latency ${pgbench.latencyMs.toFixed(2)} ms`)
-      // Its dead rows are cleaned now rather than by autovacuum during the next scenarios.
-      await server.settle('pgbench')
     }
   }
 
