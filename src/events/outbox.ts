@@ -7,13 +7,6 @@ import type { Transaction } from '../ledger/transactions.repository.ts'
 
 export type EventType = 'transaction.sent' | 'transaction.received'
 
-export interface EventPayload {
-  type: EventType
-  id: string
-  created_at: string
-  data: Transaction
-}
-
 /**
  * `evt_` and 32 hex digits: the time in milliseconds (12 digits), then 74 random bits. Ids that
  * grow with time are appended at the end of the unique index instead of landing on a random
