@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import { migrateTo, migrateToLatest } from '../src/db/migrate.ts'
 import { readEventsAfter } from '../src/events/events.repository.ts'
+import { verifyLedger } from '../src/ledger/verify.ts'
 import { buildTestApp, createUser, STORAGE, type TestApp } from './helpers/app.ts'
 
 /** Migrations that change data must keep what clients already saw, byte for byte. */
@@ -36,7 +37,44 @@ describe(`migrations (${STORAGE})`, () => {
       before.map((event) => event.payload),
     )
 
-    assert.deepEqual(await migrateToLatest(db), ['0004_transaction_body'])
+    assert.deepEqual(await migrateToLatest(db), ['0004_transaction_body', '0005_ledger_references'])
     assert.deepEqual((await readEventsAfter(db, 0, 100)).rows, before)
+  })
+
+  it('0005 (PostgreSQL) trades the journal\'s foreign keys for rows that are never deleted, and back', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
+    const asset = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'iron', value: 1 } })).json() as { id: number }
+    const alice = await createUser(t.app)
+    assert.equal((await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: asset.id, quantity: 5 } })).statusCode, 201)
+    const db = t.database.db
+    const foreignKeys = async () =>
+      Number(
+        (
+          await sql<{ count: string }>`
+            select count(*) as count from pg_constraint
+            where contype = 'f' and conrelid in ('transactions'::regclass, 'transaction_assets'::regclass, 'events'::regclass)`.execute(db)
+        ).rows[0].count,
+      )
+    const refused = async (statement: string) => {
+      await assert.rejects(sql.raw(statement).execute(db), (error: { code?: string; message?: string }) => {
+        assert.equal(error.code, '23001', error.message)
+        assert.match(String(error.message), /are never deleted/)
+        return true
+      })
+    }
+
+    assert.equal(await foreignKeys(), 0)
+    await refused(`delete from wallets where id = ${alice.walletId}`)
+    await refused(`delete from assets where id = ${asset.id}`)
+    await refused('delete from transactions')
+    await refused('truncate transactions')
+    assert.equal((await verifyLedger(db)).ok, true)
+
+    await migrateTo(db, '0004_transaction_body')
+    assert.equal(await foreignKeys(), 6)
+    await assert.rejects(sql`update events set transaction_id = 9999`.execute(db), { code: '23503' })
+
+    assert.deepEqual(await migrateToLatest(db), ['0005_ledger_references'])
+    assert.equal(await foreignKeys(), 0)
+    await refused('delete from transactions')
   })
 })

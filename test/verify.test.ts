@@ -166,4 +166,28 @@ describe('verifyLedger', () => {
       await discard(ledger)
     }
   })
+
+  // SQLite's foreign keys refuse these changes; on PostgreSQL the write path keeps them (migration 0005).
+  it('reports journal rows that name a missing wallet, asset or transaction', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
+    const ledger = await buildLedger()
+    try {
+      const problems = await corrupt(ledger, async ({ t }) => {
+        const db = t.database.db
+        const last = await db.selectFrom('transactions').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow()
+        await db.updateTable('transactions').set({ receiving_wallet_id: 9_999 }).where('id', '=', last.id).execute()
+        await db.updateTable('transaction_assets').set({ asset_id: 9_998 }).where('transaction_id', '=', last.id).execute()
+        // The last transaction is a burn: only the burning wallet has an event of it.
+        await db.updateTable('events').set({ transaction_id: 9_997 }).where('transaction_id', '=', last.id).execute()
+      })
+      for (const expected of [
+        '1 transactions rows name a missing wallets row in receiving_wallet_id',
+        '1 transaction_assets rows name a missing assets row in asset_id',
+        '1 events rows name a missing transactions row in transaction_id',
+      ]) {
+        assert.ok(problems.includes(expected), `${expected}\n${problems.join('\n')}`)
+      }
+    } finally {
+      await discard(ledger)
+    }
+  })
 })

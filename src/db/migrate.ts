@@ -4,6 +4,7 @@ import * as initial from './migrations/0001_initial.ts'
 import * as usersPrimaryWalletIndex from './migrations/0002_users_primary_wallet_index.ts'
 import * as holdingsWithoutAssetIndex from './migrations/0003_holdings_without_asset_index.ts'
 import * as transactionBody from './migrations/0004_transaction_body.ts'
+import * as ledgerReferences from './migrations/0005_ledger_references.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -11,6 +12,7 @@ const migrations: Record<string, Migration> = {
   '0002_users_primary_wallet_index': usersPrimaryWalletIndex,
   '0003_holdings_without_asset_index': holdingsWithoutAssetIndex,
   '0004_transaction_body': transactionBody,
+  '0005_ledger_references': ledgerReferences,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

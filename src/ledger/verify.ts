@@ -1,5 +1,7 @@
+import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
+import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 
 export interface VerifyReport {
   ok: boolean
@@ -14,8 +16,10 @@ const BATCH = 5_000
 /**
  * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
  * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
- * every transaction has positive lines between two different wallets. Reads in batches of
- * transactions, calling `progress(done, total)` after each.
+ * every transaction has positive lines between two different wallets, and every reference of the
+ * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
+ * transaction) names an existing row. Reads in batches of transactions, calling
+ * `progress(done, total)` after each.
  */
 export async function verifyLedger(db: Executor, progress?: (done: number, total: number) => void): Promise<VerifyReport> {
   const problems: string[] = []
@@ -82,5 +86,13 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     }
   }
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
+  // On PostgreSQL the write path, not a foreign key, keeps these (migration 0005).
+  for (const { table, column, parent } of LEDGER_REFERENCES) {
+    const { rows } = await sql<{ count: number | string }>`
+      select count(*) as count from ${sql.table(table)} as child
+      where not exists (select 1 from ${sql.table(parent)} as parent where parent.id = ${sql.ref(`child.${column}`)})`.execute(db)
+    const dangling = Number(rows[0].count)
+    if (dangling > 0) problems.push(`${dangling} ${table} rows name a missing ${parent} row in ${column}`)
+  }
   return { ok: problems.length === 0, transactions: total, holdings: holdings.length, assets: sums.size, problems }
 }
