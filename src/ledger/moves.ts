@@ -89,11 +89,13 @@ export async function lockMoves(trx: Executor, moves: Move[]): Promise<Locked> {
   // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
   // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
   const assetIds = [...new Set(moves.flatMap((move) => move.lines.map((line) => line.asset.id)))]
+  // The username and webhook as subqueries: an index probe per wallet (a join let PostgreSQL's
+  // generic plan scan every user for each batch).
   const selectWallets = sql`
-    select wallets.id, wallets.address, wallets.deleted_at, users.username, webhooks.url
+    select wallets.id, wallets.address, wallets.deleted_at,
+      (select users.username from users where users.primary_wallet_id = wallets.id) as username,
+      (select webhooks.url from webhooks where webhooks.wallet_id = wallets.id) as url
     from wallets
-    left join users on users.primary_wallet_id = wallets.id
-    left join webhooks on webhooks.wallet_id = wallets.id
     where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}`
   const selectHoldings = sql`
     select wallet_id, asset_id, quantity from holdings
