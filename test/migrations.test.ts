@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
+import { SQLITE_PAGE_SIZE } from '../src/db/database.ts'
 import { migrateTo, migrateToLatest } from '../src/db/migrate.ts'
 import { readEventsAfter } from '../src/events/events.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
@@ -15,6 +16,12 @@ describe(`migrations (${STORAGE})`, () => {
   })
   after(async () => {
     await t.close()
+  })
+
+  it('new SQLite files get the page size chosen for the ledger\'s writes', { skip: STORAGE !== 'sqlite' && 'SQLite only' }, async () => {
+    const { rows } = await sql<{ page_size: number }>`pragma page_size`.execute(t.database.db)
+    // SQLite's default is 4096.
+    assert.equal(rows[0].page_size, SQLITE_PAGE_SIZE)
   })
 
   it('0004 keeps every event payload exactly, down and up again', async () => {
