@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import SQLite from 'better-sqlite3'
 import { sql } from 'kysely'
-import { SQLITE_PAGE_SIZE } from '../src/db/database.ts'
+import { openSqlite, SQLITE_PAGE_SIZE } from '../src/db/database.ts'
 import { migrateTo, migrateToLatest } from '../src/db/migrate.ts'
 import { readEventsAfter } from '../src/events/events.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
@@ -22,6 +26,25 @@ describe(`migrations (${STORAGE})`, () => {
     const { rows } = await sql<{ page_size: number }>`pragma page_size`.execute(t.database.db)
     // SQLite's default is 4096.
     assert.equal(rows[0].page_size, SQLITE_PAGE_SIZE)
+  })
+
+  it('an existing SQLite file keeps its page size, and a server\'s commits checkpoint only past 40 MB of log either way', { skip: STORAGE !== 'sqlite' && 'SQLite only' }, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-pages-'))
+    const older = path.join(dir, 'older.sqlite')
+    const made = new SQLite(older)
+    made.pragma('journal_mode = WAL')
+    made.close()
+    for (const [file, pageSize] of [
+      [older, 4096],
+      [path.join(dir, 'new.sqlite'), SQLITE_PAGE_SIZE],
+    ] as const) {
+      const database = openSqlite(file, { backgroundCheckpoints: true })
+      const read = async (pragma: string) => Object.values((await sql.raw(`pragma ${pragma}`).execute(database.db)).rows[0] as object)[0] as number
+      assert.equal(await read('page_size'), pageSize)
+      assert.equal((await read('wal_autocheckpoint')) * pageSize, 40 * 1024 * 1024)
+      await database.close()
+    }
+    fs.rmSync(dir, { recursive: true, force: true })
   })
 
   it('0004 keeps every event payload exactly, down and up again', async () => {

@@ -106,10 +106,12 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
   // Another process (the `coffer` CLI, a second server) holding the write lock makes us wait.
   sqlite.pragma('busy_timeout = 10000')
   const checkpointer = options.backgroundCheckpoints ? startCheckpointer(file) : undefined
-  // Commits checkpoint by themselves only if the background checkpoints fall far behind: 40 MB of
-  // log (the threshold counts pages, of this file's size).
-  const pageSize = sqlite.pragma('page_size', { simple: true }) as number
-  if (checkpointer) sqlite.pragma(`wal_autocheckpoint = ${Math.round((40 * 1024 * 1024) / pageSize)}`)
+  if (checkpointer) {
+    // Commits checkpoint by themselves only if the background checkpoints fall far behind: past
+    // 40 MB of log (the threshold counts pages, of this file's size).
+    const pageSize = sqlite.pragma('page_size', { simple: true }) as number
+    sqlite.pragma(`wal_autocheckpoint = ${Math.round((40 * 1024 * 1024) / pageSize)}`)
+  }
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) })
   return {
     db,
