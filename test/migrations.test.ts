@@ -5,11 +5,17 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import SQLite from 'better-sqlite3'
 import { sql } from 'kysely'
-import { openSqlite, SQLITE_PAGE_SIZE } from '../src/db/database.ts'
+import { openSqlite, SQLITE_PAGE_SIZE, type Db } from '../src/db/database.ts'
 import { migrateTo, migrateToLatest } from '../src/db/migrate.ts'
 import { readEventsAfter } from '../src/events/events.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import { buildTestApp, createUser, STORAGE, type TestApp } from './helpers/app.ts'
+
+/** A numeric SQLite setting of `db`'s connection. */
+async function pragma(db: Db, name: string): Promise<number> {
+  const { rows } = await sql.raw<Record<string, number>>(`pragma ${name}`).execute(db)
+  return Object.values(rows[0])[0]
+}
 
 /** Migrations that change data must keep what clients already saw, byte for byte. */
 describe(`migrations (${STORAGE})`, () => {
@@ -23,9 +29,8 @@ describe(`migrations (${STORAGE})`, () => {
   })
 
   it('new SQLite files get the page size chosen for the ledger\'s writes', { skip: STORAGE !== 'sqlite' && 'SQLite only' }, async () => {
-    const { rows } = await sql<{ page_size: number }>`pragma page_size`.execute(t.database.db)
     // SQLite's default is 4096.
-    assert.equal(rows[0].page_size, SQLITE_PAGE_SIZE)
+    assert.equal(await pragma(t.database.db, 'page_size'), SQLITE_PAGE_SIZE)
   })
 
   it('an existing SQLite file keeps its page size, and a server\'s commits checkpoint only past 40 MB of log either way', { skip: STORAGE !== 'sqlite' && 'SQLite only' }, async () => {
@@ -39,9 +44,8 @@ describe(`migrations (${STORAGE})`, () => {
       [path.join(dir, 'new.sqlite'), SQLITE_PAGE_SIZE],
     ] as const) {
       const database = openSqlite(file, { backgroundCheckpoints: true })
-      const read = async (pragma: string) => Object.values((await sql.raw(`pragma ${pragma}`).execute(database.db)).rows[0] as object)[0] as number
-      assert.equal(await read('page_size'), pageSize)
-      assert.equal((await read('wal_autocheckpoint')) * pageSize, 40 * 1024 * 1024)
+      assert.equal(await pragma(database.db, 'page_size'), pageSize)
+      assert.equal((await pragma(database.db, 'wal_autocheckpoint')) * pageSize, 40 * 1024 * 1024)
       await database.close()
     }
     fs.rmSync(dir, { recursive: true, force: true })
