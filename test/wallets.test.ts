@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import type { Executor } from '../src/db/database.ts'
+import * as wallets from '../src/wallets/wallets.repository.ts'
+import { buildTestApp, createUser, expectError, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
 
 let t: TestApp
 
@@ -607,5 +609,73 @@ describe('DELETE /wallet', () => {
     assert.deepEqual(stranded, [])
     const primary = (await call('GET', '/wallet/assets', owner.auth)).json()
     assert.equal(primary[0].quantity, 50 + arrived - left)
+  })
+})
+
+/**
+ * A request that checks the caller's access and then writes must not slip past a change of that
+ * access committing meanwhile (PostgreSQL runs them side by side; SQLite one after the other).
+ * Each test holds a removal or an ownership transfer open, its changes made but not committed, as
+ * the service's own transaction would be while the request arrives; the request must wait for it
+ * and then answer by what it committed.
+ */
+describe('access changes racing with requests', () => {
+  /** Runs `change` in a transaction holding the wallet as the owner's operations do, and `request` while it is open. */
+  async function whileOpen<T>(walletId: number, change: (trx: Executor) => Promise<void>, request: () => Promise<T>): Promise<T> {
+    let pending: Promise<T> | undefined
+    await t.database.db.transaction().execute(async (trx) => {
+      assert.ok(await wallets.lockWallet(trx, walletId))
+      await change(trx)
+      pending = request()
+      // Long enough for a request that does not wait to finish (it needs a few milliseconds).
+      await new Promise((resolve) => setTimeout(resolve, 300))
+    })
+    return pending as Promise<T>
+  }
+
+  /** What DELETE /wallet/users/{userid} changes (wallets.service.ts removeUser). */
+  const removal = (walletId: number, userId: number) => async (trx: Executor) => {
+    assert.ok(await wallets.deleteWalletUser(trx, walletId, userId))
+    await wallets.deleteWalletSessions(trx, walletId, userId)
+    await wallets.moveSessionsToPrimary(trx, walletId, userId)
+  }
+
+  it('a key asked for while the user is being removed is refused, not left working', async () => {
+    const { owner, member, wallet } = await sharedWallet()
+    const response = await whileOpen(wallet.id, removal(wallet.id, member.id), () => call('POST', '/wallet/sessions', member.auth, { name: 'late' }))
+    if (STORAGE === 'postgres') {
+      // The request was authenticated on the wallet before the removal committed.
+      expectError(response, 404, 'W000')
+    } else {
+      // SQLite ran the whole request after the removal, when the session was already back on the primary wallet.
+      assert.equal(response.statusCode, 201, response.body)
+      assert.equal(response.json().wallet_id, member.walletId)
+    }
+    const keys = (await call('GET', '/wallet/sessions', owner.auth)).json() as { name: string }[]
+    assert.deepEqual(keys, [])
+  })
+
+  it('a wallet made active while the user is being removed is refused, and the session stays off it', async () => {
+    const { owner, wallet } = await sharedWallet()
+    const late = await createUser(t.app)
+    await assign(owner, late)
+    const response = await whileOpen(wallet.id, removal(wallet.id, late.id), () => call('PUT', '/user/session/wallet', late.auth, { wallet_id: wallet.id }))
+    expectError(response, 404, 'W000')
+    assert.equal(await activeWalletOf(late.auth), late.walletId)
+  })
+
+  it('a wallet made primary while it is being handed over is refused: a primary wallet is always its user\'s own', async () => {
+    const { owner, member, wallet } = await sharedWallet()
+    // What PUT /wallet/owner changes (wallets.service.ts transferOwnership).
+    const handover = async (trx: Executor) => {
+      assert.ok(await wallets.deleteWalletUser(trx, wallet.id, member.id))
+      await wallets.setWalletOwner(trx, wallet.id, member.id)
+      await wallets.insertWalletUser(trx, wallet.id, owner.id)
+    }
+    const response = await whileOpen(wallet.id, handover, () => call('PUT', '/user/wallet', owner.auth, { wallet_id: wallet.id }))
+    expectError(response, 404, 'W000')
+    assert.equal((await call('GET', '/user/session', owner.auth)).json().primary_wallet_id, owner.walletId)
+    // The new owner can make it theirs.
+    assert.equal((await call('PUT', '/user/wallet', member.auth, { wallet_id: wallet.id })).statusCode, 200)
   })
 })

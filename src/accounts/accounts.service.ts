@@ -111,6 +111,8 @@ export async function changePassword(db: Db, auth: UserAuth, password: string): 
 /** PUT /user/wallet. Throws W000 unless the user owns the live wallet. */
 export async function setPrimaryWallet(db: Db, auth: UserAuth, walletId: number) {
   return inTransaction(db, async (trx) => {
+    // Not while the wallet is being handed over or deleted: a primary wallet is always its user's own.
+    await walletsRepo.holdWallet(trx, walletId)
     const wallet = await walletsRepo.findWalletById(trx, walletId)
     if (!wallet || wallet.user_id !== auth.userId) throw new AppError('W000', `you own no wallet ${walletId}`)
     await repo.updateUser(trx, auth.userId, { primary_wallet_id: walletId })
@@ -121,6 +123,8 @@ export async function setPrimaryWallet(db: Db, auth: UserAuth, walletId: number)
 /** PUT /user/session/wallet. Throws W000 unless the user owns or is assigned to the live wallet. */
 export async function setActiveWallet(db: Db, auth: UserAuth, walletId: number) {
   await inTransaction(db, async (trx) => {
+    // Not while the user is being removed from it: removal moves their sessions off it first.
+    await walletsRepo.holdWallet(trx, walletId)
     if (!(await walletsRepo.canUseWallet(trx, auth.userId, walletId))) throw new AppError('W000', `you may not use wallet ${walletId}`)
     await repo.setSessionWallet(trx, auth.sessionId, walletId)
   })

@@ -41,6 +41,11 @@ export function forUpdate<Q extends { forUpdate(): Q }>(query: Q, executor: Exec
   return isPostgres(executor) ? query.forUpdate() : query
 }
 
+/** `SELECT … FOR SHARE` on PostgreSQL; a no-op on SQLite, like `forUpdate`. */
+export function forShare<Q extends { forShare(): Q }>(query: Q, executor: Executor): Q {
+  return isPostgres(executor) ? query.forShare() : query
+}
+
 export function isPostgres(executor: Executor): boolean {
   return executor.getExecutor().adapter.constructor.name === 'PostgresAdapter'
 }

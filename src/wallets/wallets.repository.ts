@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { forUpdate, nowIso } from '../db/dialect.ts'
+import { forShare, forUpdate, nowIso } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 
 export async function insertWallet(db: Executor, userId: number, address: string): Promise<WalletRow> {
@@ -90,6 +90,17 @@ export async function canUseWallet(db: Executor, userId: number, walletId: numbe
 export async function lockWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
   const query = db.selectFrom('wallets').selectAll().where('id', '=', walletId).where('deleted_at', 'is', null).where('user_id', 'is not', null)
   return forUpdate(query, db).executeTakeFirst()
+}
+
+/**
+ * Holds the wallet row against a change of its owner, its users or its deletion for the rest of
+ * the transaction: those hold it for update (`lockWallet`), so this waits for one in progress to
+ * commit. A request that checks the caller's access and then writes takes this first and checks
+ * with a query after it, which reads what that change committed. PostgreSQL only (SQLite
+ * serializes writers); a shared lock, so transfers touching the wallet do not wait for it.
+ */
+export async function holdWallet(db: Executor, walletId: number): Promise<void> {
+  await forShare(db.selectFrom('wallets').select('id').where('id', '=', walletId), db).execute()
 }
 
 export async function markWalletDeleted(db: Executor, walletId: number): Promise<void> {

@@ -139,6 +139,8 @@ export async function transferOwnership(db: Db, auth: UserAuth, newOwnerId: numb
  */
 export async function createWalletSession(db: Db, auth: UserAuth, name: string) {
   return inTransaction(db, async (trx) => {
+    // Not while the user is being removed from it: removal revokes the keys they created first.
+    await wallets.holdWallet(trx, auth.walletId)
     const walletId = await usableWallet(trx, auth)
     const token = createToken('wallet')
     const key = await wallets.insertWalletSession(trx, { walletId, userId: auth.userId, name, tokenHash: hashToken(token) })
