@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import * as assets from '../src/ledger/assets.repository.ts'
 import type { Asset } from '../src/ledger/assets.repository.ts'
+import { verifyLedger } from '../src/ledger/verify.ts'
 import type { Transaction } from '../src/ledger/transactions.repository.ts'
 import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
 
@@ -210,6 +212,23 @@ describe('admin: assets', () => {
     assert.ok(past.some((transaction) => transaction.assets.some((line) => line.asset.id === asset.id && line.asset.name === name)))
     const again = await createAsset(name)
     assert.notEqual(again.id, asset.id)
+  })
+
+  it('refuses an issuance that races the asset\'s deletion: a deleted asset is never held', async () => {
+    const asset = await createAsset()
+    let pending: ReturnType<typeof issueRequest> | undefined
+    // DELETE /assets/{id}'s transaction, its change made but not committed while the issuance arrives.
+    await t.database.db.transaction().execute(async (trx) => {
+      assert.ok(await assets.lockAsset(trx, asset.id))
+      assert.equal(await assets.isAssetHeld(trx, asset.id), false)
+      await assets.markAssetDeleted(trx, asset.id)
+      pending = issueRequest(user.walletId, asset.id, 5)
+      // Long enough for an issuance that does not wait to commit (it needs a few milliseconds).
+      await new Promise((resolve) => setTimeout(resolve, 300))
+    })
+    expectError(await (pending as ReturnType<typeof issueRequest>), 404, 'W002')
+    assert.equal(await assets.isAssetHeld(t.database.db, asset.id), false)
+    assert.equal((await verifyLedger(t.database.db)).ok, true)
   })
 
   it('deletes an asset that was never issued', async () => {

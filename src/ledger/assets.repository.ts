@@ -1,7 +1,7 @@
 import type { Executor } from '../db/database.ts'
 import { sql } from 'kysely'
 import { coalescedPer } from '../db/coalesce.ts'
-import { anyOf, nowIso } from '../db/dialect.ts'
+import { anyOf, forShare, forUpdate, nowIso } from '../db/dialect.ts'
 import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
 import type { AssetRow } from '../db/tables.ts'
 
@@ -83,6 +83,24 @@ export async function updateAsset(db: Executor, assetId: number, changes: { name
  */
 export async function isAssetHeld(db: Executor, assetId: number): Promise<boolean> {
   return (await findHolding(db, MINT_WALLET_ID, assetId)) !== 0
+}
+
+/**
+ * Locks the live asset row for the rest of the transaction (PostgreSQL; SQLite serializes
+ * writers), for deleting it. Undefined when it is gone or deleted.
+ */
+export async function lockAsset(db: Executor, assetId: number): Promise<Asset | undefined> {
+  const query = db.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null)
+  const row = await forUpdate(query, db).executeTakeFirst()
+  return row && toAsset(row)
+}
+
+/**
+ * Holds the asset row shared against its deletion for the rest of the transaction, waiting for
+ * one in progress (`lockAsset`); read the asset after this to see what that committed.
+ */
+export async function holdAsset(db: Executor, assetId: number): Promise<void> {
+  await forShare(db.selectFrom('assets').select('id').where('id', '=', assetId), db).execute()
 }
 
 /** Marks the asset deleted and frees its name; the row stays for the history that names it. */

@@ -35,10 +35,14 @@ export async function revalueAsset(db: Db, assetId: number, value: number) {
   return asset
 }
 
-/** DELETE /assets/{id}. Throws I000, and I005 while any wallet holds some. */
+/**
+ * DELETE /assets/{id}. Throws I000, and I005 while any wallet holds some. Holds the asset row for
+ * update, so an issuance of it (the one way to create holdings of an asset nobody holds) either
+ * commits first and is seen here, or waits and then finds the asset deleted.
+ */
 export async function deleteAsset(db: Db, assetId: number): Promise<void> {
   await inTransaction(db, async (trx) => {
-    if (!(await repo.findAssetById(trx, assetId))) throw new AppError('I000', `no asset ${assetId}`)
+    if (!(await repo.lockAsset(trx, assetId))) throw new AppError('I000', `no asset ${assetId}`)
     if (await repo.isAssetHeld(trx, assetId)) throw new AppError('I005', 'burn every holding of it first')
     await repo.markAssetDeleted(trx, assetId)
   })

@@ -127,11 +127,18 @@ async function adminAsset(db: Executor, assetId: number) {
   return asset
 }
 
-/** POST /wallets/{id}/assets: issues new units from mint. Throws W002, I003. */
+/**
+ * POST /wallets/{id}/assets: issues new units from mint. Throws W002, I003. The asset is read
+ * after holding its row, so an issuance racing the asset's deletion waits for it and then finds
+ * it gone: a deleted asset is never held (`assets.service.ts` deleteAsset).
+ */
 export async function issueAsset(db: Db, walletId: number, assetId: number, quantity: number): Promise<Transaction> {
   await adminWallet(db, walletId)
-  const asset = await adminAsset(db, assetId)
-  return inTransaction(db, (trx) => moveAssets(trx, { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue' }))
+  return inTransaction(db, async (trx) => {
+    await assets.holdAsset(trx, assetId)
+    const asset = await adminAsset(trx, assetId)
+    return moveAssets(trx, { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue' })
+  })
 }
 
 /**
