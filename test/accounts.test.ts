@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
+import * as repo from '../src/accounts/accounts.repository.ts'
+import { hashPassword } from '../src/accounts/passwords.ts'
 import { createToken } from '../src/http/tokens.ts'
 import { ADMIN_KEY, buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
 
@@ -384,6 +386,23 @@ describe('PUT /user/password', () => {
     assert.equal(await isAlive(other.auth), false)
     expectError(await login(user.username, user.password, true), 401, 'U001')
     assert.equal((await login(user.username, 'new password 1', true)).statusCode, 201)
+  })
+
+  it('a login with the old password racing the change is refused: no session outlives the change', async () => {
+    const user = await createUser(t.app, uniqueName('Pw'))
+    const newHash = await hashPassword('new password 2')
+    let pending: ReturnType<typeof login> | undefined
+    // PUT /user/password's transaction, its change made but not committed while the login arrives.
+    await t.database.db.transaction().execute(async (trx) => {
+      await repo.updateUser(trx, user.id, { password_hash: newHash })
+      await repo.deleteUserSessions(trx, user.id)
+      pending = login(user.username, user.password, true)
+      // Long enough for a login that does not wait to commit (one Argon2id check and an insert).
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+    })
+    expectError(await (pending as ReturnType<typeof login>), 401, 'U001')
+    assert.equal(await isAlive(user.auth), false)
+    assert.equal((await login(user.username, 'new password 2', true)).statusCode, 201)
   })
 
   it('refuses 7- and 33-character passwords with 400 G000 and keeps the old one', async () => {

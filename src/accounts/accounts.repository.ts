@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import { coalescedPer } from '../db/coalesce.ts'
 import type { Executor } from '../db/database.ts'
-import { anyOf, nowIso } from '../db/dialect.ts'
+import { anyOf, forShare, nowIso } from '../db/dialect.ts'
 import type { UserRow } from '../db/tables.ts'
 
 export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
@@ -32,6 +32,15 @@ export function findPrimaryWalletByUsername(db: Executor, username: string): Pro
 
 export async function findUserById(db: Executor, userId: number): Promise<UserRow | undefined> {
   return db.selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst()
+}
+
+/**
+ * Holds the user row shared for the rest of the transaction (PostgreSQL; SQLite serializes
+ * writers): a change of the user's password or primary wallet in progress holds it for update,
+ * so this waits for it; read the user after this to see what it committed.
+ */
+export async function holdUser(db: Executor, userId: number): Promise<void> {
+  await forShare(db.selectFrom('users').select('id').where('id', '=', userId), db).execute()
 }
 
 export async function updateUser(

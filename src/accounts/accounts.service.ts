@@ -39,10 +39,17 @@ export async function logIn(db: Db, config: Config, username: string, password: 
     await verifyDecoy(password)
     throw new AppError('U001')
   }
-  if (!(await verifyPassword(user.password_hash, password)) || user.primary_wallet_id === null) throw new AppError('U001')
+  if (!(await verifyPassword(user.password_hash, password))) throw new AppError('U001')
   const token = createToken('user')
   const expiresAt = new Date(Date.now() + config.sessionLifetimeDays * 86_400_000).toISOString()
-  const session = await repo.insertUserSession(db, { userId: user.id, walletId: user.primary_wallet_id, tokenHash: hashToken(token), expiresAt })
+  const session = await inTransaction(db, async (trx) => {
+    // A password change ends the user's other sessions: one committed since the check above must
+    // not be outlived by this session, so the password must still be the one checked.
+    await repo.holdUser(trx, user.id)
+    const current = await repo.findUserById(trx, user.id)
+    if (current?.password_hash !== user.password_hash || current.primary_wallet_id === null) throw new AppError('U001')
+    return repo.insertUserSession(trx, { userId: user.id, walletId: current.primary_wallet_id, tokenHash: hashToken(token), expiresAt })
+  })
   return { session: { id: session.id, user_id: session.user_id, wallet_id: session.wallet_id }, token }
 }
 
