@@ -655,6 +655,19 @@ describe('access changes racing with requests', () => {
     assert.deepEqual(keys, [])
   })
 
+  it('a webhook set while the user is being removed is refused, not left on the wallet', async () => {
+    const { owner, member, wallet } = await sharedWallet()
+    const response = await whileOpen(wallet.id, removal(wallet.id, member.id), () => call('PUT', '/wallet/webhook', member.auth, { webhook: 'https://example.com/late' }))
+    if (STORAGE === 'postgres') {
+      expectError(response, 404, 'W000')
+    } else {
+      // SQLite ran the whole request after the removal: it set the webhook of the member's primary wallet.
+      assert.equal(response.statusCode, 200, response.body)
+      assert.equal((await call('GET', '/wallet/webhook', member.auth)).json().webhook, 'https://example.com/late')
+    }
+    assert.deepEqual((await call('GET', '/wallet/webhook', owner.auth)).json(), { webhook: null })
+  })
+
   it('a wallet made active while the user is being removed is refused, and the session stays off it', async () => {
     const { owner, wallet } = await sharedWallet()
     const late = await createUser(t.app)

@@ -14,7 +14,7 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<Deps & { worker: DeliveryWorker 
   const user = { preHandler: app.requireUser }
 
   app.put('/wallet/webhook', { ...user, schema: { tags, body: S.WebhookBody, response: responses(200, S.WebhookCreated) } }, async (request) =>
-    webhooks.setWebhook(db, config, userAuth(request).walletId, request.body.webhook),
+    webhooks.setWebhook(db, config, userAuth(request), request.body.webhook),
   )
 
   app.get('/wallet/webhook', { ...user, schema: { tags, response: responses(200, S.WebhookInfo) } }, async (request) =>

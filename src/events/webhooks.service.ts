@@ -1,7 +1,9 @@
 import type { Config } from '../config.ts'
 import type { Db, Executor } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
+import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
+import { canUseWallet, holdWallet } from '../wallets/wallets.repository.ts'
 import { newWebhookSecret } from './signature.ts'
 import { AddressNotAllowedError, assertPublicHost, checkWebhookUrlForm } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
@@ -39,15 +41,20 @@ export async function checkWebhookUrl(config: Config, raw: string): Promise<stri
 }
 
 /**
- * PUT /wallet/webhook: sets (or replaces) the wallet's webhook with a new signing secret, and
- * points events still waiting for delivery at it. Returns the secret, which is never shown again.
- * Throws W010 (see checkWebhookUrl).
+ * PUT /wallet/webhook: sets (or replaces) the active wallet's webhook with a new signing secret,
+ * and points events still waiting for delivery at it. Returns the secret, which is never shown
+ * again. Throws W010 (see checkWebhookUrl), and W000 when the caller may no longer use the wallet:
+ * like every lasting grant, the webhook waits for a removal or deletion in progress and never
+ * outlives it (`wallets.repository.ts` holdWallet).
  */
-export async function setWebhook(db: Db, config: Config, walletId: number, raw: string): Promise<{ webhook: string; secret: string }> {
+export async function setWebhook(db: Db, config: Config, auth: UserAuth, raw: string): Promise<{ webhook: string; secret: string }> {
   const url = await checkWebhookUrl(config, raw)
   const secret = newWebhookSecret()
   const now = nowIso()
+  const walletId = auth.walletId
   await inTransaction(db, async (trx) => {
+    await holdWallet(trx, walletId)
+    if (!(await canUseWallet(trx, auth.userId, walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
     await repo.upsertWebhook(trx, { walletId, url, secret, createdAt: now })
     await repo.retargetPendingDeliveries(trx, walletId, url, now)
   })
