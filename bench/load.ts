@@ -9,19 +9,26 @@ export interface LoadJob {
   url: string
   connections: number
   seconds: number
-  /** `transfer`: POST /wallet/transactions; `get`: one GET path with one token (or none). */
+  /** `transfer`: POST /wallet/transactions; `get`: one GET path with one token, one of `tokens`, or none. */
   kind: 'transfer' | 'get'
   path?: string
   token?: string
+  /** For GETs: each request picks one of these tokens. */
+  tokens?: string[]
   /** For transfers: who sends and who receives; each request picks one of each, never the same. */
   senders?: { token: string; username: string }[]
   recipients?: string[]
+  /** For transfers: the quantity of gold sent (1); anything JSON, to measure refused requests. */
+  quantity?: unknown
+  /** Latencies are kept for 2xx answers and for this status (a scenario refused on purpose). */
+  expectStatus?: number
 }
 
 export interface LoadResult {
   requestsPerSecond: number
   /** Only 2xx responses, per second. */
   okPerSecond: number
+  /** p50 and p99 of 2xx answers (and of `expectStatus` ones). */
   p50: number
   p99: number
   requests: number
@@ -56,7 +63,19 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
           let recipient = recipients[randomIndex(recipients.length)]
           while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
           request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
-          request.body = JSON.stringify({ recipient, assets: { gold: 1 } })
+          request.body = JSON.stringify({ recipient, assets: { gold: job.quantity ?? 1 } })
+          return request
+        },
+      },
+    ]
+  } else if (job.tokens && job.tokens.length > 0) {
+    const tokens = job.tokens
+    requests = [
+      {
+        method: 'GET',
+        path: job.path ?? '/healthz',
+        setupRequest: (request) => {
+          request.headers = { ...request.headers, authorization: `Bearer ${tokens[randomIndex(tokens.length)]}` }
           return request
         },
       },
@@ -72,7 +91,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
       error ? reject(error) : resolve(done),
     )
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
-      if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime)
+      if ((statusCode >= 200 && statusCode < 300) || statusCode === job.expectStatus) latencies.push(responseTime)
     })
   })
   const sorted = Float64Array.from(latencies).sort()

@@ -1,5 +1,5 @@
 /**
- * The benchmark suite (`npm run bench [-- --quick] [-- --profile] [-- --sweep] [-- --storage=sqlite|postgres]`).
+ * The benchmark suite (`npm run bench [-- --quick] [-- --profile] [-- --sweep] [-- --ladder] [-- --storage=sqlite|postgres]`).
  *
  * For each storage it starts the service as a child process on a fresh database (SQLite in a temp
  * DATA_DIR; PostgreSQL on an embedded server started here), seeds users, wallets and assets through
@@ -31,6 +31,8 @@ const profileArg = [...args].find((arg) => arg === '--profile' || arg.startsWith
 const profile = profileArg !== undefined
 const profiled = (profileArg?.split('=')[1] ?? 'a') as ScenarioName
 const sweep = args.has('--sweep')
+// `--ladder` also measures requests that run more and more of a transfer's path (see LADDER).
+const ladder = args.has('--ladder')
 const storageArg = [...args].find((arg) => arg.startsWith('--storage='))?.slice('--storage='.length)
 const storages = (storageArg ? [storageArg] : ['sqlite', 'postgres']) as ('sqlite' | 'postgres')[]
 const connectionsArg = [...args].find((arg) => arg.startsWith('--connections='))?.slice('--connections='.length)
@@ -130,7 +132,7 @@ function load(job: LoadJob): Promise<LoadResult> {
 // ---------------------------------------------------------------------------------------------
 // Scenarios.
 
-type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k'
+type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'invalid' | 'session' | 'unknown'
 
 interface ScenarioResult extends LoadResult {
   scenario: ScenarioName
@@ -150,7 +152,20 @@ const LABELS: Record<ScenarioName, string> = {
   c: '(c) hot sender',
   d100: '(d) history list, 100 txs',
   d100k: '(d) history list, 100k txs',
+  invalid: 'transfer refused by validation (400 G000)',
+  session: 'GET /user/session (session lookup, one read)',
+  unknown: 'transfer to an unknown username (404 U003)',
 }
+
+/**
+ * `--ladder`: requests that each run more of a transfer's path, measured back to back: the HTTP
+ * ceiling; a transfer parsed and refused by validation; a session lookup and one read; a
+ * transfer whose session, recipient and asset lookups run before it is refused; a transfer.
+ */
+const LADDER: ScenarioName[] = ['e', 'invalid', 'session', 'unknown', 'a']
+
+/** The status every answer of a scenario that is refused on purpose should have. */
+const EXPECTED_STATUS: Partial<Record<ScenarioName, number>> = { invalid: 400, unknown: 404 }
 
 function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, connections: number, seconds: number, wallets?: number): LoadJob {
   const traders = wallets ? seeded.traders.slice(0, wallets) : seeded.traders
@@ -170,6 +185,12 @@ function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, connections
       return { ...base, kind: 'get', path: '/wallet/transactions', token: seeded.shortHistory.token }
     case 'd100k':
       return { ...base, kind: 'get', path: '/wallet/transactions', token: seeded.longHistory.token }
+    case 'invalid':
+      return { ...base, kind: 'transfer', senders: everyone, recipients: names, quantity: 'one', expectStatus: EXPECTED_STATUS.invalid }
+    case 'session':
+      return { ...base, kind: 'get', path: '/user/session', tokens: everyone.map((sender) => sender.token) }
+    case 'unknown':
+      return { ...base, kind: 'transfer', senders: everyone, recipients: ['nobody-has-this-name'], expectStatus: EXPECTED_STATUS.unknown }
   }
 }
 
@@ -197,7 +218,8 @@ async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, 
   const before = cpu()
   const result = await load(jobFor(scenario, url, seeded, connections, settings.seconds, wallets))
   const after = cpu()
-  const ok = Math.max(1, result.requests - result.non2xx)
+  const expected = EXPECTED_STATUS[scenario]
+  const ok = Math.max(1, expected === undefined ? result.requests - result.non2xx : (result.statusCodes[String(expected)] ?? 0))
   // Processes that exit during the run (PostgreSQL backends) take their CPU time with them.
   const perRequest = (key: 'service' | 'database' | 'load') => Math.max(0, ((after[key] - before[key]) * 1000) / ok)
   const machineMs = ((after.machine.busy - before.machine.busy) * 1000) / 100
@@ -221,6 +243,7 @@ interface StorageRun {
   storage: 'sqlite' | 'postgres'
   results: ScenarioResult[]
   sweeps: ScenarioResult[]
+  ladder: ScenarioResult[]
   pgbench?: PgbenchResult
   verified: string
   profileText?: string
@@ -295,6 +318,13 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
     for (const result of sweeps) log(`${storage}: ${result.label}: ${result.okPerSecond.toFixed(0)}/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`)
   }
 
+  const steps: ScenarioResult[] = []
+  if (ladder) {
+    const pids = { service: service.pid, database: server?.pid }
+    for (const scenario of LADDER) steps.push(await runScenario(scenario, service.url, seeded, pids))
+    for (const result of steps) log(`${storage}: ${result.label}: service ${result.serviceCpuUs.toFixed(0)} µs/req`)
+  }
+
   await service.stop()
   stopService = async () => {}
 
@@ -314,7 +344,7 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
   if (server) {
     await server.stop()
   }
-  return { storage, results, sweeps, pgbench, verified, profileText }
+  return { storage, results, sweeps, ladder: steps, pgbench, verified, profileText }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -343,6 +373,27 @@ function resultRows(results: ScenarioResult[], database: boolean): string[][] {
   ]
 }
 
+/** The ladder's rows: every answer counts (each scenario has its expected status), not only 2xx. */
+function ladderRows(results: ScenarioResult[], database: boolean): string[][] {
+  const us = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : '-')
+  return [
+    ['request', 'answers/s', 'as expected', 'p50 ms', 'service µs/req', ...(database ? ['postgres µs/req'] : []), 'load µs/req'],
+    ...results.map((result) => {
+      const expected = EXPECTED_STATUS[result.scenario]
+      const answered = expected === undefined ? result.requests - result.non2xx : (result.statusCodes[String(expected)] ?? 0)
+      return [
+        result.label,
+        (result.requests / result.seconds).toFixed(0),
+        `${((100 * answered) / Math.max(1, result.requests)).toFixed(0)} %`,
+        result.p50.toFixed(2),
+        us(result.serviceCpuUs),
+        ...(database ? [us(result.databaseCpuUs)] : []),
+        us(result.loadCpuUs),
+      ]
+    }),
+  ]
+}
+
 function ratio(name: string, value: number, target: string, ok: boolean): string[] {
   return [name, value.toFixed(2), target, ok ? 'met' : 'MISSED']
 }
@@ -355,6 +406,7 @@ function report(runs: StorageRun[]): string {
     out.push('', `== ${run.storage} ==`, table(resultRows(run.results, run.storage === 'postgres')))
     if (run.pgbench) out.push(`pgbench tpcb-like, scale ${PGBENCH_SCALE}, ${CONNECTIONS} clients: ${run.pgbench.tps.toFixed(0)} TPS, average latency ${run.pgbench.latencyMs.toFixed(2)} ms`)
     if (run.sweeps.length > 0) out.push('', `-- ${run.storage}: how cost grows --`, table(resultRows(run.sweeps, run.storage === 'postgres')))
+    if (run.ladder.length > 0) out.push('', `-- ${run.storage}: what a request costs, by how much of a transfer it runs --`, table(ladderRows(run.ladder, run.storage === 'postgres')))
     out.push(run.verified)
     const get = (name: ScenarioName) => run.results.find((result) => result.scenario === name) as ScenarioResult
     const a = get('a')
