@@ -2,9 +2,10 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import * as repo from '../src/accounts/accounts.repository.ts'
+import type { Executor } from '../src/db/database.ts'
 import { hashPassword } from '../src/accounts/passwords.ts'
 import { createToken } from '../src/http/tokens.ts'
-import { ADMIN_KEY, buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import { ADMIN_KEY, buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
@@ -391,16 +392,13 @@ describe('PUT /user/password', () => {
   it('a login with the old password racing the change is refused: no session outlives the change', async () => {
     const user = await createUser(t.app, uniqueName('Pw'))
     const newHash = await hashPassword('new password 2')
-    let pending: ReturnType<typeof login> | undefined
-    // PUT /user/password's transaction, its change made but not committed while the login arrives.
-    await t.database.db.transaction().execute(async (trx) => {
+    // What PUT /user/password changes, not yet committed while the login arrives.
+    const change = async (trx: Executor) => {
       await repo.updateUser(trx, user.id, { password_hash: newHash })
       await repo.deleteUserSessions(trx, user.id)
-      pending = login(user.username, user.password, true)
-      // Long enough for a login that does not wait to commit (one Argon2id check and an insert).
-      await new Promise((resolve) => setTimeout(resolve, 1_000))
-    })
-    expectError(await (pending as ReturnType<typeof login>), 401, 'U001')
+    }
+    // Held long enough for a login that does not wait to verify the password (Argon2id) and commit.
+    expectError(await whileOpen(t.database.db, change, () => login(user.username, user.password, true), 1_000), 401, 'U001')
     assert.equal(await isAlive(user.auth), false)
     assert.equal((await login(user.username, 'new password 2', true)).statusCode, 201)
   })

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import type { Executor } from '../src/db/database.ts'
 import * as assets from '../src/ledger/assets.repository.ts'
 import type { Asset } from '../src/ledger/assets.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import type { Transaction } from '../src/ledger/transactions.repository.ts'
-import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
 
 const MAX = Number.MAX_SAFE_INTEGER
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -216,17 +217,13 @@ describe('admin: assets', () => {
 
   it('refuses an issuance that races the asset\'s deletion: a deleted asset is never held', async () => {
     const asset = await createAsset()
-    let pending: ReturnType<typeof issueRequest> | undefined
-    // DELETE /assets/{id}'s transaction, its change made but not committed while the issuance arrives.
-    await t.database.db.transaction().execute(async (trx) => {
+    // What DELETE /assets/{id} changes, not yet committed while the issuance arrives.
+    const deletion = async (trx: Executor) => {
       assert.ok(await assets.lockAsset(trx, asset.id))
       assert.equal(await assets.isAssetHeld(trx, asset.id), false)
       await assets.markAssetDeleted(trx, asset.id)
-      pending = issueRequest(user.walletId, asset.id, 5)
-      // Long enough for an issuance that does not wait to commit (it needs a few milliseconds).
-      await new Promise((resolve) => setTimeout(resolve, 300))
-    })
-    expectError(await (pending as ReturnType<typeof issueRequest>), 404, 'W002')
+    }
+    expectError(await whileOpen(t.database.db, deletion, () => issueRequest(user.walletId, asset.id, 5)), 404, 'W002')
     assert.equal(await assets.isAssetHeld(t.database.db, asset.id), false)
     assert.equal((await verifyLedger(t.database.db)).ok, true)
   })

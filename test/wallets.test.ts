@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Executor } from '../src/db/database.ts'
 import * as wallets from '../src/wallets/wallets.repository.ts'
-import { buildTestApp, createUser, expectError, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, createUser, expectError, STORAGE, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
 
 let t: TestApp
 
@@ -620,17 +620,16 @@ describe('DELETE /wallet', () => {
  * and then answer by what it committed.
  */
 describe('access changes racing with requests', () => {
-  /** Runs `change` in a transaction holding the wallet as the owner's operations do, and `request` while it is open. */
-  async function whileOpen<T>(walletId: number, change: (trx: Executor) => Promise<void>, request: () => Promise<T>): Promise<T> {
-    let pending: Promise<T> | undefined
-    await t.database.db.transaction().execute(async (trx) => {
-      assert.ok(await wallets.lockWallet(trx, walletId))
-      await change(trx)
-      pending = request()
-      // Long enough for a request that does not wait to finish (it needs a few milliseconds).
-      await new Promise((resolve) => setTimeout(resolve, 300))
-    })
-    return pending as Promise<T>
+  /** Runs `change` holding the wallet as the owner's operations do, and `request` while it is open. */
+  function whileHeld<T>(walletId: number, change: (trx: Executor) => Promise<void>, request: () => Promise<T>): Promise<T> {
+    return whileOpen(
+      t.database.db,
+      async (trx) => {
+        assert.ok(await wallets.lockWallet(trx, walletId))
+        await change(trx)
+      },
+      request,
+    )
   }
 
   /** What DELETE /wallet/users/{userid} changes (wallets.service.ts removeUser). */
@@ -642,7 +641,7 @@ describe('access changes racing with requests', () => {
 
   it('a key asked for while the user is being removed is refused, not left working', async () => {
     const { owner, member, wallet } = await sharedWallet()
-    const response = await whileOpen(wallet.id, removal(wallet.id, member.id), () => call('POST', '/wallet/sessions', member.auth, { name: 'late' }))
+    const response = await whileHeld(wallet.id, removal(wallet.id, member.id), () => call('POST', '/wallet/sessions', member.auth, { name: 'late' }))
     if (STORAGE === 'postgres') {
       // The request was authenticated on the wallet before the removal committed.
       expectError(response, 404, 'W000')
@@ -657,7 +656,7 @@ describe('access changes racing with requests', () => {
 
   it('a webhook set while the user is being removed is refused, not left on the wallet', async () => {
     const { owner, member, wallet } = await sharedWallet()
-    const response = await whileOpen(wallet.id, removal(wallet.id, member.id), () => call('PUT', '/wallet/webhook', member.auth, { webhook: 'https://example.com/late' }))
+    const response = await whileHeld(wallet.id, removal(wallet.id, member.id), () => call('PUT', '/wallet/webhook', member.auth, { webhook: 'https://example.com/late' }))
     if (STORAGE === 'postgres') {
       expectError(response, 404, 'W000')
     } else {
@@ -672,7 +671,7 @@ describe('access changes racing with requests', () => {
     const { owner, wallet } = await sharedWallet()
     const late = await createUser(t.app)
     await assign(owner, late)
-    const response = await whileOpen(wallet.id, removal(wallet.id, late.id), () => call('PUT', '/user/session/wallet', late.auth, { wallet_id: wallet.id }))
+    const response = await whileHeld(wallet.id, removal(wallet.id, late.id), () => call('PUT', '/user/session/wallet', late.auth, { wallet_id: wallet.id }))
     expectError(response, 404, 'W000')
     assert.equal(await activeWalletOf(late.auth), late.walletId)
   })
@@ -685,7 +684,7 @@ describe('access changes racing with requests', () => {
       await wallets.setWalletOwner(trx, wallet.id, member.id)
       await wallets.insertWalletUser(trx, wallet.id, owner.id)
     }
-    const response = await whileOpen(wallet.id, handover, () => call('PUT', '/user/wallet', owner.auth, { wallet_id: wallet.id }))
+    const response = await whileHeld(wallet.id, handover, () => call('PUT', '/user/wallet', owner.auth, { wallet_id: wallet.id }))
     expectError(response, 404, 'W000')
     assert.equal((await call('GET', '/user/session', owner.auth)).json().primary_wallet_id, owner.walletId)
     // The new owner can make it theirs.

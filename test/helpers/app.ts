@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
-import { openPostgres, openSqlite, type Database } from '../../src/db/database.ts'
+import { openPostgres, openSqlite, type Database, type Db, type Executor } from '../../src/db/database.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
 import { hashToken } from '../../src/http/tokens.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
@@ -119,4 +119,20 @@ export function expectError(response: LightMyRequestResponse, status: number, co
   if (typeof body.message !== 'string' || typeof body.request_id !== 'string') {
     throw new Error(`error body lacks message or request_id: ${response.body}`)
   }
+}
+
+/**
+ * A request racing a change: runs `change` in a transaction and, while that is still open (its
+ * changes made, not committed), starts `request`; commits after `holdMs`, long enough for a
+ * request that does not wait for the change to finish, and returns the request's answer. On
+ * PostgreSQL the request runs beside the open transaction; SQLite runs it after the commit.
+ */
+export async function whileOpen<T>(db: Db, change: (trx: Executor) => Promise<void>, request: () => Promise<T>, holdMs = 300): Promise<T> {
+  let pending: Promise<T> | undefined
+  await db.transaction().execute(async (trx) => {
+    await change(trx)
+    pending = request()
+    await new Promise((resolve) => setTimeout(resolve, holdMs))
+  })
+  return pending as Promise<T>
 }
