@@ -12,7 +12,7 @@ import walletsRoutes from './wallets/wallets.routes.ts'
 import events from './events/events.plugin.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
-import { registerErrorHandler } from './http/error-handler.ts'
+import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
 import { errorBody, ERRORS } from './http/errors.ts'
 import observability from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
@@ -43,6 +43,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     connectionTimeout: 60_000,
     // observability.ts answers requests that arrive while closing with the contract's S001 body.
     return503OnClosing: false,
+    // Requests Node's HTTP parser refuses never reach a route; they get the contract's layout too.
+    clientErrorHandler: answerClientError,
     // Malformed percent-encoding and path parameters over 100 characters are refused by the router
     // before any hook runs; they still get the contract's error layout and a request id.
     frameworkErrors: (error, request, reply) => {

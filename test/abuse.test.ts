@@ -64,6 +64,19 @@ function raw(port: number, bytes: string | Buffer, waitMs = 2000): Promise<strin
   })
 }
 
+/**
+ * Asserts a raw answer from the socket has `status` and the contract's error layout with `code`,
+ * and that its X-Request-Id names the same request as its body.
+ */
+function expectRawError(received: string, status: number, code: string): void {
+  assert.match(received, new RegExp(`^HTTP/1\\.1 ${status} `), JSON.stringify(received.slice(0, 80)))
+  const [head, body] = received.split('\r\n\r\n')
+  const parsed = JSON.parse(body) as { code?: string; message?: string; request_id?: string }
+  assert.equal(parsed.code, code, body)
+  assert.equal(typeof parsed.message, 'string')
+  assert.match(head, new RegExp(`\r\nx-request-id: ${parsed.request_id}\r\n`, 'i'))
+}
+
 function errorCode(response: WireResponse): string | undefined {
   try {
     return (JSON.parse(response.body) as { code?: string }).code
@@ -328,7 +341,13 @@ describe('abuse', () => {
         assert.ok(['A000', 'A001'].includes(errorCode(response) ?? ''), authorization.slice(0, 30))
       }
       const huge = await raw(port, `GET /wallet/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'x'.repeat(20_000)}\r\nConnection: close\r\n\r\n`)
-      assert.match(huge, /^HTTP\/1\.1 431/)
+      expectRawError(huge, 431, 'G000')
+    })
+
+    it('answers requests the HTTP parser refuses with 400 G000 in the contract\'s layout', async () => {
+      for (const request of ['GARBAGE\r\n\r\n', 'GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n', 'POST /users HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']) {
+        expectRawError(await raw(port, request), 400, 'G000')
+      }
     })
   })
 
@@ -369,7 +388,7 @@ describe('abuse', () => {
       const answered = await othersStillAnswered(trickle)
       const received = await trickle
       const elapsed = Date.now() - started
-      assert.match(received, /^HTTP\/1\.1 408/, `got ${JSON.stringify(received.slice(0, 80))} after ${elapsed} ms`)
+      expectRawError(received, 408, 'G000')
       assert.ok(elapsed < 3 * REQUEST_TIMEOUT_MS, `timed out after ${elapsed} ms`)
       assert.ok(answered >= 5, `only ${answered} other requests were answered meanwhile`)
       assert.equal(await holdings(bob), delivered)
@@ -380,7 +399,7 @@ describe('abuse', () => {
       const partial = raw(port, 'GET /wallet/assets HTTP/1.1\r\nHost: x\r\nX-Slow: ', 10 * REQUEST_TIMEOUT_MS)
       await othersStillAnswered(partial)
       const received = await partial
-      assert.match(received, /^HTTP\/1\.1 408/, `got ${JSON.stringify(received.slice(0, 80))}`)
+      expectRawError(received, 408, 'G000')
       assert.ok(Date.now() - started < 3 * REQUEST_TIMEOUT_MS)
     })
   })

@@ -1,3 +1,6 @@
+import crypto from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { isStorageUnavailable } from '../db/database.ts'
 import { AppError, errorBody, ERRORS, type ErrorCode } from './errors.ts'
@@ -63,4 +66,32 @@ export function registerErrorHandler(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) => {
     reply.status(404).send(errorBody('G006', request.id, `${request.method} ${request.url.split('?')[0]} does not exist`))
   })
+}
+
+/**
+ * Answers a request that Node's HTTP parser refused before Fastify saw it (a malformed request
+ * line or header, a header block over the size limit, a client too slow to send its request):
+ * with the contract's error body (§2) and a request id, like every other error, instead of
+ * Fastify's default body. Headers too large answer 431 and a request that took too long 408, as
+ * before; anything else 400.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const [status, detail] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'the request headers are too large']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'the request took too long to arrive']
+        : [400, 'malformed HTTP request']
+  // As Node itself checks: nothing more may be written once a response to this request has begun.
+  const response = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage
+  if (socket.writable && !response?.headersSent) {
+    const requestId = crypto.randomUUID()
+    const body = JSON.stringify(errorBody('G000', requestId, detail))
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    )
+  }
+  socket.destroy(error)
 }
