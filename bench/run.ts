@@ -167,6 +167,12 @@ const LADDER: ScenarioName[] = ['e', 'invalid', 'session', 'unknown', 'a']
 /** The status every answer of a scenario that is refused on purpose should have. */
 const EXPECTED_STATUS: Partial<Record<ScenarioName, number>> = { invalid: 400, unknown: 404 }
 
+/** The answers that count for a scenario: 2xx ones, or those with its expected status. */
+function answered(scenario: ScenarioName, result: LoadResult): number {
+  const expected = EXPECTED_STATUS[scenario]
+  return expected === undefined ? result.requests - result.non2xx : (result.statusCodes[String(expected)] ?? 0)
+}
+
 function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, connections: number, seconds: number, wallets?: number): LoadJob {
   const traders = wallets ? seeded.traders.slice(0, wallets) : seeded.traders
   const everyone = traders.map((user) => ({ token: user.token, username: user.username }))
@@ -218,8 +224,7 @@ async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, 
   const before = cpu()
   const result = await load(jobFor(scenario, url, seeded, connections, settings.seconds, wallets))
   const after = cpu()
-  const expected = EXPECTED_STATUS[scenario]
-  const ok = Math.max(1, expected === undefined ? result.requests - result.non2xx : (result.statusCodes[String(expected)] ?? 0))
+  const ok = Math.max(1, answered(scenario, result))
   // Processes that exit during the run (PostgreSQL backends) take their CPU time with them.
   const perRequest = (key: 'service' | 'database' | 'load') => Math.max(0, ((after[key] - before[key]) * 1000) / ok)
   const machineMs = ((after.machine.busy - before.machine.busy) * 1000) / 100
@@ -378,19 +383,15 @@ function ladderRows(results: ScenarioResult[], database: boolean): string[][] {
   const us = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : '-')
   return [
     ['request', 'answers/s', 'as expected', 'p50 ms', 'service µs/req', ...(database ? ['postgres µs/req'] : []), 'load µs/req'],
-    ...results.map((result) => {
-      const expected = EXPECTED_STATUS[result.scenario]
-      const answered = expected === undefined ? result.requests - result.non2xx : (result.statusCodes[String(expected)] ?? 0)
-      return [
-        result.label,
-        (result.requests / result.seconds).toFixed(0),
-        `${((100 * answered) / Math.max(1, result.requests)).toFixed(0)} %`,
-        result.p50.toFixed(2),
-        us(result.serviceCpuUs),
-        ...(database ? [us(result.databaseCpuUs)] : []),
-        us(result.loadCpuUs),
-      ]
-    }),
+    ...results.map((result) => [
+      result.label,
+      (result.requests / result.seconds).toFixed(0),
+      `${((100 * answered(result.scenario, result)) / Math.max(1, result.requests)).toFixed(0)} %`,
+      result.p50.toFixed(2),
+      us(result.serviceCpuUs),
+      ...(database ? [us(result.databaseCpuUs)] : []),
+      us(result.loadCpuUs),
+    ]),
   ]
 }
 
