@@ -470,6 +470,10 @@ describe('POST /wallet/transactions', () => {
       { recipient: bob.username, assets: [1, 2] },
       { recipient: [bob.username], assets: { [gold.name]: 1 } },
       { recipient: 'x'.repeat(65), assets: { [gold.name]: 1 } },
+      // A quantity of the wrong type is G000 under any key, not only under a well-formed asset name.
+      { recipient: bob.username, assets: { '': '1' } },
+      { recipient: bob.username, assets: { 'not an asset!': {} } },
+      { recipient: 1, assets: { [gold.name]: 1, 'x y': 1.5 } },
     ]
     for (const body of bodies) expectError(await send(alice, body), 400, 'G000')
     expectError(await send(alice, { recipient: 'notanid', type: 2, assets: { [gold.name]: 1 } }), 400, 'G000')
