@@ -131,8 +131,7 @@ export async function setPrimaryWallet(db: Db, auth: UserAuth, walletId: number)
 export async function setActiveWallet(db: Db, auth: UserAuth, walletId: number) {
   await inTransaction(db, async (trx) => {
     // Not while the user is being removed from it: removal moves their sessions off it first.
-    await walletsRepo.holdWallet(trx, walletId)
-    if (!(await walletsRepo.canUseWallet(trx, auth.userId, walletId))) throw new AppError('W000', `you may not use wallet ${walletId}`)
+    if (!(await walletsRepo.holdUsableWallet(trx, auth.userId, walletId))) throw new AppError('W000', `you may not use wallet ${walletId}`)
     await repo.setSessionWallet(trx, auth.sessionId, walletId)
   })
   return describeSession(db, { ...auth, walletId })

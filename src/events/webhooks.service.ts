@@ -3,7 +3,7 @@ import type { Db, Executor } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
-import { canUseWallet, holdWallet } from '../wallets/wallets.repository.ts'
+import { holdUsableWallet } from '../wallets/wallets.repository.ts'
 import { newWebhookSecret } from './signature.ts'
 import { AddressNotAllowedError, assertPublicHost, checkWebhookUrlForm } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
@@ -53,8 +53,7 @@ export async function setWebhook(db: Db, config: Config, auth: UserAuth, raw: st
   const now = nowIso()
   const walletId = auth.walletId
   await inTransaction(db, async (trx) => {
-    await holdWallet(trx, walletId)
-    if (!(await canUseWallet(trx, auth.userId, walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
+    if (!(await holdUsableWallet(trx, auth.userId, walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
     await repo.upsertWebhook(trx, { walletId, url, secret, createdAt: now })
     await repo.retargetPendingDeliveries(trx, walletId, url, now)
   })

@@ -103,6 +103,12 @@ export async function holdWallet(db: Executor, walletId: number): Promise<void> 
   await forShare(db.selectFrom('wallets').select('id').where('id', '=', walletId), db).execute()
 }
 
+/** `canUseWallet`, read once the wallet is held (`holdWallet`): for a request that then writes. */
+export async function holdUsableWallet(db: Executor, userId: number, walletId: number): Promise<boolean> {
+  await holdWallet(db, walletId)
+  return canUseWallet(db, userId, walletId)
+}
+
 export async function markWalletDeleted(db: Executor, walletId: number): Promise<void> {
   await db.updateTable('wallets').set({ deleted_at: nowIso() }).where('id', '=', walletId).execute()
 }

@@ -55,9 +55,14 @@ export async function listAssignedWallets(db: Db, userId: number) {
  * answers a request that raced such a change.
  */
 
-/** The active wallet when the caller owns it or is assigned to it. Throws W000. */
-async function usableWallet(db: Executor, auth: UserAuth): Promise<number> {
-  if (!(await wallets.canUseWallet(db, auth.userId, auth.walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
+/**
+ * The active wallet when the caller owns it or is assigned to it. Throws W000. With `hold`, for a
+ * request that then writes something lasting, it is read once the wallet row is held
+ * (`holdWallet`), so a change of access in progress is waited for and seen.
+ */
+async function usableWallet(db: Executor, auth: UserAuth, { hold = false } = {}): Promise<number> {
+  const usable = hold ? wallets.holdUsableWallet : wallets.canUseWallet
+  if (!(await usable(db, auth.userId, auth.walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
   return auth.walletId
 }
 
@@ -140,8 +145,7 @@ export async function transferOwnership(db: Db, auth: UserAuth, newOwnerId: numb
 export async function createWalletSession(db: Db, auth: UserAuth, name: string) {
   return inTransaction(db, async (trx) => {
     // Not while the user is being removed from it: removal revokes the keys they created first.
-    await wallets.holdWallet(trx, auth.walletId)
-    const walletId = await usableWallet(trx, auth)
+    const walletId = await usableWallet(trx, auth, { hold: true })
     const token = createToken('wallet')
     const key = await wallets.insertWalletSession(trx, { walletId, userId: auth.userId, name, tokenHash: hashToken(token) })
     return { ...key, token }
