@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import { coalescedPer } from '../db/coalesce.ts'
 import type { Executor } from '../db/database.ts'
-import { anyOf, forShare, nowIso } from '../db/dialect.ts'
+import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
 import type { UserRow } from '../db/tables.ts'
 
 export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
@@ -40,7 +40,7 @@ export async function findUserById(db: Executor, userId: number): Promise<UserRo
  * so this waits for it; read the user after this to see what it committed.
  */
 export async function holdUser(db: Executor, userId: number): Promise<void> {
-  await forShare(db.selectFrom('users').select('id').where('id', '=', userId), db).execute()
+  await holdRow(db, 'users', userId)
 }
 
 export async function updateUser(

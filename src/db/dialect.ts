@@ -41,9 +41,13 @@ export function forUpdate<Q extends { forUpdate(): Q }>(query: Q, executor: Exec
   return isPostgres(executor) ? query.forUpdate() : query
 }
 
-/** `SELECT … FOR SHARE` on PostgreSQL; a no-op on SQLite, like `forUpdate`. */
-export function forShare<Q extends { forShare(): Q }>(query: Q, executor: Executor): Q {
-  return isPostgres(executor) ? query.forShare() : query
+/**
+ * Holds one row shared for the rest of the transaction (`SELECT … FOR SHARE` on PostgreSQL): waits
+ * for a transaction that holds it for update to end. Nothing to do on SQLite, which serializes
+ * writers.
+ */
+export async function holdRow(executor: Executor, table: 'users' | 'wallets' | 'assets', id: number): Promise<void> {
+  if (isPostgres(executor)) await executor.selectFrom(table).select('id').where('id', '=', id).forShare().execute()
 }
 
 export function isPostgres(executor: Executor): boolean {

@@ -1,7 +1,7 @@
 import type { Executor } from '../db/database.ts'
 import { sql } from 'kysely'
 import { coalescedPer } from '../db/coalesce.ts'
-import { anyOf, forShare, forUpdate, nowIso } from '../db/dialect.ts'
+import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
 import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
 import type { AssetRow } from '../db/tables.ts'
 
@@ -100,7 +100,7 @@ export async function lockAsset(db: Executor, assetId: number): Promise<Asset | 
  * one in progress (`lockAsset`); read the asset after this to see what that committed.
  */
 export async function holdAsset(db: Executor, assetId: number): Promise<void> {
-  await forShare(db.selectFrom('assets').select('id').where('id', '=', assetId), db).execute()
+  await holdRow(db, 'assets', assetId)
 }
 
 /** Marks the asset deleted and frees its name; the row stays for the history that names it. */

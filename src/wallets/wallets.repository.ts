@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { forShare, forUpdate, nowIso } from '../db/dialect.ts'
+import { forUpdate, holdRow, nowIso } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 
 export async function insertWallet(db: Executor, userId: number, address: string): Promise<WalletRow> {
@@ -100,7 +100,7 @@ export async function lockWallet(db: Executor, walletId: number): Promise<Wallet
  * serializes writers); a shared lock, so transfers touching the wallet do not wait for it.
  */
 export async function holdWallet(db: Executor, walletId: number): Promise<void> {
-  await forShare(db.selectFrom('wallets').select('id').where('id', '=', walletId), db).execute()
+  await holdRow(db, 'wallets', walletId)
 }
 
 /** `canUseWallet`, read once the wallet is held (`holdWallet`): for a request that then writes. */
