@@ -26,6 +26,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     // observability.ts writes one line per request instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
+    // Path segments up to 512 characters reach their route: a login with any username that long
+    // answers U001 like every unknown name; longer ones are malformed URLs (G001).
+    routerOptions: { maxParamLength: 512 },
     trustProxy: config.trustProxy,
     requestIdHeader: false,
     genReqId: (request) => {

@@ -67,10 +67,10 @@ describe('HTTP layer', () => {
       expectError(await t.app.inject({ method: 'PATCH', url: '/user/session', headers: alice.auth }), 404, 'G006')
     })
 
-    it('refuses an oversized body with 413 and the error layout', async () => {
+    it('refuses an oversized body with 400 G000, the status of the table, and the error layout', async () => {
       const payload = JSON.stringify({ username: 'big', password: 'x'.repeat(t.config.bodyLimitBytes) })
       const response = await t.app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/json' }, payload })
-      assert.equal(response.statusCode, 413)
+      assert.equal(response.statusCode, 400)
       const body = response.json()
       assert.equal(body.code, 'G000')
       assert.equal(body.request_id, response.headers['x-request-id'])
@@ -117,6 +117,20 @@ describe('HTTP layer', () => {
 
     it('answers a bad query value with 400 G002', async () => {
       expectError(await t.app.inject({ method: 'GET', url: '/wallet/transactions?limit=1000', headers: alice.auth }), 400, 'G002')
+    })
+
+    it('checks credentials before the request: a bad request without them is A000 / A003 / A004, not G000-G002', async () => {
+      const json = { 'content-type': 'application/json' }
+      const refused: [number, string, { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: string; headers?: Record<string, string>; payload?: string }][] = [
+        [401, 'A000', { method: 'POST', url: '/wallet/transactions', headers: json, payload: '{"recipient":' }],
+        [401, 'A000', { method: 'GET', url: '/wallet/transactions?limit=0' }],
+        [401, 'A000', { method: 'DELETE', url: '/wallet/users/abc' }],
+        [401, 'A000', { method: 'PUT', url: '/user/password', headers: json, payload: '{"password":"x"}' }],
+        [403, 'A003', { method: 'POST', url: '/assets', headers: json, payload: '{}' }],
+        [403, 'A003', { method: 'PUT', url: '/assets/abc/value', headers: { ...json, ...alice.auth }, payload: '{"value":-1}' }],
+        [403, 'A004', { method: 'POST', url: '/user/wallets', headers: { ...json, cookie: aliceCookie, origin: 'https://evil.example.com' }, payload: '{"address":1}' }],
+      ]
+      for (const [status, code, request] of refused) expectError(await t.app.inject(request), status, code)
     })
   })
 

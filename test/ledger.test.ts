@@ -93,7 +93,8 @@ describe('admin: assets', () => {
     }
   })
 
-  it('answers GET /assets without credentials with 401 A000', async () => {
+  it('answers GET /assets without credentials with 401 A000, and the admin key sent bare with 401 A001', async () => {
+    expectError(await t.app.inject({ method: 'GET', url: '/assets', headers: { authorization: t.admin.authorization.slice('Bearer '.length) } }), 401, 'A001')
     expectError(await t.app.inject({ method: 'GET', url: '/assets' }), 401, 'A000')
   })
 
@@ -140,7 +141,9 @@ describe('admin: assets', () => {
       ['POST', `/wallets/${user.walletId}/assets`, { id: asset.id, quantity: 5 }],
       ['DELETE', `/wallets/${user.walletId}/assets/${asset.id}`],
     ]
-    const strangers: Record<string, string>[] = [{}, user.auth, { authorization: 'Bearer cfa_not_the_admin_key_at_all_really' }, { cookie: `${t.config.sessionCookieName}=${t.admin.authorization.slice(7)}` }]
+    const adminKey = t.admin.authorization.slice('Bearer '.length)
+    // The admin key counts only as `Authorization: Bearer <key>` (contract §5): bare or as a cookie, it is A003.
+    const strangers: Record<string, string>[] = [{}, user.auth, { authorization: 'Bearer cfa_not_the_admin_key_at_all_really' }, { cookie: `${t.config.sessionCookieName}=${adminKey}` }, { authorization: adminKey }]
     for (const [method, url, payload] of routes) {
       for (const headers of strangers) {
         expectError(await t.app.inject({ method: method as 'GET', url, payload, headers }), 403, 'A003')
@@ -479,6 +482,10 @@ describe('POST /wallet/transactions', () => {
     expectError(await send(alice, { recipient: 'notanid', type: 2, assets: { [gold.name]: 1 } }), 400, 'G000')
   })
 
+  it('refuses a number as a username or an address with 400 G000: only a wallet id may be one', async () => {
+    for (const type of [0, 1]) expectError(await send(alice, { recipient: bob.walletId, type, assets: { [gold.name]: 1 } }), 400, 'G000')
+  })
+
   it('refuses a map with an invalid asset name alongside a valid one and moves nothing', async () => {
     const before = await balances(alice)
     const response = await send(alice, { recipient: bob.username, assets: { [gold.name]: 1, 'not an asset!': 1 } })
@@ -672,6 +679,27 @@ describe('Idempotency-Key', () => {
     assert.deepEqual(await balances(payer), before)
   })
 
+  it('replays a retry written differently that asks for the same transfer', async () => {
+    const first = await send(payer, { recipient: payee.walletId, type: 2, assets: { [coin.name]: 2 } }, { 'idempotency-key': 'order-3' })
+    assert.equal(first.statusCode, 201, first.body)
+    const before = await balances(payer)
+    const retries = [
+      // Unknown fields are ignored (contract §1), a missing memo is the empty one, a wallet id may
+      // be a string, asset names are case-insensitive and one asset named twice adds up.
+      { recipient: payee.walletId, type: 2, assets: { [coin.name]: 2 }, note: 'ignored' },
+      { recipient: String(payee.walletId), type: 2, memo: '', assets: { [coin.name.toUpperCase()]: 2 } },
+      { recipient: payee.walletId, type: 2, assets: { [coin.name]: 1, [coin.name.toUpperCase()]: 1 } },
+    ]
+    for (const retry of retries) {
+      const response = await send(payer, retry, { 'idempotency-key': 'order-3' })
+      assert.equal(response.headers['idempotent-replayed'], 'true', `${JSON.stringify(retry)}: ${response.body}`)
+      assert.equal(response.body, first.body)
+    }
+    // The same wallet named another way is another request: the key is not stretched to it.
+    expectError(await send(payer, { recipient: payee.username, assets: { [coin.name]: 2 } }, { 'idempotency-key': 'order-3' }), 409, 'G003')
+    assert.deepEqual(await balances(payer), before)
+  })
+
   it('scopes keys to the wallet: another wallet may use the same key', async () => {
     await issue(payee.walletId, coin, 5)
     const response = await send(payee, { recipient: payer.username, assets: { [coin.name]: 1 } }, { 'idempotency-key': 'order-1' })
@@ -681,7 +709,7 @@ describe('Idempotency-Key', () => {
 
   it('refuses a key that is empty, too long or not printable with 400 G000', async () => {
     const body = { recipient: payee.username, assets: { [coin.name]: 1 } }
-    for (const key of ['k'.repeat(256), 'has space', '']) {
+    for (const key of ['k'.repeat(256), 'has\ttab', '']) {
       const response = await send(payer, body, { 'idempotency-key': key })
       expectError(response, 400, 'G000')
     }
@@ -850,6 +878,9 @@ describe('GET /wallet/transactions', () => {
     const link = String(response.headers.link)
     assert.match(link, /direction=sent/)
     assert.match(link, new RegExp(`asset=${stone.name}`))
+    // The cursor first, as the contract writes it; nothing that is not a filter is carried on.
+    const withUnknown = await t.app.inject({ method: 'GET', url: `/wallet/transactions?limit=3&offset=1&colour=blue`, headers: me.auth })
+    assert.equal(withUnknown.headers.link, `</wallet/transactions?before=${ids(withUnknown.json())[2]}&limit=3>; rel="next"`)
     const next = await t.app.inject({ method: 'GET', url: /^<([^>]+)>/.exec(link)![1], headers: me.auth })
     assert.deepEqual(ids(next.json()), ids(expected.slice(3, 6)))
   })
@@ -865,6 +896,16 @@ describe('GET /wallet/transactions', () => {
     // A timestamp with an offset means the same instant.
     const shifted = new Date(Date.parse(middle)).toISOString().replace('Z', '+00:00')
     assert.deepEqual(ids(await history(me, `?since=${encodeURIComponent(shifted)}&limit=100`)), ids(since))
+    // One whose instant falls after year 9999 is still later than everything, not before it.
+    const last = encodeURIComponent('9999-12-31T23:59:59-01:00')
+    assert.deepEqual(ids(await history(me, `?until=${last}&limit=100`)), ids(all))
+    assert.deepEqual(await history(me, `?since=${last}`), [])
+  })
+
+  it('answers a leap second, which no stored time can be, with 400 G002', async () => {
+    for (const bound of ['since', 'until']) {
+      expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions?${bound}=2026-06-30T23:59:60Z`, headers: me.auth }), 400, 'G002')
+    }
   })
 
   it('lists only the wallet’s own transactions', async () => {
@@ -878,6 +919,12 @@ describe('GET /wallet/transactions', () => {
     'limit=0',
     'limit=abc',
     'limit=2.5',
+    'limit=2.0',
+    'limit=0x2',
+    'limit=1e1',
+    'limit=%202',
+    'before=0x10',
+    'offset=+1',
     'offset=-1',
     'offset=10001',
     'offset=x',

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it, mock } from 'node:test'
-import { hashPassword, verifyPassword } from '../src/accounts/passwords.ts'
+import { DECOY_HASH, hashPassword, verifyPassword } from '../src/accounts/passwords.ts'
 import { AppError } from '../src/http/errors.ts'
 import { RateLimiter } from '../src/http/rate-limit.ts'
 import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
@@ -150,11 +150,19 @@ describe('login answers alike for an unknown user and a wrong password', () => {
     assert.deepEqual(unknown.body, { code: 'U001', message: 'Invalid Username or Password' })
     // Letter case does not tell either: the same user in capitals with a wrong password.
     assert.deepEqual(comparable(await login(t, alice.username.toUpperCase(), 'not the password')), wrong)
+    // Nor does a name no user could have: too long, or not alphanumeric.
+    for (const name of ['a'.repeat(65), 'b'.repeat(512), 'no%20such%20user']) assert.deepEqual(comparable(await login(t, name, 'not the password')), wrong, name)
+  })
+
+  it('checks unknown usernames against a hash made with the parameters of real ones', async () => {
+    const parameters = (hash: string) => hash.split('$').slice(0, 4).join('$')
+    assert.equal(parameters(DECOY_HASH), parameters(await hashPassword('any password')))
+    assert.equal(await verifyPassword(DECOY_HASH, 'decoy password that matches nobody'), true)
   })
 
   it('takes comparable time: the means of 10 tries differ by less than one password hash', async (context) => {
     const stored = await hashPassword(alice.password)
-    // Warm both paths (the decoy hash is computed on first use).
+    // Warm both paths.
     await login(t, 'warmupnobody', 'x')
     await login(t, alice.username, 'warm up')
     const mean = (list: number[]) => list.reduce((sum, value) => sum + value, 0) / list.length

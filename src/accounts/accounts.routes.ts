@@ -32,7 +32,7 @@ const accountsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, 
     },
   )
 
-  const user = { preHandler: app.requireUser }
+  const user = { onRequest: app.requireUser }
 
   app.put('/user/username', { ...user, schema: { tags, body: S.UsernameBody, response: responses(200, S.UsernameResult) } }, async (request) =>
     accounts.changeUsername(db, userAuth(request), request.body.username),

@@ -4,7 +4,8 @@ import { Address, Id, Password, Timestamp, Username } from '../http/schemas.ts'
 export const RegisterBody = Type.Object({ username: Username, password: Password })
 export const RegisteredUser = Type.Object({ id: Id, username: Type.String(), primary_wallet_id: Id, wallet_address: Type.String() })
 
-export const LoginParams = Type.Object({ username: Type.String({ minLength: 1, maxLength: 64 }) })
+// Any name: login answers U001 for every unknown one, even one no user could have (docs/decisions.md).
+export const LoginParams = Type.Object({ username: Type.String({ minLength: 1 }) })
 export const LoginBody = Type.Object({ password: Type.String({ maxLength: 256 }), return_token: Type.Optional(Type.Boolean({ default: false })) })
 export const LoginResult = Type.Object({ id: Id, user_id: Id, wallet_id: Id, token: Type.Optional(Type.String()) })
 

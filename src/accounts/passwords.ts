@@ -11,10 +11,13 @@ export function verifyPassword(passwordHash: string, password: string): Promise<
   return verify(passwordHash, password).catch(() => false)
 }
 
-let decoy: Promise<string> | undefined
+/**
+ * A hash made with OPTIONS (of a password nobody has), fixed here so that even the first unknown
+ * username costs one verification and no more: made at first use, it cost a hash as well.
+ */
+export const DECOY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$M+qr1rHQyFXjah4vKtyytw$PjUDu7CacQ6U76hOLyPlq79N0zL457Rdt7mzSK2P1+Q'
 
 /** Spends the same time as a real check, so an unknown username answers like a wrong password. */
 export async function verifyDecoy(password: string): Promise<void> {
-  decoy ??= hashPassword('decoy password that matches nobody')
-  await verifyPassword(await decoy, password)
+  await verifyPassword(DECOY_HASH, password)
 }

@@ -42,7 +42,7 @@ const streamRoutes: FastifyPluginAsyncTypebox<Deps & { hub: EventHub }> = async 
   app.get(
     '/wallet/events',
     {
-      preHandler: app.requireWalletAccess,
+      onRequest: app.requireWalletAccess,
       schema: {
         tags: ['events'],
         description:

@@ -11,7 +11,7 @@ import * as webhooks from './webhooks.service.ts'
 const webhooksRoutes: FastifyPluginAsyncTypebox<Deps & { worker: DeliveryWorker }> = async (app, { database, config, worker }) => {
   const { db } = database
   const tags = ['webhooks']
-  const user = { preHandler: app.requireUser }
+  const user = { onRequest: app.requireUser }
 
   app.put('/wallet/webhook', { ...user, schema: { tags, body: S.WebhookBody, response: responses(200, S.WebhookCreated) } }, async (request) =>
     webhooks.setWebhook(db, config, userAuth(request), request.body.webhook),

@@ -21,7 +21,11 @@ declare module 'fastify' {
     auth: Auth | undefined
   }
   interface FastifyInstance {
-    /** Guards, used as `preHandler`. Each sets `request.auth` or throws the contract's A-code. */
+    /**
+     * Guards, used as `onRequest`: credentials are checked before the body is read or anything is
+     * validated, so a caller without them learns nothing of a route's rules. Each sets
+     * `request.auth` or throws the contract's A-code.
+     */
     requireUser: (request: FastifyRequest) => Promise<void>
     requireWalletAccess: (request: FastifyRequest) => Promise<void>
     requireAdmin: (request: FastifyRequest) => Promise<void>
@@ -43,16 +47,18 @@ const TOUCH_INTERVAL_MS = 60_000
 interface Credential {
   token: string
   viaCookie: boolean
+  /** Sent as `Authorization: Bearer <token>`, the only form the admin key is taken in (contract §5). */
+  bearer: boolean
 }
 
 function readCredential(request: FastifyRequest, cookieName: string): Credential | undefined {
   const header = request.headers.authorization
   if (header !== undefined && header.trim() !== '') {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header.trim())
-    return { token: match ? match[1] : header.trim(), viaCookie: false }
+    return { token: match ? match[1] : header.trim(), viaCookie: false, bearer: match !== null }
   }
   const cookie = request.cookies?.[cookieName]
-  if (cookie) return { token: cookie, viaCookie: true }
+  if (cookie) return { token: cookie, viaCookie: true, bearer: false }
   return undefined
 }
 
@@ -138,7 +144,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     const credential = readCredential(request, config.sessionCookieName)
     if (!credential) throw new AppError('A000')
     // ADMIN_API_KEY may be any long secret, not only one in our token format, so compare it first.
-    if (accept.has('admin') && !credential.viaCookie && sameHash(hashToken(credential.token), adminKeyHash)) {
+    if (accept.has('admin') && credential.bearer && sameHash(hashToken(credential.token), adminKeyHash)) {
       request.auth = { kind: 'admin' }
       return request.auth
     }
@@ -147,7 +153,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     if (!accept.has(kind)) throw new AppError('A001', `a ${kind} token cannot be used on this route`)
     if (kind === 'wallet' && credential.viaCookie) throw new AppError('A001', 'wallet keys go in the Authorization header')
     let auth: Auth | undefined
-    if (kind === 'admin') auth = sameHash(hashToken(credential.token), adminKeyHash) ? { kind: 'admin' } : undefined
+    if (kind === 'admin') auth = credential.bearer && sameHash(hashToken(credential.token), adminKeyHash) ? { kind: 'admin' } : undefined
     else if (kind === 'user') auth = await userFromToken(credential.token, credential.viaCookie)
     else auth = await walletFromToken(credential.token)
     if (!auth) throw new AppError('A001', 'the session is unknown, revoked or expired')
@@ -171,7 +177,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   })
   app.decorate('requireAdmin', async (request: FastifyRequest) => {
     const credential = readCredential(request, config.sessionCookieName)
-    if (!credential || credential.viaCookie || !sameHash(hashToken(credential.token), adminKeyHash)) {
+    if (!credential?.bearer || !sameHash(hashToken(credential.token), adminKeyHash)) {
       throw new AppError('A003')
     }
     request.auth = { kind: 'admin' }

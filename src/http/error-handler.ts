@@ -14,12 +14,12 @@ const VALIDATION_CODES: Record<string, ErrorCode> = {
 }
 
 /** Fastify's own request errors that are the client's fault, mapped to contract codes. */
-const FRAMEWORK_CODES: Record<string, { code: ErrorCode; status?: number; detail: string }> = {
+const FRAMEWORK_CODES: Record<string, { code: ErrorCode; detail: string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'G000', detail: 'body is not valid JSON' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'G000', detail: 'body is empty' },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'G000', detail: 'body must be application/json' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'G000', detail: 'content-length does not match the body' },
-  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'G000', status: 413, detail: 'body is too large' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'G000', detail: 'body is too large' },
   FST_ERR_CTP_INVALID_TYPE: { code: 'G000', detail: 'invalid content type' },
   FST_ERR_BAD_URL: { code: 'G001', detail: 'malformed URL' },
   FST_ERR_ASYNC_CONSTRAINT: { code: 'G000', detail: 'malformed request' },
@@ -47,7 +47,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
     }
     const framework = error.code ? FRAMEWORK_CODES[error.code] : undefined
     if (framework) {
-      return reply.status(framework.status ?? ERRORS[framework.code].status).send(errorBody(framework.code, request.id, framework.detail))
+      return reply.status(ERRORS[framework.code].status).send(errorBody(framework.code, request.id, framework.detail))
     }
     if (error.statusCode === 429) {
       return reply.status(429).send(errorBody('G005', request.id))
@@ -72,17 +72,17 @@ export function registerErrorHandler(app: FastifyInstance): void {
  * Answers a request that Node's HTTP parser refused before Fastify saw it (a malformed request
  * line or header, a header block over the size limit, a client too slow to send its request):
  * with the contract's error body (§2) and a request id, like every other error, instead of
- * Fastify's default body. Headers too large answer 431 and a request that took too long 408, as
- * before; anything else 400.
+ * Fastify's default body: `G000` with its status from the table (400), the detail naming the cause.
  */
 export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
-  const [status, detail] =
+  const detail =
     error.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'the request headers are too large']
+      ? 'the request headers are too large'
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'the request took too long to arrive']
-        : [400, 'malformed HTTP request']
+        ? 'the request took too long to arrive'
+        : 'malformed HTTP request'
+  const { status } = ERRORS.G000
   // As Node itself checks: nothing more may be written once a response to this request has begun.
   const response = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage
   if (socket.writable && !response?.headersSent) {

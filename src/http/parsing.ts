@@ -17,6 +17,20 @@ function buildAjv(coerceTypes: boolean) {
   return ajv
 }
 
+const integerFieldsOf = new WeakMap<object, string[]>()
+
+/** The fields a query schema declares as integers (cached per schema). */
+function integerFields(schema: unknown): string[] {
+  if (typeof schema !== 'object' || schema === null) return []
+  let fields = integerFieldsOf.get(schema)
+  if (!fields) {
+    const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {}
+    fields = Object.keys(properties).filter((name) => properties[name].type === 'integer')
+    integerFieldsOf.set(schema, fields)
+  }
+  return fields
+}
+
 /**
  * How requests are read: JSON bodies (strict UTF-8, no `__proto__`, no text either storage cannot
  * keep), schema validation with bodies never coerced ("5" is not 5) while paths and queries are,
@@ -51,6 +65,15 @@ export function registerParsing(app: FastifyInstance): void {
   // a bodiless request, and the others name the missing field.
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && (request.method === 'POST' || request.method === 'PUT')) request.body = {}
+  })
+  // Query integers are coerced from text, which would also take `0x10`, `1e1`, ` 2` or `2.0`:
+  // only decimal digits are a number here.
+  app.addHook('preValidation', async (request) => {
+    const query = request.query as Record<string, unknown> | undefined
+    for (const name of integerFields(request.routeOptions.schema?.querystring)) {
+      const value = query?.[name]
+      if (typeof value === 'string' && !/^[0-9]+$/.test(value)) throw new AppError('G002', `${name} must be a whole number`)
+    }
   })
   // Path and query values decode %00 and %ED%A0%80 too: refused like malformed ids and queries.
   app.addHook('preValidation', async (request) => {

@@ -11,9 +11,9 @@ import { Asset, AssetName, AssetValue, Quantity, Transaction } from './ledger.sc
 const assetsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
   const { db } = database
   const tags = ['admin']
-  const admin = { preHandler: app.requireAdmin }
+  const admin = { onRequest: app.requireAdmin }
 
-  app.get('/assets', { preHandler: app.requireAnyCaller, schema: { tags, response: responses(200, Type.Array(Asset)) } }, async () => assets.listAssets(db))
+  app.get('/assets', { onRequest: app.requireAnyCaller, schema: { tags, response: responses(200, Type.Array(Asset)) } }, async () => assets.listAssets(db))
 
   app.post('/assets', { ...admin, schema: { tags, body: Type.Object({ name: AssetName, value: AssetValue }), response: responses(201, Asset) } }, async (request, reply) => {
     const asset = await assets.createAsset(db, request.body.name, request.body.value)

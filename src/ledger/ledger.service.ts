@@ -57,13 +57,19 @@ async function resolveLines(db: Executor, requested: Record<string, number>): Pr
   return [...lines.values()]
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`
-  }
-  return JSON.stringify(value)
+/**
+ * What an Idempotency-Key's request is, for telling a retry from a different request: the fields
+ * that decide what the transfer does, written one way. Unknown fields are ignored (contract §1),
+ * a missing memo is the empty one, a wallet id may be a string or a number, and asset names are
+ * case-insensitive (quantities of one asset named twice add up, as the transfer does).
+ */
+function fingerprint(request: SendRequest): string {
+  const type = request.type ?? 0
+  const assets = new Map<string, number>()
+  for (const [name, quantity] of Object.entries(request.assets)) assets.set(name.toLowerCase(), (assets.get(name.toLowerCase()) ?? 0) + quantity)
+  const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  const canonical = JSON.stringify([type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines])
+  return crypto.createHash('sha256').update(canonical).digest('hex')
 }
 
 /** Keys whose first request is still running in this process (contract: G004). */
@@ -82,7 +88,9 @@ async function replay(db: Executor, walletId: number, key: string, requestHash: 
  * nothing. Throws, in this order: G003/G004 (key), U003/W000 (recipient), W013, I001, I002, I003.
  */
 export async function sendTransaction(db: Db, walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
-  const requestHash = idempotencyKey === undefined ? '' : crypto.createHash('sha256').update(canonicalJson(request)).digest('hex')
+  // A username or an address is a string; only a wallet id may also be a number.
+  if ((request.type ?? 0) !== 2 && typeof request.recipient !== 'string') throw new AppError('G000', 'recipient must be a string for this type')
+  const requestHash = idempotencyKey === undefined ? '' : fingerprint(request)
   const flightKey = `${walletId}:${idempotencyKey}`
   if (idempotencyKey !== undefined) {
     const previous = await replay(db, walletId, idempotencyKey, requestHash)
@@ -173,13 +181,14 @@ export interface ListQuery {
 
 /** GET /wallet/transactions: a page, newest first, and whether there is a next page. */
 export async function listWalletTransactions(db: Db, walletId: number, query: ListQuery) {
+  const since = storedTime(query.since)
+  const until = storedTime(query.until)
   let assetId: number | undefined
   if (query.asset !== undefined) {
     const asset = (await assets.findAssetsByNames(db, [query.asset])).get(query.asset.toLowerCase())
     if (!asset) return { transactions: [], more: false }
     assetId = asset.id
   }
-  const normalize = (stamp?: string) => (stamp === undefined ? undefined : new Date(stamp).toISOString())
   return ledger.listTransactions(db, {
     walletId,
     limit: query.limit ?? 10,
@@ -188,7 +197,21 @@ export async function listWalletTransactions(db: Db, walletId: number, query: Li
     after: query.after,
     assetId,
     direction: query.direction,
-    since: normalize(query.since),
-    until: normalize(query.until),
+    since,
+    until,
   })
 }
+
+// Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written
+// the same way; one past year 9999 (a later offset, say) is held at the last such instant.
+const LAST_STORABLE = Date.parse('9999-12-31T23:59:59.999Z')
+
+/** A query's timestamp (any offset) as stored timestamps are written; G002 if it names no instant. */
+function storedTime(stamp?: string): string | undefined {
+  if (stamp === undefined) return undefined
+  const time = Date.parse(stamp)
+  // The format allows a leap second (23:59:60), which no stored timestamp can be.
+  if (Number.isNaN(time)) throw new AppError('G002', `${stamp} is not a valid time`)
+  return new Date(Math.min(Math.max(time, 0), LAST_STORABLE)).toISOString()
+}
+

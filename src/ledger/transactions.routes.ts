@@ -16,7 +16,8 @@ const SendBody = Type.Object({
 })
 
 const SendHeaders = Type.Object({
-  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x21-\\x7e]{1,255}$' })),
+  // Printable ASCII, space included (HTTP trims it at either end).
+  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
 })
 
 const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
@@ -35,7 +36,7 @@ const ListQuery = Type.Object({
 const transactionsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
   const { db } = database
   const tags = ['wallet']
-  const wallet = { preHandler: app.requireWalletAccess }
+  const wallet = { onRequest: app.requireWalletAccess }
 
   app.get('/wallet/assets', { ...wallet, schema: { tags, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
     ledger.listHoldings(db, walletOf(request)),
@@ -54,10 +55,10 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { databa
   app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
     const { transactions, more } = await ledger.listWalletTransactions(db, walletOf(request), request.query)
     if (more && transactions.length > 0) {
-      const next = new URLSearchParams()
-      for (const [key, value] of Object.entries(request.query)) if (value !== undefined && key !== 'before' && key !== 'offset') next.set(key, String(value))
-      next.set('before', String(transactions[transactions.length - 1].id))
-      next.set('limit', String(request.query.limit ?? 10))
+      // The next page continues below this one's last id, with the same filters; offset is spent.
+      const { limit, after, asset, direction, since, until } = request.query
+      const next = new URLSearchParams({ before: String(transactions[transactions.length - 1].id), limit: String(limit ?? 10) })
+      for (const [key, value] of Object.entries({ after, asset, direction, since, until })) if (value !== undefined) next.set(key, String(value))
       reply.header('link', `</wallet/transactions?${next.toString()}>; rel="next"`)
     }
     return transactions

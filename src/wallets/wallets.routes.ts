@@ -13,7 +13,7 @@ import * as wallets from './wallets.service.ts'
 const walletsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
   const { db } = database
   const tags = ['wallet']
-  const user = { preHandler: app.requireUser }
+  const user = { onRequest: app.requireUser }
 
   app.post('/wallet/users', { ...user, schema: { tags, body: S.AssignUserBody, response: responses(201, S.AssignedUser) } }, async (request, reply) => {
     const assigned = await wallets.assignUser(db, userAuth(request), request.body.username)
