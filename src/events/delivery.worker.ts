@@ -28,6 +28,8 @@ const MAX_RESPONSE_BYTES = 64 * 1024
 const LEASE_MARGIN_MS = 10_000
 /** Shown to receivers; never varies with the deployment. */
 const USER_AGENT = 'Coffer-Webhooks/1'
+/** The attempt log's error for an attempt cut off by the service's shutdown. */
+export const INTERRUPTED = 'interrupted: the service was shutting down'
 
 interface Outcome {
   statusCode: number | null
@@ -185,14 +187,20 @@ export class DeliveryWorker {
       })
       return
     }
+    const url = work.url
     const attemptedAt = nowIso()
-    const outcome = await this.send(work.url, work.secret, work.event_id, work.payload)
+    const outcome = await this.send(url, work.secret, work.event_id, work.payload)
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
-      await repo.releaseDelivery(this.db, claim.id, claim.lease_until)
+      // Cut off by the shutdown: the receiver may have seen it, so it is logged like any attempt
+      // (contract §8), and the delivery is given back, due again at once rather than after a backoff.
+      await inTransaction(this.db, async (trx) => {
+        await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome, error: INTERRUPTED })
+        await repo.releaseDelivery(trx, claim.id, claim.lease_until)
+      })
       this.attemptsTotal.inc({ outcome: 'released' })
       return
     }
-    await this.record(claim, work.url, attemptedAt, outcome)
+    await this.record(claim, url, attemptedAt, outcome)
   }
 
   /** One POST. Never throws: every failure becomes an Outcome with an error text for the log. */
