@@ -14,7 +14,7 @@ import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
 import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
 import { errorBody, ERRORS } from './http/errors.ts'
-import observability from './http/observability.ts'
+import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -62,8 +62,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   registerParsing(app)
   registerErrorHandler(app)
 
-  // 2. Request ids, logs, metrics, health.
-  await app.register(observability, { database: deps.database })
+  // 2. Request ids, logs, metrics.
+  await app.register(observability)
 
   // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
   await app.register(cookie)
@@ -91,7 +91,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
-  // 5. Domains.
+  // 5. Health, readiness and metrics; then the domains.
+  await app.register(operationsRoutes, { database: deps.database })
   await app.register(accountsRoutes, deps)
   await app.register(transactionsRoutes, deps)
   await app.register(assetsRoutes, deps)

@@ -187,6 +187,24 @@ describe('GET /wallet/events', () => {
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: { ...bob.auth, 'last-event-id': 'abc' } }), 400, 'G000')
   })
 
+  it('counts a stream its client leaves as a request, like any other', async () => {
+    const served = async () => {
+      const metrics = (await t.app.inject({ method: 'GET', url: '/metrics' })).body
+      const line = metrics.split('\n').find((entry) => entry.startsWith('coffer_http_requests_total{method="GET",route="/wallet/events",status="200"}'))
+      return line ? Number(line.split(' ').pop()) : 0
+    }
+    const before = await served()
+    const stream = await open(carol.auth)
+    await waitUntil(() => stream.comments.includes('connected'))
+    stream.close()
+    await waitUntil(async () => ((await served()) === before + 1 ? true : undefined), 2_000, `the stream to be counted (${before} before, ${await served()} now)`)
+  })
+
+  it('answers HEAD, which would hold a stream open with nothing to send, with 404 G006', async () => {
+    const response = await t.app.inject({ method: 'HEAD', url: '/wallet/events', headers: bob.auth })
+    assert.equal(response.statusCode, 404)
+  })
+
   it('ends open streams when the service shuts down', async () => {
     const other = await buildTestApp()
     const otherBase = await listen(other.app)

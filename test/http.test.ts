@@ -176,6 +176,9 @@ describe('HTTP layer', () => {
         ['/wallet/transactions', 'get'],
         ['/assets', 'post'],
         ['/wallets/{walletid}/assets', 'post'],
+        ['/wallet/events', 'get'],
+        ['/healthz', 'get'],
+        ['/readyz', 'get'],
       ]
       for (const [path, method] of expected) assert.ok(doc.paths[path]?.[method], `${method.toUpperCase()} ${path} is documented`)
       for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, { responses?: object }>>)) {
@@ -197,6 +200,9 @@ describe('HTTP layer', () => {
         assert.ok(node, `${ref} resolves`)
       }
       assert.equal(doc.paths['/openapi.json'], undefined, 'the document does not list itself')
+      const stream = doc.paths['/wallet/events'].get.responses
+      assert.deepEqual(Object.keys(stream['200'].content), ['text/event-stream'])
+      assert.deepEqual(Object.keys(stream['4XX'].content), ['application/json'], 'the stream\'s refusals are documented as JSON')
     })
 
     it('serves an HTML API reference on /docs', async () => {

@@ -43,6 +43,8 @@ const streamRoutes: FastifyPluginAsyncTypebox<Deps & { hub: EventHub }> = async 
     '/wallet/events',
     {
       onRequest: app.requireWalletAccess,
+      // A HEAD would hold a stream open with nothing ever sent: only GET (HEAD answers G006).
+      exposeHeadRoute: false,
       schema: {
         tags: ['events'],
         description:
@@ -50,8 +52,11 @@ const streamRoutes: FastifyPluginAsyncTypebox<Deps & { hub: EventHub }> = async 
           'Send `Last-Event-ID` to receive what followed that event first. Comment lines keep the stream alive.',
         headers: S.StreamHeaders,
         querystring: S.StreamQuery,
-        produces: ['text/event-stream'],
-        response: { 200: { description: 'text/event-stream', type: 'string' }, '4xx': ErrorSchema },
+        // The stream is text/event-stream; its refusals are JSON like every error.
+        response: {
+          200: { description: 'the event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+          '4xx': { description: 'the error body', content: { 'application/json': { schema: ErrorSchema } } },
+        },
       },
     },
     async (request, reply) => {
@@ -88,6 +93,8 @@ const streamRoutes: FastifyPluginAsyncTypebox<Deps & { hub: EventHub }> = async 
           .catch((error) => request.log.warn({ err: error }, 'event stream: access check failed'))
       }, KEEP_ALIVE_MS)
       res.on('close', () => {
+        // Fastify logs a response that the server ended; a stream its client left is logged here.
+        if (!res.writableEnded) app.recordRequest(request, res.statusCode, reply.elapsedTime)
         closed = true
         clearInterval(keepAlive)
         unsubscribe?.()

@@ -1,11 +1,11 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
 import { AppError } from './errors.ts'
 
-/** Request ids, one log line per request, Prometheus metrics, and the health routes (contract §9). */
-export default fp<{ database: Database }>(async function observability(app: FastifyInstance, { database }) {
+/** Request ids, one log line per request and Prometheus metrics (contract §9). */
+export default fp(async function observability(app: FastifyInstance) {
   const registry = new client.Registry()
   client.collectDefaultMetrics({ register: registry })
   const requests = new client.Counter({
@@ -38,15 +38,22 @@ export default fp<{ database: Database }>(async function observability(app: Fast
     }
   })
 
-  app.addHook('onResponse', async (request, reply) => {
+  function recordRequest(request: FastifyRequest, status: number, elapsedMs: number): void {
     const route = request.routeOptions.url ?? 'unmatched'
-    const seconds = reply.elapsedTime / 1000
-    requests.inc({ method: request.method, route, status: reply.statusCode })
-    latency.observe({ method: request.method, route }, seconds)
+    requests.inc({ method: request.method, route, status })
+    latency.observe({ method: request.method, route }, elapsedMs / 1000)
     // Deliberately no headers, query or body: they carry tokens and passwords.
-    request.log.info({ method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request')
-  })
+    request.log.info({ method: request.method, route, status, ms: Math.round(elapsedMs * 10) / 10 }, 'request')
+  }
+  app.decorate('recordRequest', recordRequest)
+  app.addHook('onResponse', async (request, reply) => recordRequest(request, reply.statusCode, reply.elapsedTime))
+})
 
+/**
+ * The operations routes: health, readiness, metrics. Registered after the API reference, so that
+ * `/openapi.json` lists the first two.
+ */
+export async function operationsRoutes(app: FastifyInstance, { database }: { database: Database }): Promise<void> {
   const ops = { schema: { tags: ['operations'] } }
   app.get('/healthz', ops, async () => ({ status: 'ok' }))
   app.get('/readyz', ops, async () => {
@@ -58,13 +65,18 @@ export default fp<{ database: Database }>(async function observability(app: Fast
     return { status: 'ready' }
   })
   app.get('/metrics', { ...ops, schema: { ...ops.schema, hide: true } }, async (_request, reply) => {
-    reply.type(registry.contentType)
-    return registry.metrics()
+    reply.type(app.metrics.contentType)
+    return app.metrics.metrics()
   })
-})
+}
 
 declare module 'fastify' {
   interface FastifyInstance {
     metrics: client.Registry
+    /**
+     * Counts and logs a finished request. Called for every response; a route that takes the
+     * response over (the event stream) calls it itself when its client goes away first.
+     */
+    recordRequest: (request: FastifyRequest, status: number, elapsedMs: number) => void
   }
 }
