@@ -48,7 +48,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     return503OnClosing: false,
     // Requests Node's HTTP parser refuses never reach a route; they get the contract's layout too.
     clientErrorHandler: answerClientError,
-    // Malformed percent-encoding and path parameters over 100 characters are refused by the router
+    // Malformed percent-encoding and path parameters over 512 characters are refused by the router
     // before any hook runs; they still get the contract's error layout and a request id.
     frameworkErrors: (error, request, reply) => {
       const code = error.code === 'FST_ERR_ASYNC_CONSTRAINT' ? 'S000' : 'G001'

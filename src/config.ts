@@ -20,7 +20,7 @@ export interface Config {
   /** Login and registration attempts per minute per client address and per username; 0 = off. */
   authRateLimit: number
   bodyLimitBytes: number
-  /** Time a client has to send its whole request (headers and body); slow senders get 408. */
+  /** Time a client has to send its whole request (headers and body); slow senders get 400 G000. */
   requestTimeoutMs: number
   logLevel: string
   trustProxy: boolean

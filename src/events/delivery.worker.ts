@@ -113,7 +113,7 @@ export class DeliveryWorker {
 
   /**
    * Stops claiming, lets attempts in flight finish for up to `graceMs` (half the attempt timeout,
-   * at most 5 s), then aborts the rest and gives their leases back (not counted as attempts), so
+   * at most 5 s), then aborts the rest, logs them as attempts and gives their leases back, so
    * another instance takes them at once. The receiver may then see that event twice.
    */
   async stop(graceMs = Math.min(this.config.webhookTimeoutMs / 2, 5_000)): Promise<void> {
