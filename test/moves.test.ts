@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
-import type { Db } from '../src/db/database.ts'
+import type { Db, Executor } from '../src/db/database.ts'
 import { readWalletEvents } from '../src/events/events.repository.ts'
 import { GroupCommitter, inGroupCommit } from '../src/ledger/group-commit.ts'
 import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from '../src/ledger/moves.ts'
@@ -154,6 +154,36 @@ describe(`batched moves (${STORAGE})`, () => {
     assert.ok(refused.every((result) => (result.reason as { code?: string }).code === 'I002'))
     assert.equal(results[25].status, 'rejected')
     assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [0, 20])
+  })
+
+  it('never runs a batch again when its COMMIT fails: it may have committed, so every member fails once', async () => {
+    const [a, b] = [await funded({ gold: 20 }), await funded()]
+    let lost = false
+    // The committer's database: the first transaction commits, then its reply is lost.
+    const lostReply = new Proxy(db, {
+      get(target, key) {
+        if (key === 'transaction') {
+          return () => ({
+            execute: async (work: (trx: Executor) => Promise<unknown>) => {
+              const result = await target.transaction().execute(work)
+              if (lost) return result
+              lost = true
+              throw new Error('Connection terminated unexpectedly')
+            },
+          })
+        }
+        const value: unknown = Reflect.get(target, key)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const committer = new GroupCommitter(lostReply, { maxBatch: 64, beginEarly: false })
+    const results = await Promise.allSettled(Array.from({ length: 3 }, () => committer.run(move(a, b, [{ asset: gold, quantity: 1 }]))))
+    assert.deepEqual(
+      results.map((result) => result.status),
+      ['rejected', 'rejected', 'rejected'],
+    )
+    // Committed once, as the database says, and not once more by running the members again.
+    assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [17, 3])
   })
 
   it('begins the next batch\'s transaction while a batch runs (PostgreSQL), and leaves none open', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {

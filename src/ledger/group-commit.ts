@@ -15,7 +15,10 @@ import type { Transaction } from './transactions.repository.ts'
  * - All or nothing per transfer: the moves are checked in order against the locked balances, and
  *   one that fails is left out of the writes and fails alone with its own error.
  * - Durability: no member's promise settles before the commit has returned, so a 201 still means
- *   durably committed; if the commit fails, every member fails with that error.
+ *   durably committed; if the commit fails, every member fails with that error. Whether such a
+ *   batch committed is unknown (the reply to COMMIT may be what was lost), so it is never run again
+ *   (a client retries with its Idempotency-Key); only a deadlock or serialization failure, which
+ *   PostgreSQL reports having rolled back, is.
  * - Ordering: one batch runs at a time, and members are applied in arrival order. (Several
  *   batches in flight measured slower on PostgreSQL too: they wait on each other's row locks,
  *   and each pays its round trips for fewer transfers; docs/performance.md.)
@@ -24,8 +27,8 @@ import type { Transaction } from './transactions.repository.ts'
  *   BEGIN round trip. Nothing else about the next batch starts early.
  * - PostgreSQL: a deadlock or serialization failure (with another instance) aborts the whole
  *   batch, which is then run again from the start, like `inTransaction` does for one transfer.
- * - Any other database error in a batch of several runs each member again as a batch of its own,
- *   so that only the transfer that causes it fails.
+ * - Any other database error before the commit, in a batch of several, runs each member again as
+ *   a batch of its own, so that only the transfer that causes it fails.
  * - An Idempotency-Key stored meanwhile by another instance fails its member with
  *   IdempotencyConflict (the caller answers with the stored response); the rest run again.
  */
@@ -95,8 +98,14 @@ export class GroupCommitter {
     try {
       for (let attempt = 1; members.length > 0; attempt++) {
         const moves = members.map((member) => member.move)
+        // Set once every statement has run: an error after it comes from the COMMIT.
+        let applied = false
         try {
-          const outcomes = await this.#transact(async (trx) => applyMoves(trx, moves, await lockMoves(trx, moves)))
+          const outcomes = await this.#transact(async (trx) => {
+            const result = await applyMoves(trx, moves, await lockMoves(trx, moves))
+            applied = true
+            return result
+          })
           settle(members, outcomes)
           return
         } catch (error) {
@@ -106,7 +115,7 @@ export class GroupCommitter {
             members = members.filter((_, index) => !taken.has(index))
           } else if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
             await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
-          } else if (members.length > 1 && !isRetryable(error)) {
+          } else if (members.length > 1 && !isRetryable(error) && !applied) {
             for (const member of members) await this.#commit([member])
             return
           } else {
