@@ -2,7 +2,11 @@ import assert from 'node:assert/strict'
 import dns from 'node:dns'
 import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
-import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import type { Executor } from '../src/db/database.ts'
+import { holdRow, nowIso } from '../src/db/dialect.ts'
+import { upsertWebhook } from '../src/events/webhooks.repository.ts'
+import { newWebhookSecret } from '../src/events/signature.ts'
+import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
 import { startReceiver, waitUntil, type Answer, type Receiver } from './helpers/receiver.ts'
 
 /** Fast retries for the suite: three retries a tenth of a second apart, 300 ms timeout. */
@@ -193,6 +197,21 @@ describe('webhook delivery', () => {
     assert.equal(log[0].attempt_log[0].status_code, 200)
     assert.equal(log[0].attempt_log[0].error, null)
     assert.ok(log[0].attempt_log[0].latency_ms >= 0)
+  })
+
+  it('queues a delivery for a transfer that commits after a webhook was set while it ran', async () => {
+    const [payer, payee] = [await createUser(t.app), await createUser(t.app)]
+    await issue(t, payer, assetId, 10)
+    // As PUT /wallet/webhook does it: hold the wallet, store the webhook; committed after 300 ms.
+    const setting = async (trx: Executor) => {
+      await holdRow(trx, 'wallets', payee.walletId)
+      await upsertWebhook(trx, { walletId: payee.walletId, url: `${receiver.url}/payee`, secret: newWebhookSecret(), createdAt: nowIso() })
+    }
+    const transaction = await whileOpen(t.database.db, setting, () => send(t, payer, payee))
+    // The transfer waited for the webhook (it commits after it), so its event is delivered there.
+    const [delivery] = await settled(t, payee, 1)
+    assert.equal(delivery.status, 'delivered')
+    assert.equal(receiver.requests.filter((request) => request.path === '/payee' && JSON.parse(request.body).data.id === transaction.id).length, 1)
   })
 
   it('lists deliveries newest first, with limit and offset', async () => {

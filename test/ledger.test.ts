@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test'
 import type { Executor } from '../src/db/database.ts'
 import * as assets from '../src/ledger/assets.repository.ts'
 import type { Asset } from '../src/ledger/assets.repository.ts'
+import { moveAssets } from '../src/ledger/moves.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import type { Transaction } from '../src/ledger/transactions.repository.ts'
 import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
@@ -480,6 +481,24 @@ describe('POST /wallet/transactions', () => {
     ]
     for (const body of bodies) expectError(await send(alice, body), 400, 'G000')
     expectError(await send(alice, { recipient: 'notanid', type: 2, assets: { [gold.name]: 1 } }), 400, 'G000')
+  })
+
+  it('numbers a wallet\'s transactions in commit order: a transfer waits for a move of its wallet that drew a lower id', async () => {
+    const issued: { id?: number } = {}
+    // An issuance to bob in progress: its id drawn, not committed for 300 ms.
+    const issuance = async (trx: Executor) => {
+      issued.id = (await moveAssets(trx, { from: MINT_WALLET_ID, to: bob.walletId, lines: [{ asset: silver, quantity: 1 }], memo: 'issue' })).id
+    }
+    const { response, lowerCommitted } = await whileOpen(t.database.db, issuance, async () => {
+      const answer = await send(alice, { recipient: bob.username, assets: { [gold.name]: 1 } })
+      // Once answered, every lower id of bob's must be committed: a client reading bob's history
+      // `after` this transfer would otherwise never see the issuance.
+      const row = await t.database.db.selectFrom('transactions').select('id').where('id', '=', issued.id ?? 0).executeTakeFirst()
+      return { response: answer, lowerCommitted: row !== undefined }
+    })
+    assert.equal(response.statusCode, 201, response.body)
+    assert.ok(response.json().id > (issued.id ?? Infinity))
+    assert.ok(lowerCommitted, 'the transfer was answered before the issuance with a lower id committed')
   })
 
   it('refuses a number as a username or an address with 400 G000: only a wallet id may be one', async () => {

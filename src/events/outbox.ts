@@ -41,37 +41,33 @@ export function eventPayload(event: { type: string; event_id: string; created_at
  * `transaction.received` for the receiver (never for mint), to run with the transfer, and of a
  * webhook delivery for each event whose wallet has a webhook. A rolled-back transfer therefore
  * emits nothing and a committed one never loses its events. Called by the ledger
- * (`ledger/moves.ts`) with the transactions of a batch, one reserved sequence id per event (in
- * the order of `eventWallets`), and each wallet's webhook URL as read under the batch's locks.
- * The events' data is the transaction's body, which the ledger writes on the transaction's row.
+ * (`ledger/moves.ts`) with the transactions of a batch and one reserved sequence id per event (in
+ * the order of `eventWallets`), with the batch's wallets locked: the webhooks are read by the
+ * delivery insert itself, so a webhook set just before (which the lock waited for) gets its
+ * deliveries. The events' data is the transaction's body, which the ledger writes on the
+ * transaction's row.
  */
-export function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[], webhookUrl: (walletId: number) => string | undefined): Write[] {
+export function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[] {
   const events: unknown[][] = []
-  const deliveries: unknown[][] = []
   for (const transaction of transactions) {
     for (const { walletId, type } of eventWallets(transaction.sending_wallet_id, transaction.receiving_wallet_id)) {
-      const id = ids[events.length]
-      events.push([id, newEventId(), walletId, type, transaction.id, transaction.created_at])
-      const url = webhookUrl(walletId)
-      if (url !== undefined) deliveries.push([id, walletId, url, transaction.created_at])
+      events.push([ids[events.length], newEventId(), walletId, type, transaction.id, transaction.created_at])
     }
   }
   if (events.length === 0) return []
-  const writes: Write[] = [
+  return [
     {
       statement: sql`
         insert into events (id, event_id, wallet_id, type, transaction_id, created_at)
         select id, event_id, wallet_id, type, transaction_id, created_at from ${rowsOf(executor, EVENT_COLUMNS, events)}`,
     },
-  ]
-  if (deliveries.length > 0) {
-    writes.push({
+    {
       statement: sql`
         insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
-        select event_id, wallet_id, url, 'pending', 0, created_at, created_at, created_at from ${rowsOf(executor, DELIVERY_COLUMNS, deliveries)}`,
-    })
-  }
-  return writes
+        select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
+        from ${rowsOf(executor, EVENT_COLUMNS, events)} join webhooks on webhooks.wallet_id = r.wallet_id`,
+    },
+  ]
 }
 
 const EVENT_COLUMNS = [
@@ -82,9 +78,4 @@ const EVENT_COLUMNS = [
   ['transaction_id', 'bigint'],
   ['created_at', 'text'],
 ] as const
-const DELIVERY_COLUMNS = [
-  ['event_id', 'bigint'],
-  ['wallet_id', 'bigint'],
-  ['url', 'text'],
-  ['created_at', 'text'],
-] as const
+

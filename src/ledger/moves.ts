@@ -12,15 +12,19 @@ import { MAX_QUANTITY, MINT_WALLET_ID, toTransaction, type Line, type Transactio
  * A move sends every line from one wallet to another as one recorded Transaction. A batch is
  * applied in two steps inside the caller's database transaction:
  *
- * 1. `lockMoves` reads every wallet the batch touches (shared lock: a wallet being deleted is
- *    waited for, not interleaved) and every holding it touches (locked for update), in id order,
+ * 1. `lockMoves` reads every wallet the batch touches and every holding it touches, in id order,
  *    so that concurrent batches lock in the same order; on PostgreSQL in one statement, which also
- *    reserves the ids of the new transactions and events.
+ *    reserves the ids of the new transactions and events. Wallets are locked `for no key update`:
+ *    two moves of one wallet take turns, so the one that draws the lower id commits first (a
+ *    client paging history with `after` never passes a transaction that commits later), and a
+ *    wallet being deleted or handed over, or holding a grant being made (`holdWallet`: a webhook,
+ *    a key, a session), is waited for, not interleaved. Holdings are locked for update.
  * 2. `applyMoves` checks the moves in order against those balances in memory, exactly as one
  *    transfer after the other would (W000, then I002 / I003 per line in (wallet, asset) order),
  *    takes the ids of the new transactions and events, and writes the moves that pass with one
  *    set-based statement per table: holdings, transactions, their lines, the outbox events and
- *    webhook deliveries (`events/outbox.ts`) and idempotency keys. On PostgreSQL these go to the
+ *    webhook deliveries (`events/outbox.ts`; a delivery for each event whose wallet has a webhook
+ *    when the writes run, all locks held) and idempotency keys. On PostgreSQL these go to the
  *    server as one statement (`runWrites`). A move that fails changes nothing; its outcome
  *    carries its error.
  *
@@ -41,8 +45,6 @@ export type Outcome = { ok: true; transaction: Transaction } | { ok: false; erro
 
 interface WalletState extends WalletLabel {
   live: boolean
-  /** The wallet's webhook, if it has one: its events get a delivery. */
-  webhookUrl?: string
 }
 
 export interface Locked {
@@ -74,27 +76,26 @@ class HoldingRace extends Error {
 
 const holdingKey = (walletId: number, assetId: number) => `${walletId}:${assetId}`
 
-type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null; url: string | null }
+type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null }
 type HoldingRow = { wallet_id: number; asset_id: number; quantity: number }
 type Ids = { transactions: number[]; events: number[] }
 
 /**
  * Reads and locks every wallet and holding the moves touch (step 1 above). On PostgreSQL this is
  * one statement, which also reserves ids for the transactions and events of every move (a move
- * that then fails leaves a gap); the ids are drawn only once the locks are held, so they grow in
- * commit order for every wallet.
+ * that then fails leaves a gap); the ids are drawn only once the locks are held, and a wallet's
+ * lock is held to the commit, so they grow in commit order for every wallet.
  */
 export async function lockMoves(trx: Executor, moves: Move[]): Promise<Locked> {
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
   // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
   // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
   const assetIds = [...new Set(moves.flatMap((move) => move.lines.map((line) => line.asset.id)))]
-  // The username and webhook as subqueries: an index probe per wallet (a join let PostgreSQL's
-  // generic plan scan every user for each batch).
+  // The username as a subquery: an index probe per wallet (a join let PostgreSQL's generic plan
+  // scan every user for each batch).
   const selectWallets = sql`
     select wallets.id, wallets.address, wallets.deleted_at,
-      (select users.username from users where users.primary_wallet_id = wallets.id) as username,
-      (select webhooks.url from webhooks where webhooks.wallet_id = wallets.id) as url
+      (select users.username from users where users.primary_wallet_id = wallets.id) as username
     from wallets
     where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}`
   const selectHoldings = sql`
@@ -108,7 +109,7 @@ export async function lockMoves(trx: Executor, moves: Move[]): Promise<Locked> {
     // Each `(select count(*) …) >= 0` is evaluated before the scan it guards: wallets are locked
     // first, then holdings, then ids are drawn.
     const { rows } = await sql<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>`
-      with w as materialized (${selectWallets} order by wallets.id for key share of wallets),
+      with w as materialized (${selectWallets} order by wallets.id for no key update of wallets),
       h as materialized (${selectHoldings} and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
       select coalesce((select json_agg(w) from w), '[]') as wallets,
              coalesce((select json_agg(h) from h), '[]') as holdings,
@@ -127,7 +128,6 @@ export async function lockMoves(trx: Executor, moves: Move[]): Promise<Locked> {
   for (const row of walletRows) {
     const state: WalletState = { address: row.address, live: row.deleted_at === null }
     if (row.username !== null) state.username = row.username
-    if (row.url !== null) state.webhookUrl = row.url
     wallets.set(Number(row.id), state)
   }
   const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
@@ -217,7 +217,7 @@ export async function applyMoves(trx: Executor, moves: Move[], locked: Locked): 
   const writes = [
     ...holdings.writes,
     ...transactionWrites(trx, planned, transactions, bodies),
-    ...transactionEventWrites(trx, transactions, ids.events, (walletId) => locked.wallets.get(walletId)?.webhookUrl),
+    ...transactionEventWrites(trx, transactions, ids.events),
     ...(keys ? [keys.write] : []),
   ]
   const results = await runWrites(trx, writes)
