@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
+import { openDatabase } from '../src/db/database.ts'
+import { inTransaction } from '../src/db/dialect.ts'
+import { insertAsset } from '../src/ledger/assets.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import { buildTestApp, createUser, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, createUser, openTestDatabase, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
 
 /**
  * Many transfers at once over the same rows. PostgreSQL is where lost updates, overdrafts and
@@ -132,5 +135,29 @@ describe(`concurrent transfers (${STORAGE})`, () => {
     let total = 0
     for (const user of ring) total += (await balances(user)).gold ?? 0
     assert.equal(total, 400)
+  })
+})
+
+describe('another process writing the SQLite file (the CLI beside a running server)', { skip: STORAGE !== 'sqlite' && 'SQLite only' }, () => {
+  it('runs a transaction again when another connection committed since it began reading (SQLITE_BUSY_SNAPSHOT)', async () => {
+    const { database, dataDir } = await openTestDatabase()
+    const other = openDatabase({ databaseUrl: undefined, dataDir })
+    try {
+      let attempts = 0
+      await inTransaction(database, async (trx) => {
+        attempts += 1
+        // The read begins this transaction's snapshot; the other connection then commits, so this
+        // transaction's first write finds its snapshot stale.
+        await trx.selectFrom('assets').select('id').execute()
+        if (attempts === 1) await insertAsset(other.db, 'fromcli', 1)
+        await insertAsset(trx, `fromserver${attempts}`, 1)
+      })
+      assert.equal(attempts, 2)
+      const names = (await database.db.selectFrom('assets').select('name').execute()).map((row) => row.name).sort()
+      assert.deepEqual(names, ['fromcli', 'fromserver2'])
+    } finally {
+      await other.close()
+      await database.close()
+    }
   })
 })

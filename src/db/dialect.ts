@@ -14,15 +14,20 @@ export function isUniqueViolation(error: unknown): boolean {
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
 }
 
-/** Serialization failure or deadlock on PostgreSQL: safe to run the whole transaction again. */
+/**
+ * A transaction that its database rolled back for a race, so that running it again from the start
+ * is safe: a serialization failure or deadlock on PostgreSQL; on SQLite a transaction whose first
+ * write found its read snapshot stale, because another process (the CLI beside a running server)
+ * committed since it began reading.
+ */
 export function isRetryable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
-  return code === '40001' || code === '40P01'
+  return code === '40001' || code === '40P01' || code === 'SQLITE_BUSY_SNAPSHOT'
 }
 
 /**
- * Runs `work` in one database transaction, retrying it on PostgreSQL serialization failures and
- * deadlocks so that callers never see them. `work` must be safe to run again from the start.
+ * Runs `work` in one database transaction, retrying it on the races `isRetryable` names so that
+ * callers never see them. `work` must be safe to run again from the start.
  */
 export async function inTransaction<T>(database: Database | Db, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
   const db = 'db' in database ? database.db : database
