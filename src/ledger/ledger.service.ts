@@ -88,8 +88,6 @@ async function replay(db: Executor, walletId: number, key: string, requestHash: 
  * nothing. Throws, in this order: G003/G004 (key), U003/W000 (recipient), W013, I001, I002, I003.
  */
 export async function sendTransaction(db: Db, walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
-  // A username or an address is a string; only a wallet id may also be a number.
-  if ((request.type ?? 0) !== 2 && typeof request.recipient !== 'string') throw new AppError('G000', 'recipient must be a string for this type')
   const requestHash = idempotencyKey === undefined ? '' : fingerprint(request)
   const flightKey = `${walletId}:${idempotencyKey}`
   if (idempotencyKey !== undefined) {

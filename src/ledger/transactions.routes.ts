@@ -13,6 +13,10 @@ const SendBody = Type.Object({
   // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
   // keyed by the asset-name pattern, a value under any other key went unchecked.
   assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
+}, {
+  // A username or an address is a string; only a wallet id (type 2) may also be a number.
+  if: { required: ['type'], properties: { type: { const: 2 } } },
+  else: { properties: { recipient: { type: 'string' } } },
 })
 
 const SendHeaders = Type.Object({
