@@ -78,4 +78,3 @@ const EVENT_COLUMNS = [
   ['transaction_id', 'bigint'],
   ['created_at', 'text'],
 ] as const
-
