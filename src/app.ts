@@ -13,7 +13,7 @@ import events from './events/events.plugin.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
 import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
-import { errorBody, ERRORS } from './http/errors.ts'
+import { sendError } from './http/errors.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
 
@@ -54,7 +54,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       const code = error.code === 'FST_ERR_ASYNC_CONSTRAINT' ? 'S000' : 'G001'
       const detail = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'malformed URL'
       const answer = reply as FastifyReply
-      answer.header('x-request-id', request.id).status(ERRORS[code].status).send(errorBody(code, request.id, detail))
+      sendError(answer.header('x-request-id', request.id), code, detail)
     },
   }).withTypeProvider<TypeBoxTypeProvider>()
 

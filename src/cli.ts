@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, type Config } from './config.ts'
-import { openDatabase, type Database } from './db/database.ts'
+import { isStorageUnavailable, openDatabase, type Database } from './db/database.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { AppError } from './http/errors.ts'
@@ -154,7 +154,7 @@ async function run(config: Config, command: string | undefined, rest: string[]):
 /** Runs the `coffer` command line; resolves to the process exit status. */
 export async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, strict: false, options: { help: { type: 'boolean', short: 'h' } } })
-  if (values.help || positionals.length === 0) {
+  if (values.help || positionals.length === 0 || positionals[0] === 'help') {
     console.log(USAGE)
     return positionals.length === 0 && !values.help ? 2 : 0
   }
@@ -172,6 +172,10 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof AppError) {
       console.error(`coffer: ${error.message}`)
+      return 1
+    }
+    if (isStorageUnavailable(error)) {
+      console.error(`coffer: the database is unavailable or busy, try again (${(error as Error).message})`)
       return 1
     }
     throw error

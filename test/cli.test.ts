@@ -76,4 +76,25 @@ describe('coffer command', () => {
     assert.equal(result.code, 2)
     assert.match(result.stderr, /Usage: coffer/)
   })
+
+  it('says the database is unavailable, without a stack trace, when it cannot be reached', async () => {
+    const saved = env
+    env = { ...env, DATABASE_URL: 'postgres://coffer@127.0.0.1:1/nowhere' }
+    try {
+      const result = await coffer('verify')
+      assert.equal(result.code, 1)
+      assert.match(result.stderr, /^coffer: the database is unavailable or busy, try again/)
+      assert.doesNotMatch(result.stderr, /\n\s+at /)
+    } finally {
+      env = saved
+    }
+  })
+
+  it('prints the usage for help, --help and -h, and exits 0', async () => {
+    for (const argument of ['help', '--help', '-h']) {
+      const result = await coffer(argument)
+      assert.equal(result.code, 0, argument)
+      assert.match(result.stdout, /Usage: coffer/)
+    }
+  })
 })

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
+import { sql } from 'kysely'
 import { openDatabase } from '../src/db/database.ts'
 import { inTransaction } from '../src/db/dialect.ts'
 import { insertAsset } from '../src/ledger/assets.repository.ts'
@@ -155,6 +156,33 @@ describe('another process writing the SQLite file (the CLI beside a running serv
       assert.equal(attempts, 2)
       const names = (await database.db.selectFrom('assets').select('name').execute()).map((row) => row.name).sort()
       assert.deepEqual(names, ['fromcli', 'fromserver2'])
+    } finally {
+      await other.close()
+      await database.close()
+    }
+  })
+
+  it('runs a transaction again when another connection held the write lock as it began writing (SQLITE_BUSY)', async () => {
+    const { database, dataDir } = await openTestDatabase()
+    const other = openDatabase({ databaseUrl: undefined, dataDir })
+    try {
+      let attempts = 0
+      await inTransaction(database, async (trx) => {
+        attempts += 1
+        await trx.selectFrom('assets').select('id').execute()
+        if (attempts > 1) return insertAsset(trx, 'fromserver', 1)
+        // The other connection is writing: SQLite refuses this reader's first write at once.
+        await sql`begin immediate`.execute(other.db)
+        await insertAsset(other.db, 'fromcli', 1)
+        try {
+          return await insertAsset(trx, 'fromserver', 1)
+        } finally {
+          await sql`commit`.execute(other.db)
+        }
+      })
+      assert.equal(attempts, 2)
+      const names = (await database.db.selectFrom('assets').select('name').execute()).map((row) => row.name).sort()
+      assert.deepEqual(names, ['fromcli', 'fromserver'])
     } finally {
       await other.close()
       await database.close()

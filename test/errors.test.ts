@@ -61,7 +61,9 @@ function assertError(response: LightMyRequestResponse, code: ErrorCode): void {
   assert.equal(body.code, code, response.body)
   assert.equal(body.message, message)
   assert.equal(body.request_id, response.headers['x-request-id'])
-  for (const key of Object.keys(body)) assert.ok(['code', 'message', 'detail', 'request_id'].includes(key), `unexpected field ${key}`)
+  // The contract's fields, in its order.
+  const layout = ['code', 'message', 'detail', 'request_id']
+  assert.deepEqual(Object.keys(body), layout.filter((key) => key in body), `fields of ${response.body}`)
   if (body.detail !== undefined) {
     assert.equal(typeof body.detail, 'string')
     assert.doesNotMatch(body.detail, /\bselect\b|\binsert\b|\bupdate\b.*\bset\b|at .*\.ts:\d+|cfu_|cfw_|cfa_/i, 'no SQL, stack or secret in the detail')

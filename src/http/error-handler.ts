@@ -3,7 +3,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { isStorageUnavailable } from '../db/database.ts'
-import { AppError, errorBody, ERRORS, type ErrorCode } from './errors.ts'
+import { AppError, errorBody, ERRORS, sendError, type ErrorCode } from './errors.ts'
 
 /** Which contract code a failed schema check gets, by the part of the request that failed. */
 const VALIDATION_CODES: Record<string, ErrorCode> = {
@@ -39,32 +39,32 @@ export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof AppError) {
       if (error.status >= 500) request.log.error({ err: error }, 'request failed')
-      return reply.status(error.status).headers(error.headers).send(errorBody(error.code, request.id, error.detail))
+      return sendError(reply.headers(error.headers), error.code, error.detail)
     }
     if (error.validation) {
       const code = VALIDATION_CODES[error.validationContext ?? 'body'] ?? 'G000'
-      return reply.status(ERRORS[code].status).send(errorBody(code, request.id, describeValidation(error)))
+      return sendError(reply, code, describeValidation(error))
     }
     const framework = error.code ? FRAMEWORK_CODES[error.code] : undefined
     if (framework) {
-      return reply.status(ERRORS[framework.code].status).send(errorBody(framework.code, request.id, framework.detail))
+      return sendError(reply, framework.code, framework.detail)
     }
     if (error.statusCode === 429) {
-      return reply.status(429).send(errorBody('G005', request.id))
+      return sendError(reply, 'G005')
     }
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-      return reply.status(400).send(errorBody('G000', request.id, 'malformed request'))
+      return sendError(reply, 'G000', 'malformed request')
     }
     if (isStorageUnavailable(error)) {
       request.log.error({ err: error }, 'storage unavailable')
-      return reply.status(503).send(errorBody('S001', request.id))
+      return sendError(reply, 'S001')
     }
     request.log.error({ err: error }, 'unexpected error')
-    return reply.status(500).send(errorBody('S000', request.id))
+    return sendError(reply, 'S000')
   })
 
   app.setNotFoundHandler((request, reply) => {
-    reply.status(404).send(errorBody('G006', request.id, `${request.method} ${request.url.split('?')[0]} does not exist`))
+    sendError(reply, 'G006', `${request.method} ${request.url.split('?')[0]} does not exist`)
   })
 }
 

@@ -1,3 +1,4 @@
+import type { FastifyReply } from 'fastify'
 /**
  * Every error code of the contract (§2), with its status and message. Adding a code without a
  * status or message fails the type check; test/errors.test.ts walks the whole table.
@@ -50,18 +51,28 @@ export interface ErrorBody {
 
 /** A rule broken by the request; the error handler turns it into the contract's error body. */
 export class AppError extends Error {
+  /** Always the table's status for the code: one status per code (contract §2). */
   readonly status: number
   readonly headers: Record<string, string>
 
   constructor(
     readonly code: ErrorCode,
     readonly detail?: string,
-    options: { status?: number; headers?: Record<string, string> } = {},
+    options: { headers?: Record<string, string> } = {},
   ) {
     super(detail ? `${code} ${ERRORS[code].message}: ${detail}` : `${code} ${ERRORS[code].message}`)
-    this.status = options.status ?? ERRORS[code].status
+    this.status = ERRORS[code].status
     this.headers = options.headers ?? {}
   }
+}
+
+/**
+ * Answers with the contract's error body (§2) and the table's status for the code. The body is
+ * written here, in the contract's field order: a route's response serializer would put the
+ * optional `detail` after `request_id`.
+ */
+export function sendError(reply: FastifyReply, code: ErrorCode, detail?: string): FastifyReply {
+  return reply.status(ERRORS[code].status).type('application/json; charset=utf-8').send(JSON.stringify(errorBody(code, reply.request.id, detail)))
 }
 
 export function errorBody(code: ErrorCode, requestId: string, detail?: string): ErrorBody {
