@@ -68,6 +68,33 @@ describe('verifyLedger', () => {
     }
   })
 
+  it('passes while transfers commit beside it: everything it reads is one snapshot', async () => {
+    const ledger = await buildLedger()
+    const { t, alice, bob } = ledger
+    try {
+      let sending = true
+      const transfer = (from: TestUser, to: TestUser) => t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to.username, assets: { gold: 1 } } })
+      const traffic = (async () => {
+        // Back and forth, a few at a time: every commit changes both holdings.
+        for (let round = 0; sending; round++) {
+          const [from, to] = round % 2 === 0 ? [alice, bob] : [bob, alice]
+          for (const response of await Promise.all([transfer(from, to), transfer(from, to)])) assert.equal(response.statusCode, 201, response.body)
+        }
+      })()
+      try {
+        for (let run = 0; run < 40; run++) {
+          const report = await verifyLedger(t.database.db)
+          assert.deepEqual(report.problems, [], `run ${run}`)
+        }
+      } finally {
+        sending = false
+        await traffic
+      }
+    } finally {
+      await t.close()
+    }
+  })
+
   it('passes on an empty ledger', async () => {
     const t = await buildTestApp()
     try {

@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase, type Transaction } from 'kysely'
+import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, type Driver, type SqliteDatabase, type Transaction } from 'kysely'
 import pg from 'pg'
 import { startCheckpointer } from './checkpointer.ts'
 import type { DB } from './tables.ts'
@@ -112,7 +112,7 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number
     sqlite.pragma(`wal_autocheckpoint = ${Math.round((40 * 1024 * 1024) / pageSize)}`)
   }
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) })
+  const db = new Kysely<DB>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(sqlite) }) })
   return {
     db,
     dialect: 'sqlite',
@@ -123,6 +123,24 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
       await checkpointer?.stop()
       await db.destroy()
     },
+  }
+}
+
+/**
+ * SQLite transactions that may write begin `IMMEDIATE`: they take the write lock first, waiting
+ * out another process that holds it (the `coffer` CLI beside a server) through the busy timeout.
+ * A deferred transaction that read first is refused at once when it starts writing while the
+ * other holds the lock: SQLite cannot wait then, since the other's commit would leave it reading
+ * a stale snapshot. Read-only transactions (`setAccessMode('read only')`, `coffer verify`) stay
+ * deferred and never hold writers up.
+ */
+class ImmediateSqliteDialect extends SqliteDialect {
+  override createDriver(): Driver {
+    const driver = super.createDriver()
+    driver.beginTransaction = async (connection, settings) => {
+      await connection.executeQuery(CompiledQuery.raw(settings.accessMode === 'read only' ? 'begin' : 'begin immediate'))
+    }
+    return driver
   }
 }
 

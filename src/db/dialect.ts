@@ -15,15 +15,13 @@ export function isUniqueViolation(error: unknown): boolean {
 }
 
 /**
- * A transaction that its database refused for a race, having written nothing, so that running it
- * again from the start is safe: a serialization failure or deadlock on PostgreSQL. On SQLite,
- * with another process writing the file (the CLI beside a running server), a transaction that
- * began by reading cannot start writing while the other holds the write lock (`SQLITE_BUSY`, at
- * once: SQLite does not wait for it) or once the other has committed since (`SQLITE_BUSY_SNAPSHOT`).
+ * Serialization failure or deadlock on PostgreSQL: safe to run the whole transaction again. (On
+ * SQLite a transaction that writes takes the write lock first, waiting for another process that
+ * holds it, so it has no such race: `database.ts`.)
  */
 export function isRetryable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
-  return code === '40001' || code === '40P01' || code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT'
+  return code === '40001' || code === '40P01'
 }
 
 /**

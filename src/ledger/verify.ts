@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import type { Executor } from '../db/database.ts'
+import type { Db, Executor } from '../db/database.ts'
 import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 
@@ -19,9 +19,18 @@ const BATCH = 5_000
  * every transaction has positive lines between two different wallets, and every reference of the
  * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
  * transaction) names an existing row. Reads in batches of transactions, calling
- * `progress(done, total)` after each.
+ * `progress(done, total)` after each, all in one read-only snapshot (a transaction of its own
+ * unless given one): transfers committing meanwhile, beside a running server, are either wholly
+ * in what it reads or wholly out.
  */
 export async function verifyLedger(db: Executor, progress?: (done: number, total: number) => void): Promise<VerifyReport> {
+  if (!db.isTransaction) {
+    return (db as Db)
+      .transaction()
+      .setIsolationLevel('repeatable read')
+      .setAccessMode('read only')
+      .execute((trx) => verifyLedger(trx, progress))
+  }
   const problems: string[] = []
   const expected = new Map<string, number>()
   const add = (walletId: number, assetId: number, delta: number) => {
