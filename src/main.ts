@@ -21,6 +21,7 @@ export async function serve(config: Config): Promise<void> {
     try {
       await app.close()
       await database.close()
+      app.log.info('stopped')
     } finally {
       process.exit(0)
     }
