@@ -66,22 +66,20 @@ export function registerParsing(app: FastifyInstance): void {
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && (request.method === 'POST' || request.method === 'PUT')) request.body = {}
   })
-  // Query integers are coerced from text, which would also take `0x10`, `1e1`, ` 2` or `2.0`:
-  // only decimal digits are a number here.
   app.addHook('preValidation', async (request) => {
-    const query = request.query as Record<string, unknown> | undefined
-    for (const name of integerFields(request.routeOptions.schema?.querystring)) {
-      const value = query?.[name]
-      if (typeof value === 'string' && !/^[0-9]+$/.test(value)) throw new AppError('G002', `${name} must be a whole number`)
-    }
-  })
-  // Path and query values decode %00 and %ED%A0%80 too: refused like malformed ids and queries.
-  app.addHook('preValidation', async (request) => {
+    // Path and query values decode %00 and %ED%A0%80 too: refused like malformed ids and queries.
     for (const [part, code] of [[request.params, 'G001'], [request.query, 'G002']] as const) {
       for (const value of Object.values((part ?? {}) as Record<string, unknown>)) {
         const values = Array.isArray(value) ? value : [value]
         if (values.some((item) => typeof item === 'string' && !isCleanText(item))) throw new AppError(code, 'contains a NUL or malformed character')
       }
+    }
+    // Query integers are coerced from text, which would also take `0x10`, `1e1`, ` 2` or `2.0`:
+    // only decimal digits are a number here.
+    const query = request.query as Record<string, unknown> | undefined
+    for (const name of integerFields(request.routeOptions.schema?.querystring)) {
+      const value = query?.[name]
+      if (typeof value === 'string' && !/^[0-9]+$/.test(value)) throw new AppError('G002', `${name} must be a whole number`)
     }
   })
 }

@@ -66,7 +66,10 @@ async function resolveLines(db: Executor, requested: Record<string, number>): Pr
 function fingerprint(request: SendRequest): string {
   const type = request.type ?? 0
   const assets = new Map<string, number>()
-  for (const [name, quantity] of Object.entries(request.assets)) assets.set(name.toLowerCase(), (assets.get(name.toLowerCase()) ?? 0) + quantity)
+  for (const [name, quantity] of Object.entries(request.assets)) {
+    const key = name.toLowerCase()
+    assets.set(key, (assets.get(key) ?? 0) + quantity)
+  }
   const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   const canonical = JSON.stringify([type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines])
   return crypto.createHash('sha256').update(canonical).digest('hex')
