@@ -153,6 +153,19 @@ describe('a browser on another origin', { skip: !available && `no browser at ${C
     assert.equal(await goldOf(bob), 1)
   })
 
+  it('renders the API reference on /docs: every route of the OpenAPI document, with no script error', async () => {
+    const page = await context.newPage()
+    const errors: string[] = []
+    page.on('pageerror', (error) => errors.push(String(error)))
+    await page.goto(`${api}/docs`)
+    await page.waitForSelector('.opblock', { timeout: 15_000 })
+    const shown = await page.$$eval('.opblock-summary-path', (paths) => new Set(paths.map((path) => path.getAttribute('data-path'))).size)
+    const documented = Object.keys((await t.app.inject({ method: 'GET', url: '/openapi.json' })).json().paths).length
+    assert.equal(shown, documented)
+    assert.deepEqual(errors, [])
+    await page.close()
+  })
+
   it('signs the dashboard out: the session ends and the browser drops the cookie', async () => {
     const out = await call(dashboard, `${api}/user/session`, { method: 'DELETE' })
     assert.equal(out.status, 204, out.body ?? out.blocked)
