@@ -3,8 +3,9 @@ import dns from 'node:dns'
 import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
 import type { Executor } from '../src/db/database.ts'
-import { holdRow, nowIso } from '../src/db/dialect.ts'
+import { holdRow, nowIso, takeWalletTurns } from '../src/db/dialect.ts'
 import { upsertWebhook } from '../src/events/webhooks.repository.ts'
+import { moveAssets } from '../src/ledger/moves.ts'
 import { newWebhookSecret } from '../src/events/signature.ts'
 import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
 import { startReceiver, waitUntil, type Answer, type Receiver } from './helpers/receiver.ts'
@@ -202,9 +203,11 @@ describe('webhook delivery', () => {
   it('queues a delivery for a transfer that commits after a webhook was set while it ran', async () => {
     const [payer, payee] = [await createUser(t.app), await createUser(t.app)]
     await issue(t, payer, assetId, 10)
-    // As PUT /wallet/webhook does it: hold the wallet, store the webhook; committed after 300 ms.
+    // As PUT /wallet/webhook does it: hold the wallet, take its turn, store the webhook; committed
+    // after 300 ms.
     const setting = async (trx: Executor) => {
       await holdRow(trx, 'wallets', payee.walletId)
+      await takeWalletTurns(trx, [payee.walletId])
       await upsertWebhook(trx, { walletId: payee.walletId, url: `${receiver.url}/payee`, secret: newWebhookSecret(), createdAt: nowIso() })
     }
     const transaction = await whileOpen(t.database.db, setting, () => send(t, payer, payee))
@@ -212,6 +215,23 @@ describe('webhook delivery', () => {
     const [delivery] = await settled(t, payee, 1)
     assert.equal(delivery.status, 'delivered')
     assert.equal(receiver.requests.filter((request) => request.path === '/payee' && JSON.parse(request.body).data.id === transaction.id).length, 1)
+  })
+
+  it('sets a webhook only once a transfer of its wallet in progress has committed', async () => {
+    const [payer, payee] = [await createUser(t.app), await createUser(t.app)]
+    await issue(t, payer, assetId, 10)
+    const moved: { id?: number } = {}
+    // A transfer to the payee in progress: its rows written, not committed for 300 ms.
+    const transfer = async (trx: Executor) => {
+      moved.id = (await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '' })).id
+    }
+    const transferFirst = await whileOpen(t.database.db, transfer, async () => {
+      const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: payee.auth, payload: { webhook: `${receiver.url}/late` } })
+      assert.equal(response.statusCode, 200, response.body)
+      return (await t.database.db.selectFrom('transactions').select('id').where('id', '=', moved.id ?? 0).executeTakeFirst()) !== undefined
+    })
+    // Otherwise the transfer would commit after the webhook, without a delivery to it.
+    assert.ok(transferFirst, 'the webhook was set before a transfer of its wallet in progress committed')
   })
 
   it('lists deliveries newest first, with limit and offset', async () => {

@@ -46,6 +46,24 @@ export function forUpdate<Q extends { forUpdate(): Q }>(query: Q, executor: Exec
 }
 
 /**
+ * The turns of these wallets, as a query (PostgreSQL): an advisory lock per wallet, taken in id
+ * order and held to the end of the transaction. Every move takes the turns of its wallets before
+ * it draws its ids (`ledger/moves.ts`, inside its locking statement), so the moves of one wallet,
+ * and anything else that takes its turn (setting its webhook, deleting it), run one after the
+ * other and commit in the order of their ids. An advisory lock writes nothing: locking the
+ * wallet rows exclusively instead measured slower (docs/performance.md, item 31).
+ */
+export function walletTurns(walletIds: number[]): RawBuilder<unknown> {
+  const ordered = [...new Set(walletIds)].sort((a, b) => a - b)
+  return sql`select count(pg_advisory_xact_lock(id)) as taken from unnest(${ordered}::bigint[]) as id`
+}
+
+/** Waits for and takes the turns of these wallets (`walletTurns`). Nothing on SQLite, which has one writer. */
+export async function takeWalletTurns(executor: Executor, walletIds: number[]): Promise<void> {
+  if (isPostgres(executor)) await walletTurns(walletIds).execute(executor)
+}
+
+/**
  * Holds one row shared for the rest of the transaction (`SELECT … FOR SHARE` on PostgreSQL): waits
  * for a transaction that holds it for update to end. Nothing to do on SQLite, which serializes
  * writers.

@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts'
 import type { Db, Executor } from '../db/database.ts'
-import { inTransaction, nowIso } from '../db/dialect.ts'
+import { inTransaction, nowIso, takeWalletTurns } from '../db/dialect.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { holdUsableWallet } from '../wallets/wallets.repository.ts'
@@ -54,6 +54,8 @@ export async function setWebhook(db: Db, config: Config, auth: UserAuth, raw: st
   const walletId = auth.walletId
   await inTransaction(db, async (trx) => {
     if (!(await holdUsableWallet(trx, auth.userId, walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
+    // A transfer of the wallet in progress finishes first; one after it finds the webhook.
+    await takeWalletTurns(trx, [walletId])
     await repo.upsertWebhook(trx, { walletId, url, secret, createdAt: now })
     await repo.retargetPendingDeliveries(trx, walletId, url, now)
   })

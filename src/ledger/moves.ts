@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, nowIso, rowsOf, runWrites, type Write } from '../db/dialect.ts'
+import { anyOf, isPostgres, nowIso, rowsOf, runWrites, walletTurns, type Write } from '../db/dialect.ts'
 import { eventWallets, transactionEventWrites } from '../events/outbox.ts'
 import { AppError } from '../http/errors.ts'
 import { compareAssetNames } from './assets.repository.ts'
@@ -14,11 +14,11 @@ import { MAX_QUANTITY, MINT_WALLET_ID, toTransaction, type Line, type Transactio
  *
  * 1. `lockMoves` reads every wallet the batch touches and every holding it touches, in id order,
  *    so that concurrent batches lock in the same order; on PostgreSQL in one statement, which also
- *    reserves the ids of the new transactions and events. Wallets are locked `for no key update`:
- *    two moves of one wallet take turns, so the one that draws the lower id commits first (a
- *    client paging history with `after` never passes a transaction that commits later), and a
- *    wallet being deleted or handed over, or holding a grant being made (`holdWallet`: a webhook,
- *    a key, a session), is waited for, not interleaved. Holdings are locked for update.
+ *    reserves the ids of the new transactions and events. It first takes each wallet's turn
+ *    (`walletTurns`): two moves of one wallet run one after the other, so the one that draws the
+ *    lower id commits first (a client paging history with `after` never passes a transaction that
+ *    commits later). Wallet rows are then locked `for key share`, so a wallet being deleted or
+ *    handed over is waited for, not interleaved; holdings are locked for update.
  * 2. `applyMoves` checks the moves in order against those balances in memory, exactly as one
  *    transfer after the other would (W000, then I002 / I003 per line in (wallet, asset) order),
  *    takes the ids of the new transactions and events, and writes the moves that pass with one
@@ -109,7 +109,8 @@ export async function lockMoves(trx: Executor, moves: Move[]): Promise<Locked> {
     // Each `(select count(*) …) >= 0` is evaluated before the scan it guards: wallets are locked
     // first, then holdings, then ids are drawn.
     const { rows } = await sql<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>`
-      with w as materialized (${selectWallets} order by wallets.id for no key update of wallets),
+      with t as materialized (${walletTurns(walletIds)}),
+      w as materialized (${selectWallets} and (select taken from t) >= 0 order by wallets.id for key share of wallets),
       h as materialized (${selectHoldings} and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
       select coalesce((select json_agg(w) from w), '[]') as wallets,
              coalesce((select json_agg(h) from h), '[]') as holdings,

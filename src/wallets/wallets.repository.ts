@@ -97,9 +97,9 @@ export async function lockWallet(db: Executor, walletId: number): Promise<Wallet
  * the transaction: those hold it for update (`lockWallet`), so this waits for one in progress to
  * commit. A request that checks the caller's access and then writes takes this first and checks
  * with a query after it, which reads what that change committed. PostgreSQL only (SQLite
- * serializes writers). A shared lock: such requests do not wait for each other, but a transfer
- * of the wallet (`for no key update`, `ledger/moves.ts`) and this wait for one another, so a
- * webhook set while a transfer runs either gets its deliveries or is set after it commits.
+ * serializes writers); a shared lock, so transfers touching the wallet (`for key share`) do not
+ * wait for it. (Setting the webhook also takes the wallet's turn, `takeWalletTurns`, so that it
+ * and a transfer of the wallet run one after the other.)
  */
 export async function holdWallet(db: Executor, walletId: number): Promise<void> {
   await holdRow(db, 'wallets', walletId)

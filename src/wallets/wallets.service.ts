@@ -1,6 +1,6 @@
 import { findUserById, findUserByUsername } from '../accounts/accounts.repository.ts'
 import type { Db, Executor } from '../db/database.ts'
-import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
+import { inTransaction, isUniqueViolation, takeWalletTurns } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
@@ -178,6 +178,10 @@ export async function revokeWalletSessions(db: Db, auth: UserAuth): Promise<void
  */
 export async function deleteWallet(db: Db, auth: UserAuth): Promise<void> {
   await inTransaction(db, async (trx) => {
+    // The turns of both wallets of the sweep first, as every move takes them: a transfer of either
+    // in progress finishes first, and none can then wait on this wallet's row while holding them.
+    const primary = (await findUserById(trx, auth.userId))?.primary_wallet_id
+    await takeWalletTurns(trx, primary ? [auth.walletId, primary] : [auth.walletId])
     const wallet = await lockOwnedWallet(trx, auth)
     const owner = await findUserById(trx, auth.userId)
     if (!owner?.primary_wallet_id) throw new AppError('W000', 'you have no primary wallet')
