@@ -42,8 +42,8 @@ export function eventPayload(event: { type: string; event_id: string; created_at
  * webhook delivery for each event whose wallet has a webhook. A rolled-back transfer therefore
  * emits nothing and a committed one never loses its events. Called by the ledger
  * (`ledger/moves.ts`) with the transactions of a batch and one reserved sequence id per event (in
- * the order of `eventWallets`), with the batch's wallets locked: the webhooks are read by the
- * delivery insert itself, so a webhook set just before (which the lock waited for) gets its
+ * the order of `eventWallets`), holding its wallets' turns: the webhooks are read by the delivery
+ * insert itself, so a webhook set just before (whose turn the batch waited for) gets its
  * deliveries. The events' data is the transaction's body, which the ledger writes on the
  * transaction's row.
  */
