@@ -18,6 +18,7 @@ import { answerClientError, registerErrorHandler } from './http/error-handler.ts
 import { sendError } from './http/errors.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
+import { VERSION } from './version.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
@@ -81,7 +82,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Coffer', version: '1', description: 'Multi-asset wallet and account service' },
+      info: { title: 'Coffer', version: VERSION, description: 'Multi-asset wallet and account service' },
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'user session token, wallet key or admin key' },

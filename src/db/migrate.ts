@@ -1,5 +1,5 @@
-import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely'
-import type { Db } from './database.ts'
+import { Migrator, sql, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely'
+import type { Db, Executor } from './database.ts'
 import * as initial from './migrations/0001_initial.ts'
 import * as usersPrimaryWalletIndex from './migrations/0002_users_primary_wallet_index.ts'
 import * as holdingsWithoutAssetIndex from './migrations/0003_holdings_without_asset_index.ts'
@@ -37,3 +37,19 @@ function applied({ error, results }: MigrationResultSet): string[] {
   if (error) throw error
   return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName)
 }
+
+/** Every migration this release knows, applied or not, with when it was applied (`coffer migrate --status`). */
+export async function listMigrations(db: Db): Promise<{ name: string; appliedAt: Date | undefined }[]> {
+  return (await migrator(db).getMigrations()).map((info) => ({ name: info.name, appliedAt: info.executedAt }))
+}
+
+/** Names of the migrations applied to the store, in order; none when it holds no schema yet. */
+export async function listAppliedMigrations(db: Executor): Promise<string[]> {
+  const tables = await db.introspection.getTables({ withInternalKyselyTables: true })
+  if (!tables.some((table) => table.name === 'coffer_migrations')) return []
+  const { rows } = await sql<{ name: string }>`select name from coffer_migrations order by name`.execute(db)
+  return rows.map((row) => row.name)
+}
+
+/** The names of every migration of this release, in order. */
+export const MIGRATION_NAMES = Object.keys(migrations)
