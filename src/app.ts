@@ -6,11 +6,13 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
+import adminRoutes from './admin/admin.routes.ts'
 import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
 import { outbox } from './events/outbox.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
+import consolePlugin from './http/console.ts'
 import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
 import { sendError } from './http/errors.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
@@ -18,6 +20,7 @@ import { registerParsing } from './http/parsing.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
+import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -88,7 +91,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Coffer', version: '1', description: 'Multi-asset wallet and account service' },
+      info: { title: 'Coffer', version: VERSION, description: 'Multi-asset wallet and account service' },
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'user session token, wallet key or admin key' },
@@ -109,6 +112,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(walletsRoutes, deps)
   // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
   await app.register(events, deps)
+  // The operator's sessions and read routes; then the web console at /console/ (and / leading there).
+  await app.register(adminRoutes, deps)
+  await app.register(consolePlugin)
 
   await app.ready()
   return app

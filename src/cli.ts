@@ -9,6 +9,7 @@ import * as assets from './ledger/assets.service.ts'
 import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { verifyLedger } from './ledger/verify.ts'
+import { BackupError, backupCommand, migrateStatusCommand, restoreCommand } from './operations/commands.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from './wallets/wallets.service.ts'
 
 const USAGE = `Usage: coffer <command> [arguments]
@@ -16,6 +17,7 @@ const USAGE = `Usage: coffer <command> [arguments]
 Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   serve                               start the HTTP service (same as npm start)
   migrate                             bring the database schema up to date
+  migrate --status                    list applied and pending migrations, changing nothing
   asset list                          list assets
   asset create <name> <value>         create an asset
   asset set-value <asset> <value>     change an asset's value
@@ -24,6 +26,8 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   burn <wallet> <asset> [quantity]    burn units (default: the whole holding) back to mint
   admin-key                           print the admin key (generating it on first use)
   verify                              recompute every holding from the journal and check the ledger
+  backup <file>                       write a consistent backup of the whole store while it serves
+  restore <file>                      restore a backup into an empty store, then verify it
 
 <wallet> is a wallet id or address; <asset> is an asset id or name.
 Exit status: 0 on success, 1 on a failed check or refused operation, 2 on bad usage or configuration.`
@@ -108,7 +112,7 @@ function withLedger(config: Config, work: (ledger: Ledger, database: Database) =
   })
 }
 
-async function run(config: Config, command: string | undefined, rest: string[]): Promise<number> {
+async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean } = {}): Promise<number> {
   switch (command) {
     case 'serve': {
       const { serve } = await import('./main.ts')
@@ -116,6 +120,7 @@ async function run(config: Config, command: string | undefined, rest: string[]):
       return new Promise<number>(() => {})
     }
     case 'migrate':
+      if (flags.status) return migrateStatusCommand(config)
       return withDatabase(config, async () => {
         console.log('schema is up to date')
         return 0
@@ -125,6 +130,14 @@ async function run(config: Config, command: string | undefined, rest: string[]):
       console.log(readAdminKey(config))
       return 0
     case 'verify':
+      return withDatabase(config, verify)
+    case 'backup':
+      if (!rest[0]) throw new UsageError('missing <file>')
+      await backupCommand(config, rest[0])
+      return 0
+    case 'restore':
+      if (!rest[0]) throw new UsageError('missing <file>')
+      await restoreCommand(config, rest[0])
       return withDatabase(config, verify)
     case 'asset':
       return withDatabase(config, async (database) => {
@@ -172,14 +185,14 @@ async function run(config: Config, command: string | undefined, rest: string[]):
 
 /** Runs the `coffer` command line; resolves to the process exit status. */
 export async function main(argv: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, strict: false, options: { help: { type: 'boolean', short: 'h' } } })
+  const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, strict: false, options: { help: { type: 'boolean', short: 'h' }, status: { type: 'boolean' } } })
   if (values.help || positionals.length === 0 || positionals[0] === 'help') {
     console.log(USAGE)
     return positionals.length === 0 && !values.help ? 2 : 0
   }
   try {
     const config = loadConfig()
-    return await run(config, positionals[0], positionals.slice(1))
+    return await run(config, positionals[0], positionals.slice(1), { status: values.status === true })
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`coffer: ${error.message}\n\n${USAGE}`)
@@ -188,6 +201,10 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof ConfigError) {
       console.error(`coffer: ${error.message}`)
       return 2
+    }
+    if (error instanceof BackupError) {
+      console.error(`coffer: ${error.message}`)
+      return 1
     }
     if (error instanceof AppError) {
       console.error(`coffer: ${error.message}`)

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
+import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
 
 /** Request ids, one log line per request and Prometheus metrics (contract §9). */
@@ -55,7 +56,7 @@ export default fp(async function observability(app: FastifyInstance) {
  */
 export async function operationsRoutes(app: FastifyInstance, { database }: { database: Database }): Promise<void> {
   const ops = { schema: { tags: ['operations'] } }
-  app.get('/healthz', ops, async () => ({ status: 'ok' }))
+  app.get('/healthz', ops, async () => ({ status: 'ok', version: VERSION }))
   app.get('/readyz', ops, async () => {
     try {
       await database.ping()
