@@ -8,6 +8,8 @@ export interface AppOptions {
   database: Database
   /** SHA-256 of the admin key (`http/admin-key.ts`). */
   adminKeyHash: string
+  /** Where the JSON log lines go; standard output by default. */
+  logStream?: { write(line: string): void }
 }
 
 /**
