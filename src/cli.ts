@@ -8,7 +8,7 @@ import * as assetsRepo from './ledger/assets.repository.ts'
 import * as assets from './ledger/assets.service.ts'
 import * as ledger from './ledger/ledger.service.ts'
 import { verifyLedger } from './ledger/verify.ts'
-import { BackupError, backupCommand, migrateStatusCommand, restoreCommand } from './operations/commands.ts'
+import { BackupError, backupCommand, migrateStatusCommand, restoreCommand, rotateSecretsKeyCommand, SecretsKeyError } from './operations/commands.ts'
 import { findWalletByAddress, findWalletById } from './wallets/wallets.repository.ts'
 
 const USAGE = `Usage: coffer <command> [arguments]
@@ -27,6 +27,7 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   verify                              recompute every holding from the journal and check the ledger
   backup <file>                       write a consistent backup of the whole store while it serves
   restore <file>                      restore a backup into an empty store, then verify it
+  rotate-secrets-key                  re-encrypt the webhook secrets under a new key (NEW_SECRETS_KEY or generated)
 
 <wallet> is a wallet id or address; <asset> is an asset id or name.
 Exit status: 0 on success, 1 on a failed check or refused operation, 2 on bad usage or configuration.`
@@ -114,6 +115,9 @@ async function run(config: Config, command: string | undefined, rest: string[], 
       if (!rest[0]) throw new UsageError('missing <file>')
       await backupCommand(config, rest[0])
       return 0
+    case 'rotate-secrets-key':
+      await rotateSecretsKeyCommand(config, process.env.NEW_SECRETS_KEY)
+      return 0
     case 'restore':
       if (!rest[0]) throw new UsageError('missing <file>')
       await restoreCommand(config, rest[0])
@@ -183,7 +187,7 @@ export async function main(argv: string[]): Promise<number> {
       console.error(`coffer: ${error.message}`)
       return 2
     }
-    if (error instanceof BackupError) {
+    if (error instanceof BackupError || error instanceof SecretsKeyError) {
       console.error(`coffer: ${error.message}`)
       return 1
     }

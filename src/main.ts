@@ -2,6 +2,7 @@ import { buildApp } from './app.ts'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { openDatabase } from './db/database.ts'
 import { migrateToLatest } from './db/migrate.ts'
+import { prepareWebhookSecrets } from './events/webhook-secrets.ts'
 import { resolveAdminKey } from './http/admin-key.ts'
 
 /** Starts the service: config → storage → server → signals. Resolves once it is listening. */
@@ -9,7 +10,14 @@ export async function serve(config: Config): Promise<void> {
   const adminKey = resolveAdminKey(config)
   const database = openDatabase({ ...config, backgroundCheckpoints: true })
   await migrateToLatest(database.db)
-  const app = await buildApp({ config, database, adminKeyHash: adminKey.hash })
+  let secretsKey
+  try {
+    secretsKey = await prepareWebhookSecrets(database.db, config)
+  } catch (error) {
+    await database.close()
+    throw error
+  }
+  const app = await buildApp({ config, database, adminKeyHash: adminKey.hash, secretsKey })
 
   let closing = false
   const shutdown = async (signal: string) => {

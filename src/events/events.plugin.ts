@@ -13,7 +13,7 @@ import webhooksRoutes from './webhooks.routes.ts'
  */
 export default async function events(app: FastifyInstance, deps: Deps): Promise<void> {
   const registry = app.hasDecorator('metrics') ? app.metrics : undefined
-  const worker = new DeliveryWorker({ database: deps.database, config: deps.config, log: app.log.child({ component: 'webhooks' }), registry })
+  const worker = new DeliveryWorker({ database: deps.database, config: deps.config, secretsKey: deps.secretsKey, log: app.log.child({ component: 'webhooks' }), registry })
   const hub = new EventHub({ db: deps.database.db, log: app.log.child({ component: 'events' }), registry })
   let stopping: Promise<void> | undefined
   app.addHook('onReady', async () => worker.start())
