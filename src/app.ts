@@ -6,12 +6,14 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
+import adminRoutes from './admin/admin.routes.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
 import events from './events/events.plugin.ts'
 import type { Deps } from './deps.ts'
 import auth from './http/auth.ts'
+import consolePlugin from './http/console.ts'
 import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
 import { sendError } from './http/errors.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
@@ -100,6 +102,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   await app.register(walletsRoutes, deps)
   // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
   await app.register(events, deps)
+  // The operator's sessions and read routes; then the web console at /console/ (and / leading there).
+  await app.register(adminRoutes, deps)
+  await app.register(consolePlugin)
 
   await app.ready()
   return app

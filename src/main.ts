@@ -44,6 +44,7 @@ export async function serve(config: Config): Promise<void> {
   const url = `http://${shown}:${port}`
   const storage = config.databaseUrl ? 'PostgreSQL' : `SQLite (${config.dataDir}/coffer.sqlite)`
   console.log(`Coffer is listening on ${url}`)
+  console.log(`  console:       ${url}/console/`)
   console.log(`  API reference: ${url}/docs`)
   console.log(`  storage:       ${storage}`)
   console.log(adminKey.file ? `  admin key:     stored in ${adminKey.file}` : '  admin key:     from ADMIN_API_KEY')

@@ -5,6 +5,7 @@ import * as usersPrimaryWalletIndex from './migrations/0002_users_primary_wallet
 import * as holdingsWithoutAssetIndex from './migrations/0003_holdings_without_asset_index.ts'
 import * as transactionBody from './migrations/0004_transaction_body.ts'
 import * as ledgerReferences from './migrations/0005_ledger_references.ts'
+import * as operatorSessions from './migrations/0006_operator_sessions.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -13,6 +14,7 @@ const migrations: Record<string, Migration> = {
   '0003_holdings_without_asset_index': holdingsWithoutAssetIndex,
   '0004_transaction_body': transactionBody,
   '0005_ledger_references': ledgerReferences,
+  '0006_operator_sessions': operatorSessions,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

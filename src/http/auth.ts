@@ -40,6 +40,10 @@ export interface AuthOptions {
   adminKeyHash: string
 }
 
+/** The console's operator session cookie (`POST /admin/sessions`). */
+export const OPERATOR_COOKIE = 'coffer_admin'
+export const OPERATOR_SESSION_HOURS = 12
+
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 // Writing last_used_at on every request would turn every read into a write; once a minute is enough.
 const TOUCH_INTERVAL_MS = 60_000
@@ -49,6 +53,11 @@ interface Credential {
   viaCookie: boolean
   /** Sent as `Authorization: Bearer <token>`, the only form the admin key is taken in (contract §5). */
   bearer: boolean
+}
+
+function hasHeader(request: FastifyRequest): boolean {
+  const header = request.headers.authorization
+  return header !== undefined && header.trim() !== ''
 }
 
 function readCredential(request: FastifyRequest, cookieName: string): Credential | undefined {
@@ -139,8 +148,31 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     return { kind: 'wallet', walletId: key.wallet_id, walletSessionId: key.id }
   }
 
+  /**
+   * True when the request carries a live operator session cookie (the console's, opened by
+   * `POST /admin/sessions`); a cookie-authenticated write must then pass the CSRF guard (A004).
+   */
+  async function hasOperatorSession(request: FastifyRequest): Promise<boolean> {
+    const token = request.cookies?.[OPERATOR_COOKIE]
+    if (!token || tokenKind(token) !== 'operator') return false
+    const session = await db
+      .selectFrom('operator_sessions')
+      .select('expires_at')
+      .where('token_hash', '=', hashToken(token))
+      .where('expires_at', '>', nowIso())
+      .executeTakeFirst()
+    if (!session) return false
+    checkCsrf(request, config)
+    return true
+  }
+
   /** Resolves the caller from the request's credential; throws A000 / A001 when there is none or it is bad. */
   async function authenticate(request: FastifyRequest, accept: Set<Auth['kind']>): Promise<Auth> {
+    // The console's operator cookie counts where the admin may call, unless a header says otherwise.
+    if (accept.has('admin') && !hasHeader(request) && (await hasOperatorSession(request))) {
+      request.auth = { kind: 'admin' }
+      return request.auth
+    }
     const credential = readCredential(request, config.sessionCookieName)
     if (!credential) throw new AppError('A000')
     // ADMIN_API_KEY may be any long secret, not only one in our token format, so compare it first.
@@ -150,6 +182,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     }
     const kind = tokenKind(credential.token)
     if (kind === undefined) throw new AppError('A001', 'the token is malformed')
+    if (kind === 'operator') throw new AppError('A001', 'an operator session is only taken as its cookie')
     if (!accept.has(kind)) throw new AppError('A001', `a ${kind} token cannot be used on this route`)
     if (kind === 'wallet' && credential.viaCookie) throw new AppError('A001', 'wallet keys go in the Authorization header')
     let auth: Auth | undefined
@@ -175,10 +208,13 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   app.decorate('requireAnyCaller', async (request: FastifyRequest) => {
     await authenticate(request, ANY)
   })
+  // The admin key as a Bearer header, or else the console's operator session cookie.
   app.decorate('requireAdmin', async (request: FastifyRequest) => {
-    const credential = readCredential(request, config.sessionCookieName)
-    if (!credential?.bearer || !sameHash(hashToken(credential.token), adminKeyHash)) {
-      throw new AppError('A003')
+    if (hasHeader(request)) {
+      const credential = readCredential(request, config.sessionCookieName)
+      if (!credential?.bearer || !sameHash(hashToken(credential.token), adminKeyHash)) throw new AppError('A003')
+    } else if (!(await hasOperatorSession(request))) {
+      throw new AppError('A003', request.cookies?.[OPERATOR_COOKIE] ? 'the operator session has ended or expired' : undefined)
     }
     request.auth = { kind: 'admin' }
   })
@@ -197,4 +233,13 @@ export function setSessionCookie(reply: FastifyReply, config: Config, token: str
 
 export function clearSessionCookie(reply: FastifyReply, config: Config): void {
   reply.clearCookie(config.sessionCookieName, { httpOnly: true, sameSite: 'lax', path: '/', secure: config.cookieSecure })
+}
+
+/** Sets the operator session cookie: HttpOnly, SameSite=Strict, 12 hours, never extended. */
+export function setOperatorCookie(reply: FastifyReply, config: Config, token: string): void {
+  reply.setCookie(OPERATOR_COOKIE, token, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure, maxAge: OPERATOR_SESSION_HOURS * 3600 })
+}
+
+export function clearOperatorCookie(reply: FastifyReply, config: Config): void {
+  reply.clearCookie(OPERATOR_COOKIE, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure })
 }

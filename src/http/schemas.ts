@@ -1,11 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { AppError } from './errors.ts'
+import { AppError, ERRORS, type ErrorCode } from './errors.ts'
 
 /** Shapes shared by every domain. */
 
 export const ErrorSchema = Type.Object(
   {
-    code: Type.String({ examples: ['I002'] }),
+    // An enum, so that typed clients know every code (client/openapi.d.ts).
+    code: Type.Unsafe<ErrorCode>({ type: 'string', enum: Object.keys(ERRORS), examples: ['I002'] }),
     message: Type.String(),
     detail: Type.Optional(Type.String()),
     request_id: Type.String(),

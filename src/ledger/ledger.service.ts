@@ -182,25 +182,33 @@ export interface ListQuery {
 
 /** GET /wallet/transactions: a page, newest first, and whether there is a next page. */
 export async function listWalletTransactions(db: Db, walletId: number, query: ListQuery) {
+  const filter = await journalFilter(db, query)
+  if (!filter) return { transactions: [], more: false }
+  return ledger.listTransactions(db, { ...filter, walletId, direction: query.direction })
+}
+
+/**
+ * GET /admin/transactions: a page of the whole journal, or of one wallet's history when `walletId`
+ * is given (deleted wallets included), newest first, and whether there is a next page.
+ */
+export async function listJournal(db: Db, query: Omit<ListQuery, 'direction'> & { walletId?: number }) {
+  const filter = await journalFilter(db, query)
+  if (!filter) return { transactions: [], more: false }
+  if (query.walletId !== undefined) return ledger.listTransactions(db, { ...filter, walletId: query.walletId })
+  return ledger.listJournal(db, filter)
+}
+
+/** The query's filters as stored values; undefined when they name an asset that does not exist. */
+async function journalFilter(db: Db, query: ListQuery) {
   const since = storedTime(query.since)
   const until = storedTime(query.until)
   let assetId: number | undefined
   if (query.asset !== undefined) {
     const asset = (await assets.findAssetsByNames(db, [query.asset])).get(query.asset.toLowerCase())
-    if (!asset) return { transactions: [], more: false }
+    if (!asset) return undefined
     assetId = asset.id
   }
-  return ledger.listTransactions(db, {
-    walletId,
-    limit: query.limit ?? 10,
-    offset: query.offset ?? 0,
-    before: query.before,
-    after: query.after,
-    assetId,
-    direction: query.direction,
-    since,
-    until,
-  })
+  return { limit: query.limit ?? 10, offset: query.offset ?? 0, before: query.before, after: query.after, assetId, since, until }
 }
 
 // Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written

@@ -131,6 +131,38 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
   return { transactions: await hydrate(db, page), more }
 }
 
+/**
+ * One page of the whole journal (every wallet), newest first, plus whether more exist: the
+ * operator's view. Walks the primary key backwards, so a page costs the same at any journal size
+ * when unfiltered; filters narrow it as for a wallet's history.
+ */
+export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walletId' | 'direction'>): Promise<{ transactions: Transaction[]; more: boolean }> {
+  let query = db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
+  if (filter.before !== undefined) query = query.where('id', '<', filter.before)
+  if (filter.after !== undefined) query = query.where('id', '>', filter.after)
+  if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
+  if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
+  if (filter.assetId !== undefined) {
+    const assetId = filter.assetId
+    query = query.where((eb) =>
+      eb.exists(
+        eb
+          .selectFrom('transaction_assets')
+          .select(sql`1`.as('one'))
+          .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
+          .where('transaction_assets.asset_id', '=', assetId),
+      ),
+    )
+  }
+  const rows = await query
+    .orderBy('id', 'desc')
+    .limit(filter.limit + 1)
+    .offset(filter.offset)
+    .execute()
+  const more = rows.length > filter.limit
+  return { transactions: await hydrate(db, rows.slice(0, filter.limit)), more }
+}
+
 export async function findTransaction(db: Executor, transactionId: number): Promise<Transaction | undefined> {
   const row = await db
     .selectFrom('transactions')
