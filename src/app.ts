@@ -7,23 +7,26 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
 import adminRoutes from './admin/admin.routes.ts'
-import assetsRoutes from './ledger/assets.routes.ts'
-import transactionsRoutes from './ledger/transactions.routes.ts'
-import walletsRoutes from './wallets/wallets.routes.ts'
+import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
-import type { Deps } from './deps.ts'
+import { outbox } from './events/outbox.ts'
+import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
 import consolePlugin from './http/console.ts'
 import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
 import { sendError } from './http/errors.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
+import assetsRoutes from './ledger/assets.routes.ts'
+import { createLedger } from './ledger/ledger.service.ts'
+import transactionsRoutes from './ledger/transactions.routes.ts'
 import { VERSION } from './version.ts'
+import walletsRoutes from './wallets/wallets.routes.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
-export async function buildApp(deps: Deps): Promise<FastifyInstance> {
-  const { config } = deps
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const { config } = options
   const app = Fastify({
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] },
     // observability.ts writes one line per request instead of Fastify's two.
@@ -61,6 +64,12 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
+  // events), closed after the server has stopped taking requests.
+  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch })
+  const deps: Deps = { ...options, ledger }
+  app.addHook('onClose', async () => ledger.close())
+
   // 1. Parsing and validation (bodies never coerced), then the one error handler.
   registerParsing(app)
   registerErrorHandler(app)
@@ -97,6 +106,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // 5. Health, readiness and metrics; then the domains.
   await app.register(operationsRoutes, { database: deps.database })
   await app.register(accountsRoutes, deps)
+  await app.register(flowsRoutes, deps)
   await app.register(transactionsRoutes, deps)
   await app.register(assetsRoutes, deps)
   await app.register(walletsRoutes, deps)

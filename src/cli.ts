@@ -3,13 +3,14 @@ import { ConfigError, loadConfig, type Config } from './config.ts'
 import { isStorageUnavailable, openDatabase, type Database } from './db/database.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
+import { outbox } from './events/outbox.ts'
 import { AppError } from './http/errors.ts'
-import * as assetsRepo from './ledger/assets.repository.ts'
 import * as assets from './ledger/assets.service.ts'
-import * as ledger from './ledger/ledger.service.ts'
+import { AssetName } from './ledger/ledger.schemas.ts'
+import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { verifyLedger } from './ledger/verify.ts'
 import { BackupError, backupCommand, migrateStatusCommand, restoreCommand } from './operations/commands.ts'
-import { findWalletByAddress, findWalletById } from './wallets/wallets.repository.ts'
+import { findLiveWalletByAddress, findLiveWalletById } from './wallets/wallets.service.ts'
 
 const USAGE = `Usage: coffer <command> [arguments]
 
@@ -33,6 +34,14 @@ Exit status: 0 on success, 1 on a failed check or refused operation, 2 on bad us
 
 class UsageError extends Error {}
 
+/** The API's asset-name pattern (`ledger/ledger.schemas.ts`), so the CLI accepts exactly what the API does. */
+const ASSET_NAME = new RegExp(AssetName.pattern as string)
+
+function assetName(raw: string | undefined, what: string): string {
+  if (raw === undefined || !ASSET_NAME.test(raw)) throw new UsageError(`${what} must be ${AssetName.description}`)
+  return raw
+}
+
 function positiveInteger(raw: string | undefined, what: string): number {
   if (raw === undefined || !/^[1-9][0-9]*$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`${what} must be a positive integer`)
   return Number(raw)
@@ -46,14 +55,14 @@ function nonNegativeNumber(raw: string | undefined, what: string): number {
 
 async function resolveWallet(database: Database, ref: string | undefined): Promise<number> {
   if (ref === undefined) throw new UsageError('missing <wallet>')
-  const wallet = /^\d+$/.test(ref) ? await findWalletById(database.db, Number(ref)) : await findWalletByAddress(database.db, ref)
+  const wallet = /^\d+$/.test(ref) ? await findLiveWalletById(database.db, Number(ref)) : await findLiveWalletByAddress(database.db, ref)
   if (!wallet) throw new AppError('W002', `no wallet ${ref}`)
   return wallet.id
 }
 
 async function resolveAsset(database: Database, ref: string | undefined): Promise<number> {
   if (ref === undefined) throw new UsageError('missing <asset>')
-  const asset = /^\d+$/.test(ref) ? await assetsRepo.findAssetById(database.db, Number(ref)) : (await assetsRepo.findAssetsByNames(database.db, [ref])).get(ref.toLowerCase())
+  const asset = /^\d+$/.test(ref) ? await assets.findLiveAssetById(database.db, Number(ref)) : await assets.findLiveAssetByName(database.db, ref)
   if (!asset) throw new AppError('I000', `no asset ${ref}`)
   return asset.id
 }
@@ -91,6 +100,18 @@ async function withDatabase(config: Config, work: (database: Database) => Promis
   }
 }
 
+/** Issues or burns through the ledger, as the admin routes do (events recorded by the outbox). */
+function withLedger(config: Config, work: (ledger: Ledger, database: Database) => Promise<number>): Promise<number> {
+  return withDatabase(config, async (database) => {
+    const ledger = createLedger({ database, events: outbox, maxBatch: config.groupCommitMaxBatch })
+    try {
+      return await work(ledger, database)
+    } finally {
+      await ledger.close()
+    }
+  })
+}
+
 async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean } = {}): Promise<number> {
   switch (command) {
     case 'serve': {
@@ -126,8 +147,7 @@ async function run(config: Config, command: string | undefined, rest: string[], 
           return 0
         }
         if (action === 'create') {
-          if (!first || !/^[A-Za-z0-9_-]{1,32}$/.test(first)) throw new UsageError('<name> must be 1-32 letters, digits, "_" or "-"')
-          console.log(JSON.stringify(await assets.createAsset(database.db, first, nonNegativeNumber(second, '<value>'))))
+          console.log(JSON.stringify(await assets.createAsset(database.db, assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))))
           return 0
         }
         if (action === 'set-value') {
@@ -137,25 +157,24 @@ async function run(config: Config, command: string | undefined, rest: string[], 
         }
         if (action === 'rename') {
           const id = await resolveAsset(database, first)
-          if (!second || !/^[A-Za-z0-9_-]{1,32}$/.test(second)) throw new UsageError('<new-name> must be 1-32 letters, digits, "_" or "-"')
-          console.log(JSON.stringify(await assets.renameAsset(database.db, id, second)))
+          console.log(JSON.stringify(await assets.renameAsset(database.db, id, assetName(second, '<new-name>'))))
           return 0
         }
         throw new UsageError('asset needs one of: list, create, set-value, rename')
       })
     case 'issue':
-      return withDatabase(config, async (database) => {
+      return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
-        console.log(JSON.stringify(await ledger.issueAsset(database.db, walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
+        console.log(JSON.stringify(await ledger.issue(walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
         return 0
       })
     case 'burn':
-      return withDatabase(config, async (database) => {
+      return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
         const quantity = rest[2] === undefined ? undefined : positiveInteger(rest[2], '<quantity>')
-        const transaction = await ledger.burnAsset(database.db, walletId, assetId, quantity)
+        const transaction = await ledger.burn(walletId, assetId, quantity)
         console.log(transaction ? JSON.stringify(transaction) : 'nothing to burn')
         return 0
       })

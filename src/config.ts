@@ -24,6 +24,8 @@ export interface Config {
   requestTimeoutMs: number
   logLevel: string
   trustProxy: boolean
+  /** Most transfers committed together (`ledger/group-committer.ts`); undefined = the dialect's default. */
+  groupCommitMaxBatch: number | undefined
 }
 
 export class ConfigError extends Error {
@@ -135,5 +137,6 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     trustProxy: boolean(env, 'TRUST_PROXY', false),
+    groupCommitMaxBatch: env.GROUP_COMMIT_MAX_BATCH ? integer(env, 'GROUP_COMMIT_MAX_BATCH', 0, 1, 10_000) : undefined,
   }
 }

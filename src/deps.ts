@@ -1,10 +1,19 @@
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
+import type { Ledger } from './ledger/ledger.service.ts'
 
-/** What the HTTP app is built from; main.ts and the test helper each assemble one. */
-export interface Deps {
+/** What `buildApp` is given; main.ts and the test helper each assemble one. */
+export interface AppOptions {
   config: Config
   database: Database
-  /** SHA-256 of the admin key (contract §5). */
+  /** SHA-256 of the admin key (`http/admin-key.ts`). */
   adminKeyHash: string
+}
+
+/**
+ * What the app's parts are built from: the options, and the long-lived parts `buildApp` makes
+ * from them (and closes with the app). Each route module takes the part of it that it uses.
+ */
+export interface Deps extends AppOptions {
+  ledger: Ledger
 }

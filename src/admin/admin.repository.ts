@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
+import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 
 // Operator sessions.
 

@@ -3,7 +3,7 @@ import { inTransaction } from '../db/dialect.ts'
 import { OPERATOR_SESSION_HOURS } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { createToken, hashToken, sameHash } from '../http/tokens.ts'
-import * as ledger from '../ledger/ledger.service.ts'
+import * as history from '../ledger/history.service.ts'
 import { verifyLedger } from '../ledger/verify.ts'
 import * as admin from './admin.repository.ts'
 
@@ -49,7 +49,7 @@ export async function searchWallets(db: Db, search: admin.WalletSearch) {
 export async function describeWallet(db: Db, walletId: number) {
   const row = await admin.findWallet(db, walletId)
   if (!row) throw new AppError('W002', `no user wallet ${walletId}`)
-  const [users, holdings] = await Promise.all([admin.listAssignedUsers(db, walletId), ledger.listHoldings(db, walletId)])
+  const [users, holdings] = await Promise.all([admin.listAssignedUsers(db, walletId), history.listHoldings(db, walletId)])
   const owner = { id: row.user_id as number, username: row.username }
   return {
     wallet: { id: row.id, address: row.address, user_id: owner.id, username: row.username, deleted: row.deleted_at !== null, primary: row.primary_wallet_id === row.id, created_at: row.created_at },
@@ -60,8 +60,8 @@ export async function describeWallet(db: Db, walletId: number) {
 }
 
 /** GET /admin/transactions: a page of the journal (or of one wallet's history) and whether more exist. */
-export function listJournal(db: Db, query: Parameters<typeof ledger.listJournal>[1]) {
-  return ledger.listJournal(db, query)
+export function listJournal(db: Db, query: Parameters<typeof history.listJournal>[1]) {
+  return history.listJournal(db, query)
 }
 
 /** GET /admin/verification: `coffer verify`'s check of the whole ledger, in one snapshot. */

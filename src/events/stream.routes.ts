@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { Deps } from '../deps.ts'
+import type { Config } from '../config.ts'
+import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { ErrorSchema } from '../http/schemas.ts'
 import type { EventHub, EventSink } from './event-hub.ts'
@@ -36,7 +37,7 @@ function responseSink(res: ServerResponse): EventSink {
 }
 
 /** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth, contract §8). */
-const streamRoutes: FastifyPluginAsyncTypebox<Deps & { hub: EventHub }> = async (app, { database, hub }) => {
+const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (app, { database, hub }) => {
   const { db } = database
 
   app.get(

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Deps } from '../deps.ts'
+import type { Config } from '../config.ts'
+import type { Database } from '../db/database.ts'
 import { userAuth } from '../http/auth.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import type { DeliveryWorker } from './delivery.worker.ts'
@@ -8,7 +9,7 @@ import * as S from './events.schemas.ts'
 import * as webhooks from './webhooks.service.ts'
 
 /** The webhook routes of the interface (user auth, active wallet) and the delivery log. */
-const webhooksRoutes: FastifyPluginAsyncTypebox<Deps & { worker: DeliveryWorker }> = async (app, { database, config, worker }) => {
+const webhooksRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; worker: DeliveryWorker }> = async (app, { database, config, worker }) => {
   const { db } = database
   const tags = ['webhooks']
   const user = { onRequest: app.requireUser }

@@ -1,9 +1,10 @@
 import type { Config } from '../config.ts'
 import type { Db, Executor } from '../db/database.ts'
-import { inTransaction, nowIso, takeWalletTurns } from '../db/dialect.ts'
+import { inTransaction, nowIso } from '../db/dialect.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
-import { holdUsableWallet } from '../wallets/wallets.repository.ts'
+import { takeWalletTurns } from '../ledger/ledger.service.ts'
+import { holdUsableWallet } from '../wallets/wallets.service.ts'
 import { newWebhookSecret } from './signature.ts'
 import { AddressNotAllowedError, assertPublicHost, checkWebhookUrlForm } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
@@ -45,7 +46,7 @@ export async function checkWebhookUrl(config: Config, raw: string): Promise<stri
  * and points events still waiting for delivery at it. Returns the secret, which is never shown
  * again. Throws W010 (see checkWebhookUrl), and W000 when the caller may no longer use the wallet:
  * like every lasting grant, the webhook waits for a removal or deletion in progress and never
- * outlives it (`wallets.repository.ts` holdWallet).
+ * outlives it (`wallets.service.ts` holdUsableWallet).
  */
 export async function setWebhook(db: Db, config: Config, auth: UserAuth, raw: string): Promise<{ webhook: string; secret: string }> {
   const url = await checkWebhookUrl(config, raw)

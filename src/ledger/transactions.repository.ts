@@ -1,33 +1,9 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
-import { compareAssetNames, toAsset, type Asset } from './assets.repository.ts'
+import { toAsset } from './assets.repository.ts'
+import { compareAssetNames, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
-export const MAX_QUANTITY = Number.MAX_SAFE_INTEGER
-
-export interface Line {
-  asset: Asset
-  quantity: number
-}
-
-export interface Transaction {
-  id: number
-  sending_wallet_id: number
-  receiving_wallet_id: number
-  sending_wallet_address: string
-  receiving_wallet_address: string
-  sending_username?: string
-  receiving_username?: string
-  created_at: string
-  memo: string
-  assets: { quantity: number; asset: Asset }[]
-}
-
-export interface WalletLabel {
-  address: string
-  /** Present when the wallet is some user's primary wallet. */
-  username?: string
-}
+/** SQL that reads recorded transactions (a wallet's history); the write path is `moves.repository.ts`. */
 
 /** Address and (for primary wallets) username of each wallet, for Transaction objects. */
 export async function labelWallets(db: Executor, walletIds: number[]): Promise<Map<number, WalletLabel>> {
@@ -163,15 +139,6 @@ export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 
   return { transactions: await hydrate(db, rows.slice(0, filter.limit)), more }
 }
 
-export async function findTransaction(db: Executor, transactionId: number): Promise<Transaction | undefined> {
-  const row = await db
-    .selectFrom('transactions')
-    .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
-    .where('id', '=', transactionId)
-    .executeTakeFirst()
-  return row ? (await hydrate(db, [row]))[0] : undefined
-}
-
 async function hydrate(
   db: Executor,
   rows: { id: number; sending_wallet_id: number; receiving_wallet_id: number; memo: string; created_at: string }[],
@@ -201,4 +168,3 @@ async function hydrate(
   return rows.map((row) => toTransaction(row, lines.get(row.id) ?? [], labels))
 }
 
-export { MINT_WALLET_ID }

@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
+import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../db/migrate.ts'
 import type { DB } from '../db/tables.ts'
 import type { Progress } from './backup.ts'

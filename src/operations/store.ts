@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
+import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 
 /**
  * What a backup holds and in which order a restore writes it: parents before the rows that refer
