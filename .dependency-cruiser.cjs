@@ -4,6 +4,7 @@
  * section; a new folder takes its place in LAYERS.
  */
 const LAYERS = [
+  ['secrets', '^src/secrets/'],
   ['config', '^src/(version|config)[.]ts$'],
   ['db', '^src/db/'],
   ['http', '^src/http/'],
@@ -30,6 +31,13 @@ const upward = LAYERS.map(([name, path], index) => ({
 module.exports = {
   forbidden: [
     ...upward.filter((rule) => rule.to.path.length > 0),
+    {
+      name: 'unplaced-module',
+      comment: 'every folder and file of src/ has its place in LAYERS',
+      severity: 'error',
+      from: { path: '^src/', pathNot: LAYERS.map(([, path]) => path) },
+      to: {},
+    },
     {
       name: 'no-circular',
       comment: 'no file imports, directly or through others, one that imports it back',

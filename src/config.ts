@@ -1,4 +1,5 @@
 import path from 'node:path'
+import { decodeSecretsKey } from './secrets/secrets-key.ts'
 
 /** Typed, validated configuration. Built once at start from the environment (contract §9). */
 export interface Config {
@@ -8,6 +9,8 @@ export interface Config {
   databaseUrl: string | undefined
   dataDir: string
   adminApiKey: string | undefined
+  /** SECRETS_KEY decoded (32 bytes); undefined selects the key file in `dataDir` (`secrets/secrets-key.ts`). */
+  secretsKey: Buffer | undefined
   corsOrigins: string[]
   sessionCookieName: string
   cookieSecure: boolean
@@ -116,6 +119,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
     throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
   }
+  const secretsKey = env.SECRETS_KEY ? decodeSecretsKey(env.SECRETS_KEY) : undefined
+  if (env.SECRETS_KEY && !secretsKey) throw new ConfigError('SECRETS_KEY', 'must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
   const host = env.HOST || '0.0.0.0'
   if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
   return {
@@ -124,6 +129,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: databaseUrl(env, 'DATABASE_URL'),
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminApiKey: adminApiKey || undefined,
+    secretsKey,
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     sessionCookieName: cookieName,
     cookieSecure: boolean(env, 'COOKIE_SECURE', false),

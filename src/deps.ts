@@ -1,6 +1,7 @@
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
+import type { SecretsKey } from './secrets/secret-box.ts'
 
 /** What `buildApp` is given; main.ts and the test helper each assemble one. */
 export interface AppOptions {
@@ -8,6 +9,8 @@ export interface AppOptions {
   database: Database
   /** SHA-256 of the admin key (`http/admin-key.ts`). */
   adminKeyHash: string
+  /** Seals webhook secrets at rest; checked against the database at start (`events/webhook-secrets.ts`). */
+  secretsKey: SecretsKey
   /** Where the JSON log lines go; standard output by default. */
   logStream?: { write(line: string): void }
 }

@@ -2,6 +2,7 @@ import { buildApp } from './app.ts'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { openDatabase } from './db/database.ts'
 import { migrateToLatest } from './db/migrate.ts'
+import { prepareWebhookSecrets } from './events/webhook-secrets.ts'
 import { resolveAdminKey } from './http/admin-key.ts'
 
 /**
@@ -42,7 +43,14 @@ export async function serve(config: Config): Promise<void> {
   let app
   try {
     await migrateToLatest(database.db)
-    app = await buildApp({ config, database, adminKeyHash: adminKey.hash, logStream: log })
+    let secretsKey
+    try {
+      secretsKey = await prepareWebhookSecrets(database.db, config)
+    } catch (error) {
+      await database.close()
+      throw error
+    }
+    app = await buildApp({ config, database, adminKeyHash: adminKey.hash, secretsKey, logStream: log })
   } catch (error) {
     log.release()
     throw error
