@@ -261,7 +261,7 @@ describe('HTTP layer', () => {
     })
   })
 
-  describe('CSRF guard for cookie sessions (contract §4)', () => {
+  describe('CSRF guard for cookie sessions (A004)', () => {
     const createWallet = (headers: Record<string, string>) => t.app.inject({ method: 'POST', url: '/user/wallets', headers, payload: {} })
 
     it('refuses a cookie-authenticated write from a foreign Origin with 403 A004 and changes nothing', async () => {

@@ -5,7 +5,7 @@ import type { Database } from '../db/database.ts'
 import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
 
-/** Request ids, one log line per request and Prometheus metrics (contract §9). */
+/** Request ids, one log line per request and Prometheus metrics (`/metrics`). */
 export default fp(async function observability(app: FastifyInstance) {
   const registry = new client.Registry()
   client.collectDefaultMetrics({ register: registry })
