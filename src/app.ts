@@ -17,6 +17,8 @@ import { answerClientError, registerErrorHandler } from './http/error-handler.ts
 import { sendError } from './http/errors.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
+import { createAttemptLimiter } from './http/rate-limit.ts'
+import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
@@ -67,7 +69,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
   const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch })
-  const deps: Deps = { ...options, ledger }
+  const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())
 
   // 1. Parsing and validation (bodies never coerced), then the one error handler.
@@ -115,6 +117,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // The operator's sessions and read routes; then the web console at /console/ (and / leading there).
   await app.register(adminRoutes, deps)
   await app.register(consolePlugin)
+  // Background pruning of operational records (never the journal), started on ready, stopped on close.
+  await app.register(retention, deps)
 
   await app.ready()
   return app
