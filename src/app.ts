@@ -18,6 +18,7 @@ import { sendError } from './http/errors.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
 import { createAttemptLimiter } from './http/rate-limit.ts'
+import { OperatorMetrics, registerOperatorMetrics } from './operations/metrics.ts'
 import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
@@ -68,7 +69,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
-  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch })
+  const metrics = new OperatorMetrics()
+  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch, onBatch: metrics.observeBatch })
   const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())
 
@@ -78,6 +80,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
+  await registerOperatorMetrics(app, { metrics, database: options.database })
 
   // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
   await app.register(cookie)
