@@ -12,6 +12,8 @@ export interface AppOptions {
   adminKeyHash: string
   /** Seals webhook secrets at rest; checked against the database at start (`events/webhook-secrets.ts`). */
   secretsKey: SecretsKey
+  /** Where the JSON log lines go; standard output by default. */
+  logStream?: { write(line: string): void }
 }
 
 /**

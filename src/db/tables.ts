@@ -1,4 +1,4 @@
-import type { Generated, Insertable, Selectable } from 'kysely'
+import type { Generated, Selectable } from 'kysely'
 
 /**
  * Row types of every table. Timestamps are ISO 8601 UTC strings with milliseconds on both
@@ -175,4 +175,3 @@ export interface DB {
 export type UserRow = Selectable<UsersTable>
 export type WalletRow = Selectable<WalletsTable>
 export type AssetRow = Selectable<AssetsTable>
-export type NewEvent = Insertable<EventsTable>

@@ -21,7 +21,7 @@ const MAX_LISTED_ATTEMPTS = 50
  * Throws W010 when it is not an absolute http(s) URL of at most 512 characters, carries
  * credentials, or (unless `webhookAllowPrivate`) names or resolves to a non-public address.
  */
-export async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
+async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
   const form = checkWebhookUrlForm(raw.trim())
   if ('reason' in form) throw new AppError('W010', form.reason)
   if (!config.webhookAllowPrivate) {

@@ -42,7 +42,7 @@ export function seal(secretsKey: SecretsKey, clear: string, context: string): st
   return `${PREFIX}${secretsKey.id}:${iv.toString('base64url')}:${sealed.toString('base64url')}`
 }
 
-export class SecretUnreadableError extends Error {}
+class SecretUnreadableError extends Error {}
 
 /**
  * The clear value of a sealed one. A value still in clear (written before secrets were sealed,

@@ -17,12 +17,12 @@ export interface LoadedKey extends SecretsKey {
   file: string | undefined
 }
 
-export function secretsKeyFile(source: KeySource): string {
+function secretsKeyFile(source: KeySource): string {
   return path.join(source.dataDir, 'secrets-key')
 }
 
 /** The file a rotation writes the new key to before the database switches to it (`rotate-secrets-key`). */
-export function nextSecretsKeyFile(source: KeySource): string {
+function nextSecretsKeyFile(source: KeySource): string {
   return `${secretsKeyFile(source)}.next`
 }
 
@@ -37,7 +37,7 @@ export function decodeSecretsKey(text: string): Buffer | undefined {
   return undefined
 }
 
-export function encodeSecretsKey(key: SecretsKey): string {
+function encodeSecretsKey(key: SecretsKey): string {
   return key.key.toString('base64')
 }
 
