@@ -22,7 +22,6 @@ import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { hashToken } from '../src/http/tokens.ts'
 import { pruneOnce } from '../src/operations/retention.ts'
 import { startPostgres } from './postgres.ts'
-import { pool } from './seed.ts'
 
 const args = process.argv.slice(2)
 const transfers = Number(args.find((arg) => arg.startsWith('--transfers='))?.split('=')[1] ?? 20_000)
@@ -51,6 +50,19 @@ async function sizes(database: Database): Promise<{ total: number; tables: Recor
   }
   const { rows } = await sql<{ pages: number; size: number }>`select page_count as pages, page_size as size from pragma_page_count(), pragma_page_size()`.execute(database.db)
   return { total: rows[0].pages * rows[0].size, tables }
+}
+
+/** Runs `work` over the items, at most `limit` at once. */
+async function pool<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = []
+  let next = 0
+  await Promise.all(Array.from({ length: limit }, async () => {
+    while (next < items.length) {
+      const index = next++
+      results[index] = await work(items[index])
+    }
+  }))
+  return results
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`

@@ -25,7 +25,7 @@ export function createAttemptLimiter(perMinute: number, database: Database): Att
  * on them, counted in the database (`rate_limit_hits`) with one statement per attempt. The
  * retention job removes ended windows.
  */
-export class SharedRateLimiter implements AttemptLimiter {
+class SharedRateLimiter implements AttemptLimiter {
   constructor(
     private readonly perMinute: number,
     private readonly db: Executor,
