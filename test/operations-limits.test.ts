@@ -9,7 +9,8 @@ import { migrateToLatest } from '../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { hashToken } from '../src/http/tokens.ts'
 import { pruneOnce } from '../src/operations/retention.ts'
-import { ADMIN_KEY, STORAGE, createUser } from './helpers/app.ts'
+import { ADMIN_KEY, STORAGE } from './helpers/app.ts'
+import { createUser } from './helpers/factories.ts'
 import { createDatabase } from './helpers/postgres.ts'
 
 /**

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import { after, before, describe, it } from 'node:test'
-import { STORAGE, buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
+import { STORAGE, buildTestApp, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
 
 /** The value of one sample in the Prometheus text of /metrics, or undefined when absent. */

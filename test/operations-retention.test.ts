@@ -4,7 +4,8 @@ import { ConfigError, loadConfig } from '../src/config.ts'
 import { openDatabase } from '../src/db/database.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import { pruneOnce, type RetentionPolicy } from '../src/operations/retention.ts'
-import { STORAGE, buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
+import { STORAGE, buildTestApp, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
 
 const DAY = 86_400_000
