@@ -1,11 +1,15 @@
 import path from 'node:path'
+import { parsePostgresUrl } from './db/postgres-url.ts'
+import { DEFAULT_POSTGRES_TIMEOUTS, type PostgresTimeouts } from './db/postgres.ts'
 
 /** Typed, validated configuration. Built once at start from the environment (contract §9). */
 export interface Config {
   port: number
   host: string
-  /** `undefined` selects the embedded SQLite file in `dataDir`. */
+  /** `undefined` selects the embedded SQLite file in `dataDir`; one host or several (`db/postgres-url.ts`). */
   databaseUrl: string | undefined
+  /** PostgreSQL: statement, lock, idle-in-transaction and connect timeouts. */
+  postgresTimeouts: PostgresTimeouts
   dataDir: string
   adminApiKey: string | undefined
   corsOrigins: string[]
@@ -82,11 +86,10 @@ function origins(env: Env, name: string): string[] {
 function databaseUrl(env: Env, name: string): string | undefined {
   const raw = env[name]
   if (raw === undefined || raw === '') return undefined
-  if (!/^postgres(ql)?:\/\//.test(raw)) throw new ConfigError(name, 'must start with postgres:// or postgresql://')
   try {
-    new URL(raw)
-  } catch {
-    throw new ConfigError(name, 'is not a valid URL')
+    parsePostgresUrl(raw)
+  } catch (error) {
+    throw new ConfigError(name, (error as Error).message)
   }
   return raw
 }
@@ -120,6 +123,12 @@ export function loadConfig(env: Env = process.env): Config {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host,
     databaseUrl: databaseUrl(env, 'DATABASE_URL'),
+    postgresTimeouts: {
+      statementTimeoutMs: integer(env, 'PG_STATEMENT_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.statementTimeoutMs, 1, 86_400_000),
+      lockTimeoutMs: integer(env, 'PG_LOCK_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.lockTimeoutMs, 1, 86_400_000),
+      idleInTransactionTimeoutMs: integer(env, 'PG_IDLE_IN_TRANSACTION_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.idleInTransactionTimeoutMs, 1, 86_400_000),
+      connectTimeoutMs: integer(env, 'PG_CONNECT_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.connectTimeoutMs, 1, 600_000),
+    },
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminApiKey: adminApiKey || undefined,
     corsOrigins: origins(env, 'CORS_ORIGINS'),

@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { isPostgres, isRetryable } from '../db/dialect.ts'
+import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from './moves.ts'
 import type { Transaction } from './transactions.repository.ts'
 
@@ -28,7 +29,10 @@ import type { Transaction } from './transactions.repository.ts'
  * - PostgreSQL: a deadlock or serialization failure (with another instance) aborts the whole
  *   batch, which is then run again from the start, like `inTransaction` does for one transfer.
  * - Any other database error before the commit, in a batch of several, runs each member again as
- *   a batch of its own, so that only the transfer that causes it fails.
+ *   a batch of its own, so that only the transfer that causes it fails; but not a storage fault
+ *   (`db/faults.ts`: the database down, out of disk, timed out), which fails the whole batch at
+ *   once with `503 S001`. A failed COMMIT fails every member as a storage fault: its outcome is
+ *   unknown, and the clients' retries with their Idempotency-Keys find it.
  * - An Idempotency-Key stored meanwhile by another instance fails its member with
  *   IdempotencyConflict (the caller answers with the stored response); the rest run again.
  */
@@ -115,11 +119,11 @@ export class GroupCommitter {
             members = members.filter((_, index) => !taken.has(index))
           } else if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
             await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
-          } else if (members.length > 1 && !isRetryable(error) && !applied) {
+          } else if (members.length > 1 && !isRetryable(error) && !applied && !isStorageUnavailable(error)) {
             for (const member of members) await this.#commit([member])
             return
           } else {
-            throw error
+            throw applied && !isRetryable(error) ? commitOutcomeUnknown(error) : error
           }
         }
       }
