@@ -27,7 +27,7 @@ export function commitOutcomeUnknown(cause: unknown): StorageFault {
   return new StorageFault(`the outcome of COMMIT is unknown (${reason.code ?? 'no code'}: ${reason.message})`, reason.code ?? 'COMMIT_UNKNOWN', { cause })
 }
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOSPC', 'EROFS', 'EIO'])
+const NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOSPC', 'EROFS', 'EIO'])
 
 /**
  * PostgreSQL SQLSTATEs of storage faults, by class or code: 08 connection exception, 53
@@ -43,12 +43,21 @@ const PG_CODES = new Set(['25006', '25P03', '55P03', '40001', '40P01'])
 /** SQLite result codes (extended ones start with these): locked past the busy timeout, disk full, I/O, read-only, cannot open. */
 const SQLITE_PREFIXES = ['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'SQLITE_CANTOPEN', 'SQLITE_NOMEM', 'SQLITE_PROTOCOL']
 
-/** node-postgres and Kysely say these in words only. */
-const UNAVAILABLE_MESSAGES =
-  /driver has already been destroyed|Cannot use a pool after calling end|Connection terminated|timeout exceeded when trying to connect|not queryable|database connection is not open|Query read timeout|connection timeout/i
+/** node-postgres and Kysely say these in words only; each gets a name for the log. */
+const UNAVAILABLE_MESSAGES: [RegExp, string][] = [
+  [/Connection terminated|not queryable|database connection is not open/i, 'CONNECTION_LOST'],
+  [/timeout exceeded when trying to connect|connection timeout/i, 'CONNECT_TIMEOUT'],
+  [/Query read timeout/i, 'QUERY_TIMEOUT'],
+  [/driver has already been destroyed|Cannot use a pool after calling end/i, 'POOL_CLOSED'],
+]
+
+function messageCode(message: unknown): string | undefined {
+  if (typeof message !== 'string') return undefined
+  return UNAVAILABLE_MESSAGES.find(([pattern]) => pattern.test(message))?.[1]
+}
 
 function isFaultCode(code: string): boolean {
-  if (NETWORK_CODES.has(code) || PG_CODES.has(code)) return true
+  if (NODE_CODES.has(code) || PG_CODES.has(code)) return true
   if (/^[0-9A-Z]{5}$/.test(code) && PG_CLASSES.has(code.slice(0, 2))) return true
   return SQLITE_PREFIXES.some((prefix) => code.startsWith(prefix))
 }
@@ -77,19 +86,25 @@ export function isStorageUnavailable(error: unknown): boolean {
     if (link instanceof StorageFault) return true
     const { code, message } = link as { code?: unknown; message?: unknown }
     if (typeof code === 'string' && isFaultCode(code)) return true
-    return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)
+    return messageCode(message) !== undefined
   })
 }
 
 /**
  * The real cause of a storage fault, for the one log line that reports it: the first code in the
- * error's chain (`SQLITE_FULL`, `57P01`, `ECONNREFUSED`, …) and the message that goes with it.
+ * error's chain (`SQLITE_FULL`, `57P01`, `ECONNREFUSED`, …) and the message that goes with it, or
+ * else a name for what the driver said in words (`CONNECTION_LOST`, `CONNECT_TIMEOUT`, …).
  */
 export function describeStorageFault(error: unknown): { code: string | undefined; message: string } {
   const links = chain(error)
   for (const link of links) {
     const { code, message } = link as { code?: unknown; message?: unknown }
     if (typeof code === 'string' && isFaultCode(code)) return { code, message: typeof message === 'string' ? message : String(link) }
+  }
+  for (const link of links) {
+    const { message } = link as { message?: unknown }
+    const code = messageCode(message)
+    if (code) return { code, message: message as string }
   }
   const first = links[0] as { code?: unknown; message?: unknown } | undefined
   return {

@@ -39,11 +39,12 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
   if (!match) throw new Error('must start with postgres:// or postgresql://')
   const [, scheme, userinfo, hostList, rest] = match
   if (hostList === '') throw new Error('must name a host, e.g. postgres://user@db.example.com:5432/coffer')
-  const hosts = hostList.split(',').map((entry) => {
+  // Entries are never echoed: a password with an unencoded "/" or "@" would end up in one.
+  const hosts = hostList.split(',').map((entry, index) => {
     const parts = /^(\[[^\]]*\]|[^:]*)(?::(\d*))?$/.exec(entry)
-    if (!parts || parts[1] === '' || !HOST.test(parts[1])) throw new Error(`has a malformed host list: "${entry}" is not host or host:port`)
+    if (!parts || parts[1] === '' || !HOST.test(parts[1])) throw new Error(`has a malformed host list: entry ${index + 1} is not host or host:port (hosts are separated by commas)`)
     const port = parts[2] === undefined || parts[2] === '' ? 5432 : Number(parts[2])
-    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`has a malformed host list: port of "${entry}" must be 1-65535`)
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`has a malformed host list: the port of entry ${index + 1} must be 1-65535`)
     return { host: parts[1], port }
   })
   const queryStart = rest.indexOf('?')
