@@ -4,11 +4,12 @@
  *   npm test              both storages
  *   npm run test:sqlite   SQLite only
  *   npm run test:pg       PostgreSQL only
- * Extra arguments are test files to run instead of all of them.
+ * Extra arguments are test files to run instead of all of them. The console is built first.
  */
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
+import { build } from 'vite'
 import { startPostgres } from '../test/helpers/postgres.ts'
 
 const args = process.argv.slice(2)
@@ -34,6 +35,9 @@ function run(storage: string, env: Record<string, string>): Promise<number> {
     child.on('exit', (code) => resolve(code ?? 1))
   })
 }
+
+// The console is served from its build (test/admin.test.ts, the browser tests): build it first.
+await build({ configFile: path.resolve('console/vite.config.ts'), logLevel: 'warn' })
 
 let failed = false
 for (const storage of storages) {

@@ -6,23 +6,30 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
-import assetsRoutes from './ledger/assets.routes.ts'
-import transactionsRoutes from './ledger/transactions.routes.ts'
-import walletsRoutes from './wallets/wallets.routes.ts'
+import { authenticateUserSession } from './accounts/accounts.service.ts'
+import adminRoutes from './admin/admin.routes.ts'
+import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
-import type { Deps } from './deps.ts'
+import { outbox } from './events/outbox.ts'
+import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
-import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
-import { sendError } from './http/errors.ts'
+import consolePlugin from './http/console.ts'
+import { answerClientError, answerRouterError, registerErrorHandler } from './http/error-handler.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
+import assetsRoutes from './ledger/assets.routes.ts'
+import { createLedger } from './ledger/ledger.service.ts'
+import transactionsRoutes from './ledger/transactions.routes.ts'
+import { VERSION } from './version.ts'
+import walletsRoutes from './wallets/wallets.routes.ts'
+import { authenticateWalletKey } from './wallets/wallets.service.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
-export async function buildApp(deps: Deps): Promise<FastifyInstance> {
-  const { config } = deps
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const { config } = options
   const app = Fastify({
-    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'], ...(options.logStream ? { stream: options.logStream } : {}) },
     // observability.ts writes one line per request instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
@@ -50,13 +57,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     clientErrorHandler: answerClientError,
     // Malformed percent-encoding and path parameters over 512 characters are refused by the router
     // before any hook runs; they still get the contract's error layout and a request id.
-    frameworkErrors: (error, request, reply) => {
-      const code = error.code === 'FST_ERR_ASYNC_CONSTRAINT' ? 'S000' : 'G001'
-      const detail = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'malformed URL'
-      const answer = reply as FastifyReply
-      sendError(answer.header('x-request-id', request.id), code, detail)
-    },
+    frameworkErrors: (error, request, reply) => answerRouterError(error, request, reply as FastifyReply),
   }).withTypeProvider<TypeBoxTypeProvider>()
+
+  // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
+  // events), closed after the server has stopped taking requests.
+  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch })
+  const deps: Deps = { ...options, ledger }
+  app.addHook('onClose', async () => ledger.close())
 
   // 1. Parsing and validation (bodies never coerced), then the one error handler.
   registerParsing(app)
@@ -73,13 +81,19 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     methods: ['GET', 'POST', 'PUT', 'DELETE'],
     exposedHeaders: ['X-Request-Id', 'Link', 'Idempotent-Replayed', 'Retry-After'],
   })
-  await app.register(auth, { db: deps.database.db, config, adminKeyHash: deps.adminKeyHash })
+  const { db } = deps.database
+  await app.register(auth, {
+    db,
+    config,
+    adminKeyHash: deps.adminKeyHash,
+    credentials: { userSession: (hash) => authenticateUserSession(db, config, hash), walletKey: (hash) => authenticateWalletKey(db, hash) },
+  })
 
   // 4. API reference generated from the route schemas.
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Coffer', version: '1', description: 'Multi-asset wallet and account service' },
+      info: { title: 'Coffer', version: VERSION, description: 'Multi-asset wallet and account service' },
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'user session token, wallet key or admin key' },
@@ -94,11 +108,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // 5. Health, readiness and metrics; then the domains.
   await app.register(operationsRoutes, { database: deps.database })
   await app.register(accountsRoutes, deps)
+  await app.register(flowsRoutes, deps)
   await app.register(transactionsRoutes, deps)
   await app.register(assetsRoutes, deps)
   await app.register(walletsRoutes, deps)
   // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
   await app.register(events, deps)
+  // The operator's sessions and read routes; then the web console at /console/ (and / leading there).
+  await app.register(adminRoutes, deps)
+  await app.register(consolePlugin)
 
   await app.ready()
   return app

@@ -4,18 +4,21 @@ import { openDatabase, type Database } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
+import { outbox } from './events/outbox.ts'
 import { AppError } from './http/errors.ts'
-import * as assetsRepo from './ledger/assets.repository.ts'
 import * as assets from './ledger/assets.service.ts'
-import * as ledger from './ledger/ledger.service.ts'
+import { AssetName } from './ledger/ledger.schemas.ts'
+import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { verifyLedger } from './ledger/verify.ts'
-import { findWalletByAddress, findWalletById } from './wallets/wallets.repository.ts'
+import { BackupError, backupCommand, migrateStatusCommand, restoreCommand, rotateSecretsKeyCommand, SecretsKeyError } from './operations/commands.ts'
+import { findLiveWalletByAddress, findLiveWalletById } from './wallets/wallets.service.ts'
 
 const USAGE = `Usage: coffer <command> [arguments]
 
 Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   serve                               start the HTTP service (same as npm start)
   migrate                             bring the database schema up to date
+  migrate --status                    list applied and pending migrations, changing nothing
   asset list                          list assets
   asset create <name> <value>         create an asset
   asset set-value <asset> <value>     change an asset's value
@@ -24,11 +27,22 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   burn <wallet> <asset> [quantity]    burn units (default: the whole holding) back to mint
   admin-key                           print the admin key (generating it on first use)
   verify                              recompute every holding from the journal and check the ledger
+  backup <file>                       write a consistent backup of the whole store while it serves
+  restore <file>                      restore a backup into an empty store, then verify it
+  rotate-secrets-key                  re-encrypt the webhook secrets under a new key (NEW_SECRETS_KEY or generated)
 
 <wallet> is a wallet id or address; <asset> is an asset id or name.
 Exit status: 0 on success, 1 on a failed check or refused operation, 2 on bad usage or configuration.`
 
 class UsageError extends Error {}
+
+/** The API's asset-name pattern (`ledger/ledger.schemas.ts`), so the CLI accepts exactly what the API does. */
+const ASSET_NAME = new RegExp(AssetName.pattern as string)
+
+function assetName(raw: string | undefined, what: string): string {
+  if (raw === undefined || !ASSET_NAME.test(raw)) throw new UsageError(`${what} must be ${AssetName.description}`)
+  return raw
+}
 
 function positiveInteger(raw: string | undefined, what: string): number {
   if (raw === undefined || !/^[1-9][0-9]*$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`${what} must be a positive integer`)
@@ -43,14 +57,14 @@ function nonNegativeNumber(raw: string | undefined, what: string): number {
 
 async function resolveWallet(database: Database, ref: string | undefined): Promise<number> {
   if (ref === undefined) throw new UsageError('missing <wallet>')
-  const wallet = /^\d+$/.test(ref) ? await findWalletById(database.db, Number(ref)) : await findWalletByAddress(database.db, ref)
+  const wallet = /^\d+$/.test(ref) ? await findLiveWalletById(database.db, Number(ref)) : await findLiveWalletByAddress(database.db, ref)
   if (!wallet) throw new AppError('W002', `no wallet ${ref}`)
   return wallet.id
 }
 
 async function resolveAsset(database: Database, ref: string | undefined): Promise<number> {
   if (ref === undefined) throw new UsageError('missing <asset>')
-  const asset = /^\d+$/.test(ref) ? await assetsRepo.findAssetById(database.db, Number(ref)) : (await assetsRepo.findAssetsByNames(database.db, [ref])).get(ref.toLowerCase())
+  const asset = /^\d+$/.test(ref) ? await assets.findLiveAssetById(database.db, Number(ref)) : await assets.findLiveAssetByName(database.db, ref)
   if (!asset) throw new AppError('I000', `no asset ${ref}`)
   return asset.id
 }
@@ -88,7 +102,19 @@ async function withDatabase(config: Config, work: (database: Database) => Promis
   }
 }
 
-async function run(config: Config, command: string | undefined, rest: string[]): Promise<number> {
+/** Issues or burns through the ledger, as the admin routes do (events recorded by the outbox). */
+function withLedger(config: Config, work: (ledger: Ledger, database: Database) => Promise<number>): Promise<number> {
+  return withDatabase(config, async (database) => {
+    const ledger = createLedger({ database, events: outbox, maxBatch: config.groupCommitMaxBatch })
+    try {
+      return await work(ledger, database)
+    } finally {
+      await ledger.close()
+    }
+  })
+}
+
+async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean } = {}): Promise<number> {
   switch (command) {
     case 'serve': {
       const { serve } = await import('./main.ts')
@@ -96,6 +122,7 @@ async function run(config: Config, command: string | undefined, rest: string[]):
       return new Promise<number>(() => {})
     }
     case 'migrate':
+      if (flags.status) return migrateStatusCommand(config)
       return withDatabase(config, async () => {
         console.log('schema is up to date')
         return 0
@@ -106,6 +133,17 @@ async function run(config: Config, command: string | undefined, rest: string[]):
       return 0
     case 'verify':
       return withDatabase(config, verify)
+    case 'backup':
+      if (!rest[0]) throw new UsageError('missing <file>')
+      await backupCommand(config, rest[0])
+      return 0
+    case 'rotate-secrets-key':
+      await rotateSecretsKeyCommand(config, process.env.NEW_SECRETS_KEY)
+      return 0
+    case 'restore':
+      if (!rest[0]) throw new UsageError('missing <file>')
+      await restoreCommand(config, rest[0])
+      return withDatabase(config, verify)
     case 'asset':
       return withDatabase(config, async (database) => {
         const [action, first, second] = rest
@@ -114,8 +152,7 @@ async function run(config: Config, command: string | undefined, rest: string[]):
           return 0
         }
         if (action === 'create') {
-          if (!first || !/^[A-Za-z0-9_-]{1,32}$/.test(first)) throw new UsageError('<name> must be 1-32 letters, digits, "_" or "-"')
-          console.log(JSON.stringify(await assets.createAsset(database.db, first, nonNegativeNumber(second, '<value>'))))
+          console.log(JSON.stringify(await assets.createAsset(database.db, assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))))
           return 0
         }
         if (action === 'set-value') {
@@ -125,25 +162,24 @@ async function run(config: Config, command: string | undefined, rest: string[]):
         }
         if (action === 'rename') {
           const id = await resolveAsset(database, first)
-          if (!second || !/^[A-Za-z0-9_-]{1,32}$/.test(second)) throw new UsageError('<new-name> must be 1-32 letters, digits, "_" or "-"')
-          console.log(JSON.stringify(await assets.renameAsset(database.db, id, second)))
+          console.log(JSON.stringify(await assets.renameAsset(database.db, id, assetName(second, '<new-name>'))))
           return 0
         }
         throw new UsageError('asset needs one of: list, create, set-value, rename')
       })
     case 'issue':
-      return withDatabase(config, async (database) => {
+      return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
-        console.log(JSON.stringify(await ledger.issueAsset(database.db, walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
+        console.log(JSON.stringify(await ledger.issue(walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
         return 0
       })
     case 'burn':
-      return withDatabase(config, async (database) => {
+      return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
         const quantity = rest[2] === undefined ? undefined : positiveInteger(rest[2], '<quantity>')
-        const transaction = await ledger.burnAsset(database.db, walletId, assetId, quantity)
+        const transaction = await ledger.burn(walletId, assetId, quantity)
         console.log(transaction ? JSON.stringify(transaction) : 'nothing to burn')
         return 0
       })
@@ -154,14 +190,14 @@ async function run(config: Config, command: string | undefined, rest: string[]):
 
 /** Runs the `coffer` command line; resolves to the process exit status. */
 export async function main(argv: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, strict: false, options: { help: { type: 'boolean', short: 'h' } } })
+  const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, strict: false, options: { help: { type: 'boolean', short: 'h' }, status: { type: 'boolean' } } })
   if (values.help || positionals.length === 0 || positionals[0] === 'help') {
     console.log(USAGE)
     return positionals.length === 0 && !values.help ? 2 : 0
   }
   try {
     const config = loadConfig()
-    return await run(config, positionals[0], positionals.slice(1))
+    return await run(config, positionals[0], positionals.slice(1), { status: values.status === true })
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`coffer: ${error.message}\n\n${USAGE}`)
@@ -170,6 +206,10 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof ConfigError) {
       console.error(`coffer: ${error.message}`)
       return 2
+    }
+    if (error instanceof BackupError || error instanceof SecretsKeyError) {
+      console.error(`coffer: ${error.message}`)
+      return 1
     }
     if (error instanceof AppError) {
       console.error(`coffer: ${error.message}`)

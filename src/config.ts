@@ -1,17 +1,18 @@
 import path from 'node:path'
-import { parsePostgresUrl } from './db/postgres-url.ts'
-import { DEFAULT_POSTGRES_TIMEOUTS, type PostgresTimeouts } from './db/postgres.ts'
+import { decodeSecretsKey } from './secrets/secrets-key.ts'
 
 /** Typed, validated configuration. Built once at start from the environment (contract §9). */
 export interface Config {
   port: number
   host: string
-  /** `undefined` selects the embedded SQLite file in `dataDir`; one host or several (`db/postgres-url.ts`). */
+  /** `undefined` selects the embedded SQLite file in `dataDir`; one host or several (`parsePostgresUrl`). */
   databaseUrl: string | undefined
   /** PostgreSQL: statement, lock, idle-in-transaction and connect timeouts. */
   postgresTimeouts: PostgresTimeouts
   dataDir: string
   adminApiKey: string | undefined
+  /** SECRETS_KEY decoded (32 bytes); undefined selects the key file in `dataDir` (`secrets/secrets-key.ts`). */
+  secretsKey: Buffer | undefined
   corsOrigins: string[]
   sessionCookieName: string
   cookieSecure: boolean
@@ -28,6 +29,8 @@ export interface Config {
   requestTimeoutMs: number
   logLevel: string
   trustProxy: boolean
+  /** Most transfers committed together (`ledger/group-committer.ts`); undefined = the dialect's default. */
+  groupCommitMaxBatch: number | undefined
 }
 
 export class ConfigError extends Error {
@@ -37,6 +40,96 @@ export class ConfigError extends Error {
   ) {
     super(`invalid configuration: ${variable} ${reason}`)
   }
+}
+
+/**
+ * `DATABASE_URL` for PostgreSQL in libpq's URI form, one host or several:
+ * `postgres://user:password@h1:5432,h2:5432/db?target_session_attrs=read-write`. node-postgres
+ * reads a single host only, so the host list is taken apart here: each host gets a URL of its own
+ * (everything else unchanged) for the driver, and `db/postgres.ts` picks the host to connect to.
+ */
+
+export interface PostgresHost {
+  host: string
+  port: number
+}
+
+/**
+ * Which server a connection may use (libpq's values that make sense for a service that writes):
+ * `any` the first that accepts the connection, `read-write` one that accepts writes (not a standby
+ * in recovery, `transaction_read_only` off), `primary` one not in recovery.
+ */
+export type TargetSessionAttrs = 'any' | 'read-write' | 'primary'
+
+export interface PostgresUrl {
+  hosts: PostgresHost[]
+  targetSessionAttrs: TargetSessionAttrs
+  /** A single-host URL for `host` that node-postgres reads: the same user, database and parameters. */
+  urlFor(host: PostgresHost): string
+}
+
+const TARGETS = ['any', 'read-write', 'primary']
+const REFUSED_TARGETS = ['read-only', 'standby', 'prefer-standby']
+/** A host name, an IPv4 address, a bracketed IPv6 address, or a percent-encoded socket directory. */
+const HOST = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)$/
+
+/**
+ * Parses a PostgreSQL URL; throws an Error whose message says what is wrong (the caller names the
+ * variable). Without `target_session_attrs`, a URL of several hosts means `read-write` (the
+ * service writes: a standby is never what it wants), one host means `any`, as for libpq.
+ */
+export function parsePostgresUrl(raw: string): PostgresUrl {
+  const match = /^(postgres(?:ql)?):\/\/(?:([^@/?#]*)@)?([^/?#]*)(.*)$/.exec(raw)
+  if (!match) throw new Error('must start with postgres:// or postgresql://')
+  const [, scheme, userinfo, hostList, rest] = match
+  if (hostList === '') throw new Error('must name a host, e.g. postgres://user@db.example.com:5432/coffer')
+  // Entries are never echoed: a password with an unencoded "/" or "@" would end up in one.
+  const hosts = hostList.split(',').map((entry, index) => {
+    const parts = /^(\[[^\]]*\]|[^:]*)(?::(\d*))?$/.exec(entry)
+    if (!parts || parts[1] === '' || !HOST.test(parts[1])) throw new Error(`has a malformed host list: entry ${index + 1} is not host or host:port (hosts are separated by commas)`)
+    const port = parts[2] === undefined || parts[2] === '' ? 5432 : Number(parts[2])
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`has a malformed host list: the port of entry ${index + 1} must be 1-65535`)
+    return { host: parts[1], port }
+  })
+  const queryStart = rest.indexOf('?')
+  const path = queryStart === -1 ? rest : rest.slice(0, queryStart)
+  const params = new URLSearchParams(queryStart === -1 ? '' : rest.slice(queryStart + 1))
+  const given = params.get('target_session_attrs')
+  params.delete('target_session_attrs')
+  if (given !== null && !TARGETS.includes(given)) {
+    const why = REFUSED_TARGETS.includes(given) ? 'the service writes, so it needs read-write, primary or any' : `must be one of ${TARGETS.join(', ')}`
+    throw new Error(`has target_session_attrs=${given}: ${why}`)
+  }
+  const targetSessionAttrs = (given ?? (hosts.length > 1 ? 'read-write' : 'any')) as TargetSessionAttrs
+  const query = params.size > 0 ? `?${params.toString()}` : ''
+  const urlFor = (host: PostgresHost) => `${scheme}://${userinfo === undefined ? '' : `${userinfo}@`}${host.host}:${host.port}${path}${query}`
+  for (const host of hosts) {
+    try {
+      new URL(urlFor(host))
+    } catch {
+      throw new Error('is not a valid URL')
+    }
+  }
+  return { hosts, targetSessionAttrs, urlFor }
+}
+
+/** Bounded waits on PostgreSQL, in milliseconds. */
+export interface PostgresTimeouts {
+  /** Longest any statement may run (`statement_timeout`). */
+  statementTimeoutMs: number
+  /** Longest a statement may wait for a lock (`lock_timeout`): one stuck lock cannot stall the batch queue. */
+  lockTimeoutMs: number
+  /** A session idle inside a transaction this long is ended by the server (`idle_in_transaction_session_timeout`). */
+  idleInTransactionTimeoutMs: number
+  /** Longest to wait for a new connection, and for a free one from the pool. */
+  connectTimeoutMs: number
+}
+
+export const DEFAULT_POSTGRES_TIMEOUTS: PostgresTimeouts = {
+  statementTimeoutMs: 15_000,
+  lockTimeoutMs: 5_000,
+  idleInTransactionTimeoutMs: 30_000,
+  connectTimeoutMs: 5_000,
 }
 
 type Env = Record<string, string | undefined>
@@ -117,6 +210,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
     throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
   }
+  const secretsKey = env.SECRETS_KEY ? decodeSecretsKey(env.SECRETS_KEY) : undefined
+  if (env.SECRETS_KEY && !secretsKey) throw new ConfigError('SECRETS_KEY', 'must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
   const host = env.HOST || '0.0.0.0'
   if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
   return {
@@ -131,6 +226,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminApiKey: adminApiKey || undefined,
+    secretsKey,
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     sessionCookieName: cookieName,
     cookieSecure: boolean(env, 'COOKIE_SECURE', false),
@@ -144,5 +240,6 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     trustProxy: boolean(env, 'TRUST_PROXY', false),
+    groupCommitMaxBatch: env.GROUP_COMMIT_MAX_BATCH ? integer(env, 'GROUP_COMMIT_MAX_BATCH', 0, 1, 10_000) : undefined,
   }
 }

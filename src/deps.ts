@@ -1,10 +1,24 @@
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
+import type { Ledger } from './ledger/ledger.service.ts'
+import type { SecretsKey } from './secrets/secret-box.ts'
 
-/** What the HTTP app is built from; main.ts and the test helper each assemble one. */
-export interface Deps {
+/** What `buildApp` is given; main.ts and the test helper each assemble one. */
+export interface AppOptions {
   config: Config
   database: Database
-  /** SHA-256 of the admin key (contract §5). */
+  /** SHA-256 of the admin key (`http/admin-key.ts`). */
   adminKeyHash: string
+  /** Seals webhook secrets at rest; checked against the database at start (`events/webhook-secrets.ts`). */
+  secretsKey: SecretsKey
+  /** Where the JSON log lines go; standard output by default. */
+  logStream?: { write(line: string): void }
+}
+
+/**
+ * What the app's parts are built from: the options, and the long-lived parts `buildApp` makes
+ * from them (and closes with the app). Each route module takes the part of it that it uses.
+ */
+export interface Deps extends AppOptions {
+  ledger: Ledger
 }

@@ -10,6 +10,7 @@ import { ERRORS, type ErrorCode } from '../src/http/errors.ts'
 import { hashToken } from '../src/http/tokens.ts'
 import { ADMIN_KEY, buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
 import { freePort } from './helpers/postgres.ts'
+import { generateSecretsKey } from '../src/secrets/secret-box.ts'
 
 /** Contract §2, copied by hand: the table in the code must say exactly this. */
 const CONTRACT: Record<string, [number, string]> = {
@@ -207,7 +208,7 @@ describe('every code, provoked through HTTP', () => {
     const url = `postgres://coffer:secret@127.0.0.1:${port}/coffer`
     const config = loadConfig({ DATABASE_URL: url, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0' })
     const database = openPostgres(url, 2)
-    const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY) })
+    const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: generateSecretsKey() })
     try {
       const response = await app.inject({ method: 'GET', url: '/assets', headers: { authorization: `Bearer ${ADMIN_KEY}` } })
       assertError(response, 'S001')

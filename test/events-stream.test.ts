@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { buildPeerApp, buildTestApp, createUser, expectError, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
+import { findLiveUserSession } from '../src/accounts/accounts.service.ts'
 import { INTERRUPTED } from '../src/events/delivery.worker.ts'
 
 interface Frame {
@@ -185,6 +186,17 @@ describe('GET /wallet/events', () => {
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events' }), 401, 'A000')
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: t.admin }), 401, 'A001')
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: { ...bob.auth, 'last-event-id': 'abc' } }), 400, 'G000')
+  })
+
+  it('refuses a session idle past SESSION_IDLE_DAYS, and its open stream\'s own check ends it too', async () => {
+    const idle = await createUser(t.app)
+    const session = (await t.app.inject({ method: 'GET', url: '/user/session', headers: idle.auth })).json()
+    assert.ok(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), 'a session in use is live')
+    const longAgo = new Date(Date.now() - (t.config.sessionIdleDays + 1) * 86_400_000).toISOString()
+    await t.database.db.updateTable('user_sessions').set({ last_used_at: longAgo }).where('id', '=', session.id).execute()
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: idle.auth }), 401, 'A001')
+    // The lookup a stream repeats at every keep-alive is the guard's: an idle session is not live there either.
+    assert.equal(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), undefined)
   })
 
   it('counts a stream its client leaves as a request, like any other', async () => {

@@ -3,8 +3,10 @@ import dns from 'node:dns'
 import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
 import type { Executor } from '../src/db/database.ts'
-import { holdRow, nowIso, takeWalletTurns } from '../src/db/dialect.ts'
+import { holdRow, nowIso } from '../src/db/dialect.ts'
 import { upsertWebhook } from '../src/events/webhooks.repository.ts'
+import { outbox } from '../src/events/outbox.ts'
+import { takeWalletTurns } from '../src/ledger/ledger.service.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
 import { newWebhookSecret } from '../src/events/signature.ts'
 import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
@@ -223,7 +225,7 @@ describe('webhook delivery', () => {
     const moved: { id?: number } = {}
     // A transfer to the payee in progress: its rows written, not committed for 300 ms.
     const transfer = async (trx: Executor) => {
-      moved.id = (await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '' })).id
+      moved.id = (await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '' }, outbox)).id
     }
     const transferFirst = await whileOpen(t.database.db, transfer, async () => {
       const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: payee.auth, payload: { webhook: `${receiver.url}/late` } })

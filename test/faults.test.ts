@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { Backoff, commitOutcomeUnknown, describeStorageFault, isStorageUnavailable, StorageFault } from '../src/db/faults.ts'
-import { parsePostgresUrl } from '../src/db/postgres-url.ts'
+import { parsePostgresUrl } from '../src/config.ts'
 
 /** An error as the drivers make them: a message and, mostly, a code. */
 function driverError(message: string, code?: string): Error {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import { VERSION } from '../src/version.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const ALLOWED = 'https://app.example.com'
@@ -138,7 +139,7 @@ describe('HTTP layer', () => {
     it('reports the process up on /healthz without credentials', async () => {
       const response = await t.app.inject({ method: 'GET', url: '/healthz' })
       assert.equal(response.statusCode, 200)
-      assert.deepEqual(response.json(), { status: 'ok' })
+      assert.deepEqual(response.json(), { status: 'ok', version: VERSION })
     })
 
     it('reports storage reachable on /readyz', async () => {

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Executor } from '../src/db/database.ts'
 import * as assets from '../src/ledger/assets.repository.ts'
-import type { Asset } from '../src/ledger/assets.repository.ts'
+import { outbox } from '../src/events/outbox.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import type { Transaction } from '../src/ledger/transactions.repository.ts'
+import type { Asset, Transaction } from '../src/ledger/ledger.types.ts'
 import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
 
 const MAX = Number.MAX_SAFE_INTEGER
@@ -487,7 +487,7 @@ describe('POST /wallet/transactions', () => {
     const issued: { id?: number } = {}
     // An issuance to bob in progress: its id drawn, not committed for 300 ms.
     const issuance = async (trx: Executor) => {
-      issued.id = (await moveAssets(trx, { from: MINT_WALLET_ID, to: bob.walletId, lines: [{ asset: silver, quantity: 1 }], memo: 'issue' })).id
+      issued.id = (await moveAssets(trx, { from: MINT_WALLET_ID, to: bob.walletId, lines: [{ asset: silver, quantity: 1 }], memo: 'issue' }, outbox)).id
     }
     const { response, lowerCommitted } = await whileOpen(t.database.db, issuance, async () => {
       const answer = await send(alice, { recipient: bob.username, assets: { [gold.name]: 1 } })

@@ -3,14 +3,15 @@ import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import type { Db, Executor } from '../src/db/database.ts'
 import { readWalletEvents } from '../src/events/events.repository.ts'
-import { GroupCommitter, inGroupCommit } from '../src/ledger/group-commit.ts'
-import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from '../src/ledger/moves.ts'
-import { MAX_QUANTITY, MINT_WALLET_ID, type Line } from '../src/ledger/transactions.repository.ts'
-import type { Asset } from '../src/ledger/assets.repository.ts'
+import { outbox } from '../src/events/outbox.ts'
+import { GroupCommitter } from '../src/ledger/group-committer.ts'
+import { DEFAULT_MAX_BATCH } from '../src/ledger/ledger.service.ts'
+import { IdempotencyConflict, MAX_QUANTITY, MINT_WALLET_ID, type Asset, type Line } from '../src/ledger/ledger.types.ts'
+import { applyMoves, type Move, type Outcome } from '../src/ledger/moves.ts'
 import { buildTestApp, createUser, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
 
 /**
- * The ledger's batch path (moves.ts, group-commit.ts) driven directly: a batch must end exactly
+ * The ledger's batch path (moves.ts, group-committer.ts) driven directly: a batch must end exactly
  * as the same transfers one after the other would, each passing or failing on its own.
  */
 describe(`batched moves (${STORAGE})`, () => {
@@ -51,7 +52,7 @@ describe(`batched moves (${STORAGE})`, () => {
   const move = (from: TestUser, to: TestUser, lines: Line[], extra: Partial<Move> = {}): Move => ({ from: from.walletId, to: to.walletId, lines, memo: '', ...extra })
 
   function apply(moves: Move[]): Promise<Outcome[]> {
-    return db.transaction().execute(async (trx) => applyMoves(trx, moves, await lockMoves(trx, moves)))
+    return db.transaction().execute(async (trx) => applyMoves(trx, moves, outbox))
   }
 
   function errorCode(outcome: Outcome): string | undefined {
@@ -143,10 +144,12 @@ describe(`batched moves (${STORAGE})`, () => {
   it('group-commits parallel transfers: each answered with its own outcome, and a database error fails only its own transfer', async () => {
     const [a, b] = [await funded({ gold: 20 }), await funded()]
     const ghost: Asset = { id: 999_999, name: 'ghost', value: 1 }
+    const { dialect } = t.database
+    const committer = new GroupCommitter(db, outbox, { maxBatch: DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres' })
     const results = await Promise.allSettled([
-      ...Array.from({ length: 25 }, () => inGroupCommit(db, move(a, b, [{ asset: gold, quantity: 1 }]))),
+      ...Array.from({ length: 25 }, () => committer.run(move(a, b, [{ asset: gold, quantity: 1 }]))),
       // An asset that does not exist: the holdings insert breaks its foreign key, so the batch runs its members one by one.
-      inGroupCommit(db, move(b, a, [{ asset: ghost, quantity: 0 }])),
+      committer.run(move(b, a, [{ asset: ghost, quantity: 0 }])),
     ])
     const fulfilled = results.filter((result) => result.status === 'fulfilled')
     const refused = results.slice(0, 25).filter((result) => result.status === 'rejected')
@@ -176,7 +179,7 @@ describe(`batched moves (${STORAGE})`, () => {
         return typeof value === 'function' ? value.bind(target) : value
       },
     })
-    const committer = new GroupCommitter(lostReply, { maxBatch: 64, beginEarly: false })
+    const committer = new GroupCommitter(lostReply, outbox, { maxBatch: 64, beginEarly: false })
     const results = await Promise.allSettled(Array.from({ length: 3 }, () => committer.run(move(a, b, [{ asset: gold, quantity: 1 }]))))
     assert.deepEqual(
       results.map((result) => result.status),
@@ -197,7 +200,7 @@ describe(`batched moves (${STORAGE})`, () => {
         return typeof value === 'function' ? value.bind(target) : value
       },
     })
-    const committer = new GroupCommitter(counted, { maxBatch: 64, beginEarly: true })
+    const committer = new GroupCommitter(counted, outbox, { maxBatch: 64, beginEarly: true })
     const first = committer.run(move(a, b, [{ asset: gold, quantity: 1 }]))
     // Once the first batch is running, the next transfers wait for the next batch, whose transaction begins now.
     await new Promise((resolve) => setImmediate(resolve))

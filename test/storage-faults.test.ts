@@ -8,6 +8,7 @@ import { openPostgres, type Database } from '../src/db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from '../src/db/faults.ts'
 import { migrateToLatest } from '../src/db/migrate.ts'
 import { hashToken } from '../src/http/tokens.ts'
+import { generateSecretsKey } from '../src/secrets/secret-box.ts'
 import { ADMIN_KEY, createUser, expectError, STORAGE } from './helpers/app.ts'
 import { createDatabase, freePort } from './helpers/postgres.ts'
 
@@ -26,7 +27,7 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
   async function serve(url: string, env: Record<string, string> = {}, timeouts = {}): Promise<{ app: FastifyInstance; database: Database }> {
     const database = openPostgres(url, 4, timeouts)
     const config = loadConfig({ DATABASE_URL: url, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0', ...env })
-    const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY) })
+    const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: generateSecretsKey() })
     cleanups.push(async () => {
       await app.close()
       await database.close()

@@ -1,24 +1,26 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { Deps } from '../deps.ts'
+import { Type } from '@sinclair/typebox'
+import type { Config } from '../config.ts'
+import type { Database } from '../db/database.ts'
 import { clearSessionCookie, setSessionCookie, userAuth } from '../http/auth.ts'
 import { RateLimiter } from '../http/rate-limit.ts'
 import { Empty, IdParams, parseId, responses } from '../http/schemas.ts'
-import { Type } from '@sinclair/typebox'
-import * as wallets from '../wallets/wallets.service.ts'
 import * as S from './accounts.schemas.ts'
 import * as accounts from './accounts.service.ts'
 
-/** Registration, login (contract §3) and every `/user` route of the interface (§7). */
-const accountsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config }) => {
+export interface AccountsRoutesOptions {
+  database: Database
+  config: Config
+}
+
+/**
+ * Login and the `/user` routes about the user and their sessions. (Registration is in
+ * `flows/flows.routes.ts`; the `/user` routes about wallets in `wallets/wallets.routes.ts`.)
+ */
+const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (app, { database, config }) => {
   const { db } = database
   const limiter = new RateLimiter(config.authRateLimit)
   const tags = ['accounts']
-
-  app.post('/users', { schema: { tags, body: S.RegisterBody, response: responses(201, S.RegisteredUser) } }, async (request, reply) => {
-    limiter.hit(`register-ip:${request.ip}`, `register-user:${request.body.username.toLowerCase()}`)
-    const user = await accounts.registerUser(db, request.body.username, request.body.password)
-    return reply.status(201).send(user)
-  })
 
   app.post(
     '/users/:username/sessions',
@@ -42,27 +44,6 @@ const accountsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, 
     await accounts.changePassword(db, userAuth(request), request.body.password)
     return {}
   })
-
-  app.put('/user/wallet', { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, S.PrimaryWalletResult) } }, async (request) =>
-    accounts.setPrimaryWallet(db, userAuth(request), request.body.wallet_id),
-  )
-
-  app.get('/user/wallets', { ...user, schema: { tags, response: responses(200, Type.Array(S.OwnedWallet)) } }, async (request) =>
-    wallets.listOwnedWallets(db, userAuth(request).userId),
-  )
-
-  app.get('/user/assigned_wallets', { ...user, schema: { tags, response: responses(200, Type.Array(S.WalletSummary)) } }, async (request) =>
-    wallets.listAssignedWallets(db, userAuth(request).userId),
-  )
-
-  app.post('/user/wallets', { ...user, schema: { tags, body: S.NewWalletBody, response: responses(201, S.WalletSummary) } }, async (request, reply) => {
-    const wallet = await wallets.createWallet(db, userAuth(request).userId, request.body.address)
-    return reply.status(201).send(wallet)
-  })
-
-  app.put('/user/session/wallet', { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, S.CurrentSession) } }, async (request) =>
-    accounts.setActiveWallet(db, userAuth(request), request.body.wallet_id),
-  )
 
   app.get('/user/session', { ...user, schema: { tags, response: responses(200, S.CurrentSession) } }, async (request) =>
     accounts.describeSession(db, userAuth(request)),

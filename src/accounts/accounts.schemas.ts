@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { Address, Id, Password, Timestamp, Username } from '../http/schemas.ts'
+import { Id, Password, Timestamp, Username } from '../http/schemas.ts'
 
 export const RegisterBody = Type.Object({ username: Username, password: Password })
 export const RegisteredUser = Type.Object({ id: Id, username: Type.String(), primary_wallet_id: Id, wallet_address: Type.String() })
@@ -12,8 +12,6 @@ export const LoginResult = Type.Object({ id: Id, user_id: Id, wallet_id: Id, tok
 export const UsernameBody = Type.Object({ username: Username })
 export const UsernameResult = Type.Object({ id: Id, username: Type.String() })
 export const PasswordBody = Type.Object({ password: Password })
-export const WalletIdBody = Type.Object({ wallet_id: Id })
-export const PrimaryWalletResult = Type.Object({ id: Id, primary_wallet_id: Id })
 
 export const CurrentSession = Type.Object({
   id: Id,
@@ -26,7 +24,3 @@ export const CurrentSession = Type.Object({
   created_at: Timestamp,
 })
 export const SessionSummary = Type.Object({ id: Id, user_id: Id, wallet_id: Id, created_at: Timestamp, last_used_at: Timestamp, current: Type.Boolean() })
-
-export const NewWalletBody = Type.Object({ address: Type.Optional(Address) })
-export const WalletSummary = Type.Object({ id: Id, address: Type.String(), user_id: Id })
-export const OwnedWallet = Type.Object({ id: Id, address: Type.String(), user_id: Id, webhook: Type.Optional(Type.String()) })

@@ -1,32 +1,84 @@
 import type { Config } from '../config.ts'
-import type { Db } from '../db/database.ts'
+import type { Db, Executor } from '../db/database.ts'
 import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
+import type { UserRow } from '../db/tables.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { createToken, hashToken } from '../http/tokens.ts'
-import * as walletsRepo from '../wallets/wallets.repository.ts'
-import { createWalletFor } from '../wallets/wallets.service.ts'
 import * as repo from './accounts.repository.ts'
 import { hashPassword, verifyDecoy, verifyPassword } from './passwords.ts'
 
+/** A new password's hash, made before the transaction that stores it (hashing takes a while). */
+export function hashNewPassword(password: string): Promise<string> {
+  return hashPassword(password)
+}
+
 /**
- * POST /users: creates the user and their primary wallet (random address) in one transaction.
- * Throws U000 when the username is taken, case-insensitively.
+ * Creates a user without a primary wallet yet, in the caller's transaction (registration,
+ * `flows/registration.ts`). Throws U000 when the username is taken, case-insensitively.
  */
-export async function registerUser(db: Db, username: string, password: string) {
-  const passwordHash = await hashPassword(password)
-  try {
-    return await inTransaction(db, async (trx) => {
-      if (await repo.findUserByUsername(trx, username)) throw new AppError('U000', `username "${username}" is taken`)
-      const user = await repo.insertUser(trx, username, passwordHash)
-      const wallet = await createWalletFor(trx, user.id)
-      await repo.updateUser(trx, user.id, { primary_wallet_id: wallet.id })
-      return { id: user.id, username: user.username, primary_wallet_id: wallet.id, wallet_address: wallet.address }
-    })
-  } catch (error) {
-    if (isUniqueViolation(error)) throw new AppError('U000', `username "${username}" is taken`)
-    throw error
-  }
+export async function createUser(trx: Executor, username: string, passwordHash: string): Promise<UserRow> {
+  if (await repo.findUserByUsername(trx, username)) throw new AppError('U000', `username "${username}" is taken`)
+  return repo.insertUser(trx, username, passwordHash)
+}
+
+/** Makes `walletId` the user's primary wallet, in the caller's transaction; the caller checks ownership. */
+export async function recordPrimaryWallet(trx: Executor, userId: number, walletId: number): Promise<void> {
+  await repo.updateUser(trx, userId, { primary_wallet_id: walletId })
+}
+
+/** Makes `walletId` the session's active wallet, in the caller's transaction; the caller checks access. */
+export async function recordActiveWallet(trx: Executor, sessionId: number, walletId: number): Promise<void> {
+  await repo.setSessionWallet(trx, sessionId, walletId)
+}
+
+export function findUserById(db: Executor, userId: number): Promise<UserRow | undefined> {
+  return repo.findUserById(db, userId)
+}
+
+export function findUserByUsername(db: Executor, username: string): Promise<UserRow | undefined> {
+  return repo.findUserByUsername(db, username)
+}
+
+/**
+ * The primary wallet of the user with this username (case-insensitive), or undefined. Lookups of
+ * concurrent requests share one query (`db/coalesce.ts`): transfers resolve their recipient with it.
+ */
+export function findPrimaryWalletByUsername(db: Executor, username: string): Promise<number | undefined> {
+  return repo.findPrimaryWalletByUsername(db, username)
+}
+
+// Writing last_used_at on every request would turn every read into a write; once a minute is enough.
+const TOUCH_INTERVAL_MS = 60_000
+
+/**
+ * The one rule of a user session's life: it has not expired, and (when SESSION_IDLE_DAYS is not
+ * 0) it was used within the idle timeout.
+ */
+function isLive(session: { expires_at: string; last_used_at: string }, config: Config, now: number): boolean {
+  const idleLimit = config.sessionIdleDays * 86_400_000
+  return Date.parse(session.expires_at) > now && !(idleLimit > 0 && Date.parse(session.last_used_at) + idleLimit <= now)
+}
+
+/**
+ * The one session lookup: the live user session with this token hash (every guard of a route,
+ * `http/auth.ts`) or this id (the event stream checking that its session still acts on its
+ * wallet), else undefined.
+ */
+export async function findLiveUserSession(db: Executor, config: Config, by: { tokenHash: string } | { sessionId: number }) {
+  const session = 'tokenHash' in by ? await repo.findUserSessionByTokenHash(db, by.tokenHash) : await repo.findUserSessionById(db, by.sessionId)
+  return session && isLive(session, config, Date.now()) ? session : undefined
+}
+
+/**
+ * Authenticates a request's user token (by its hash): the live session, marked as used (at most
+ * once a minute), as `{ sessionId, userId, walletId }`; undefined when there is none.
+ */
+export async function authenticateUserSession(db: Db, config: Config, tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined> {
+  const session = await findLiveUserSession(db, config, { tokenHash })
+  if (!session) return undefined
+  if (Date.now() - Date.parse(session.last_used_at) > TOUCH_INTERVAL_MS) await repo.touchUserSession(db, session.id, new Date().toISOString())
+  return { sessionId: session.id, userId: session.user_id, walletId: session.wallet_id }
 }
 
 /**
@@ -77,9 +129,11 @@ export async function describeSession(db: Db, auth: UserAuth) {
 
 /** GET /user/sessions: the user's live sessions (neither expired nor idle too long), the current one marked. */
 export async function listSessions(db: Db, config: Config, auth: UserAuth) {
-  const idleSince = config.sessionIdleDays > 0 ? new Date(Date.now() - config.sessionIdleDays * 86_400_000).toISOString() : undefined
-  const rows = await repo.listUserSessions(db, auth.userId, idleSince)
-  return rows.map((row) => ({ ...row, current: row.id === auth.sessionId }))
+  const now = Date.now()
+  const rows = await repo.listUserSessions(db, auth.userId)
+  return rows
+    .filter((row) => isLive(row, config, now))
+    .map((row) => ({ id: row.id, user_id: row.user_id, wallet_id: row.wallet_id, created_at: row.created_at, last_used_at: row.last_used_at, current: row.id === auth.sessionId }))
 }
 
 /** DELETE /user/sessions/{id}. Throws U004 for a session that is not the caller's. */
@@ -113,26 +167,4 @@ export async function changePassword(db: Db, auth: UserAuth, password: string): 
     await repo.updateUser(trx, auth.userId, { password_hash: passwordHash })
     await repo.deleteUserSessions(trx, auth.userId, auth.sessionId)
   })
-}
-
-/** PUT /user/wallet. Throws W000 unless the user owns the live wallet. */
-export async function setPrimaryWallet(db: Db, auth: UserAuth, walletId: number) {
-  return inTransaction(db, async (trx) => {
-    // Not while the wallet is being handed over or deleted: a primary wallet is always its user's own.
-    await walletsRepo.holdWallet(trx, walletId)
-    const wallet = await walletsRepo.findWalletById(trx, walletId)
-    if (!wallet || wallet.user_id !== auth.userId) throw new AppError('W000', `you own no wallet ${walletId}`)
-    await repo.updateUser(trx, auth.userId, { primary_wallet_id: walletId })
-    return { id: auth.userId, primary_wallet_id: walletId }
-  })
-}
-
-/** PUT /user/session/wallet. Throws W000 unless the user owns or is assigned to the live wallet. */
-export async function setActiveWallet(db: Db, auth: UserAuth, walletId: number) {
-  await inTransaction(db, async (trx) => {
-    // Not while the user is being removed from it: removal moves their sessions off it first.
-    if (!(await walletsRepo.holdUsableWallet(trx, auth.userId, walletId))) throw new AppError('W000', `you may not use wallet ${walletId}`)
-    await repo.setSessionWallet(trx, auth.sessionId, walletId)
-  })
-  return describeSession(db, { ...auth, walletId })
 }

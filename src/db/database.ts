@@ -1,28 +1,17 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
-import { CompiledQuery, Kysely, SqliteDialect, type Driver, type SqliteDatabase, type SqliteDialectConfig, type Transaction } from 'kysely'
+import { CompiledQuery, Kysely, SqliteDialect, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely'
 import { startCheckpointer } from './checkpointer.ts'
 import { StorageFault } from './faults.ts'
-import { openPostgres, type PostgresTimeouts } from './postgres.ts'
+import type { PostgresTimeouts } from '../config.ts'
+import { openPostgres } from './postgres.ts'
 import type { DB } from './tables.ts'
 
+import type { Database } from './database.types.ts'
+
 export { openPostgres }
-
-export type Dialect = 'sqlite' | 'postgres'
-export type Db = Kysely<DB>
-export type Executor = Kysely<DB> | Transaction<DB>
-
-export interface Database {
-  db: Db
-  dialect: Dialect
-  /**
-   * Readiness: resolves when the storage can take a write now, throws a storage fault
-   * (`faults.ts`) when it cannot (unreachable, a read-only server, SQLite's disk full).
-   */
-  checkWritable(): Promise<void>
-  close(): Promise<void>
-}
+export type { Database, Db, Executor } from './database.types.ts'
 
 export interface DatabaseOptions {
   databaseUrl: string | undefined
@@ -30,7 +19,7 @@ export interface DatabaseOptions {
   poolSize?: number
   /** SQLite: checkpoint the WAL from a worker thread instead of inside commits (servers; checkpointer.ts). */
   backgroundCheckpoints?: boolean
-  /** PostgreSQL: bounded waits (`postgres.ts` has the defaults). */
+  /** PostgreSQL: bounded waits (`config.ts` has the defaults). */
   postgresTimeouts?: PostgresTimeouts
 }
 

@@ -1,5 +1,6 @@
-import { sql, type Expression, type RawBuilder, type Transaction } from 'kysely'
+import { PostgresAdapter, sql, type Expression, type RawBuilder, type Transaction } from 'kysely'
 import type { Database, Db, Executor } from './database.ts'
+import { withRetries } from './retry.ts'
 import type { DB } from './tables.ts'
 
 /** Dialect differences live here, one small helper each. */
@@ -15,52 +16,17 @@ export function isUniqueViolation(error: unknown): boolean {
 }
 
 /**
- * Serialization failure or deadlock on PostgreSQL: safe to run the whole transaction again. (On
- * SQLite a transaction that writes takes the write lock first, waiting for another process that
- * holds it, so it has no such race: `database.ts`.)
- */
-export function isRetryable(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code
-  return code === '40001' || code === '40P01'
-}
-
-/**
- * Runs `work` in one database transaction, retrying it on the races `isRetryable` names so that
- * callers never see them. `work` must be safe to run again from the start.
+ * Runs `work` in one database transaction, retrying it on the races `isRetryable` names
+ * (`retry.ts`) so that callers never see them. `work` must be safe to run again from the start.
  */
 export async function inTransaction<T>(database: Database | Db, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
   const db = 'db' in database ? database.db : database
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await db.transaction().execute(work)
-    } catch (error) {
-      if (attempt >= 8 || !isRetryable(error)) throw error
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
-    }
-  }
+  return withRetries(() => db.transaction().execute(work))
 }
 
 /** `SELECT … FOR UPDATE` on PostgreSQL; SQLite already serializes writers, so a no-op there. */
 export function forUpdate<Q extends { forUpdate(): Q }>(query: Q, executor: Executor): Q {
   return isPostgres(executor) ? query.forUpdate() : query
-}
-
-/**
- * The turns of these wallets, as a query (PostgreSQL): an advisory lock per wallet, taken in id
- * order and held to the end of the transaction. Every move takes the turns of its wallets before
- * it draws its ids (`ledger/moves.ts`, inside its locking statement), so the moves of one wallet,
- * and anything else that takes its turn (setting its webhook, deleting it), run one after the
- * other and commit in the order of their ids. An advisory lock writes nothing: locking the
- * wallet rows exclusively instead measured slower (docs/performance.md, item 31).
- */
-export function walletTurns(walletIds: number[]): RawBuilder<unknown> {
-  const ordered = [...new Set(walletIds)].sort((a, b) => a - b)
-  return sql`select count(pg_advisory_xact_lock(id)) as taken from unnest(${ordered}::bigint[]) as id`
-}
-
-/** Waits for and takes the turns of these wallets (`walletTurns`). Nothing on SQLite, which has one writer. */
-export async function takeWalletTurns(executor: Executor, walletIds: number[]): Promise<void> {
-  if (isPostgres(executor)) await walletTurns(walletIds).execute(executor)
 }
 
 /**
@@ -72,8 +38,12 @@ export async function holdRow(executor: Executor, table: 'users' | 'wallets' | '
   if (isPostgres(executor)) await executor.selectFrom(table).select('id').where('id', '=', id).forShare().execute()
 }
 
+/**
+ * True when the executor talks to PostgreSQL: for the helpers here, which are given only an
+ * executor (a database or a transaction). Long-lived parts are told by `Database.dialect`.
+ */
 export function isPostgres(executor: Executor): boolean {
-  return executor.getExecutor().adapter.constructor.name === 'PostgresAdapter'
+  return executor.getExecutor().adapter instanceof PostgresAdapter
 }
 
 /**

@@ -1,10 +1,11 @@
-import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely'
-import type { Db } from './database.ts'
+import { Migrator, sql, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely'
+import type { Db, Executor } from './database.ts'
 import * as initial from './migrations/0001_initial.ts'
 import * as usersPrimaryWalletIndex from './migrations/0002_users_primary_wallet_index.ts'
 import * as holdingsWithoutAssetIndex from './migrations/0003_holdings_without_asset_index.ts'
 import * as transactionBody from './migrations/0004_transaction_body.ts'
 import * as ledgerReferences from './migrations/0005_ledger_references.ts'
+import * as operatorSessions from './migrations/0006_operator_sessions.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -13,6 +14,7 @@ const migrations: Record<string, Migration> = {
   '0003_holdings_without_asset_index': holdingsWithoutAssetIndex,
   '0004_transaction_body': transactionBody,
   '0005_ledger_references': ledgerReferences,
+  '0006_operator_sessions': operatorSessions,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }
@@ -35,3 +37,19 @@ function applied({ error, results }: MigrationResultSet): string[] {
   if (error) throw error
   return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName)
 }
+
+/** Every migration this release knows, applied or not, with when it was applied (`coffer migrate --status`). */
+export async function listMigrations(db: Db): Promise<{ name: string; appliedAt: Date | undefined }[]> {
+  return (await migrator(db).getMigrations()).map((info) => ({ name: info.name, appliedAt: info.executedAt }))
+}
+
+/** Names of the migrations applied to the store, in order; none when it holds no schema yet. */
+export async function listAppliedMigrations(db: Executor): Promise<string[]> {
+  const tables = await db.introspection.getTables({ withInternalKyselyTables: true })
+  if (!tables.some((table) => table.name === 'coffer_migrations')) return []
+  const { rows } = await sql<{ name: string }>`select name from coffer_migrations order by name`.execute(db)
+  return rows.map((row) => row.name)
+}
+
+/** The names of every migration of this release, in order. */
+export const MIGRATION_NAMES = Object.keys(migrations)

@@ -1,31 +1,12 @@
 import { Kysely, PostgresDialect, type Driver } from 'kysely'
 import pg from 'pg'
-import type { Database } from './database.ts'
+import { DEFAULT_POSTGRES_TIMEOUTS, parsePostgresUrl, type PostgresHost, type PostgresTimeouts, type PostgresUrl } from '../config.ts'
+import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
-import { parsePostgresUrl, type PostgresHost, type PostgresUrl } from './postgres-url.ts'
 import type { DB } from './tables.ts'
 
 // Quantities are bigint columns capped at 2^53-1 by the ledger rules, so they fit a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value))
-
-/** Bounded waits on PostgreSQL, in milliseconds (`config.ts` has the defaults); 0 turns one off. */
-export interface PostgresTimeouts {
-  /** Longest any statement may run (`statement_timeout`). */
-  statementTimeoutMs: number
-  /** Longest a statement may wait for a lock (`lock_timeout`): one stuck lock cannot stall the batch queue. */
-  lockTimeoutMs: number
-  /** A session idle inside a transaction this long is ended by the server (`idle_in_transaction_session_timeout`). */
-  idleInTransactionTimeoutMs: number
-  /** Longest to wait for a new connection, and for a free one from the pool. */
-  connectTimeoutMs: number
-}
-
-export const DEFAULT_POSTGRES_TIMEOUTS: PostgresTimeouts = {
-  statementTimeoutMs: 15_000,
-  lockTimeoutMs: 5_000,
-  idleInTransactionTimeoutMs: 30_000,
-  connectTimeoutMs: 5_000,
-}
 
 /** Whether the session can write: not a standby in recovery, and not read-only by default. */
 const WRITABLE = `select pg_is_in_recovery() as in_recovery, current_setting('transaction_read_only') = 'on' as read_only`
@@ -189,7 +170,7 @@ function clientClass(selector: HostSelector): typeof pg.Client {
 }
 
 /**
- * PostgreSQL from a `DATABASE_URL` of one host or several (`postgres-url.ts`), with a pool of
+ * PostgreSQL from a `DATABASE_URL` of one host or several (`parsePostgresUrl`), with a pool of
  * `poolSize` connections and bounded waits (`timeouts`).
  */
 export function openPostgres(url: string, poolSize: number, timeouts: Partial<PostgresTimeouts> = {}): Database {

@@ -1,4 +1,4 @@
-import type { Generated, Insertable, Selectable } from 'kysely'
+import type { Generated, Selectable } from 'kysely'
 
 /**
  * Row types of every table. Timestamps are ISO 8601 UTC strings with milliseconds on both
@@ -140,6 +140,13 @@ export interface WebhookAttemptsTable {
   error: string | null
 }
 
+/** Operator sessions of the console (`POST /admin/sessions`), keyed by the SHA-256 of their token. */
+export interface OperatorSessionsTable {
+  token_hash: string
+  created_at: string
+  expires_at: string
+}
+
 export interface DB {
   users: UsersTable
   user_sessions: UserSessionsTable
@@ -155,9 +162,9 @@ export interface DB {
   events: EventsTable
   webhook_deliveries: WebhookDeliveriesTable
   webhook_attempts: WebhookAttemptsTable
+  operator_sessions: OperatorSessionsTable
 }
 
 export type UserRow = Selectable<UsersTable>
 export type WalletRow = Selectable<WalletsTable>
 export type AssetRow = Selectable<AssetsTable>
-export type NewEvent = Insertable<EventsTable>

@@ -2,8 +2,7 @@ import crypto from 'node:crypto'
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { rowsOf, type Write } from '../db/dialect.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
-import type { Transaction } from '../ledger/transactions.repository.ts'
+import { MINT_WALLET_ID, type EventWriter, type Transaction } from '../ledger/ledger.types.ts'
 
 export type EventType = 'transaction.sent' | 'transaction.received'
 
@@ -12,13 +11,13 @@ export type EventType = 'transaction.sent' | 'transaction.received'
  * grow with time are appended at the end of the unique index instead of landing on a random
  * page of it, so a batch of events dirties (and logs) a few index pages rather than one each.
  */
-export function newEventId(): string {
+function newEventId(): string {
   // randomUUID draws from a cached entropy pool: random bits without a syscall per event.
   return `evt_${Date.now().toString(16).padStart(12, '0')}${crypto.randomUUID().replaceAll('-', '').slice(0, 20)}`
 }
 
 /** The wallets that get an event for a transfer between these two: both sides, never mint. */
-export function eventWallets(from: number, to: number): { walletId: number; type: EventType }[] {
+function eventWallets(from: number, to: number): { walletId: number; type: EventType }[] {
   const sides: { walletId: number; type: EventType }[] = []
   if (from !== MINT_WALLET_ID) sides.push({ walletId: from, type: 'transaction.sent' })
   if (to !== MINT_WALLET_ID) sides.push({ walletId: to, type: 'transaction.received' })
@@ -37,17 +36,17 @@ export function eventPayload(event: { type: string; event_id: string; created_at
 }
 
 /**
- * Transactional outbox (contract §8): the writes of `transaction.sent` for the sender and
+ * Transactional outbox: the writes of `transaction.sent` for the sender and
  * `transaction.received` for the receiver (never for mint), to run with the transfer, and of a
  * webhook delivery for each event whose wallet has a webhook. A rolled-back transfer therefore
  * emits nothing and a committed one never loses its events. Called by the ledger
- * (`ledger/moves.ts`) with the transactions of a batch and one reserved sequence id per event (in
- * the order of `eventWallets`), holding its wallets' turns: the webhooks are read by the delivery
- * insert itself, so a webhook set just before (whose turn the batch waited for) gets its
- * deliveries. The events' data is the transaction's body, which the ledger writes on the
- * transaction's row.
+ * (`ledger/moves.repository.ts`, through `outbox` below) with the transactions of a batch and one
+ * reserved sequence id per event (in the order of `eventWallets`), holding its wallets' turns:
+ * the webhooks are read by the delivery insert itself, so a webhook set just before (whose turn
+ * the batch waited for) gets its deliveries. The events' data is the transaction's body, which
+ * the ledger writes on the transaction's row.
  */
-export function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[] {
+function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[] {
   const events: unknown[][] = []
   for (const transaction of transactions) {
     for (const { walletId, type } of eventWallets(transaction.sending_wallet_id, transaction.receiving_wallet_id)) {
@@ -78,3 +77,9 @@ const EVENT_COLUMNS = [
   ['transaction_id', 'bigint'],
   ['created_at', 'text'],
 ] as const
+
+/** The event writer `buildApp` (and the CLI) hand to the ledger (`ledger/ledger.types.ts` EventWriter). */
+export const outbox: EventWriter = {
+  countEvents: (from, to) => eventWallets(from, to).length,
+  eventWrites: transactionEventWrites,
+}

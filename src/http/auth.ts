@@ -1,10 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { sql } from 'kysely'
 import type { Config } from '../config.ts'
 import type { Db } from '../db/database.ts'
-import { coalesced } from '../db/coalesce.ts'
-import { anyOf, nowIso } from '../db/dialect.ts'
+import { nowIso } from '../db/dialect.ts'
 import { AppError } from './errors.ts'
 import { hashToken, sameHash, tokenKind } from './tokens.ts'
 
@@ -38,17 +36,36 @@ export interface AuthOptions {
   config: Config
   /** SHA-256 of the admin key. */
   adminKeyHash: string
+  /** How tokens are looked up: handed in by `buildApp` from the accounts and wallets services. */
+  credentials: CredentialLookups
 }
 
+/**
+ * The lookups of user sessions and wallet keys, by the SHA-256 of their token. Each answers only
+ * a live credential (and marks it as used); the rule of what is live is written once, in its
+ * domain (`accounts.service.ts` findLiveUserSession, `wallets.service.ts` findLiveWalletKey).
+ */
+export interface CredentialLookups {
+  userSession(tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined>
+  walletKey(tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined>
+}
+
+/** The console's operator session cookie (`POST /admin/sessions`). */
+export const OPERATOR_COOKIE = 'coffer_admin'
+export const OPERATOR_SESSION_HOURS = 12
+
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
-// Writing last_used_at on every request would turn every read into a write; once a minute is enough.
-const TOUCH_INTERVAL_MS = 60_000
 
 interface Credential {
   token: string
   viaCookie: boolean
   /** Sent as `Authorization: Bearer <token>`, the only form the admin key is taken in (contract §5). */
   bearer: boolean
+}
+
+function hasHeader(request: FastifyRequest): boolean {
+  const header = request.headers.authorization
+  return header !== undefined && header.trim() !== ''
 }
 
 function readCredential(request: FastifyRequest, cookieName: string): Credential | undefined {
@@ -94,53 +111,44 @@ function checkCsrf(request: FastifyRequest, config: Config): void {
   if (request.headers['sec-fetch-site'] === 'cross-site') throw new AppError('A004', 'the request comes from another site')
 }
 
-export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { db, config, adminKeyHash }) {
+export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { db, config, adminKeyHash, credentials }) {
   app.decorateRequest('auth', undefined)
 
-  // Concurrent requests look their credentials up in one query (db/coalesce.ts); nothing is cached.
-  const userSessionByHash = coalesced(db, async (hashes: string[]) => {
-    const rows = await db
-      .selectFrom('user_sessions')
-      .select(['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_at', 'token_hash'])
-      .where(anyOf(db, sql.ref('token_hash'), hashes, 'text'))
-      .execute()
-    return new Map(rows.map((row) => [row.token_hash, row]))
-  })
-  const walletKeyByHash = coalesced(db, async (hashes: string[]) => {
-    const rows = await db
-      .selectFrom('wallet_sessions')
-      .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
-      .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at', 'wallet_sessions.token_hash'])
-      .where(anyOf(db, sql.ref('wallet_sessions.token_hash'), hashes, 'text'))
-      .where('wallets.deleted_at', 'is', null)
-      .execute()
-    return new Map(rows.map((row) => [row.token_hash, row]))
-  })
-
   async function userFromToken(token: string, viaCookie: boolean): Promise<Auth | undefined> {
-    const now = Date.now()
-    const session = await userSessionByHash(hashToken(token))
-    if (!session) return undefined
-    const lastUsed = Date.parse(session.last_used_at)
-    const idleLimit = config.sessionIdleDays * 86_400_000
-    if (Date.parse(session.expires_at) <= now || (idleLimit > 0 && lastUsed + idleLimit <= now)) return undefined
-    if (now - lastUsed > TOUCH_INTERVAL_MS) {
-      await db.updateTable('user_sessions').set({ last_used_at: nowIso() }).where('id', '=', session.id).execute()
-    }
-    return { kind: 'user', userId: session.user_id, sessionId: session.id, walletId: session.wallet_id, viaCookie }
+    const session = await credentials.userSession(hashToken(token))
+    return session && { kind: 'user', ...session, viaCookie }
   }
 
   async function walletFromToken(token: string): Promise<Auth | undefined> {
-    const key = await walletKeyByHash(hashToken(token))
-    if (!key) return undefined
-    if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) {
-      await db.updateTable('wallet_sessions').set({ last_used_at: nowIso() }).where('id', '=', key.id).execute()
-    }
-    return { kind: 'wallet', walletId: key.wallet_id, walletSessionId: key.id }
+    const key = await credentials.walletKey(hashToken(token))
+    return key && { kind: 'wallet', walletId: key.walletId, walletSessionId: key.keyId }
+  }
+
+  /**
+   * True when the request carries a live operator session cookie (the console's, opened by
+   * `POST /admin/sessions`); a cookie-authenticated write must then pass the CSRF guard (A004).
+   */
+  async function hasOperatorSession(request: FastifyRequest): Promise<boolean> {
+    const token = request.cookies?.[OPERATOR_COOKIE]
+    if (!token || tokenKind(token) !== 'operator') return false
+    const session = await db
+      .selectFrom('operator_sessions')
+      .select('expires_at')
+      .where('token_hash', '=', hashToken(token))
+      .where('expires_at', '>', nowIso())
+      .executeTakeFirst()
+    if (!session) return false
+    checkCsrf(request, config)
+    return true
   }
 
   /** Resolves the caller from the request's credential; throws A000 / A001 when there is none or it is bad. */
   async function authenticate(request: FastifyRequest, accept: Set<Auth['kind']>): Promise<Auth> {
+    // The console's operator cookie counts where the admin may call, unless a header says otherwise.
+    if (accept.has('admin') && !hasHeader(request) && (await hasOperatorSession(request))) {
+      request.auth = { kind: 'admin' }
+      return request.auth
+    }
     const credential = readCredential(request, config.sessionCookieName)
     if (!credential) throw new AppError('A000')
     // ADMIN_API_KEY may be any long secret, not only one in our token format, so compare it first.
@@ -150,6 +158,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     }
     const kind = tokenKind(credential.token)
     if (kind === undefined) throw new AppError('A001', 'the token is malformed')
+    if (kind === 'operator') throw new AppError('A001', 'an operator session is only taken as its cookie')
     if (!accept.has(kind)) throw new AppError('A001', `a ${kind} token cannot be used on this route`)
     if (kind === 'wallet' && credential.viaCookie) throw new AppError('A001', 'wallet keys go in the Authorization header')
     let auth: Auth | undefined
@@ -175,10 +184,13 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   app.decorate('requireAnyCaller', async (request: FastifyRequest) => {
     await authenticate(request, ANY)
   })
+  // The admin key as a Bearer header, or else the console's operator session cookie.
   app.decorate('requireAdmin', async (request: FastifyRequest) => {
-    const credential = readCredential(request, config.sessionCookieName)
-    if (!credential?.bearer || !sameHash(hashToken(credential.token), adminKeyHash)) {
-      throw new AppError('A003')
+    if (hasHeader(request)) {
+      const credential = readCredential(request, config.sessionCookieName)
+      if (!credential?.bearer || !sameHash(hashToken(credential.token), adminKeyHash)) throw new AppError('A003')
+    } else if (!(await hasOperatorSession(request))) {
+      throw new AppError('A003', request.cookies?.[OPERATOR_COOKIE] ? 'the operator session has ended or expired' : undefined)
     }
     request.auth = { kind: 'admin' }
   })
@@ -197,4 +209,13 @@ export function setSessionCookie(reply: FastifyReply, config: Config, token: str
 
 export function clearSessionCookie(reply: FastifyReply, config: Config): void {
   reply.clearCookie(config.sessionCookieName, { httpOnly: true, sameSite: 'lax', path: '/', secure: config.cookieSecure })
+}
+
+/** Sets the operator session cookie: HttpOnly, SameSite=Strict, 12 hours, never extended. */
+export function setOperatorCookie(reply: FastifyReply, config: Config, token: string): void {
+  reply.setCookie(OPERATOR_COOKIE, token, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure, maxAge: OPERATOR_SESSION_HOURS * 3600 })
+}
+
+export function clearOperatorCookie(reply: FastifyReply, config: Config): void {
+  reply.clearCookie(OPERATOR_COOKIE, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure })
 }

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
 import { describeStorageFault } from '../db/faults.ts'
+import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
 
 /** Request ids, one log line per request and Prometheus metrics (contract §9). */
@@ -56,7 +57,7 @@ export default fp(async function observability(app: FastifyInstance) {
  */
 export async function operationsRoutes(app: FastifyInstance, { database }: { database: Database }): Promise<void> {
   const ops = { schema: { tags: ['operations'] } }
-  app.get('/healthz', ops, async () => ({ status: 'ok' }))
+  app.get('/healthz', ops, async () => ({ status: 'ok', version: VERSION }))
   // Ready while the storage can take a write: not while PostgreSQL is unreachable or read-only
   // (a standby, the old primary after a failover), nor while SQLite's disk is full or read-only.
   app.get('/readyz', ops, async (request) => {

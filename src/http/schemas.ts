@@ -1,11 +1,12 @@
-import { Type, type Static } from '@sinclair/typebox'
-import { AppError } from './errors.ts'
+import { Type } from '@sinclair/typebox'
+import { AppError, ERRORS, type ErrorCode } from './errors.ts'
 
 /** Shapes shared by every domain. */
 
 export const ErrorSchema = Type.Object(
   {
-    code: Type.String({ examples: ['I002'] }),
+    // An enum, so that typed clients know every code (client/openapi.d.ts).
+    code: Type.Unsafe<ErrorCode>({ type: 'string', enum: Object.keys(ERRORS), examples: ['I002'] }),
     message: Type.String(),
     detail: Type.Optional(Type.String()),
     request_id: Type.String(),
@@ -39,4 +40,3 @@ export function responses<S extends number, T>(status: S, schema: T) {
   return { [status]: schema, '4xx': ErrorSchema, '5xx': ErrorSchema } as { [K in S]: T } & { '4xx': typeof ErrorSchema; '5xx': typeof ErrorSchema }
 }
 
-export type IdParamsOf<K extends string> = Static<ReturnType<typeof IdParams<K>>>

@@ -10,6 +10,8 @@ export const TOKEN_PREFIXES = {
   user: 'cfu_',
   wallet: 'cfw_',
   admin: 'cfa_',
+  /** An operator session of the console (`coffer_admin` cookie), opened with the admin key. */
+  operator: 'cfo_',
 } as const
 
 export type TokenKind = keyof typeof TOKEN_PREFIXES
@@ -17,9 +19,9 @@ export type TokenKind = keyof typeof TOKEN_PREFIXES
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const RANDOM_LENGTH = 30
 const CHECKSUM_LENGTH = 6
-const TOKEN_PATTERN = /^(cfu|cfw|cfa)_([0-9A-Za-z]{30})([0-9A-Za-z]{6})$/
+const TOKEN_PATTERN = /^(cfu|cfw|cfa|cfo)_([0-9A-Za-z]{30})([0-9A-Za-z]{6})$/
 
-export function randomBase62(length: number): string {
+function randomBase62(length: number): string {
   let out = ''
   while (out.length < length) {
     for (const byte of crypto.randomBytes(length * 2)) {

@@ -2,29 +2,11 @@ import type { Executor } from '../db/database.ts'
 import { sql } from 'kysely'
 import { coalescedPer } from '../db/coalesce.ts'
 import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
 import type { AssetRow } from '../db/tables.ts'
-
-export interface Asset {
-  id: number
-  name: string
-  value: number
-}
+import { compareAssetNames, MINT_WALLET_ID, type Asset } from './ledger.types.ts'
 
 export function toAsset(row: Pick<AssetRow, 'id' | 'name' | 'value'>): Asset {
   return { id: row.id, name: row.name, value: row.value }
-}
-
-/**
- * The one order of asset names, for holdings and the lines of a transaction: case-insensitive,
- * then by exact name. Sorted here rather than by the database, whose collation differs between
- * SQLite (binary) and PostgreSQL (the server's locale).
- */
-export function compareAssetNames(a: string, b: string): number {
-  const x = a.toLowerCase()
-  const y = b.toLowerCase()
-  if (x !== y) return x < y ? -1 : 1
-  return a < b ? -1 : a > b ? 1 : 0
 }
 
 export async function listAssets(db: Executor): Promise<Asset[]> {

@@ -1,14 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Deps } from '../deps.ts'
+import type { Database } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { IdParams, IdString, parseId, responses } from '../http/schemas.ts'
 import * as assets from './assets.service.ts'
-import * as ledger from './ledger.service.ts'
 import { Asset, AssetName, AssetValue, Quantity, Transaction } from './ledger.schemas.ts'
+import type { Ledger } from './ledger.service.ts'
 
-/** Asset management and issuance: the admin routes of contract §5. */
-const assetsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
+export interface AssetsRoutesOptions {
+  database: Database
+  ledger: Ledger
+}
+
+/** Asset management and issuance: the admin routes (admin key), and the asset list any caller may read. */
+const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app, { database, ledger }) => {
   const { db } = database
   const tags = ['admin']
   const admin = { onRequest: app.requireAdmin }
@@ -37,7 +42,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) 
     '/wallets/:walletid/assets',
     { ...admin, schema: { tags, params: IdParams('walletid'), body: Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), quantity: Quantity }), response: responses(201, Transaction) } },
     async (request, reply) => {
-      const transaction = await ledger.issueAsset(db, parseId(request.params.walletid), request.body.id, request.body.quantity)
+      const transaction = await ledger.issue(parseId(request.params.walletid), request.body.id, request.body.quantity)
       return reply.status(201).send(transaction)
     },
   )
@@ -56,7 +61,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) 
       const raw = request.query.quantity
       const quantity = raw === undefined ? undefined : Number(raw)
       if (quantity !== undefined && !Number.isSafeInteger(quantity)) throw new AppError('G002', 'quantity must be a positive safe integer')
-      await ledger.burnAsset(db, parseId(request.params.walletid), parseId(request.params.assetid), quantity)
+      await ledger.burn(parseId(request.params.walletid), parseId(request.params.assetid), quantity)
       return reply.status(204).send()
     },
   )

@@ -7,6 +7,16 @@ export function listAssets(db: Db) {
   return repo.listAssets(db)
 }
 
+/** A live asset by id, or undefined. */
+export function findLiveAssetById(db: Db, assetId: number) {
+  return repo.findAssetById(db, assetId)
+}
+
+/** A live asset by name, case-insensitively, or undefined. */
+export async function findLiveAssetByName(db: Db, name: string) {
+  return (await repo.findAssetsByNames(db, [name])).get(name.toLowerCase())
+}
+
 async function withUniqueName<T>(name: string, work: () => Promise<T>): Promise<T> {
   try {
     return await work()

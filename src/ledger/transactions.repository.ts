@@ -1,36 +1,12 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
-import { compareAssetNames, toAsset, type Asset } from './assets.repository.ts'
+import { toAsset } from './assets.repository.ts'
+import { compareAssetNames, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
-export const MAX_QUANTITY = Number.MAX_SAFE_INTEGER
-
-export interface Line {
-  asset: Asset
-  quantity: number
-}
-
-export interface Transaction {
-  id: number
-  sending_wallet_id: number
-  receiving_wallet_id: number
-  sending_wallet_address: string
-  receiving_wallet_address: string
-  sending_username?: string
-  receiving_username?: string
-  created_at: string
-  memo: string
-  assets: { quantity: number; asset: Asset }[]
-}
-
-export interface WalletLabel {
-  address: string
-  /** Present when the wallet is some user's primary wallet. */
-  username?: string
-}
+/** SQL that reads recorded transactions (a wallet's history); the write path is `moves.repository.ts`. */
 
 /** Address and (for primary wallets) username of each wallet, for Transaction objects. */
-export async function labelWallets(db: Executor, walletIds: number[]): Promise<Map<number, WalletLabel>> {
+async function labelWallets(db: Executor, walletIds: number[]): Promise<Map<number, WalletLabel>> {
   const ids = [...new Set(walletIds)]
   if (ids.length === 0) return new Map()
   const rows = await db
@@ -131,13 +107,36 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
   return { transactions: await hydrate(db, page), more }
 }
 
-export async function findTransaction(db: Executor, transactionId: number): Promise<Transaction | undefined> {
-  const row = await db
-    .selectFrom('transactions')
-    .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
-    .where('id', '=', transactionId)
-    .executeTakeFirst()
-  return row ? (await hydrate(db, [row]))[0] : undefined
+/**
+ * One page of the whole journal (every wallet), newest first, plus whether more exist: the
+ * operator's view. Walks the primary key backwards, so a page costs the same at any journal size
+ * when unfiltered; filters narrow it as for a wallet's history.
+ */
+export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walletId' | 'direction'>): Promise<{ transactions: Transaction[]; more: boolean }> {
+  let query = db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
+  if (filter.before !== undefined) query = query.where('id', '<', filter.before)
+  if (filter.after !== undefined) query = query.where('id', '>', filter.after)
+  if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
+  if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
+  if (filter.assetId !== undefined) {
+    const assetId = filter.assetId
+    query = query.where((eb) =>
+      eb.exists(
+        eb
+          .selectFrom('transaction_assets')
+          .select(sql`1`.as('one'))
+          .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
+          .where('transaction_assets.asset_id', '=', assetId),
+      ),
+    )
+  }
+  const rows = await query
+    .orderBy('id', 'desc')
+    .limit(filter.limit + 1)
+    .offset(filter.offset)
+    .execute()
+  const more = rows.length > filter.limit
+  return { transactions: await hydrate(db, rows.slice(0, filter.limit)), more }
 }
 
 async function hydrate(
@@ -169,4 +168,3 @@ async function hydrate(
   return rows.map((row) => toTransaction(row, lines.get(row.id) ?? [], labels))
 }
 
-export { MINT_WALLET_ID }

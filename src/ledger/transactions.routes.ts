@@ -1,10 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Deps } from '../deps.ts'
+import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { ErrorSchema, Timestamp } from '../http/schemas.ts'
-import * as ledger from './ledger.service.ts'
+import * as history from './history.service.ts'
 import { Holding, Quantity, Transaction } from './ledger.schemas.ts'
+import type { Ledger } from './ledger.service.ts'
+
+export interface TransactionsRoutesOptions {
+  database: Database
+  ledger: Ledger
+}
 
 const SendBody = Type.Object({
   recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
@@ -37,27 +43,27 @@ const ListQuery = Type.Object({
 })
 
 /** The general wallet routes (wallet auth): holdings, sending, history. */
-const transactionsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
+const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> = async (app, { database, ledger }) => {
   const { db } = database
   const tags = ['wallet']
   const wallet = { onRequest: app.requireWalletAccess }
 
   app.get('/wallet/assets', { ...wallet, schema: { tags, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
-    ledger.listHoldings(db, walletOf(request)),
+    history.listHoldings(db, walletOf(request)),
   )
 
   app.post(
     '/wallet/transactions',
     { ...wallet, schema: { tags, body: SendBody, headers: SendHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
     async (request, reply) => {
-      const result = await ledger.sendTransaction(db, walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
   )
 
   app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
-    const { transactions, more } = await ledger.listWalletTransactions(db, walletOf(request), request.query)
+    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), request.query)
     if (more && transactions.length > 0) {
       // The next page continues below this one's last id, with the same filters; offset is spent.
       const { limit, after, asset, direction, since, until } = request.query

@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
-import { MINT_WALLET_ID } from '../db/migrations/0001_initial.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
+import { MINT_WALLET_ID } from './ledger.types.ts'
 
 export interface VerifyReport {
   ok: boolean

@@ -1,19 +1,51 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Deps } from '../deps.ts'
+import { CurrentSession } from '../accounts/accounts.schemas.ts'
+import type { Database } from '../db/database.ts'
 import { userAuth } from '../http/auth.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import * as S from './wallets.schemas.ts'
 import * as wallets from './wallets.service.ts'
 
+export interface WalletsRoutesOptions {
+  database: Database
+}
+
 /**
- * The user-auth `/wallet` routes: assigned users, ownership, wallet keys and deletion. Each acts
- * on the session's active wallet. The wallet-auth routes (assets, transactions) are in ledger/.
+ * The user-auth wallet routes: the user's wallets (`/user/…`), and the `/wallet` routes (assigned
+ * users, ownership, wallet keys), which act on the session's active wallet. The wallet-auth
+ * routes (assets, transactions) are in ledger/; DELETE /wallet is in flows/.
  */
-const walletsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database }) => {
+const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (app, { database }) => {
   const { db } = database
-  const tags = ['wallet']
   const user = { onRequest: app.requireUser }
+
+  // The user's wallets (listed with the account routes in the API reference).
+  {
+    const tags = ['accounts']
+    app.put('/user/wallet', { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, S.PrimaryWalletResult) } }, async (request) =>
+      wallets.setPrimaryWallet(db, userAuth(request), request.body.wallet_id),
+    )
+
+    app.get('/user/wallets', { ...user, schema: { tags, response: responses(200, Type.Array(S.OwnedWallet)) } }, async (request) =>
+      wallets.listOwnedWallets(db, userAuth(request).userId),
+    )
+
+    app.get('/user/assigned_wallets', { ...user, schema: { tags, response: responses(200, Type.Array(S.WalletSummary)) } }, async (request) =>
+      wallets.listAssignedWallets(db, userAuth(request).userId),
+    )
+
+    app.post('/user/wallets', { ...user, schema: { tags, body: S.NewWalletBody, response: responses(201, S.WalletSummary) } }, async (request, reply) => {
+      const wallet = await wallets.createWallet(db, userAuth(request).userId, request.body.address)
+      return reply.status(201).send(wallet)
+    })
+
+    app.put('/user/session/wallet', { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, CurrentSession) } }, async (request) =>
+      wallets.setActiveWallet(db, userAuth(request), request.body.wallet_id),
+    )
+  }
+
+  const tags = ['wallet']
 
   app.post('/wallet/users', { ...user, schema: { tags, body: S.AssignUserBody, response: responses(201, S.AssignedUser) } }, async (request, reply) => {
     const assigned = await wallets.assignUser(db, userAuth(request), request.body.username)
@@ -53,11 +85,6 @@ const walletsRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database })
 
   app.delete('/wallet/sessions', { ...user, schema: { tags, response: S.NoContent } }, async (request, reply) => {
     await wallets.revokeWalletSessions(db, userAuth(request))
-    return reply.status(204).send(null)
-  })
-
-  app.delete('/wallet', { ...user, schema: { tags, response: S.NoContent } }, async (request, reply) => {
-    await wallets.deleteWallet(db, userAuth(request))
     return reply.status(204).send(null)
   })
 }

@@ -1,7 +1,13 @@
 import { Type } from '@sinclair/typebox'
-import { ErrorSchema, Id, Timestamp, Username } from '../http/schemas.ts'
+import { Address, ErrorSchema, Id, Timestamp, Username } from '../http/schemas.ts'
 
-/** Shapes of the user-auth `/wallet` routes (contract §6). */
+/** Shapes of the wallet routes: the user-auth `/wallet` routes and the `/user` routes about wallets. */
+
+export const NewWalletBody = Type.Object({ address: Type.Optional(Address) })
+export const WalletSummary = Type.Object({ id: Id, address: Type.String(), user_id: Id })
+export const OwnedWallet = Type.Object({ id: Id, address: Type.String(), user_id: Id, webhook: Type.Optional(Type.String()) })
+export const WalletIdBody = Type.Object({ wallet_id: Id })
+export const PrimaryWalletResult = Type.Object({ id: Id, primary_wallet_id: Id })
 
 export const AssignUserBody = Type.Object({ username: Username })
 export const AssignedUser = Type.Object({ id: Id, username: Type.String() })

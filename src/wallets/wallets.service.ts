@@ -1,15 +1,50 @@
-import { findUserById, findUserByUsername } from '../accounts/accounts.repository.ts'
+import { describeSession, findUserById, findUserByUsername, recordActiveWallet, recordPrimaryWallet } from '../accounts/accounts.service.ts'
 import type { Db, Executor } from '../db/database.ts'
-import { inTransaction, isUniqueViolation, takeWalletTurns } from '../db/dialect.ts'
+import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { createToken, hashToken } from '../http/tokens.ts'
-import { removeWebhook } from '../events/webhooks.service.ts'
-import { listHoldings } from '../ledger/assets.repository.ts'
-import { moveAssets } from '../ledger/moves.ts'
 import { randomAddress } from './addresses.ts'
 import * as wallets from './wallets.repository.ts'
+
+// Writing last_used_at on every request would turn every read into a write; once a minute is enough.
+const TOUCH_INTERVAL_MS = 60_000
+
+/**
+ * The one wallet-key lookup: the key with this token hash (a request's guard, `http/auth.ts`) or
+ * this id (the event stream checking that its key still stands), while its wallet is live.
+ */
+export function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id: number }) {
+  return wallets.findLiveWalletKey(db, by)
+}
+
+/** Authenticates a request's wallet key (by its hash): the key, marked as used (at most once a minute); undefined when there is none. */
+export async function authenticateWalletKey(db: Db, tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined> {
+  const key = await wallets.findLiveWalletKey(db, { tokenHash })
+  if (!key) return undefined
+  if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id, new Date().toISOString())
+  return { keyId: key.id, walletId: key.wallet_id }
+}
+
+/** A live (not deleted) user wallet by id; never the mint wallet. */
+export function findLiveWalletById(db: Executor, walletId: number): Promise<WalletRow | undefined> {
+  return wallets.findWalletById(db, walletId)
+}
+
+/** A live user wallet by address; never the mint wallet. */
+export function findLiveWalletByAddress(db: Executor, address: string): Promise<WalletRow | undefined> {
+  return wallets.findWalletByAddress(db, address)
+}
+
+/**
+ * True when the user owns the live wallet or is assigned to it, read once the wallet row is held
+ * against a change of access in progress (`wallets.repository.ts` holdWallet): for a request that
+ * then grants something lasting in the same transaction.
+ */
+export function holdUsableWallet(trx: Executor, userId: number, walletId: number): Promise<boolean> {
+  return wallets.holdUsableWallet(trx, userId, walletId)
+}
 
 /**
  * Creates a wallet owned by the user, at the given address or a random one.
@@ -168,31 +203,49 @@ export async function revokeWalletSessions(db: Db, auth: UserAuth): Promise<void
   await wallets.deleteWalletSessions(db, await usableWallet(db, auth))
 }
 
-/**
- * DELETE /wallet: deletes the active wallet in one database transaction. Its positive holdings go
- * to the caller's primary wallet as one Transaction (memo "wallet deleted"); its keys, webhook
- * (pending deliveries cancelled) and assignments are removed; sessions that had it active move to
- * their user's primary wallet. The row stays, marked deleted, so history keeps its address and
- * the address is never reused. Throws, in this order: W000, W006, W008 (primary wallet), and I003
- * when a holding of the primary wallet would overflow (nothing is deleted then).
- */
-export async function deleteWallet(db: Db, auth: UserAuth): Promise<void> {
-  await inTransaction(db, async (trx) => {
-    // The turns of both wallets of the sweep first, as every move takes them: a transfer of either
-    // in progress finishes first, and none can then wait on this wallet's row while holding them.
-    const primary = (await findUserById(trx, auth.userId))?.primary_wallet_id
-    await takeWalletTurns(trx, primary ? [auth.walletId, primary] : [auth.walletId])
-    const wallet = await lockOwnedWallet(trx, auth)
-    const owner = await findUserById(trx, auth.userId)
-    if (!owner?.primary_wallet_id) throw new AppError('W000', 'you have no primary wallet')
-    if (owner.primary_wallet_id === wallet.id) throw new AppError('W008', 'make another wallet your primary wallet first')
-    // The webhook goes first so that the sweep below queues no delivery to it.
-    await removeWebhook(trx, wallet.id)
-    const lines = await listHoldings(trx, wallet.id)
-    if (lines.length > 0) await moveAssets(trx, { from: wallet.id, to: owner.primary_wallet_id, lines, memo: 'wallet deleted' })
-    await wallets.deleteWalletSessions(trx, wallet.id)
-    await wallets.deleteWalletUsers(trx, wallet.id)
-    await wallets.moveSessionsToPrimary(trx, wallet.id)
-    await wallets.markWalletDeleted(trx, wallet.id)
+/** PUT /user/wallet: makes a wallet the user owns their primary wallet. Throws W000 unless the user owns the live wallet. */
+export async function setPrimaryWallet(db: Db, auth: UserAuth, walletId: number) {
+  return inTransaction(db, async (trx) => {
+    // Not while the wallet is being handed over or deleted: a primary wallet is always its user's own.
+    await wallets.holdWallet(trx, walletId)
+    const wallet = await wallets.findWalletById(trx, walletId)
+    if (!wallet || wallet.user_id !== auth.userId) throw new AppError('W000', `you own no wallet ${walletId}`)
+    await recordPrimaryWallet(trx, auth.userId, walletId)
+    return { id: auth.userId, primary_wallet_id: walletId }
   })
+}
+
+/** PUT /user/session/wallet: the session acts on another wallet. Throws W000 unless the user owns or is assigned to the live wallet. */
+export async function setActiveWallet(db: Db, auth: UserAuth, walletId: number) {
+  await inTransaction(db, async (trx) => {
+    // Not while the user is being removed from it: removal moves their sessions off it first.
+    if (!(await wallets.holdUsableWallet(trx, auth.userId, walletId))) throw new AppError('W000', `you may not use wallet ${walletId}`)
+    await recordActiveWallet(trx, auth.sessionId, walletId)
+  })
+  return describeSession(db, { ...auth, walletId })
+}
+
+/**
+ * The first half of DELETE /wallet (`flows/wallet-deletion.ts`), in the caller's transaction:
+ * locks the active wallet and checks that it may be deleted. Returns it and the caller's primary
+ * wallet, where its holdings go. Throws, in this order: W000, W006, W008 (it is the primary wallet).
+ */
+export async function lockWalletForDeletion(trx: Executor, auth: UserAuth): Promise<{ walletId: number; primaryWalletId: number }> {
+  const wallet = await lockOwnedWallet(trx, auth)
+  const owner = await findUserById(trx, auth.userId)
+  if (!owner?.primary_wallet_id) throw new AppError('W000', 'you have no primary wallet')
+  if (owner.primary_wallet_id === wallet.id) throw new AppError('W008', 'make another wallet your primary wallet first')
+  return { walletId: wallet.id, primaryWalletId: owner.primary_wallet_id }
+}
+
+/**
+ * The last half of DELETE /wallet, once its holdings are swept: removes its keys and assignments,
+ * moves sessions that had it active to their user's primary wallet, and marks it deleted. The row
+ * stays, so history keeps its address and the address is never reused.
+ */
+export async function finishWalletDeletion(trx: Executor, walletId: number): Promise<void> {
+  await wallets.deleteWalletSessions(trx, walletId)
+  await wallets.deleteWalletUsers(trx, walletId)
+  await wallets.moveSessionsToPrimary(trx, walletId)
+  await wallets.markWalletDeleted(trx, walletId)
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import type { LightMyRequestResponse } from 'fastify'
 import type { Database } from '../../src/db/database.ts'
+import { ADMIN_KEY } from './app.ts'
 
 /**
  * The authorization matrix (issue 5): every route of the service × every kind of caller → the
@@ -355,6 +356,15 @@ export const ROUTES: RouteCase[] = [
   { method: 'DELETE', route: '/assets/:id', url: (world) => `/assets/${world.spareAssetId}`, expect: adminOnly(204), fresh: true },
   { method: 'POST', route: '/wallets/:walletid/assets', url: (world) => `/wallets/${world.walletW}/assets`, body: (world) => ({ id: world.goldId, quantity: 1 }), expect: adminOnly(201) },
   { method: 'DELETE', route: '/wallets/:walletid/assets/:assetid', url: (world) => `/wallets/${world.walletW}/assets/${world.goldId}?quantity=1`, expect: adminOnly(204) },
+
+  // Operator sessions of the console (opened with the admin key in the body) and the operator's reads.
+  { method: 'POST', route: '/admin/sessions', body: () => ({ key: ADMIN_KEY }), expect: everyone(201) },
+  { method: 'DELETE', route: '/admin/session', expect: adminOnly(204) },
+  { method: 'GET', route: '/admin/overview', expect: adminOnly(200) },
+  { method: 'GET', route: '/admin/wallets', expect: adminOnly(200) },
+  { method: 'GET', route: '/admin/wallets/:id', url: (world) => `/admin/wallets/${world.walletW}`, expect: adminOnly(200) },
+  { method: 'GET', route: '/admin/transactions', expect: adminOnly(200) },
+  { method: 'GET', route: '/admin/verification', expect: adminOnly(200) },
 ]
 
 /** Routes that serve files or exist only for browsers; not API routes of their own. */

@@ -27,7 +27,7 @@ export interface Receiver {
   close(): Promise<void>
 }
 
-export const ok: Behaviour = () => ({ status: 200, body: 'ok' })
+const ok: Behaviour = () => ({ status: 200, body: 'ok' })
 
 export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver> {
   const requests: Received[] = []

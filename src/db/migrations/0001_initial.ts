@@ -1,9 +1,13 @@
 import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
-/** The reserved system wallet: the first wallet row, so its id is 1 on both dialects. */
-export const MINT_WALLET_ID = 1
-export const MINT_ADDRESS = 'mint'
+/**
+ * The reserved system wallet: the first wallet row, so its id is 1 on both dialects. The ledger
+ * names it (`ledger/ledger.types.ts` MINT_WALLET_ID); a migration keeps its own copy of what it
+ * created, as it stays as written once it has run.
+ */
+const MINT_WALLET_ID = 1
+const MINT_ADDRESS = 'mint'
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {

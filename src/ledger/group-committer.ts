@@ -1,9 +1,9 @@
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
-import { isPostgres, isRetryable } from '../db/dialect.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
-import { applyMoves, IdempotencyConflict, lockMoves, type Move, type Outcome } from './moves.ts'
-import type { Transaction } from './transactions.repository.ts'
+import { isRetryable, withRetries } from '../db/retry.ts'
+import { IdempotencyConflict, type EventWriter, type Transaction } from './ledger.types.ts'
+import { applyMoves, type Move, type Outcome } from './moves.ts'
 
 /**
  * Group commit for transfers.
@@ -23,11 +23,14 @@ import type { Transaction } from './transactions.repository.ts'
  * - Ordering: one batch runs at a time, and members are applied in arrival order. (Several
  *   batches in flight measured slower on PostgreSQL too: they wait on each other's row locks,
  *   and each pays its round trips for fewer transfers; docs/performance.md.)
+ * - Wiring: `buildApp` makes one committer per app from its config (`ledger.service.ts`
+ *   createLedger) and `app.close` waits for the batches in flight (`close`).
  * - PostgreSQL: while a batch runs, the transaction of the next one is begun on another connection
  *   as soon as its first member arrives, so that batch starts with its locking read, not with a
  *   BEGIN round trip. Nothing else about the next batch starts early.
  * - PostgreSQL: a deadlock or serialization failure (with another instance) aborts the whole
- *   batch, which is then run again from the start, like `inTransaction` does for one transfer.
+ *   batch, which is then run again from the start, with the pause and the limit of every retry
+ *   (`db/retry.ts`).
  * - Any other database error before the commit, in a batch of several, runs each member again as
  *   a batch of its own, so that only the transfer that causes it fails; but not a storage fault
  *   (`db/faults.ts`: the database down, out of disk, timed out), which fails the whole batch at
@@ -43,10 +46,16 @@ interface Member {
   reject: (error: unknown) => void
 }
 
-const MAX_ATTEMPTS = 8
+export interface GroupCommitOptions {
+  /** Most transfers in one database transaction. */
+  maxBatch: number
+  /** Begin the next batch's transaction while this batch runs (PostgreSQL; SQLite has one connection). */
+  beginEarly: boolean
+}
 
 export class GroupCommitter {
   readonly #db: Db
+  readonly #events: EventWriter
   /** Most transfers in one database transaction. */
   readonly #maxBatch: number
   /** PostgreSQL: begin the next batch's transaction while this batch runs. */
@@ -58,8 +67,12 @@ export class GroupCommitter {
   /** The next batch's transaction, begun while this batch runs (its BEGIN off the critical path). */
   #early: Early | undefined
 
-  constructor(db: Db, options: { maxBatch: number; beginEarly: boolean }) {
+  /** Settles once the queue is empty and no batch runs (`close`). */
+  #idle: (() => void)[] = []
+
+  constructor(db: Db, events: EventWriter, options: GroupCommitOptions) {
     this.#db = db
+    this.#events = events
     this.#maxBatch = options.maxBatch
     this.#beginEarly = options.beginEarly
   }
@@ -81,7 +94,14 @@ export class GroupCommitter {
     return early ? early(work) : this.#db.transaction().execute(work)
   }
 
+  /** Resolves once every transfer handed in so far has settled (the app is closing). */
+  close(): Promise<void> {
+    if (!this.#busy && this.#queue.length === 0) return Promise.resolve()
+    return new Promise((resolve) => this.#idle.push(resolve))
+  }
+
   #schedule(): void {
+    if (!this.#busy && this.#queue.length === 0) for (const resolve of this.#idle.splice(0)) resolve()
     if (this.#busy || this.#queue.length === 0) return
     this.#busy = true
     // After the I/O callbacks of this turn of the event loop: every request that arrived together
@@ -100,15 +120,18 @@ export class GroupCommitter {
   async #commit(batch: Member[]): Promise<void> {
     let members = batch
     try {
-      for (let attempt = 1; members.length > 0; attempt++) {
+      while (members.length > 0) {
         const moves = members.map((member) => member.move)
         // Set once every statement has run: an error after it comes from the COMMIT.
         let applied = false
         try {
-          const outcomes = await this.#transact(async (trx) => {
-            const result = await applyMoves(trx, moves, await lockMoves(trx, moves))
-            applied = true
-            return result
+          const outcomes = await withRetries(() => {
+            applied = false
+            return this.#transact(async (trx) => {
+              const result = await applyMoves(trx, moves, this.#events)
+              applied = true
+              return result
+            })
           })
           settle(members, outcomes)
           return
@@ -117,8 +140,6 @@ export class GroupCommitter {
             const taken = new Set(error.indexes)
             members.forEach((member, index) => taken.has(index) && member.reject(error))
             members = members.filter((_, index) => !taken.has(index))
-          } else if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
-            await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
           } else if (members.length > 1 && !isRetryable(error) && !applied && !isStorageUnavailable(error)) {
             for (const member of members) await this.#commit([member])
             return
@@ -170,21 +191,4 @@ function settle(members: Member[], outcomes: Outcome[]): void {
     if (outcome.ok) member.resolve(outcome.transaction)
     else member.reject(outcome.error)
   })
-}
-
-const committers = new WeakMap<Db, GroupCommitter>()
-
-/**
- * Applies `move` (one transfer) in the next group commit on `db`; resolves with its Transaction
- * once the batch is durably committed, or rejects with the move's own error (it changed nothing)
- * or with the batch's commit error.
- */
-export function inGroupCommit(db: Db, move: Move): Promise<Transaction> {
-  let committer = committers.get(db)
-  if (!committer) {
-    // SQLite has one connection: a transaction begun early would hold it from every other query.
-    committer = new GroupCommitter(db, isPostgres(db) ? { maxBatch: 64, beginEarly: true } : { maxBatch: 128, beginEarly: false })
-    committers.set(db, committer)
-  }
-  return committer.run(move)
 }

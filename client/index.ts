@@ -1,0 +1,98 @@
+/**
+ * Coffer's typed client: the types are generated from the service's OpenAPI document
+ * (`openapi.d.ts`, `npm run client:generate`), the calls go through openapi-fetch, and every
+ * refusal becomes a `CofferError` whose `code` is one of the service's error codes.
+ *
+ *   const coffer = createCofferClient({ baseUrl: 'http://localhost:8080', token })
+ *   const holdings = await call(coffer.GET('/wallet/assets'))
+ *   try { await call(coffer.POST('/wallet/transactions', { body, params: { header: { 'idempotency-key': key } } })) }
+ *   catch (error) { if (error instanceof CofferError && error.code === 'I002') … }
+ */
+import createFetchClient, { type Client } from 'openapi-fetch'
+import type { paths } from './openapi.d.ts'
+
+export type { paths }
+export { followEvents, type WalletEvent, type FollowOptions } from './events.ts'
+
+type Json<R> = R extends { content: { 'application/json': infer Body } } ? Body : never
+
+/** The body of every error response. */
+export type ErrorBody = Json<paths['/wallet/assets']['get']['responses']['4XX']>
+/** Every error code the service answers with. */
+export type ErrorCode = ErrorBody['code']
+export type Transaction = Json<paths['/wallet/transactions']['post']['responses']['201']>
+export type Holding = Json<paths['/wallet/assets']['get']['responses']['200']>[number]
+export type Asset = Holding['asset']
+
+export type CofferClient = Client<paths>
+
+/** A refusal of the service (or, with status 0 and S001, a service that could not be reached). */
+export class CofferError extends Error {
+  readonly code: ErrorCode
+  readonly detail: string | undefined
+  readonly requestId: string | undefined
+
+  constructor(
+    readonly status: number,
+    body: ErrorBody,
+  ) {
+    super(body.detail ? `${body.code} ${body.message}: ${body.detail}` : `${body.code} ${body.message}`)
+    this.name = 'CofferError'
+    this.code = body.code
+    this.detail = body.detail
+    this.requestId = body.request_id || undefined
+  }
+}
+
+export interface CofferOptions {
+  /** Where the service is, e.g. `http://localhost:8080`; a browser page on the service's own origin passes `location.origin`. */
+  baseUrl: string
+  /** A user session token or a wallet key (`Authorization: Bearer`); without one, a browser sends its cookies. */
+  token?: string
+  fetch?: (input: Request) => Promise<Response>
+}
+
+/** A client for every route of the service, typed from its OpenAPI document. */
+export function createCofferClient(options: CofferOptions): CofferClient {
+  return createFetchClient<paths>({
+    baseUrl: options.baseUrl,
+    headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
+    credentials: 'same-origin',
+    fetch: options.fetch,
+  })
+}
+
+function isErrorBody(value: unknown): value is ErrorBody {
+  return typeof value === 'object' && value !== null && typeof (value as ErrorBody).code === 'string' && typeof (value as ErrorBody).message === 'string'
+}
+
+/**
+ * Waits for a call and returns its data, or throws a `CofferError`: the service's refusal, S001
+ * with status 0 when it could not be reached, S000 when it answered something that is no error body.
+ */
+export async function call<R extends { data?: unknown; error?: unknown; response: Response }>(request: Promise<R>): Promise<Exclude<R['data'], undefined>> {
+  let result: R
+  try {
+    result = await request
+  } catch (error) {
+    if (error instanceof CofferError) throw error
+    throw new CofferError(0, { code: 'S001', message: 'Service Unavailable', detail: 'the service could not be reached', request_id: '' })
+  }
+  if (!result.response.ok) {
+    const body = result.error
+    throw new CofferError(
+      result.response.status,
+      isErrorBody(body) ? body : { code: 'S000', message: 'Unexpected Server Error', detail: `status ${result.response.status}`, request_id: result.response.headers.get('x-request-id') ?? '' },
+    )
+  }
+  return result.data as Exclude<R['data'], undefined>
+}
+
+/** The `before` cursor of the next page, from a list's `Link` header; undefined on the last page. */
+export function nextCursor(response: Response, name = 'before'): number | undefined {
+  const link = response.headers.get('link')
+  const target = link && /<([^>]+)>;\s*rel="next"/.exec(link)?.[1]
+  if (!target) return undefined
+  const value = new URL(target, 'http://x').searchParams.get(name)
+  return value === null ? undefined : Number(value)
+}

@@ -1,0 +1,71 @@
+/**
+ * A tip bot: holds a wallet key, follows the wallet's events, and answers every transfer it
+ * receives by sending the sender a tip back (by default 1 unit of each asset received) with a memo.
+ *
+ *   COFFER_URL=http://localhost:8080 COFFER_KEY=cfw_… npx tsx examples/tip-bot/tip-bot.ts
+ *
+ * Events arrive at least once: the tip's Idempotency-Key is derived from the event id, so a
+ * redelivered event is answered by the service's stored reply instead of paying twice.
+ */
+import { fileURLToPath } from 'node:url'
+import { call, CofferError, createCofferClient, followEvents, type WalletEvent } from '../../client/index.ts'
+
+export interface TipBotOptions {
+  baseUrl: string
+  /** A wallet key (`cfw_…`) of the bot's wallet. */
+  key: string
+  /** Units of each received asset sent back. */
+  tip?: number
+  signal?: AbortSignal
+  /** Where the bot says what it did. */
+  log?: (line: string) => void
+}
+
+/** Runs until `signal` aborts or the service refuses the key (revoked: the promise then resolves). */
+export async function runTipBot(options: TipBotOptions): Promise<void> {
+  const log = options.log ?? console.log
+  const tip = options.tip ?? 1
+  const coffer = createCofferClient({ baseUrl: options.baseUrl, token: options.key })
+  await followEvents(
+    {
+      baseUrl: options.baseUrl,
+      token: options.key,
+      signal: options.signal,
+      onStatus: (status) => log(status === 'live' ? 'listening for transfers' : 'connection lost, reconnecting'),
+      onRefused: (status, body) => log(`the service refused the key (${status} ${(body as { code?: string } | undefined)?.code ?? ''}): stopping`),
+    },
+    async (event: WalletEvent) => {
+      const transfer = event.data
+      // Issuance comes from mint, which has no one to thank.
+      if (event.type !== 'transaction.received' || transfer.sending_wallet_address === 'mint') return
+      const assets = Object.fromEntries(transfer.assets.map((line) => [line.asset.name, tip]))
+      const from = transfer.sending_username ?? transfer.sending_wallet_address
+      try {
+        await call(
+          coffer.POST('/wallet/transactions', {
+            body: { recipient: transfer.sending_wallet_address, type: 1, assets, memo: `thanks for transaction ${transfer.id}`.slice(0, 64) },
+            params: { header: { 'idempotency-key': `tip-${event.id}` } },
+          }),
+        )
+        log(`tipped ${from} for transaction ${transfer.id}`)
+      } catch (error) {
+        // A refused tip (the wallet ran out, the sender's wallet was deleted) is reported, not retried.
+        if (error instanceof CofferError) log(`could not tip ${from} for transaction ${transfer.id}: ${error.code} ${error.message}`)
+        else throw error
+      }
+    },
+  )
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const baseUrl = process.env.COFFER_URL ?? 'http://localhost:8080'
+  const key = process.env.COFFER_KEY
+  if (!key) {
+    console.error('set COFFER_KEY to a wallet key (create one in the console under Keys)')
+    process.exit(2)
+  }
+  const controller = new AbortController()
+  process.once('SIGINT', () => controller.abort())
+  process.once('SIGTERM', () => controller.abort())
+  await runTipBot({ baseUrl, key, tip: Number(process.env.TIP ?? 1), signal: controller.signal })
+}

@@ -1,0 +1,111 @@
+import { sql } from 'kysely'
+import type { Executor } from '../db/database.ts'
+import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
+
+// Operator sessions.
+
+export async function insertOperatorSession(db: Executor, tokenHash: string, createdAt: string, expiresAt: string): Promise<void> {
+  await db.insertInto('operator_sessions').values({ token_hash: tokenHash, created_at: createdAt, expires_at: expiresAt }).execute()
+}
+
+export async function deleteOperatorSession(db: Executor, tokenHash: string): Promise<void> {
+  await db.deleteFrom('operator_sessions').where('token_hash', '=', tokenHash).execute()
+}
+
+/** Expired sessions are refused anyway; their rows are removed when a new session opens. */
+export async function deleteExpiredOperatorSessions(db: Executor, now: string): Promise<void> {
+  await db.deleteFrom('operator_sessions').where('expires_at', '<=', now).execute()
+}
+
+// The overview.
+
+/** Users, live user wallets (not `mint`) and recorded transactions. */
+export async function countRecords(db: Executor): Promise<{ users: number; wallets: number; transactions: number }> {
+  const count = (table: 'users' | 'transactions') => db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()
+  const [users, transactions, wallets] = await Promise.all([
+    count('users'),
+    count('transactions'),
+    db
+      .selectFrom('wallets')
+      .select((eb) => eb.fn.countAll().as('n'))
+      .where('user_id', 'is not', null)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirstOrThrow(),
+  ])
+  return { users: Number(users.n), wallets: Number(wallets.n), transactions: Number(transactions.n) }
+}
+
+/**
+ * Every live asset with what the wallets other than `mint` hold of it and how many hold some.
+ * What they hold is what `mint` issued net of burns: the negative of mint's own holding.
+ */
+export async function listCirculation(db: Executor) {
+  const rows = await db
+    .selectFrom('assets')
+    .leftJoin('holdings', (join) => join.onRef('holdings.asset_id', '=', 'assets.id').on('holdings.wallet_id', '<>', MINT_WALLET_ID).on('holdings.quantity', '<>', 0))
+    .select(['assets.id', 'assets.name', 'assets.value'])
+    .select((eb) => [eb.fn.coalesce(eb.fn.sum<number | string>('holdings.quantity'), sql<number>`0`).as('circulating'), eb.fn.count<number | string>('holdings.wallet_id').as('holders')])
+    .where('assets.deleted_at', 'is', null)
+    .groupBy(['assets.id', 'assets.name', 'assets.value'])
+    .orderBy('assets.id')
+    .execute()
+  return rows.map((row) => ({ asset: { id: row.id, name: row.name, value: row.value }, circulating: Number(row.circulating), holders: Number(row.holders) }))
+}
+
+// Wallets.
+
+export interface WalletSearch {
+  /** A wallet id, or the start of an address or of its owner's username (any case). */
+  q?: string
+  limit: number
+  offset: number
+}
+
+/** User wallets (never `mint`), deleted ones included, by id, matching the search. */
+export async function searchWallets(db: Executor, search: WalletSearch) {
+  let query = db
+    .selectFrom('wallets')
+    .innerJoin('users', 'users.id', 'wallets.user_id')
+    .select(['wallets.id', 'wallets.address', 'wallets.user_id', 'users.username', 'wallets.deleted_at'])
+    .where('wallets.id', '<>', MINT_WALLET_ID)
+  const q = search.q
+  if (q !== undefined && q !== '') {
+    const id = /^[0-9]{1,16}$/.test(q) && Number.isSafeInteger(Number(q)) ? Number(q) : undefined
+    // Usernames are letters and digits, addresses lowercase letters: any other character matches
+    // neither, and no LIKE wildcard ever reaches the pattern.
+    const prefix = /^[A-Za-z0-9]+$/.test(q) ? `${q.toLowerCase()}%` : undefined
+    query = query.where((eb) => {
+      const matches = []
+      if (id !== undefined) matches.push(eb('wallets.id', '=', id))
+      if (prefix !== undefined) matches.push(eb('wallets.address', 'like', prefix), eb('users.username_key', 'like', prefix))
+      return matches.length > 0 ? eb.or(matches) : sql<boolean>`1 = 0`
+    })
+  }
+  const rows = await query
+    .orderBy('wallets.id')
+    .limit(search.limit + 1)
+    .offset(search.offset)
+    .execute()
+  return { wallets: rows.slice(0, search.limit), more: rows.length > search.limit }
+}
+
+/** A user wallet (deleted or not, never `mint`) with its owner and whether it is their primary. */
+export async function findWallet(db: Executor, walletId: number) {
+  return db
+    .selectFrom('wallets')
+    .innerJoin('users', 'users.id', 'wallets.user_id')
+    .select(['wallets.id', 'wallets.address', 'wallets.user_id', 'wallets.created_at', 'wallets.deleted_at', 'users.username', 'users.primary_wallet_id'])
+    .where('wallets.id', '=', walletId)
+    .where('wallets.id', '<>', MINT_WALLET_ID)
+    .executeTakeFirst()
+}
+
+export async function listAssignedUsers(db: Executor, walletId: number) {
+  return db
+    .selectFrom('wallet_users')
+    .innerJoin('users', 'users.id', 'wallet_users.user_id')
+    .select(['users.id', 'users.username'])
+    .where('wallet_users.wallet_id', '=', walletId)
+    .orderBy('users.id')
+    .execute()
+}

@@ -1,0 +1,84 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import type { Deps } from '../deps.ts'
+import { clearOperatorCookie, OPERATOR_COOKIE, setOperatorCookie } from '../http/auth.ts'
+import { AppError } from '../http/errors.ts'
+import { nextPageLink } from '../http/paging.ts'
+import { RateLimiter } from '../http/rate-limit.ts'
+import { IdParams, parseId, responses } from '../http/schemas.ts'
+import { Transaction } from '../ledger/ledger.schemas.ts'
+import { NoContent } from '../wallets/wallets.schemas.ts'
+import * as S from './admin.schemas.ts'
+import * as admin from './admin.service.ts'
+
+/** The console's operator sessions and the operator's read routes. */
+const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, adminKeyHash }) => {
+  const { db } = database
+  // Key attempts are limited per client address like logins (AUTH_RATE_LIMIT), wrong or right.
+  const limiter = new RateLimiter(config.authRateLimit)
+  const tags = ['admin']
+  const operator = { onRequest: app.requireAdmin }
+
+  app.post(
+    '/admin/sessions',
+    { schema: { tags, summary: 'Open an operator session with the admin key', body: S.OperatorLoginBody, response: responses(201, S.OperatorSession) } },
+    async (request, reply) => {
+      limiter.hit(`admin-key-ip:${request.ip}`)
+      const session = await admin.openOperatorSession(db, adminKeyHash, request.body.key)
+      setOperatorCookie(reply, config, session.token)
+      return reply.status(201).send({ expires_at: session.expiresAt })
+    },
+  )
+
+  app.delete('/admin/session', { ...operator, schema: { tags, summary: 'End the operator session', response: NoContent } }, async (request, reply) => {
+    const token = request.cookies[OPERATOR_COOKIE]
+    if (token) await admin.endOperatorSession(db, token)
+    clearOperatorCookie(reply, config)
+    return reply.status(204).send(null)
+  })
+
+  app.get('/admin/overview', { ...operator, schema: { tags, summary: 'Counts and what circulates of each asset', response: responses(200, S.Overview) } }, async () =>
+    admin.describeOverview(db),
+  )
+
+  app.get(
+    '/admin/wallets',
+    { ...operator, schema: { tags, summary: 'Find wallets by id, address or owner', querystring: S.WalletSearchQuery, response: responses(200, Type.Array(S.AdminWallet)) } },
+    async (request, reply) => {
+      const { q, limit = 20, offset = 0 } = request.query
+      const { wallets, more } = await admin.searchWallets(db, { q, limit, offset })
+      if (more) reply.header('link', nextPageLink('/admin/wallets', { q, limit, offset: offset + limit }))
+      return wallets
+    },
+  )
+
+  app.get(
+    '/admin/wallets/:id',
+    { ...operator, schema: { tags, summary: 'A wallet with its owner, users and holdings', params: IdParams('id'), response: responses(200, S.AdminWalletDetail) } },
+    async (request) => admin.describeWallet(db, parseId(request.params.id)),
+  )
+
+  app.get(
+    '/admin/transactions',
+    { ...operator, schema: { tags, summary: 'The whole journal, newest first', querystring: S.JournalQuery, response: responses(200, Type.Array(Transaction)) } },
+    async (request, reply) => {
+      const { direction, wallet, ...filters } = request.query
+      if (direction !== undefined) throw new AppError('G002', 'the journal has no direction')
+      const { transactions, more } = await admin.listJournal(db, { ...filters, walletId: wallet })
+      if (more && transactions.length > 0) {
+        const { limit, after, asset, since, until } = filters
+        const before = transactions[transactions.length - 1].id
+        reply.header('link', nextPageLink('/admin/transactions', { before, limit: limit ?? 10, after, asset, since, until, wallet }))
+      }
+      return transactions
+    },
+  )
+
+  app.get(
+    '/admin/verification',
+    { ...operator, schema: { tags, summary: 'Check the whole ledger as `coffer verify` does', response: responses(200, S.VerifyReport) } },
+    async () => admin.verifyLedgerNow(db),
+  )
+}
+
+export default adminRoutes

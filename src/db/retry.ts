@@ -1,0 +1,33 @@
+/**
+ * Serialization failure or deadlock on PostgreSQL: the database rolled the transaction back, so it
+ * is safe to run the whole transaction again. (On SQLite a transaction that writes takes the write
+ * lock first, waiting for another process that holds it, so it has no such race: `database.ts`.)
+ */
+export function isRetryable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === '40001' || code === '40P01'
+}
+
+/** How many times a transaction is tried before its race is answered as an error. */
+const MAX_ATTEMPTS = 8
+
+/** A short random pause that grows with the attempt, so that racing transactions spread out. */
+function retryPause(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
+}
+
+/**
+ * The one retry loop: runs `attempt` until it succeeds, retrying the races `isRetryable` names up
+ * to MAX_ATTEMPTS tries in all. `attempt` must be safe to run again from the start; it is given
+ * its try's number (1 for the first).
+ */
+export async function withRetries<T>(attempt: (tryNumber: number) => Promise<T>): Promise<T> {
+  for (let tryNumber = 1; ; tryNumber++) {
+    try {
+      return await attempt(tryNumber)
+    } catch (error) {
+      if (tryNumber >= MAX_ATTEMPTS || !isRetryable(error)) throw error
+      await retryPause(tryNumber)
+    }
+  }
+}

@@ -1,0 +1,29 @@
+import { findUserById } from '../accounts/accounts.service.ts'
+import type { Db } from '../db/database.ts'
+import { inTransaction } from '../db/dialect.ts'
+import { removeWebhook } from '../events/webhooks.service.ts'
+import type { UserAuth } from '../http/auth.ts'
+import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
+import { finishWalletDeletion, lockWalletForDeletion } from '../wallets/wallets.service.ts'
+
+/**
+ * DELETE /wallet: deletes the active wallet in one database transaction. Its positive holdings go
+ * to the caller's primary wallet as one Transaction (memo "wallet deleted"); its keys, webhook
+ * (pending deliveries cancelled) and assignments are removed; sessions that had it active move to
+ * their user's primary wallet. The row stays, marked deleted, so history keeps its address and
+ * the address is never reused. Throws, in this order: W000, W006, W008 (primary wallet), and I003
+ * when a holding of the primary wallet would overflow (nothing is deleted then).
+ */
+export async function deleteWallet(db: Db, ledger: Ledger, auth: UserAuth): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    // The turns of both wallets of the sweep first, as every move takes them: a transfer of either
+    // in progress finishes first, and none can then wait on this wallet's row while holding them.
+    const primary = (await findUserById(trx, auth.userId))?.primary_wallet_id
+    await takeWalletTurns(trx, primary ? [auth.walletId, primary] : [auth.walletId])
+    const { walletId, primaryWalletId } = await lockWalletForDeletion(trx, auth)
+    // The webhook goes first so that the sweep below queues no delivery to it.
+    await removeWebhook(trx, walletId)
+    await ledger.sweep(trx, walletId, primaryWalletId, 'wallet deleted')
+    await finishWalletDeletion(trx, walletId)
+  })
+}

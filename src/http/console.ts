@@ -1,0 +1,49 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import fastifyStatic from '@fastify/static'
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+
+/**
+ * Headers of every console response: the page may load scripts, styles and data only from this
+ * origin, never inline, and no other site may frame it.
+ */
+const CONSOLE_HEADERS = {
+  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+} as const
+
+/** The built console (`console/dist`, made by `npm run build:console`), found from this file up to the package root. */
+function consoleDirectory(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url))
+  while (!fs.existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir)
+  return path.join(dir, 'console', 'dist')
+}
+
+/**
+ * The web console at `/console/` (same origin as the API, which it calls), and `/` sending people
+ * there. Bundles have content hashes in their names and are cached for good; the page itself is
+ * revalidated, so a new build shows at once.
+ */
+export default fp<{ root?: string }>(async function consolePlugin(app: FastifyInstance, options) {
+  const root = options.root ?? consoleDirectory()
+  if (!fs.existsSync(path.join(root, 'index.html'))) app.log.warn({ root }, 'the console is not built: run `npm run build:console`')
+
+  app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.headers(CONSOLE_HEADERS).redirect('/console/', 302))
+
+  await app.register(fastifyStatic, {
+    root,
+    // Without the trailing slash, so that /console is redirected to /console/.
+    prefix: '/console',
+    redirect: true,
+    index: 'index.html',
+    wildcard: true,
+    dotfiles: 'ignore',
+    setHeaders(reply, file) {
+      reply.headers(CONSOLE_HEADERS)
+      reply.header('cache-control', file.includes(`${path.sep}assets${path.sep}`) ? 'public, max-age=31536000, immutable' : 'no-cache')
+    },
+  })
+})

@@ -1,0 +1,67 @@
+import type { Db, Executor } from '../db/database.ts'
+import { AppError } from '../http/errors.ts'
+import * as assets from './assets.repository.ts'
+import * as transactions from './transactions.repository.ts'
+
+/** What a wallet holds and its history: the ledger's reads. */
+
+/** GET /wallet/assets: the wallet's holdings above zero, by asset name. */
+export function listHoldings(db: Executor, walletId: number) {
+  return assets.listHoldings(db, walletId)
+}
+
+export interface ListQuery {
+  limit?: number
+  offset?: number
+  before?: number
+  after?: number
+  asset?: string
+  direction?: 'sent' | 'received'
+  since?: string
+  until?: string
+}
+
+/** GET /wallet/transactions: a page, newest first, and whether there is a next page. */
+export async function listWalletTransactions(db: Db, walletId: number, query: ListQuery) {
+  const filter = await journalFilter(db, query)
+  if (!filter) return { transactions: [], more: false }
+  return transactions.listTransactions(db, { ...filter, walletId, direction: query.direction })
+}
+
+/**
+ * GET /admin/transactions: a page of the whole journal, or of one wallet's history when `walletId`
+ * is given (deleted wallets included), newest first, and whether there is a next page.
+ */
+export async function listJournal(db: Db, query: Omit<ListQuery, 'direction'> & { walletId?: number }) {
+  const filter = await journalFilter(db, query)
+  if (!filter) return { transactions: [], more: false }
+  if (query.walletId !== undefined) return transactions.listTransactions(db, { ...filter, walletId: query.walletId })
+  return transactions.listJournal(db, filter)
+}
+
+/** The query's filters as stored values; undefined when they name an asset that does not exist. */
+async function journalFilter(db: Db, query: ListQuery) {
+  const since = storedTime(query.since)
+  const until = storedTime(query.until)
+  let assetId: number | undefined
+  if (query.asset !== undefined) {
+    const asset = (await assets.findAssetsByNames(db, [query.asset])).get(query.asset.toLowerCase())
+    if (!asset) return undefined
+    assetId = asset.id
+  }
+  return { limit: query.limit ?? 10, offset: query.offset ?? 0, before: query.before, after: query.after, assetId, since, until }
+}
+
+// Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written
+// the same way; one past year 9999 (a later offset, say) is held at the last such instant.
+const LAST_STORABLE = Date.parse('9999-12-31T23:59:59.999Z')
+
+/** A query's timestamp (any offset) as stored timestamps are written; G002 if it names no instant. */
+function storedTime(stamp?: string): string | undefined {
+  if (stamp === undefined) return undefined
+  const time = Date.parse(stamp)
+  // The format allows a leap second (23:59:60), which no stored timestamp can be.
+  if (Number.isNaN(time)) throw new AppError('G002', `${stamp} is not a valid time`)
+  return new Date(Math.min(Math.max(time, 0), LAST_STORABLE)).toISOString()
+}
+

@@ -1,0 +1,86 @@
+import type { Executor } from '../db/database.ts'
+import type { Write } from '../db/dialect.ts'
+
+/**
+ * The ledger's shared types and constants: what other folders (events, flows, the CLI) may use
+ * besides the ledger's services.
+ */
+
+/**
+ * The reserved system wallet that issues and takes back units: the first wallet row, so its id is
+ * 1 on both dialects (migration 0001 creates it first and checks the id it got).
+ */
+export const MINT_WALLET_ID = 1
+
+/** The largest quantity a holding or a line may reach: JSON numbers are exact up to 2^53-1. */
+export const MAX_QUANTITY = Number.MAX_SAFE_INTEGER
+
+export interface Asset {
+  id: number
+  name: string
+  value: number
+}
+
+/** One asset of a transfer and how much of it moves. */
+export interface Line {
+  asset: Asset
+  quantity: number
+}
+
+/** A recorded ledger entry, as the API answers it. */
+export interface Transaction {
+  id: number
+  sending_wallet_id: number
+  receiving_wallet_id: number
+  sending_wallet_address: string
+  receiving_wallet_address: string
+  sending_username?: string
+  receiving_username?: string
+  created_at: string
+  memo: string
+  assets: { quantity: number; asset: Asset }[]
+}
+
+export interface WalletLabel {
+  address: string
+  /** Present when the wallet is some user's primary wallet. */
+  username?: string
+}
+
+/**
+ * The one order of asset names, for holdings and the lines of a transaction: case-insensitive,
+ * then by exact name. Sorted in process rather than by the database, whose collation differs
+ * between SQLite (binary) and PostgreSQL (the server's locale).
+ */
+export function compareAssetNames(a: string, b: string): number {
+  const x = a.toLowerCase()
+  const y = b.toLowerCase()
+  if (x !== y) return x < y ? -1 : 1
+  return a < b ? -1 : a > b ? 1 : 0
+}
+
+/**
+ * What the ledger is handed to record the events of the transactions it writes (the events
+ * module's outbox, `events/outbox.ts`): the ledger never imports the events module. The writes
+ * run in the same database transaction as the transfer, so a rolled-back transfer emits nothing
+ * and a committed one never loses its events.
+ */
+export interface EventWriter {
+  /** How many events a transaction between these two wallets records (the ledger reserves their ids). */
+  countEvents(from: number, to: number): number
+  /**
+   * The statements that record the events of these transactions, `ids` holding one reserved
+   * sequence id per event, in transaction order.
+   */
+  eventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[]
+}
+
+/**
+ * An Idempotency-Key that another request stored first, found while writing a batch: the batch is
+ * rolled back and run again without these moves, which answer with the stored response.
+ */
+export class IdempotencyConflict extends Error {
+  constructor(readonly indexes: number[]) {
+    super('an Idempotency-Key of this batch was stored by another request')
+  }
+}

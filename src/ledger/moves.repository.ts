@@ -1,0 +1,314 @@
+import { sql, type RawBuilder } from 'kysely'
+import type { Executor } from '../db/database.ts'
+import { anyOf, isPostgres, rowsOf, runWrites, type Write } from '../db/dialect.ts'
+import { IdempotencyConflict, MAX_QUANTITY, type EventWriter, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+
+/**
+ * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
+ * writes. Every statement has the same text whatever the batch size (rows travel as arrays on
+ * PostgreSQL, as JSON on SQLite), so both databases prepare and plan each one once.
+ *
+ * A batch of two transfers (wallet 7 sends 5 gold to wallet 8; wallet 9 sends 2 gold to wallet 8,
+ * both with an Idempotency-Key) sends, on PostgreSQL, two statements inside BEGIN … COMMIT:
+ *
+ *   -- 1. lockMoves: turns, locks and ids in one round trip
+ *   with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),
+ *   w as materialized (select wallets.id, wallets.address, wallets.deleted_at,
+ *       (select users.username from users where users.primary_wallet_id = wallets.id) as username
+ *     from wallets where wallets.id = any($2::bigint[])
+ *     and (select taken from t) >= 0 order by wallets.id for key share of wallets),
+ *   h as materialized (select wallet_id, asset_id, quantity from holdings
+ *     where wallet_id = any($3::bigint[]) and asset_id = any($4::bigint[])
+ *     and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
+ *   select coalesce((select json_agg(w) from w), '[]') as wallets,
+ *          coalesce((select json_agg(h) from h), '[]') as holdings,
+ *          array(select nextval('transactions_id_seq') from generate_series(1, $5::int) where …) as transactions,
+ *          array(select nextval('events_id_seq') from generate_series(1, $6::int) where …) as events
+ *     -- $1 = $2 = {7,8,9}, $3 = {7,8,9}, $4 = {gold}, $5 = 2, $6 = 4
+ *
+ *   -- 2. writeMoves: every write of the batch as one statement (`runWrites`), one CTE per table
+ *   with w0 as (update holdings set quantity = holdings.quantity + r.quantity
+ *       from unnest($1::bigint[], $2::bigint[], $3::bigint[]) as r(wallet_id, asset_id, quantity)
+ *       where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id),
+ *     -- (holdings that did not exist yet: insert … on conflict do update … returning wallet_id)
+ *     w1 as (insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
+ *       select … from unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[]) as r(…)),
+ *     w2 as (insert into transaction_assets (transaction_id, asset_id, quantity) select … from unnest(…) as r(…)),
+ *     w3 as (insert into events (id, event_id, wallet_id, type, transaction_id, created_at) select … from unnest(…) as r(…)),
+ *     w4 as (insert into webhook_deliveries (…) select … from unnest(…) as r(…) join webhooks on webhooks.wallet_id = r.wallet_id),
+ *     w5 as (insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
+ *       select … from unnest(…) as r(…) where true on conflict (wallet_id, key) do nothing returning wallet_id, key)
+ *   select null as w0, null as w1, null as w2, null as w3, null as w4,
+ *          coalesce((select json_agg(w5) from w5), '[]') as w5
+ *     -- holdings: rows (7,gold,-5), (8,gold,+7), (9,gold,-2), in (wallet, asset) order
+ *
+ * On SQLite, which has one writer and answers in process, the same batch runs inside
+ * BEGIN IMMEDIATE … COMMIT as: the two reads of step 1 without locks (`… from wallets where
+ * wallets.id in (select value from json_each(?)) order by wallets.id`, the same for holdings), one
+ * read of the largest ids used (`reserveIds`), then each write of step 2 as its own statement with
+ * its rows as one JSON parameter: `update holdings set quantity = holdings.quantity + r.quantity
+ * from (select value ->> 0 as wallet_id, value ->> 1 as asset_id, value ->> 2 as quantity from
+ * json_each(?)) as r where …`, `insert into transactions (…) select … from (select value ->> 0 as
+ * id, … from json_each(?)) as r`, and so on for lines, events, deliveries and idempotency keys.
+ */
+
+/** A move as the statements see it: its wallets, lines and, with a key, the idempotency record. */
+export interface MoveRecord {
+  from: number
+  to: number
+  lines: Line[]
+  idempotency?: { key: string; requestHash: string }
+}
+
+export interface WalletState extends WalletLabel {
+  live: boolean
+}
+
+export interface Locked {
+  wallets: Map<number, WalletState>
+  /** Current quantity by `holdingKey(walletId, assetId)`; absent when there is no holding row. */
+  holdings: Map<string, number>
+  /** PostgreSQL: ids taken with the locks, enough for every move. */
+  reserved?: Ids
+}
+
+export type Ids = { transactions: number[]; events: number[] }
+
+export const holdingKey = (walletId: number, assetId: number) => `${walletId}:${assetId}`
+
+/** A holding changed by another batch between the lock and the write: run the batch again. */
+class HoldingRace extends Error {
+  // Retried like a serialization failure (db/retry.ts isRetryable).
+  readonly code = '40001'
+  constructor() {
+    super('a holding was created concurrently')
+  }
+}
+
+/**
+ * The turns of these wallets, as a query (PostgreSQL): an advisory lock per wallet, taken in id
+ * order and held to the end of the transaction. Every move takes the turns of its wallets before
+ * it draws its ids (`lockMoves`, inside its locking statement), so the moves of one wallet, and
+ * anything else that takes its turn (setting its webhook, deleting it), run one after the other
+ * and commit in the order of their ids. An advisory lock writes nothing: locking the wallet rows
+ * exclusively instead measured slower (docs/performance.md, "Wallet turns").
+ */
+function walletTurns(walletIds: number[]): RawBuilder<unknown> {
+  const ordered = [...new Set(walletIds)].sort((a, b) => a - b)
+  return sql`select count(pg_advisory_xact_lock(id)) as taken from unnest(${ordered}::bigint[]) as id`
+}
+
+/** Waits for and takes the turns of these wallets (`walletTurns`). Nothing on SQLite, which has one writer. */
+export async function takeWalletTurns(executor: Executor, walletIds: number[]): Promise<void> {
+  if (isPostgres(executor)) await walletTurns(walletIds).execute(executor)
+}
+
+type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null }
+type HoldingRow = { wallet_id: number; asset_id: number; quantity: number }
+
+/**
+ * Reads and locks every wallet and holding the moves touch, in id order, so that concurrent
+ * batches lock in the same order. On PostgreSQL this is one statement, which first takes each
+ * wallet's turn (`walletTurns`), locks wallet rows `for key share` (a wallet being deleted or
+ * handed over is waited for, not interleaved) and holdings for update, then reserves ids for the
+ * transactions and events of every move (a move that then fails leaves a gap): the ids are drawn
+ * only once the locks are held, and a wallet's lock is held to the commit, so they grow in commit
+ * order for every wallet (a client paging history with `after` never passes a transaction that
+ * commits later).
+ */
+export async function lockMoves(trx: Executor, moves: MoveRecord[], events: EventWriter): Promise<Locked> {
+  const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
+  // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
+  // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
+  const assetIds = [...new Set(moves.flatMap((move) => move.lines.map((line) => line.asset.id)))]
+  // The username as a subquery: an index probe per wallet (a join let PostgreSQL's generic plan
+  // scan every user for each batch).
+  const selectWallets = sql`
+    select wallets.id, wallets.address, wallets.deleted_at,
+      (select users.username from users where users.primary_wallet_id = wallets.id) as username
+    from wallets
+    where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}`
+  const selectHoldings = sql`
+    select wallet_id, asset_id, quantity from holdings
+    where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}`
+  let walletRows: WalletRow[]
+  let holdingRows: HoldingRow[]
+  let reserved: Ids | undefined
+  if (isPostgres(trx)) {
+    const eventCount = moves.reduce((count, move) => count + events.countEvents(move.from, move.to), 0)
+    // Each `(select count(*) …) >= 0` is evaluated before the scan it guards: wallets are locked
+    // first, then holdings, then ids are drawn.
+    const { rows } = await sql<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>`
+      with t as materialized (${walletTurns(walletIds)}),
+      w as materialized (${selectWallets} and (select taken from t) >= 0 order by wallets.id for key share of wallets),
+      h as materialized (${selectHoldings} and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
+      select coalesce((select json_agg(w) from w), '[]') as wallets,
+             coalesce((select json_agg(h) from h), '[]') as holdings,
+             array(select nextval('transactions_id_seq') from generate_series(1, ${moves.length}::int) where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
+             array(select nextval('events_id_seq') from generate_series(1, ${eventCount}::int) where (select count(*) from w) + (select count(*) from h) >= 0) as events`.execute(trx)
+    walletRows = rows[0].wallets
+    holdingRows = rows[0].holdings
+    const sorted = (values: string[]) => values.map(Number).sort((x, y) => x - y)
+    reserved = { transactions: sorted(rows[0].transactions), events: sorted(rows[0].events) }
+  } else {
+    // SQLite has one writer: nothing to lock, and ids are taken once the batch knows how many.
+    walletRows = (await sql<WalletRow>`${selectWallets} order by wallets.id`.execute(trx)).rows
+    holdingRows = (await sql<HoldingRow>`${selectHoldings} order by wallet_id, asset_id`.execute(trx)).rows
+  }
+  const wallets = new Map<number, WalletState>()
+  for (const row of walletRows) {
+    const state: WalletState = { address: row.address, live: row.deleted_at === null }
+    if (row.username !== null) state.username = row.username
+    wallets.set(Number(row.id), state)
+  }
+  const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
+  return { wallets, holdings, reserved }
+}
+
+/** SQLite: ids for the batch's new transactions and events, after the largest ever used. */
+export async function reserveIds(trx: Executor, transactions: number, events: number): Promise<Ids> {
+  // SQLite has one writer, and this transaction is it from its first write until commit; the next
+  // ids follow the largest ever used (AUTOINCREMENT keeps that in sqlite_sequence).
+  const { rows } = await sql<{ transactions: number; events: number }>`
+    select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0), coalesce((select max(id) from transactions), 0)) as transactions,
+           max(coalesce((select seq from sqlite_sequence where name = 'events'), 0), coalesce((select max(id) from events), 0)) as events`.execute(trx)
+  const after = (last: number, count: number) => Array.from({ length: count }, (_, i) => last + 1 + i)
+  return { transactions: after(rows[0].transactions, transactions), events: after(rows[0].events, events) }
+}
+
+/** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
+export interface BatchWrites {
+  /** Index of each written move in the batch, its record and its Transaction, in batch order. */
+  moves: { index: number; move: MoveRecord; lines: Line[]; transaction: Transaction }[]
+  /** Net change by `holdingKey`. */
+  deltas: Map<string, number>
+  /** One reserved sequence id per event, in transaction order. */
+  eventIds: number[]
+}
+
+/**
+ * Writes a batch (statement 2 in the header): holdings, transactions, their lines, the events the
+ * event writer records for them, and idempotency keys. Throws HoldingRace when a holding created
+ * meanwhile would leave its range (the batch is run again), and IdempotencyConflict naming the
+ * moves whose key another request stored meanwhile.
+ */
+export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
+  const transactions = batch.moves.map((written) => written.transaction)
+  // Each transaction as answered: stored on its row (its events' data) and with its Idempotency-Key.
+  const bodies = transactions.map((transaction) => JSON.stringify(transaction))
+  const holdings = holdingWrites(trx, batch.deltas, locked)
+  const keys = idempotencyWrite(trx, batch, bodies)
+  const writes = [...holdings.writes, ...transactionWrites(trx, batch, bodies), ...events.eventWrites(trx, transactions, batch.eventIds), ...(keys ? [keys.write] : [])]
+  const results = await runWrites(trx, writes)
+  if (holdings.created && results[holdings.created.index].length !== holdings.created.count) throw new HoldingRace()
+  if (keys) keys.check(results[writes.indexOf(keys.write)])
+}
+
+/**
+ * Adds each holding's net change. Holdings that existed are locked, so they are updated in
+ * place. New ones are inserted, and the change is added to, not written over, a row that another
+ * batch created since the lock; should that sum leave the allowed range, the row is not written
+ * (`created` tells how many must come back) and the batch runs again: it then finds the row and
+ * locks it. New holdings never start below zero (only mint's may), so the insert itself cannot
+ * trip the overdraft check.
+ */
+function holdingWrites(trx: Executor, deltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
+  const changed: [number, number, number][] = []
+  const created: [number, number, number][] = []
+  for (const [key, delta] of deltas) {
+    const [walletId, assetId] = key.split(':').map(Number)
+    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta])
+    // An existing holding that ends where it started needs no write.
+    else if (delta !== 0) changed.push([walletId, assetId, delta])
+  }
+  // In (wallet, asset) order, like every lock the ledger takes.
+  for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
+  const writes: Write[] = []
+  if (changed.length > 0) {
+    writes.push({
+      statement: sql`
+        update holdings set quantity = holdings.quantity + r.quantity
+        from ${rowsOf(trx, HOLDING_COLUMNS, changed)}
+        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
+    })
+  }
+  if (created.length === 0) return { writes }
+  writes.push({
+    statement: sql`
+      insert into holdings (wallet_id, asset_id, quantity)
+      select wallet_id, asset_id, quantity from ${rowsOf(trx, HOLDING_COLUMNS, created)} where true
+      on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
+      where holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`,
+    returning: 'wallet_id',
+  })
+  return { writes, created: { index: writes.length - 1, count: created.length } }
+}
+
+const HOLDING_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+
+function transactionWrites(trx: Executor, batch: BatchWrites, bodies: string[]): Write[] {
+  const rows = batch.moves.map(({ transaction: t }, i) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i]])
+  const lines = batch.moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
+  return [
+    {
+      statement: sql`
+        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
+        select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
+    },
+    {
+      statement: sql`
+        insert into transaction_assets (transaction_id, asset_id, quantity)
+        select transaction_id, asset_id, quantity from ${rowsOf(trx, LINE_COLUMNS, lines)}`,
+    },
+  ]
+}
+
+const TRANSACTION_COLUMNS = [
+  ['id', 'bigint'],
+  ['sending_wallet_id', 'bigint'],
+  ['receiving_wallet_id', 'bigint'],
+  ['memo', 'text'],
+  ['created_at', 'text'],
+  ['body', 'text'],
+] as const
+const LINE_COLUMNS = [
+  ['transaction_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+
+/**
+ * Stores the response of each move sent with an Idempotency-Key. `check` throws
+ * IdempotencyConflict, naming the moves, for keys that another request stored meanwhile.
+ */
+function idempotencyWrite(trx: Executor, batch: BatchWrites, bodies: string[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
+  const keyed = batch.moves.flatMap(({ move, index, transaction }, i) => (move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, transaction, body: bodies[i] }] : []))
+  if (keyed.length === 0) return undefined
+  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.body, k.transaction.created_at])
+  return {
+    write: {
+      statement: sql`
+        insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
+        select wallet_id, key, request_hash, 201, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
+        on conflict (wallet_id, key) do nothing`,
+      returning: 'wallet_id, key',
+    },
+    check(stored) {
+      if (stored.length === keyed.length) return
+      const taken = new Set(stored.map((row) => `${Number(row.wallet_id)}:${String(row.key)}`))
+      throw new IdempotencyConflict(keyed.filter((k) => !taken.has(`${k.walletId}:${k.key}`)).map((k) => k.index))
+    },
+  }
+}
+
+const IDEMPOTENCY_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['key', 'text'],
+  ['request_hash', 'text'],
+  ['response_body', 'text'],
+  ['created_at', 'text'],
+] as const

@@ -1,0 +1,86 @@
+import { findPrimaryWalletByUsername } from '../accounts/accounts.service.ts'
+import type { Db, Executor } from '../db/database.ts'
+import { AppError } from '../http/errors.ts'
+import { Address, IdString, Username } from '../http/schemas.ts'
+import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
+import { findAssetByName } from './assets.repository.ts'
+import type { GroupCommitter } from './group-committer.ts'
+import { Idempotency, type SendRequest, type SendResult } from './idempotency.ts'
+import { MAX_QUANTITY, type Line } from './ledger.types.ts'
+
+/**
+ * POST /wallet/transactions, the transfer. The way through, one file after the other:
+ *   transactions.routes.ts → transfers.service.ts (here: recipient and assets)
+ *   → idempotency.ts (repeats) → group-committer.ts (batches, one commit)
+ *   → moves.ts (the rules) → moves.repository.ts (the statements)
+ *   → the event writer (events/outbox.ts, handed to the ledger by buildApp).
+ */
+
+const USERNAME = new RegExp(Username.pattern as string)
+const ADDRESS = new RegExp(Address.pattern as string)
+const WALLET_ID = new RegExp(IdString.pattern as string)
+
+/** Resolves the recipient of a transfer. Throws U003 (unknown username), W000 (unknown wallet), G000 (a malformed wallet id). */
+async function resolveRecipient(db: Executor, recipient: string | number, type: 0 | 1 | 2): Promise<number> {
+  const text = String(recipient)
+  if (type === 0) {
+    const walletId = USERNAME.test(text) ? await findPrimaryWalletByUsername(db, text) : undefined
+    if (walletId === undefined) throw new AppError('U003', `no user "${text}"`)
+    return walletId
+  }
+  if (type === 1) {
+    const wallet = ADDRESS.test(text) ? await findLiveWalletByAddress(db, text) : undefined
+    if (!wallet) throw new AppError('W000', `no wallet at address "${text}"`)
+    return wallet.id
+  }
+  if (!WALLET_ID.test(text) || !Number.isSafeInteger(Number(text))) throw new AppError('G000', 'recipient must be a wallet id')
+  const wallet = await findLiveWalletById(db, Number(text))
+  if (!wallet) throw new AppError('W000', `no wallet ${text}`)
+  return wallet.id
+}
+
+/** Resolves asset names to live assets. Throws I001 naming the first unknown one, I003 when one asset's quantities add up past the limit. */
+async function resolveLines(db: Executor, requested: Record<string, number>): Promise<Line[]> {
+  const names = Object.keys(requested)
+  const found = await Promise.all(names.map((name) => findAssetByName(db, name)))
+  const lines = new Map<number, Line>()
+  names.forEach((name, index) => {
+    const asset = found[index]
+    if (!asset) throw new AppError('I001', `no asset named "${name}"`)
+    const quantity = (lines.get(asset.id)?.quantity ?? 0) + requested[name]
+    if (!Number.isSafeInteger(quantity)) throw new AppError('I003', `the quantity of ${asset.name} exceeds ${MAX_QUANTITY}`)
+    lines.set(asset.id, { asset, quantity })
+  })
+  return [...lines.values()]
+}
+
+export class TransfersService {
+  readonly #db: Db
+  readonly #committer: GroupCommitter
+  readonly #idempotency: Idempotency
+
+  constructor(db: Db, committer: GroupCommitter) {
+    this.#db = db
+    this.#committer = committer
+    this.#idempotency = new Idempotency(db)
+  }
+
+  /**
+   * Sends assets from the wallet to a recipient, all or nothing, committed together with the
+   * transfers that arrive alongside it. With an Idempotency-Key, a repeat of the same request
+   * returns the first response and moves nothing. Throws, in this order: G003/G004 (key),
+   * U003/W000/G000 (recipient), W013 (to itself), I001, then from the ledger's rules W000, I002, I003.
+   */
+  send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
+    return this.#idempotency.once(walletId, idempotencyKey, request, async (idempotency) => {
+      // Both lookups at once; their errors still come in the documented order.
+      const [to, lines] = await Promise.allSettled([resolveRecipient(this.#db, request.recipient, request.type ?? 0), resolveLines(this.#db, request.assets)]).then(([recipient, found]) => {
+        if (recipient.status === 'rejected') throw recipient.reason
+        if (recipient.value === walletId) throw new AppError('W013')
+        if (found.status === 'rejected') throw found.reason
+        return [recipient.value, found.value] as const
+      })
+      return this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', idempotency })
+    })
+  }
+}

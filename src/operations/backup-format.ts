@@ -1,0 +1,210 @@
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import { StringDecoder } from 'node:string_decoder'
+import zlib from 'node:zlib'
+
+/**
+ * The backup file: gzip of JSON lines, the same whichever storage wrote or reads it.
+ *
+ *   {"coffer_backup":1, "created_at", "coffer_version", "source", "migrations":[…], "tables":{name: rows}, …}
+ *   {"table":"users","columns":["id","username",…]}      one per table, in restore order
+ *   [1,"alice",…]                                        its rows, one JSON array each
+ *   …
+ *   {"end":true,"rows":N,"sha256":"…"}                   SHA-256 of every byte before this line
+ *
+ * The header's counts and the trailer's checksum let a restore refuse a truncated or altered
+ * file before it writes anything. A reader refuses a format number above its own.
+ */
+export const BACKUP_FORMAT = 1
+
+export interface BackupHeader {
+  coffer_backup: number
+  created_at: string
+  coffer_version: string
+  source: 'sqlite' | 'postgres'
+  /** Migrations applied to the store the backup was taken from, in order. */
+  migrations: string[]
+  /** Rows per table, in the order the file holds them. */
+  tables: Record<string, number>
+  /** Id of the key the webhook secrets in it are sealed with (the key itself is never in a backup); null when none are. */
+  secrets_key_id: string | null
+}
+
+export interface TableStart {
+  table: string
+  columns: string[]
+}
+
+export interface BackupTrailer {
+  end: true
+  rows: number
+  sha256: string
+}
+
+/** A backup that cannot be taken or restored, with a one-line reason for the operator. */
+export class BackupError extends Error {}
+
+/** Writes the lines of a backup to a gzip file and keeps the running checksum. */
+export class BackupWriter {
+  private readonly hash = crypto.createHash('sha256')
+  private readonly gzip = zlib.createGzip({ level: 6 })
+  private readonly output: fs.WriteStream
+  private readonly finished: Promise<void>
+
+  constructor(private readonly file: string) {
+    this.output = fs.createWriteStream(file, { mode: 0o600 })
+    this.finished = new Promise((resolve, reject) => {
+      this.output.on('close', resolve)
+      this.output.on('error', reject)
+      this.gzip.on('error', reject)
+    })
+    this.gzip.pipe(this.output)
+  }
+
+  async write(value: unknown): Promise<void> {
+    const line = `${JSON.stringify(value)}\n`
+    this.hash.update(line)
+    if (!this.gzip.write(line)) await new Promise((resolve) => this.gzip.once('drain', resolve))
+  }
+
+  /** Appends the trailer and waits for the file to be on disk. */
+  async finish(rows: number): Promise<void> {
+    const trailer: BackupTrailer = { end: true, rows, sha256: this.hash.digest('hex') }
+    this.gzip.end(`${JSON.stringify(trailer)}\n`)
+    await this.finished
+    const fd = fs.openSync(this.file, 'r')
+    try {
+      fs.fsyncSync(fd)
+    } finally {
+      fs.closeSync(fd)
+    }
+  }
+
+  destroy(): void {
+    this.gzip.destroy()
+    this.output.destroy()
+  }
+}
+
+/** One parsed line of a backup; `raw` is its exact text for the checksum. */
+type Line = { raw: string; value: unknown }
+
+async function* readLines(file: string): AsyncGenerator<Line> {
+  const input = fs.createReadStream(file)
+  const gunzip = zlib.createGunzip()
+  input.on('error', (error) => gunzip.destroy(error))
+  input.pipe(gunzip)
+  const decoder = new StringDecoder('utf8')
+  let rest = ''
+  try {
+    for await (const chunk of gunzip) {
+      rest += decoder.write(chunk as Buffer)
+      let newline: number
+      while ((newline = rest.indexOf('\n')) >= 0) {
+        const raw = rest.slice(0, newline)
+        rest = rest.slice(newline + 1)
+        yield { raw, value: parseLine(raw) }
+      }
+    }
+  } catch (error) {
+    if (error instanceof BackupError) throw error
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') throw new BackupError(`${file}: no such file`)
+    if (code === 'Z_BUF_ERROR' || /unexpected end/i.test((error as Error).message)) throw new BackupError(`${file} is truncated: it ends before the backup does`)
+    if (typeof code === 'string' && code.startsWith('Z_')) throw new BackupError(`${file} is corrupted or not a Coffer backup (${(error as Error).message})`)
+    throw error
+  } finally {
+    input.destroy()
+  }
+  if (rest.length > 0) throw new BackupError(`${file} is truncated: it ends in the middle of a line`)
+}
+
+function parseLine(raw: string): unknown {
+  try {
+    return JSON.parse(raw)
+  } catch {
+    throw new BackupError('the backup is corrupted: a line is not valid JSON')
+  }
+}
+
+export interface BackupSection {
+  table: string
+  columns: string[]
+  rows: unknown[][]
+}
+
+/**
+ * Reads a backup: the header, then its rows in chunks of at most `chunk` per table, checking as it
+ * goes that every line has the expected shape. The checksum and the counts can only be known at
+ * the end, so a restore reads the file twice: once to check it (`checkBackup`), once to write.
+ */
+export async function readBackup(file: string, onHeader: (header: BackupHeader) => void, onRows: (section: BackupSection) => Promise<void> | void, chunk = 1000): Promise<BackupTrailer> {
+  const hash = crypto.createHash('sha256')
+  let header: BackupHeader | undefined
+  let section: BackupSection | undefined
+  let trailer: BackupTrailer | undefined
+  const counts = new Map<string, number>()
+  let total = 0
+  const flush = async () => {
+    if (section && section.rows.length > 0) {
+      await onRows(section)
+      section = { ...section, rows: [] }
+    }
+  }
+  for await (const { raw, value } of readLines(file)) {
+    if (trailer) throw new BackupError(`${file} is corrupted: it goes on after its end`)
+    if (!header) {
+      header = checkHeader(file, value)
+      onHeader(header)
+      hash.update(`${raw}\n`)
+      continue
+    }
+    if (Array.isArray(value)) {
+      if (!section || value.length !== section.columns.length) throw new BackupError(`${file} is corrupted: a row does not match its table's columns`)
+      section.rows.push(value)
+      counts.set(section.table, (counts.get(section.table) ?? 0) + 1)
+      total++
+      if (section.rows.length >= chunk) await flush()
+    } else if (isTableStart(value)) {
+      await flush()
+      if (!(value.table in header.tables) || counts.has(value.table)) throw new BackupError(`${file} is corrupted: unexpected table ${value.table}`)
+      section = { table: value.table, columns: value.columns, rows: [] }
+      counts.set(value.table, 0)
+    } else if (isTrailer(value)) {
+      await flush()
+      trailer = value
+      continue
+    } else {
+      throw new BackupError(`${file} is corrupted: a line is neither a table, a row nor the end`)
+    }
+    hash.update(`${raw}\n`)
+  }
+  if (!header) throw new BackupError(`${file} is empty`)
+  if (!trailer) throw new BackupError(`${file} is truncated: it ends before the backup does`)
+  if (trailer.sha256 !== hash.digest('hex')) throw new BackupError(`${file} is corrupted: its checksum does not match its contents`)
+  for (const [table, expected] of Object.entries(header.tables)) {
+    if ((counts.get(table) ?? 0) !== expected) throw new BackupError(`${file} is corrupted: ${table} holds ${counts.get(table) ?? 0} rows, the header says ${expected}`)
+  }
+  if (trailer.rows !== total) throw new BackupError(`${file} is corrupted: it holds ${total} rows, its end says ${trailer.rows}`)
+  return trailer
+}
+
+function checkHeader(file: string, value: unknown): BackupHeader {
+  const header = value as Partial<BackupHeader> | null
+  if (!header || typeof header !== 'object' || typeof header.coffer_backup !== 'number') throw new BackupError(`${file} is not a Coffer backup`)
+  if (header.coffer_backup > BACKUP_FORMAT) {
+    throw new BackupError(`${file} has backup format ${header.coffer_backup}, newer than this Coffer reads (${BACKUP_FORMAT}): restore it with Coffer ${header.coffer_version ?? 'of that version'} or later`)
+  }
+  if (!Array.isArray(header.migrations) || typeof header.tables !== 'object' || header.tables === null) throw new BackupError(`${file} is corrupted: its header is incomplete`)
+  return { secrets_key_id: null, ...header } as BackupHeader
+}
+
+function isTableStart(value: unknown): value is TableStart {
+  const start = value as TableStart | null
+  return !!start && typeof start === 'object' && typeof start.table === 'string' && Array.isArray(start.columns) && start.columns.every((column) => typeof column === 'string')
+}
+
+function isTrailer(value: unknown): value is BackupTrailer {
+  const end = value as BackupTrailer | null
+  return !!end && typeof end === 'object' && end.end === true && typeof end.sha256 === 'string' && typeof end.rows === 'number'
+}

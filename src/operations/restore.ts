@@ -1,0 +1,115 @@
+import { sql, type Kysely, type Transaction } from 'kysely'
+import type { Database } from '../db/database.ts'
+import { isPostgres } from '../db/dialect.ts'
+import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
+import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../db/migrate.ts'
+import type { DB } from '../db/tables.ts'
+import type { Progress } from './backup.ts'
+import { BackupError, readBackup, type BackupHeader, type BackupSection } from './backup-format.ts'
+import { findExistingData, listDataTables } from './store.ts'
+
+export interface CheckedBackup {
+  file: string
+  header: BackupHeader
+  rows: number
+}
+
+/**
+ * Reads a whole backup without writing anything: the format is one this release reads, every
+ * line has its shape, the counts and the checksum match, and its schema is one this release can
+ * bring up to date. Throws BackupError with a one-line reason otherwise.
+ */
+export async function checkBackup(file: string): Promise<CheckedBackup> {
+  let header: BackupHeader | undefined
+  const trailer = await readBackup(
+    file,
+    (read) => {
+      header = read
+      checkMigrations(file, read)
+    },
+    () => {},
+  )
+  return { file, header: header as BackupHeader, rows: trailer.rows }
+}
+
+function checkMigrations(file: string, header: BackupHeader): void {
+  header.migrations.forEach((name, i) => {
+    if (MIGRATION_NAMES[i] !== name) {
+      throw new BackupError(`${file} was made by a newer Coffer (${header.coffer_version}): its schema has migration ${name}, which this release does not know; restore it with that version or later`)
+    }
+  })
+  if (header.migrations.length === 0) throw new BackupError(`${file} is corrupted: its header names no migrations`)
+}
+
+export interface RestoreSummary {
+  tables: Record<string, number>
+  rows: number
+  /** Migrations run after the rows were written, to bring an older backup up to date. */
+  upgraded: string[]
+}
+
+/**
+ * Restores a checked backup into an empty store of either kind: the schema is set to the backup's
+ * migrations, every row goes in with its id in one database transaction, PostgreSQL's id
+ * sequences are moved past the restored ids, and then the migrations since the backup run. Hashes
+ * of passwords and tokens are restored as they were, so sessions, wallet keys and the admin key
+ * keep working. Throws BackupError, writing nothing, when the store holds data already (anything
+ * but the reserved mint wallet) or a schema newer than this release.
+ */
+export async function restoreBackup(database: Database, checked: CheckedBackup, progress?: Progress): Promise<RestoreSummary> {
+  const { db } = database
+  const applied = await listAppliedMigrations(db)
+  const unknown = applied.find((name) => !MIGRATION_NAMES.includes(name))
+  if (unknown) throw new BackupError(`the store has migration ${unknown}, which this release does not know: it was set up by a newer Coffer`)
+  if (applied.length > 0) {
+    const existing = await findExistingData(db)
+    if (existing.length > 0) throw new BackupError(`the store is not empty (it holds ${existing.join(', ')}): restore only into an empty store`)
+  }
+  // The rows go into the schema they were read from (an empty store is moved down to it if it is newer).
+  await migrateTo(db, checked.header.migrations[checked.header.migrations.length - 1])
+  let done = 0
+  await db.transaction().execute(async (trx) => {
+    const tables = new Set(await listDataTables(trx))
+    await readBackup(
+      checked.file,
+      () => {},
+      async (section) => {
+        if (!tables.has(section.table)) throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
+        await insertSection(trx, section)
+        done += section.rows.length
+        progress?.(section.table, done, checked.rows)
+      },
+      500,
+    )
+    if (isPostgres(trx)) await moveSequences(trx)
+  })
+  const upgraded = await migrateToLatest(db)
+  return { tables: checked.header.tables, rows: checked.rows, upgraded }
+}
+
+async function insertSection(trx: Transaction<DB>, { table, columns, rows }: BackupSection): Promise<void> {
+  const any = trx as unknown as Kysely<Record<string, Record<string, unknown>>>
+  let values = rows.map((row) => Object.fromEntries(columns.map((column, i) => [column, row[i]])))
+  if (table === 'wallets') {
+    // The first migration created the reserved mint wallet already: it takes the backup's row.
+    const mint = values.find((row) => Number(row.id) === MINT_WALLET_ID)
+    if (mint) {
+      const { id: _id, ...rest } = mint
+      await any.updateTable('wallets').set(rest).where('id', '=', MINT_WALLET_ID).execute()
+      values = values.filter((row) => row !== mint)
+    }
+  }
+  if (values.length > 0) await any.insertInto(table).values(values).execute()
+}
+
+/** Sets every id sequence past the largest restored id, so new rows never collide with restored ones. */
+async function moveSequences(trx: Transaction<DB>): Promise<void> {
+  const { rows } = await sql<{ table: string; sequence: string }>`
+    select table_name as table, pg_get_serial_sequence(quote_ident(table_name), 'id') as sequence
+    from information_schema.columns
+    where table_schema = current_schema() and column_name = 'id'`.execute(trx)
+  for (const { table, sequence } of rows) {
+    if (!sequence) continue
+    await sql`select setval(${sequence}::regclass, coalesce((select max(id) from ${sql.table(table)}), 0) + 1, false)`.execute(trx)
+  }
+}

@@ -1,0 +1,61 @@
+import { sql } from 'kysely'
+import type { Db, Executor } from '../db/database.ts'
+import { isPostgres } from '../db/dialect.ts'
+import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
+
+/**
+ * What a backup holds and in which order a restore writes it: parents before the rows that refer
+ * to them. Tables the database has beyond these (added by a later migration) follow in name order;
+ * purely operational ones are never carried (`OPERATIONAL_TABLES`).
+ */
+const TABLE_ORDER = [
+  'users',
+  'wallets',
+  'user_sessions',
+  'wallet_users',
+  'wallet_sessions',
+  'assets',
+  'holdings',
+  'transactions',
+  'transaction_assets',
+  'idempotency_keys',
+  'webhooks',
+  'events',
+  'webhook_deliveries',
+  'webhook_attempts',
+]
+
+/** Kept out of backups: the migration bookkeeping (a restore runs the migrations itself) and counters that only throttle. */
+const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits'])
+
+/** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
+export async function listDataTables(db: Executor): Promise<string[]> {
+  const { rows } = isPostgres(db)
+    ? await sql<{ name: string }>`select tablename as name from pg_tables where schemaname = current_schema()`.execute(db)
+    : await sql<{ name: string }>`select name from sqlite_master where type = 'table' and name not like 'sqlite_%'`.execute(db)
+  const names = rows.map((row) => row.name).filter((name) => !OPERATIONAL_TABLES.has(name))
+  const known = TABLE_ORDER.filter((name) => names.includes(name))
+  const later = names.filter((name) => !TABLE_ORDER.includes(name)).sort()
+  return [...known, ...later]
+}
+
+export async function countRows(db: Executor, table: string): Promise<number> {
+  const { rows } = await sql<{ count: number | string }>`select count(*) as count from ${sql.table(table)}`.execute(db)
+  return Number(rows[0].count)
+}
+
+/**
+ * Rows of the store that a restore would collide with: every row of every data table except the
+ * reserved `mint` wallet the first migration creates. Empty when the store may be restored into.
+ */
+export async function findExistingData(db: Db): Promise<string[]> {
+  const found: string[] = []
+  for (const table of await listDataTables(db)) {
+    const count =
+      table === 'wallets'
+        ? Number((await db.selectFrom('wallets').select((eb) => eb.fn.countAll<number>().as('count')).where('id', '<>', MINT_WALLET_ID).executeTakeFirstOrThrow()).count)
+        : await countRows(db, table)
+    if (count > 0) found.push(`${count} ${table}`)
+  }
+  return found
+}
