@@ -17,6 +17,9 @@ import consolePlugin from './http/console.ts'
 import { answerClientError, answerRouterError, registerErrorHandler } from './http/error-handler.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
+import { createAttemptLimiter } from './http/rate-limit.ts'
+import { OperatorMetrics, registerOperatorMetrics } from './operations/metrics.ts'
+import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
@@ -62,8 +65,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
-  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch })
-  const deps: Deps = { ...options, ledger }
+  const metrics = new OperatorMetrics()
+  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch, onBatch: metrics.observeBatch })
+  const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())
 
   // 1. Parsing and validation (bodies never coerced), then the one error handler.
@@ -72,6 +76,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
+  await registerOperatorMetrics(app, { metrics, database: options.database })
 
   // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
   await app.register(cookie)
@@ -117,6 +122,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // The operator's sessions and read routes; then the web console at /console/ (and / leading there).
   await app.register(adminRoutes, deps)
   await app.register(consolePlugin)
+  // Background pruning of operational records (never the journal), started on ready, stopped on close.
+  await app.register(retention, deps)
 
   await app.ready()
   return app

@@ -81,7 +81,8 @@ async function verify(database: Database): Promise<number> {
   const started = Date.now()
   const report = await verifyLedger(database.db, progressBar)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  console.log(`checked ${report.transactions} transactions, ${report.holdings} holdings, ${report.assets} assets in ${seconds} s`)
+  const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`
+  console.log(`checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ${count(report.assets, 'asset')} in ${seconds} s`)
   if (report.ok) {
     console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
     return 0

@@ -18,6 +18,10 @@ export interface Config {
   cookieSecure: boolean
   sessionLifetimeDays: number
   sessionIdleDays: number
+  /** Ended webhook deliveries and events older than this are pruned (`operations/retention.ts`). */
+  eventRetentionDays: number
+  /** Idempotency keys older than this are pruned; at least 24. */
+  idempotencyRetentionHours: number
   webhookAllowPrivate: boolean
   /** Seconds between webhook retries, one entry per retry; the last entry ends the schedule. */
   webhookRetrySchedule: number[]
@@ -232,6 +236,8 @@ export function loadConfig(env: Env = process.env): Config {
     cookieSecure: boolean(env, 'COOKIE_SECURE', false),
     sessionLifetimeDays: integer(env, 'SESSION_LIFETIME_DAYS', 30, 1, 3650),
     sessionIdleDays: integer(env, 'SESSION_IDLE_DAYS', 7, 0, 3650),
+    eventRetentionDays: integer(env, 'EVENT_RETENTION_DAYS', 30, 1, 3650),
+    idempotencyRetentionHours: integer(env, 'IDEMPOTENCY_RETENTION_HOURS', 168, 24, 87_600),
     webhookAllowPrivate: boolean(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetrySchedule: schedule(env, 'WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),

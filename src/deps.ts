@@ -1,5 +1,6 @@
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
+import type { AttemptLimiter } from './http/rate-limit.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
 import type { SecretsKey } from './secrets/secret-box.ts'
 
@@ -21,4 +22,6 @@ export interface AppOptions {
  */
 export interface Deps extends AppOptions {
   ledger: Ledger
+  /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
+  limiter: AttemptLimiter
 }

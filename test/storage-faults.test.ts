@@ -9,7 +9,8 @@ import { describeStorageFault, isStorageUnavailable } from '../src/db/faults.ts'
 import { migrateToLatest } from '../src/db/migrate.ts'
 import { hashToken } from '../src/http/tokens.ts'
 import { generateSecretsKey } from '../src/secrets/secret-box.ts'
-import { ADMIN_KEY, createUser, expectError, STORAGE } from './helpers/app.ts'
+import { ADMIN_KEY, expectError, STORAGE } from './helpers/app.ts'
+import { createUser } from './helpers/factories.ts'
 import { createDatabase, freePort } from './helpers/postgres.ts'
 
 /**

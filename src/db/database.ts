@@ -2,13 +2,12 @@ import fs from 'node:fs'
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
 import { CompiledQuery, Kysely, SqliteDialect, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely'
-import { startCheckpointer } from './checkpointer.ts'
-import { StorageFault } from './faults.ts'
 import type { PostgresTimeouts } from '../config.ts'
+import { startCheckpointer } from './checkpointer.ts'
+import type { Database } from './database.types.ts'
+import { StorageFault } from './faults.ts'
 import { openPostgres } from './postgres.ts'
 import type { DB } from './tables.ts'
-
-import type { Database } from './database.types.ts'
 
 export { openPostgres }
 export type { Database, Db, Executor } from './database.types.ts'

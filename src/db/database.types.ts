@@ -14,5 +14,15 @@ export interface Database {
    * (`faults.ts`) when it cannot (unreachable, a read-only server, SQLite's disk full).
    */
   checkWritable(): Promise<void>
+  /** PostgreSQL: the connection pool's use right now (metrics); undefined on SQLite, which has one connection. */
+  poolUse?(): PoolUse
   close(): Promise<void>
+}
+
+export interface PoolUse {
+  max: number
+  open: number
+  idle: number
+  /** Queries waiting for a connection: the pool is saturated. */
+  waiting: number
 }

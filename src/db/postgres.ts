@@ -200,6 +200,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
       const { rows } = await pool.query<Writability>(WRITABLE)
       if (!selector.fits(rows[0])) throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
     },
+    poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await db.destroy()
     },

@@ -147,6 +147,12 @@ export interface OperatorSessionsTable {
   expires_at: string
 }
 
+export interface RateLimitHitsTable {
+  key: string
+  window_start: number
+  hits: number
+}
+
 export interface DB {
   users: UsersTable
   user_sessions: UserSessionsTable
@@ -162,6 +168,7 @@ export interface DB {
   events: EventsTable
   webhook_deliveries: WebhookDeliveriesTable
   webhook_attempts: WebhookAttemptsTable
+  rate_limit_hits: RateLimitHitsTable
   operator_sessions: OperatorSessionsTable
 }
 

@@ -85,33 +85,6 @@ export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}):
   }
 }
 
-export interface TestUser {
-  id: number
-  username: string
-  password: string
-  walletId: number
-  address: string
-  token: string
-  /** Bearer headers for this user's session. */
-  auth: Record<string, string>
-}
-
-let counter = 0
-
-/** Registers a user and logs in with a returned token. */
-export async function createUser(app: FastifyInstance, name?: string): Promise<TestUser> {
-  counter += 1
-  const username = name ?? `user${process.pid}x${counter}`
-  const password = 'correct horse'
-  const registered = await app.inject({ method: 'POST', url: '/users', payload: { username, password } })
-  if (registered.statusCode !== 201) throw new Error(`register failed: ${registered.body}`)
-  const user = registered.json()
-  const login = await app.inject({ method: 'POST', url: `/users/${username}/sessions`, payload: { password, return_token: true } })
-  if (login.statusCode !== 201) throw new Error(`login failed: ${login.body}`)
-  const { token } = login.json()
-  return { id: user.id, username, password, walletId: user.primary_wallet_id, address: user.wallet_address, token, auth: { authorization: `Bearer ${token}` } }
-}
-
 /** Asserts an error response has the contract's layout, status and code. */
 export function expectError(response: LightMyRequestResponse, status: number, code: string): void {
   const body = response.json()
