@@ -72,14 +72,19 @@ describe(`coffer backup on ${STORAGE}`, () => {
       const database = openDatabase(source.config)
       const file = path.join(scratch, `load-${STORAGE}.coffer.gz`)
       let summary
+      const progress: [string, number, number][] = []
       try {
-        summary = await createBackup(database, file)
+        summary = await createBackup(database, file, { progress: (table, done, total) => progress.push([table, done, total]) })
       } finally {
         running = false
         await Promise.all(load)
         await database.close()
       }
       assert.ok(committed > 10, `only ${committed} transfers ran during the backup`)
+      // Progress is reported table by table, never going back, and ends at the whole.
+      assert.deepEqual(progress.at(-1)?.slice(1), [summary.rows, summary.rows])
+      assert.ok(progress.every(([, done], i) => i === 0 || done >= progress[i - 1][1]))
+      assert.ok(progress.some(([table]) => table === 'transactions'))
       assert.ok(summary.tables.transactions > 2 && summary.tables.transactions < committed + 3, `the backup holds ${summary.tables.transactions} of ${committed + 2} transactions`)
       // Restored on its own, the instant it holds checks out: holdings match the journal, assets sum to zero.
       const target = await store('sqlite')
