@@ -229,6 +229,13 @@ describe(`coffer restore refuses bad input on ${STORAGE}, writing nothing`, () =
     await refused(good, /^coffer: the store is not empty \(it holds 2 users, 2 wallets, .*\): restore only into an empty store$/m, target)
   })
 
+  it('coffer backup to a place it cannot write: one line, no file', async () => {
+    const source = stores[stores.length - 1]
+    const result = await runCoffer(source.env, 'backup', path.join(scratch, 'no-such-dir', 'b.coffer.gz'))
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /^coffer: could not write .*b\.coffer\.gz: its directory does not exist\n$/)
+  })
+
   it('a file that does not exist, or is not a backup', async () => {
     await refused(path.join(scratch, 'missing.coffer.gz'), /^coffer: .*missing.coffer.gz: no such file/)
     const plain = path.join(scratch, 'plain.txt')
