@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, type Config } from './config.ts'
-import { isStorageUnavailable, openDatabase, type Database } from './db/database.ts'
+import { openDatabase, type Database } from './db/database.ts'
+import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { outbox } from './events/outbox.ts'
@@ -93,7 +94,9 @@ async function verify(database: Database): Promise<number> {
 }
 
 async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
-  const database = openDatabase(config)
+  // An operator's command (migrate, verify, backup, restore) may run statements far longer than a
+  // request's: on PostgreSQL only its lock waits and its connecting stay bounded.
+  const database = openDatabase({ ...config, postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 } })
   try {
     await migrateToLatest(database.db)
     return await work(database)
@@ -216,7 +219,8 @@ export async function main(argv: string[]): Promise<number> {
       return 1
     }
     if (isStorageUnavailable(error)) {
-      console.error(`coffer: the database is unavailable or busy, try again (${(error as Error).message})`)
+      const cause = describeStorageFault(error)
+      console.error(`coffer: the database is unavailable or busy, try again (${cause.code ?? 'unknown cause'}: ${cause.message})`)
       return 1
     }
     throw error

@@ -4,6 +4,7 @@ import { Agent, request, type Dispatcher } from 'undici'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
+import { Backoff } from '../db/faults.ts'
 import type { SecretsKey } from '../secrets/secret-box.ts'
 import { webhookHeaders } from './signature.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
@@ -47,7 +48,7 @@ export function retryDelayMs(seconds: number, random = Math.random()): number {
 }
 
 /**
- * Delivers queued webhook events (contract §8): claims due rows under a lease, POSTs each signed
+ * Delivers queued webhook events: claims due rows under a lease, POSTs each signed
  * event, logs every attempt, and reschedules failures on `config.webhookRetrySchedule` until the
  * schedule runs out. Never throws out of its loop; a receiver that hangs, resets or answers with
  * megabytes costs at most one slot for `webhookTimeoutMs`.
@@ -68,6 +69,8 @@ export class DeliveryWorker {
   private ticking: Promise<void> | undefined
   private again = false
   private running = false
+  /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
+  private readonly backoff = new Backoff()
 
   constructor(options: DeliveryWorkerOptions) {
     this.db = options.database.db
@@ -140,7 +143,7 @@ export class DeliveryWorker {
 
   private async tick(): Promise<void> {
     const free = this.concurrency - this.inFlight.size
-    if (free <= 0) return
+    if (free <= 0 || !this.backoff.ready()) return
     const perWallet = new Map<number, number>()
     for (const { walletId } of this.inFlight.values()) perWallet.set(walletId, (perWallet.get(walletId) ?? 0) + 1)
     const skipWallets = [...perWallet].filter(([, count]) => count >= this.perWallet).map(([walletId]) => walletId)
@@ -154,9 +157,10 @@ export class DeliveryWorker {
         skipWallets,
       })
     } catch (error) {
-      if (this.running) this.log.warn({ err: error }, 'webhook worker: claiming deliveries failed')
+      if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: claiming deliveries failed; retrying with backoff')
       return
     }
+    if (this.backoff.succeeded()) this.log.info('webhook worker: claiming deliveries again')
     let launched = 0
     for (const claim of claims) {
       const count = perWallet.get(claim.wallet_id) ?? 0
@@ -208,7 +212,7 @@ export class DeliveryWorker {
     const outcome = await this.send(url, secret, work.event_id, work.payload)
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
       // Cut off by the shutdown: the receiver may have seen it, so it is logged like any attempt
-      // (contract §8), and the delivery is given back, due again at once rather than after a backoff.
+      // (every attempt is), and the delivery is given back, due again at once rather than after a backoff.
       await inTransaction(this.db, async (trx) => {
         await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome, error: INTERRUPTED })
         await repo.releaseDelivery(trx, claim.id, claim.lease_until)
