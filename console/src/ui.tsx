@@ -54,10 +54,12 @@ export function Field({ label, hint, value, onValue, type = 'text', ...input }: 
 
 export function Select({ label, value, onValue, options, hint }: { label: string; value: string; onValue: (value: string) => void; options: [string, string][]; hint?: string }) {
   const id = useId()
+  // A value that is no option (nothing chosen yet) shows, and means, the first option.
+  const shown = options.some(([key]) => key === value) ? value : (options[0]?.[0] ?? '')
   return (
     <div class="field">
       <label for={id}>{label}</label>
-      <select id={id} value={value} onChange={(event) => onValue(event.currentTarget.value)} aria-describedby={hint ? `${id}-hint` : undefined}>
+      <select id={id} value={shown} onChange={(event) => onValue(event.currentTarget.value)} aria-describedby={hint ? `${id}-hint` : undefined}>
         {options.map(([key, text]) => (
           <option key={key} value={key}>
             {text}
@@ -174,22 +176,36 @@ export function useAction(sessionCodes: string[] = ['A000', 'A001']) {
   return { run, pending, error, setError }
 }
 
-/** Loads data on mount and when `deps` change; `reload()` loads again. */
-export function useLoad<T>(load: () => Promise<T>, deps: unknown[], sessionCodes?: string[]) {
+/**
+ * Loads data on mount and when `deps` change; `reload()` loads again. Only the latest load's
+ * answer is kept, so a slow answer to an older search never replaces a newer one.
+ */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[], sessionCodes: string[] = ['A000', 'A001']) {
   const [data, setData] = useState<T | undefined>()
-  const { run, pending, error } = useAction(sessionCodes)
+  const [loading, setLoading] = useState(true)
+  const [error, setError] = useState<ShownError | undefined>()
+  const session = useContext(SessionEndsContext)
   const generation = useRef(0)
-  const reload = useCallback(() => {
+  const reload = useCallback(async () => {
     const mine = ++generation.current
-    return run(async () => {
+    setLoading(true)
+    try {
       const value = await load()
-      if (mine === generation.current) setData(value)
-    })
+      if (mine !== generation.current) return
+      setData(value)
+      setError(undefined)
+    } catch (caught) {
+      if (mine !== generation.current) return
+      if (caught instanceof CofferError && sessionCodes.includes(caught.code)) session.ended(describeError(caught).text)
+      else setError(describeError(caught))
+    } finally {
+      if (mine === generation.current) setLoading(false)
+    }
   }, deps)
   useEffect(() => {
     void reload()
   }, [reload])
-  return { data, loading: pending && data === undefined, error, reload, setData }
+  return { data, loading: loading && data === undefined, error, reload, setData }
 }
 
 // Confirmations before anything that cannot be undone.

@@ -1,11 +1,14 @@
 import { call, coffer } from '../api.ts'
 import { formatQuantity, formatValue } from '../format.ts'
+import { useWalletEvents } from '../live.ts'
 import { Empty, ErrorNotice, Loading, Page, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
 /** The active wallet's holdings. */
 export function Balances({ session }: ScreenProps) {
-  const { data: holdings, loading, error } = useLoad(() => call(coffer.GET('/wallet/assets')), [session.wallet_id])
+  const { data: holdings, loading, error, reload } = useLoad(() => call(coffer.GET('/wallet/assets')), [session.wallet_id])
+  // What arrives or leaves shows at once.
+  useWalletEvents(session.wallet_id, () => void reload())
   return (
     <Page title="Balances">
       <p>

@@ -1,9 +1,9 @@
-import { useContext, useEffect, useRef, useState } from 'preact/hooks'
-import { callPage, coffer, followEvents, type WalletEvent } from '../api.ts'
+import { useEffect, useState } from 'preact/hooks'
+import { callPage, coffer, type WalletEvent } from '../api.ts'
 import { dayBound, formatAssets } from '../format.ts'
-import { ERROR_TEXT } from '../text.ts'
+import { useWalletEvents } from '../live.ts'
 import { TransactionList } from '../transactions.tsx'
-import { Empty, ErrorNotice, Field, Loading, Page, Select, SessionEndsContext, useLoad } from '../ui.tsx'
+import { Empty, ErrorNotice, Field, Loading, Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
 /** The active wallet's transactions: filters, pages, and live updates from the event stream. */
@@ -15,9 +15,7 @@ export function History({ session }: ScreenProps) {
   const [limit, setLimit] = useState('20')
   // Cursors of the pages seen so far: the first page has none.
   const [cursors, setCursors] = useState<(number | undefined)[]>([undefined])
-  const [live, setLive] = useState<'connecting' | 'live' | 'reconnecting'>('connecting')
   const [news, setNews] = useState('')
-  const session$ = useContext(SessionEndsContext)
   const before = cursors[cursors.length - 1]
   const filters = JSON.stringify([direction, asset.trim(), since, until, limit])
 
@@ -41,31 +39,17 @@ export function History({ session }: ScreenProps) {
   )
   useEffect(() => setCursors([undefined]), [filters, session.wallet_id])
 
-  // Live: each event of the wallet reloads the first page and is announced.
+  // Live: each event of the wallet is announced and refreshes the first page.
   const firstPage = cursors.length === 1
-  const latest = useRef({ firstPage, reload: page.reload })
-  latest.current = { firstPage, reload: page.reload }
-  useEffect(() => {
-    const controller = new AbortController()
-    void followEvents(
-      {
-        baseUrl: location.origin,
-        signal: controller.signal,
-        onStatus: setLive,
-        onRefused: () => session$.ended(ERROR_TEXT.A001),
-      },
-      (event: WalletEvent) => {
-        const transaction = event.data
-        setNews(
-          event.type === 'transaction.received'
-            ? `New: received ${formatAssets(transaction.assets)} from ${transaction.sending_username ?? transaction.sending_wallet_address}.`
-            : `New: sent ${formatAssets(transaction.assets)} to ${transaction.receiving_username ?? transaction.receiving_wallet_address}.`,
-        )
-        if (latest.current.firstPage) void latest.current.reload()
-      },
+  const live = useWalletEvents(session.wallet_id, (event: WalletEvent) => {
+    const transaction = event.data
+    setNews(
+      event.type === 'transaction.received'
+        ? `New: received ${formatAssets(transaction.assets)} from ${transaction.sending_username ?? transaction.sending_wallet_address}.`
+        : `New: sent ${formatAssets(transaction.assets)} to ${transaction.receiving_username ?? transaction.receiving_wallet_address}.`,
     )
-    return () => controller.abort()
-  }, [session.wallet_id])
+    if (firstPage) void page.reload()
+  })
 
   return (
     <Page title="History">

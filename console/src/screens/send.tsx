@@ -103,7 +103,7 @@ export function Send({ session }: ScreenProps) {
           <fieldset>
             <legend>What to send</legend>
             {lines.map((line, index) => (
-              <div class="line" key={index} role="group" aria-label={`Asset ${index + 1}`}>
+              <div class="line" key={index} role="group" aria-label={`Line ${index + 1}`}>
                 <Select label={`Asset ${index + 1}`} value={line.asset} onValue={(asset) => setLine(index, { asset })} options={options} />
                 <Field label={`Quantity ${index + 1}`} value={line.quantity} onValue={(quantity) => setLine(index, { quantity })} inputMode="numeric" required autoComplete="off" hint="a whole number" />
                 {lines.length > 1 && (

@@ -83,12 +83,12 @@ export function Webhook({ session }: ScreenProps) {
       <h2>Deliveries</h2>
       <ErrorNotice error={deliveries.error} />
       {deliveries.loading && <Loading what="deliveries" />}
+      <button type="button" onClick={() => deliveries.reload()}>
+        Refresh deliveries
+      </button>
       {deliveries.data && deliveries.data.length === 0 && <Empty>No event has been sent to a webhook yet.</Empty>}
       {deliveries.data && deliveries.data.length > 0 && (
         <>
-          <button type="button" onClick={() => deliveries.reload()}>
-            Refresh deliveries
-          </button>
           <ul class="cards">
             {deliveries.data.map((delivery) => (
               <li key={delivery.id}>
