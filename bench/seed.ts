@@ -31,7 +31,7 @@ async function call(base: string, method: string, url: string, body: unknown, to
 }
 
 /** Runs `work` over `items` with at most `limit` at a time, preserving order of results. */
-export async function pool<T, R>(items: T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
+async function pool<T, R>(items: T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length)
   let next = 0
   const worker = async () => {

@@ -41,12 +41,13 @@ async function withLocalService<T>(work: (baseUrl: string) => Promise<T>): Promi
   const { openSqlite } = await import('../src/db/database.ts')
   const { migrateToLatest } = await import('../src/db/migrate.ts')
   const { hashToken } = await import('../src/http/tokens.ts')
+  const { generateSecretsKey } = await import('../src/secrets/secret-box.ts')
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-client-'))
   const database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
   try {
     await migrateToLatest(database.db)
     const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', ADMIN_API_KEY: 'cfa_only_here_to_generate_the_client_types' })
-    const app = await buildApp({ config, database, adminKeyHash: hashToken('unused') })
+    const app = await buildApp({ config, database, adminKeyHash: hashToken('unused'), secretsKey: generateSecretsKey() })
     try {
       return await work(await app.listen({ port: 0, host: '127.0.0.1' }))
     } finally {

@@ -11,6 +11,7 @@ import { buildApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
 import { openSqlite } from '../src/db/database.ts'
 import { migrateToLatest } from '../src/db/migrate.ts'
+import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { hashToken } from '../src/http/tokens.ts'
 import { createBackup } from '../src/operations/backup.ts'
 import { VERSION } from '../src/version.ts'
@@ -21,7 +22,7 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-fixture-'))
 const database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
 await migrateToLatest(database.db)
 const config = loadConfig({ DATA_DIR: dataDir, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0', WEBHOOK_ALLOW_PRIVATE: 'true' })
-const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY) })
+const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config) })
 const world = await buildLedgerWorld(app, { authorization: `Bearer ${ADMIN_KEY}` }, { prefix: 'fx' })
 await app.close()
 const file = path.join('test', 'fixtures', `backup-${VERSION}.coffer.gz`)

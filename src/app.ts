@@ -6,6 +6,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
+import { authenticateUserSession } from './accounts/accounts.service.ts'
 import adminRoutes from './admin/admin.routes.ts'
 import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
@@ -13,22 +14,25 @@ import { outbox } from './events/outbox.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
 import consolePlugin from './http/console.ts'
-import { answerClientError, registerErrorHandler } from './http/error-handler.ts'
-import { sendError } from './http/errors.ts'
+import { answerClientError, answerRouterError, registerErrorHandler } from './http/error-handler.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
+import { createAttemptLimiter } from './http/rate-limit.ts'
+import { OperatorMetrics, registerOperatorMetrics } from './operations/metrics.ts'
+import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
 import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
+import { authenticateWalletKey } from './wallets/wallets.service.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { config } = options
   const app = Fastify({
-    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'], ...(options.logStream ? { stream: options.logStream } : {}) },
     // observability.ts writes one line per request instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
@@ -56,18 +60,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     clientErrorHandler: answerClientError,
     // Malformed percent-encoding and path parameters over 512 characters are refused by the router
     // before any hook runs; they still get the contract's error layout and a request id.
-    frameworkErrors: (error, request, reply) => {
-      const code = error.code === 'FST_ERR_ASYNC_CONSTRAINT' ? 'S000' : 'G001'
-      const detail = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'malformed URL'
-      const answer = reply as FastifyReply
-      sendError(answer.header('x-request-id', request.id), code, detail)
-    },
+    frameworkErrors: (error, request, reply) => answerRouterError(error, request, reply as FastifyReply),
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
-  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch })
-  const deps: Deps = { ...options, ledger }
+  const metrics = new OperatorMetrics()
+  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch, onBatch: metrics.observeBatch })
+  const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())
 
   // 1. Parsing and validation (bodies never coerced), then the one error handler.
@@ -76,6 +76,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
+  await registerOperatorMetrics(app, { metrics, database: options.database })
 
   // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
   await app.register(cookie)
@@ -85,7 +86,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     methods: ['GET', 'POST', 'PUT', 'DELETE'],
     exposedHeaders: ['X-Request-Id', 'Link', 'Idempotent-Replayed', 'Retry-After'],
   })
-  await app.register(auth, { db: deps.database.db, config, adminKeyHash: deps.adminKeyHash })
+  const { db } = deps.database
+  await app.register(auth, {
+    db,
+    config,
+    adminKeyHash: deps.adminKeyHash,
+    credentials: { userSession: (hash) => authenticateUserSession(db, config, hash), walletKey: (hash) => authenticateWalletKey(db, hash) },
+  })
 
   // 4. API reference generated from the route schemas.
   await app.register(swagger, {
@@ -115,6 +122,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // The operator's sessions and read routes; then the web console at /console/ (and / leading there).
   await app.register(adminRoutes, deps)
   await app.register(consolePlugin)
+  // Background pruning of operational records (never the journal), started on ready, stopped on close.
+  await app.register(retention, deps)
 
   await app.ready()
   return app

@@ -9,7 +9,7 @@ import * as assets from './ledger/assets.service.ts'
 import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { verifyLedger } from './ledger/verify.ts'
-import { BackupError, backupCommand, migrateStatusCommand, restoreCommand } from './operations/commands.ts'
+import { BackupError, backupCommand, migrateStatusCommand, restoreCommand, rotateSecretsKeyCommand, SecretsKeyError } from './operations/commands.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from './wallets/wallets.service.ts'
 
 const USAGE = `Usage: coffer <command> [arguments]
@@ -28,6 +28,7 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   verify                              recompute every holding from the journal and check the ledger
   backup <file>                       write a consistent backup of the whole store while it serves
   restore <file>                      restore a backup into an empty store, then verify it
+  rotate-secrets-key                  re-encrypt the webhook secrets under a new key (NEW_SECRETS_KEY or generated)
 
 <wallet> is a wallet id or address; <asset> is an asset id or name.
 Exit status: 0 on success, 1 on a failed check or refused operation, 2 on bad usage or configuration.`
@@ -79,7 +80,8 @@ async function verify(database: Database): Promise<number> {
   const started = Date.now()
   const report = await verifyLedger(database.db, progressBar)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  console.log(`checked ${report.transactions} transactions, ${report.holdings} holdings, ${report.assets} assets in ${seconds} s`)
+  const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`
+  console.log(`checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ${count(report.assets, 'asset')} in ${seconds} s`)
   if (report.ok) {
     console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
     return 0
@@ -134,6 +136,9 @@ async function run(config: Config, command: string | undefined, rest: string[], 
     case 'backup':
       if (!rest[0]) throw new UsageError('missing <file>')
       await backupCommand(config, rest[0])
+      return 0
+    case 'rotate-secrets-key':
+      await rotateSecretsKeyCommand(config, process.env.NEW_SECRETS_KEY)
       return 0
     case 'restore':
       if (!rest[0]) throw new UsageError('missing <file>')
@@ -202,7 +207,7 @@ export async function main(argv: string[]): Promise<number> {
       console.error(`coffer: ${error.message}`)
       return 2
     }
-    if (error instanceof BackupError) {
+    if (error instanceof BackupError || error instanceof SecretsKeyError) {
       console.error(`coffer: ${error.message}`)
       return 1
     }

@@ -1,4 +1,5 @@
 import path from 'node:path'
+import { decodeSecretsKey } from './secrets/secrets-key.ts'
 
 /** Typed, validated configuration. Built once at start from the environment (contract §9). */
 export interface Config {
@@ -8,11 +9,17 @@ export interface Config {
   databaseUrl: string | undefined
   dataDir: string
   adminApiKey: string | undefined
+  /** SECRETS_KEY decoded (32 bytes); undefined selects the key file in `dataDir` (`secrets/secrets-key.ts`). */
+  secretsKey: Buffer | undefined
   corsOrigins: string[]
   sessionCookieName: string
   cookieSecure: boolean
   sessionLifetimeDays: number
   sessionIdleDays: number
+  /** Ended webhook deliveries and events older than this are pruned (`operations/retention.ts`). */
+  eventRetentionDays: number
+  /** Idempotency keys older than this are pruned; at least 24. */
+  idempotencyRetentionHours: number
   webhookAllowPrivate: boolean
   /** Seconds between webhook retries, one entry per retry; the last entry ends the schedule. */
   webhookRetrySchedule: number[]
@@ -116,6 +123,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
     throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
   }
+  const secretsKey = env.SECRETS_KEY ? decodeSecretsKey(env.SECRETS_KEY) : undefined
+  if (env.SECRETS_KEY && !secretsKey) throw new ConfigError('SECRETS_KEY', 'must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
   const host = env.HOST || '0.0.0.0'
   if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
   return {
@@ -124,11 +133,14 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: databaseUrl(env, 'DATABASE_URL'),
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminApiKey: adminApiKey || undefined,
+    secretsKey,
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     sessionCookieName: cookieName,
     cookieSecure: boolean(env, 'COOKIE_SECURE', false),
     sessionLifetimeDays: integer(env, 'SESSION_LIFETIME_DAYS', 30, 1, 3650),
     sessionIdleDays: integer(env, 'SESSION_IDLE_DAYS', 7, 0, 3650),
+    eventRetentionDays: integer(env, 'EVENT_RETENTION_DAYS', 30, 1, 3650),
+    idempotencyRetentionHours: integer(env, 'IDEMPOTENCY_RETENTION_HOURS', 168, 24, 87_600),
     webhookAllowPrivate: boolean(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetrySchedule: schedule(env, 'WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),

@@ -1,6 +1,8 @@
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
+import type { AttemptLimiter } from './http/rate-limit.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
+import type { SecretsKey } from './secrets/secret-box.ts'
 
 /** What `buildApp` is given; main.ts and the test helper each assemble one. */
 export interface AppOptions {
@@ -8,6 +10,10 @@ export interface AppOptions {
   database: Database
   /** SHA-256 of the admin key (`http/admin-key.ts`). */
   adminKeyHash: string
+  /** Seals webhook secrets at rest; checked against the database at start (`events/webhook-secrets.ts`). */
+  secretsKey: SecretsKey
+  /** Where the JSON log lines go; standard output by default. */
+  logStream?: { write(line: string): void }
 }
 
 /**
@@ -16,4 +22,6 @@ export interface AppOptions {
  */
 export interface Deps extends AppOptions {
   ledger: Ledger
+  /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
+  limiter: AttemptLimiter
 }

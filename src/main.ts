@@ -2,14 +2,59 @@ import { buildApp } from './app.ts'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { openDatabase } from './db/database.ts'
 import { migrateToLatest } from './db/migrate.ts'
+import { prepareWebhookSecrets } from './events/webhook-secrets.ts'
 import { resolveAdminKey } from './http/admin-key.ts'
+
+/**
+ * Standard output for the service's JSON log lines, holding them back until `release`: the start
+ * banner goes out first as plain lines, then the logs begin (those written meanwhile included).
+ */
+class HeldLog {
+  #held: string[] | undefined = []
+
+  write(line: string): void {
+    if (this.#held) this.#held.push(line)
+    else process.stdout.write(line)
+  }
+
+  release(): void {
+    const held = this.#held ?? []
+    this.#held = undefined
+    for (const line of held) process.stdout.write(line)
+  }
+}
+
+/** The start banner: where the service answers and what it runs on, as plain lines for a person. */
+function banner(url: string, storage: string, adminKeyFile: string | undefined): string[] {
+  return [
+    `Coffer is listening on ${url}`,
+    `  console:       ${url}/console/`,
+    `  API reference: ${url}/docs`,
+    `  storage:       ${storage}`,
+    adminKeyFile ? `  admin key:     stored in ${adminKeyFile}` : '  admin key:     from ADMIN_API_KEY',
+  ]
+}
 
 /** Starts the service: config → storage → server → signals. Resolves once it is listening. */
 export async function serve(config: Config): Promise<void> {
   const adminKey = resolveAdminKey(config)
+  const log = new HeldLog()
   const database = openDatabase({ ...config, backgroundCheckpoints: true })
-  await migrateToLatest(database.db)
-  const app = await buildApp({ config, database, adminKeyHash: adminKey.hash })
+  let app
+  try {
+    await migrateToLatest(database.db)
+    let secretsKey
+    try {
+      secretsKey = await prepareWebhookSecrets(database.db, config)
+    } catch (error) {
+      await database.close()
+      throw error
+    }
+    app = await buildApp({ config, database, adminKeyHash: adminKey.hash, secretsKey, logStream: log })
+  } catch (error) {
+    log.release()
+    throw error
+  }
 
   let closing = false
   const shutdown = async (signal: string) => {
@@ -29,24 +74,22 @@ export async function serve(config: Config): Promise<void> {
   process.on('SIGTERM', () => void shutdown('SIGTERM'))
   process.on('SIGINT', () => void shutdown('SIGINT'))
 
-  await app.listen({ port: config.port, host: config.host })
+  try {
+    await app.listen({ port: config.port, host: config.host })
+  } catch (error) {
+    log.release()
+    throw error
+  }
   const shown = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
-  const url = `http://${shown}:${port}`
   const storage = config.databaseUrl ? 'PostgreSQL' : `SQLite (${config.dataDir}/coffer.sqlite)`
-  console.log(`Coffer is listening on ${url}`)
-  console.log(`  console:       ${url}/console/`)
-  console.log(`  API reference: ${url}/docs`)
-  console.log(`  storage:       ${storage}`)
-  console.log(adminKey.file ? `  admin key:     stored in ${adminKey.file}` : '  admin key:     from ADMIN_API_KEY')
+  process.stdout.write(`${banner(`http://${shown}:${port}`, storage, adminKey.file).join('\n')}\n\n`)
+  log.release()
 }
 
-function isMain(): boolean {
-  return process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '')
-}
-
-if (isMain()) {
+/** `npm start` and `node dist/main.js`: reads the configuration and serves; exits 2 on a bad configuration, 1 when it cannot start. */
+export function start(): void {
   let config: Config
   try {
     config = loadConfig()
@@ -62,3 +105,9 @@ if (isMain()) {
     process.exit(1)
   })
 }
+
+function isMain(): boolean {
+  return process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '')
+}
+
+if (isMain()) start()

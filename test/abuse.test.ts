@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
-import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, expectError, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 import { createToken } from '../src/http/tokens.ts'
 
 /**

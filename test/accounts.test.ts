@@ -5,7 +5,8 @@ import * as repo from '../src/accounts/accounts.repository.ts'
 import type { Executor } from '../src/db/database.ts'
 import { hashPassword } from '../src/accounts/passwords.ts'
 import { createToken } from '../src/http/tokens.ts'
-import { ADMIN_KEY, buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
+import { ADMIN_KEY, buildTestApp, expectError, whileOpen, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 

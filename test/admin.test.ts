@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
-import { ADMIN_KEY, buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import { ADMIN_KEY, buildTestApp, expectError, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 
 /**
  * The operator side of the console: operator sessions by cookie (opened with the admin key, ended,

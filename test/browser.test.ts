@@ -4,7 +4,8 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
-import { buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 
 /**
  * What a real browser does with the session cookie, CORS and the CSRF guard (contract §4), for a

@@ -7,7 +7,8 @@ import type { LightMyRequestResponse } from 'fastify'
 import { inTransaction } from '../src/db/dialect.ts'
 import { insertAsset } from '../src/ledger/assets.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import { buildTestApp, createUser, openTestDatabase, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, openTestDatabase, STORAGE, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 
 /**
  * Many transfers at once over the same rows. PostgreSQL is where lost updates, overdrafts and

@@ -8,8 +8,10 @@ import { loadConfig } from '../src/config.ts'
 import { openPostgres } from '../src/db/database.ts'
 import { ERRORS, type ErrorCode } from '../src/http/errors.ts'
 import { hashToken } from '../src/http/tokens.ts'
-import { ADMIN_KEY, buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
+import { ADMIN_KEY, buildTestApp, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 import { freePort } from './helpers/postgres.ts'
+import { generateSecretsKey } from '../src/secrets/secret-box.ts'
 
 /** Contract §2, copied by hand: the table in the code must say exactly this. */
 const CONTRACT: Record<string, [number, string]> = {
@@ -207,7 +209,7 @@ describe('every code, provoked through HTTP', () => {
     const url = `postgres://coffer:secret@127.0.0.1:${port}/coffer`
     const config = loadConfig({ DATABASE_URL: url, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0' })
     const database = openPostgres(url, 2)
-    const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY) })
+    const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: generateSecretsKey() })
     try {
       const response = await app.inject({ method: 'GET', url: '/assets', headers: { authorization: `Bearer ${ADMIN_KEY}` } })
       assertError(response, 'S001')

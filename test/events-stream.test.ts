@@ -2,8 +2,10 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
-import { buildPeerApp, buildTestApp, createUser, expectError, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, issue, transfer, type TestUser } from './helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
+import { findLiveUserSession } from '../src/accounts/accounts.service.ts'
 import { INTERRUPTED } from '../src/events/delivery.worker.ts'
 
 interface Frame {
@@ -73,19 +75,10 @@ async function listen(app: FastifyInstance): Promise<string> {
   return app.listen({ port: 0, host: '127.0.0.1' })
 }
 
+/** The asset every stream test moves, and `quantity` of it in each user's wallet. */
 async function setUpGold(t: TestApp, ...users: TestUser[]) {
-  const asset = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'gold', value: 1 } })
-  assert.equal(asset.statusCode, 201, asset.body)
-  for (const user of users) {
-    const issued = await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: asset.json().id, quantity: 1_000 } })
-    assert.equal(issued.statusCode, 201, issued.body)
-  }
-}
-
-async function send(app: FastifyInstance, from: TestUser, to: TestUser, quantity = 1) {
-  const sent = await app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to.username, assets: { gold: quantity } } })
-  assert.equal(sent.statusCode, 201, sent.body)
-  return sent.json()
+  const gold = await createAsset(t, { name: 'gold' })
+  for (const user of users) await issue(t, user.walletId, gold.id, 1_000)
 }
 
 describe('GET /wallet/events', () => {
@@ -122,7 +115,7 @@ describe('GET /wallet/events', () => {
     assert.ok(bobStream.headers.get('x-request-id'))
     await waitUntil(() => bobStream.comments.includes('connected') && aliceStream.comments.includes('connected'))
 
-    const transaction = await send(t.app, alice, bob, 5)
+    const transaction = await transfer(t, alice, bob.username, { gold: 5 })
     const [received] = await bobStream.waitFor(1)
     assert.equal(received.event, 'transaction.received')
     assert.match(received.id ?? '', /^[1-9][0-9]*$/)
@@ -148,12 +141,12 @@ describe('GET /wallet/events', () => {
     const keyAuth = { authorization: `Bearer ${key.json().token}` }
     const first = await open(keyAuth)
     await waitUntil(() => first.comments.includes('connected'))
-    await send(t.app, alice, bob, 1)
+    await transfer(t, alice, bob.username, { gold: 1 })
     const [seen] = await first.waitFor(1)
     first.close()
     await waitUntil(() => first.ended())
 
-    const missed = [await send(t.app, alice, bob, 2), await send(t.app, alice, bob, 3)]
+    const missed = [await transfer(t, alice, bob.username, { gold: 2 }), await transfer(t, alice, bob.username, { gold: 3 })]
     const resumed = await open({ ...keyAuth, 'last-event-id': seen.id as string })
     const backlog = await resumed.waitFor(2)
     assert.deepEqual(
@@ -161,7 +154,7 @@ describe('GET /wallet/events', () => {
       missed,
     )
     assert.ok(Number(backlog[0].id) > Number(seen.id) && Number(backlog[1].id) > Number(backlog[0].id))
-    const live = await send(t.app, alice, bob, 4)
+    const live = await transfer(t, alice, bob.username, { gold: 4 })
     const frames = await resumed.waitFor(3)
     assert.deepEqual(JSON.parse(frames[2].data).data, live)
     assert.equal(frames.length, 3)
@@ -185,6 +178,17 @@ describe('GET /wallet/events', () => {
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events' }), 401, 'A000')
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: t.admin }), 401, 'A001')
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: { ...bob.auth, 'last-event-id': 'abc' } }), 400, 'G000')
+  })
+
+  it('refuses a session idle past SESSION_IDLE_DAYS, and its open stream\'s own check ends it too', async () => {
+    const idle = await createUser(t.app)
+    const session = (await t.app.inject({ method: 'GET', url: '/user/session', headers: idle.auth })).json()
+    assert.ok(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), 'a session in use is live')
+    const longAgo = new Date(Date.now() - (t.config.sessionIdleDays + 1) * 86_400_000).toISOString()
+    await t.database.db.updateTable('user_sessions').set({ last_used_at: longAgo }).where('id', '=', session.id).execute()
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: idle.auth }), 401, 'A001')
+    // The lookup a stream repeats at every keep-alive is the guard's: an idle session is not live there either.
+    assert.equal(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), undefined)
   })
 
   it('counts a stream its client leaves as a request, like any other', async () => {
@@ -249,7 +253,7 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     const stream = await openStream(base, alice.auth)
     try {
       await waitUntil(() => stream.comments.includes('connected'))
-      const transaction = await send(peer.app, bob, alice, 2)
+      const transaction = await transfer(peer, bob, alice.username, { gold: 2 })
       const [frame] = await stream.waitFor(1)
       assert.deepEqual(JSON.parse(frame.data).data, transaction)
     } finally {
@@ -278,7 +282,7 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
       await client.query('select pg_current_xact_id()')
       const slow = await insertEvent('evt_slow_commit')
       // ...while a transfer after it commits at once.
-      const later = await send(t.app, alice, bob, 1)
+      const later = await transfer(t, alice, bob.username, { gold: 1 })
       await new Promise((resolve) => setTimeout(resolve, 500))
       assert.equal(stream.frames.length, 0, 'the later event went out before the earlier one was settled')
       await client.query('commit')
@@ -291,7 +295,7 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
       await client.query('begin')
       await client.query('select pg_current_xact_id()')
       await insertEvent('evt_rolled_back')
-      const after = await send(t.app, alice, bob, 1)
+      const after = await transfer(t, alice, bob.username, { gold: 1 })
       await new Promise((resolve) => setTimeout(resolve, 300))
       assert.equal(stream.frames.length, 2)
       await client.query('rollback')
@@ -312,7 +316,7 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     await hook(alice, t.app)
     await hook(bob, peer.app)
     for (let round = 0; round < 6; round++) {
-      await Promise.all([send(t.app, alice, bob), send(peer.app, bob, alice), send(peer.app, alice, bob), send(t.app, bob, alice)])
+      await Promise.all([transfer(t, alice, bob.username, { gold: 1 }), transfer(peer, bob, alice.username, { gold: 1 }), transfer(peer, alice, bob.username, { gold: 1 }), transfer(t, bob, alice.username, { gold: 1 })])
     }
     const expected = new Set(await eventIds())
     await waitUntil(() => webhookIds().length >= 48, 10_000, 'every event')
@@ -334,7 +338,7 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     receiver.behave(() => ({ hang: true }))
     const before = new Set(await eventIds())
     for (let round = 0; round < 4; round++) {
-      await Promise.all([send(t.app, alice, bob), send(peer.app, bob, alice)])
+      await Promise.all([transfer(t, alice, bob.username, { gold: 1 }), transfer(peer, bob, alice.username, { gold: 1 })])
     }
     const fresh = (await eventIds()).filter((id) => !before.has(id))
     assert.equal(fresh.length, 16)

@@ -9,35 +9,12 @@ import { outbox } from '../src/events/outbox.ts'
 import { takeWalletTurns } from '../src/ledger/ledger.service.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
 import { newWebhookSecret } from '../src/events/signature.ts'
-import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, expectError, whileOpen, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, issue, setWebhook, transfer, type TestUser } from './helpers/factories.ts'
 import { startReceiver, waitUntil, type Answer, type Receiver } from './helpers/receiver.ts'
 
 /** Fast retries for the suite: three retries a tenth of a second apart, 300 ms timeout. */
 const FAST = { WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1', WEBHOOK_TIMEOUT_MS: '300' }
-
-async function setUpAsset(t: TestApp, name = 'gold'): Promise<number> {
-  const asset = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value: 1 } })
-  assert.equal(asset.statusCode, 201, asset.body)
-  return asset.json().id
-}
-
-async function issue(t: TestApp, user: TestUser, assetId: number, quantity = 100) {
-  const issued = await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: assetId, quantity } })
-  assert.equal(issued.statusCode, 201, issued.body)
-  return issued.json()
-}
-
-async function send(t: TestApp, from: TestUser, to: TestUser, quantity = 1) {
-  const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to.username, assets: { gold: quantity } } })
-  assert.equal(sent.statusCode, 201, sent.body)
-  return sent.json()
-}
-
-async function setWebhook(t: TestApp, user: TestUser, url: string): Promise<string> {
-  const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: url } })
-  assert.equal(response.statusCode, 200, response.body)
-  return response.json().secret
-}
 
 async function deliveries(t: TestApp, user: TestUser, query = '') {
   const response = await t.app.inject({ method: 'GET', url: `/wallet/webhook/deliveries${query}`, headers: user.auth })
@@ -153,7 +130,7 @@ describe('webhook delivery', () => {
   before(async () => {
     t = await buildTestApp(FAST)
     receiver = await startReceiver()
-    assetId = await setUpAsset(t)
+    assetId = (await createAsset(t, { name: 'gold' })).id
   })
   after(async () => {
     await t.close()
@@ -165,9 +142,10 @@ describe('webhook delivery', () => {
     bob = await createUser(t.app)
     const aliceSecret = await setWebhook(t, alice, `${receiver.url}/alice`)
     const bobSecret = await setWebhook(t, bob, `${receiver.url}/bob`)
-    const issued = await issue(t, alice, assetId)
-    const transaction = await send(t, alice, bob, 7)
-    const requests = await receiver.waitFor(3)
+    const issued = await issue(t, alice.walletId, assetId, 100)
+    const transaction = await transfer(t, alice, bob.username, { gold: 7 })
+    // One request per event: a delivery retried after a slow first attempt may arrive twice.
+    const requests = await receiver.waitForEvents(3)
     const byPath = (path: string) => requests.filter((request) => request.path === path)
     assert.equal(byPath('/alice').length, 2)
     assert.equal(byPath('/bob').length, 1)
@@ -204,7 +182,7 @@ describe('webhook delivery', () => {
 
   it('queues a delivery for a transfer that commits after a webhook was set while it ran', async () => {
     const [payer, payee] = [await createUser(t.app), await createUser(t.app)]
-    await issue(t, payer, assetId, 10)
+    await issue(t, payer.walletId, assetId, 10)
     // As PUT /wallet/webhook does it: hold the wallet, take its turn, store the webhook; committed
     // after 300 ms.
     const setting = async (trx: Executor) => {
@@ -212,7 +190,7 @@ describe('webhook delivery', () => {
       await takeWalletTurns(trx, [payee.walletId])
       await upsertWebhook(trx, { walletId: payee.walletId, url: `${receiver.url}/payee`, secret: newWebhookSecret(), createdAt: nowIso() })
     }
-    const transaction = await whileOpen(t.database.db, setting, () => send(t, payer, payee))
+    const transaction = await whileOpen(t.database.db, setting, () => transfer(t, payer, payee.username, { gold: 1 }))
     // The transfer waited for the webhook (it commits after it), so its event is delivered there.
     const [delivery] = await settled(t, payee, 1)
     assert.equal(delivery.status, 'delivered')
@@ -221,7 +199,7 @@ describe('webhook delivery', () => {
 
   it('sets a webhook only once a transfer of its wallet in progress has committed', async () => {
     const [payer, payee] = [await createUser(t.app), await createUser(t.app)]
-    await issue(t, payer, assetId, 10)
+    await issue(t, payer.walletId, assetId, 10)
     const moved: { id?: number } = {}
     // A transfer to the payee in progress: its rows written, not committed for 300 ms.
     const transfer = async (trx: Executor) => {
@@ -262,7 +240,7 @@ describe('webhook delivery', () => {
   it('retries after a 500 and a timeout, with the same webhook-id, until the receiver says 2xx', async () => {
     receiver.requests.length = 0
     only('/alice', (index) => (index === 0 ? { status: 500 } : index === 1 ? { hang: true } : { status: 204 }))
-    const transaction = await send(t, bob, alice, 1)
+    const transaction = await transfer(t, bob, alice.username, { gold: 1 })
     const requests = await waitAt('/alice', 3)
     assert.equal(new Set(requests.map((request) => request.headers['webhook-id'])).size, 1)
     // The retries waited for the schedule (0.1 s with ±20 % jitter).
@@ -282,7 +260,7 @@ describe('webhook delivery', () => {
   it('gives up after the schedule: status failed, no next attempt', async () => {
     receiver.requests.length = 0
     only('/alice', () => ({ status: 503 }))
-    await send(t, bob, alice, 1)
+    await transfer(t, bob, alice.username, { gold: 1 })
     await waitAt('/alice', 4)
     const [latest] = await settled(t, alice, 4)
     assert.equal(latest.status, 'failed')
@@ -314,7 +292,7 @@ describe('webhook delivery', () => {
   it('does not follow redirects: a 3xx is a failed attempt', async () => {
     receiver.requests.length = 0
     only('/alice', () => ({ status: 302, headers: { location: '/moved' } }))
-    await send(t, bob, alice, 1)
+    await transfer(t, bob, alice.username, { gold: 1 })
     await waitAt('/alice', 4)
     const [latest] = await settled(t, alice, 1)
     assert.equal(latest.status, 'failed')
@@ -324,10 +302,10 @@ describe('webhook delivery', () => {
   })
 
   it('survives a huge answer, a reset connection and a receiver that hangs, without slowing transfers', async () => {
-    await issue(t, bob, assetId, 20)
+    await issue(t, bob.walletId, assetId, 20)
     receiver.requests.length = 0
     only('/alice', (index) => (index === 0 ? { hugeBody: 20 * 1024 * 1024 } : index === 1 ? { reset: true } : { hang: true }))
-    await send(t, bob, alice, 1)
+    await transfer(t, bob, alice.username, { gold: 1 })
     await waitAt('/alice', 1)
     const [huge] = await settled(t, alice, 1)
     assert.equal(huge.status, 'delivered')
@@ -335,7 +313,7 @@ describe('webhook delivery', () => {
 
     const started = Date.now()
     // The first of these meets a reset, the rest a receiver that never answers; transfers go on at full speed.
-    for (let i = 0; i < 6; i++) await send(t, bob, alice, 1)
+    for (let i = 0; i < 6; i++) await transfer(t, bob, alice.username, { gold: 1 })
     assert.ok(Date.now() - started < 2_000, `transfers took ${Date.now() - started} ms`)
     await waitAt('/alice', 3)
     const reset = await waitUntil(async () => {
@@ -359,7 +337,7 @@ describe('webhook delivery', () => {
     await setWebhook(t, carol, `${receiver.url}/carol`)
     receiver.requests.length = 0
     only('/carol', () => ({ status: 410 }))
-    await send(t, alice, carol, 1)
+    await transfer(t, alice, carol.username, { gold: 1 })
     await waitAt('/carol', 1)
     const [gone] = await settled(t, carol, 1)
     assert.equal(gone.status, 'failed')
@@ -367,7 +345,7 @@ describe('webhook delivery', () => {
     assert.equal(gone.last_status_code, 410)
     assert.deepEqual((await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: carol.auth })).json(), { webhook: null })
     only('/carol', () => ({ status: 200 }))
-    await send(t, alice, carol, 1)
+    await transfer(t, alice, carol.username, { gold: 1 })
     await pause(400)
     assert.equal(at('/carol').length, 1)
     assert.equal((await deliveries(t, carol)).length, 1)
@@ -378,12 +356,12 @@ describe('webhook delivery', () => {
     await setWebhook(t, dave, `${receiver.url}/dave`)
     receiver.requests.length = 0
     only('/dave', () => ({ status: 500 }))
-    await send(t, alice, dave, 1)
+    await transfer(t, alice, dave.username, { gold: 1 })
     await waitAt('/dave', 1)
     const removed = await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: dave.auth })
     assert.equal(removed.statusCode, 204)
     only('/dave', () => ({ status: 200 }))
-    await send(t, alice, dave, 1)
+    await transfer(t, alice, dave.username, { gold: 1 })
     await pause(600)
     assert.equal(at('/dave').length, 1)
     const log = await deliveries(t, dave)
@@ -398,7 +376,7 @@ describe('webhook delivery', () => {
     await setWebhook(t, erin, `${receiver.url}/old`)
     receiver.requests.length = 0
     only('/old', () => ({ status: 500 }))
-    await send(t, alice, erin, 1)
+    await transfer(t, alice, erin.username, { gold: 1 })
     await waitAt('/old', 1)
     const secret = await setWebhook(t, erin, `${receiver.url}/new`)
     const [moved] = await waitAt('/new', 1)
@@ -410,7 +388,7 @@ describe('webhook delivery', () => {
     const frank = await createUser(t.app)
     await setWebhook(t, frank, `${receiver.url}/frank`)
     receiver.requests.length = 0
-    await send(t, alice, frank, 1)
+    await transfer(t, alice, frank.username, { gold: 1 })
     await waitAt('/frank', 1)
     const [delivery] = await settled(t, frank, 1)
     const leaseUntil = new Date(Date.now() + 800).toISOString()
@@ -515,8 +493,8 @@ describe('webhook SSRF guard (WEBHOOK_ALLOW_PRIVATE=false)', () => {
   it('checks again at connect time: a name that now resolves to loopback is never called (DNS rebinding)', async () => {
     const port = new URL(receiver.url).port
     await setWebhook(t, alice, `http://rebind.test:${port}/hook`)
-    const assetId = await setUpAsset(t)
-    await issue(t, alice, assetId, 5)
+    const assetId = (await createAsset(t, { name: 'gold' })).id
+    await issue(t, alice.walletId, assetId, 5)
     const [delivery] = await waitUntil(async () => {
       const log = await deliveries(t, alice)
       return log.length > 0 && log[0].attempts > 0 ? log : undefined
@@ -532,7 +510,7 @@ describe('webhook SSRF guard (WEBHOOK_ALLOW_PRIVATE=false)', () => {
       .insertInto('webhooks')
       .values({ wallet_id: bob.walletId, url: `${receiver.url}/stored`, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', created_at: new Date().toISOString() })
       .execute()
-    await send(t, alice, bob, 1)
+    await transfer(t, alice, bob.username, { gold: 1 })
     const [delivery] = await waitUntil(async () => {
       const log = await deliveries(t, bob)
       return log.length > 0 && log[0].attempts > 0 ? log : undefined

@@ -6,7 +6,8 @@ import { outbox } from '../src/events/outbox.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import type { Asset, Transaction } from '../src/ledger/ledger.types.ts'
-import { buildTestApp, createUser, expectError, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, expectError, whileOpen, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, issue, sendTransaction, uniqueName, type TestUser } from './helpers/factories.ts'
 
 const MAX = Number.MAX_SAFE_INTEGER
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -20,27 +21,8 @@ after(async () => {
   await t.close()
 })
 
-let assetCounter = 0
-/** A fresh asset name no other test uses. */
-function assetName(prefix = 'asset'): string {
-  assetCounter += 1
-  return `${prefix}${assetCounter}`
-}
-
-async function createAsset(name = assetName(), value = 1): Promise<Asset> {
-  const response = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value } })
-  assert.equal(response.statusCode, 201, response.body)
-  return response.json()
-}
-
 function issueRequest(walletId: number, assetId: number, quantity: unknown) {
   return t.app.inject({ method: 'POST', url: `/wallets/${walletId}/assets`, headers: t.admin, payload: { id: assetId, quantity } })
-}
-
-async function issue(walletId: number, asset: Asset, quantity: number): Promise<Transaction> {
-  const response = await issueRequest(walletId, asset.id, quantity)
-  assert.equal(response.statusCode, 201, response.body)
-  return response.json()
 }
 
 function burn(walletId: number, assetId: number, query = '') {
@@ -49,12 +31,6 @@ function burn(walletId: number, assetId: number, query = '') {
 
 function send(user: TestUser, payload: unknown, headers: Record<string, string> = {}) {
   return t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...user.auth, ...headers }, payload: payload as object })
-}
-
-async function sendOk(user: TestUser, payload: unknown): Promise<Transaction> {
-  const response = await send(user, payload)
-  assert.equal(response.statusCode, 201, response.body)
-  return response.json()
 }
 
 async function holdingsOf(auth: Record<string, string>): Promise<{ asset: Asset; quantity: number }[]> {
@@ -100,8 +76,8 @@ describe('admin: assets', () => {
   })
 
   it('refuses a name that exists in any case with 409 I004', async () => {
-    const name = assetName('Topaz')
-    await createAsset(name)
+    const name = uniqueName('Topaz')
+    await createAsset(t, { name })
     expectError(await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: name.toUpperCase(), value: 1 } }), 409, 'I004')
     const listed = (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json() as Asset[]
     assert.equal(listed.filter((asset) => asset.name.toLowerCase() === name.toLowerCase()).length, 1)
@@ -133,11 +109,11 @@ describe('admin: assets', () => {
   })
 
   it('refuses every admin route to anyone without the admin key with 403 A003', async () => {
-    const asset = await createAsset()
+    const asset = await createAsset(t)
     const routes: [string, string, object?][] = [
-      ['POST', '/assets', { name: assetName(), value: 1 }],
+      ['POST', '/assets', { name: uniqueName('asset'), value: 1 }],
       ['PUT', `/assets/${asset.id}/value`, { value: 2 }],
-      ['PUT', `/assets/${asset.id}/name`, { name: assetName() }],
+      ['PUT', `/assets/${asset.id}/name`, { name: uniqueName('asset') }],
       ['DELETE', `/assets/${asset.id}`],
       ['POST', `/wallets/${user.walletId}/assets`, { id: asset.id, quantity: 5 }],
       ['DELETE', `/wallets/${user.walletId}/assets/${asset.id}`],
@@ -160,9 +136,9 @@ describe('admin: assets', () => {
   })
 
   it('renames an asset, and holders and history see the new name', async () => {
-    const asset = await createAsset()
-    await issue(user.walletId, asset, 3)
-    const renamed = assetName('Renamed')
+    const asset = await createAsset(t)
+    await issue(t, user.walletId, asset.id, 3)
+    const renamed = uniqueName('Renamed')
     const response = await t.app.inject({ method: 'PUT', url: `/assets/${asset.id}/name`, headers: t.admin, payload: { name: renamed } })
     assert.equal(response.statusCode, 200, response.body)
     assert.deepEqual(response.json(), { id: asset.id, name: renamed, value: asset.value })
@@ -172,16 +148,16 @@ describe('admin: assets', () => {
   })
 
   it('refuses renaming to a name another asset has with 409 I004, and lets an asset change its own case', async () => {
-    const first = await createAsset()
-    const second = await createAsset()
+    const first = await createAsset(t)
+    const second = await createAsset(t)
     expectError(await t.app.inject({ method: 'PUT', url: `/assets/${second.id}/name`, headers: t.admin, payload: { name: first.name.toUpperCase() } }), 409, 'I004')
     const own = await t.app.inject({ method: 'PUT', url: `/assets/${first.id}/name`, headers: t.admin, payload: { name: first.name.toUpperCase() } })
     assert.equal(own.statusCode, 200, own.body)
   })
 
   it('revalues an asset, and holders see the new value', async () => {
-    const asset = await createAsset(assetName(), 1)
-    await issue(user.walletId, asset, 1)
+    const asset = await createAsset(t)
+    await issue(t, user.walletId, asset.id, 1)
     const response = await t.app.inject({ method: 'PUT', url: `/assets/${asset.id}/value`, headers: t.admin, payload: { value: 99.25 } })
     assert.equal(response.statusCode, 200, response.body)
     assert.deepEqual(response.json(), { ...asset, value: 99.25 })
@@ -192,16 +168,16 @@ describe('admin: assets', () => {
 
   it('answers unknown asset ids with 404 I000 and malformed ones with 400 G001', async () => {
     expectError(await t.app.inject({ method: 'PUT', url: '/assets/987654/value', headers: t.admin, payload: { value: 1 } }), 404, 'I000')
-    expectError(await t.app.inject({ method: 'PUT', url: '/assets/987654/name', headers: t.admin, payload: { name: assetName() } }), 404, 'I000')
+    expectError(await t.app.inject({ method: 'PUT', url: '/assets/987654/name', headers: t.admin, payload: { name: uniqueName('asset') } }), 404, 'I000')
     expectError(await t.app.inject({ method: 'DELETE', url: '/assets/987654', headers: t.admin }), 404, 'I000')
     expectError(await t.app.inject({ method: 'PUT', url: '/assets/abc/value', headers: t.admin, payload: { value: 1 } }), 400, 'G001')
     expectError(await t.app.inject({ method: 'DELETE', url: '/assets/0', headers: t.admin }), 400, 'G001')
   })
 
   it('refuses to delete a held asset with 409 I005, deletes it once burned, and frees the name', async () => {
-    const name = assetName('Doomed')
-    const asset = await createAsset(name)
-    await issue(user.walletId, asset, 4)
+    const name = uniqueName('Doomed')
+    const asset = await createAsset(t, { name })
+    await issue(t, user.walletId, asset.id, 4)
     expectError(await t.app.inject({ method: 'DELETE', url: `/assets/${asset.id}`, headers: t.admin }), 409, 'I005')
     assert.equal((await balances(user))[name], 4)
     assert.equal((await burn(user.walletId, asset.id)).statusCode, 204)
@@ -215,12 +191,12 @@ describe('admin: assets', () => {
     // History still names it, and the name can be used again by a new asset.
     const past = await history(user, `?limit=100`)
     assert.ok(past.some((transaction) => transaction.assets.some((line) => line.asset.id === asset.id && line.asset.name === name)))
-    const again = await createAsset(name)
+    const again = await createAsset(t, { name })
     assert.notEqual(again.id, asset.id)
   })
 
   it('refuses an issuance that races the asset\'s deletion: a deleted asset is never held', async () => {
-    const asset = await createAsset()
+    const asset = await createAsset(t)
     // What DELETE /assets/{id} changes, not yet committed while the issuance arrives.
     const deletion = async (trx: Executor) => {
       assert.ok(await assets.lockAsset(trx, asset.id))
@@ -233,7 +209,7 @@ describe('admin: assets', () => {
   })
 
   it('deletes an asset that was never issued', async () => {
-    const asset = await createAsset()
+    const asset = await createAsset(t)
     assert.equal((await t.app.inject({ method: 'DELETE', url: `/assets/${asset.id}`, headers: t.admin })).statusCode, 204)
   })
 })
@@ -243,11 +219,11 @@ describe('admin: issuance and burning', () => {
   let gem: Asset
   before(async () => {
     holder = await createUser(t.app)
-    gem = await createAsset(assetName('gem'), 5)
+    gem = await createAsset(t, { name: uniqueName('gem'), value: 5 })
   })
 
   it('issues units from mint as a recorded Transaction with 201', async () => {
-    const transaction = await issue(holder.walletId, gem, 40)
+    const transaction = await issue(t, holder.walletId, gem.id, 40)
     assert.equal(transaction.sending_wallet_id, MINT_WALLET_ID)
     assert.equal(transaction.sending_wallet_address, 'mint')
     assert.equal(transaction.sending_username, undefined)
@@ -271,7 +247,7 @@ describe('admin: issuance and burning', () => {
   })
 
   it('answers issuing a deleted asset with 404 W002', async () => {
-    const gone = await createAsset()
+    const gone = await createAsset(t)
     assert.equal((await t.app.inject({ method: 'DELETE', url: `/assets/${gone.id}`, headers: t.admin })).statusCode, 204)
     expectError(await issueRequest(holder.walletId, gone.id, 1), 404, 'W002')
   })
@@ -285,9 +261,9 @@ describe('admin: issuance and burning', () => {
   })
 
   it('refuses an issuance that would pass 2^53-1 with 400 I003 and changes nothing', async () => {
-    const huge = await createAsset(assetName('huge'))
+    const huge = await createAsset(t, { name: uniqueName('huge') })
     const whale = await createUser(t.app)
-    await issue(whale.walletId, huge, MAX)
+    await issue(t, whale.walletId, huge.id, MAX)
     assert.equal((await balances(whale))[huge.name], MAX)
     expectError(await issueRequest(whale.walletId, huge.id, 1), 400, 'I003')
     expectError(await issueRequest(holder.walletId, huge.id, 1), 400, 'I003')
@@ -295,12 +271,12 @@ describe('admin: issuance and burning', () => {
     assert.equal((await balances(holder))[huge.name], undefined)
     // Burning it all makes room again.
     assert.equal((await burn(whale.walletId, huge.id)).statusCode, 204)
-    await issue(holder.walletId, huge, 1)
+    await issue(t, holder.walletId, huge.id, 1)
   })
 
   it('burns a given quantity, then the rest, each as a Transaction to mint', async () => {
-    const coal = await createAsset(assetName('coal'))
-    await issue(holder.walletId, coal, 10)
+    const coal = await createAsset(t, { name: uniqueName('coal') })
+    await issue(t, holder.walletId, coal.id, 10)
     const partial = await burn(holder.walletId, coal.id, '?quantity=3')
     assert.equal(partial.statusCode, 204, partial.body)
     assert.equal(partial.body, '')
@@ -316,8 +292,8 @@ describe('admin: issuance and burning', () => {
   })
 
   it('refuses to burn more than is held with 400 I002 and burns nothing', async () => {
-    const tin = await createAsset(assetName('tin'))
-    await issue(holder.walletId, tin, 2)
+    const tin = await createAsset(t, { name: uniqueName('tin') })
+    await issue(t, holder.walletId, tin.id, 2)
     expectError(await burn(holder.walletId, tin.id, '?quantity=3'), 400, 'I002')
     assert.equal((await balances(holder))[tin.name], 2)
   })
@@ -329,7 +305,7 @@ describe('admin: issuance and burning', () => {
   })
 
   it('burns nothing, records nothing, when nothing is held', async () => {
-    const unused = await createAsset()
+    const unused = await createAsset(t)
     const before = await history(holder, '?limit=100')
     assert.equal((await burn(holder.walletId, unused.id)).statusCode, 204)
     assert.deepEqual(await history(holder, '?limit=100'), before)
@@ -344,10 +320,10 @@ describe('POST /wallet/transactions', () => {
   before(async () => {
     alice = await createUser(t.app)
     bob = await createUser(t.app)
-    gold = await createAsset(assetName('gold'), 60)
-    silver = await createAsset(assetName('silver'), 0.75)
-    await issue(alice.walletId, gold, 1000)
-    await issue(alice.walletId, silver, 1000)
+    gold = await createAsset(t, { name: uniqueName('gold'), value: 60 })
+    silver = await createAsset(t, { name: uniqueName('silver'), value: 0.75 })
+    await issue(t, alice.walletId, gold.id, 1000)
+    await issue(t, alice.walletId, silver.id, 1000)
   })
 
   it('sends to a username by default and answers 201 with the Transaction', async () => {
@@ -380,28 +356,28 @@ describe('POST /wallet/transactions', () => {
   })
 
   it('finds the username whatever its case, with type 0 explicit', async () => {
-    const transaction = await sendOk(alice, { recipient: bob.username.toUpperCase(), type: 0, assets: { [gold.name]: 1 } })
+    const transaction = await sendTransaction(t, alice, { recipient: bob.username.toUpperCase(), type: 0, assets: { [gold.name]: 1 } })
     assert.equal(transaction.receiving_wallet_id, bob.walletId)
   })
 
   it('records an empty memo when none is given', async () => {
-    assert.equal((await sendOk(alice, { recipient: bob.username, assets: { [gold.name]: 1 } })).memo, '')
+    assert.equal((await sendTransaction(t, alice, { recipient: bob.username, assets: { [gold.name]: 1 } })).memo, '')
   })
 
   it('sends to a wallet address with type 1', async () => {
-    const transaction = await sendOk(alice, { recipient: bob.address, type: 1, assets: { [gold.name]: 1 } })
+    const transaction = await sendTransaction(t, alice, { recipient: bob.address, type: 1, assets: { [gold.name]: 1 } })
     assert.equal(transaction.receiving_wallet_id, bob.walletId)
   })
 
   it('sends to a wallet id given as a string or an integer with type 2', async () => {
-    assert.equal((await sendOk(alice, { recipient: String(bob.walletId), type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id, bob.walletId)
-    assert.equal((await sendOk(alice, { recipient: bob.walletId, type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id, bob.walletId)
+    assert.equal((await sendTransaction(t, alice, { recipient: String(bob.walletId), type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id, bob.walletId)
+    assert.equal((await sendTransaction(t, alice, { recipient: bob.walletId, type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id, bob.walletId)
   })
 
   it('sends to a wallet that is not primary, without a receiving username', async () => {
     const created = await t.app.inject({ method: 'POST', url: '/user/wallets', headers: bob.auth, payload: {} })
     const savings = created.json()
-    const transaction = await sendOk(alice, { recipient: savings.address, type: 1, assets: { [gold.name]: 2 } })
+    const transaction = await sendTransaction(t, alice, { recipient: savings.address, type: 1, assets: { [gold.name]: 2 } })
     assert.equal(transaction.receiving_wallet_id, savings.id)
     assert.equal(transaction.receiving_username, undefined)
     assert.equal(transaction.sending_username, alice.username)
@@ -410,10 +386,10 @@ describe('POST /wallet/transactions', () => {
   it('sends from the active wallet of the session', async () => {
     const carol = await createUser(t.app)
     const side = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: carol.auth, payload: {} })).json()
-    await issue(side.id, gold, 10)
+    await issue(t, side.id, gold.id, 10)
     const switched = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: carol.auth, payload: { wallet_id: side.id } })
     assert.equal(switched.statusCode, 200)
-    const transaction = await sendOk(carol, { recipient: carol.address, type: 1, assets: { [gold.name]: 4 } })
+    const transaction = await sendTransaction(t, carol, { recipient: carol.address, type: 1, assets: { [gold.name]: 4 } })
     assert.equal(transaction.sending_wallet_id, side.id)
     assert.equal(transaction.sending_username, undefined)
     assert.equal(transaction.receiving_username, carol.username)
@@ -421,7 +397,7 @@ describe('POST /wallet/transactions', () => {
   })
 
   it('accepts a memo of 64 characters and refuses 65 with 400 G000', async () => {
-    assert.equal((await sendOk(alice, { recipient: bob.username, memo: 'm'.repeat(64), assets: { [gold.name]: 1 } })).memo, 'm'.repeat(64))
+    assert.equal((await sendTransaction(t, alice, { recipient: bob.username, memo: 'm'.repeat(64), assets: { [gold.name]: 1 } })).memo, 'm'.repeat(64))
     const before = await balances(alice)
     expectError(await send(alice, { recipient: bob.username, memo: 'm'.repeat(65), assets: { [gold.name]: 1 } }), 400, 'G000')
     assert.deepEqual(await balances(alice), before)
@@ -430,12 +406,12 @@ describe('POST /wallet/transactions', () => {
   it('moves 64 assets in one Transaction and refuses a map of 65 with 400 G000', async () => {
     const rich = await createUser(t.app)
     const many: Asset[] = []
-    for (let i = 0; i < 65; i++) many.push(await createAsset(assetName('bulk')))
-    for (const asset of many) await issue(rich.walletId, asset, 2)
+    for (let i = 0; i < 65; i++) many.push(await createAsset(t, { name: uniqueName('bulk') }))
+    for (const asset of many) await issue(t, rich.walletId, asset.id, 2)
     const sixtyFive = Object.fromEntries(many.map((asset) => [asset.name, 1]))
     expectError(await send(rich, { recipient: bob.username, assets: sixtyFive }), 400, 'G000')
     const sixtyFour = Object.fromEntries(many.slice(0, 64).map((asset) => [asset.name, 1]))
-    const transaction = await sendOk(rich, { recipient: bob.username, assets: sixtyFour })
+    const transaction = await sendTransaction(t, rich, { recipient: bob.username, assets: sixtyFour })
     assert.equal(transaction.assets.length, 64)
     const left = await balances(rich)
     assert.equal(Object.values(left).reduce((sum, quantity) => sum + quantity, 0), 64 * 1 + 2)
@@ -521,7 +497,7 @@ describe('POST /wallet/transactions', () => {
 
   it('refuses an overdraft with 400 I002', async () => {
     const poor = await createUser(t.app)
-    await issue(poor.walletId, gold, 3)
+    await issue(t, poor.walletId, gold.id, 3)
     const response = await send(poor, { recipient: bob.username, assets: { [gold.name]: 4 } })
     expectError(response, 400, 'I002')
     assert.match(response.json().detail, /3/)
@@ -531,8 +507,8 @@ describe('POST /wallet/transactions', () => {
   it('refuses a transfer when one of several assets is short with 400 I002 and moves none of them', async () => {
     const sender = await createUser(t.app)
     const receiver = await createUser(t.app)
-    await issue(sender.walletId, gold, 50)
-    await issue(sender.walletId, silver, 1)
+    await issue(t, sender.walletId, gold.id, 50)
+    await issue(t, sender.walletId, silver.id, 1)
     // The short asset sorts after and before the sufficient one, so a partial move would show.
     expectError(await send(sender, { recipient: receiver.username, assets: { [gold.name]: 50, [silver.name]: 2 } }), 400, 'I002')
     expectError(await send(sender, { recipient: receiver.username, assets: { [silver.name]: 2, [gold.name]: 10 } }), 400, 'I002')
@@ -578,7 +554,7 @@ describe('POST /wallet/transactions', () => {
   it('answers a deleted wallet as recipient with 404 W000, and the admin cannot issue to it (W002)', async () => {
     const owner = await createUser(t.app)
     const spare = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: owner.auth, payload: {} })).json()
-    await issue(spare.id, gold, 1)
+    await issue(t, spare.id, gold.id, 1)
     assert.equal((await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: spare.id } })).statusCode, 200)
     const deleted = await t.app.inject({ method: 'DELETE', url: '/wallet', headers: owner.auth })
     assert.equal(deleted.statusCode, 204, deleted.body)
@@ -607,10 +583,10 @@ describe('wallet keys on the wallet routes', () => {
   before(async () => {
     owner = await createUser(t.app)
     friend = await createUser(t.app)
-    dust = await createAsset(assetName('dust'))
+    dust = await createAsset(t, { name: uniqueName('dust') })
     side = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: owner.auth, payload: {} })).json()
-    await issue(side.id, dust, 50)
-    await issue(owner.walletId, dust, 5)
+    await issue(t, side.id, dust.id, 50)
+    await issue(t, owner.walletId, dust.id, 5)
     // The key is made while the side wallet is active, then the session goes back to the primary one.
     await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: side.id } })
     const created = await t.app.inject({ method: 'POST', url: '/wallet/sessions', headers: owner.auth, payload: { name: 'shop' } })
@@ -656,8 +632,8 @@ describe('Idempotency-Key', () => {
   before(async () => {
     payer = await createUser(t.app)
     payee = await createUser(t.app)
-    coin = await createAsset(assetName('coin'))
-    await issue(payer.walletId, coin, 100)
+    coin = await createAsset(t, { name: uniqueName('coin') })
+    await issue(t, payer.walletId, coin.id, 100)
   })
 
   it('replays the first response with Idempotent-Replayed: true and moves nothing more', async () => {
@@ -720,7 +696,7 @@ describe('Idempotency-Key', () => {
   })
 
   it('scopes keys to the wallet: another wallet may use the same key', async () => {
-    await issue(payee.walletId, coin, 5)
+    await issue(t, payee.walletId, coin.id, 5)
     const response = await send(payee, { recipient: payer.username, assets: { [coin.name]: 1 } }, { 'idempotency-key': 'order-1' })
     assert.equal(response.statusCode, 201, response.body)
     assert.equal(response.headers['idempotent-replayed'], undefined)
@@ -741,12 +717,12 @@ describe('GET /wallet/assets', () => {
   it('lists only non-zero holdings, ordered by asset name', async () => {
     const user = await createUser(t.app)
     const other = await createUser(t.app)
-    const suffix = assetName('')
+    const suffix = uniqueName('')
     const names = [`delta${suffix}`, `alpha${suffix}`, `charlie${suffix}`, `bravo${suffix}`]
     const created: Asset[] = []
-    for (const name of names) created.push(await createAsset(name, 2))
-    for (const asset of created) await issue(user.walletId, asset, 3)
-    await sendOk(user, { recipient: other.username, assets: { [`charlie${suffix}`]: 3 } })
+    for (const name of names) created.push(await createAsset(t, { name, value: 2 }))
+    for (const asset of created) await issue(t, user.walletId, asset.id, 3)
+    await sendTransaction(t, user, { recipient: other.username, assets: { [`charlie${suffix}`]: 3 } })
     const holdings = await holdingsOf(user.auth)
     assert.deepEqual(
       holdings.map((holding) => holding.asset.name),
@@ -760,20 +736,20 @@ describe('GET /wallet/assets', () => {
 
   it('orders names case-insensitively, the same way on every storage', async () => {
     const user = await createUser(t.app)
-    const names = ['beta', 'Alpha', 'Charlie', 'delta', 'a_b', 'a-b', 'ab'].map((name) => `${name}${assetName('')}`)
-    for (const name of names) await issue(user.walletId, await createAsset(name), 1)
-    const listed = (await holdingsOf(user.auth)).map((holding) => holding.asset.name.replace(/\d+$/, ''))
+    const names = ['beta', 'Alpha', 'Charlie', 'delta', 'a_b', 'a-b', 'ab'].map((name) => `${name}${uniqueName('')}`)
+    for (const name of names) await issue(t, user.walletId, (await createAsset(t, { name })).id, 1)
+    const listed = (await holdingsOf(user.auth)).map((holding) => holding.asset.name.replace(/\d+x\d+$/, ''))
     assert.deepEqual(listed, ['a-b', 'a_b', 'ab', 'Alpha', 'beta', 'Charlie', 'delta'])
   })
 
   it('lists the lines of a transaction in that same order, in the response and in the history', async () => {
     const user = await createUser(t.app)
     const other = await createUser(t.app)
-    const names = ['Zinc', 'apple', 'Mango'].map((name) => `${name}${assetName('')}`)
-    for (const name of names) await issue(user.walletId, await createAsset(name), 1)
-    const sent = await sendOk(user, { recipient: other.username, assets: Object.fromEntries(names.map((name) => [name, 1])) })
+    const names = ['Zinc', 'apple', 'Mango'].map((name) => `${name}${uniqueName('')}`)
+    for (const name of names) await issue(t, user.walletId, (await createAsset(t, { name })).id, 1)
+    const sent = await sendTransaction(t, user, { recipient: other.username, assets: Object.fromEntries(names.map((name) => [name, 1])) })
     assert.deepEqual(
-      sent.assets.map((line) => line.asset.name.replace(/\d+$/, '')),
+      sent.assets.map((line) => line.asset.name.replace(/\d+x\d+$/, '')),
       ['apple', 'Mango', 'Zinc'],
     )
     assert.deepEqual((await history(other))[0], sent)
@@ -800,19 +776,19 @@ describe('GET /wallet/transactions', () => {
   before(async () => {
     me = await createUser(t.app)
     peer = await createUser(t.app)
-    stone = await createAsset(assetName('stone'))
-    pearl = await createAsset(assetName('pearl'))
+    stone = await createAsset(t, { name: uniqueName('stone') })
+    pearl = await createAsset(t, { name: uniqueName('pearl') })
     const made: Transaction[] = []
-    made.push(await issue(me.walletId, stone, 1000))
-    await issue(peer.walletId, stone, 1000)
-    made.push(await issue(me.walletId, pearl, 100))
+    made.push(await issue(t, me.walletId, stone.id, 1000))
+    await issue(t, peer.walletId, stone.id, 1000)
+    made.push(await issue(t, me.walletId, pearl.id, 100))
     // Traffic that does not involve `me` must never show up.
     const stranger = await createUser(t.app)
-    await sendOk(peer, { recipient: stranger.username, assets: { [stone.name]: 1 } })
+    await sendTransaction(t, peer, { recipient: stranger.username, assets: { [stone.name]: 1 } })
     for (let i = 1; i <= 22; i++) {
-      if (i % 3 === 0) made.push(await sendOk(peer, { recipient: me.username, memo: `in ${i}`, assets: { [stone.name]: i } }))
-      else if (i % 5 === 0) made.push(await sendOk(me, { recipient: peer.username, memo: `pearl ${i}`, assets: { [pearl.name]: 1, [stone.name]: 1 } }))
-      else made.push(await sendOk(me, { recipient: peer.username, memo: `out ${i}`, assets: { [stone.name]: 1 } }))
+      if (i % 3 === 0) made.push(await sendTransaction(t, peer, { recipient: me.username, memo: `in ${i}`, assets: { [stone.name]: i } }))
+      else if (i % 5 === 0) made.push(await sendTransaction(t, me, { recipient: peer.username, memo: `pearl ${i}`, assets: { [pearl.name]: 1, [stone.name]: 1 } }))
+      else made.push(await sendTransaction(t, me, { recipient: peer.username, memo: `out ${i}`, assets: { [stone.name]: 1 } }))
     }
     all = made.reverse()
   })

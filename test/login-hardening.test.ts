@@ -3,7 +3,8 @@ import { after, before, describe, it, mock } from 'node:test'
 import { DECOY_HASH, hashPassword, verifyPassword } from '../src/accounts/passwords.ts'
 import { AppError } from '../src/http/errors.ts'
 import { RateLimiter } from '../src/http/rate-limit.ts'
-import { buildTestApp, createUser, expectError, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, expectError, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 
 /**
  * Login hardening (contract §3, §4): rate limits on login and registration engage with G005 and

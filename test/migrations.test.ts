@@ -9,7 +9,8 @@ import { openSqlite, SQLITE_PAGE_SIZE, type Db } from '../src/db/database.ts'
 import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../src/db/migrate.ts'
 import { readEventsAfter } from '../src/events/events.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import { buildTestApp, createUser, STORAGE, type TestApp } from './helpers/app.ts'
+import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
+import { createUser } from './helpers/factories.ts'
 
 /** A numeric SQLite setting of `db`'s connection. */
 async function pragma(db: Db, name: string): Promise<number> {

@@ -8,7 +8,8 @@ import { GroupCommitter } from '../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../src/ledger/ledger.service.ts'
 import { IdempotencyConflict, MAX_QUANTITY, MINT_WALLET_ID, type Asset, type Line } from '../src/ledger/ledger.types.ts'
 import { applyMoves, type Move, type Outcome } from '../src/ledger/moves.ts'
-import { buildTestApp, createUser, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, fundedUser, type TestUser } from './helpers/factories.ts'
 
 /**
  * The ledger's batch path (moves.ts, group-committer.ts) driven directly: a batch must end exactly
@@ -23,26 +24,12 @@ describe(`batched moves (${STORAGE})`, () => {
   before(async () => {
     t = await buildTestApp()
     db = t.database.db
-    const create = async (name: string) => (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value: 1 } })).json() as Asset
-    gold = await create('gold')
-    silver = await create('silver')
+    gold = await createAsset(t, { name: 'gold' })
+    silver = await createAsset(t, { name: 'silver' })
   })
   after(async () => {
     await t.close()
   })
-
-  async function funded(quantities: { gold?: number; silver?: number } = {}): Promise<TestUser> {
-    const user = await createUser(t.app)
-    for (const [asset, quantity] of [
-      [gold, quantities.gold],
-      [silver, quantities.silver],
-    ] as const) {
-      if (!quantity) continue
-      const response = await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: asset.id, quantity } })
-      assert.equal(response.statusCode, 201, response.body)
-    }
-    return user
-  }
 
   async function holding(walletId: number, asset: Asset): Promise<number> {
     const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', asset.id).executeTakeFirst()
@@ -60,7 +47,7 @@ describe(`batched moves (${STORAGE})`, () => {
   }
 
   it('applies the moves in order, each against the balances the earlier ones left', async () => {
-    const [a, b, c] = [await funded({ gold: 10 }), await funded(), await funded()]
+    const [a, b, c] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app), await createUser(t.app)]
     const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 10 }]), move(b, c, [{ asset: gold, quantity: 7 }]), move(a, c, [{ asset: gold, quantity: 1 }]), move(c, a, [{ asset: gold, quantity: 7 }])])
     assert.deepEqual(outcomes.map(errorCode), [undefined, undefined, 'I002', undefined])
     assert.match(String((outcomes[2] as { error: Error }).error.message), /holds 0 of gold, 1 requested/)
@@ -80,7 +67,7 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('leaves a failing multi-asset move out entirely while the others commit', async () => {
-    const [a, b] = [await funded({ gold: 5, silver: 1 }), await funded()]
+    const [a, b] = [await fundedUser(t, [[gold, 5], [silver, 1]]), await createUser(t.app)]
     const outcomes = await apply([
       move(a, b, [
         { asset: gold, quantity: 5 },
@@ -93,7 +80,7 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('refuses a move to a deleted wallet with W000 and an issuance past 2^53-1 outstanding with I003', async () => {
-    const [a, b, c] = [await funded({ gold: 5 }), await funded(), await funded()]
+    const [a, b, c] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app), await createUser(t.app)]
     await db.updateTable('wallets').set({ deleted_at: new Date().toISOString() }).where('id', '=', b.walletId).execute()
     const mint = { walletId: MINT_WALLET_ID } as TestUser
     const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 1 }]), move(mint, c, [{ asset: gold, quantity: MAX_QUANTITY }]), move(a, c, [{ asset: gold, quantity: 1 }])])
@@ -102,7 +89,7 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('writes both events of each move (none for mint) and a delivery for wallets with a webhook', async () => {
-    const [a, b] = [await funded({ gold: 5 }), await funded()]
+    const [a, b] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app)]
     const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: b.auth, payload: { webhook: 'http://127.0.0.1:9/hook' } })
     assert.equal(response.statusCode, 200, response.body)
     const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 2 }]), { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue' }])
@@ -129,7 +116,7 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('rolls back a batch whose Idempotency-Key was stored meanwhile and names the move', async () => {
-    const [a, b] = [await funded({ gold: 5 }), await funded()]
+    const [a, b] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app)]
     const now = new Date().toISOString()
     await db.insertInto('idempotency_keys').values({ wallet_id: a.walletId, key: 'taken', request_hash: 'x', status_code: 201, response_body: '{}', created_at: now }).execute()
     await assert.rejects(
@@ -142,7 +129,7 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('group-commits parallel transfers: each answered with its own outcome, and a database error fails only its own transfer', async () => {
-    const [a, b] = [await funded({ gold: 20 }), await funded()]
+    const [a, b] = [await fundedUser(t, [[gold, 20]]), await createUser(t.app)]
     const ghost: Asset = { id: 999_999, name: 'ghost', value: 1 }
     const { dialect } = t.database
     const committer = new GroupCommitter(db, outbox, { maxBatch: DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres' })
@@ -160,7 +147,7 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('never runs a batch again when its COMMIT fails: it may have committed, so every member fails once', async () => {
-    const [a, b] = [await funded({ gold: 20 }), await funded()]
+    const [a, b] = [await fundedUser(t, [[gold, 20]]), await createUser(t.app)]
     let lost = false
     // The committer's database: the first transaction commits, then its reply is lost.
     const lostReply = new Proxy(db, {
@@ -190,7 +177,7 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('begins the next batch\'s transaction while a batch runs (PostgreSQL), and leaves none open', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
-    const [a, b] = [await funded({ gold: 30 }), await funded()]
+    const [a, b] = [await fundedUser(t, [[gold, 30]]), await createUser(t.app)]
     let begunEarly = 0
     // The committer's database, counting the connections it reserves for a transaction begun early.
     const counted = new Proxy(db, {

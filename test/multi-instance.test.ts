@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import crypto from 'node:crypto'
 import http from 'node:http'
 import type net from 'node:net'
 import { after, before, describe, it } from 'node:test'
@@ -8,9 +9,11 @@ import { buildApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
 import { openPostgres, type Database } from '../src/db/database.ts'
 import { migrateToLatest } from '../src/db/migrate.ts'
+import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { hashToken } from '../src/http/tokens.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import { ADMIN_KEY, STORAGE, createUser, type TestUser } from './helpers/app.ts'
+import { ADMIN_KEY, STORAGE } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 import { createDatabase } from './helpers/postgres.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
 
@@ -21,6 +24,7 @@ import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
  */
 
 const INSTANCES = 3
+const SHARED_SECRETS_KEY = crypto.randomBytes(32).toString('base64')
 const admin = { authorization: `Bearer ${ADMIN_KEY}` }
 
 interface Instance {
@@ -48,8 +52,10 @@ describe('three instances on one PostgreSQL database', { skip: STORAGE !== 'post
         AUTH_RATE_LIMIT: '0',
         WEBHOOK_ALLOW_PRIVATE: 'true',
         WEBHOOK_RETRY_SCHEDULE: '1,1,1,1,1',
+        // Several instances share the secrets key by config.
+        SECRETS_KEY: SHARED_SECRETS_KEY,
       })
-      const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY) })
+      const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config) })
       await app.listen({ port: 0, host: '127.0.0.1' })
       instances.push({ app, database, port: (app.server.address() as net.AddressInfo).port })
     }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import crypto from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -18,8 +19,11 @@ const admin = { authorization: `Bearer ${ADMIN_KEY}` }
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-backups-'))
 const stores: Store[] = []
 
-async function store(kind: StoreKind): Promise<Store> {
-  const made = await emptyStore(kind)
+/** Every store of these tests shares one secrets key, as instances of one deployment do (SECRETS_KEY). */
+const SECRETS_KEY = crypto.randomBytes(32).toString('base64')
+
+async function store(kind: StoreKind, options: { sharedKey?: boolean } = {}): Promise<Store> {
+  const made = await emptyStore(kind, options.sharedKey === false ? {} : { SECRETS_KEY })
   stores.push(made)
   return made
 }
@@ -99,7 +103,8 @@ const moves: [StoreKind, StoreKind][] = STORAGE === 'postgres' ? [['sqlite', 'po
 for (const [from, to] of moves) {
   describe(`moving a ledger from ${from} to ${to}`, () => {
     it('backs up while serving, restores into an empty store, and every credential still works', async () => {
-      const source = await store(from)
+      // The secrets key comes from the data directory's file here, carried along as the admin key's is.
+      const source = await store(from, { sharedKey: false })
       const service = await serveStore(source)
       const file = path.join(scratch, `move-${from}-${to}.coffer.gz`)
       let world
@@ -111,7 +116,8 @@ for (const [from, to] of moves) {
       } finally {
         await service.close()
       }
-      const target = await store(to)
+      const target = await store(to, { sharedKey: false })
+      fs.copyFileSync(path.join(source.config.dataDir, 'secrets-key'), path.join(target.config.dataDir, 'secrets-key'))
       const restore = await runCoffer(target.env, 'restore', file)
       assert.equal(restore.code, 0, restore.stderr + restore.stdout)
       assert.match(restore.stdout, /^restored \d+ rows/)

@@ -10,7 +10,8 @@ import { ERRORS } from '../src/http/errors.ts'
 import { createToken, hashToken } from '../src/http/tokens.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import { createWalletFor } from '../src/wallets/wallets.service.ts'
-import { buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 
 /**
  * Property-based tests (fast-check):

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { buildTestApp, createUser, type TestApp } from './helpers/app.ts'
+import { buildTestApp, type TestApp } from './helpers/app.ts'
+import { createUser } from './helpers/factories.ts'
 
 describe('service smoke', () => {
   let t: TestApp

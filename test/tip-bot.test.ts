@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { call, CofferError, createCofferClient } from '../client/index.ts'
 import { runTipBot } from '../examples/tip-bot/tip-bot.ts'
-import { buildTestApp, createUser, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, type TestApp } from './helpers/app.ts'
+import { createUser, type TestUser } from './helpers/factories.ts'
 
 /** The typed client against a running service, through the example tip bot (examples/tip-bot). */
 describe('the typed client and the tip bot', () => {

@@ -3,7 +3,8 @@ import fs from 'node:fs'
 import { describe, it } from 'node:test'
 import { sql } from 'kysely'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import { buildTestApp, createUser, STORAGE, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, issue, sendTransaction, transfer, type TestUser } from './helpers/factories.ts'
 
 const MINT_WALLET_ID = 1
 
@@ -21,16 +22,15 @@ async function buildLedger(): Promise<Ledger> {
   const t = await buildTestApp()
   const alice = await createUser(t.app)
   const bob = await createUser(t.app)
-  const asset = async (name: string) => (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value: 1 } })).json().id as number
-  const gold = await asset('gold')
-  const silver = await asset('silver')
-  const ok = (response: { statusCode: number; body: string }) => assert.ok(response.statusCode === 201 || response.statusCode === 204, response.body)
-  ok(await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: gold, quantity: 100 } }))
-  ok(await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: silver, quantity: 50 } }))
-  ok(await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 30, silver: 20 } } }))
-  ok(await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: bob.auth, payload: { recipient: alice.username, assets: { gold: 5 } } }))
-  ok(await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.address, type: 1, assets: { silver: 1 } } }))
-  ok(await t.app.inject({ method: 'DELETE', url: `/wallets/${bob.walletId}/assets/${gold}?quantity=10`, headers: t.admin }))
+  const gold = (await createAsset(t, { name: 'gold' })).id
+  const silver = (await createAsset(t, { name: 'silver' })).id
+  await issue(t, alice.walletId, gold, 100)
+  await issue(t, alice.walletId, silver, 50)
+  await transfer(t, alice, bob.username, { gold: 30, silver: 20 })
+  await transfer(t, bob, alice.username, { gold: 5 })
+  await sendTransaction(t, alice, { recipient: bob.address, type: 1, assets: { silver: 1 } })
+  const burned = await t.app.inject({ method: 'DELETE', url: `/wallets/${bob.walletId}/assets/${gold}?quantity=10`, headers: t.admin })
+  assert.equal(burned.statusCode, 204, burned.body)
   return { t, alice, bob, gold, silver, transactions: 6 }
 }
 
@@ -61,6 +61,10 @@ describe('verifyLedger', () => {
       assert.equal(report.ok, true)
       assert.equal(report.transactions, ledger.transactions)
       assert.equal(report.assets, 2)
+      // An asset nobody holds exists all the same, and is counted.
+      const created = await ledger.t.app.inject({ method: 'POST', url: '/assets', headers: ledger.t.admin, payload: { name: 'unheld', value: 1 } })
+      assert.equal(created.statusCode, 201, created.body)
+      assert.equal((await verifyLedger(ledger.t.database.db)).assets, 3)
       assert.ok(report.holdings >= 4, 'alice, bob and mint hold gold and silver')
       assert.deepEqual(calls.at(-1), [ledger.transactions, ledger.transactions], 'progress reaches the total')
     } finally {

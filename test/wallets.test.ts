@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Executor } from '../src/db/database.ts'
 import * as wallets from '../src/wallets/wallets.repository.ts'
-import { buildTestApp, createUser, expectError, STORAGE, whileOpen, type TestApp, type TestUser } from './helpers/app.ts'
+import { buildTestApp, expectError, STORAGE, whileOpen, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, createWalletKey, issue, type TestUser } from './helpers/factories.ts'
 
 let t: TestApp
 
@@ -21,21 +22,6 @@ function call(method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, headers: H
 
 function bearer(token: string): Headers {
   return { authorization: `Bearer ${token}` }
-}
-
-let assetCounter = 0
-
-/** A new asset with a unique name. */
-async function createAsset(): Promise<{ id: number; name: string }> {
-  assetCounter += 1
-  const response = await call('POST', '/assets', t.admin, { name: `coin${process.pid}x${assetCounter}`, value: 1 })
-  assert.equal(response.statusCode, 201, response.body)
-  return response.json()
-}
-
-async function issue(walletId: number, assetId: number, quantity: number): Promise<void> {
-  const response = await call('POST', `/wallets/${walletId}/assets`, t.admin, { id: assetId, quantity })
-  assert.equal(response.statusCode, 201, response.body)
 }
 
 let addressCounter = 0
@@ -74,12 +60,6 @@ async function activeWalletOf(headers: Headers): Promise<number> {
 async function assign(owner: TestUser, user: TestUser): Promise<void> {
   const response = await call('POST', '/wallet/users', owner.auth, { username: user.username })
   assert.equal(response.statusCode, 201, response.body)
-}
-
-async function newKey(headers: Headers, name?: string): Promise<{ id: number; wallet_id: number; name: string; token: string }> {
-  const response = await call('POST', '/wallet/sessions', headers, name === undefined ? undefined : { name })
-  assert.equal(response.statusCode, 201, response.body)
-  return response.json()
 }
 
 /** A second, independent session of the same user. */
@@ -153,7 +133,7 @@ describe('POST /wallet/users', () => {
 
   it('needs a user session: none is 401 A000, a wallet key is 401 A001', async () => {
     const owner = await createUser(t.app)
-    const key = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
     expectError(await call('POST', '/wallet/users', {}, { username: 'someone' }), 401, 'A000')
     expectError(await call('POST', '/wallet/users', bearer(key.token), { username: owner.username }), 401, 'A001')
   })
@@ -183,7 +163,7 @@ describe('GET /wallet/users', () => {
 
   it('refuses a wallet key with 401 A001', async () => {
     const owner = await createUser(t.app)
-    const key = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
     expectError(await call('GET', '/wallet/users', bearer(key.token)), 401, 'A001')
   })
 })
@@ -195,9 +175,9 @@ describe('DELETE /wallet/users/{userid}', () => {
     await assign(owner, stay)
     await activate(stay.auth, wallet.id)
     const otherSession = await logInAgain(member)
-    const memberKey = await newKey(member.auth, 'member app')
-    const stayKey = await newKey(stay.auth, 'stay app')
-    const ownerKey = await newKey(owner.auth, 'owner app')
+    const memberKey = await createWalletKey(t, member.auth, 'member app')
+    const stayKey = await createWalletKey(t, stay.auth, 'stay app')
+    const ownerKey = await createWalletKey(t, owner.auth, 'owner app')
 
     const response = await call('DELETE', `/wallet/users/${member.id}`, owner.auth)
     assert.equal(response.statusCode, 204, response.body)
@@ -305,7 +285,7 @@ describe('POST /wallet/sessions', () => {
     assert.equal(key.name, 'bookkeeping')
     assert.match(key.token, /^cfw_[0-9A-Za-z]{36}$/)
 
-    const unnamed = await newKey(member.auth)
+    const unnamed = await createWalletKey(t, member.auth)
     assert.equal(unnamed.name, '')
     assert.equal(unnamed.wallet_id, wallet.id)
     assert.notEqual(unnamed.token, key.token)
@@ -316,7 +296,7 @@ describe('POST /wallet/sessions', () => {
     const empty = await call('POST', '/wallet/sessions', owner.auth, {})
     assert.equal(empty.statusCode, 201, empty.body)
     assert.equal(empty.json().name, '')
-    assert.equal((await newKey(owner.auth, 'x'.repeat(32))).name, 'x'.repeat(32))
+    assert.equal((await createWalletKey(t, owner.auth, 'x'.repeat(32))).name, 'x'.repeat(32))
   })
 
   it('answers 400 G000 for a name that is too long or not a string', async () => {
@@ -328,17 +308,17 @@ describe('POST /wallet/sessions', () => {
 
   it('refuses a wallet key with 401 A001', async () => {
     const owner = await createUser(t.app)
-    const key = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
     expectError(await call('POST', '/wallet/sessions', bearer(key.token), {}), 401, 'A001')
   })
 
   it("gives the key its own wallet, whatever the user's active wallet", async () => {
     const owner = await createUser(t.app)
     const friend = await createUser(t.app)
-    const asset = await createAsset()
+    const asset = await createAsset(t)
     const wallet = await activeSecondWallet(owner)
-    await issue(wallet.id, asset.id, 10)
-    const key = await newKey(owner.auth, 'shop')
+    await issue(t, wallet.id, asset.id, 10)
+    const key = await createWalletKey(t, owner.auth, 'shop')
     await activate(owner.auth, owner.walletId)
 
     const holdings = await call('GET', '/wallet/assets', bearer(key.token))
@@ -355,9 +335,9 @@ describe('POST /wallet/sessions', () => {
 describe('GET /wallet/sessions', () => {
   it('lists every key of the active wallet without its token', async () => {
     const { owner, member, wallet } = await sharedWallet()
-    const first = await newKey(owner.auth, 'one')
-    const second = await newKey(member.auth, 'two')
-    await newKey(await otherWalletHeaders(owner), 'elsewhere')
+    const first = await createWalletKey(t, owner.auth, 'one')
+    const second = await createWalletKey(t, member.auth, 'two')
+    await createWalletKey(t, await otherWalletHeaders(owner), 'elsewhere')
 
     const response = await call('GET', '/wallet/sessions', member.auth)
     assert.equal(response.statusCode, 200, response.body)
@@ -381,7 +361,7 @@ describe('GET /wallet/sessions', () => {
 
   it('refuses a wallet key with 401 A001', async () => {
     const owner = await createUser(t.app)
-    const key = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
     expectError(await call('GET', '/wallet/sessions', bearer(key.token)), 401, 'A001')
   })
 })
@@ -397,8 +377,8 @@ async function otherWalletHeaders(user: TestUser): Promise<Headers> {
 describe('DELETE /wallet/sessions/{sessionid}', () => {
   it('revokes the key: it is no longer listed and answers 401 A001', async () => {
     const owner = await createUser(t.app)
-    const key = await newKey(owner.auth)
-    const keep = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
+    const keep = await createWalletKey(t, owner.auth)
     const response = await call('DELETE', `/wallet/sessions/${key.id}`, owner.auth)
     assert.equal(response.statusCode, 204, response.body)
     expectError(await call('GET', '/wallet/assets', bearer(key.token)), 401, 'A001')
@@ -410,9 +390,9 @@ describe('DELETE /wallet/sessions/{sessionid}', () => {
   it("answers 404 W005 for another wallet's key, which keeps working", async () => {
     const owner = await createUser(t.app)
     const stranger = await createUser(t.app)
-    const theirs = await newKey(stranger.auth)
+    const theirs = await createWalletKey(t, stranger.auth)
     const elsewhere = await otherWalletHeaders(owner)
-    const ownOtherWallet = await newKey(elsewhere)
+    const ownOtherWallet = await createWalletKey(t, elsewhere)
 
     expectError(await call('DELETE', `/wallet/sessions/${theirs.id}`, owner.auth), 404, 'W005')
     expectError(await call('DELETE', `/wallet/sessions/${ownOtherWallet.id}`, owner.auth), 404, 'W005')
@@ -423,7 +403,7 @@ describe('DELETE /wallet/sessions/{sessionid}', () => {
 
   it("lets an assigned user revoke any key of the wallet, the owner's included", async () => {
     const { owner, member } = await sharedWallet()
-    const ownerKey = await newKey(owner.auth)
+    const ownerKey = await createWalletKey(t, owner.auth)
     assert.equal((await call('DELETE', `/wallet/sessions/${ownerKey.id}`, member.auth)).statusCode, 204)
     expectError(await call('GET', '/wallet/assets', bearer(ownerKey.token)), 401, 'A001')
   })
@@ -436,7 +416,7 @@ describe('DELETE /wallet/sessions/{sessionid}', () => {
 
   it('refuses a wallet key with 401 A001, even for itself', async () => {
     const owner = await createUser(t.app)
-    const key = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
     expectError(await call('DELETE', `/wallet/sessions/${key.id}`, bearer(key.token)), 401, 'A001')
     assert.equal((await call('GET', '/wallet/assets', bearer(key.token))).statusCode, 200)
   })
@@ -445,9 +425,9 @@ describe('DELETE /wallet/sessions/{sessionid}', () => {
 describe('DELETE /wallet/sessions', () => {
   it('revokes every key of the active wallet and no other', async () => {
     const { owner, member } = await sharedWallet()
-    const keys = [await newKey(owner.auth), await newKey(member.auth)]
-    const primaryKey = await newKey(await logInAgain(owner))
-    const strangerKey = await newKey((await createUser(t.app)).auth)
+    const keys = [await createWalletKey(t, owner.auth), await createWalletKey(t, member.auth)]
+    const primaryKey = await createWalletKey(t, await logInAgain(owner))
+    const strangerKey = await createWalletKey(t, (await createUser(t.app)).auth)
 
     const response = await call('DELETE', '/wallet/sessions', member.auth)
     assert.equal(response.statusCode, 204, response.body)
@@ -464,7 +444,7 @@ describe('DELETE /wallet/sessions', () => {
 
   it('refuses a wallet key with 401 A001', async () => {
     const owner = await createUser(t.app)
-    const key = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
     expectError(await call('DELETE', '/wallet/sessions', bearer(key.token)), 401, 'A001')
     assert.equal((await call('GET', '/wallet/assets', bearer(key.token))).statusCode, 200)
   })
@@ -473,19 +453,19 @@ describe('DELETE /wallet/sessions', () => {
 describe('DELETE /wallet', () => {
   it('sweeps the holdings into the primary wallet as one transaction and retires the wallet', async () => {
     const { owner, member, wallet } = await sharedWallet()
-    const gold = await createAsset()
-    const silver = await createAsset()
-    await issue(wallet.id, gold.id, 7)
-    await issue(wallet.id, silver.id, 3)
-    await issue(owner.walletId, gold.id, 1)
-    const ownerKey = await newKey(owner.auth)
-    const memberKey = await newKey(member.auth)
+    const gold = await createAsset(t)
+    const silver = await createAsset(t)
+    await issue(t, wallet.id, gold.id, 7)
+    await issue(t, wallet.id, silver.id, 3)
+    await issue(t, owner.walletId, gold.id, 1)
+    const ownerKey = await createWalletKey(t, owner.auth)
+    const memberKey = await createWalletKey(t, member.auth)
     const ownerOnPrimary = await logInAgain(owner)
     const hook = { wallet_id: wallet.id, url: 'http://127.0.0.1:9/hook', secret: 'whsec_test', created_at: new Date().toISOString() }
     await t.database.db.insertInto('webhooks').values(hook).execute()
     // An incoming transfer while the webhook is set queues a delivery for it.
     const sender = await createUser(t.app)
-    await issue(sender.walletId, gold.id, 2)
+    await issue(t, sender.walletId, gold.id, 2)
     const incoming = await call('POST', '/wallet/transactions', sender.auth, { recipient: wallet.address, type: 1, assets: { [gold.name]: 2 } })
     assert.equal(incoming.statusCode, 201, incoming.body)
 
@@ -563,8 +543,8 @@ describe('DELETE /wallet', () => {
 
   it('refuses the primary wallet with 400 W008', async () => {
     const owner = await createUser(t.app)
-    const asset = await createAsset()
-    await issue(owner.walletId, asset.id, 5)
+    const asset = await createAsset(t)
+    await issue(t, owner.walletId, asset.id, 5)
     expectError(await call('DELETE', '/wallet', owner.auth), 400, 'W008')
     assert.equal((await call('GET', '/wallet/assets', owner.auth)).json()[0].quantity, 5)
   })
@@ -572,7 +552,7 @@ describe('DELETE /wallet', () => {
   it('refuses a wallet key with 401 A001', async () => {
     const owner = await createUser(t.app)
     await activeSecondWallet(owner)
-    const key = await newKey(owner.auth)
+    const key = await createWalletKey(t, owner.auth)
     expectError(await call('DELETE', '/wallet', bearer(key.token)), 401, 'A001')
     assert.equal((await call('GET', '/wallet/assets', bearer(key.token))).statusCode, 200)
   })
@@ -580,11 +560,11 @@ describe('DELETE /wallet', () => {
   it('strands nothing in the wallet when transfers race its deletion', async () => {
     const owner = await createUser(t.app)
     const sender = await createUser(t.app)
-    const asset = await createAsset()
+    const asset = await createAsset(t)
     const wallet = await activeSecondWallet(owner)
-    await issue(wallet.id, asset.id, 50)
-    await issue(sender.walletId, asset.id, 100)
-    const key = await newKey(owner.auth)
+    await issue(t, wallet.id, asset.id, 50)
+    await issue(t, sender.walletId, asset.id, 100)
+    const key = await createWalletKey(t, owner.auth)
 
     const transfer = (headers: Headers, recipient: string) => call('POST', '/wallet/transactions', headers, { recipient, type: 1, assets: { [asset.name]: 1 } })
     const requests = [

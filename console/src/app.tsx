@@ -7,7 +7,7 @@ import { describeError } from './text.ts'
 import { ConfirmHost, Loading, SessionEndsContext } from './ui.tsx'
 
 /** The route is the part of the address after `#`: `#/send`, `#/operator/wallets/12`, … */
-export function useRoute(): string[] {
+function useRoute(): string[] {
   const read = () => location.hash.replace(/^#\/?/, '').split('/').filter(Boolean)
   const [route, setRoute] = useState(read)
   useEffect(() => {
@@ -18,7 +18,7 @@ export function useRoute(): string[] {
   return route
 }
 
-export function navigate(path: string): void {
+function navigate(path: string): void {
   location.hash = `#/${path}`
 }
 

@@ -216,7 +216,7 @@ export interface ConfirmRequest {
   action: string
 }
 
-export const ConfirmContext = createContext<(request: ConfirmRequest) => Promise<boolean>>(async () => false)
+const ConfirmContext = createContext<(request: ConfirmRequest) => Promise<boolean>>(async () => false)
 
 export function useConfirm() {
   return useContext(ConfirmContext)

@@ -2,8 +2,8 @@ import { InputError } from './text.ts'
 
 /** The service's rules, checked before a request is sent (the service checks them again). */
 
-export const USERNAME = /^[A-Za-z0-9]{2,32}$/
-export const ADDRESS = /^[a-z]{3,24}$/
+const USERNAME = /^[A-Za-z0-9]{2,32}$/
+const ADDRESS = /^[a-z]{3,24}$/
 export const ASSET_NAME = /^[A-Za-z0-9_-]{1,32}$/
 
 export function check(condition: boolean, message: string): void {

@@ -63,19 +63,34 @@ export async function insertUserSession(
     .executeTakeFirstOrThrow()
 }
 
-export async function findUserSession(db: Executor, sessionId: number) {
-  return db.selectFrom('user_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst()
+const SESSION_COLUMNS = ['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_at', 'token_hash'] as const
+
+/**
+ * The user session with this token hash, live or not. Lookups of concurrent requests share one
+ * query (`coalesce.ts`): every authenticated request makes one.
+ */
+const userSessionByHash = coalescedPer(async (db: Executor, hashes: string[]) => {
+  const rows = await db.selectFrom('user_sessions').select(SESSION_COLUMNS).where(anyOf(db, sql.ref('token_hash'), hashes, 'text')).execute()
+  return new Map(rows.map((row) => [row.token_hash, row]))
+})
+
+export type UserSessionRow = Awaited<ReturnType<typeof findUserSessionById>> & {}
+
+export function findUserSessionByTokenHash(db: Executor, tokenHash: string): Promise<UserSessionRow | undefined> {
+  return userSessionByHash(db, tokenHash)
 }
 
-/** Sessions of the user that have not expired, and when `idleSince` is given, were used after it. */
-export async function listUserSessions(db: Executor, userId: number, idleSince?: string) {
-  let query = db
-    .selectFrom('user_sessions')
-    .select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at'])
-    .where('user_id', '=', userId)
-    .where('expires_at', '>', nowIso())
-  if (idleSince !== undefined) query = query.where('last_used_at', '>', idleSince)
-  return query.orderBy('id').execute()
+export async function findUserSessionById(db: Executor, sessionId: number) {
+  return db.selectFrom('user_sessions').select(SESSION_COLUMNS).where('id', '=', sessionId).executeTakeFirst()
+}
+
+export async function touchUserSession(db: Executor, sessionId: number, now: string): Promise<void> {
+  await db.updateTable('user_sessions').set({ last_used_at: now }).where('id', '=', sessionId).execute()
+}
+
+/** Every session of the user, ended ones included (`accounts.service.ts` tells which are live). */
+export async function listUserSessions(db: Executor, userId: number) {
+  return db.selectFrom('user_sessions').select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at', 'expires_at']).where('user_id', '=', userId).orderBy('id').execute()
 }
 
 /** Deletes one session of the user; returns false when the user has no such session. */

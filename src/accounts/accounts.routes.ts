@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { clearSessionCookie, setSessionCookie, userAuth } from '../http/auth.ts'
-import { RateLimiter } from '../http/rate-limit.ts'
+import type { AttemptLimiter } from '../http/rate-limit.ts'
 import { Empty, IdParams, parseId, responses } from '../http/schemas.ts'
 import * as S from './accounts.schemas.ts'
 import * as accounts from './accounts.service.ts'
@@ -11,22 +11,22 @@ import * as accounts from './accounts.service.ts'
 export interface AccountsRoutesOptions {
   database: Database
   config: Config
+  limiter: AttemptLimiter
 }
 
 /**
  * Login and the `/user` routes about the user and their sessions. (Registration is in
  * `flows/flows.routes.ts`; the `/user` routes about wallets in `wallets/wallets.routes.ts`.)
  */
-const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (app, { database, config }) => {
+const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (app, { database, config, limiter }) => {
   const { db } = database
-  const limiter = new RateLimiter(config.authRateLimit)
   const tags = ['accounts']
 
   app.post(
     '/users/:username/sessions',
     { schema: { tags, params: S.LoginParams, body: S.LoginBody, response: responses(201, S.LoginResult) } },
     async (request, reply) => {
-      limiter.hit(`login-ip:${request.ip}`, `login-user:${request.params.username.toLowerCase()}`)
+      await limiter.hit(`login-ip:${request.ip}`, `login-user:${request.params.username.toLowerCase()}`)
       const { session, token } = await accounts.logIn(db, config, request.params.username, request.body.password)
       if (request.body.return_token) return reply.status(201).send({ ...session, token })
       setSessionCookie(reply, config, token)

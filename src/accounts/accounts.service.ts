@@ -48,6 +48,39 @@ export function findPrimaryWalletByUsername(db: Executor, username: string): Pro
   return repo.findPrimaryWalletByUsername(db, username)
 }
 
+// Writing last_used_at on every request would turn every read into a write; once a minute is enough.
+const TOUCH_INTERVAL_MS = 60_000
+
+/**
+ * The one rule of a user session's life: it has not expired, and (when SESSION_IDLE_DAYS is not
+ * 0) it was used within the idle timeout.
+ */
+function isLive(session: { expires_at: string; last_used_at: string }, config: Config, now: number): boolean {
+  const idleLimit = config.sessionIdleDays * 86_400_000
+  return Date.parse(session.expires_at) > now && !(idleLimit > 0 && Date.parse(session.last_used_at) + idleLimit <= now)
+}
+
+/**
+ * The one session lookup: the live user session with this token hash (every guard of a route,
+ * `http/auth.ts`) or this id (the event stream checking that its session still acts on its
+ * wallet), else undefined.
+ */
+export async function findLiveUserSession(db: Executor, config: Config, by: { tokenHash: string } | { sessionId: number }) {
+  const session = 'tokenHash' in by ? await repo.findUserSessionByTokenHash(db, by.tokenHash) : await repo.findUserSessionById(db, by.sessionId)
+  return session && isLive(session, config, Date.now()) ? session : undefined
+}
+
+/**
+ * Authenticates a request's user token (by its hash): the live session, marked as used (at most
+ * once a minute), as `{ sessionId, userId, walletId }`; undefined when there is none.
+ */
+export async function authenticateUserSession(db: Db, config: Config, tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined> {
+  const session = await findLiveUserSession(db, config, { tokenHash })
+  if (!session) return undefined
+  if (Date.now() - Date.parse(session.last_used_at) > TOUCH_INTERVAL_MS) await repo.touchUserSession(db, session.id, new Date().toISOString())
+  return { sessionId: session.id, userId: session.user_id, walletId: session.wallet_id }
+}
+
 /**
  * POST /users/{username}/sessions: checks the password and opens a session on the primary wallet.
  * Returns the session and its token. Throws U001 alike for an unknown user and a wrong password.
@@ -96,9 +129,11 @@ export async function describeSession(db: Db, auth: UserAuth) {
 
 /** GET /user/sessions: the user's live sessions (neither expired nor idle too long), the current one marked. */
 export async function listSessions(db: Db, config: Config, auth: UserAuth) {
-  const idleSince = config.sessionIdleDays > 0 ? new Date(Date.now() - config.sessionIdleDays * 86_400_000).toISOString() : undefined
-  const rows = await repo.listUserSessions(db, auth.userId, idleSince)
-  return rows.map((row) => ({ ...row, current: row.id === auth.sessionId }))
+  const now = Date.now()
+  const rows = await repo.listUserSessions(db, auth.userId)
+  return rows
+    .filter((row) => isLive(row, config, now))
+    .map((row) => ({ id: row.id, user_id: row.user_id, wallet_id: row.wallet_id, created_at: row.created_at, last_used_at: row.last_used_at, current: row.id === auth.sessionId }))
 }
 
 /** DELETE /user/sessions/{id}. Throws U004 for a session that is not the caller's. */

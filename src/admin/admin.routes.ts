@@ -4,7 +4,6 @@ import type { Deps } from '../deps.ts'
 import { clearOperatorCookie, OPERATOR_COOKIE, setOperatorCookie } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { nextPageLink } from '../http/paging.ts'
-import { RateLimiter } from '../http/rate-limit.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import { Transaction } from '../ledger/ledger.schemas.ts'
 import { NoContent } from '../wallets/wallets.schemas.ts'
@@ -12,10 +11,9 @@ import * as S from './admin.schemas.ts'
 import * as admin from './admin.service.ts'
 
 /** The console's operator sessions and the operator's read routes. */
-const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, adminKeyHash }) => {
+const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, adminKeyHash, limiter }) => {
   const { db } = database
   // Key attempts are limited per client address like logins (AUTH_RATE_LIMIT), wrong or right.
-  const limiter = new RateLimiter(config.authRateLimit)
   const tags = ['admin']
   const operator = { onRequest: app.requireAdmin }
 
@@ -23,7 +21,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     '/admin/sessions',
     { schema: { tags, summary: 'Open an operator session with the admin key', body: S.OperatorLoginBody, response: responses(201, S.OperatorSession) } },
     async (request, reply) => {
-      limiter.hit(`admin-key-ip:${request.ip}`)
+      await limiter.hit(`admin-key-ip:${request.ip}`)
       const session = await admin.openOperatorSession(db, adminKeyHash, request.body.key)
       setOperatorCookie(reply, config, session.token)
       return reply.status(201).send({ expires_at: session.expiresAt })

@@ -37,7 +37,7 @@ export const AdminWallet = Type.Object({
   deleted: Type.Boolean(),
 })
 
-export const UserRef = Type.Object({ id: Id, username: Type.String() })
+const UserRef = Type.Object({ id: Id, username: Type.String() })
 
 export const AdminWalletDetail = Type.Object({
   wallet: Type.Object({

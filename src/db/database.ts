@@ -15,7 +15,17 @@ export interface Database {
   dialect: Dialect
   /** Checks that the storage answers (readiness). */
   ping(): Promise<void>
+  /** PostgreSQL: the connection pool's use right now (metrics); undefined on SQLite, which has one connection. */
+  poolUse?(): PoolUse
   close(): Promise<void>
+}
+
+export interface PoolUse {
+  max: number
+  open: number
+  idle: number
+  /** Queries waiting for a connection: the pool is saturated. */
+  waiting: number
 }
 
 const UNAVAILABLE_CODES = new Set([
@@ -180,6 +190,7 @@ export function openPostgres(url: string, poolSize: number): Database {
     async ping() {
       await pool.query('select 1')
     },
+    poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await db.destroy()
     },

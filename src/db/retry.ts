@@ -9,10 +9,10 @@ export function isRetryable(error: unknown): boolean {
 }
 
 /** How many times a transaction is tried before its race is answered as an error. */
-export const MAX_ATTEMPTS = 8
+const MAX_ATTEMPTS = 8
 
 /** A short random pause that grows with the attempt, so that racing transactions spread out. */
-export function retryPause(attempt: number): Promise<void> {
+function retryPause(attempt: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt))
 }
 

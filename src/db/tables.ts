@@ -1,4 +1,4 @@
-import type { Generated, Insertable, Selectable } from 'kysely'
+import type { Generated, Selectable } from 'kysely'
 
 /**
  * Row types of every table. Timestamps are ISO 8601 UTC strings with milliseconds on both
@@ -147,6 +147,12 @@ export interface OperatorSessionsTable {
   expires_at: string
 }
 
+export interface RateLimitHitsTable {
+  key: string
+  window_start: number
+  hits: number
+}
+
 export interface DB {
   users: UsersTable
   user_sessions: UserSessionsTable
@@ -162,10 +168,10 @@ export interface DB {
   events: EventsTable
   webhook_deliveries: WebhookDeliveriesTable
   webhook_attempts: WebhookAttemptsTable
+  rate_limit_hits: RateLimitHitsTable
   operator_sessions: OperatorSessionsTable
 }
 
 export type UserRow = Selectable<UsersTable>
 export type WalletRow = Selectable<WalletsTable>
 export type AssetRow = Selectable<AssetsTable>
-export type NewEvent = Insertable<EventsTable>

@@ -4,13 +4,17 @@ import { Agent, request, type Dispatcher } from 'undici'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
+import type { SecretsKey } from '../secrets/secret-box.ts'
 import { webhookHeaders } from './signature.ts'
+import { openWebhookSecret } from './webhook-secrets.ts'
 import { AddressNotAllowedError, guardedLookup, ipLiteral, isLocalName, isPublicAddress } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
 
 export interface DeliveryWorkerOptions {
   database: Database
   config: Config
+  /** Opens the webhook secrets, stored sealed. */
+  secretsKey: SecretsKey
   log: FastifyBaseLogger
   /** Where `coffer_webhook_attempts_total` is registered (the app's /metrics). */
   registry?: client.Registry
@@ -51,6 +55,7 @@ export function retryDelayMs(seconds: number, random = Math.random()): number {
 export class DeliveryWorker {
   private readonly db
   private readonly config: Config
+  private readonly secretsKey: SecretsKey
   private readonly log: FastifyBaseLogger
   private readonly pollMs: number
   private readonly concurrency: number
@@ -67,6 +72,7 @@ export class DeliveryWorker {
   constructor(options: DeliveryWorkerOptions) {
     this.db = options.database.db
     this.config = options.config
+    this.secretsKey = options.secretsKey
     this.log = options.log
     this.pollMs = options.pollMs ?? 250
     this.concurrency = options.concurrency ?? 16
@@ -189,7 +195,17 @@ export class DeliveryWorker {
     }
     const url = work.url
     const attemptedAt = nowIso()
-    const outcome = await this.send(url, work.secret, work.event_id, work.payload)
+    let secret: string
+    try {
+      secret = openWebhookSecret(this.secretsKey, claim.wallet_id, work.secret)
+    } catch (error) {
+      // Another SECRETS_KEY than the one the secret was sealed with (a rotation this instance has
+      // not been restarted for): nothing can be signed; the attempt fails and is retried later.
+      this.log.error({ delivery: claim.id, reason: (error as Error).message }, 'webhook worker: the webhook secret cannot be opened with this SECRETS_KEY')
+      await this.record(claim, url, attemptedAt, { statusCode: null, latencyMs: 0, error: 'not sent: the webhook secret cannot be opened with this instance\'s SECRETS_KEY' })
+      return
+    }
+    const outcome = await this.send(url, secret, work.event_id, work.payload)
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
       // Cut off by the shutdown: the receiver may have seen it, so it is logged like any attempt
       // (contract §8), and the delivery is given back, due again at once rather than after a backoff.

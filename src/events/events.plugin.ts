@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
+import type { SecretsKey } from '../secrets/secret-box.ts'
 import { DeliveryWorker } from './delivery.worker.ts'
 import { EventHub } from './event-hub.ts'
 import streamRoutes from './stream.routes.ts'
@@ -15,11 +16,13 @@ import webhooksRoutes from './webhooks.routes.ts'
 export interface EventsOptions {
   database: Database
   config: Config
+  /** Seals and opens the webhook secrets. */
+  secretsKey: SecretsKey
 }
 
 export default async function events(app: FastifyInstance, deps: EventsOptions): Promise<void> {
   const registry = app.hasDecorator('metrics') ? app.metrics : undefined
-  const worker = new DeliveryWorker({ database: deps.database, config: deps.config, log: app.log.child({ component: 'webhooks' }), registry })
+  const worker = new DeliveryWorker({ database: deps.database, config: deps.config, secretsKey: deps.secretsKey, log: app.log.child({ component: 'webhooks' }), registry })
   const hub = new EventHub({ db: deps.database.db, log: app.log.child({ component: 'events' }), registry })
   let stopping: Promise<void> | undefined
   app.addHook('onReady', async () => worker.start())

@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { isPostgres, nowIso } from '../db/dialect.ts'
+import { isPostgres } from '../db/dialect.ts'
 import { eventPayload } from './outbox.ts'
 
 /** SQL for reading the outbox as a stream (GET /wallet/events). */
@@ -80,28 +80,4 @@ export async function readWalletEvents(db: Executor, walletId: number, after: nu
     from ${EVENTS} where events.wallet_id = ${walletId} and events.id > ${after} and events.id <= ${upto}
     order by events.id limit ${limit}`.execute(db)
   return rows.map(toStreamEvent)
-}
-
-/** True while a user session still exists and still acts on `walletId`. */
-export async function userSessionActsOn(db: Executor, sessionId: number, walletId: number): Promise<boolean> {
-  const row = await db
-    .selectFrom('user_sessions')
-    .select('id')
-    .where('id', '=', sessionId)
-    .where('wallet_id', '=', walletId)
-    .where('expires_at', '>', nowIso())
-    .executeTakeFirst()
-  return row !== undefined
-}
-
-/** True while a wallet key still exists and its wallet is not deleted. */
-export async function walletKeyIsLive(db: Executor, walletSessionId: number): Promise<boolean> {
-  const row = await db
-    .selectFrom('wallet_sessions')
-    .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
-    .select('wallet_sessions.id')
-    .where('wallet_sessions.id', '=', walletSessionId)
-    .where('wallets.deleted_at', 'is', null)
-    .executeTakeFirst()
-  return row !== undefined
 }

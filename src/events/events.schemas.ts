@@ -20,9 +20,9 @@ export const WebhookInfo = Type.Object({
   created_at: Type.Optional(Timestamp),
 })
 
-export const DeliveryStatus = Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed'), Type.Literal('cancelled')])
+const DeliveryStatus = Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed'), Type.Literal('cancelled')])
 
-export const Attempt = Type.Object({
+const Attempt = Type.Object({
   attempted_at: Timestamp,
   status_code: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status of the answer; null when none came' }),
   latency_ms: Type.Integer({ description: 'time until the answer (or the failure)' }),

@@ -11,7 +11,7 @@ export type EventType = 'transaction.sent' | 'transaction.received'
  * grow with time are appended at the end of the unique index instead of landing on a random
  * page of it, so a batch of events dirties (and logs) a few index pages rather than one each.
  */
-export function newEventId(): string {
+function newEventId(): string {
   // randomUUID draws from a cached entropy pool: random bits without a syscall per event.
   return `evt_${Date.now().toString(16).padStart(12, '0')}${crypto.randomUUID().replaceAll('-', '').slice(0, 20)}`
 }

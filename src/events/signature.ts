@@ -10,7 +10,7 @@ export function newWebhookSecret(): string {
 }
 
 /** `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the secret's decoded bytes. */
-export function signPayload(secret: string, id: string, timestamp: number, body: string): string {
+function signPayload(secret: string, id: string, timestamp: number, body: string): string {
   const key = Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64')
   const mac = crypto.createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')
   return `v1,${mac}`

@@ -120,7 +120,7 @@ export function isLocalName(hostname: string): boolean {
   return name === 'localhost' || name.endsWith('.localhost')
 }
 
-export const MAX_WEBHOOK_URL_LENGTH = 512
+const MAX_WEBHOOK_URL_LENGTH = 512
 
 /** Why a webhook URL is refused (the W010 detail), or undefined when its form is fine. */
 export function checkWebhookUrlForm(raw: string): { url: URL } | { reason: string } {

@@ -1,11 +1,12 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { findLiveUserSession } from '../accounts/accounts.service.ts'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { ErrorSchema } from '../http/schemas.ts'
 import type { EventHub, EventSink } from './event-hub.ts'
-import { userSessionActsOn, walletKeyIsLive } from './events.repository.ts'
+import { findLiveWalletKey } from '../wallets/wallets.service.ts'
 import * as S from './events.schemas.ts'
 
 /** A comment line every so often keeps proxies from closing an idle stream. */
@@ -37,7 +38,7 @@ function responseSink(res: ServerResponse): EventSink {
 }
 
 /** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth, contract §8). */
-const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (app, { database, hub }) => {
+const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (app, { database, config, hub }) => {
   const { db } = database
 
   app.get(
@@ -80,10 +81,11 @@ const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Conf
       })
       res.write(`retry: ${RETRY_MS}\n: connected\n\n`)
 
-      // A revoked key or a session moved to another wallet ends the stream at the next keep-alive.
+      // A revoked key, or a session ended, expired, idle too long or moved to another wallet, ends
+      // the stream at the next keep-alive: the same lookups as the guards'.
       const stillAllowed = async () => {
-        if (auth?.kind === 'user') return userSessionActsOn(db, auth.sessionId, walletId)
-        if (auth?.kind === 'wallet') return walletKeyIsLive(db, auth.walletSessionId)
+        if (auth?.kind === 'user') return (await findLiveUserSession(db, config, { sessionId: auth.sessionId }))?.wallet_id === walletId
+        if (auth?.kind === 'wallet') return (await findLiveWalletKey(db, { id: auth.walletSessionId })) !== undefined
         return false
       }
       let closed = false

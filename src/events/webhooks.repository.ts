@@ -10,6 +10,16 @@ export async function findWebhook(db: Executor, walletId: number) {
   return db.selectFrom('webhooks').select(['url', 'secret', 'created_at']).where('wallet_id', '=', walletId).executeTakeFirst()
 }
 
+/** Every webhook's stored (sealed) secret: the start-up check and key rotation. */
+export async function listWebhookSecrets(db: Executor) {
+  return db.selectFrom('webhooks').select(['wallet_id', 'secret']).orderBy('wallet_id').execute()
+}
+
+/** Replaces a stored secret, only while it is still `old` (a webhook set meanwhile keeps its own). */
+export async function replaceWebhookSecret(db: Executor, walletId: number, old: string, secret: string): Promise<void> {
+  await db.updateTable('webhooks').set({ secret }).where('wallet_id', '=', walletId).where('secret', '=', old).execute()
+}
+
 /** Sets the wallet's one webhook, replacing any other. */
 export async function upsertWebhook(db: Executor, webhook: { walletId: number; url: string; secret: string; createdAt: string }): Promise<void> {
   await db

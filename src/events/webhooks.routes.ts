@@ -3,19 +3,20 @@ import { Type } from '@sinclair/typebox'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { userAuth } from '../http/auth.ts'
+import type { SecretsKey } from '../secrets/secret-box.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import type { DeliveryWorker } from './delivery.worker.ts'
 import * as S from './events.schemas.ts'
 import * as webhooks from './webhooks.service.ts'
 
 /** The webhook routes of the interface (user auth, active wallet) and the delivery log. */
-const webhooksRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; worker: DeliveryWorker }> = async (app, { database, config, worker }) => {
+const webhooksRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; secretsKey: SecretsKey; worker: DeliveryWorker }> = async (app, { database, config, secretsKey, worker }) => {
   const { db } = database
   const tags = ['webhooks']
   const user = { onRequest: app.requireUser }
 
   app.put('/wallet/webhook', { ...user, schema: { tags, body: S.WebhookBody, response: responses(200, S.WebhookCreated) } }, async (request) =>
-    webhooks.setWebhook(db, config, userAuth(request), request.body.webhook),
+    webhooks.setWebhook(db, config, secretsKey, userAuth(request), request.body.webhook),
   )
 
   app.get('/wallet/webhook', { ...user, schema: { tags, response: responses(200, S.WebhookInfo) } }, async (request) =>

@@ -5,7 +5,9 @@ import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { takeWalletTurns } from '../ledger/ledger.service.ts'
 import { holdUsableWallet } from '../wallets/wallets.service.ts'
+import type { SecretsKey } from '../secrets/secret-box.ts'
 import { newWebhookSecret } from './signature.ts'
+import { sealWebhookSecret } from './webhook-secrets.ts'
 import { AddressNotAllowedError, assertPublicHost, checkWebhookUrlForm } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
 
@@ -19,7 +21,7 @@ const MAX_LISTED_ATTEMPTS = 50
  * Throws W010 when it is not an absolute http(s) URL of at most 512 characters, carries
  * credentials, or (unless `webhookAllowPrivate`) names or resolves to a non-public address.
  */
-export async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
+async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
   const form = checkWebhookUrlForm(raw.trim())
   if ('reason' in form) throw new AppError('W010', form.reason)
   if (!config.webhookAllowPrivate) {
@@ -48,7 +50,7 @@ export async function checkWebhookUrl(config: Config, raw: string): Promise<stri
  * like every lasting grant, the webhook waits for a removal or deletion in progress and never
  * outlives it (`wallets.service.ts` holdUsableWallet).
  */
-export async function setWebhook(db: Db, config: Config, auth: UserAuth, raw: string): Promise<{ webhook: string; secret: string }> {
+export async function setWebhook(db: Db, config: Config, secretsKey: SecretsKey, auth: UserAuth, raw: string): Promise<{ webhook: string; secret: string }> {
   const url = await checkWebhookUrl(config, raw)
   const secret = newWebhookSecret()
   const now = nowIso()
@@ -57,7 +59,8 @@ export async function setWebhook(db: Db, config: Config, auth: UserAuth, raw: st
     if (!(await holdUsableWallet(trx, auth.userId, walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
     // A transfer of the wallet in progress finishes first; one after it finds the webhook.
     await takeWalletTurns(trx, [walletId])
-    await repo.upsertWebhook(trx, { walletId, url, secret, createdAt: now })
+    // Stored sealed under the secrets key: a copy of the database alone cannot sign a delivery.
+    await repo.upsertWebhook(trx, { walletId, url, secret: sealWebhookSecret(secretsKey, walletId, secret), createdAt: now })
     await repo.retargetPendingDeliveries(trx, walletId, url, now)
   })
   return { webhook: url, secret }

@@ -1,9 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { RegisterBody, RegisteredUser } from '../accounts/accounts.schemas.ts'
-import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { userAuth } from '../http/auth.ts'
-import { RateLimiter } from '../http/rate-limit.ts'
+import type { AttemptLimiter } from '../http/rate-limit.ts'
 import { responses } from '../http/schemas.ts'
 import type { Ledger } from '../ledger/ledger.service.ts'
 import { NoContent } from '../wallets/wallets.schemas.ts'
@@ -12,17 +11,16 @@ import { deleteWallet } from './wallet-deletion.ts'
 
 export interface FlowsRoutesOptions {
   database: Database
-  config: Config
   ledger: Ledger
+  limiter: AttemptLimiter
 }
 
 /** The routes whose work spans domains: registration (accounts and wallets) and wallet deletion (wallets, ledger, events). */
-const flowsRoutes: FastifyPluginAsyncTypebox<FlowsRoutesOptions> = async (app, { database, config, ledger }) => {
+const flowsRoutes: FastifyPluginAsyncTypebox<FlowsRoutesOptions> = async (app, { database, ledger, limiter }) => {
   const { db } = database
-  const limiter = new RateLimiter(config.authRateLimit)
 
   app.post('/users', { schema: { tags: ['accounts'], body: RegisterBody, response: responses(201, RegisteredUser) } }, async (request, reply) => {
-    limiter.hit(`register-ip:${request.ip}`, `register-user:${request.body.username.toLowerCase()}`)
+    await limiter.hit(`register-ip:${request.ip}`, `register-user:${request.body.username.toLowerCase()}`)
     const user = await registerUser(db, request.body.username, request.body.password)
     return reply.status(201).send(user)
   })

@@ -9,7 +9,7 @@ export interface AdminKey {
   file: string | undefined
 }
 
-export function adminKeyFile(config: Config): string {
+function adminKeyFile(config: Config): string {
   return path.join(config.dataDir, 'admin-key')
 }
 

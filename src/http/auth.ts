@@ -1,10 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { sql } from 'kysely'
 import type { Config } from '../config.ts'
 import type { Db } from '../db/database.ts'
-import { coalesced } from '../db/coalesce.ts'
-import { anyOf, nowIso } from '../db/dialect.ts'
+import { nowIso } from '../db/dialect.ts'
 import { AppError } from './errors.ts'
 import { hashToken, sameHash, tokenKind } from './tokens.ts'
 
@@ -38,6 +36,18 @@ export interface AuthOptions {
   config: Config
   /** SHA-256 of the admin key. */
   adminKeyHash: string
+  /** How tokens are looked up: handed in by `buildApp` from the accounts and wallets services. */
+  credentials: CredentialLookups
+}
+
+/**
+ * The lookups of user sessions and wallet keys, by the SHA-256 of their token. Each answers only
+ * a live credential (and marks it as used); the rule of what is live is written once, in its
+ * domain (`accounts.service.ts` findLiveUserSession, `wallets.service.ts` findLiveWalletKey).
+ */
+export interface CredentialLookups {
+  userSession(tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined>
+  walletKey(tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined>
 }
 
 /** The console's operator session cookie (`POST /admin/sessions`). */
@@ -45,8 +55,6 @@ export const OPERATOR_COOKIE = 'coffer_admin'
 export const OPERATOR_SESSION_HOURS = 12
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
-// Writing last_used_at on every request would turn every read into a write; once a minute is enough.
-const TOUCH_INTERVAL_MS = 60_000
 
 interface Credential {
   token: string
@@ -103,49 +111,17 @@ function checkCsrf(request: FastifyRequest, config: Config): void {
   if (request.headers['sec-fetch-site'] === 'cross-site') throw new AppError('A004', 'the request comes from another site')
 }
 
-export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { db, config, adminKeyHash }) {
+export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { db, config, adminKeyHash, credentials }) {
   app.decorateRequest('auth', undefined)
 
-  // Concurrent requests look their credentials up in one query (db/coalesce.ts); nothing is cached.
-  const userSessionByHash = coalesced(db, async (hashes: string[]) => {
-    const rows = await db
-      .selectFrom('user_sessions')
-      .select(['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_at', 'token_hash'])
-      .where(anyOf(db, sql.ref('token_hash'), hashes, 'text'))
-      .execute()
-    return new Map(rows.map((row) => [row.token_hash, row]))
-  })
-  const walletKeyByHash = coalesced(db, async (hashes: string[]) => {
-    const rows = await db
-      .selectFrom('wallet_sessions')
-      .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
-      .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at', 'wallet_sessions.token_hash'])
-      .where(anyOf(db, sql.ref('wallet_sessions.token_hash'), hashes, 'text'))
-      .where('wallets.deleted_at', 'is', null)
-      .execute()
-    return new Map(rows.map((row) => [row.token_hash, row]))
-  })
-
   async function userFromToken(token: string, viaCookie: boolean): Promise<Auth | undefined> {
-    const now = Date.now()
-    const session = await userSessionByHash(hashToken(token))
-    if (!session) return undefined
-    const lastUsed = Date.parse(session.last_used_at)
-    const idleLimit = config.sessionIdleDays * 86_400_000
-    if (Date.parse(session.expires_at) <= now || (idleLimit > 0 && lastUsed + idleLimit <= now)) return undefined
-    if (now - lastUsed > TOUCH_INTERVAL_MS) {
-      await db.updateTable('user_sessions').set({ last_used_at: nowIso() }).where('id', '=', session.id).execute()
-    }
-    return { kind: 'user', userId: session.user_id, sessionId: session.id, walletId: session.wallet_id, viaCookie }
+    const session = await credentials.userSession(hashToken(token))
+    return session && { kind: 'user', ...session, viaCookie }
   }
 
   async function walletFromToken(token: string): Promise<Auth | undefined> {
-    const key = await walletKeyByHash(hashToken(token))
-    if (!key) return undefined
-    if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) {
-      await db.updateTable('wallet_sessions').set({ last_used_at: nowIso() }).where('id', '=', key.id).execute()
-    }
-    return { kind: 'wallet', walletId: key.wallet_id, walletSessionId: key.id }
+    const key = await credentials.walletKey(hashToken(token))
+    return key && { kind: 'wallet', walletId: key.walletId, walletSessionId: key.keyId }
   }
 
   /**

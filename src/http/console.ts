@@ -9,14 +9,14 @@ import fp from 'fastify-plugin'
  * Headers of every console response: the page may load scripts, styles and data only from this
  * origin, never inline, and no other site may frame it.
  */
-export const CONSOLE_HEADERS = {
+const CONSOLE_HEADERS = {
   'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
 } as const
 
 /** The built console (`console/dist`, made by `npm run build:console`), found from this file up to the package root. */
-export function consoleDirectory(): string {
+function consoleDirectory(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url))
   while (!fs.existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir)
   return path.join(dir, 'console', 'dist')

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyError, FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isStorageUnavailable } from '../db/database.ts'
 import { AppError, errorBody, ERRORS, sendError, type ErrorCode } from './errors.ts'
 
@@ -13,7 +13,10 @@ const VALIDATION_CODES: Record<string, ErrorCode> = {
   headers: 'G000',
 }
 
-/** Fastify's own request errors that are the client's fault, mapped to contract codes. */
+/**
+ * Fastify's own errors, mapped to codes of the error table: one mapping per Fastify code, for the
+ * error handler and the router's refusals (`answerRouterError`) alike.
+ */
 const FRAMEWORK_CODES: Record<string, { code: ErrorCode; detail: string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'G000', detail: 'body is not valid JSON' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'G000', detail: 'body is empty' },
@@ -22,7 +25,18 @@ const FRAMEWORK_CODES: Record<string, { code: ErrorCode; detail: string }> = {
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'G000', detail: 'body is too large' },
   FST_ERR_CTP_INVALID_TYPE: { code: 'G000', detail: 'invalid content type' },
   FST_ERR_BAD_URL: { code: 'G001', detail: 'malformed URL' },
-  FST_ERR_ASYNC_CONSTRAINT: { code: 'G000', detail: 'malformed request' },
+  FST_ERR_MAX_PARAM_LENGTH: { code: 'G001', detail: 'a path parameter is too long' },
+  // A route constraint that failed to decide is the server's fault, not the request's.
+  FST_ERR_ASYNC_CONSTRAINT: { code: 'S000', detail: 'the route could not be chosen' },
+}
+
+/**
+ * Answers a request the router refused before any hook ran (malformed percent-encoding, a path
+ * parameter over 512 characters): with the error table's layout and a request id, like every error.
+ */
+export function answerRouterError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const { code, detail } = (error.code ? FRAMEWORK_CODES[error.code] : undefined) ?? FRAMEWORK_CODES.FST_ERR_BAD_URL
+  sendError(reply.header('x-request-id', request.id), code, detail)
 }
 
 function describeValidation(error: FastifyError): string {

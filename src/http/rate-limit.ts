@@ -1,10 +1,55 @@
+import type { Database, Executor } from '../db/database.ts'
 import { AppError } from './errors.ts'
+import { countHit } from './rate-limit.repository.ts'
+
+/** Counts login, registration and admin-key attempts; throws G005 with Retry-After past the limit. */
+export interface AttemptLimiter {
+  hit(...keys: string[]): void | Promise<void>
+}
+
+function tooMany(retryAfterSeconds: number): AppError {
+  return new AppError('G005', 'too many attempts, try again later', { headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) } })
+}
 
 /**
- * Fixed one-minute windows per key (client address, username). In memory: each instance limits
- * on its own, so N instances behind a balancer allow up to N times the limit.
+ * The limiter for the storage: on PostgreSQL, where several instances may serve, attempts are
+ * counted in the database so the limit holds across all of them; a single SQLite process counts
+ * in memory, without a write per attempt.
  */
-export class RateLimiter {
+export function createAttemptLimiter(perMinute: number, database: Database): AttemptLimiter {
+  return database.dialect === 'postgres' ? new SharedRateLimiter(perMinute, database.db) : new RateLimiter(perMinute)
+}
+
+/**
+ * Fixed one-minute windows per key, aligned to the clock's minutes so that every instance agrees
+ * on them, counted in the database (`rate_limit_hits`) with one statement per attempt. The
+ * retention job removes ended windows.
+ */
+class SharedRateLimiter implements AttemptLimiter {
+  constructor(
+    private readonly perMinute: number,
+    private readonly db: Executor,
+    private readonly now: () => number = () => Date.now(),
+  ) {}
+
+  async hit(...keys: string[]): Promise<void> {
+    if (this.perMinute === 0) return
+    const now = this.now()
+    const windowStart = Math.floor(now / 60_000) * 60_000
+    // Key by key, stopping at the first one over its limit, as RateLimiter does: an address already
+    // refused does not also use up the username's attempts. Each count is its own statement.
+    for (const key of keys) {
+      if ((await countHit(this.db, key, windowStart)) > this.perMinute) throw tooMany(Math.ceil((windowStart + 60_000 - now) / 1000))
+    }
+  }
+}
+
+/**
+ * Fixed one-minute windows per key (client address, username), in memory: for one process. (N
+ * such instances behind a balancer would allow N times the limit; PostgreSQL deployments use
+ * SharedRateLimiter.)
+ */
+export class RateLimiter implements AttemptLimiter {
   private windows = new Map<string, { start: number; count: number }>()
 
   constructor(
@@ -26,8 +71,7 @@ export class RateLimiter {
       }
       window.count++
       if (window.count > this.perMinute) {
-        const retryAfter = Math.max(1, Math.ceil((window.start + 60_000 - now) / 1000))
-        throw new AppError('G005', 'too many attempts, try again later', { headers: { 'retry-after': String(retryAfter) } })
+        throw tooMany(Math.ceil((window.start + 60_000 - now) / 1000))
       }
     }
   }

@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type } from '@sinclair/typebox'
 import { AppError, ERRORS, type ErrorCode } from './errors.ts'
 
 /** Shapes shared by every domain. */
@@ -40,4 +40,3 @@ export function responses<S extends number, T>(status: S, schema: T) {
   return { [status]: schema, '4xx': ErrorSchema, '5xx': ErrorSchema } as { [K in S]: T } & { '4xx': typeof ErrorSchema; '5xx': typeof ErrorSchema }
 }
 
-export type IdParamsOf<K extends string> = Static<ReturnType<typeof IdParams<K>>>

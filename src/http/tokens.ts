@@ -21,7 +21,7 @@ const RANDOM_LENGTH = 30
 const CHECKSUM_LENGTH = 6
 const TOKEN_PATTERN = /^(cfu|cfw|cfa|cfo)_([0-9A-Za-z]{30})([0-9A-Za-z]{6})$/
 
-export function randomBase62(length: number): string {
+function randomBase62(length: number): string {
   let out = ''
   while (out.length < length) {
     for (const byte of crypto.randomBytes(length * 2)) {

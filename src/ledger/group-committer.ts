@@ -47,6 +47,8 @@ export interface GroupCommitOptions {
   maxBatch: number
   /** Begin the next batch's transaction while this batch runs (PostgreSQL; SQLite has one connection). */
   beginEarly: boolean
+  /** Told each batch's size as it starts (metrics). */
+  onBatch?: (size: number) => void
 }
 
 export class GroupCommitter {
@@ -56,6 +58,7 @@ export class GroupCommitter {
   readonly #maxBatch: number
   /** PostgreSQL: begin the next batch's transaction while this batch runs. */
   readonly #beginEarly: boolean
+  readonly #onBatch: ((size: number) => void) | undefined
   #queue: Member[] = []
   #busy = false
   /** A batch has been taken from the queue and is running: members queued now wait for the next. */
@@ -71,6 +74,7 @@ export class GroupCommitter {
     this.#events = events
     this.#maxBatch = options.maxBatch
     this.#beginEarly = options.beginEarly
+    this.#onBatch = options.onBatch
   }
 
   /** Applies `move` as one member of the next batch; settles after that batch's commit. */
@@ -104,6 +108,7 @@ export class GroupCommitter {
     // (or while the last commit was running) joins the same batch.
     setImmediate(() => {
       const batch = this.#queue.splice(0, this.#maxBatch)
+      this.#onBatch?.(batch.length)
       this.#running = true
       void this.#commit(batch).finally(() => {
         this.#running = false

@@ -37,6 +37,8 @@ export interface LedgerOptions {
   events: EventWriter
   /** Most transfers committed together; by default `DEFAULT_MAX_BATCH` of the dialect. */
   maxBatch?: number
+  /** Told the size of every batch of transfers committed together (metrics). */
+  onBatch?: (size: number) => void
 }
 
 /**
@@ -45,10 +47,10 @@ export interface LedgerOptions {
  */
 export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
 
-export function createLedger({ database, events, maxBatch }: LedgerOptions): Ledger {
+export function createLedger({ database, events, maxBatch, onBatch }: LedgerOptions): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
-  const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres' })
+  const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
   const transfers = new TransfersService(db, committer)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),

@@ -1,7 +1,7 @@
 import { findPrimaryWalletByUsername } from '../accounts/accounts.service.ts'
 import type { Db, Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
-import { Address, Username } from '../http/schemas.ts'
+import { Address, IdString, Username } from '../http/schemas.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
@@ -18,7 +18,7 @@ import { MAX_QUANTITY, type Line } from './ledger.types.ts'
 
 const USERNAME = new RegExp(Username.pattern as string)
 const ADDRESS = new RegExp(Address.pattern as string)
-const WALLET_ID = /^[1-9][0-9]{0,15}$/
+const WALLET_ID = new RegExp(IdString.pattern as string)
 
 /** Resolves the recipient of a transfer. Throws U003 (unknown username), W000 (unknown wallet), G000 (a malformed wallet id). */
 async function resolveRecipient(db: Executor, recipient: string | number, type: 0 | 1 | 2): Promise<number> {

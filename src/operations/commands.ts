@@ -2,7 +2,10 @@ import fs from 'node:fs'
 import path from 'node:path'
 import type { Config } from '../config.ts'
 import { openDatabase } from '../db/database.ts'
-import { listAppliedMigrations, listMigrations, MIGRATION_NAMES } from '../db/migrate.ts'
+import { listAppliedMigrations, listMigrations, MIGRATION_NAMES, migrateToLatest } from '../db/migrate.ts'
+import { findSecretsKeyIds, prepareWebhookSecrets, resealWebhookSecrets } from '../events/webhook-secrets.ts'
+import { generateSecretsKey, secretsKeyFrom, type SecretsKey } from '../secrets/secret-box.ts'
+import { decodeSecretsKey, loadSecretsKey, promoteNextSecretsKeyFile, SecretsKeyError, writeNextSecretsKeyFile } from '../secrets/secrets-key.ts'
 import { createBackup, type Progress } from './backup.ts'
 import { BackupError } from './backup-format.ts'
 import { checkBackup, restoreBackup } from './restore.ts'
@@ -38,7 +41,10 @@ export async function backupCommand(config: Config, file: string): Promise<void>
   const database = openDatabase(config)
   try {
     const started = Date.now()
-    const summary = await createBackup(database, file, { progress: progressPrinter('backing up') })
+    const summary = await createBackup(database, file, {
+      progress: progressPrinter('backing up'),
+      secretsKeyId: async (trx) => (await findSecretsKeyIds(trx)).join(',') || null,
+    })
     const seconds = ((Date.now() - started) / 1000).toFixed(1)
     console.log(`backup written to ${file}: ${summary.rows} rows (${describe(summary.tables)}), ${(summary.bytes / 1024 / 1024).toFixed(1)} MB, in ${seconds} s`)
   } finally {
@@ -49,6 +55,15 @@ export async function backupCommand(config: Config, file: string): Promise<void>
 /** Checks the whole file before the store is even opened, so a refused restore writes nothing anywhere. */
 export async function restoreCommand(config: Config, file: string): Promise<void> {
   const checked = await checkBackup(file)
+  const sealedWith = checked.header.secrets_key_id
+  if (sealedWith) {
+    // The secrets travel sealed; the key never does. Without it they could never be opened again.
+    const key = loadSecretsKey(config)
+    if (key?.id !== sealedWith) {
+      const have = key ? `this store's key is ${key.id}` : `no SECRETS_KEY is set and ${config.dataDir} has no secrets-key file`
+      throw new BackupError(`the backup's webhook secrets are encrypted with key ${sealedWith} and ${have}: set SECRETS_KEY to the source's key (or copy its secrets-key file into DATA_DIR), then restore again`)
+    }
+  }
   const database = openDatabase(config)
   try {
     const started = Date.now()
@@ -87,4 +102,37 @@ export async function migrateStatusCommand(config: Config): Promise<number> {
   }
 }
 
-export { BackupError }
+/**
+ * `coffer rotate-secrets-key`: re-seals every webhook secret under a new key in one database
+ * transaction (the secrets receivers verify with do not change). The new key is NEW_SECRETS_KEY
+ * when given, else generated; with a key file it goes to `secrets-key.next` first and replaces
+ * `secrets-key` once the database has switched (a start in between finishes the swap). With
+ * SECRETS_KEY, NEW_SECRETS_KEY is required and becomes every instance's SECRETS_KEY.
+ */
+export async function rotateSecretsKeyCommand(config: Config, newKeyText: string | undefined): Promise<void> {
+  let next: SecretsKey | undefined
+  if (newKeyText) {
+    const decoded = decodeSecretsKey(newKeyText)
+    if (!decoded) throw new SecretsKeyError('NEW_SECRETS_KEY must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
+    next = secretsKeyFrom(decoded)
+  } else if (config.secretsKey) {
+    throw new SecretsKeyError('SECRETS_KEY is set: put a new key in NEW_SECRETS_KEY (e.g. `openssl rand -base64 32`), rotate, then set SECRETS_KEY to it on every instance')
+  }
+  const database = openDatabase(config)
+  try {
+    await migrateToLatest(database.db)
+    const current = await prepareWebhookSecrets(database.db, config)
+    const file = loadSecretsKey(config)?.file
+    next ??= generateSecretsKey()
+    if (next.id === current.id) throw new SecretsKeyError('the new key is the current key')
+    if (file) writeNextSecretsKeyFile(config, next)
+    const count = await resealWebhookSecrets(database.db, current, next)
+    if (file) promoteNextSecretsKeyFile(config)
+    console.log(`re-encrypted ${count} webhook secrets from key ${current.id} to key ${next.id}`)
+    console.log(file ? `the new key is in ${file}; restart every instance` : 'now set SECRETS_KEY to the new key on every instance and restart them')
+  } finally {
+    await database.close()
+  }
+}
+
+export { BackupError, SecretsKeyError }

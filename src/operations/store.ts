@@ -26,7 +26,7 @@ const TABLE_ORDER = [
 ]
 
 /** Kept out of backups: the migration bookkeeping (a restore runs the migrations itself) and counters that only throttle. */
-export const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits'])
+const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits'])
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
 export async function listDataTables(db: Executor): Promise<string[]> {

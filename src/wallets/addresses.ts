@@ -1,7 +1,5 @@
 import crypto from 'node:crypto'
 
-export const ADDRESS_PATTERN = '^[a-z]{3,24}$'
-
 /** A random 12-letter address: 26^12 ≈ 9.5 × 10^16 possibilities, so collisions are rare and retried. */
 export function randomAddress(): string {
   let out = ''

@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { forUpdate, holdRow, nowIso } from '../db/dialect.ts'
+import { coalescedPer } from '../db/coalesce.ts'
+import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 
 export async function insertWallet(db: Executor, userId: number, address: string): Promise<WalletRow> {
@@ -151,6 +152,38 @@ export async function deleteWalletUsers(db: Executor, walletId: number): Promise
 }
 
 // Wallet session keys.
+
+/**
+ * The key with this token hash while its wallet is live. Lookups of concurrent requests share one
+ * query (`coalesce.ts`): every request with a wallet key makes one.
+ */
+const liveKeyByHash = coalescedPer(async (db: Executor, hashes: string[]) => {
+  const rows = await db
+    .selectFrom('wallet_sessions')
+    .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
+    .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at', 'wallet_sessions.token_hash'])
+    .where(anyOf(db, sql.ref('wallet_sessions.token_hash'), hashes, 'text'))
+    .where('wallets.deleted_at', 'is', null)
+    .execute()
+  return new Map(rows.map((row) => [row.token_hash, row]))
+})
+
+export type WalletKeyRow = { id: number; wallet_id: number; last_used_at: string | null }
+
+export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id: number }): Promise<WalletKeyRow | undefined> {
+  if ('tokenHash' in by) return liveKeyByHash(db, by.tokenHash)
+  return db
+    .selectFrom('wallet_sessions')
+    .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
+    .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at'])
+    .where('wallet_sessions.id', '=', by.id)
+    .where('wallets.deleted_at', 'is', null)
+    .executeTakeFirst()
+}
+
+export async function touchWalletKey(db: Executor, keyId: number, now: string): Promise<void> {
+  await db.updateTable('wallet_sessions').set({ last_used_at: now }).where('id', '=', keyId).execute()
+}
 
 export async function insertWalletSession(db: Executor, key: { walletId: number; userId: number; name: string; tokenHash: string }) {
   return db

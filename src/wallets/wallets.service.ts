@@ -8,6 +8,25 @@ import { createToken, hashToken } from '../http/tokens.ts'
 import { randomAddress } from './addresses.ts'
 import * as wallets from './wallets.repository.ts'
 
+// Writing last_used_at on every request would turn every read into a write; once a minute is enough.
+const TOUCH_INTERVAL_MS = 60_000
+
+/**
+ * The one wallet-key lookup: the key with this token hash (a request's guard, `http/auth.ts`) or
+ * this id (the event stream checking that its key still stands), while its wallet is live.
+ */
+export function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id: number }) {
+  return wallets.findLiveWalletKey(db, by)
+}
+
+/** Authenticates a request's wallet key (by its hash): the key, marked as used (at most once a minute); undefined when there is none. */
+export async function authenticateWalletKey(db: Db, tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined> {
+  const key = await wallets.findLiveWalletKey(db, { tokenHash })
+  if (!key) return undefined
+  if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id, new Date().toISOString())
+  return { keyId: key.id, walletId: key.wallet_id }
+}
+
 /** A live (not deleted) user wallet by id; never the mint wallet. */
 export function findLiveWalletById(db: Executor, walletId: number): Promise<WalletRow | undefined> {
   return wallets.findWalletById(db, walletId)

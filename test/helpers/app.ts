@@ -6,6 +6,7 @@ import { buildApp } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { openPostgres, openSqlite, type Database, type Db, type Executor } from '../../src/db/database.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
+import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { hashToken } from '../../src/http/tokens.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { createDatabase } from './postgres.ts'
@@ -50,7 +51,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     WEBHOOK_ALLOW_PRIVATE: 'true',
     ...env,
   })
-  const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY) })
+  const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config) })
   return {
     app,
     database,
@@ -73,7 +74,8 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
 export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
   if (!t.config.databaseUrl) throw new Error('a peer instance needs a shared PostgreSQL database')
   const database = openPostgres(t.config.databaseUrl, 10)
-  const app = await buildApp({ config: { ...t.config, ...overrides }, database, adminKeyHash: hashToken(ADMIN_KEY) })
+  // The same data directory, so the same secrets key file: instances share the key.
+  const app = await buildApp({ config: { ...t.config, ...overrides }, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, t.config) })
   return {
     app,
     async close() {
@@ -81,33 +83,6 @@ export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}):
       await database.close()
     },
   }
-}
-
-export interface TestUser {
-  id: number
-  username: string
-  password: string
-  walletId: number
-  address: string
-  token: string
-  /** Bearer headers for this user's session. */
-  auth: Record<string, string>
-}
-
-let counter = 0
-
-/** Registers a user and logs in with a returned token. */
-export async function createUser(app: FastifyInstance, name?: string): Promise<TestUser> {
-  counter += 1
-  const username = name ?? `user${process.pid}x${counter}`
-  const password = 'correct horse'
-  const registered = await app.inject({ method: 'POST', url: '/users', payload: { username, password } })
-  if (registered.statusCode !== 201) throw new Error(`register failed: ${registered.body}`)
-  const user = registered.json()
-  const login = await app.inject({ method: 'POST', url: `/users/${username}/sessions`, payload: { password, return_token: true } })
-  if (login.statusCode !== 201) throw new Error(`login failed: ${login.body}`)
-  const { token } = login.json()
-  return { id: user.id, username, password, walletId: user.primary_wallet_id, address: user.wallet_address, token, auth: { authorization: `Bearer ${token}` } }
 }
 
 /** Asserts an error response has the contract's layout, status and code. */

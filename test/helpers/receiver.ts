@@ -24,10 +24,26 @@ export interface Receiver {
   behave(behaviour: Behaviour): void
   /** Resolves with the requests once at least `count` arrived; rejects after `timeoutMs`. */
   waitFor(count: number, timeoutMs?: number): Promise<Received[]>
+  /**
+   * Resolves once `count` distinct events (by `webhook-id`) arrived, with the first request of
+   * each: delivery is at least once, so an attempt retried after a slow first one may arrive twice.
+   */
+  waitForEvents(count: number, timeoutMs?: number): Promise<Received[]>
   close(): Promise<void>
 }
 
-export const ok: Behaviour = () => ({ status: 200, body: 'ok' })
+/** The first request of each event, by its `webhook-id`, in arrival order. */
+function firstOfEach(requests: Received[]): Received[] {
+  const seen = new Set<unknown>()
+  return requests.filter((request) => {
+    const id = request.headers['webhook-id']
+    if (seen.has(id)) return false
+    seen.add(id)
+    return true
+  })
+}
+
+const ok: Behaviour = () => ({ status: 200, body: 'ok' })
 
 export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver> {
   const requests: Received[] = []
@@ -72,6 +88,10 @@ export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver
     async waitFor(count, timeoutMs = 5_000) {
       await waitUntil(() => requests.length >= count, timeoutMs, `${count} webhook requests (got ${requests.length})`)
       return requests
+    },
+    async waitForEvents(count, timeoutMs = 5_000) {
+      await waitUntil(() => firstOfEach(requests).length >= count, timeoutMs, `${count} webhook events (got ${firstOfEach(requests).length})`)
+      return firstOfEach(requests)
     },
     async close() {
       server.closeAllConnections()

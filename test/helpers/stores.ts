@@ -6,6 +6,7 @@ import { buildApp } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { openDatabase, type Database } from '../../src/db/database.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
+import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { hashToken } from '../../src/http/tokens.ts'
 import { ADMIN_KEY } from './app.ts'
 import { createDatabase } from './postgres.ts'
@@ -38,7 +39,7 @@ export async function emptyStore(kind: StoreKind, env: Record<string, string> = 
 export async function serveStore(store: Store): Promise<{ app: FastifyInstance; database: Database; close(): Promise<void> }> {
   const database = openDatabase(store.config)
   await migrateToLatest(database.db)
-  const app = await buildApp({ config: store.config, database, adminKeyHash: hashToken(store.config.adminApiKey ?? ADMIN_KEY) })
+  const app = await buildApp({ config: store.config, database, adminKeyHash: hashToken(store.config.adminApiKey ?? ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, store.config) })
   return {
     app,
     database,

@@ -1,0 +1,22 @@
+import { sql } from 'kysely'
+import type { Executor } from '../db/database.ts'
+
+/**
+ * Counts one attempt for the key in the window starting at `windowStart` (a key last seen in an
+ * earlier window starts again at 1) and returns its count, in one statement: concurrent attempts
+ * on any instance are counted exactly (the upsert locks the key's row until it commits).
+ */
+export async function countHit(db: Executor, key: string, windowStart: number): Promise<number> {
+  const row = await db
+    .insertInto('rate_limit_hits')
+    .values({ key, window_start: windowStart, hits: 1 })
+    .onConflict((oc) =>
+      oc.column('key').doUpdateSet({
+        hits: sql`case when rate_limit_hits.window_start = excluded.window_start then rate_limit_hits.hits + 1 else 1 end`,
+        window_start: sql`excluded.window_start`,
+      }),
+    )
+    .returning('hits')
+    .executeTakeFirstOrThrow()
+  return Number(row.hits)
+}

@@ -1,0 +1,88 @@
+import { sql } from 'kysely'
+import type { Executor } from '../db/database.ts'
+import { anyOf, forUpdate, isPostgres } from '../db/dialect.ts'
+
+/** SQL of the retention job: each function deletes at most one batch and says how many rows went. */
+
+const FINAL_STATUSES = ['delivered', 'failed', 'cancelled']
+
+/**
+ * One key for the job on PostgreSQL, in the two-number space of advisory locks, apart from the
+ * one-number keys that order each wallet's moves (`db/dialect.ts` walletTurns).
+ */
+const RETENTION_LOCK = sql`pg_try_advisory_xact_lock(1129727570, 1)`
+
+/** Takes the job's turn for this database transaction (PostgreSQL); false when another instance holds it. SQLite has one writer. */
+export async function takeRetentionTurn(trx: Executor): Promise<boolean> {
+  if (!isPostgres(trx)) return true
+  const { rows } = await sql<{ taken: boolean }>`select ${RETENTION_LOCK} as taken`.execute(trx)
+  return rows[0].taken
+}
+
+/** Deliveries that ended (delivered, given up, cancelled) before `before`, with their attempt logs. */
+export async function deleteEndedDeliveries(trx: Executor, before: string, limit: number): Promise<{ deliveries: number; attempts: number }> {
+  const ids = (
+    await forUpdate(trx.selectFrom('webhook_deliveries').select('id').where('status', 'in', FINAL_STATUSES).where('updated_at', '<', before).limit(limit), trx).execute()
+  ).map((row) => row.id)
+  if (ids.length === 0) return { deliveries: 0, attempts: 0 }
+  const attempts = await trx.deleteFrom('webhook_attempts').where(anyOf(trx, sql.ref('delivery_id'), ids)).executeTakeFirst()
+  const deliveries = await trx.deleteFrom('webhook_deliveries').where(anyOf(trx, sql.ref('id'), ids)).executeTakeFirst()
+  return { deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows) }
+}
+
+/**
+ * The next page of events after `afterId` (in id order, which is the order they were written):
+ * the ids of those older than `before`, and whether the page reached events that are not.
+ */
+export async function findOldEvents(trx: Executor, afterId: number, before: string, limit: number): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
+  const rows = await trx.selectFrom('events').select(['id', 'created_at']).where('id', '>', afterId).orderBy('id').limit(limit).execute()
+  const ids: number[] = []
+  let reachedNewer = rows.length < limit
+  for (const row of rows) {
+    if (row.created_at >= before) {
+      reachedNewer = true
+      break
+    }
+    ids.push(Number(row.id))
+  }
+  return { ids, lastId: rows.length > 0 ? Number(rows[rows.length - 1].id) : afterId, reachedNewer }
+}
+
+/** Deletes those of the events that no delivery refers to any more (a pending one keeps its event). */
+export async function deleteUnreferencedEvents(trx: Executor, ids: number[]): Promise<number> {
+  if (ids.length === 0) return 0
+  const result = await trx
+    .deleteFrom('events')
+    .where(anyOf(trx, sql.ref('id'), ids))
+    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('webhook_deliveries').select('webhook_deliveries.id').whereRef('webhook_deliveries.event_id', '=', 'events.id'))))
+    .executeTakeFirst()
+  return Number(result.numDeletedRows)
+}
+
+export async function deleteIdempotencyKeys(trx: Executor, before: string, limit: number): Promise<number> {
+  const result = await sql`
+    delete from idempotency_keys where (wallet_id, key) in (
+      select wallet_id, key from idempotency_keys where created_at < ${before} limit ${limit})`.execute(trx)
+  return Number(result.numAffectedRows ?? 0)
+}
+
+/** User sessions past their lifetime, or idle for longer than allowed (`idleBefore`, when there is an idle limit). */
+export async function deleteExpiredUserSessions(trx: Executor, now: string, idleBefore: string | undefined, limit: number): Promise<number> {
+  const ids = (
+    await trx
+      .selectFrom('user_sessions')
+      .select('id')
+      .where((eb) => (idleBefore ? eb.or([eb('expires_at', '<=', now), eb('last_used_at', '<=', idleBefore)]) : eb('expires_at', '<=', now)))
+      .limit(limit)
+      .execute()
+  ).map((row) => row.id)
+  if (ids.length === 0) return 0
+  const result = await trx.deleteFrom('user_sessions').where(anyOf(trx, sql.ref('id'), ids)).executeTakeFirst()
+  return Number(result.numDeletedRows)
+}
+
+/** Counters of rate-limit windows that ended before `beforeMs`. */
+export async function deleteEndedRateLimitWindows(trx: Executor, beforeMs: number): Promise<number> {
+  const result = await trx.deleteFrom('rate_limit_hits').where('window_start', '<', beforeMs).executeTakeFirst()
+  return Number(result.numDeletedRows)
+}

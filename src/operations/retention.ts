@@ -1,0 +1,160 @@
+import type { FastifyBaseLogger } from 'fastify'
+import client from 'prom-client'
+import type { Database, Executor } from '../db/database.ts'
+import * as repo from './retention.repository.ts'
+
+/**
+ * What the retention job keeps. Only operational records are pruned: the journal (transactions,
+ * their lines, holdings), users, wallets, keys and assets never are.
+ */
+export interface RetentionPolicy {
+  /** Ended webhook deliveries (with their attempts) and events older than this are removed. */
+  eventRetentionDays: number
+  /** Idempotency keys older than this are removed (at least 24 hours). */
+  idempotencyRetentionHours: number
+  /** The idle limit of user sessions (0 = none), as the session check applies it. */
+  sessionIdleDays: number
+}
+
+export interface PruneReport {
+  webhookAttempts: number
+  webhookDeliveries: number
+  events: number
+  idempotencyKeys: number
+  userSessions: number
+  rateLimitWindows: number
+}
+
+const BATCH = 5_000
+const HOUR = 3_600_000
+const DAY = 24 * HOUR
+
+/**
+ * Prunes everything the policy no longer keeps, as of `now`, in batches of a few thousand rows,
+ * each its own short database transaction, so writers are never held up for long. Safe with
+ * several instances: on PostgreSQL each batch takes the job's advisory lock and a run stops when
+ * another instance holds it (deleting the same rows twice would be harmless, only wasted work);
+ * SQLite has one writer. Returns what was removed, or undefined when another instance was at it.
+ *
+ * An event goes only once no delivery refers to it (a delivery still pending keeps its event), so
+ * a webhook retried by hand after weeks still finds what it sends.
+ */
+export async function pruneOnce(database: Database, policy: RetentionPolicy, now = Date.now()): Promise<PruneReport | undefined> {
+  const { db } = database
+  const report: PruneReport = { webhookAttempts: 0, webhookDeliveries: 0, events: 0, idempotencyKeys: 0, userSessions: 0, rateLimitWindows: 0 }
+  const eventsBefore = new Date(now - policy.eventRetentionDays * DAY).toISOString()
+  const keysBefore = new Date(now - policy.idempotencyRetentionHours * HOUR).toISOString()
+  const idleBefore = policy.sessionIdleDays > 0 ? new Date(now - policy.sessionIdleDays * DAY).toISOString() : undefined
+  const nowIso = new Date(now).toISOString()
+
+  let skipped = false
+  /** Runs one batch under the job's turn; true when there is more to do. */
+  const inTurn = async (work: (trx: Executor) => Promise<boolean>): Promise<boolean> => {
+    if (skipped) return false
+    return db.transaction().execute(async (trx) => {
+      if (!(await repo.takeRetentionTurn(trx))) {
+        skipped = true
+        return false
+      }
+      return work(trx)
+    })
+  }
+
+  // Ended deliveries and their attempts first: then the events they referred to can go.
+  while (
+    await inTurn(async (trx) => {
+      const removed = await repo.deleteEndedDeliveries(trx, eventsBefore, BATCH)
+      report.webhookDeliveries += removed.deliveries
+      report.webhookAttempts += removed.attempts
+      return removed.deliveries === BATCH
+    })
+  );
+  let afterId = 0
+  while (
+    await inTurn(async (trx) => {
+      const page = await repo.findOldEvents(trx, afterId, eventsBefore, BATCH)
+      report.events += await repo.deleteUnreferencedEvents(trx, page.ids)
+      afterId = page.lastId
+      return !page.reachedNewer
+    })
+  );
+  while (
+    await inTurn(async (trx) => {
+      const removed = await repo.deleteIdempotencyKeys(trx, keysBefore, BATCH)
+      report.idempotencyKeys += removed
+      return removed === BATCH
+    })
+  );
+  while (
+    await inTurn(async (trx) => {
+      const removed = await repo.deleteExpiredUserSessions(trx, nowIso, idleBefore, BATCH)
+      report.userSessions += removed
+      return removed === BATCH
+    })
+  );
+  await inTurn(async (trx) => {
+    // A window is over a minute after it starts; one more minute of margin for clocks that differ.
+    report.rateLimitWindows += await repo.deleteEndedRateLimitWindows(trx, now - 2 * 60_000)
+    return false
+  })
+  return skipped ? undefined : report
+}
+
+export interface RetentionJobOptions {
+  database: Database
+  policy: RetentionPolicy
+  log: FastifyBaseLogger
+  registry?: client.Registry
+  /** Between runs; the first run comes one `firstRunMs` after start. */
+  intervalMs?: number
+  firstRunMs?: number
+}
+
+/** Runs `pruneOnce` in the background, hourly by default; never throws out of its loop. */
+export class RetentionJob {
+  private timer: NodeJS.Timeout | undefined
+  private running: Promise<void> | undefined
+  private stopped = false
+  private readonly pruned: client.Counter<'what'>
+
+  constructor(private readonly options: RetentionJobOptions) {
+    this.pruned = new client.Counter({
+      name: 'coffer_retention_pruned_rows_total',
+      help: 'Rows removed by the retention job, by kind (the journal is never pruned)',
+      labelNames: ['what'],
+      registers: options.registry ? [options.registry] : [],
+    })
+  }
+
+  start(): void {
+    this.schedule(this.options.firstRunMs ?? 60_000)
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    clearTimeout(this.timer)
+    await this.running
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return
+    this.timer = setTimeout(() => {
+      this.running = this.run().finally(() => {
+        this.running = undefined
+        this.schedule(this.options.intervalMs ?? HOUR)
+      })
+    }, delayMs)
+    this.timer.unref()
+  }
+
+  private async run(): Promise<void> {
+    try {
+      const report = await pruneOnce(this.options.database, this.options.policy)
+      if (!report) return
+      for (const [what, count] of Object.entries(report)) if (count > 0) this.pruned.inc({ what }, count)
+      if (Object.values(report).some((count) => count > 0)) this.options.log.info({ pruned: report }, 'retention: pruned operational records')
+    } catch (error) {
+      this.options.log.warn({ err: error }, 'retention: run failed, trying again at the next one')
+    }
+  }
+}
