@@ -10,12 +10,12 @@
  *   - `coffer verify` passes.
  * Usage: npx tsx scripts/crash-test.ts [sqlite|postgres]…   (default: both). Exit 1 on any failure.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { openDatabase, type Database } from '../src/db/database.ts'
 import { createDatabase, freePort, startPostgres, type TestPostgres } from '../test/helpers/postgres.ts'
+import { call, checkExactlyOnce, checkHoldings, runCoffer, seedUsers, Service, sleep, transferFor, type Sent } from './harness.ts'
 
 const ADMIN_KEY = 'cfa_crash_test_admin_key_not_secret'
 const USERS = 6
@@ -37,82 +37,8 @@ interface Figures {
   seconds: number
 }
 
-interface Outcome {
-  /** Transaction id from the 201, once answered. */
-  transactionId?: number
-  from: number
-  to: number
-  quantity: number
-}
-
-class Service {
-  private child: ChildProcess | undefined
-  private exited: Promise<void> = Promise.resolve()
-  readonly url: string
-
-  constructor(
-    private readonly env: NodeJS.ProcessEnv,
-    readonly port: number,
-  ) {
-    this.url = `http://127.0.0.1:${port}`
-  }
-
-  async start(): Promise<void> {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: this.env, stdio: ['ignore', 'ignore', 'pipe'] })
-    let stderr = ''
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr = (stderr + chunk.toString()).slice(-4000)
-    })
-    this.child = child
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()))
-    const deadline = Date.now() + 30_000
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`the service exited at start (${child.exitCode}):\n${stderr}`)
-      try {
-        const response = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(1000) })
-        if (response.ok) return
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) throw new Error(`the service did not become ready:\n${stderr}`)
-      await sleep(50)
-    }
-  }
-
-  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    if (!this.child || this.child.exitCode !== null) return
-    this.child.kill(signal)
-    await this.exited
-  }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}
-
-async function call(url: string, init: { method: string; headers?: Record<string, string>; body?: unknown }) {
-  const response = await fetch(url, {
-    method: init.method,
-    headers: { 'content-type': 'application/json', ...init.headers },
-    body: init.body === undefined ? undefined : JSON.stringify(init.body),
-    signal: AbortSignal.timeout(15_000),
-  })
-  const text = await response.text()
-  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
-}
-
 function check(condition: boolean, message: string, problems: string[]): void {
   if (!condition) problems.push(message)
-}
-
-async function runCoffer(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/coffer.js', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let output = ''
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
-    child.on('exit', (code) => resolve({ code: code ?? 1, output }))
-  })
 }
 
 async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres | undefined): Promise<{ figures: Figures; problems: string[] }> {
@@ -132,29 +58,14 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
   }
   const service = new Service(env, port)
   const problems: string[] = []
-  const admin = { authorization: `Bearer ${ADMIN_KEY}` }
   await service.start()
 
   // Seed: users, one asset, a large holding each.
-  const tag = `${storage}${Date.now().toString(36)}`.replace(/[^a-z0-9]/gi, '')
-  const users: { id: number; username: string; walletId: number; auth: Record<string, string> }[] = []
-  for (let i = 0; i < USERS; i++) {
-    const username = `crash${tag}u${i}`.slice(0, 32)
-    const registered = await call(`${service.url}/users`, { method: 'POST', body: { username, password: 'crash test password' } })
-    if (registered.status !== 201) throw new Error(`register: ${registered.status} ${JSON.stringify(registered.body)}`)
-    const login = await call(`${service.url}/users/${username}/sessions`, { method: 'POST', body: { password: 'crash test password', return_token: true } })
-    if (login.status !== 201) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`)
-    users.push({ id: registered.body.id as number, username, walletId: registered.body.primary_wallet_id as number, auth: { authorization: `Bearer ${login.body.token}` } })
-  }
-  const asset = await call(`${service.url}/assets`, { method: 'POST', headers: admin, body: { name: 'crashgold', value: 1 } })
-  if (asset.status !== 201) throw new Error(`asset: ${asset.status} ${JSON.stringify(asset.body)}`)
-  for (const user of users) {
-    const issued = await call(`${service.url}/wallets/${user.walletId}/assets`, { method: 'POST', headers: admin, body: { id: asset.body.id, quantity: INITIAL } })
-    if (issued.status !== 201) throw new Error(`issue: ${issued.status} ${JSON.stringify(issued.body)}`)
-  }
+  const tag = `crash${storage}${Date.now().toString(36)}`.replace(/[^a-z0-9]/gi, '')
+  const users = await seedUsers(service.url, ADMIN_KEY, { tag, count: USERS, asset: 'crashgold', initial: INITIAL })
 
   // Load: REQUESTS transfers from CONCURRENCY workers; a killer SIGKILLs the service CRASHES times.
-  const outcomes = new Map<number, Outcome>()
+  const outcomes = new Map<number, Sent>()
   let next = 0
   let up = true
   let restarted: Promise<void> = Promise.resolve()
@@ -164,11 +75,8 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
   let crashes = 0
 
   async function send(n: number): Promise<void> {
-    const from = users[n % USERS]
-    // Every pair of users in turn, never a user to themself.
-    const to = users[((n % USERS) + 1 + (Math.floor(n / USERS) % (USERS - 1))) % USERS]
-    const quantity = 1 + (n % 5)
-    const outcome: Outcome = { from: from.walletId, to: to.walletId, quantity }
+    const { from, to, quantity } = transferFor(users, n)
+    const outcome: Sent = { from: from.walletId, to: to.walletId, quantity }
     outcomes.set(n, outcome)
     const key = `crash-${tag}-${n}`
     let attempt = 0
@@ -249,18 +157,7 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
   }
 
   // Balances through the API, while the service still runs.
-  const expected = new Map<number, number>(users.map((user) => [user.walletId, INITIAL]))
-  for (const outcome of outcomes.values()) {
-    if (outcome.transactionId === undefined) continue
-    expected.set(outcome.from, (expected.get(outcome.from) ?? 0) - outcome.quantity)
-    expected.set(outcome.to, (expected.get(outcome.to) ?? 0) + outcome.quantity)
-  }
-  for (const user of users) {
-    const holdings = await call(`${service.url}/wallet/assets`, { method: 'GET', headers: user.auth })
-    const list = holdings.body as unknown as { asset: { name: string }; quantity: number }[]
-    const held = list.find((holding) => holding.asset.name === 'crashgold')?.quantity ?? 0
-    check(held === expected.get(user.walletId), `${user.username} holds ${held}, the acknowledged transfers say ${expected.get(user.walletId)}`, problems)
-  }
+  await checkHoldings(service.url, users, outcomes, 'crashgold', INITIAL, problems)
   await service.kill('SIGTERM')
 
   // Straight from the database: each request exactly once, with the acknowledged id, and its events.
@@ -268,24 +165,9 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
   let transfers = 0
   let events = 0
   try {
-    const rows = await database.db.selectFrom('transactions').select(['id', 'memo', 'sending_wallet_id', 'receiving_wallet_id']).execute()
-    const byRequest = new Map<number, number[]>()
-    for (const row of rows) {
-      const match = new RegExp(`^crash ${tag} #(\\d+)$`).exec(row.memo)
-      if (!match) continue
-      const n = Number(match[1])
-      byRequest.set(n, [...(byRequest.get(n) ?? []), row.id])
-    }
-    for (const [n, outcome] of outcomes) {
-      const ids = byRequest.get(n) ?? []
-      check(outcome.transactionId !== undefined, `request ${n} was never answered`, problems)
-      check(ids.length <= 1, `request ${n} exists ${ids.length} times: transactions ${ids.join(', ')}`, problems)
-      check(ids.length === 1, `acknowledged request ${n} (transaction ${outcome.transactionId}) is missing`, problems)
-      if (ids.length === 1) check(ids[0] === outcome.transactionId, `request ${n} was acknowledged as ${outcome.transactionId} but stored as ${ids[0]}`, problems)
-      transfers += ids.length
-    }
-    for (const n of byRequest.keys()) check(outcomes.has(n), `transaction for request ${n} exists though it was never sent`, problems)
-
+    const stored = await checkExactlyOnce(database, `crash ${tag} #`, outcomes, problems)
+    const rows = stored.rows
+    transfers = stored.transfers
     const eventRows = await database.db.selectFrom('events').select(['transaction_id', 'wallet_id', 'type']).execute()
     events = eventRows.length
     const byTransaction = new Map<number, string[]>()

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, type Config } from './config.ts'
-import { isStorageUnavailable, openDatabase, type Database } from './db/database.ts'
+import { openDatabase, type Database } from './db/database.ts'
+import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { outbox } from './events/outbox.ts'
@@ -216,7 +217,8 @@ export async function main(argv: string[]): Promise<number> {
       return 1
     }
     if (isStorageUnavailable(error)) {
-      console.error(`coffer: the database is unavailable or busy, try again (${(error as Error).message})`)
+      const cause = describeStorageFault(error)
+      console.error(`coffer: the database is unavailable or busy, try again (${cause.code ?? 'unknown cause'}: ${cause.message})`)
       return 1
     }
     throw error

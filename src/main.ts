@@ -1,6 +1,7 @@
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { openDatabase } from './db/database.ts'
+import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { prepareWebhookSecrets } from './events/webhook-secrets.ts'
 import { resolveAdminKey } from './http/admin-key.ts'
@@ -71,6 +72,16 @@ export async function serve(config: Config): Promise<void> {
       process.exit(0)
     }
   }
+  // Last line of defence: every connection and loop handles its own storage errors (db/postgres.ts,
+  // events/), but a storage fault that still escapes is logged, never a reason to stop serving.
+  // Anything else ends the process as Node would.
+  const survive = (error: unknown) => {
+    if (!isStorageUnavailable(error)) throw error
+    const cause = describeStorageFault(error)
+    app.log.error({ cause: cause.code, reason: cause.message }, `storage fault outside any request: ${cause.code ?? 'unknown cause'}: ${cause.message}`)
+  }
+  process.on('uncaughtException', survive)
+  process.on('unhandledRejection', survive)
   process.on('SIGTERM', () => void shutdown('SIGTERM'))
   process.on('SIGINT', () => void shutdown('SIGINT'))
 

@@ -78,6 +78,24 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ DATABASE_URL: 'postgresql://localhost/coffer' }).databaseUrl, 'postgresql://localhost/coffer')
   })
 
+  it('accepts a multi-host DATABASE_URL, with or without target_session_attrs', () => {
+    for (const url of [
+      'postgres://coffer:secret@db1:5432,db2:5433/coffer?target_session_attrs=read-write',
+      'postgres://coffer@db1,db2/coffer',
+      'postgresql://coffer@10.0.0.1:5432,[::1]:5432/coffer?target_session_attrs=primary&sslmode=disable',
+      'postgres://coffer@db1/coffer?target_session_attrs=any',
+    ]) {
+      assert.equal(loadConfig({ DATABASE_URL: url }).databaseUrl, url)
+    }
+  })
+
+  it('bounds the waits on PostgreSQL by default, and reads the timeouts in milliseconds', () => {
+    const defaults = loadConfig({}).postgresTimeouts
+    for (const value of Object.values(defaults)) assert.ok(value > 0 && value <= 60_000, 'every wait is bounded')
+    const config = loadConfig({ PG_STATEMENT_TIMEOUT_MS: '20000', PG_LOCK_TIMEOUT_MS: '2000', PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '60000', PG_CONNECT_TIMEOUT_MS: '3000' })
+    assert.deepEqual(config.postgresTimeouts, { statementTimeoutMs: 20_000, lockTimeoutMs: 2_000, idleInTransactionTimeoutMs: 60_000, connectTimeoutMs: 3_000 })
+  })
+
   const bad: [string, string, string][] = [
     ['PORT', 'abc', 'not a number'],
     ['PORT', '70000', 'out of range'],
@@ -103,6 +121,18 @@ describe('loadConfig', () => {
     ['SESSION_IDLE_DAYS', 'week', 'not a number'],
     ['BODY_LIMIT_BYTES', '10', 'too small for any request'],
     ['TRUST_PROXY', 'perhaps', 'not a boolean'],
+    ['DATABASE_URL', 'postgres://db1:5432,,db2:5432/coffer', 'an empty host in the list'],
+    ['DATABASE_URL', 'postgres://db1:5432,db2:99999/coffer', 'a port out of range in the list'],
+    ['DATABASE_URL', 'postgres://db1:54x2/coffer', 'a port that is not a number'],
+    ['DATABASE_URL', 'postgres:///coffer', 'no host'],
+    ['DATABASE_URL', 'postgres://db1,db2/coffer?target_session_attrs=fastest', 'an unknown target_session_attrs'],
+    ['DATABASE_URL', 'postgres://db1,db2/coffer?target_session_attrs=read-only', 'a target that cannot write'],
+    ['PG_STATEMENT_TIMEOUT_MS', '0', 'not positive'],
+    ['PG_STATEMENT_TIMEOUT_MS', '1.5', 'not a whole number'],
+    ['PG_LOCK_TIMEOUT_MS', '-100', 'negative'],
+    ['PG_LOCK_TIMEOUT_MS', 'soon', 'not a number'],
+    ['PG_IDLE_IN_TRANSACTION_TIMEOUT_MS', '0', 'not positive'],
+    ['PG_CONNECT_TIMEOUT_MS', '5s', 'a unit'],
   ]
   for (const [variable, value, why] of bad) {
     it(`refuses ${variable}=${JSON.stringify(value)} (${why}) naming the variable`, () => {
@@ -126,9 +156,11 @@ describe('loadConfig', () => {
   })
 
   it('never echoes the database password into the message', () => {
-    assert.throws(
-      () => loadConfig({ DATABASE_URL: 'mysql://coffer:s3cretpw@db/coffer' }),
-      (error: Error) => !error.message.includes('s3cretpw'),
-    )
+    for (const url of ['mysql://coffer:s3cretpw@db/coffer', 'postgres://coffer:s3cretpw/x@db1,db2/coffer', 'postgres://coffer:s3cretpw@db1,:1/coffer']) {
+      assert.throws(
+        () => loadConfig({ DATABASE_URL: url }),
+        (error: Error) => !error.message.includes('s3cretpw'),
+      )
+    }
   })
 })

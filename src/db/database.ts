@@ -1,64 +1,16 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
-import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, type Driver, type SqliteDatabase, type Transaction } from 'kysely'
-import pg from 'pg'
+import { CompiledQuery, Kysely, SqliteDialect, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely'
+import type { PostgresTimeouts } from '../config.ts'
 import { startCheckpointer } from './checkpointer.ts'
+import type { Database } from './database.types.ts'
+import { StorageFault } from './faults.ts'
+import { openPostgres } from './postgres.ts'
 import type { DB } from './tables.ts'
 
-export type Dialect = 'sqlite' | 'postgres'
-export type Db = Kysely<DB>
-export type Executor = Kysely<DB> | Transaction<DB>
-
-export interface Database {
-  db: Db
-  dialect: Dialect
-  /** Checks that the storage answers (readiness). */
-  ping(): Promise<void>
-  /** PostgreSQL: the connection pool's use right now (metrics); undefined on SQLite, which has one connection. */
-  poolUse?(): PoolUse
-  close(): Promise<void>
-}
-
-export interface PoolUse {
-  max: number
-  open: number
-  idle: number
-  /** Queries waiting for a connection: the pool is saturated. */
-  waiting: number
-}
-
-const UNAVAILABLE_CODES = new Set([
-  // Node network errors while reaching PostgreSQL.
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EPIPE',
-  // PostgreSQL: shutting down, starting up, out of connections.
-  '57P01',
-  '57P02',
-  '57P03',
-  '53300',
-  // SQLite: still locked after the busy timeout, or the file cannot be opened.
-  'SQLITE_BUSY',
-  'SQLITE_CANTOPEN',
-])
-const UNAVAILABLE_MESSAGES = /driver has already been destroyed|Cannot use a pool after calling end|Connection terminated|timeout exceeded when trying to connect|database connection is not open/i
-
-/**
- * True when a query failed because the storage cannot be reached right now (down, shutting down,
- * out of connections, locked), not because of the query: the request may be retried (S001).
- */
-export function isStorageUnavailable(error: unknown): boolean {
-  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
-  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
-  return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)
-}
-
-// Quantities are bigint columns capped at 2^53-1 by the ledger rules, so they fit a JS number.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value))
+export { openPostgres }
+export type { Database, Db, Executor } from './database.types.ts'
 
 export interface DatabaseOptions {
   databaseUrl: string | undefined
@@ -66,11 +18,13 @@ export interface DatabaseOptions {
   poolSize?: number
   /** SQLite: checkpoint the WAL from a worker thread instead of inside commits (servers; checkpointer.ts). */
   backgroundCheckpoints?: boolean
+  /** PostgreSQL: bounded waits (`config.ts` has the defaults). */
+  postgresTimeouts?: PostgresTimeouts
 }
 
 /** Opens PostgreSQL when a URL is given, else the embedded SQLite file in the data directory. */
 export function openDatabase(options: DatabaseOptions): Database {
-  if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 20)
+  if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 20, options.postgresTimeouts)
   fs.mkdirSync(options.dataDir, { recursive: true })
   return openSqlite(path.join(options.dataDir, 'coffer.sqlite'), { backgroundCheckpoints: options.backgroundCheckpoints })
 }
@@ -122,17 +76,42 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number
     sqlite.pragma(`wal_autocheckpoint = ${Math.round((40 * 1024 * 1024) / pageSize)}`)
   }
-  const db = new Kysely<DB>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(sqlite) }) })
+  const db = new Kysely<DB>({ dialect: new ImmediateSqliteDialect(sqlite, { database: withStatementCache(sqlite) }) })
+  const probeFile = path.join(path.dirname(file), '.coffer-write-probe')
   return {
     db,
     dialect: 'sqlite',
-    async ping() {
+    async checkWritable() {
       sqlite.prepare('select 1').get()
+      await probeWrite(probeFile)
     },
     async close() {
       await checkpointer?.stop()
       await db.destroy()
     },
+  }
+}
+
+/** Bytes the readiness probe writes: a few pages of log, as a small batch of transfers needs. */
+const PROBE_BYTES = 64 * 1024
+
+/**
+ * Whether the database's filesystem takes a write now: writes, syncs and removes a small file
+ * beside the database. SQLite itself cannot be asked without writing to the ledger, and `select 1`
+ * still answers on a full or read-only disk.
+ */
+async function probeWrite(file: string): Promise<void> {
+  let handle: fs.promises.FileHandle | undefined
+  try {
+    handle = await fs.promises.open(file, 'w')
+    await handle.write(Buffer.alloc(PROBE_BYTES))
+    await handle.sync()
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? 'EIO'
+    throw new StorageFault(`the database's disk does not take writes (${code})`, code, { cause: error })
+  } finally {
+    await handle?.close().catch(() => {})
+    await fs.promises.rm(file, { force: true }).catch(() => {})
   }
 }
 
@@ -145,54 +124,25 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
  * deferred and never hold writers up.
  */
 class ImmediateSqliteDialect extends SqliteDialect {
+  readonly #sqlite: SQLite.Database
+
+  constructor(sqlite: SQLite.Database, config: SqliteDialectConfig) {
+    super(config)
+    this.#sqlite = sqlite
+  }
+
   override createDriver(): Driver {
     const driver = super.createDriver()
     driver.beginTransaction = async (connection, settings) => {
       await connection.executeQuery(CompiledQuery.raw(settings.accessMode === 'read only' ? 'begin' : 'begin immediate'))
     }
-    return driver
-  }
-}
-
-/**
- * Kysely sends every query unnamed, so PostgreSQL parsed and planned each one on every call, and
- * planning cost more than running the small queries of a transfer. A named statement is parsed
- * once per connection and, after a few runs, planned once. Queries without parameters (begin,
- * commit, savepoints) stay on the simple protocol. The names are bounded, since `in (…)` lists
- * of different lengths give different texts; past the bound new texts simply go unnamed.
- */
-const statementNames = new Map<string, string>()
-const MAX_STATEMENT_NAMES = 2000
-
-class PreparingClient extends pg.Client {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  override query(config: any, values?: any, callback?: any): any {
-    if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) {
-      let name = statementNames.get(config)
-      if (name === undefined && statementNames.size < MAX_STATEMENT_NAMES) {
-        name = `coffer_${statementNames.size + 1}`
-        statementNames.set(config, name)
-      }
-      if (name !== undefined) return super.query({ name, text: config, values })
+    // After some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, SQLITE_NOMEM) SQLite has already
+    // rolled the transaction back by itself; a second ROLLBACK would then fail ("no transaction is
+    // active") and its error would replace the real one. So it is only sent while one is open.
+    const rollback = driver.rollbackTransaction.bind(driver)
+    driver.rollbackTransaction = async (connection) => {
+      if (this.#sqlite.inTransaction) await rollback(connection)
     }
-    return super.query(config, values, callback)
-  }
-}
-
-export function openPostgres(url: string, poolSize: number): Database {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, Client: PreparingClient })
-  // An idle client losing its connection must not crash the process; the next query reconnects.
-  pool.on('error', () => {})
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
-  return {
-    db,
-    dialect: 'postgres',
-    async ping() {
-      await pool.query('select 1')
-    },
-    poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    async close() {
-      await db.destroy()
-    },
+    return driver
   }
 }

@@ -4,6 +4,7 @@ import { Agent, request, type Dispatcher } from 'undici'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
+import { Backoff } from '../db/faults.ts'
 import type { SecretsKey } from '../secrets/secret-box.ts'
 import { webhookHeaders } from './signature.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
@@ -68,6 +69,8 @@ export class DeliveryWorker {
   private ticking: Promise<void> | undefined
   private again = false
   private running = false
+  /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
+  private readonly backoff = new Backoff()
 
   constructor(options: DeliveryWorkerOptions) {
     this.db = options.database.db
@@ -140,7 +143,7 @@ export class DeliveryWorker {
 
   private async tick(): Promise<void> {
     const free = this.concurrency - this.inFlight.size
-    if (free <= 0) return
+    if (free <= 0 || !this.backoff.ready()) return
     const perWallet = new Map<number, number>()
     for (const { walletId } of this.inFlight.values()) perWallet.set(walletId, (perWallet.get(walletId) ?? 0) + 1)
     const skipWallets = [...perWallet].filter(([, count]) => count >= this.perWallet).map(([walletId]) => walletId)
@@ -154,9 +157,10 @@ export class DeliveryWorker {
         skipWallets,
       })
     } catch (error) {
-      if (this.running) this.log.warn({ err: error }, 'webhook worker: claiming deliveries failed')
+      if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: claiming deliveries failed; retrying with backoff')
       return
     }
+    if (this.backoff.succeeded()) this.log.info('webhook worker: claiming deliveries again')
     let launched = 0
     for (const claim of claims) {
       const count = perWallet.get(claim.wallet_id) ?? 0

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
 import type { Db } from '../db/database.ts'
+import { Backoff } from '../db/faults.ts'
 import { readEventsAfter, readHead, readSnapshot, readWalletEvents, type Snapshot, type StreamEvent } from './events.repository.ts'
 
 /** Where a stream's frames go: the SSE route wraps an HTTP response in one. */
@@ -73,6 +74,8 @@ export class EventHub {
   private ticks = 0
   private polling = false
   private closed = false
+  /** Through a storage outage, polling pauses for longer and longer, and logs only its start and end. */
+  private readonly backoff = new Backoff()
 
   constructor(options: EventHubOptions) {
     this.db = options.db
@@ -209,7 +212,7 @@ export class EventHub {
   }
 
   private async poll(generation: number): Promise<void> {
-    if (this.polling) return
+    if (this.polling || !this.backoff.ready()) return
     this.polling = true
     try {
       for (;;) {
@@ -231,10 +234,11 @@ export class EventHub {
           const set = this.subscribers.get(row.wallet_id)
           if (set) for (const subscriber of set) if (subscriber.live) this.deliver(subscriber, row)
         }
+        if (this.backoff.succeeded()) this.log.info('event stream: reading events again')
         if (blocked || rows.length < BATCH) return
       }
     } catch (error) {
-      this.log.warn({ err: error }, 'event stream: reading events failed')
+      if (this.backoff.failed()) this.log.warn({ err: error }, 'event stream: reading events failed; retrying with backoff')
     } finally {
       this.polling = false
     }

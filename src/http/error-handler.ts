@@ -2,7 +2,7 @@ import crypto from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { isStorageUnavailable } from '../db/database.ts'
+import { describeStorageFault, isStorageUnavailable, RETRY_AFTER_SECONDS } from '../db/faults.ts'
 import { AppError, errorBody, ERRORS, sendError, type ErrorCode } from './errors.ts'
 
 /** Which contract code a failed schema check gets, by the part of the request that failed. */
@@ -53,6 +53,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof AppError) {
       if (error.status >= 500) request.log.error({ err: error }, 'request failed')
+      if (error.code === 'S001' && !error.headers['retry-after']) reply.header('retry-after', String(RETRY_AFTER_SECONDS))
       return sendError(reply.headers(error.headers), error.code, error.detail)
     }
     if (error.validation) {
@@ -70,8 +71,11 @@ export function registerErrorHandler(app: FastifyInstance): void {
       return sendError(reply, 'G000', 'malformed request')
     }
     if (isStorageUnavailable(error)) {
-      request.log.error({ err: error }, 'storage unavailable')
-      return sendError(reply, 'S001')
+      // One line naming the real cause (SQLITE_FULL, 57P01, ECONNREFUSED, …); the client is told
+      // only to come back, with the request's Idempotency-Key.
+      const cause = describeStorageFault(error)
+      request.log.error({ cause: cause.code, reason: cause.message }, `storage unavailable: ${cause.code ?? 'unknown cause'}: ${cause.message}`)
+      return sendError(reply.header('retry-after', String(RETRY_AFTER_SECONDS)), 'S001')
     }
     request.log.error({ err: error }, 'unexpected error')
     return sendError(reply, 'S000')

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
+import { describeStorageFault } from '../db/faults.ts'
 import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
 
@@ -57,11 +58,15 @@ export default fp(async function observability(app: FastifyInstance) {
 export async function operationsRoutes(app: FastifyInstance, { database }: { database: Database }): Promise<void> {
   const ops = { schema: { tags: ['operations'] } }
   app.get('/healthz', ops, async () => ({ status: 'ok', version: VERSION }))
-  app.get('/readyz', ops, async () => {
+  // Ready while the storage can take a write: not while PostgreSQL is unreachable or read-only
+  // (a standby, the old primary after a failover), nor while SQLite's disk is full or read-only.
+  app.get('/readyz', ops, async (request) => {
     try {
-      await database.ping()
-    } catch {
-      throw new AppError('S001', 'storage is unreachable')
+      await database.checkWritable()
+    } catch (error) {
+      const cause = describeStorageFault(error)
+      request.log.warn({ cause: cause.code, reason: cause.message }, `not ready: ${cause.code ?? 'unknown cause'}: ${cause.message}`)
+      throw new AppError('S001', 'storage cannot take writes now')
     }
     return { status: 'ready' }
   })

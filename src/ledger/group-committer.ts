@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
+import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
 import { IdempotencyConflict, type EventWriter, type Transaction } from './ledger.types.ts'
 import { applyMoves, type Move, type Outcome } from './moves.ts'
@@ -31,7 +32,10 @@ import { applyMoves, type Move, type Outcome } from './moves.ts'
  *   batch, which is then run again from the start, with the pause and the limit of every retry
  *   (`db/retry.ts`).
  * - Any other database error before the commit, in a batch of several, runs each member again as
- *   a batch of its own, so that only the transfer that causes it fails.
+ *   a batch of its own, so that only the transfer that causes it fails; but not a storage fault
+ *   (`db/faults.ts`: the database down, out of disk, timed out), which fails the whole batch at
+ *   once with `503 S001`. A failed COMMIT fails every member as a storage fault: its outcome is
+ *   unknown, and the clients' retries with their Idempotency-Keys find it.
  * - An Idempotency-Key stored meanwhile by another instance fails its member with
  *   IdempotencyConflict (the caller answers with the stored response); the rest run again.
  */
@@ -141,11 +145,11 @@ export class GroupCommitter {
             const taken = new Set(error.indexes)
             members.forEach((member, index) => taken.has(index) && member.reject(error))
             members = members.filter((_, index) => !taken.has(index))
-          } else if (members.length > 1 && !isRetryable(error) && !applied) {
+          } else if (members.length > 1 && !isRetryable(error) && !applied && !isStorageUnavailable(error)) {
             for (const member of members) await this.#commit([member])
             return
           } else {
-            throw error
+            throw applied && !isRetryable(error) ? commitOutcomeUnknown(error) : error
           }
         }
       }

@@ -1,0 +1,28 @@
+import type { Kysely, Transaction } from 'kysely'
+import type { DB } from './tables.ts'
+
+/** What the rest of the service sees of the storage, whichever it is (`database.ts` opens it). */
+type Dialect = 'sqlite' | 'postgres'
+export type Db = Kysely<DB>
+export type Executor = Kysely<DB> | Transaction<DB>
+
+export interface Database {
+  db: Db
+  dialect: Dialect
+  /**
+   * Readiness: resolves when the storage can take a write now, throws a storage fault
+   * (`faults.ts`) when it cannot (unreachable, a read-only server, SQLite's disk full).
+   */
+  checkWritable(): Promise<void>
+  /** PostgreSQL: the connection pool's use right now (metrics); undefined on SQLite, which has one connection. */
+  poolUse?(): PoolUse
+  close(): Promise<void>
+}
+
+export interface PoolUse {
+  max: number
+  open: number
+  idle: number
+  /** Queries waiting for a connection: the pool is saturated. */
+  waiting: number
+}
