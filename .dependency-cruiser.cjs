@@ -16,7 +16,7 @@ const LAYERS = [
   ['deps', '^src/deps[.]ts$'],
   ['flows', '^src/flows/'],
   ['admin', '^src/admin/'],
-  ['app', '^src/(app|cli|main)[.]ts$'],
+  ['app', '^src/(app|cli|main|routes)[.]ts$'],
 ]
 
 const upward = LAYERS.map(([name, path], index) => ({

@@ -18,7 +18,7 @@ export { followEvents, type WalletEvent, type FollowOptions } from './events.ts'
 type Json<R> = R extends { content: { 'application/json': infer Body } } ? Body : never
 
 /** The body of every error response. */
-export type ErrorBody = Json<paths['/wallet/assets']['get']['responses']['4XX']>
+export type ErrorBody = Json<paths['/wallet/assets']['get']['responses']['500']>
 /** Every error code the service answers with. */
 export type ErrorCode = ErrorBody['code']
 export type Transaction = Json<paths['/wallet/transactions']['post']['responses']['201']>

@@ -23,6 +23,7 @@ import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
+import { documentRoutes } from './routes.ts'
 import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
 import { authenticateWalletKey } from './wallets/wallets.service.ts'
@@ -54,12 +55,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(config.requestTimeoutMs / 10))),
     },
     connectionTimeout: 60_000,
-    // observability.ts answers requests that arrive while closing with the contract's S001 body.
+    // observability.ts answers requests that arrive while closing with S001 in the error layout.
     return503OnClosing: false,
-    // Requests Node's HTTP parser refuses never reach a route; they get the contract's layout too.
+    // Requests Node's HTTP parser refuses never reach a route; they get the error layout too.
     clientErrorHandler: answerClientError,
     // Malformed percent-encoding and path parameters over 512 characters are refused by the router
-    // before any hook runs; they still get the contract's error layout and a request id.
+    // before any hook runs; they still get the error layout and a request id.
     frameworkErrors: (error, request, reply) => answerRouterError(error, request, reply as FastifyReply),
   }).withTypeProvider<TypeBoxTypeProvider>()
 
@@ -69,6 +70,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch, onBatch: metrics.observeBatch })
   const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())
+
+  // Every API route gets its summary, description and error responses from the route index.
+  documentRoutes(app)
 
   // 1. Parsing and validation (bodies never coerced), then the one error handler.
   registerParsing(app)

@@ -1,7 +1,7 @@
 import path from 'node:path'
 import { decodeSecretsKey } from './secrets/secrets-key.ts'
 
-/** Typed, validated configuration. Built once at start from the environment (contract §9). */
+/** Typed, validated configuration. Built once at start from the environment (README, Configuration). */
 export interface Config {
   port: number
   host: string

@@ -8,7 +8,7 @@ import { buildTestApp, type TestApp } from './helpers/app.ts'
 import { createUser, type TestUser } from './helpers/factories.ts'
 
 /**
- * What a real browser does with the session cookie, CORS and the CSRF guard (contract §4), for a
+ * What a real browser does with the session cookie, CORS and the CSRF guard (A004), for a
  * web dashboard on another origin. Debian's Chromium, driven by playwright-core; `.ci/run`
  * installs it. Without it the suite is skipped with a note, unless `REQUIRE_BROWSER=1` (CI).
  *

@@ -13,7 +13,7 @@ import { createUser, type TestUser } from './helpers/factories.ts'
 import { freePort } from './helpers/postgres.ts'
 import { generateSecretsKey } from '../src/secrets/secret-box.ts'
 
-/** Contract §2, copied by hand: the table in the code must say exactly this. */
+/** The error table as the API promises it, copied by hand: the table in the code must say exactly this. */
 const CONTRACT: Record<string, [number, string]> = {
   G000: [400, 'Invalid JSON Body'],
   G001: [400, 'Invalid URL Parameter'],
@@ -54,7 +54,7 @@ const CONTRACT: Record<string, [number, string]> = {
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
 const TABLE_ONLY = new Set(['G004', 'W003', 'W005', 'W006', 'W007', 'W008', 'W010', 'W012'])
 
-/** Asserts the full error layout of contract §2 for `code`. */
+/** Asserts the full error layout (`code`, `message`, `detail`, `request_id`) for `code`. */
 function assertError(response: LightMyRequestResponse, code: ErrorCode): void {
   const { status, message } = ERRORS[code]
   assert.equal(response.statusCode, status, `${code}: ${response.body}`)

@@ -119,7 +119,7 @@ describe('admin: assets', () => {
       ['DELETE', `/wallets/${user.walletId}/assets/${asset.id}`],
     ]
     const adminKey = t.admin.authorization.slice('Bearer '.length)
-    // The admin key counts only as `Authorization: Bearer <key>` (contract §5): bare or as a cookie, it is A003.
+    // The admin key counts only as `Authorization: Bearer <key>` (docs/decisions.md): bare or as a cookie, it is A003.
     const strangers: Record<string, string>[] = [{}, user.auth, { authorization: 'Bearer cfa_not_the_admin_key_at_all_really' }, { cookie: `${t.config.sessionCookieName}=${adminKey}` }, { authorization: adminKey }]
     for (const [method, url, payload] of routes) {
       for (const headers of strangers) {
@@ -679,7 +679,7 @@ describe('Idempotency-Key', () => {
     assert.equal(first.statusCode, 201, first.body)
     const before = await balances(payer)
     const retries = [
-      // Unknown fields are ignored (contract §1), a missing memo is the empty one, a wallet id may
+      // Unknown fields are ignored (as everywhere), a missing memo is the empty one, a wallet id may
       // be a string, asset names are case-insensitive and one asset named twice adds up.
       { recipient: payee.walletId, type: 2, assets: { [coin.name]: 2 }, note: 'ignored' },
       { recipient: String(payee.walletId), type: 2, memo: '', assets: { [coin.name.toUpperCase()]: 2 } },

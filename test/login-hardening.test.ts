@@ -7,7 +7,7 @@ import { buildTestApp, expectError, type TestApp } from './helpers/app.ts'
 import { createUser, type TestUser } from './helpers/factories.ts'
 
 /**
- * Login hardening (contract §3, §4): rate limits on login and registration engage with G005 and
+ * Login hardening: rate limits on login and registration engage with G005 and
  * Retry-After and release after their window; an unknown username and a wrong password answer
  * alike, in comparable time.
  */

@@ -61,7 +61,7 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
   // over many pages (two holdings; the sender's and the recipient's ranges in the (wallet, id)
   // indexes of transactions and events), and every changed page goes whole into the log, is
   // synced with it and copied back at the checkpoint: with 2 KB pages the service wrote a third
-  // fewer bytes per transfer than with SQLite's default 4 KB (docs/performance.md, item 24).
+  // fewer bytes per transfer than with SQLite's default 4 KB (`docs/performance.md#fifth-round-what-sqlite-writes-per-transfer`).
   sqlite.pragma(`page_size = ${SQLITE_PAGE_SIZE}`)
   sqlite.pragma('journal_mode = WAL')
   // A 201 means durably committed: fsync the WAL on every commit.

@@ -48,7 +48,7 @@ export function retryDelayMs(seconds: number, random = Math.random()): number {
 }
 
 /**
- * Delivers queued webhook events (contract §8): claims due rows under a lease, POSTs each signed
+ * Delivers queued webhook events: claims due rows under a lease, POSTs each signed
  * event, logs every attempt, and reschedules failures on `config.webhookRetrySchedule` until the
  * schedule runs out. Never throws out of its loop; a receiver that hangs, resets or answers with
  * megabytes costs at most one slot for `webhookTimeoutMs`.
@@ -212,7 +212,7 @@ export class DeliveryWorker {
     const outcome = await this.send(url, secret, work.event_id, work.payload)
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
       // Cut off by the shutdown: the receiver may have seen it, so it is logged like any attempt
-      // (contract §8), and the delivery is given back, due again at once rather than after a backoff.
+      // (every attempt is), and the delivery is given back, due again at once rather than after a backoff.
       await inTransaction(this.db, async (trx) => {
         await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome, error: INTERRUPTED })
         await repo.releaseDelivery(trx, claim.id, claim.lease_until)

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { Id, Timestamp } from '../http/schemas.ts'
 
-/** Shapes of the webhook routes and the event stream (contract §6, §8). */
+/** Shapes of the webhook routes and the event stream. */
 
 export const WebhookBody = Type.Object({
   webhook: Type.String({

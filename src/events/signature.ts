@@ -1,6 +1,6 @@
 import crypto from 'node:crypto'
 
-/** Standard Webhooks signing (https://www.standardwebhooks.com), as contract §8 asks. */
+/** Standard Webhooks signing (https://www.standardwebhooks.com): `webhook-id`, `webhook-timestamp`, `webhook-signature`. */
 
 const SECRET_PREFIX = 'whsec_'
 

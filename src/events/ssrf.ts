@@ -2,7 +2,7 @@ import dns from 'node:dns'
 import net from 'node:net'
 
 /**
- * The SSRF guard for webhook targets (contract §8): a webhook may only reach public unicast
+ * The SSRF guard for webhook targets (W010): a webhook may only reach public unicast
  * addresses. It is applied when the webhook is set and again on every connection (the resolver
  * below), so a name that later resolves somewhere private (DNS rebinding) is still refused.
  */

@@ -15,7 +15,7 @@ function adminKeyFile(config: Config): string {
 
 /**
  * The admin key from ADMIN_API_KEY, else the one generated on first start and kept in the data
- * directory with mode 0600 (contract §5). Several instances must share ADMIN_API_KEY.
+ * directory with mode 0600. Several instances must share ADMIN_API_KEY.
  */
 export function resolveAdminKey(config: Config): AdminKey {
   if (config.adminApiKey) return { hash: hashToken(config.adminApiKey), file: undefined }

@@ -22,7 +22,7 @@ declare module 'fastify' {
     /**
      * Guards, used as `onRequest`: credentials are checked before the body is read or anything is
      * validated, so a caller without them learns nothing of a route's rules. Each sets
-     * `request.auth` or throws the contract's A-code.
+     * `request.auth` or throws the A-code of the error table.
      */
     requireUser: (request: FastifyRequest) => Promise<void>
     requireWalletAccess: (request: FastifyRequest) => Promise<void>
@@ -59,7 +59,7 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 interface Credential {
   token: string
   viaCookie: boolean
-  /** Sent as `Authorization: Bearer <token>`, the only form the admin key is taken in (contract §5). */
+  /** Sent as `Authorization: Bearer <token>`, the only form the admin key is taken in (docs/decisions.md). */
   bearer: boolean
 }
 
@@ -98,7 +98,7 @@ function ownOrigin(request: FastifyRequest): string {
 }
 
 /**
- * Cookie-authenticated writes must come from our own origin or an allowed one (contract §4).
+ * Cookie-authenticated writes must come from our own origin or one in CORS_ORIGINS (A004).
  * Header-authenticated requests cannot be forged cross-site, so they are not checked.
  */
 function checkCsrf(request: FastifyRequest, config: Config): void {
@@ -196,7 +196,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   })
 })
 
-/** Sets or clears the session cookie with the contract's attributes (§4). */
+/** Sets the session cookie: HttpOnly, SameSite=Lax, Secure with COOKIE_SECURE, for the session's lifetime. */
 export function setSessionCookie(reply: FastifyReply, config: Config, token: string): void {
   reply.setCookie(config.sessionCookieName, token, {
     httpOnly: true,

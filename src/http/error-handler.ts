@@ -5,7 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { describeStorageFault, isStorageUnavailable, RETRY_AFTER_SECONDS } from '../db/faults.ts'
 import { AppError, errorBody, ERRORS, sendError, type ErrorCode } from './errors.ts'
 
-/** Which contract code a failed schema check gets, by the part of the request that failed. */
+/** Which code of the error table a failed schema check gets, by the part of the request that failed. */
 const VALIDATION_CODES: Record<string, ErrorCode> = {
   body: 'G000',
   params: 'G001',
@@ -48,7 +48,7 @@ function describeValidation(error: FastifyError): string {
   return `${where || 'value'} ${first.message ?? 'is invalid'}`
 }
 
-/** One place that turns every failure into the contract's error body (§2). */
+/** One place that turns every failure into the error body of the error table (`errors.ts`). */
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof AppError) {
@@ -89,7 +89,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
 /**
  * Answers a request that Node's HTTP parser refused before Fastify saw it (a malformed request
  * line or header, a header block over the size limit, a client too slow to send its request):
- * with the contract's error body (§2) and a request id, like every other error, instead of
+ * with the error body (`errors.ts`) and a request id, like every other error, instead of
  * Fastify's default body: `G000` with its status from the table (400), the detail naming the cause.
  */
 export function answerClientError(error: Error & { code?: string }, socket: Socket): void {

@@ -1,7 +1,8 @@
 import type { FastifyReply } from 'fastify'
 /**
- * Every error code of the contract (§2), with its status and message. Adding a code without a
- * status or message fails the type check; test/errors.test.ts walks the whole table.
+ * The error table: every error code with its status and message (what the body's `message` says).
+ * Adding a code without a status or message fails the type check, as does one without its meaning
+ * below; test/errors.test.ts walks the whole table.
  */
 export const ERRORS = {
   G000: { status: 400, message: 'Invalid JSON Body' },
@@ -42,6 +43,44 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS
 
+/** What each code means for a client, as the API reference explains it under each route's errors. */
+export const ERROR_MEANINGS: Record<ErrorCode, string> = {
+  G000: 'the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)',
+  G001: 'a path parameter is malformed, e.g. an id that is not a positive integer',
+  G002: 'a query parameter is malformed or out of range, e.g. `limit=1000`',
+  G003: 'this Idempotency-Key was used before for a different request',
+  G004: 'the first request with this Idempotency-Key is still running; retry later',
+  G005: 'too many attempts from this address or for this name; retry after the `Retry-After` seconds',
+  G006: 'no such route, or (where named) no such item on it',
+  S000: 'an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key)',
+  S001: 'the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer)',
+  U000: 'the username is taken (usernames are unique case-insensitively)',
+  U001: 'the username or the password is wrong (the same answer for both)',
+  U003: 'no user has this username or id (or the user is not assigned to the wallet)',
+  U004: 'the caller has no user session with this id',
+  W000: 'no such wallet, or a wallet the caller may not use (deleted, or access removed)',
+  W002: 'no such user wallet or asset (admin routes; mint is not a user wallet)',
+  W003: 'the user is already assigned to the wallet, or is its owner',
+  W005: 'the wallet has no key (wallet session) with this id',
+  W006: 'only the owner of the wallet may do this',
+  W007: 'the new owner must be a user assigned to the wallet',
+  W008: 'a primary wallet cannot be deleted; make another wallet primary first',
+  W010: 'the webhook URL is not an absolute http(s) URL of at most 512 characters reaching a public address',
+  W011: 'the address is taken (by any wallet, deleted ones included)',
+  W012: 'a primary wallet cannot change hands; make another wallet primary first',
+  W013: 'a wallet cannot send to itself',
+  A000: 'no credential was sent',
+  A001: 'the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take',
+  A003: 'the admin key (or the operator session) is missing or wrong',
+  A004: 'a cookie-authenticated write came from another site (CSRF guard)',
+  I000: 'no such asset',
+  I001: 'an asset name in the transfer names no asset',
+  I002: 'the wallet holds less of an asset than requested',
+  I003: 'a quantity or a resulting holding would exceed 2^53-1',
+  I004: 'an asset with this name exists (names are unique case-insensitively)',
+  I005: 'the asset is still held; burn every holding of it first',
+}
+
 export interface ErrorBody {
   code: ErrorCode
   message: string
@@ -49,9 +88,9 @@ export interface ErrorBody {
   request_id: string
 }
 
-/** A rule broken by the request; the error handler turns it into the contract's error body. */
+/** A rule broken by the request; the error handler turns it into the error body. */
 export class AppError extends Error {
-  /** Always the table's status for the code: one status per code (contract §2). */
+  /** Always the table's status for the code: one status per code. */
   readonly status: number
   readonly headers: Record<string, string>
 
@@ -67,9 +106,9 @@ export class AppError extends Error {
 }
 
 /**
- * Answers with the contract's error body (§2) and the table's status for the code. The body is
- * written here, in the contract's field order: a route's response serializer would put the
- * optional `detail` after `request_id`.
+ * Answers with the error body and the table's status for the code. The body is written here, in
+ * the documented field order (`code`, `message`, `detail`, `request_id`): a route's response
+ * serializer would put the optional `detail` after `request_id`.
  */
 export function sendError(reply: FastifyReply, code: ErrorCode, detail?: string): FastifyReply {
   return reply.status(ERRORS[code].status).type('application/json; charset=utf-8').send(JSON.stringify(errorBody(code, reply.request.id, detail)))

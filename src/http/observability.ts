@@ -6,7 +6,7 @@ import { describeStorageFault } from '../db/faults.ts'
 import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
 
-/** Request ids, one log line per request and Prometheus metrics (contract §9). */
+/** Request ids, one log line per request and Prometheus metrics (`/metrics`). */
 export default fp(async function observability(app: FastifyInstance) {
   const registry = new client.Registry()
   client.collectDefaultMetrics({ register: registry })

@@ -11,7 +11,7 @@ export const ErrorSchema = Type.Object(
     detail: Type.Optional(Type.String()),
     request_id: Type.String(),
   },
-  { description: 'Every error response (contract §2)' },
+  { description: 'The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id' },
 )
 
 /** Path ids are strings of digits: `1e3`, `-1` or `abc` are G001, not coerced. */

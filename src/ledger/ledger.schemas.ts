@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox'
 import { Id, Timestamp } from '../http/schemas.ts'
 
-/** A quantity in a request: a positive safe integer (contract §1). */
+/** A quantity in a request: a positive safe integer (anything else is G000). */
 export const Quantity = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
 export const AssetName = Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: '1-32 letters, digits, "_" or "-"' })
-// 1e309 parses as Infinity, which no JSON answer could carry: finite values only (contract §1).
+// 1e309 parses as Infinity, which no JSON answer could carry: finite values only.
 export const AssetValue = Type.Number({ minimum: 0, maximum: Number.MAX_VALUE, description: 'display valuation per unit' })
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })

@@ -91,7 +91,7 @@ class HoldingRace extends Error {
  * it draws its ids (`lockMoves`, inside its locking statement), so the moves of one wallet, and
  * anything else that takes its turn (setting its webhook, deleting it), run one after the other
  * and commit in the order of their ids. An advisory lock writes nothing: locking the wallet rows
- * exclusively instead measured slower (docs/performance.md, "Wallet turns").
+ * exclusively instead measured slower (`docs/performance.md#seventh-round-correctness-fixes-on-the-transfer-path-and-what-they-cost`).
  */
 function walletTurns(walletIds: number[]): RawBuilder<unknown> {
   const ordered = [...new Set(walletIds)].sort((a, b) => a - b)
