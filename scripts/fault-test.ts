@@ -227,7 +227,7 @@ class Load {
   }
 }
 
-/** Polls /readyz every 100 ms. */
+/** Polls /readyz every 50 ms. */
 class Readiness {
   readonly replies: { at: number; status: number }[] = []
   private running = true
@@ -245,7 +245,7 @@ class Readiness {
           status = 0
         }
         this.replies.push({ at: Date.now(), status })
-        await sleep(100)
+        await sleep(50)
       }
     })()
   }
@@ -381,54 +381,43 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
 // ---------------------------------------------------------------------------------------------
 // The faults.
 
-async function singleServer(): Promise<{ server: PgServer; root: string; databaseUrl: string }> {
+/** One PostgreSQL server with a `coffer` database, broken and mended by `breakAndMend`. */
+async function singleServer(breakAndMend: (server: PgServer) => Promise<unknown>): Promise<Storage> {
   const root = serverRoot()
   const server = await PgServer.create(path.join(root, 'primary'))
+  const cleanup = async () => {
+    await server.stop('immediate')
+    fs.rmSync(root, { recursive: true, force: true })
+  }
   try {
     await server.start()
     await server.query('create database coffer')
   } catch (error) {
-    await server.stop('immediate')
-    fs.rmSync(root, { recursive: true, force: true })
+    await cleanup()
     throw error
   }
-  return { server, root, databaseUrl: `postgres://postgres@127.0.0.1:${server.port}/coffer` }
-}
-
-async function postgresRestart(): Promise<Storage> {
-  const { server, root, databaseUrl } = await singleServer()
   return {
-    databaseUrl,
+    databaseUrl: `postgres://postgres@127.0.0.1:${server.port}/coffer`,
     dataDir: root,
     async fault() {
       const start = Date.now()
-      await server.restart()
+      await breakAndMend(server)
       return { start, back: Date.now() }
     },
-    async cleanup() {
-      await server.stop('immediate')
-      fs.rmSync(root, { recursive: true, force: true })
-    },
+    cleanup,
   }
 }
 
-async function postgresOutage(): Promise<Storage> {
-  const { server, root, databaseUrl } = await singleServer()
-  return {
-    databaseUrl,
-    dataDir: root,
-    async fault() {
-      const start = Date.now()
-      await server.stop('immediate')
-      await sleep(12_000)
-      await server.start()
-      return { start, back: Date.now() }
-    },
-    async cleanup() {
-      await server.stop('immediate')
-      fs.rmSync(root, { recursive: true, force: true })
-    },
-  }
+function postgresRestart(): Promise<Storage> {
+  return singleServer((server) => server.restart())
+}
+
+function postgresOutage(): Promise<Storage> {
+  return singleServer(async (server) => {
+    await server.stop('immediate')
+    await sleep(12_000)
+    await server.start()
+  })
 }
 
 async function postgresFailover(): Promise<Storage> {

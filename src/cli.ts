@@ -94,7 +94,9 @@ async function verify(database: Database): Promise<number> {
 }
 
 async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
-  const database = openDatabase(config)
+  // An operator's command (migrate, verify, backup, restore) may run statements far longer than a
+  // request's: on PostgreSQL only its lock waits and its connecting stay bounded.
+  const database = openDatabase({ ...config, postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 } })
   try {
     await migrateToLatest(database.db)
     return await work(database)

@@ -117,7 +117,7 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
   return { hosts, targetSessionAttrs, urlFor }
 }
 
-/** Bounded waits on PostgreSQL, in milliseconds. */
+/** Bounded waits on PostgreSQL, in milliseconds; 0 leaves one to the server's setting (the `coffer` command). */
 export interface PostgresTimeouts {
   /** Longest any statement may run (`statement_timeout`). */
   statementTimeoutMs: number

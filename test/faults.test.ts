@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { describe, it } from 'node:test'
+import { sql } from 'kysely'
 import { Backoff, commitOutcomeUnknown, describeStorageFault, isStorageUnavailable, StorageFault } from '../src/db/faults.ts'
 import { parsePostgresUrl } from '../src/config.ts'
+import { openSqlite } from '../src/db/database.ts'
 
 /** An error as the drivers make them: a message and, mostly, a code. */
 function driverError(message: string, code?: string): Error {
@@ -106,5 +111,32 @@ describe('parsePostgresUrl', () => {
     assert.throws(() => parsePostgresUrl('postgres://db1/coffer?target_session_attrs=standby'), /the service writes/)
     assert.throws(() => parsePostgresUrl('postgres://db1/coffer?target_session_attrs=whatever'), /must be one of any, read-write, primary/)
     assert.throws(() => parsePostgresUrl('mysql://db1/coffer'), /postgres:\/\//)
+  })
+})
+
+describe('SQLite after a fault', () => {
+  it('reports the error that ended a transaction SQLite had already rolled back, not the ROLLBACK’s', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-faults-'))
+    const database = openSqlite(path.join(dir, 'coffer.sqlite'))
+    try {
+      const failure = await database.db
+        .transaction()
+        .execute(async (trx) => {
+          // As SQLite does by itself after SQLITE_FULL or SQLITE_IOERR: the transaction is gone.
+          await sql`rollback`.execute(trx)
+          throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' })
+        })
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+      assert.equal((failure as { code?: string }).code, 'SQLITE_FULL')
+      // And the connection takes the next transaction.
+      await database.db.transaction().execute((trx) => sql`select 1`.execute(trx))
+      await database.checkWritable()
+    } finally {
+      await database.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

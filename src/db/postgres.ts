@@ -198,7 +198,8 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
     dialect: 'postgres',
     async checkWritable() {
       const { rows } = await pool.query<Writability>(WRITABLE)
-      if (!selector.fits(rows[0])) throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
+      // Whatever target_session_attrs allows: ready means a write would be taken now.
+      if (rows[0].in_recovery || rows[0].read_only) throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
     },
     poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
