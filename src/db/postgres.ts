@@ -135,9 +135,10 @@ function clientClass(selector: HostSelector): typeof pg.Client {
           throw new StorageFault(`${host.host}:${host.port} does not accept writes`, 'READ_ONLY_SERVER')
         }
       } catch (error) {
-        // Landed on a standby or the old primary: dropped, never used; the next connection looks again.
+        // Landed on a standby or the old primary: dropped, never used; the next connection looks
+        // again. Not waited for: a connection that never opened may never report its end.
         selector.forget(host)
-        await this.end().catch(() => {})
+        void this.end().catch(() => {})
         throw error
       }
     }
