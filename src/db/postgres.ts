@@ -76,7 +76,7 @@ class HostSelector {
       } catch (error) {
         lastError = error
       } finally {
-        await probe.end().catch(() => {})
+        void probe.end().catch(() => {})
       }
     }
     const wanted = this.checksWrites ? 'accepts writes' : 'accepts connections'
