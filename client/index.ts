@@ -5,6 +5,7 @@
  *
  *   const coffer = createCofferClient({ baseUrl: 'http://localhost:8080', token })
  *   const holdings = await call(coffer.GET('/wallet/assets'))
+ *   const { data: page, next } = await callPage(coffer.GET('/wallet/transactions'))   // next: the `before` of the next page
  *   try { await call(coffer.POST('/wallet/transactions', { body, params: { header: { 'idempotency-key': key } } })) }
  *   catch (error) { if (error instanceof CofferError && error.code === 'I002') … }
  */
@@ -71,6 +72,14 @@ function isErrorBody(value: unknown): value is ErrorBody {
  * with status 0 when it could not be reached, S000 when it answered something that is no error body.
  */
 export async function call<R extends { data?: unknown; error?: unknown; response: Response }>(request: Promise<R>): Promise<Exclude<R['data'], undefined>> {
+  return (await callPage(request)).data
+}
+
+/** `call` for a list: its data and the cursor of the next page (`name` in the `Link` header), undefined on the last page. */
+export async function callPage<R extends { data?: unknown; error?: unknown; response: Response }>(
+  request: Promise<R>,
+  name = 'before',
+): Promise<{ data: Exclude<R['data'], undefined>; next: number | undefined }> {
   let result: R
   try {
     result = await request
@@ -85,7 +94,7 @@ export async function call<R extends { data?: unknown; error?: unknown; response
       isErrorBody(body) ? body : { code: 'S000', message: 'Unexpected Server Error', detail: `status ${result.response.status}`, request_id: result.response.headers.get('x-request-id') ?? '' },
     )
   }
-  return result.data as Exclude<R['data'], undefined>
+  return { data: result.data as Exclude<R['data'], undefined>, next: nextCursor(result.response, name) }
 }
 
 /** The `before` cursor of the next page, from a list's `Link` header; undefined on the last page. */

@@ -1,0 +1,30 @@
+/** Numbers and times in the reader's locale. */
+
+const integer = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 })
+const decimal = new Intl.NumberFormat(undefined, { maximumFractionDigits: 6 })
+const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' })
+
+export function formatQuantity(quantity: number): string {
+  return integer.format(quantity)
+}
+
+export function formatValue(value: number): string {
+  return decimal.format(value)
+}
+
+export function formatTime(iso: string | null | undefined): string {
+  return iso ? dateTime.format(new Date(iso)) : '—'
+}
+
+/** "5 gold, 2 silver" */
+export function formatAssets(assets: { quantity: number; asset: { name: string } }[]): string {
+  return assets.map((line) => `${formatQuantity(line.quantity)} ${line.asset.name}`).join(', ')
+}
+
+/** An `<input type="date">` value as the start (or end) of that day in the reader's time zone, as ISO. */
+export function dayBound(value: string, end: boolean): string | undefined {
+  if (!value) return undefined
+  const [year, month, day] = value.split('-').map(Number)
+  const date = end ? new Date(year, month - 1, day, 23, 59, 59, 999) : new Date(year, month - 1, day)
+  return Number.isNaN(date.getTime()) ? undefined : date.toISOString()
+}

@@ -1,0 +1,68 @@
+import { useEffect, useState } from 'preact/hooks'
+import { callPage, coffer } from '../api.ts'
+import { dayBound } from '../format.ts'
+import { TransactionList } from '../transactions.tsx'
+import { Empty, ErrorNotice, Field, Loading, Page, useLoad } from '../ui.tsx'
+
+/** The whole journal, newest first, with filters and pages; or one wallet's history (`wallet`). */
+export function JournalList({ wallet }: { wallet?: number }) {
+  const [asset, setAsset] = useState('')
+  const [since, setSince] = useState('')
+  const [until, setUntil] = useState('')
+  const [cursors, setCursors] = useState<(number | undefined)[]>([undefined])
+  const before = cursors[cursors.length - 1]
+  const filters = JSON.stringify([asset.trim(), since, until, wallet])
+  useEffect(() => setCursors([undefined]), [filters])
+  const page = useLoad(
+    () =>
+      callPage(
+        coffer.GET('/admin/transactions', {
+          params: {
+            query: {
+              limit: 20,
+              ...(before !== undefined ? { before } : {}),
+              ...(wallet !== undefined ? { wallet } : {}),
+              ...(asset.trim() ? { asset: asset.trim() } : {}),
+              ...(dayBound(since, false) ? { since: dayBound(since, false) } : {}),
+              ...(dayBound(until, true) ? { until: dayBound(until, true) } : {}),
+            },
+          },
+        }),
+      ),
+    [filters, before],
+    ['A003'],
+  )
+  return (
+    <>
+      <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Journal filters">
+        <Field label="Asset" value={asset} onValue={setAsset} hint="an asset name, or empty for all" autoComplete="off" />
+        <Field label="From day" type="date" value={since} onValue={setSince} />
+        <Field label="To day" type="date" value={until} onValue={setUntil} />
+      </form>
+      <ErrorNotice error={page.error} />
+      {page.loading && <Loading what="transactions" />}
+      {page.data && page.data.data.length === 0 && <Empty>No transactions{asset || since || until ? ' match these filters' : ' yet'}.</Empty>}
+      {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={wallet} />}
+      <nav class="pager" aria-label="Pages">
+        <button type="button" disabled={cursors.length === 1} onClick={() => setCursors([undefined])}>
+          Newest
+        </button>
+        <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+          Newer
+        </button>
+        <button type="button" disabled={page.data?.next === undefined} onClick={() => setCursors([...cursors, page.data?.next])}>
+          Older
+        </button>
+      </nav>
+    </>
+  )
+}
+
+export function Journal() {
+  return (
+    <Page title="Journal">
+      <p>Every transaction of every wallet, newest first.</p>
+      <JournalList />
+    </Page>
+  )
+}

@@ -1,0 +1,104 @@
+import type { ComponentChildren } from 'preact'
+import { useCallback, useEffect, useMemo, useState } from 'preact/hooks'
+import { call, CofferError, coffer } from '../api.ts'
+import { describeError } from '../text.ts'
+import { ErrorNotice, Loading, SessionEndsContext, useAction } from '../ui.tsx'
+import { Assets } from './assets.tsx'
+import { Journal } from './journal.tsx'
+import { OperatorSignIn } from './operator-sign-in.tsx'
+import { Overview } from './overview.tsx'
+import { Verification } from './verification.tsx'
+import { WalletDetail, WalletSearch } from './wallets.tsx'
+
+const SCREENS: [path: string, label: string][] = [
+  ['', 'Overview'],
+  ['assets', 'Assets'],
+  ['wallets', 'Wallets'],
+  ['journal', 'Journal'],
+  ['verify', 'Verification'],
+]
+
+/** The operator's console (`#/operator/…`): behind an operator session opened with the admin key. */
+export function OperatorApp({ route }: { route: string[] }) {
+  const [signedIn, setSignedIn] = useState<boolean | undefined>(undefined)
+  const [message, setMessage] = useState<string | undefined>()
+  const check = useCallback(async () => {
+    try {
+      await call(coffer.GET('/admin/overview'))
+      setSignedIn(true)
+    } catch (error) {
+      if (!(error instanceof CofferError && error.code === 'A003')) setMessage(describeError(error).text)
+      setSignedIn(false)
+    }
+  }, [])
+  useEffect(() => {
+    void check()
+  }, [check])
+  const ends = useMemo(
+    () => ({
+      ended: (text: string) => {
+        setMessage(text)
+        setSignedIn(false)
+      },
+    }),
+    [],
+  )
+  const { run, pending, error } = useAction(['A003'])
+
+  if (signedIn === undefined) return <Loading what="the operator session" />
+  if (!signedIn)
+    return (
+      <OperatorSignIn
+        message={message}
+        signedIn={() => {
+          setMessage(undefined)
+          setSignedIn(true)
+        }}
+      />
+    )
+  const screen = route[0] ?? ''
+  const screens: Record<string, () => ComponentChildren> = {
+    '': () => <Overview />,
+    assets: () => <Assets />,
+    wallets: () => (route[1] ? <WalletDetail id={route[1]} /> : <WalletSearch />),
+    journal: () => <Journal />,
+    verify: () => <Verification />,
+  }
+  return (
+    <SessionEndsContext.Provider value={ends}>
+      <header class="top operator">
+        <a class="brand" href="#/operator">
+          Coffer operator
+        </a>
+        <p class="who">Operator session (ends after 12 hours)</p>
+        <button
+          type="button"
+          disabled={pending}
+          onClick={() =>
+            run(async () => {
+              await call(coffer.DELETE('/admin/session'))
+              ends.ended('You are signed out of the operator console.')
+            })
+          }
+        >
+          Sign out
+        </button>
+        <nav aria-label="Operator">
+          <ul>
+            {SCREENS.map(([path, label]) => (
+              <li key={path}>
+                <a href={`#/operator/${path}`} aria-current={screen === path ? 'page' : undefined}>
+                  {label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      </header>
+      <main id="main">
+        <ErrorNotice error={error} />
+        {(screens[screen] ?? screens[''])()}
+      </main>
+    </SessionEndsContext.Provider>
+  )
+}

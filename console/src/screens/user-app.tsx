@@ -1,0 +1,95 @@
+import type { ComponentChildren } from 'preact'
+import { call, coffer, type paths } from '../api.ts'
+import { ErrorNotice, useAction } from '../ui.tsx'
+import { Account } from './account.tsx'
+import { Balances } from './balances.tsx'
+import { History } from './history.tsx'
+import { Keys } from './keys.tsx'
+import { Send } from './send.tsx'
+import { Sharing } from './sharing.tsx'
+import { Webhook } from './webhook.tsx'
+import { Wallets } from './wallets.tsx'
+
+export type CurrentSession = paths['/user/session']['get']['responses']['200']['content']['application/json']
+
+export interface ScreenProps {
+  session: CurrentSession
+  /** Reads the session again (after the active wallet or the username changed). */
+  refresh: () => Promise<void>
+}
+
+const SCREENS: [path: string, label: string][] = [
+  ['', 'Balances'],
+  ['send', 'Send'],
+  ['history', 'History'],
+  ['wallets', 'Wallets'],
+  ['sharing', 'Sharing'],
+  ['keys', 'Keys'],
+  ['webhook', 'Webhook'],
+  ['account', 'Account'],
+]
+
+/** The wallet holder's console: a header with the navigation, then the screen of the route. */
+export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { route: string[]; signedOut: (message: string) => void }) {
+  const screen = route[0] ?? ''
+  const { run, pending, error } = useAction()
+  const props = { session, refresh }
+  const screens: Record<string, () => ComponentChildren> = {
+    '': () => <Balances {...props} />,
+    send: () => <Send {...props} />,
+    history: () => <History {...props} />,
+    wallets: () => <Wallets {...props} />,
+    sharing: () => <Sharing {...props} />,
+    keys: () => <Keys {...props} />,
+    webhook: () => <Webhook {...props} />,
+    account: () => <Account {...props} signedOut={signedOut} />,
+  }
+  return (
+    <>
+      <a class="skip" href="#main" onClick={(event) => (event.preventDefault(), document.getElementById('page-title')?.focus())}>
+        Skip to content
+      </a>
+      <header class="top">
+        <a class="brand" href="#/">
+          Coffer
+        </a>
+        <p class="who">
+          <span>
+            Signed in as <strong>{session.username}</strong>
+          </span>
+          <span>
+            Wallet <strong>{session.wallet_address}</strong>
+            {session.wallet_id === session.primary_wallet_id ? ' (primary)' : ''}
+          </span>
+        </p>
+        <button
+          type="button"
+          disabled={pending}
+          onClick={() =>
+            run(async () => {
+              await call(coffer.DELETE('/user/session'))
+              signedOut('You are signed out.')
+            })
+          }
+        >
+          Sign out
+        </button>
+        <nav aria-label="Main">
+          <ul>
+            {SCREENS.map(([path, label]) => (
+              <li key={path}>
+                <a href={`#/${path}`} aria-current={screen === path ? 'page' : undefined}>
+                  {label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      </header>
+      <main id="main">
+        <ErrorNotice error={error} />
+        {(screens[screen] ?? screens[''])()}
+      </main>
+    </>
+  )
+}

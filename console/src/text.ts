@@ -1,0 +1,60 @@
+import { CofferError, type ErrorCode } from './api.ts'
+
+/**
+ * Every error the service can answer, in words a person understands. Typed by the client's error
+ * codes: a code added to the service fails the console's type check until it has a sentence here.
+ */
+export const ERROR_TEXT: Record<ErrorCode, string> = {
+  G000: 'Some of what you entered is not valid. Check the form and try again.',
+  G001: 'The link or address of this page is not valid.',
+  G002: 'A filter or page setting is not valid. Check the filters and try again.',
+  G003: 'This payment attempt was already used for a different request. Nothing was sent twice; fill in the form again.',
+  G004: 'This request is still being processed. Wait a moment, then check your history before trying again.',
+  G005: 'Too many attempts in a short time. Wait a minute, then try again.',
+  G006: 'That part of the service does not exist.',
+  S000: 'Something went wrong on the server. Try again; if it keeps happening, tell the operator.',
+  S001: 'The service cannot be reached right now. Check your connection and try again.',
+  U000: 'That username is taken. Choose another one.',
+  U001: 'Wrong username or password.',
+  U003: 'There is no user with that username.',
+  U004: 'That session no longer exists.',
+  W000: 'That wallet does not exist, was deleted, or is not yours to use.',
+  W002: 'There is no such wallet or asset.',
+  W003: 'That person already has access to this wallet (or owns it).',
+  W005: 'That key no longer exists.',
+  W006: 'Only the owner of this wallet can do that.',
+  W007: 'That person must have access to the wallet first: share it with them, then hand it over.',
+  W008: 'A primary wallet cannot be deleted. Make another wallet primary first.',
+  W010: 'That webhook address is not allowed: it must be a public http or https address of at most 512 characters.',
+  W011: 'That wallet address is taken. Choose another one.',
+  W012: 'This wallet is its owner’s primary wallet, so it cannot be handed over. Make another wallet primary first.',
+  W013: 'You cannot send to the wallet you are sending from.',
+  A000: 'Please sign in.',
+  A001: 'Your session has ended. Please sign in again.',
+  A003: 'The admin key is wrong, or your operator session has ended.',
+  A004: 'The request was refused because it came from another site.',
+  I000: 'That asset does not exist (any more).',
+  I001: 'There is no asset with that name.',
+  I002: 'There is not enough in this wallet for that.',
+  I003: 'That amount is too large: a balance would go beyond the largest number Coffer can hold.',
+  I004: 'An asset with that name already exists.',
+  I005: 'This asset cannot be deleted while any wallet holds some of it. Burn it from every wallet first, then delete it.',
+}
+
+export interface ShownError {
+  text: string
+  detail?: string
+  code?: string
+}
+
+/** What to show for a failure: the sentence for its code, the service's detail, and the code. */
+export function describeError(error: unknown): ShownError {
+  if (error instanceof CofferError) return { text: ERROR_TEXT[error.code] ?? error.message, detail: error.detail, code: error.code }
+  if (error instanceof Error && error.name === 'InputError') return { text: error.message }
+  return { text: ERROR_TEXT.S000 }
+}
+
+/** A value the console refused before sending it. */
+export class InputError extends Error {
+  override name = 'InputError'
+}

@@ -1,0 +1,268 @@
+import type { ComponentChildren } from 'preact'
+import { createContext } from 'preact'
+import { useCallback, useContext, useEffect, useId, useRef, useState } from 'preact/hooks'
+import { CofferError } from './api.ts'
+import { describeError, type ShownError } from './text.ts'
+
+/** Small building blocks every screen uses: fields, messages, confirmations, actions. */
+
+export function Page({ title, children }: { title: string; children: ComponentChildren }) {
+  const heading = useRef<HTMLHeadingElement>(null)
+  useEffect(() => {
+    document.title = `${title} · Coffer`
+    // A screen reader hears the new screen's title; keyboard focus starts from it.
+    heading.current?.focus()
+  }, [title])
+  return (
+    <section class="page" aria-labelledby="page-title">
+      <h1 id="page-title" tabIndex={-1} ref={heading}>
+        {title}
+      </h1>
+      {children}
+    </section>
+  )
+}
+
+interface FieldProps {
+  label: string
+  value: string
+  onValue: (value: string) => void
+  /** Read with the field: the rule it follows, or what happens. */
+  hint?: string
+  type?: 'text' | 'password' | 'search' | 'url' | 'date'
+  required?: boolean
+  autoComplete?: string
+  inputMode?: 'numeric' | 'decimal' | 'text'
+  maxLength?: number
+}
+
+/** A labelled input; `hint` is read with it, `value` is controlled. */
+export function Field({ label, hint, value, onValue, type = 'text', ...input }: FieldProps) {
+  const id = useId()
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      <input id={id} type={type as 'text'} value={value} onInput={(event) => onValue(event.currentTarget.value)} aria-describedby={hint ? `${id}-hint` : undefined} {...input} />
+      {hint && (
+        <small id={`${id}-hint`} class="hint">
+          {hint}
+        </small>
+      )}
+    </div>
+  )
+}
+
+export function Select({ label, value, onValue, options, hint }: { label: string; value: string; onValue: (value: string) => void; options: [string, string][]; hint?: string }) {
+  const id = useId()
+  // A value that is no option (nothing chosen yet) shows, and means, the first option.
+  const shown = options.some(([key]) => key === value) ? value : (options[0]?.[0] ?? '')
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      <select id={id} value={shown} onChange={(event) => onValue(event.currentTarget.value)} aria-describedby={hint ? `${id}-hint` : undefined}>
+        {options.map(([key, text]) => (
+          <option key={key} value={key}>
+            {text}
+          </option>
+        ))}
+      </select>
+      {hint && (
+        <small id={`${id}-hint`} class="hint">
+          {hint}
+        </small>
+      )}
+    </div>
+  )
+}
+
+export function ErrorNotice({ error }: { error: ShownError | undefined }) {
+  if (!error) return null
+  return (
+    <div class="notice error" role="alert">
+      <p>{error.text}</p>
+      {(error.detail || error.code) && (
+        <p class="detail">
+          {error.detail && <span>{error.detail}</span>}
+          {error.code && <span class="code"> (code {error.code})</span>}
+        </p>
+      )}
+    </div>
+  )
+}
+
+/** A polite announcement of what just happened. */
+export function Done({ children }: { children: ComponentChildren }) {
+  return (
+    <div class="notice done" role="status">
+      {children}
+    </div>
+  )
+}
+
+export function Loading({ what }: { what: string }) {
+  return (
+    <p class="loading" role="status">
+      Loading {what}…
+    </p>
+  )
+}
+
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <p class="empty">{children}</p>
+}
+
+/** Shows a secret once, with a button that copies it. */
+export function Secret({ label, value, note }: { label: string; value: string; note: string }) {
+  const [copied, setCopied] = useState(false)
+  const id = useId()
+  return (
+    <div class="secret" role="group" aria-labelledby={`${id}-label`}>
+      <p id={`${id}-label`}>
+        <strong>{label}</strong> {note}
+      </p>
+      <code id={id} class="token">
+        {value}
+      </code>
+      <button
+        type="button"
+        onClick={async () => {
+          await navigator.clipboard?.writeText(value).catch(() => undefined)
+          setCopied(true)
+        }}
+      >
+        Copy {label.toLowerCase()}
+      </button>
+      <span role="status">{copied ? ' Copied.' : ''}</span>
+    </div>
+  )
+}
+
+// Sessions: a refused session sends the person back to the sign-in screen with a message.
+
+export interface SessionEnds {
+  /** Called with the reason when the service says the session has ended (A000, A001, A003). */
+  ended: (message: string) => void
+}
+
+export const SessionEndsContext = createContext<SessionEnds>({ ended: () => undefined })
+
+/**
+ * Runs one action at a time: `pending` while it runs (buttons disable themselves, so a double
+ * click runs nothing twice), `error` when it failed. An ended session goes to the sign-in screen.
+ */
+export function useAction(sessionCodes: string[] = ['A000', 'A001']) {
+  const [pending, setPending] = useState(false)
+  const [error, setError] = useState<ShownError | undefined>()
+  const session = useContext(SessionEndsContext)
+  const busy = useRef(false)
+  const run = useCallback(
+    async (work: () => Promise<void>) => {
+      if (busy.current) return
+      busy.current = true
+      setPending(true)
+      setError(undefined)
+      try {
+        await work()
+      } catch (caught) {
+        if (caught instanceof CofferError && sessionCodes.includes(caught.code)) session.ended(describeError(caught).text)
+        else setError(describeError(caught))
+      } finally {
+        busy.current = false
+        setPending(false)
+      }
+    },
+    [session],
+  )
+  return { run, pending, error, setError }
+}
+
+/**
+ * Loads data on mount and when `deps` change; `reload()` loads again. Only the latest load's
+ * answer is kept, so a slow answer to an older search never replaces a newer one.
+ */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[], sessionCodes: string[] = ['A000', 'A001']) {
+  const [data, setData] = useState<T | undefined>()
+  const [loading, setLoading] = useState(true)
+  const [error, setError] = useState<ShownError | undefined>()
+  const session = useContext(SessionEndsContext)
+  const generation = useRef(0)
+  const reload = useCallback(async () => {
+    const mine = ++generation.current
+    setLoading(true)
+    try {
+      const value = await load()
+      if (mine !== generation.current) return
+      setData(value)
+      setError(undefined)
+    } catch (caught) {
+      if (mine !== generation.current) return
+      if (caught instanceof CofferError && sessionCodes.includes(caught.code)) session.ended(describeError(caught).text)
+      else setError(describeError(caught))
+    } finally {
+      if (mine === generation.current) setLoading(false)
+    }
+  }, deps)
+  useEffect(() => {
+    void reload()
+  }, [reload])
+  return { data, loading: loading && data === undefined, error, reload, setData }
+}
+
+// Confirmations before anything that cannot be undone.
+
+export interface ConfirmRequest {
+  title: string
+  body: ComponentChildren
+  action: string
+}
+
+const ConfirmContext = createContext<(request: ConfirmRequest) => Promise<boolean>>(async () => false)
+
+export function useConfirm() {
+  return useContext(ConfirmContext)
+}
+
+/** A modal dialog asking to confirm; Escape or "Cancel" says no. */
+export function ConfirmHost({ children }: { children: ComponentChildren }) {
+  const [request, setRequest] = useState<(ConfirmRequest & { answer: (yes: boolean) => void }) | undefined>()
+  const dialog = useRef<HTMLDialogElement>(null)
+  const opener = useRef<Element | null>(null)
+  const confirm = useCallback(
+    (next: ConfirmRequest) =>
+      new Promise<boolean>((resolve) => {
+        opener.current = document.activeElement
+        setRequest({ ...next, answer: resolve })
+      }),
+    [],
+  )
+  useEffect(() => {
+    if (request && dialog.current && !dialog.current.open) dialog.current.showModal()
+  }, [request])
+  const answer = (yes: boolean) => {
+    request?.answer(yes)
+    dialog.current?.close()
+    setRequest(undefined)
+    ;(opener.current as HTMLElement | null)?.focus?.()
+  }
+  return (
+    <ConfirmContext.Provider value={confirm}>
+      {children}
+      <dialog ref={dialog} aria-labelledby="confirm-title" aria-describedby="confirm-body" onCancel={() => answer(false)}>
+        {request && (
+          <form method="dialog" onSubmit={(event) => (event.preventDefault(), answer(true))}>
+            <h2 id="confirm-title">{request.title}</h2>
+            <div id="confirm-body">{request.body}</div>
+            <div class="actions">
+              <button type="button" onClick={() => answer(false)}>
+                Cancel
+              </button>
+              <button type="submit" class="danger">
+                {request.action}
+              </button>
+            </div>
+          </form>
+        )}
+      </dialog>
+    </ConfirmContext.Provider>
+  )
+}

@@ -1,0 +1,50 @@
+import { InputError } from './text.ts'
+
+/** The service's rules, checked before a request is sent (the service checks them again). */
+
+const USERNAME = /^[A-Za-z0-9]{2,32}$/
+const ADDRESS = /^[a-z]{3,24}$/
+export const ASSET_NAME = /^[A-Za-z0-9_-]{1,32}$/
+
+export function check(condition: boolean, message: string): void {
+  if (!condition) throw new InputError(message)
+}
+
+export function checkUsername(value: string): string {
+  check(USERNAME.test(value), 'A username is 2 to 32 letters or digits, without spaces.')
+  return value
+}
+
+export function checkPassword(value: string): string {
+  check(value.length >= 8 && value.length <= 32, 'A password is 8 to 32 characters long.')
+  return value
+}
+
+export function checkAddress(value: string): string {
+  check(ADDRESS.test(value), 'A wallet address is 3 to 24 lowercase letters (a to z).')
+  return value
+}
+
+/**
+ * A quantity typed by a person: a whole number of at least 1, digits only (spaces allowed). A
+ * separator is refused rather than guessed: "1.500" is fifteen hundred in some locales, 1.5 in others.
+ */
+export function parseQuantity(value: string, what = 'A quantity'): number {
+  const digits = value.replace(/\s/g, '')
+  check(/^[0-9]+$/.test(digits), `${what} is a whole number of at least 1.`)
+  const quantity = Number(digits)
+  check(quantity >= 1, `${what} is a whole number of at least 1.`)
+  check(Number.isSafeInteger(quantity), `${what} is too large.`)
+  return quantity
+}
+
+export function parseId(value: string, what = 'A wallet id'): number {
+  check(/^[1-9][0-9]{0,15}$/.test(value.trim()) && Number.isSafeInteger(Number(value.trim())), `${what} is a whole number of at least 1.`)
+  return Number(value.trim())
+}
+
+export function parseAssetValue(value: string): number {
+  const number = Number(value.trim().replace(',', '.'))
+  check(value.trim() !== '' && Number.isFinite(number) && number >= 0, 'A value is a number of 0 or more, like 1.5.')
+  return number
+}
