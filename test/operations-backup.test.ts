@@ -72,14 +72,19 @@ describe(`coffer backup on ${STORAGE}`, () => {
       const database = openDatabase(source.config)
       const file = path.join(scratch, `load-${STORAGE}.coffer.gz`)
       let summary
+      const progress: [string, number, number][] = []
       try {
-        summary = await createBackup(database, file)
+        summary = await createBackup(database, file, { progress: (table, done, total) => progress.push([table, done, total]) })
       } finally {
         running = false
         await Promise.all(load)
         await database.close()
       }
       assert.ok(committed > 10, `only ${committed} transfers ran during the backup`)
+      // Progress is reported table by table, never going back, and ends at the whole.
+      assert.deepEqual(progress.at(-1)?.slice(1), [summary.rows, summary.rows])
+      assert.ok(progress.every(([, done], i) => i === 0 || done >= progress[i - 1][1]))
+      assert.ok(progress.some(([table]) => table === 'transactions'))
       assert.ok(summary.tables.transactions > 2 && summary.tables.transactions < committed + 3, `the backup holds ${summary.tables.transactions} of ${committed + 2} transactions`)
       // Restored on its own, the instant it holds checks out: holdings match the journal, assets sum to zero.
       const target = await store('sqlite')
@@ -222,6 +227,13 @@ describe(`coffer restore refuses bad input on ${STORAGE}, writing nothing`, () =
       await service.close()
     }
     await refused(good, /^coffer: the store is not empty \(it holds 2 users, 2 wallets, .*\): restore only into an empty store$/m, target)
+  })
+
+  it('coffer backup to a place it cannot write: one line, no file', async () => {
+    const source = stores[stores.length - 1]
+    const result = await runCoffer(source.env, 'backup', path.join(scratch, 'no-such-dir', 'b.coffer.gz'))
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /^coffer: could not write .*b\.coffer\.gz: its directory does not exist\n$/)
   })
 
   it('a file that does not exist, or is not a backup', async () => {

@@ -9,10 +9,11 @@ import { Webhook } from 'standardwebhooks'
 import { ConfigError, loadConfig } from '../src/config.ts'
 import { openDatabase } from '../src/db/database.ts'
 import { nowIso } from '../src/db/dialect.ts'
-import { openWebhookSecret, prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
+import { openWebhookSecret, prepareWebhookSecrets, resealWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { upsertWebhook } from '../src/events/webhooks.repository.ts'
 import { createBackup } from '../src/operations/backup.ts'
-import { secretsKeyFrom } from '../src/secrets/secret-box.ts'
+import { generateSecretsKey, secretsKeyFrom } from '../src/secrets/secret-box.ts'
+import { writeNextSecretsKeyFile } from '../src/secrets/secrets-key.ts'
 import { ADMIN_KEY, STORAGE, buildTestApp, type TestApp } from './helpers/app.ts'
 import { createUser } from './helpers/factories.ts'
 import { runCoffer } from './helpers/cli.ts'
@@ -191,5 +192,32 @@ describe(`the secrets key on ${STORAGE}`, () => {
     const envOnly = await runCoffer({ ...source.env, SECRETS_KEY: newKey.trim() }, 'rotate-secrets-key')
     assert.equal(envOnly.code, 1)
     assert.match(envOnly.stderr, /^coffer: SECRETS_KEY is set: put a new key in NEW_SECRETS_KEY/)
+  })
+
+  it('finishes a rotation interrupted after the database switched, before the key file was replaced', async () => {
+    const interrupted = await store()
+    const service = await serveStore(interrupted)
+    let secret: string
+    try {
+      const user = await createUser(service.app)
+      secret = (await service.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: `${receiver.url}/x` } })).json().secret
+    } finally {
+      await service.close()
+    }
+    // What rotate-secrets-key does up to its last step: the new key in secrets-key.next, the database re-sealed with it.
+    const database = openDatabase(interrupted.config)
+    try {
+      const current = await prepareWebhookSecrets(database.db, interrupted.config)
+      const next = generateSecretsKey()
+      writeNextSecretsKeyFile(interrupted.config, next)
+      await resealWebhookSecrets(database.db, current, next)
+      const key = await prepareWebhookSecrets(database.db, interrupted.config)
+      assert.equal(key.id, next.id)
+      assert.ok(!fs.existsSync(path.join(interrupted.config.dataDir, 'secrets-key.next')))
+      const row = await database.db.selectFrom('webhooks').select(['wallet_id', 'secret']).executeTakeFirstOrThrow()
+      assert.equal(openWebhookSecret(key, row.wallet_id, row.secret), secret)
+    } finally {
+      await database.close()
+    }
   })
 })

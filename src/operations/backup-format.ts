@@ -58,13 +58,15 @@ export class BackupWriter {
       this.output.on('error', reject)
       this.gzip.on('error', reject)
     })
+    // A write error (disk full) surfaces at the next write or at finish, never unhandled.
+    this.finished.catch(() => {})
     this.gzip.pipe(this.output)
   }
 
   async write(value: unknown): Promise<void> {
     const line = `${JSON.stringify(value)}\n`
     this.hash.update(line)
-    if (!this.gzip.write(line)) await new Promise((resolve) => this.gzip.once('drain', resolve))
+    if (!this.gzip.write(line)) await Promise.race([new Promise((resolve) => this.gzip.once('drain', resolve)), this.finished])
   }
 
   /** Appends the trailer and waits for the file to be on disk. */

@@ -31,7 +31,7 @@ export type Progress = (table: string, done: number, total: number) => void
  */
 export async function createBackup(database: Database, file: string, options: { progress?: Progress; secretsKeyId?: (trx: Transaction<DB>) => Promise<string | null> } = {}): Promise<BackupSummary> {
   const partial = `${file}.partial`
-  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
+  if (!fs.existsSync(path.dirname(path.resolve(file)))) throw new BackupError(`could not write ${file}: its directory does not exist`)
   const writer = new BackupWriter(partial)
   try {
     const summary = await database.db
@@ -76,7 +76,13 @@ export async function createBackup(database: Database, file: string, options: { 
     return { file, ...summary, bytes: fs.statSync(file).size }
   } catch (error) {
     writer.destroy()
-    fs.rmSync(partial, { force: true })
+    try {
+      fs.rmSync(partial, { force: true })
+    } catch {
+      // Nothing was written there.
+    }
+    const { syscall } = error as NodeJS.ErrnoException
+    if (syscall !== undefined) throw new BackupError(`could not write ${file} (${(error as Error).message}); no backup was written`)
     throw error
   }
 }
