@@ -41,18 +41,6 @@ export function toTransaction(
   return transaction
 }
 
-/** The transaction has a line of this asset (a history or journal filter). */
-function hasLineOf(assetId: number) {
-  return (eb: ExpressionBuilder<DB, 'transactions'>) =>
-    eb.exists(
-      eb
-        .selectFrom('transaction_assets')
-        .select(sql`1`.as('one'))
-        .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
-        .where('transaction_assets.asset_id', '=', assetId),
-    )
-}
-
 export interface TransactionFilter {
   walletId: number
   limit: number
@@ -88,7 +76,7 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
       )
     if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
     if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
-    if (filter.assetId !== undefined) query = query.where(hasLineOf(filter.assetId))
+    if (filter.assetId !== undefined) query = query.where(movesAsset(filter.assetId))
     return db.selectFrom(query.orderBy(column, 'desc').orderBy('id', 'desc').limit(take).as(column === 'sending_wallet_id' ? 'sent' : 'received')).selectAll()
   }
   const query =
@@ -109,6 +97,18 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
   return { transactions: await hydrate(db, page), more }
 }
 
+/** The filter of transactions that move some of this asset. */
+function movesAsset(assetId: number) {
+  return (eb: ExpressionBuilder<DB, 'transactions'>) =>
+    eb.exists(
+      eb
+        .selectFrom('transaction_assets')
+        .select(sql`1`.as('one'))
+        .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
+        .where('transaction_assets.asset_id', '=', assetId),
+    )
+}
+
 /**
  * One page of the whole journal (every wallet), newest first, plus whether more exist: the
  * operator's view. Walks the primary key backwards, so a page costs the same at any journal size
@@ -120,7 +120,7 @@ export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 
   if (filter.after !== undefined) query = query.where('id', '>', filter.after)
   if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
   if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
-  if (filter.assetId !== undefined) query = query.where(hasLineOf(filter.assetId))
+  if (filter.assetId !== undefined) query = query.where(movesAsset(filter.assetId))
   const rows = await query
     .orderBy('id', 'desc')
     .limit(filter.limit + 1)
