@@ -173,7 +173,19 @@ export function useAction(sessionCodes: string[] = ['A000', 'A001']) {
     },
     [session],
   )
-  return { run, pending, error, setError }
+  const [done, setDone] = useState('')
+  /** Runs `work` and then `after` (reloads), and announces the sentence `work` returned. */
+  const report = useCallback(
+    (work: () => Promise<string>, after: () => Promise<unknown>) =>
+      run(async () => {
+        setDone('')
+        const message = await work()
+        await after()
+        setDone(message)
+      }),
+    [run],
+  )
+  return { run, pending, error, setError, done, setDone, report }
 }
 
 /**
@@ -264,5 +276,59 @@ export function ConfirmHost({ children }: { children: ComponentChildren }) {
         )}
       </dialog>
     </ConfirmContext.Provider>
+  )
+}
+
+/** Buttons to the newest, a newer and an older page of a list paged by cursor. */
+export function Pager({ first, hasOlder, onNewest, onNewer, onOlder }: { first: boolean; hasOlder: boolean; onNewest: () => void; onNewer: () => void; onOlder: () => void }) {
+  return (
+    <nav class="pager" aria-label="Pages">
+      <button type="button" disabled={first} onClick={onNewest}>
+        Newest
+      </button>
+      <button type="button" disabled={first} onClick={onNewer}>
+        Newer
+      </button>
+      <button type="button" disabled={!hasOlder} onClick={onOlder}>
+        Older
+      </button>
+    </nav>
+  )
+}
+
+/** The bar atop every signed-in screen: the name, who is signed in, sign-out and the navigation. */
+export function TopBar(props: {
+  brand: string
+  home: string
+  who: ComponentChildren
+  signOut: () => void
+  pending: boolean
+  navLabel: string
+  links: [path: string, label: string][]
+  base: string
+  current: string
+  operator?: boolean
+}) {
+  return (
+    <header class={props.operator ? 'top operator' : 'top'}>
+      <a class="brand" href={props.home}>
+        {props.brand}
+      </a>
+      <p class="who">{props.who}</p>
+      <button type="button" disabled={props.pending} onClick={props.signOut}>
+        Sign out
+      </button>
+      <nav aria-label={props.navLabel}>
+        <ul>
+          {props.links.map(([path, label]) => (
+            <li key={path}>
+              <a href={`${props.base}${path}`} aria-current={props.current === path ? 'page' : undefined}>
+                {label}
+              </a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+    </header>
   )
 }

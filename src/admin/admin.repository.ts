@@ -99,13 +99,3 @@ export async function findWallet(db: Executor, walletId: number) {
     .where('wallets.id', '<>', MINT_WALLET_ID)
     .executeTakeFirst()
 }
-
-export async function listAssignedUsers(db: Executor, walletId: number) {
-  return db
-    .selectFrom('wallet_users')
-    .innerJoin('users', 'users.id', 'wallet_users.user_id')
-    .select(['users.id', 'users.username'])
-    .where('wallet_users.wallet_id', '=', walletId)
-    .orderBy('users.id')
-    .execute()
-}

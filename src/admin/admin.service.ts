@@ -5,6 +5,7 @@ import { AppError } from '../http/errors.ts'
 import { createToken, hashToken, sameHash } from '../http/tokens.ts'
 import * as history from '../ledger/history.service.ts'
 import { verifyLedger } from '../ledger/verify.ts'
+import * as wallets from '../wallets/wallets.service.ts'
 import * as admin from './admin.repository.ts'
 
 /**
@@ -49,7 +50,7 @@ export async function searchWallets(db: Db, search: admin.WalletSearch) {
 export async function describeWallet(db: Db, walletId: number) {
   const row = await admin.findWallet(db, walletId)
   if (!row) throw new AppError('W002', `no user wallet ${walletId}`)
-  const [users, holdings] = await Promise.all([admin.listAssignedUsers(db, walletId), history.listHoldings(db, walletId)])
+  const [users, holdings] = await Promise.all([wallets.listWalletUsers(db, walletId), history.listHoldings(db, walletId)])
   const owner = { id: row.user_id as number, username: row.username }
   return {
     wallet: { id: row.id, address: row.address, user_id: owner.id, username: row.username, deleted: row.deleted_at !== null, primary: row.primary_wallet_id === row.id, created_at: row.created_at },

@@ -1,5 +1,6 @@
-import { sql } from 'kysely'
+import { sql, type ExpressionBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
+import type { DB } from '../db/tables.ts'
 import { toAsset } from './assets.repository.ts'
 import { compareAssetNames, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
@@ -75,18 +76,7 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
       )
     if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
     if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
-    if (filter.assetId !== undefined) {
-      const assetId = filter.assetId
-      query = query.where((eb) =>
-        eb.exists(
-          eb
-            .selectFrom('transaction_assets')
-            .select(sql`1`.as('one'))
-            .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
-            .where('transaction_assets.asset_id', '=', assetId),
-        ),
-      )
-    }
+    if (filter.assetId !== undefined) query = query.where(movesAsset(filter.assetId))
     return db.selectFrom(query.orderBy(column, 'desc').orderBy('id', 'desc').limit(take).as(column === 'sending_wallet_id' ? 'sent' : 'received')).selectAll()
   }
   const query =
@@ -107,6 +97,18 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
   return { transactions: await hydrate(db, page), more }
 }
 
+/** The filter of transactions that move some of this asset. */
+function movesAsset(assetId: number) {
+  return (eb: ExpressionBuilder<DB, 'transactions'>) =>
+    eb.exists(
+      eb
+        .selectFrom('transaction_assets')
+        .select(sql`1`.as('one'))
+        .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
+        .where('transaction_assets.asset_id', '=', assetId),
+    )
+}
+
 /**
  * One page of the whole journal (every wallet), newest first, plus whether more exist: the
  * operator's view. Walks the primary key backwards, so a page costs the same at any journal size
@@ -118,18 +120,7 @@ export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 
   if (filter.after !== undefined) query = query.where('id', '>', filter.after)
   if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
   if (filter.until !== undefined) query = query.where('created_at', '<=', filter.until)
-  if (filter.assetId !== undefined) {
-    const assetId = filter.assetId
-    query = query.where((eb) =>
-      eb.exists(
-        eb
-          .selectFrom('transaction_assets')
-          .select(sql`1`.as('one'))
-          .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
-          .where('transaction_assets.asset_id', '=', assetId),
-      ),
-    )
-  }
+  if (filter.assetId !== undefined) query = query.where(movesAsset(filter.assetId))
   const rows = await query
     .orderBy('id', 'desc')
     .limit(filter.limit + 1)

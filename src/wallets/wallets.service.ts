@@ -135,6 +135,11 @@ export async function assignUser(db: Db, auth: UserAuth, username: string) {
   }
 }
 
+/** The users assigned to a wallet (the owner not included), for the operator's view of it. */
+export function listWalletUsers(db: Db, walletId: number) {
+  return wallets.listWalletUsers(db, walletId)
+}
+
 /** GET /wallet/users: the users assigned to the active wallet (the owner not included). Throws W000. */
 export async function listAssignedUsers(db: Db, auth: UserAuth) {
   return wallets.listWalletUsers(db, await usableWallet(db, auth))

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks'
 import { callPage, coffer } from '../api.ts'
 import { dayBound } from '../format.ts'
 import { TransactionList } from '../transactions.tsx'
-import { Empty, ErrorNotice, Field, Loading, Page, useLoad } from '../ui.tsx'
+import { Empty, ErrorNotice, Field, Loading, Page, Pager, useLoad } from '../ui.tsx'
 
 /** The whole journal, newest first, with filters and pages; or one wallet's history (`wallet`). */
 export function JournalList({ wallet }: { wallet?: number }) {
@@ -43,17 +43,13 @@ export function JournalList({ wallet }: { wallet?: number }) {
       {page.loading && <Loading what="transactions" />}
       {page.data && page.data.data.length === 0 && <Empty>No transactions{asset || since || until ? ' match these filters' : ' yet'}.</Empty>}
       {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={wallet} />}
-      <nav class="pager" aria-label="Pages">
-        <button type="button" disabled={cursors.length === 1} onClick={() => setCursors([undefined])}>
-          Newest
-        </button>
-        <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
-          Newer
-        </button>
-        <button type="button" disabled={page.data?.next === undefined} onClick={() => setCursors([...cursors, page.data?.next])}>
-          Older
-        </button>
-      </nav>
+      <Pager
+        first={cursors.length === 1}
+        hasOlder={page.data?.next !== undefined}
+        onNewest={() => setCursors([undefined])}
+        onNewer={() => setCursors(cursors.slice(0, -1))}
+        onOlder={() => setCursors([...cursors, page.data?.next])}
+      />
     </>
   )
 }

@@ -2,7 +2,7 @@ import type { ComponentChildren } from 'preact'
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks'
 import { call, CofferError, coffer } from '../api.ts'
 import { describeError } from '../text.ts'
-import { ErrorNotice, Loading, SessionEndsContext, useAction } from '../ui.tsx'
+import { ErrorNotice, Loading, SessionEndsContext, TopBar, useAction } from '../ui.tsx'
 import { Assets } from './assets.tsx'
 import { Journal } from './journal.tsx'
 import { OperatorSignIn } from './operator-sign-in.tsx'
@@ -66,35 +66,23 @@ export function OperatorApp({ route }: { route: string[] }) {
   }
   return (
     <SessionEndsContext.Provider value={ends}>
-      <header class="top operator">
-        <a class="brand" href="#/operator">
-          Coffer operator
-        </a>
-        <p class="who">Operator session (ends after 12 hours)</p>
-        <button
-          type="button"
-          disabled={pending}
-          onClick={() =>
-            run(async () => {
-              await call(coffer.DELETE('/admin/session'))
-              ends.ended('You are signed out of the operator console.')
-            })
-          }
-        >
-          Sign out
-        </button>
-        <nav aria-label="Operator">
-          <ul>
-            {SCREENS.map(([path, label]) => (
-              <li key={path}>
-                <a href={`#/operator/${path}`} aria-current={screen === path ? 'page' : undefined}>
-                  {label}
-                </a>
-              </li>
-            ))}
-          </ul>
-        </nav>
-      </header>
+      <TopBar
+        brand="Coffer operator"
+        home="#/operator"
+        who="Operator session (ends after 12 hours)"
+        signOut={() =>
+          run(async () => {
+            await call(coffer.DELETE('/admin/session'))
+            ends.ended('You are signed out of the operator console.')
+          })
+        }
+        pending={pending}
+        navLabel="Operator"
+        links={SCREENS}
+        base="#/operator/"
+        current={screen}
+        operator
+      />
       <main id="main">
         <ErrorNotice error={error} />
         {(screens[screen] ?? screens[''])()}

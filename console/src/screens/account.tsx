@@ -3,7 +3,7 @@ import { call, coffer } from '../api.ts'
 import { formatTime } from '../format.ts'
 import { Done, ErrorNotice, Field, Loading, Page, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, checkPassword, checkUsername } from '../validate.ts'
-import type { ScreenProps } from './user-app.tsx'
+import { signOutHere, type ScreenProps } from './user-app.tsx'
 
 /** Username, password, and the places the person is signed in. */
 export function Account({ session, refresh, signedOut }: ScreenProps & { signedOut: (message: string) => void }) {
@@ -103,12 +103,7 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
         <button
           type="button"
           disabled={pending}
-          onClick={() =>
-            run(async () => {
-              await call(coffer.DELETE('/user/session'))
-              signedOut('You are signed out.')
-            })
-          }
+          onClick={() => run(async () => signedOut(await signOutHere()))}
         >
           Sign out of this session
         </button>

@@ -3,7 +3,7 @@ import { callPage, coffer, type WalletEvent } from '../api.ts'
 import { dayBound, formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
 import { TransactionList } from '../transactions.tsx'
-import { Empty, ErrorNotice, Field, Loading, Page, Select, useLoad } from '../ui.tsx'
+import { Empty, ErrorNotice, Field, Loading, Page, Pager, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
 /** The active wallet's transactions: filters, pages, and live updates from the event stream. */
@@ -90,17 +90,13 @@ export function History({ session }: ScreenProps) {
       {page.loading && <Loading what="transactions" />}
       {page.data && page.data.data.length === 0 && <Empty>{firstPage && filters === JSON.stringify(['', '', '', '', limit]) ? 'No transactions yet.' : 'No transactions match these filters.'}</Empty>}
       {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={session.wallet_id} />}
-      <nav class="pager" aria-label="Pages">
-        <button type="button" disabled={firstPage} onClick={() => setCursors([undefined])}>
-          Newest
-        </button>
-        <button type="button" disabled={firstPage} onClick={() => setCursors(cursors.slice(0, -1))}>
-          Newer
-        </button>
-        <button type="button" disabled={page.data?.next === undefined} onClick={() => setCursors([...cursors, page.data?.next])}>
-          Older
-        </button>
-      </nav>
+      <Pager
+        first={cursors.length === 1}
+        hasOlder={page.data?.next !== undefined}
+        onNewest={() => setCursors([undefined])}
+        onNewer={() => setCursors(cursors.slice(0, -1))}
+        onOlder={() => setCursors([...cursors, page.data?.next])}
+      />
     </Page>
   )
 }

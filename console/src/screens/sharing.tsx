@@ -10,17 +10,10 @@ export function Sharing({ session, refresh }: ScreenProps) {
   const users = useLoad(() => call(coffer.GET('/wallet/users')), [session.wallet_id])
   const [username, setUsername] = useState('')
   const [heir, setHeir] = useState('')
-  const [done, setDone] = useState('')
-  const { run, pending, error } = useAction()
+  const { run, pending, error, done, setDone, report } = useAction()
   const confirm = useConfirm()
 
-  const act = (work: () => Promise<string>) =>
-    run(async () => {
-      setDone('')
-      const message = await work()
-      await users.reload()
-      setDone(message)
-    })
+  const act = (work: () => Promise<string>) => report(work, users.reload)
 
   const share = (event: Event) => {
     event.preventDefault()

@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact'
 import { call, coffer, type paths } from '../api.ts'
-import { ErrorNotice, useAction } from '../ui.tsx'
+import { ErrorNotice, TopBar, useAction } from '../ui.tsx'
 import { Account } from './account.tsx'
 import { Balances } from './balances.tsx'
 import { History } from './history.tsx'
@@ -11,6 +11,12 @@ import { Webhook } from './webhook.tsx'
 import { Wallets } from './wallets.tsx'
 
 export type CurrentSession = paths['/user/session']['get']['responses']['200']['content']['application/json']
+
+/** Ends this session (the cookie is cleared by the answer); returns what to tell the person. */
+export async function signOutHere(): Promise<string> {
+  await call(coffer.DELETE('/user/session'))
+  return 'You are signed out.'
+}
 
 export interface ScreenProps {
   session: CurrentSession
@@ -49,43 +55,27 @@ export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { 
       <a class="skip" href="#main" onClick={(event) => (event.preventDefault(), document.getElementById('page-title')?.focus())}>
         Skip to content
       </a>
-      <header class="top">
-        <a class="brand" href="#/">
-          Coffer
-        </a>
-        <p class="who">
-          <span>
-            Signed in as <strong>{session.username}</strong>
-          </span>
-          <span>
-            Wallet <strong>{session.wallet_address}</strong>
-            {session.wallet_id === session.primary_wallet_id ? ' (primary)' : ''}
-          </span>
-        </p>
-        <button
-          type="button"
-          disabled={pending}
-          onClick={() =>
-            run(async () => {
-              await call(coffer.DELETE('/user/session'))
-              signedOut('You are signed out.')
-            })
-          }
-        >
-          Sign out
-        </button>
-        <nav aria-label="Main">
-          <ul>
-            {SCREENS.map(([path, label]) => (
-              <li key={path}>
-                <a href={`#/${path}`} aria-current={screen === path ? 'page' : undefined}>
-                  {label}
-                </a>
-              </li>
-            ))}
-          </ul>
-        </nav>
-      </header>
+      <TopBar
+        brand="Coffer"
+        home="#/"
+        who={
+          <>
+            <span>
+              Signed in as <strong>{session.username}</strong>
+            </span>
+            <span>
+              Wallet <strong>{session.wallet_address}</strong>
+              {session.wallet_id === session.primary_wallet_id ? ' (primary)' : ''}
+            </span>
+          </>
+        }
+        signOut={() => run(async () => signedOut(await signOutHere()))}
+        pending={pending}
+        navLabel="Main"
+        links={SCREENS}
+        base="#/"
+        current={screen}
+      />
       <main id="main">
         <ErrorNotice error={error} />
         {(screens[screen] ?? screens[''])()}

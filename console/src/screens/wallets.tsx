@@ -11,18 +11,10 @@ export function Wallets({ session, refresh }: ScreenProps) {
     return { owned, assigned }
   }, [session.wallet_id, session.primary_wallet_id])
   const [address, setAddress] = useState('')
-  const [done, setDone] = useState('')
-  const { run, pending, error } = useAction()
+  const { pending, error, done, report } = useAction()
   const confirm = useConfirm()
 
-  const act = (work: () => Promise<string>) =>
-    run(async () => {
-      setDone('')
-      const message = await work()
-      await refresh()
-      await wallets.reload()
-      setDone(message)
-    })
+  const act = (work: () => Promise<string>) => report(work, async () => (await refresh(), await wallets.reload()))
 
   const create = (event: Event) => {
     event.preventDefault()
