@@ -4,6 +4,7 @@ import { openDatabase } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { prepareWebhookSecrets } from './events/webhook-secrets.ts'
+import { secretsKeyFile } from './secrets/secrets-key.ts'
 import { resolveAdminKey } from './http/admin-key.ts'
 
 /**
@@ -26,13 +27,14 @@ class HeldLog {
 }
 
 /** The start banner: where the service answers and what it runs on, as plain lines for a person. */
-function banner(url: string, storage: string, adminKeyFile: string | undefined): string[] {
+function banner(url: string, storage: string, adminKeyFile: string | undefined, secretsFile: string | undefined): string[] {
   return [
     `Coffer is listening on ${url}`,
     `  console:       ${url}/console/`,
     `  API reference: ${url}/docs`,
     `  storage:       ${storage}`,
     adminKeyFile ? `  admin key:     stored in ${adminKeyFile}` : '  admin key:     from ADMIN_API_KEY',
+    secretsFile ? `  secrets key:   stored in ${secretsFile} (keep it with the admin key, apart from backups)` : '  secrets key:   from SECRETS_KEY',
   ]
 }
 
@@ -95,7 +97,7 @@ export async function serve(config: Config): Promise<void> {
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
   const storage = config.databaseUrl ? 'PostgreSQL' : `SQLite (${config.dataDir}/coffer.sqlite)`
-  process.stdout.write(`${banner(`http://${shown}:${port}`, storage, adminKey.file).join('\n')}\n\n`)
+  process.stdout.write(`${banner(`http://${shown}:${port}`, storage, adminKey.file, config.secretsKey ? undefined : secretsKeyFile(config)).join('\n')}\n\n`)
   log.release()
 }
 

@@ -76,7 +76,7 @@ class HostSelector {
       } catch (error) {
         lastError = error
       } finally {
-        await probe.end().catch(() => {})
+        void probe.end().catch(() => {})
       }
     }
     const wanted = this.checksWrites ? 'accepts writes' : 'accepts connections'
@@ -135,9 +135,10 @@ function clientClass(selector: HostSelector): typeof pg.Client {
           throw new StorageFault(`${host.host}:${host.port} does not accept writes`, 'READ_ONLY_SERVER')
         }
       } catch (error) {
-        // Landed on a standby or the old primary: dropped, never used; the next connection looks again.
+        // Landed on a standby or the old primary: dropped, never used; the next connection looks
+        // again. Not waited for: a connection that never opened may never report its end.
         selector.forget(host)
-        await this.end().catch(() => {})
+        void this.end().catch(() => {})
         throw error
       }
     }

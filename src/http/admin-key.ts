@@ -9,7 +9,7 @@ export interface AdminKey {
   file: string | undefined
 }
 
-function adminKeyFile(config: Config): string {
+export function adminKeyFile(config: Config): string {
   return path.join(config.dataDir, 'admin-key')
 }
 

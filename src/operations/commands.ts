@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import type { Config } from '../config.ts'
 import { openDatabase } from '../db/database.ts'
+import { adminKeyFile } from '../http/admin-key.ts'
 import { listAppliedMigrations, listMigrations, MIGRATION_NAMES, migrateToLatest } from '../db/migrate.ts'
 import { findSecretsKeyIds, prepareWebhookSecrets, resealWebhookSecrets } from '../events/webhook-secrets.ts'
 import { generateSecretsKey, secretsKeyFrom, type SecretsKey } from '../secrets/secret-box.ts'
@@ -72,6 +73,10 @@ export async function restoreCommand(config: Config, file: string): Promise<void
     const target = database.dialect === 'postgres' ? 'PostgreSQL' : `SQLite (${config.dataDir})`
     console.log(`restored ${summary.rows} rows (${describe(summary.tables)}) into ${target} in ${seconds} s, from a backup of ${checked.header.created_at}`)
     if (summary.upgraded.length > 0) console.log(`schema brought up to date: ${summary.upgraded.join(', ')}`)
+    // The admin key is never in a backup; without the source's, the service would make a new one.
+    if (!config.adminApiKey && !fs.existsSync(adminKeyFile(config))) {
+      console.log(`note: the admin key is not in backups: copy admin-key from the source's data directory into ${config.dataDir} (or set ADMIN_API_KEY) to keep using it`)
+    }
   } finally {
     await database.close()
   }

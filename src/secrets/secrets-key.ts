@@ -17,7 +17,7 @@ export interface LoadedKey extends SecretsKey {
   file: string | undefined
 }
 
-function secretsKeyFile(source: KeySource): string {
+export function secretsKeyFile(source: KeySource): string {
   return path.join(source.dataDir, 'secrets-key')
 }
 
