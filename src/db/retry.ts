@@ -18,13 +18,12 @@ function retryPause(attempt: number): Promise<void> {
 
 /**
  * The one retry loop: runs `attempt` until it succeeds, retrying the races `isRetryable` names up
- * to MAX_ATTEMPTS tries in all. `attempt` must be safe to run again from the start; it is given
- * its try's number (1 for the first).
+ * to MAX_ATTEMPTS tries in all. `attempt` must be safe to run again from the start.
  */
-export async function withRetries<T>(attempt: (tryNumber: number) => Promise<T>): Promise<T> {
+export async function withRetries<T>(attempt: () => Promise<T>): Promise<T> {
   for (let tryNumber = 1; ; tryNumber++) {
     try {
-      return await attempt(tryNumber)
+      return await attempt()
     } catch (error) {
       if (tryNumber >= MAX_ATTEMPTS || !isRetryable(error)) throw error
       await retryPause(tryNumber)
