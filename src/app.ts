@@ -8,6 +8,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 
 import accountsRoutes from './accounts/accounts.routes.ts'
 import { authenticateUserSession } from './accounts/accounts.service.ts'
 import adminRoutes from './admin/admin.routes.ts'
+import { isLiveOperatorSession } from './admin/admin.service.ts'
 import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
 import { outbox } from './events/outbox.ts'
@@ -92,10 +93,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   const { db } = deps.database
   await app.register(auth, {
-    db,
     config,
     adminKeyHash: deps.adminKeyHash,
-    credentials: { userSession: (hash) => authenticateUserSession(db, config, hash), walletKey: (hash) => authenticateWalletKey(db, hash) },
+    credentials: {
+      userSession: (hash) => authenticateUserSession(db, config, hash),
+      walletKey: (hash) => authenticateWalletKey(db, hash),
+      operatorSession: (hash) => isLiveOperatorSession(db, hash),
+    },
   })
 
   // 4. API reference generated from the route schemas.

@@ -8,6 +8,11 @@ export async function insertOperatorSession(db: Executor, tokenHash: string, cre
   await db.insertInto('operator_sessions').values({ token_hash: tokenHash, created_at: createdAt, expires_at: expiresAt }).execute()
 }
 
+export async function operatorSessionExists(db: Executor, tokenHash: string, now: string): Promise<boolean> {
+  const row = await db.selectFrom('operator_sessions').select('token_hash').where('token_hash', '=', tokenHash).where('expires_at', '>', now).executeTakeFirst()
+  return row !== undefined
+}
+
 export async function deleteOperatorSession(db: Executor, tokenHash: string): Promise<void> {
   await db.deleteFrom('operator_sessions').where('token_hash', '=', tokenHash).execute()
 }

@@ -26,6 +26,11 @@ export async function openOperatorSession(db: Db, adminKeyHash: string, key: str
   return { token, expiresAt }
 }
 
+/** True when the token (by its SHA-256) is an operator session that has neither ended nor expired. */
+export function isLiveOperatorSession(db: Db, tokenHash: string): Promise<boolean> {
+  return admin.operatorSessionExists(db, tokenHash, new Date().toISOString())
+}
+
 /** Ends the operator session of this token; nothing happens when there is none. */
 export async function endOperatorSession(db: Db, token: string): Promise<void> {
   await admin.deleteOperatorSession(db, hashToken(token))

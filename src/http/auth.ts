@@ -1,8 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.ts'
-import type { Db } from '../db/database.ts'
-import { nowIso } from '../db/dialect.ts'
 import { AppError } from './errors.ts'
 import { hashToken, sameHash, tokenKind } from './tokens.ts'
 
@@ -32,22 +30,24 @@ declare module 'fastify' {
 }
 
 export interface AuthOptions {
-  db: Db
   config: Config
   /** SHA-256 of the admin key. */
   adminKeyHash: string
-  /** How tokens are looked up: handed in by `buildApp` from the accounts and wallets services. */
+  /** How tokens are looked up: handed in by `buildApp` from the accounts, wallets and admin services. */
   credentials: CredentialLookups
 }
 
 /**
  * The lookups of user sessions and wallet keys, by the SHA-256 of their token. Each answers only
  * a live credential (and marks it as used); the rule of what is live is written once, in its
- * domain (`accounts.service.ts` findLiveUserSession, `wallets.service.ts` findLiveWalletKey).
+ * domain (`accounts.service.ts` findLiveUserSession, `wallets.service.ts` findLiveWalletKey,
+ * `admin.service.ts` isLiveOperatorSession).
  */
 export interface CredentialLookups {
   userSession(tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined>
   walletKey(tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined>
+  /** True for a live (not ended, not expired) operator session of the console. */
+  operatorSession(tokenHash: string): Promise<boolean>
 }
 
 /** The console's operator session cookie (`POST /admin/sessions`). */
@@ -111,7 +111,7 @@ function checkCsrf(request: FastifyRequest, config: Config): void {
   if (request.headers['sec-fetch-site'] === 'cross-site') throw new AppError('A004', 'the request comes from another site')
 }
 
-export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { db, config, adminKeyHash, credentials }) {
+export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { config, adminKeyHash, credentials }) {
   app.decorateRequest('auth', undefined)
 
   async function userFromToken(token: string, viaCookie: boolean): Promise<Auth | undefined> {
@@ -131,13 +131,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   async function hasOperatorSession(request: FastifyRequest): Promise<boolean> {
     const token = request.cookies?.[OPERATOR_COOKIE]
     if (!token || tokenKind(token) !== 'operator') return false
-    const session = await db
-      .selectFrom('operator_sessions')
-      .select('expires_at')
-      .where('token_hash', '=', hashToken(token))
-      .where('expires_at', '>', nowIso())
-      .executeTakeFirst()
-    if (!session) return false
+    if (!(await credentials.operatorSession(hashToken(token)))) return false
     checkCsrf(request, config)
     return true
   }
