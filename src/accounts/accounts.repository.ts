@@ -84,6 +84,26 @@ export async function findUserSessionById(db: Executor, sessionId: number) {
   return db.selectFrom('user_sessions').select(SESSION_COLUMNS).where('id', '=', sessionId).executeTakeFirst()
 }
 
+/** The session with its user and its active wallet (GET /user/session). */
+export async function findSessionWithWallet(db: Executor, sessionId: number) {
+  return db
+    .selectFrom('user_sessions')
+    .innerJoin('users', 'users.id', 'user_sessions.user_id')
+    .innerJoin('wallets', 'wallets.id', 'user_sessions.wallet_id')
+    .select([
+      'user_sessions.id',
+      'user_sessions.user_id',
+      'users.username',
+      'users.primary_wallet_id',
+      'user_sessions.wallet_id',
+      'wallets.user_id as wallet_user_id',
+      'wallets.address as wallet_address',
+      'user_sessions.created_at',
+    ])
+    .where('user_sessions.id', '=', sessionId)
+    .executeTakeFirst()
+}
+
 export async function touchUserSession(db: Executor, sessionId: number, now: string): Promise<void> {
   await db.updateTable('user_sessions').set({ last_used_at: now }).where('id', '=', sessionId).execute()
 }

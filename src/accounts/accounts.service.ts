@@ -107,22 +107,7 @@ export async function logIn(db: Db, config: Config, username: string, password: 
 
 /** GET /user/session: the current session with its user and active wallet. */
 export async function describeSession(db: Db, auth: UserAuth) {
-  const row = await db
-    .selectFrom('user_sessions')
-    .innerJoin('users', 'users.id', 'user_sessions.user_id')
-    .innerJoin('wallets', 'wallets.id', 'user_sessions.wallet_id')
-    .select([
-      'user_sessions.id',
-      'user_sessions.user_id',
-      'users.username',
-      'users.primary_wallet_id',
-      'user_sessions.wallet_id',
-      'wallets.user_id as wallet_user_id',
-      'wallets.address as wallet_address',
-      'user_sessions.created_at',
-    ])
-    .where('user_sessions.id', '=', auth.sessionId)
-    .executeTakeFirst()
+  const row = await repo.findSessionWithWallet(db, auth.sessionId)
   if (!row) throw new AppError('A001')
   return { ...row, primary_wallet_id: row.primary_wallet_id as number, wallet_user_id: row.wallet_user_id as number }
 }
