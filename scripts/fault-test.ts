@@ -464,11 +464,16 @@ async function postgresFailover(): Promise<Storage> {
   }
 }
 
-/** SQLite on a 64 MiB tmpfs; a note instead when it cannot be mounted here. */
+/**
+ * SQLite on a 512 MiB tmpfs; a note instead when it cannot be mounted here. The filler takes all
+ * the room there is, so the size only decides how much the load may write around the fault: on
+ * an idle machine the load wrote 64 MiB of ledger by itself and filled the disk again after the
+ * fault ended.
+ */
 async function sqliteDiskFull(): Promise<Storage | string> {
   if (!asRoot) return 'mounting a tmpfs needs root'
   const mountPoint = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-disk-full-'))
-  const mounted = await runQuiet('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', mountPoint])
+  const mounted = await runQuiet('mount', ['-t', 'tmpfs', '-o', 'size=512m', 'tmpfs', mountPoint])
   if (mounted.code !== 0) {
     fs.rmSync(mountPoint, { recursive: true, force: true })
     return `mount -t tmpfs failed: ${mounted.output.trim()}`
