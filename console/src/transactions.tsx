@@ -1,5 +1,7 @@
 import type { Transaction } from './api.ts'
 import { formatQuantity, formatTime } from './format.ts'
+import type { ShownError } from './text.ts'
+import { Empty, ErrorNotice, Loading, Pager } from './ui.tsx'
 
 /** Who the other side of a transaction is, as a person reads it. */
 function party(username: string | undefined, address: string): string {
@@ -10,7 +12,7 @@ function party(username: string | undefined, address: string): string {
  * Transactions as a list, newest first. Seen from `walletId` each says "Sent to" or "Received
  * from"; without one (the operator's journal) it names both sides.
  */
-export function TransactionList({ transactions, walletId }: { transactions: Transaction[]; walletId?: number }) {
+function TransactionList({ transactions, walletId }: { transactions: Transaction[]; walletId?: number }) {
   return (
     <ul class="transactions">
       {transactions.map((transaction) => {
@@ -47,5 +49,36 @@ export function TransactionList({ transactions, walletId }: { transactions: Tran
         )
       })}
     </ul>
+  )
+}
+
+/** Cursors of the pages seen so far, newest first; `undefined` is the newest page. */
+export type Cursors = (number | undefined)[]
+
+/**
+ * One page of transactions with its error, loading and empty states and the pager, for a
+ * wallet's history and the operator's journal. `empty` is what an empty page says.
+ */
+export function TransactionPage({ page, cursors, setCursors, walletId, empty }: {
+  page: { data?: { data: Transaction[]; next: number | undefined }; loading: boolean; error: ShownError | undefined }
+  cursors: Cursors
+  setCursors: (cursors: Cursors) => void
+  walletId?: number
+  empty: string
+}) {
+  return (
+    <>
+      <ErrorNotice error={page.error} />
+      {page.loading && <Loading what="transactions" />}
+      {page.data && page.data.data.length === 0 && <Empty>{empty}</Empty>}
+      {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={walletId} />}
+      <Pager
+        first={cursors.length === 1}
+        hasOlder={page.data?.next !== undefined}
+        onNewest={() => setCursors([undefined])}
+        onNewer={() => setCursors(cursors.slice(0, -1))}
+        onOlder={() => setCursors([...cursors, page.data?.next])}
+      />
+    </>
   )
 }

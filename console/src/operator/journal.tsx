@@ -1,15 +1,15 @@
 import { useEffect, useState } from 'preact/hooks'
 import { callPage, coffer } from '../api.ts'
 import { dayBound } from '../format.ts'
-import { TransactionList } from '../transactions.tsx'
-import { Empty, ErrorNotice, Field, Loading, Page, Pager, useLoad } from '../ui.tsx'
+import { TransactionPage, type Cursors } from '../transactions.tsx'
+import { Field, Page, useLoad } from '../ui.tsx'
 
 /** The whole journal, newest first, with filters and pages; or one wallet's history (`wallet`). */
 export function JournalList({ wallet }: { wallet?: number }) {
   const [asset, setAsset] = useState('')
   const [since, setSince] = useState('')
   const [until, setUntil] = useState('')
-  const [cursors, setCursors] = useState<(number | undefined)[]>([undefined])
+  const [cursors, setCursors] = useState<Cursors>([undefined])
   const before = cursors[cursors.length - 1]
   const filters = JSON.stringify([asset.trim(), since, until, wallet])
   useEffect(() => setCursors([undefined]), [filters])
@@ -39,17 +39,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
         <Field label="From day" type="date" value={since} onValue={setSince} />
         <Field label="To day" type="date" value={until} onValue={setUntil} />
       </form>
-      <ErrorNotice error={page.error} />
-      {page.loading && <Loading what="transactions" />}
-      {page.data && page.data.data.length === 0 && <Empty>No transactions{asset || since || until ? ' match these filters' : ' yet'}.</Empty>}
-      {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={wallet} />}
-      <Pager
-        first={cursors.length === 1}
-        hasOlder={page.data?.next !== undefined}
-        onNewest={() => setCursors([undefined])}
-        onNewer={() => setCursors(cursors.slice(0, -1))}
-        onOlder={() => setCursors([...cursors, page.data?.next])}
-      />
+      <TransactionPage page={page} cursors={cursors} setCursors={setCursors} walletId={wallet} empty={`No transactions${asset || since || until ? ' match these filters' : ' yet'}.`} />
     </>
   )
 }

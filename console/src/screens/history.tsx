@@ -2,8 +2,8 @@ import { useEffect, useState } from 'preact/hooks'
 import { callPage, coffer, type WalletEvent } from '../api.ts'
 import { dayBound, formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { TransactionList } from '../transactions.tsx'
-import { Empty, ErrorNotice, Field, Loading, Page, Pager, Select, useLoad } from '../ui.tsx'
+import { TransactionPage, type Cursors } from '../transactions.tsx'
+import { Field, Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
 /** The active wallet's transactions: filters, pages, and live updates from the event stream. */
@@ -14,7 +14,7 @@ export function History({ session }: ScreenProps) {
   const [until, setUntil] = useState('')
   const [limit, setLimit] = useState('20')
   // Cursors of the pages seen so far: the first page has none.
-  const [cursors, setCursors] = useState<(number | undefined)[]>([undefined])
+  const [cursors, setCursors] = useState<Cursors>([undefined])
   const [news, setNews] = useState('')
   const before = cursors[cursors.length - 1]
   const filters = JSON.stringify([direction, asset.trim(), since, until, limit])
@@ -86,16 +86,12 @@ export function History({ session }: ScreenProps) {
           ]}
         />
       </form>
-      <ErrorNotice error={page.error} />
-      {page.loading && <Loading what="transactions" />}
-      {page.data && page.data.data.length === 0 && <Empty>{firstPage && filters === JSON.stringify(['', '', '', '', limit]) ? 'No transactions yet.' : 'No transactions match these filters.'}</Empty>}
-      {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={session.wallet_id} />}
-      <Pager
-        first={cursors.length === 1}
-        hasOlder={page.data?.next !== undefined}
-        onNewest={() => setCursors([undefined])}
-        onNewer={() => setCursors(cursors.slice(0, -1))}
-        onOlder={() => setCursors([...cursors, page.data?.next])}
+      <TransactionPage
+        page={page}
+        cursors={cursors}
+        setCursors={setCursors}
+        walletId={session.wallet_id}
+        empty={firstPage && filters === JSON.stringify(['', '', '', '', limit]) ? 'No transactions yet.' : 'No transactions match these filters.'}
       />
     </Page>
   )
