@@ -60,12 +60,12 @@ function fingerprint(request: SendRequest): string {
 }
 
 /** Metadata written one way for a fingerprint: its entries by key. */
-export function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
+function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
   return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
 /** The fingerprint of a request written one way (`fields`, as JSON). */
-export function hashRequest(fields: unknown): string {
+function hashRequest(fields: unknown): string {
   return crypto.createHash('sha256').update(JSON.stringify(fields)).digest('hex')
 }
 

@@ -20,7 +20,7 @@ export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: 500 
 })
 
 /** Every kind of transaction (`ledger.types.ts` TRANSACTION_KINDS). */
-export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
+const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
 export const Holding = Type.Object({ asset: Asset, quantity: Type.Integer() })
