@@ -405,11 +405,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -1679,6 +1688,10 @@ export interface paths {
                         }[];
                         /** @description every transaction's memo; "issue" when none */
                         memo?: string;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
                     };
                 };
             };
@@ -1704,11 +1717,20 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
                                 id: number;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                                 memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
                                 sending_username?: string;
                                 sending_wallet_address: string;
                                 sending_wallet_id: number;
@@ -4862,11 +4884,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -4972,6 +5003,10 @@ export interface paths {
                             [key: string]: number;
                         };
                         memo?: string;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
                         recipient: string | number;
                         /**
                          * @description 0 username, 1 address, 2 wallet id
@@ -5002,11 +5037,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -5199,6 +5243,10 @@ export interface paths {
                                 [key: string]: number;
                             };
                             memo?: string;
+                            /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                            metadata?: {
+                                [key: string]: string;
+                            };
                             recipient: string | number;
                             /**
                              * @description 0 username, 1 address, 2 wallet id
@@ -5235,11 +5283,20 @@ export interface paths {
                                      * @example 2026-11-21T22:25:29.123Z
                                      */
                                     created_at: string;
+                                    /** @description only on a capture: the id of the hold it settles */
+                                    hold_id?: number;
                                     id: number;
+                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                                     memo: string;
+                                    /** @description {} when none */
+                                    metadata: {
+                                        [key: string]: string;
+                                    };
                                     receiving_username?: string;
                                     receiving_wallet_address: string;
                                     receiving_wallet_id: number;
+                                    /** @description only on a reversal: the id of the transaction it reverses */
+                                    reverses?: number;
                                     sending_username?: string;
                                     sending_wallet_address: string;
                                     sending_wallet_id: number;
@@ -5281,11 +5338,20 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
                                 id: number;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                                 memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
                                 sending_username?: string;
                                 sending_wallet_address: string;
                                 sending_wallet_id: number;
@@ -6609,6 +6675,10 @@ export interface paths {
                 content: {
                     "application/json": {
                         id: number;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
                         quantity: number;
                     };
                 };
@@ -6634,11 +6704,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;

@@ -77,11 +77,19 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
       transfers: [
         { recipient: bob.username, memo: 'one', assets: { [gold.name]: 5 } },
         { recipient: carol.address, type: 1, assets: { [gold.name]: 3, [silver.name]: 2 } },
-        { recipient: String(dave.walletId), type: 2, memo: 'three', assets: { [silver.name]: 3 } },
+        { recipient: String(dave.walletId), type: 2, memo: 'three', assets: { [silver.name]: 3 }, metadata: { order: 'A-17', 'line.no': '3' } },
       ],
     })
     assert.equal(response.statusCode, 201, response.body)
     const { transactions } = response.json() as { transactions: Transaction[] }
+    assert.deepEqual(
+      transactions.map((tx) => [tx.kind, tx.metadata]),
+      [
+        ['transfer', {}],
+        ['transfer', {}],
+        ['transfer', { order: 'A-17', 'line.no': '3' }],
+      ],
+    )
     assert.deepEqual(
       transactions.map((tx) => [tx.sending_wallet_id, tx.receiving_wallet_id, tx.memo]),
       [
@@ -172,6 +180,8 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
       await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, { assets: { [gold.name]: 1 } }] }), 400, 'G000', /^transfers\[1\]: recipient is required/)
       await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, { recipient: bob.username, memo: 'x'.repeat(65), assets: { [gold.name]: 1 } }] }), 400, 'G000', /^transfers\[1\]: memo /)
       await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, 'not a transfer'] }), 400, 'G000', /^transfers\[1\]: /)
+      await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, { ...ok, metadata: { note: 5 } }] }), 400, 'G000', /^transfers\[1\]: metadata/)
+      await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [{ ...ok, metadata: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])) }] }), 400, 'G000', /^transfers\[0\]: metadata/)
     }
     // 100 is the most, and allowed.
     const full = await sendBatch(payer, { transfers: Array(100).fill(ok) })
@@ -261,6 +271,7 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
     await refusedUnchanged(() => sendBatch(payer, { transfers: [transfer, transfer] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
     await refusedUnchanged(() => sendBatch(payer, { atomic: false, transfers: [transfer] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
     await refusedUnchanged(() => sendBatch(payer, { transfers: [{ ...transfer, memo: 'other' }] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
+    await refusedUnchanged(() => sendBatch(payer, { transfers: [{ ...transfer, metadata: { order: '1' } }] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
     await refusedUnchanged(() => t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...payer.auth, 'idempotency-key': 'batch-2' }, payload: transfer }), 409, 'G003')
     const single = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...payer.auth, 'idempotency-key': 'single-2' }, payload: transfer })
     assert.equal(single.statusCode, 201, single.body)
@@ -317,7 +328,7 @@ describe(`atomic batches in the group commit (${STORAGE})`, () => {
     const { dialect } = t.database
     const committer = new GroupCommitter(t.database.db, outbox, { maxBatch: DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres' })
     const line = (quantity: number) => [{ asset: gold, quantity }]
-    const move = (from: TestUser, to: TestUser, quantity: number) => ({ from: from.walletId, to: to.walletId, lines: line(quantity), memo: '' })
+    const move = (from: TestUser, to: TestUser, quantity: number) => ({ from: from.walletId, to: to.walletId, lines: line(quantity), memo: '', kind: 'transfer' as const })
     // All in one tick: one group. The failing unit's first move (5) must not count for the transfer after it.
     const results = await Promise.allSettled([
       committer.run(move(a, b, 2)),
@@ -416,6 +427,7 @@ describe(`POST /issuances (${STORAGE})`, () => {
     const response = await issueMany({
       asset_id: gold.id,
       memo: 'airdrop',
+      metadata: { campaign: 'launch' },
       entries: [
         { wallet_id: bob.walletId, quantity: 5 },
         { wallet_id: carol.walletId, quantity: 7 },
@@ -432,6 +444,7 @@ describe(`POST /issuances (${STORAGE})`, () => {
         [MINT_WALLET_ID, bob.walletId, 'airdrop', 1, gold.id],
       ],
     )
+    for (const tx of transactions) assert.deepEqual([tx.kind, tx.metadata], ['issuance', { campaign: 'launch' }])
     assert.deepEqual([await balances(bob), await balances(carol)], [{ [gold.name]: 6 }, { [gold.name]: 7 }])
     const ids = transactions.map((tx) => tx.id)
     assert.deepEqual(await eventsOf(ids), [
@@ -501,5 +514,6 @@ describe(`POST /issuances (${STORAGE})`, () => {
     await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok, { wallet_id: bob.walletId, quantity: 1.5 }] }), 400, 'G000', /^entries\[1\]: quantity /)
     await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [{ quantity: 1 }] }), 400, 'G000', /^entries\[0\]: wallet_id is required/)
     await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok], memo: 'm'.repeat(65) }), 400, 'G000', /memo/)
+    await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok], metadata: { 'bad key!': 'x' } }), 400, 'G000', /metadata/)
   })
 })

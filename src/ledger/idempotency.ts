@@ -3,7 +3,7 @@ import type { Executor } from '../db/database.ts'
 import { isUniqueViolation } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findIdempotencyKey } from './idempotency.repository.ts'
-import { IdempotencyConflict, type Transaction } from './ledger.types.ts'
+import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
  * Idempotency-Keys of POST /wallet/transactions and POST /wallet/transactions/batch (one key space
@@ -24,6 +24,7 @@ export interface SendRequest {
   type?: 0 | 1 | 2
   memo?: string
   assets: Record<string, number>
+  metadata?: Metadata
 }
 
 /** A response of a request sent with an Idempotency-Key: the first one, or its replay. */
@@ -55,7 +56,16 @@ function canonicalTransfer(request: SendRequest): unknown[] {
     assets.set(key, (assets.get(key) ?? 0) + quantity)
   }
   const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  return [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]
+  const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]
+  // No metadata and `{}` alike add nothing, so keys stored before metadata existed still match.
+  const metadata = canonicalMetadata(request.metadata)
+  if (metadata.length > 0) fields.push(metadata)
+  return fields
+}
+
+/** Metadata written one way for a fingerprint: its entries by key. */
+function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
+  return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
 function hash(canonical: unknown[]): string {

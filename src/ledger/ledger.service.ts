@@ -4,7 +4,7 @@ import { BatchesService, type BatchBody, type BatchRequest } from './batches.ser
 import { GroupCommitter } from './group-committer.ts'
 import { Idempotency, type Answer, type SendRequest, type SendResult } from './idempotency.ts'
 import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
-import type { EventWriter, Transaction } from './ledger.types.ts'
+import type { EventWriter, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
 import { TransfersService } from './transfers.service.ts'
 
@@ -23,7 +23,7 @@ export interface Ledger {
   /** POST /wallet/transactions/batch (`batches.service.ts`). */
   sendBatch(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>>
   /** POST /wallets/{id}/assets (`issuance.service.ts`). */
-  issue(walletId: number, assetId: number, quantity: number): Promise<Transaction>
+  issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction>
   /** POST /issuances and `coffer issue --csv` (`issuance.service.ts`). */
   issueToMany(request: IssuanceRequest): Promise<Transaction[]>
   /** DELETE /wallets/{id}/assets/{assetId} (`issuance.service.ts`). */
@@ -65,12 +65,12 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
     sendBatch: (walletId, request, idempotencyKey) => batches.send(walletId, request, idempotencyKey),
-    issue: (walletId, assetId, quantity) => issueAsset(db, events, walletId, assetId, quantity),
+    issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
     issueToMany: (request) => issueToMany(db, events, request),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
     async sweep(trx, from, to, memo) {
       const lines = await listHoldings(trx, from)
-      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo }, events)
+      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
     close: () => committer.close(),
   }

@@ -65,7 +65,7 @@ export async function resolveTransfer(db: Executor, walletId: number, request: S
   if (recipient.status === 'rejected') throw recipient.reason
   if (recipient.value === walletId) throw new AppError('W013')
   if (found.status === 'rejected') throw found.reason
-  return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '' }
+  return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata }
 }
 
 export class TransfersService {
