@@ -370,6 +370,7 @@ export interface paths {
                     before?: number;
                     /** @description refused (G002): the journal has no side */
                     direction?: unknown;
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -4851,6 +4852,7 @@ export interface paths {
                     asset?: string;
                     before?: number;
                     direction?: "sent" | "received";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */

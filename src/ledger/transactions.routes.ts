@@ -2,9 +2,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
+import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { Holding, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
+import { Holding, Kind, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
@@ -60,7 +61,8 @@ const ListQuery = Type.Object({
   direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
   since: Type.Optional(Timestamp),
   until: Type.Optional(Timestamp),
-})
+  kind: Type.Optional(Kind),
+}, { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' })
 
 /** The general wallet routes (wallet auth): holdings, sending, history. */
 const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> = async (app, { database, ledger }) => {
@@ -102,13 +104,13 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   )
 
   app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
-    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), request.query)
+    const metadata = history.metadataFilters(request.query)
+    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), { ...request.query, metadata })
     if (more && transactions.length > 0) {
       // The next page continues below this one's last id, with the same filters; offset is spent.
-      const { limit, after, asset, direction, since, until } = request.query
-      const next = new URLSearchParams({ before: String(transactions[transactions.length - 1].id), limit: String(limit ?? 10) })
-      for (const [key, value] of Object.entries({ after, asset, direction, since, until })) if (value !== undefined) next.set(key, String(value))
-      reply.header('link', `</wallet/transactions?${next.toString()}>; rel="next"`)
+      const { limit, after, asset, direction, since, until, kind } = request.query
+      const before = transactions[transactions.length - 1].id
+      reply.header('link', nextPageLink('/wallet/transactions', { before, limit: limit ?? 10, after, asset, direction, since, until, kind, ...history.metadataParameters(metadata) }))
     }
     return transactions
   })
