@@ -18,8 +18,8 @@ import { toTransaction } from './transactions.repository.ts'
  *    after the other would: W000 (a wallet deleted), then I002 / I003 per line in (wallet, asset)
  *    order. A move that fails changes nothing; its outcome carries its error.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
- *    table (holdings, transactions, lines, the events of the event writer, idempotency keys); on
- *    PostgreSQL all in one statement.
+ *    table (holdings, transactions, lines, running balances, the events of the event writer,
+ *    idempotency keys); on PostgreSQL all in one statement.
  */
 
 export interface Move {
@@ -38,6 +38,8 @@ interface Planned {
   move: Move
   lines: Line[]
   createdAt: string
+  /** Each holding the move changes, as it stands right after it: [wallet, asset, quantity]. */
+  balances: [number, number, number][]
 }
 
 /**
@@ -56,13 +58,15 @@ function planMoves(moves: Move[], locked: Locked): { failed: Map<number, AppErro
       failed.set(index, error)
       return
     }
+    const after: [number, number, number][] = []
     for (const { walletId, line, delta } of changesOf(move)) {
       const key = holdingKey(walletId, line.asset.id)
       balances.set(key, (balances.get(key) ?? 0) + delta)
       deltas.set(key, (deltas.get(key) ?? 0) + delta)
+      after.push([walletId, line.asset.id, balances.get(key) as number])
     }
     const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
-    planned.push({ index, move, lines, createdAt: nowIso() })
+    planned.push({ index, move, lines, createdAt: nowIso(), balances: after })
   })
   return { failed, planned, deltas }
 }
@@ -108,10 +112,11 @@ export async function applyMoves(trx: Executor, moves: Move[], events: EventWrit
     ? { transactions: locked.reserved.transactions.slice(0, planned.length), events: locked.reserved.events.slice(0, eventCount) }
     : await reserveIds(trx, planned.length, eventCount)
   const batch: BatchWrites = {
-    moves: planned.map(({ index, move, lines, createdAt }, i) => ({
+    moves: planned.map(({ index, move, lines, createdAt, balances }, i) => ({
       index,
       move,
       lines,
+      balances,
       transaction: toTransaction({ id: ids.transactions[i], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets),
     })),
     deltas,
