@@ -103,7 +103,7 @@ async function run(base: string, database: Database): Promise<void> {
   for (let done = 0; done < count; done += BATCH) {
     const moves: Move[] = Array.from({ length: Math.min(BATCH, count - done) }, (_, i) => {
       const [from, to] = (done + i) % 2 === 0 ? [owner.walletId, partner.walletId] : [partner.walletId, owner.walletId]
-      return { from, to, lines: [{ asset: gold, quantity: 1 }], memo: 'history' }
+      return { from, to, kind: 'transfer' as const, lines: [{ asset: gold, quantity: 1 }], memo: 'history' }
     })
     const outcomes = await inTransaction(database, (trx) => applyMoves(trx, moves, noEvents))
     if (done === Math.floor(count / 2 / BATCH) * BATCH) {

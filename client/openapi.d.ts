@@ -405,11 +405,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -4690,11 +4699,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -4800,6 +4818,10 @@ export interface paths {
                             [key: string]: number;
                         };
                         memo?: string;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
                         recipient: string | number;
                         /**
                          * @description 0 username, 1 address, 2 wallet id
@@ -4830,11 +4852,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -6157,6 +6188,10 @@ export interface paths {
                 content: {
                     "application/json": {
                         id: number;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
                         quantity: number;
                     };
                 };
@@ -6182,11 +6217,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;

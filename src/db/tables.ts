@@ -78,6 +78,25 @@ export interface TransactionsTable {
    * Null only for rows written outside the ledger (the bench's direct history), which have no events.
    */
   body: string | null
+  /** `ledger/ledger.types.ts` TransactionKind (migration 0008). */
+  kind: string
+  /** A reversal's original. */
+  reverses: number | null
+  /** A capture's hold. */
+  hold_id: number | null
+  /** The metadata object as JSON; null when it is empty. */
+  metadata: string | null
+}
+
+/**
+ * One metadata key of a transaction, for filtering (migration 0008): a row for each side's wallet
+ * and one for the whole journal (`wallet_id` 0).
+ */
+export interface TransactionMetadataTable {
+  wallet_id: number
+  key: string
+  value: string
+  transaction_id: number
 }
 
 export interface TransactionAssetsTable {
@@ -173,6 +192,7 @@ export interface DB {
   holdings: HoldingsTable
   transactions: TransactionsTable
   transaction_assets: TransactionAssetsTable
+  transaction_metadata: TransactionMetadataTable
   running_balances: RunningBalancesTable
   idempotency_keys: IdempotencyKeysTable
   webhooks: WebhooksTable

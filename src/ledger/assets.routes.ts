@@ -4,7 +4,7 @@ import type { Database } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { IdParams, IdString, parseId, responses } from '../http/schemas.ts'
 import * as assets from './assets.service.ts'
-import { Asset, AssetName, AssetValue, Quantity, Transaction } from './ledger.schemas.ts'
+import { Asset, AssetName, AssetValue, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface AssetsRoutesOptions {
@@ -40,9 +40,9 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
 
   app.post(
     '/wallets/:walletid/assets',
-    { ...admin, schema: { tags, params: IdParams('walletid'), body: Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), quantity: Quantity }), response: responses(201, Transaction) } },
+    { ...admin, schema: { tags, params: IdParams('walletid'), body: Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), quantity: Quantity, metadata: Type.Optional(Metadata) }), response: responses(201, Transaction) } },
     async (request, reply) => {
-      const transaction = await ledger.issue(parseId(request.params.walletid), request.body.id, request.body.quantity)
+      const transaction = await ledger.issue(parseId(request.params.walletid), request.body.id, request.body.quantity, request.body.metadata)
       return reply.status(201).send(transaction)
     },
   )

@@ -3,7 +3,7 @@ import type { Executor } from '../db/database.ts'
 import { isUniqueViolation } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findIdempotencyKey } from './idempotency.repository.ts'
-import { IdempotencyConflict, type Transaction } from './ledger.types.ts'
+import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
  * Idempotency-Keys of POST /wallet/transactions: a repeat of a request answers with the first
@@ -23,6 +23,7 @@ export interface SendRequest {
   type?: 0 | 1 | 2
   memo?: string
   assets: Record<string, number>
+  metadata?: Metadata
 }
 
 export interface SendResult {
@@ -51,8 +52,21 @@ function fingerprint(request: SendRequest): string {
     assets.set(key, (assets.get(key) ?? 0) + quantity)
   }
   const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  const canonical = JSON.stringify([type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines])
-  return crypto.createHash('sha256').update(canonical).digest('hex')
+  const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]
+  // No metadata and `{}` alike add nothing, so keys stored before metadata existed still match.
+  const metadata = canonicalMetadata(request.metadata)
+  if (metadata.length > 0) fields.push(metadata)
+  return hashRequest(fields)
+}
+
+/** Metadata written one way for a fingerprint: its entries by key. */
+function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
+  return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
+/** The fingerprint of a request written one way (`fields`, as JSON). */
+function hashRequest(fields: unknown): string {
+  return crypto.createHash('sha256').update(JSON.stringify(fields)).digest('hex')
 }
 
 async function replay(db: Executor, walletId: number, key: string, requestHash: string): Promise<SendResult | undefined> {

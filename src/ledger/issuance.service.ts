@@ -3,7 +3,7 @@ import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findLiveWalletById } from '../wallets/wallets.service.ts'
 import * as assets from './assets.repository.ts'
-import { MINT_WALLET_ID, type EventWriter, type Transaction } from './ledger.types.ts'
+import { MINT_WALLET_ID, type EventWriter, type Metadata, type Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
 
 /** A live user wallet for the admin routes; W002 otherwise (unknown, deleted, or mint). */
@@ -24,12 +24,12 @@ async function adminAsset(db: Executor, assetId: number) {
  * after holding its row, so an issuance racing the asset's deletion waits for it and then finds
  * it gone: a deleted asset is never held (`assets.service.ts` deleteAsset).
  */
-export async function issueAsset(db: Db, events: EventWriter, walletId: number, assetId: number, quantity: number): Promise<Transaction> {
+export async function issueAsset(db: Db, events: EventWriter, walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction> {
   await adminWallet(db, walletId)
   return inTransaction(db, async (trx) => {
     await assets.holdAsset(trx, assetId)
     const asset = await adminAsset(trx, assetId)
-    return moveAssets(trx, { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue' }, events)
+    return moveAssets(trx, { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue', kind: 'issuance', metadata }, events)
   })
 }
 
@@ -43,6 +43,6 @@ export async function burnAsset(db: Db, events: EventWriter, walletId: number, a
   return inTransaction(db, async (trx) => {
     const amount = quantity ?? (await assets.findHolding(trx, walletId, assetId))
     if (amount === 0) return undefined
-    return moveAssets(trx, { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn' }, events)
+    return moveAssets(trx, { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn', kind: 'burn' }, events)
   })
 }

@@ -3,7 +3,7 @@ import { listHoldings } from './assets.repository.ts'
 import { GroupCommitter } from './group-committer.ts'
 import type { SendRequest, SendResult } from './idempotency.ts'
 import { burnAsset, issueAsset } from './issuance.service.ts'
-import type { EventWriter, Transaction } from './ledger.types.ts'
+import type { EventWriter, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
 import { TransfersService } from './transfers.service.ts'
 
@@ -18,7 +18,7 @@ export interface Ledger {
   /** POST /wallet/transactions (`transfers.service.ts`). */
   send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult>
   /** POST /wallets/{id}/assets (`issuance.service.ts`). */
-  issue(walletId: number, assetId: number, quantity: number): Promise<Transaction>
+  issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction>
   /** DELETE /wallets/{id}/assets/{assetId} (`issuance.service.ts`). */
   burn(walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined>
   /**
@@ -54,11 +54,11 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   const transfers = new TransfersService(db, committer)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
-    issue: (walletId, assetId, quantity) => issueAsset(db, events, walletId, assetId, quantity),
+    issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
     async sweep(trx, from, to, memo) {
       const lines = await listHoldings(trx, from)
-      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo }, events)
+      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
     close: () => committer.close(),
   }

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, rowsOf, runWrites, type Write } from '../db/dialect.ts'
-import { IdempotencyConflict, MAX_QUANTITY, type EventWriter, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -254,14 +254,21 @@ const HOLDING_COLUMNS = [
 ] as const
 
 function transactionWrites(trx: Executor, batch: BatchWrites, bodies: string[]): Write[] {
-  const rows = batch.moves.map(({ transaction: t }, i) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i]])
+  const rows = batch.moves.map(({ transaction: t }, i) => {
+    const metadata = Object.keys(t.metadata).length === 0 ? null : JSON.stringify(t.metadata)
+    return [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i], t.kind, t.reverses ?? null, t.hold_id ?? null, metadata]
+  })
   const lines = batch.moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
   const balances = batch.moves.flatMap(({ balances, transaction }) => balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]))
-  return [
+  // One row per metadata key for each side and for the journal (`JOURNAL_SCOPE`): migration 0008.
+  const tags = batch.moves.flatMap(({ transaction: t }) =>
+    Object.entries(t.metadata).flatMap(([key, value]) => [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id])),
+  )
+  const writes: Write[] = [
     {
       statement: sql`
-        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
-        select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
+        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata)
+        select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
     },
     {
       statement: sql`
@@ -275,6 +282,14 @@ function transactionWrites(trx: Executor, batch: BatchWrites, bodies: string[]):
         select wallet_id, asset_id, created_at, transaction_id, quantity from ${rowsOf(trx, BALANCE_COLUMNS, balances)}`,
     },
   ]
+  if (tags.length > 0) {
+    writes.push({
+      statement: sql`
+        insert into transaction_metadata (wallet_id, key, value, transaction_id)
+        select wallet_id, key, value, transaction_id from ${rowsOf(trx, METADATA_COLUMNS, tags)}`,
+    })
+  }
+  return writes
 }
 
 const TRANSACTION_COLUMNS = [
@@ -284,6 +299,16 @@ const TRANSACTION_COLUMNS = [
   ['memo', 'text'],
   ['created_at', 'text'],
   ['body', 'text'],
+  ['kind', 'text'],
+  ['reverses', 'bigint'],
+  ['hold_id', 'bigint'],
+  ['metadata', 'text'],
+] as const
+const METADATA_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['key', 'text'],
+  ['value', 'text'],
+  ['transaction_id', 'bigint'],
 ] as const
 const BALANCE_COLUMNS = [
   ['wallet_id', 'bigint'],

@@ -1,7 +1,7 @@
 import type { Executor } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Line, type Transaction } from './ledger.types.ts'
+import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction, type TransactionKind } from './ledger.types.ts'
 import { holdingKey, lockMoves, reserveIds, writeMoves, type BatchWrites, type Locked } from './moves.repository.ts'
 import { toTransaction } from './transactions.repository.ts'
 
@@ -27,6 +27,14 @@ export interface Move {
   to: number
   lines: Line[]
   memo: string
+  /** What the transaction is (`ledger.types.ts` TransactionKind). */
+  kind: TransactionKind
+  /** Stored with the transaction and filterable; none is `{}`. */
+  metadata?: Metadata
+  /** A reversal's original transaction. */
+  reverses?: number
+  /** A capture's hold. */
+  holdId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
   idempotency?: { key: string; requestHash: string }
 }
@@ -117,7 +125,21 @@ export async function applyMoves(trx: Executor, moves: Move[], events: EventWrit
       move,
       lines,
       balances,
-      transaction: toTransaction({ id: ids.transactions[i], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets),
+      transaction: toTransaction(
+        {
+          id: ids.transactions[i],
+          sending_wallet_id: move.from,
+          receiving_wallet_id: move.to,
+          memo: move.memo,
+          created_at: createdAt,
+          kind: move.kind,
+          reverses: move.reverses ?? null,
+          hold_id: move.holdId ?? null,
+          metadata: move.metadata ?? {},
+        },
+        lines,
+        locked.wallets,
+      ),
     })),
     deltas,
     eventIds: ids.events,

@@ -1,8 +1,8 @@
-import { sql, type ExpressionBuilder } from 'kysely'
+import { sql, type ExpressionBuilder, type Selectable } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import type { DB } from '../db/tables.ts'
+import type { DB, TransactionsTable } from '../db/tables.ts'
 import { toAsset } from './assets.repository.ts'
-import { compareAssetNames, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+import { compareAssetNames, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
 
 /** SQL that reads recorded transactions (a wallet's history); the write path is `moves.repository.ts`. */
 
@@ -19,14 +19,24 @@ async function labelWallets(db: Executor, walletIds: number[]): Promise<Map<numb
   return new Map(rows.map((row) => [row.id, row.username ? { address: row.address, username: row.username } : { address: row.address }]))
 }
 
-export function toTransaction(
-  row: { id: number; sending_wallet_id: number; receiving_wallet_id: number; memo: string; created_at: string },
-  lines: Line[],
-  labels: Map<number, WalletLabel>,
-): Transaction {
+/** A transaction's own fields, as stored (`metadata` parsed). */
+export interface TransactionFields {
+  id: number
+  sending_wallet_id: number
+  receiving_wallet_id: number
+  memo: string
+  created_at: string
+  kind: TransactionKind
+  reverses: number | null
+  hold_id: number | null
+  metadata: Metadata
+}
+
+export function toTransaction(row: TransactionFields, lines: Line[], labels: Map<number, WalletLabel>): Transaction {
   const sender = labels.get(row.sending_wallet_id)
   const receiver = labels.get(row.receiving_wallet_id)
-  const transaction: Transaction = {
+  // Fields in the order of the stored answers (`body`), which migration 0008 extended at the end.
+  return {
     id: row.id,
     sending_wallet_id: row.sending_wallet_id,
     receiving_wallet_id: row.receiving_wallet_id,
@@ -35,11 +45,19 @@ export function toTransaction(
     created_at: row.created_at,
     memo: row.memo,
     assets: lines.map((line) => ({ quantity: line.quantity, asset: line.asset })),
+    ...(sender?.username ? { sending_username: sender.username } : {}),
+    ...(receiver?.username ? { receiving_username: receiver.username } : {}),
+    kind: row.kind,
+    // Each link only on its own kind.
+    ...(row.kind === 'reversal' && row.reverses !== null ? { reverses: row.reverses } : {}),
+    ...(row.kind === 'capture' && row.hold_id !== null ? { hold_id: row.hold_id } : {}),
+    metadata: row.metadata,
   }
-  if (sender?.username) transaction.sending_username = sender.username
-  if (receiver?.username) transaction.receiving_username = receiver.username
-  return transaction
 }
+
+/** The columns `hydrate` turns into Transactions. */
+const STORED_FIELDS = ['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at', 'kind', 'reverses', 'hold_id', 'metadata'] as const
+type StoredFields = Pick<Selectable<TransactionsTable>, (typeof STORED_FIELDS)[number]>
 
 export interface TransactionFilter {
   walletId: number
@@ -67,7 +85,7 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
     const { walletId, before, after } = filter
     let query = db
       .selectFrom('transactions')
-      .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
+      .select(STORED_FIELDS)
       .where((eb) =>
         eb.and([
           eb(eb.refTuple(column, 'id'), '>', eb.tuple(walletId, after ?? 0)),
@@ -115,7 +133,7 @@ function movesAsset(assetId: number) {
  * when unfiltered; filters narrow it as for a wallet's history.
  */
 export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walletId' | 'direction'>): Promise<{ transactions: Transaction[]; more: boolean }> {
-  let query = db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at'])
+  let query = db.selectFrom('transactions').select(STORED_FIELDS)
   if (filter.before !== undefined) query = query.where('id', '<', filter.before)
   if (filter.after !== undefined) query = query.where('id', '>', filter.after)
   if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since)
@@ -130,10 +148,8 @@ export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 
   return { transactions: await hydrate(db, rows.slice(0, filter.limit)), more }
 }
 
-async function hydrate(
-  db: Executor,
-  rows: { id: number; sending_wallet_id: number; receiving_wallet_id: number; memo: string; created_at: string }[],
-): Promise<Transaction[]> {
+/** Transactions of these rows, each with its lines (by asset name) and its wallets' labels. */
+async function hydrate(db: Executor, rows: StoredFields[]): Promise<Transaction[]> {
   if (rows.length === 0) return []
   const lineRows = await db
     .selectFrom('transaction_assets')
@@ -156,6 +172,8 @@ async function hydrate(
     db,
     rows.flatMap((row) => [row.sending_wallet_id, row.receiving_wallet_id]),
   )
-  return rows.map((row) => toTransaction(row, lines.get(row.id) ?? [], labels))
+  return rows.map((row) =>
+    toTransaction({ ...row, kind: row.kind as TransactionKind, metadata: row.metadata === null ? {} : (JSON.parse(row.metadata) as Metadata) }, lines.get(row.id) ?? [], labels),
+  )
 }
 

@@ -5,7 +5,7 @@ import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { ErrorSchema, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { Holding, Quantity, Transaction } from './ledger.schemas.ts'
+import { Holding, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
@@ -20,6 +20,7 @@ const SendBody = Type.Object({
   // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
   // keyed by the asset-name pattern, a value under any other key went unchecked.
   assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
+  metadata: Type.Optional(Metadata),
 }, {
   // A username or an address is a string; only a wallet id (type 2) may also be a number.
   if: { required: ['type'], properties: { type: { const: 2 } } },

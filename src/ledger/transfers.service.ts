@@ -80,7 +80,7 @@ export class TransfersService {
         if (found.status === 'rejected') throw found.reason
         return [recipient.value, found.value] as const
       })
-      return this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', idempotency })
+      return this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata, idempotency })
     })
   }
 }
