@@ -5,7 +5,7 @@ import { isPostgres } from '../dialect.ts'
  * Balances in time (`GET /wallet/assets?as_of=…`): every move writes, for each wallet and asset it
  * touches, the holding as it stood right after it (`running_balances`). A wallet's holdings at an
  * instant are then one index probe per asset it ever held, the last row of (wallet, asset) at or
- * before that instant, whatever the length of its history (`docs/decisions.md#balances-in-time`).
+ * before that instant, whatever the length of its history (`docs/decisions.md#balances-in-time-and-statements`).
  *
  * Keyed by (wallet, asset, time, transaction): the ledger writes a wallet's moves one after the
  * other (its turn, `ledger/moves.repository.ts`), so within one wallet time and id grow together
