@@ -1,5 +1,4 @@
 import { sql, type Kysely } from 'kysely'
-import { isPostgres } from '../dialect.ts'
 
 /**
  * Balances in time (`GET /wallet/assets?as_of=…`): every move writes, for each wallet and asset it
@@ -9,16 +8,17 @@ import { isPostgres } from '../dialect.ts'
  *
  * Keyed by (wallet, asset, time, transaction): the ledger writes a wallet's moves one after the
  * other (its turn, `ledger/moves.repository.ts`), so within one wallet time and id grow together
- * and the last row by time is the last by id. On SQLite the key is the table (`without rowid`),
- * one b-tree; no foreign keys, as for the journal's own references on PostgreSQL (0005): the write
- * path keeps them and `coffer verify` checks the rows against the holdings.
+ * and the last row by time is the last by id. No foreign keys, as for the journal's own
+ * references on PostgreSQL (0005): the write path keeps them and `coffer verify` checks the rows
+ * against the holdings. (A SQLite `without rowid` table would save a b-tree, but backups page
+ * through every table by rowid: `operations/backup.ts`.)
  *
  * Existing journals are filled in: for each wallet and asset, the running sum of its lines in id
  * order.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {
-  let table = db.schema
+  await db.schema
     .createTable('running_balances')
     .addColumn('wallet_id', 'bigint', (col) => col.notNull())
     .addColumn('asset_id', 'bigint', (col) => col.notNull())
@@ -26,8 +26,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('transaction_id', 'bigint', (col) => col.notNull())
     .addColumn('quantity', 'bigint', (col) => col.notNull())
     .addPrimaryKeyConstraint('running_balances_pk', ['wallet_id', 'asset_id', 'created_at', 'transaction_id'])
-  if (!isPostgres(db)) table = table.modifyEnd(sql`without rowid`)
-  await table.execute()
+    .execute()
   await sql`
     insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
     select wallet_id, asset_id, created_at, transaction_id,
