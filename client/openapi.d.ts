@@ -370,6 +370,7 @@ export interface paths {
                     before?: number;
                     /** @description refused (G002): the journal has no side */
                     direction?: unknown;
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -4692,6 +4693,7 @@ export interface paths {
                     direction?: "sent" | "received";
                     /** @description `csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored) */
                     format?: "json" | "csv";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */

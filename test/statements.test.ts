@@ -127,7 +127,7 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
     made.push(await sendTransaction(t, bob, { recipient: alice.username, memo: '=SUM(A1:A9)', assets: { [gold.name]: 10 } }))
     // To a wallet that is nobody's primary wallet: no counterparty username.
     made.push(await sendTransaction(t, alice, { recipient: bobSide.address, type: 1, memo: 'line one\nline two', assets: { [gold.name]: 2 } }))
-    made.push(await sendTransaction(t, alice, { recipient: bob.username, memo: '@here -1 +1', assets: { [gold.name]: 1 } }))
+    made.push(await sendTransaction(t, alice, { recipient: bob.username, memo: '@here -1 +1', metadata: { note: 'x,"y"', order: '=1' }, assets: { [gold.name]: 1 } }))
   })
 
   async function statement(user: TestUser, query = '') {
@@ -144,7 +144,8 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
     const name = (a: Asset) => (a === dash ? `'${dash.name}` : gold.name)
     const expected = [
       'id,created_at,kind,direction,counterparty_wallet_address,counterparty_username,asset,quantity,memo,metadata',
-      `${here.id},${here.created_at},transfer,sent,${bob.address},${bob.username},${gold.name},-1,'@here -1 +1,{}`,
+      // Metadata as JSON, quoted because it holds quotes and a comma; it starts with "{", never a formula.
+      `${here.id},${here.created_at},transfer,sent,${bob.address},${bob.username},${gold.name},-1,'@here -1 +1,"{""note"":""x,\\""y\\"""",""order"":""=1""}"`,
       `${side.id},${side.created_at},transfer,sent,${bobSide.address},,${gold.name},-2,"line one\nline two",{}`,
       `${back.id},${back.created_at},transfer,received,${bob.address},${bob.username},${gold.name},10,'=SUM(A1:A9),{}`,
       // Lines in the order of the Transaction's assets (by name): "-dash…" before "gold…".
@@ -163,6 +164,9 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
     assert.deepEqual(ids((await statement(alice, `&asset=${encodeURIComponent(dash.name)}`)).body), [rent.id, made[1].id])
     assert.deepEqual(ids((await statement(alice, `&since=${encodeURIComponent(back.created_at)}&until=${encodeURIComponent(side.created_at)}&direction=sent`)).body), [side.id])
     assert.deepEqual(ids((await statement(alice, `&limit=1&offset=1&before=${here.id}&after=${rent.id}`)).body), [...made].reverse().flatMap((x) => (x === rent ? [x.id, x.id] : [x.id])))
+    assert.deepEqual(ids((await statement(alice, '&kind=issuance')).body), [made[1].id, made[0].id])
+    assert.deepEqual(ids((await statement(alice, '&metadata[order]=%3D1&kind=transfer')).body), [here.id])
+    assert.deepEqual(ids((await statement(alice, '&metadata[order]=other')).body), [])
     assert.equal((await statement(alice, '&asset=nosuchasset')).body, 'id,created_at,kind,direction,counterparty_wallet_address,counterparty_username,asset,quantity,memo,metadata\r\n')
     // From bob's side: received, signed positive.
     const bobs = (await statement(bob, `&asset=${encodeURIComponent(gold.name)}&direction=received`)).body.split('\r\n')[2]
@@ -170,7 +174,7 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
   })
 
   it('refuses bad filters with 400 G002 before sending anything', async () => {
-    for (const query of ['format=xml', 'format=csv&since=yesterday', 'format=csv&direction=up', 'format=csv&limit=1000']) {
+    for (const query of ['format=xml', 'format=csv&since=yesterday', 'format=csv&direction=up', 'format=csv&limit=1000', 'format=csv&kind=gift', 'format=csv&metadata=x']) {
       expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions?${query}`, headers: alice.auth }), 400, 'G002')
     }
   })

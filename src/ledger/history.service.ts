@@ -1,6 +1,8 @@
 import type { Db, Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
+import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
+import type { TransactionKind } from './ledger.types.ts'
 import { statementHeader, statementRows } from './statement-csv.ts'
 import * as transactions from './transactions.repository.ts'
 
@@ -29,6 +31,39 @@ export interface ListQuery {
   direction?: 'sent' | 'received'
   since?: string
   until?: string
+  kind?: TransactionKind
+  /** `metadata[KEY]=VALUE` filters, as `metadataFilters` reads them from the query. */
+  metadata?: [key: string, value: string][]
+}
+
+/** Most `metadata[KEY]=VALUE` filters in one query. */
+const MAX_METADATA_FILTERS = 5
+const METADATA_FILTER = /^metadata\[(.*)\]$/s
+const METADATA_KEY_PATTERN = new RegExp(METADATA_KEY)
+
+/**
+ * The `metadata[KEY]=VALUE` parameters of a query (the rest of it is the route's schema's), in
+ * the order given. Throws G002 for more than 5, a key or value no metadata can have, a key given
+ * twice, or a bare `metadata`.
+ */
+export function metadataFilters(query: Record<string, unknown>): [key: string, value: string][] {
+  const filters: [string, string][] = []
+  for (const [name, value] of Object.entries(query)) {
+    if (name === 'metadata') throw new AppError('G002', 'filter metadata as metadata[KEY]=VALUE')
+    const key = METADATA_FILTER.exec(name)?.[1]
+    if (key === undefined) continue
+    if (!METADATA_KEY_PATTERN.test(key)) throw new AppError('G002', `metadata[${key}]: a key is 1-40 letters, digits, "_", "-" or "."`)
+    if (typeof value !== 'string') throw new AppError('G002', `metadata[${key}] is given more than once`)
+    if (value.length > METADATA_VALUE_LENGTH) throw new AppError('G002', `metadata[${key}]: a value is at most ${METADATA_VALUE_LENGTH} characters`)
+    filters.push([key, value])
+  }
+  if (filters.length > MAX_METADATA_FILTERS) throw new AppError('G002', `at most ${MAX_METADATA_FILTERS} metadata filters`)
+  return filters
+}
+
+/** Metadata filters as query parameters again (the `Link` to the next page). */
+export function metadataParameters(filters: [key: string, value: string][]): Record<string, string> {
+  return Object.fromEntries(filters.map(([key, value]) => [`metadata[${key}]`, value]))
 }
 
 /** GET /wallet/transactions: a page, newest first, and whether there is a next page. */
@@ -83,7 +118,7 @@ async function journalFilter(db: Db, query: ListQuery) {
     if (!asset) return undefined
     assetId = asset.id
   }
-  return { limit: query.limit ?? 10, offset: query.offset ?? 0, before: query.before, after: query.after, assetId, since, until }
+  return { limit: query.limit ?? 10, offset: query.offset ?? 0, before: query.before, after: query.after, assetId, since, until, kind: query.kind, metadata: query.metadata }
 }
 
 // Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written

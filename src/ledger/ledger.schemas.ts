@@ -13,14 +13,16 @@ export const AssetValue = Type.Number({ minimum: 0, maximum: Number.MAX_VALUE, d
  * ASCII letters, digits, `_`, `-` or `.`, each a string of at most 500 characters; anything else
  * is G000. Every key is checked (`propertyNames`), not dropped as an unknown field would be.
  */
-export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: 500 }), {
+export const METADATA_KEY = '^[A-Za-z0-9_.-]{1,40}$'
+export const METADATA_VALUE_LENGTH = 500
+export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: METADATA_VALUE_LENGTH }), {
   maxProperties: 20,
-  propertyNames: { pattern: '^[A-Za-z0-9_.-]{1,40}$' },
+  propertyNames: { pattern: METADATA_KEY },
   description: 'string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters',
 })
 
 /** Every kind of transaction (`ledger.types.ts` TRANSACTION_KINDS). */
-const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
+export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
 export const Holding = Type.Object({ asset: Asset, quantity: Type.Integer() })

@@ -3,9 +3,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
+import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { Holding, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
+import { Holding, Kind, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
@@ -42,12 +43,13 @@ const ListQuery = Type.Object({
   direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
   since: Type.Optional(Timestamp),
   until: Type.Optional(Timestamp),
+  kind: Type.Optional(Kind),
   format: Type.Optional(
     Type.Union([Type.Literal('json'), Type.Literal('csv')], {
       description: '`csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored)',
     }),
   ),
-})
+}, { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' })
 
 const HoldingsQuery = Type.Object({
   as_of: Type.Optional(Type.String({ ...Timestamp, description: 'the holdings as they were at this instant, recomputed from the journal' })),
@@ -76,7 +78,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
     if (request.query.format === 'csv') {
       const walletId = walletOf(request)
-      const rows = history.exportWalletTransactions(db, walletId, request.query)
+      const rows = history.exportWalletTransactions(db, walletId, { ...request.query, metadata: history.metadataFilters(request.query) })
       // The header row is read before anything is sent, so a bad filter is still a G002.
       const first = await rows.next()
       const date = new Date().toISOString().slice(0, 10)
@@ -86,13 +88,13 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
         // A stream is sent as it is, past the JSON schema of the page (which the type insists on).
         .send(Readable.from(prepend(first.value ?? '', rows)) as never)
     }
-    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), request.query)
+    const metadata = history.metadataFilters(request.query)
+    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), { ...request.query, metadata })
     if (more && transactions.length > 0) {
       // The next page continues below this one's last id, with the same filters; offset is spent.
-      const { limit, after, asset, direction, since, until } = request.query
-      const next = new URLSearchParams({ before: String(transactions[transactions.length - 1].id), limit: String(limit ?? 10) })
-      for (const [key, value] of Object.entries({ after, asset, direction, since, until })) if (value !== undefined) next.set(key, String(value))
-      reply.header('link', `</wallet/transactions?${next.toString()}>; rel="next"`)
+      const { limit, after, asset, direction, since, until, kind } = request.query
+      const before = transactions[transactions.length - 1].id
+      reply.header('link', nextPageLink('/wallet/transactions', { before, limit: limit ?? 10, after, asset, direction, since, until, kind, ...history.metadataParameters(metadata) }))
     }
     return transactions
   })
