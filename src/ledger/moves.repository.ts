@@ -181,26 +181,39 @@ export async function reserveIds(trx: Executor, transactions: number, events: nu
 
 /** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
 export interface BatchWrites {
-  /** Index of each written move in the batch, its record and its Transaction, in batch order. */
-  moves: { index: number; move: MoveRecord; lines: Line[]; transaction: Transaction; balances: [wallet: number, asset: number, quantity: number][] }[]
+  /** Each written move with its unit's index in the batch (and its own in the unit), its record and its Transaction, in batch order. */
+  moves: { index: number; member: number; move: MoveRecord; lines: Line[]; transaction: Transaction; balances: [wallet: number, asset: number, quantity: number][] }[]
   /** Net change by `holdingKey`. */
   deltas: Map<string, number>
   /** One reserved sequence id per event, in transaction order. */
   eventIds: number[]
+  /** The Idempotency-Keys stored with the batch, each with its response. */
+  keys: IdempotencyRow[]
+}
+
+/** An Idempotency-Key and the response stored with it; `index` names its unit in the batch. */
+export interface IdempotencyRow {
+  index: number
+  walletId: number
+  key: string
+  requestHash: string
+  status: number
+  body: string
+  createdAt: string
 }
 
 /**
  * Writes a batch (statement 2 in the header): holdings, transactions, their lines, the events the
  * event writer records for them, and idempotency keys. Throws HoldingRace when a holding created
  * meanwhile would leave its range (the batch is run again), and IdempotencyConflict naming the
- * moves whose key another request stored meanwhile.
+ * units whose key another request stored meanwhile.
  */
 export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
   const transactions = batch.moves.map((written) => written.transaction)
-  // Each transaction as answered: stored on its row (its events' data) and with its Idempotency-Key.
+  // Each transaction as answered, stored on its row (its events' data).
   const bodies = transactions.map((transaction) => JSON.stringify(transaction))
   const holdings = holdingWrites(trx, batch.deltas, locked)
-  const keys = idempotencyWrite(trx, batch, bodies)
+  const keys = idempotencyWrite(trx, batch.keys)
   const writes = [...holdings.writes, ...transactionWrites(trx, batch, bodies), ...events.eventWrites(trx, transactions, batch.eventIds), ...(keys ? [keys.write] : [])]
   const results = await runWrites(trx, writes)
   if (holdings.created && results[holdings.created.index].length !== holdings.created.count) throw new HoldingRace()
@@ -324,18 +337,17 @@ const LINE_COLUMNS = [
 ] as const
 
 /**
- * Stores the response of each move sent with an Idempotency-Key. `check` throws
- * IdempotencyConflict, naming the moves, for keys that another request stored meanwhile.
+ * Stores the response of each request sent with an Idempotency-Key. `check` throws
+ * IdempotencyConflict, naming the units, for keys that another request stored meanwhile.
  */
-function idempotencyWrite(trx: Executor, batch: BatchWrites, bodies: string[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
-  const keyed = batch.moves.flatMap(({ move, index, transaction }, i) => (move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, transaction, body: bodies[i] }] : []))
+function idempotencyWrite(trx: Executor, keyed: IdempotencyRow[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
   if (keyed.length === 0) return undefined
-  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.body, k.transaction.created_at])
+  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.status, k.body, k.createdAt])
   return {
     write: {
       statement: sql`
         insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
-        select wallet_id, key, request_hash, 201, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
+        select wallet_id, key, request_hash, status_code, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
         on conflict (wallet_id, key) do nothing`,
       returning: 'wallet_id, key',
     },
@@ -351,6 +363,7 @@ const IDEMPOTENCY_COLUMNS = [
   ['wallet_id', 'bigint'],
   ['key', 'text'],
   ['request_hash', 'text'],
+  ['status_code', 'bigint'],
   ['response_body', 'text'],
   ['created_at', 'text'],
 ] as const

@@ -33,6 +33,25 @@ const SendHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
 })
 
+/** The most transfers in one batch request. */
+const MAX_BATCH_TRANSFERS = 100
+
+const BatchBody = Type.Object({
+  transfers: Type.Array(SendBody, { minItems: 1, maxItems: MAX_BATCH_TRANSFERS, description: `1-${MAX_BATCH_TRANSFERS} transfers, each the body of POST /wallet/transactions` }),
+  atomic: Type.Optional(Type.Boolean({ default: true, description: 'true: all commit or none does; false: each commits or fails alone' })),
+})
+
+const BatchResult = Type.Union([
+  Type.Object({ status: Type.Literal(201), transaction: Transaction }),
+  Type.Object({ status: Type.Integer({ minimum: 400, maximum: 499 }), error: Type.Pick(ErrorSchema, ['code', 'message', 'detail']) }),
+])
+
+/**
+ * A batch's body may be far larger than a transfer's: 100 transfers, each with up to 64 assets
+ * (and metadata). The service-wide limit (BODY_LIMIT_BYTES) still applies when it is larger.
+ */
+const BATCH_BODY_LIMIT = 2 * 1024 * 1024
+
 const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
 const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
@@ -70,6 +89,25 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     { ...wallet, schema: { tags, body: SendBody, headers: SendHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
     async (request, reply) => {
       const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      if (result.replayed) reply.header('idempotent-replayed', 'true')
+      return reply.status(result.status).send(result.body)
+    },
+  )
+
+  app.post(
+    '/wallet/transactions/batch',
+    {
+      ...wallet,
+      bodyLimit: Math.max(BATCH_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0),
+      schema: {
+        tags,
+        body: BatchBody,
+        headers: SendHeaders,
+        response: { 200: Type.Object({ results: Type.Array(BatchResult) }), 201: Type.Object({ transactions: Type.Array(Transaction) }), '4xx': ErrorSchema },
+      },
+    },
+    async (request, reply) => {
+      const result = await ledger.sendBatch(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
