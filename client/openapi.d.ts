@@ -3916,7 +3916,13 @@ export interface paths {
          */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /**
+                     * @description the holdings as they were at this instant, recomputed from the journal
+                     * @example 2026-11-21T22:25:29.123Z
+                     */
+                    as_of?: string;
+                };
                 header?: never;
                 path?: never;
                 cookie?: never;
@@ -3937,6 +3943,24 @@ export interface paths {
                             };
                             quantity: number;
                         }[];
+                    };
+                };
+                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
                     };
                 };
                 /**
@@ -4852,6 +4876,8 @@ export interface paths {
                     asset?: string;
                     before?: number;
                     direction?: "sent" | "received";
+                    /** @description `csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored) */
+                    format?: "json" | "csv";
                     kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                     limit?: number;
                     offset?: number;

@@ -18,8 +18,8 @@ import { toTransaction } from './transactions.repository.ts'
  *    after the other would: W000 (a wallet deleted), then I002 / I003 per line in (wallet, asset)
  *    order. A move that fails changes nothing; its outcome carries its error.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
- *    table (holdings, transactions, lines, the events of the event writer, idempotency keys); on
- *    PostgreSQL all in one statement.
+ *    table (holdings, transactions, lines, running balances, the events of the event writer,
+ *    idempotency keys); on PostgreSQL all in one statement.
  */
 
 export interface Move {
@@ -78,6 +78,8 @@ interface Planned {
   move: Move
   lines: Line[]
   createdAt: string
+  /** Each holding the move changes, as it stands right after it: [wallet, asset, quantity]. */
+  balances: [number, number, number][]
 }
 
 /** Adds `delta` to the value under `key`, remembering the value before (to undo a unit). */
@@ -109,13 +111,15 @@ function planMoves(units: Unit[], locked: Locked): { failed: Map<number, Map<num
         for (const step of undo.reverse()) step()
         return
       }
+      const after: [number, number, number][] = []
       for (const { walletId, line, delta } of changesOf(move)) {
         const key = holdingKey(walletId, line.asset.id)
         addTo(balances, key, delta, undo)
         addTo(deltas, key, delta, undo)
+        after.push([walletId, line.asset.id, balances.get(key) as number])
       }
       const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
-      passed.push({ index, member, move, lines, createdAt: nowIso() })
+      passed.push({ index, member, move, lines, createdAt: nowIso(), balances: after })
     }
     planned.push(...passed)
   })
@@ -163,11 +167,12 @@ export async function applyUnits(trx: Executor, units: Unit[], events: EventWrit
   const ids = locked.reserved
     ? { transactions: locked.reserved.transactions.slice(0, planned.length), events: locked.reserved.events.slice(0, eventCount) }
     : await reserveIds(trx, planned.length, eventCount)
-  const written = planned.map(({ index, member, move, lines, createdAt }, i) => ({
+  const written = planned.map(({ index, member, move, lines, createdAt, balances }, i) => ({
     index,
     member,
     move,
     lines,
+    balances,
     transaction: toTransaction(
       {
         id: ids.transactions[i],

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
@@ -62,7 +63,16 @@ const ListQuery = Type.Object({
   since: Type.Optional(Timestamp),
   until: Type.Optional(Timestamp),
   kind: Type.Optional(Kind),
+  format: Type.Optional(
+    Type.Union([Type.Literal('json'), Type.Literal('csv')], {
+      description: '`csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored)',
+    }),
+  ),
 }, { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' })
+
+const HoldingsQuery = Type.Object({
+  as_of: Type.Optional(Type.String({ ...Timestamp, description: 'the holdings as they were at this instant, recomputed from the journal' })),
+})
 
 /** The general wallet routes (wallet auth): holdings, sending, history. */
 const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> = async (app, { database, ledger }) => {
@@ -70,8 +80,8 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   const tags = ['wallet']
   const wallet = { onRequest: app.requireWalletAccess }
 
-  app.get('/wallet/assets', { ...wallet, schema: { tags, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
-    history.listHoldings(db, walletOf(request)),
+  app.get('/wallet/assets', { ...wallet, schema: { tags, querystring: HoldingsQuery, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
+    request.query.as_of === undefined ? history.listHoldings(db, walletOf(request)) : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
   )
 
   app.post(
@@ -104,6 +114,18 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   )
 
   app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
+    if (request.query.format === 'csv') {
+      const walletId = walletOf(request)
+      const rows = history.exportWalletTransactions(db, walletId, { ...request.query, metadata: history.metadataFilters(request.query) })
+      // The header row is read before anything is sent, so a bad filter is still a G002.
+      const first = await rows.next()
+      const date = new Date().toISOString().slice(0, 10)
+      return reply
+        .type('text/csv; charset=utf-8')
+        .header('content-disposition', `attachment; filename="statement-wallet-${walletId}-${date}.csv"`)
+        // A stream is sent as it is, past the JSON schema of the page (which the type insists on).
+        .send(Readable.from(prepend(first.value ?? '', rows)) as never)
+    }
     const metadata = history.metadataFilters(request.query)
     const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), { ...request.query, metadata })
     if (more && transactions.length > 0) {
@@ -117,3 +139,8 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
 }
 
 export default transactionsRoutes
+
+async function* prepend(first: string, rest: AsyncIterable<string>): AsyncGenerator<string> {
+  yield first
+  yield* rest
+}
