@@ -104,6 +104,30 @@ export async function listAttempts(db: Executor, deliveryIds: number[]) {
     .execute()
 }
 
+/**
+ * The backlog per wallet (and its webhook's origin): pending deliveries and when the oldest of them
+ * was queued, for one wallet or for all. Counted on the pending index; the oldest is the lowest id
+ * (deliveries are numbered as they are queued), whose row gives its time.
+ */
+export async function findBacklogs(db: Executor, walletId?: number): Promise<{ origin: string; wallet_id: number; pending: number; oldest: string | null }[]> {
+  let query = db
+    .selectFrom('webhook_deliveries')
+    .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
+    .select((eb) => ['webhooks.origin', 'webhook_deliveries.wallet_id', eb.fn.countAll<number | string>().as('pending'), eb.fn.min('webhook_deliveries.id').as('first')])
+    .where('webhook_deliveries.status', '=', 'pending')
+    .groupBy(['webhooks.origin', 'webhook_deliveries.wallet_id'])
+  if (walletId !== undefined) query = query.where('webhook_deliveries.wallet_id', '=', walletId)
+  const rows = await query.execute()
+  if (rows.length === 0) return []
+  const firsts = await db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'created_at'])
+    .where(anyOf(db, sql.ref('id'), rows.map((row) => Number(row.first))))
+    .execute()
+  const queuedAt = new Map(firsts.map((row) => [Number(row.id), row.created_at]))
+  return rows.map((row) => ({ origin: row.origin ?? '', wallet_id: Number(row.wallet_id), pending: Number(row.pending), oldest: queuedAt.get(Number(row.first)) ?? null }))
+}
+
 /** Makes a delivery due now (again), whatever its status; an attempt in flight is left to finish. */
 export async function requeueDelivery(db: Executor, deliveryId: number, url: string, now: string): Promise<void> {
   await db
