@@ -56,6 +56,18 @@ interface Outcome {
   error: string | null
 }
 
+/**
+ * What became of an attempt, waiting for the next round to write it: `attempted` (logged, then
+ * delivered, retried later or failed), `released` (cut off by the shutdown: logged and given back),
+ * `cancelled` (the webhook was removed before anything was sent).
+ */
+type AttemptEnd = { claim: repo.Claim } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
+/** An attempt's end, queued, with what tells its attempt that it has been written. */
+type Ended = AttemptEnd & { written: () => void }
+
+/** The pause between two rounds that follow each other (attempts ending while a round ran). */
+const ROUND_GAP_MS = 5
+
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
   return Math.round(seconds * 1000 * (0.8 + 0.4 * random))
@@ -89,6 +101,9 @@ export class DeliveryWorker {
   private ticking: Promise<void> | undefined
   private again = false
   private running = false
+  private claiming = false
+  /** Attempts that ended, waiting for the next round to write them. */
+  private readonly ended: Ended[] = []
   /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
   private readonly backoff = new Backoff()
 
@@ -155,23 +170,25 @@ export class DeliveryWorker {
   start(): void {
     if (this.running) return
     this.running = true
+    this.claiming = true
     this.timer = setInterval(() => this.wake(), this.pollMs)
     this.timer.unref()
     this.wake()
   }
 
-  /** Looks for due deliveries now (after a manual retry, or when a slot frees up). */
+  /** Runs a round now (after a manual retry, or when attempts end): writes what ended, claims what is due. */
   wake(): void {
     if (!this.running) return
     if (this.ticking) {
       this.again = true
       return
     }
-    this.ticking = this.tick().finally(() => {
+    this.ticking = this.round().finally(() => {
       this.ticking = undefined
       if (this.again) {
         this.again = false
-        setImmediate(() => this.wake())
+        // A short gap between rounds lets attempts that end together share one commit.
+        setTimeout(() => this.wake(), ROUND_GAP_MS).unref()
       }
     })
   }
@@ -183,9 +200,9 @@ export class DeliveryWorker {
    */
   async stop(graceMs = Math.min(this.config.webhookTimeoutMs / 2, 5_000)): Promise<void> {
     if (!this.running) return
-    this.running = false
+    // Rounds go on without claiming, so that what ends is still written.
+    this.claiming = false
     clearInterval(this.timer)
-    await this.ticking
     const pending = [...this.inFlight.values()].map((entry) => entry.done)
     if (pending.length > 0) {
       let timer: NodeJS.Timeout | undefined
@@ -194,20 +211,40 @@ export class DeliveryWorker {
       this.shutdown.abort(new Error('shutting down'))
       await Promise.allSettled(pending)
     }
+    this.running = false
+    await this.ticking
     await this.agent.destroy().catch(() => {})
   }
 
-  private async tick(): Promise<void> {
-    const free = this.concurrency - this.inFlight.size
-    if (free <= 0 || !this.backoff.ready()) return
-    let claims: (repo.Claim & { origin: string })[]
-    try {
-      claims = await inTransaction(this.db, (trx) => this.claim(trx, free))
-    } catch (error) {
-      if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: claiming deliveries failed; retrying with backoff')
+  /**
+   * One round, in one database transaction (so one commit, one sync of SQLite's log, however many
+   * deliveries it moves): the outcomes of the attempts that ended since the last round are written,
+   * then due deliveries are claimed for the slots free. If storage fails, the outcomes stay queued
+   * (their attempts keep their slots) and the round is tried again with backoff.
+   */
+  private async round(): Promise<void> {
+    if (!this.backoff.ready()) {
+      // Attempts that ended still wait to be written, also once the poll has stopped (shutdown).
+      if (this.ended.length > 0) setTimeout(() => this.wake(), this.pollMs).unref()
       return
     }
-    if (this.backoff.succeeded()) this.log.info('webhook worker: claiming deliveries again')
+    const ended = this.ended.splice(0)
+    const free = this.claiming ? this.concurrency - (this.inFlight.size - ended.length) : 0
+    if (ended.length === 0 && free <= 0) return
+    let claims: (repo.Claim & { origin: string })[]
+    try {
+      claims = await inTransaction(this.db, async (trx) => {
+        for (const end of ended) await this.write(trx, end)
+        return free > 0 ? this.claim(trx, free) : []
+      })
+    } catch (error) {
+      this.ended.unshift(...ended)
+      if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: writing or claiming deliveries failed; retrying with backoff')
+      if (ended.length > 0) this.again = true
+      return
+    }
+    if (this.backoff.succeeded()) this.log.info('webhook worker: writing and claiming deliveries again')
+    for (const end of ended) end.written()
     for (const claim of claims) this.launch(claim)
   }
 
@@ -217,7 +254,7 @@ export class DeliveryWorker {
    * and what its circuit allows; within an origin, `pickFairly` shares the slots among its wallets.
    */
   private async claim(trx: Transaction<DB>, free: number): Promise<(repo.Claim & { origin: string })[]> {
-    // Cleared first: `inTransaction` may run this again after a serialization failure.
+    // Made here: `inTransaction` may run the round again after a serialization failure.
     const picked = new Map<number, string>()
     await repo.lockClaims(trx)
     const now = Date.now()
@@ -258,9 +295,16 @@ export class DeliveryWorker {
         this.inFlight.delete(claim.id)
         adjust(this.walletLoad, walletId, -1)
         adjust(this.originLoad, origin, -1)
-        this.wake()
       })
     this.inFlight.set(claim.id, { walletId, origin, done })
+  }
+
+  /** Queues what became of an attempt for the next round to write, and waits until it is written. */
+  private finish(end: AttemptEnd): Promise<void> {
+    return new Promise((resolve) => {
+      this.ended.push({ ...end, written: resolve })
+      this.wake()
+    })
   }
 
   private async attempt(claim: repo.Claim & { origin: string }): Promise<void> {
@@ -268,10 +312,7 @@ export class DeliveryWorker {
     if (!work) return
     if (work.url === null || work.secret === null) {
       // The webhook was removed after the event was queued: nothing may be sent any more.
-      await inTransaction(this.db, async (trx) => {
-        await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now: nowIso() })
-      })
-      return
+      return this.finish({ claim, kind: 'cancelled' })
     }
     const url = work.url
     const attemptedAt = nowIso()
@@ -282,22 +323,19 @@ export class DeliveryWorker {
       // Another SECRETS_KEY than the one the secret was sealed with (a rotation this instance has
       // not been restarted for): nothing can be signed; the attempt fails and is retried later.
       this.log.error({ delivery: claim.id, reason: (error as Error).message }, 'webhook worker: the webhook secret cannot be opened with this SECRETS_KEY')
-      await this.record(claim, url, attemptedAt, { statusCode: null, latencyMs: 0, error: 'not sent: the webhook secret cannot be opened with this instance\'s SECRETS_KEY' })
-      return
+      return this.finish({ claim, kind: 'attempted', url, attemptedAt, outcome: { statusCode: null, latencyMs: 0, error: "not sent: the webhook secret cannot be opened with this instance's SECRETS_KEY" } })
     }
     const outcome = await this.send(url, secret, work.event_id, work.payload)
-    if (!this.shutdown.signal.aborted) this.circuits.finished(claim.origin, answered(outcome))
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
       // Cut off by the shutdown: the receiver may have seen it, so it is logged like any attempt
       // (every attempt is), and the delivery is given back, due again at once rather than after a backoff.
-      await inTransaction(this.db, async (trx) => {
-        await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome, error: INTERRUPTED })
-        await repo.releaseDelivery(trx, claim.id, claim.lease_until)
-      })
       this.attemptsTotal.inc({ outcome: 'released' })
-      return
+      return this.finish({ claim, kind: 'released', url, attemptedAt, outcome: { ...outcome, error: INTERRUPTED } })
     }
-    await this.record(claim, url, attemptedAt, outcome)
+    this.circuits.finished(claim.origin, answered(outcome))
+    const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
+    this.attemptsTotal.inc({ outcome: ok ? 'delivered' : 'failed' })
+    return this.finish({ claim, kind: 'attempted', url, attemptedAt, outcome })
   }
 
   /** One POST. Never throws: every failure becomes an Outcome with an error text for the log. */
@@ -329,34 +367,42 @@ export class DeliveryWorker {
     }
   }
 
-  private async record(claim: repo.Claim, url: string, attemptedAt: string, outcome: Outcome): Promise<void> {
+  /** Writes what became of one attempt, in the round's transaction. */
+  private async write(trx: Transaction<DB>, end: Ended): Promise<void> {
+    const { claim } = end
     const now = nowIso()
+    if (end.kind === 'cancelled') {
+      await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now })
+      return
+    }
+    const { url, attemptedAt, outcome } = end
+    await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome })
+    if (end.kind === 'released') {
+      await repo.releaseDelivery(trx, claim.id, claim.lease_until)
+      return
+    }
     const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
-    this.attemptsTotal.inc({ outcome: ok ? 'delivered' : 'failed' })
-    await inTransaction(this.db, async (trx) => {
-      await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome })
-      if (ok) {
-        await repo.settleDelivery(trx, claim, { status: 'delivered', nextAttemptAt: null, now })
-        return
+    if (ok) {
+      await repo.settleDelivery(trx, claim, { status: 'delivered', nextAttemptAt: null, now })
+      return
+    }
+    if (outcome.statusCode === 410) {
+      // The receiver says this endpoint is gone for good: remove the webhook (unless it was
+      // replaced meanwhile) and stop everything still queued for it.
+      await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
+      if (await repo.deleteWebhook(trx, claim.wallet_id, url)) {
+        await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
       }
-      if (outcome.statusCode === 410) {
-        // The receiver says this endpoint is gone for good: remove the webhook (unless it was
-        // replaced meanwhile) and stop everything still queued for it.
-        await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
-        if (await repo.deleteWebhook(trx, claim.wallet_id, url)) {
-          await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
-        }
-        return
-      }
-      const attempts = await repo.countAttempts(trx, claim.id)
-      const schedule = this.config.webhookRetrySchedule
-      if (attempts <= schedule.length) {
-        const nextAttemptAt = new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString()
-        await repo.settleDelivery(trx, claim, { status: 'pending', nextAttemptAt, now })
-      } else {
-        await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
-      }
-    })
+      return
+    }
+    const attempts = await repo.countAttempts(trx, claim.id)
+    const schedule = this.config.webhookRetrySchedule
+    if (attempts <= schedule.length) {
+      const nextAttemptAt = new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString()
+      await repo.settleDelivery(trx, claim, { status: 'pending', nextAttemptAt, now })
+    } else {
+      await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
+    }
   }
 }
 

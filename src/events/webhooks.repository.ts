@@ -9,6 +9,13 @@ import { eventPayload } from './outbox.ts'
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'cancelled'
 
+/**
+ * `'pending'` written into the statement rather than bound: SQLite uses a partial index
+ * (`webhook_deliveries_pending`, `where status = 'pending'`) only when the query's own condition
+ * says so in its text, which a parameter does not.
+ */
+const PENDING = sql.lit('pending')
+
 export async function findWebhook(db: Executor, walletId: number) {
   return db.selectFrom('webhooks').select(['url', 'secret', 'created_at']).where('wallet_id', '=', walletId).executeTakeFirst()
 }
@@ -43,7 +50,7 @@ export async function deleteWebhook(db: Executor, walletId: number, url?: string
 
 /** Points the wallet's undelivered events at its new webhook. */
 export async function retargetPendingDeliveries(db: Executor, walletId: number, url: string, now: string): Promise<void> {
-  await db.updateTable('webhook_deliveries').set({ url, updated_at: now }).where('wallet_id', '=', walletId).where('status', '=', 'pending').execute()
+  await db.updateTable('webhook_deliveries').set({ url, updated_at: now }).where('wallet_id', '=', walletId).where('status', '=', PENDING).execute()
 }
 
 /** Cancels every pending delivery of the wallet (except `exceptId`); in-flight ones keep their lease but cannot succeed it. */
@@ -52,7 +59,7 @@ export async function cancelPendingDeliveries(db: Executor, walletId: number, no
     .updateTable('webhook_deliveries')
     .set({ status: 'cancelled', next_attempt_at: null, last_error: reason, updated_at: now })
     .where('wallet_id', '=', walletId)
-    .where('status', '=', 'pending')
+    .where('status', '=', PENDING)
   if (exceptId !== undefined) query = query.where('id', '<>', exceptId)
   await query.execute()
 }
@@ -114,7 +121,7 @@ export async function findBacklogs(db: Executor, walletId?: number): Promise<{ o
     .selectFrom('webhook_deliveries')
     .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
     .select((eb) => ['webhooks.origin', 'webhook_deliveries.wallet_id', eb.fn.countAll<number | string>().as('pending'), eb.fn.min('webhook_deliveries.id').as('first')])
-    .where('webhook_deliveries.status', '=', 'pending')
+    .where('webhook_deliveries.status', '=', PENDING)
     .groupBy(['webhooks.origin', 'webhook_deliveries.wallet_id'])
   if (walletId !== undefined) query = query.where('webhook_deliveries.wallet_id', '=', walletId)
   const rows = await query.execute()
@@ -194,7 +201,7 @@ export async function findDueDeliveries(db: Executor, query: { origin: string; n
       .selectFrom('webhook_deliveries')
       .select(['id', 'wallet_id', 'next_attempt_at'])
       .where('wallet_id', '=', walletId)
-      .where('status', '=', 'pending')
+      .where('status', '=', PENDING)
       .where('next_attempt_at', '<=', query.now)
       .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', query.now)]))
       .orderBy('next_attempt_at')
