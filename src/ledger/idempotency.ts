@@ -3,14 +3,15 @@ import type { Executor } from '../db/database.ts'
 import { isUniqueViolation } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findIdempotencyKey } from './idempotency.repository.ts'
-import { IdempotencyConflict, type Transaction } from './ledger.types.ts'
+import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
- * Idempotency-Keys of POST /wallet/transactions: a repeat of a request answers with the first
- * response and moves nothing.
+ * Idempotency-Keys of POST /wallet/transactions and POST /wallet/transactions/batch (one key space
+ * per wallet): a repeat of a request answers with the first response and moves nothing.
  *
  * - The first request's response is stored with its transfer, in the same database transaction
- *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed.
+ *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed (a batch's
+ *   when at least one of its transfers did).
  * - A repeat finds it (`replay`): the same request is answered with the stored response and the
  *   `Idempotent-Replayed` header; a different request under the same key is G003.
  * - While the first request still runs in this process, a repeat is G004.
@@ -23,13 +24,17 @@ export interface SendRequest {
   type?: 0 | 1 | 2
   memo?: string
   assets: Record<string, number>
+  metadata?: Metadata
 }
 
-export interface SendResult {
+/** A response of a request sent with an Idempotency-Key: the first one, or its replay. */
+export interface Answer<T> {
   status: number
-  body: Transaction
+  body: T
   replayed: boolean
 }
+
+export type SendResult = Answer<Transaction>
 
 /** What the transfer stores with its key: the key and the request's fingerprint. */
 export interface IdempotencyRecord {
@@ -43,7 +48,7 @@ export interface IdempotencyRecord {
  * them), a missing memo is the empty one, a wallet id may be a string or a number, and asset
  * names are case-insensitive (quantities of one asset named twice add up, as the transfer does).
  */
-function fingerprint(request: SendRequest): string {
+function canonicalTransfer(request: SendRequest): unknown[] {
   const type = request.type ?? 0
   const assets = new Map<string, number>()
   for (const [name, quantity] of Object.entries(request.assets)) {
@@ -51,15 +56,37 @@ function fingerprint(request: SendRequest): string {
     assets.set(key, (assets.get(key) ?? 0) + quantity)
   }
   const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  const canonical = JSON.stringify([type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines])
-  return crypto.createHash('sha256').update(canonical).digest('hex')
+  const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]
+  // No metadata and `{}` alike add nothing, so keys stored before metadata existed still match.
+  const metadata = canonicalMetadata(request.metadata)
+  if (metadata.length > 0) fields.push(metadata)
+  return fields
 }
 
-async function replay(db: Executor, walletId: number, key: string, requestHash: string): Promise<SendResult | undefined> {
+/** Metadata written one way for a fingerprint: its entries by key. */
+function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
+  return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
+function hash(canonical: unknown[]): string {
+  return crypto.createHash('sha256').update(JSON.stringify(canonical)).digest('hex')
+}
+
+/** The fingerprint of a transfer (`canonicalTransfer`). */
+function fingerprintTransfer(request: SendRequest): string {
+  return hash(canonicalTransfer(request))
+}
+
+/** The fingerprint of a batch: its transfers in order, and whether it is atomic; never a transfer's. */
+export function fingerprintBatch(transfers: SendRequest[], atomic: boolean): string {
+  return hash(['batch', atomic, transfers.map(canonicalTransfer)])
+}
+
+async function replay<T>(db: Executor, walletId: number, key: string, requestHash: string): Promise<Answer<T> | undefined> {
   const stored = await findIdempotencyKey(db, walletId, key)
   if (!stored) return undefined
   if (stored.request_hash !== requestHash) throw new AppError('G003', 'this Idempotency-Key was used for a different request')
-  return { status: stored.status_code, body: JSON.parse(stored.response_body) as Transaction, replayed: true }
+  return { status: stored.status_code, body: JSON.parse(stored.response_body) as T, replayed: true }
 }
 
 export class Idempotency {
@@ -76,20 +103,27 @@ export class Idempotency {
    * the stored response (throws G003, G004 as above) and otherwise runs it with the record to
    * store. Answers 201 with the transfer's Transaction.
    */
-  async once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
-    if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
-    const requestHash = fingerprint(request)
-    const previous = await replay(this.#db, walletId, key, requestHash)
+  once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+    return this.answerOnce(walletId, key, fingerprintTransfer(request), async (record) => ({ status: 201, body: await transfer(record) }))
+  }
+
+  /**
+   * Runs `work` once per key, as `once`, for any request: `requestHash` tells a retry from a
+   * different request, and `work` answers the response, which it stores with its writes.
+   */
+  async answerOnce<T>(walletId: number, key: string | undefined, requestHash: string, work: (record?: IdempotencyRecord) => Promise<{ status: number; body: T }>): Promise<Answer<T>> {
+    if (key === undefined) return { ...(await work()), replayed: false }
+    const previous = await replay<T>(this.#db, walletId, key, requestHash)
     if (previous) return previous
     const flightKey = `${walletId}:${key}`
     if (this.#inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
     this.#inFlight.add(flightKey)
     try {
-      return { status: 201, body: await transfer({ key, requestHash }), replayed: false }
+      return { ...(await work({ key, requestHash })), replayed: false }
     } catch (error) {
       // Another instance committed the same key first: answer with its result.
       if (error instanceof IdempotencyConflict || isUniqueViolation(error)) {
-        const stored = await replay(this.#db, walletId, key, requestHash)
+        const stored = await replay<T>(this.#db, walletId, key, requestHash)
         if (stored) return stored
       }
       throw error
