@@ -133,7 +133,7 @@ async function transferAtOnce(t: TestApp, payer: TestUser, payees: TestUser[], a
   await inTransaction(t.database.db, async (trx) => {
     for (let i = 0; i < count; i++) {
       for (const payee of payees) {
-        await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '' }, outbox)
+        await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '', kind: 'transfer' }, outbox)
       }
     }
   })

@@ -15,7 +15,7 @@ export const WebhookCreated = Type.Object({
   secret: Type.String({ description: 'Standard Webhooks signing secret (`whsec_` + base64); shown only here' }),
 })
 
-export const Backlog = Type.Object(
+const Backlog = Type.Object(
   {
     pending: Type.Integer({ minimum: 0, description: 'deliveries waiting for their first attempt or a retry' }),
     oldest_pending_at: Type.Union([Timestamp, Type.Null()], { description: 'when the oldest pending delivery was queued; null when none is' }),

@@ -80,7 +80,7 @@ interface Circuit {
   probing: boolean
 }
 
-export const CIRCUIT_DEFAULTS = { failureThreshold: 5, openMs: 5_000, maxOpenMs: 300_000 }
+const CIRCUIT_DEFAULTS = { failureThreshold: 5, openMs: 5_000, maxOpenMs: 300_000 }
 
 /**
  * One circuit breaker per origin, in this instance. Closed: attempts flow, up to the origin's limit.
