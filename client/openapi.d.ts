@@ -6005,6 +6005,15 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the webhook's backlog, as the service sees it now */
+                            backlog?: {
+                                /** @description how long ago that was; 0 when nothing is pending */
+                                oldest_pending_age_seconds: number;
+                                /** @description when the oldest pending delivery was queued; null when none is */
+                                oldest_pending_at: string | null;
+                                /** @description deliveries waiting for their first attempt or a retry */
+                                pending: number;
+                            };
                             /**
                              * Format: date-time
                              * @example 2026-11-21T22:25:29.123Z
