@@ -3912,7 +3912,7 @@ export interface paths {
         };
         /**
          * What the wallet holds
-         * @description Every asset the wallet holds more than zero of, by asset name (case-insensitively).
+         * @description Every asset the wallet holds more than zero of, by asset name (case-insensitively). With `as_of` (a timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; `[]` before the wallet's first transaction).
          */
         get: {
             parameters: {
@@ -4867,7 +4867,7 @@ export interface paths {
         };
         /**
          * The wallet's history
-         * @description Transactions sent or received by the wallet, newest first, filtered by asset, direction and time. The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id.
+         * @description Transactions sent or received by the wallet, newest first, filtered by asset, direction and time. The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id. With `format=csv`, every matching transaction as a streamed `text/csv` statement (paging ignored).
          */
         get: {
             parameters: {

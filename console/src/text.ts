@@ -1,4 +1,4 @@
-import { CofferError, type ErrorCode } from './api.ts'
+import { CofferError, type ErrorCode, type Transaction } from './api.ts'
 
 /**
  * Every error the service can answer, in words a person understands. Typed by the client's error
@@ -40,6 +40,19 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   I004: 'An asset with that name already exists.',
   I005: 'This asset cannot be deleted while any wallet holds some of it. Burn it from every wallet first, then delete it.',
 }
+
+/** The kinds of transaction, as a person reads them. */
+export const KIND_TEXT: Record<Transaction['kind'], string> = {
+  transfer: 'Transfer',
+  issuance: 'Issuance',
+  burn: 'Burn',
+  sweep: 'Deleted wallet swept',
+  capture: 'Capture',
+  reversal: 'Reversal',
+}
+
+/** A filter's choice of kind: every kind, or one. */
+export const KIND_OPTIONS: [string, string][] = [['', 'Every kind'], ...Object.entries(KIND_TEXT)]
 
 export interface ShownError {
   text: string
