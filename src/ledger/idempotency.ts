@@ -32,10 +32,11 @@ export interface SendResult {
   replayed: boolean
 }
 
-/** What the transfer stores with its key: the key and the request's fingerprint. */
+/** What the transfer stores with its key: the key, the request's fingerprint and whose keys it is among. */
 export interface IdempotencyRecord {
   key: string
   requestHash: string
+  walletId: number
 }
 
 /**
@@ -46,12 +47,7 @@ export interface IdempotencyRecord {
  */
 function fingerprint(request: SendRequest): string {
   const type = request.type ?? 0
-  const assets = new Map<string, number>()
-  for (const [name, quantity] of Object.entries(request.assets)) {
-    const key = name.toLowerCase()
-    assets.set(key, (assets.get(key) ?? 0) + quantity)
-  }
-  const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  const lines = canonicalAssets(request.assets)
   const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]
   // No metadata and `{}` alike add nothing, so keys stored before metadata existed still match.
   const metadata = canonicalMetadata(request.metadata)
@@ -59,13 +55,26 @@ function fingerprint(request: SendRequest): string {
   return hashRequest(fields)
 }
 
+/**
+ * Asset quantities written one way for a fingerprint: names lower-cased (they are
+ * case-insensitive), quantities of one asset named twice added up, as the move does, by name.
+ */
+export function canonicalAssets(requested: Record<string, number>): [string, number][] {
+  const assets = new Map<string, number>()
+  for (const [name, quantity] of Object.entries(requested)) {
+    const key = name.toLowerCase()
+    assets.set(key, (assets.get(key) ?? 0) + quantity)
+  }
+  return [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
 /** Metadata written one way for a fingerprint: its entries by key. */
-function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
+export function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
   return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
 /** The fingerprint of a request written one way (`fields`, as JSON). */
-function hashRequest(fields: unknown): string {
+export function hashRequest(fields: unknown): string {
   return crypto.createHash('sha256').update(JSON.stringify(fields)).digest('hex')
 }
 
@@ -90,16 +99,23 @@ export class Idempotency {
    * the stored response (throws G003, G004 as above) and otherwise runs it with the record to
    * store. Answers 201 with the transfer's Transaction.
    */
-  async once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+  once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+    return this.onceFor(walletId, key, key === undefined ? '' : fingerprint(request), transfer)
+  }
+
+  /**
+   * `once` for any request that moves assets, given its fingerprint (`hashRequest` of its fields
+   * written one way, starting with what it is, so that requests of two routes never match).
+   */
+  async onceFor(walletId: number, key: string | undefined, requestHash: string, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
     if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
-    const requestHash = fingerprint(request)
     const previous = await replay(this.#db, walletId, key, requestHash)
     if (previous) return previous
     const flightKey = `${walletId}:${key}`
     if (this.#inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
     this.#inFlight.add(flightKey)
     try {
-      return { status: 201, body: await transfer({ key, requestHash }), replayed: false }
+      return { status: 201, body: await transfer({ key, requestHash, walletId }), replayed: false }
     } catch (error) {
       // Another instance committed the same key first: answer with its result.
       if (error instanceof IdempotencyConflict || isUniqueViolation(error)) {

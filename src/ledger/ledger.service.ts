@@ -5,10 +5,12 @@ import type { SendRequest, SendResult } from './idempotency.ts'
 import { burnAsset, issueAsset } from './issuance.service.ts'
 import type { EventWriter, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
+import { ReversalsService, type ReversalRequest } from './reversals.service.ts'
 import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
 export type { SendRequest, SendResult } from './idempotency.ts'
+export type { ReversalRequest } from './reversals.service.ts'
 
 /**
  * The ledger as one part, built once per app (`buildApp`) or per CLI run from its storage, its
@@ -27,6 +29,10 @@ export interface Ledger {
    * holding of `to` would overflow.
    */
   sweep(trx: Executor, from: number, to: number, memo: string): Promise<Transaction | undefined>
+  /** POST /wallet/transactions/{id}/refund (`reversals.service.ts`). */
+  refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
+  /** POST /transactions/{id}/reversal (`reversals.service.ts`). */
+  reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
 }
@@ -52,6 +58,7 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
   const transfers = new TransfersService(db, committer)
+  const reversals = new ReversalsService(db, events)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
     issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
@@ -60,6 +67,8 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
       const lines = await listHoldings(trx, from)
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
+    refund: (walletId, transactionId, request, idempotencyKey) => reversals.refund(walletId, transactionId, request, idempotencyKey),
+    reverse: (transactionId, request, idempotencyKey) => reversals.reverse(transactionId, request, idempotencyKey),
     close: () => committer.close(),
   }
 }

@@ -2,7 +2,7 @@ import type { Executor } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction, type TransactionKind } from './ledger.types.ts'
-import { holdingKey, lockMoves, reserveIds, writeMoves, type BatchWrites, type Locked } from './moves.repository.ts'
+import { findReversible, holdingKey, lockMoves, reserveIds, writeMoves, type BatchWrites, type Locked, type Reversible } from './moves.repository.ts'
 import { toTransaction } from './transactions.repository.ts'
 
 /**
@@ -15,8 +15,9 @@ import { toTransaction } from './transactions.repository.ts'
  * 1. lock (`moves.repository.ts` lockMoves): every wallet and holding the batch touches, read and
  *    locked in id order; on PostgreSQL with the wallets' turns and the ids of the new rows.
  * 2. check (here): each move in order against those balances in memory, exactly as one transfer
- *    after the other would: W000 (a wallet deleted), then I002 / I003 per line in (wallet, asset)
- *    order. A move that fails changes nothing; its outcome carries its error.
+ *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
+ *    reversal, or less than asked is left of it: `findReversible`), then I002 / I003 per line in
+ *    (wallet, asset) order. A move that fails changes nothing; its outcome carries its error.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
  *    table (holdings, transactions, lines, the events of the event writer, idempotency keys); on
  *    PostgreSQL all in one statement.
@@ -36,7 +37,7 @@ export interface Move {
   /** A capture's hold. */
   holdId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
-  idempotency?: { key: string; requestHash: string }
+  idempotency?: { key: string; requestHash: string; walletId?: number }
 }
 
 export type Outcome = { ok: true; transaction: Transaction } | { ok: false; error: unknown }
@@ -53,17 +54,20 @@ interface Planned {
  * balances as the move would. Returns the error of each failing move by index, the moves that
  * pass, and the net change of every holding they touch.
  */
-function planMoves(moves: Move[], locked: Locked): { failed: Map<number, AppError>; planned: Planned[]; deltas: Map<string, number> } {
+function planMoves(moves: Move[], locked: Locked, reversible: Map<number, Reversible>): { failed: Map<number, AppError>; planned: Planned[]; deltas: Map<string, number> } {
   const balances = new Map(locked.holdings)
   const failed = new Map<number, AppError>()
   const planned: Planned[] = []
   const deltas = new Map<string, number>()
   moves.forEach((move, index) => {
-    const error = checkMove(move, locked, balances)
+    const error = checkMove(move, locked, balances, reversible)
     if (error) {
       failed.set(index, error)
       return
     }
+    // What this reversal takes back is no longer left for the next.
+    const left = move.reverses === undefined ? undefined : reversible.get(move.reverses)?.left
+    for (const line of left ? move.lines : []) left?.set(line.asset.id, (left.get(line.asset.id) ?? 0) - line.quantity)
     for (const { walletId, line, delta } of changesOf(move)) {
       const key = holdingKey(walletId, line.asset.id)
       balances.set(key, (balances.get(key) ?? 0) + delta)
@@ -85,9 +89,17 @@ function changesOf(move: Move) {
     .sort((a, b) => a.walletId - b.walletId || a.line.asset.id - b.line.asset.id)
 }
 
-function checkMove(move: Move, locked: Locked, balances: Map<string, number>): AppError | undefined {
+function checkMove(move: Move, locked: Locked, balances: Map<string, number>, reversible: Map<number, Reversible>): AppError | undefined {
   for (const walletId of [move.from, move.to]) {
     if (!locked.wallets.get(walletId)?.live) return new AppError('W000', `wallet ${walletId} has been deleted`)
+  }
+  if (move.reverses !== undefined) {
+    const original = reversible.get(move.reverses)
+    if (!original?.reversible) return new AppError('T001', `transaction ${move.reverses} is a reversal, which cannot be reversed`)
+    for (const line of move.lines) {
+      const left = original.left.get(line.asset.id) ?? 0
+      if (line.quantity > left) return new AppError('T001', `${left} of ${line.asset.name} is left to reverse of transaction ${move.reverses}, ${line.quantity} requested`)
+    }
   }
   for (const { walletId, line, delta } of changesOf(move)) {
     const held = balances.get(holdingKey(walletId, line.asset.id)) ?? 0
@@ -107,7 +119,10 @@ function checkMove(move: Move, locked: Locked, balances: Map<string, number>): A
  */
 export async function applyMoves(trx: Executor, moves: Move[], events: EventWriter): Promise<Outcome[]> {
   const locked = await lockMoves(trx, moves, events)
-  const { failed, planned, deltas } = planMoves(moves, locked)
+  // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
+  const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
+  const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
+  const { failed, planned, deltas } = planMoves(moves, locked, reversible)
   const outcomes: Outcome[] = moves.map((_, index) => ({ ok: false, error: failed.get(index) }))
   if (planned.length === 0) return outcomes
 

@@ -40,7 +40,7 @@ async function resolveRecipient(db: Executor, recipient: string | number, type: 
 }
 
 /** Resolves asset names to live assets. Throws I001 naming the first unknown one, I003 when one asset's quantities add up past the limit. */
-async function resolveLines(db: Executor, requested: Record<string, number>): Promise<Line[]> {
+export async function resolveLines(db: Executor, requested: Record<string, number>): Promise<Line[]> {
   const names = Object.keys(requested)
   const found = await Promise.all(names.map((name) => findAssetByName(db, name)))
   const lines = new Map<number, Line>()
