@@ -105,6 +105,16 @@ export interface TransactionAssetsTable {
   quantity: number
 }
 
+/** A holding as it stood right after each move that changed it (migration 0010): balances in time. */
+export interface RunningBalancesTable {
+  wallet_id: number
+  asset_id: number
+  /** The transaction's time. */
+  created_at: string
+  transaction_id: number
+  quantity: number
+}
+
 export interface IdempotencyKeysTable {
   wallet_id: number
   key: string
@@ -183,6 +193,7 @@ export interface DB {
   transactions: TransactionsTable
   transaction_assets: TransactionAssetsTable
   transaction_metadata: TransactionMetadataTable
+  running_balances: RunningBalancesTable
   idempotency_keys: IdempotencyKeysTable
   webhooks: WebhooksTable
   events: EventsTable

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
-import { IdParams, IdString, parseId, responses } from '../http/schemas.ts'
+import { Id, IdParams, IdString, parseId, responses } from '../http/schemas.ts'
 import * as assets from './assets.service.ts'
 import { Asset, AssetName, AssetValue, IdempotencyHeaders, Metadata, Quantity, ReversalBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
@@ -11,6 +11,19 @@ export interface AssetsRoutesOptions {
   database: Database
   ledger: Ledger
 }
+
+/** The most wallets one issuance request reaches. */
+const MAX_ISSUANCE_ENTRIES = 1000
+
+const IssuanceBody = Type.Object({
+  asset_id: Id,
+  entries: Type.Array(Type.Object({ wallet_id: Id, quantity: Quantity }), { minItems: 1, maxItems: MAX_ISSUANCE_ENTRIES, description: `1-${MAX_ISSUANCE_ENTRIES} wallets and the quantity each receives` }),
+  memo: Type.Optional(Type.String({ maxLength: 64, description: 'every transaction\'s memo; "issue" when none' })),
+  metadata: Type.Optional(Metadata),
+})
+
+/** 1,000 entries of a wallet id and a quantity (about 60 bytes each). */
+const ISSUANCE_BODY_LIMIT = 256 * 1024
 
 /** Asset management and issuance: the admin routes (admin key), and the asset list any caller may read. */
 const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app, { database, ledger }) => {
@@ -54,6 +67,15 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       const result = await ledger.reverse(parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
+    },
+  )
+
+  app.post(
+    '/issuances',
+    { ...admin, bodyLimit: Math.max(ISSUANCE_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0), schema: { tags, body: IssuanceBody, response: responses(201, Type.Object({ transactions: Type.Array(Transaction) })) } },
+    async (request, reply) => {
+      const transactions = await ledger.issueToMany(request.body)
+      return reply.status(201).send({ transactions })
     },
   )
 

@@ -3,6 +3,7 @@ import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
 import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
 import type { TransactionKind } from './ledger.types.ts'
+import { statementHeader, statementRows } from './statement-csv.ts'
 import * as transactions from './transactions.repository.ts'
 
 /** What a wallet holds and its history: the ledger's reads. */
@@ -10,6 +11,15 @@ import * as transactions from './transactions.repository.ts'
 /** GET /wallet/assets: the wallet's holdings above zero, by asset name. */
 export function listHoldings(db: Executor, walletId: number) {
   return assets.listHoldings(db, walletId)
+}
+
+/**
+ * GET /wallet/assets?as_of=…: the wallet's holdings above zero as they stood at that instant, by
+ * asset name, nothing held (`held` 0); `[]` before the wallet's first transaction. G002 when
+ * `asOf` names no instant.
+ */
+export function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
+  return assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string)
 }
 
 export interface ListQuery {
@@ -61,6 +71,30 @@ export async function listWalletTransactions(db: Db, walletId: number, query: Li
   const filter = await journalFilter(db, query)
   if (!filter) return { transactions: [], more: false }
   return transactions.listTransactions(db, { ...filter, walletId, direction: query.direction })
+}
+
+/** How many transactions a statement reads at a time: what it holds in memory at once. */
+const STATEMENT_CHUNK = 200
+
+/**
+ * GET /wallet/transactions?format=csv: the statement, as CSV text in pieces (the header, then the
+ * rows of each chunk of transactions), newest first, every transaction the filters choose (paging
+ * parameters are ignored). Reads in keyset chunks of `chunk` through the query of a history page,
+ * each a read of committed rows: a transaction committed after the export began has a larger id
+ * than its first chunk (a wallet's ids grow in commit order) and is never half included. G002
+ * for a filter that names no instant.
+ */
+export async function* exportWalletTransactions(db: Db, walletId: number, query: ListQuery, chunk = STATEMENT_CHUNK): AsyncGenerator<string> {
+  const filter = await journalFilter(db, { ...query, limit: chunk, offset: 0, before: undefined, after: undefined })
+  yield statementHeader()
+  if (!filter) return
+  let before: number | undefined
+  for (;;) {
+    const { transactions: page, more } = await transactions.listTransactions(db, { ...filter, before, walletId, direction: query.direction })
+    yield page.map((transaction) => statementRows(transaction, walletId, filter.assetId)).join('')
+    if (!more || page.length === 0) return
+    before = page[page.length - 1].id
+  }
 }
 
 /**

@@ -6,11 +6,13 @@ import { findIdempotencyKey } from './idempotency.repository.ts'
 import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
- * Idempotency-Keys of POST /wallet/transactions: a repeat of a request answers with the first
- * response and moves nothing.
+ * Idempotency-Keys of POST /wallet/transactions, POST /wallet/transactions/batch and refunds (one
+ * key space per wallet; the operator's reversals use mint's): a repeat of a request answers with
+ * the first response and moves nothing.
  *
  * - The first request's response is stored with its transfer, in the same database transaction
- *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed.
+ *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed (a batch's
+ *   when at least one of its transfers did).
  * - A repeat finds it (`replay`): the same request is answered with the stored response and the
  *   `Idempotent-Replayed` header; a different request under the same key is G003.
  * - While the first request still runs in this process, a repeat is G004.
@@ -26,17 +28,21 @@ export interface SendRequest {
   metadata?: Metadata
 }
 
-export interface SendResult {
+/** A response of a request sent with an Idempotency-Key: the first one, or its replay. */
+export interface Answer<T> {
   status: number
-  body: Transaction
+  body: T
   replayed: boolean
 }
+
+export type SendResult = Answer<Transaction>
 
 /** What the transfer stores with its key: the key, the request's fingerprint and whose keys it is among. */
 export interface IdempotencyRecord {
   key: string
   requestHash: string
-  walletId: number
+  /** Whose keys it is among, when not the sending wallet's (the operator's reversals: mint's). */
+  walletId?: number
 }
 
 /**
@@ -45,14 +51,14 @@ export interface IdempotencyRecord {
  * them), a missing memo is the empty one, a wallet id may be a string or a number, and asset
  * names are case-insensitive (quantities of one asset named twice add up, as the transfer does).
  */
-function fingerprint(request: SendRequest): string {
+function canonicalTransfer(request: SendRequest): unknown[] {
   const type = request.type ?? 0
   const lines = canonicalAssets(request.assets)
   const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]
   // No metadata and `{}` alike add nothing, so keys stored before metadata existed still match.
   const metadata = canonicalMetadata(request.metadata)
   if (metadata.length > 0) fields.push(metadata)
-  return hashRequest(fields)
+  return fields
 }
 
 /**
@@ -73,16 +79,29 @@ export function canonicalMetadata(metadata: Metadata | undefined): [string, stri
   return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
-/** The fingerprint of a request written one way (`fields`, as JSON). */
-export function hashRequest(fields: unknown): string {
-  return crypto.createHash('sha256').update(JSON.stringify(fields)).digest('hex')
+/**
+ * The fingerprint of a request's fields written one way; the fields start with what the request
+ * is (a batch, a refund…), so that requests of two routes never match.
+ */
+export function hashRequest(canonical: unknown[]): string {
+  return crypto.createHash('sha256').update(JSON.stringify(canonical)).digest('hex')
 }
 
-async function replay(db: Executor, walletId: number, key: string, requestHash: string): Promise<SendResult | undefined> {
+/** The fingerprint of a transfer (`canonicalTransfer`). */
+function fingerprintTransfer(request: SendRequest): string {
+  return hashRequest(canonicalTransfer(request))
+}
+
+/** The fingerprint of a batch: its transfers in order, and whether it is atomic; never a transfer's. */
+export function fingerprintBatch(transfers: SendRequest[], atomic: boolean): string {
+  return hashRequest(['batch', atomic, transfers.map(canonicalTransfer)])
+}
+
+async function replay<T>(db: Executor, walletId: number, key: string, requestHash: string): Promise<Answer<T> | undefined> {
   const stored = await findIdempotencyKey(db, walletId, key)
   if (!stored) return undefined
   if (stored.request_hash !== requestHash) throw new AppError('G003', 'this Idempotency-Key was used for a different request')
-  return { status: stored.status_code, body: JSON.parse(stored.response_body) as Transaction, replayed: true }
+  return { status: stored.status_code, body: JSON.parse(stored.response_body) as T, replayed: true }
 }
 
 export class Idempotency {
@@ -100,26 +119,26 @@ export class Idempotency {
    * store. Answers 201 with the transfer's Transaction.
    */
   once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
-    return this.onceFor(walletId, key, key === undefined ? '' : fingerprint(request), transfer)
+    return this.answerOnce(walletId, key, fingerprintTransfer(request), async (record) => ({ status: 201, body: await transfer(record) }))
   }
 
   /**
-   * `once` for any request that moves assets, given its fingerprint (`hashRequest` of its fields
-   * written one way, starting with what it is, so that requests of two routes never match).
+   * Runs `work` once per key, as `once`, for any request: `requestHash` tells a retry from a
+   * different request, and `work` answers the response, which it stores with its writes.
    */
-  async onceFor(walletId: number, key: string | undefined, requestHash: string, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
-    if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
-    const previous = await replay(this.#db, walletId, key, requestHash)
+  async answerOnce<T>(walletId: number, key: string | undefined, requestHash: string, work: (record?: IdempotencyRecord) => Promise<{ status: number; body: T }>): Promise<Answer<T>> {
+    if (key === undefined) return { ...(await work()), replayed: false }
+    const previous = await replay<T>(this.#db, walletId, key, requestHash)
     if (previous) return previous
     const flightKey = `${walletId}:${key}`
     if (this.#inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
     this.#inFlight.add(flightKey)
     try {
-      return { status: 201, body: await transfer({ key, requestHash, walletId }), replayed: false }
+      return { ...(await work({ key, requestHash, walletId })), replayed: false }
     } catch (error) {
       // Another instance committed the same key first: answer with its result.
       if (error instanceof IdempotencyConflict || isUniqueViolation(error)) {
-        const stored = await replay(this.#db, walletId, key, requestHash)
+        const stored = await replay<T>(this.#db, walletId, key, requestHash)
         if (stored) return stored
       }
       throw error

@@ -1,10 +1,11 @@
 import type { Db, Executor } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { findLiveWalletById } from '../wallets/wallets.service.ts'
+import { findLiveWalletById, findLiveWalletIds } from '../wallets/wallets.service.ts'
 import * as assets from './assets.repository.ts'
+import { itemError } from './batches.service.ts'
 import { MINT_WALLET_ID, type EventWriter, type Metadata, type Transaction } from './ledger.types.ts'
-import { moveAssets } from './moves.ts'
+import { applyUnits, committed, firstFailure, moveAssets, type Move } from './moves.ts'
 
 /** A live user wallet for the admin routes; W002 otherwise (unknown, deleted, or mint). */
 async function adminWallet(db: Executor, walletId: number) {
@@ -30,6 +31,38 @@ export async function issueAsset(db: Db, events: EventWriter, walletId: number, 
     await assets.holdAsset(trx, assetId)
     const asset = await adminAsset(trx, assetId)
     return moveAssets(trx, { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue', kind: 'issuance', metadata }, events)
+  })
+}
+
+export interface IssuanceRequest {
+  asset_id: number
+  entries: { wallet_id: number; quantity: number }[]
+  memo?: string
+  metadata?: Metadata
+}
+
+/**
+ * POST /issuances: new units of one asset from mint into many wallets, all or nothing: one
+ * Transaction per entry, in the entries' order, in one database transaction (the entries as one
+ * atomic unit of moves, `moves.ts`). Throws W002 (`entries[i]: ` for the first entry whose wallet
+ * is unknown, deleted or mint; no prefix for an unknown asset, which no entry causes), then I003
+ * (`entries[i]: ` for the first entry that would push a holding past 2^53-1).
+ */
+export async function issueToMany(db: Db, events: EventWriter, request: IssuanceRequest): Promise<Transaction[]> {
+  const live = await findLiveWalletIds(db, request.entries.map((entry) => entry.wallet_id))
+  request.entries.forEach((entry, index) => {
+    if (!live.has(entry.wallet_id)) throw itemError('entries', index, new AppError('W002', `no wallet ${entry.wallet_id}`))
+  })
+  return inTransaction(db, async (trx) => {
+    await assets.holdAsset(trx, request.asset_id)
+    const asset = await adminAsset(trx, request.asset_id)
+    const memo = request.memo ?? 'issue'
+    const moves = request.entries.map((entry): Move => ({ from: MINT_WALLET_ID, to: entry.wallet_id, lines: [{ asset, quantity: entry.quantity }], memo, kind: 'issuance', metadata: request.metadata }))
+    const [outcomes] = await applyUnits(trx, [{ moves, atomic: true }], events)
+    const failure = firstFailure(outcomes)
+    // A wallet deleted since it was looked up is W000 to the ledger, W002 on an admin route.
+    if (failure) throw itemError('entries', failure.index, failure.error instanceof AppError && failure.error.code === 'W000' ? new AppError('W002', failure.error.detail) : failure.error)
+    return committed(outcomes)
   })
 }
 

@@ -1,8 +1,9 @@
 import type { Database, Executor } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
+import { BatchesService, type BatchBody, type BatchRequest } from './batches.service.ts'
 import { GroupCommitter } from './group-committer.ts'
-import type { SendRequest, SendResult } from './idempotency.ts'
-import { burnAsset, issueAsset } from './issuance.service.ts'
+import { Idempotency, type Answer, type SendRequest, type SendResult } from './idempotency.ts'
+import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
 import type { EventWriter, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
 import { ReversalsService, type ReversalRequest } from './reversals.service.ts'
@@ -10,6 +11,8 @@ import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
 export type { SendRequest, SendResult } from './idempotency.ts'
+export type { BatchBody, BatchRequest } from './batches.service.ts'
+export type { IssuanceRequest } from './issuance.service.ts'
 export type { ReversalRequest } from './reversals.service.ts'
 
 /**
@@ -19,8 +22,12 @@ export type { ReversalRequest } from './reversals.service.ts'
 export interface Ledger {
   /** POST /wallet/transactions (`transfers.service.ts`). */
   send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult>
+  /** POST /wallet/transactions/batch (`batches.service.ts`). */
+  sendBatch(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>>
   /** POST /wallets/{id}/assets (`issuance.service.ts`). */
   issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction>
+  /** POST /issuances and `coffer issue --csv` (`issuance.service.ts`). */
+  issueToMany(request: IssuanceRequest): Promise<Transaction[]>
   /** DELETE /wallets/{id}/assets/{assetId} (`issuance.service.ts`). */
   burn(walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined>
   /**
@@ -57,11 +64,16 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
-  const transfers = new TransfersService(db, committer)
-  const reversals = new ReversalsService(db, events)
+  // One key space per wallet for transfers, batches and refunds, and one set of keys in flight (G004).
+  const idempotency = new Idempotency(db)
+  const transfers = new TransfersService(db, committer, idempotency)
+  const batches = new BatchesService(db, committer, idempotency)
+  const reversals = new ReversalsService(db, events, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
+    sendBatch: (walletId, request, idempotencyKey) => batches.send(walletId, request, idempotencyKey),
     issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
+    issueToMany: (request) => issueToMany(db, events, request),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
     async sweep(trx, from, to, memo) {
       const lines = await listHoldings(trx, from)

@@ -34,13 +34,16 @@ import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, typ
  *     w1 as (insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
  *       select … from unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[]) as r(…)),
  *     w2 as (insert into transaction_assets (transaction_id, asset_id, quantity) select … from unnest(…) as r(…)),
- *     w3 as (insert into events (id, event_id, wallet_id, type, transaction_id, created_at) select … from unnest(…) as r(…)),
- *     w4 as (insert into webhook_deliveries (…) select … from unnest(…) as r(…) join webhooks on webhooks.wallet_id = r.wallet_id),
- *     w5 as (insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
+ *     w3 as (insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+ *       select … from unnest(…) as r(…)),
+ *     w4 as (insert into events (id, event_id, wallet_id, type, transaction_id, created_at) select … from unnest(…) as r(…)),
+ *     w5 as (insert into webhook_deliveries (…) select … from unnest(…) as r(…) join webhooks on webhooks.wallet_id = r.wallet_id),
+ *     w6 as (insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
  *       select … from unnest(…) as r(…) where true on conflict (wallet_id, key) do nothing returning wallet_id, key)
- *   select null as w0, null as w1, null as w2, null as w3, null as w4,
- *          coalesce((select json_agg(w5) from w5), '[]') as w5
- *     -- holdings: rows (7,gold,-5), (8,gold,+7), (9,gold,-2), in (wallet, asset) order
+ *   select null as w0, null as w1, null as w2, null as w3, null as w4, null as w5,
+ *          coalesce((select json_agg(w6) from w6), '[]') as w6
+ *     -- holdings: rows (7,gold,-5), (8,gold,+7), (9,gold,-2), in (wallet, asset) order;
+ *     -- running balances: (7,gold,…,t1,after), (8,gold,…,t1,after), (8,gold,…,t2,after), (9,gold,…,t2,after)
  *
  * On SQLite, which has one writer and answers in process, the same batch runs inside
  * BEGIN IMMEDIATE … COMMIT as: the two reads of step 1 without locks (`… from wallets where
@@ -49,7 +52,7 @@ import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, typ
  * its rows as one JSON parameter: `update holdings set quantity = holdings.quantity + r.quantity
  * from (select value ->> 0 as wallet_id, value ->> 1 as asset_id, value ->> 2 as quantity from
  * json_each(?)) as r where …`, `insert into transactions (…) select … from (select value ->> 0 as
- * id, … from json_each(?)) as r`, and so on for lines, events, deliveries and idempotency keys.
+ * id, … from json_each(?)) as r`, and so on for lines, running balances, events, deliveries and idempotency keys.
  */
 
 /** A move as the statements see it: its wallets, lines and, with a key, the idempotency record. */
@@ -217,26 +220,39 @@ export async function reserveIds(trx: Executor, transactions: number, events: nu
 
 /** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
 export interface BatchWrites {
-  /** Index of each written move in the batch, its record and its Transaction, in batch order. */
-  moves: { index: number; move: MoveRecord; lines: Line[]; transaction: Transaction }[]
+  /** Each written move with its unit's index in the batch (and its own in the unit), its record and its Transaction, in batch order. */
+  moves: { index: number; member: number; move: MoveRecord; lines: Line[]; transaction: Transaction; balances: [wallet: number, asset: number, quantity: number][] }[]
   /** Net change by `holdingKey`. */
   deltas: Map<string, number>
   /** One reserved sequence id per event, in transaction order. */
   eventIds: number[]
+  /** The Idempotency-Keys stored with the batch, each with its response. */
+  keys: IdempotencyRow[]
+}
+
+/** An Idempotency-Key and the response stored with it; `index` names its unit in the batch. */
+export interface IdempotencyRow {
+  index: number
+  walletId: number
+  key: string
+  requestHash: string
+  status: number
+  body: string
+  createdAt: string
 }
 
 /**
  * Writes a batch (statement 2 in the header): holdings, transactions, their lines, the events the
  * event writer records for them, and idempotency keys. Throws HoldingRace when a holding created
  * meanwhile would leave its range (the batch is run again), and IdempotencyConflict naming the
- * moves whose key another request stored meanwhile.
+ * units whose key another request stored meanwhile.
  */
 export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
   const transactions = batch.moves.map((written) => written.transaction)
-  // Each transaction as answered: stored on its row (its events' data) and with its Idempotency-Key.
+  // Each transaction as answered, stored on its row (its events' data).
   const bodies = transactions.map((transaction) => JSON.stringify(transaction))
   const holdings = holdingWrites(trx, batch.deltas, locked)
-  const keys = idempotencyWrite(trx, batch, bodies)
+  const keys = idempotencyWrite(trx, batch.keys)
   const writes = [...holdings.writes, ...transactionWrites(trx, batch, bodies), ...events.eventWrites(trx, transactions, batch.eventIds), ...(keys ? [keys.write] : [])]
   const results = await runWrites(trx, writes)
   if (holdings.created && results[holdings.created.index].length !== holdings.created.count) throw new HoldingRace()
@@ -295,6 +311,7 @@ function transactionWrites(trx: Executor, batch: BatchWrites, bodies: string[]):
     return [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i], t.kind, t.reverses ?? null, t.hold_id ?? null, metadata]
   })
   const lines = batch.moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
+  const balances = batch.moves.flatMap(({ balances, transaction }) => balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]))
   // One row per metadata key for each side and for the journal (`JOURNAL_SCOPE`): migration 0008.
   const tags = batch.moves.flatMap(({ transaction: t }) =>
     Object.entries(t.metadata).flatMap(([key, value]) => [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id])),
@@ -309,6 +326,12 @@ function transactionWrites(trx: Executor, batch: BatchWrites, bodies: string[]):
       statement: sql`
         insert into transaction_assets (transaction_id, asset_id, quantity)
         select transaction_id, asset_id, quantity from ${rowsOf(trx, LINE_COLUMNS, lines)}`,
+    },
+    {
+      // Balances in time: each holding the move changed, as it stands after it (migration 0010).
+      statement: sql`
+        insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+        select wallet_id, asset_id, created_at, transaction_id, quantity from ${rowsOf(trx, BALANCE_COLUMNS, balances)}`,
     },
   ]
   if (tags.length > 0) {
@@ -339,6 +362,13 @@ const METADATA_COLUMNS = [
   ['value', 'text'],
   ['transaction_id', 'bigint'],
 ] as const
+const BALANCE_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['created_at', 'text'],
+  ['transaction_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
 const LINE_COLUMNS = [
   ['transaction_id', 'bigint'],
   ['asset_id', 'bigint'],
@@ -346,20 +376,17 @@ const LINE_COLUMNS = [
 ] as const
 
 /**
- * Stores the response of each move sent with an Idempotency-Key. `check` throws
- * IdempotencyConflict, naming the moves, for keys that another request stored meanwhile.
+ * Stores the response of each request sent with an Idempotency-Key. `check` throws
+ * IdempotencyConflict, naming the units, for keys that another request stored meanwhile.
  */
-function idempotencyWrite(trx: Executor, batch: BatchWrites, bodies: string[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
-  const keyed = batch.moves.flatMap(({ move, index, transaction }, i) =>
-    move.idempotency ? [{ index, walletId: move.idempotency.walletId ?? move.from, key: move.idempotency.key, requestHash: move.idempotency.requestHash, transaction, body: bodies[i] }] : [],
-  )
+function idempotencyWrite(trx: Executor, keyed: IdempotencyRow[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
   if (keyed.length === 0) return undefined
-  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.body, k.transaction.created_at])
+  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.status, k.body, k.createdAt])
   return {
     write: {
       statement: sql`
         insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
-        select wallet_id, key, request_hash, 201, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
+        select wallet_id, key, request_hash, status_code, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
         on conflict (wallet_id, key) do nothing`,
       returning: 'wallet_id, key',
     },
@@ -375,6 +402,7 @@ const IDEMPOTENCY_COLUMNS = [
   ['wallet_id', 'bigint'],
   ['key', 'text'],
   ['request_hash', 'text'],
+  ['status_code', 'bigint'],
   ['response_body', 'text'],
   ['created_at', 'text'],
 ] as const

@@ -2,7 +2,7 @@ import type { Db } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findAssetById, holdAsset } from './assets.repository.ts'
-import { canonicalAssets, canonicalMetadata, hashRequest, Idempotency, type IdempotencyRecord, type SendResult } from './idempotency.ts'
+import { canonicalAssets, canonicalMetadata, hashRequest, type Idempotency, type IdempotencyRecord, type SendResult } from './idempotency.ts'
 import { MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction } from './ledger.types.ts'
 import { findReversible } from './moves.repository.ts'
 import { moveAssets } from './moves.ts'
@@ -44,10 +44,10 @@ export class ReversalsService {
   readonly #events: EventWriter
   readonly #idempotency: Idempotency
 
-  constructor(db: Db, events: EventWriter) {
+  constructor(db: Db, events: EventWriter, idempotency: Idempotency) {
     this.#db = db
     this.#events = events
-    this.#idempotency = new Idempotency(db)
+    this.#idempotency = idempotency
   }
 
   /**
@@ -57,12 +57,12 @@ export class ReversalsService {
    * T001 (more than is left), I002, I003.
    */
   refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
-    return this.#idempotency.onceFor(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
+    return this.#idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
       const original = await findTransaction(this.#db, transactionId)
       if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
         throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
       }
-      return this.#reverse(original, request, idempotency)
+      return { status: 201, body: await this.#reverse(original, request, idempotency) }
     })
   }
 
@@ -72,10 +72,10 @@ export class ReversalsService {
    * reversal), I001, then as a refund: W000, T001, I002, I003.
    */
   reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
-    return this.#idempotency.onceFor(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (idempotency) => {
+    return this.#idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (idempotency) => {
       const original = await findTransaction(this.#db, transactionId)
       if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
-      return this.#reverse(original, request, idempotency)
+      return { status: 201, body: await this.#reverse(original, request, idempotency) }
     })
   }
 

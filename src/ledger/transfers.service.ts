@@ -5,8 +5,9 @@ import { Address, IdString, Username } from '../http/schemas.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
-import { Idempotency, type SendRequest, type SendResult } from './idempotency.ts'
+import type { Idempotency, SendRequest, SendResult } from './idempotency.ts'
 import { MAX_QUANTITY, type Line } from './ledger.types.ts'
+import type { Move } from './moves.ts'
 
 /**
  * POST /wallet/transactions, the transfer. The way through, one file after the other:
@@ -54,15 +55,28 @@ export async function resolveLines(db: Executor, requested: Record<string, numbe
   return [...lines.values()]
 }
 
+/**
+ * A transfer's request resolved into the move it makes from `walletId`. Throws, in this order:
+ * U003/W000/G000 (recipient), W013 (to itself), I001 (an asset name), I003 (one asset's quantities).
+ */
+export async function resolveTransfer(db: Executor, walletId: number, request: SendRequest): Promise<Move> {
+  // Both lookups at once; their errors still come in the documented order.
+  const [recipient, found] = await Promise.allSettled([resolveRecipient(db, request.recipient, request.type ?? 0), resolveLines(db, request.assets)])
+  if (recipient.status === 'rejected') throw recipient.reason
+  if (recipient.value === walletId) throw new AppError('W013')
+  if (found.status === 'rejected') throw found.reason
+  return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata }
+}
+
 export class TransfersService {
   readonly #db: Db
   readonly #committer: GroupCommitter
   readonly #idempotency: Idempotency
 
-  constructor(db: Db, committer: GroupCommitter) {
+  constructor(db: Db, committer: GroupCommitter, idempotency: Idempotency) {
     this.#db = db
     this.#committer = committer
-    this.#idempotency = new Idempotency(db)
+    this.#idempotency = idempotency
   }
 
   /**
@@ -73,14 +87,8 @@ export class TransfersService {
    */
   send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
     return this.#idempotency.once(walletId, idempotencyKey, request, async (idempotency) => {
-      // Both lookups at once; their errors still come in the documented order.
-      const [to, lines] = await Promise.allSettled([resolveRecipient(this.#db, request.recipient, request.type ?? 0), resolveLines(this.#db, request.assets)]).then(([recipient, found]) => {
-        if (recipient.status === 'rejected') throw recipient.reason
-        if (recipient.value === walletId) throw new AppError('W013')
-        if (found.status === 'rejected') throw found.reason
-        return [recipient.value, found.value] as const
-      })
-      return this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata, idempotency })
+      const move = await resolveTransfer(this.#db, walletId, request)
+      return this.#committer.run({ ...move, idempotency })
     })
   }
 }

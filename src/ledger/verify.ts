@@ -66,7 +66,8 @@ class ReversalTally {
 /**
  * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
  * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
- * every transaction has positive lines between two different wallets, and every reference of the
+ * every transaction has positive lines between two different wallets, each holding's last running
+ * balance (balances in time) is the holding, and every reference of the
  * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
  * transaction) names an existing row. Reads in batches of transactions, calling
  * `progress(done, total)` after each, all in one read-only snapshot (a transaction of its own
@@ -142,6 +143,15 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     if (journal !== holding.quantity) problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
     if (holding.quantity < 0 && holding.wallet_id !== MINT_WALLET_ID) problems.push(`wallet ${holding.wallet_id} holds a negative ${holding.quantity} of asset ${holding.asset_id}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
+  }
+  // Balances in time (migration 0010): each holding's last running balance is the holding.
+  const { rows: lastBalances } = await sql<{ wallet_id: number; asset_id: number; quantity: number | string; last: number | string | null }>`
+    select h.wallet_id, h.asset_id, h.quantity,
+      (select r.quantity from running_balances r where r.wallet_id = h.wallet_id and r.asset_id = h.asset_id
+       order by r.created_at desc, r.transaction_id desc limit 1) as last
+    from holdings h`.execute(db)
+  for (const row of lastBalances) {
+    if (Number(row.last ?? 0) !== Number(row.quantity)) problems.push(`wallet ${row.wallet_id} holds ${row.quantity} of asset ${row.asset_id}, its last running balance says ${row.last ?? 'nothing'}`)
   }
   for (const [key, journal] of expected) {
     if (journal !== 0) {
