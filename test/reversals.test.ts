@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import { readEventsAfter } from '../src/events/events.repository.ts'
@@ -254,27 +255,30 @@ describe('POST /transactions/{id}/reversal', () => {
 
 describe('coffer verify and reversals', () => {
   it('reports a reversal that exceeds its original, or reverses a reversal', { skip: STORAGE === 'postgres' && 'the journal rows are written directly: one storage is enough' }, async () => {
-    const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
-    const paid = await sendTransaction(t, alice, { recipient: bob.username, assets: { [gold.name]: 5 } })
-    const refunded = await created(refund(bob, paid.id, { assets: { [gold.name]: 1 } }))
-    assert.deepEqual((await verifyLedger(t.database.db)).problems, [])
-    const db = t.database.db
-    // Forged: the reversal now claims 6 (more than the 5 moved), and a second one reverses the first.
-    await sql`update transaction_assets set quantity = 6 where transaction_id = ${refunded.id}`.execute(db)
-    const forged = await sql<{ id: number }>`
-      insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at, kind, reverses)
-      values (${alice.walletId}, ${bob.walletId}, '', ${new Date().toISOString()}, 'reversal', ${refunded.id}) returning id`.execute(db)
-    await sql`insert into transaction_assets (transaction_id, asset_id, quantity) values (${forged.rows[0].id}, ${gold.id}, 1)`.execute(db)
-    const problems = (await verifyLedger(db)).problems
-    assert.ok(problems.some((problem) => problem.includes(`of transaction ${paid.id} move back 6`)), problems.join('\n'))
-    assert.ok(problems.some((problem) => problem.includes(`of transaction ${refunded.id}, itself a reversal`)), problems.join('\n'))
-    // Undone, so that the suite's closing check passes.
-    await sql`update transaction_assets set quantity = 1 where transaction_id = ${refunded.id}`.execute(db)
-    await sql`update transactions set kind = 'transfer', reverses = null where id = ${forged.rows[0].id}`.execute(db)
-    await sql`update transactions set sending_wallet_id = ${bob.walletId}, receiving_wallet_id = ${alice.walletId} where id = ${forged.rows[0].id}`.execute(db)
-    await sql`update holdings set quantity = quantity - 1 where wallet_id = ${bob.walletId} and asset_id = ${gold.id}`.execute(db)
-    await sql`update holdings set quantity = quantity + 1 where wallet_id = ${alice.walletId} and asset_id = ${gold.id}`.execute(db)
-    assert.deepEqual((await verifyLedger(db)).problems, [])
+    // A ledger of its own, forged below.
+    const own = await buildTestApp()
+    try {
+      const coin = await createAsset(own)
+      const [alice, bob] = [await fundedUser(own, [[coin, 10]]), await createUser(own.app)]
+      const paid = await sendTransaction(own, alice, { recipient: bob.username, assets: { [coin.name]: 5 } })
+      const refunded = (await own.app.inject({ method: 'POST', url: `/wallet/transactions/${paid.id}/refund`, headers: bob.auth, payload: { assets: { [coin.name]: 1 } } })).json() as Transaction
+      const db = own.database.db
+      assert.deepEqual((await verifyLedger(db)).problems, [])
+      // Forged: the refund now claims 6 (more than the 5 moved), and a second reversal reverses the first.
+      await sql`update transaction_assets set quantity = 6 where transaction_id = ${refunded.id}`.execute(db)
+      const forged = await sql<{ id: number }>`
+        insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at, kind, reverses)
+        values (${alice.walletId}, ${bob.walletId}, '', ${new Date().toISOString()}, 'reversal', ${refunded.id}) returning id`.execute(db)
+      await sql`insert into transaction_assets (transaction_id, asset_id, quantity) values (${forged.rows[0].id}, ${coin.id}, 1)`.execute(db)
+      const problems = (await verifyLedger(db)).problems
+      assert.ok(problems.some((problem) => problem.includes(`of transaction ${paid.id} move back 6`)), problems.join('\n'))
+      assert.ok(problems.some((problem) => problem.includes(`of transaction ${refunded.id}, itself a reversal`)), problems.join('\n'))
+    } finally {
+      // Discarded without the closing check, which would find the forgery too.
+      await own.app.close()
+      await own.database.close()
+      fs.rmSync(own.config.dataDir, { recursive: true, force: true })
+    }
   })
 })
 
