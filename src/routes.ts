@@ -90,7 +90,7 @@ export const ROUTES: Record<string, RouteDoc> = {
   },
 
   // Holdings and transfers (a user session acts on its active wallet; a wallet key on its wallet).
-  'GET /wallet/assets': { auth: 'wallet', file: TRANSACTIONS, summary: 'What the wallet holds', description: 'Every asset the wallet holds more than zero of, by asset name (case-insensitively).', errors: [] },
+  'GET /wallet/assets': { auth: 'wallet', file: TRANSACTIONS, summary: 'What the wallet holds', description: 'Every asset the wallet holds more than zero of, by asset name (case-insensitively). With `as_of` (a timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; `[]` before the wallet\'s first transaction).', errors: [] },
   'POST /wallet/transactions': {
     auth: 'wallet',
     file: TRANSACTIONS,
@@ -116,7 +116,7 @@ export const ROUTES: Record<string, RouteDoc> = {
     file: TRANSACTIONS,
     summary: "The wallet's history",
     description:
-      'Transactions sent or received by the wallet, newest first, filtered by asset, direction, time, `kind` and `metadata[KEY]=VALUE` (at most 5, all matching exactly). The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id.',
+      'Transactions sent or received by the wallet, newest first, filtered by asset, direction, time, `kind` and `metadata[KEY]=VALUE` (at most 5, all matching exactly). The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id. With `format=csv`, every matching transaction as a streamed `text/csv` statement (paging ignored).',
     errors: [],
   },
   'POST /wallet/transactions/:id/refund': {

@@ -9,6 +9,7 @@ import * as operatorSessions from './migrations/0006_operator_sessions.ts'
 import * as retentionAndSharedLimits from './migrations/0007_retention_and_shared_limits.ts'
 import * as transactionKindsAndMetadata from './migrations/0008_transaction_kinds_and_metadata.ts'
 import * as runningBalances from './migrations/0010_running_balances.ts'
+import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -21,6 +22,7 @@ const migrations: Record<string, Migration> = {
   '0007_retention_and_shared_limits': retentionAndSharedLimits,
   '0008_transaction_kinds_and_metadata': transactionKindsAndMetadata,
   '0010_running_balances': runningBalances,
+  '0011_webhook_origins': webhookOrigins,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }
