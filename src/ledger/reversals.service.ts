@@ -7,7 +7,7 @@ import { MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transa
 import { findReversible } from './moves.repository.ts'
 import { moveAssets } from './moves.ts'
 import { findTransaction } from './transactions.repository.ts'
-import { resolveLines } from './transfers.service.ts'
+import { Lookups, resolveLines } from './transfers.service.ts'
 
 /**
  * Refunds and reversals: a transaction of kind `reversal` that moves some or all of what an
@@ -81,7 +81,7 @@ export class ReversalsService {
 
   async #reverse(original: Transaction, request: ReversalRequest, idempotency?: IdempotencyRecord): Promise<Transaction> {
     if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
-    const requested = request.assets === undefined ? undefined : await resolveLines(this.#db, request.assets)
+    const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(this.#db), request.assets)
     return inTransaction(this.#db, async (trx) => {
       // By default what is left now; the ledger checks again under the wallets' turns (T001).
       let lines: Line[]
