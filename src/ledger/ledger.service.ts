@@ -1,6 +1,6 @@
 import type { Database, Executor } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
-import { BatchesService, type BatchBody, type BatchRequest } from './batches.service.ts'
+import { sendBatch, type BatchBody, type BatchRequest } from './batches.service.ts'
 import { GroupCommitter } from './group-committer.ts'
 import { Idempotency, type Answer, type SendRequest, type SendResult } from './idempotency.ts'
 import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
@@ -67,11 +67,10 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   // One key space per wallet for transfers, batches and refunds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db)
   const transfers = new TransfersService(db, committer, idempotency)
-  const batches = new BatchesService(db, committer, idempotency)
   const reversals = new ReversalsService(db, events, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
-    sendBatch: (walletId, request, idempotencyKey) => batches.send(walletId, request, idempotencyKey),
+    sendBatch: (walletId, request, idempotencyKey) => sendBatch({ db, committer, idempotency }, walletId, request, idempotencyKey),
     issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
     issueToMany: (request) => issueToMany(db, events, request),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
