@@ -566,7 +566,7 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     assert.deepEqual(watches.flatMap((w) => w.problems), [])
   })
 
-  it('part two: balances at a date, metadata and kind shown and filtered, a statement downloaded, batches sent', { timeout: 180_000 }, async () => {
+  it('part two: balances at a date, metadata and kind shown and filtered, a statement downloaded, batches sent, a refund and a reversal', { timeout: 180_000 }, async () => {
     const copper = await createAsset(t, { name: `copper${suffix}` })
     const carol = await createUser(t.app, `carol${suffix}`)
     const dave = await createUser(t.app, `dave${suffix}`)
@@ -626,12 +626,57 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     await page.getByText('1 of 2 transfers sent.').waitFor()
     await page.getByText('Line 2: not sent. There is no user with that username.').waitFor()
     await shoot(page, 'batch-result')
+    const uploaded = Number(/Line 1: sent .* \(transaction (\d+)\)/.exec((await page.locator('main').textContent()) ?? '')?.[1])
     // A line that is not a transfer is refused before anything is sent.
     await page.getByLabel('Transfers').fill(`${dave.username},${copper.name},1.5`)
     await page.getByRole('button', { name: 'Send batch' }).click()
     await page.getByRole('alert').filter({ hasText: 'Line 1: the quantity is a whole number of at least 1.' }).waitFor()
     await go(page, 'Balances')
     await page.getByRole('row', { name: new RegExp(`${copper.name} 81 1`) }).waitFor()
+
+    // Dave refunds part of what carol sent him, from the transaction's detail; confirmed.
+    const davePage = await open()
+    await signIn(davePage, dave.username)
+    await go(davePage, 'History')
+    const ordered = davePage.getByRole('listitem').filter({ hasText: 'A-1' })
+    await ordered.getByText(/^Refund transaction \d+$/).click()
+    await ordered.getByLabel(`${copper.name} to move back`).fill('11')
+    await ordered.getByRole('button', { name: 'Refund', exact: true }).click()
+    await ordered.getByRole('alert').filter({ hasText: 'no more can go back' }).waitFor()
+    await ordered.getByLabel(`${copper.name} to move back`).fill('3')
+    await ordered.getByRole('button', { name: 'Refund', exact: true }).click()
+    await davePage.getByRole('dialog').getByText(`Moves back to ${carol.username}: 3 ${copper.name}`).waitFor()
+    await shoot(davePage, 'confirm-refund')
+    await confirmDialog(davePage, 'Refund')
+    await davePage.getByText(`3 ${copper.name} moved back to ${carol.username}`).waitFor()
+    await davePage.getByText(/^Reversal of transaction \d+ ·/).first().waitFor()
+    await shoot(davePage, 'history-refund')
+    // What a wallet sent, or anything it did not receive as a transfer, has no refund.
+    assert.equal(await davePage.getByRole('listitem').filter({ hasText: 'Reversal of transaction' }).getByText(/^Refund transaction/).count(), 0)
+
+    // The operator reverses the uploaded transfer from the journal; a second reversal is refused in words.
+    const operator = await open()
+    await operator.goto(`${origin}/console/#/operator`)
+    await operator.getByLabel('Admin key').fill(ADMIN_KEY)
+    await operator.getByRole('button', { name: 'Sign in' }).click()
+    await go(operator, 'Journal')
+    const entry = operator.getByRole('listitem').filter({ hasText: `transaction ${uploaded}` }).filter({ hasText: 'upload' })
+    await entry.getByText(`Reverse transaction ${uploaded}`).click()
+    await entry.getByLabel('Memo (optional)').fill('sent by mistake')
+    await entry.getByRole('button', { name: 'Reverse', exact: true }).click()
+    await operator.getByRole('dialog').getByText(`Moves back to ${carol.username}: everything of it not yet moved back`).waitFor()
+    await confirmDialog(operator, 'Reverse')
+    await entry.getByText(`4 ${copper.name} moved back to ${carol.username}`).waitFor()
+    await entry.getByRole('button', { name: 'Reverse', exact: true }).click()
+    await confirmDialog(operator, 'Reverse')
+    await entry.getByRole('alert').filter({ hasText: 'That cannot be moved back' }).waitFor()
+    await operator.getByLabel('Kind').selectOption({ label: 'Reversal' })
+    await operator.getByText(`Reversal of transaction ${uploaded}`).waitFor()
+    await shoot(operator, 'operator-reversal')
+    await go(page, 'History')
+    await go(page, 'Balances')
+    // 81 + 3 refunded by dave + 4 reversed by the operator.
+    await page.getByRole('row', { name: new RegExp(`${copper.name} 88 1`) }).waitFor()
     assert.deepEqual(watches.flatMap((w) => w.problems), [])
   })
 
