@@ -7,6 +7,7 @@ import * as transactionBody from './migrations/0004_transaction_body.ts'
 import * as ledgerReferences from './migrations/0005_ledger_references.ts'
 import * as operatorSessions from './migrations/0006_operator_sessions.ts'
 import * as retentionAndSharedLimits from './migrations/0007_retention_and_shared_limits.ts'
+import * as holds from './migrations/0009_holds.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -17,6 +18,7 @@ const migrations: Record<string, Migration> = {
   '0005_ledger_references': ledgerReferences,
   '0006_operator_sessions': operatorSessions,
   '0007_retention_and_shared_limits': retentionAndSharedLimits,
+  '0009_holds': holds,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

@@ -39,6 +39,9 @@ export const ERRORS = {
   I003: { status: 400, message: 'Quantity Overflow' },
   I004: { status: 409, message: 'Asset Name Taken' },
   I005: { status: 409, message: 'Asset In Use' },
+  H000: { status: 404, message: 'Hold Not Found' },
+  H001: { status: 409, message: 'Hold Not Pending' },
+  H002: { status: 400, message: 'Capture Exceeds Hold' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -79,6 +82,9 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   I003: 'a quantity or a resulting holding would exceed 2^53-1',
   I004: 'an asset with this name exists (names are unique case-insensitively)',
   I005: 'the asset is still held; burn every holding of it first',
+  H000: 'no such hold, or a hold the wallet is not a side of (a capture: not the sending wallet)',
+  H001: 'the hold is captured, voided or expired already',
+  H002: 'the capture asks for more of an asset than the hold holds, or for an asset the hold lacks',
 }
 
 export interface ErrorBody {

@@ -2,8 +2,8 @@ import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
-import { IdempotencyConflict, type EventWriter, type Transaction } from './ledger.types.ts'
-import { applyMoves, type Move, type Outcome } from './moves.ts'
+import { IdempotencyConflict, type EventWriter } from './ledger.types.ts'
+import { applyMoves, type Applied, type Move, type Outcome } from './moves.ts'
 
 /**
  * Group commit for transfers.
@@ -42,7 +42,7 @@ import { applyMoves, type Move, type Outcome } from './moves.ts'
 
 interface Member {
   move: Move
-  resolve: (transaction: Transaction) => void
+  resolve: (applied: Applied) => void
   reject: (error: unknown) => void
 }
 
@@ -81,9 +81,9 @@ export class GroupCommitter {
     this.#onBatch = options.onBatch
   }
 
-  /** Applies `move` as one member of the next batch; settles after that batch's commit. */
-  run(move: Move): Promise<Transaction> {
-    return new Promise<Transaction>((resolve, reject) => {
+  /** Applies `move` (a transfer or a new hold) as one member of the next batch; settles after that batch's commit. */
+  run(move: Move): Promise<Applied> {
+    return new Promise<Applied>((resolve, reject) => {
       this.#queue.push({ move, resolve, reject })
       // This member will be in the next batch, which therefore exists and takes the transaction.
       if (this.#running && this.#beginEarly && !this.#early) this.#early = beginEarly(this.#db)
@@ -193,7 +193,7 @@ function beginEarly(db: Db): Early {
 function settle(members: Member[], outcomes: Outcome[]): void {
   members.forEach((member, index) => {
     const outcome = outcomes[index]
-    if (outcome.ok) member.resolve(outcome.transaction)
+    if (outcome.ok) member.resolve({ transaction: outcome.transaction, hold: outcome.hold })
     else member.reject(outcome.error)
   })
 }

@@ -6,8 +6,9 @@ import { findIdempotencyKey } from './idempotency.repository.ts'
 import { IdempotencyConflict, type Transaction } from './ledger.types.ts'
 
 /**
- * Idempotency-Keys of POST /wallet/transactions: a repeat of a request answers with the first
- * response and moves nothing.
+ * Idempotency-Keys of POST /wallet/transactions (and of POST /wallet/holds and a hold's capture,
+ * in the same space of keys per wallet): a repeat of a request answers with the first response
+ * and moves nothing.
  *
  * - The first request's response is stored with its transfer, in the same database transaction
  *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed.
@@ -25,11 +26,13 @@ export interface SendRequest {
   assets: Record<string, number>
 }
 
-export interface SendResult {
+export interface IdempotentResult<T> {
   status: number
-  body: Transaction
+  body: T
   replayed: boolean
 }
+
+export type SendResult = IdempotentResult<Transaction>
 
 /** What the transfer stores with its key: the key and the request's fingerprint. */
 export interface IdempotencyRecord {
@@ -43,23 +46,32 @@ export interface IdempotencyRecord {
  * them), a missing memo is the empty one, a wallet id may be a string or a number, and asset
  * names are case-insensitive (quantities of one asset named twice add up, as the transfer does).
  */
-function fingerprint(request: SendRequest): string {
+export function fingerprint(request: SendRequest): string {
   const type = request.type ?? 0
+  const canonical = JSON.stringify([type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', canonicalAssets(request.assets)])
+  return hash(canonical)
+}
+
+/** Asset quantities written one way: names lower-cased, one asset named twice added up, sorted by name. */
+export function canonicalAssets(requested: Record<string, number>): [string, number][] {
   const assets = new Map<string, number>()
-  for (const [name, quantity] of Object.entries(request.assets)) {
+  for (const [name, quantity] of Object.entries(requested)) {
     const key = name.toLowerCase()
     assets.set(key, (assets.get(key) ?? 0) + quantity)
   }
-  const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  const canonical = JSON.stringify([type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines])
+  return [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
+/** SHA-256 of a canonical request text: what is stored with a key. */
+export function hash(canonical: string): string {
   return crypto.createHash('sha256').update(canonical).digest('hex')
 }
 
-async function replay(db: Executor, walletId: number, key: string, requestHash: string): Promise<SendResult | undefined> {
+async function replay<T>(db: Executor, walletId: number, key: string, requestHash: string): Promise<IdempotentResult<T> | undefined> {
   const stored = await findIdempotencyKey(db, walletId, key)
   if (!stored) return undefined
   if (stored.request_hash !== requestHash) throw new AppError('G003', 'this Idempotency-Key was used for a different request')
-  return { status: stored.status_code, body: JSON.parse(stored.response_body) as Transaction, replayed: true }
+  return { status: stored.status_code, body: JSON.parse(stored.response_body) as T, replayed: true }
 }
 
 export class Idempotency {
@@ -74,12 +86,12 @@ export class Idempotency {
   /**
    * Runs `transfer` once per key: with no key, simply runs it; with a key, answers a repeat from
    * the stored response (throws G003, G004 as above) and otherwise runs it with the record to
-   * store. Answers 201 with the transfer's Transaction.
+   * store. Answers 201 with what the transfer answers (a Transaction; a new hold's Hold).
+   * `requestHash` tells the request apart (`fingerprint`).
    */
-  async once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+  async once<T>(walletId: number, key: string | undefined, requestHash: string, transfer: (record?: IdempotencyRecord) => Promise<T>): Promise<IdempotentResult<T>> {
     if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
-    const requestHash = fingerprint(request)
-    const previous = await replay(this.#db, walletId, key, requestHash)
+    const previous = await replay<T>(this.#db, walletId, key, requestHash)
     if (previous) return previous
     const flightKey = `${walletId}:${key}`
     if (this.#inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
@@ -89,7 +101,7 @@ export class Idempotency {
     } catch (error) {
       // Another instance committed the same key first: answer with its result.
       if (error instanceof IdempotencyConflict || isUniqueViolation(error)) {
-        const stored = await replay(this.#db, walletId, key, requestHash)
+        const stored = await replay<T>(this.#db, walletId, key, requestHash)
         if (stored) return stored
       }
       throw error

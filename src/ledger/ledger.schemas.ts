@@ -8,7 +8,11 @@ export const AssetName = Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', descrip
 export const AssetValue = Type.Number({ minimum: 0, maximum: Number.MAX_VALUE, description: 'display valuation per unit' })
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
-export const Holding = Type.Object({ asset: Asset, quantity: Type.Integer() })
+export const Holding = Type.Object({
+  asset: Asset,
+  quantity: Type.Integer({ description: 'everything the wallet owns of the asset, held or not' }),
+  held: Type.Integer({ description: 'what pending holds reserve of it; `quantity - held` may be spent' }),
+})
 
 export const Transaction = Type.Object(
   {
@@ -24,4 +28,27 @@ export const Transaction = Type.Object(
     assets: Type.Array(Type.Object({ quantity: Type.Integer(), asset: Asset })),
   },
   { description: 'a ledger entry moving one or more assets between two wallets' },
+)
+
+export const HoldStatus = Type.Union([Type.Literal('pending'), Type.Literal('captured'), Type.Literal('voided'), Type.Literal('expired')])
+
+export const Hold = Type.Object(
+  {
+    id: Id,
+    status: HoldStatus,
+    sending_wallet_id: Id,
+    receiving_wallet_id: Id,
+    sending_wallet_address: Type.String(),
+    receiving_wallet_address: Type.String(),
+    sending_username: Type.Optional(Type.String()),
+    receiving_username: Type.Optional(Type.String()),
+    memo: Type.String(),
+    metadata: Type.Record(Type.String(), Type.String()),
+    assets: Type.Array(Type.Object({ quantity: Type.Integer(), asset: Asset }), { description: 'what the hold reserves (a partial capture takes less and releases the rest)' }),
+    created_at: Timestamp,
+    expires_at: Timestamp,
+    settled_at: Type.Union([Timestamp, Type.Null()], { description: 'when it was captured or voided; `expires_at` once it expired; null while pending' }),
+    transaction_id: Type.Union([Id, Type.Null()], { description: 'the capture\'s transaction' }),
+  },
+  { description: 'assets reserved in the sending wallet for the recipient until captured, voided or expired' },
 )

@@ -1,14 +1,16 @@
 import type { Database, Executor } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
 import { GroupCommitter } from './group-committer.ts'
-import type { SendRequest, SendResult } from './idempotency.ts'
+import { HoldsService, type CaptureRequest, type HoldRequest } from './holds.service.ts'
+import { Idempotency, type IdempotentResult, type SendRequest, type SendResult } from './idempotency.ts'
 import { burnAsset, issueAsset } from './issuance.service.ts'
-import type { EventWriter, Transaction } from './ledger.types.ts'
+import type { EventWriter, Hold, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
 import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
 export type { SendRequest, SendResult } from './idempotency.ts'
+export type { CaptureRequest, HoldRequest } from './holds.service.ts'
 
 /**
  * The ledger as one part, built once per app (`buildApp`) or per CLI run from its storage, its
@@ -27,6 +29,18 @@ export interface Ledger {
    * holding of `to` would overflow.
    */
   sweep(trx: Executor, from: number, to: number, memo: string): Promise<Transaction | undefined>
+  /** POST /wallet/holds (`holds.service.ts`). */
+  hold(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<IdempotentResult<Hold>>
+  /** POST /wallet/holds/{id}/capture (`holds.service.ts`). */
+  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<IdempotentResult<Transaction>>
+  /** POST /wallet/holds/{id}/void (`holds.service.ts`). */
+  voidHold(walletId: number, holdId: number): Promise<Hold>
+  /** Writes the expiry of up to `limit` holds whose time has come; answers how many (`hold-expiry.plugin.ts`). */
+  expireDueHolds(limit: number): Promise<number>
+  /** The wallets on the other side of the wallet's unsettled holds (wallet deletion takes their turns with its own). */
+  findHoldCounterparties(db: Executor, walletId: number): Promise<number[]>
+  /** Voids (or, past their expiry, expires) every unsettled hold of the wallet, either side, in the caller's transaction (wallet deletion). */
+  settleHoldsOf(trx: Executor, walletId: number): Promise<void>
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
 }
@@ -51,15 +65,23 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
-  const transfers = new TransfersService(db, committer)
+  const idempotency = new Idempotency(db)
+  const transfers = new TransfersService(db, committer, idempotency)
+  const holds = new HoldsService(db, events, committer, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
     issue: (walletId, assetId, quantity) => issueAsset(db, events, walletId, assetId, quantity),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
     async sweep(trx, from, to, memo) {
-      const lines = await listHoldings(trx, from)
+      const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo }, events)
     },
+    hold: (walletId, request, idempotencyKey) => holds.create(walletId, request, idempotencyKey),
+    capture: (walletId, holdId, request, idempotencyKey) => holds.capture(walletId, holdId, request, idempotencyKey),
+    voidHold: (walletId, holdId) => holds.void(walletId, holdId),
+    expireDueHolds: (limit) => holds.expireDueHolds(limit),
+    findHoldCounterparties: (executor, walletId) => holds.findCounterparties(executor, walletId),
+    settleHoldsOf: (trx, walletId) => holds.settleHoldsOf(trx, walletId),
     close: () => committer.close(),
   }
 }

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, rowsOf, runWrites, type Write } from '../db/dialect.ts'
-import { IdempotencyConflict, MAX_QUANTITY, type EventWriter, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+import { anyOf, isPostgres, nowIso, rowsOf, runWrites, type Write } from '../db/dialect.ts'
+import { IdempotencyConflict, MAX_QUANTITY, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -58,6 +58,10 @@ export interface MoveRecord {
   to: number
   lines: Line[]
   idempotency?: { key: string; requestHash: string }
+  /** A new hold instead of a move: its lines are reserved in `from`. */
+  reserve?: { expiresIn: number }
+  /** The hold it settles: what that hold reserves in `from` is released. */
+  settle?: { hold: Pick<Hold, 'id' | 'assets'> }
 }
 
 export interface WalletState extends WalletLabel {
@@ -68,6 +72,12 @@ export interface Locked {
   wallets: Map<number, WalletState>
   /** Current quantity by `holdingKey(walletId, assetId)`; absent when there is no holding row. */
   holdings: Map<string, number>
+  /**
+   * What pending holds reserve, by `holdingKey`, where anything is: the `held` column less what
+   * holds past their expiry (and not settled by this batch) still count in it, so that an expired
+   * hold frees its assets at its expiry whether or not the expiry job has run.
+   */
+  held: Map<string, number>
   /** PostgreSQL: ids taken with the locks, enough for every move. */
   reserved?: Ids
 }
@@ -104,7 +114,7 @@ export async function takeWalletTurns(executor: Executor, walletIds: number[]): 
 }
 
 type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null }
-type HoldingRow = { wallet_id: number; asset_id: number; quantity: number }
+type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number }
 
 /**
  * Reads and locks every wallet and holding the moves touch, in id order, so that concurrent
@@ -116,11 +126,11 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number }
  * order for every wallet (a client paging history with `after` never passes a transaction that
  * commits later).
  */
-export async function lockMoves(trx: Executor, moves: MoveRecord[], events: EventWriter): Promise<Locked> {
+export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: number): Promise<Locked> {
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
   // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
   // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
-  const assetIds = [...new Set(moves.flatMap((move) => move.lines.map((line) => line.asset.id)))]
+  const assetIds = [...new Set(moves.flatMap((move) => [...move.lines, ...(move.settle?.hold.assets ?? [])].map((line) => line.asset.id)))]
   // The username as a subquery: an index probe per wallet (a join let PostgreSQL's generic plan
   // scan every user for each batch).
   const selectWallets = sql`
@@ -129,13 +139,12 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], events: Even
     from wallets
     where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}`
   const selectHoldings = sql`
-    select wallet_id, asset_id, quantity from holdings
+    select wallet_id, asset_id, quantity, held from holdings
     where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}`
   let walletRows: WalletRow[]
   let holdingRows: HoldingRow[]
   let reserved: Ids | undefined
   if (isPostgres(trx)) {
-    const eventCount = moves.reduce((count, move) => count + events.countEvents(move.from, move.to), 0)
     // Each `(select count(*) …) >= 0` is evaluated before the scan it guards: wallets are locked
     // first, then holdings, then ids are drawn.
     const { rows } = await sql<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>`
@@ -162,7 +171,47 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], events: Even
     wallets.set(Number(row.id), state)
   }
   const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
-  return { wallets, holdings, reserved }
+  const settled = moves.flatMap((move) => (move.settle ? [move.settle.hold.id] : []))
+  const held = await findHeld(trx, holdingRows, settled)
+  return { wallets, holdings, held, reserved }
+}
+
+/**
+ * What pending holds reserve now of these holdings, by `holdingKey`, for those where anything is:
+ * the `held` column less what holds past their expiry, not yet settled, still count in it (those
+ * in `settled` are being settled by the caller and stay counted). One more read, and only when
+ * some holding has anything held (`holds_pending_sending`). Read after the locks: everything that
+ * changes a hold takes its wallets' turns first (PostgreSQL; SQLite has one writer).
+ */
+export async function findHeld(trx: Executor, holdings: { wallet_id: number; asset_id: number; held: number }[], settled: number[] = [], now = nowIso()): Promise<Map<string, number>> {
+  const reserving = holdings.filter((row) => Number(row.held) > 0)
+  const held = new Map(reserving.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.held)]))
+  if (reserving.length === 0) return held
+  const walletIds = [...new Set(reserving.map((row) => Number(row.wallet_id)))]
+  const assetIds = [...new Set(reserving.map((row) => Number(row.asset_id)))]
+  const { rows } = await sql<{ wallet_id: number; asset_id: number; quantity: number | string }>`
+    select holds.sending_wallet_id as wallet_id, hold_assets.asset_id, sum(hold_assets.quantity) as quantity
+    from holds join hold_assets on hold_assets.hold_id = holds.id
+    where holds.status = 'pending' and holds.expires_at <= ${now}
+      and ${anyOf(trx, sql.ref('holds.sending_wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('hold_assets.asset_id'), assetIds)}
+      and not ${anyOf(trx, sql.ref('holds.id'), settled)}
+    group by holds.sending_wallet_id, hold_assets.asset_id`.execute(trx)
+  for (const row of rows) {
+    const key = holdingKey(Number(row.wallet_id), Number(row.asset_id))
+    if (held.has(key)) held.set(key, (held.get(key) ?? 0) - Number(row.quantity))
+  }
+  return held
+}
+
+/** Ids for the batch's new holds: drawn from the sequence (PostgreSQL), or after the largest ever used (SQLite, one writer). */
+export async function reserveHoldIds(trx: Executor, count: number): Promise<number[]> {
+  if (isPostgres(trx)) {
+    const { rows } = await sql<{ id: string }>`select nextval('holds_id_seq') as id from generate_series(1, ${count}::int)`.execute(trx)
+    return rows.map((row) => Number(row.id)).sort((x, y) => x - y)
+  }
+  const { rows } = await sql<{ last: number }>`
+    select max(coalesce((select seq from sqlite_sequence where name = 'holds'), 0), coalesce((select max(id) from holds), 0)) as last`.execute(trx)
+  return Array.from({ length: count }, (_, i) => rows[0].last + 1 + i)
 }
 
 /** SQLite: ids for the batch's new transactions and events, after the largest ever used. */
@@ -178,10 +227,13 @@ export async function reserveIds(trx: Executor, transactions: number, events: nu
 
 /** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
 export interface BatchWrites {
-  /** Index of each written move in the batch, its record and its Transaction, in batch order. */
-  moves: { index: number; move: MoveRecord; lines: Line[]; transaction: Transaction }[]
+  /**
+   * Index of each written move in the batch, its record, its Transaction (unless nothing moved)
+   * and the Hold it created or settled (as it is after the move), in batch order.
+   */
+  moves: { index: number; move: MoveRecord; lines: Line[]; transaction: Transaction | undefined; hold: Hold | undefined }[]
   /** Net change by `holdingKey`. */
-  deltas: Map<string, number>
+  deltas: Map<string, { quantity: number; held: number }>
   /** One reserved sequence id per event, in transaction order. */
   eventIds: number[]
 }
@@ -193,16 +245,83 @@ export interface BatchWrites {
  * moves whose key another request stored meanwhile.
  */
 export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
-  const transactions = batch.moves.map((written) => written.transaction)
+  const transactions = batch.moves.flatMap((written) => (written.transaction ? [written.transaction] : []))
   // Each transaction as answered: stored on its row (its events' data) and with its Idempotency-Key.
-  const bodies = transactions.map((transaction) => JSON.stringify(transaction))
+  const bodies = new Map(transactions.map((transaction) => [transaction, JSON.stringify(transaction)]))
   const holdings = holdingWrites(trx, batch.deltas, locked)
+  const holds = holdWrites(trx, batch)
   const keys = idempotencyWrite(trx, batch, bodies)
-  const writes = [...holdings.writes, ...transactionWrites(trx, batch, bodies), ...events.eventWrites(trx, transactions, batch.eventIds), ...(keys ? [keys.write] : [])]
+  const transactionEvents = transactions.reduce((count, t) => count + events.countEvents(t.sending_wallet_id, t.receiving_wallet_id), 0)
+  const holdEvents = batch.moves.flatMap(({ move, hold }) => (hold ? [{ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold }] : []))
+  const writes = [
+    ...holdings.writes,
+    ...transactionWrites(trx, transactions, bodies, batch),
+    ...holds.writes,
+    ...events.eventWrites(trx, transactions, batch.eventIds.slice(0, transactionEvents)),
+    ...events.holdEventWrites(trx, holdEvents, batch.eventIds.slice(transactionEvents)),
+    ...(keys ? [keys.write] : []),
+  ]
   const results = await runWrites(trx, writes)
   if (holdings.created && results[holdings.created.index].length !== holdings.created.count) throw new HoldingRace()
+  // The caller locked every hold it settles and found it pending: anything else is a bug, never a second outcome.
+  if (holds.settled && results[writes.indexOf(holds.settled.write)].length !== holds.settled.count) throw new Error('a hold being settled was not pending')
   if (keys) keys.check(results[writes.indexOf(keys.write)])
 }
+
+/** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
+function holdWrites(trx: Executor, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
+  const created = batch.moves.flatMap(({ move, hold }) => (move.reserve && hold ? [hold] : []))
+  const settled = batch.moves.flatMap(({ move, hold }) => (move.settle && hold ? [hold] : []))
+  const writes: Write[] = []
+  if (created.length > 0) {
+    const rows = created.map((h) => [h.id, h.sending_wallet_id, h.receiving_wallet_id, h.memo, JSON.stringify(h.metadata), h.created_at, h.expires_at])
+    const lines = created.flatMap((h) => h.assets.map((line) => [h.id, line.asset.id, line.quantity]))
+    writes.push(
+      {
+        statement: sql`
+          insert into holds (id, sending_wallet_id, receiving_wallet_id, memo, metadata, status, created_at, expires_at)
+          select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${rowsOf(trx, HOLD_COLUMNS, rows)}`,
+      },
+      {
+        statement: sql`
+          insert into hold_assets (hold_id, asset_id, quantity)
+          select hold_id, asset_id, quantity from ${rowsOf(trx, HOLD_LINE_COLUMNS, lines)}`,
+      },
+    )
+  }
+  if (settled.length === 0) return { writes }
+  const rows = settled.map((h) => [h.id, h.status, h.settled_at, h.transaction_id])
+  const write: Write = {
+    statement: sql`
+      update holds set status = r.status, settled_at = r.settled_at, transaction_id = r.transaction_id
+      from ${rowsOf(trx, SETTLEMENT_COLUMNS, rows)}
+      where holds.id = r.id and holds.status = 'pending'`,
+    returning: 'holds.id',
+  }
+  writes.push(write)
+  return { writes, settled: { write, count: settled.length } }
+}
+
+const HOLD_COLUMNS = [
+  ['id', 'bigint'],
+  ['sending_wallet_id', 'bigint'],
+  ['receiving_wallet_id', 'bigint'],
+  ['memo', 'text'],
+  ['metadata', 'text'],
+  ['created_at', 'text'],
+  ['expires_at', 'text'],
+] as const
+const HOLD_LINE_COLUMNS = [
+  ['hold_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+const SETTLEMENT_COLUMNS = [
+  ['id', 'bigint'],
+  ['status', 'text'],
+  ['settled_at', 'text'],
+  ['transaction_id', 'bigint'],
+] as const
 
 /**
  * Adds each holding's net change. Holdings that existed are locked, so they are updated in
@@ -212,14 +331,15 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
  * locks it. New holdings never start below zero (only mint's may), so the insert itself cannot
  * trip the overdraft check.
  */
-function holdingWrites(trx: Executor, deltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
-  const changed: [number, number, number][] = []
+function holdingWrites(trx: Executor, deltas: Map<string, { quantity: number; held: number }>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
+  const changed: [number, number, number, number][] = []
   const created: [number, number, number][] = []
   for (const [key, delta] of deltas) {
     const [walletId, assetId] = key.split(':').map(Number)
-    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta])
+    // A new holding is only ever received into: nothing of it is held yet.
+    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta.quantity])
     // An existing holding that ends where it started needs no write.
-    else if (delta !== 0) changed.push([walletId, assetId, delta])
+    else if (delta.quantity !== 0 || delta.held !== 0) changed.push([walletId, assetId, delta.quantity, delta.held])
   }
   // In (wallet, asset) order, like every lock the ledger takes.
   for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
@@ -227,8 +347,8 @@ function holdingWrites(trx: Executor, deltas: Map<string, number>, locked: Locke
   if (changed.length > 0) {
     writes.push({
       statement: sql`
-        update holdings set quantity = holdings.quantity + r.quantity
-        from ${rowsOf(trx, HOLDING_COLUMNS, changed)}
+        update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
+        from ${rowsOf(trx, CHANGED_HOLDING_COLUMNS, changed)}
         where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
     })
   }
@@ -249,10 +369,12 @@ const HOLDING_COLUMNS = [
   ['asset_id', 'bigint'],
   ['quantity', 'bigint'],
 ] as const
+const CHANGED_HOLDING_COLUMNS = [...HOLDING_COLUMNS, ['held', 'bigint']] as const
 
-function transactionWrites(trx: Executor, batch: BatchWrites, bodies: string[]): Write[] {
-  const rows = batch.moves.map(({ transaction: t }, i) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i]])
-  const lines = batch.moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
+function transactionWrites(trx: Executor, transactions: Transaction[], bodies: Map<Transaction, string>, batch: BatchWrites): Write[] {
+  if (transactions.length === 0) return []
+  const rows = transactions.map((t) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies.get(t)])
+  const lines = batch.moves.flatMap(({ lines, transaction }) => (transaction ? lines.map((line) => [transaction.id, line.asset.id, line.quantity]) : []))
   return [
     {
       statement: sql`
@@ -285,10 +407,13 @@ const LINE_COLUMNS = [
  * Stores the response of each move sent with an Idempotency-Key. `check` throws
  * IdempotencyConflict, naming the moves, for keys that another request stored meanwhile.
  */
-function idempotencyWrite(trx: Executor, batch: BatchWrites, bodies: string[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
-  const keyed = batch.moves.flatMap(({ move, index, transaction }, i) => (move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, transaction, body: bodies[i] }] : []))
+function idempotencyWrite(trx: Executor, batch: BatchWrites, bodies: Map<Transaction, string>): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
+  // The response is the Transaction (a transfer, a capture) or else the Hold (a new hold).
+  const keyed = batch.moves.flatMap(({ move, index, transaction, hold }) =>
+    move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, body: transaction ? bodies.get(transaction) : JSON.stringify(hold), createdAt: transaction?.created_at ?? hold?.created_at }] : [],
+  )
   if (keyed.length === 0) return undefined
-  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.body, k.transaction.created_at])
+  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.body, k.createdAt])
   return {
     write: {
       statement: sql`

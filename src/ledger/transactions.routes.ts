@@ -12,7 +12,7 @@ export interface TransactionsRoutesOptions {
   ledger: Ledger
 }
 
-const SendBody = Type.Object({
+export const SendBody = Type.Object({
   recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
   type: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' })),
   memo: Type.Optional(Type.String({ maxLength: 64 })),
@@ -25,12 +25,12 @@ const SendBody = Type.Object({
   else: { properties: { recipient: { type: 'string' } } },
 })
 
-const SendHeaders = Type.Object({
+export const SendHeaders = Type.Object({
   // Printable ASCII, space included (HTTP trims it at either end).
   'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
 })
 
-const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
+export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
 const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),

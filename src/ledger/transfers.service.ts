@@ -5,8 +5,9 @@ import { Address, IdString, Username } from '../http/schemas.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
-import { Idempotency, type SendRequest, type SendResult } from './idempotency.ts'
+import { fingerprint, Idempotency, type SendRequest, type SendResult } from './idempotency.ts'
 import { MAX_QUANTITY, type Line } from './ledger.types.ts'
+import { transactionOf } from './moves.ts'
 
 /**
  * POST /wallet/transactions, the transfer. The way through, one file after the other:
@@ -54,15 +55,28 @@ async function resolveLines(db: Executor, requested: Record<string, number>): Pr
   return [...lines.values()]
 }
 
+/**
+ * The recipient and the lines of a transfer (or of a hold, which takes the same body), with the
+ * errors in the documented order: U003/W000/G000 (recipient), W013 (to itself), I001/I003 (assets).
+ */
+export async function resolveTransfer(db: Db, walletId: number, request: SendRequest): Promise<{ to: number; lines: Line[] }> {
+  // Both lookups at once; their errors still come in the documented order.
+  const [recipient, found] = await Promise.allSettled([resolveRecipient(db, request.recipient, request.type ?? 0), resolveLines(db, request.assets)])
+  if (recipient.status === 'rejected') throw recipient.reason
+  if (recipient.value === walletId) throw new AppError('W013')
+  if (found.status === 'rejected') throw found.reason
+  return { to: recipient.value, lines: found.value }
+}
+
 export class TransfersService {
   readonly #db: Db
   readonly #committer: GroupCommitter
   readonly #idempotency: Idempotency
 
-  constructor(db: Db, committer: GroupCommitter) {
+  constructor(db: Db, committer: GroupCommitter, idempotency: Idempotency) {
     this.#db = db
     this.#committer = committer
-    this.#idempotency = new Idempotency(db)
+    this.#idempotency = idempotency
   }
 
   /**
@@ -72,15 +86,9 @@ export class TransfersService {
    * U003/W000/G000 (recipient), W013 (to itself), I001, then from the ledger's rules W000, I002, I003.
    */
   send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
-    return this.#idempotency.once(walletId, idempotencyKey, request, async (idempotency) => {
-      // Both lookups at once; their errors still come in the documented order.
-      const [to, lines] = await Promise.allSettled([resolveRecipient(this.#db, request.recipient, request.type ?? 0), resolveLines(this.#db, request.assets)]).then(([recipient, found]) => {
-        if (recipient.status === 'rejected') throw recipient.reason
-        if (recipient.value === walletId) throw new AppError('W013')
-        if (found.status === 'rejected') throw found.reason
-        return [recipient.value, found.value] as const
-      })
-      return this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', idempotency })
+    return this.#idempotency.once(walletId, idempotencyKey, fingerprint(request), async (idempotency) => {
+      const { to, lines } = await resolveTransfer(this.#db, walletId, request)
+      return transactionOf(await this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', idempotency }))
     })
   }
 }
