@@ -49,6 +49,9 @@ const CONTRACT: Record<string, [number, string]> = {
   I003: [400, 'Quantity Overflow'],
   I004: [409, 'Asset Name Taken'],
   I005: [409, 'Asset In Use'],
+  H000: [404, 'Hold Not Found'],
+  H001: [409, 'Hold Not Pending'],
+  H002: [400, 'Capture Exceeds Hold'],
 }
 
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
@@ -80,7 +83,7 @@ describe('the error table', () => {
 
   it('gives every code a well-formed name, an error status and a non-empty message', () => {
     for (const [code, entry] of Object.entries(ERRORS)) {
-      assert.match(code, /^[GSUWAI]\d{3}$/)
+      assert.match(code, /^[GSUWAIH]\d{3}$/)
       assert.ok(Number.isInteger(entry.status) && entry.status >= 400 && entry.status <= 599, `${code} status ${entry.status}`)
       assert.ok(entry.message.trim().length > 0, `${code} message`)
     }
@@ -170,6 +173,19 @@ describe('every code, provoked through HTTP', () => {
     },
     I004: () => inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'GOLD', value: 3 } }),
     I005: () => inject({ method: 'DELETE', url: `/assets/${gold.id}`, headers: t.admin }),
+    H000: () => inject({ method: 'GET', url: '/wallet/holds/987654', headers: alice.auth }),
+    H001: async () => {
+      const hold = await inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      assert.equal(hold.statusCode, 201, hold.body)
+      const voided = await inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/void`, headers: bob.auth })
+      assert.equal(voided.statusCode, 200, voided.body)
+      return inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/capture`, headers: alice.auth })
+    },
+    H002: async () => {
+      const hold = await inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      assert.equal(hold.statusCode, 201, hold.body)
+      return inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/capture`, headers: alice.auth, payload: { assets: { gold: 2 } } })
+    },
   }
 
   /** Runs `request` as a fresh user of a second app whose storage `breakIt` has broken. */

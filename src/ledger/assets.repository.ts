@@ -113,7 +113,7 @@ export async function listHoldings(db: Executor, walletId: number) {
   return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: held.get(holdingKey(walletId, row.id)) ?? 0 }))
 }
 
-export async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
+async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
   const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', assetId).executeTakeFirst()
   return row?.quantity ?? 0
 }

@@ -35,7 +35,7 @@ function statusAt(row: Pick<HoldRow, 'status' | 'expires_at'>, now: string): Hol
   return row.status === 'pending' && row.expires_at <= now ? 'expired' : (row.status as HoldStatus)
 }
 
-export function toHold(row: HoldRow, lines: Line[], labels: Map<number, WalletLabel>, now: string): Hold {
+function toHold(row: HoldRow, lines: Line[], labels: Map<number, WalletLabel>, now: string): Hold {
   const sender = labels.get(Number(row.sending_wallet_id))
   const receiver = labels.get(Number(row.receiving_wallet_id))
   const status = statusAt(row, now)

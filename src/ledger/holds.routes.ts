@@ -5,9 +5,8 @@ import { walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import { DEFAULT_EXPIRES_IN, findWalletHold, listWalletHolds } from './holds.service.ts'
-import { Hold, HoldStatus, Quantity, Transaction } from './ledger.schemas.ts'
+import { CursorId, Hold, HoldStatus, Quantity, SendBody, SendHeaders, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
-import { CursorId, SendBody, SendHeaders } from './transactions.routes.ts'
 
 export interface HoldsRoutesOptions {
   database: Database

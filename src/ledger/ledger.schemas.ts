@@ -8,6 +8,29 @@ export const AssetName = Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', descrip
 export const AssetValue = Type.Number({ minimum: 0, maximum: Number.MAX_VALUE, description: 'display valuation per unit' })
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
+
+/** The body of a transfer (POST /wallet/transactions); a hold's body is this and more. */
+export const SendBody = Type.Object({
+  recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
+  type: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' })),
+  memo: Type.Optional(Type.String({ maxLength: 64 })),
+  // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
+  // keyed by the asset-name pattern, a value under any other key went unchecked.
+  assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
+}, {
+  // A username or an address is a string; only a wallet id (type 2) may also be a number.
+  if: { required: ['type'], properties: { type: { const: 2 } } },
+  else: { properties: { recipient: { type: 'string' } } },
+})
+
+export const SendHeaders = Type.Object({
+  // Printable ASCII, space included (HTTP trims it at either end).
+  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
+})
+
+/** A transaction or hold id given as a paging cursor (`before`, `after`). */
+export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
+
 export const Holding = Type.Object({
   asset: Asset,
   quantity: Type.Integer({ description: 'everything the wallet owns of the asset, held or not' }),

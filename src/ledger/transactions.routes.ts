@@ -4,7 +4,7 @@ import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { ErrorSchema, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { Holding, Quantity, Transaction } from './ledger.schemas.ts'
+import { CursorId, Holding, SendBody, SendHeaders, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
@@ -12,25 +12,6 @@ export interface TransactionsRoutesOptions {
   ledger: Ledger
 }
 
-export const SendBody = Type.Object({
-  recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
-  type: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' })),
-  memo: Type.Optional(Type.String({ maxLength: 64 })),
-  // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
-  // keyed by the asset-name pattern, a value under any other key went unchecked.
-  assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
-}, {
-  // A username or an address is a string; only a wallet id (type 2) may also be a number.
-  if: { required: ['type'], properties: { type: { const: 2 } } },
-  else: { properties: { recipient: { type: 'string' } } },
-})
-
-export const SendHeaders = Type.Object({
-  // Printable ASCII, space included (HTTP trims it at either end).
-  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
-})
-
-export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
 const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),
