@@ -88,8 +88,8 @@ export async function seedHistoryThroughApi(base: string, user: BenchUser, partn
 /**
  * Writes `count` transactions of 1 unit between two wallets straight into the service's
  * database, alternating direction. `count` is even, so every holding ends where it started and
- * the ledger still verifies (each holding equals its journal sum). No events: the outbox only
- * matters for new transfers.
+ * the ledger still verifies (each holding equals its journal sum and its last running balance).
+ * No events: the outbox only matters for new transfers.
  */
 export async function seedHistoryDirectly(
   storage: { dataDir: string } | { databaseUrl: string },
@@ -106,11 +106,19 @@ export async function seedHistoryDirectly(
     try {
       const insertTransaction = db.prepare('insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at) values (?, ?, ?, ?)')
       const insertLine = db.prepare('insert into transaction_assets (transaction_id, asset_id, quantity) values (?, ?, 1)')
+      const insertBalance = db.prepare('insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity) values (?, ?, ?, ?, ?)')
+      const holding = db.prepare<[number, number], { quantity: number }>('select quantity from holdings where wallet_id = ? and asset_id = ?')
       db.transaction(() => {
+        // Balances in time: each side's holding after each transaction, from where it stands now.
+        const balances = new Map([walletId, partnerId].map((id) => [id, holding.get(id, assetId)?.quantity ?? 0]))
         for (let index = 0; index < count; index++) {
           const [from, to] = index % 2 === 0 ? [walletId, partnerId] : [partnerId, walletId]
           const { lastInsertRowid } = insertTransaction.run(from, to, 'history', createdAt)
           insertLine.run(lastInsertRowid, assetId)
+          for (const [side, delta] of [[from, -1], [to, 1]] as const) {
+            balances.set(side, (balances.get(side) ?? 0) + delta)
+            insertBalance.run(side, assetId, createdAt, lastInsertRowid, balances.get(side))
+          }
         }
       })()
     } finally {
@@ -126,13 +134,20 @@ export async function seedHistoryDirectly(
          insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at)
          select case when g % 2 = 1 then $1::bigint else $2::bigint end, case when g % 2 = 1 then $2::bigint else $1::bigint end, 'history', $3
          from generate_series(1, $4::int) as g order by g
-         returning id)
-       insert into transaction_assets (transaction_id, asset_id, quantity) select id, $5, 1 from inserted`,
+         returning id, sending_wallet_id, receiving_wallet_id),
+       lines as (insert into transaction_assets (transaction_id, asset_id, quantity) select id, $5, 1 from inserted)
+       -- Balances in time: each side's holding after each transaction, from where it stands now.
+       insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+       select sides.wallet_id, $5, $3, sides.id,
+         coalesce((select quantity from holdings where holdings.wallet_id = sides.wallet_id and holdings.asset_id = $5), 0)
+           + sum(sides.delta) over (partition by sides.wallet_id order by sides.id rows unbounded preceding)
+       from (select sending_wallet_id as wallet_id, id, -1 as delta from inserted
+             union all select receiving_wallet_id, id, 1 from inserted) as sides`,
       [walletId, partnerId, createdAt, count, assetId],
     )
     // What autovacuum would do within a minute of such an insert; done now so that it does not
     // run during the scenarios that follow.
-    await client.query('vacuum analyze transactions, transaction_assets')
+    await client.query('vacuum analyze transactions, transaction_assets, running_balances')
   } finally {
     await client.end()
   }

@@ -370,6 +370,7 @@ export interface paths {
                     before?: number;
                     /** @description refused (G002): the journal has no side */
                     direction?: unknown;
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -405,11 +406,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -1645,6 +1655,191 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/issuances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue units into many wallets
+         * @description Issues new units of one asset from `mint` into up to 1,000 user wallets, all or nothing: one transaction per entry, in order. An entry refused names itself in `detail` (`entries[i]: `).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        asset_id: number;
+                        /** @description 1-1000 wallets and the quantity each receives */
+                        entries: {
+                            quantity: number;
+                            wallet_id: number;
+                        }[];
+                        /** @description every transaction's memo; "issue" when none */
+                        memo?: string;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            transactions: {
+                                assets: {
+                                    asset: {
+                                        id: number;
+                                        name: string;
+                                        value: number;
+                                    };
+                                    quantity: number;
+                                }[];
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                created_at: string;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
+                                id: number;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
+                                receiving_username?: string;
+                                receiving_wallet_address: string;
+                                receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
+                                sending_username?: string;
+                                sending_wallet_address: string;
+                                sending_wallet_id: number;
+                            }[];
+                        };
+                    };
+                };
+                /**
+                 * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `I003` Quantity Overflow: a quantity or a resulting holding would exceed 2^53-1
+                 */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong
+                 *     - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
+                 */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `W002` Wallet or Asset Not Found: no such user wallet or asset (admin routes; mint is not a user wallet) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -3724,7 +3919,13 @@ export interface paths {
          */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /**
+                     * @description the holdings as they were at this instant, recomputed from the journal
+                     * @example 2026-11-21T22:25:29.123Z
+                     */
+                    as_of?: string;
+                };
                 header?: never;
                 path?: never;
                 cookie?: never;
@@ -3748,6 +3949,24 @@ export interface paths {
                             /** @description everything the wallet owns of the asset, held or not */
                             quantity: number;
                         }[];
+                    };
+                };
+                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
                     };
                 };
                 /**
@@ -4115,7 +4334,7 @@ export interface paths {
                          */
                         expires_in?: number;
                         memo?: string;
-                        /** @description at most 20 keys of 1-40 letters, digits, `_`, `-` or `.`; string values of at most 500 characters */
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
                         metadata?: {
                             [key: string]: string;
                         };
@@ -4550,11 +4769,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -5637,6 +5865,9 @@ export interface paths {
                     asset?: string;
                     before?: number;
                     direction?: "sent" | "received";
+                    /** @description `csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored) */
+                    format?: "json" | "csv";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -5670,11 +5901,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -5780,6 +6020,10 @@ export interface paths {
                             [key: string]: number;
                         };
                         memo?: string;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
                         recipient: string | number;
                         /**
                          * @description 0 username, 1 address, 2 wallet id
@@ -5810,14 +6054,325 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
+                        };
+                    };
+                };
+                /**
+                 * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `I001` Invalid Asset: an asset name in the transfer names no asset
+                 *     - `I002` Insufficient Quantity: the wallet holds less of an asset than requested
+                 *     - `I003` Quantity Overflow: a quantity or a resulting holding would exceed 2^53-1
+                 *     - `W013` Can't Send To Same Wallet: a wallet cannot send to itself
+                 */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard) */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `U003` User Not Found: no user has this username or id (or the user is not assigned to the wallet)
+                 *     - `W000` Wallet Not Found: no such wallet, or a wallet the caller may not use (deleted, or access removed)
+                 */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `G003` Idempotency Key Reused: this Idempotency-Key was used before for a different request
+                 *     - `G004` Request In Progress: the first request with this Idempotency-Key is still running; retry later
+                 */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/transactions/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a batch of transfers
+         * @description Up to 100 transfers (each the body of `POST /wallet/transactions`) from the wallet in one request. `atomic: true` (the default): all commit together or none does; 201 `{transactions}` in request order, or the first failing transfer's error, its `detail` starting `transfers[i]: `. `atomic: false`: each commits or fails alone; 200 `{results}` in request order, each `{status: 201, transaction}` or `{status, error}`. One `Idempotency-Key` covers the whole batch.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /**
+                         * @description true: all commit or none does; false: each commits or fails alone
+                         * @default true
+                         */
+                        atomic?: boolean;
+                        /** @description 1-100 transfers, each the body of POST /wallet/transactions */
+                        transfers: {
+                            /** @description asset name → quantity */
+                            assets: {
+                                [key: string]: number;
+                            };
+                            memo?: string;
+                            /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                            metadata?: {
+                                [key: string]: string;
+                            };
+                            recipient: string | number;
+                            /**
+                             * @description 0 username, 1 address, 2 wallet id
+                             * @default 0
+                             */
+                            type?: 0 | 1 | 2;
+                        }[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            results: ({
+                                /** @enum {number} */
+                                status: 201;
+                                /** @description a ledger entry moving one or more assets between two wallets */
+                                transaction: {
+                                    assets: {
+                                        asset: {
+                                            id: number;
+                                            name: string;
+                                            value: number;
+                                        };
+                                        quantity: number;
+                                    }[];
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    created_at: string;
+                                    /** @description only on a capture: the id of the hold it settles */
+                                    hold_id?: number;
+                                    id: number;
+                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                    memo: string;
+                                    /** @description {} when none */
+                                    metadata: {
+                                        [key: string]: string;
+                                    };
+                                    receiving_username?: string;
+                                    receiving_wallet_address: string;
+                                    receiving_wallet_id: number;
+                                    /** @description only on a reversal: the id of the transaction it reverses */
+                                    reverses?: number;
+                                    sending_username?: string;
+                                    sending_wallet_address: string;
+                                    sending_wallet_id: number;
+                                };
+                            } | {
+                                /** @description The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id */
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "H000" | "H001" | "H002";
+                                    detail?: string;
+                                    message: string;
+                                };
+                                status: number;
+                            })[];
+                        };
+                    };
+                };
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            transactions: {
+                                assets: {
+                                    asset: {
+                                        id: number;
+                                        name: string;
+                                        value: number;
+                                    };
+                                    quantity: number;
+                                }[];
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                created_at: string;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
+                                id: number;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
+                                receiving_username?: string;
+                                receiving_wallet_address: string;
+                                receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
+                                sending_username?: string;
+                                sending_wallet_address: string;
+                                sending_wallet_id: number;
+                            }[];
                         };
                     };
                 };
@@ -7137,6 +7692,10 @@ export interface paths {
                 content: {
                     "application/json": {
                         id: number;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
                         quantity: number;
                     };
                 };
@@ -7162,11 +7721,20 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description only on a capture: the id of the hold it settles */
+                            hold_id?: number;
                             id: number;
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
                             memo: string;
+                            /** @description {} when none */
+                            metadata: {
+                                [key: string]: string;
+                            };
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
+                            /** @description only on a reversal: the id of the transaction it reverses */
+                            reverses?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;

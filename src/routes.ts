@@ -107,6 +107,17 @@ export const ROUTES: Record<string, RouteDoc> = {
       'With an `Idempotency-Key`, a repeat of the same request answers the first response (`Idempotent-Replayed: true`) and moves nothing. Checked in this order: key, recipient, own wallet, asset names, quantities.',
     errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'I001', 'I002', 'I003'],
   },
+  'POST /wallet/transactions/batch': {
+    auth: 'wallet',
+    file: TRANSACTIONS,
+    summary: 'Send a batch of transfers',
+    description:
+      'Up to 100 transfers (each the body of `POST /wallet/transactions`) from the wallet in one request. ' +
+      '`atomic: true` (the default): all commit together or none does; 201 `{transactions}` in request order, or the first failing transfer\'s error, its `detail` starting `transfers[i]: `. ' +
+      '`atomic: false`: each commits or fails alone; 200 `{results}` in request order, each `{status: 201, transaction}` or `{status, error}`. ' +
+      'One `Idempotency-Key` covers the whole batch.',
+    errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'I001', 'I002', 'I003'],
+  },
   'GET /wallet/transactions': {
     auth: 'wallet',
     file: TRANSACTIONS,
@@ -150,6 +161,13 @@ export const ROUTES: Record<string, RouteDoc> = {
   'PUT /assets/:id/name': { auth: 'admin', file: ASSETS, summary: 'Rename an asset', description: 'Renames the asset; history shows the new name.', errors: ['I000', 'I004'] },
   'DELETE /assets/:id': { auth: 'admin', file: ASSETS, summary: 'Delete an asset', description: 'Deletes an asset nobody holds; its name becomes free and history keeps it.', errors: ['I000', 'I005'] },
   'POST /wallets/:walletid/assets': { auth: 'admin', file: ASSETS, summary: 'Issue units into a wallet', description: 'Issues new units of an asset from `mint` into a user wallet, recorded as a transaction.', errors: ['W002', 'I003'] },
+  'POST /issuances': {
+    auth: 'admin',
+    file: ASSETS,
+    summary: 'Issue units into many wallets',
+    description: 'Issues new units of one asset from `mint` into up to 1,000 user wallets, all or nothing: one transaction per entry, in order. An entry refused names itself in `detail` (`entries[i]: `).',
+    errors: ['W002', 'I003'],
+  },
   'DELETE /wallets/:walletid/assets/:assetid': {
     auth: 'admin',
     file: ASSETS,

@@ -203,7 +203,7 @@ describe('webhook delivery', () => {
     const moved: { id?: number } = {}
     // A transfer to the payee in progress: its rows written, not committed for 300 ms.
     const transfer = async (trx: Executor) => {
-      moved.id = (await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '' }, outbox)).id
+      moved.id = (await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '', kind: 'transfer' }, outbox)).id
     }
     const transferFirst = await whileOpen(t.database.db, transfer, async () => {
       const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: payee.auth, payload: { webhook: `${receiver.url}/late` } })

@@ -192,6 +192,9 @@ describe(`holds (${STORAGE})`, () => {
       const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
       const hold = await createHold(alice, { recipient: bob.username, memo: 'deal', metadata: { ref: '7' }, assets: { [gold.name]: 6 } })
       const transaction = await capture(alice, hold.id)
+      assert.equal(transaction.kind, 'capture')
+      assert.equal(transaction.hold_id, hold.id)
+      assert.deepEqual(transaction.metadata, { ref: '7' })
       assert.equal(transaction.sending_wallet_id, alice.walletId)
       assert.equal(transaction.receiving_wallet_id, bob.walletId)
       assert.equal(transaction.memo, 'deal')
@@ -207,6 +210,11 @@ describe(`holds (${STORAGE})`, () => {
       assert.ok(settled.settled_at !== null && settled.settled_at >= hold.created_at)
       const history = (await get(bob, '/wallet/transactions')).json() as Transaction[]
       assert.equal(history[0].id, transaction.id)
+      const captures = (await get(alice, '/wallet/transactions?kind=capture&metadata[ref]=7')).json() as Transaction[]
+      assert.deepEqual(
+        captures.map((t) => t.id),
+        [transaction.id],
+      )
     })
 
     it('captures part and releases the rest', async () => {

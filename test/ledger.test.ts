@@ -463,7 +463,7 @@ describe('POST /wallet/transactions', () => {
     const issued: { id?: number } = {}
     // An issuance to bob in progress: its id drawn, not committed for 300 ms.
     const issuance = async (trx: Executor) => {
-      issued.id = (await moveAssets(trx, { from: MINT_WALLET_ID, to: bob.walletId, lines: [{ asset: silver, quantity: 1 }], memo: 'issue' }, outbox)).id
+      issued.id = (await moveAssets(trx, { from: MINT_WALLET_ID, to: bob.walletId, lines: [{ asset: silver, quantity: 1 }], memo: 'issue', kind: 'issuance' }, outbox)).id
     }
     const { response, lowerCommitted } = await whileOpen(t.database.db, issuance, async () => {
       const answer = await send(alice, { recipient: bob.username, assets: { [gold.name]: 1 } })

@@ -67,9 +67,10 @@ describe(`migrations (${STORAGE})`, () => {
 
     await migrateTo(db, '0003_holdings_without_asset_index')
     const stored = await sql<{ id: number; payload: string }>`select id, payload from events order by id`.execute(db)
+    // Before 0008 the data carried no kind or metadata, which 0008 adds at the end of it.
     assert.deepEqual(
       stored.rows.map((row) => row.payload),
-      before.map((event) => event.payload),
+      before.map((event) => event.payload.replace(/,"kind":"[a-z]+","metadata":\{\}\}\}$/, '}}')),
     )
 
     assert.deepEqual(await migrateToLatest(db), MIGRATION_NAMES.slice(MIGRATION_NAMES.indexOf('0004_transaction_body')))
@@ -111,5 +112,50 @@ describe(`migrations (${STORAGE})`, () => {
     assert.deepEqual(await migrateToLatest(db), MIGRATION_NAMES.slice(MIGRATION_NAMES.indexOf('0005_ledger_references')))
     assert.equal(await foreignKeys(), 0)
     await refused('delete from transactions')
+  })
+  it('0008 gives old transactions their kind from their sides, and their stored answers kind and metadata', async () => {
+    const asset = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'copper', value: 1 } })).json() as { id: number }
+    const [alice, bob] = [await createUser(t.app), await createUser(t.app)]
+    const issued = await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: asset.id, quantity: 10 } })
+    assert.equal(issued.statusCode, 201, issued.body)
+    // A transfer whose memo is a sweep's, from a wallet that is not deleted: still a transfer.
+    const headers = { ...alice.auth, 'idempotency-key': 'k-0008' }
+    const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers, payload: { recipient: bob.username, assets: { copper: 4 }, memo: 'wallet deleted' } })
+    assert.equal(sent.statusCode, 201, sent.body)
+    assert.equal(sent.json().kind, 'transfer')
+    assert.equal((await t.app.inject({ method: 'DELETE', url: `/wallets/${alice.walletId}/assets/${asset.id}?quantity=1`, headers: t.admin })).statusCode, 204)
+    // A second wallet of bob's, funded, then deleted: its holdings swept to his primary wallet.
+    const created = await t.app.inject({ method: 'POST', url: '/user/wallets', headers: bob.auth, payload: {} })
+    assert.equal(created.statusCode, 201, created.body)
+    const spare = created.json() as { id: number }
+    assert.equal((await t.app.inject({ method: 'POST', url: `/wallets/${spare.id}/assets`, headers: t.admin, payload: { id: asset.id, quantity: 2 } })).statusCode, 201)
+    assert.equal((await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: bob.auth, payload: { wallet_id: spare.id } })).statusCode, 200)
+    assert.equal((await t.app.inject({ method: 'DELETE', url: '/wallet', headers: bob.auth })).statusCode, 204)
+
+    const db = t.database.db
+    const journal = async () => (await t.app.inject({ method: 'GET', url: `/admin/transactions?wallet=${alice.walletId}&limit=100`, headers: t.admin })).json() as { id: number; kind: string }[]
+    const kinds = async () => (await sql<{ id: number; kind: string }>`select id, kind from transactions order by id`.execute(db)).rows.map((row) => [Number(row.id), row.kind])
+    const bodies = async () => (await sql<{ body: string }>`select body from transactions order by id`.execute(db)).rows.map((row) => row.body)
+    const events = (await readEventsAfter(db, 0, 1000)).rows
+    const [kindsBefore, bodiesBefore, journalBefore] = [await kinds(), await bodies(), await journal()]
+    assert.deepEqual(
+      kindsBefore.slice(-5).map(([, kind]) => kind),
+      ['issuance', 'transfer', 'burn', 'issuance', 'sweep'],
+    )
+
+    await migrateTo(db, '0007_retention_and_shared_limits')
+    const columns = (await sql<{ body: string }>`select body from transactions order by id`.execute(db)).rows
+    assert.ok(columns.every((row) => !row.body.includes('"kind"')))
+    await migrateToLatest(db)
+    assert.deepEqual(await kinds(), kindsBefore)
+    assert.deepEqual(await bodies(), bodiesBefore)
+    assert.deepEqual((await readEventsAfter(db, 0, 1000)).rows, events)
+    assert.deepEqual(await journal(), journalBefore)
+    // The stored answer of the Idempotency-Key too.
+    const replayed = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers, payload: { recipient: bob.username, assets: { copper: 4 }, memo: 'wallet deleted' } })
+    assert.equal(replayed.headers['idempotent-replayed'], 'true')
+    assert.deepEqual(replayed.json(), sent.json())
+    assert.deepEqual(replayed.json().metadata, {})
+    assert.equal((await verifyLedger(db)).ok, true)
   })
 })

@@ -36,7 +36,7 @@ describe(`batched moves (${STORAGE})`, () => {
     return row === undefined ? 0 : Number(row.quantity)
   }
 
-  const move = (from: TestUser, to: TestUser, lines: Line[], extra: Partial<Move> = {}): Move => ({ from: from.walletId, to: to.walletId, lines, memo: '', ...extra })
+  const move = (from: TestUser, to: TestUser, lines: Line[], extra: Partial<Move> = {}): Move => ({ from: from.walletId, to: to.walletId, lines, memo: '', kind: 'transfer', ...extra })
 
   function apply(moves: Move[]): Promise<Outcome[]> {
     return db.transaction().execute(async (trx) => applyMoves(trx, moves, outbox))
@@ -92,7 +92,7 @@ describe(`batched moves (${STORAGE})`, () => {
     const [a, b] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app)]
     const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: b.auth, payload: { webhook: 'http://127.0.0.1:9/hook' } })
     assert.equal(response.statusCode, 200, response.body)
-    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 2 }]), { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue' }])
+    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 2 }]), { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue', kind: 'issuance' }])
     assert.deepEqual(outcomes.map(errorCode), [undefined, undefined])
     const ids = outcomes.map((outcome) => (outcome.ok ? (outcome.transaction?.id ?? 0) : 0))
     const events = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'transaction_id']).where('transaction_id', 'in', ids).orderBy('id').execute()

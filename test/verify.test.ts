@@ -182,6 +182,21 @@ describe('verifyLedger', () => {
     }
   })
 
+  it('reports a running balance (balances in time) that is not the holding', async () => {
+    const ledger = await buildLedger()
+    try {
+      const problems = await corrupt(ledger, async ({ t, gold }) => {
+        await t.database.db.updateTable('running_balances').set((eb) => ({ quantity: eb('quantity', '+', 1) })).where('wallet_id', '=', ledger.alice.walletId).where('asset_id', '=', gold).execute()
+      })
+      assert.ok(
+        problems.some((problem) => problem.includes(`wallet ${ledger.alice.walletId} holds`) && problem.includes(`asset ${ledger.gold}, its last running balance says`)),
+        problems.join('\n'),
+      )
+    } finally {
+      await discard(ledger)
+    }
+  })
+
   it('reports a journal line rewritten after the fact', async () => {
     const ledger = await buildLedger()
     try {

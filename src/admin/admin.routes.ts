@@ -5,6 +5,7 @@ import { clearOperatorCookie, OPERATOR_COOKIE, setOperatorCookie } from '../http
 import { AppError } from '../http/errors.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
+import { metadataFilters, metadataParameters } from '../ledger/history.service.ts'
 import { Transaction } from '../ledger/ledger.schemas.ts'
 import { NoContent } from '../wallets/wallets.schemas.ts'
 import * as S from './admin.schemas.ts'
@@ -62,11 +63,12 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     async (request, reply) => {
       const { direction, wallet, ...filters } = request.query
       if (direction !== undefined) throw new AppError('G002', 'the journal has no direction')
-      const { transactions, more } = await admin.listJournal(db, { ...filters, walletId: wallet })
+      const metadata = metadataFilters(request.query)
+      const { transactions, more } = await admin.listJournal(db, { ...filters, metadata, walletId: wallet })
       if (more && transactions.length > 0) {
-        const { limit, after, asset, since, until } = filters
+        const { limit, after, asset, since, until, kind } = filters
         const before = transactions[transactions.length - 1].id
-        reply.header('link', nextPageLink('/admin/transactions', { before, limit: limit ?? 10, after, asset, since, until, wallet }))
+        reply.header('link', nextPageLink('/admin/transactions', { before, limit: limit ?? 10, after, asset, since, until, kind, wallet, ...metadataParameters(metadata) }))
       }
       return transactions
     },

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { Id, Timestamp } from '../http/schemas.ts'
-import { Asset, Holding } from '../ledger/ledger.schemas.ts'
+import { Asset, Holding, Kind } from '../ledger/ledger.schemas.ts'
 
 /** Shapes of the operator routes under `/admin`. */
 
@@ -65,7 +65,8 @@ export const JournalQuery = Type.Object({
   until: Type.Optional(Timestamp),
   wallet: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'only transactions of this wallet (either side)' })),
   direction: Type.Optional(Type.Never({ description: 'refused (G002): the journal has no side' })),
-})
+  kind: Type.Optional(Kind),
+}, { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' })
 
 export const VerifyReport = Type.Object({
   ok: Type.Boolean(),

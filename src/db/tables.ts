@@ -103,11 +103,40 @@ export interface TransactionsTable {
    * Null only for rows written outside the ledger (the bench's direct history), which have no events.
    */
   body: string | null
+  /** `ledger/ledger.types.ts` TransactionKind (migration 0008). */
+  kind: string
+  /** A reversal's original. */
+  reverses: number | null
+  /** A capture's hold. */
+  hold_id: number | null
+  /** The metadata object as JSON; null when it is empty. */
+  metadata: string | null
+}
+
+/**
+ * One metadata key of a transaction, for filtering (migration 0008): a row for each side's wallet
+ * and one for the whole journal (`wallet_id` 0).
+ */
+export interface TransactionMetadataTable {
+  wallet_id: number
+  key: string
+  value: string
+  transaction_id: number
 }
 
 export interface TransactionAssetsTable {
   transaction_id: number
   asset_id: number
+  quantity: number
+}
+
+/** A holding as it stood right after each move that changed it (migration 0010): balances in time. */
+export interface RunningBalancesTable {
+  wallet_id: number
+  asset_id: number
+  /** The transaction's time. */
+  created_at: string
+  transaction_id: number
   quantity: number
 }
 
@@ -193,6 +222,8 @@ export interface DB {
   hold_assets: HoldAssetsTable
   transactions: TransactionsTable
   transaction_assets: TransactionAssetsTable
+  transaction_metadata: TransactionMetadataTable
+  running_balances: RunningBalancesTable
   idempotency_keys: IdempotencyKeysTable
   webhooks: WebhooksTable
   events: EventsTable

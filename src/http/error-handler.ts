@@ -39,13 +39,20 @@ export function answerRouterError(error: FastifyError, request: FastifyRequest, 
   sendError(reply.header('x-request-id', request.id), code, detail)
 }
 
+/**
+ * The first schema error in words. An error inside an item of a list names the item first
+ * (`transfers[3]: assets.gold must be >= 1`), as the services do for items they refuse.
+ */
 function describeValidation(error: FastifyError): string {
   const first = error.validation?.[0]
   if (!first) return error.message
-  const where = first.instancePath ? first.instancePath.slice(1).replaceAll('/', '.') : ''
+  const path = first.instancePath ? first.instancePath.slice(1).split('/') : []
+  const item = path.findIndex((segment, index) => index > 0 && /^\d+$/.test(segment))
+  const prefix = item > 0 ? `${path.slice(0, item).join('.')}[${path[item]}]: ` : ''
+  const where = (item > 0 ? path.slice(item + 1) : path).join('.')
   const missing = (first.params as { missingProperty?: string } | undefined)?.missingProperty
-  if (missing) return `${where ? `${where}.` : ''}${missing} is required`
-  return `${where || 'value'} ${first.message ?? 'is invalid'}`
+  if (missing) return `${prefix}${where ? `${where}.` : ''}${missing} is required`
+  return `${prefix}${where || 'value'} ${first.message ?? 'is invalid'}`
 }
 
 /** One place that turns every failure into the error body of the error table (`errors.ts`). */

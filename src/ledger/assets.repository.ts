@@ -113,6 +113,37 @@ export async function listHoldings(db: Executor, walletId: number) {
   return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: held.get(holdingKey(walletId, row.id)) ?? 0 }))
 }
 
+/**
+ * The wallet's holdings above zero as they stood at `asOf` (a stored timestamp), by asset name:
+ * for each asset it ever held, the last running balance at or before that instant (migration
+ * 0010), one index probe each.
+ */
+export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
+  const rows = await db
+    .selectFrom('holdings')
+    .innerJoin('assets', 'assets.id', 'holdings.asset_id')
+    .select((eb) => [
+      'assets.id',
+      'assets.name',
+      'assets.value',
+      eb
+        .selectFrom('running_balances')
+        .select('running_balances.quantity')
+        .where('running_balances.wallet_id', '=', walletId)
+        .whereRef('running_balances.asset_id', '=', 'holdings.asset_id')
+        .where('running_balances.created_at', '<=', asOf)
+        .orderBy('running_balances.created_at', 'desc')
+        .orderBy('running_balances.transaction_id', 'desc')
+        .limit(1)
+        .as('quantity'),
+    ])
+    .where('holdings.wallet_id', '=', walletId)
+    .execute()
+  const held = rows.filter((row) => row.quantity !== null && Number(row.quantity) > 0)
+  held.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
+  return held.map((row) => ({ asset: toAsset(row), quantity: Number(row.quantity), held: 0 }))
+}
+
 async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
   const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', assetId).executeTakeFirst()
   return row?.quantity ?? 0

@@ -2,15 +2,28 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
-import { IdParams, IdString, parseId, responses } from '../http/schemas.ts'
+import { Id, IdParams, IdString, parseId, responses } from '../http/schemas.ts'
 import * as assets from './assets.service.ts'
-import { Asset, AssetName, AssetValue, Quantity, Transaction } from './ledger.schemas.ts'
+import { Asset, AssetName, AssetValue, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface AssetsRoutesOptions {
   database: Database
   ledger: Ledger
 }
+
+/** The most wallets one issuance request reaches. */
+const MAX_ISSUANCE_ENTRIES = 1000
+
+const IssuanceBody = Type.Object({
+  asset_id: Id,
+  entries: Type.Array(Type.Object({ wallet_id: Id, quantity: Quantity }), { minItems: 1, maxItems: MAX_ISSUANCE_ENTRIES, description: `1-${MAX_ISSUANCE_ENTRIES} wallets and the quantity each receives` }),
+  memo: Type.Optional(Type.String({ maxLength: 64, description: 'every transaction\'s memo; "issue" when none' })),
+  metadata: Type.Optional(Metadata),
+})
+
+/** 1,000 entries of a wallet id and a quantity (about 60 bytes each). */
+const ISSUANCE_BODY_LIMIT = 256 * 1024
 
 /** Asset management and issuance: the admin routes (admin key), and the asset list any caller may read. */
 const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app, { database, ledger }) => {
@@ -40,10 +53,19 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
 
   app.post(
     '/wallets/:walletid/assets',
-    { ...admin, schema: { tags, params: IdParams('walletid'), body: Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), quantity: Quantity }), response: responses(201, Transaction) } },
+    { ...admin, schema: { tags, params: IdParams('walletid'), body: Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), quantity: Quantity, metadata: Type.Optional(Metadata) }), response: responses(201, Transaction) } },
     async (request, reply) => {
-      const transaction = await ledger.issue(parseId(request.params.walletid), request.body.id, request.body.quantity)
+      const transaction = await ledger.issue(parseId(request.params.walletid), request.body.id, request.body.quantity, request.body.metadata)
       return reply.status(201).send(transaction)
+    },
+  )
+
+  app.post(
+    '/issuances',
+    { ...admin, bodyLimit: Math.max(ISSUANCE_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0), schema: { tags, body: IssuanceBody, response: responses(201, Type.Object({ transactions: Type.Array(Transaction) })) } },
+    async (request, reply) => {
+      const transactions = await ledger.issueToMany(request.body)
+      return reply.status(201).send({ transactions })
     },
   )
 

@@ -2,8 +2,8 @@ import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
-import { IdempotencyConflict, type EventWriter } from './ledger.types.ts'
-import { applyMoves, type Applied, type Move, type Outcome } from './moves.ts'
+import { IdempotencyConflict, type EventWriter, type Transaction } from './ledger.types.ts'
+import { applyUnits, transactionOf, type Move, type Outcome, type Unit } from './moves.ts'
 
 /**
  * Group commit for transfers.
@@ -14,7 +14,9 @@ import { applyMoves, type Applied, type Move, type Outcome } from './moves.ts'
  * set-based statements for the whole batch) and acknowledged after its one durable commit:
  *
  * - All or nothing per transfer: the moves are checked in order against the locked balances, and
- *   one that fails is left out of the writes and fails alone with its own error.
+ *   one that fails is left out of the writes and fails alone with its own error. A member may be
+ *   a unit of several transfers (a batch request, `moves.ts` Unit): an atomic one is checked as a
+ *   whole in its place in the order, and fails alone too, without failing its neighbours.
  * - Durability: no member's promise settles before the commit has returned, so a 201 still means
  *   durably committed; if the commit fails, every member fails with that error. Whether such a
  *   batch committed is unknown (the reply to COMMIT may be what was lost), so it is never run again
@@ -40,14 +42,15 @@ import { applyMoves, type Applied, type Move, type Outcome } from './moves.ts'
  *   IdempotencyConflict (the caller answers with the stored response); the rest run again.
  */
 
+/** A unit (`moves.ts`) waiting for its batch: a transfer, or the transfers of a batch request. */
 interface Member {
-  move: Move
-  resolve: (applied: Applied) => void
+  unit: Unit
+  resolve: (outcomes: Outcome[]) => void
   reject: (error: unknown) => void
 }
 
 export interface GroupCommitOptions {
-  /** Most transfers in one database transaction. */
+  /** Most transfers in one database transaction (a unit larger than this runs alone, never split). */
   maxBatch: number
   /** Begin the next batch's transaction while this batch runs (PostgreSQL; SQLite has one connection). */
   beginEarly: boolean
@@ -81,10 +84,20 @@ export class GroupCommitter {
     this.#onBatch = options.onBatch
   }
 
-  /** Applies `move` (a transfer or a new hold) as one member of the next batch; settles after that batch's commit. */
-  run(move: Move): Promise<Applied> {
-    return new Promise<Applied>((resolve, reject) => {
-      this.#queue.push({ move, resolve, reject })
+  /** Applies `move` as one member of the next batch; settles after that batch's commit. */
+  async run(move: Move): Promise<Transaction> {
+    const [outcome] = await this.runUnit({ moves: [move], atomic: true })
+    if (!outcome.ok) throw outcome.error
+    return transactionOf(outcome)
+  }
+
+  /**
+   * Applies the unit's moves as one member of the next batch, checked in arrival order with the
+   * other members; resolves after that batch's commit with one outcome per move (`moves.ts` Unit).
+   */
+  runUnit(unit: Unit): Promise<Outcome[]> {
+    return new Promise<Outcome[]>((resolve, reject) => {
+      this.#queue.push({ unit, resolve, reject })
       // This member will be in the next batch, which therefore exists and takes the transaction.
       if (this.#running && this.#beginEarly && !this.#early) this.#early = beginEarly(this.#db)
       this.#schedule()
@@ -92,7 +105,7 @@ export class GroupCommitter {
   }
 
   /** Runs `work` in the transaction begun early, if there is one, or else in a new one. */
-  #transact(work: Work): Promise<Outcome[]> {
+  #transact(work: Work): Promise<Outcome[][]> {
     const early = this.#early
     this.#early = undefined
     return early ? early(work) : this.#db.transaction().execute(work)
@@ -111,8 +124,8 @@ export class GroupCommitter {
     // After the I/O callbacks of this turn of the event loop: every request that arrived together
     // (or while the last commit was running) joins the same batch.
     setImmediate(() => {
-      const batch = this.#queue.splice(0, this.#maxBatch)
-      this.#onBatch?.(batch.length)
+      const batch = this.#queue.splice(0, this.#takeCount())
+      this.#onBatch?.(batch.reduce((count, member) => count + member.unit.moves.length, 0))
       this.#running = true
       void this.#commit(batch).finally(() => {
         this.#running = false
@@ -122,18 +135,30 @@ export class GroupCommitter {
     })
   }
 
+  /** How many members the next batch takes: up to maxBatch moves, and always at least one member. */
+  #takeCount(): number {
+    let moves = 0
+    let count = 0
+    for (const member of this.#queue) {
+      moves += member.unit.moves.length
+      if (count > 0 && moves > this.#maxBatch) break
+      count++
+    }
+    return count
+  }
+
   async #commit(batch: Member[]): Promise<void> {
     let members = batch
     try {
       while (members.length > 0) {
-        const moves = members.map((member) => member.move)
+        const units = members.map((member) => member.unit)
         // Set once every statement has run: an error after it comes from the COMMIT.
         let applied = false
         try {
           const outcomes = await withRetries(() => {
             applied = false
             return this.#transact(async (trx) => {
-              const result = await applyMoves(trx, moves, this.#events)
+              const result = await applyUnits(trx, units, this.#events)
               applied = true
               return result
             })
@@ -159,8 +184,8 @@ export class GroupCommitter {
   }
 }
 
-type Work = (trx: Executor) => Promise<Outcome[]>
-type Early = (work: Work) => Promise<Outcome[]>
+type Work = (trx: Executor) => Promise<Outcome[][]>
+type Early = (work: Work) => Promise<Outcome[][]>
 
 /**
  * A transaction begun before its work is known: BEGIN goes out at once on a connection of its own,
@@ -190,10 +215,6 @@ function beginEarly(db: Db): Early {
   }
 }
 
-function settle(members: Member[], outcomes: Outcome[]): void {
-  members.forEach((member, index) => {
-    const outcome = outcomes[index]
-    if (outcome.ok) member.resolve({ transaction: outcome.transaction, hold: outcome.hold })
-    else member.reject(outcome.error)
-  })
+function settle(members: Member[], outcomes: Outcome[][]): void {
+  members.forEach((member, index) => member.resolve(outcomes[index]))
 }

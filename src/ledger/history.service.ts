@@ -1,6 +1,9 @@
 import type { Db, Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
+import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
+import type { TransactionKind } from './ledger.types.ts'
+import { statementHeader, statementRows } from './statement-csv.ts'
 import * as transactions from './transactions.repository.ts'
 
 /** What a wallet holds and its history: the ledger's reads. */
@@ -8,6 +11,15 @@ import * as transactions from './transactions.repository.ts'
 /** GET /wallet/assets: the wallet's holdings above zero, by asset name. */
 export function listHoldings(db: Executor, walletId: number) {
   return assets.listHoldings(db, walletId)
+}
+
+/**
+ * GET /wallet/assets?as_of=…: the wallet's holdings above zero as they stood at that instant, by
+ * asset name, nothing held (`held` 0); `[]` before the wallet's first transaction. G002 when
+ * `asOf` names no instant.
+ */
+export function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
+  return assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string)
 }
 
 export interface ListQuery {
@@ -19,6 +31,39 @@ export interface ListQuery {
   direction?: 'sent' | 'received'
   since?: string
   until?: string
+  kind?: TransactionKind
+  /** `metadata[KEY]=VALUE` filters, as `metadataFilters` reads them from the query. */
+  metadata?: [key: string, value: string][]
+}
+
+/** Most `metadata[KEY]=VALUE` filters in one query. */
+const MAX_METADATA_FILTERS = 5
+const METADATA_FILTER = /^metadata\[(.*)\]$/s
+const METADATA_KEY_PATTERN = new RegExp(METADATA_KEY)
+
+/**
+ * The `metadata[KEY]=VALUE` parameters of a query (the rest of it is the route's schema's), in
+ * the order given. Throws G002 for more than 5, a key or value no metadata can have, a key given
+ * twice, or a bare `metadata`.
+ */
+export function metadataFilters(query: Record<string, unknown>): [key: string, value: string][] {
+  const filters: [string, string][] = []
+  for (const [name, value] of Object.entries(query)) {
+    if (name === 'metadata') throw new AppError('G002', 'filter metadata as metadata[KEY]=VALUE')
+    const key = METADATA_FILTER.exec(name)?.[1]
+    if (key === undefined) continue
+    if (!METADATA_KEY_PATTERN.test(key)) throw new AppError('G002', `metadata[${key}]: a key is 1-40 letters, digits, "_", "-" or "."`)
+    if (typeof value !== 'string') throw new AppError('G002', `metadata[${key}] is given more than once`)
+    if (value.length > METADATA_VALUE_LENGTH) throw new AppError('G002', `metadata[${key}]: a value is at most ${METADATA_VALUE_LENGTH} characters`)
+    filters.push([key, value])
+  }
+  if (filters.length > MAX_METADATA_FILTERS) throw new AppError('G002', `at most ${MAX_METADATA_FILTERS} metadata filters`)
+  return filters
+}
+
+/** Metadata filters as query parameters again (the `Link` to the next page). */
+export function metadataParameters(filters: [key: string, value: string][]): Record<string, string> {
+  return Object.fromEntries(filters.map(([key, value]) => [`metadata[${key}]`, value]))
 }
 
 /** GET /wallet/transactions: a page, newest first, and whether there is a next page. */
@@ -26,6 +71,30 @@ export async function listWalletTransactions(db: Db, walletId: number, query: Li
   const filter = await journalFilter(db, query)
   if (!filter) return { transactions: [], more: false }
   return transactions.listTransactions(db, { ...filter, walletId, direction: query.direction })
+}
+
+/** How many transactions a statement reads at a time: what it holds in memory at once. */
+const STATEMENT_CHUNK = 200
+
+/**
+ * GET /wallet/transactions?format=csv: the statement, as CSV text in pieces (the header, then the
+ * rows of each chunk of transactions), newest first, every transaction the filters choose (paging
+ * parameters are ignored). Reads in keyset chunks of `chunk` through the query of a history page,
+ * each a read of committed rows: a transaction committed after the export began has a larger id
+ * than its first chunk (a wallet's ids grow in commit order) and is never half included. G002
+ * for a filter that names no instant.
+ */
+export async function* exportWalletTransactions(db: Db, walletId: number, query: ListQuery, chunk = STATEMENT_CHUNK): AsyncGenerator<string> {
+  const filter = await journalFilter(db, { ...query, limit: chunk, offset: 0, before: undefined, after: undefined })
+  yield statementHeader()
+  if (!filter) return
+  let before: number | undefined
+  for (;;) {
+    const { transactions: page, more } = await transactions.listTransactions(db, { ...filter, before, walletId, direction: query.direction })
+    yield page.map((transaction) => statementRows(transaction, walletId, filter.assetId)).join('')
+    if (!more || page.length === 0) return
+    before = page[page.length - 1].id
+  }
 }
 
 /**
@@ -49,7 +118,7 @@ async function journalFilter(db: Db, query: ListQuery) {
     if (!asset) return undefined
     assetId = asset.id
   }
-  return { limit: query.limit ?? 10, offset: query.offset ?? 0, before: query.before, after: query.after, assetId, since, until }
+  return { limit: query.limit ?? 10, offset: query.offset ?? 0, before: query.before, after: query.after, assetId, since, until, kind: query.kind, metadata: query.metadata }
 }
 
 // Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written

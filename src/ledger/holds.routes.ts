@@ -13,17 +13,10 @@ export interface HoldsRoutesOptions {
   ledger: Ledger
 }
 
-const Metadata = Type.Record(Type.String(), Type.String({ maxLength: 500 }), {
-  maxProperties: 20,
-  propertyNames: { pattern: '^[A-Za-z0-9_.-]{1,40}$' },
-  description: 'at most 20 keys of 1-40 letters, digits, `_`, `-` or `.`; string values of at most 500 characters',
-})
-
 /** A transfer's body, and how long the hold lasts. */
 const HoldBody = Type.Object(
   {
     ...SendBody.properties,
-    metadata: Type.Optional(Metadata),
     expires_in: Type.Optional(Type.Integer({ minimum: 60, maximum: 2_592_000, default: DEFAULT_EXPIRES_IN, description: 'seconds until the hold expires' })),
   },
   { if: SendBody.if, else: SendBody.else },

@@ -3,10 +3,10 @@ import { inTransaction, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import * as holds from './holds.repository.ts'
-import { canonicalAssets, fingerprint, hash, type Idempotency, type IdempotentResult, type SendRequest } from './idempotency.ts'
+import { canonicalAssets, canonicalTransfer, hash, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { EventWriter, Hold, HoldStatus, Line, Transaction } from './ledger.types.ts'
 import { takeWalletTurns } from './moves.repository.ts'
-import { applyMove, transactionOf, type Settlement } from './moves.ts'
+import { applyMove, transactionOf, type Move } from './moves.ts'
 import { resolveTransfer } from './transfers.service.ts'
 
 /**
@@ -29,7 +29,6 @@ import { resolveTransfer } from './transfers.service.ts'
  */
 
 export interface HoldRequest extends SendRequest {
-  metadata?: Record<string, string>
   /** Seconds until the hold expires: 60 to 2,592,000 (the route's schema); 604,800 by default. */
   expires_in?: number
 }
@@ -41,14 +40,13 @@ export interface CaptureRequest {
 
 export const DEFAULT_EXPIRES_IN = 604_800
 
-/** What tells a hold request apart under one Idempotency-Key: the transfer's fields, its metadata and its expiry. */
+/** What tells a hold request apart under one Idempotency-Key: a transfer's fields (metadata included) and its expiry; never a transfer's. */
 function holdFingerprint(request: HoldRequest): string {
-  const metadata = Object.entries(request.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  return hash(JSON.stringify(['hold', fingerprint(request), metadata, request.expires_in ?? DEFAULT_EXPIRES_IN]))
+  return hash(['hold', canonicalTransfer(request), request.expires_in ?? DEFAULT_EXPIRES_IN])
 }
 
 function captureFingerprint(holdId: number, request: CaptureRequest): string {
-  return hash(JSON.stringify(['capture', holdId, request.assets === undefined ? null : canonicalAssets(request.assets)]))
+  return hash(['capture', holdId, request.assets === undefined ? null : canonicalAssets(request.assets)])
 }
 
 /**
@@ -66,6 +64,12 @@ function captureLines(hold: Hold, requested: Record<string, number> | undefined)
     lines.push({ asset: line.asset, quantity })
   }
   return lines
+}
+
+/** The move that settles a hold without moving anything (a void, an expiry): it only releases what the hold reserves. */
+function releaseOf(hold: Hold, status: 'voided' | 'expired', at: string): Move {
+  // Nothing moves, so no transaction is recorded and `kind` names none.
+  return { from: hold.sending_wallet_id, to: hold.receiving_wallet_id, lines: [], memo: hold.memo, kind: 'capture', settle: { hold, status, at } }
 }
 
 export interface HoldListQuery {
@@ -106,13 +110,13 @@ export class HoldsService {
    * arrive alongside it. Answers 201 with the pending Hold. Throws what a transfer throws, in its
    * order: G003/G004, U003/W000/G000, W013, I001, then W000, I002 (only what is free may be held), I003.
    */
-  create(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<IdempotentResult<Hold>> {
-    return this.#idempotency.once(walletId, idempotencyKey, holdFingerprint(request), async (idempotency) => {
-      const { to, lines } = await resolveTransfer(this.#db, walletId, request)
-      const reserve = { metadata: request.metadata ?? {}, expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN }
-      const { hold } = await this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', idempotency, reserve })
-      if (!hold) throw new Error('the hold was not recorded')
-      return hold
+  create(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>> {
+    return this.#idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (idempotency) => {
+      const move = await resolveTransfer(this.#db, walletId, request)
+      const [outcome] = await this.#committer.runUnit({ moves: [{ ...move, idempotency, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }], atomic: true })
+      if (!outcome.ok) throw outcome.error
+      if (!outcome.hold) throw new Error('the hold was not recorded')
+      return { status: 201, body: outcome.hold }
     })
   }
 
@@ -123,11 +127,21 @@ export class HoldsService {
    * caller is not its sender), H001 (not pending), H002 (more than held, or an asset it lacks),
    * then the ledger's W000, I003.
    */
-  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<IdempotentResult<Transaction>> {
-    return this.#idempotency.once(walletId, idempotencyKey, captureFingerprint(holdId, request), async (idempotency) => {
+  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<Answer<Transaction>> {
+    return this.#idempotency.answerOnce(walletId, idempotencyKey, captureFingerprint(holdId, request), async (idempotency) => {
       const found = await holds.findHold(this.#db, holdId, nowIso())
       if (!found || found.sending_wallet_id !== walletId) throw new AppError('H000', `no hold ${holdId} sent by this wallet`)
-      return this.#settle(found, 'captured', async (hold) => captureLines(hold, request.assets), idempotency).then(transactionOf)
+      const applied = await this.#settle(found, (hold, now) => ({
+        from: hold.sending_wallet_id,
+        to: hold.receiving_wallet_id,
+        lines: captureLines(hold, request.assets),
+        memo: hold.memo,
+        kind: 'capture',
+        metadata: hold.metadata,
+        idempotency,
+        settle: { hold, status: 'captured', at: now },
+      }))
+      return { status: 201, body: transactionOf(applied) }
     })
   }
 
@@ -135,24 +149,22 @@ export class HoldsService {
   async void(walletId: number, holdId: number): Promise<Hold> {
     const found = await holds.findHold(this.#db, holdId, nowIso())
     if (!found || (found.sending_wallet_id !== walletId && found.receiving_wallet_id !== walletId)) throw new AppError('H000', `no hold ${holdId} of this wallet`)
-    const { hold } = await this.#settle(found, 'voided', async () => [])
-    return hold as Hold
+    const { hold } = await this.#settle(found, (pending, now) => releaseOf(pending, 'voided', now))
+    if (!hold) throw new Error('the void recorded no hold')
+    return hold
   }
 
   /**
    * Settles one hold in a transaction of its own: its wallets' turns, its row locked and found
    * pending and unexpired now (else H001), then the settlement through the ledger's rules.
    */
-  async #settle(found: Hold, status: 'captured' | 'voided', linesOf: (hold: Hold) => Promise<Line[]>, idempotency?: { key: string; requestHash: string }) {
+  async #settle(found: Hold, moveOf: (hold: Hold, now: string) => Move) {
     return inTransaction(this.#db, async (trx) => {
       await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
       const now = nowIso()
       const locked = await holds.lockHold(trx, found.id, now)
       if (!locked || locked.hold.status !== 'pending') throw new AppError('H001', `hold ${found.id} is ${locked?.hold.status ?? 'gone'}`)
-      const { hold } = locked
-      const lines = await linesOf(hold)
-      const settle: Settlement = { hold, status, at: now }
-      return applyMove(trx, { from: hold.sending_wallet_id, to: hold.receiving_wallet_id, lines, memo: hold.memo, idempotency, settle }, this.#events)
+      return applyMove(trx, moveOf(locked.hold, now), this.#events)
     })
   }
 
@@ -180,7 +192,7 @@ export class HoldsService {
     const locked = await holds.lockHold(trx, holdId, nowIso())
     if (!locked?.unsettled || locked.hold.status !== 'expired') return false
     const { hold } = locked
-    await applyMove(trx, { from: hold.sending_wallet_id, to: hold.receiving_wallet_id, lines: [], memo: hold.memo, settle: { hold, status: 'expired', at: hold.expires_at } }, this.#events)
+    await applyMove(trx, releaseOf(hold, 'expired', hold.expires_at), this.#events)
     return true
   }
 
@@ -204,7 +216,7 @@ export class HoldsService {
       if (!locked?.unsettled) continue
       const { hold } = locked
       if (hold.status === 'pending') {
-        await applyMove(trx, { from: hold.sending_wallet_id, to: hold.receiving_wallet_id, lines: [], memo: hold.memo, settle: { hold, status: 'voided', at: now } }, this.#events)
+        await applyMove(trx, releaseOf(hold, 'voided', now), this.#events)
       } else {
         await this.#expireLocked(trx, id)
       }

@@ -3,15 +3,16 @@ import type { Executor } from '../db/database.ts'
 import { isUniqueViolation } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findIdempotencyKey } from './idempotency.repository.ts'
-import { IdempotencyConflict, type Transaction } from './ledger.types.ts'
+import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
- * Idempotency-Keys of POST /wallet/transactions (and of POST /wallet/holds and a hold's capture,
- * in the same space of keys per wallet): a repeat of a request answers with the first response
- * and moves nothing.
+ * Idempotency-Keys of POST /wallet/transactions, POST /wallet/transactions/batch, POST
+ * /wallet/holds and a hold's capture (one key space per wallet): a repeat of a request answers
+ * with the first response and moves nothing.
  *
  * - The first request's response is stored with its transfer, in the same database transaction
- *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed.
+ *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed (a batch's
+ *   when at least one of its transfers did).
  * - A repeat finds it (`replay`): the same request is answered with the stored response and the
  *   `Idempotent-Replayed` header; a different request under the same key is G003.
  * - While the first request still runs in this process, a repeat is G004.
@@ -24,15 +25,17 @@ export interface SendRequest {
   type?: 0 | 1 | 2
   memo?: string
   assets: Record<string, number>
+  metadata?: Metadata
 }
 
-export interface IdempotentResult<T> {
+/** A response of a request sent with an Idempotency-Key: the first one, or its replay. */
+export interface Answer<T> {
   status: number
   body: T
   replayed: boolean
 }
 
-export type SendResult = IdempotentResult<Transaction>
+export type SendResult = Answer<Transaction>
 
 /** What the transfer stores with its key: the key and the request's fingerprint. */
 export interface IdempotencyRecord {
@@ -46,13 +49,16 @@ export interface IdempotencyRecord {
  * them), a missing memo is the empty one, a wallet id may be a string or a number, and asset
  * names are case-insensitive (quantities of one asset named twice add up, as the transfer does).
  */
-export function fingerprint(request: SendRequest): string {
+export function canonicalTransfer(request: SendRequest): unknown[] {
   const type = request.type ?? 0
-  const canonical = JSON.stringify([type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', canonicalAssets(request.assets)])
-  return hash(canonical)
+  const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', canonicalAssets(request.assets)]
+  // No metadata and `{}` alike add nothing, so keys stored before metadata existed still match.
+  const metadata = canonicalMetadata(request.metadata)
+  if (metadata.length > 0) fields.push(metadata)
+  return fields
 }
 
-/** Asset quantities written one way: names lower-cased, one asset named twice added up, sorted by name. */
+/** Quantities by asset name written one way: names lower-cased, an asset named twice added up, by name. */
 export function canonicalAssets(requested: Record<string, number>): [string, number][] {
   const assets = new Map<string, number>()
   for (const [name, quantity] of Object.entries(requested)) {
@@ -62,12 +68,27 @@ export function canonicalAssets(requested: Record<string, number>): [string, num
   return [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
-/** SHA-256 of a canonical request text: what is stored with a key. */
-export function hash(canonical: string): string {
-  return crypto.createHash('sha256').update(canonical).digest('hex')
+/** Metadata written one way for a fingerprint: its entries by key. */
+function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
+  return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
-async function replay<T>(db: Executor, walletId: number, key: string, requestHash: string): Promise<IdempotentResult<T> | undefined> {
+/** A request's fingerprint: SHA-256 of its canonical fields, stored with its key. */
+export function hash(canonical: unknown[]): string {
+  return crypto.createHash('sha256').update(JSON.stringify(canonical)).digest('hex')
+}
+
+/** The fingerprint of a transfer (`canonicalTransfer`). */
+function fingerprintTransfer(request: SendRequest): string {
+  return hash(canonicalTransfer(request))
+}
+
+/** The fingerprint of a batch: its transfers in order, and whether it is atomic; never a transfer's. */
+export function fingerprintBatch(transfers: SendRequest[], atomic: boolean): string {
+  return hash(['batch', atomic, transfers.map(canonicalTransfer)])
+}
+
+async function replay<T>(db: Executor, walletId: number, key: string, requestHash: string): Promise<Answer<T> | undefined> {
   const stored = await findIdempotencyKey(db, walletId, key)
   if (!stored) return undefined
   if (stored.request_hash !== requestHash) throw new AppError('G003', 'this Idempotency-Key was used for a different request')
@@ -86,18 +107,25 @@ export class Idempotency {
   /**
    * Runs `transfer` once per key: with no key, simply runs it; with a key, answers a repeat from
    * the stored response (throws G003, G004 as above) and otherwise runs it with the record to
-   * store. Answers 201 with what the transfer answers (a Transaction; a new hold's Hold).
-   * `requestHash` tells the request apart (`fingerprint`).
+   * store. Answers 201 with the transfer's Transaction.
    */
-  async once<T>(walletId: number, key: string | undefined, requestHash: string, transfer: (record?: IdempotencyRecord) => Promise<T>): Promise<IdempotentResult<T>> {
-    if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
+  once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+    return this.answerOnce(walletId, key, fingerprintTransfer(request), async (record) => ({ status: 201, body: await transfer(record) }))
+  }
+
+  /**
+   * Runs `work` once per key, as `once`, for any request: `requestHash` tells a retry from a
+   * different request, and `work` answers the response, which it stores with its writes.
+   */
+  async answerOnce<T>(walletId: number, key: string | undefined, requestHash: string, work: (record?: IdempotencyRecord) => Promise<{ status: number; body: T }>): Promise<Answer<T>> {
+    if (key === undefined) return { ...(await work()), replayed: false }
     const previous = await replay<T>(this.#db, walletId, key, requestHash)
     if (previous) return previous
     const flightKey = `${walletId}:${key}`
     if (this.#inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
     this.#inFlight.add(flightKey)
     try {
-      return { status: 201, body: await transfer({ key, requestHash }), replayed: false }
+      return { ...(await work({ key, requestHash })), replayed: false }
     } catch (error) {
       // Another instance committed the same key first: answer with its result.
       if (error instanceof IdempotencyConflict || isUniqueViolation(error)) {

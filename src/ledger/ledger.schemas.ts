@@ -1,11 +1,28 @@
 import { Type } from '@sinclair/typebox'
 import { Id, Timestamp } from '../http/schemas.ts'
+import { TRANSACTION_KINDS } from './ledger.types.ts'
 
 /** A quantity in a request: a positive safe integer (anything else is G000). */
 export const Quantity = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
 export const AssetName = Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: '1-32 letters, digits, "_" or "-"' })
 // 1e309 parses as Infinity, which no JSON answer could carry: finite values only.
 export const AssetValue = Type.Number({ minimum: 0, maximum: Number.MAX_VALUE, description: 'display valuation per unit' })
+
+/**
+ * Metadata in a request (transfers, holds, batches, refunds, issuance): at most 20 keys of 1-40
+ * ASCII letters, digits, `_`, `-` or `.`, each a string of at most 500 characters; anything else
+ * is G000. Every key is checked (`propertyNames`), not dropped as an unknown field would be.
+ */
+export const METADATA_KEY = '^[A-Za-z0-9_.-]{1,40}$'
+export const METADATA_VALUE_LENGTH = 500
+export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: METADATA_VALUE_LENGTH }), {
+  maxProperties: 20,
+  propertyNames: { pattern: METADATA_KEY },
+  description: 'string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters',
+})
+
+/** Every kind of transaction (`ledger.types.ts` TRANSACTION_KINDS). */
+export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
 
@@ -17,6 +34,7 @@ export const SendBody = Type.Object({
   // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
   // keyed by the asset-name pattern, a value under any other key went unchecked.
   assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
+  metadata: Type.Optional(Metadata),
 }, {
   // A username or an address is a string; only a wallet id (type 2) may also be a number.
   if: { required: ['type'], properties: { type: { const: 2 } } },
@@ -49,6 +67,10 @@ export const Transaction = Type.Object(
     created_at: Timestamp,
     memo: Type.String(),
     assets: Type.Array(Type.Object({ quantity: Type.Integer(), asset: Asset })),
+    kind: Kind,
+    reverses: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a reversal: the id of the transaction it reverses' })),
+    hold_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a capture: the id of the hold it settles' })),
+    metadata: Type.Record(Type.String(), Type.String(), { description: '{} when none' }),
   },
   { description: 'a ledger entry moving one or more assets between two wallets' },
 )

@@ -1,16 +1,19 @@
 import type { Database, Executor } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
+import { BatchesService, type BatchBody, type BatchRequest } from './batches.service.ts'
 import { GroupCommitter } from './group-committer.ts'
 import { HoldsService, type CaptureRequest, type HoldRequest } from './holds.service.ts'
-import { Idempotency, type IdempotentResult, type SendRequest, type SendResult } from './idempotency.ts'
-import { burnAsset, issueAsset } from './issuance.service.ts'
-import type { EventWriter, Hold, Transaction } from './ledger.types.ts'
+import { Idempotency, type Answer, type SendRequest, type SendResult } from './idempotency.ts'
+import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
+import type { EventWriter, Hold, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
 import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
 export type { SendRequest, SendResult } from './idempotency.ts'
 export type { CaptureRequest, HoldRequest } from './holds.service.ts'
+export type { BatchBody, BatchRequest } from './batches.service.ts'
+export type { IssuanceRequest } from './issuance.service.ts'
 
 /**
  * The ledger as one part, built once per app (`buildApp`) or per CLI run from its storage, its
@@ -19,8 +22,12 @@ export type { CaptureRequest, HoldRequest } from './holds.service.ts'
 export interface Ledger {
   /** POST /wallet/transactions (`transfers.service.ts`). */
   send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult>
+  /** POST /wallet/transactions/batch (`batches.service.ts`). */
+  sendBatch(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>>
   /** POST /wallets/{id}/assets (`issuance.service.ts`). */
-  issue(walletId: number, assetId: number, quantity: number): Promise<Transaction>
+  issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction>
+  /** POST /issuances and `coffer issue --csv` (`issuance.service.ts`). */
+  issueToMany(request: IssuanceRequest): Promise<Transaction[]>
   /** DELETE /wallets/{id}/assets/{assetId} (`issuance.service.ts`). */
   burn(walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined>
   /**
@@ -30,9 +37,9 @@ export interface Ledger {
    */
   sweep(trx: Executor, from: number, to: number, memo: string): Promise<Transaction | undefined>
   /** POST /wallet/holds (`holds.service.ts`). */
-  hold(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<IdempotentResult<Hold>>
+  hold(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>>
   /** POST /wallet/holds/{id}/capture (`holds.service.ts`). */
-  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<IdempotentResult<Transaction>>
+  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<Answer<Transaction>>
   /** POST /wallet/holds/{id}/void (`holds.service.ts`). */
   voidHold(walletId: number, holdId: number): Promise<Hold>
   /** Writes the expiry of up to `limit` holds whose time has come; answers how many (`hold-expiry.plugin.ts`). */
@@ -65,16 +72,20 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
+  // One key space per wallet for transfers, batches and holds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db)
   const transfers = new TransfersService(db, committer, idempotency)
+  const batches = new BatchesService(db, committer, idempotency)
   const holds = new HoldsService(db, events, committer, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
-    issue: (walletId, assetId, quantity) => issueAsset(db, events, walletId, assetId, quantity),
+    sendBatch: (walletId, request, idempotencyKey) => batches.send(walletId, request, idempotencyKey),
+    issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
+    issueToMany: (request) => issueToMany(db, events, request),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
     async sweep(trx, from, to, memo) {
       const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
-      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo }, events)
+      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
     hold: (walletId, request, idempotencyKey) => holds.create(walletId, request, idempotencyKey),
     capture: (walletId, holdId, request, idempotencyKey) => holds.capture(walletId, holdId, request, idempotencyKey),

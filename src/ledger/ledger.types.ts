@@ -12,6 +12,12 @@ import type { Write } from '../db/dialect.ts'
  */
 export const MINT_WALLET_ID = 1
 
+/**
+ * The `wallet_id` of the metadata rows that index the whole journal (migration 0008): each
+ * transaction's metadata is written once for each side and once under this id, which no wallet has.
+ */
+export const JOURNAL_SCOPE = 0
+
 /** The largest quantity a holding or a line may reach: JSON numbers are exact up to 2^53-1. */
 export const MAX_QUANTITY = Number.MAX_SAFE_INTEGER
 
@@ -27,6 +33,17 @@ export interface Line {
   quantity: number
 }
 
+/**
+ * What a transaction is: a wallet's send (`transfer`), units created or taken back by mint
+ * (`issuance`, `burn`), a deleted wallet's holdings moved to its owner (`sweep`), a settled hold
+ * (`capture`), or a refund or operator's correction of an earlier transaction (`reversal`).
+ */
+export const TRANSACTION_KINDS = ['transfer', 'issuance', 'burn', 'sweep', 'capture', 'reversal'] as const
+export type TransactionKind = (typeof TRANSACTION_KINDS)[number]
+
+/** A transaction's metadata: string values by key (`ledger.schemas.ts` Metadata says which). */
+export type Metadata = Record<string, string>
+
 /** A recorded ledger entry, as the API answers it. */
 export interface Transaction {
   id: number
@@ -39,6 +56,13 @@ export interface Transaction {
   created_at: string
   memo: string
   assets: { quantity: number; asset: Asset }[]
+  kind: TransactionKind
+  /** Only on a `reversal`: the id of the transaction it reverses. */
+  reverses?: number
+  /** Only on a `capture`: the id of the hold it settles. */
+  hold_id?: number
+  /** `{}` when none. */
+  metadata: Metadata
 }
 
 export type HoldStatus = 'pending' | 'captured' | 'voided' | 'expired'

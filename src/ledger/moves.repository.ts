@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, nowIso, rowsOf, runWrites, type Write } from '../db/dialect.ts'
-import { IdempotencyConflict, MAX_QUANTITY, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -34,13 +34,16 @@ import { IdempotencyConflict, MAX_QUANTITY, type EventWriter, type Hold, type Ho
  *     w1 as (insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
  *       select … from unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[]) as r(…)),
  *     w2 as (insert into transaction_assets (transaction_id, asset_id, quantity) select … from unnest(…) as r(…)),
- *     w3 as (insert into events (id, event_id, wallet_id, type, transaction_id, created_at) select … from unnest(…) as r(…)),
- *     w4 as (insert into webhook_deliveries (…) select … from unnest(…) as r(…) join webhooks on webhooks.wallet_id = r.wallet_id),
- *     w5 as (insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
+ *     w3 as (insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+ *       select … from unnest(…) as r(…)),
+ *     w4 as (insert into events (id, event_id, wallet_id, type, transaction_id, created_at) select … from unnest(…) as r(…)),
+ *     w5 as (insert into webhook_deliveries (…) select … from unnest(…) as r(…) join webhooks on webhooks.wallet_id = r.wallet_id),
+ *     w6 as (insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
  *       select … from unnest(…) as r(…) where true on conflict (wallet_id, key) do nothing returning wallet_id, key)
- *   select null as w0, null as w1, null as w2, null as w3, null as w4,
- *          coalesce((select json_agg(w5) from w5), '[]') as w5
- *     -- holdings: rows (7,gold,-5), (8,gold,+7), (9,gold,-2), in (wallet, asset) order
+ *   select null as w0, null as w1, null as w2, null as w3, null as w4, null as w5,
+ *          coalesce((select json_agg(w6) from w6), '[]') as w6
+ *     -- holdings: rows (7,gold,-5), (8,gold,+7), (9,gold,-2), in (wallet, asset) order;
+ *     -- running balances: (7,gold,…,t1,after), (8,gold,…,t1,after), (8,gold,…,t2,after), (9,gold,…,t2,after)
  *
  * On SQLite, which has one writer and answers in process, the same batch runs inside
  * BEGIN IMMEDIATE … COMMIT as: the two reads of step 1 without locks (`… from wallets where
@@ -49,7 +52,7 @@ import { IdempotencyConflict, MAX_QUANTITY, type EventWriter, type Hold, type Ho
  * its rows as one JSON parameter: `update holdings set quantity = holdings.quantity + r.quantity
  * from (select value ->> 0 as wallet_id, value ->> 1 as asset_id, value ->> 2 as quantity from
  * json_each(?)) as r where …`, `insert into transactions (…) select … from (select value ->> 0 as
- * id, … from json_each(?)) as r`, and so on for lines, events, deliveries and idempotency keys.
+ * id, … from json_each(?)) as r`, and so on for lines, running balances, events, deliveries and idempotency keys.
  */
 
 /** A move as the statements see it: its wallets, lines and, with a key, the idempotency record. */
@@ -75,7 +78,7 @@ export interface Locked {
   /**
    * What pending holds reserve, by `holdingKey`, where anything is: the `held` column less what
    * holds past their expiry (and not settled by this batch) still count in it, so that an expired
-   * hold frees its assets at its expiry whether or not the expiry job has run.
+   * hold frees its assets at its expiry whether or not the expiry job has run (`findHeld`).
    */
   held: Map<string, number>
   /** PostgreSQL: ids taken with the locks, enough for every move. */
@@ -227,35 +230,49 @@ export async function reserveIds(trx: Executor, transactions: number, events: nu
 
 /** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
 export interface BatchWrites {
-  /**
-   * Index of each written move in the batch, its record, its Transaction (unless nothing moved)
-   * and the Hold it created or settled (as it is after the move), in batch order.
-   */
-  moves: { index: number; move: MoveRecord; lines: Line[]; transaction: Transaction | undefined; hold: Hold | undefined }[]
+  /** Each written move with its unit's index in the batch (and its own in the unit), its record and its Transaction, in batch order. */
+  moves: { index: number; member: number; move: MoveRecord; lines: Line[]; transaction?: Transaction; hold?: Hold; balances: [wallet: number, asset: number, quantity: number][] }[]
   /** Net change by `holdingKey`. */
-  deltas: Map<string, { quantity: number; held: number }>
+  deltas: Map<string, number>
+  /** Net change of what pending holds reserve, by `holdingKey`. */
+  heldDeltas: Map<string, number>
   /** One reserved sequence id per event, in transaction order. */
   eventIds: number[]
+  /** The Idempotency-Keys stored with the batch, each with its response. */
+  keys: IdempotencyRow[]
+}
+
+/** An Idempotency-Key and the response stored with it; `index` names its unit in the batch. */
+export interface IdempotencyRow {
+  index: number
+  walletId: number
+  key: string
+  requestHash: string
+  status: number
+  body: string
+  createdAt: string
 }
 
 /**
  * Writes a batch (statement 2 in the header): holdings, transactions, their lines, the events the
  * event writer records for them, and idempotency keys. Throws HoldingRace when a holding created
  * meanwhile would leave its range (the batch is run again), and IdempotencyConflict naming the
- * moves whose key another request stored meanwhile.
+ * units whose key another request stored meanwhile.
  */
 export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
-  const transactions = batch.moves.flatMap((written) => (written.transaction ? [written.transaction] : []))
-  // Each transaction as answered: stored on its row (its events' data) and with its Idempotency-Key.
-  const bodies = new Map(transactions.map((transaction) => [transaction, JSON.stringify(transaction)]))
-  const holdings = holdingWrites(trx, batch.deltas, locked)
+  const recorded = batch.moves.filter((written) => written.transaction)
+  const transactions = recorded.map((written) => written.transaction as Transaction)
+  // Each transaction as answered, stored on its row (its events' data).
+  const bodies = transactions.map((transaction) => JSON.stringify(transaction))
+  const holdings = holdingWrites(trx, batch.deltas, batch.heldDeltas, locked)
   const holds = holdWrites(trx, batch)
-  const keys = idempotencyWrite(trx, batch, bodies)
+  const keys = idempotencyWrite(trx, batch.keys)
+  // Event ids: the transactions' events first, then the holds' (`moves.ts` counts both).
   const transactionEvents = transactions.reduce((count, t) => count + events.countEvents(t.sending_wallet_id, t.receiving_wallet_id), 0)
   const holdEvents = batch.moves.flatMap(({ move, hold }) => (hold ? [{ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold }] : []))
   const writes = [
     ...holdings.writes,
-    ...transactionWrites(trx, transactions, bodies, batch),
+    ...(recorded.length > 0 ? transactionWrites(trx, recorded, bodies) : []),
     ...holds.writes,
     ...events.eventWrites(trx, transactions, batch.eventIds.slice(0, transactionEvents)),
     ...events.holdEventWrites(trx, holdEvents, batch.eventIds.slice(transactionEvents)),
@@ -267,6 +284,56 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
   if (holds.settled && results[writes.indexOf(holds.settled.write)].length !== holds.settled.count) throw new Error('a hold being settled was not pending')
   if (keys) keys.check(results[writes.indexOf(keys.write)])
 }
+
+/**
+ * Adds each holding's net change. Holdings that existed are locked, so they are updated in
+ * place. New ones are inserted, and the change is added to, not written over, a row that another
+ * batch created since the lock; should that sum leave the allowed range, the row is not written
+ * (`created` tells how many must come back) and the batch runs again: it then finds the row and
+ * locks it. New holdings never start below zero (only mint's may), so the insert itself cannot
+ * trip the overdraft check.
+ */
+function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
+  const changed: [number, number, number, number][] = []
+  const created: [number, number, number][] = []
+  for (const key of new Set([...deltas.keys(), ...heldDeltas.keys()])) {
+    const [walletId, assetId] = key.split(':').map(Number)
+    const delta = deltas.get(key) ?? 0
+    const held = heldDeltas.get(key) ?? 0
+    // A new holding is only ever received into: nothing of it is held yet (what is held was owned first).
+    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta])
+    // An existing holding that ends where it started needs no write.
+    else if (delta !== 0 || held !== 0) changed.push([walletId, assetId, delta, held])
+  }
+  // In (wallet, asset) order, like every lock the ledger takes.
+  for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
+  const writes: Write[] = []
+  if (changed.length > 0) {
+    writes.push({
+      statement: sql`
+        update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
+        from ${rowsOf(trx, CHANGED_HOLDING_COLUMNS, changed)}
+        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
+    })
+  }
+  if (created.length === 0) return { writes }
+  writes.push({
+    statement: sql`
+      insert into holdings (wallet_id, asset_id, quantity)
+      select wallet_id, asset_id, quantity from ${rowsOf(trx, HOLDING_COLUMNS, created)} where true
+      on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
+      where holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`,
+    returning: 'wallet_id',
+  })
+  return { writes, created: { index: writes.length - 1, count: created.length } }
+}
+
+const HOLDING_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+const CHANGED_HOLDING_COLUMNS = [...HOLDING_COLUMNS, ['held', 'bigint']] as const
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
 function holdWrites(trx: Executor, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
@@ -323,70 +390,45 @@ const SETTLEMENT_COLUMNS = [
   ['transaction_id', 'bigint'],
 ] as const
 
-/**
- * Adds each holding's net change. Holdings that existed are locked, so they are updated in
- * place. New ones are inserted, and the change is added to, not written over, a row that another
- * batch created since the lock; should that sum leave the allowed range, the row is not written
- * (`created` tells how many must come back) and the batch runs again: it then finds the row and
- * locks it. New holdings never start below zero (only mint's may), so the insert itself cannot
- * trip the overdraft check.
- */
-function holdingWrites(trx: Executor, deltas: Map<string, { quantity: number; held: number }>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
-  const changed: [number, number, number, number][] = []
-  const created: [number, number, number][] = []
-  for (const [key, delta] of deltas) {
-    const [walletId, assetId] = key.split(':').map(Number)
-    // A new holding is only ever received into: nothing of it is held yet.
-    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta.quantity])
-    // An existing holding that ends where it started needs no write.
-    else if (delta.quantity !== 0 || delta.held !== 0) changed.push([walletId, assetId, delta.quantity, delta.held])
-  }
-  // In (wallet, asset) order, like every lock the ledger takes.
-  for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
-  const writes: Write[] = []
-  if (changed.length > 0) {
-    writes.push({
-      statement: sql`
-        update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
-        from ${rowsOf(trx, CHANGED_HOLDING_COLUMNS, changed)}
-        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
-    })
-  }
-  if (created.length === 0) return { writes }
-  writes.push({
-    statement: sql`
-      insert into holdings (wallet_id, asset_id, quantity)
-      select wallet_id, asset_id, quantity from ${rowsOf(trx, HOLDING_COLUMNS, created)} where true
-      on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
-      where holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`,
-    returning: 'wallet_id',
+/** The writes of the moves that record a transaction (`recorded`, each with its transaction). */
+function transactionWrites(trx: Executor, recorded: BatchWrites['moves'], bodies: string[]): Write[] {
+  const moves = recorded.map((written) => ({ ...written, transaction: written.transaction as Transaction }))
+  const rows = moves.map(({ transaction: t }, i) => {
+    const metadata = Object.keys(t.metadata).length === 0 ? null : JSON.stringify(t.metadata)
+    return [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i], t.kind, t.reverses ?? null, t.hold_id ?? null, metadata]
   })
-  return { writes, created: { index: writes.length - 1, count: created.length } }
-}
-
-const HOLDING_COLUMNS = [
-  ['wallet_id', 'bigint'],
-  ['asset_id', 'bigint'],
-  ['quantity', 'bigint'],
-] as const
-const CHANGED_HOLDING_COLUMNS = [...HOLDING_COLUMNS, ['held', 'bigint']] as const
-
-function transactionWrites(trx: Executor, transactions: Transaction[], bodies: Map<Transaction, string>, batch: BatchWrites): Write[] {
-  if (transactions.length === 0) return []
-  const rows = transactions.map((t) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies.get(t)])
-  const lines = batch.moves.flatMap(({ lines, transaction }) => (transaction ? lines.map((line) => [transaction.id, line.asset.id, line.quantity]) : []))
-  return [
+  const lines = moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
+  const balances = moves.flatMap(({ balances, transaction }) => balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]))
+  // One row per metadata key for each side and for the journal (`JOURNAL_SCOPE`): migration 0008.
+  const tags = moves.flatMap(({ transaction: t }) =>
+    Object.entries(t.metadata).flatMap(([key, value]) => [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id])),
+  )
+  const writes: Write[] = [
     {
       statement: sql`
-        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
-        select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
+        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata)
+        select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
     },
     {
       statement: sql`
         insert into transaction_assets (transaction_id, asset_id, quantity)
         select transaction_id, asset_id, quantity from ${rowsOf(trx, LINE_COLUMNS, lines)}`,
     },
+    {
+      // Balances in time: each holding the move changed, as it stands after it (migration 0010).
+      statement: sql`
+        insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+        select wallet_id, asset_id, created_at, transaction_id, quantity from ${rowsOf(trx, BALANCE_COLUMNS, balances)}`,
+    },
   ]
+  if (tags.length > 0) {
+    writes.push({
+      statement: sql`
+        insert into transaction_metadata (wallet_id, key, value, transaction_id)
+        select wallet_id, key, value, transaction_id from ${rowsOf(trx, METADATA_COLUMNS, tags)}`,
+    })
+  }
+  return writes
 }
 
 const TRANSACTION_COLUMNS = [
@@ -396,6 +438,23 @@ const TRANSACTION_COLUMNS = [
   ['memo', 'text'],
   ['created_at', 'text'],
   ['body', 'text'],
+  ['kind', 'text'],
+  ['reverses', 'bigint'],
+  ['hold_id', 'bigint'],
+  ['metadata', 'text'],
+] as const
+const METADATA_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['key', 'text'],
+  ['value', 'text'],
+  ['transaction_id', 'bigint'],
+] as const
+const BALANCE_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['created_at', 'text'],
+  ['transaction_id', 'bigint'],
+  ['quantity', 'bigint'],
 ] as const
 const LINE_COLUMNS = [
   ['transaction_id', 'bigint'],
@@ -404,21 +463,17 @@ const LINE_COLUMNS = [
 ] as const
 
 /**
- * Stores the response of each move sent with an Idempotency-Key. `check` throws
- * IdempotencyConflict, naming the moves, for keys that another request stored meanwhile.
+ * Stores the response of each request sent with an Idempotency-Key. `check` throws
+ * IdempotencyConflict, naming the units, for keys that another request stored meanwhile.
  */
-function idempotencyWrite(trx: Executor, batch: BatchWrites, bodies: Map<Transaction, string>): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
-  // The response is the Transaction (a transfer, a capture) or else the Hold (a new hold).
-  const keyed = batch.moves.flatMap(({ move, index, transaction, hold }) =>
-    move.idempotency ? [{ index, walletId: move.from, ...move.idempotency, body: transaction ? bodies.get(transaction) : JSON.stringify(hold), createdAt: transaction?.created_at ?? hold?.created_at }] : [],
-  )
+function idempotencyWrite(trx: Executor, keyed: IdempotencyRow[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
   if (keyed.length === 0) return undefined
-  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.body, k.createdAt])
+  const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.status, k.body, k.createdAt])
   return {
     write: {
       statement: sql`
         insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
-        select wallet_id, key, request_hash, 201, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
+        select wallet_id, key, request_hash, status_code, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
         on conflict (wallet_id, key) do nothing`,
       returning: 'wallet_id, key',
     },
@@ -434,6 +489,7 @@ const IDEMPOTENCY_COLUMNS = [
   ['wallet_id', 'bigint'],
   ['key', 'text'],
   ['request_hash', 'text'],
+  ['status_code', 'bigint'],
   ['response_body', 'text'],
   ['created_at', 'text'],
 ] as const

@@ -1,8 +1,8 @@
 import type { Executor } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Hold, type HoldStatus, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
-import { holdingKey, lockMoves, reserveHoldIds, reserveIds, writeMoves, type BatchWrites, type Locked } from './moves.repository.ts'
+import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Hold, type HoldStatus, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
+import { holdingKey, lockMoves, reserveHoldIds, reserveIds, writeMoves, type BatchWrites, type IdempotencyRow, type Locked } from './moves.repository.ts'
 import { toTransaction } from './transactions.repository.ts'
 
 /**
@@ -20,11 +20,11 @@ import { toTransaction } from './transactions.repository.ts'
  * 2. check (here): each move in order against those balances in memory, exactly as one transfer
  *    after the other would: W000 (a wallet deleted), then I002 (only `quantity - held` may be
  *    spent) / I003 per line in (wallet, asset) order. A move that fails changes nothing; its
- *    outcome carries its error. Every spending path (transfer, hold, burn, sweep, and what else
- *    moves assets) passes through this one check.
+ *    outcome carries its error. Every spending path (transfer, hold, batch member, burn,
+ *    reversal, sweep) passes through this one check.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
- *    table (holdings, transactions, lines, the events of the event writer, idempotency keys); on
- *    PostgreSQL all in one statement.
+ *    table (holdings, transactions, lines, running balances, the events of the event writer,
+ *    idempotency keys); on PostgreSQL all in one statement.
  */
 
 export interface Move {
@@ -33,13 +33,21 @@ export interface Move {
   /** What moves from `from` to `to`, recorded as one Transaction; none for a hold's void or expiry. */
   lines: Line[]
   memo: string
+  /** What the transaction is (`ledger.types.ts` TransactionKind). */
+  kind: TransactionKind
+  /** Stored with the transaction and filterable; none is `{}`. */
+  metadata?: Metadata
+  /** A reversal's original transaction. */
+  reverses?: number
+  /** A capture's hold. */
+  holdId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
   idempotency?: { key: string; requestHash: string }
   /**
    * A hold instead of a move (POST /wallet/holds): the lines are checked exactly as a transfer's,
    * then reserved in `from` (`held`) for `to`, and a pending Hold is recorded; nothing moves.
    */
-  reserve?: { metadata: Record<string, string>; expiresIn: number }
+  reserve?: { expiresIn: number }
   /**
    * The pending hold this move settles first (a capture, void or expiry): everything it holds in
    * `from` is released, then `lines` (a capture's) move as a transfer's would.
@@ -54,75 +62,112 @@ export interface Settlement {
   at: string
 }
 
-/** What a move recorded: its Transaction (unless nothing moved), and the Hold it created or settled. */
-export interface Applied {
-  transaction: Transaction | undefined
-  hold: Hold | undefined
+/**
+ * Moves checked and written together, in arrival order with the other units of a batch: a
+ * transfer alone (`applyMoves`), or the transfers of a batch request (`batches.service.ts`).
+ */
+export interface Unit {
+  moves: Move[]
+  /**
+   * All or nothing (an atomic batch, an issuance to many wallets): the first move that fails
+   * leaves every move of the unit out, and the balances as they were before it. Otherwise each
+   * move passes or fails alone, as separate transfers would.
+   */
+  atomic: boolean
+  /**
+   * A batch request's Idempotency-Key: its response (made from the unit's outcomes) is stored with
+   * the unit's writes, when at least one of its moves is written.
+   */
+  idempotency?: UnitIdempotency
 }
 
-export type Outcome = ({ ok: true } & Applied) | { ok: false; error: unknown }
-
-interface Planned {
-  index: number
-  move: Move
-  lines: Line[]
-  createdAt: string
-}
-
-/** The change a batch makes to one holding: to its quantity, and to what pending holds reserve of it. */
-export interface HoldingDelta {
-  quantity: number
-  held: number
+export interface UnitIdempotency {
+  walletId: number
+  key: string
+  requestHash: string
+  respond: (outcomes: Outcome[]) => { status: number; body: unknown }
 }
 
 /**
- * Checks each move in order against the locked balances and, for those that pass, changes the
- * balances as the move would. Returns the error of each failing move by index, the moves that
- * pass, and the net change of every holding they touch.
+ * What became of a move. In a unit that failed as a whole, the move that failed carries its error
+ * and the others `error: undefined` (left out with their unit).
  */
-function planMoves(moves: Move[], locked: Locked): { failed: Map<number, AppError>; planned: Planned[]; deltas: Map<string, HoldingDelta> } {
+export type Outcome = ({ ok: true } & Applied) | { ok: false; error: unknown }
+
+/** What a move recorded: its Transaction (unless nothing moved: a hold, a void, an expiry), and the Hold it created or settled. */
+export interface Applied {
+  transaction?: Transaction
+  hold?: Hold
+}
+
+interface Planned {
+  /** The unit's index in the batch, and the move's in the unit. */
+  index: number
+  member: number
+  move: Move
+  lines: Line[]
+  createdAt: string
+  /** Each holding the move changes, as it stands right after it: [wallet, asset, quantity]. */
+  balances: [number, number, number][]
+}
+
+/** Adds `delta` to the value under `key`, remembering the value before (to undo a unit). */
+function addTo(map: Map<string, number>, key: string, delta: number, undo: (() => void)[]): void {
+  const before = map.get(key)
+  undo.push(() => (before === undefined ? map.delete(key) : map.set(key, before)))
+  map.set(key, (before ?? 0) + delta)
+}
+
+/**
+ * Checks each unit's moves in order against the locked balances and, for those that pass, changes
+ * the balances as the move would (an atomic unit that fails takes its changes back). Returns the
+ * error of each failing move by unit and move index, the moves that pass, and the net change of
+ * every holding they touch.
+ */
+function planMoves(units: Unit[], locked: Locked): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number>; heldDeltas: Map<string, number> } {
   const balances = new Map(locked.holdings)
   const held = new Map(locked.held)
-  const failed = new Map<number, AppError>()
+  const failed = new Map<number, Map<number, AppError>>()
   const planned: Planned[] = []
-  const deltas = new Map<string, HoldingDelta>()
-  const change = (key: string, quantity: number, reserved: number) => {
-    const delta = deltas.get(key) ?? { quantity: 0, held: 0 }
-    deltas.set(key, { quantity: delta.quantity + quantity, held: delta.held + reserved })
-  }
-  moves.forEach((move, index) => {
-    // What the hold being settled reserves becomes free before the move is checked.
-    for (const line of move.settle?.hold.assets ?? []) {
-      const key = holdingKey(move.from, line.asset.id)
-      held.set(key, (held.get(key) ?? 0) - line.quantity)
-    }
-    const error = checkMove(move, locked, balances, held)
-    if (error) {
-      for (const line of move.settle?.hold.assets ?? []) {
-        const key = holdingKey(move.from, line.asset.id)
-        held.set(key, (held.get(key) ?? 0) + line.quantity)
+  const deltas = new Map<string, number>()
+  const heldDeltas = new Map<string, number>()
+  units.forEach((unit, index) => {
+    const undo: (() => void)[] = []
+    const passed: Planned[] = []
+    for (const [member, move] of unit.moves.entries()) {
+      // What the hold being settled reserves is free again before the move is checked.
+      const undoRelease: (() => void)[] = []
+      for (const line of move.settle?.hold.assets ?? []) addTo(held, holdingKey(move.from, line.asset.id), -line.quantity, undoRelease)
+      const error = checkMove(move, locked, balances, held)
+      if (error) {
+        for (const step of undoRelease.reverse()) step()
+        failed.set(index, (failed.get(index) ?? new Map<number, AppError>()).set(member, error))
+        if (!unit.atomic) continue
+        for (const step of undo.reverse()) step()
+        return
       }
-      failed.set(index, error)
-      return
-    }
-    for (const line of move.settle?.hold.assets ?? []) change(holdingKey(move.from, line.asset.id), 0, -line.quantity)
-    if (move.reserve) {
-      for (const line of move.lines) {
-        const key = holdingKey(move.from, line.asset.id)
-        held.set(key, (held.get(key) ?? 0) + line.quantity)
-        change(key, 0, line.quantity)
+      undo.push(...undoRelease)
+      for (const line of move.settle?.hold.assets ?? []) addTo(heldDeltas, holdingKey(move.from, line.asset.id), -line.quantity, undo)
+      const after: [number, number, number][] = []
+      if (move.reserve) {
+        for (const line of move.lines) {
+          addTo(held, holdingKey(move.from, line.asset.id), line.quantity, undo)
+          addTo(heldDeltas, holdingKey(move.from, line.asset.id), line.quantity, undo)
+        }
+      } else {
+        for (const { walletId, line, delta } of changesOf(move)) {
+          const key = holdingKey(walletId, line.asset.id)
+          addTo(balances, key, delta, undo)
+          addTo(deltas, key, delta, undo)
+          after.push([walletId, line.asset.id, balances.get(key) as number])
+        }
       }
-    } else {
-      for (const { walletId, line, delta } of changesOf(move)) {
-        const key = holdingKey(walletId, line.asset.id)
-        balances.set(key, (balances.get(key) ?? 0) + delta)
-        change(key, delta, 0)
-      }
+      const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
+      passed.push({ index, member, move, lines, createdAt: nowIso(), balances: after })
     }
-    const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
-    planned.push({ index, move, lines, createdAt: nowIso() })
+    planned.push(...passed)
   })
-  return { failed, planned, deltas }
+  return { failed, planned, deltas, heldDeltas }
 }
 
 /** Both sides of every line, in the fixed order in which they are checked: wallet id, then asset id. */
@@ -137,7 +182,7 @@ function changesOf(move: Move) {
 
 /**
  * The rules of one move, in order: W000 (a wallet deleted), then per line in (wallet, asset)
- * order I002 (a sender may spend only what pending holds leave free: `quantity - held`; mint
+ * order I002 (a sender may spend only what pending holds leave free, `quantity - held`; mint
  * has no limit) or I003 (a holding would pass the limit). A hold is checked as the transfer it
  * may become. Releasing a hold (a void or an expiry: no lines) needs nothing.
  */
@@ -174,45 +219,100 @@ function recordsTransaction(move: Move): boolean {
 }
 
 /**
- * Applies the moves, in order (lock, check, write): one outcome per move. Throws only when the
- * batch as a whole cannot commit (a database error, a retryable race, or an IdempotencyConflict),
- * and the caller must then roll the transaction back.
+ * Applies the units, in order (lock, check, write): per unit, one outcome per move. Throws only
+ * when the batch as a whole cannot commit (a database error, a retryable race, or an
+ * IdempotencyConflict naming units), and the caller must then roll the transaction back.
  */
-export async function applyMoves(trx: Executor, moves: Move[], events: EventWriter): Promise<Outcome[]> {
+export async function applyUnits(trx: Executor, units: Unit[], events: EventWriter): Promise<Outcome[][]> {
+  const moves = units.flatMap((unit) => unit.moves)
   const locked = await lockMoves(trx, moves, moves.reduce((count, move) => count + countEvents(move, events), 0))
-  const { failed, planned, deltas } = planMoves(moves, locked)
-  const outcomes: Outcome[] = moves.map((_, index) => ({ ok: false, error: failed.get(index) }))
+  const { failed, planned, deltas, heldDeltas } = planMoves(units, locked)
+  const outcomes: Outcome[][] = units.map((unit, index) => unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })))
   if (planned.length === 0) return outcomes
 
-  const recording = planned.filter(({ move }) => recordsTransaction(move))
+  const recording = planned.filter(({ move }) => recordsTransaction(move)).length
   const eventCount = planned.reduce((count, { move }) => count + countEvents(move, events), 0)
   const holdCount = planned.filter(({ move }) => move.reserve).length
   const ids = locked.reserved
-    ? { transactions: locked.reserved.transactions.slice(0, recording.length), events: locked.reserved.events.slice(0, eventCount) }
-    : await reserveIds(trx, recording.length, eventCount)
+    ? { transactions: locked.reserved.transactions.slice(0, recording), events: locked.reserved.events.slice(0, eventCount) }
+    : await reserveIds(trx, recording, eventCount)
   const holdIds = holdCount > 0 ? await reserveHoldIds(trx, holdCount) : []
   let nextTransaction = 0
   let nextHold = 0
-  const batch: BatchWrites = {
-    moves: planned.map(({ index, move, lines, createdAt }) => {
-      const transaction = recordsTransaction(move)
-        ? toTransaction({ id: ids.transactions[nextTransaction++], sending_wallet_id: move.from, receiving_wallet_id: move.to, memo: move.memo, created_at: createdAt }, lines, locked.wallets)
-        : undefined
-      let hold: Hold | undefined
-      if (move.reserve) hold = toNewHold(holdIds[nextHold++], move, move.reserve, lines, createdAt, locked.wallets)
-      else if (move.settle) hold = { ...move.settle.hold, status: move.settle.status, settled_at: move.settle.at, transaction_id: transaction?.id ?? null }
-      return { index, move, lines, transaction, hold }
-    }),
-    deltas,
-    eventIds: ids.events,
-  }
+  const written = planned.map(({ index, member, move, lines, createdAt, balances }) => {
+    const transaction = recordsTransaction(move)
+      ? toTransaction(
+          {
+            id: ids.transactions[nextTransaction++],
+            sending_wallet_id: move.from,
+            receiving_wallet_id: move.to,
+            memo: move.memo,
+            created_at: createdAt,
+            kind: move.kind,
+            reverses: move.reverses ?? null,
+            hold_id: move.settle?.hold.id ?? move.holdId ?? null,
+            metadata: move.metadata ?? {},
+          },
+          lines,
+          locked.wallets,
+        )
+      : undefined
+    let hold: Hold | undefined
+    if (move.reserve) hold = toNewHold(holdIds[nextHold++], move, move.reserve.expiresIn, lines, createdAt, locked.wallets)
+    else if (move.settle) hold = { ...move.settle.hold, status: move.settle.status, settled_at: move.settle.at, transaction_id: transaction?.id ?? null }
+    return { index, member, move, lines, balances, transaction, hold }
+  })
+  for (const { index, member, transaction, hold } of written) outcomes[index][member] = { ok: true, transaction, hold }
+  const batch: BatchWrites = { moves: written, deltas, heldDeltas, eventIds: ids.events, keys: idempotencyRecords(units, outcomes, written) }
   await writeMoves(trx, batch, locked, events)
-  for (const { index, transaction, hold } of batch.moves) outcomes[index] = { ok: true, transaction, hold }
   return outcomes
 }
 
+/**
+ * The Idempotency-Keys to store with the batch, each with its unit's index: a transfer's with its
+ * Transaction (201), a batch request's with the response it makes of its outcomes. A unit of which
+ * nothing is written stores nothing, like a transfer that fails: a retry runs it again.
+ */
+function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: BatchWrites['moves']): IdempotencyRow[] {
+  const keys: IdempotencyRow[] = []
+  for (const { index, move, transaction, hold } of written) {
+    // A transfer's or a capture's answer is its Transaction; a new hold's, its Hold.
+    const answer = transaction ?? hold
+    if (move.idempotency && answer) keys.push({ index, walletId: move.from, ...move.idempotency, status: 201, body: JSON.stringify(answer), createdAt: answer.created_at })
+  }
+  units.forEach((unit, index) => {
+    const first = outcomes[index].find((outcome) => outcome.ok)
+    if (!unit.idempotency || !first?.ok) return
+    const { walletId, key, requestHash, respond } = unit.idempotency
+    const { status, body } = respond(outcomes[index])
+    keys.push({ index, walletId, key, requestHash, status, body: JSON.stringify(body), createdAt: transactionOf(first).created_at })
+  })
+  return keys
+}
+
+/** The move of a failed atomic unit that failed it, with its index in the unit and its error. */
+export function firstFailure(outcomes: Outcome[]): { index: number; error: unknown } | undefined {
+  const index = outcomes.findIndex((outcome) => !outcome.ok && outcome.error !== undefined)
+  const outcome = outcomes[index]
+  return outcome && !outcome.ok ? { index, error: outcome.error } : undefined
+}
+
+/** The Transactions of a unit whose every move was written (an atomic unit that passed). */
+export function committed(outcomes: Outcome[]): Transaction[] {
+  return outcomes.map((outcome) => {
+    if (!outcome.ok) throw new Error('a unit answered as committed has a move left out')
+    return transactionOf(outcome)
+  })
+}
+
+/** The Transaction a move recorded; for moves that always record one (a transfer, an issuance, a capture). */
+export function transactionOf(applied: Applied): Transaction {
+  if (!applied.transaction) throw new Error('the move recorded no transaction')
+  return applied.transaction
+}
+
 /** The Hold a reserving move records: pending, labelled like a Transaction. */
-function toNewHold(id: number, move: Move, reserve: NonNullable<Move['reserve']>, lines: Line[], createdAt: string, labels: Map<number, WalletLabel>): Hold {
+function toNewHold(id: number, move: Move, expiresIn: number, lines: Line[], createdAt: string, labels: Map<number, WalletLabel>): Hold {
   const sender = labels.get(move.from)
   const receiver = labels.get(move.to)
   const hold: Hold = {
@@ -223,10 +323,10 @@ function toNewHold(id: number, move: Move, reserve: NonNullable<Move['reserve']>
     sending_wallet_address: sender?.address ?? '',
     receiving_wallet_address: receiver?.address ?? '',
     memo: move.memo,
-    metadata: reserve.metadata,
+    metadata: move.metadata ?? {},
     assets: lines.map((line) => ({ quantity: line.quantity, asset: line.asset })),
     created_at: createdAt,
-    expires_at: new Date(Date.parse(createdAt) + reserve.expiresIn * 1000).toISOString(),
+    expires_at: new Date(Date.parse(createdAt) + expiresIn * 1000).toISOString(),
     settled_at: null,
     transaction_id: null,
   }
@@ -235,20 +335,24 @@ function toNewHold(id: number, move: Move, reserve: NonNullable<Move['reserve']>
   return hold
 }
 
+/** Applies the moves in order, each a unit of its own: one outcome per move (`applyUnits`). */
+export async function applyMoves(trx: Executor, moves: Move[], events: EventWriter): Promise<Outcome[]> {
+  const outcomes = await applyUnits(
+    trx,
+    moves.map((move) => ({ moves: [move], atomic: true })),
+    events,
+  )
+  return outcomes.map(([outcome]) => outcome)
+}
+
 /** One move in the caller's transaction (issue, burn, wallet deletion, a hold's settlement); throws the move's error. */
 export async function applyMove(trx: Executor, move: Move, events: EventWriter): Promise<Applied> {
   const [outcome] = await applyMoves(trx, [move], events)
   if (!outcome.ok) throw outcome.error
-  return { transaction: outcome.transaction, hold: outcome.hold }
+  return outcome
 }
 
 /** One move that moves something, in the caller's transaction (issue, burn, wallet deletion); throws the move's error. */
 export async function moveAssets(trx: Executor, move: Move, events: EventWriter): Promise<Transaction> {
   return transactionOf(await applyMove(trx, move, events))
-}
-
-/** The Transaction a move recorded; for moves that always record one (a transfer, a capture). */
-export function transactionOf(applied: Applied): Transaction {
-  if (!applied.transaction) throw new Error('the move recorded no transaction')
-  return applied.transaction
 }

@@ -1,16 +1,37 @@
+import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
+import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { CursorId, Holding, SendBody, SendHeaders, Transaction } from './ledger.schemas.ts'
+import { CursorId, Holding, Kind, SendBody, SendHeaders, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
   database: Database
   ledger: Ledger
 }
+
+/** The most transfers in one batch request. */
+const MAX_BATCH_TRANSFERS = 100
+
+const BatchBody = Type.Object({
+  transfers: Type.Array(SendBody, { minItems: 1, maxItems: MAX_BATCH_TRANSFERS, description: `1-${MAX_BATCH_TRANSFERS} transfers, each the body of POST /wallet/transactions` }),
+  atomic: Type.Optional(Type.Boolean({ default: true, description: 'true: all commit or none does; false: each commits or fails alone' })),
+})
+
+const BatchResult = Type.Union([
+  Type.Object({ status: Type.Literal(201), transaction: Transaction }),
+  Type.Object({ status: Type.Integer({ minimum: 400, maximum: 499 }), error: Type.Pick(ErrorSchema, ['code', 'message', 'detail']) }),
+])
+
+/**
+ * A batch's body may be far larger than a transfer's: 100 transfers, each with up to 64 assets
+ * (and metadata). The service-wide limit (BODY_LIMIT_BYTES) still applies when it is larger.
+ */
+const BATCH_BODY_LIMIT = 2 * 1024 * 1024
 
 const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
@@ -21,6 +42,16 @@ const ListQuery = Type.Object({
   direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
   since: Type.Optional(Timestamp),
   until: Type.Optional(Timestamp),
+  kind: Type.Optional(Kind),
+  format: Type.Optional(
+    Type.Union([Type.Literal('json'), Type.Literal('csv')], {
+      description: '`csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored)',
+    }),
+  ),
+}, { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' })
+
+const HoldingsQuery = Type.Object({
+  as_of: Type.Optional(Type.String({ ...Timestamp, description: 'the holdings as they were at this instant, recomputed from the journal' })),
 })
 
 /** The general wallet routes (wallet auth): holdings, sending, history. */
@@ -29,8 +60,8 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   const tags = ['wallet']
   const wallet = { onRequest: app.requireWalletAccess }
 
-  app.get('/wallet/assets', { ...wallet, schema: { tags, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
-    history.listHoldings(db, walletOf(request)),
+  app.get('/wallet/assets', { ...wallet, schema: { tags, querystring: HoldingsQuery, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
+    request.query.as_of === undefined ? history.listHoldings(db, walletOf(request)) : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
   )
 
   app.post(
@@ -43,17 +74,53 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     },
   )
 
+  app.post(
+    '/wallet/transactions/batch',
+    {
+      ...wallet,
+      bodyLimit: Math.max(BATCH_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0),
+      schema: {
+        tags,
+        body: BatchBody,
+        headers: SendHeaders,
+        response: { 200: Type.Object({ results: Type.Array(BatchResult) }), 201: Type.Object({ transactions: Type.Array(Transaction) }), '4xx': ErrorSchema },
+      },
+    },
+    async (request, reply) => {
+      const result = await ledger.sendBatch(walletOf(request), request.body, request.headers['idempotency-key'])
+      if (result.replayed) reply.header('idempotent-replayed', 'true')
+      return reply.status(result.status).send(result.body)
+    },
+  )
+
   app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
-    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), request.query)
+    if (request.query.format === 'csv') {
+      const walletId = walletOf(request)
+      const rows = history.exportWalletTransactions(db, walletId, { ...request.query, metadata: history.metadataFilters(request.query) })
+      // The header row is read before anything is sent, so a bad filter is still a G002.
+      const first = await rows.next()
+      const date = new Date().toISOString().slice(0, 10)
+      return reply
+        .type('text/csv; charset=utf-8')
+        .header('content-disposition', `attachment; filename="statement-wallet-${walletId}-${date}.csv"`)
+        // A stream is sent as it is, past the JSON schema of the page (which the type insists on).
+        .send(Readable.from(prepend(first.value ?? '', rows)) as never)
+    }
+    const metadata = history.metadataFilters(request.query)
+    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), { ...request.query, metadata })
     if (more && transactions.length > 0) {
       // The next page continues below this one's last id, with the same filters; offset is spent.
-      const { limit, after, asset, direction, since, until } = request.query
-      const next = new URLSearchParams({ before: String(transactions[transactions.length - 1].id), limit: String(limit ?? 10) })
-      for (const [key, value] of Object.entries({ after, asset, direction, since, until })) if (value !== undefined) next.set(key, String(value))
-      reply.header('link', `</wallet/transactions?${next.toString()}>; rel="next"`)
+      const { limit, after, asset, direction, since, until, kind } = request.query
+      const before = transactions[transactions.length - 1].id
+      reply.header('link', nextPageLink('/wallet/transactions', { before, limit: limit ?? 10, after, asset, direction, since, until, kind, ...history.metadataParameters(metadata) }))
     }
     return transactions
   })
 }
 
 export default transactionsRoutes
+
+async function* prepend(first: string, rest: AsyncIterable<string>): AsyncGenerator<string> {
+  yield first
+  yield* rest
+}

@@ -5,9 +5,9 @@ import { Address, IdString, Username } from '../http/schemas.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
-import { fingerprint, Idempotency, type SendRequest, type SendResult } from './idempotency.ts'
+import type { Idempotency, SendRequest, SendResult } from './idempotency.ts'
 import { MAX_QUANTITY, type Line } from './ledger.types.ts'
-import { transactionOf } from './moves.ts'
+import type { Move } from './moves.ts'
 
 /**
  * POST /wallet/transactions, the transfer. The way through, one file after the other:
@@ -56,16 +56,16 @@ async function resolveLines(db: Executor, requested: Record<string, number>): Pr
 }
 
 /**
- * The recipient and the lines of a transfer (or of a hold, which takes the same body), with the
- * errors in the documented order: U003/W000/G000 (recipient), W013 (to itself), I001/I003 (assets).
+ * A transfer's request resolved into the move it makes from `walletId`. Throws, in this order:
+ * U003/W000/G000 (recipient), W013 (to itself), I001 (an asset name), I003 (one asset's quantities).
  */
-export async function resolveTransfer(db: Db, walletId: number, request: SendRequest): Promise<{ to: number; lines: Line[] }> {
+export async function resolveTransfer(db: Executor, walletId: number, request: SendRequest): Promise<Move> {
   // Both lookups at once; their errors still come in the documented order.
   const [recipient, found] = await Promise.allSettled([resolveRecipient(db, request.recipient, request.type ?? 0), resolveLines(db, request.assets)])
   if (recipient.status === 'rejected') throw recipient.reason
   if (recipient.value === walletId) throw new AppError('W013')
   if (found.status === 'rejected') throw found.reason
-  return { to: recipient.value, lines: found.value }
+  return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata }
 }
 
 export class TransfersService {
@@ -86,9 +86,9 @@ export class TransfersService {
    * U003/W000/G000 (recipient), W013 (to itself), I001, then from the ledger's rules W000, I002, I003.
    */
   send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
-    return this.#idempotency.once(walletId, idempotencyKey, fingerprint(request), async (idempotency) => {
-      const { to, lines } = await resolveTransfer(this.#db, walletId, request)
-      return transactionOf(await this.#committer.run({ from: walletId, to, lines, memo: request.memo ?? '', idempotency }))
+    return this.#idempotency.once(walletId, idempotencyKey, request, async (idempotency) => {
+      const move = await resolveTransfer(this.#db, walletId, request)
+      return this.#committer.run({ ...move, idempotency })
     })
   }
 }

@@ -19,8 +19,8 @@ const BATCH = 5_000
 /**
  * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
  * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
- * every transaction has positive lines between two different wallets, the holds' rules hold
- * (`verifyHolds`), and every reference of the
+ * every transaction has positive lines between two different wallets, each holding's last running
+ * balance (balances in time) is the holding, the holds' rules hold (`verifyHolds`), and every reference of the
  * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
  * transaction) names an existing row. Reads in batches of transactions, calling
  * `progress(done, total)` after each, all in one read-only snapshot (a transaction of its own
@@ -92,6 +92,15 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     if (holding.quantity < 0 && holding.wallet_id !== MINT_WALLET_ID) problems.push(`wallet ${holding.wallet_id} holds a negative ${holding.quantity} of asset ${holding.asset_id}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
   }
+  // Balances in time (migration 0010): each holding's last running balance is the holding.
+  const { rows: lastBalances } = await sql<{ wallet_id: number; asset_id: number; quantity: number | string; last: number | string | null }>`
+    select h.wallet_id, h.asset_id, h.quantity,
+      (select r.quantity from running_balances r where r.wallet_id = h.wallet_id and r.asset_id = h.asset_id
+       order by r.created_at desc, r.transaction_id desc limit 1) as last
+    from holdings h`.execute(db)
+  for (const row of lastBalances) {
+    if (Number(row.last ?? 0) !== Number(row.quantity)) problems.push(`wallet ${row.wallet_id} holds ${row.quantity} of asset ${row.asset_id}, its last running balance says ${row.last ?? 'nothing'}`)
+  }
   for (const [key, journal] of expected) {
     if (journal !== 0) {
       const [walletId, assetId] = key.split(':')
@@ -119,7 +128,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
  * column), so what is held now (the column less holds past their expiry) is the sum of its
  * pending, unexpired holds, and `0 <= held <= quantity`; and every captured hold names a capture
  * from its sender to its recipient that takes no more than it held, while no other hold names a
- * transaction.
+ * transaction; and every transaction of kind `capture` names the hold it captured.
  */
 async function verifyHolds(db: Executor, holdings: { wallet_id: number; asset_id: number; quantity: number; held: number }[]): Promise<string[]> {
   const problems: string[] = []
@@ -155,6 +164,7 @@ async function verifyHolds(db: Executor, holdings: { wallet_id: number; asset_id
         when holds.status = 'captured' and holds.transaction_id is null then 'names no transaction'
         when holds.status <> 'captured' and holds.transaction_id is not null then 'names a transaction'
         when holds.status = 'captured' and t.id is null then 'names a missing transaction'
+        when t.kind <> 'capture' then 'names a transaction that is no capture'
         when t.sending_wallet_id <> holds.sending_wallet_id or t.receiving_wallet_id <> holds.receiving_wallet_id then 'names a transaction between other wallets'
         when exists (select 1 from transaction_assets l
                      where l.transaction_id = t.id
@@ -166,5 +176,16 @@ async function verifyHolds(db: Executor, holdings: { wallet_id: number; asset_id
   for (const row of rows) if (row.reason !== null) problems.push(`hold ${row.id} (${row.status}) ${row.reason}`)
   const { rows: shared } = await sql<{ transaction_id: number }>`select transaction_id from holds where transaction_id is not null group by transaction_id having count(*) > 1`.execute(db)
   for (const row of shared) problems.push(`transaction ${row.transaction_id} captures more than one hold`)
+  // Every capture names the hold it captured, and nothing else names a hold.
+  const { rows: captures } = await sql<{ id: number; reason: string | null }>`
+    select t.id, case
+        when t.kind <> 'capture' then 'is no capture but names a hold'
+        when t.hold_id is null then 'is a capture that names no hold'
+        when h.id is null then 'is a capture of a missing hold'
+        when h.status <> 'captured' or h.transaction_id is null or h.transaction_id <> t.id then 'is a capture of a hold it did not capture'
+      end as reason
+    from transactions t left join holds h on h.id = t.hold_id
+    where t.kind = 'capture' or t.hold_id is not null`.execute(db)
+  for (const row of captures) if (row.reason !== null) problems.push(`transaction ${row.id} ${row.reason}`)
   return problems
 }

@@ -23,6 +23,19 @@ export async function findWalletById(db: Executor, walletId: number): Promise<Wa
     .executeTakeFirst()
 }
 
+/** Which of these ids are live user wallets (never the mint wallet). */
+export async function findLiveWalletIds(db: Executor, walletIds: number[]): Promise<Set<number>> {
+  if (walletIds.length === 0) return new Set()
+  const rows = await db
+    .selectFrom('wallets')
+    .select('id')
+    .where(anyOf(db, sql.ref('id'), [...new Set(walletIds)]))
+    .where('deleted_at', 'is', null)
+    .where('user_id', 'is not', null)
+    .execute()
+  return new Set(rows.map((row) => Number(row.id)))
+}
+
 export async function findWalletByAddress(db: Executor, address: string): Promise<WalletRow | undefined> {
   return db
     .selectFrom('wallets')

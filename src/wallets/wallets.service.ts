@@ -32,6 +32,11 @@ export function findLiveWalletById(db: Executor, walletId: number): Promise<Wall
   return wallets.findWalletById(db, walletId)
 }
 
+/** Which of these ids are live user wallets (never the mint wallet): one query for many (issuance to many wallets). */
+export function findLiveWalletIds(db: Executor, walletIds: number[]): Promise<Set<number>> {
+  return wallets.findLiveWalletIds(db, walletIds)
+}
+
 /** A live user wallet by address; never the mint wallet. */
 export function findLiveWalletByAddress(db: Executor, address: string): Promise<WalletRow | undefined> {
   return wallets.findWalletByAddress(db, address)

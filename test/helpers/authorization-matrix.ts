@@ -339,6 +339,13 @@ export const ROUTES: RouteCase[] = [
     check: (response, { walletId }) => assert.equal(response.json().sending_wallet_id, walletId),
   },
   {
+    method: 'POST',
+    route: '/wallet/transactions/batch',
+    body: (world) => ({ transfers: [{ recipient: world.target.username, memo: 'matrix', assets: { [world.goldName]: 1 } }] }),
+    expect: walletAuth(201),
+    check: (response, { walletId }) => assert.deepEqual((response.json().transactions as { sending_wallet_id: number }[]).map((t) => t.sending_wallet_id), [walletId]),
+  },
+  {
     method: 'GET',
     route: '/wallet/transactions',
     expect: walletAuth(200),
@@ -398,6 +405,7 @@ export const ROUTES: RouteCase[] = [
   { method: 'PUT', route: '/assets/:id/name', url: (world) => `/assets/${world.spareAssetId}/name`, body: (world) => ({ name: world.unique('renamed') }), expect: adminOnly(200) },
   { method: 'DELETE', route: '/assets/:id', url: (world) => `/assets/${world.spareAssetId}`, expect: adminOnly(204), fresh: true },
   { method: 'POST', route: '/wallets/:walletid/assets', url: (world) => `/wallets/${world.walletW}/assets`, body: (world) => ({ id: world.goldId, quantity: 1 }), expect: adminOnly(201) },
+  { method: 'POST', route: '/issuances', body: (world) => ({ asset_id: world.goldId, entries: [{ wallet_id: world.walletW, quantity: 1 }] }), expect: adminOnly(201) },
   { method: 'DELETE', route: '/wallets/:walletid/assets/:assetid', url: (world) => `/wallets/${world.walletW}/assets/${world.goldId}?quantity=1`, expect: adminOnly(204) },
 
   // Operator sessions of the console (opened with the admin key in the body) and the operator's reads.

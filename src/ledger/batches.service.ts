@@ -1,0 +1,118 @@
+import type { Db } from '../db/database.ts'
+import { AppError, ERROR_MEANINGS, ERRORS, type ErrorCode } from '../http/errors.ts'
+import type { GroupCommitter } from './group-committer.ts'
+import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
+import type { Transaction } from './ledger.types.ts'
+import { committed, firstFailure, transactionOf, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
+import { resolveTransfer } from './transfers.service.ts'
+
+/**
+ * POST /wallet/transactions/batch: up to 100 transfers of one wallet in one request, the way
+ * through a transfer's (`transfers.service.ts`) for each of them, then into the group committer as
+ * one unit (`moves.ts` Unit), checked in its place in the arrival order with the other transfers.
+ *
+ * - Atomic (the default): every transfer is resolved first, in request order (recipient, own
+ *   wallet, asset names); the first that fails fails the request. Then the ledger checks the
+ *   transfers in order against the balances; the first that fails leaves all of them out. Either
+ *   way nothing moves, and the error is that transfer's, its detail starting `transfers[i]: `.
+ * - Not atomic: each transfer commits or fails alone; the answer lists every outcome in order.
+ * - One Idempotency-Key for the whole batch, stored with its transfers when at least one commits.
+ */
+
+export interface BatchRequest {
+  transfers: SendRequest[]
+  atomic?: boolean
+}
+
+export interface ErrorDescription {
+  code: ErrorCode
+  message: string
+  detail: string
+}
+
+export type BatchResult = { status: 201; transaction: Transaction } | { status: number; error: ErrorDescription }
+
+export type BatchBody = { transactions: Transaction[] } | { results: BatchResult[] }
+
+/**
+ * The error of item `index` of a list in the request (`transfers[2]: …`, `entries[7]: …`) with its
+ * code and status. An error that is not the ledger's (a database fault) is returned as it is.
+ */
+export function itemError(list: string, index: number, error: unknown): unknown {
+  if (!(error instanceof AppError)) return error
+  return new AppError(error.code, `${list}[${index}]: ${error.detail ?? ERROR_MEANINGS[error.code]}`, { headers: error.headers })
+}
+
+function describeError(error: AppError): ErrorDescription {
+  return { code: error.code, message: ERRORS[error.code].message, detail: error.detail ?? ERROR_MEANINGS[error.code] }
+}
+
+type Reply = { status: number; body: BatchBody }
+/** The unit's Idempotency-Key record with the response it stores, when the request has a key. */
+type Keyed = (respond: (outcomes: Outcome[]) => Reply) => UnitIdempotency | undefined
+
+export class BatchesService {
+  readonly #db: Db
+  readonly #committer: GroupCommitter
+  readonly #idempotency: Idempotency
+
+  constructor(db: Db, committer: GroupCommitter, idempotency: Idempotency) {
+    this.#db = db
+    this.#committer = committer
+    this.#idempotency = idempotency
+  }
+
+  /**
+   * Sends the batch's transfers from the wallet. Atomic: answers 201 `{transactions}` in request
+   * order, or throws the first failing transfer's error (U003, W000, G000, W013, I001, I002, I003)
+   * with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in request
+   * order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
+   */
+  send(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>> {
+    const atomic = request.atomic ?? true
+    return this.#idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
+      const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(this.#db, walletId, transfer)))
+      // A database fault while resolving fails the whole request, as it would a transfer.
+      for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
+      const keyed: Keyed = (respond) => record && { walletId, ...record, respond }
+      return atomic ? this.#sendAtomic(resolved, keyed) : this.#sendEach(resolved, keyed)
+    })
+  }
+
+  async #sendAtomic(resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
+    const moves: Move[] = []
+    for (const [index, result] of resolved.entries()) {
+      if (result.status === 'rejected') throw itemError('transfers', index, result.reason)
+      moves.push(result.value)
+    }
+    const respond = (outcomes: Outcome[]) => ({ status: 201, body: { transactions: committed(outcomes) } })
+    const outcomes = await this.#committer.runUnit({ moves, atomic: true, idempotency: keyed(respond) })
+    const failure = firstFailure(outcomes)
+    if (failure) throw itemError('transfers', failure.index, failure.error)
+    return respond(outcomes)
+  }
+
+  async #sendEach(resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
+    // The transfers that resolved go to the ledger, in request order; `slots` maps them back.
+    const slots: number[] = []
+    const moves: Move[] = []
+    for (const [index, result] of resolved.entries()) {
+      if (result.status === 'fulfilled') {
+        slots.push(index)
+        moves.push(result.value)
+      }
+    }
+    const respond = (outcomes: Outcome[]) => {
+      const results = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
+      outcomes.forEach((outcome, i) => (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)))
+      return { status: 200, body: { results: results as BatchResult[] } }
+    }
+    const outcomes = moves.length === 0 ? [] : await this.#committer.runUnit({ moves, atomic: false, idempotency: keyed(respond) })
+    return respond(outcomes)
+  }
+}
+
+function failed(error: unknown): BatchResult {
+  if (!(error instanceof AppError)) throw new Error('a transfer of a batch failed without an error of the table')
+  return { status: error.status, error: describeError(error) }
+}
