@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
+import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
 
 export interface VerifyReport {
@@ -110,7 +111,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
   problems.push(...(await verifyHolds(db, holdings)))
   // On PostgreSQL the write path, not a foreign key, keeps these (migration 0005).
-  for (const { table, column, parent } of LEDGER_REFERENCES) {
+  for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES]) {
     const { rows } = await sql<{ count: number | string }>`
       select count(*) as count from ${sql.table(table)} as child
       where ${sql.ref(`child.${column}`)} is not null

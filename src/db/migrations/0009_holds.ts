@@ -10,30 +10,44 @@ import { isPostgres } from '../dialect.ts'
  * - `holdings.held`: what pending holds reserve of the holding, kept by every write of a hold
  *   in the same statement as the rest of the batch; what may be spent is `quantity - held`, less
  *   nothing for holds past their expiry (the write path subtracts those itself).
+ * - On PostgreSQL, as for the journal (migration 0005), a hold's references to wallets, assets
+ *   and its capture's transaction are kept by the write path, which locks or has just written
+ *   each, and by those rows never being deleted, not by foreign keys (`HOLD_REFERENCES`, checked
+ *   by `coffer verify`); SQLite keeps its foreign keys.
  * - `events.body` and a nullable `events.transaction_id`: a hold's events carry the Hold as it
  *   was at the event, stored on the event's row; a transaction's events still carry their
  *   transaction's body. SQLite cannot drop a NOT NULL, so it rebuilds `events` as its
  *   documented twelve steps do (foreign keys off while the table is swapped, then checked).
  */
+export const HOLD_REFERENCES = [
+  { table: 'holds', column: 'sending_wallet_id', parent: 'wallets' },
+  { table: 'holds', column: 'receiving_wallet_id', parent: 'wallets' },
+  { table: 'holds', column: 'transaction_id', parent: 'transactions' },
+  { table: 'hold_assets', column: 'asset_id', parent: 'assets' },
+] as const
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {
   const postgres = isPostgres(db)
   const idType = postgres ? 'bigserial' : 'integer'
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const id = (col: any) => (postgres ? col.primaryKey() : col.primaryKey().autoIncrement())
+  // A reference to a row that is never deleted: a foreign key on SQLite only (see above).
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const refers = (target: string) => (col: any) => (postgres ? col : col.references(target))
 
   await db.schema
     .createTable('holds')
     .addColumn('id', idType, id)
-    .addColumn('sending_wallet_id', 'bigint', (col) => col.notNull().references('wallets.id'))
-    .addColumn('receiving_wallet_id', 'bigint', (col) => col.notNull().references('wallets.id'))
+    .addColumn('sending_wallet_id', 'bigint', (col) => refers('wallets.id')(col.notNull()))
+    .addColumn('receiving_wallet_id', 'bigint', (col) => refers('wallets.id')(col.notNull()))
     .addColumn('memo', 'text', (col) => col.notNull())
     .addColumn('metadata', 'text', (col) => col.notNull())
     .addColumn('status', 'text', (col) => col.notNull())
     .addColumn('created_at', 'text', (col) => col.notNull())
     .addColumn('expires_at', 'text', (col) => col.notNull())
     .addColumn('settled_at', 'text')
-    .addColumn('transaction_id', 'bigint', (col) => col.references('transactions.id'))
+    .addColumn('transaction_id', 'bigint', refers('transactions.id'))
     .addCheckConstraint('holds_distinct_wallets', sql`sending_wallet_id <> receiving_wallet_id`)
     .addCheckConstraint('holds_status', sql`status in ('pending', 'captured', 'voided', 'expired')`)
     .execute()
@@ -48,7 +62,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .createTable('hold_assets')
     .addColumn('hold_id', 'bigint', (col) => col.notNull().references('holds.id'))
-    .addColumn('asset_id', 'bigint', (col) => col.notNull().references('assets.id'))
+    .addColumn('asset_id', 'bigint', (col) => refers('assets.id')(col.notNull()))
     .addColumn('quantity', 'bigint', (col) => col.notNull())
     .addPrimaryKeyConstraint('hold_assets_pk', ['hold_id', 'asset_id'])
     .addCheckConstraint('hold_assets_positive', sql`quantity > 0`)
