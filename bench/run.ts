@@ -1,5 +1,6 @@
 /**
  * The benchmark suite (`npm run bench [-- --quick] [-- --profile] [-- --sweep] [-- --ladder] [-- --storage=sqlite|postgres]`).
+ * `-- --scenario=webhooks` runs only the webhook scenario (`runWebhookStorage` below).
  *
  * For each storage it starts the service as a child process on a fresh database (SQLite in a temp
  * DATA_DIR; PostgreSQL on an embedded server started here), seeds users, wallets and assets through
@@ -22,6 +23,7 @@ import { initPgbench, runTpcb, startPostgres, type BenchPostgres, type PgbenchRe
 import { formatSummary, summariseProfile } from './profile.ts'
 import { seedHistoryDirectly, seedHistoryThroughApi, seedThroughApi, type Seeded } from './seed.ts'
 import { startService, type Service } from './service.ts'
+import { percentile, putWebhook, readBacklog, sampleBacklog, startBenchReceiver, type BacklogReading } from './webhooks.ts'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const args = new Set(process.argv.slice(2))
@@ -36,6 +38,8 @@ const ladder = args.has('--ladder')
 const storageArg = [...args].find((arg) => arg.startsWith('--storage='))?.slice('--storage='.length)
 const storages = (storageArg ? [storageArg] : ['sqlite', 'postgres']) as ('sqlite' | 'postgres')[]
 const connectionsArg = [...args].find((arg) => arg.startsWith('--connections='))?.slice('--connections='.length)
+const scenarioArg = [...args].find((arg) => arg.startsWith('--scenario='))?.slice('--scenario='.length)
+if (scenarioArg !== undefined && scenarioArg !== 'webhooks') throw new Error(`unknown --scenario=${scenarioArg}; the one scenario that runs alone is "webhooks"`)
 
 const settings = quick
   ? { traders: 100, warmup: 1, seconds: 2, pgbenchSeconds: 3, shortHistory: 100, longHistory: 100_000 }
@@ -353,6 +357,169 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
 }
 
 // ---------------------------------------------------------------------------------------------
+// The webhook scenario (`--scenario=webhooks`): delivery at scale, issue 21.
+
+interface WebhookRun {
+  storage: 'sqlite' | 'postgres'
+  /** Transfers/s among the traders: without webhooks, with the slow and fast origins, with both at 50 ms. */
+  tpsWithout: number
+  tpsSlowFast: number
+  tps50: number
+  /** The fast origin's lag (event time → arrival), ms, while the slow origin is backed up. */
+  fastLagP50: number
+  fastLagP99: number
+  fastEvents: number
+  /** The slow origin's backlog when the load stopped, and the age of the oldest delivery then (s). */
+  slowBacklog: number
+  slowOldestSeconds: number
+  /** Requests received by the receivers per second of load. */
+  deliveriesSlowFast: number
+  deliveries50: number
+  /** Both at 50 ms: the largest backlog seen during the load, the backlog when it stopped, how long it took to drain (s). */
+  maxBacklog50: number
+  endBacklog50: number
+  drainSeconds50: number
+  lag50P99: number
+  verified: string
+}
+
+/**
+ * 100 traders sending transfers among themselves (32 connections, as scenario (a)): first without
+ * webhooks; then with 20 traders' webhooks at one origin answering in 2 s and one trader's at
+ * another answering in 10 ms; then with every webhook removed and set again, both origins answering
+ * in 50 ms, followed by the time the backlog takes to drain once the load stops.
+ */
+async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: string): Promise<WebhookRun> {
+  const dataDir = tempDir(`coffer-bench-webhooks-${storage}-`)
+  let server: BenchPostgres | undefined
+  let databaseUrl: string | undefined
+  if (storage === 'postgres') {
+    log('postgres: starting an embedded server')
+    server = await startPostgres()
+    cleanups.push(() => (server as BenchPostgres).stop())
+    databaseUrl = await server.createDatabase('coffer')
+  }
+  const service = await startService({ dataDir, databaseUrl, adminKey, env: { WEBHOOK_ALLOW_PRIVATE: 'true' } }, track)
+  let stopService = service.stop
+  cleanups.push(() => stopService())
+  const traders = 100
+  log(`${storage}: webhooks: seeding ${traders} traders`)
+  const seeded = await seedThroughApi(service.url, adminKey, traders)
+  const pids = { service: service.pid, database: server?.pid }
+  const transfers = async (label: string) => {
+    const result = await runScenario('a', service.url, seeded, pids)
+    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}`)
+    return result
+  }
+  const tpsWithout = (await transfers('no webhooks')).okPerSecond
+
+  const slow = await startBenchReceiver(2_000)
+  const fast = await startBenchReceiver(10)
+  cleanups.push(() => slow.close())
+  cleanups.push(() => fast.close())
+  const slowOrigin = new URL(slow.url).origin
+  const hooked = seeded.traders.slice(0, 21)
+  const setHooks = async () => {
+    for (const [index, trader] of hooked.entries()) await putWebhook(service.url, trader.token, index < 20 ? `${slow.url}/w/${trader.walletId}` : `${fast.url}/w/${trader.walletId}`)
+  }
+  await setHooks()
+  const receivedBefore = slow.received + fast.received
+  const slowFast = await transfers('20 webhooks at an origin answering in 2 s, 1 at one answering in 10 ms')
+  const atStop: BacklogReading = await readBacklog(service.url)
+  const deliveriesSlowFast = (slow.received + fast.received - receivedBefore) / slowFast.seconds
+  // Events of the last moments of the load are still on their way: a second for them to land.
+  await new Promise((resolve) => setTimeout(resolve, 1_000))
+  const fastLags = [...fast.lags]
+  log(`${storage}: webhooks: fast origin lag p50 ${percentile(fastLags, 0.5).toFixed(0)} ms, p99 ${percentile(fastLags, 0.99).toFixed(0)} ms over ${fastLags.length} events; slow origin backlog ${atStop.byOrigin.get(slowOrigin) ?? 0}`)
+
+  // Removing the webhooks cancels the slow origin's backlog; then both origins answer in 50 ms.
+  for (const trader of hooked) await putWebhook(service.url, trader.token, null)
+  slow.delayMs = 50
+  fast.delayMs = 50
+  await new Promise((resolve) => setTimeout(resolve, 2_500))
+  slow.lags.length = 0
+  fast.lags.length = 0
+  await setHooks()
+  const received50 = slow.received + fast.received
+  const sampling = sampleBacklog(service.url, 500)
+  const both50 = await transfers('21 webhooks, both origins answering in 50 ms')
+  const during = await sampling.stop()
+  const deliveries50 = (slow.received + fast.received - received50) / both50.seconds
+  const endBacklog50 = (await readBacklog(service.url)).total
+  const stopped = Date.now()
+  let drainSeconds50 = NaN
+  while (Date.now() - stopped < 60_000) {
+    if ((await readBacklog(service.url)).total === 0) {
+      drainSeconds50 = (Date.now() - stopped) / 1000
+      break
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  const maxBacklog50 = Math.max(0, ...during.map((reading) => reading.total).filter(Number.isFinite))
+  const lag50P99 = percentile([...slow.lags, ...fast.lags], 0.99)
+  log(`${storage}: webhooks: at 50 ms: backlog at most ${maxBacklog50}, ${endBacklog50} when the load stopped, drained in ${drainSeconds50.toFixed(1)} s; lag p99 ${lag50P99.toFixed(0)} ms`)
+
+  await service.stop()
+  stopService = async () => {}
+  const database = openDatabase({ databaseUrl, dataDir })
+  const report = await verifyLedger(database.db).finally(() => database.close())
+  const verified = report.ok ? `ledger verified: ${report.transactions} transactions, ${report.holdings} holdings` : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`
+  if (server) await server.stop()
+  return {
+    storage,
+    tpsWithout,
+    tpsSlowFast: slowFast.okPerSecond,
+    tps50: both50.okPerSecond,
+    fastLagP50: percentile(fastLags, 0.5),
+    fastLagP99: percentile(fastLags, 0.99),
+    fastEvents: fastLags.length,
+    slowBacklog: atStop.byOrigin.get(slowOrigin) ?? 0,
+    slowOldestSeconds: atStop.oldestSeconds,
+    deliveriesSlowFast,
+    deliveries50,
+    maxBacklog50,
+    endBacklog50,
+    drainSeconds50,
+    lag50P99,
+    verified,
+  }
+}
+
+function webhookReport(runs: WebhookRun[]): string {
+  const out = [`Coffer bench, webhook scenario ${quick ? '(quick) ' : ''}on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}, ${CONNECTIONS} connections, 100 traders`]
+  const targets: string[][] = [['target', 'value', 'wanted', '']]
+  for (const run of runs) {
+    out.push(
+      '',
+      `== ${run.storage} (${settings.seconds} s of load per phase) ==`,
+      table([
+        ['phase', 'transfers/s', 'deliveries/s', 'figures'],
+        ['no webhooks', run.tpsWithout.toFixed(0), '-', ''],
+        [
+          '20 webhooks at a 2 s origin, 1 at a 10 ms origin',
+          run.tpsSlowFast.toFixed(0),
+          run.deliveriesSlowFast.toFixed(0),
+          `fast lag p50 ${run.fastLagP50.toFixed(0)} ms, p99 ${run.fastLagP99.toFixed(0)} ms (${run.fastEvents} events); slow backlog ${run.slowBacklog}, oldest ${run.slowOldestSeconds.toFixed(1)} s`,
+        ],
+        [
+          'both origins at 50 ms',
+          run.tps50.toFixed(0),
+          run.deliveries50.toFixed(0),
+          `backlog at most ${run.maxBacklog50}, ${run.endBacklog50} at the end, drained in ${run.drainSeconds50.toFixed(1)} s; lag p99 ${run.lag50P99.toFixed(0)} ms`,
+        ],
+      ]),
+      run.verified,
+    )
+    const ratio = run.tpsSlowFast / run.tpsWithout
+    targets.push([`${run.storage}: fast origin p99 lag, ms (slow one backed up)`, run.fastLagP99.toFixed(0), '< 1000', run.fastLagP99 < 1000 ? 'met' : 'MISSED'])
+    targets.push([`${run.storage}: both at 50 ms: backlog drains after the load`, Number.isFinite(run.drainSeconds50) ? `${run.drainSeconds50.toFixed(1)} s` : 'no', 'drains', Number.isFinite(run.drainSeconds50) ? 'met' : 'MISSED'])
+    targets.push([`${run.storage}: transfers/s with webhooks ÷ without`, ratio.toFixed(2), '≥ 0.90', ratio >= 0.9 ? 'met' : 'MISSED'])
+  }
+  out.push('', '== targets ==', table(targets), '', `total ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  return out.join('\n')
+}
+
+// ---------------------------------------------------------------------------------------------
 // Report.
 
 function table(rows: string[][]): string {
@@ -440,6 +607,12 @@ async function main(): Promise<void> {
   const adminKey = createToken('admin')
   const profileDir = profile ? fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-profiles-')) : undefined
   if (profileDir) log(`CPU profiles go to ${profileDir}`)
+  if (scenarioArg === 'webhooks') {
+    const webhookRuns: WebhookRun[] = []
+    for (const storage of storages) webhookRuns.push(await runWebhookStorage(storage, adminKey))
+    console.log(webhookReport(webhookRuns))
+    return
+  }
   const runs: StorageRun[] = []
   for (const storage of storages) {
     runs.push(await runStorage(storage, adminKey, profileDir))

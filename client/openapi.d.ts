@@ -3915,7 +3915,7 @@ export interface paths {
         };
         /**
          * What the wallet holds
-         * @description Every asset the wallet holds more than zero of, by asset name (case-insensitively), with what pending holds reserve of it (`held`; `quantity - held` may be spent).
+         * @description Every asset the wallet holds more than zero of, by asset name (case-insensitively), with what pending holds reserve of it (`held`; `quantity - held` may be spent). With `as_of` (a timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; `[]` before the wallet's first transaction).
          */
         get: {
             parameters: {
@@ -5856,7 +5856,7 @@ export interface paths {
         };
         /**
          * The wallet's history
-         * @description Transactions sent or received by the wallet, newest first, filtered by asset, direction and time. The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id.
+         * @description Transactions sent or received by the wallet, newest first, filtered by asset, direction and time. The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id. With `format=csv`, every matching transaction as a streamed `text/csv` statement (paging ignored).
          */
         get: {
             parameters: {
@@ -6994,6 +6994,15 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the webhook's backlog, as the service sees it now */
+                            backlog?: {
+                                /** @description how long ago that was; 0 when nothing is pending */
+                                oldest_pending_age_seconds: number;
+                                /** @description when the oldest pending delivery was queued; null when none is */
+                                oldest_pending_at: string | null;
+                                /** @description deliveries waiting for their first attempt or a retry */
+                                pending: number;
+                            };
                             /**
                              * Format: date-time
                              * @example 2026-11-21T22:25:29.123Z

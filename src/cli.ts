@@ -1,3 +1,4 @@
+import fs from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { openDatabase, type Database } from './db/database.ts'
@@ -5,13 +6,14 @@ import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { outbox } from './events/outbox.ts'
-import { AppError } from './http/errors.ts'
+import { AppError, ERRORS } from './http/errors.ts'
+import { Address } from './http/schemas.ts'
 import * as assets from './ledger/assets.service.ts'
 import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { verifyLedger } from './ledger/verify.ts'
 import { BackupError, backupCommand, migrateStatusCommand, restoreCommand, rotateSecretsKeyCommand, SecretsKeyError } from './operations/commands.ts'
-import { findLiveWalletByAddress, findLiveWalletById } from './wallets/wallets.service.ts'
+import { findLiveWalletByAddress, findLiveWalletById, findLiveWalletIds } from './wallets/wallets.service.ts'
 
 const USAGE = `Usage: coffer <command> [arguments]
 
@@ -24,6 +26,9 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   asset set-value <asset> <value>     change an asset's value
   asset rename <asset> <new-name>     rename an asset
   issue <wallet> <asset> <quantity>   issue new units from mint into a wallet
+  issue <asset> --csv <file> [--memo <text>]
+                                      issue to every wallet of a CSV file of \`wallet,quantity\`
+                                      lines (\`-\` reads standard input), all or nothing
   burn <wallet> <asset> [quantity]    burn units (default: the whole holding) back to mint
   admin-key                           print the admin key (generating it on first use)
   verify                              recompute every holding from the journal and check the ledger
@@ -31,13 +36,17 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   restore <file>                      restore a backup into an empty store, then verify it
   rotate-secrets-key                  re-encrypt the webhook secrets under a new key (NEW_SECRETS_KEY or generated)
 
-<wallet> is a wallet id or address; <asset> is an asset id or name.
+<wallet> is a wallet id or address; <asset> is an asset id or name. In the CSV file, one line
+per wallet: its id or address, a comma, the quantity; a first line \`wallet,quantity\` is a header.
+Blank lines and lines starting with # are skipped; a bad line is refused with its number, and
+then nothing is issued.
 Exit status: 0 on success, 1 on a failed check or refused operation, 2 on bad usage or configuration.`
 
 class UsageError extends Error {}
 
 /** The API's asset-name pattern (`ledger/ledger.schemas.ts`), so the CLI accepts exactly what the API does. */
 const ASSET_NAME = new RegExp(AssetName.pattern as string)
+const ADDRESS = new RegExp(Address.pattern as string)
 
 function assetName(raw: string | undefined, what: string): string {
   if (raw === undefined || !ASSET_NAME.test(raw)) throw new UsageError(`${what} must be ${AssetName.description}`)
@@ -67,6 +76,93 @@ async function resolveAsset(database: Database, ref: string | undefined): Promis
   const asset = /^\d+$/.test(ref) ? await assets.findLiveAssetById(database.db, Number(ref)) : await assets.findLiveAssetByName(database.db, ref)
   if (!asset) throw new AppError('I000', `no asset ${ref}`)
   return asset.id
+}
+
+/** The most lines of one `coffer issue --csv` file: issued in one database transaction. */
+const MAX_CSV_LINES = 100_000
+
+/** A line of an issuance CSV file that cannot be issued: every such line is reported, and nothing issued. */
+class CsvError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '))
+  }
+}
+
+interface CsvEntry {
+  line: number
+  wallet: string
+  quantity: number
+}
+
+/** One field of a CSV line: surrounding spaces dropped, and the quotes of a quoted field. */
+function csvField(raw: string): string {
+  const field = raw.trim()
+  return field.length >= 2 && field.startsWith('"') && field.endsWith('"') ? field.slice(1, -1).replaceAll('""', '"').trim() : field
+}
+
+/** Parses `wallet,quantity` lines; throws CsvError naming every bad line by its number. */
+function parseIssuanceCsv(text: string): CsvEntry[] {
+  const entries: CsvEntry[] = []
+  const problems: string[] = []
+  let first = true
+  for (const [index, raw] of text.split(/\r?\n/).entries()) {
+    const line = index + 1
+    const content = raw.replace(/^\uFEFF/, '').trim()
+    if (content === '' || content.startsWith('#')) continue
+    const fields = content.split(',').map(csvField)
+    const header = first && fields.length === 2 && fields[0].toLowerCase() === 'wallet' && fields[1].toLowerCase() === 'quantity'
+    first = false
+    if (header) continue
+    if (fields.length !== 2) {
+      problems.push(`line ${line}: expected "wallet,quantity", got ${fields.length} field(s)`)
+      continue
+    }
+    const [wallet, quantity] = fields
+    if (/^\d+$/.test(wallet) ? !Number.isSafeInteger(Number(wallet)) || Number(wallet) === 0 : !ADDRESS.test(wallet)) problems.push(`line ${line}: "${wallet}" is neither a wallet id nor an address (${Address.description})`)
+    else if (!/^[1-9][0-9]*$/.test(quantity) || !Number.isSafeInteger(Number(quantity))) problems.push(`line ${line}: the quantity "${quantity}" is not a positive integer up to 2^53-1`)
+    else entries.push({ line, wallet, quantity: Number(quantity) })
+  }
+  if (problems.length === 0 && entries.length === 0) problems.push('the file has no `wallet,quantity` line')
+  if (entries.length > MAX_CSV_LINES) problems.push(`the file has ${entries.length} lines to issue, more than ${MAX_CSV_LINES}: split it`)
+  if (problems.length > 0) throw new CsvError(problems)
+  return entries
+}
+
+/** `coffer issue <asset> --csv <file>`: every line's wallet resolved first, then one issuance of all lines, or nothing. */
+async function issueCsv(ledger: Ledger, database: Database, assetRef: string | undefined, file: string, memo: string | undefined): Promise<number> {
+  const assetId = await resolveAsset(database, assetRef)
+  if (memo !== undefined && memo.length > 64) throw new UsageError('--memo must be at most 64 characters')
+  let text: string
+  try {
+    text = fs.readFileSync(file === '-' ? 0 : file, 'utf8')
+  } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`)
+  }
+  const entries = parseIssuanceCsv(text)
+  const problems: string[] = []
+  const walletIds: number[] = []
+  // Ids in one query; addresses one by one.
+  const byId = (entry: CsvEntry) => /^\d+$/.test(entry.wallet)
+  const liveIds = await findLiveWalletIds(database.db, entries.filter(byId).map((entry) => Number(entry.wallet)))
+  for (const entry of entries) {
+    const walletId = byId(entry) ? (liveIds.has(Number(entry.wallet)) ? Number(entry.wallet) : undefined) : (await findLiveWalletByAddress(database.db, entry.wallet))?.id
+    if (walletId !== undefined) walletIds.push(walletId)
+    else problems.push(`line ${entry.line}: no wallet ${entry.wallet}`)
+  }
+  if (problems.length > 0) throw new CsvError(problems)
+  let transactions
+  try {
+    transactions = await ledger.issueToMany({ asset_id: assetId, entries: entries.map((entry, i) => ({ wallet_id: walletIds[i], quantity: entry.quantity })), memo })
+  } catch (error) {
+    // The ledger names the entry (`entries[i]: …`): name its line instead.
+    const item = error instanceof AppError ? /^entries\[(\d+)\]: (.*)$/.exec(error.detail ?? '') : null
+    if (item && error instanceof AppError) throw new CsvError([`line ${entries[Number(item[1])].line}: ${error.code} ${ERRORS[error.code].message}: ${item[2]}`])
+    throw error
+  }
+  const total = entries.reduce((sum, entry) => sum + entry.quantity, 0)
+  const asset = transactions[0].assets[0].asset.name
+  console.log(`issued ${total} ${asset} to ${new Set(walletIds).size} wallet(s) in ${transactions.length} transaction(s), ids ${transactions[0].id}-${transactions[transactions.length - 1].id}`)
+  return 0
 }
 
 function progressBar(done: number, total: number): void {
@@ -117,7 +213,7 @@ function withLedger(config: Config, work: (ledger: Ledger, database: Database) =
   })
 }
 
-async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean } = {}): Promise<number> {
+async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean; csv?: string; memo?: string } = {}): Promise<number> {
   switch (command) {
     case 'serve': {
       const { serve } = await import('./main.ts')
@@ -171,6 +267,7 @@ async function run(config: Config, command: string | undefined, rest: string[], 
         throw new UsageError('asset needs one of: list, create, set-value, rename')
       })
     case 'issue':
+      if (flags.csv !== undefined) return withLedger(config, (ledger, database) => issueCsv(ledger, database, rest[0], flags.csv as string, flags.memo))
       return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
@@ -193,14 +290,20 @@ async function run(config: Config, command: string | undefined, rest: string[], 
 
 /** Runs the `coffer` command line; resolves to the process exit status. */
 export async function main(argv: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, strict: false, options: { help: { type: 'boolean', short: 'h' }, status: { type: 'boolean' } } })
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: false,
+    options: { help: { type: 'boolean', short: 'h' }, status: { type: 'boolean' }, csv: { type: 'string' }, memo: { type: 'string' } },
+  })
   if (values.help || positionals.length === 0 || positionals[0] === 'help') {
     console.log(USAGE)
     return positionals.length === 0 && !values.help ? 2 : 0
   }
   try {
     const config = loadConfig()
-    return await run(config, positionals[0], positionals.slice(1), { status: values.status === true })
+    const text = (value: unknown) => (typeof value === 'string' ? value : undefined)
+    return await run(config, positionals[0], positionals.slice(1), { status: values.status === true, csv: text(values.csv), memo: text(values.memo) })
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`coffer: ${error.message}\n\n${USAGE}`)
@@ -216,6 +319,12 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof AppError) {
       console.error(`coffer: ${error.message}`)
+      return 1
+    }
+    if (error instanceof CsvError) {
+      console.error('coffer: nothing issued:')
+      for (const problem of error.problems.slice(0, 50)) console.error(`  ${problem}`)
+      if (error.problems.length > 50) console.error(`  … and ${error.problems.length - 50} more`)
       return 1
     }
     if (isStorageUnavailable(error)) {

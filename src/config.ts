@@ -26,6 +26,14 @@ export interface Config {
   /** Seconds between webhook retries, one entry per retry; the last entry ends the schedule. */
   webhookRetrySchedule: number[]
   webhookTimeoutMs: number
+  /** Webhook attempts in flight at once to one receiving origin, counted across every instance. */
+  webhookOriginConcurrency: number
+  /** Webhook attempts in flight at once in this instance, over all origins. */
+  webhookConcurrency: number
+  /** Failed attempts in a row (no answer, 5xx, 429) that open an origin's circuit. */
+  webhookCircuitFailures: number
+  /** How long an origin's circuit first stays open; doubled on each reopening, up to 5 minutes. */
+  webhookCircuitOpenMs: number
   /** Login and registration attempts per minute per client address and per username; 0 = off. */
   authRateLimit: number
   bodyLimitBytes: number
@@ -243,6 +251,10 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivate: boolean(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetrySchedule: schedule(env, 'WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
+    webhookOriginConcurrency: integer(env, 'WEBHOOK_ORIGIN_CONCURRENCY', 64, 1, 10_000),
+    webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 256, 1, 10_000),
+    webhookCircuitFailures: integer(env, 'WEBHOOK_CIRCUIT_FAILURES', 5, 1, 1_000),
+    webhookCircuitOpenMs: integer(env, 'WEBHOOK_CIRCUIT_OPEN_MS', 5_000, 100, 300_000),
     authRateLimit: integer(env, 'AUTH_RATE_LIMIT', 20, 0, 1_000_000),
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 64 * 1024, 1024, 10 * 1024 * 1024),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),

@@ -95,7 +95,9 @@ export const ROUTES: Record<string, RouteDoc> = {
     auth: 'wallet',
     file: TRANSACTIONS,
     summary: 'What the wallet holds',
-    description: 'Every asset the wallet holds more than zero of, by asset name (case-insensitively), with what pending holds reserve of it (`held`; `quantity - held` may be spent).',
+    description:
+      'Every asset the wallet holds more than zero of, by asset name (case-insensitively), with what pending holds reserve of it (`held`; `quantity - held` may be spent). ' +
+      "With `as_of` (a timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; `[]` before the wallet's first transaction).",
     errors: [],
   },
   'POST /wallet/transactions': {
@@ -122,7 +124,7 @@ export const ROUTES: Record<string, RouteDoc> = {
     auth: 'wallet',
     file: TRANSACTIONS,
     summary: "The wallet's history",
-    description: 'Transactions sent or received by the wallet, newest first, filtered by asset, direction and time. The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id.',
+    description: 'Transactions sent or received by the wallet, newest first, filtered by asset, direction and time. The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id. With `format=csv`, every matching transaction as a streamed `text/csv` statement (paging ignored).',
     errors: [],
   },
 

@@ -31,6 +31,10 @@ describe('loadConfig', () => {
     assert.equal(config.webhookAllowPrivate, false)
     assert.deepEqual(config.webhookRetrySchedule, DEFAULT_WEBHOOK_SCHEDULE)
     assert.equal(config.webhookTimeoutMs, 10_000)
+    assert.equal(config.webhookOriginConcurrency, 64)
+    assert.equal(config.webhookConcurrency, 256)
+    assert.equal(config.webhookCircuitFailures, 5)
+    assert.equal(config.webhookCircuitOpenMs, 5_000)
     assert.ok(config.authRateLimit > 0, 'login is rate limited unless turned off')
     assert.equal(config.logLevel, 'info')
   })
@@ -118,6 +122,12 @@ describe('loadConfig', () => {
     ['WEBHOOK_RETRY_SCHEDULE', '5,soon', 'not seconds'],
     ['WEBHOOK_TIMEOUT_MS', '5', 'below the minimum'],
     ['WEBHOOK_RETRY_SCHEDULE', ',', 'empty entries'],
+    ['WEBHOOK_ORIGIN_CONCURRENCY', '0', 'zero: an origin could never be called'],
+    ['WEBHOOK_ORIGIN_CONCURRENCY', 'many', 'not a number'],
+    ['WEBHOOK_CONCURRENCY', '0', 'zero: nothing could be delivered'],
+    ['WEBHOOK_CONCURRENCY', '20000', 'above the maximum'],
+    ['WEBHOOK_CIRCUIT_FAILURES', '0', 'zero'],
+    ['WEBHOOK_CIRCUIT_OPEN_MS', '10', 'below the minimum'],
     ['SESSION_IDLE_DAYS', 'week', 'not a number'],
     ['BODY_LIMIT_BYTES', '10', 'too small for any request'],
     ['TRUST_PROXY', 'perhaps', 'not a boolean'],

@@ -24,6 +24,7 @@ import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
  */
 
 const INSTANCES = 3
+const ORIGIN_LIMIT = 3
 const SHARED_SECRETS_KEY = crypto.randomBytes(32).toString('base64')
 const admin = { authorization: `Bearer ${ADMIN_KEY}` }
 
@@ -52,6 +53,8 @@ describe('three instances on one PostgreSQL database', { skip: STORAGE !== 'post
         AUTH_RATE_LIMIT: '0',
         WEBHOOK_ALLOW_PRIVATE: 'true',
         WEBHOOK_RETRY_SCHEDULE: '1,1,1,1,1',
+        // Every receiver here is one origin: at most 3 attempts to it at once, over all instances.
+        WEBHOOK_ORIGIN_CONCURRENCY: String(ORIGIN_LIMIT),
         // Several instances share the secrets key by config.
         SECRETS_KEY: SHARED_SECRETS_KEY,
       })
@@ -208,6 +211,31 @@ describe('three instances on one PostgreSQL database', { skip: STORAGE !== 'post
       const transactions = await instances[0].database.db.selectFrom('transactions').select('memo').where('memo', 'like', 'hook #%').execute()
       assert.equal(new Set(transactions.map((row) => row.memo)).size, 90)
       assert.equal(transactions.length, 90)
+    })
+
+    it("never has more attempts in flight to one origin than its limit, counted over every instance", async () => {
+      const slow = await startReceiver(() => ({ status: 200, delayMs: 30 }))
+      try {
+        const users = await Promise.all(Array.from({ length: 6 }, () => createUser(on(0))))
+        const limited = await asset('limited')
+        for (const [index, user] of users.entries()) {
+          const set = await on(index).inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: `${slow.url}/limited/${user.walletId}` } })
+          assert.equal(set.statusCode, 200, set.body)
+          await fund(user, limited, 100)
+        }
+        await pool(60, 12, async (n) => {
+          const response = await on(n).inject({ method: 'POST', url: '/wallet/transactions', headers: users[n % 6].auth, payload: { recipient: users[(n + 1) % 6].username, assets: { limited: 1 } } })
+          assert.equal(response.statusCode, 201, response.body)
+        })
+        const events = await instances[0].database.db.selectFrom('events').select('event_id').where('wallet_id', 'in', users.map((user) => user.walletId)).execute()
+        assert.equal(events.length, 6 + 60 * 2)
+        const delivered = () => new Set(slow.requests.map((request) => String(request.headers['webhook-id'])))
+        await waitUntil(() => events.every((event) => delivered().has(event.event_id)), 30_000, `all ${events.length} events delivered (got ${delivered().size})`)
+        // The receiver counted the requests open at once: never more than the origin's limit.
+        assert.ok(slow.maxOpen() <= ORIGIN_LIMIT, `${slow.maxOpen()} requests at once to one origin`)
+      } finally {
+        await slow.close()
+      }
     })
 
     /** Reads an SSE stream until `done(ids)` holds; returns the ids in order. */

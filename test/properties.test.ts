@@ -18,7 +18,8 @@ import { createUser, type TestUser } from './helpers/factories.ts'
  *  1. random request bodies, path ids and queries against every route's schema: never a 500; a
  *     body the route's schema refuses gets 400 G000, and whatever else comes back is a contract
  *     code;
- *  2. random sequences of issue / transfer / burn / assign / delete-wallet run against the
+ *  2. random sequences of issue / transfer / burn / assign / delete-wallet / batch / issuance to
+ *     many run against the
  *     service and a small in-memory model: identical outcomes, holdings never negative, each
  *     asset summing to zero with mint.
  * Runs are kept modest so that the suite stays fast; FC_RUNS scales them (e.g. FC_RUNS=1000).
@@ -241,6 +242,24 @@ type Op =
   | { kind: 'transfer'; actor: number | 'owner'; from: number; to: number; by: 0 | 1 | 2; lines: { asset: number; quantity: number }[] }
   | { kind: 'assign'; actor: number | 'owner'; wallet: number; user: number }
   | { kind: 'delete'; actor: number | 'owner'; wallet: number }
+  | BatchOp
+  | IssuancesOp
+
+/** POST /wallet/transactions/batch from one wallet: 1-4 transfers, atomic or not. */
+interface BatchOp {
+  kind: 'batch'
+  actor: number | 'owner'
+  from: number
+  atomic: boolean
+  transfers: { to: number; by: 0 | 1 | 2; lines: { asset: number; quantity: number }[] }[]
+}
+
+/** POST /issuances: one asset to 1-4 wallets. */
+interface IssuancesOp {
+  kind: 'issuances'
+  asset: number
+  entries: { wallet: number; quantity: number }[]
+}
 
 const quantity = fc.oneof({ weight: 12, arbitrary: fc.integer({ min: 1, max: 60 }) }, { weight: 1, arbitrary: fc.integer({ min: MAX - 100, max: MAX }) })
 const walletIndex = fc.integer({ min: 0, max: WALLETS - 1 })
@@ -263,7 +282,22 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('assign' as const), actor, wallet: walletIndex, user: fc.integer({ min: 0, max: USERS - 1 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), actor, wallet: walletIndex }) },
+  { weight: 2, arbitrary: batchOp() },
+  { weight: 1, arbitrary: issuancesOp() },
 )
+
+function batchOp(): fc.Arbitrary<BatchOp> {
+  const transfer = fc.record({
+    to: walletIndex,
+    by: fc.constantFrom(0 as const, 1 as const, 2 as const),
+    lines: fc.uniqueArray(fc.record({ asset: assetIndex, quantity }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }),
+  })
+  return fc.record({ kind: fc.constant('batch' as const), actor, from: walletIndex, atomic: fc.boolean(), transfers: fc.array(transfer, { minLength: 1, maxLength: 4 }) })
+}
+
+function issuancesOp(): fc.Arbitrary<IssuancesOp> {
+  return fc.record({ kind: fc.constant('issuances' as const), asset: assetIndex, entries: fc.array(fc.record({ wallet: walletIndex, quantity }), { minLength: 1, maxLength: 4 }) })
+}
 
 /** The rules of the ledger and of wallet access, as a user reads them in the contract. */
 class Model {
@@ -316,6 +350,67 @@ class Model {
     this.add(wallet, asset, -amount)
     this.supply.set(asset, (this.supply.get(asset) ?? 0) - amount)
     return { status: 204 }
+  }
+
+  /** Undoes whatever happens in `work` when it answers an error (an atomic batch, an issuance to many). */
+  allOrNothing<T extends { status: number }>(work: () => T): T {
+    const holdings = new Map(this.holdings)
+    const supply = new Map(this.supply)
+    const answer = work()
+    if (answer.status >= 400) {
+      this.holdings = holdings
+      this.supply = supply
+    }
+    return answer
+  }
+
+  /** POST /issuances: W002 for the first entry's unknown wallet, then each entry in order, all or none. */
+  issueMany(entries: IssuancesOp['entries'], asset: number): Answer & { index?: number } {
+    const gone = entries.findIndex((entry) => this.deleted.has(entry.wallet))
+    if (gone >= 0) return { status: 404, code: 'W002', index: gone }
+    return this.allOrNothing(() => {
+      for (const [index, entry] of entries.entries()) {
+        const answer = this.issue(entry.wallet, asset, entry.quantity)
+        if (answer.status !== 201) return { ...answer, index }
+      }
+      return { status: 201 }
+    })
+  }
+
+  /**
+   * A batch's transfer: the recipient's wallet, or the error of resolving it (W000 for a deleted
+   * wallet by address or id, W013 for the sending wallet itself).
+   */
+  recipientOf(from: number, transfer: BatchOp['transfers'][number]): { wallet: number } | Answer {
+    const to = transfer.by === 0 ? this.primary[transfer.to % USERS] : transfer.to
+    if (transfer.by !== 0 && this.deleted.has(to)) return { status: 404, code: 'W000' }
+    if (to === from) return { status: 400, code: 'W013' }
+    return { wallet: to }
+  }
+
+  /**
+   * POST /wallet/transactions/batch. Atomic: the first transfer that fails to resolve, else the
+   * first the ledger refuses (nothing moves), else 201. Not atomic: 200 and each transfer's answer.
+   */
+  batch(op: BatchOp, walletIds: number[]): { answer: Answer & { index?: number }; results?: Answer[] } {
+    const recipients = op.transfers.map((transfer) => this.recipientOf(op.from, transfer))
+    const move = (index: number): Answer => {
+      const recipient = recipients[index]
+      if (!('wallet' in recipient)) return recipient
+      return this.move(op.from, recipient.wallet, op.transfers[index].lines, walletIds) ?? { status: 201 }
+    }
+    if (!op.atomic) return { answer: { status: 200 }, results: op.transfers.map((_, index) => move(index)) }
+    const unresolved = recipients.findIndex((recipient) => !('wallet' in recipient))
+    if (unresolved >= 0) return { answer: { ...(recipients[unresolved] as Answer), index: unresolved } }
+    return {
+      answer: this.allOrNothing(() => {
+        for (const index of op.transfers.keys()) {
+          const answer = move(index)
+          if (answer.status !== 201) return { ...answer, index }
+        }
+        return { status: 201 }
+      }),
+    }
   }
 
   /** Moves every line or nothing; checks in the service's order (the lowest wallet id first, then asset). */
@@ -386,6 +481,44 @@ describe('random operation sequences against a model', () => {
     return { users, walletIds, addresses, assets }
   }
 
+  interface Fixture {
+    walletIds: number[]
+    addresses: string[]
+    users: { username: string }[]
+    assets: { id: number; name: string }[]
+    auth: Record<string, string>
+  }
+
+  /** A batch step: the answer, each transfer's outcome when not atomic, and the failing transfer named in `detail` when atomic. */
+  async function runBatch(step: BatchOp, model: Model, fixture: Fixture, where: string) {
+    const transfers = step.transfers.map((transfer) => {
+      const to = transfer.by === 0 ? model.primary[transfer.to % USERS] : transfer.to
+      const recipient = transfer.by === 0 ? fixture.users[transfer.to % USERS].username : transfer.by === 1 ? fixture.addresses[to] : fixture.walletIds[to]
+      return { recipient, type: transfer.by, assets: Object.fromEntries(transfer.lines.map((line) => [fixture.assets[line.asset].name, line.quantity])) }
+    })
+    const response = await t.app.inject({ method: 'POST', url: '/wallet/transactions/batch', headers: fixture.auth, payload: { atomic: step.atomic, transfers } })
+    const { answer, results } = model.batch(step, fixture.walletIds)
+    if (results) {
+      const body = response.json() as { results?: { status: number; error?: { code: string } }[] }
+      assert.deepEqual(
+        body.results?.map((result) => (result.error ? { status: result.status, code: result.error.code } : { status: result.status })),
+        results,
+        `${where}: ${response.body.slice(0, 300)}`,
+      )
+    }
+    if (answer.index !== undefined && response.statusCode === answer.status) assert.match(response.json().detail, new RegExp(`^transfers\\[${answer.index}\\]: `), where)
+    return { response, expected: { status: answer.status, ...(answer.code ? { code: answer.code } : {}) } }
+  }
+
+  /** An issuance to many wallets: the answer, and the failing entry named in `detail`. */
+  async function runIssuances(step: IssuancesOp, model: Model, fixture: Pick<Fixture, 'walletIds' | 'assets'>, where: string) {
+    const entries = step.entries.map((entry) => ({ wallet_id: fixture.walletIds[entry.wallet], quantity: entry.quantity }))
+    const response = await t.app.inject({ method: 'POST', url: '/issuances', headers: t.admin, payload: { asset_id: fixture.assets[step.asset].id, entries } })
+    const answer = model.issueMany(step.entries, step.asset)
+    if (answer.index !== undefined && response.statusCode === answer.status) assert.match(response.json().detail, new RegExp(`^entries\\[${answer.index}\\]: `), where)
+    return { response, expected: { status: answer.status, ...(answer.code ? { code: answer.code } : {}) } }
+  }
+
   it('gives the outcome the model predicts, never a negative holding, and every asset sums to zero with mint', async () => {
     let run = 0
     await fc.assert(
@@ -437,6 +570,12 @@ describe('random operation sequences against a model', () => {
             if (step.by !== 0 && model.deleted.has(to)) expected = { status: 404, code: 'W000' }
             else if (to === step.from) expected = { status: 400, code: 'W013' }
             else expected = model.move(step.from, to, step.lines, walletIds) ?? { status: 201 }
+          } else if (step.kind === 'batch') {
+            const user = model.actorOf(step.actor, step.from)
+            if (!(await activate(user, step.from, where))) continue
+            ;({ response, expected } = await runBatch(step, model, { auth: auth(user), walletIds, addresses, users, assets }, where))
+          } else if (step.kind === 'issuances') {
+            ;({ response, expected } = await runIssuances(step, model, { walletIds, assets }, where))
           } else if (step.kind === 'assign') {
             const user = model.actorOf(step.actor, step.wallet)
             if (!(await activate(user, step.wallet, where))) continue

@@ -1,4 +1,4 @@
-import { CofferError, type ErrorCode } from './api.ts'
+import { CofferError, type ErrorCode, type Transaction } from './api.ts'
 
 /**
  * Every error the service can answer, in words a person understands. Typed by the client's error
@@ -43,6 +43,19 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   H001: 'That hold has already been captured, voided or has expired.',
   H002: 'You cannot capture more than the hold holds, or an asset it does not hold.',
 }
+
+/** The kinds of transaction, as a person reads them. */
+export const KIND_TEXT: Record<Transaction['kind'], string> = {
+  transfer: 'Transfer',
+  issuance: 'Issuance',
+  burn: 'Burn',
+  sweep: 'Deleted wallet swept',
+  capture: 'Capture',
+  reversal: 'Reversal',
+}
+
+/** A filter's choice of kind: every kind, or one. */
+export const KIND_OPTIONS: [string, string][] = [['', 'Every kind'], ...Object.entries(KIND_TEXT)]
 
 export interface ShownError {
   text: string

@@ -10,6 +10,7 @@ import * as retentionAndSharedLimits from './migrations/0007_retention_and_share
 import * as transactionKindsAndMetadata from './migrations/0008_transaction_kinds_and_metadata.ts'
 import * as holds from './migrations/0009_holds.ts'
 import * as runningBalances from './migrations/0010_running_balances.ts'
+import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -23,6 +24,7 @@ const migrations: Record<string, Migration> = {
   '0008_transaction_kinds_and_metadata': transactionKindsAndMetadata,
   '0009_holds': holds,
   '0010_running_balances': runningBalances,
+  '0011_webhook_origins': webhookOrigins,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

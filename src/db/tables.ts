@@ -152,6 +152,8 @@ export interface IdempotencyKeysTable {
 export interface WebhooksTable {
   wallet_id: number
   url: string
+  /** The URL's origin (`scheme://host:port`): deliveries are queued, limited and backed off per origin. */
+  origin: Generated<string>
   /** The `whsec_` signing secret; kept in clear because every delivery is signed with it. */
   secret: string
   created_at: string

@@ -1,13 +1,16 @@
 import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
+import type { Transaction } from 'kysely'
 import { Agent, request, type Dispatcher } from 'undici'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
+import type { DB } from '../db/tables.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import { Backoff } from '../db/faults.ts'
 import type { SecretsKey } from '../secrets/secret-box.ts'
 import { webhookHeaders } from './signature.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
+import { OriginCircuits, pickFairly, type CircuitOptions } from './origins.ts'
 import { AddressNotAllowedError, guardedLookup, ipLiteral, isLocalName, isPublicAddress } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
 
@@ -17,14 +20,12 @@ export interface DeliveryWorkerOptions {
   /** Opens the webhook secrets, stored sealed. */
   secretsKey: SecretsKey
   log: FastifyBaseLogger
-  /** Where `coffer_webhook_attempts_total` is registered (the app's /metrics). */
+  /** Where the worker's metrics (attempts, in flight and circuits per origin) are registered (the app's /metrics). */
   registry?: client.Registry
   /** How often due deliveries are looked for. */
   pollMs?: number
-  /** Attempts in flight at once in this instance. */
-  concurrency?: number
-  /** Attempts in flight at once to one wallet's webhook, so that one slow receiver cannot hold every slot. */
-  perWalletConcurrency?: number
+  /** The circuit breakers' clock (the tests mock it); their settings come from `config`. */
+  circuits?: Pick<CircuitOptions, 'now'>
 }
 
 /** The most of a response body that is read (then discarded) so the connection can be reused. */
@@ -36,11 +37,36 @@ const USER_AGENT = 'Coffer-Webhooks/1'
 /** The attempt log's error for an attempt cut off by the service's shutdown. */
 export const INTERRUPTED = 'interrupted: the service was shutting down'
 
+/**
+ * How many deliveries of each wallet one claim reads, relative to the origin's free slots shared
+ * among its wallets: enough for the fair pick to fill the slots when a few wallets have all the
+ * work, few enough that an origin with thousands of wallets reads about one row per wallet.
+ */
+const READ_AHEAD = 4
+
+interface InFlight {
+  walletId: number
+  origin: string
+  done: Promise<void>
+}
+
 interface Outcome {
   statusCode: number | null
   latencyMs: number
   error: string | null
 }
+
+/**
+ * What became of an attempt, waiting for the next round to write it: `attempted` (logged, then
+ * delivered, retried later or failed), `released` (cut off by the shutdown: logged and given back),
+ * `cancelled` (the webhook was removed before anything was sent).
+ */
+type AttemptEnd = { claim: repo.Claim } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
+/** An attempt's end, queued, with what tells its attempt that it has been written. */
+type Ended = AttemptEnd & { written: () => void }
+
+/** The pause between two rounds that follow each other (attempts ending while a round ran). */
+const ROUND_GAP_MS = 5
 
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
@@ -60,15 +86,24 @@ export class DeliveryWorker {
   private readonly log: FastifyBaseLogger
   private readonly pollMs: number
   private readonly concurrency: number
-  private readonly perWallet: number
+  private readonly originLimit: number
   private readonly agent: Dispatcher
   private readonly shutdown = new AbortController()
-  private readonly inFlight = new Map<number, { walletId: number; done: Promise<void> }>()
+  private readonly inFlight = new Map<number, InFlight>()
+  /** Attempts in flight in this instance per wallet and per origin: the fair pick's load, and /metrics. */
+  private readonly walletLoad = new Map<number, number>()
+  private readonly originLoad = new Map<string, number>()
+  private readonly circuits: OriginCircuits
+  /** Which origin claims first next time: turns rotate so that none always comes first. */
+  private turn = 0
   private readonly attemptsTotal: client.Counter<'outcome'>
   private timer: NodeJS.Timeout | undefined
   private ticking: Promise<void> | undefined
   private again = false
   private running = false
+  private claiming = false
+  /** Attempts that ended, waiting for the next round to write them. */
+  private readonly ended: Ended[] = []
   /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
   private readonly backoff = new Backoff()
 
@@ -78,20 +113,56 @@ export class DeliveryWorker {
     this.secretsKey = options.secretsKey
     this.log = options.log
     this.pollMs = options.pollMs ?? 250
-    this.concurrency = options.concurrency ?? 16
-    this.perWallet = options.perWalletConcurrency ?? 4
+    this.concurrency = this.config.webhookConcurrency
+    this.originLimit = this.config.webhookOriginConcurrency
+    this.circuits = new OriginCircuits({
+      failureThreshold: this.config.webhookCircuitFailures,
+      openMs: this.config.webhookCircuitOpenMs,
+      ...options.circuits,
+      onChange: ({ origin, from, to, failures, openForMs }) => {
+        if (to === 'open' && from === 'closed') this.log.warn({ origin, failures, open_for_ms: openForMs }, 'webhook worker: circuit opened for an origin that keeps failing; its deliveries wait')
+        else if (to === 'closed') this.log.info({ origin }, 'webhook worker: circuit closed; the origin answers again')
+        else this.log.debug({ origin, from, to, open_for_ms: openForMs }, 'webhook worker: circuit state changed')
+      },
+    })
+    const registers = options.registry ? [options.registry] : []
     this.attemptsTotal = new client.Counter({
       name: 'coffer_webhook_attempts_total',
       help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (anything else), released (given back at shutdown)',
       labelNames: ['outcome'],
-      registers: options.registry ? [options.registry] : [],
+      registers,
+    })
+    const originLoad = this.originLoad
+    new client.Gauge({
+      name: 'coffer_webhook_in_flight',
+      help: 'Webhook attempts in flight in this instance, per receiving origin',
+      labelNames: ['origin'],
+      registers,
+      collect() {
+        this.reset()
+        for (const [origin, count] of originLoad) this.set({ origin }, count)
+      },
+    })
+    const circuits = this.circuits
+    new client.Gauge({
+      name: 'coffer_webhook_circuit_open',
+      help: 'Origins whose circuit is not closed in this instance: 1 open (nothing sent), 0.5 half-open (one attempt let through)',
+      labelNames: ['origin'],
+      registers,
+      collect() {
+        this.reset()
+        for (const [origin, state] of circuits.notClosed()) this.set({ origin }, state === 'open' ? 1 : 0.5)
+      },
     })
     const timeout = this.config.webhookTimeoutMs
+    // One keep-alive pool per origin (undici's Agent keys its pools by origin), as wide as the
+    // origin's limit. Every new connection goes through the guarded lookup, which connects to the
+    // addresses it checked; a kept-alive connection stays with the address it was opened to.
     this.agent = new Agent({
       connect: { timeout, ...(this.config.webhookAllowPrivate ? {} : { lookup: guardedLookup }) },
       headersTimeout: timeout,
       bodyTimeout: timeout,
-      connections: 8,
+      connections: this.originLimit,
       keepAliveTimeout: 4_000,
     })
   }
@@ -99,23 +170,25 @@ export class DeliveryWorker {
   start(): void {
     if (this.running) return
     this.running = true
+    this.claiming = true
     this.timer = setInterval(() => this.wake(), this.pollMs)
     this.timer.unref()
     this.wake()
   }
 
-  /** Looks for due deliveries now (after a manual retry, or when a slot frees up). */
+  /** Runs a round now (after a manual retry, or when attempts end): writes what ended, claims what is due. */
   wake(): void {
     if (!this.running) return
     if (this.ticking) {
       this.again = true
       return
     }
-    this.ticking = this.tick().finally(() => {
+    this.ticking = this.round().finally(() => {
       this.ticking = undefined
       if (this.again) {
         this.again = false
-        setImmediate(() => this.wake())
+        // A short gap between rounds lets attempts that end together share one commit.
+        setTimeout(() => this.wake(), ROUND_GAP_MS).unref()
       }
     })
   }
@@ -127,9 +200,9 @@ export class DeliveryWorker {
    */
   async stop(graceMs = Math.min(this.config.webhookTimeoutMs / 2, 5_000)): Promise<void> {
     if (!this.running) return
-    this.running = false
+    // Rounds go on without claiming, so that what ends is still written.
+    this.claiming = false
     clearInterval(this.timer)
-    await this.ticking
     const pending = [...this.inFlight.values()].map((entry) => entry.done)
     if (pending.length > 0) {
       let timer: NodeJS.Timeout | undefined
@@ -138,64 +211,108 @@ export class DeliveryWorker {
       this.shutdown.abort(new Error('shutting down'))
       await Promise.allSettled(pending)
     }
+    this.running = false
+    await this.ticking
     await this.agent.destroy().catch(() => {})
   }
 
-  private async tick(): Promise<void> {
-    const free = this.concurrency - this.inFlight.size
-    if (free <= 0 || !this.backoff.ready()) return
-    const perWallet = new Map<number, number>()
-    for (const { walletId } of this.inFlight.values()) perWallet.set(walletId, (perWallet.get(walletId) ?? 0) + 1)
-    const skipWallets = [...perWallet].filter(([, count]) => count >= this.perWallet).map(([walletId]) => walletId)
-    const now = Date.now()
-    let claims: repo.Claim[]
-    try {
-      claims = await repo.claimDueDeliveries(this.db, {
-        now: new Date(now).toISOString(),
-        leaseUntil: new Date(now + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString(),
-        limit: free,
-        skipWallets,
-      })
-    } catch (error) {
-      if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: claiming deliveries failed; retrying with backoff')
+  /**
+   * One round, in one database transaction (so one commit, one sync of SQLite's log, however many
+   * deliveries it moves): the outcomes of the attempts that ended since the last round are written,
+   * then due deliveries are claimed for the slots free. If storage fails, the outcomes stay queued
+   * (their attempts keep their slots) and the round is tried again with backoff.
+   */
+  private async round(): Promise<void> {
+    if (!this.backoff.ready()) {
+      // Attempts that ended still wait to be written, also once the poll has stopped (shutdown).
+      if (this.ended.length > 0) setTimeout(() => this.wake(), this.pollMs).unref()
       return
     }
-    if (this.backoff.succeeded()) this.log.info('webhook worker: claiming deliveries again')
-    let launched = 0
-    for (const claim of claims) {
-      const count = perWallet.get(claim.wallet_id) ?? 0
-      if (count >= this.perWallet) {
-        // Over this wallet's share: give it back for the next round.
-        await repo.releaseDelivery(this.db, claim.id, claim.lease_until).catch(() => {})
-        continue
-      }
-      perWallet.set(claim.wallet_id, count + 1)
-      this.launch(claim)
-      launched += 1
+    const ended = this.ended.splice(0)
+    const free = this.claiming ? this.concurrency - (this.inFlight.size - ended.length) : 0
+    if (ended.length === 0 && free <= 0) return
+    let claims: (repo.Claim & { origin: string })[]
+    try {
+      claims = await inTransaction(this.db, async (trx) => {
+        for (const end of ended) await this.write(trx, end)
+        return free > 0 ? this.claim(trx, free) : []
+      })
+    } catch (error) {
+      this.ended.unshift(...ended)
+      if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: writing or claiming deliveries failed; retrying with backoff')
+      if (ended.length > 0) this.again = true
+      return
     }
-    // A full batch means more may be due right now.
-    if (launched === free) this.again = true
+    if (this.backoff.succeeded()) this.log.info('webhook worker: writing and claiming deliveries again')
+    for (const end of ended) end.written()
+    for (const claim of claims) this.launch(claim)
   }
 
-  private launch(claim: repo.Claim): void {
+  /**
+   * Leases up to `free` due deliveries, origin by origin (starting with a different origin each
+   * time): each origin gets what its limit leaves once the leases of every instance are counted,
+   * and what its circuit allows; within an origin, `pickFairly` shares the slots among its wallets.
+   */
+  private async claim(trx: Transaction<DB>, free: number): Promise<(repo.Claim & { origin: string })[]> {
+    // Made here: `inTransaction` may run the round again after a serialization failure.
+    const picked = new Map<number, string>()
+    await repo.lockClaims(trx)
+    const now = Date.now()
+    const nowText = new Date(now).toISOString()
+    const origins = await repo.listOrigins(trx)
+    if (origins.length === 0) return []
+    const leased = await repo.countLeasesByOrigin(trx, nowText)
+    const first = this.turn++ % origins.length
+    let left = free
+    for (let i = 0; i < origins.length && left > 0; i++) {
+      const { origin, wallets } = origins[(first + i) % origins.length]
+      const slots = Math.min(left, this.originLimit - (leased.get(origin) ?? 0), this.circuits.allowance(origin))
+      if (slots <= 0) continue
+      const perWallet = Math.min(slots, Math.ceil((READ_AHEAD * slots) / wallets))
+      const due = await repo.findDueDeliveries(trx, { origin, now: nowText, perWallet })
+      const chosen = pickFairly(due, this.walletLoad, slots)
+      for (const delivery of chosen) picked.set(delivery.id, origin)
+      left -= chosen.length
+      // Slots left over while some wallet had more than was read: look again at once.
+      if (chosen.length < slots && countPerWallet(due).some((count) => count >= perWallet)) this.again = true
+    }
+    const claims = await repo.leaseDeliveries(trx, {
+      ids: [...picked.keys()],
+      now: nowText,
+      leaseUntil: new Date(now + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString(),
+    })
+    return claims.map((claim) => ({ ...claim, origin: picked.get(claim.id) as string }))
+  }
+
+  private launch(claim: repo.Claim & { origin: string }): void {
+    const { origin, wallet_id: walletId } = claim
+    this.circuits.started(origin)
+    adjust(this.walletLoad, walletId, 1)
+    adjust(this.originLoad, origin, 1)
     const done = this.attempt(claim)
       .catch((error) => this.log.error({ err: error, delivery: claim.id }, 'webhook worker: attempt failed unexpectedly'))
       .finally(() => {
         this.inFlight.delete(claim.id)
-        this.wake()
+        adjust(this.walletLoad, walletId, -1)
+        adjust(this.originLoad, origin, -1)
       })
-    this.inFlight.set(claim.id, { walletId: claim.wallet_id, done })
+    this.inFlight.set(claim.id, { walletId, origin, done })
   }
 
-  private async attempt(claim: repo.Claim): Promise<void> {
+  /** Queues what became of an attempt for the next round to write, and waits until it is written. */
+  private finish(end: AttemptEnd): Promise<void> {
+    return new Promise((resolve) => {
+      this.ended.push({ ...end, written: resolve })
+      this.wake()
+    })
+  }
+
+  private async attempt(claim: repo.Claim & { origin: string }): Promise<void> {
     const work = await repo.loadDeliveryWork(this.db, claim.id)
     if (!work) return
     if (work.url === null || work.secret === null) {
       // The webhook was removed after the event was queued: nothing may be sent any more.
-      await inTransaction(this.db, async (trx) => {
-        await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now: nowIso() })
-      })
-      return
+      return this.finish({ claim, kind: 'cancelled' })
     }
     const url = work.url
     const attemptedAt = nowIso()
@@ -206,21 +323,19 @@ export class DeliveryWorker {
       // Another SECRETS_KEY than the one the secret was sealed with (a rotation this instance has
       // not been restarted for): nothing can be signed; the attempt fails and is retried later.
       this.log.error({ delivery: claim.id, reason: (error as Error).message }, 'webhook worker: the webhook secret cannot be opened with this SECRETS_KEY')
-      await this.record(claim, url, attemptedAt, { statusCode: null, latencyMs: 0, error: 'not sent: the webhook secret cannot be opened with this instance\'s SECRETS_KEY' })
-      return
+      return this.finish({ claim, kind: 'attempted', url, attemptedAt, outcome: { statusCode: null, latencyMs: 0, error: "not sent: the webhook secret cannot be opened with this instance's SECRETS_KEY" } })
     }
     const outcome = await this.send(url, secret, work.event_id, work.payload)
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
       // Cut off by the shutdown: the receiver may have seen it, so it is logged like any attempt
       // (every attempt is), and the delivery is given back, due again at once rather than after a backoff.
-      await inTransaction(this.db, async (trx) => {
-        await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome, error: INTERRUPTED })
-        await repo.releaseDelivery(trx, claim.id, claim.lease_until)
-      })
       this.attemptsTotal.inc({ outcome: 'released' })
-      return
+      return this.finish({ claim, kind: 'released', url, attemptedAt, outcome: { ...outcome, error: INTERRUPTED } })
     }
-    await this.record(claim, url, attemptedAt, outcome)
+    this.circuits.finished(claim.origin, answered(outcome))
+    const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
+    this.attemptsTotal.inc({ outcome: ok ? 'delivered' : 'failed' })
+    return this.finish({ claim, kind: 'attempted', url, attemptedAt, outcome })
   }
 
   /** One POST. Never throws: every failure becomes an Outcome with an error text for the log. */
@@ -252,35 +367,60 @@ export class DeliveryWorker {
     }
   }
 
-  private async record(claim: repo.Claim, url: string, attemptedAt: string, outcome: Outcome): Promise<void> {
+  /** Writes what became of one attempt, in the round's transaction. */
+  private async write(trx: Transaction<DB>, end: Ended): Promise<void> {
+    const { claim } = end
     const now = nowIso()
+    if (end.kind === 'cancelled') {
+      await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now })
+      return
+    }
+    const { url, attemptedAt, outcome } = end
+    await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome })
+    if (end.kind === 'released') {
+      await repo.releaseDelivery(trx, claim.id, claim.lease_until)
+      return
+    }
     const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
-    this.attemptsTotal.inc({ outcome: ok ? 'delivered' : 'failed' })
-    await inTransaction(this.db, async (trx) => {
-      await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome })
-      if (ok) {
-        await repo.settleDelivery(trx, claim, { status: 'delivered', nextAttemptAt: null, now })
-        return
+    if (ok) {
+      await repo.settleDelivery(trx, claim, { status: 'delivered', nextAttemptAt: null, now })
+      return
+    }
+    if (outcome.statusCode === 410) {
+      // The receiver says this endpoint is gone for good: remove the webhook (unless it was
+      // replaced meanwhile) and stop everything still queued for it.
+      await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
+      if (await repo.deleteWebhook(trx, claim.wallet_id, url)) {
+        await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
       }
-      if (outcome.statusCode === 410) {
-        // The receiver says this endpoint is gone for good: remove the webhook (unless it was
-        // replaced meanwhile) and stop everything still queued for it.
-        await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
-        if (await repo.deleteWebhook(trx, claim.wallet_id, url)) {
-          await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
-        }
-        return
-      }
-      const attempts = await repo.countAttempts(trx, claim.id)
-      const schedule = this.config.webhookRetrySchedule
-      if (attempts <= schedule.length) {
-        const nextAttemptAt = new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString()
-        await repo.settleDelivery(trx, claim, { status: 'pending', nextAttemptAt, now })
-      } else {
-        await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
-      }
-    })
+      return
+    }
+    const attempts = await repo.countAttempts(trx, claim.id)
+    const schedule = this.config.webhookRetrySchedule
+    if (attempts <= schedule.length) {
+      const nextAttemptAt = new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString()
+      await repo.settleDelivery(trx, claim, { status: 'pending', nextAttemptAt, now })
+    } else {
+      await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
+    }
   }
+}
+
+/** The receiver is there and coping: it answered, with anything but 5xx or 429 (Too Many Requests). */
+function answered(outcome: Outcome): boolean {
+  return outcome.statusCode !== null && outcome.statusCode < 500 && outcome.statusCode !== 429
+}
+
+function adjust<K>(counts: Map<K, number>, key: K, by: number): void {
+  const next = (counts.get(key) ?? 0) + by
+  if (next === 0) counts.delete(key)
+  else counts.set(key, next)
+}
+
+function countPerWallet(due: { wallet_id: number }[]): number[] {
+  const counts = new Map<number, number>()
+  for (const delivery of due) adjust(counts, delivery.wallet_id, 1)
+  return [...counts.values()]
 }
 
 /** Literal IP hosts never reach the resolver, so they are checked here. */

@@ -15,9 +15,19 @@ export const WebhookCreated = Type.Object({
   secret: Type.String({ description: 'Standard Webhooks signing secret (`whsec_` + base64); shown only here' }),
 })
 
+const Backlog = Type.Object(
+  {
+    pending: Type.Integer({ minimum: 0, description: 'deliveries waiting for their first attempt or a retry' }),
+    oldest_pending_at: Type.Union([Timestamp, Type.Null()], { description: 'when the oldest pending delivery was queued; null when none is' }),
+    oldest_pending_age_seconds: Type.Number({ minimum: 0, description: 'how long ago that was; 0 when nothing is pending' }),
+  },
+  { description: "the webhook's backlog, as the service sees it now" },
+)
+
 export const WebhookInfo = Type.Object({
   webhook: Type.Union([Type.String(), Type.Null()], { description: 'null when no webhook is set' }),
   created_at: Type.Optional(Timestamp),
+  backlog: Type.Optional(Backlog),
 })
 
 const DeliveryStatus = Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed'), Type.Literal('cancelled')])

@@ -1,10 +1,20 @@
+import { sql, type Expression, type Transaction } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { isPostgres } from '../db/dialect.ts'
+import { anyOf, isPostgres } from '../db/dialect.ts'
+import type { DB } from '../db/tables.ts'
+import { webhookOrigin, type DueDelivery } from './origins.ts'
 import { eventPayload } from './outbox.ts'
 
 /** SQL for webhooks and their delivery log: the routes' reads and writes, and the worker's claims. */
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'cancelled'
+
+/**
+ * `'pending'` written into the statement rather than bound: SQLite uses a partial index
+ * (`webhook_deliveries_pending`, `where status = 'pending'`) only when the query's own condition
+ * says so in its text, which a parameter does not.
+ */
+const PENDING = sql.lit('pending')
 
 export async function findWebhook(db: Executor, walletId: number) {
   return db.selectFrom('webhooks').select(['url', 'secret', 'created_at']).where('wallet_id', '=', walletId).executeTakeFirst()
@@ -20,12 +30,13 @@ export async function replaceWebhookSecret(db: Executor, walletId: number, old: 
   await db.updateTable('webhooks').set({ secret }).where('wallet_id', '=', walletId).where('secret', '=', old).execute()
 }
 
-/** Sets the wallet's one webhook, replacing any other. */
+/** Sets the wallet's one webhook, replacing any other; its origin is kept beside it for the worker. */
 export async function upsertWebhook(db: Executor, webhook: { walletId: number; url: string; secret: string; createdAt: string }): Promise<void> {
+  const origin = webhookOrigin(webhook.url)
   await db
     .insertInto('webhooks')
-    .values({ wallet_id: webhook.walletId, url: webhook.url, secret: webhook.secret, created_at: webhook.createdAt })
-    .onConflict((oc) => oc.column('wallet_id').doUpdateSet({ url: webhook.url, secret: webhook.secret, created_at: webhook.createdAt }))
+    .values({ wallet_id: webhook.walletId, url: webhook.url, origin, secret: webhook.secret, created_at: webhook.createdAt })
+    .onConflict((oc) => oc.column('wallet_id').doUpdateSet({ url: webhook.url, origin, secret: webhook.secret, created_at: webhook.createdAt }))
     .execute()
 }
 
@@ -39,7 +50,7 @@ export async function deleteWebhook(db: Executor, walletId: number, url?: string
 
 /** Points the wallet's undelivered events at its new webhook. */
 export async function retargetPendingDeliveries(db: Executor, walletId: number, url: string, now: string): Promise<void> {
-  await db.updateTable('webhook_deliveries').set({ url, updated_at: now }).where('wallet_id', '=', walletId).where('status', '=', 'pending').execute()
+  await db.updateTable('webhook_deliveries').set({ url, updated_at: now }).where('wallet_id', '=', walletId).where('status', '=', PENDING).execute()
 }
 
 /** Cancels every pending delivery of the wallet (except `exceptId`); in-flight ones keep their lease but cannot succeed it. */
@@ -48,7 +59,7 @@ export async function cancelPendingDeliveries(db: Executor, walletId: number, no
     .updateTable('webhook_deliveries')
     .set({ status: 'cancelled', next_attempt_at: null, last_error: reason, updated_at: now })
     .where('wallet_id', '=', walletId)
-    .where('status', '=', 'pending')
+    .where('status', '=', PENDING)
   if (exceptId !== undefined) query = query.where('id', '<>', exceptId)
   await query.execute()
 }
@@ -100,6 +111,30 @@ export async function listAttempts(db: Executor, deliveryIds: number[]) {
     .execute()
 }
 
+/**
+ * The backlog per wallet (and its webhook's origin): pending deliveries and when the oldest of them
+ * was queued, for one wallet or for all. Counted on the pending index; the oldest is the lowest id
+ * (deliveries are numbered as they are queued), whose row gives its time.
+ */
+export async function findBacklogs(db: Executor, walletId?: number): Promise<{ origin: string; wallet_id: number; pending: number; oldest: string | null }[]> {
+  let query = db
+    .selectFrom('webhook_deliveries')
+    .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
+    .select((eb) => ['webhooks.origin', 'webhook_deliveries.wallet_id', eb.fn.countAll<number | string>().as('pending'), eb.fn.min('webhook_deliveries.id').as('first')])
+    .where('webhook_deliveries.status', '=', PENDING)
+    .groupBy(['webhooks.origin', 'webhook_deliveries.wallet_id'])
+  if (walletId !== undefined) query = query.where('webhook_deliveries.wallet_id', '=', walletId)
+  const rows = await query.execute()
+  if (rows.length === 0) return []
+  const firsts = await db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'created_at'])
+    .where(anyOf(db, sql.ref('id'), rows.map((row) => Number(row.first))))
+    .execute()
+  const queuedAt = new Map(firsts.map((row) => [Number(row.id), row.created_at]))
+  return rows.map((row) => ({ origin: row.origin ?? '', wallet_id: Number(row.wallet_id), pending: Number(row.pending), oldest: queuedAt.get(Number(row.first)) ?? null }))
+}
+
 /** Makes a delivery due now (again), whatever its status; an attempt in flight is left to finish. */
 export async function requeueDelivery(db: Executor, deliveryId: number, url: string, now: string): Promise<void> {
   await db
@@ -118,28 +153,98 @@ export interface Claim {
 }
 
 /**
- * Leases up to `limit` due deliveries to this instance. On PostgreSQL the candidate rows are
- * locked with `FOR UPDATE SKIP LOCKED`, so instances claiming at once get disjoint sets; a lease
- * left behind by a dead instance expires at `lease_until` and the row becomes claimable again.
- * On SQLite the single statement runs under the database's one write lock.
+ * Serializes claims across instances for the rest of the transaction (a transaction-level advisory
+ * lock on PostgreSQL), so that the leases counted per origin and the ones taken next are one step:
+ * two instances claiming at once cannot both fill the same origin's last slots. SQLite's single
+ * writer already serializes them.
  */
-export async function claimDueDeliveries(db: Executor, claim: { now: string; leaseUntil: string; limit: number; skipWallets: number[] }): Promise<Claim[]> {
-  return db
+export async function lockClaims(trx: Transaction<DB>): Promise<void> {
+  if (isPostgres(trx)) await sql`select pg_advisory_xact_lock(${CLAIM_LOCK_KEY})`.execute(trx)
+}
+
+/** The advisory lock key of the webhook claims (any fixed number; "coffer wh" in ASCII). */
+const CLAIM_LOCK_KEY = sql.lit(0x636f66666572_7768n)
+
+/** Every origin some webhook points at, with how many wallets' webhooks point there. */
+export async function listOrigins(db: Executor): Promise<{ origin: string; wallets: number }[]> {
+  const rows = await db
+    .selectFrom('webhooks')
+    .select((eb) => ['origin', eb.fn.countAll<number | string>().as('wallets')])
+    .groupBy('origin')
+    .orderBy('origin')
+    .execute()
+  return rows.map((row) => ({ origin: row.origin, wallets: Number(row.wallets) }))
+}
+
+/** Deliveries in flight on any instance (under a lease not yet expired), per origin of their wallet's webhook. */
+export async function countLeasesByOrigin(db: Executor, now: string): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('webhook_deliveries')
+    .innerJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
+    .select((eb) => ['webhooks.origin', eb.fn.countAll<number | string>().as('leased')])
+    .where('webhook_deliveries.lease_until', 'is not', null)
+    .where('webhook_deliveries.lease_until', '>', now)
+    .groupBy('webhooks.origin')
+    .execute()
+  return new Map(rows.map((row) => [row.origin, Number(row.leased)]))
+}
+
+/**
+ * Up to `perWallet` due deliveries (pending, due, not under a live lease) of each wallet whose
+ * webhook is at `origin`, each wallet's oldest first: one short index range per wallet
+ * (`webhook_deliveries_pending`), however long any wallet's backlog is. One statement with a
+ * lateral join on PostgreSQL; on SQLite, in process, one statement per wallet.
+ */
+export async function findDueDeliveries(db: Executor, query: { origin: string; now: string; perWallet: number }): Promise<DueDelivery[]> {
+  const due = (walletId: Expression<number>) =>
+    db
+      .selectFrom('webhook_deliveries')
+      .select(['id', 'wallet_id', 'next_attempt_at'])
+      .where('wallet_id', '=', walletId)
+      .where('status', '=', PENDING)
+      .where('next_attempt_at', '<=', query.now)
+      .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', query.now)]))
+      .orderBy('next_attempt_at')
+      .orderBy('id')
+      .limit(query.perWallet)
+  if (isPostgres(db)) {
+    const rows = await db
+      .selectFrom('webhooks')
+      .innerJoinLateral(
+        (eb) => due(eb.ref('webhooks.wallet_id')).as('due'),
+        (join) => join.onTrue(),
+      )
+      .select(['due.id', 'due.wallet_id', 'due.next_attempt_at'])
+      .where('webhooks.origin', '=', query.origin)
+      .execute()
+    return rows.map(toDueDelivery)
+  }
+  const wallets = await db.selectFrom('webhooks').select('wallet_id').where('origin', '=', query.origin).execute()
+  const found: DueDelivery[] = []
+  for (const { wallet_id } of wallets) for (const row of await due(sql.val(wallet_id)).execute()) found.push(toDueDelivery(row))
+  return found
+}
+
+function toDueDelivery(row: { id: number; wallet_id: number; next_attempt_at: string | null }): DueDelivery {
+  return { id: Number(row.id), wallet_id: Number(row.wallet_id), next_attempt_at: row.next_attempt_at ?? '' }
+}
+
+/**
+ * Leases the given deliveries to this instance until `leaseUntil`, those still pending and not
+ * under another live lease, and returns the ones it took. A lease left behind by a dead instance
+ * expires at `lease_until` and the row becomes claimable again.
+ */
+export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now: string; leaseUntil: string }): Promise<Claim[]> {
+  if (lease.ids.length === 0) return []
+  const rows = await db
     .updateTable('webhook_deliveries')
-    .set({ lease_until: claim.leaseUntil })
-    .where('id', 'in', (eb) => {
-      let due = eb
-        .selectFrom('webhook_deliveries')
-        .select('id')
-        .where('status', '=', 'pending')
-        .where('next_attempt_at', '<=', claim.now)
-        .where((inner) => inner.or([inner('lease_until', 'is', null), inner('lease_until', '<=', claim.now)]))
-      if (claim.skipWallets.length > 0) due = due.where('wallet_id', 'not in', claim.skipWallets)
-      due = due.orderBy('next_attempt_at').orderBy('id').limit(claim.limit)
-      return isPostgres(db) ? due.forUpdate().skipLocked() : due
-    })
+    .set({ lease_until: lease.leaseUntil })
+    .where(anyOf(db, sql.ref('id'), lease.ids))
+    .where('status', '=', 'pending')
+    .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', lease.now)]))
     .returning(['id', 'wallet_id', 'lease_until'])
-    .execute() as Promise<Claim[]>
+    .execute()
+  return rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string }))
 }
 
 /** What one attempt needs: the event as stored, and the wallet's webhook now (undefined once removed). */
@@ -213,7 +318,10 @@ export async function settleDelivery(
     .where('status', '=', 'pending')
     .where('lease_until', '=', claim.lease_until)
     .executeTakeFirst()
-  return Number(result.numUpdatedRows) === 1
+  if (Number(result.numUpdatedRows) === 1) return true
+  // Cancelled meanwhile: the attempt is over all the same, so its lease no longer counts against the origin.
+  await releaseDelivery(db, claim.id, claim.lease_until)
+  return false
 }
 
 export async function countAttempts(db: Executor, deliveryId: number): Promise<number> {

@@ -31,7 +31,14 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Co
   app.get(
     '/wallet/webhook/deliveries',
     { ...user, schema: { tags, querystring: S.DeliveryQuery, response: responses(200, Type.Array(S.Delivery)) } },
-    async (request) => webhooks.listDeliveries(db, userAuth(request).walletId, request.query),
+    async (request, reply) => {
+      const walletId = userAuth(request).walletId
+      // The page is a bare array, so the backlog's summary travels in headers (as in GET /wallet/webhook's `backlog`).
+      const backlog = await webhooks.findBacklog(db, walletId)
+      reply.header('coffer-backlog-pending', String(backlog.pending))
+      reply.header('coffer-backlog-oldest-age-seconds', backlog.oldest_pending_age_seconds.toFixed(3))
+      return webhooks.listDeliveries(db, walletId, request.query)
+    },
   )
 
   app.post(

@@ -66,10 +66,35 @@ export async function setWebhook(db: Db, config: Config, secretsKey: SecretsKey,
   return { webhook: url, secret }
 }
 
-/** GET /wallet/webhook: the URL and when it was set, or `{webhook: null}`. The secret is never shown. */
-export async function getWebhook(db: Db, walletId: number): Promise<{ webhook: string; created_at: string } | { webhook: null }> {
+export interface Backlog {
+  /** Deliveries waiting for their first attempt or a retry. */
+  pending: number
+  /** When the oldest of them was queued; null when none is pending. */
+  oldest_pending_at: string | null
+  /** How long ago that was, in seconds; 0 when none is pending. */
+  oldest_pending_age_seconds: number
+}
+
+function toBacklog(pending: number, oldest: string | null, now = Date.now()): Backlog {
+  return { pending, oldest_pending_at: oldest, oldest_pending_age_seconds: oldest ? Math.max(0, (now - Date.parse(oldest)) / 1000) : 0 }
+}
+
+/** The wallet's webhook backlog: deliveries pending and the age of the oldest (GET /wallet/webhook, the delivery log's headers). */
+export async function findBacklog(db: Executor, walletId: number): Promise<Backlog> {
+  const [row] = await repo.findBacklogs(db, walletId)
+  return toBacklog(row?.pending ?? 0, row?.oldest ?? null)
+}
+
+/** Every webhook's backlog with its origin, for /metrics (`operations/metrics.ts`): only wallets with deliveries pending. */
+export async function listBacklogs(db: Executor): Promise<(Backlog & { origin: string; wallet_id: number })[]> {
+  const now = Date.now()
+  return (await repo.findBacklogs(db)).map((row) => ({ origin: row.origin, wallet_id: row.wallet_id, ...toBacklog(row.pending, row.oldest, now) }))
+}
+
+/** GET /wallet/webhook: the URL, when it was set and its backlog, or `{webhook: null}`. The secret is never shown. */
+export async function getWebhook(db: Db, walletId: number): Promise<{ webhook: string; created_at: string; backlog: Backlog } | { webhook: null }> {
   const hook = await repo.findWebhook(db, walletId)
-  return hook ? { webhook: hook.url, created_at: hook.created_at } : { webhook: null }
+  return hook ? { webhook: hook.url, created_at: hook.created_at, backlog: await findBacklog(db, walletId) } : { webhook: null }
 }
 
 /**

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
-import { findWebhookBacklog } from './metrics.repository.ts'
+import { listBacklogs } from '../events/webhooks.service.ts'
 
 /**
  * The metrics an operator watches beyond requests and latency (`docs/operations.md#metrics-and-alerts`):
  * transfers committed and refused by code, the sizes of the batches they commit in, the webhook
- * backlog and the age of its oldest delivery, and the PostgreSQL pool's use. (Event-stream clients,
+ * backlog and the age of its oldest delivery (in all, per receiving origin and per webhook), and the PostgreSQL pool's use. (Event-stream clients,
  * webhook attempts and retention are counted where they happen: `coffer_event_streams`,
  * `coffer_webhook_attempts_total`, `coffer_retention_pruned_rows_total`.) Made before the ledger,
  * which reports its batches here; registered on the app's /metrics by `registerOperatorMetrics`.
@@ -29,27 +29,68 @@ export class OperatorMetrics {
   readonly observeBatch = (size: number): void => this.batchSizes.observe(size)
 }
 
+/** Per-webhook backlog series are kept to the largest ones, so that /metrics stays small with many webhooks. */
+const MAX_WEBHOOK_SERIES = 100
+
 /** Registers the metrics on the app's registry, with the gauges read from storage at each scrape. */
 export async function registerOperatorMetrics(app: FastifyInstance, { metrics, database }: { metrics: OperatorMetrics; database: Database }): Promise<void> {
   if (!app.hasDecorator('metrics')) return
   const registry = app.metrics
   registry.registerMetric(metrics.transfers)
   registry.registerMetric(metrics.batchSizes)
-  const backlog = new client.Gauge({ name: 'coffer_webhook_backlog', help: 'Webhook deliveries pending (waiting for their first attempt or a retry)', registers: [registry] })
-  new client.Gauge({
-    name: 'coffer_webhook_oldest_pending_seconds',
-    help: 'Age of the oldest pending webhook delivery (0 when none)',
-    registers: [registry],
-    async collect() {
+  // The backlog gauges are read from storage together, once per scrape: every gauge's collect
+  // waits for the same read (the registry may collect them in any order, or at once).
+  let reading: Promise<void> | undefined
+  const readBacklogs = () =>
+    (reading ??= (async () => {
       try {
-        const { pending, oldest } = await findWebhookBacklog(database.db)
-        backlog.set(pending)
-        this.set(oldest ? Math.max(0, (Date.now() - Date.parse(oldest)) / 1000) : 0)
+        setBacklogs(await listBacklogs(database.db))
       } catch {
         // Storage unreachable: /readyz says so; the scrape still answers with the other metrics.
+      } finally {
+        reading = undefined
       }
-    },
-  })
+    })())
+  const gauge = (name: string, help: string, labelNames: string[] = []) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        await readBacklogs()
+      },
+    })
+  const backlog = gauge('coffer_webhook_backlog', 'Webhook deliveries pending (waiting for their first attempt or a retry)')
+  const oldest = gauge('coffer_webhook_oldest_pending_seconds', 'Age of the oldest pending webhook delivery (0 when none)')
+  const originBacklog = gauge('coffer_webhook_origin_backlog', 'Webhook deliveries pending per receiving origin', ['origin'])
+  const originOldest = gauge('coffer_webhook_origin_oldest_pending_seconds', 'Age of the oldest pending webhook delivery per receiving origin', ['origin'])
+  const webhookBacklog = gauge('coffer_webhook_wallet_backlog', `Webhook deliveries pending per webhook (wallet id and origin), for the ${MAX_WEBHOOK_SERIES} largest backlogs`, ['wallet', 'origin'])
+  const webhookOldest = gauge(
+    'coffer_webhook_wallet_oldest_pending_seconds',
+    `Age of the oldest pending delivery per webhook (wallet id and origin), for the ${MAX_WEBHOOK_SERIES} largest backlogs`,
+    ['wallet', 'origin'],
+  )
+  function setBacklogs(backlogs: Awaited<ReturnType<typeof listBacklogs>>): void {
+    // Series of origins and webhooks whose backlog is gone go away with it.
+    for (const labelled of [originBacklog, originOldest, webhookBacklog, webhookOldest]) labelled.reset()
+    const origins = new Map<string, { pending: number; age: number }>()
+    for (const { origin, pending, oldest_pending_age_seconds: age } of backlogs) {
+      const sum = origins.get(origin) ?? { pending: 0, age: 0 }
+      origins.set(origin, { pending: sum.pending + pending, age: Math.max(sum.age, age) })
+    }
+    for (const [origin, { pending, age }] of origins) {
+      originBacklog.set({ origin }, pending)
+      originOldest.set({ origin }, age)
+    }
+    for (const row of [...backlogs].sort((a, b) => b.pending - a.pending).slice(0, MAX_WEBHOOK_SERIES)) {
+      const labels = { wallet: String(row.wallet_id), origin: row.origin }
+      webhookBacklog.set(labels, row.pending)
+      webhookOldest.set(labels, row.oldest_pending_age_seconds)
+    }
+    backlog.set(backlogs.reduce((sum, row) => sum + row.pending, 0))
+    oldest.set(Math.max(0, ...backlogs.map((row) => row.oldest_pending_age_seconds)))
+  }
   if (database.poolUse) {
     const poolUse = database.poolUse.bind(database)
     new client.Gauge({

@@ -21,6 +21,10 @@ export type Behaviour = (request: Received, index: number) => Answer
 export interface Receiver {
   url: string
   requests: Received[]
+  /** Requests received and not answered yet (a hanging one stays open until the sender gives up). */
+  open(): number
+  /** The most requests that were ever open at once. */
+  maxOpen(): number
   behave(behaviour: Behaviour): void
   /** Resolves with the requests once at least `count` arrived; rejects after `timeoutMs`. */
   waitFor(count: number, timeoutMs?: number): Promise<Received[]>
@@ -48,12 +52,17 @@ const ok: Behaviour = () => ({ status: 200, body: 'ok' })
 export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver> {
   const requests: Received[] = []
   let current = behaviour
+  let open = 0
+  let maxOpen = 0
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
       const received: Received = { path: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() }
       requests.push(received)
+      open += 1
+      maxOpen = Math.max(maxOpen, open)
+      res.once('close', () => (open -= 1))
       const answer = current(received, requests.length - 1)
       if ('hang' in answer) return
       if ('reset' in answer) return req.socket.destroy()
@@ -82,6 +91,8 @@ export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    open: () => open,
+    maxOpen: () => maxOpen,
     behave(next) {
       current = next
     },

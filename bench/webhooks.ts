@@ -1,0 +1,109 @@
+/**
+ * The webhook scenario of the bench (`npm run bench -- --scenario=webhooks`): receivers on
+ * 127.0.0.1 (each port is an origin of its own) that answer after a set delay and note how late
+ * each event arrives, and the readings of the service's /metrics the report needs.
+ */
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+export interface BenchReceiver {
+  url: string
+  /** Answers every request with 200 after this many milliseconds (changed between phases). */
+  delayMs: number
+  /** Milliseconds from each event's `created_at` to its arrival here, in arrival order. */
+  lags: number[]
+  /** Requests received so far. */
+  received: number
+  close(): Promise<void>
+}
+
+export async function startBenchReceiver(delayMs: number): Promise<BenchReceiver> {
+  const receiver: BenchReceiver = {
+    url: '',
+    delayMs,
+    lags: [],
+    received: 0,
+    close: async () => {},
+  }
+  const server = http.createServer((request, response) => {
+    const chunks: Buffer[] = []
+    request.on('data', (chunk: Buffer) => chunks.push(chunk))
+    request.on('end', () => {
+      const arrived = Date.now()
+      receiver.received += 1
+      try {
+        const createdAt = Date.parse((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { created_at: string }).created_at)
+        receiver.lags.push(arrived - createdAt)
+      } catch {
+        // not an event: not counted
+      }
+      setTimeout(() => response.writeHead(200).end('ok'), receiver.delayMs)
+    })
+  })
+  server.keepAliveTimeout = 10_000
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  receiver.close = async () => {
+    server.closeAllConnections()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+  return receiver
+}
+
+export function percentile(values: number[], fraction: number): number {
+  if (values.length === 0) return NaN
+  const sorted = Float64Array.from(values).sort()
+  return sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))]
+}
+
+export interface BacklogReading {
+  /** Pending deliveries per origin. */
+  byOrigin: Map<string, number>
+  total: number
+  /** Age of the oldest pending delivery, in seconds. */
+  oldestSeconds: number
+}
+
+/** The webhook backlog as the service's /metrics shows it. */
+export async function readBacklog(base: string): Promise<BacklogReading> {
+  const text = await (await fetch(`${base}/metrics`)).text()
+  const byOrigin = new Map<string, number>()
+  let total = 0
+  let oldestSeconds = 0
+  for (const line of text.split('\n')) {
+    const origin = /^coffer_webhook_origin_backlog\{origin="([^"]*)"\} (\S+)$/.exec(line)
+    if (origin) byOrigin.set(origin[1], Number(origin[2]))
+    if (line.startsWith('coffer_webhook_backlog ')) total = Number(line.split(' ')[1])
+    if (line.startsWith('coffer_webhook_oldest_pending_seconds ')) oldestSeconds = Number(line.split(' ')[1])
+  }
+  return { byOrigin, total, oldestSeconds }
+}
+
+/** Sets (or, with `url` null, removes) the webhook of the wallet whose user session `token` is. */
+export async function putWebhook(base: string, token: string, url: string | null): Promise<void> {
+  const response = await fetch(`${base}/wallet/webhook`, {
+    method: url === null ? 'DELETE' : 'PUT',
+    headers: { authorization: `Bearer ${token}`, ...(url === null ? {} : { 'content-type': 'application/json' }) },
+    body: url === null ? undefined : JSON.stringify({ webhook: url }),
+  })
+  if (response.status >= 300) throw new Error(`${url === null ? 'DELETE' : 'PUT'} /wallet/webhook answered ${response.status}: ${await response.text()}`)
+}
+
+/** Samples the backlog every `everyMs` until `stop()` is called; returns the readings. */
+export function sampleBacklog(base: string, everyMs = 1_000): { stop(): Promise<BacklogReading[]> } {
+  const readings: BacklogReading[] = []
+  let running = true
+  const loop = (async () => {
+    while (running) {
+      readings.push(await readBacklog(base).catch(() => ({ byOrigin: new Map(), total: NaN, oldestSeconds: NaN })))
+      await new Promise((resolve) => setTimeout(resolve, everyMs))
+    }
+  })()
+  return {
+    async stop() {
+      running = false
+      await loop
+      return readings
+    },
+  }
+}

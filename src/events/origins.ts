@@ -1,0 +1,173 @@
+/**
+ * Webhook delivery per receiving origin (`README.md` of this folder, "Delivery at scale"): what an
+ * origin is, how one origin's due deliveries are shared out among its wallets, and the circuit
+ * breaker that makes an origin that keeps failing back off alone. Pure rules, no I/O: the worker
+ * (`delivery.worker.ts`) applies them, the tests drive them with a mocked clock.
+ */
+
+/** The origin (`scheme://host:port`, default ports left out) deliveries to `url` are queued and limited by. */
+export function webhookOrigin(url: string): string {
+  try {
+    return new URL(url).origin
+  } catch {
+    return ''
+  }
+}
+
+export interface DueDelivery {
+  id: number
+  wallet_id: number
+  next_attempt_at: string
+}
+
+/**
+ * Picks up to `slots` of `due` for one origin, one at a time, always from the wallet with the fewest
+ * attempts in flight (`load`, counting the ones picked here), and on a tie the one whose next
+ * delivery has waited longest. Each wallet's deliveries are taken oldest first. So a wallet with a
+ * backlog of thousands gets its share of the origin's slots and no more, and a wallet with one
+ * event waits for at most one slot to free up, whatever the others have queued.
+ */
+export function pickFairly(due: DueDelivery[], load: ReadonlyMap<number, number>, slots: number): DueDelivery[] {
+  const queues = new Map<number, DueDelivery[]>()
+  for (const delivery of [...due].sort(oldestFirst)) {
+    const queue = queues.get(delivery.wallet_id)
+    if (queue) queue.push(delivery)
+    else queues.set(delivery.wallet_id, [delivery])
+  }
+  const taken = new Map<number, number>()
+  const picked: DueDelivery[] = []
+  while (picked.length < slots && queues.size > 0) {
+    let best: { walletId: number; queue: DueDelivery[]; load: number } | undefined
+    for (const [walletId, queue] of queues) {
+      const current = (load.get(walletId) ?? 0) + (taken.get(walletId) ?? 0)
+      if (!best || current < best.load || (current === best.load && oldestFirst(queue[0], best.queue[0]) < 0)) best = { walletId, queue, load: current }
+    }
+    const chosen = best as { walletId: number; queue: DueDelivery[] }
+    picked.push(chosen.queue.shift() as DueDelivery)
+    taken.set(chosen.walletId, (taken.get(chosen.walletId) ?? 0) + 1)
+    if (chosen.queue.length === 0) queues.delete(chosen.walletId)
+  }
+  return picked
+}
+
+function oldestFirst(a: DueDelivery, b: DueDelivery): number {
+  return a.next_attempt_at < b.next_attempt_at ? -1 : a.next_attempt_at > b.next_attempt_at ? 1 : a.id - b.id
+}
+
+export type CircuitState = 'closed' | 'open' | 'half-open'
+
+export interface CircuitOptions {
+  /** Failed attempts in a row (no answer, 5xx or 429) that open an origin's circuit. */
+  failureThreshold?: number
+  /** How long a circuit stays open the first time; doubled each time it opens again without closing. */
+  openMs?: number
+  /** The longest a circuit stays open before it lets one attempt through. */
+  maxOpenMs?: number
+  /** The clock (milliseconds); mocked by the tests. */
+  now?: () => number
+  /** Told when an origin's circuit changes state (the worker logs it). */
+  onChange?: (change: { origin: string; from: CircuitState; to: CircuitState; failures: number; openForMs?: number }) => void
+}
+
+interface Circuit {
+  state: CircuitState
+  /** Failed attempts in a row. */
+  failures: number
+  /** Times opened since it last closed: each opening lasts twice as long as the one before. */
+  openings: number
+  openUntil: number
+  /** Half-open: the one attempt let through is in flight. */
+  probing: boolean
+}
+
+const CIRCUIT_DEFAULTS = { failureThreshold: 5, openMs: 5_000, maxOpenMs: 300_000 }
+
+/**
+ * One circuit breaker per origin, in this instance. Closed: attempts flow, up to the origin's limit.
+ * After `failureThreshold` failed attempts in a row it opens: nothing is started to that origin for
+ * `openMs` (5 s, then 10 s, 20 s, … up to `maxOpenMs`, 5 min); its deliveries stay pending and
+ * keep their place, and they spend no attempts from their retry schedule meanwhile. Then it is
+ * half-open: one attempt goes through; an answer closes it, a failure opens it again for twice as
+ * long. Any answer (even 4xx: the receiver is there, it refuses that event) closes it.
+ */
+export class OriginCircuits {
+  readonly #circuits = new Map<string, Circuit>()
+  readonly #threshold: number
+  readonly #openMs: number
+  readonly #maxOpenMs: number
+  readonly #now: () => number
+  readonly #onChange: NonNullable<CircuitOptions['onChange']>
+
+  constructor(options: CircuitOptions = {}) {
+    this.#threshold = options.failureThreshold ?? CIRCUIT_DEFAULTS.failureThreshold
+    this.#openMs = options.openMs ?? CIRCUIT_DEFAULTS.openMs
+    this.#maxOpenMs = options.maxOpenMs ?? CIRCUIT_DEFAULTS.maxOpenMs
+    this.#now = options.now ?? Date.now
+    this.#onChange = options.onChange ?? (() => {})
+  }
+
+  /** The origin's state now (an open circuit whose pause is over is half-open). */
+  state(origin: string): CircuitState {
+    const circuit = this.#circuits.get(origin)
+    if (!circuit) return 'closed'
+    if (circuit.state === 'open' && this.#now() >= circuit.openUntil) {
+      circuit.state = 'half-open'
+      circuit.probing = false
+      this.#onChange({ origin, from: 'open', to: 'half-open', failures: circuit.failures })
+    }
+    return circuit.state
+  }
+
+  /** How many more attempts may start to `origin` now: unlimited when closed, none while open, one probe when half-open. */
+  allowance(origin: string): number {
+    switch (this.state(origin)) {
+      case 'closed':
+        return Number.POSITIVE_INFINITY
+      case 'open':
+        return 0
+      case 'half-open':
+        return (this.#circuits.get(origin) as Circuit).probing ? 0 : 1
+    }
+  }
+
+  /** An attempt to `origin` starts (when half-open, it is the probe). */
+  started(origin: string): void {
+    const circuit = this.#circuits.get(origin)
+    if (circuit && this.state(origin) === 'half-open') circuit.probing = true
+  }
+
+  /** An attempt to `origin` ended: `answered` when the receiver answered with anything but 5xx or 429. */
+  finished(origin: string, answered: boolean): void {
+    const circuit = this.#circuits.get(origin)
+    if (answered) {
+      if (!circuit) return
+      this.#circuits.delete(origin)
+      if (circuit.state !== 'closed') this.#onChange({ origin, from: circuit.state, to: 'closed', failures: circuit.failures })
+      return
+    }
+    const current = circuit ?? { state: 'closed' as CircuitState, failures: 0, openings: 0, openUntil: 0, probing: false }
+    this.#circuits.set(origin, current)
+    current.failures += 1
+    const state = this.state(origin)
+    // An attempt started before the circuit opened may still fail while it is open: no change.
+    if (state === 'open') return
+    if (state === 'half-open' || current.failures >= this.#threshold) {
+      const openForMs = Math.min(this.#maxOpenMs, this.#openMs * 2 ** current.openings)
+      current.openings += 1
+      current.state = 'open'
+      current.openUntil = this.#now() + openForMs
+      current.probing = false
+      this.#onChange({ origin, from: state, to: 'open', failures: current.failures, openForMs })
+    }
+  }
+
+  /** Origins whose circuit is not closed, with their state (for /metrics). */
+  notClosed(): [string, CircuitState][] {
+    const listed: [string, CircuitState][] = []
+    for (const origin of [...this.#circuits.keys()]) {
+      const state = this.state(origin)
+      if (state !== 'closed') listed.push([origin, state])
+    }
+    return listed
+  }
+}

@@ -1,0 +1,373 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import type { FastifyBaseLogger } from 'fastify'
+import client from 'prom-client'
+import { inTransaction } from '../src/db/dialect.ts'
+import { DeliveryWorker } from '../src/events/delivery.worker.ts'
+import { OriginCircuits, pickFairly, webhookOrigin, type CircuitState, type DueDelivery } from '../src/events/origins.ts'
+import { outbox } from '../src/events/outbox.ts'
+import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
+import { moveAssets } from '../src/ledger/moves.ts'
+import { buildTestApp, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, issue, setWebhook, transfer, type TestUser } from './helpers/factories.ts'
+import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
+
+/**
+ * Webhook delivery at scale (issue 21): deliveries queued per receiving origin and shared fairly,
+ * per-origin and global limits, the circuit breaker, the backlog's visibility, and removal. No
+ * assertion depends on how fast the machine is: the waits are for counts, the clock of the circuits
+ * is mocked, and a "nothing more happened" check can only be weaker on a slow machine, never wrong.
+ */
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const at = (iso: number) => new Date(Date.UTC(2026, 0, 1) + iso * 1000).toISOString()
+
+describe('pickFairly: one origin\'s slots shared among its wallets', () => {
+  const backlog = (walletId: number, count: number, from: number, firstId: number): DueDelivery[] =>
+    Array.from({ length: count }, (_, i) => ({ id: firstId + i, wallet_id: walletId, next_attempt_at: at(from + i) }))
+
+  it('gives a wallet with one event a slot beside a wallet with a long, older backlog', () => {
+    const due = [...backlog(1, 50, 0, 1), ...backlog(2, 1, 100, 1000)]
+    const picked = pickFairly(due, new Map(), 4)
+    assert.deepEqual(
+      picked.map((delivery) => delivery.id),
+      [1, 1000, 2, 3],
+    )
+  })
+
+  it('counts the attempts each wallet has in flight, and takes each wallet\'s oldest first', () => {
+    const due = [...backlog(7, 3, 10, 70), ...backlog(8, 3, 0, 80)]
+    const picked = pickFairly(due, new Map([[8, 2]]), 4)
+    assert.deepEqual(
+      picked.map((delivery) => delivery.id),
+      [70, 71, 80, 72],
+    )
+  })
+
+  it('takes everything when there are more slots than deliveries, and nothing without slots', () => {
+    const due = [...backlog(1, 2, 0, 1), ...backlog(2, 2, 0, 10)]
+    assert.equal(pickFairly(due, new Map(), 10).length, 4)
+    assert.equal(pickFairly(due, new Map(), 0).length, 0)
+  })
+
+  it('keys origins by scheme, host and port', () => {
+    assert.equal(webhookOrigin('https://Hooks.Example.com:443/a/b?c=d'), 'https://hooks.example.com')
+    assert.equal(webhookOrigin('http://127.0.0.1:8080/x'), 'http://127.0.0.1:8080')
+    assert.notEqual(webhookOrigin('http://127.0.0.1:8080/x'), webhookOrigin('http://127.0.0.1:8081/x'))
+  })
+})
+
+describe('OriginCircuits (mocked clock)', () => {
+  function circuits(options: { failureThreshold?: number; openMs?: number; maxOpenMs?: number } = {}) {
+    let now = 1_000_000
+    const changes: { origin: string; from: CircuitState; to: CircuitState; openForMs?: number }[] = []
+    const breakers = new OriginCircuits({ failureThreshold: 3, openMs: 1_000, maxOpenMs: 4_000, ...options, now: () => now, onChange: (change) => changes.push(change) })
+    return { breakers, changes, advance: (ms: number) => (now += ms) }
+  }
+
+  it('opens after the failures in a row, lets one probe through after the pause, and closes on an answer', () => {
+    const { breakers, changes, advance } = circuits()
+    const origin = 'https://slow.example'
+    breakers.finished(origin, false)
+    breakers.finished(origin, false)
+    assert.equal(breakers.allowance(origin), Number.POSITIVE_INFINITY)
+    breakers.finished(origin, false)
+    assert.equal(breakers.state(origin), 'open')
+    assert.equal(breakers.allowance(origin), 0)
+    advance(999)
+    assert.equal(breakers.allowance(origin), 0)
+    advance(1)
+    assert.equal(breakers.state(origin), 'half-open')
+    assert.equal(breakers.allowance(origin), 1)
+    breakers.started(origin)
+    assert.equal(breakers.allowance(origin), 0, 'one probe at a time')
+    breakers.finished(origin, true)
+    assert.equal(breakers.state(origin), 'closed')
+    assert.equal(breakers.allowance(origin), Number.POSITIVE_INFINITY)
+    assert.deepEqual(
+      changes.map((change) => `${change.from}→${change.to}`),
+      ['closed→open', 'open→half-open', 'half-open→closed'],
+    )
+    assert.equal(changes[0].openForMs, 1_000)
+  })
+
+  it('opens again for twice as long when the probe fails, up to the maximum, and starts over once closed', () => {
+    const { breakers, changes, advance } = circuits()
+    const origin = 'https://down.example'
+    for (let i = 0; i < 3; i++) breakers.finished(origin, false)
+    for (const pauseMs of [1_000, 2_000, 4_000, 4_000]) {
+      advance(pauseMs - 1)
+      assert.equal(breakers.state(origin), 'open', `still open ${pauseMs - 1} ms in`)
+      advance(1)
+      assert.equal(breakers.allowance(origin), 1)
+      breakers.started(origin)
+      breakers.finished(origin, false)
+    }
+    assert.deepEqual(
+      changes.filter((change) => change.to === 'open').map((change) => change.openForMs),
+      [1_000, 2_000, 4_000, 4_000, 4_000],
+    )
+    advance(4_000)
+    breakers.started(origin)
+    breakers.finished(origin, true)
+    for (let i = 0; i < 3; i++) breakers.finished(origin, false)
+    assert.equal(changes.at(-1)?.openForMs, 1_000, 'a new outage starts with the first pause again')
+  })
+
+  it('keeps origins apart, and an answer from an attempt started before the circuit opened closes it', () => {
+    const { breakers } = circuits()
+    for (let i = 0; i < 3; i++) breakers.finished('https://a.example', false)
+    assert.equal(breakers.state('https://a.example'), 'open')
+    assert.equal(breakers.state('https://b.example'), 'closed')
+    assert.deepEqual(breakers.notClosed(), [['https://a.example', 'open']])
+    // Failures of attempts already in flight when it opened change nothing.
+    breakers.finished('https://a.example', false)
+    assert.equal(breakers.state('https://a.example'), 'open')
+    breakers.finished('https://a.example', true)
+    assert.equal(breakers.state('https://a.example'), 'closed')
+  })
+})
+
+/** Commits `count` transfers of one unit from `payer` to each of `payees` in one database transaction, so the worker finds their deliveries all at once. */
+async function transferAtOnce(t: TestApp, payer: TestUser, payees: TestUser[], assetId: number, count: number): Promise<void> {
+  await inTransaction(t.database.db, async (trx) => {
+    for (let i = 0; i < count; i++) {
+      for (const payee of payees) {
+        await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '', kind: 'transfer' }, outbox)
+      }
+    }
+  })
+}
+
+async function metricsText(t: TestApp): Promise<string> {
+  return (await t.app.inject({ method: 'GET', url: '/metrics' })).body
+}
+
+function sample(text: string, name: string, labels: string): number | undefined {
+  const line = text.split('\n').find((row) => row.startsWith(`${name}{`) && row.includes(labels))
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1))
+}
+
+describe('webhook delivery per origin', () => {
+  let t: TestApp
+  let hanging: Receiver
+  let fast: Receiver
+  let assetId: number
+  let payer: TestUser
+  before(async () => {
+    // Attempts to the hanging origin would wait a minute: they hold their slots for the whole test.
+    t = await buildTestApp({ WEBHOOK_ORIGIN_CONCURRENCY: '3', WEBHOOK_CONCURRENCY: '5', WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_RETRY_SCHEDULE: '0.1' })
+    hanging = await startReceiver(() => ({ hang: true }))
+    fast = await startReceiver()
+    assetId = (await createAsset(t, { name: 'gold' })).id
+    payer = await createUser(t.app)
+    await issue(t, payer.walletId, assetId, 1_000)
+  })
+  after(async () => {
+    // The hanging receiver goes first: its attempts end (reset) instead of waiting for the shutdown's grace.
+    await hanging.close()
+    await fast.close()
+    await t.close()
+  })
+
+  it("delivers a fast origin's events while a hanging origin holds its slots, which go to different wallets", async () => {
+    const slow = await Promise.all(Array.from({ length: 4 }, () => createUser(t.app)))
+    for (const [index, user] of slow.entries()) await setWebhook(t, user, `${hanging.url}/slow/${index}`)
+    const quick = await createUser(t.app)
+    await setWebhook(t, quick, `${fast.url}/quick`)
+    await transferAtOnce(t, payer, slow, assetId, 3)
+    await waitUntil(() => hanging.open() === 3, 10_000, 'the hanging origin to hold its 3 slots')
+    for (let i = 0; i < 5; i++) await transfer(t, payer, quick.username, { gold: 1 })
+    const arrived = await fast.waitForEvents(5, 10_000)
+    assert.equal(arrived.length, 5)
+    // The hanging origin still holds exactly its limit, never more, and nothing else went there.
+    assert.equal(hanging.open(), 3)
+    assert.equal(hanging.maxOpen(), 3)
+    assert.equal(hanging.requests.length, 3)
+    assert.equal(new Set(hanging.requests.map((request) => request.path)).size, 3, 'three wallets share the slots, not one wallet taking all')
+
+    // The backlog, per webhook and per origin.
+    const backlogs = await Promise.all(slow.map(async (user) => (await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog))
+    assert.equal(
+      backlogs.reduce((sum, backlog) => sum + backlog.pending, 0),
+      12,
+    )
+    for (const backlog of backlogs) {
+      assert.equal(backlog.pending, 3)
+      assert.ok(Date.parse(backlog.oldest_pending_at) <= Date.now())
+      assert.ok(backlog.oldest_pending_age_seconds >= 0)
+    }
+    const log = await t.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries', headers: slow[0].auth })
+    assert.equal(log.headers['coffer-backlog-pending'], '3')
+    assert.match(String(log.headers['coffer-backlog-oldest-age-seconds']), /^\d+\.\d{3}$/)
+    assert.equal(log.json().length, 3, 'the log itself is unchanged: an array of deliveries')
+    const quickInfo = await waitUntil(
+      async () => {
+        const info = (await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: quick.auth })).json()
+        return info.backlog.pending === 0 ? info : undefined
+      },
+      10_000,
+      'the fast backlog to drain',
+    )
+    assert.deepEqual(quickInfo.backlog, { pending: 0, oldest_pending_at: null, oldest_pending_age_seconds: 0 })
+
+    const text = await metricsText(t)
+    if (process.env.DEBUG_METRICS) console.log(text.split('\n').filter((line) => line.includes('webhook')).join('\n'))
+    const origin = `origin="${new URL(hanging.url).origin}"`
+    assert.equal(sample(text, 'coffer_webhook_origin_backlog', origin), 12)
+    assert.ok((sample(text, 'coffer_webhook_origin_oldest_pending_seconds', origin) ?? -1) >= 0)
+    assert.equal(sample(text, 'coffer_webhook_in_flight', origin), 3)
+    assert.equal(sample(text, 'coffer_webhook_wallet_backlog', `wallet="${slow[0].walletId}"`), 3)
+    assert.equal(sample(text, 'coffer_webhook_origin_backlog', `origin="${new URL(fast.url).origin}"`), undefined, 'an origin without a backlog has no series')
+  })
+})
+
+describe('a failing origin backs off alone (circuit breaker, mocked clock)', () => {
+  let t: TestApp
+  let failing: Receiver
+  let healthy: Receiver
+  let worker: DeliveryWorker | undefined
+  before(async () => {
+    t = await buildTestApp({ WEBHOOK_RETRY_SCHEDULE: Array(10).fill('0.05').join(','), WEBHOOK_CIRCUIT_FAILURES: '3', WEBHOOK_CIRCUIT_OPEN_MS: '1000', WEBHOOK_TIMEOUT_MS: '2000' })
+    failing = await startReceiver(() => ({ status: 503 }))
+    healthy = await startReceiver()
+  })
+  after(async () => {
+    await worker?.stop()
+    await failing.close()
+    await healthy.close()
+    await t.close()
+  })
+
+  it('stops calling an origin after failures in a row, probes it once per pause, and resumes when it answers; other origins go on', async () => {
+    const assetId = (await createAsset(t, { name: 'gold' })).id
+    const payer = await createUser(t.app)
+    await issue(t, payer.walletId, assetId, 100)
+    const [down, up] = [await createUser(t.app), await createUser(t.app)]
+    await setWebhook(t, down, `${failing.url}/down`)
+    await setWebhook(t, up, `${healthy.url}/up`)
+    // From here on a worker of our own, with a clock of our own, does the delivering.
+    await t.app.close()
+    let now = Date.now()
+    const lines: { level: string; message: string; origin?: string }[] = []
+    const record = (level: string) => (fields: object | string, message?: string) => {
+      lines.push({ level, message: typeof fields === 'string' ? fields : (message ?? ''), origin: typeof fields === 'object' ? (fields as { origin?: string }).origin : undefined })
+    }
+    const log = { warn: record('warn'), info: record('info'), debug: record('debug'), error: record('error') } as unknown as FastifyBaseLogger
+    const registry = new client.Registry()
+    worker = new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry, pollMs: 20, circuits: { now: () => now } })
+    worker.start()
+    const origin = new URL(failing.url).origin
+
+    // One delivery, so that its attempts (first, then retries every 50 ms) come one after another.
+    await transferAtOnce(t, payer, [down], assetId, 1)
+    await failing.waitFor(3, 10_000)
+    await waitUntil(() => lines.some((line) => line.level === 'warn' && /circuit opened/.test(line.message) && line.origin === origin), 10_000, 'the circuit to open')
+    // Its deliveries (one more queued now) are due again every 50 ms, but nothing goes out while
+    // the circuit is open; the healthy origin gets its own meanwhile...
+    await transferAtOnce(t, payer, [down], assetId, 2)
+    await transferAtOnce(t, payer, [up], assetId, 3)
+    await healthy.waitForEvents(3, 10_000)
+    await pause(300)
+    assert.equal(failing.requests.length, 3)
+    assert.match(await registry.metrics(), new RegExp(`coffer_webhook_circuit_open\\{origin="${origin}"\\} 1`))
+
+    // ...until its pause is over: then one probe, which fails, and the circuit opens for twice as long.
+    now += 1_000
+    await failing.waitFor(4, 10_000)
+    await pause(300)
+    assert.equal(failing.requests.length, 4)
+    now += 1_999
+    await pause(200)
+    assert.equal(failing.requests.length, 4, 'still open: the second pause is 2 s')
+
+    // The origin recovers; the next probe closes the circuit and the rest follows.
+    failing.behave(() => ({ status: 200 }))
+    now += 1
+    await waitUntil(() => lines.some((line) => line.level === 'info' && /circuit closed/.test(line.message) && line.origin === origin), 10_000, 'the circuit to close')
+    const deliveries = await waitUntil(
+      async () => {
+        const rows = await t.database.db.selectFrom('webhook_deliveries').select(['status', 'attempts']).where('wallet_id', '=', down.walletId).execute()
+        return rows.every((row) => row.status === 'delivered') ? rows : undefined
+      },
+      10_000,
+      'the failing origin to get its deliveries once it answers',
+    )
+    // Every request was an attempt counted on its delivery: the pauses spent none of their retries.
+    assert.equal(
+      deliveries.reduce((sum, row) => sum + row.attempts, 0),
+      failing.requests.length,
+    )
+    // 3 failures, a failed probe, a good probe, then the two that waited.
+    assert.equal(failing.requests.length, 7)
+  })
+})
+
+describe('removing webhooks under load', () => {
+  let t: TestApp
+  let receiver: Receiver
+  let stuck: Receiver
+  before(async () => {
+    t = await buildTestApp({ WEBHOOK_ORIGIN_CONCURRENCY: '4', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1,0.1,0.1' })
+    receiver = await startReceiver(() => ({ status: 200, delayMs: 20 }))
+    // The webhooks to be removed point at an origin that never answers: their deliveries queue up.
+    stuck = await startReceiver(() => ({ hang: true }))
+  })
+  after(async () => {
+    await receiver.close()
+    await stuck.close()
+    await t.close()
+  })
+
+  it('delivers every event of the webhooks kept, and nothing after their removal to those removed', async () => {
+    const assetId = (await createAsset(t, { name: 'gold' })).id
+    const users = await Promise.all(Array.from({ length: 6 }, () => createUser(t.app)))
+    const [kept, dropped] = [users.slice(0, 3), users.slice(3)]
+    for (const [index, user] of kept.entries()) await setWebhook(t, user, `${receiver.url}/keep/${index}`)
+    for (const [index, user] of dropped.entries()) await setWebhook(t, user, `${stuck.url}/drop/${index}`)
+    for (const user of users) await issue(t, user.walletId, assetId, 100)
+    const send = (n: number) => transfer(t, users[n % 6], users[(n + 1 + (n % 5)) % 6].username, { gold: 1 })
+    let next = 0
+    const removal = (async () => {
+      // Removed while the stuck origin holds its 4 slots and more deliveries wait behind them.
+      await waitUntil(() => next >= 20 && stuck.open() === 4, 20_000, '20 transfers and the stuck origin full')
+      for (const user of dropped) assert.equal((await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: user.auth })).statusCode, 204)
+    })()
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (next < 60) await send(next++)
+      }),
+    )
+    await removal
+
+    const db = t.database.db
+    const walletIds = (list: TestUser[]) => list.map((user) => user.walletId)
+    // Every event of a kept webhook arrives (at least once).
+    const keptEvents = await db.selectFrom('events').select('event_id').where('wallet_id', 'in', walletIds(kept)).execute()
+    const received = () => new Set(receiver.requests.map((request) => String(request.headers['webhook-id'])))
+    await waitUntil(() => keptEvents.every((event) => received().has(event.event_id)), 20_000, `all ${keptEvents.length} events of the kept webhooks`)
+
+    // Nothing of a removed webhook is left pending, and every request it got is a logged attempt.
+    await waitUntil(() => stuck.open() === 0, 10_000, 'the attempts on the wire to time out')
+    const droppedDeliveries = await waitUntil(
+      async () => {
+        const rows = await db.selectFrom('webhook_deliveries').select(['status', 'attempts']).where('wallet_id', 'in', walletIds(dropped)).execute()
+        const attempts = rows.reduce((sum, row) => sum + row.attempts, 0)
+        return rows.every((row) => row.status !== 'pending') && attempts === stuck.requests.length ? rows : undefined
+      },
+      10_000,
+      'the removed webhooks to have nothing pending and every request logged',
+    )
+    assert.equal(stuck.requests.length, 4, 'only the attempts on the wire when the webhooks were removed')
+    assert.ok(droppedDeliveries.filter((row) => row.status === 'cancelled').length > 4, 'the deliveries waiting were cancelled')
+
+    // Events after the removal queue nothing and reach nobody, while the kept webhooks still get theirs.
+    for (const user of dropped) await transfer(t, kept[0], user.username, { gold: 1 })
+    await transfer(t, dropped[0], kept[1].username, { gold: 1 })
+    const last = await db.selectFrom('events').select('event_id').where('wallet_id', 'in', walletIds(kept)).orderBy('id', 'desc').limit(2).execute()
+    await waitUntil(() => last.every((event) => received().has(event.event_id)), 10_000, 'the newest events of the kept webhooks')
+    assert.equal(stuck.requests.length, 4)
+    const afterRemoval = await db.selectFrom('webhook_deliveries').select('id').where('wallet_id', 'in', walletIds(dropped)).execute()
+    assert.equal(afterRemoval.length, droppedDeliveries.length, 'a delivery was queued for a removed webhook')
+  })
+})
