@@ -53,18 +53,27 @@ function transactionEventWrites(executor: Executor, transactions: Transaction[],
       events.push([ids[events.length], newEventId(), walletId, type, transaction.id, transaction.created_at])
     }
   }
+  return eventRowWrites(executor, EVENT_COLUMNS, events)
+}
+
+/**
+ * The two writes of a set of events: the event rows (with `columns`, `id`, `wallet_id` and
+ * `created_at` among them), and a pending delivery for each whose wallet has a webhook.
+ */
+function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | typeof HOLD_EVENT_COLUMNS, events: unknown[][]): Write[] {
   if (events.length === 0) return []
+  const names = sql.raw(columns.map(([name]) => name).join(', '))
   return [
     {
       statement: sql`
-        insert into events (id, event_id, wallet_id, type, transaction_id, created_at)
-        select id, event_id, wallet_id, type, transaction_id, created_at from ${rowsOf(executor, EVENT_COLUMNS, events)}`,
+        insert into events (${names})
+        select ${names} from ${rowsOf(executor, columns, events)}`,
     },
     {
       statement: sql`
         insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
         select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
-        from ${rowsOf(executor, EVENT_COLUMNS, events)} join webhooks on webhooks.wallet_id = r.wallet_id`,
+        from ${rowsOf(executor, columns, events)} join webhooks on webhooks.wallet_id = r.wallet_id`,
     },
   ]
 }
@@ -97,20 +106,7 @@ function holdEventWrites(executor: Executor, holdEvents: { type: HoldEventType; 
     const at = type === 'hold.created' ? hold.created_at : (hold.settled_at ?? hold.created_at)
     for (const walletId of holdWallets(hold)) events.push([ids[events.length], newEventId(), walletId, type, at, body])
   }
-  if (events.length === 0) return []
-  return [
-    {
-      statement: sql`
-        insert into events (id, event_id, wallet_id, type, created_at, body)
-        select id, event_id, wallet_id, type, created_at, body from ${rowsOf(executor, HOLD_EVENT_COLUMNS, events)}`,
-    },
-    {
-      statement: sql`
-        insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
-        select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
-        from ${rowsOf(executor, HOLD_EVENT_COLUMNS, events)} join webhooks on webhooks.wallet_id = r.wallet_id`,
-    },
-  ]
+  return eventRowWrites(executor, HOLD_EVENT_COLUMNS, events)
 }
 
 const HOLD_EVENT_COLUMNS = [
