@@ -4,7 +4,7 @@ import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { Transaction } from './ledger.types.ts'
 import { committed, firstFailure, transactionOf, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
-import { resolveTransfer } from './transfers.service.ts'
+import { Lookups, resolveTransfer } from './transfers.service.ts'
 
 /**
  * POST /wallet/transactions/batch: up to 100 transfers of one wallet in one request, the way
@@ -71,7 +71,8 @@ export class BatchesService {
   send(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>> {
     const atomic = request.atomic ?? true
     return this.#idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
-      const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(this.#db, walletId, transfer)))
+      const lookups = new Lookups(this.#db)
+      const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
       // A database fault while resolving fails the whole request, as it would a transfer.
       for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
       const keyed: Keyed = (respond) => record && { walletId, ...record, respond }
