@@ -7,7 +7,7 @@ import { canonicalAssets, canonicalTransfer, hash, type Answer, type Idempotency
 import type { EventWriter, Hold, HoldStatus, Line, Transaction } from './ledger.types.ts'
 import { takeWalletTurns } from './moves.repository.ts'
 import { applyMove, transactionOf, type Move } from './moves.ts'
-import { resolveTransfer } from './transfers.service.ts'
+import { Lookups, resolveTransfer } from './transfers.service.ts'
 
 /**
  * Holds (two-phase transfers): POST /wallet/holds reserves assets in the sending wallet for a
@@ -112,7 +112,7 @@ export class HoldsService {
    */
   create(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>> {
     return this.#idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (idempotency) => {
-      const move = await resolveTransfer(this.#db, walletId, request)
+      const move = await resolveTransfer(new Lookups(this.#db), walletId, request)
       const [outcome] = await this.#committer.runUnit({ moves: [{ ...move, idempotency, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }], atomic: true })
       if (!outcome.ok) throw outcome.error
       if (!outcome.hold) throw new Error('the hold was not recorded')
