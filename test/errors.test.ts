@@ -49,6 +49,8 @@ const CONTRACT: Record<string, [number, string]> = {
   I003: [400, 'Quantity Overflow'],
   I004: [409, 'Asset Name Taken'],
   I005: [409, 'Asset In Use'],
+  T000: [404, 'Transaction Not Found'],
+  T001: [409, 'Transaction Not Reversible'],
   H000: [404, 'Hold Not Found'],
   H001: [409, 'Hold Not Pending'],
   H002: [400, 'Capture Exceeds Hold'],
@@ -83,7 +85,7 @@ describe('the error table', () => {
 
   it('gives every code a well-formed name, an error status and a non-empty message', () => {
     for (const [code, entry] of Object.entries(ERRORS)) {
-      assert.match(code, /^[GSUWAIH]\d{3}$/)
+      assert.match(code, /^[GSUWAIHT]\d{3}$/)
       assert.ok(Number.isInteger(entry.status) && entry.status >= 400 && entry.status <= 599, `${code} status ${entry.status}`)
       assert.ok(entry.message.trim().length > 0, `${code} message`)
     }
@@ -173,6 +175,12 @@ describe('every code, provoked through HTTP', () => {
     },
     I004: () => inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'GOLD', value: 3 } }),
     I005: () => inject({ method: 'DELETE', url: `/assets/${gold.id}`, headers: t.admin }),
+    T000: () => inject({ method: 'POST', url: '/wallet/transactions/987654/refund', headers: alice.auth }),
+    T001: async () => {
+      const sent = await inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      assert.equal(sent.statusCode, 201, sent.body)
+      return inject({ method: 'POST', url: `/wallet/transactions/${sent.json().id}/refund`, headers: bob.auth, payload: { assets: { gold: 2 } } })
+    },
     H000: () => inject({ method: 'GET', url: '/wallet/holds/987654', headers: alice.auth }),
     H001: async () => {
       const hold = await inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })

@@ -5,7 +5,7 @@ import { walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import { DEFAULT_EXPIRES_IN, findWalletHold, listWalletHolds } from './holds.service.ts'
-import { CursorId, Hold, HoldStatus, Quantity, SendBody, SendHeaders, Transaction } from './ledger.schemas.ts'
+import { CursorId, Hold, HoldStatus, Quantity, SendBody, IdempotencyHeaders, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface HoldsRoutesOptions {
@@ -40,7 +40,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   const tags = ['holds']
   const wallet = { onRequest: app.requireWalletAccess }
 
-  app.post('/wallet/holds', { ...wallet, schema: { tags, body: HoldBody, headers: SendHeaders, response: responses(201, Hold) } }, async (request, reply) => {
+  app.post('/wallet/holds', { ...wallet, schema: { tags, body: HoldBody, headers: IdempotencyHeaders, response: responses(201, Hold) } }, async (request, reply) => {
     const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'])
     if (result.replayed) reply.header('idempotent-replayed', 'true')
     return reply.status(result.status).send(result.body)
@@ -61,7 +61,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
 
   app.post(
     '/wallet/holds/:id/capture',
-    { ...wallet, schema: { tags, params: IdParams('id'), body: CaptureBody, headers: SendHeaders, response: responses(201, Transaction) } },
+    { ...wallet, schema: { tags, params: IdParams('id'), body: CaptureBody, headers: IdempotencyHeaders, response: responses(201, Transaction) } },
     async (request, reply) => {
       const result = await ledger.capture(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')

@@ -3,7 +3,7 @@ import { inTransaction, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import * as holds from './holds.repository.ts'
-import { canonicalAssets, canonicalTransfer, hash, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
+import { canonicalAssets, canonicalTransfer, hashRequest, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { EventWriter, Hold, HoldStatus, Line, Transaction } from './ledger.types.ts'
 import { takeWalletTurns } from './moves.repository.ts'
 import { applyMove, transactionOf, type Move } from './moves.ts'
@@ -42,11 +42,11 @@ export const DEFAULT_EXPIRES_IN = 604_800
 
 /** What tells a hold request apart under one Idempotency-Key: a transfer's fields (metadata included) and its expiry; never a transfer's. */
 function holdFingerprint(request: HoldRequest): string {
-  return hash(['hold', canonicalTransfer(request), request.expires_in ?? DEFAULT_EXPIRES_IN])
+  return hashRequest(['hold', canonicalTransfer(request), request.expires_in ?? DEFAULT_EXPIRES_IN])
 }
 
 function captureFingerprint(holdId: number, request: CaptureRequest): string {
-  return hash(['capture', holdId, request.assets === undefined ? null : canonicalAssets(request.assets)])
+  return hashRequest(['capture', holdId, request.assets === undefined ? null : canonicalAssets(request.assets)])
 }
 
 /**

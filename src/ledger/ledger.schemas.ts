@@ -24,6 +24,18 @@ export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: META
 /** Every kind of transaction (`ledger.types.ts` TRANSACTION_KINDS). */
 export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
 
+/** The body of a refund or reversal: every field optional, so no body and `{}` alike move back all that is left. */
+export const ReversalBody = Type.Object({
+  memo: Type.Optional(Type.String({ maxLength: 64 })),
+  assets: Type.Optional(Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity to move back; by default all that is left' })),
+  metadata: Type.Optional(Metadata),
+})
+
+/** An optional Idempotency-Key header: printable ASCII, space included (HTTP trims it at either end). */
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
+})
+
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
 
 /** The body of a transfer (POST /wallet/transactions); a hold's body is this and more. */
@@ -39,11 +51,6 @@ export const SendBody = Type.Object({
   // A username or an address is a string; only a wallet id (type 2) may also be a number.
   if: { required: ['type'], properties: { type: { const: 2 } } },
   else: { properties: { recipient: { type: 'string' } } },
-})
-
-export const SendHeaders = Type.Object({
-  // Printable ASCII, space included (HTTP trims it at either end).
-  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
 })
 
 /** A transaction or hold id given as a paging cursor (`before`, `after`). */

@@ -4,9 +4,9 @@ import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
-import { ErrorSchema, Timestamp } from '../http/schemas.ts'
+import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { CursorId, Holding, Kind, SendBody, SendHeaders, Transaction } from './ledger.schemas.ts'
+import { CursorId, Holding, IdempotencyHeaders, Kind, ReversalBody, SendBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
@@ -66,9 +66,19 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
 
   app.post(
     '/wallet/transactions',
-    { ...wallet, schema: { tags, body: SendBody, headers: SendHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
+    { ...wallet, schema: { tags, body: SendBody, headers: IdempotencyHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
     async (request, reply) => {
       const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      if (result.replayed) reply.header('idempotent-replayed', 'true')
+      return reply.status(result.status).send(result.body)
+    },
+  )
+
+  app.post(
+    '/wallet/transactions/:id/refund',
+    { ...wallet, schema: { tags, params: IdParams('id'), body: ReversalBody, headers: IdempotencyHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
+    async (request, reply) => {
+      const result = await ledger.refund(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -82,7 +92,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       schema: {
         tags,
         body: BatchBody,
-        headers: SendHeaders,
+        headers: IdempotencyHeaders,
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), 201: Type.Object({ transactions: Type.Array(Transaction) }), '4xx': ErrorSchema },
       },
     },
