@@ -404,6 +404,7 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
       ['Send', 'Send'],
       ['History', 'History'],
       ['Batch', 'Batch send'],
+      ['Holds', 'Holds'],
       ['Wallets', 'Wallets'],
       ['Sharing', 'Sharing'],
       ['Keys', 'Keys'],
@@ -679,6 +680,75 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     await go(page, 'Balances')
     // 81 + 3 refunded by dave + 4 reversed by the operator.
     await page.getByRole('row', { name: new RegExp(`${copper.name} 88 1`) }).waitFor()
+    assert.deepEqual(watches.flatMap((w) => w.problems), [])
+  })
+
+  it('holds: placed, captured in part and whole, voided by the recipient, held shown in the balances', { timeout: 180_000 }, async () => {
+    const tin = await createAsset(t, { name: `tin${suffix}` })
+    const erin = await createUser(t.app, `erin${suffix}`)
+    const frank = await createUser(t.app, `frank${suffix}`)
+    await issue(t, erin.walletId, tin.id, 50)
+    const page = await open()
+    await signIn(page, erin.username)
+    await go(page, 'Holds')
+    await page.getByText('No pending holds.').waitFor()
+    const place = async (quantity: string, memo: string) => {
+      await page.getByLabel('Recipient username').fill(frank.username)
+      await page.getByLabel('Asset to hold').selectOption({ index: 0 })
+      await page.getByLabel('Quantity to hold').fill(quantity)
+      await page.getByLabel('Expires after').selectOption({ label: '1 day' })
+      await page.getByLabel('Memo (optional)').fill(memo)
+      await page.getByRole('button', { name: 'Place hold' }).click()
+      const done = await page.getByRole('status').filter({ hasText: `${quantity} ${tin.name} reserved for ${frank.username}` }).textContent()
+      return Number(/Hold (\d+) placed/.exec(done ?? '')?.[1])
+    }
+    const partly = await place('10', 'deposit')
+    const whole = await place('20', 'escrow')
+    // What is held shows beside what the wallet owns.
+    await go(page, 'Balances')
+    await page.getByRole('row', { name: new RegExp(`${tin.name} 50 30 1`) }).waitFor()
+    await go(page, 'Holds')
+
+    // Part of the first: more than is held is refused before anything is sent, then 4 captured (confirmed).
+    const first = page.getByRole('listitem').filter({ hasText: `hold ${partly}` })
+    await first.getByText(`Capture part of hold ${partly}`).click()
+    await first.getByLabel(`${tin.name} to capture`).fill('11')
+    await first.getByRole('button', { name: 'Capture these' }).click()
+    await first.getByRole('alert').filter({ hasText: `At most 10 ${tin.name} is held.` }).waitFor()
+    await first.getByLabel(`${tin.name} to capture`).fill('4')
+    await first.getByRole('button', { name: 'Capture these' }).click()
+    await page.getByRole('dialog').getByText(`4 ${tin.name} go to ${frank.username}`).waitFor()
+    await confirmDialog(page, 'Capture')
+    await page.getByRole('status').filter({ hasText: `Hold ${partly} captured: 4 ${tin.name} paid` }).waitFor()
+    // The whole second one; a cancelled confirmation captures nothing.
+    await page.getByRole('button', { name: `Capture hold ${whole}` }).click()
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click()
+    await page.getByRole('button', { name: `Capture hold ${whole}` }).click()
+    await confirmDialog(page, 'Capture')
+    await page.getByRole('status').filter({ hasText: `Hold ${whole} captured: 20 ${tin.name} paid` }).waitFor()
+    const third = await place('7', 'maybe')
+    await shoot(page, 'holds')
+
+    // Frank sees it from the other side: he may void it, not capture it.
+    const frankPage = await open()
+    await signIn(frankPage, frank.username)
+    await go(frankPage, 'Holds')
+    const held = frankPage.getByRole('listitem').filter({ hasText: `hold ${third}` })
+    await held.getByText(`Held for you by ${erin.username}`).waitFor()
+    assert.equal(await held.getByRole('button', { name: /^Capture/ }).count(), 0)
+    await held.getByRole('button', { name: `Void hold ${third}` }).click()
+    await frankPage.getByRole('dialog').getByText(`go back to ${erin.username}`).waitFor()
+    await confirmDialog(frankPage, 'Void')
+    await frankPage.getByRole('status').filter({ hasText: `Hold ${third} voided` }).waitFor()
+    await frankPage.getByLabel('Status').selectOption({ label: 'Every status' })
+    await frankPage.getByRole('listitem').filter({ hasText: `hold ${third}` }).getByText('Voided').waitFor()
+    await frankPage.getByRole('listitem').filter({ hasText: `hold ${whole}` }).getByText('Captured').waitFor()
+    await go(frankPage, 'History')
+    await frankPage.getByText(`Capture of hold ${whole}`).waitFor()
+
+    // Erin: 50 − 4 − 20, nothing held any more.
+    await go(page, 'Balances')
+    await page.getByRole('row', { name: new RegExp(`${tin.name} 26 1`) }).waitFor()
     assert.deepEqual(watches.flatMap((w) => w.problems), [])
   })
 

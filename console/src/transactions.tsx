@@ -22,7 +22,7 @@ function kindLabel(transaction: Transaction): string | undefined {
 }
 
 /** A transaction's metadata as a short list of "key: value". */
-function MetadataList({ metadata }: { metadata: Record<string, string> }) {
+export function MetadataList({ metadata }: { metadata: Record<string, string> }) {
   const entries = Object.entries(metadata)
   if (entries.length === 0) return null
   return (
