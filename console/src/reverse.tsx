@@ -2,7 +2,7 @@ import { useMemo, useState } from 'preact/hooks'
 import { newAttemptKey, type Transaction } from './api.ts'
 import { formatAssets, formatQuantity } from './format.ts'
 import { Done, ErrorNotice, Field, useAction, useConfirm } from './ui.tsx'
-import { check, parseQuantity } from './validate.ts'
+import { check, parsePart } from './validate.ts'
 
 /** What moving a transaction back sends: the quantities (all that is left when absent) and a memo. */
 export interface ReverseBody {
@@ -34,14 +34,7 @@ export function ReverseForm({ transaction, verb, to, send, done }: {
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
-      const assets: Record<string, number> = {}
-      for (const line of transaction.assets) {
-        const typed = (quantities[line.asset.name] ?? '').trim()
-        if (typed === '') continue
-        const quantity = parseQuantity(typed, `The quantity of ${line.asset.name}`)
-        check(quantity <= line.quantity, `The transaction moved ${formatQuantity(line.quantity)} ${line.asset.name}: no more can go back.`)
-        assets[line.asset.name] = quantity
-      }
+      const assets = parsePart(transaction.assets, quantities, (line) => `The transaction moved ${formatQuantity(line.quantity)} ${line.asset.name}: no more can go back.`)
       check(memo.length <= 64, 'A memo is at most 64 characters.')
       const partial = Object.keys(assets).length > 0
       const what = partial ? Object.entries(assets).map(([name, quantity]) => `${formatQuantity(quantity)} ${name}`).join(', ') : 'everything of it not yet moved back'

@@ -2,9 +2,9 @@ import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, callPage, coffer, newAttemptKey, type paths } from '../api.ts'
 import { formatAssets, formatQuantity, formatTime } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { MetadataList, type Cursors } from '../transactions.tsx'
-import { Done, Empty, ErrorNotice, Field, Loading, Page, Pager, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
-import { check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
+import { CursorPager, MetadataList, type Cursors } from '../transactions.tsx'
+import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
+import { check, checkAddress, checkUsername, parseId, parsePart, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
 type Hold = paths['/wallet/holds/{id}']['get']['responses']['200']['content']['application/json']
@@ -116,14 +116,7 @@ function CapturePart({ hold, capture }: { hold: Hold; capture: (assets: Record<s
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
-      const assets: Record<string, number> = {}
-      for (const line of hold.assets) {
-        const typed = (quantities[line.asset.name] ?? '').trim()
-        if (typed === '') continue
-        const quantity = parseQuantity(typed, `The quantity of ${line.asset.name}`)
-        check(quantity <= line.quantity, `At most ${formatQuantity(line.quantity)} ${line.asset.name} is held.`)
-        assets[line.asset.name] = quantity
-      }
+      const assets = parsePart(hold.assets, quantities, (line) => `At most ${formatQuantity(line.quantity)} ${line.asset.name} is held.`)
       check(Object.keys(assets).length > 0, 'Enter how much to capture.')
       await capture(assets)
     })
@@ -315,13 +308,7 @@ export function Holds({ session, refresh }: ScreenProps) {
             })}
           </ul>
         )}
-        <Pager
-          first={cursors.length === 1}
-          hasOlder={page.data?.next !== undefined}
-          onNewest={() => setCursors([undefined])}
-          onNewer={() => setCursors(cursors.slice(0, -1))}
-          onOlder={() => setCursors([...cursors, page.data?.next])}
-        />
+        <CursorPager cursors={cursors} setCursors={setCursors} next={page.data?.next} />
       </section>
     </Page>
   )
