@@ -139,9 +139,9 @@ export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: str
     ])
     .where('holdings.wallet_id', '=', walletId)
     .execute()
-  const held = rows.filter((row) => row.quantity !== null && Number(row.quantity) > 0)
-  held.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
-  return held.map((row) => ({ asset: toAsset(row), quantity: Number(row.quantity), held: 0 }))
+  const then = rows.filter((row) => row.quantity !== null && Number(row.quantity) > 0)
+  then.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
+  return then.map((row) => ({ asset: toAsset(row), quantity: Number(row.quantity), held: 0 }))
 }
 
 async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
