@@ -68,11 +68,11 @@ type Ended = AttemptEnd & { written: () => void }
 /**
  * The least time between the starts of two rounds. Each round that moves anything is a commit; on
  * SQLite a sync of the log, in the process, that holds up the transfers' own batched commits for a
- * few milliseconds: twenty rounds a second at most keep that to a few percent. On PostgreSQL the
+ * few milliseconds: ten rounds a second at most keep that to a few percent. On PostgreSQL the
  * commit waits on the server, not in the process, so rounds may follow more closely. An attempt
  * that ends waits half a gap on average to be written and its slot reused.
  */
-const ROUND_GAP_MS = { sqlite: 50, postgres: 20 }
+const ROUND_GAP_MS = { sqlite: 100, postgres: 20 }
 
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
