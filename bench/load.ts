@@ -9,8 +9,13 @@ export interface LoadJob {
   url: string
   connections: number
   seconds: number
-  /** `transfer`: POST /wallet/transactions; `get`: one GET path with one token, one of `tokens`, or none. */
-  kind: 'transfer' | 'get'
+  /**
+   * `transfer`: POST /wallet/transactions; `batch`: POST /wallet/transactions/batch of
+   * `batchSize` transfers (atomic); `get`: one GET path with one token, one of `tokens`, or none.
+   */
+  kind: 'transfer' | 'batch' | 'get'
+  /** For batches: transfers per request, each of 1 gold to a recipient picked at random. */
+  batchSize?: number
   path?: string
   token?: string
   /** For GETs: each request picks one of these tokens. */
@@ -64,6 +69,28 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
           while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
           request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
           request.body = JSON.stringify({ recipient, assets: { gold: job.quantity ?? 1 } })
+          return request
+        },
+      },
+    ]
+  } else if (job.kind === 'batch') {
+    const senders = job.senders ?? []
+    const recipients = job.recipients ?? []
+    const size = job.batchSize ?? 100
+    if (senders.length === 0 || recipients.length < 2) throw new Error('a batch job needs senders and two recipients or more')
+    requests = [
+      {
+        method: 'POST',
+        path: '/wallet/transactions/batch',
+        setupRequest: (request) => {
+          const sender = senders[randomIndex(senders.length)]
+          const transfers = Array.from({ length: size }, () => {
+            let recipient = recipients[randomIndex(recipients.length)]
+            while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
+            return { recipient, assets: { gold: 1 } }
+          })
+          request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
+          request.body = JSON.stringify({ transfers, atomic: true })
           return request
         },
       },

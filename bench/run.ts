@@ -1,5 +1,5 @@
 /**
- * The benchmark suite (`npm run bench [-- --quick] [-- --profile] [-- --sweep] [-- --ladder] [-- --storage=sqlite|postgres]`).
+ * The benchmark suite (`npm run bench [-- --quick] [-- --profile] [-- --sweep] [-- --ladder] [-- --storage=sqlite|postgres] [-- --only=batch,…]`).
  * `-- --scenario=webhooks` runs only the webhook scenario (`runWebhookStorage` below).
  *
  * For each storage it starts the service as a child process on a fresh database (SQLite in a temp
@@ -38,6 +38,9 @@ const ladder = args.has('--ladder')
 const storageArg = [...args].find((arg) => arg.startsWith('--storage='))?.slice('--storage='.length)
 const storages = (storageArg ? [storageArg] : ['sqlite', 'postgres']) as ('sqlite' | 'postgres')[]
 const connectionsArg = [...args].find((arg) => arg.startsWith('--connections='))?.slice('--connections='.length)
+// `--only=batch,e` runs only these scenarios (the targets that need the others are left out).
+const onlyArg = [...args].find((arg) => arg.startsWith('--only='))?.slice('--only='.length)
+const only = onlyArg ? new Set(onlyArg.split(',')) : undefined
 const scenarioArg = [...args].find((arg) => arg.startsWith('--scenario='))?.slice('--scenario='.length)
 if (scenarioArg !== undefined && scenarioArg !== 'webhooks') throw new Error(`unknown --scenario=${scenarioArg}; the one scenario that runs alone is "webhooks"`)
 
@@ -136,7 +139,7 @@ function load(job: LoadJob): Promise<LoadResult> {
 // ---------------------------------------------------------------------------------------------
 // Scenarios.
 
-type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'invalid' | 'session' | 'unknown'
+type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'invalid' | 'session' | 'unknown'
 
 interface ScenarioResult extends LoadResult {
   scenario: ScenarioName
@@ -149,6 +152,9 @@ interface ScenarioResult extends LoadResult {
   otherCores: number
 }
 
+/** Transfers per request of scenario (f). */
+const BATCH_SIZE = 100
+
 const LABELS: Record<ScenarioName, string> = {
   e: '(e) GET /healthz (HTTP ceiling)',
   a: '(a) transfers among N wallets',
@@ -156,6 +162,7 @@ const LABELS: Record<ScenarioName, string> = {
   c: '(c) hot sender',
   d100: '(d) history list, 100 txs',
   d100k: '(d) history list, 100k txs',
+  batch: `(f) atomic batches of ${BATCH_SIZE} transfers among N wallets`,
   invalid: 'transfer refused by validation (400 G000)',
   session: 'GET /user/session (session lookup, one read)',
   unknown: 'transfer to an unknown username (404 U003)',
@@ -191,6 +198,8 @@ function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, connections
       return { ...base, kind: 'transfer', senders: everyone.slice(1), recipients: [names[0]] }
     case 'c':
       return { ...base, kind: 'transfer', senders: everyone.slice(0, 1), recipients: names.slice(1) }
+    case 'batch':
+      return { ...base, kind: 'batch', senders: everyone, recipients: names, batchSize: BATCH_SIZE }
     case 'd100':
       return { ...base, kind: 'get', path: '/wallet/transactions', token: seeded.shortHistory.token }
     case 'd100k':
@@ -292,8 +301,8 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
   const results: ScenarioResult[] = []
   let pgbench: PgbenchResult | undefined
   let profileSkipMs = 0
-  const order: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k']
-  for (const scenario of order) {
+  const order: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k', 'batch']
+  for (const scenario of order.filter((name) => !only || only.has(name))) {
     if (scenario === profiled && profile && profileDir) {
       // Restart the service with --cpu-prof so that the profile covers this scenario only.
       await service.stop()
@@ -589,7 +598,11 @@ function report(runs: StorageRun[]): string {
     if (run.pgbench) out.push(`pgbench tpcb-like, scale ${PGBENCH_SCALE}, ${CONNECTIONS} clients: ${run.pgbench.tps.toFixed(0)} TPS, average latency ${run.pgbench.latencyMs.toFixed(2)} ms`)
     if (run.sweeps.length > 0) out.push('', `-- ${run.storage}: how cost grows --`, table(resultRows(run.sweeps, run.storage === 'postgres')))
     if (run.ladder.length > 0) out.push('', `-- ${run.storage}: what a request costs, by how much of a transfer it runs --`, table(ladderRows(run.ladder, run.storage === 'postgres')))
+    const batches = run.results.find((result) => result.scenario === 'batch')
+    if (batches) out.push(`(f) transfers/s carried by batches of ${BATCH_SIZE}: ${(batches.okPerSecond * BATCH_SIZE).toFixed(0)} (${batches.okPerSecond.toFixed(1)} batches/s)`)
     out.push(run.verified)
+    // The targets compare scenarios: only when every one of them ran (not with --only).
+    if (only) continue
     const get = (name: ScenarioName) => run.results.find((result) => result.scenario === name) as ScenarioResult
     const a = get('a')
     if (run.storage === 'sqlite') {

@@ -90,7 +90,7 @@ export const ROUTES: Record<string, RouteDoc> = {
   },
 
   // Holdings and transfers (a user session acts on its active wallet; a wallet key on its wallet).
-  'GET /wallet/assets': { auth: 'wallet', file: TRANSACTIONS, summary: 'What the wallet holds', description: 'Every asset the wallet holds more than zero of, by asset name (case-insensitively).', errors: [] },
+  'GET /wallet/assets': { auth: 'wallet', file: TRANSACTIONS, summary: 'What the wallet holds', description: 'Every asset the wallet holds more than zero of, by asset name (case-insensitively). With `as_of` (a timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; `[]` before the wallet\'s first transaction).', errors: [] },
   'POST /wallet/transactions': {
     auth: 'wallet',
     file: TRANSACTIONS,
@@ -115,8 +115,18 @@ export const ROUTES: Record<string, RouteDoc> = {
     auth: 'wallet',
     file: TRANSACTIONS,
     summary: "The wallet's history",
-    description: 'Transactions sent or received by the wallet, newest first, filtered by asset, direction and time. The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id.',
+    description:
+      'Transactions sent or received by the wallet, newest first, filtered by asset, direction, time, `kind` and `metadata[KEY]=VALUE` (at most 5, all matching exactly). The `Link` header (`rel="next"`) gives the next page; `after` lists what committed since a known id. With `format=csv`, every matching transaction as a streamed `text/csv` statement (paging ignored).',
     errors: [],
+  },
+  'POST /wallet/transactions/:id/refund': {
+    auth: 'wallet',
+    file: TRANSACTIONS,
+    summary: 'Refund a transaction you received',
+    description:
+      'Moves back to the sender what the wallet received in a transfer or capture, as a transaction of kind `reversal` naming it in `reverses`: the listed quantities, or by default all that is not yet refunded. ' +
+      'All refunds of a transaction together never move back more of an asset than it moved. `Idempotency-Key` as for transfers. Checked in this order: key, transaction, asset names, deleted sides, what is left, quantities.',
+    errors: ['G003', 'G004', 'T000', 'I001', 'W000', 'T001', 'I002', 'I003'],
   },
 
   // Assets and issuance.
@@ -126,6 +136,15 @@ export const ROUTES: Record<string, RouteDoc> = {
   'PUT /assets/:id/name': { auth: 'admin', file: ASSETS, summary: 'Rename an asset', description: 'Renames the asset; history shows the new name.', errors: ['I000', 'I004'] },
   'DELETE /assets/:id': { auth: 'admin', file: ASSETS, summary: 'Delete an asset', description: 'Deletes an asset nobody holds; its name becomes free and history keeps it.', errors: ['I000', 'I005'] },
   'POST /wallets/:walletid/assets': { auth: 'admin', file: ASSETS, summary: 'Issue units into a wallet', description: 'Issues new units of an asset from `mint` into a user wallet, recorded as a transaction.', errors: ['W002', 'I003'] },
+  'POST /transactions/:id/reversal': {
+    auth: 'admin',
+    file: ASSETS,
+    summary: 'Reverse a transaction',
+    description:
+      "The operator's correction: moves back what any transaction but a reversal moved (an issuance back to `mint`, a burn out of it again), as a transaction of kind `reversal` naming it in `reverses`: the listed quantities, or by default all that is not yet reversed. " +
+      'All reversals of a transaction together never move back more of an asset than it moved. `Idempotency-Key` as for transfers.',
+    errors: ['G003', 'G004', 'T000', 'T001', 'I001', 'W000', 'I002', 'I003'],
+  },
   'POST /issuances': {
     auth: 'admin',
     file: ASSETS,

@@ -107,6 +107,7 @@ describe('authorization matrix', () => {
     await ok(call('PUT', '/wallet/webhook', as(owner), { webhook: 'http://127.0.0.1:9/w' }), 200)
     await ok(call('PUT', '/wallet/webhook', as(other), { webhook: 'http://127.0.0.1:9/x' }), 200)
     await ok(call('POST', '/wallet/transactions', as(owner), { recipient: other.username, assets: { gold: 1 } }), 201)
+    const receivedByW = (await ok(call('POST', '/wallet/transactions', as(other), { recipient: String(walletW), type: 2, assets: { gold: 10 } }), 201)).id as number
     const delivery = async (walletId: number) =>
       (await t.database.db.selectFrom('webhook_deliveries').select('id').where('wallet_id', '=', walletId).orderBy('id').executeTakeFirstOrThrow()).id
 
@@ -129,6 +130,7 @@ describe('authorization matrix', () => {
       spareAssetId,
       deliveryW: await delivery(walletW),
       deliveryX: await delivery(walletX),
+      receivedByW,
       unique,
     }
   }

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { runTipBot } from '../examples/tip-bot/tip-bot.ts'
 import { ADMIN_KEY, buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, issue, sendTransaction } from './helpers/factories.ts'
 import { startReceiver, type Receiver } from './helpers/receiver.ts'
 
 /**
@@ -402,6 +403,7 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
       ['Balances', 'Balances'],
       ['Send', 'Send'],
       ['History', 'History'],
+      ['Batch', 'Batch send'],
       ['Wallets', 'Wallets'],
       ['Sharing', 'Sharing'],
       ['Keys', 'Keys'],
@@ -561,6 +563,75 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     await page.getByRole('button', { name: 'Sign in' }).click()
     await page.getByRole('heading', { level: 1, name: 'Balances' }).waitFor()
     await shoot(page, 'balances-after')
+    assert.deepEqual(watches.flatMap((w) => w.problems), [])
+  })
+
+  it('part two: balances at a date, metadata and kind shown and filtered, a statement downloaded, batches sent', { timeout: 180_000 }, async () => {
+    const copper = await createAsset(t, { name: `copper${suffix}` })
+    const carol = await createUser(t.app, `carol${suffix}`)
+    const dave = await createUser(t.app, `dave${suffix}`)
+    await issue(t, carol.walletId, copper.id, 100)
+    await sendTransaction(t, carol, { recipient: dave.username, assets: { [copper.name]: 10 }, memo: 'order', metadata: { order: 'A-1' } })
+    const page = await open()
+    await signIn(page, carol.username)
+    const localMinute = (date: Date) => new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
+
+    // Balances at a date: nothing long ago, 90 copper a minute from now.
+    await page.getByLabel('Date and time').fill('2020-01-01T00:00')
+    await page.getByRole('button', { name: 'Show balances then' }).click()
+    await page.getByText('Nothing then.').waitFor()
+    await page.getByLabel('Date and time').fill(localMinute(new Date(Date.now() + 60_000)))
+    await page.getByRole('button', { name: 'Show balances then' }).click()
+    await page.getByRole('table', { name: /on / }).getByRole('row', { name: new RegExp(`${copper.name} 90 1`) }).waitFor()
+    await shoot(page, 'balances-at-date')
+
+    // History: metadata shown; kind and metadata filters; the statement of what they choose.
+    await go(page, 'History')
+    await page.getByText('order', { exact: true }).first().waitFor()
+    await page.getByRole('definition').filter({ hasText: 'A-1' }).waitFor()
+    await page.getByLabel('Kind').selectOption({ label: 'Issuance' })
+    await page.getByText('Issuance ·').waitFor()
+    await page.getByText('Sent to').waitFor({ state: 'detached' })
+    await page.getByLabel('Kind').selectOption({ label: 'Every kind' })
+    await page.getByLabel('Metadata key').fill('order')
+    await page.getByLabel('Metadata value').fill('A-2')
+    await page.getByText('No transactions match these filters.').waitFor()
+    await page.getByLabel('Metadata value').fill('A-1')
+    await page.getByText(`Sent to ${dave.username}`).waitFor()
+    await shoot(page, 'history-filters')
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download statement (CSV)' }).click()])
+    assert.match(download.suggestedFilename(), /^statement-wallet-\d+-\d{4}-\d{2}-\d{2}\.csv$/)
+    const statement = fs.readFileSync(await download.path(), 'utf8').split('\r\n')
+    assert.equal(statement[0], 'id,created_at,kind,direction,counterparty_wallet_address,counterparty_username,asset,quantity,memo,metadata')
+    assert.equal(statement.length, 3, statement.join('\n'))
+    assert.match(statement[1], new RegExp(`,transfer,sent,[a-z]+,${dave.username},${copper.name},-10,order,"{""order"":""A-1""}"$`))
+
+    // A batch pasted, all or nothing: confirmed, then both sent.
+    await go(page, 'Batch', 'Batch send')
+    await page.getByLabel('Transfers').fill(`recipient,asset,quantity,memo\n${dave.username},${copper.name},2,first\n${dave.username},${copper.name},3,"second, with a comma"\n`)
+    await page.getByRole('button', { name: 'Send batch' }).click()
+    await page.getByRole('dialog').getByText('5 ' + copper.name + ' in all').waitFor()
+    await confirmDialog(page, 'Send batch')
+    await page.getByText('2 of 2 transfers sent.').waitFor()
+    // All or nothing with one line too large: nothing is sent, and the line is named.
+    await page.getByLabel('Transfers').fill(`${dave.username},${copper.name},1\n${dave.username},${copper.name},1000`)
+    await page.getByRole('button', { name: 'Send batch' }).click()
+    await confirmDialog(page, 'Send batch')
+    await page.getByRole('alert').filter({ hasText: 'Nothing was sent: line 2 was refused. There is not enough in this wallet for that.' }).waitFor()
+    // Each on its own, from an uploaded file: one sent, one refused in words.
+    await page.getByLabel('All or nothing').uncheck()
+    await page.getByLabel('Or upload a CSV file').setInputFiles({ name: 'pay.csv', mimeType: 'text/csv', buffer: Buffer.from(`${dave.username},${copper.name},4,upload\r\nnosuchuser${suffix},${copper.name},1\r\n`) })
+    await page.getByRole('button', { name: 'Send batch' }).click()
+    await confirmDialog(page, 'Send batch')
+    await page.getByText('1 of 2 transfers sent.').waitFor()
+    await page.getByText('Line 2: not sent. There is no user with that username.').waitFor()
+    await shoot(page, 'batch-result')
+    // A line that is not a transfer is refused before anything is sent.
+    await page.getByLabel('Transfers').fill(`${dave.username},${copper.name},1.5`)
+    await page.getByRole('button', { name: 'Send batch' }).click()
+    await page.getByRole('alert').filter({ hasText: 'Line 1: the quantity is a whole number of at least 1.' }).waitFor()
+    await go(page, 'Balances')
+    await page.getByRole('row', { name: new RegExp(`${copper.name} 81 1`) }).waitFor()
     assert.deepEqual(watches.flatMap((w) => w.problems), [])
   })
 

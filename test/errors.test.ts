@@ -49,6 +49,8 @@ const CONTRACT: Record<string, [number, string]> = {
   I003: [400, 'Quantity Overflow'],
   I004: [409, 'Asset Name Taken'],
   I005: [409, 'Asset In Use'],
+  T000: [404, 'Transaction Not Found'],
+  T001: [409, 'Transaction Not Reversible'],
 }
 
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
@@ -80,7 +82,7 @@ describe('the error table', () => {
 
   it('gives every code a well-formed name, an error status and a non-empty message', () => {
     for (const [code, entry] of Object.entries(ERRORS)) {
-      assert.match(code, /^[GSUWAI]\d{3}$/)
+      assert.match(code, /^[GSUWAIHT]\d{3}$/)
       assert.ok(Number.isInteger(entry.status) && entry.status >= 400 && entry.status <= 599, `${code} status ${entry.status}`)
       assert.ok(entry.message.trim().length > 0, `${code} message`)
     }
@@ -170,6 +172,12 @@ describe('every code, provoked through HTTP', () => {
     },
     I004: () => inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'GOLD', value: 3 } }),
     I005: () => inject({ method: 'DELETE', url: `/assets/${gold.id}`, headers: t.admin }),
+    T000: () => inject({ method: 'POST', url: '/wallet/transactions/987654/refund', headers: alice.auth }),
+    T001: async () => {
+      const sent = await inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      assert.equal(sent.statusCode, 201, sent.body)
+      return inject({ method: 'POST', url: `/wallet/transactions/${sent.json().id}/refund`, headers: bob.auth, payload: { assets: { gold: 2 } } })
+    },
   }
 
   /** Runs `request` as a fresh user of a second app whose storage `breakIt` has broken. */

@@ -242,6 +242,7 @@ type Op =
   | { kind: 'transfer'; actor: number | 'owner'; from: number; to: number; by: 0 | 1 | 2; lines: { asset: number; quantity: number }[] }
   | { kind: 'assign'; actor: number | 'owner'; wallet: number; user: number }
   | { kind: 'delete'; actor: number | 'owner'; wallet: number }
+  | RefundOp
   | BatchOp
   | IssuancesOp
 
@@ -282,6 +283,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('assign' as const), actor, wallet: walletIndex, user: fc.integer({ min: 0, max: USERS - 1 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), actor, wallet: walletIndex }) },
+  { weight: 2, arbitrary: refundOp() },
   { weight: 2, arbitrary: batchOp() },
   { weight: 1, arbitrary: issuancesOp() },
 )
@@ -297,6 +299,45 @@ function batchOp(): fc.Arbitrary<BatchOp> {
 
 function issuancesOp(): fc.Arbitrary<IssuancesOp> {
   return fc.record({ kind: fc.constant('issuances' as const), asset: assetIndex, entries: fc.array(fc.record({ wallet: walletIndex, quantity }), { minLength: 1, maxLength: 4 }) })
+}
+
+// Refunds (issue 18): an op, and what the model remembers of transfers to predict them.
+
+/** A refund by the receiving wallet of the `pick`-th successful transfer so far: of `lines`, or of everything left. */
+type RefundOp = { kind: 'refund'; pick: number; lines: { asset: number; quantity: number }[] | undefined }
+
+function refundOp(): fc.Arbitrary<RefundOp> {
+  const small = fc.integer({ min: 1, max: 40 })
+  return fc.record({
+    kind: fc.constant('refund' as const),
+    pick: fc.nat({ max: 1000 }),
+    lines: fc.option(fc.uniqueArray(fc.record({ asset: assetIndex, quantity: small }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }), { nil: undefined }),
+  })
+}
+
+/** The successful transfers of a sequence and what has been refunded of each. */
+class RefundBook {
+  transfers: { id: number; from: number; to: number; lines: Map<number, number>; refunded: Map<number, number> }[] = []
+
+  record(id: number, from: number, to: number, lines: { asset: number; quantity: number }[]): void {
+    this.transfers.push({ id, from, to, lines: new Map(lines.map((line) => [line.asset, line.quantity])), refunded: new Map() })
+  }
+
+  /**
+   * The answer a refund gets, in the service's order: nothing left by default (T001), a deleted
+   * sender (W000), more than is left (T001), then the move's own checks; applied to the model when 201.
+   */
+  refund(model: Model, entry: RefundBook['transfers'][number], requested: RefundOp['lines'], walletIds: number[]): Answer {
+    const left = (asset: number) => (entry.lines.get(asset) ?? 0) - (entry.refunded.get(asset) ?? 0)
+    const lines = requested ?? [...entry.lines.keys()].filter((asset) => left(asset) > 0).map((asset) => ({ asset, quantity: left(asset) }))
+    if (lines.length === 0) return { status: 409, code: 'T001' }
+    if (model.deleted.has(entry.from)) return { status: 404, code: 'W000' }
+    if (lines.some((line) => line.quantity > left(line.asset))) return { status: 409, code: 'T001' }
+    const failed = model.move(entry.to, entry.from, lines, walletIds)
+    if (failed) return failed
+    for (const line of lines) entry.refunded.set(line.asset, (entry.refunded.get(line.asset) ?? 0) + line.quantity)
+    return { status: 201 }
+  }
 }
 
 /** The rules of the ledger and of wallet access, as a user reads them in the contract. */
@@ -527,6 +568,7 @@ describe('random operation sequences against a model', () => {
         sequences++
         const { users, walletIds, addresses, assets } = await setUp(run)
         const model = new Model()
+        const refunds = new RefundBook()
         // Every primary wallet starts with some of each asset, so that transfers have something to move.
         for (let wallet = 0; wallet < USERS; wallet++) {
           for (let asset = 0; asset < ASSETS; asset++) {
@@ -570,6 +612,15 @@ describe('random operation sequences against a model', () => {
             if (step.by !== 0 && model.deleted.has(to)) expected = { status: 404, code: 'W000' }
             else if (to === step.from) expected = { status: 400, code: 'W013' }
             else expected = model.move(step.from, to, step.lines, walletIds) ?? { status: 201 }
+            if (response.statusCode === 201) refunds.record(response.json().id, step.from, to, step.lines)
+          } else if (step.kind === 'refund') {
+            const entry = refunds.transfers[step.pick % Math.max(1, refunds.transfers.length)]
+            if (!entry) continue
+            const user = model.owner[entry.to]
+            if (!(await activate(user, entry.to, where))) continue
+            const payload = step.lines === undefined ? undefined : { assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+            response = await t.app.inject({ method: 'POST', url: `/wallet/transactions/${entry.id}/refund`, headers: auth(user), ...(payload ? { payload } : {}) })
+            expected = refunds.refund(model, entry, step.lines, walletIds)
           } else if (step.kind === 'batch') {
             const user = model.actorOf(step.actor, step.from)
             if (!(await activate(user, step.from, where))) continue

@@ -1,4 +1,4 @@
-import { CofferError, type ErrorCode } from './api.ts'
+import { CofferError, type ErrorCode, type Transaction } from './api.ts'
 
 /**
  * Every error the service can answer, in words a person understands. Typed by the client's error
@@ -39,7 +39,22 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   I003: 'That amount is too large: a balance would go beyond the largest number Coffer can hold.',
   I004: 'An asset with that name already exists.',
   I005: 'This asset cannot be deleted while any wallet holds some of it. Burn it from every wallet first, then delete it.',
+  T000: 'That transaction does not exist, or it is not one this wallet can refund.',
+  T001: 'That cannot be reversed: it is a reversal itself, or more than what is left of it was asked for.',
 }
+
+/** The kinds of transaction, as a person reads them. */
+export const KIND_TEXT: Record<Transaction['kind'], string> = {
+  transfer: 'Transfer',
+  issuance: 'Issuance',
+  burn: 'Burn',
+  sweep: 'Deleted wallet swept',
+  capture: 'Capture',
+  reversal: 'Reversal',
+}
+
+/** A filter's choice of kind: every kind, or one. */
+export const KIND_OPTIONS: [string, string][] = [['', 'Every kind'], ...Object.entries(KIND_TEXT)]
 
 export interface ShownError {
   text: string

@@ -1,6 +1,7 @@
+import type { ComponentChildren } from 'preact'
 import type { Transaction } from './api.ts'
 import { formatQuantity, formatTime } from './format.ts'
-import type { ShownError } from './text.ts'
+import { KIND_TEXT, type ShownError } from './text.ts'
 import { Empty, ErrorNotice, Loading, Pager } from './ui.tsx'
 
 /** Who the other side of a transaction is, as a person reads it. */
@@ -12,7 +13,31 @@ function party(username: string | undefined, address: string): string {
  * Transactions as a list, newest first. Seen from `walletId` each says "Sent to" or "Received
  * from"; without one (the operator's journal) it names both sides.
  */
-function TransactionList({ transactions, walletId }: { transactions: Transaction[]; walletId?: number }) {
+/** What kind of transaction it is, when it is not a plain transfer: "Issuance", "Reversal of transaction 12", … */
+function kindLabel(transaction: Transaction): string | undefined {
+  if (transaction.kind === 'transfer') return undefined
+  if (transaction.kind === 'reversal' && transaction.reverses !== undefined) return `${KIND_TEXT.reversal} of transaction ${transaction.reverses}`
+  if (transaction.kind === 'capture' && transaction.hold_id !== undefined) return `${KIND_TEXT.capture} of hold ${transaction.hold_id}`
+  return KIND_TEXT[transaction.kind]
+}
+
+/** A transaction's metadata as a short list of "key: value". */
+function MetadataList({ metadata }: { metadata: Record<string, string> }) {
+  const entries = Object.entries(metadata)
+  if (entries.length === 0) return null
+  return (
+    <dl class="metadata" aria-label="Metadata">
+      {entries.map(([key, value]) => (
+        <div key={key}>
+          <dt>{key}</dt>
+          <dd>{value}</dd>
+        </div>
+      ))}
+    </dl>
+  )
+}
+
+function TransactionList({ transactions, walletId, actions }: { transactions: Transaction[]; walletId?: number; actions?: (transaction: Transaction) => ComponentChildren }) {
   return (
     <ul class="transactions">
       {transactions.map((transaction) => {
@@ -41,10 +66,13 @@ function TransactionList({ transactions, walletId }: { transactions: Transaction
               ))}
             </p>
             <p class="meta">
+              {kindLabel(transaction) && <span class="kind">{kindLabel(transaction)} · </span>}
               <time dateTime={transaction.created_at}>{formatTime(transaction.created_at)}</time>
               <span> · transaction {transaction.id}</span>
               {transaction.memo && <span class="memo"> · “{transaction.memo}”</span>}
             </p>
+            <MetadataList metadata={transaction.metadata} />
+            {actions?.(transaction)}
           </li>
         )
       })}
@@ -59,19 +87,21 @@ export type Cursors = (number | undefined)[]
  * One page of transactions with its error, loading and empty states and the pager, for a
  * wallet's history and the operator's journal. `empty` is what an empty page says.
  */
-export function TransactionPage({ page, cursors, setCursors, walletId, empty }: {
+export function TransactionPage({ page, cursors, setCursors, walletId, empty, actions }: {
   page: { data?: { data: Transaction[]; next: number | undefined }; loading: boolean; error: ShownError | undefined }
   cursors: Cursors
   setCursors: (cursors: Cursors) => void
   walletId?: number
   empty: string
+  /** Controls under each transaction (a refund, a reversal). */
+  actions?: (transaction: Transaction) => ComponentChildren
 }) {
   return (
     <>
       <ErrorNotice error={page.error} />
       {page.loading && <Loading what="transactions" />}
       {page.data && page.data.data.length === 0 && <Empty>{empty}</Empty>}
-      {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={walletId} />}
+      {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={walletId} actions={actions} />}
       <Pager
         first={cursors.length === 1}
         hasOlder={page.data?.next !== undefined}

@@ -29,7 +29,7 @@ interface FieldProps {
   onValue: (value: string) => void
   /** Read with the field: the rule it follows, or what happens. */
   hint?: string
-  type?: 'text' | 'password' | 'search' | 'url' | 'date'
+  type?: 'text' | 'password' | 'search' | 'url' | 'date' | 'datetime-local'
   required?: boolean
   autoComplete?: string
   inputMode?: 'numeric' | 'decimal' | 'text'

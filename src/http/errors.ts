@@ -39,6 +39,8 @@ export const ERRORS = {
   I003: { status: 400, message: 'Quantity Overflow' },
   I004: { status: 409, message: 'Asset Name Taken' },
   I005: { status: 409, message: 'Asset In Use' },
+  T000: { status: 404, message: 'Transaction Not Found' },
+  T001: { status: 409, message: 'Transaction Not Reversible' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -79,6 +81,8 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   I003: 'a quantity or a resulting holding would exceed 2^53-1',
   I004: 'an asset with this name exists (names are unique case-insensitively)',
   I005: 'the asset is still held; burn every holding of it first',
+  T000: 'no such transaction, or not one the caller may refund (only the receiving wallet of a transfer or capture may)',
+  T001: 'a reversal cannot be reversed, and all reversals of a transaction together never move back more of an asset than it moved',
 }
 
 export interface ErrorBody {

@@ -4,7 +4,7 @@ import type { Database } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { Id, IdParams, IdString, parseId, responses } from '../http/schemas.ts'
 import * as assets from './assets.service.ts'
-import { Asset, AssetName, AssetValue, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
+import { Asset, AssetName, AssetValue, IdempotencyHeaders, Metadata, Quantity, ReversalBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface AssetsRoutesOptions {
@@ -57,6 +57,16 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
     async (request, reply) => {
       const transaction = await ledger.issue(parseId(request.params.walletid), request.body.id, request.body.quantity, request.body.metadata)
       return reply.status(201).send(transaction)
+    },
+  )
+
+  app.post(
+    '/transactions/:id/reversal',
+    { ...admin, schema: { tags, params: IdParams('id'), body: ReversalBody, headers: IdempotencyHeaders, response: responses(201, Transaction) } },
+    async (request, reply) => {
+      const result = await ledger.reverse(parseId(request.params.id), request.body, request.headers['idempotency-key'])
+      if (result.replayed) reply.header('idempotent-replayed', 'true')
+      return reply.status(result.status).send(result.body)
     },
   )
 

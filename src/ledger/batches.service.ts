@@ -4,7 +4,7 @@ import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { Transaction } from './ledger.types.ts'
 import { committed, firstFailure, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
-import { resolveTransfer } from './transfers.service.ts'
+import { Lookups, resolveTransfer } from './transfers.service.ts'
 
 /**
  * POST /wallet/transactions/batch: up to 100 transfers of one wallet in one request, the way
@@ -51,65 +51,62 @@ type Reply = { status: number; body: BatchBody }
 /** The unit's Idempotency-Key record with the response it stores, when the request has a key. */
 type Keyed = (respond: (outcomes: Outcome[]) => Reply) => UnitIdempotency | undefined
 
-export class BatchesService {
-  readonly #db: Db
-  readonly #committer: GroupCommitter
-  readonly #idempotency: Idempotency
+/** What a batch goes through: the transfers' own parts (`ledger.service.ts` createLedger builds them once). */
+export interface TransferPath {
+  db: Db
+  committer: GroupCommitter
+  /** Shared with single transfers: one key space per wallet, one set of keys in flight (G004). */
+  idempotency: Idempotency
+}
 
-  constructor(db: Db, committer: GroupCommitter, idempotency: Idempotency) {
-    this.#db = db
-    this.#committer = committer
-    this.#idempotency = idempotency
+/**
+ * Sends the batch's transfers from the wallet. Atomic: answers 201 `{transactions}` in request
+ * order, or throws the first failing transfer's error (U003, W000, G000, W013, I001, I002, I003)
+ * with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in request
+ * order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
+ */
+export function sendBatch(path: TransferPath, walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>> {
+  const atomic = request.atomic ?? true
+  return path.idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
+    const lookups = new Lookups(path.db)
+    const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
+    // A database fault while resolving fails the whole request, as it would a transfer.
+    for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
+    const keyed: Keyed = (respond) => record && { walletId, ...record, respond }
+    return atomic ? sendAtomic(path.committer, resolved, keyed) : sendEach(path.committer, resolved, keyed)
+  })
+}
+
+async function sendAtomic(committer: GroupCommitter, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
+  const moves: Move[] = []
+  for (const [index, result] of resolved.entries()) {
+    if (result.status === 'rejected') throw itemError('transfers', index, result.reason)
+    moves.push(result.value)
   }
+  const respond = (outcomes: Outcome[]) => ({ status: 201, body: { transactions: committed(outcomes) } })
+  const outcomes = await committer.runUnit({ moves, atomic: true, idempotency: keyed(respond) })
+  const failure = firstFailure(outcomes)
+  if (failure) throw itemError('transfers', failure.index, failure.error)
+  return respond(outcomes)
+}
 
-  /**
-   * Sends the batch's transfers from the wallet. Atomic: answers 201 `{transactions}` in request
-   * order, or throws the first failing transfer's error (U003, W000, G000, W013, I001, I002, I003)
-   * with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in request
-   * order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
-   */
-  send(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>> {
-    const atomic = request.atomic ?? true
-    return this.#idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
-      const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(this.#db, walletId, transfer)))
-      // A database fault while resolving fails the whole request, as it would a transfer.
-      for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
-      const keyed: Keyed = (respond) => record && { walletId, ...record, respond }
-      return atomic ? this.#sendAtomic(resolved, keyed) : this.#sendEach(resolved, keyed)
-    })
-  }
-
-  async #sendAtomic(resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
-    const moves: Move[] = []
-    for (const [index, result] of resolved.entries()) {
-      if (result.status === 'rejected') throw itemError('transfers', index, result.reason)
+async function sendEach(committer: GroupCommitter, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
+  // The transfers that resolved go to the ledger, in request order; `slots` maps them back.
+  const slots: number[] = []
+  const moves: Move[] = []
+  for (const [index, result] of resolved.entries()) {
+    if (result.status === 'fulfilled') {
+      slots.push(index)
       moves.push(result.value)
     }
-    const respond = (outcomes: Outcome[]) => ({ status: 201, body: { transactions: committed(outcomes) } })
-    const outcomes = await this.#committer.runUnit({ moves, atomic: true, idempotency: keyed(respond) })
-    const failure = firstFailure(outcomes)
-    if (failure) throw itemError('transfers', failure.index, failure.error)
-    return respond(outcomes)
   }
-
-  async #sendEach(resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
-    // The transfers that resolved go to the ledger, in request order; `slots` maps them back.
-    const slots: number[] = []
-    const moves: Move[] = []
-    for (const [index, result] of resolved.entries()) {
-      if (result.status === 'fulfilled') {
-        slots.push(index)
-        moves.push(result.value)
-      }
-    }
-    const respond = (outcomes: Outcome[]) => {
-      const results = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
-      outcomes.forEach((outcome, i) => (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: outcome.transaction } : failed(outcome.error)))
-      return { status: 200, body: { results: results as BatchResult[] } }
-    }
-    const outcomes = moves.length === 0 ? [] : await this.#committer.runUnit({ moves, atomic: false, idempotency: keyed(respond) })
-    return respond(outcomes)
+  const respond = (outcomes: Outcome[]) => {
+    const results = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
+    outcomes.forEach((outcome, i) => (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: outcome.transaction } : failed(outcome.error)))
+    return { status: 200, body: { results: results as BatchResult[] } }
   }
+  const outcomes = moves.length === 0 ? [] : await committer.runUnit({ moves, atomic: false, idempotency: keyed(respond) })
+  return respond(outcomes)
 }
 
 function failed(error: unknown): BatchResult {

@@ -6,8 +6,9 @@ import { findIdempotencyKey } from './idempotency.repository.ts'
 import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
- * Idempotency-Keys of POST /wallet/transactions and POST /wallet/transactions/batch (one key space
- * per wallet): a repeat of a request answers with the first response and moves nothing.
+ * Idempotency-Keys of POST /wallet/transactions, POST /wallet/transactions/batch and refunds (one
+ * key space per wallet; the operator's reversals use mint's): a repeat of a request answers with
+ * the first response and moves nothing.
  *
  * - The first request's response is stored with its transfer, in the same database transaction
  *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed (a batch's
@@ -36,10 +37,12 @@ export interface Answer<T> {
 
 export type SendResult = Answer<Transaction>
 
-/** What the transfer stores with its key: the key and the request's fingerprint. */
+/** What the transfer stores with its key: the key, the request's fingerprint and whose keys it is among. */
 export interface IdempotencyRecord {
   key: string
   requestHash: string
+  /** Whose keys it is among, when not the sending wallet's (the operator's reversals: mint's). */
+  walletId?: number
 }
 
 /**
@@ -50,12 +53,7 @@ export interface IdempotencyRecord {
  */
 function canonicalTransfer(request: SendRequest): unknown[] {
   const type = request.type ?? 0
-  const assets = new Map<string, number>()
-  for (const [name, quantity] of Object.entries(request.assets)) {
-    const key = name.toLowerCase()
-    assets.set(key, (assets.get(key) ?? 0) + quantity)
-  }
-  const lines = [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  const lines = canonicalAssets(request.assets)
   const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]
   // No metadata and `{}` alike add nothing, so keys stored before metadata existed still match.
   const metadata = canonicalMetadata(request.metadata)
@@ -63,23 +61,40 @@ function canonicalTransfer(request: SendRequest): unknown[] {
   return fields
 }
 
+/**
+ * Asset quantities written one way for a fingerprint: names lower-cased (they are
+ * case-insensitive), quantities of one asset named twice added up, as the move does, by name.
+ */
+export function canonicalAssets(requested: Record<string, number>): [string, number][] {
+  const assets = new Map<string, number>()
+  for (const [name, quantity] of Object.entries(requested)) {
+    const key = name.toLowerCase()
+    assets.set(key, (assets.get(key) ?? 0) + quantity)
+  }
+  return [...assets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
 /** Metadata written one way for a fingerprint: its entries by key. */
-function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
+export function canonicalMetadata(metadata: Metadata | undefined): [string, string][] {
   return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
-function hash(canonical: unknown[]): string {
+/**
+ * The fingerprint of a request's fields written one way; the fields start with what the request
+ * is (a batch, a refund…), so that requests of two routes never match.
+ */
+export function hashRequest(canonical: unknown[]): string {
   return crypto.createHash('sha256').update(JSON.stringify(canonical)).digest('hex')
 }
 
 /** The fingerprint of a transfer (`canonicalTransfer`). */
 function fingerprintTransfer(request: SendRequest): string {
-  return hash(canonicalTransfer(request))
+  return hashRequest(canonicalTransfer(request))
 }
 
 /** The fingerprint of a batch: its transfers in order, and whether it is atomic; never a transfer's. */
 export function fingerprintBatch(transfers: SendRequest[], atomic: boolean): string {
-  return hash(['batch', atomic, transfers.map(canonicalTransfer)])
+  return hashRequest(['batch', atomic, transfers.map(canonicalTransfer)])
 }
 
 async function replay<T>(db: Executor, walletId: number, key: string, requestHash: string): Promise<Answer<T> | undefined> {
@@ -119,7 +134,7 @@ export class Idempotency {
     if (this.#inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
     this.#inFlight.add(flightKey)
     try {
-      return { ...(await work({ key, requestHash })), replayed: false }
+      return { ...(await work({ key, requestHash, walletId })), replayed: false }
     } catch (error) {
       // Another instance committed the same key first: answer with its result.
       if (error instanceof IdempotencyConflict || isUniqueViolation(error)) {

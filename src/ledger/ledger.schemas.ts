@@ -24,6 +24,18 @@ export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: META
 /** Every kind of transaction (`ledger.types.ts` TRANSACTION_KINDS). */
 export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
 
+/** The body of a refund or reversal: every field optional, so no body and `{}` alike move back all that is left. */
+export const ReversalBody = Type.Object({
+  memo: Type.Optional(Type.String({ maxLength: 64 })),
+  assets: Type.Optional(Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity to move back; by default all that is left' })),
+  metadata: Type.Optional(Metadata),
+})
+
+/** An optional Idempotency-Key header: printable ASCII, space included (HTTP trims it at either end). */
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
+})
+
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
 export const Holding = Type.Object({ asset: Asset, quantity: Type.Integer() })
 

@@ -1,17 +1,19 @@
 import type { Database, Executor } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
-import { BatchesService, type BatchBody, type BatchRequest } from './batches.service.ts'
+import { sendBatch, type BatchBody, type BatchRequest } from './batches.service.ts'
 import { GroupCommitter } from './group-committer.ts'
 import { Idempotency, type Answer, type SendRequest, type SendResult } from './idempotency.ts'
 import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
 import type { EventWriter, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
+import { ReversalsService, type ReversalRequest } from './reversals.service.ts'
 import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
 export type { SendRequest, SendResult } from './idempotency.ts'
 export type { BatchBody, BatchRequest } from './batches.service.ts'
 export type { IssuanceRequest } from './issuance.service.ts'
+export type { ReversalRequest } from './reversals.service.ts'
 
 /**
  * The ledger as one part, built once per app (`buildApp`) or per CLI run from its storage, its
@@ -34,6 +36,10 @@ export interface Ledger {
    * holding of `to` would overflow.
    */
   sweep(trx: Executor, from: number, to: number, memo: string): Promise<Transaction | undefined>
+  /** POST /wallet/transactions/{id}/refund (`reversals.service.ts`). */
+  refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
+  /** POST /transactions/{id}/reversal (`reversals.service.ts`). */
+  reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
 }
@@ -58,13 +64,13 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
-  // One key space per wallet for transfers and batches, and one set of keys in flight (G004).
+  // One key space per wallet for transfers, batches and refunds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db)
   const transfers = new TransfersService(db, committer, idempotency)
-  const batches = new BatchesService(db, committer, idempotency)
+  const reversals = new ReversalsService(db, events, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
-    sendBatch: (walletId, request, idempotencyKey) => batches.send(walletId, request, idempotencyKey),
+    sendBatch: (walletId, request, idempotencyKey) => sendBatch({ db, committer, idempotency }, walletId, request, idempotencyKey),
     issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
     issueToMany: (request) => issueToMany(db, events, request),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
@@ -72,6 +78,8 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
       const lines = await listHoldings(trx, from)
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
+    refund: (walletId, transactionId, request, idempotencyKey) => reversals.refund(walletId, transactionId, request, idempotencyKey),
+    reverse: (transactionId, request, idempotencyKey) => reversals.reverse(transactionId, request, idempotencyKey),
     close: () => committer.close(),
   }
 }

@@ -60,7 +60,8 @@ export interface MoveRecord {
   from: number
   to: number
   lines: Line[]
-  idempotency?: { key: string; requestHash: string }
+  /** `walletId`: whose keys it is among, when not the sender's (the operator's reversals). */
+  idempotency?: { key: string; requestHash: string; walletId?: number }
 }
 
 export interface WalletState extends WalletLabel {
@@ -166,6 +167,44 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], events: Even
   }
   const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
   return { wallets, holdings, reserved }
+}
+
+/** What is left to reverse of a transaction, by asset id, and whether it may be reversed at all. */
+export interface Reversible {
+  /** False for a reversal (never reversed itself). */
+  reversible: boolean
+  left: Map<number, number>
+}
+
+/**
+ * What is left to reverse of each of these transactions: what it moved of each asset less what
+ * all its reversals moved back. Read once the batch holds its wallets' turns (`lockMoves`): every
+ * reversal of a transaction moves between its two wallets, so no other reversal of it can commit
+ * meanwhile, and on PostgreSQL this statement's snapshot already sees every one that did.
+ */
+export async function findReversible(trx: Executor, transactionIds: number[]): Promise<Map<number, Reversible>> {
+  const { rows: moved } = await sql<{ id: number; kind: string; asset_id: number; quantity: number }>`
+    select transactions.id, transactions.kind, transaction_assets.asset_id, transaction_assets.quantity
+    from transactions join transaction_assets on transaction_assets.transaction_id = transactions.id
+    where ${anyOf(trx, sql.ref('transactions.id'), transactionIds)}`.execute(trx)
+  const { rows: reversed } = await sql<{ reverses: number; asset_id: number; quantity: number | string }>`
+    select transactions.reverses, transaction_assets.asset_id, sum(transaction_assets.quantity) as quantity
+    from transactions join transaction_assets on transaction_assets.transaction_id = transactions.id
+    where ${anyOf(trx, sql.ref('transactions.reverses'), transactionIds)}
+    group by transactions.reverses, transaction_assets.asset_id`.execute(trx)
+  const found = new Map<number, Reversible>()
+  for (const row of moved) {
+    const id = Number(row.id)
+    const entry = found.get(id) ?? { reversible: row.kind !== 'reversal', left: new Map<number, number>() }
+    entry.left.set(Number(row.asset_id), Number(row.quantity))
+    found.set(id, entry)
+  }
+  for (const row of reversed) {
+    const left = found.get(Number(row.reverses))?.left
+    const assetId = Number(row.asset_id)
+    if (left) left.set(assetId, (left.get(assetId) ?? 0) - Number(row.quantity))
+  }
+  return found
 }
 
 /** SQLite: ids for the batch's new transactions and events, after the largest ever used. */

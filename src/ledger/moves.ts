@@ -2,7 +2,7 @@ import type { Executor } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction, type TransactionKind } from './ledger.types.ts'
-import { holdingKey, lockMoves, reserveIds, writeMoves, type BatchWrites, type IdempotencyRow, type Locked } from './moves.repository.ts'
+import { findReversible, holdingKey, lockMoves, reserveIds, writeMoves, type BatchWrites, type IdempotencyRow, type Locked, type Reversible } from './moves.repository.ts'
 import { toTransaction } from './transactions.repository.ts'
 
 /**
@@ -15,8 +15,9 @@ import { toTransaction } from './transactions.repository.ts'
  * 1. lock (`moves.repository.ts` lockMoves): every wallet and holding the batch touches, read and
  *    locked in id order; on PostgreSQL with the wallets' turns and the ids of the new rows.
  * 2. check (here): each move in order against those balances in memory, exactly as one transfer
- *    after the other would: W000 (a wallet deleted), then I002 / I003 per line in (wallet, asset)
- *    order. A move that fails changes nothing; its outcome carries its error.
+ *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
+ *    reversal, or less than asked is left of it: `findReversible`), then I002 / I003 per line in
+ *    (wallet, asset) order. A move that fails changes nothing; its outcome carries its error.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
  *    table (holdings, transactions, lines, running balances, the events of the event writer,
  *    idempotency keys); on PostgreSQL all in one statement.
@@ -36,7 +37,7 @@ export interface Move {
   /** A capture's hold. */
   holdId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
-  idempotency?: { key: string; requestHash: string }
+  idempotency?: { key: string; requestHash: string; walletId?: number }
 }
 
 /**
@@ -83,7 +84,7 @@ interface Planned {
 }
 
 /** Adds `delta` to the value under `key`, remembering the value before (to undo a unit). */
-function addTo(map: Map<string, number>, key: string, delta: number, undo: (() => void)[]): void {
+function addTo<K>(map: Map<K, number>, key: K, delta: number, undo: (() => void)[]): void {
   const before = map.get(key)
   undo.push(() => (before === undefined ? map.delete(key) : map.set(key, before)))
   map.set(key, (before ?? 0) + delta)
@@ -95,7 +96,7 @@ function addTo(map: Map<string, number>, key: string, delta: number, undo: (() =
  * error of each failing move by unit and move index, the moves that pass, and the net change of
  * every holding they touch.
  */
-function planMoves(units: Unit[], locked: Locked): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number> } {
+function planMoves(units: Unit[], locked: Locked, reversible: Map<number, Reversible>): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number> } {
   const balances = new Map(locked.holdings)
   const failed = new Map<number, Map<number, AppError>>()
   const planned: Planned[] = []
@@ -104,13 +105,16 @@ function planMoves(units: Unit[], locked: Locked): { failed: Map<number, Map<num
     const undo: (() => void)[] = []
     const passed: Planned[] = []
     for (const [member, move] of unit.moves.entries()) {
-      const error = checkMove(move, locked, balances)
+      const error = checkMove(move, locked, balances, reversible)
       if (error) {
         failed.set(index, (failed.get(index) ?? new Map<number, AppError>()).set(member, error))
         if (!unit.atomic) continue
         for (const step of undo.reverse()) step()
         return
       }
+      // What a reversal takes back is no longer left for the next.
+      const left = move.reverses === undefined ? undefined : reversible.get(move.reverses)?.left
+      if (left) for (const line of move.lines) addTo(left, line.asset.id, -line.quantity, undo)
       const after: [number, number, number][] = []
       for (const { walletId, line, delta } of changesOf(move)) {
         const key = holdingKey(walletId, line.asset.id)
@@ -136,9 +140,17 @@ function changesOf(move: Move) {
     .sort((a, b) => a.walletId - b.walletId || a.line.asset.id - b.line.asset.id)
 }
 
-function checkMove(move: Move, locked: Locked, balances: Map<string, number>): AppError | undefined {
+function checkMove(move: Move, locked: Locked, balances: Map<string, number>, reversible: Map<number, Reversible>): AppError | undefined {
   for (const walletId of [move.from, move.to]) {
     if (!locked.wallets.get(walletId)?.live) return new AppError('W000', `wallet ${walletId} has been deleted`)
+  }
+  if (move.reverses !== undefined) {
+    const original = reversible.get(move.reverses)
+    if (!original?.reversible) return new AppError('T001', `transaction ${move.reverses} is a reversal, which cannot be reversed`)
+    for (const line of move.lines) {
+      const left = original.left.get(line.asset.id) ?? 0
+      if (line.quantity > left) return new AppError('T001', `${left} of ${line.asset.name} is left to reverse of transaction ${move.reverses}, ${line.quantity} requested`)
+    }
   }
   for (const { walletId, line, delta } of changesOf(move)) {
     const held = balances.get(holdingKey(walletId, line.asset.id)) ?? 0
@@ -159,7 +171,10 @@ function checkMove(move: Move, locked: Locked, balances: Map<string, number>): A
 export async function applyUnits(trx: Executor, units: Unit[], events: EventWriter): Promise<Outcome[][]> {
   const moves = units.flatMap((unit) => unit.moves)
   const locked = await lockMoves(trx, moves, events)
-  const { failed, planned, deltas } = planMoves(units, locked)
+  // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
+  const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
+  const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
+  const { failed, planned, deltas } = planMoves(units, locked, reversible)
   const outcomes: Outcome[][] = units.map((unit, index) => unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })))
   if (planned.length === 0) return outcomes
 

@@ -222,6 +222,12 @@ export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 
   return page(db, rows, filter.limit)
 }
 
+/** One transaction by id, as answered; undefined when there is none. */
+export async function findTransaction(db: Executor, id: number): Promise<Transaction | undefined> {
+  const rows = await db.selectFrom('transactions').select(STORED_FIELDS).where('id', '=', id).execute()
+  return (await hydrate(db, rows))[0]
+}
+
 /** Transactions of these rows, each with its lines (by asset name) and its wallets' labels. */
 async function hydrate(db: Executor, rows: StoredFields[]): Promise<Transaction[]> {
   if (rows.length === 0) return []

@@ -4,9 +4,9 @@ import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
-import { ErrorSchema, Timestamp } from '../http/schemas.ts'
+import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { Holding, Kind, Metadata, Quantity, Transaction } from './ledger.schemas.ts'
+import { Holding, IdempotencyHeaders, Kind, Metadata, Quantity, ReversalBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
@@ -26,11 +26,6 @@ const SendBody = Type.Object({
   // A username or an address is a string; only a wallet id (type 2) may also be a number.
   if: { required: ['type'], properties: { type: { const: 2 } } },
   else: { properties: { recipient: { type: 'string' } } },
-})
-
-const SendHeaders = Type.Object({
-  // Printable ASCII, space included (HTTP trims it at either end).
-  'idempotency-key': Type.Optional(Type.String({ pattern: '^[\\x20-\\x7e]{1,255}$' })),
 })
 
 /** The most transfers in one batch request. */
@@ -86,9 +81,19 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
 
   app.post(
     '/wallet/transactions',
-    { ...wallet, schema: { tags, body: SendBody, headers: SendHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
+    { ...wallet, schema: { tags, body: SendBody, headers: IdempotencyHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
     async (request, reply) => {
       const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      if (result.replayed) reply.header('idempotent-replayed', 'true')
+      return reply.status(result.status).send(result.body)
+    },
+  )
+
+  app.post(
+    '/wallet/transactions/:id/refund',
+    { ...wallet, schema: { tags, params: IdParams('id'), body: ReversalBody, headers: IdempotencyHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
+    async (request, reply) => {
+      const result = await ledger.refund(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -102,7 +107,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       schema: {
         tags,
         body: BatchBody,
-        headers: SendHeaders,
+        headers: IdempotencyHeaders,
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), 201: Type.Object({ transactions: Type.Array(Transaction) }), '4xx': ErrorSchema },
       },
     },

@@ -6,7 +6,7 @@ import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.
 import { findAssetByName } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import type { Idempotency, SendRequest, SendResult } from './idempotency.ts'
-import { MAX_QUANTITY, type Line } from './ledger.types.ts'
+import { MAX_QUANTITY, type Asset, type Line } from './ledger.types.ts'
 import type { Move } from './moves.ts'
 
 /**
@@ -40,10 +40,40 @@ async function resolveRecipient(db: Executor, recipient: string | number, type: 
   return wallet.id
 }
 
+/**
+ * The recipients and assets of one request, each looked up once however often it is named: a
+ * batch of 100 transfers to a few recipients makes a few lookups, not 100.
+ */
+export class Lookups {
+  readonly #db: Executor
+  readonly #recipients = new Map<string, Promise<number>>()
+  readonly #assets = new Map<string, Promise<Asset | undefined>>()
+
+  constructor(db: Executor) {
+    this.#db = db
+  }
+
+  /** `resolveRecipient`, once per recipient and type. */
+  recipient(recipient: string | number, type: 0 | 1 | 2): Promise<number> {
+    const key = `${type}:${String(recipient)}`
+    let found = this.#recipients.get(key)
+    if (!found) this.#recipients.set(key, (found = resolveRecipient(this.#db, recipient, type)))
+    return found
+  }
+
+  /** The live asset of this name (case-insensitive), once per name. */
+  asset(name: string): Promise<Asset | undefined> {
+    const key = name.toLowerCase()
+    let found = this.#assets.get(key)
+    if (!found) this.#assets.set(key, (found = findAssetByName(this.#db, name)))
+    return found
+  }
+}
+
 /** Resolves asset names to live assets. Throws I001 naming the first unknown one, I003 when one asset's quantities add up past the limit. */
-async function resolveLines(db: Executor, requested: Record<string, number>): Promise<Line[]> {
+export async function resolveLines(lookups: Lookups, requested: Record<string, number>): Promise<Line[]> {
   const names = Object.keys(requested)
-  const found = await Promise.all(names.map((name) => findAssetByName(db, name)))
+  const found = await Promise.all(names.map((name) => lookups.asset(name)))
   const lines = new Map<number, Line>()
   names.forEach((name, index) => {
     const asset = found[index]
@@ -59,9 +89,9 @@ async function resolveLines(db: Executor, requested: Record<string, number>): Pr
  * A transfer's request resolved into the move it makes from `walletId`. Throws, in this order:
  * U003/W000/G000 (recipient), W013 (to itself), I001 (an asset name), I003 (one asset's quantities).
  */
-export async function resolveTransfer(db: Executor, walletId: number, request: SendRequest): Promise<Move> {
+export async function resolveTransfer(lookups: Lookups, walletId: number, request: SendRequest): Promise<Move> {
   // Both lookups at once; their errors still come in the documented order.
-  const [recipient, found] = await Promise.allSettled([resolveRecipient(db, request.recipient, request.type ?? 0), resolveLines(db, request.assets)])
+  const [recipient, found] = await Promise.allSettled([lookups.recipient(request.recipient, request.type ?? 0), resolveLines(lookups, request.assets)])
   if (recipient.status === 'rejected') throw recipient.reason
   if (recipient.value === walletId) throw new AppError('W013')
   if (found.status === 'rejected') throw found.reason
@@ -87,7 +117,7 @@ export class TransfersService {
    */
   send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
     return this.#idempotency.once(walletId, idempotencyKey, request, async (idempotency) => {
-      const move = await resolveTransfer(this.#db, walletId, request)
+      const move = await resolveTransfer(new Lookups(this.#db), walletId, request)
       return this.#committer.run({ ...move, idempotency })
     })
   }

@@ -17,6 +17,53 @@ export interface VerifyReport {
 const BATCH = 5_000
 
 /**
+ * What the reversals of the journal moved back, by original: checked once the journal is read
+ * against the originals (`check`), which must exist, be no reversal themselves, and have moved,
+ * in the other direction, at least as much of each asset as all their reversals together.
+ */
+class ReversalTally {
+  readonly #byOriginal = new Map<number, { from: number; to: number; ids: number[]; assets: Map<number, number> }>()
+
+  add(reversal: { id: number; sending_wallet_id: number; receiving_wallet_id: number; reverses: number | null }, lines: { asset_id: number; quantity: number }[]) {
+    const originalId = Number(reversal.reverses)
+    const entry = this.#byOriginal.get(originalId) ?? { from: reversal.sending_wallet_id, to: reversal.receiving_wallet_id, ids: [], assets: new Map<number, number>() }
+    entry.ids.push(reversal.id)
+    if (entry.from !== reversal.sending_wallet_id || entry.to !== reversal.receiving_wallet_id) entry.from = -1
+    for (const line of lines) entry.assets.set(line.asset_id, (entry.assets.get(line.asset_id) ?? 0) + line.quantity)
+    this.#byOriginal.set(originalId, entry)
+  }
+
+  async check(db: Executor): Promise<string[]> {
+    const problems: string[] = []
+    const ids = [...this.#byOriginal.keys()]
+    for (let start = 0; start < ids.length; start += BATCH) {
+      const chunk = ids.slice(start, start + BATCH)
+      const originals = await db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'kind']).where('id', 'in', chunk).execute()
+      const lines = await db.selectFrom('transaction_assets').select(['transaction_id', 'asset_id', 'quantity']).where('transaction_id', 'in', chunk).execute()
+      const found = new Map(originals.map((original) => [original.id, { ...original, assets: new Map<number, number>() }]))
+      for (const line of lines) found.get(line.transaction_id)?.assets.set(line.asset_id, line.quantity)
+      for (const id of chunk) {
+        const reversed = this.#byOriginal.get(id)
+        const original = found.get(id)
+        if (!reversed) continue
+        const by = `reversal${reversed.ids.length > 1 ? 's' : ''} ${reversed.ids.join(', ')}`
+        if (!original) {
+          problems.push(`${by} of transaction ${id}, which does not exist`)
+          continue
+        }
+        if (original.kind === 'reversal') problems.push(`${by} of transaction ${id}, itself a reversal`)
+        if (reversed.from !== original.receiving_wallet_id || reversed.to !== original.sending_wallet_id) problems.push(`${by} of transaction ${id} do not move from its receiver back to its sender`)
+        for (const [assetId, quantity] of reversed.assets) {
+          const moved = original.assets.get(assetId) ?? 0
+          if (quantity > moved) problems.push(`${by} of transaction ${id} move back ${quantity} of asset ${assetId}, which it moved ${moved} of`)
+        }
+      }
+    }
+    return problems
+  }
+}
+
+/**
  * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
  * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
  * every transaction has positive lines between two different wallets, each holding's last running
@@ -41,6 +88,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     const key = `${walletId}:${assetId}`
     expected.set(key, (expected.get(key) ?? 0) + delta)
   }
+  const reversals = new ReversalTally()
   const { count } = await db.selectFrom('transactions').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()
   const total = Number(count)
   let done = 0
@@ -48,7 +96,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
   for (;;) {
     const transactions = await db
       .selectFrom('transactions')
-      .select(['id', 'sending_wallet_id', 'receiving_wallet_id'])
+      .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'kind', 'reverses'])
       .where('id', '>', lastId)
       .orderBy('id')
       .limit(BATCH)
@@ -77,10 +125,14 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
         add(transaction.sending_wallet_id, line.asset_id, -line.quantity)
         add(transaction.receiving_wallet_id, line.asset_id, line.quantity)
       }
+      if ((transaction.kind === 'reversal') !== (transaction.reverses !== null)) problems.push(`transaction ${transaction.id} of kind ${transaction.kind} ${transaction.reverses === null ? 'names no original' : `names an original (${transaction.reverses})`}`)
+      if (transaction.kind === 'reversal' && transaction.reverses !== null) reversals.add(transaction, own)
     }
     done += transactions.length
     progress?.(done, total)
   }
+
+  problems.push(...(await reversals.check(db)))
 
   const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).execute()
   const sums = new Map<number, number>()

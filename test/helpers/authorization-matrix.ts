@@ -51,6 +51,8 @@ export interface World {
   /** A webhook delivery of W and one of X (both wallets have a webhook). */
   deliveryW: number
   deliveryX: number
+  /** A transfer X → W of 10 gold: refunded by W's callers and reversed by the operator, 1 gold at a time. */
+  receivedByW: number
   /** A per-world counter for unique names. */
   unique(prefix: string): string
 }
@@ -353,6 +355,18 @@ export const ROUTES: RouteCase[] = [
       for (const entry of list) assert.ok(entry.sending_wallet_id === walletId || entry.receiving_wallet_id === walletId)
     },
   },
+  {
+    method: 'POST',
+    route: '/wallet/transactions/:id/refund',
+    url: (world) => `/wallet/transactions/${world.receivedByW}/refund`,
+    body: () => ({ assets: { gold: 1 } }),
+    // Only the receiving wallet may refund: the callers acting on another wallet find no such transaction.
+    expect: { ...walletAuth(201), keyOther: error(404, 'T000'), unrelated: error(404, 'T000') },
+    check: (response, { walletId, world }) => {
+      assert.equal(response.json().sending_wallet_id, walletId)
+      assert.equal(response.json().reverses, world.receivedByW)
+    },
+  },
   { method: 'GET', route: '/wallet/events', expect: walletAuth(200), stream: true },
 
   // Assets and issuance (admin; the asset list for any authenticated caller).
@@ -364,6 +378,7 @@ export const ROUTES: RouteCase[] = [
   { method: 'POST', route: '/wallets/:walletid/assets', url: (world) => `/wallets/${world.walletW}/assets`, body: (world) => ({ id: world.goldId, quantity: 1 }), expect: adminOnly(201) },
   { method: 'POST', route: '/issuances', body: (world) => ({ asset_id: world.goldId, entries: [{ wallet_id: world.walletW, quantity: 1 }] }), expect: adminOnly(201) },
   { method: 'DELETE', route: '/wallets/:walletid/assets/:assetid', url: (world) => `/wallets/${world.walletW}/assets/${world.goldId}?quantity=1`, expect: adminOnly(204) },
+  { method: 'POST', route: '/transactions/:id/reversal', url: (world) => `/transactions/${world.receivedByW}/reversal`, body: () => ({ assets: { gold: 1 } }), expect: adminOnly(201) },
 
   // Operator sessions of the console (opened with the admin key in the body) and the operator's reads.
   { method: 'POST', route: '/admin/sessions', body: () => ({ key: ADMIN_KEY }), expect: everyone(201) },

@@ -1,11 +1,85 @@
-import { call, coffer } from '../api.ts'
-import { formatQuantity, formatValue } from '../format.ts'
+import { useState } from 'preact/hooks'
+import { call, coffer, type Holding } from '../api.ts'
+import { formatQuantity, formatTime, formatValue } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { Empty, ErrorNotice, Loading, Page, useLoad } from '../ui.tsx'
+import { Empty, ErrorNotice, Field, Loading, Page, useAction, useLoad } from '../ui.tsx'
+import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
+/** Holdings as a table: asset, quantity, what of it is held for pending holds, value each. */
+function HoldingsTable({ holdings, caption, withHeld }: { holdings: (Holding & { held?: number })[]; caption: string; withHeld: boolean }) {
+  return (
+    <table class="holdings">
+      <caption class="visually-hidden">{caption}</caption>
+      <thead>
+        <tr>
+          <th scope="col">Asset</th>
+          <th scope="col" class="number">
+            Quantity
+          </th>
+          {withHeld && (
+            <th scope="col" class="number">
+              Held
+            </th>
+          )}
+          <th scope="col" class="number">
+            Value each
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {holdings.map((holding) => (
+          <tr key={holding.asset.id}>
+            <th scope="row">{holding.asset.name}</th>
+            <td class="number">{formatQuantity(holding.quantity)}</td>
+            {withHeld && <td class="number">{formatQuantity(holding.held ?? 0)}</td>}
+            <td class="number">{formatValue(holding.asset.value)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  )
+}
+
+/** Balances at a date: what the wallet held at a moment of the reader's choosing. */
+function BalancesAt({ session }: ScreenProps) {
+  const [moment, setMoment] = useState('')
+  const [past, setPast] = useState<{ at: string; holdings: Holding[] } | undefined>()
+  const { run, pending, error } = useAction()
+  const show = (event: Event) => {
+    event.preventDefault()
+    void run(async () => {
+      // `datetime-local` is the reader's local time; the service takes an instant.
+      const at = new Date(moment)
+      check(moment !== '' && !Number.isNaN(at.getTime()), 'Choose a date and a time.')
+      const holdings = await call(coffer.GET('/wallet/assets', { params: { query: { as_of: at.toISOString() } } }))
+      setPast({ at: at.toISOString(), holdings })
+    })
+  }
+  return (
+    <section aria-labelledby="balances-at">
+      <h2 id="balances-at">Balances at a date</h2>
+      <form class="inline" onSubmit={show} noValidate>
+        <Field label="Date and time" type="datetime-local" value={moment} onValue={setMoment} hint="in your time zone" />
+        <button type="submit" disabled={pending}>
+          Show balances then
+        </button>
+      </form>
+      <ErrorNotice error={error} />
+      {past && (
+        <div role="status">
+          <p>
+            What wallet <strong>{session.wallet_address}</strong> held on <time dateTime={past.at}>{formatTime(past.at)}</time>:
+          </p>
+          {past.holdings.length === 0 ? <Empty>Nothing then.</Empty> : <HoldingsTable holdings={past.holdings} caption={`Holdings of ${session.wallet_address} on ${formatTime(past.at)}`} withHeld={false} />}
+        </div>
+      )}
+    </section>
+  )
+}
+
 /** The active wallet's holdings. */
-export function Balances({ session }: ScreenProps) {
+export function Balances({ session, refresh }: ScreenProps) {
   const { data: holdings, loading, error, reload } = useLoad(() => call(coffer.GET('/wallet/assets')), [session.wallet_id])
   // What arrives or leaves shows at once.
   useWalletEvents(session.wallet_id, () => void reload())
@@ -23,29 +97,7 @@ export function Balances({ session }: ScreenProps) {
         </Empty>
       )}
       {holdings && holdings.length > 0 && (
-        <table class="holdings">
-          <caption class="visually-hidden">Holdings of {session.wallet_address}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Asset</th>
-              <th scope="col" class="number">
-                Quantity
-              </th>
-              <th scope="col" class="number">
-                Value each
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {holdings.map((holding) => (
-              <tr key={holding.asset.id}>
-                <th scope="row">{holding.asset.name}</th>
-                <td class="number">{formatQuantity(holding.quantity)}</td>
-                <td class="number">{formatValue(holding.asset.value)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <HoldingsTable holdings={holdings} caption={`Holdings of ${session.wallet_address}`} withHeld={holdings.some((holding: Holding & { held?: number }) => (holding.held ?? 0) > 0)} />
       )}
       <p>
         <a href="#/send" class="button-link">
@@ -55,6 +107,7 @@ export function Balances({ session }: ScreenProps) {
           History
         </a>
       </p>
+      <BalancesAt session={session} refresh={refresh} />
     </Page>
   )
 }

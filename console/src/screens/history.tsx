@@ -1,10 +1,19 @@
 import { useEffect, useState } from 'preact/hooks'
-import { callPage, coffer, type WalletEvent } from '../api.ts'
+import { callPage, coffer, type Transaction, type WalletEvent } from '../api.ts'
 import { dayBound, formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
+import { KIND_OPTIONS } from '../text.ts'
 import { TransactionPage, type Cursors } from '../transactions.tsx'
 import { Field, Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
+
+/** The history's filters as query parameters (`metadata[KEY]` among them). */
+type HistoryFilters = Record<string, string>
+
+/** The statement of what the filters choose (`format=csv`): the browser downloads it with the session's cookie. */
+function statementLink(filters: HistoryFilters): string {
+  return `/wallet/transactions?${new URLSearchParams({ format: 'csv', ...filters }).toString()}`
+}
 
 /** The active wallet's transactions: filters, pages, and live updates from the event stream. */
 export function History({ session }: ScreenProps) {
@@ -12,27 +21,30 @@ export function History({ session }: ScreenProps) {
   const [asset, setAsset] = useState('')
   const [since, setSince] = useState('')
   const [until, setUntil] = useState('')
+  const [kind, setKind] = useState('')
+  const [metadataKey, setMetadataKey] = useState('')
+  const [metadataValue, setMetadataValue] = useState('')
   const [limit, setLimit] = useState('20')
   // Cursors of the pages seen so far: the first page has none.
   const [cursors, setCursors] = useState<Cursors>([undefined])
   const [news, setNews] = useState('')
   const before = cursors[cursors.length - 1]
-  const filters = JSON.stringify([direction, asset.trim(), since, until, limit])
+  const filters = JSON.stringify([direction, asset.trim(), since, until, kind, metadataKey.trim(), metadataValue, limit])
+  // The filters as query parameters, for a page and for the statement alike.
+  const chosen: HistoryFilters = {
+    ...(direction ? { direction: direction as 'sent' | 'received' } : {}),
+    ...(asset.trim() ? { asset: asset.trim() } : {}),
+    ...(dayBound(since, false) ? { since: dayBound(since, false) } : {}),
+    ...(dayBound(until, true) ? { until: dayBound(until, true) } : {}),
+    ...(kind ? { kind: kind as Transaction['kind'] } : {}),
+    ...(metadataKey.trim() ? { [`metadata[${metadataKey.trim()}]`]: metadataValue } : {}),
+  }
 
   const page = useLoad(
     () =>
       callPage(
         coffer.GET('/wallet/transactions', {
-          params: {
-            query: {
-              limit: Number(limit),
-              ...(before !== undefined ? { before } : {}),
-              ...(direction ? { direction: direction as 'sent' | 'received' } : {}),
-              ...(asset.trim() ? { asset: asset.trim() } : {}),
-              ...(dayBound(since, false) ? { since: dayBound(since, false) } : {}),
-              ...(dayBound(until, true) ? { until: dayBound(until, true) } : {}),
-            },
-          },
+          params: { query: { limit: Number(limit), ...(before !== undefined ? { before } : {}), ...chosen } },
         }),
       ),
     [filters, before, session.wallet_id],
@@ -74,6 +86,9 @@ export function History({ session }: ScreenProps) {
         <Field label="Asset" value={asset} onValue={setAsset} hint="an asset name, or empty for all" autoComplete="off" />
         <Field label="From day" type="date" value={since} onValue={setSince} />
         <Field label="To day" type="date" value={until} onValue={setUntil} />
+        <Select label="Kind" value={kind} onValue={setKind} options={KIND_OPTIONS} />
+        <Field label="Metadata key" value={metadataKey} onValue={setMetadataKey} hint="e.g. order_id; empty for any" autoComplete="off" maxLength={40} />
+        <Field label="Metadata value" value={metadataValue} onValue={setMetadataValue} hint="the exact value of that key" autoComplete="off" maxLength={500} />
         <Select
           label="Per page"
           value={limit}
@@ -86,12 +101,18 @@ export function History({ session }: ScreenProps) {
           ]}
         />
       </form>
+      <p>
+        <a class="button-link" href={statementLink(chosen)} download>
+          Download statement (CSV)
+        </a>{' '}
+        <small class="hint">every transaction these filters choose, one row per asset, for a spreadsheet</small>
+      </p>
       <TransactionPage
         page={page}
         cursors={cursors}
         setCursors={setCursors}
         walletId={session.wallet_id}
-        empty={firstPage && filters === JSON.stringify(['', '', '', '', limit]) ? 'No transactions yet.' : 'No transactions match these filters.'}
+        empty={firstPage && Object.keys(chosen).length === 0 ? 'No transactions yet.' : 'No transactions match these filters.'}
       />
     </Page>
   )

@@ -1,15 +1,9 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import { call, coffer, type Transaction } from '../api.ts'
+import { call, coffer, newAttemptKey, type Transaction } from '../api.ts'
 import { formatAssets, formatQuantity } from '../format.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
-
-/** A key for one attempt at a payment: random, made without crypto.randomUUID (which needs HTTPS off localhost). */
-function newAttemptKey(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(16))
-  return `console-${Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')}`
-}
 
 const KINDS: [string, string][] = [
   ['0', 'Username'],

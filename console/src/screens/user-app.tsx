@@ -3,6 +3,7 @@ import { call, coffer, type paths } from '../api.ts'
 import { ErrorNotice, TopBar, useAction } from '../ui.tsx'
 import { Account } from './account.tsx'
 import { Balances } from './balances.tsx'
+import { Batch } from './batch.tsx'
 import { History } from './history.tsx'
 import { Keys } from './keys.tsx'
 import { Send } from './send.tsx'
@@ -28,6 +29,7 @@ const SCREENS: [path: string, label: string][] = [
   ['', 'Balances'],
   ['send', 'Send'],
   ['history', 'History'],
+  ['batch', 'Batch'],
   ['wallets', 'Wallets'],
   ['sharing', 'Sharing'],
   ['keys', 'Keys'],
@@ -44,6 +46,7 @@ export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { 
     '': () => <Balances {...props} />,
     send: () => <Send {...props} />,
     history: () => <History {...props} />,
+    batch: () => <Batch {...props} />,
     wallets: () => <Wallets {...props} />,
     sharing: () => <Sharing {...props} />,
     keys: () => <Keys {...props} />,

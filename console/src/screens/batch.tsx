@@ -1,0 +1,176 @@
+import { useId, useMemo, useState } from 'preact/hooks'
+import { call, CofferError, coffer, newAttemptKey, type ErrorCode, type Transaction } from '../api.ts'
+import { parseCsv } from '../csv.ts'
+import { formatQuantity } from '../format.ts'
+import { ERROR_TEXT, InputError } from '../text.ts'
+import { Done, ErrorNotice, Page, Select, useAction, useConfirm } from '../ui.tsx'
+import { ASSET_NAME, check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
+import type { ScreenProps } from './user-app.tsx'
+
+/** The most transfers in one batch (the service's limit). */
+const MAX_TRANSFERS = 100
+
+const RECIPIENTS: [string, string][] = [
+  ['0', 'Usernames'],
+  ['1', 'Wallet addresses'],
+  ['2', 'Wallet ids'],
+]
+
+interface Planned {
+  line: number
+  recipient: string
+  asset: string
+  quantity: number
+  memo: string
+}
+
+type Outcome = { line: number; transaction: Transaction } | { line: number; code: ErrorCode; detail?: string }
+
+/**
+ * The transfers of a pasted or uploaded CSV: `recipient,asset,quantity[,memo]` per line, an
+ * optional header line first. Each line is checked as the Send form would check it.
+ */
+function planTransfers(text: string, kind: string): Planned[] {
+  let rows: string[][]
+  try {
+    rows = parseCsv(text)
+  } catch {
+    throw new InputError('A quoted value is not closed: check the quotes of the list.')
+  }
+  if (rows[0]?.[0]?.trim().toLowerCase() === 'recipient') rows = rows.slice(1)
+  check(rows.length >= 1, 'Paste or upload at least one line: recipient,asset,quantity,memo.')
+  check(rows.length <= MAX_TRANSFERS, `A batch is at most ${MAX_TRANSFERS} transfers; this list has ${rows.length}. Split it.`)
+  return rows.map((cells, index) => {
+    const line = index + 1
+    const [recipient = '', asset = '', quantity = '', memo = '', ...rest] = cells.map((cell) => cell.trim())
+    check(rest.length === 0, `Line ${line} has more than 4 values; put a memo with commas in double quotes.`)
+    check(recipient !== '', `Line ${line} has no recipient.`)
+    const to = kind === '0' ? withLine(line, () => checkUsername(recipient)) : kind === '1' ? withLine(line, () => checkAddress(recipient)) : String(withLine(line, () => parseId(recipient)))
+    check(ASSET_NAME.test(asset), `Line ${line}: “${asset}” is not an asset name.`)
+    check(memo.length <= 64, `Line ${line}: a memo is at most 64 characters.`)
+    return { line, recipient: to, asset, quantity: parseQuantity(quantity, `Line ${line}: the quantity`), memo }
+  })
+}
+
+function withLine<T>(line: number, work: () => T): T {
+  try {
+    return work()
+  } catch (error) {
+    throw new InputError(`Line ${line}: ${(error as Error).message}`)
+  }
+}
+
+/** "12 gold, 3 silver" in all. */
+function totals(planned: Planned[]): string {
+  const sums = new Map<string, number>()
+  for (const transfer of planned) sums.set(transfer.asset, (sums.get(transfer.asset) ?? 0) + transfer.quantity)
+  return [...sums].map(([asset, quantity]) => `${formatQuantity(quantity)} ${asset}`).join(', ')
+}
+
+/** Many transfers at once from a list: all or nothing, or each on its own. */
+export function Batch({ session }: ScreenProps) {
+  const [text, setText] = useState('')
+  const [kind, setKind] = useState('0')
+  const [atomic, setAtomic] = useState(true)
+  const [outcomes, setOutcomes] = useState<Outcome[] | undefined>()
+  const { run, pending, error, setError } = useAction()
+  const confirm = useConfirm()
+  const attemptKey = useMemo(newAttemptKey, [text, kind, atomic, session.wallet_id, outcomes])
+  const listId = useId()
+
+  const upload = async (event: Event) => {
+    const file = (event.currentTarget as HTMLInputElement).files?.[0]
+    if (!file) return
+    setError(undefined)
+    setText(await file.text())
+  }
+
+  const submit = (event: Event) => {
+    event.preventDefault()
+    void run(async () => {
+      const planned = planTransfers(text, kind)
+      const yes = await confirm({
+        title: `Send ${planned.length} transfer${planned.length === 1 ? '' : 's'}?`,
+        body: (
+          <>
+            <p>
+              From wallet <strong>{session.wallet_address}</strong>: {totals(planned)} in all, to {new Set(planned.map((transfer) => transfer.recipient)).size} recipient(s).
+            </p>
+            <p>{atomic ? 'All of them are sent, or none is if any one is refused.' : 'Each is sent on its own: some may be refused while the others are sent.'}</p>
+            <p>Sent transfers cannot be taken back; a recipient may refund them.</p>
+          </>
+        ),
+        action: 'Send batch',
+      })
+      if (!yes) return
+      const body = {
+        atomic,
+        transfers: planned.map((transfer) => ({ recipient: transfer.recipient, type: Number(kind) as 0 | 1 | 2, assets: { [transfer.asset]: transfer.quantity }, ...(transfer.memo ? { memo: transfer.memo } : {}) })),
+      }
+      try {
+        const answer = await call(coffer.POST('/wallet/transactions/batch', { body, params: { header: { 'idempotency-key': attemptKey } } }))
+        if ('transactions' in answer) setOutcomes(answer.transactions.map((transaction, i) => ({ line: planned[i].line, transaction })))
+        else setOutcomes(answer.results.map((result, i) => ('transaction' in result ? { line: planned[i].line, transaction: result.transaction } : { line: planned[i].line, code: result.error.code, detail: result.error.detail })))
+        if (atomic || ('results' in answer && answer.results.every((result) => 'transaction' in result))) setText('')
+      } catch (caught) {
+        // An all-or-nothing batch names the refused transfer: `transfers[i]: …`.
+        const index = caught instanceof CofferError ? /^transfers\[(\d+)\]/.exec(caught.detail ?? '')?.[1] : undefined
+        if (index !== undefined && caught instanceof CofferError) throw new InputError(`Nothing was sent: line ${planned[Number(index)]?.line ?? Number(index) + 1} was refused. ${ERROR_TEXT[caught.code]}`)
+        throw caught
+      }
+    })
+  }
+
+  const sent = outcomes?.filter((outcome) => 'transaction' in outcome).length ?? 0
+  return (
+    <Page title="Batch send">
+      <p>
+        Many transfers from wallet <strong>{session.wallet_address}</strong> at once, up to {MAX_TRANSFERS}: one line each, <code>recipient,asset,quantity,memo</code> (the memo is optional).
+      </p>
+      <form onSubmit={submit} noValidate>
+        <Select label="Recipients are" value={kind} onValue={setKind} options={RECIPIENTS} />
+        <div class="field">
+          <label for={listId}>Transfers</label>
+          <textarea id={listId} rows={8} value={text} onInput={(event) => setText(event.currentTarget.value)} aria-describedby={`${listId}-hint`} spellcheck={false} placeholder={'alice,gold,5,rent\nbob,silver,2'} />
+          <small id={`${listId}-hint`} class="hint">
+            one transfer per line; a memo with commas goes in double quotes
+          </small>
+        </div>
+        <div class="field">
+          <label for={`${listId}-file`}>Or upload a CSV file</label>
+          <input id={`${listId}-file`} type="file" accept=".csv,text/csv,text/plain" onChange={(event) => void upload(event)} />
+        </div>
+        <div class="field checkbox">
+          <input id={`${listId}-atomic`} type="checkbox" checked={atomic} onChange={(event) => setAtomic(event.currentTarget.checked)} />
+          <label for={`${listId}-atomic`}>All or nothing: if one transfer is refused, send none</label>
+        </div>
+        <ErrorNotice error={error} />
+        <button type="submit" class="primary" disabled={pending}>
+          {pending ? 'Sending…' : 'Send batch'}
+        </button>
+      </form>
+      {outcomes && (
+        <Done>
+          <p>
+            {sent} of {outcomes.length} transfer{outcomes.length === 1 ? '' : 's'} sent.
+          </p>
+          <ul class="outcomes">
+            {outcomes.map((outcome) =>
+              'transaction' in outcome ? (
+                <li key={outcome.line}>
+                  Line {outcome.line}: sent {formatQuantity(outcome.transaction.assets[0]?.quantity ?? 0)} {outcome.transaction.assets[0]?.asset.name} to{' '}
+                  {outcome.transaction.receiving_username ?? outcome.transaction.receiving_wallet_address} (transaction {outcome.transaction.id}).
+                </li>
+              ) : (
+                <li key={outcome.line} class="refused">
+                  Line {outcome.line}: not sent. {ERROR_TEXT[outcome.code]}
+                  {outcome.detail ? ` (${outcome.detail})` : ''}
+                </li>
+              ),
+            )}
+          </ul>
+        </Done>
+      )}
+    </Page>
+  )
+}

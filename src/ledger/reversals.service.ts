@@ -1,0 +1,115 @@
+import type { Db } from '../db/database.ts'
+import { inTransaction } from '../db/dialect.ts'
+import { AppError } from '../http/errors.ts'
+import { findAssetById, holdAsset } from './assets.repository.ts'
+import { canonicalAssets, canonicalMetadata, hashRequest, type Idempotency, type IdempotencyRecord, type SendResult } from './idempotency.ts'
+import { MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction } from './ledger.types.ts'
+import { findReversible } from './moves.repository.ts'
+import { moveAssets } from './moves.ts'
+import { findTransaction } from './transactions.repository.ts'
+import { Lookups, resolveLines } from './transfers.service.ts'
+
+/**
+ * Refunds and reversals: a transaction of kind `reversal` that moves some or all of what an
+ * earlier one moved back the other way, naming it in `reverses`.
+ *
+ * - `POST /wallet/transactions/{id}/refund`: the receiving wallet of a transfer or capture gives
+ *   back; `POST /transactions/{id}/reversal`: the operator's correction of any transaction but a
+ *   reversal (an issuance goes back to mint, a burn comes out of it again).
+ * - Either way it is one move through `moves.ts`, like every other, which checks under the turns
+ *   of both wallets (`findReversible`) that the original is no reversal and that all its reversals
+ *   together never move back more of an asset than it moved (T001), before the wallet's balance
+ *   (I002): two refunds racing are checked one after the other.
+ * - Idempotency-Keys as for transfers: a refund's among the refunding wallet's keys, the
+ *   operator's among the keys of mint, which no one else uses (`docs/decisions.md#refunds-and-reversals`).
+ */
+
+export interface ReversalRequest {
+  memo?: string
+  /** Asset name → quantity to move back; by default everything not yet reversed. */
+  assets?: Record<string, number>
+  metadata?: Metadata
+}
+
+/** The kinds a receiving wallet may refund. */
+const REFUNDABLE = new Set<Transaction['kind']>(['transfer', 'capture'])
+
+/** A request's fingerprint for its Idempotency-Key: what it is, of which transaction, and its fields written one way. */
+function fingerprint(route: 'refund' | 'reversal', transactionId: number, request: ReversalRequest): string {
+  return hashRequest([route, transactionId, request.memo ?? '', request.assets === undefined ? null : canonicalAssets(request.assets), canonicalMetadata(request.metadata)])
+}
+
+export class ReversalsService {
+  readonly #db: Db
+  readonly #events: EventWriter
+  readonly #idempotency: Idempotency
+
+  constructor(db: Db, events: EventWriter, idempotency: Idempotency) {
+    this.#db = db
+    this.#events = events
+    this.#idempotency = idempotency
+  }
+
+  /**
+   * POST /wallet/transactions/{id}/refund: the wallet gives back what it received (all of what is
+   * left by default). Throws, in this order: G003/G004 (key), T000 (not a transfer or capture this
+   * wallet received), I001 (an asset name), then from the ledger's rules W000 (a side deleted),
+   * T001 (more than is left), I002, I003.
+   */
+  refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
+    return this.#idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
+      const original = await findTransaction(this.#db, transactionId)
+      if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
+        throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
+      }
+      return { status: 201, body: await this.#reverse(original, request, idempotency) }
+    })
+  }
+
+  /**
+   * POST /transactions/{id}/reversal: the operator moves back what a transaction moved (all of
+   * what is left by default). Throws G003/G004 (key), T000 (no such transaction), T001 (a
+   * reversal), I001, then as a refund: W000, T001, I002, I003.
+   */
+  reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
+    return this.#idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (idempotency) => {
+      const original = await findTransaction(this.#db, transactionId)
+      if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
+      return { status: 201, body: await this.#reverse(original, request, idempotency) }
+    })
+  }
+
+  async #reverse(original: Transaction, request: ReversalRequest, idempotency?: IdempotencyRecord): Promise<Transaction> {
+    if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
+    const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(this.#db), request.assets)
+    return inTransaction(this.#db, async (trx) => {
+      // By default what is left now; the ledger checks again under the wallets' turns (T001).
+      let lines: Line[]
+      if (requested) lines = requested
+      else {
+        const left = (await findReversible(trx, [original.id])).get(original.id)?.left ?? new Map<number, number>()
+        lines = original.assets.flatMap(({ asset }) => ((left.get(asset.id) ?? 0) > 0 ? [{ asset, quantity: left.get(asset.id) ?? 0 }] : []))
+        if (lines.length === 0) throw new AppError('T001', `everything transaction ${original.id} moved has been reversed`)
+      }
+      // As an issuance does: a deleted asset is never held again (`issuance.service.ts`).
+      for (const line of lines) {
+        await holdAsset(trx, line.asset.id)
+        if (!(await findAssetById(trx, line.asset.id))) throw new AppError('I001', `the asset ${line.asset.name} has been deleted`)
+      }
+      return moveAssets(
+        trx,
+        {
+          from: original.receiving_wallet_id,
+          to: original.sending_wallet_id,
+          lines,
+          memo: request.memo ?? '',
+          kind: 'reversal',
+          reverses: original.id,
+          metadata: request.metadata,
+          idempotency,
+        },
+        this.#events,
+      )
+    })
+  }
+}
