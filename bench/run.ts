@@ -273,15 +273,26 @@ function tempDir(prefix: string): string {
   return dir
 }
 
+/** A fresh store for one storage's run: a temp DATA_DIR, and on PostgreSQL an embedded server with a `coffer` database. */
+async function openStore(storage: 'sqlite' | 'postgres', prefix: string): Promise<{ dataDir: string; server?: BenchPostgres; databaseUrl?: string }> {
+  const dataDir = tempDir(`${prefix}-${storage}-`)
+  if (storage === 'sqlite') return { dataDir }
+  log('postgres: starting an embedded server')
+  const server = await startPostgres()
+  cleanups.push(() => server.stop())
+  return { dataDir, server, databaseUrl: await server.createDatabase('coffer') }
+}
+
+/** `coffer verify` on the store once the service has stopped: the ledger must still add up after all that load. */
+async function verifyStore(databaseUrl: string | undefined, dataDir: string): Promise<string> {
+  const database = openDatabase({ databaseUrl, dataDir })
+  const report = await verifyLedger(database.db).finally(() => database.close())
+  return report.ok ? `ledger verified: ${report.transactions} transactions, ${report.holdings} holdings` : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`
+}
+
 async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, profileDir: string | undefined): Promise<StorageRun> {
-  const dataDir = tempDir(`coffer-bench-${storage}-`)
-  let server: BenchPostgres | undefined
-  let databaseUrl: string | undefined
-  if (storage === 'postgres') {
-    log('postgres: starting an embedded server')
-    server = await startPostgres()
-    cleanups.push(() => (server as BenchPostgres).stop())
-    databaseUrl = await server.createDatabase('coffer')
+  const { dataDir, server, databaseUrl } = await openStore(storage, 'coffer-bench')
+  if (server) {
     // pgbench's tables are made first, so that its reference run can follow (a) within seconds:
     // the ratio then compares the two on the same moment of the machine.
     log(`postgres: pgbench -i -s ${PGBENCH_SCALE}`)
@@ -346,10 +357,7 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
   await service.stop()
   stopService = async () => {}
 
-  // The ledger must still add up after all that load.
-  const database = openDatabase({ databaseUrl, dataDir })
-  const report = await verifyLedger(database.db).finally(() => database.close())
-  const verified = report.ok ? `ledger verified: ${report.transactions} transactions, ${report.holdings} holdings` : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`
+  const verified = await verifyStore(databaseUrl, dataDir)
   log(`${storage}: ${verified}`)
 
   let profileText: string | undefined
@@ -401,15 +409,7 @@ interface WebhookRun {
  * in 50 ms, followed by the time the backlog takes to drain once the load stops.
  */
 async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: string, profileDir: string | undefined): Promise<WebhookRun> {
-  const dataDir = tempDir(`coffer-bench-webhooks-${storage}-`)
-  let server: BenchPostgres | undefined
-  let databaseUrl: string | undefined
-  if (storage === 'postgres') {
-    log('postgres: starting an embedded server')
-    server = await startPostgres()
-    cleanups.push(() => (server as BenchPostgres).stop())
-    databaseUrl = await server.createDatabase('coffer')
-  }
+  const { dataDir, server, databaseUrl } = await openStore(storage, 'coffer-bench-webhooks')
   const service = await startService({ dataDir, databaseUrl, adminKey, env: { WEBHOOK_ALLOW_PRIVATE: 'true' }, profileDir: profileDir && path.join(profileDir, storage) }, track)
   let stopService = service.stop
   cleanups.push(() => stopService())
@@ -475,9 +475,7 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
 
   await service.stop()
   stopService = async () => {}
-  const database = openDatabase({ databaseUrl, dataDir })
-  const report = await verifyLedger(database.db).finally(() => database.close())
-  const verified = report.ok ? `ledger verified: ${report.transactions} transactions, ${report.holdings} holdings` : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`
+  const verified = await verifyStore(databaseUrl, dataDir)
   if (server) await server.stop()
   if (profileDir) {
     // `--profile`: where the service's time went over the whole scenario (seeding included).
