@@ -263,8 +263,8 @@ export async function loadDeliveryWork(db: Executor, deliveryId: number) {
   return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
 }
 
-/** Gives a lease back without counting an attempt (shutdown); the row is claimable again at once. */
-export async function releaseDelivery(db: Executor, deliveryId: number, leaseUntil: string): Promise<void> {
+/** Gives our lease back, whatever the delivery's status: the attempt is over and no longer counts against its origin. */
+async function releaseDelivery(db: Executor, deliveryId: number, leaseUntil: string): Promise<void> {
   await db.updateTable('webhook_deliveries').set({ lease_until: null }).where('id', '=', deliveryId).where('lease_until', '=', leaseUntil).execute()
 }
 
