@@ -41,6 +41,9 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   I005: 'This asset cannot be deleted while any wallet holds some of it. Burn it from every wallet first, then delete it.',
   T000: 'That transaction does not exist, or it is not one this wallet can refund.',
   T001: 'That cannot be reversed: it is a reversal itself, or more than what is left of it was asked for.',
+  H000: 'That hold does not exist, or this wallet is not a side of it.',
+  H001: 'That hold has already been captured, voided or has expired.',
+  H002: 'You cannot capture more than the hold holds, or an asset it does not hold.',
 }
 
 /** The kinds of transaction, as a person reads them. */
