@@ -288,7 +288,7 @@ export class DeliveryWorker {
     await repo.lockClaims(trx)
     const now = Date.now()
     const nowText = new Date(now).toISOString()
-    const origins = await repo.listOrigins(trx)
+    const origins = await repo.listDueOrigins(trx, nowText)
     if (origins.length === 0) return []
     const leased = await repo.countLeasesByOrigin(trx, nowText)
     const first = this.turn++ % origins.length

@@ -167,13 +167,27 @@ export async function lockClaims(trx: Transaction<DB>): Promise<void> {
 /** The advisory lock key of the webhook claims (any fixed number; "coffer wh" in ASCII). */
 const CLAIM_LOCK_KEY = sql.lit(0x636f66666572_7768n)
 
-/** Every origin some webhook points at, with how many wallets' webhooks point there. */
-export async function listOrigins(db: Executor): Promise<{ origin: string; wallets: number }[]> {
+/**
+ * The origins with deliveries due now, with how many of their wallets have some: one statement,
+ * one short look into each webhook's wallet's pending deliveries (`webhook_deliveries_pending`),
+ * so that a round spends nothing on the many origins with nothing to send.
+ */
+export async function listDueOrigins(db: Executor, now: string): Promise<{ origin: string; wallets: number }[]> {
   const rows = await db
     .selectFrom('webhooks')
-    .select((eb) => ['origin', eb.fn.countAll<number | string>().as('wallets')])
-    .groupBy('origin')
-    .orderBy('origin')
+    .select((eb) => ['webhooks.origin', eb.fn.countAll<number | string>().as('wallets')])
+    .where(({ exists, selectFrom }) =>
+      exists(
+        selectFrom('webhook_deliveries')
+          .select('webhook_deliveries.id')
+          .whereRef('webhook_deliveries.wallet_id', '=', 'webhooks.wallet_id')
+          .where('webhook_deliveries.status', '=', PENDING)
+          .where('webhook_deliveries.next_attempt_at', '<=', now)
+          .where((eb) => eb.or([eb('webhook_deliveries.lease_until', 'is', null), eb('webhook_deliveries.lease_until', '<=', now)])),
+      ),
+    )
+    .groupBy('webhooks.origin')
+    .orderBy('webhooks.origin')
     .execute()
   return rows.map((row) => ({ origin: row.origin, wallets: Number(row.wallets) }))
 }
