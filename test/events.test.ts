@@ -176,12 +176,15 @@ describe('webhook delivery', () => {
     assert.equal(log[0].event_id, event.id)
     assert.equal(log[0].type, 'transaction.received')
     assert.equal(log[0].status, 'delivered')
-    assert.equal(log[0].attempts, 1)
     assert.equal(log[0].next_attempt_at, null)
-    assert.equal(log[0].attempt_log.length, 1)
-    assert.equal(log[0].attempt_log[0].status_code, 200)
-    assert.equal(log[0].attempt_log[0].error, null)
-    assert.ok(log[0].attempt_log[0].latency_ms >= 0)
+    // One attempt; on a machine so busy that the answer took over the suite's 300 ms, more (at
+    // least once): every attempt is logged, the last one is the 200.
+    assert.equal(log[0].attempts, log[0].attempt_log.length)
+    const last = log[0].attempt_log.at(-1)
+    assert.equal(last.status_code, 200)
+    assert.equal(last.error, null)
+    assert.ok(last.latency_ms >= 0)
+    for (const earlier of log[0].attempt_log.slice(0, -1)) assert.match(earlier.error, /no answer within 300 ms/)
   })
 
   it('queues a delivery for a transfer that commits after a webhook was set while it ran', async () => {
