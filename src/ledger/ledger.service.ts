@@ -6,7 +6,7 @@ import { Idempotency, type Answer, type SendRequest, type SendResult } from './i
 import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
 import type { EventWriter, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
-import { ReversalsService, type ReversalRequest } from './reversals.service.ts'
+import { refund, reverse, type ReversalRequest } from './reversals.service.ts'
 import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
@@ -67,7 +67,6 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   // One key space per wallet for transfers, batches and refunds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db)
   const transfers = new TransfersService(db, committer, idempotency)
-  const reversals = new ReversalsService(db, events, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
     sendBatch: (walletId, request, idempotencyKey) => sendBatch({ db, committer, idempotency }, walletId, request, idempotencyKey),
@@ -78,8 +77,8 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
       const lines = await listHoldings(trx, from)
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
-    refund: (walletId, transactionId, request, idempotencyKey) => reversals.refund(walletId, transactionId, request, idempotencyKey),
-    reverse: (transactionId, request, idempotencyKey) => reversals.reverse(transactionId, request, idempotencyKey),
+    refund: (walletId, transactionId, request, idempotencyKey) => refund({ db, events, idempotency }, walletId, transactionId, request, idempotencyKey),
+    reverse: (transactionId, request, idempotencyKey) => reverse({ db, events, idempotency }, transactionId, request, idempotencyKey),
     close: () => committer.close(),
   }
 }
