@@ -37,7 +37,7 @@ const REPEATS = 200
 const ADMIN_KEY = 'cfa_bench_statements_admin_key'
 
 // The history is written without events: nothing here reads them.
-const noEvents: EventWriter = { countEvents: () => 0, eventWrites: () => [] }
+const noEvents: EventWriter = { countEvents: () => 0, eventWrites: () => [], countHoldEvents: () => 0, holdEventWrites: () => [] }
 
 const log = (line: string) => console.log(`[statements ${storage}] ${line}`)
 
@@ -108,7 +108,7 @@ async function run(base: string, database: Database): Promise<void> {
     const outcomes = await inTransaction(database, (trx) => applyMoves(trx, moves, noEvents))
     if (done === Math.floor(count / 2 / BATCH) * BATCH) {
       const first = outcomes[0]
-      if (first.ok) middle = first.transaction.created_at
+      if (first.ok && first.transaction) middle = first.transaction.created_at
     }
   }
   log(`wrote ${count} transactions of history in ${((performance.now() - started) / 1000).toFixed(1)} s`)

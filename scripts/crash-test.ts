@@ -171,7 +171,9 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
     const eventRows = await database.db.selectFrom('events').select(['transaction_id', 'wallet_id', 'type']).execute()
     events = eventRows.length
     const byTransaction = new Map<number, string[]>()
-    for (const event of eventRows) byTransaction.set(event.transaction_id, [...(byTransaction.get(event.transaction_id) ?? []), `${event.type}:${event.wallet_id}`])
+    for (const event of eventRows) {
+      if (event.transaction_id !== null) byTransaction.set(event.transaction_id, [...(byTransaction.get(event.transaction_id) ?? []), `${event.type}:${event.wallet_id}`])
+    }
     for (const row of rows) {
       const want = [
         ...(row.sending_wallet_id === 1 ? [] : [`transaction.sent:${row.sending_wallet_id}`]),

@@ -22,6 +22,8 @@ import { createAttemptLimiter } from './http/rate-limit.ts'
 import { OperatorMetrics, registerOperatorMetrics } from './operations/metrics.ts'
 import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
+import holdExpiry from './ledger/hold-expiry.plugin.ts'
+import holdsRoutes from './ledger/holds.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
 import { documentRoutes } from './routes.ts'
@@ -123,6 +125,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(accountsRoutes, deps)
   await app.register(flowsRoutes, deps)
   await app.register(transactionsRoutes, deps)
+  await app.register(holdsRoutes, deps)
   await app.register(assetsRoutes, deps)
   await app.register(walletsRoutes, deps)
   // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
@@ -132,6 +135,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(consolePlugin)
   // Background pruning of operational records (never the journal), started on ready, stopped on close.
   await app.register(retention, deps)
+  // Background writing of holds' expiry and their hold.expired events (reads never wait for it).
+  await app.register(holdExpiry, deps)
 
   await app.ready()
   return app

@@ -43,6 +43,8 @@ export interface Config {
   trustProxy: boolean
   /** Most transfers committed together (`ledger/group-committer.ts`); undefined = the dialect's default. */
   groupCommitMaxBatch: number | undefined
+  /** Milliseconds between runs of the job that writes the expiry of holds (`ledger/hold-expiry.plugin.ts`); 0 = never (reads see expiry anyway). */
+  holdExpiryIntervalMs: number
 }
 
 export class ConfigError extends Error {
@@ -259,5 +261,6 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     trustProxy: boolean(env, 'TRUST_PROXY', false),
     groupCommitMaxBatch: env.GROUP_COMMIT_MAX_BATCH ? integer(env, 'GROUP_COMMIT_MAX_BATCH', 0, 1, 10_000) : undefined,
+    holdExpiryIntervalMs: integer(env, 'HOLD_EXPIRY_INTERVAL_MS', 1_000, 0, 3_600_000),
   }
 }

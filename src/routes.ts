@@ -30,6 +30,7 @@ const FLOWS = 'src/flows/flows.routes.ts'
 const WALLETS = 'src/wallets/wallets.routes.ts'
 const TRANSACTIONS = 'src/ledger/transactions.routes.ts'
 const ASSETS = 'src/ledger/assets.routes.ts'
+const HOLDS = 'src/ledger/holds.routes.ts'
 const WEBHOOKS = 'src/events/webhooks.routes.ts'
 const STREAM = 'src/events/stream.routes.ts'
 const OPERATIONS = 'src/http/observability.ts'
@@ -85,12 +86,20 @@ export const ROUTES: Record<string, RouteDoc> = {
     auth: 'user',
     file: FLOWS,
     summary: 'Delete the wallet',
-    description: "Deletes the active wallet: what it holds moves to the caller's primary wallet as one transaction (memo `wallet deleted`); its keys, webhook and assignments go. Its address stays taken and its history keeps naming it. Owner only; not the primary wallet.",
+    description: "Deletes the active wallet: its pending holds, sent and received, are voided; then what it holds moves to the caller's primary wallet as one transaction (memo `wallet deleted`); its keys, webhook and assignments go. Its address stays taken and its history keeps naming it. Owner only; not the primary wallet.",
     errors: ['W000', 'W006', 'W008', 'I003'],
   },
 
   // Holdings and transfers (a user session acts on its active wallet; a wallet key on its wallet).
-  'GET /wallet/assets': { auth: 'wallet', file: TRANSACTIONS, summary: 'What the wallet holds', description: 'Every asset the wallet holds more than zero of, by asset name (case-insensitively). With `as_of` (a timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; `[]` before the wallet\'s first transaction).', errors: [] },
+  'GET /wallet/assets': {
+    auth: 'wallet',
+    file: TRANSACTIONS,
+    summary: 'What the wallet holds',
+    description:
+      'Every asset the wallet holds more than zero of, by asset name (case-insensitively), with what pending holds reserve of it (`held`; `quantity - held` may be spent). ' +
+      "With `as_of` (a timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; `[]` before the wallet's first transaction).",
+    errors: [],
+  },
   'POST /wallet/transactions': {
     auth: 'wallet',
     file: TRANSACTIONS,
@@ -129,6 +138,34 @@ export const ROUTES: Record<string, RouteDoc> = {
     errors: ['G003', 'G004', 'T000', 'I001', 'W000', 'T001', 'I002', 'I003'],
   },
 
+  // Holds: assets reserved for a recipient, captured (whole or in part), voided or expired.
+  'POST /wallet/holds': {
+    auth: 'wallet',
+    file: HOLDS,
+    summary: 'Hold assets for a recipient',
+    description:
+      'Reserves the listed assets in the wallet for the recipient (the body of a transfer, plus `metadata` and `expires_in`: 60 to 2,592,000 seconds, a week by default). Nothing moves yet: the assets stay in the wallet as `held` and cannot be spent until the hold is captured, voided or expires. ' +
+      'The same errors, in the same order, as a transfer; only what is free (`quantity - held`) may be held. `Idempotency-Key` as for a transfer.',
+    errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'I001', 'I002', 'I003'],
+  },
+  'GET /wallet/holds': {
+    auth: 'wallet',
+    file: HOLDS,
+    summary: "The wallet's holds",
+    description: 'Holds the wallet sent or receives, newest first, filtered by `status` and `direction`. A pending hold past its expiry is listed as expired. The `Link` header (`rel="next"`) gives the next page.',
+    errors: [],
+  },
+  'GET /wallet/holds/:id': { auth: 'wallet', file: HOLDS, summary: 'One hold', description: 'A hold the wallet sent or receives.', errors: ['H000'] },
+  'POST /wallet/holds/:id/capture': {
+    auth: 'wallet',
+    file: HOLDS,
+    summary: 'Capture a hold',
+    description:
+      'The sending wallet settles its hold: everything it holds (no body), or the quantities in `assets` (each at most what is held), moves to the recipient as one transaction of kind `capture`; the rest is released. `Idempotency-Key` as for a transfer. Checked in this order: key, hold, status, quantities.',
+    errors: ['G003', 'G004', 'H000', 'H001', 'H002', 'I003'],
+  },
+  'POST /wallet/holds/:id/void': { auth: 'wallet', file: HOLDS, summary: 'Void a hold', description: 'Either side releases a pending hold: nothing moves, the sending wallet may spend it all again.', errors: ['H000', 'H001'] },
+
   // Assets and issuance.
   'GET /assets': { auth: 'any', file: ASSETS, summary: 'List assets', description: 'Every live asset, for any caller.', errors: [] },
   'POST /assets': { auth: 'admin', file: ASSETS, summary: 'Create an asset', description: 'A new asset: a name of 1-32 letters, digits, `_` or `-`, unique case-insensitively, and a display value per unit.', errors: ['I004'] },
@@ -152,7 +189,13 @@ export const ROUTES: Record<string, RouteDoc> = {
     description: 'Issues new units of one asset from `mint` into up to 1,000 user wallets, all or nothing: one transaction per entry, in order. An entry refused names itself in `detail` (`entries[i]: `).',
     errors: ['W002', 'I003'],
   },
-  'DELETE /wallets/:walletid/assets/:assetid': { auth: 'admin', file: ASSETS, summary: 'Burn units of a wallet', description: 'Moves `quantity` units (or the whole holding) back to `mint`, recorded as a transaction.', errors: ['W002', 'I002'] },
+  'DELETE /wallets/:walletid/assets/:assetid': {
+    auth: 'admin',
+    file: ASSETS,
+    summary: 'Burn units of a wallet',
+    description: 'Moves `quantity` units (or all that pending holds leave free) back to `mint`, recorded as a transaction; nothing free to burn is a 204 that changes nothing, more than is free `I002`.',
+    errors: ['W002', 'I002'],
+  },
 
   // Events: webhooks and the event stream.
   'PUT /wallet/webhook': {

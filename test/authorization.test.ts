@@ -108,6 +108,7 @@ describe('authorization matrix', () => {
     await ok(call('PUT', '/wallet/webhook', as(other), { webhook: 'http://127.0.0.1:9/x' }), 200)
     await ok(call('POST', '/wallet/transactions', as(owner), { recipient: other.username, assets: { gold: 1 } }), 201)
     const receivedByW = (await ok(call('POST', '/wallet/transactions', as(other), { recipient: String(walletW), type: 2, assets: { gold: 10 } }), 201)).id as number
+    const holdW = (await ok(call('POST', '/wallet/holds', as(owner), { recipient: other.username, assets: { gold: 2 } }), 201)).id as number
     const delivery = async (walletId: number) =>
       (await t.database.db.selectFrom('webhook_deliveries').select('id').where('wallet_id', '=', walletId).orderBy('id').executeTakeFirstOrThrow()).id
 
@@ -128,6 +129,7 @@ describe('authorization matrix', () => {
       goldId,
       goldName: 'gold',
       spareAssetId,
+      holdW,
       deliveryW: await delivery(walletW),
       deliveryX: await delivery(walletX),
       receivedByW,
@@ -219,7 +221,7 @@ describe('authorization matrix', () => {
     return undefined
   }
 
-  /** What a refused request must not change: ownership, access, keys, sessions, holdings, assets, webhooks. */
+  /** What a refused request must not change: ownership, access, keys, sessions, holdings (and what is held), holds, assets, webhooks. */
   async function fingerprint(): Promise<string> {
     const db = t.database.db
     const rows = await Promise.all([
@@ -228,7 +230,8 @@ describe('authorization matrix', () => {
       db.selectFrom('wallets').select(['id', 'address', 'user_id', 'deleted_at']).orderBy('id').execute(),
       db.selectFrom('wallet_users').select(['wallet_id', 'user_id']).orderBy('wallet_id').orderBy('user_id').execute(),
       db.selectFrom('wallet_sessions').select(['id', 'wallet_id', 'user_id', 'name']).orderBy('id').execute(),
-      db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).orderBy('wallet_id').orderBy('asset_id').execute(),
+      db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).orderBy('wallet_id').orderBy('asset_id').execute(),
+      db.selectFrom('holds').select(['id', 'status', 'transaction_id']).orderBy('id').execute(),
       db.selectFrom('assets').select(['id', 'name', 'value', 'deleted_at']).orderBy('id').execute(),
       db.selectFrom('webhooks').select(['wallet_id', 'url', 'secret']).orderBy('wallet_id').execute(),
       db.selectFrom('transactions').select((eb) => eb.fn.countAll<number>().as('count')).execute(),

@@ -421,6 +421,34 @@ describe(`atomic batches in the group commit (${STORAGE})`, () => {
   })
 })
 
+describe(`batches and held funds (${STORAGE})`, () => {
+  it('spends only what no pending hold reserves: an atomic batch is refused naming its transfer, a non-atomic one goes as far as the free funds', async () => {
+    const payer = await fundedUser(t, [[gold, 10]])
+    const [bob, carol] = [await createUser(t.app), await createUser(t.app)]
+    const hold = await t.app.inject({ method: 'POST', url: '/wallet/holds', headers: payer.auth, payload: { recipient: carol.username, assets: { [gold.name]: 6 } } })
+    assert.equal(hold.statusCode, 201, hold.body)
+    const transfers = [
+      { recipient: bob.username, assets: { [gold.name]: 3 } },
+      { recipient: bob.username, assets: { [gold.name]: 2 } },
+    ]
+    await refusedUnchanged(() => sendBatch(payer, { transfers }), 400, 'I002', /^transfers\[1\]: wallet holds 7 of \S+ of which 6 held/)
+    const each = await sendBatch(payer, { atomic: false, transfers })
+    assert.equal(each.statusCode, 200, each.body)
+    assert.deepEqual(
+      each.json().results.map((result: { status: number; error?: { code: string } }) => [result.status, result.error?.code]),
+      [
+        [201, undefined],
+        [400, 'I002'],
+      ],
+    )
+    const holdings = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: payer.auth })
+    assert.deepEqual(
+      holdings.json().map((holding: { quantity: number; held: number }) => [holding.quantity, holding.held]),
+      [[7, 6]],
+    )
+  })
+})
+
 describe(`POST /issuances (${STORAGE})`, () => {
   it('issues to every entry, all or nothing, and answers 201 with the transactions in order', async () => {
     const [bob, carol] = [await createUser(t.app), await createUser(t.app)]

@@ -404,6 +404,7 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
       ['Send', 'Send'],
       ['History', 'History'],
       ['Batch', 'Batch send'],
+      ['Holds', 'Holds'],
       ['Wallets', 'Wallets'],
       ['Sharing', 'Sharing'],
       ['Keys', 'Keys'],
@@ -446,7 +447,8 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     await operator.getByText('Value set to 3.').waitFor()
     await go(operator, 'Wallets')
     await operator.getByLabel('Find a wallet').fill(bob)
-    await operator.getByRole('link').filter({ hasText: /^[a-z]+$/ }).first().click()
+    // Only once the search has answered: before it, the list shows every wallet.
+    await operator.getByRole('listitem').filter({ hasText: `owner ${bob}` }).getByRole('link').first().click()
     await operator.getByLabel('Asset to issue').selectOption({ label: 'argent' })
     await operator.getByLabel('Quantity to issue').fill('1234567')
     await operator.getByRole('button', { name: 'Issue', exact: true }).click()
@@ -457,7 +459,8 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     await operator.getByRole('alert').filter({ hasText: 'cannot be deleted while any wallet holds some of it' }).waitFor()
     await go(operator, 'Wallets')
     await operator.getByLabel('Find a wallet').fill(bob)
-    await operator.getByRole('link').filter({ hasText: /^[a-z]+$/ }).first().click()
+    // Only once the search has answered: before it, the list shows every wallet.
+    await operator.getByRole('listitem').filter({ hasText: `owner ${bob}` }).getByRole('link').first().click()
     await operator.getByLabel('Asset to burn').selectOption({ label: 'argent (1,234,567 held)' })
     await operator.getByRole('button', { name: 'Burn', exact: true }).click()
     await operator.getByRole('dialog').getByText('1,234,567 argent leave wallet').waitFor()
@@ -566,7 +569,7 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     assert.deepEqual(watches.flatMap((w) => w.problems), [])
   })
 
-  it('part two: balances at a date, metadata and kind shown and filtered, a statement downloaded, batches sent', { timeout: 180_000 }, async () => {
+  it('part two: balances at a date, metadata and kind shown and filtered, a statement downloaded, batches sent, a refund and a reversal', { timeout: 180_000 }, async () => {
     const copper = await createAsset(t, { name: `copper${suffix}` })
     const carol = await createUser(t.app, `carol${suffix}`)
     const dave = await createUser(t.app, `dave${suffix}`)
@@ -626,12 +629,126 @@ describe('the console in a browser', { skip: !available && `no browser at ${CHRO
     await page.getByText('1 of 2 transfers sent.').waitFor()
     await page.getByText('Line 2: not sent. There is no user with that username.').waitFor()
     await shoot(page, 'batch-result')
+    const uploaded = Number(/Line 1: sent .* \(transaction (\d+)\)/.exec((await page.locator('main').textContent()) ?? '')?.[1])
     // A line that is not a transfer is refused before anything is sent.
     await page.getByLabel('Transfers').fill(`${dave.username},${copper.name},1.5`)
     await page.getByRole('button', { name: 'Send batch' }).click()
     await page.getByRole('alert').filter({ hasText: 'Line 1: the quantity is a whole number of at least 1.' }).waitFor()
     await go(page, 'Balances')
     await page.getByRole('row', { name: new RegExp(`${copper.name} 81 1`) }).waitFor()
+
+    // Dave refunds part of what carol sent him, from the transaction's detail; confirmed.
+    const davePage = await open()
+    await signIn(davePage, dave.username)
+    await go(davePage, 'History')
+    const ordered = davePage.getByRole('listitem').filter({ hasText: 'A-1' })
+    await ordered.getByText(/^Refund transaction \d+$/).click()
+    await ordered.getByLabel(`${copper.name} to move back`).fill('11')
+    await ordered.getByRole('button', { name: 'Refund', exact: true }).click()
+    await ordered.getByRole('alert').filter({ hasText: 'no more can go back' }).waitFor()
+    await ordered.getByLabel(`${copper.name} to move back`).fill('3')
+    await ordered.getByRole('button', { name: 'Refund', exact: true }).click()
+    await davePage.getByRole('dialog').getByText(`Moves back to ${carol.username}: 3 ${copper.name}`).waitFor()
+    await shoot(davePage, 'confirm-refund')
+    await confirmDialog(davePage, 'Refund')
+    await davePage.getByText(`3 ${copper.name} moved back to ${carol.username}`).waitFor()
+    await davePage.getByText(/^Reversal of transaction \d+ ·/).first().waitFor()
+    await shoot(davePage, 'history-refund')
+    // What a wallet sent, or anything it did not receive as a transfer, has no refund.
+    assert.equal(await davePage.getByRole('listitem').filter({ hasText: 'Reversal of transaction' }).getByText(/^Refund transaction/).count(), 0)
+
+    // The operator reverses the uploaded transfer from the journal; a second reversal is refused in words.
+    const operator = await open()
+    await operator.goto(`${origin}/console/#/operator`)
+    await operator.getByLabel('Admin key').fill(ADMIN_KEY)
+    await operator.getByRole('button', { name: 'Sign in' }).click()
+    await go(operator, 'Journal')
+    const entry = operator.getByRole('listitem').filter({ hasText: `transaction ${uploaded}` }).filter({ hasText: 'upload' })
+    await entry.getByText(`Reverse transaction ${uploaded}`).click()
+    await entry.getByLabel('Memo (optional)').fill('sent by mistake')
+    await entry.getByRole('button', { name: 'Reverse', exact: true }).click()
+    await operator.getByRole('dialog').getByText(`Moves back to ${carol.username}: everything of it not yet moved back`).waitFor()
+    await confirmDialog(operator, 'Reverse')
+    await entry.getByText(`4 ${copper.name} moved back to ${carol.username}`).waitFor()
+    await entry.getByRole('button', { name: 'Reverse', exact: true }).click()
+    await confirmDialog(operator, 'Reverse')
+    await entry.getByRole('alert').filter({ hasText: 'That cannot be moved back' }).waitFor()
+    await operator.getByLabel('Kind').selectOption({ label: 'Reversal' })
+    await operator.getByText(`Reversal of transaction ${uploaded}`).waitFor()
+    await shoot(operator, 'operator-reversal')
+    await go(page, 'History')
+    await go(page, 'Balances')
+    // 81 + 3 refunded by dave + 4 reversed by the operator.
+    await page.getByRole('row', { name: new RegExp(`${copper.name} 88 1`) }).waitFor()
+    assert.deepEqual(watches.flatMap((w) => w.problems), [])
+  })
+
+  it('holds: placed, captured in part and whole, voided by the recipient, held shown in the balances', { timeout: 180_000 }, async () => {
+    const tin = await createAsset(t, { name: `tin${suffix}` })
+    const erin = await createUser(t.app, `erin${suffix}`)
+    const frank = await createUser(t.app, `frank${suffix}`)
+    await issue(t, erin.walletId, tin.id, 50)
+    const page = await open()
+    await signIn(page, erin.username)
+    await go(page, 'Holds')
+    await page.getByText('No pending holds.').waitFor()
+    const place = async (quantity: string, memo: string) => {
+      await page.getByLabel('Recipient username').fill(frank.username)
+      await page.getByLabel('Asset to hold').selectOption({ index: 0 })
+      await page.getByLabel('Quantity to hold').fill(quantity)
+      await page.getByLabel('Expires after').selectOption({ label: '1 day' })
+      await page.getByLabel('Memo (optional)').fill(memo)
+      await page.getByRole('button', { name: 'Place hold' }).click()
+      const done = await page.getByRole('status').filter({ hasText: `${quantity} ${tin.name} reserved for ${frank.username}` }).textContent()
+      return Number(/Hold (\d+) placed/.exec(done ?? '')?.[1])
+    }
+    const partly = await place('10', 'deposit')
+    const whole = await place('20', 'escrow')
+    // What is held shows beside what the wallet owns.
+    await go(page, 'Balances')
+    await page.getByRole('row', { name: new RegExp(`${tin.name} 50 30 1`) }).waitFor()
+    await go(page, 'Holds')
+
+    // Part of the first: more than is held is refused before anything is sent, then 4 captured (confirmed).
+    const first = page.getByRole('listitem').filter({ hasText: `hold ${partly}` })
+    await first.getByText(`Capture part of hold ${partly}`).click()
+    await first.getByLabel(`${tin.name} to capture`).fill('11')
+    await first.getByRole('button', { name: 'Capture these' }).click()
+    await first.getByRole('alert').filter({ hasText: `At most 10 ${tin.name} is held.` }).waitFor()
+    await first.getByLabel(`${tin.name} to capture`).fill('4')
+    await first.getByRole('button', { name: 'Capture these' }).click()
+    await page.getByRole('dialog').getByText(`4 ${tin.name} go to ${frank.username}`).waitFor()
+    await confirmDialog(page, 'Capture')
+    await page.getByRole('status').filter({ hasText: `Hold ${partly} captured: 4 ${tin.name} paid` }).waitFor()
+    // The whole second one; a cancelled confirmation captures nothing.
+    await page.getByRole('button', { name: `Capture hold ${whole}` }).click()
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click()
+    await page.getByRole('button', { name: `Capture hold ${whole}` }).click()
+    await confirmDialog(page, 'Capture')
+    await page.getByRole('status').filter({ hasText: `Hold ${whole} captured: 20 ${tin.name} paid` }).waitFor()
+    const third = await place('7', 'maybe')
+    await shoot(page, 'holds')
+
+    // Frank sees it from the other side: he may void it, not capture it.
+    const frankPage = await open()
+    await signIn(frankPage, frank.username)
+    await go(frankPage, 'Holds')
+    const held = frankPage.getByRole('listitem').filter({ hasText: `hold ${third}` })
+    await held.getByText(`Held for you by ${erin.username}`).waitFor()
+    assert.equal(await held.getByRole('button', { name: /^Capture/ }).count(), 0)
+    await held.getByRole('button', { name: `Void hold ${third}` }).click()
+    await frankPage.getByRole('dialog').getByText(`go back to ${erin.username}`).waitFor()
+    await confirmDialog(frankPage, 'Void')
+    await frankPage.getByRole('status').filter({ hasText: `Hold ${third} voided` }).waitFor()
+    await frankPage.getByLabel('Status').selectOption({ label: 'Every status' })
+    await frankPage.getByRole('listitem').filter({ hasText: `hold ${third}` }).getByText('Voided').waitFor()
+    await frankPage.getByRole('listitem').filter({ hasText: `hold ${whole}` }).getByText('Captured').waitFor()
+    await go(frankPage, 'History')
+    await frankPage.getByText(`Capture of hold ${whole}`).waitFor()
+
+    // Erin: 50 − 4 − 20, nothing held any more.
+    await go(page, 'Balances')
+    await page.getByRole('row', { name: new RegExp(`${tin.name} 26 1`) }).waitFor()
     assert.deepEqual(watches.flatMap((w) => w.problems), [])
   })
 

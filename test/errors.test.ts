@@ -51,6 +51,9 @@ const CONTRACT: Record<string, [number, string]> = {
   I005: [409, 'Asset In Use'],
   T000: [404, 'Transaction Not Found'],
   T001: [409, 'Transaction Not Reversible'],
+  H000: [404, 'Hold Not Found'],
+  H001: [409, 'Hold Not Pending'],
+  H002: [400, 'Capture Exceeds Hold'],
 }
 
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
@@ -177,6 +180,19 @@ describe('every code, provoked through HTTP', () => {
       const sent = await inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
       assert.equal(sent.statusCode, 201, sent.body)
       return inject({ method: 'POST', url: `/wallet/transactions/${sent.json().id}/refund`, headers: bob.auth, payload: { assets: { gold: 2 } } })
+    },
+    H000: () => inject({ method: 'GET', url: '/wallet/holds/987654', headers: alice.auth }),
+    H001: async () => {
+      const hold = await inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      assert.equal(hold.statusCode, 201, hold.body)
+      const voided = await inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/void`, headers: bob.auth })
+      assert.equal(voided.statusCode, 200, voided.body)
+      return inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/capture`, headers: alice.auth })
+    },
+    H002: async () => {
+      const hold = await inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      assert.equal(hold.statusCode, 201, hold.body)
+      return inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/capture`, headers: alice.auth, payload: { assets: { gold: 2 } } })
     },
   }
 

@@ -53,7 +53,7 @@ describe(`batched moves (${STORAGE})`, () => {
     assert.match(String((outcomes[2] as { error: Error }).error.message), /holds 0 of gold, 1 requested/)
     assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold), await holding(c.walletId, gold)], [7, 3, 0])
     // Ids follow the order of the moves, and each committed move is one recorded transaction.
-    const ids = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.transaction.id] : []))
+    const ids = outcomes.flatMap((outcome) => (outcome.ok && outcome.transaction ? [outcome.transaction.id] : []))
     assert.deepEqual(ids, [...ids].sort((x, y) => x - y))
     const stored = await db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id']).where('id', 'in', ids).orderBy('id').execute()
     assert.deepEqual(
@@ -94,7 +94,7 @@ describe(`batched moves (${STORAGE})`, () => {
     assert.equal(response.statusCode, 200, response.body)
     const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 2 }]), { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue', kind: 'issuance' }])
     assert.deepEqual(outcomes.map(errorCode), [undefined, undefined])
-    const ids = outcomes.map((outcome) => (outcome.ok ? outcome.transaction.id : 0))
+    const ids = outcomes.map((outcome) => (outcome.ok ? (outcome.transaction?.id ?? 0) : 0))
     const events = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'transaction_id']).where('transaction_id', 'in', ids).orderBy('id').execute()
     assert.deepEqual(
       events.map((event) => [event.transaction_id, event.wallet_id, event.type]),

@@ -22,6 +22,6 @@ describe('service smoke', () => {
     const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 4 } } })
     assert.equal(sent.statusCode, 201, sent.body)
     const holdings = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: bob.auth })
-    assert.deepEqual(holdings.json(), [{ asset: { id: asset.json().id, name: 'gold', value: 1 }, quantity: 4 }])
+    assert.deepEqual(holdings.json(), [{ asset: { id: asset.json().id, name: 'gold', value: 1 }, quantity: 4, held: 0 }])
   })
 })

@@ -39,8 +39,11 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   I003: 'That amount is too large: a balance would go beyond the largest number Coffer can hold.',
   I004: 'An asset with that name already exists.',
   I005: 'This asset cannot be deleted while any wallet holds some of it. Burn it from every wallet first, then delete it.',
-  T000: 'That transaction does not exist, or it is not one this wallet can refund.',
-  T001: 'That cannot be reversed: it is a reversal itself, or more than what is left of it was asked for.',
+  T000: 'That transaction does not exist, or it cannot be moved back from here: only the wallet that received a transfer or a capture may refund it.',
+  T001: 'That cannot be moved back: it is a reversal itself, or more was asked for than what is left of it to move back.',
+  H000: 'That hold does not exist, or this wallet is not a side of it.',
+  H001: 'That hold is no longer pending: it has already been captured, voided, or it expired.',
+  H002: 'You cannot capture more than the hold reserves, or an asset it does not reserve.',
 }
 
 /** The kinds of transaction, as a person reads them. */

@@ -22,7 +22,7 @@ function kindLabel(transaction: Transaction): string | undefined {
 }
 
 /** A transaction's metadata as a short list of "key: value". */
-function MetadataList({ metadata }: { metadata: Record<string, string> }) {
+export function MetadataList({ metadata }: { metadata: Record<string, string> }) {
   const entries = Object.entries(metadata)
   if (entries.length === 0) return null
   return (
@@ -102,13 +102,20 @@ export function TransactionPage({ page, cursors, setCursors, walletId, empty, ac
       {page.loading && <Loading what="transactions" />}
       {page.data && page.data.data.length === 0 && <Empty>{empty}</Empty>}
       {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={walletId} actions={actions} />}
-      <Pager
-        first={cursors.length === 1}
-        hasOlder={page.data?.next !== undefined}
-        onNewest={() => setCursors([undefined])}
-        onNewer={() => setCursors(cursors.slice(0, -1))}
-        onOlder={() => setCursors([...cursors, page.data?.next])}
-      />
+      <CursorPager cursors={cursors} setCursors={setCursors} next={page.data?.next} />
     </>
+  )
+}
+
+/** The pager of a list paged by cursor: `next` is the next (older) page's cursor, if any. */
+export function CursorPager({ cursors, setCursors, next }: { cursors: Cursors; setCursors: (cursors: Cursors) => void; next: number | undefined }) {
+  return (
+    <Pager
+      first={cursors.length === 1}
+      hasOlder={next !== undefined}
+      onNewest={() => setCursors([undefined])}
+      onNewer={() => setCursors(cursors.slice(0, -1))}
+      onOlder={() => setCursors([...cursors, next])}
+    />
   )
 }

@@ -48,3 +48,19 @@ export function parseAssetValue(value: string): number {
   check(value.trim() !== '' && Number.isFinite(number) && number >= 0, 'A value is a number of 0 or more, like 1.5.')
   return number
 }
+
+/**
+ * The quantities typed per asset for part of a transaction or a hold (a capture, a refund, a
+ * reversal): empty fields are left out, each at most what the line holds (`tooMuch` says so).
+ */
+export function parsePart(lines: { quantity: number; asset: { name: string } }[], typed: Record<string, string>, tooMuch: (line: { quantity: number; asset: { name: string } }) => string): Record<string, number> {
+  const assets: Record<string, number> = {}
+  for (const line of lines) {
+    const value = (typed[line.asset.name] ?? '').trim()
+    if (value === '') continue
+    const quantity = parseQuantity(value, `The quantity of ${line.asset.name}`)
+    check(quantity <= line.quantity, tooMuch(line))
+    assets[line.asset.name] = quantity
+  }
+  return assets
+}

@@ -8,6 +8,7 @@ import * as ledgerReferences from './migrations/0005_ledger_references.ts'
 import * as operatorSessions from './migrations/0006_operator_sessions.ts'
 import * as retentionAndSharedLimits from './migrations/0007_retention_and_shared_limits.ts'
 import * as transactionKindsAndMetadata from './migrations/0008_transaction_kinds_and_metadata.ts'
+import * as holds from './migrations/0009_holds.ts'
 import * as runningBalances from './migrations/0010_running_balances.ts'
 import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
 
@@ -21,6 +22,7 @@ const migrations: Record<string, Migration> = {
   '0006_operator_sessions': operatorSessions,
   '0007_retention_and_shared_limits': retentionAndSharedLimits,
   '0008_transaction_kinds_and_metadata': transactionKindsAndMetadata,
+  '0009_holds': holds,
   '0010_running_balances': runningBalances,
   '0011_webhook_origins': webhookOrigins,
 }

@@ -65,6 +65,31 @@ export interface HoldingsTable {
   wallet_id: number
   asset_id: number
   quantity: number
+  /** What pending holds reserve of `quantity` (those past their expiry included until the expiry job settles them). */
+  held: Generated<number>
+}
+
+/** A hold (`ledger/holds.service.ts`): reserved in the sending wallet until captured, voided or expired. */
+export interface HoldsTable {
+  id: Generated<number>
+  sending_wallet_id: number
+  receiving_wallet_id: number
+  memo: string
+  /** JSON object of strings. */
+  metadata: string
+  /** pending | captured | voided | expired; a pending row past `expires_at` reads as expired. */
+  status: string
+  created_at: string
+  expires_at: string
+  settled_at: string | null
+  /** The capture's transaction. */
+  transaction_id: number | null
+}
+
+export interface HoldAssetsTable {
+  hold_id: number
+  asset_id: number
+  quantity: number
 }
 
 export interface TransactionsTable {
@@ -141,9 +166,12 @@ export interface EventsTable {
   event_id: string
   wallet_id: number
   type: string
-  transaction_id: number
-  /** The transaction's time; the payload is composed from these columns and the transaction's body. */
+  /** The transaction of a `transaction.*` event; null for a `hold.*` event. */
+  transaction_id: number | null
+  /** The event's time; the payload is composed from these columns and the transaction's body. */
   created_at: string
+  /** A `hold.*` event's data: the Hold as it was at the event (JSON). */
+  body: string | null
 }
 
 export interface WebhookDeliveriesTable {
@@ -192,6 +220,8 @@ export interface DB {
   wallet_sessions: WalletSessionsTable
   assets: AssetsTable
   holdings: HoldingsTable
+  holds: HoldsTable
+  hold_assets: HoldAssetsTable
   transactions: TransactionsTable
   transaction_assets: TransactionAssetsTable
   transaction_metadata: TransactionMetadataTable

@@ -50,9 +50,9 @@ export async function readHead(db: Executor): Promise<{ maxId: number; snapshot:
   return { maxId: Number(rows[0].max_id ?? 0), snapshot: toSnapshot(rows[0]) }
 }
 
-/** The columns an event's payload is composed from: the event's own and its transaction's body. */
-const EVENT_FIELDS = sql`events.id, events.wallet_id, events.type, events.event_id, events.created_at, transactions.body`
-const EVENTS = sql`events join transactions on transactions.id = events.transaction_id`
+/** The columns an event's payload is composed from: the event's own and its transaction's body (a hold's event carries its own). */
+const EVENT_FIELDS = sql`events.id, events.wallet_id, events.type, events.event_id, events.created_at, coalesce(events.body, transactions.body) as body`
+const EVENTS = sql`events left join transactions on transactions.id = events.transaction_id`
 
 type EventRow = { id: number | string; wallet_id: number | string; type: string; event_id: string; created_at: string; body: string | null }
 

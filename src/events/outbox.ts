@@ -2,9 +2,9 @@ import crypto from 'node:crypto'
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { rowsOf, type Write } from '../db/dialect.ts'
-import { MINT_WALLET_ID, type EventWriter, type Transaction } from '../ledger/ledger.types.ts'
+import { MINT_WALLET_ID, type EventWriter, type Hold, type HoldEventType, type Transaction } from '../ledger/ledger.types.ts'
 
-export type EventType = 'transaction.sent' | 'transaction.received'
+export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventType
 
 /**
  * `evt_` and 32 hex digits: the time in milliseconds (12 digits), then 74 random bits. Ids that
@@ -26,7 +26,7 @@ function eventWallets(from: number, to: number): { walletId: number; type: Event
 
 /**
  * An event's payload as sent on the stream and to webhooks: `{ type, id, created_at, data }` with
- * the transaction's stored body as `data`, the text `JSON.stringify` gives for that object. Stored
+ * the transaction's stored body as `data` (a hold's event: the Hold stored on the event's row), the text `JSON.stringify` gives for that object. Stored
  * events hold only the fields around it (migration 0004): both events of a transfer carry the
  * same transaction, which is stored once, on its row. (Every transaction written by the ledger
  * has a body; only the bench's directly inserted history has none, and no events.)
@@ -53,18 +53,27 @@ function transactionEventWrites(executor: Executor, transactions: Transaction[],
       events.push([ids[events.length], newEventId(), walletId, type, transaction.id, transaction.created_at])
     }
   }
+  return eventRowWrites(executor, EVENT_COLUMNS, events)
+}
+
+/**
+ * The two writes of a set of events: the event rows (with `columns`, `id`, `wallet_id` and
+ * `created_at` among them), and a pending delivery for each whose wallet has a webhook.
+ */
+function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | typeof HOLD_EVENT_COLUMNS, events: unknown[][]): Write[] {
   if (events.length === 0) return []
+  const names = sql.raw(columns.map(([name]) => name).join(', '))
   return [
     {
       statement: sql`
-        insert into events (id, event_id, wallet_id, type, transaction_id, created_at)
-        select id, event_id, wallet_id, type, transaction_id, created_at from ${rowsOf(executor, EVENT_COLUMNS, events)}`,
+        insert into events (${names})
+        select ${names} from ${rowsOf(executor, columns, events)}`,
     },
     {
       statement: sql`
         insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
         select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
-        from ${rowsOf(executor, EVENT_COLUMNS, events)} join webhooks on webhooks.wallet_id = r.wallet_id`,
+        from ${rowsOf(executor, columns, events)} join webhooks on webhooks.wallet_id = r.wallet_id`,
     },
   ]
 }
@@ -78,8 +87,41 @@ const EVENT_COLUMNS = [
   ['created_at', 'text'],
 ] as const
 
+/** Both sides of a hold (never mint, which holds nothing for anyone). */
+function holdWallets(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id'>): number[] {
+  return [hold.sending_wallet_id, hold.receiving_wallet_id].filter((walletId) => walletId !== MINT_WALLET_ID)
+}
+
+/**
+ * The writes of `hold.created`, `hold.captured`, `hold.voided` or `hold.expired` to both sides of
+ * each hold, with webhook deliveries as for transactions. The data of a hold's event is the Hold
+ * as it is after that event, stored on the event's row (a hold changes; its events do not). The
+ * event's time is when it happened: the hold's creation, or its settlement (for an expiry, the
+ * expiry time, whenever the expiry was written).
+ */
+function holdEventWrites(executor: Executor, holdEvents: { type: HoldEventType; hold: Hold }[], ids: number[]): Write[] {
+  const events: unknown[][] = []
+  for (const { type, hold } of holdEvents) {
+    const body = JSON.stringify(hold)
+    const at = type === 'hold.created' ? hold.created_at : (hold.settled_at ?? hold.created_at)
+    for (const walletId of holdWallets(hold)) events.push([ids[events.length], newEventId(), walletId, type, at, body])
+  }
+  return eventRowWrites(executor, HOLD_EVENT_COLUMNS, events)
+}
+
+const HOLD_EVENT_COLUMNS = [
+  ['id', 'bigint'],
+  ['event_id', 'text'],
+  ['wallet_id', 'bigint'],
+  ['type', 'text'],
+  ['created_at', 'text'],
+  ['body', 'text'],
+] as const
+
 /** The event writer `buildApp` (and the CLI) hand to the ledger (`ledger/ledger.types.ts` EventWriter). */
 export const outbox: EventWriter = {
   countEvents: (from, to) => eventWallets(from, to).length,
   eventWrites: transactionEventWrites,
+  countHoldEvents: (hold) => holdWallets(hold).length,
+  holdEventWrites,
 }

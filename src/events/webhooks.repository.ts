@@ -252,9 +252,10 @@ export async function loadDeliveryWork(db: Executor, deliveryId: number) {
   const row = await db
     .selectFrom('webhook_deliveries')
     .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
-    .innerJoin('transactions', 'transactions.id', 'events.transaction_id')
+    // A hold's event has no transaction and carries its own body.
+    .leftJoin('transactions', 'transactions.id', 'events.transaction_id')
     .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-    .select(['events.event_id', 'events.type', 'events.created_at', 'transactions.body', 'webhooks.url', 'webhooks.secret'])
+    .select((eb) => ['events.event_id', 'events.type', 'events.created_at', eb.fn.coalesce('events.body', 'transactions.body').as('body'), 'webhooks.url', 'webhooks.secret'])
     .where('webhook_deliveries.id', '=', deliveryId)
     .executeTakeFirst()
   if (!row) return undefined

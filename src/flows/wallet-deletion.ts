@@ -7,7 +7,8 @@ import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
 import { finishWalletDeletion, lockWalletForDeletion } from '../wallets/wallets.service.ts'
 
 /**
- * DELETE /wallet: deletes the active wallet in one database transaction. Its positive holdings go
+ * DELETE /wallet: deletes the active wallet in one database transaction. Its pending holds, sent
+ * and received, are voided (or expired, past their expiry); then its positive holdings go
  * to the caller's primary wallet as one Transaction (memo "wallet deleted"); its keys, webhook
  * (pending deliveries cancelled) and assignments are removed; sessions that had it active move to
  * their user's primary wallet. The row stays, marked deleted, so history keeps its address and
@@ -18,11 +19,15 @@ export async function deleteWallet(db: Db, ledger: Ledger, auth: UserAuth): Prom
   await inTransaction(db, async (trx) => {
     // The turns of both wallets of the sweep first, as every move takes them: a transfer of either
     // in progress finishes first, and none can then wait on this wallet's row while holding them.
+    // With them the turns of the wallets on the other side of its holds, which are settled below.
     const primary = (await findUserById(trx, auth.userId))?.primary_wallet_id
-    await takeWalletTurns(trx, primary ? [auth.walletId, primary] : [auth.walletId])
+    const counterparties = await ledger.findHoldCounterparties(trx, auth.walletId)
+    await takeWalletTurns(trx, [auth.walletId, ...(primary ? [primary] : []), ...counterparties])
     const { walletId, primaryWalletId } = await lockWalletForDeletion(trx, auth)
-    // The webhook goes first so that the sweep below queues no delivery to it.
+    // The webhook goes first so that the holds' events and the sweep below queue no delivery to it.
     await removeWebhook(trx, walletId)
+    // Its pending holds, both directions, are voided first: the sweep then moves everything.
+    await ledger.settleHoldsOf(trx, walletId)
     await ledger.sweep(trx, walletId, primaryWalletId, 'wallet deleted')
     await finishWalletDeletion(trx, walletId)
   })

@@ -41,6 +41,9 @@ export const ERRORS = {
   I005: { status: 409, message: 'Asset In Use' },
   T000: { status: 404, message: 'Transaction Not Found' },
   T001: { status: 409, message: 'Transaction Not Reversible' },
+  H000: { status: 404, message: 'Hold Not Found' },
+  H001: { status: 409, message: 'Hold Not Pending' },
+  H002: { status: 400, message: 'Capture Exceeds Hold' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -83,6 +86,9 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   I005: 'the asset is still held; burn every holding of it first',
   T000: 'no such transaction, or not one the caller may refund (only the receiving wallet of a transfer or capture may)',
   T001: 'a reversal cannot be reversed, and all reversals of a transaction together never move back more of an asset than it moved',
+  H000: 'no such hold, or a hold the wallet is not a side of (a capture: not the sending wallet)',
+  H001: 'the hold is captured, voided or expired already',
+  H002: 'the capture asks for more of an asset than the hold holds, or for an asset the hold lacks',
 }
 
 export interface ErrorBody {

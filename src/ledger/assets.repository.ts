@@ -4,6 +4,7 @@ import { coalescedPer } from '../db/coalesce.ts'
 import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
 import { compareAssetNames, MINT_WALLET_ID, type Asset } from './ledger.types.ts'
+import { findHeld, holdingKey } from './moves.repository.ts'
 
 export function toAsset(row: Pick<AssetRow, 'id' | 'name' | 'value'>): Asset {
   return { id: row.id, name: row.name, value: row.value }
@@ -94,17 +95,22 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
     .execute()
 }
 
-/** Holdings of a wallet with a quantity above zero, ordered by asset name (compareAssetNames). */
+/**
+ * Holdings of a wallet with a quantity above zero, ordered by asset name (compareAssetNames),
+ * each with what pending, unexpired holds reserve of it (`held`; a held holding has a quantity
+ * of at least what is held, so it is listed even when nothing of it is free).
+ */
 export async function listHoldings(db: Executor, walletId: number) {
   const rows = await db
     .selectFrom('holdings')
     .innerJoin('assets', 'assets.id', 'holdings.asset_id')
-    .select(['assets.id', 'assets.name', 'assets.value', 'holdings.quantity'])
+    .select(['assets.id', 'assets.name', 'assets.value', 'holdings.quantity', 'holdings.wallet_id', 'holdings.asset_id', 'holdings.held'])
     .where('holdings.wallet_id', '=', walletId)
     .where('holdings.quantity', '>', 0)
     .execute()
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
-  return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity }))
+  const held = await findHeld(db, rows)
+  return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: held.get(holdingKey(walletId, row.id)) ?? 0 }))
 }
 
 /**
@@ -138,7 +144,15 @@ export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: str
   return held.map((row) => ({ asset: toAsset(row), quantity: Number(row.quantity), held: 0 }))
 }
 
-export async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
+async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
   const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', assetId).executeTakeFirst()
   return row?.quantity ?? 0
+}
+
+/** What of a holding pending, unexpired holds leave free to spend: `quantity - held`. */
+export async function findFreeQuantity(db: Executor, walletId: number, assetId: number): Promise<number> {
+  const row = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).where('wallet_id', '=', walletId).where('asset_id', '=', assetId).executeTakeFirst()
+  if (!row) return 0
+  const held = await findHeld(db, [row])
+  return row.quantity - (held.get(holdingKey(walletId, assetId)) ?? 0)
 }

@@ -3,7 +3,7 @@ import { AppError, ERROR_MEANINGS, ERRORS, type ErrorCode } from '../http/errors
 import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { Transaction } from './ledger.types.ts'
-import { committed, firstFailure, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
+import { committed, firstFailure, transactionOf, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
 import { Lookups, resolveTransfer } from './transfers.service.ts'
 
 /**
@@ -102,7 +102,7 @@ async function sendEach(committer: GroupCommitter, resolved: PromiseSettledResul
   }
   const respond = (outcomes: Outcome[]) => {
     const results = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
-    outcomes.forEach((outcome, i) => (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: outcome.transaction } : failed(outcome.error)))
+    outcomes.forEach((outcome, i) => (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)))
     return { status: 200, body: { results: results as BatchResult[] } }
   }
   const outcomes = moves.length === 0 ? [] : await committer.runUnit({ moves, atomic: false, idempotency: keyed(respond) })

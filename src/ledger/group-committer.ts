@@ -3,7 +3,7 @@ import type { Db, Executor } from '../db/database.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
 import { IdempotencyConflict, type EventWriter, type Transaction } from './ledger.types.ts'
-import { applyUnits, type Move, type Outcome, type Unit } from './moves.ts'
+import { applyUnits, transactionOf, type Move, type Outcome, type Unit } from './moves.ts'
 
 /**
  * Group commit for transfers.
@@ -88,7 +88,7 @@ export class GroupCommitter {
   async run(move: Move): Promise<Transaction> {
     const [outcome] = await this.runUnit({ moves: [move], atomic: true })
     if (!outcome.ok) throw outcome.error
-    return outcome.transaction
+    return transactionOf(outcome)
   }
 
   /**

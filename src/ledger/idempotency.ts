@@ -6,9 +6,9 @@ import { findIdempotencyKey } from './idempotency.repository.ts'
 import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
- * Idempotency-Keys of POST /wallet/transactions, POST /wallet/transactions/batch and refunds (one
- * key space per wallet; the operator's reversals use mint's): a repeat of a request answers with
- * the first response and moves nothing.
+ * Idempotency-Keys of POST /wallet/transactions, POST /wallet/transactions/batch, refunds, POST
+ * /wallet/holds and a hold's capture (one key space per wallet; the operator's reversals use
+ * mint's): a repeat of a request answers with the first response and moves nothing.
  *
  * - The first request's response is stored with its transfer, in the same database transaction
  *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed (a batch's
@@ -51,7 +51,7 @@ export interface IdempotencyRecord {
  * them), a missing memo is the empty one, a wallet id may be a string or a number, and asset
  * names are case-insensitive (quantities of one asset named twice add up, as the transfer does).
  */
-function canonicalTransfer(request: SendRequest): unknown[] {
+export function canonicalTransfer(request: SendRequest): unknown[] {
   const type = request.type ?? 0
   const lines = canonicalAssets(request.assets)
   const fields: unknown[] = [type, type === 2 ? Number(request.recipient) : request.recipient, request.memo ?? '', lines]

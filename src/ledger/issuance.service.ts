@@ -5,6 +5,7 @@ import { findLiveWalletById, findLiveWalletIds } from '../wallets/wallets.servic
 import * as assets from './assets.repository.ts'
 import { itemError } from './batches.service.ts'
 import { MINT_WALLET_ID, type EventWriter, type Metadata, type Transaction } from './ledger.types.ts'
+import { takeWalletTurns } from './moves.repository.ts'
 import { applyUnits, committed, firstFailure, moveAssets, type Move } from './moves.ts'
 
 /** A live user wallet for the admin routes; W002 otherwise (unknown, deleted, or mint). */
@@ -67,15 +68,18 @@ export async function issueToMany(db: Db, events: EventWriter, request: Issuance
 }
 
 /**
- * DELETE /wallets/{id}/assets/{assetId}: burns `quantity` (or the whole holding) back to mint.
- * Returns the Transaction, or undefined when there was nothing to burn. Throws W002, I002.
+ * DELETE /wallets/{id}/assets/{assetId}: burns `quantity` (or all that is free: what pending holds
+ * do not reserve) back to mint. Returns the Transaction, or undefined when there was nothing
+ * free to burn. Throws W002, I002 (more than is free).
  */
 export async function burnAsset(db: Db, events: EventWriter, walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined> {
   await adminWallet(db, walletId)
   const asset = await adminAsset(db, assetId)
   return inTransaction(db, async (trx) => {
-    const amount = quantity ?? (await assets.findHolding(trx, walletId, assetId))
-    if (amount === 0) return undefined
+    // The turns the burn takes anyway, first: what is free cannot change before it is burned.
+    await takeWalletTurns(trx, [MINT_WALLET_ID, walletId])
+    const amount = quantity ?? (await assets.findFreeQuantity(trx, walletId, assetId))
+    if (amount <= 0) return undefined
     return moveAssets(trx, { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn', kind: 'burn' }, events)
   })
 }

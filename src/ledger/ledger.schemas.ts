@@ -37,7 +37,30 @@ export const IdempotencyHeaders = Type.Object({
 })
 
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
-export const Holding = Type.Object({ asset: Asset, quantity: Type.Integer() })
+
+/** The body of a transfer (POST /wallet/transactions); a hold's body is this and more. */
+export const SendBody = Type.Object({
+  recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
+  type: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' })),
+  memo: Type.Optional(Type.String({ maxLength: 64 })),
+  // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
+  // keyed by the asset-name pattern, a value under any other key went unchecked.
+  assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
+  metadata: Type.Optional(Metadata),
+}, {
+  // A username or an address is a string; only a wallet id (type 2) may also be a number.
+  if: { required: ['type'], properties: { type: { const: 2 } } },
+  else: { properties: { recipient: { type: 'string' } } },
+})
+
+/** A transaction or hold id given as a paging cursor (`before`, `after`). */
+export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
+
+export const Holding = Type.Object({
+  asset: Asset,
+  quantity: Type.Integer({ description: 'everything the wallet owns of the asset, held or not' }),
+  held: Type.Integer({ description: 'what pending holds reserve of it; `quantity - held` may be spent' }),
+})
 
 export const Transaction = Type.Object(
   {
@@ -57,4 +80,27 @@ export const Transaction = Type.Object(
     metadata: Type.Record(Type.String(), Type.String(), { description: '{} when none' }),
   },
   { description: 'a ledger entry moving one or more assets between two wallets' },
+)
+
+export const HoldStatus = Type.Union([Type.Literal('pending'), Type.Literal('captured'), Type.Literal('voided'), Type.Literal('expired')])
+
+export const Hold = Type.Object(
+  {
+    id: Id,
+    status: HoldStatus,
+    sending_wallet_id: Id,
+    receiving_wallet_id: Id,
+    sending_wallet_address: Type.String(),
+    receiving_wallet_address: Type.String(),
+    sending_username: Type.Optional(Type.String()),
+    receiving_username: Type.Optional(Type.String()),
+    memo: Type.String(),
+    metadata: Type.Record(Type.String(), Type.String()),
+    assets: Type.Array(Type.Object({ quantity: Type.Integer(), asset: Asset }), { description: 'what the hold reserves (a partial capture takes less and releases the rest)' }),
+    created_at: Timestamp,
+    expires_at: Timestamp,
+    settled_at: Type.Union([Timestamp, Type.Null()], { description: 'when it was captured or voided; `expires_at` once it expired; null while pending' }),
+    transaction_id: Type.Union([Id, Type.Null()], { description: 'the capture\'s transaction' }),
+  },
+  { description: 'assets reserved in the sending wallet for the recipient until captured, voided or expired' },
 )

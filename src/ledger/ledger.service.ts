@@ -2,15 +2,17 @@ import type { Database, Executor } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
 import { sendBatch, type BatchBody, type BatchRequest } from './batches.service.ts'
 import { GroupCommitter } from './group-committer.ts'
+import { HoldsService, type CaptureRequest, type HoldRequest } from './holds.service.ts'
 import { Idempotency, type Answer, type SendRequest, type SendResult } from './idempotency.ts'
 import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
-import type { EventWriter, Metadata, Transaction } from './ledger.types.ts'
+import type { EventWriter, Hold, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
 import { refund, reverse, type ReversalRequest } from './reversals.service.ts'
 import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
 export type { SendRequest, SendResult } from './idempotency.ts'
+export type { CaptureRequest, HoldRequest } from './holds.service.ts'
 export type { BatchBody, BatchRequest } from './batches.service.ts'
 export type { IssuanceRequest } from './issuance.service.ts'
 export type { ReversalRequest } from './reversals.service.ts'
@@ -40,6 +42,18 @@ export interface Ledger {
   refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
   /** POST /transactions/{id}/reversal (`reversals.service.ts`). */
   reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
+  /** POST /wallet/holds (`holds.service.ts`). */
+  hold(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>>
+  /** POST /wallet/holds/{id}/capture (`holds.service.ts`). */
+  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<Answer<Transaction>>
+  /** POST /wallet/holds/{id}/void (`holds.service.ts`). */
+  voidHold(walletId: number, holdId: number): Promise<Hold>
+  /** Writes the expiry of up to `limit` holds whose time has come; answers how many (`hold-expiry.plugin.ts`). */
+  expireDueHolds(limit: number): Promise<number>
+  /** The wallets on the other side of the wallet's unsettled holds (wallet deletion takes their turns with its own). */
+  findHoldCounterparties(db: Executor, walletId: number): Promise<number[]>
+  /** Voids (or, past their expiry, expires) every unsettled hold of the wallet, either side, in the caller's transaction (wallet deletion). */
+  settleHoldsOf(trx: Executor, walletId: number): Promise<void>
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
 }
@@ -64,9 +78,10 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
-  // One key space per wallet for transfers, batches and refunds, and one set of keys in flight (G004).
+  // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db)
   const transfers = new TransfersService(db, committer, idempotency)
+  const holds = new HoldsService(db, events, committer, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
     sendBatch: (walletId, request, idempotencyKey) => sendBatch({ db, committer, idempotency }, walletId, request, idempotencyKey),
@@ -74,11 +89,17 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
     issueToMany: (request) => issueToMany(db, events, request),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
     async sweep(trx, from, to, memo) {
-      const lines = await listHoldings(trx, from)
+      const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
     refund: (walletId, transactionId, request, idempotencyKey) => refund({ db, events, idempotency }, walletId, transactionId, request, idempotencyKey),
     reverse: (transactionId, request, idempotencyKey) => reverse({ db, events, idempotency }, transactionId, request, idempotencyKey),
+    hold: (walletId, request, idempotencyKey) => holds.create(walletId, request, idempotencyKey),
+    capture: (walletId, holdId, request, idempotencyKey) => holds.capture(walletId, holdId, request, idempotencyKey),
+    voidHold: (walletId, holdId) => holds.void(walletId, holdId),
+    expireDueHolds: (limit) => holds.expireDueHolds(limit),
+    findHoldCounterparties: (executor, walletId) => holds.findCounterparties(executor, walletId),
+    settleHoldsOf: (trx, walletId) => holds.settleHoldsOf(trx, walletId),
     close: () => committer.close(),
   }
 }

@@ -65,6 +65,29 @@ export interface Transaction {
   metadata: Metadata
 }
 
+export type HoldStatus = 'pending' | 'captured' | 'voided' | 'expired'
+
+/** A hold (two-phase transfer), as the API answers it (`holds.service.ts`). */
+export interface Hold {
+  id: number
+  status: HoldStatus
+  sending_wallet_id: number
+  receiving_wallet_id: number
+  sending_wallet_address: string
+  receiving_wallet_address: string
+  sending_username?: string
+  receiving_username?: string
+  memo: string
+  metadata: Record<string, string>
+  assets: { quantity: number; asset: Asset }[]
+  created_at: string
+  expires_at: string
+  settled_at: string | null
+  transaction_id: number | null
+}
+
+export type HoldEventType = 'hold.created' | 'hold.captured' | 'hold.voided' | 'hold.expired'
+
 export interface WalletLabel {
   address: string
   /** Present when the wallet is some user's primary wallet. */
@@ -97,6 +120,10 @@ export interface EventWriter {
    * sequence id per event, in transaction order.
    */
   eventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[]
+  /** How many events a hold between these two wallets records when it is created or settled. */
+  countHoldEvents(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id'>): number
+  /** The statements that record these hold events (the Hold as it is after each), one reserved id per event, in order. */
+  holdEventWrites(executor: Executor, events: { type: HoldEventType; hold: Hold }[], ids: number[]): Write[]
 }
 
 /**

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, rowsOf, runWrites, type Write } from '../db/dialect.ts'
-import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+import { anyOf, isPostgres, nowIso, rowsOf, runWrites, type Write } from '../db/dialect.ts'
+import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -64,6 +64,10 @@ export interface MoveRecord {
   lines: Line[]
   /** `walletId`: whose keys it is among, when not the sender's (the operator's reversals). */
   idempotency?: { key: string; requestHash: string; walletId?: number }
+  /** A new hold instead of a move: its lines are reserved in `from`. */
+  reserve?: { expiresIn: number }
+  /** The hold it settles: what that hold reserves in `from` is released. */
+  settle?: { hold: Pick<Hold, 'id' | 'assets'> }
 }
 
 export interface WalletState extends WalletLabel {
@@ -74,6 +78,12 @@ export interface Locked {
   wallets: Map<number, WalletState>
   /** Current quantity by `holdingKey(walletId, assetId)`; absent when there is no holding row. */
   holdings: Map<string, number>
+  /**
+   * What pending holds reserve, by `holdingKey`, where anything is: the `held` column less what
+   * holds past their expiry (and not settled by this batch) still count in it, so that an expired
+   * hold frees its assets at its expiry whether or not the expiry job has run (`findHeld`).
+   */
+  held: Map<string, number>
   /** PostgreSQL: ids taken with the locks, enough for every move. */
   reserved?: Ids
 }
@@ -110,7 +120,7 @@ export async function takeWalletTurns(executor: Executor, walletIds: number[]): 
 }
 
 type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null }
-type HoldingRow = { wallet_id: number; asset_id: number; quantity: number }
+type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number }
 
 /**
  * Reads and locks every wallet and holding the moves touch, in id order, so that concurrent
@@ -122,11 +132,11 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number }
  * order for every wallet (a client paging history with `after` never passes a transaction that
  * commits later).
  */
-export async function lockMoves(trx: Executor, moves: MoveRecord[], events: EventWriter): Promise<Locked> {
+export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: number): Promise<Locked> {
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
   // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
   // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
-  const assetIds = [...new Set(moves.flatMap((move) => move.lines.map((line) => line.asset.id)))]
+  const assetIds = [...new Set(moves.flatMap((move) => [...move.lines, ...(move.settle?.hold.assets ?? [])].map((line) => line.asset.id)))]
   // The username as a subquery: an index probe per wallet (a join let PostgreSQL's generic plan
   // scan every user for each batch).
   const selectWallets = sql`
@@ -135,13 +145,12 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], events: Even
     from wallets
     where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}`
   const selectHoldings = sql`
-    select wallet_id, asset_id, quantity from holdings
+    select wallet_id, asset_id, quantity, held from holdings
     where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}`
   let walletRows: WalletRow[]
   let holdingRows: HoldingRow[]
   let reserved: Ids | undefined
   if (isPostgres(trx)) {
-    const eventCount = moves.reduce((count, move) => count + events.countEvents(move.from, move.to), 0)
     // Each `(select count(*) …) >= 0` is evaluated before the scan it guards: wallets are locked
     // first, then holdings, then ids are drawn.
     const { rows } = await sql<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>`
@@ -168,7 +177,47 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], events: Even
     wallets.set(Number(row.id), state)
   }
   const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
-  return { wallets, holdings, reserved }
+  const settled = moves.flatMap((move) => (move.settle ? [move.settle.hold.id] : []))
+  const held = await findHeld(trx, holdingRows, settled)
+  return { wallets, holdings, held, reserved }
+}
+
+/**
+ * What pending holds reserve now of these holdings, by `holdingKey`, for those where anything is:
+ * the `held` column less what holds past their expiry, not yet settled, still count in it (those
+ * in `settled` are being settled by the caller and stay counted). One more read, and only when
+ * some holding has anything held (`holds_pending_sending`). Read after the locks: everything that
+ * changes a hold takes its wallets' turns first (PostgreSQL; SQLite has one writer).
+ */
+export async function findHeld(trx: Executor, holdings: { wallet_id: number; asset_id: number; held: number }[], settled: number[] = [], now = nowIso()): Promise<Map<string, number>> {
+  const reserving = holdings.filter((row) => Number(row.held) > 0)
+  const held = new Map(reserving.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.held)]))
+  if (reserving.length === 0) return held
+  const walletIds = [...new Set(reserving.map((row) => Number(row.wallet_id)))]
+  const assetIds = [...new Set(reserving.map((row) => Number(row.asset_id)))]
+  const { rows } = await sql<{ wallet_id: number; asset_id: number; quantity: number | string }>`
+    select holds.sending_wallet_id as wallet_id, hold_assets.asset_id, sum(hold_assets.quantity) as quantity
+    from holds join hold_assets on hold_assets.hold_id = holds.id
+    where holds.status = 'pending' and holds.expires_at <= ${now}
+      and ${anyOf(trx, sql.ref('holds.sending_wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('hold_assets.asset_id'), assetIds)}
+      and not ${anyOf(trx, sql.ref('holds.id'), settled)}
+    group by holds.sending_wallet_id, hold_assets.asset_id`.execute(trx)
+  for (const row of rows) {
+    const key = holdingKey(Number(row.wallet_id), Number(row.asset_id))
+    if (held.has(key)) held.set(key, (held.get(key) ?? 0) - Number(row.quantity))
+  }
+  return held
+}
+
+/** Ids for the batch's new holds: drawn from the sequence (PostgreSQL), or after the largest ever used (SQLite, one writer). */
+export async function reserveHoldIds(trx: Executor, count: number): Promise<number[]> {
+  if (isPostgres(trx)) {
+    const { rows } = await sql<{ id: string }>`select nextval('holds_id_seq') as id from generate_series(1, ${count}::int)`.execute(trx)
+    return rows.map((row) => Number(row.id)).sort((x, y) => x - y)
+  }
+  const { rows } = await sql<{ last: number }>`
+    select max(coalesce((select seq from sqlite_sequence where name = 'holds'), 0), coalesce((select max(id) from holds), 0)) as last`.execute(trx)
+  return Array.from({ length: count }, (_, i) => rows[0].last + 1 + i)
 }
 
 /** What is left to reverse of a transaction, by asset id, and whether it may be reversed at all. */
@@ -223,9 +272,11 @@ export async function reserveIds(trx: Executor, transactions: number, events: nu
 /** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
 export interface BatchWrites {
   /** Each written move with its unit's index in the batch (and its own in the unit), its record and its Transaction, in batch order. */
-  moves: { index: number; member: number; move: MoveRecord; lines: Line[]; transaction: Transaction; balances: [wallet: number, asset: number, quantity: number][] }[]
+  moves: { index: number; member: number; move: MoveRecord; lines: Line[]; transaction?: Transaction; hold?: Hold; balances: [wallet: number, asset: number, quantity: number][] }[]
   /** Net change by `holdingKey`. */
   deltas: Map<string, number>
+  /** Net change of what pending holds reserve, by `holdingKey`. */
+  heldDeltas: Map<string, number>
   /** One reserved sequence id per event, in transaction order. */
   eventIds: number[]
   /** The Idempotency-Keys stored with the batch, each with its response. */
@@ -250,14 +301,28 @@ export interface IdempotencyRow {
  * units whose key another request stored meanwhile.
  */
 export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
-  const transactions = batch.moves.map((written) => written.transaction)
+  const recorded = batch.moves.filter((written) => written.transaction)
+  const transactions = recorded.map((written) => written.transaction as Transaction)
   // Each transaction as answered, stored on its row (its events' data).
   const bodies = transactions.map((transaction) => JSON.stringify(transaction))
-  const holdings = holdingWrites(trx, batch.deltas, locked)
+  const holdings = holdingWrites(trx, batch.deltas, batch.heldDeltas, locked)
+  const holds = holdWrites(trx, batch)
   const keys = idempotencyWrite(trx, batch.keys)
-  const writes = [...holdings.writes, ...transactionWrites(trx, batch, bodies), ...events.eventWrites(trx, transactions, batch.eventIds), ...(keys ? [keys.write] : [])]
+  // Event ids: the transactions' events first, then the holds' (`moves.ts` counts both).
+  const transactionEvents = transactions.reduce((count, t) => count + events.countEvents(t.sending_wallet_id, t.receiving_wallet_id), 0)
+  const holdEvents = batch.moves.flatMap(({ move, hold }) => (hold ? [{ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold }] : []))
+  const writes = [
+    ...holdings.writes,
+    ...(recorded.length > 0 ? transactionWrites(trx, recorded, bodies) : []),
+    ...holds.writes,
+    ...events.eventWrites(trx, transactions, batch.eventIds.slice(0, transactionEvents)),
+    ...events.holdEventWrites(trx, holdEvents, batch.eventIds.slice(transactionEvents)),
+    ...(keys ? [keys.write] : []),
+  ]
   const results = await runWrites(trx, writes)
   if (holdings.created && results[holdings.created.index].length !== holdings.created.count) throw new HoldingRace()
+  // The caller locked every hold it settles and found it pending: anything else is a bug, never a second outcome.
+  if (holds.settled && results[writes.indexOf(holds.settled.write)].length !== holds.settled.count) throw new Error('a hold being settled was not pending')
   if (keys) keys.check(results[writes.indexOf(keys.write)])
 }
 
@@ -269,14 +334,17 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
  * locks it. New holdings never start below zero (only mint's may), so the insert itself cannot
  * trip the overdraft check.
  */
-function holdingWrites(trx: Executor, deltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
-  const changed: [number, number, number][] = []
+function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
+  const changed: [number, number, number, number][] = []
   const created: [number, number, number][] = []
-  for (const [key, delta] of deltas) {
+  for (const key of new Set([...deltas.keys(), ...heldDeltas.keys()])) {
     const [walletId, assetId] = key.split(':').map(Number)
+    const delta = deltas.get(key) ?? 0
+    const held = heldDeltas.get(key) ?? 0
+    // A new holding is only ever received into: nothing of it is held yet (what is held was owned first).
     if (!locked.holdings.has(key)) created.push([walletId, assetId, delta])
     // An existing holding that ends where it started needs no write.
-    else if (delta !== 0) changed.push([walletId, assetId, delta])
+    else if (delta !== 0 || held !== 0) changed.push([walletId, assetId, delta, held])
   }
   // In (wallet, asset) order, like every lock the ledger takes.
   for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
@@ -284,8 +352,8 @@ function holdingWrites(trx: Executor, deltas: Map<string, number>, locked: Locke
   if (changed.length > 0) {
     writes.push({
       statement: sql`
-        update holdings set quantity = holdings.quantity + r.quantity
-        from ${rowsOf(trx, HOLDING_COLUMNS, changed)}
+        update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
+        from ${rowsOf(trx, CHANGED_HOLDING_COLUMNS, changed)}
         where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
     })
   }
@@ -306,16 +374,74 @@ const HOLDING_COLUMNS = [
   ['asset_id', 'bigint'],
   ['quantity', 'bigint'],
 ] as const
+const CHANGED_HOLDING_COLUMNS = [...HOLDING_COLUMNS, ['held', 'bigint']] as const
 
-function transactionWrites(trx: Executor, batch: BatchWrites, bodies: string[]): Write[] {
-  const rows = batch.moves.map(({ transaction: t }, i) => {
+/** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
+function holdWrites(trx: Executor, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
+  const created = batch.moves.flatMap(({ move, hold }) => (move.reserve && hold ? [hold] : []))
+  const settled = batch.moves.flatMap(({ move, hold }) => (move.settle && hold ? [hold] : []))
+  const writes: Write[] = []
+  if (created.length > 0) {
+    const rows = created.map((h) => [h.id, h.sending_wallet_id, h.receiving_wallet_id, h.memo, JSON.stringify(h.metadata), h.created_at, h.expires_at])
+    const lines = created.flatMap((h) => h.assets.map((line) => [h.id, line.asset.id, line.quantity]))
+    writes.push(
+      {
+        statement: sql`
+          insert into holds (id, sending_wallet_id, receiving_wallet_id, memo, metadata, status, created_at, expires_at)
+          select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${rowsOf(trx, HOLD_COLUMNS, rows)}`,
+      },
+      {
+        statement: sql`
+          insert into hold_assets (hold_id, asset_id, quantity)
+          select hold_id, asset_id, quantity from ${rowsOf(trx, HOLD_LINE_COLUMNS, lines)}`,
+      },
+    )
+  }
+  if (settled.length === 0) return { writes }
+  const rows = settled.map((h) => [h.id, h.status, h.settled_at, h.transaction_id])
+  const write: Write = {
+    statement: sql`
+      update holds set status = r.status, settled_at = r.settled_at, transaction_id = r.transaction_id
+      from ${rowsOf(trx, SETTLEMENT_COLUMNS, rows)}
+      where holds.id = r.id and holds.status = 'pending'`,
+    returning: 'holds.id',
+  }
+  writes.push(write)
+  return { writes, settled: { write, count: settled.length } }
+}
+
+const HOLD_COLUMNS = [
+  ['id', 'bigint'],
+  ['sending_wallet_id', 'bigint'],
+  ['receiving_wallet_id', 'bigint'],
+  ['memo', 'text'],
+  ['metadata', 'text'],
+  ['created_at', 'text'],
+  ['expires_at', 'text'],
+] as const
+const HOLD_LINE_COLUMNS = [
+  ['hold_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+const SETTLEMENT_COLUMNS = [
+  ['id', 'bigint'],
+  ['status', 'text'],
+  ['settled_at', 'text'],
+  ['transaction_id', 'bigint'],
+] as const
+
+/** The writes of the moves that record a transaction (`recorded`, each with its transaction). */
+function transactionWrites(trx: Executor, recorded: BatchWrites['moves'], bodies: string[]): Write[] {
+  const moves = recorded.map((written) => ({ ...written, transaction: written.transaction as Transaction }))
+  const rows = moves.map(({ transaction: t }, i) => {
     const metadata = Object.keys(t.metadata).length === 0 ? null : JSON.stringify(t.metadata)
     return [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i], t.kind, t.reverses ?? null, t.hold_id ?? null, metadata]
   })
-  const lines = batch.moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
-  const balances = batch.moves.flatMap(({ balances, transaction }) => balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]))
+  const lines = moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
+  const balances = moves.flatMap(({ balances, transaction }) => balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]))
   // One row per metadata key for each side and for the journal (`JOURNAL_SCOPE`): migration 0008.
-  const tags = batch.moves.flatMap(({ transaction: t }) =>
+  const tags = moves.flatMap(({ transaction: t }) =>
     Object.entries(t.metadata).flatMap(([key, value]) => [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id])),
   )
   const writes: Write[] = [

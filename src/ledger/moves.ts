@@ -1,23 +1,28 @@
 import type { Executor } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction, type TransactionKind } from './ledger.types.ts'
-import { findReversible, holdingKey, lockMoves, reserveIds, writeMoves, type BatchWrites, type IdempotencyRow, type Locked, type Reversible } from './moves.repository.ts'
+import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Hold, type HoldStatus, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
+import { findReversible, holdingKey, lockMoves, reserveHoldIds, reserveIds, writeMoves, type BatchWrites, type IdempotencyRow, type Locked, type Reversible } from './moves.repository.ts'
 import { toTransaction } from './transactions.repository.ts'
 
 /**
  * The ledger's write rules, for one move or a whole batch of them: the one place that decides
  * whether a move may happen.
  *
- * A move sends every line from one wallet to another as one recorded Transaction. `applyMoves`
- * runs a batch inside the caller's database transaction in three steps:
+ * A move sends every line from one wallet to another as one recorded Transaction. A hold
+ * (`reserve`) is checked exactly like a move and reserves its lines in the sender instead of
+ * moving them; a settlement (`settle`: capture, void, expiry) first releases what its hold
+ * reserves, then moves a capture's lines. `applyMoves` runs a batch inside the caller's database
+ * transaction in three steps:
  *
  * 1. lock (`moves.repository.ts` lockMoves): every wallet and holding the batch touches, read and
  *    locked in id order; on PostgreSQL with the wallets' turns and the ids of the new rows.
  * 2. check (here): each move in order against those balances in memory, exactly as one transfer
  *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
- *    reversal, or less than asked is left of it: `findReversible`), then I002 / I003 per line in
- *    (wallet, asset) order. A move that fails changes nothing; its outcome carries its error.
+ *    reversal, or less than asked is left of it: `findReversible`), then I002 (only
+ *    `quantity - held` may be spent) / I003 per line in (wallet, asset) order. A move that fails
+ *    changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
+ *    member, burn, reversal, sweep) passes through this one check.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
  *    table (holdings, transactions, lines, running balances, the events of the event writer,
  *    idempotency keys); on PostgreSQL all in one statement.
@@ -26,6 +31,7 @@ import { toTransaction } from './transactions.repository.ts'
 export interface Move {
   from: number
   to: number
+  /** What moves from `from` to `to`, recorded as one Transaction; none for a hold's void or expiry. */
   lines: Line[]
   memo: string
   /** What the transaction is (`ledger.types.ts` TransactionKind). */
@@ -38,6 +44,23 @@ export interface Move {
   holdId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
   idempotency?: { key: string; requestHash: string; walletId?: number }
+  /**
+   * A hold instead of a move (POST /wallet/holds): the lines are checked exactly as a transfer's,
+   * then reserved in `from` (`held`) for `to`, and a pending Hold is recorded; nothing moves.
+   */
+  reserve?: { expiresIn: number }
+  /**
+   * The pending hold this move settles first (a capture, void or expiry): everything it holds in
+   * `from` is released, then `lines` (a capture's) move as a transfer's would.
+   */
+  settle?: Settlement
+}
+
+export interface Settlement {
+  hold: Hold
+  status: Exclude<HoldStatus, 'pending'>
+  /** When it settled: now, or for an expiry the hold's `expires_at`. */
+  at: string
 }
 
 /**
@@ -70,7 +93,13 @@ export interface UnitIdempotency {
  * What became of a move. In a unit that failed as a whole, the move that failed carries its error
  * and the others `error: undefined` (left out with their unit).
  */
-export type Outcome = { ok: true; transaction: Transaction } | { ok: false; error: unknown }
+export type Outcome = ({ ok: true } & Applied) | { ok: false; error: unknown }
+
+/** What a move recorded: its Transaction (unless nothing moved: a hold, a void, an expiry), and the Hold it created or settled. */
+export interface Applied {
+  transaction?: Transaction
+  hold?: Hold
+}
 
 interface Planned {
   /** The unit's index in the batch, and the move's in the unit. */
@@ -96,38 +125,53 @@ function addTo<K>(map: Map<K, number>, key: K, delta: number, undo: (() => void)
  * error of each failing move by unit and move index, the moves that pass, and the net change of
  * every holding they touch.
  */
-function planMoves(units: Unit[], locked: Locked, reversible: Map<number, Reversible>): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number> } {
+function planMoves(units: Unit[], locked: Locked, reversible: Map<number, Reversible>): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number>; heldDeltas: Map<string, number> } {
   const balances = new Map(locked.holdings)
+  const held = new Map(locked.held)
   const failed = new Map<number, Map<number, AppError>>()
   const planned: Planned[] = []
   const deltas = new Map<string, number>()
+  const heldDeltas = new Map<string, number>()
   units.forEach((unit, index) => {
     const undo: (() => void)[] = []
     const passed: Planned[] = []
     for (const [member, move] of unit.moves.entries()) {
-      const error = checkMove(move, locked, balances, reversible)
+      // What the hold being settled reserves is free again before the move is checked.
+      const undoRelease: (() => void)[] = []
+      for (const line of move.settle?.hold.assets ?? []) addTo(held, holdingKey(move.from, line.asset.id), -line.quantity, undoRelease)
+      const error = checkMove(move, locked, balances, held, reversible)
       if (error) {
+        for (const step of undoRelease.reverse()) step()
         failed.set(index, (failed.get(index) ?? new Map<number, AppError>()).set(member, error))
         if (!unit.atomic) continue
         for (const step of undo.reverse()) step()
         return
       }
+      undo.push(...undoRelease)
+      for (const line of move.settle?.hold.assets ?? []) addTo(heldDeltas, holdingKey(move.from, line.asset.id), -line.quantity, undo)
       // What a reversal takes back is no longer left for the next.
       const left = move.reverses === undefined ? undefined : reversible.get(move.reverses)?.left
       if (left) for (const line of move.lines) addTo(left, line.asset.id, -line.quantity, undo)
       const after: [number, number, number][] = []
-      for (const { walletId, line, delta } of changesOf(move)) {
-        const key = holdingKey(walletId, line.asset.id)
-        addTo(balances, key, delta, undo)
-        addTo(deltas, key, delta, undo)
-        after.push([walletId, line.asset.id, balances.get(key) as number])
+      if (move.reserve) {
+        for (const line of move.lines) {
+          addTo(held, holdingKey(move.from, line.asset.id), line.quantity, undo)
+          addTo(heldDeltas, holdingKey(move.from, line.asset.id), line.quantity, undo)
+        }
+      } else {
+        for (const { walletId, line, delta } of changesOf(move)) {
+          const key = holdingKey(walletId, line.asset.id)
+          addTo(balances, key, delta, undo)
+          addTo(deltas, key, delta, undo)
+          after.push([walletId, line.asset.id, balances.get(key) as number])
+        }
       }
       const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
       passed.push({ index, member, move, lines, createdAt: nowIso(), balances: after })
     }
     planned.push(...passed)
   })
-  return { failed, planned, deltas }
+  return { failed, planned, deltas, heldDeltas }
 }
 
 /** Both sides of every line, in the fixed order in which they are checked: wallet id, then asset id. */
@@ -140,7 +184,15 @@ function changesOf(move: Move) {
     .sort((a, b) => a.walletId - b.walletId || a.line.asset.id - b.line.asset.id)
 }
 
-function checkMove(move: Move, locked: Locked, balances: Map<string, number>, reversible: Map<number, Reversible>): AppError | undefined {
+/**
+ * The rules of one move, in order: W000 (a wallet deleted), T001 (a reversal), then per line in
+ * (wallet, asset) order I002 (a sender may spend only what pending holds leave free,
+ * `quantity - held`; mint has no limit) or I003 (a holding would pass the limit). A hold is
+ * checked as the transfer it may become. Releasing a hold (a void or an expiry: no lines) needs
+ * nothing.
+ */
+function checkMove(move: Move, locked: Locked, balances: Map<string, number>, held: Map<string, number>, reversible: Map<number, Reversible>): AppError | undefined {
+  if (move.lines.length === 0) return undefined
   for (const walletId of [move.from, move.to]) {
     if (!locked.wallets.get(walletId)?.live) return new AppError('W000', `wallet ${walletId} has been deleted`)
   }
@@ -153,14 +205,30 @@ function checkMove(move: Move, locked: Locked, balances: Map<string, number>, re
     }
   }
   for (const { walletId, line, delta } of changesOf(move)) {
-    const held = balances.get(holdingKey(walletId, line.asset.id)) ?? 0
+    const key = holdingKey(walletId, line.asset.id)
+    const quantity = balances.get(key) ?? 0
     if (delta < 0 && walletId !== MINT_WALLET_ID) {
-      if (held < line.quantity) return new AppError('I002', `wallet holds ${held} of ${line.asset.name}, ${line.quantity} requested`)
-    } else if (Math.abs(held + delta) > MAX_QUANTITY) {
+      const reserved = held.get(key) ?? 0
+      if (quantity - reserved < line.quantity) {
+        const detail = reserved > 0 ? `wallet holds ${quantity} of ${line.asset.name} of which ${reserved} held: ${quantity - reserved} free, ${line.quantity} requested` : `wallet holds ${quantity} of ${line.asset.name}, ${line.quantity} requested`
+        return new AppError('I002', detail)
+      }
+    } else if (Math.abs(quantity + delta) > MAX_QUANTITY) {
       return new AppError('I003', `the holding of ${line.asset.name} would exceed ${MAX_QUANTITY}`)
     }
   }
   return undefined
+}
+
+/** How many events a move records: its transaction's, and its hold's. */
+function countEvents(move: Move, events: EventWriter): number {
+  const hold = { sending_wallet_id: move.from, receiving_wallet_id: move.to }
+  return (recordsTransaction(move) ? events.countEvents(move.from, move.to) : 0) + (move.reserve || move.settle ? events.countHoldEvents(hold) : 0)
+}
+
+/** A move records a Transaction when something moves: not a hold, not a void or an expiry. */
+function recordsTransaction(move: Move): boolean {
+  return !move.reserve && move.lines.length > 0
 }
 
 /**
@@ -170,42 +238,48 @@ function checkMove(move: Move, locked: Locked, balances: Map<string, number>, re
  */
 export async function applyUnits(trx: Executor, units: Unit[], events: EventWriter): Promise<Outcome[][]> {
   const moves = units.flatMap((unit) => unit.moves)
-  const locked = await lockMoves(trx, moves, events)
+  const locked = await lockMoves(trx, moves, moves.reduce((count, move) => count + countEvents(move, events), 0))
   // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
   const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
-  const { failed, planned, deltas } = planMoves(units, locked, reversible)
+  const { failed, planned, deltas, heldDeltas } = planMoves(units, locked, reversible)
   const outcomes: Outcome[][] = units.map((unit, index) => unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })))
   if (planned.length === 0) return outcomes
 
-  const eventCount = planned.reduce((count, { move }) => count + events.countEvents(move.from, move.to), 0)
+  const recording = planned.filter(({ move }) => recordsTransaction(move)).length
+  const eventCount = planned.reduce((count, { move }) => count + countEvents(move, events), 0)
+  const holdCount = planned.filter(({ move }) => move.reserve).length
   const ids = locked.reserved
-    ? { transactions: locked.reserved.transactions.slice(0, planned.length), events: locked.reserved.events.slice(0, eventCount) }
-    : await reserveIds(trx, planned.length, eventCount)
-  const written = planned.map(({ index, member, move, lines, createdAt, balances }, i) => ({
-    index,
-    member,
-    move,
-    lines,
-    balances,
-    transaction: toTransaction(
-      {
-        id: ids.transactions[i],
-        sending_wallet_id: move.from,
-        receiving_wallet_id: move.to,
-        memo: move.memo,
-        created_at: createdAt,
-        kind: move.kind,
-        reverses: move.reverses ?? null,
-        hold_id: move.holdId ?? null,
-        metadata: move.metadata ?? {},
-      },
-      lines,
-      locked.wallets,
-    ),
-  }))
-  for (const { index, member, transaction } of written) outcomes[index][member] = { ok: true, transaction }
-  const batch: BatchWrites = { moves: written, deltas, eventIds: ids.events, keys: idempotencyRecords(units, outcomes, written) }
+    ? { transactions: locked.reserved.transactions.slice(0, recording), events: locked.reserved.events.slice(0, eventCount) }
+    : await reserveIds(trx, recording, eventCount)
+  const holdIds = holdCount > 0 ? await reserveHoldIds(trx, holdCount) : []
+  let nextTransaction = 0
+  let nextHold = 0
+  const written = planned.map(({ index, member, move, lines, createdAt, balances }) => {
+    const transaction = recordsTransaction(move)
+      ? toTransaction(
+          {
+            id: ids.transactions[nextTransaction++],
+            sending_wallet_id: move.from,
+            receiving_wallet_id: move.to,
+            memo: move.memo,
+            created_at: createdAt,
+            kind: move.kind,
+            reverses: move.reverses ?? null,
+            hold_id: move.settle?.hold.id ?? move.holdId ?? null,
+            metadata: move.metadata ?? {},
+          },
+          lines,
+          locked.wallets,
+        )
+      : undefined
+    let hold: Hold | undefined
+    if (move.reserve) hold = toNewHold(holdIds[nextHold++], move, move.reserve.expiresIn, lines, createdAt, locked.wallets)
+    else if (move.settle) hold = { ...move.settle.hold, status: move.settle.status, settled_at: move.settle.at, transaction_id: transaction?.id ?? null }
+    return { index, member, move, lines, balances, transaction, hold }
+  })
+  for (const { index, member, transaction, hold } of written) outcomes[index][member] = { ok: true, transaction, hold }
+  const batch: BatchWrites = { moves: written, deltas, heldDeltas, eventIds: ids.events, keys: idempotencyRecords(units, outcomes, written) }
   await writeMoves(trx, batch, locked, events)
   return outcomes
 }
@@ -217,15 +291,17 @@ export async function applyUnits(trx: Executor, units: Unit[], events: EventWrit
  */
 function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: BatchWrites['moves']): IdempotencyRow[] {
   const keys: IdempotencyRow[] = []
-  for (const { index, move, transaction } of written) {
-    if (move.idempotency) keys.push({ index, walletId: move.from, ...move.idempotency, status: 201, body: JSON.stringify(transaction), createdAt: transaction.created_at })
+  for (const { index, move, transaction, hold } of written) {
+    // A transfer's or a capture's answer is its Transaction; a new hold's, its Hold.
+    const answer = transaction ?? hold
+    if (move.idempotency && answer) keys.push({ index, walletId: move.from, ...move.idempotency, status: 201, body: JSON.stringify(answer), createdAt: answer.created_at })
   }
   units.forEach((unit, index) => {
     const first = outcomes[index].find((outcome) => outcome.ok)
-    if (!unit.idempotency || !first) return
+    if (!unit.idempotency || !first?.ok) return
     const { walletId, key, requestHash, respond } = unit.idempotency
     const { status, body } = respond(outcomes[index])
-    keys.push({ index, walletId, key, requestHash, status, body: JSON.stringify(body), createdAt: first.transaction.created_at })
+    keys.push({ index, walletId, key, requestHash, status, body: JSON.stringify(body), createdAt: transactionOf(first).created_at })
   })
   return keys
 }
@@ -241,8 +317,38 @@ export function firstFailure(outcomes: Outcome[]): { index: number; error: unkno
 export function committed(outcomes: Outcome[]): Transaction[] {
   return outcomes.map((outcome) => {
     if (!outcome.ok) throw new Error('a unit answered as committed has a move left out')
-    return outcome.transaction
+    return transactionOf(outcome)
   })
+}
+
+/** The Transaction a move recorded; for moves that always record one (a transfer, an issuance, a capture). */
+export function transactionOf(applied: Applied): Transaction {
+  if (!applied.transaction) throw new Error('the move recorded no transaction')
+  return applied.transaction
+}
+
+/** The Hold a reserving move records: pending, labelled like a Transaction. */
+function toNewHold(id: number, move: Move, expiresIn: number, lines: Line[], createdAt: string, labels: Map<number, WalletLabel>): Hold {
+  const sender = labels.get(move.from)
+  const receiver = labels.get(move.to)
+  const hold: Hold = {
+    id,
+    status: 'pending',
+    sending_wallet_id: move.from,
+    receiving_wallet_id: move.to,
+    sending_wallet_address: sender?.address ?? '',
+    receiving_wallet_address: receiver?.address ?? '',
+    memo: move.memo,
+    metadata: move.metadata ?? {},
+    assets: lines.map((line) => ({ quantity: line.quantity, asset: line.asset })),
+    created_at: createdAt,
+    expires_at: new Date(Date.parse(createdAt) + expiresIn * 1000).toISOString(),
+    settled_at: null,
+    transaction_id: null,
+  }
+  if (sender?.username) hold.sending_username = sender.username
+  if (receiver?.username) hold.receiving_username = receiver.username
+  return hold
 }
 
 /** Applies the moves in order, each a unit of its own: one outcome per move (`applyUnits`). */
@@ -255,9 +361,14 @@ export async function applyMoves(trx: Executor, moves: Move[], events: EventWrit
   return outcomes.map(([outcome]) => outcome)
 }
 
-/** One move in the caller's transaction (issue, burn, wallet deletion); throws the move's error. */
-export async function moveAssets(trx: Executor, move: Move, events: EventWriter): Promise<Transaction> {
+/** One move in the caller's transaction (issue, burn, wallet deletion, a hold's settlement); throws the move's error. */
+export async function applyMove(trx: Executor, move: Move, events: EventWriter): Promise<Applied> {
   const [outcome] = await applyMoves(trx, [move], events)
   if (!outcome.ok) throw outcome.error
-  return outcome.transaction
+  return outcome
+}
+
+/** One move that moves something, in the caller's transaction (issue, burn, wallet deletion); throws the move's error. */
+export async function moveAssets(trx: Executor, move: Move, events: EventWriter): Promise<Transaction> {
+  return transactionOf(await applyMove(trx, move, events))
 }

@@ -7,7 +7,7 @@ import { compareAssetNames, JOURNAL_SCOPE, type Line, type Metadata, type Transa
 /** SQL that reads recorded transactions (a wallet's history); the write path is `moves.repository.ts`. */
 
 /** Address and (for primary wallets) username of each wallet, for Transaction objects. */
-async function labelWallets(db: Executor, walletIds: number[]): Promise<Map<number, WalletLabel>> {
+export async function labelWallets(db: Executor, walletIds: number[]): Promise<Map<number, WalletLabel>> {
   const ids = [...new Set(walletIds)]
   if (ids.length === 0) return new Map()
   const rows = await db

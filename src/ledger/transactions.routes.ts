@@ -6,27 +6,13 @@ import { walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
-import { Holding, IdempotencyHeaders, Kind, Metadata, Quantity, ReversalBody, Transaction } from './ledger.schemas.ts'
+import { CursorId, Holding, IdempotencyHeaders, Kind, ReversalBody, SendBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
   database: Database
   ledger: Ledger
 }
-
-const SendBody = Type.Object({
-  recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
-  type: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' })),
-  memo: Type.Optional(Type.String({ maxLength: 64 })),
-  // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
-  // keyed by the asset-name pattern, a value under any other key went unchecked.
-  assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
-  metadata: Type.Optional(Metadata),
-}, {
-  // A username or an address is a string; only a wallet id (type 2) may also be a number.
-  if: { required: ['type'], properties: { type: { const: 2 } } },
-  else: { properties: { recipient: { type: 'string' } } },
-})
 
 /** The most transfers in one batch request. */
 const MAX_BATCH_TRANSFERS = 100
@@ -47,7 +33,6 @@ const BatchResult = Type.Union([
  */
 const BATCH_BODY_LIMIT = 2 * 1024 * 1024
 
-const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
 const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),

@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
+import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
 
 export interface VerifyReport {
@@ -67,7 +68,7 @@ class ReversalTally {
  * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
  * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
  * every transaction has positive lines between two different wallets, each holding's last running
- * balance (balances in time) is the holding, and every reference of the
+ * balance (balances in time) is the holding, the holds' rules hold (`verifyHolds`), and every reference of the
  * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
  * transaction) names an existing row. Reads in batches of transactions, calling
  * `progress(done, total)` after each, all in one read-only snapshot (a transaction of its own
@@ -134,7 +135,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
 
   problems.push(...(await reversals.check(db)))
 
-  const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).execute()
+  const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).execute()
   const sums = new Map<number, number>()
   for (const holding of holdings) {
     const key = `${holding.wallet_id}:${holding.asset_id}`
@@ -160,15 +161,84 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     }
   }
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
+  problems.push(...(await verifyHolds(db, holdings)))
   // On PostgreSQL the write path, not a foreign key, keeps these (migration 0005).
-  for (const { table, column, parent } of LEDGER_REFERENCES) {
+  for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES]) {
     const { rows } = await sql<{ count: number | string }>`
       select count(*) as count from ${sql.table(table)} as child
-      where not exists (select 1 from ${sql.table(parent)} as parent where parent.id = ${sql.ref(`child.${column}`)})`.execute(db)
+      where ${sql.ref(`child.${column}`)} is not null
+        and not exists (select 1 from ${sql.table(parent)} as parent where parent.id = ${sql.ref(`child.${column}`)})`.execute(db)
     const dangling = Number(rows[0].count)
     if (dangling > 0) problems.push(`${dangling} ${table} rows name a missing ${parent} row in ${column}`)
   }
   // Every live asset, held or not: what an operator counts as the assets that exist.
   const { assets } = await db.selectFrom('assets').select((eb) => eb.fn.countAll<number>().as('assets')).where('deleted_at', 'is', null).executeTakeFirstOrThrow()
   return { ok: problems.length === 0, transactions: total, holdings: holdings.length, assets: Number(assets), problems }
+}
+
+/**
+ * The holds' rules: for every wallet and asset, `held` is what its unsettled holds reserve (the
+ * column), so what is held now (the column less holds past their expiry) is the sum of its
+ * pending, unexpired holds, and `0 <= held <= quantity`; and every captured hold names a capture
+ * from its sender to its recipient that takes no more than it held, while no other hold names a
+ * transaction; and every transaction of kind `capture` names the hold it captured.
+ */
+async function verifyHolds(db: Executor, holdings: { wallet_id: number; asset_id: number; quantity: number; held: number }[]): Promise<string[]> {
+  const problems: string[] = []
+  const now = new Date().toISOString()
+  const lines = await db
+    .selectFrom('hold_assets')
+    .innerJoin('holds', 'holds.id', 'hold_assets.hold_id')
+    .select(['holds.sending_wallet_id', 'holds.status', 'holds.expires_at', 'hold_assets.asset_id', 'hold_assets.quantity'])
+    .where('holds.status', '=', 'pending')
+    .execute()
+  const unsettled = new Map<string, number>()
+  const live = new Map<string, number>()
+  for (const line of lines) {
+    const key = `${line.sending_wallet_id}:${line.asset_id}`
+    unsettled.set(key, (unsettled.get(key) ?? 0) + Number(line.quantity))
+    if (line.expires_at > now) live.set(key, (live.get(key) ?? 0) + Number(line.quantity))
+  }
+  for (const holding of holdings) {
+    const key = `${holding.wallet_id}:${holding.asset_id}`
+    const column = Number(holding.held)
+    const reserved = unsettled.get(key) ?? 0
+    unsettled.delete(key)
+    if (column !== reserved) problems.push(`wallet ${holding.wallet_id} has ${column} of asset ${holding.asset_id} held, its unsettled holds reserve ${reserved}`)
+    const heldNow = column - (reserved - (live.get(key) ?? 0))
+    if (heldNow < 0 || (heldNow > Number(holding.quantity) && holding.wallet_id !== MINT_WALLET_ID)) problems.push(`wallet ${holding.wallet_id} has ${heldNow} of asset ${holding.asset_id} held of ${holding.quantity}`)
+  }
+  for (const [key, reserved] of unsettled) {
+    const [walletId, assetId] = key.split(':')
+    problems.push(`wallet ${walletId} has no holding of asset ${assetId}, its unsettled holds reserve ${reserved}`)
+  }
+  const { rows } = await sql<{ id: number; status: string; reason: string }>`
+    select holds.id, holds.status, case
+        when holds.status = 'captured' and holds.transaction_id is null then 'names no transaction'
+        when holds.status <> 'captured' and holds.transaction_id is not null then 'names a transaction'
+        when holds.status = 'captured' and t.id is null then 'names a missing transaction'
+        when t.kind <> 'capture' then 'names a transaction that is no capture'
+        when t.sending_wallet_id <> holds.sending_wallet_id or t.receiving_wallet_id <> holds.receiving_wallet_id then 'names a transaction between other wallets'
+        when exists (select 1 from transaction_assets l
+                     where l.transaction_id = t.id
+                       and l.quantity > coalesce((select h.quantity from hold_assets h where h.hold_id = holds.id and h.asset_id = l.asset_id), 0))
+          then 'names a transaction that moved more than it held'
+      end as reason
+    from holds left join transactions t on t.id = holds.transaction_id
+    where holds.status = 'captured' or holds.transaction_id is not null`.execute(db)
+  for (const row of rows) if (row.reason !== null) problems.push(`hold ${row.id} (${row.status}) ${row.reason}`)
+  const { rows: shared } = await sql<{ transaction_id: number }>`select transaction_id from holds where transaction_id is not null group by transaction_id having count(*) > 1`.execute(db)
+  for (const row of shared) problems.push(`transaction ${row.transaction_id} captures more than one hold`)
+  // Every capture names the hold it captured, and nothing else names a hold.
+  const { rows: captures } = await sql<{ id: number; reason: string | null }>`
+    select t.id, case
+        when t.kind <> 'capture' then 'is no capture but names a hold'
+        when t.hold_id is null then 'is a capture that names no hold'
+        when h.id is null then 'is a capture of a missing hold'
+        when h.status <> 'captured' or h.transaction_id is null or h.transaction_id <> t.id then 'is a capture of a hold it did not capture'
+      end as reason
+    from transactions t left join holds h on h.id = t.hold_id
+    where t.kind = 'capture' or t.hold_id is not null`.execute(db)
+  for (const row of captures) if (row.reason !== null) problems.push(`transaction ${row.id} ${row.reason}`)
+  return problems
 }

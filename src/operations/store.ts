@@ -18,6 +18,8 @@ const TABLE_ORDER = [
   'holdings',
   'transactions',
   'transaction_assets',
+  'holds',
+  'hold_assets',
   'idempotency_keys',
   'webhooks',
   'events',

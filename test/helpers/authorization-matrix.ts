@@ -48,6 +48,8 @@ export interface World {
   goldName: string
   /** An asset nobody holds: renamed and deleted by the admin routes. */
   spareAssetId: number
+  /** A pending hold W → X (sent by W, received by X). */
+  holdW: number
   /** A webhook delivery of W and one of X (both wallets have a webhook). */
   deliveryW: number
   deliveryX: number
@@ -368,6 +370,47 @@ export const ROUTES: RouteCase[] = [
     },
   },
   { method: 'GET', route: '/wallet/events', expect: walletAuth(200), stream: true },
+
+  // Holds (wallet auth): the sender captures; either side reads and voids; anyone else gets H000.
+  {
+    method: 'POST',
+    route: '/wallet/holds',
+    body: (world) => ({ recipient: world.target.username, memo: 'matrix', assets: { [world.goldName]: 1 } }),
+    expect: walletAuth(201),
+    check: (response, { walletId }) => assert.equal(response.json().sending_wallet_id, walletId),
+  },
+  {
+    method: 'GET',
+    route: '/wallet/holds',
+    expect: walletAuth(200),
+    check: (response, { walletId }) => {
+      for (const hold of response.json() as { sending_wallet_id: number; receiving_wallet_id: number }[]) assert.ok(hold.sending_wallet_id === walletId || hold.receiving_wallet_id === walletId)
+    },
+  },
+  {
+    method: 'GET',
+    route: '/wallet/holds/:id',
+    url: (world) => `/wallet/holds/${world.holdW}`,
+    expect: { ...walletAuth(200), unrelated: error(404, 'H000') },
+    check: (response, { walletId }) => assert.ok(response.json().sending_wallet_id === walletId || response.json().receiving_wallet_id === walletId),
+  },
+  {
+    method: 'POST',
+    route: '/wallet/holds/:id/capture',
+    url: (world) => `/wallet/holds/${world.holdW}/capture`,
+    // The receiving wallet (X, keyOther's) may not capture either.
+    expect: { ...walletAuth(201), keyOther: error(404, 'H000'), unrelated: error(404, 'H000') },
+    fresh: true,
+    check: (response, { walletId }) => assert.equal(response.json().sending_wallet_id, walletId),
+  },
+  {
+    method: 'POST',
+    route: '/wallet/holds/:id/void',
+    url: (world) => `/wallet/holds/${world.holdW}/void`,
+    expect: { ...walletAuth(200), unrelated: error(404, 'H000') },
+    fresh: true,
+    check: (response, { walletId }) => assert.ok(response.json().sending_wallet_id === walletId || response.json().receiving_wallet_id === walletId),
+  },
 
   // Assets and issuance (admin; the asset list for any authenticated caller).
   { method: 'GET', route: '/assets', expect: anyCaller(200) },

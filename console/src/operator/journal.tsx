@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
-import { callPage, coffer, type Transaction } from '../api.ts'
+import { call, callPage, coffer, type Transaction } from '../api.ts'
 import { dayBound } from '../format.ts'
+import { ReverseForm } from '../reverse.tsx'
 import { KIND_OPTIONS } from '../text.ts'
 import { TransactionPage, type Cursors } from '../transactions.tsx'
 import { Field, Page, Select, useLoad } from '../ui.tsx'
@@ -48,7 +49,19 @@ export function JournalList({ wallet }: { wallet?: number }) {
         <Field label="Metadata key" value={metadataKey} onValue={setMetadataKey} hint="e.g. order_id; empty for any" autoComplete="off" maxLength={40} />
         <Field label="Metadata value" value={metadataValue} onValue={setMetadataValue} hint="the exact value of that key" autoComplete="off" maxLength={500} />
       </form>
-      <TransactionPage page={page} cursors={cursors} setCursors={setCursors} walletId={wallet} empty={`No transactions${asset || since || until || kind || metadataKey ? ' match these filters' : ' yet'}.`} />
+      <TransactionPage
+        actions={(transaction) =>
+          transaction.kind === 'reversal' ? null : (
+            <ReverseForm
+              transaction={transaction}
+              verb="Reverse"
+              to={transaction.sending_username ?? transaction.sending_wallet_address}
+              send={(body, key) => call(coffer.POST('/transactions/{id}/reversal', { params: { path: { id: String(transaction.id) }, header: { 'idempotency-key': key } }, body }))}
+              done={page.reload}
+            />
+          )
+        }
+        page={page} cursors={cursors} setCursors={setCursors} walletId={wallet} empty={`No transactions${asset || since || until || kind || metadataKey ? ' match these filters' : ' yet'}.`} />
     </>
   )
 }

@@ -7,7 +7,7 @@ import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
 /** Holdings as a table: asset, quantity, what of it is held for pending holds, value each. */
-function HoldingsTable({ holdings, caption, withHeld }: { holdings: (Holding & { held?: number })[]; caption: string; withHeld: boolean }) {
+function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; caption: string; withHeld: boolean }) {
   return (
     <table class="holdings">
       <caption class="visually-hidden">{caption}</caption>
@@ -32,7 +32,7 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: (Holding & {
           <tr key={holding.asset.id}>
             <th scope="row">{holding.asset.name}</th>
             <td class="number">{formatQuantity(holding.quantity)}</td>
-            {withHeld && <td class="number">{formatQuantity(holding.held ?? 0)}</td>}
+            {withHeld && <td class="number">{formatQuantity(holding.held)}</td>}
             <td class="number">{formatValue(holding.asset.value)}</td>
           </tr>
         ))}
@@ -97,7 +97,7 @@ export function Balances({ session, refresh }: ScreenProps) {
         </Empty>
       )}
       {holdings && holdings.length > 0 && (
-        <HoldingsTable holdings={holdings} caption={`Holdings of ${session.wallet_address}`} withHeld={holdings.some((holding: Holding & { held?: number }) => (holding.held ?? 0) > 0)} />
+        <HoldingsTable holdings={holdings} caption={`Holdings of ${session.wallet_address}`} withHeld={holdings.some((holding) => holding.held > 0)} />
       )}
       <p>
         <a href="#/send" class="button-link">

@@ -1,7 +1,8 @@
 import { useEffect, useState } from 'preact/hooks'
-import { callPage, coffer, type Transaction, type WalletEvent } from '../api.ts'
+import { call, callPage, coffer, type Transaction, type WalletEvent } from '../api.ts'
 import { dayBound, formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
+import { ReverseForm } from '../reverse.tsx'
 import { KIND_OPTIONS } from '../text.ts'
 import { TransactionPage, type Cursors } from '../transactions.tsx'
 import { Field, Page, Select, useLoad } from '../ui.tsx'
@@ -108,6 +109,17 @@ export function History({ session }: ScreenProps) {
         <small class="hint">every transaction these filters choose, one row per asset, for a spreadsheet</small>
       </p>
       <TransactionPage
+        actions={(transaction) =>
+          transaction.receiving_wallet_id === session.wallet_id && (transaction.kind === 'transfer' || transaction.kind === 'capture') ? (
+            <ReverseForm
+              transaction={transaction}
+              verb="Refund"
+              to={transaction.sending_username ?? transaction.sending_wallet_address}
+              send={(body, key) => call(coffer.POST('/wallet/transactions/{id}/refund', { params: { path: { id: String(transaction.id) }, header: { 'idempotency-key': key } }, body }))}
+              done={page.reload}
+            />
+          ) : null
+        }
         page={page}
         cursors={cursors}
         setCursors={setCursors}

@@ -5,6 +5,7 @@ import { Account } from './account.tsx'
 import { Balances } from './balances.tsx'
 import { Batch } from './batch.tsx'
 import { History } from './history.tsx'
+import { Holds } from './holds.tsx'
 import { Keys } from './keys.tsx'
 import { Send } from './send.tsx'
 import { Sharing } from './sharing.tsx'
@@ -30,6 +31,7 @@ const SCREENS: [path: string, label: string][] = [
   ['send', 'Send'],
   ['history', 'History'],
   ['batch', 'Batch'],
+  ['holds', 'Holds'],
   ['wallets', 'Wallets'],
   ['sharing', 'Sharing'],
   ['keys', 'Keys'],
@@ -47,6 +49,7 @@ export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { 
     send: () => <Send {...props} />,
     history: () => <History {...props} />,
     batch: () => <Batch {...props} />,
+    holds: () => <Holds {...props} />,
     wallets: () => <Wallets {...props} />,
     sharing: () => <Sharing {...props} />,
     keys: () => <Keys {...props} />,

@@ -1,0 +1,92 @@
+import { useMemo, useState } from 'preact/hooks'
+import { newAttemptKey, type Transaction } from './api.ts'
+import { formatAssets, formatQuantity } from './format.ts'
+import { Done, ErrorNotice, Field, useAction, useConfirm } from './ui.tsx'
+import { check, parsePart } from './validate.ts'
+
+/** What moving a transaction back sends: the quantities (all that is left when absent) and a memo. */
+export interface ReverseBody {
+  assets?: Record<string, number>
+  memo?: string
+}
+
+/**
+ * A refund (by the receiver) or an operator's reversal of one transaction, under it: quantities
+ * per asset, empty for everything not yet moved back, and a memo; confirmed before it is sent.
+ * `send` posts it with the attempt's Idempotency-Key, so a repeated click moves nothing twice.
+ */
+export function ReverseForm({ transaction, verb, to, send, done }: {
+  transaction: Transaction
+  /** "Refund" or "Reverse". */
+  verb: string
+  /** Who gets the assets back, as a person reads it. */
+  to: string
+  send: (body: ReverseBody, key: string) => Promise<Transaction>
+  done: () => Promise<unknown>
+}) {
+  const [quantities, setQuantities] = useState<Record<string, string>>({})
+  const [memo, setMemo] = useState('')
+  const [made, setMade] = useState<Transaction | undefined>()
+  const { run, pending, error } = useAction(verb === 'Reverse' ? ['A003'] : undefined)
+  const confirm = useConfirm()
+  const attemptKey = useMemo(newAttemptKey, [JSON.stringify(quantities), memo, made])
+
+  const submit = (event: Event) => {
+    event.preventDefault()
+    void run(async () => {
+      const assets = parsePart(transaction.assets, quantities, (line) => `The transaction moved ${formatQuantity(line.quantity)} ${line.asset.name}: no more can go back.`)
+      check(memo.length <= 64, 'A memo is at most 64 characters.')
+      const partial = Object.keys(assets).length > 0
+      const what = partial ? Object.entries(assets).map(([name, quantity]) => `${formatQuantity(quantity)} ${name}`).join(', ') : 'everything of it not yet moved back'
+      const yes = await confirm({
+        title: `${verb} transaction ${transaction.id}?`,
+        body: (
+          <>
+            <p>
+              Moves back to {to}: {what}, as a new recorded transaction.
+            </p>
+            <p>This cannot be undone.</p>
+          </>
+        ),
+        action: verb,
+      })
+      if (!yes) return
+      const reversal = await send({ ...(partial ? { assets } : {}), ...(memo ? { memo } : {}) }, attemptKey)
+      setMade(reversal)
+      setQuantities({})
+      setMemo('')
+      await done()
+    })
+  }
+
+  return (
+    <details class="reverse">
+      <summary>
+        {verb} transaction {transaction.id}
+      </summary>
+      {made && (
+        <Done>
+          {formatAssets(made.assets)} moved back to {to} (transaction {made.id}).
+        </Done>
+      )}
+      <form onSubmit={submit} noValidate>
+        {transaction.assets.map((line) => (
+          <Field
+            key={line.asset.id}
+            label={`${line.asset.name} to move back`}
+            value={quantities[line.asset.name] ?? ''}
+            onValue={(value) => setQuantities({ ...quantities, [line.asset.name]: value })}
+            inputMode="numeric"
+            autoComplete="off"
+            hint={`empty: all of it not yet moved back (it moved ${formatQuantity(line.quantity)})`}
+          />
+        ))}
+        <Field label="Memo (optional)" value={memo} onValue={setMemo} maxLength={64} autoComplete="off" hint="at most 64 characters, seen by both sides" />
+        <ErrorNotice error={error} />
+        <button type="submit" disabled={pending}>
+          {verb}
+        </button>
+      </form>
+    </details>
+  )
+}

@@ -1,0 +1,143 @@
+import { sql, type Kysely } from 'kysely'
+import { isPostgres } from '../dialect.ts'
+
+/**
+ * Holds (two-phase transfers, `ledger/holds.service.ts`):
+ *
+ * - `holds` and their lines `hold_assets`: a hold is pending until it is captured, voided or
+ *   expired; `status` is stored, and a pending row past its `expires_at` reads as expired
+ *   whether or not the expiry job has written that yet.
+ * - `holdings.held`: what pending holds reserve of the holding, kept by every write of a hold
+ *   in the same statement as the rest of the batch; what may be spent is `quantity - held`, less
+ *   nothing for holds past their expiry (the write path subtracts those itself).
+ * - On PostgreSQL, as for the journal (migration 0005), a hold's references to wallets, assets
+ *   and its capture's transaction are kept by the write path, which locks or has just written
+ *   each, and by those rows never being deleted, not by foreign keys (`HOLD_REFERENCES`, checked
+ *   by `coffer verify`); SQLite keeps its foreign keys.
+ * - `events.body` and a nullable `events.transaction_id`: a hold's events carry the Hold as it
+ *   was at the event, stored on the event's row; a transaction's events still carry their
+ *   transaction's body. SQLite cannot drop a NOT NULL, so it rebuilds `events` as its
+ *   documented twelve steps do (foreign keys off while the table is swapped, then checked).
+ */
+export const HOLD_REFERENCES = [
+  { table: 'holds', column: 'sending_wallet_id', parent: 'wallets' },
+  { table: 'holds', column: 'receiving_wallet_id', parent: 'wallets' },
+  { table: 'holds', column: 'transaction_id', parent: 'transactions' },
+  { table: 'hold_assets', column: 'asset_id', parent: 'assets' },
+] as const
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function up(db: Kysely<any>): Promise<void> {
+  const postgres = isPostgres(db)
+  const idType = postgres ? 'bigserial' : 'integer'
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const id = (col: any) => (postgres ? col.primaryKey() : col.primaryKey().autoIncrement())
+  // A reference to a row that is never deleted: a foreign key on SQLite only (see above).
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const refers = (target: string) => (col: any) => (postgres ? col : col.references(target))
+
+  await db.schema
+    .createTable('holds')
+    .addColumn('id', idType, id)
+    .addColumn('sending_wallet_id', 'bigint', (col) => refers('wallets.id')(col.notNull()))
+    .addColumn('receiving_wallet_id', 'bigint', (col) => refers('wallets.id')(col.notNull()))
+    .addColumn('memo', 'text', (col) => col.notNull())
+    .addColumn('metadata', 'text', (col) => col.notNull())
+    .addColumn('status', 'text', (col) => col.notNull())
+    .addColumn('created_at', 'text', (col) => col.notNull())
+    .addColumn('expires_at', 'text', (col) => col.notNull())
+    .addColumn('settled_at', 'text')
+    .addColumn('transaction_id', 'bigint', refers('transactions.id'))
+    .addCheckConstraint('holds_distinct_wallets', sql`sending_wallet_id <> receiving_wallet_id`)
+    .addCheckConstraint('holds_status', sql`status in ('pending', 'captured', 'voided', 'expired')`)
+    .execute()
+  // Each side's list, newest first (GET /wallet/holds), like a wallet's history.
+  await db.schema.createIndex('holds_sending').on('holds').columns(['sending_wallet_id', 'id']).execute()
+  await db.schema.createIndex('holds_receiving').on('holds').columns(['receiving_wallet_id', 'id']).execute()
+  // Pending holds only: a wallet's expired-but-unwritten holds (the write path, holdings reads)
+  // and the expiry job's due holds; settled holds leave these indexes.
+  await db.schema.createIndex('holds_pending_sending').on('holds').columns(['sending_wallet_id', 'expires_at']).where(sql.ref('status'), '=', 'pending').execute()
+  await db.schema.createIndex('holds_pending_expiry').on('holds').column('expires_at').where(sql.ref('status'), '=', 'pending').execute()
+
+  await db.schema
+    .createTable('hold_assets')
+    .addColumn('hold_id', 'bigint', (col) => col.notNull().references('holds.id'))
+    .addColumn('asset_id', 'bigint', (col) => refers('assets.id')(col.notNull()))
+    .addColumn('quantity', 'bigint', (col) => col.notNull())
+    .addPrimaryKeyConstraint('hold_assets_pk', ['hold_id', 'asset_id'])
+    .addCheckConstraint('hold_assets_positive', sql`quantity > 0`)
+    .execute()
+
+  await db.schema
+    .alterTable('holdings')
+    .addColumn('held', 'bigint', (col) => col.notNull().defaultTo(0).check(sql`held >= 0`))
+    .execute()
+
+  if (postgres) {
+    await sql`alter table events alter column transaction_id drop not null`.execute(db)
+    await db.schema.alterTable('events').addColumn('body', 'text').execute()
+    return
+  }
+  await rebuildSqliteEvents(db, true)
+}
+
+/**
+ * SQLite: `events` again with `transaction_id` nullable and `body` (up), or as before (down),
+ * keeping every row, its id and the id sequence. Foreign keys are off while the table is
+ * swapped (deliveries refer to it), then checked before they are back on.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function rebuildSqliteEvents(db: Kysely<any>, withHolds: boolean): Promise<void> {
+  await sql`pragma foreign_keys = off`.execute(db)
+  try {
+    await sql`begin immediate`.execute(db)
+    try {
+      const { rows } = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'events'`.execute(db)
+      const transactionColumn = withHolds ? sql`transaction_id bigint references transactions(id)` : sql`transaction_id bigint not null references transactions(id)`
+      const bodyColumn = withHolds ? sql`, body text` : sql``
+      await sql`
+        create table events_rebuilt (
+          id integer primary key autoincrement,
+          event_id text not null unique,
+          wallet_id bigint not null references wallets(id),
+          type text not null,
+          ${transactionColumn},
+          created_at text not null${bodyColumn}
+        )`.execute(db)
+      const where = withHolds ? sql`` : sql`where transaction_id is not null`
+      await sql`
+        insert into events_rebuilt (id, event_id, wallet_id, type, transaction_id, created_at)
+        select id, event_id, wallet_id, type, transaction_id, created_at from events ${where}`.execute(db)
+      await sql`drop table events`.execute(db)
+      await sql`alter table events_rebuilt rename to events`.execute(db)
+      await sql`create index events_wallet on events (wallet_id, id)`.execute(db)
+      if (rows.length > 0) await sql`update sqlite_sequence set seq = max(seq, ${rows[0].seq}) where name = 'events'`.execute(db)
+      const broken = await sql`pragma foreign_key_check`.execute(db)
+      if (broken.rows.length > 0) throw new Error(`rebuilding events left ${broken.rows.length} broken references`)
+      await sql`commit`.execute(db)
+    } catch (error) {
+      await sql`rollback`.execute(db)
+      throw error
+    }
+  } finally {
+    await sql`pragma foreign_keys = on`.execute(db)
+  }
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function down(db: Kysely<any>): Promise<void> {
+  // Hold events have no transaction: they go, with their deliveries.
+  const holdEvents = sql`select id from events where transaction_id is null`
+  await sql`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id in (${holdEvents}))`.execute(db)
+  await sql`delete from webhook_deliveries where event_id in (${holdEvents})`.execute(db)
+  if (isPostgres(db)) {
+    await sql`delete from events where transaction_id is null`.execute(db)
+    await db.schema.alterTable('events').dropColumn('body').execute()
+    await sql`alter table events alter column transaction_id set not null`.execute(db)
+  } else {
+    await rebuildSqliteEvents(db, false)
+  }
+  await db.schema.alterTable('holdings').dropColumn('held').execute()
+  await db.schema.dropTable('hold_assets').execute()
+  await db.schema.dropTable('holds').execute()
+}

@@ -1,0 +1,225 @@
+import type { Db, Executor } from '../db/database.ts'
+import { inTransaction, nowIso } from '../db/dialect.ts'
+import { AppError } from '../http/errors.ts'
+import type { GroupCommitter } from './group-committer.ts'
+import * as holds from './holds.repository.ts'
+import { canonicalAssets, canonicalTransfer, hashRequest, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
+import type { EventWriter, Hold, HoldStatus, Line, Transaction } from './ledger.types.ts'
+import { takeWalletTurns } from './moves.repository.ts'
+import { applyMove, transactionOf, type Move } from './moves.ts'
+import { Lookups, resolveTransfer } from './transfers.service.ts'
+
+/**
+ * Holds (two-phase transfers): POST /wallet/holds reserves assets in the sending wallet for a
+ * recipient; a capture moves all or part of them as one Transaction of kind `capture`, a void
+ * (by either side) or the expiry releases them. The way through:
+ *
+ * - A new hold is one member of the group commit, like a transfer (`group-committer.ts`), and is
+ *   checked by the same rule in `moves.ts`: a hold and a transfer of one wallet in one batch are
+ *   checked in arrival order against what is free (`quantity - held`).
+ * - A capture, a void and an expiry each run in a transaction of their own: the hold's wallets'
+ *   turns first (as every move takes them), then the hold's row, locked and found still pending
+ *   and unexpired, then the settlement through `moves.ts` (which releases what the hold reserves,
+ *   moves what a capture takes, writes the hold's new status and the events). So of a capture, a
+ *   void and an expiry racing on one hold exactly one settles it; the others find it settled
+ *   (`H001`).
+ * - Expiry needs no job to be seen: every read answers a pending hold past `expires_at` as
+ *   expired, and the write path does not count it as held. The job (`expireDueHolds`, run by
+ *   `hold-expiry.plugin.ts`) writes the status and emits `hold.expired`.
+ */
+
+export interface HoldRequest extends SendRequest {
+  /** Seconds until the hold expires: 60 to 2,592,000 (the route's schema); 604,800 by default. */
+  expires_in?: number
+}
+
+export interface CaptureRequest {
+  /** Asset name → quantity to capture; everything when absent. */
+  assets?: Record<string, number>
+}
+
+export const DEFAULT_EXPIRES_IN = 604_800
+
+/** What tells a hold request apart under one Idempotency-Key: a transfer's fields (metadata included) and its expiry; never a transfer's. */
+function holdFingerprint(request: HoldRequest): string {
+  return hashRequest(['hold', canonicalTransfer(request), request.expires_in ?? DEFAULT_EXPIRES_IN])
+}
+
+function captureFingerprint(holdId: number, request: CaptureRequest): string {
+  return hashRequest(['capture', holdId, request.assets === undefined ? null : canonicalAssets(request.assets)])
+}
+
+/**
+ * The lines a capture takes: everything held, or the quantities asked for, matched to the hold's
+ * assets by name (case-insensitively). Throws H002 for an asset the hold lacks or more than it holds.
+ */
+function captureLines(hold: Hold, requested: Record<string, number> | undefined): Line[] {
+  if (requested === undefined) return hold.assets.map(({ asset, quantity }) => ({ asset, quantity }))
+  const wanted = canonicalAssets(requested)
+  const lines: Line[] = []
+  for (const [name, quantity] of wanted) {
+    const line = hold.assets.find((held) => held.asset.name.toLowerCase() === name)
+    if (!line) throw new AppError('H002', `the hold holds no ${name}`)
+    if (quantity > line.quantity) throw new AppError('H002', `the hold holds ${line.quantity} of ${line.asset.name}, ${quantity} requested`)
+    lines.push({ asset: line.asset, quantity })
+  }
+  return lines
+}
+
+/** The move that settles a hold without moving anything (a void, an expiry): it only releases what the hold reserves. */
+function releaseOf(hold: Hold, status: 'voided' | 'expired', at: string): Move {
+  // Nothing moves, so no transaction is recorded and `kind` names none.
+  return { from: hold.sending_wallet_id, to: hold.receiving_wallet_id, lines: [], memo: hold.memo, kind: 'capture', settle: { hold, status, at } }
+}
+
+export interface HoldListQuery {
+  limit?: number
+  before?: number
+  after?: number
+  status?: HoldStatus
+  direction?: 'sent' | 'received'
+}
+
+/** GET /wallet/holds: a page of the holds the wallet is either side of, newest first, and whether there is a next page. */
+export function listWalletHolds(db: Executor, walletId: number, query: HoldListQuery) {
+  return holds.listHolds(db, { walletId, limit: query.limit ?? 10, before: query.before, after: query.after, status: query.status, direction: query.direction }, nowIso())
+}
+
+/** GET /wallet/holds/{id}: one hold the wallet is a side of. Throws H000 otherwise. */
+export async function findWalletHold(db: Executor, walletId: number, holdId: number): Promise<Hold> {
+  const hold = await holds.findHold(db, holdId, nowIso())
+  if (!hold || (hold.sending_wallet_id !== walletId && hold.receiving_wallet_id !== walletId)) throw new AppError('H000', `no hold ${holdId} of this wallet`)
+  return hold
+}
+
+export class HoldsService {
+  readonly #db: Db
+  readonly #events: EventWriter
+  readonly #committer: GroupCommitter
+  readonly #idempotency: Idempotency
+
+  constructor(db: Db, events: EventWriter, committer: GroupCommitter, idempotency: Idempotency) {
+    this.#db = db
+    this.#events = events
+    this.#committer = committer
+    this.#idempotency = idempotency
+  }
+
+  /**
+   * POST /wallet/holds: reserves the assets for the recipient, committed with the transfers that
+   * arrive alongside it. Answers 201 with the pending Hold. Throws what a transfer throws, in its
+   * order: G003/G004, U003/W000/G000, W013, I001, then W000, I002 (only what is free may be held), I003.
+   */
+  create(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>> {
+    return this.#idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (idempotency) => {
+      const move = await resolveTransfer(new Lookups(this.#db), walletId, request)
+      const [outcome] = await this.#committer.runUnit({ moves: [{ ...move, idempotency, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }], atomic: true })
+      if (!outcome.ok) throw outcome.error
+      if (!outcome.hold) throw new Error('the hold was not recorded')
+      return { status: 201, body: outcome.hold }
+    })
+  }
+
+  /**
+   * POST /wallet/holds/{id}/capture (the sending wallet): moves what is asked (everything by
+   * default) to the recipient as one Transaction of kind `capture` and releases the rest. Answers
+   * 201 with the Transaction. Throws, in this order: G003/G004 (key), H000 (no such hold, or the
+   * caller is not its sender), H001 (not pending), H002 (more than held, or an asset it lacks),
+   * then the ledger's W000, I003.
+   */
+  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<Answer<Transaction>> {
+    return this.#idempotency.answerOnce(walletId, idempotencyKey, captureFingerprint(holdId, request), async (idempotency) => {
+      const found = await holds.findHold(this.#db, holdId, nowIso())
+      if (!found || found.sending_wallet_id !== walletId) throw new AppError('H000', `no hold ${holdId} sent by this wallet`)
+      const applied = await this.#settle(found, (hold, now) => ({
+        from: hold.sending_wallet_id,
+        to: hold.receiving_wallet_id,
+        lines: captureLines(hold, request.assets),
+        memo: hold.memo,
+        kind: 'capture',
+        metadata: hold.metadata,
+        idempotency,
+        settle: { hold, status: 'captured', at: now },
+      }))
+      return { status: 201, body: transactionOf(applied) }
+    })
+  }
+
+  /** POST /wallet/holds/{id}/void (either side): releases everything. Answers the voided Hold. Throws H000, H001. */
+  async void(walletId: number, holdId: number): Promise<Hold> {
+    const found = await holds.findHold(this.#db, holdId, nowIso())
+    if (!found || (found.sending_wallet_id !== walletId && found.receiving_wallet_id !== walletId)) throw new AppError('H000', `no hold ${holdId} of this wallet`)
+    const { hold } = await this.#settle(found, (pending, now) => releaseOf(pending, 'voided', now))
+    if (!hold) throw new Error('the void recorded no hold')
+    return hold
+  }
+
+  /**
+   * Settles one hold in a transaction of its own: its wallets' turns, its row locked and found
+   * pending and unexpired now (else H001), then the settlement through the ledger's rules.
+   */
+  async #settle(found: Hold, moveOf: (hold: Hold, now: string) => Move) {
+    return inTransaction(this.#db, async (trx) => {
+      await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
+      const now = nowIso()
+      const locked = await holds.lockHold(trx, found.id, now)
+      if (!locked || locked.hold.status !== 'pending') throw new AppError('H001', `hold ${found.id} is ${locked?.hold.status ?? 'gone'}`)
+      return applyMove(trx, moveOf(locked.hold, now), this.#events)
+    })
+  }
+
+  /**
+   * Writes the expiry of up to `limit` pending holds whose time has come (each in a transaction
+   * of its own, settled at its `expires_at`, with `hold.expired` to both sides). Answers how many
+   * it expired; a hold captured or voided meanwhile is left as it is.
+   */
+  async expireDueHolds(limit: number): Promise<number> {
+    let expired = 0
+    for (const holdId of await holds.findDueHolds(this.#db, nowIso(), limit)) {
+      const found = await holds.findHold(this.#db, holdId, nowIso())
+      if (!found) continue
+      const done = await inTransaction(this.#db, async (trx) => {
+        await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
+        return this.#expireLocked(trx, holdId)
+      })
+      if (done) expired++
+    }
+    return expired
+  }
+
+  /** Expires the hold if it is still stored as pending and past its expiry; true when it did. */
+  async #expireLocked(trx: Executor, holdId: number): Promise<boolean> {
+    const locked = await holds.lockHold(trx, holdId, nowIso())
+    if (!locked?.unsettled || locked.hold.status !== 'expired') return false
+    const { hold } = locked
+    await applyMove(trx, releaseOf(hold, 'expired', hold.expires_at), this.#events)
+    return true
+  }
+
+  /** The wallets on the other side of the wallet's unsettled holds (wallet deletion takes their turns first). */
+  async findCounterparties(db: Executor, walletId: number): Promise<number[]> {
+    return [...new Set((await holds.findPendingHoldsOf(db, walletId)).map((hold) => hold.counterparty))]
+  }
+
+  /**
+   * Settles every unsettled hold the wallet is either side of, in the caller's transaction
+   * (wallet deletion, before its sweep): pending ones are voided, those past their expiry
+   * expired. The caller holds the turns of the wallet and of every counterparty
+   * (`findCounterparties`); one that appeared since has its turn taken here.
+   */
+  async settleHoldsOf(trx: Executor, walletId: number): Promise<void> {
+    const pending = await holds.findPendingHoldsOf(trx, walletId)
+    await takeWalletTurns(trx, [walletId, ...pending.map((hold) => hold.counterparty)])
+    for (const { id } of pending) {
+      const now = nowIso()
+      const locked = await holds.lockHold(trx, id, now)
+      if (!locked?.unsettled) continue
+      const { hold } = locked
+      if (hold.status === 'pending') {
+        await applyMove(trx, releaseOf(hold, 'voided', now), this.#events)
+      } else {
+        await this.#expireLocked(trx, id)
+      }
+    }
+  }
+}
