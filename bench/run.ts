@@ -139,7 +139,7 @@ function load(job: LoadJob): Promise<LoadResult> {
 // ---------------------------------------------------------------------------------------------
 // Scenarios.
 
-type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'invalid' | 'session' | 'unknown'
+type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'hold' | 'invalid' | 'session' | 'unknown'
 
 interface ScenarioResult extends LoadResult {
   scenario: ScenarioName
@@ -163,6 +163,7 @@ const LABELS: Record<ScenarioName, string> = {
   d100: '(d) history list, 100 txs',
   d100k: '(d) history list, 100k txs',
   batch: `(f) atomic batches of ${BATCH_SIZE} transfers among N wallets`,
+  hold: '(h) holds created, then captured, among N wallets (2 requests per hold)',
   invalid: 'transfer refused by validation (400 G000)',
   session: 'GET /user/session (session lookup, one read)',
   unknown: 'transfer to an unknown username (404 U003)',
@@ -200,6 +201,8 @@ function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, connections
       return { ...base, kind: 'transfer', senders: everyone.slice(0, 1), recipients: names.slice(1) }
     case 'batch':
       return { ...base, kind: 'batch', senders: everyone, recipients: names, batchSize: BATCH_SIZE }
+    case 'hold':
+      return { ...base, kind: 'hold', senders: everyone, recipients: names }
     case 'd100':
       return { ...base, kind: 'get', path: '/wallet/transactions', token: seeded.shortHistory.token }
     case 'd100k':
@@ -312,7 +315,7 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
   const results: ScenarioResult[] = []
   let pgbench: PgbenchResult | undefined
   let profileSkipMs = 0
-  const order: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k', 'batch']
+  const order: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k', 'batch', 'hold']
   for (const scenario of order.filter((name) => !only || only.has(name))) {
     if (scenario === profiled && profile && profileDir) {
       // Restart the service with --cpu-prof so that the profile covers this scenario only.
