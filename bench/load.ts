@@ -11,9 +11,11 @@ export interface LoadJob {
   seconds: number
   /**
    * `transfer`: POST /wallet/transactions; `batch`: POST /wallet/transactions/batch of
-   * `batchSize` transfers (atomic); `get`: one GET path with one token, one of `tokens`, or none.
+   * `batchSize` transfers (atomic); `hold`: POST /wallet/holds of 1 gold, then POST
+   * /wallet/holds/{id}/capture of it, by the same sender on the same connection (two requests per
+   * hold); `get`: one GET path with one token, one of `tokens`, or none.
    */
-  kind: 'transfer' | 'batch' | 'get'
+  kind: 'transfer' | 'batch' | 'hold' | 'get'
   /** For batches: transfers per request, each of 1 gold to a recipient picked at random. */
   batchSize?: number
   path?: string
@@ -91,6 +93,39 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
           })
           request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
           request.body = JSON.stringify({ transfers, atomic: true })
+          return request
+        },
+      },
+    ]
+  } else if (job.kind === 'hold') {
+    const senders = job.senders ?? []
+    const recipients = job.recipients ?? []
+    if (senders.length === 0 || recipients.length < 2) throw new Error('a hold job needs senders and two recipients or more')
+    type HoldContext = { sender?: { token: string; username: string }; holdId?: number }
+    requests = [
+      {
+        method: 'POST',
+        path: '/wallet/holds',
+        setupRequest: (request, context: HoldContext) => {
+          const sender = senders[randomIndex(senders.length)]
+          let recipient = recipients[randomIndex(recipients.length)]
+          while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
+          context.sender = sender
+          request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
+          request.body = JSON.stringify({ recipient, assets: { gold: 1 } })
+          return request
+        },
+        onResponse: (status, body, context: HoldContext) => {
+          context.holdId = status === 201 ? (JSON.parse(body) as { id: number }).id : undefined
+        },
+      },
+      {
+        method: 'POST',
+        // A hold refused (none to capture) starts the pair again.
+        setupRequest: (request, context: HoldContext) => {
+          if (context.holdId === undefined || !context.sender) return undefined as unknown as autocannon.Request
+          request.path = `/wallet/holds/${context.holdId}/capture`
+          request.headers = { ...request.headers, authorization: `Bearer ${context.sender.token}` }
           return request
         },
       },

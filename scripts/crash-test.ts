@@ -1,12 +1,16 @@
 /**
  * Crash safety (`npm run test:crash`): for SQLite and for PostgreSQL, runs the real service as a
- * child process, drives a bounded load of transfers (each with its own Idempotency-Key), kills
+ * child process, drives a bounded load of transfers (each with its own Idempotency-Key) and of
+ * holds (created and captured with Idempotency-Keys, or voided), kills
  * the service with SIGKILL several times mid-load, restarts it, retries every request that got no
  * answer with the same key, and then checks that
  *   - every acknowledged transfer exists exactly once, with the id it was acknowledged with,
  *   - no transfer exists twice (every memo carries a unique request number),
  *   - every transaction has its events in the outbox (one per non-mint side),
- *   - each user's holding equals what the acknowledged transfers say,
+ *   - each user's holding equals what the acknowledged transfers and captures say,
+ *   - every acknowledged hold exists once, every acknowledged capture exists once (the hold
+ *     captured, naming it), every acknowledged void left its hold voided with no capture, no hold
+ *     is both captured and voided, and nothing is held at the end,
  *   - `coffer verify` passes.
  * Usage: npx tsx scripts/crash-test.ts [sqlite|postgres]…   (default: both). Exit 1 on any failure.
  */
@@ -15,15 +19,18 @@ import os from 'node:os'
 import path from 'node:path'
 import { openDatabase, type Database } from '../src/db/database.ts'
 import { createDatabase, freePort, startPostgres, type TestPostgres } from '../test/helpers/postgres.ts'
-import { call, checkExactlyOnce, checkHoldings, runCoffer, seedUsers, Service, sleep, transferFor, type Sent } from './harness.ts'
+import { call, checkExactlyOnce, checkHoldings, runCoffer, seedUsers, Service, sleep, transferFor, type Answer, type SeededUser, type Sent } from './harness.ts'
 
 const ADMIN_KEY = 'cfa_crash_test_admin_key_not_secret'
 const USERS = 6
 const REQUESTS = Number(process.env.CRASH_REQUESTS ?? 600)
 const CONCURRENCY = 12
+/** Holds created, then captured (in part) or voided, beside the transfers. */
+const HOLDS = Number(process.env.CRASH_HOLDS ?? 90)
+const HOLD_WORKERS = 4
 const CRASHES = Number(process.env.CRASH_COUNT ?? 6)
 const INITIAL = 1_000_000
-const TIME_LIMIT_MS = 80_000
+const TIME_LIMIT_MS = Number(process.env.CRASH_TIME_LIMIT_MS ?? 150_000)
 
 interface Figures {
   storage: string
@@ -33,6 +40,7 @@ interface Figures {
   retries: number
   replayed: number
   transfers: number
+  holds: number
   events: number
   seconds: number
 }
@@ -140,7 +148,78 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
     }
   }
 
-  await Promise.all([killer(), ...Array.from({ length: CONCURRENCY }, worker)])
+  // Holds beside the transfers: created with a key, then captured in part with a key, or voided.
+  interface HoldFlow {
+    from: SeededUser
+    to: SeededUser
+    holdId?: number
+    capture: boolean
+    quantity: number
+    transactionId?: number
+    voided?: boolean
+  }
+  const flows = new Map<number, HoldFlow>()
+  let nextHold = 0
+
+  /** One request, repeated with the same key through the crashes until it is answered (not 503, not G004). */
+  async function answered(label: string, url: string, init: { method: string; headers: Record<string, string>; body?: unknown }): Promise<Answer> {
+    let attempt = 0
+    for (;;) {
+      if (Date.now() - started > TIME_LIMIT_MS) throw new Error(`${label} still unanswered after ${TIME_LIMIT_MS} ms`)
+      if (!up) await restarted
+      attempt++
+      if (attempt > 1) retries++
+      try {
+        const response = await call(url, init)
+        if (response.status === 409 && response.body.code === 'G004') {
+          await sleep(20)
+          continue
+        }
+        if (response.status !== 503) {
+          if (response.headers.get('idempotent-replayed') === 'true') replayed++
+          return response
+        }
+      } catch {
+        // No answer: the service died. Retry with the same key.
+      }
+      if (attempt === 1) unanswered++
+      await sleep(20)
+    }
+  }
+
+  async function holdFlow(n: number): Promise<void> {
+    const { from, to } = transferFor(users, n + 1)
+    const flow: HoldFlow = { from, to, capture: n % 3 !== 0, quantity: 1 + (n % 10) }
+    flows.set(n, flow)
+    const created = await answered(`hold ${n}`, `${service.url}/wallet/holds`, {
+      method: 'POST',
+      headers: { ...from.auth, 'idempotency-key': `hold-${tag}-${n}` },
+      body: { recipient: to.username, memo: `crash ${tag} hold #${n}`, assets: { crashgold: 10 } },
+    })
+    if (created.status !== 201) return void problems.push(`hold ${n}: unexpected ${created.status} ${JSON.stringify(created.body)}`)
+    flow.holdId = created.body.id as number
+    if (flow.capture) {
+      const captured = await answered(`capture ${n}`, `${service.url}/wallet/holds/${flow.holdId}/capture`, {
+        method: 'POST',
+        headers: { ...from.auth, 'idempotency-key': `capture-${tag}-${n}` },
+        body: { assets: { crashgold: flow.quantity } },
+      })
+      if (captured.status !== 201) return void problems.push(`capture ${n}: unexpected ${captured.status} ${JSON.stringify(captured.body)}`)
+      flow.transactionId = captured.body.id as number
+      return
+    }
+    // A void has no key: a retry of one that committed unanswered finds the hold voided (H001).
+    const voided = await answered(`void ${n}`, `${service.url}/wallet/holds/${flow.holdId}/void`, { method: 'POST', headers: to.auth })
+    const status = voided.status === 409 ? (await call(`${service.url}/wallet/holds/${flow.holdId}`, { method: 'GET', headers: to.auth })).body.status : voided.body.status
+    if (status !== 'voided') return void problems.push(`void ${n}: answered ${voided.status} ${JSON.stringify(voided.body)}, the hold is ${String(status)}`)
+    flow.voided = true
+  }
+
+  async function holdWorker(): Promise<void> {
+    while (nextHold < HOLDS) await holdFlow(nextHold++)
+  }
+
+  await Promise.all([killer(), ...Array.from({ length: CONCURRENCY }, worker), ...Array.from({ length: HOLD_WORKERS }, holdWorker)])
 
   // A replay of an answered request must answer the same, and move nothing.
   const sample = [...outcomes.entries()].filter(([, outcome]) => outcome.transactionId !== undefined).slice(0, 5)
@@ -156,15 +235,45 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
     check(again.headers.get('idempotent-replayed') === 'true', `replay of request ${n} lacks Idempotent-Replayed`, problems)
   }
 
-  // Balances through the API, while the service still runs.
-  await checkHoldings(service.url, users, outcomes, 'crashgold', INITIAL, problems)
+  // Balances through the API, while the service still runs: transfers and captures moved them, and nothing is held.
+  const moved = new Map<number, Sent>(outcomes)
+  for (const [n, flow] of flows) if (flow.transactionId !== undefined) moved.set(REQUESTS + n, { from: flow.from.walletId, to: flow.to.walletId, quantity: flow.quantity, transactionId: flow.transactionId })
+  await checkHoldings(service.url, users, moved, 'crashgold', INITIAL, problems)
+  for (const user of users) {
+    const list = (await call(`${service.url}/wallet/assets`, { method: 'GET', headers: user.auth })).body as unknown as { held: number }[]
+    if (list.some((holding) => holding.held !== 0)) problems.push(`${user.username} still has something held after every hold was settled`)
+  }
   await service.kill('SIGTERM')
 
   // Straight from the database: each request exactly once, with the acknowledged id, and its events.
   const database: Database = openDatabase({ databaseUrl: databaseUrl || undefined, dataDir })
   let transfers = 0
   let events = 0
+  let holds = 0
   try {
+    // Holds: each acknowledged one once; each capture once, naming its hold; each void without a capture.
+    const holdRows = await database.db.selectFrom('holds').select(['id', 'memo', 'status', 'transaction_id']).execute()
+    const captures = await database.db.selectFrom('transactions').select(['id', 'hold_id']).where('kind', '=', 'capture').execute()
+    const capturesOf = new Map<number, number[]>()
+    for (const capture of captures) capturesOf.set(Number(capture.hold_id), [...(capturesOf.get(Number(capture.hold_id)) ?? []), capture.id])
+    const holdPrefix = `crash ${tag} hold #`
+    for (const [n, flow] of flows) {
+      const stored = holdRows.filter((row) => row.memo === `${holdPrefix}${n}`)
+      holds += stored.length
+      if (stored.length !== 1 || stored[0].id !== flow.holdId) {
+        problems.push(`hold ${n} (acknowledged as ${flow.holdId}) is stored as [${stored.map((row) => row.id).join(', ')}]`)
+        continue
+      }
+      const [row] = stored
+      const taken = capturesOf.get(row.id) ?? []
+      if (taken.length > 1) problems.push(`hold ${row.id} was captured ${taken.length} times: ${taken.join(', ')}`)
+      if (flow.capture && (row.status !== 'captured' || row.transaction_id !== flow.transactionId || taken[0] !== flow.transactionId)) {
+        problems.push(`hold ${row.id}: capture acknowledged as ${flow.transactionId}, the hold is ${row.status} naming ${row.transaction_id}, captures [${taken.join(', ')}]`)
+      }
+      if (!flow.capture && (row.status !== 'voided' || taken.length > 0)) problems.push(`hold ${row.id}: void acknowledged, the hold is ${row.status} with captures [${taken.join(', ')}]`)
+    }
+    for (const row of holdRows) if (row.memo.startsWith(holdPrefix) && !flows.has(Number(row.memo.slice(holdPrefix.length)))) problems.push(`hold ${row.id} exists though it was never sent`)
+
     const stored = await checkExactlyOnce(database, `crash ${tag} #`, outcomes, problems)
     const rows = stored.rows
     transfers = stored.transfers
@@ -191,7 +300,7 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
 
   fs.rmSync(dataDir, { recursive: true, force: true })
   return {
-    figures: { storage, crashes, requests: REQUESTS, unanswered, retries, replayed, transfers, events, seconds: (Date.now() - started) / 1000 },
+    figures: { storage, crashes, requests: REQUESTS, unanswered, retries, replayed, transfers, holds, events, seconds: (Date.now() - started) / 1000 },
     problems,
   }
 }
@@ -206,7 +315,7 @@ for (const storage of storages) {
     console.log(
       `${figures.storage}: ${figures.crashes} crashes injected (SIGKILL), ${figures.requests} transfers sent, ` +
         `${figures.unanswered} got no answer, ${figures.retries} retries with the same key (${figures.replayed} answered as replays), ` +
-        `${figures.transfers} transfers checked exactly once, ${figures.events} outbox events checked, coffer verify ${problems.some((p) => p.startsWith('coffer verify')) ? 'FAILED' : 'passed'} ` +
+        `${figures.transfers} transfers and ${figures.holds} holds (captured or voided) checked exactly once, ${figures.events} outbox events checked, coffer verify ${problems.some((p) => p.startsWith('coffer verify')) ? 'FAILED' : 'passed'} ` +
         `— ${figures.seconds.toFixed(1)} s`,
     )
     if (problems.length > 0) {

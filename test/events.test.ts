@@ -176,12 +176,15 @@ describe('webhook delivery', () => {
     assert.equal(log[0].event_id, event.id)
     assert.equal(log[0].type, 'transaction.received')
     assert.equal(log[0].status, 'delivered')
-    assert.equal(log[0].attempts, 1)
     assert.equal(log[0].next_attempt_at, null)
-    assert.equal(log[0].attempt_log.length, 1)
-    assert.equal(log[0].attempt_log[0].status_code, 200)
-    assert.equal(log[0].attempt_log[0].error, null)
-    assert.ok(log[0].attempt_log[0].latency_ms >= 0)
+    // One attempt; on a machine so busy that the answer took over the suite's 300 ms, more (at
+    // least once): every attempt is logged, the last one is the 200.
+    assert.equal(log[0].attempts, log[0].attempt_log.length)
+    const last = log[0].attempt_log.at(-1)
+    assert.equal(last.status_code, 200)
+    assert.equal(last.error, null)
+    assert.ok(last.latency_ms >= 0)
+    for (const earlier of log[0].attempt_log.slice(0, -1)) assert.match(earlier.error, /no answer within 300 ms/)
   })
 
   it('queues a delivery for a transfer that commits after a webhook was set while it ran', async () => {
@@ -251,13 +254,18 @@ describe('webhook delivery', () => {
     assert.ok(requests[1].at - requests[0].at >= 70, `retry came after ${requests[1].at - requests[0].at} ms`)
     const [latest] = await settled(t, alice, 3)
     assert.equal(latest.status, 'delivered')
-    assert.equal(latest.attempts, 3)
-    assert.deepEqual(
-      latest.attempt_log.map((attempt: { status_code: number | null }) => attempt.status_code),
-      [500, null, 204],
-    )
-    assert.match(latest.attempt_log[1].error, /no answer within 300 ms/)
-    assert.ok(latest.attempt_log[1].latency_ms >= 250)
+    // 500, no answer, 204; on a machine so busy that a 204 took over 300 ms to be read, that attempt
+    // timed out too and was retried (at least once): more timeouts between, never anything else.
+    const log = latest.attempt_log as { status_code: number | null; error: string | null; latency_ms: number }[]
+    assert.equal(latest.attempts, log.length)
+    assert.ok(log.length >= 3, JSON.stringify(log))
+    assert.equal(log[0].status_code, 500)
+    assert.equal(log.at(-1)?.status_code, 204)
+    for (const timedOut of log.slice(1, -1)) {
+      assert.equal(timedOut.status_code, null)
+      assert.match(timedOut.error ?? '', /no answer within 300 ms/)
+      assert.ok(timedOut.latency_ms >= 250)
+    }
     assert.deepEqual(JSON.parse(requests[2].body).data, transaction)
   })
 

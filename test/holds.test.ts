@@ -428,6 +428,23 @@ describe(`holds (${STORAGE})`, () => {
     })
   })
 
+  describe('coffer verify of captures', () => {
+    it('finds a capture whose hold says otherwise, and a hold that says it was captured by nothing', async () => {
+      const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
+      const hold = await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 4 } })
+      const transaction = await capture(alice, hold.id, { assets: { [gold.name]: 3 } })
+      const setHold = (changes: { status: string; transaction_id: number | null }) => t.database.db.updateTable('holds').set(changes).where('id', '=', hold.id).execute()
+      await setHold({ status: 'voided', transaction_id: null })
+      const voided = await verifyLedger(t.database.db)
+      await setHold({ status: 'captured', transaction_id: null })
+      const nameless = await verifyLedger(t.database.db)
+      await setHold({ status: 'captured', transaction_id: transaction.id })
+      assert.ok(voided.problems.includes(`transaction ${transaction.id} is a capture of a hold it did not capture`), voided.problems.join('\n'))
+      assert.ok(nameless.problems.includes(`hold ${hold.id} (captured) names no transaction`), nameless.problems.join('\n'))
+      assert.deepEqual((await verifyLedger(t.database.db)).problems, [])
+    })
+  })
+
   // In parallel: on PostgreSQL these race on rows and locks; SQLite serializes them (a sanity check there).
   describe('races', () => {
     it('lets exactly one of many captures and voids racing on one hold win; the others answer H001', async () => {

@@ -19,7 +19,7 @@ import { createUser, type TestUser } from './helpers/factories.ts'
  *     body the route's schema refuses gets 400 G000, and whatever else comes back is a contract
  *     code;
  *  2. random sequences of issue / transfer / burn / assign / delete-wallet / batch / issuance to
- *     many run against the
+ *     many / hold / capture / void run against the
  *     service and a small in-memory model: identical outcomes, holdings never negative, each
  *     asset summing to zero with mint.
  * Runs are kept modest so that the suite stays fast; FC_RUNS scales them (e.g. FC_RUNS=1000).
@@ -245,6 +245,9 @@ type Op =
   | RefundOp
   | BatchOp
   | IssuancesOp
+  | HoldOp
+  | CaptureOp
+  | VoidOp
 
 /** POST /wallet/transactions/batch from one wallet: 1-4 transfers, atomic or not. */
 interface BatchOp {
@@ -286,6 +289,9 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: refundOp() },
   { weight: 2, arbitrary: batchOp() },
   { weight: 1, arbitrary: issuancesOp() },
+  { weight: 3, arbitrary: holdOp() },
+  { weight: 2, arbitrary: captureOp() },
+  { weight: 1, arbitrary: voidOp() },
 )
 
 function batchOp(): fc.Arbitrary<BatchOp> {
@@ -340,9 +346,115 @@ class RefundBook {
   }
 }
 
+// Holds (issue 18): ops, and what the model remembers of them.
+
+/** POST /wallet/holds: the body of a transfer, reserved in the sender instead of moved. */
+type HoldOp = { kind: 'hold'; actor: number | 'owner'; from: number; to: number; by: 0 | 1 | 2; lines: { asset: number; quantity: number }[] }
+/** A capture by the sender of the `pick`-th hold so far: of `lines`, or of everything held. */
+type CaptureOp = { kind: 'capture'; pick: number; lines: { asset: number; quantity: number }[] | undefined }
+/** A void of the `pick`-th hold so far, by its sender or its recipient. */
+type VoidOp = { kind: 'void'; pick: number; by: 'sender' | 'recipient' }
+
+function holdOp(): fc.Arbitrary<HoldOp> {
+  return fc.record({
+    kind: fc.constant('hold' as const),
+    actor,
+    from: walletIndex,
+    to: walletIndex,
+    by: fc.constantFrom(0 as const, 1 as const, 2 as const),
+    lines: fc.uniqueArray(fc.record({ asset: assetIndex, quantity }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }),
+  })
+}
+
+function captureOp(): fc.Arbitrary<CaptureOp> {
+  const small = fc.integer({ min: 1, max: 40 })
+  return fc.record({
+    kind: fc.constant('capture' as const),
+    pick: fc.nat({ max: 1000 }),
+    lines: fc.option(fc.uniqueArray(fc.record({ asset: assetIndex, quantity: small }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }), { nil: undefined }),
+  })
+}
+
+function voidOp(): fc.Arbitrary<VoidOp> {
+  return fc.record({ kind: fc.constant('void' as const), pick: fc.nat({ max: 1000 }), by: fc.constantFrom('sender' as const, 'recipient' as const) })
+}
+
+interface ModelHold {
+  id: number
+  from: number
+  to: number
+  lines: Map<number, number>
+  status: 'pending' | 'captured' | 'voided'
+}
+
+/** The holds of a sequence, and what they reserve in their senders (`Model.reserved`). */
+class HoldBook {
+  holds: ModelHold[] = []
+
+  /** POST /wallet/holds: checked as the transfer it may become (I002 against what is free, I003), then reserved. */
+  create(model: Model, from: number, to: number, lines: { asset: number; quantity: number }[], walletIds: number[]): Answer {
+    const failed = model.check(from, to, lines, walletIds)
+    if (failed) return failed
+    for (const line of lines) model.reserve(from, line.asset, line.quantity)
+    return { status: 201 }
+  }
+
+  record(id: number, from: number, to: number, lines: { asset: number; quantity: number }[]): void {
+    this.holds.push({ id, from, to, lines: new Map(lines.map((line) => [line.asset, line.quantity])), status: 'pending' })
+  }
+
+  release(model: Model, hold: ModelHold, status: 'captured' | 'voided'): void {
+    for (const [asset, quantity] of hold.lines) model.reserve(hold.from, asset, -quantity)
+    hold.status = status
+  }
+
+  /** A capture, in the service's order: H001 (settled), H002 (more than held, or an asset it lacks), then the move of what is captured. */
+  capture(model: Model, hold: ModelHold, requested: CaptureOp['lines'], walletIds: number[]): Answer {
+    if (hold.status !== 'pending') return { status: 409, code: 'H001' }
+    const lines = requested ?? [...hold.lines].map(([asset, quantity]) => ({ asset, quantity }))
+    if (lines.some((line) => line.quantity > (hold.lines.get(line.asset) ?? 0))) return { status: 400, code: 'H002' }
+    this.release(model, hold, 'captured')
+    const failed = model.move(hold.from, hold.to, lines, walletIds)
+    if (!failed) return { status: 201 }
+    // Refused (I003 at the recipient): nothing changes, the hold stays pending.
+    for (const [asset, quantity] of hold.lines) model.reserve(hold.from, asset, quantity)
+    hold.status = 'pending'
+    return failed
+  }
+
+  void(model: Model, hold: ModelHold): Answer {
+    if (hold.status !== 'pending') return { status: 409, code: 'H001' }
+    this.release(model, hold, 'voided')
+    return { status: 200 }
+  }
+
+  /** Wallet deletion voids the wallet's pending holds, both directions, before its sweep; `undo` puts them back. */
+  voidAllOf(model: Model, wallet: number): () => void {
+    const voided = this.holds.filter((hold) => hold.status === 'pending' && (hold.from === wallet || hold.to === wallet))
+    for (const hold of voided) this.release(model, hold, 'voided')
+    return () => {
+      for (const hold of voided) {
+        for (const [asset, quantity] of hold.lines) model.reserve(hold.from, asset, quantity)
+        hold.status = 'pending'
+      }
+    }
+  }
+}
+
 /** The rules of the ledger and of wallet access, as a user reads them in the contract. */
 class Model {
   holdings = new Map<string, number>()
+  /** What pending holds reserve of each holding (`held`): only the rest may be spent. */
+  reserved = new Map<string, number>()
+
+  reservedOf(wallet: number, asset: number): number {
+    return this.reserved.get(`${wallet}:${asset}`) ?? 0
+  }
+
+  reserve(wallet: number, asset: number, delta: number): void {
+    this.reserved.set(`${wallet}:${asset}`, this.reservedOf(wallet, asset) + delta)
+  }
+
   owner: number[] = []
   primary: number[] = []
   assigned: Set<number>[] = []
@@ -386,8 +498,10 @@ class Model {
 
   burn(wallet: number, asset: number, quantity: number | undefined): Answer {
     if (this.deleted.has(wallet)) return { status: 404, code: 'W002' }
-    const amount = quantity ?? this.held(wallet, asset)
-    if (this.held(wallet, asset) < amount) return { status: 400, code: 'I002' }
+    // Without a quantity, what is free; more than is free is refused.
+    const free = this.held(wallet, asset) - this.reservedOf(wallet, asset)
+    const amount = quantity ?? free
+    if (free < amount) return { status: 400, code: 'I002' }
     this.add(wallet, asset, -amount)
     this.supply.set(asset, (this.supply.get(asset) ?? 0) - amount)
     return { status: 204 }
@@ -397,10 +511,12 @@ class Model {
   allOrNothing<T extends { status: number }>(work: () => T): T {
     const holdings = new Map(this.holdings)
     const supply = new Map(this.supply)
+    const reserved = new Map(this.reserved)
     const answer = work()
     if (answer.status >= 400) {
       this.holdings = holdings
       this.supply = supply
+      this.reserved = reserved
     }
     return answer
   }
@@ -454,20 +570,31 @@ class Model {
     }
   }
 
-  /** Moves every line or nothing; checks in the service's order (the lowest wallet id first, then asset). */
-  move(from: number, to: number, lines: { asset: number; quantity: number }[], walletIds: number[]): Answer | undefined {
-    const changes = lines
+  /** Both sides of every line, in the service's order (the lowest wallet id first, then asset). */
+  changes(from: number, to: number, lines: { asset: number; quantity: number }[], walletIds: number[]) {
+    return lines
       .flatMap((line) => [
         { wallet: from, asset: line.asset, delta: -line.quantity },
         { wallet: to, asset: line.asset, delta: line.quantity },
       ])
       .sort((a, b) => walletIds[a.wallet] - walletIds[b.wallet] || a.asset - b.asset)
-    for (const change of changes) {
+  }
+
+  /** A move's checks: the sender may spend only what is free (quantity − held), no holding may pass 2^53-1. */
+  check(from: number, to: number, lines: { asset: number; quantity: number }[], walletIds: number[]): Answer | undefined {
+    for (const change of this.changes(from, to, lines, walletIds)) {
       const held = this.held(change.wallet, change.asset)
-      if (change.delta < 0 && held < -change.delta) return { status: 400, code: 'I002' }
+      if (change.delta < 0 && held - this.reservedOf(change.wallet, change.asset) < -change.delta) return { status: 400, code: 'I002' }
       if (change.delta > 0 && held + change.delta > MAX) return { status: 400, code: 'I003' }
     }
-    for (const change of changes) this.add(change.wallet, change.asset, change.delta)
+    return undefined
+  }
+
+  /** Moves every line or nothing. */
+  move(from: number, to: number, lines: { asset: number; quantity: number }[], walletIds: number[]): Answer | undefined {
+    const failed = this.check(from, to, lines, walletIds)
+    if (failed) return failed
+    for (const change of this.changes(from, to, lines, walletIds)) this.add(change.wallet, change.asset, change.delta)
     return undefined
   }
 }
@@ -569,6 +696,7 @@ describe('random operation sequences against a model', () => {
         const { users, walletIds, addresses, assets } = await setUp(run)
         const model = new Model()
         const refunds = new RefundBook()
+        const holds = new HoldBook()
         // Every primary wallet starts with some of each asset, so that transfers have something to move.
         for (let wallet = 0; wallet < USERS; wallet++) {
           for (let asset = 0; asset < ASSETS; asset++) {
@@ -621,6 +749,31 @@ describe('random operation sequences against a model', () => {
             const payload = step.lines === undefined ? undefined : { assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
             response = await t.app.inject({ method: 'POST', url: `/wallet/transactions/${entry.id}/refund`, headers: auth(user), ...(payload ? { payload } : {}) })
             expected = refunds.refund(model, entry, step.lines, walletIds)
+          } else if (step.kind === 'hold') {
+            const user = model.actorOf(step.actor, step.from)
+            if (!(await activate(user, step.from, where))) continue
+            const to = step.by === 0 ? model.primary[step.to % USERS] : step.to
+            const recipient = step.by === 0 ? users[step.to % USERS].username : step.by === 1 ? addresses[to] : walletIds[to]
+            const payload = { recipient, type: step.by, assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+            response = await t.app.inject({ method: 'POST', url: '/wallet/holds', headers: auth(user), payload })
+            if (step.by !== 0 && model.deleted.has(to)) expected = { status: 404, code: 'W000' }
+            else if (to === step.from) expected = { status: 400, code: 'W013' }
+            else expected = holds.create(model, step.from, to, step.lines, walletIds)
+            if (response.statusCode === 201) holds.record(response.json().id, step.from, to, step.lines)
+          } else if (step.kind === 'capture' || step.kind === 'void') {
+            const hold = holds.holds[step.pick % Math.max(1, holds.holds.length)]
+            if (!hold) continue
+            const side = step.kind === 'void' && step.by === 'recipient' ? hold.to : hold.from
+            const user = model.owner[side]
+            if (!(await activate(user, side, where))) continue
+            if (step.kind === 'capture') {
+              const payload = step.lines === undefined ? undefined : { assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+              response = await t.app.inject({ method: 'POST', url: `/wallet/holds/${hold.id}/capture`, headers: auth(user), ...(payload ? { payload } : {}) })
+              expected = holds.capture(model, hold, step.lines, walletIds)
+            } else {
+              response = await t.app.inject({ method: 'POST', url: `/wallet/holds/${hold.id}/void`, headers: auth(user) })
+              expected = holds.void(model, hold)
+            }
           } else if (step.kind === 'batch') {
             const user = model.actorOf(step.actor, step.from)
             if (!(await activate(user, step.from, where))) continue
@@ -645,8 +798,11 @@ describe('random operation sequences against a model', () => {
             if (model.owner[step.wallet] !== user) expected = { status: 400, code: 'W006' }
             else if (primary === step.wallet) expected = { status: 400, code: 'W008' }
             else {
+              // Its pending holds, both directions, are voided first; all of it is then swept.
+              const restore = holds.voidAllOf(model, step.wallet)
               const lines = [...Array(ASSETS).keys()].filter((asset) => model.held(step.wallet, asset) > 0).map((asset) => ({ asset, quantity: model.held(step.wallet, asset) }))
               const failed = lines.length > 0 ? model.move(step.wallet, primary, lines, walletIds) : undefined
+              if (failed) restore()
               if (failed) expected = failed
               else {
                 model.deleted.add(step.wallet)
@@ -664,11 +820,13 @@ describe('random operation sequences against a model', () => {
 
         // The stored holdings are the model's, none negative, and every asset sums to zero with mint.
         const assetIds = assets.map((asset) => asset.id)
-        const rows = await t.database.db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).where('asset_id', 'in', assetIds).execute()
+        const rows = await t.database.db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).where('asset_id', 'in', assetIds).execute()
         const stored = new Map(rows.map((row) => [`${row.wallet_id}:${row.asset_id}`, row.quantity]))
+        const storedHeld = new Map(rows.map((row) => [`${row.wallet_id}:${row.asset_id}`, Number(row.held)]))
         for (let wallet = 0; wallet < WALLETS; wallet++) {
           for (let asset = 0; asset < ASSETS; asset++) {
             assert.equal(stored.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0, model.held(wallet, asset), `wallet ${wallet} asset ${asset}`)
+            assert.equal(storedHeld.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0, model.reservedOf(wallet, asset), `held: wallet ${wallet} asset ${asset}`)
           }
         }
         for (const row of rows) if (row.wallet_id !== MINT) assert.ok(row.quantity >= 0, `wallet ${row.wallet_id} holds ${row.quantity}`)

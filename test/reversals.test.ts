@@ -117,6 +117,22 @@ describe('POST /wallet/transactions/{id}/refund', () => {
     assert.equal(one.assets[0].quantity, 1)
   })
 
+  it('refunds a capture, and spends only what is free of the refunding wallet (I002 while the rest is held)', async () => {
+    const [alice, bob, carol] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app), await createUser(t.app)]
+    const held = await t.app.inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { [gold.name]: 6 } } })
+    assert.equal(held.statusCode, 201, held.body)
+    const captured = await created(t.app.inject({ method: 'POST', url: `/wallet/holds/${held.json().id}/capture`, headers: alice.auth }))
+    assert.equal(captured.kind, 'capture')
+    // Bob holds 6 of gold, 5 of them reserved for carol: only 1 is free to refund.
+    const reserved = await t.app.inject({ method: 'POST', url: '/wallet/holds', headers: bob.auth, payload: { recipient: carol.username, assets: { [gold.name]: 5 } } })
+    assert.equal(reserved.statusCode, 201, reserved.body)
+    expectError(await refund(bob, captured.id, { assets: { [gold.name]: 2 } }), 400, 'I002')
+    expectError(await refund(bob, captured.id, { assets: { [gold.name]: 7 } }), 409, 'T001')
+    const one = await created(refund(bob, captured.id, { assets: { [gold.name]: 1 } }))
+    assert.deepEqual([one.kind, one.reverses, one.receiving_wallet_id], ['reversal', captured.id, alice.walletId])
+    assert.equal(await holding(bob.walletId, gold), 5)
+  })
+
   it('answers T000 for what the wallet did not receive, and for kinds other than transfer and capture', async () => {
     const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
     const paid = await sendTransaction(t, alice, { recipient: bob.username, assets: { [gold.name]: 5 } })

@@ -65,8 +65,14 @@ type AttemptEnd = { claim: repo.Claim } & ({ kind: 'attempted' | 'released'; url
 /** An attempt's end, queued, with what tells its attempt that it has been written. */
 type Ended = AttemptEnd & { written: () => void }
 
-/** The pause between two rounds that follow each other (attempts ending while a round ran). */
-const ROUND_GAP_MS = 5
+/**
+ * The least time between the starts of two rounds. Each round that moves anything is a commit; on
+ * SQLite a sync of the log, in the process, that holds up the transfers' own batched commits for a
+ * few milliseconds: ten rounds a second at most keep that to a few percent. On PostgreSQL the
+ * commit waits on the server, not in the process, so rounds may follow more closely. An attempt
+ * that ends waits half a gap on average to be written and its slot reused.
+ */
+const ROUND_GAP_MS = { sqlite: 100, postgres: 20 }
 
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
@@ -85,6 +91,7 @@ export class DeliveryWorker {
   private readonly secretsKey: SecretsKey
   private readonly log: FastifyBaseLogger
   private readonly pollMs: number
+  private readonly roundGapMs: number
   private readonly concurrency: number
   private readonly originLimit: number
   private readonly agent: Dispatcher
@@ -102,6 +109,8 @@ export class DeliveryWorker {
   private again = false
   private running = false
   private claiming = false
+  private lastRound = 0
+  private waiting: NodeJS.Timeout | undefined
   /** Attempts that ended, waiting for the next round to write them. */
   private readonly ended: Ended[] = []
   /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
@@ -113,6 +122,7 @@ export class DeliveryWorker {
     this.secretsKey = options.secretsKey
     this.log = options.log
     this.pollMs = options.pollMs ?? 250
+    this.roundGapMs = ROUND_GAP_MS[options.database.dialect]
     this.concurrency = this.config.webhookConcurrency
     this.originLimit = this.config.webhookOriginConcurrency
     this.circuits = new OriginCircuits({
@@ -176,19 +186,33 @@ export class DeliveryWorker {
     this.wake()
   }
 
-  /** Runs a round now (after a manual retry, or when attempts end): writes what ended, claims what is due. */
+  /**
+   * Runs a round soon (after a manual retry, when attempts end, at each poll): writes what ended,
+   * claims what is due. Rounds start at least `ROUND_GAP_MS` apart, so that attempts ending close
+   * together share one commit.
+   */
   wake(): void {
     if (!this.running) return
     if (this.ticking) {
       this.again = true
       return
     }
+    if (this.waiting) return
+    const wait = this.lastRound + this.roundGapMs - Date.now()
+    if (wait > 0) {
+      this.waiting = setTimeout(() => {
+        this.waiting = undefined
+        this.wake()
+      }, wait)
+      this.waiting.unref()
+      return
+    }
+    this.lastRound = Date.now()
     this.ticking = this.round().finally(() => {
       this.ticking = undefined
       if (this.again) {
         this.again = false
-        // A short gap between rounds lets attempts that end together share one commit.
-        setTimeout(() => this.wake(), ROUND_GAP_MS).unref()
+        this.wake()
       }
     })
   }
@@ -212,6 +236,7 @@ export class DeliveryWorker {
       await Promise.allSettled(pending)
     }
     this.running = false
+    clearTimeout(this.waiting)
     await this.ticking
     await this.agent.destroy().catch(() => {})
   }
@@ -234,6 +259,10 @@ export class DeliveryWorker {
     let claims: (repo.Claim & { origin: string })[]
     try {
       claims = await inTransaction(this.db, async (trx) => {
+        await repo.insertAttempts(
+          trx,
+          ended.flatMap((end) => (end.kind === 'cancelled' ? [] : [{ deliveryId: end.claim.id, url: end.url, attemptedAt: end.attemptedAt, ...end.outcome }])),
+        )
         for (const end of ended) await this.write(trx, end)
         return free > 0 ? this.claim(trx, free) : []
       })
@@ -259,7 +288,7 @@ export class DeliveryWorker {
     await repo.lockClaims(trx)
     const now = Date.now()
     const nowText = new Date(now).toISOString()
-    const origins = await repo.listOrigins(trx)
+    const origins = await repo.listDueOrigins(trx, nowText)
     if (origins.length === 0) return []
     const leased = await repo.countLeasesByOrigin(trx, nowText)
     const first = this.turn++ % origins.length
@@ -367,7 +396,7 @@ export class DeliveryWorker {
     }
   }
 
-  /** Writes what became of one attempt, in the round's transaction. */
+  /** Writes what became of one attempt (its log row is written beside, for all at once), in the round's transaction. */
   private async write(trx: Transaction<DB>, end: Ended): Promise<void> {
     const { claim } = end
     const now = nowIso()
@@ -375,34 +404,24 @@ export class DeliveryWorker {
       await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now })
       return
     }
-    const { url, attemptedAt, outcome } = end
-    await repo.insertAttempt(trx, { deliveryId: claim.id, url, attemptedAt, ...outcome })
-    if (end.kind === 'released') {
-      await repo.releaseDelivery(trx, claim.id, claim.lease_until)
-      return
+    const { url, outcome } = end
+    const attempt = { url, statusCode: outcome.statusCode, error: outcome.error }
+    // Released at shutdown: counted and given back, due again at once.
+    if (end.kind === 'released') return repo.recordAttempt(trx, claim, attempt, undefined, now)
+    await repo.recordAttempt(trx, claim, attempt, this.nextState(claim.attempts + 1, outcome), now)
+    if (outcome.statusCode === 410 && (await repo.deleteWebhook(trx, claim.wallet_id, url))) {
+      // The receiver says this endpoint is gone for good: the webhook is removed (unless it was
+      // replaced meanwhile) and everything still queued for it stopped.
+      await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
     }
-    const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
-    if (ok) {
-      await repo.settleDelivery(trx, claim, { status: 'delivered', nextAttemptAt: null, now })
-      return
-    }
-    if (outcome.statusCode === 410) {
-      // The receiver says this endpoint is gone for good: remove the webhook (unless it was
-      // replaced meanwhile) and stop everything still queued for it.
-      await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
-      if (await repo.deleteWebhook(trx, claim.wallet_id, url)) {
-        await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
-      }
-      return
-    }
-    const attempts = await repo.countAttempts(trx, claim.id)
+  }
+
+  /** After `attempts` attempts, the last with `outcome`: delivered (2xx), failed (410, or the schedule used up), or pending until the next retry. */
+  private nextState(attempts: number, outcome: Outcome): { status: repo.DeliveryStatus; nextAttemptAt: string | null } {
+    if (outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300) return { status: 'delivered', nextAttemptAt: null }
     const schedule = this.config.webhookRetrySchedule
-    if (attempts <= schedule.length) {
-      const nextAttemptAt = new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString()
-      await repo.settleDelivery(trx, claim, { status: 'pending', nextAttemptAt, now })
-    } else {
-      await repo.settleDelivery(trx, claim, { status: 'failed', nextAttemptAt: null, now })
-    }
+    if (outcome.statusCode === 410 || attempts > schedule.length) return { status: 'failed', nextAttemptAt: null }
+    return { status: 'pending', nextAttemptAt: new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString() }
   }
 }
 

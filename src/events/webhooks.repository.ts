@@ -150,6 +150,8 @@ export interface Claim {
   id: number
   wallet_id: number
   lease_until: string
+  /** Attempts made before this one. */
+  attempts: number
 }
 
 /**
@@ -165,13 +167,27 @@ export async function lockClaims(trx: Transaction<DB>): Promise<void> {
 /** The advisory lock key of the webhook claims (any fixed number; "coffer wh" in ASCII). */
 const CLAIM_LOCK_KEY = sql.lit(0x636f66666572_7768n)
 
-/** Every origin some webhook points at, with how many wallets' webhooks point there. */
-export async function listOrigins(db: Executor): Promise<{ origin: string; wallets: number }[]> {
+/**
+ * The origins with deliveries due now, with how many of their wallets have some: one statement,
+ * one short look into each webhook's wallet's pending deliveries (`webhook_deliveries_pending`),
+ * so that a round spends nothing on the many origins with nothing to send.
+ */
+export async function listDueOrigins(db: Executor, now: string): Promise<{ origin: string; wallets: number }[]> {
   const rows = await db
     .selectFrom('webhooks')
-    .select((eb) => ['origin', eb.fn.countAll<number | string>().as('wallets')])
-    .groupBy('origin')
-    .orderBy('origin')
+    .select((eb) => ['webhooks.origin', eb.fn.countAll<number | string>().as('wallets')])
+    .where(({ exists, selectFrom }) =>
+      exists(
+        selectFrom('webhook_deliveries')
+          .select('webhook_deliveries.id')
+          .whereRef('webhook_deliveries.wallet_id', '=', 'webhooks.wallet_id')
+          .where('webhook_deliveries.status', '=', PENDING)
+          .where('webhook_deliveries.next_attempt_at', '<=', now)
+          .where((eb) => eb.or([eb('webhook_deliveries.lease_until', 'is', null), eb('webhook_deliveries.lease_until', '<=', now)])),
+      ),
+    )
+    .groupBy('webhooks.origin')
+    .orderBy('webhooks.origin')
     .execute()
   return rows.map((row) => ({ origin: row.origin, wallets: Number(row.wallets) }))
 }
@@ -242,9 +258,9 @@ export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now:
     .where(anyOf(db, sql.ref('id'), lease.ids))
     .where('status', '=', 'pending')
     .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', lease.now)]))
-    .returning(['id', 'wallet_id', 'lease_until'])
+    .returning(['id', 'wallet_id', 'lease_until', 'attempts'])
     .execute()
-  return rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string }))
+  return rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }))
 }
 
 /** What one attempt needs: the event as stored, and the wallet's webhook now (undefined once removed). */
@@ -262,8 +278,8 @@ export async function loadDeliveryWork(db: Executor, deliveryId: number) {
   return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
 }
 
-/** Gives a lease back without counting an attempt (shutdown); the row is claimable again at once. */
-export async function releaseDelivery(db: Executor, deliveryId: number, leaseUntil: string): Promise<void> {
+/** Gives our lease back, whatever the delivery's status: the attempt is over and no longer counts against its origin. */
+async function releaseDelivery(db: Executor, deliveryId: number, leaseUntil: string): Promise<void> {
   await db.updateTable('webhook_deliveries').set({ lease_until: null }).where('id', '=', deliveryId).where('lease_until', '=', leaseUntil).execute()
 }
 
@@ -276,18 +292,37 @@ export interface AttemptRecord {
   error: string | null
 }
 
-/** Logs an attempt and counts it on the delivery, whatever happened to the delivery meanwhile. */
-export async function insertAttempt(db: Executor, attempt: AttemptRecord): Promise<void> {
+/** Logs attempts (one statement for all of a round's). */
+export async function insertAttempts(db: Executor, attempts: AttemptRecord[]): Promise<void> {
+  if (attempts.length === 0) return
   await db
     .insertInto('webhook_attempts')
-    .values({
-      delivery_id: attempt.deliveryId,
-      attempted_at: attempt.attemptedAt,
-      status_code: attempt.statusCode,
-      latency_ms: attempt.latencyMs,
-      error: attempt.error,
-    })
+    .values(
+      attempts.map((attempt) => ({
+        delivery_id: attempt.deliveryId,
+        attempted_at: attempt.attemptedAt,
+        status_code: attempt.statusCode,
+        latency_ms: attempt.latencyMs,
+        error: attempt.error,
+      })),
+    )
     .execute()
+}
+
+/**
+ * Counts an attempt on its delivery whatever happened to the delivery meanwhile, and in the same
+ * statement, only while the delivery is still pending under our lease, moves it to `next` (when
+ * given: the status and when it is due) and drops the lease; a delivery cancelled meanwhile loses
+ * our lease too, one leased again by another instance keeps its own.
+ */
+export async function recordAttempt(
+  db: Executor,
+  claim: Claim,
+  attempt: { url: string; statusCode: number | null; error: string | null },
+  next: { status: DeliveryStatus; nextAttemptAt: string | null } | undefined,
+  now: string,
+): Promise<void> {
+  const ours = sql<boolean>`status = ${PENDING} and lease_until = ${claim.lease_until}`
   await db
     .updateTable('webhook_deliveries')
     .set((eb) => ({
@@ -295,9 +330,11 @@ export async function insertAttempt(db: Executor, attempt: AttemptRecord): Promi
       url: attempt.url,
       last_status_code: attempt.statusCode,
       last_error: attempt.error,
-      updated_at: attempt.attemptedAt,
+      updated_at: now,
+      ...(next ? { status: sql`case when ${ours} then ${next.status} else status end`, next_attempt_at: sql`case when ${ours} then ${next.nextAttemptAt} else next_attempt_at end` } : {}),
+      lease_until: sql`case when lease_until = ${claim.lease_until} then null else lease_until end`,
     }))
-    .where('id', '=', attempt.deliveryId)
+    .where('id', '=', claim.id)
     .execute()
 }
 
@@ -322,9 +359,4 @@ export async function settleDelivery(
   // Cancelled meanwhile: the attempt is over all the same, so its lease no longer counts against the origin.
   await releaseDelivery(db, claim.id, claim.lease_until)
   return false
-}
-
-export async function countAttempts(db: Executor, deliveryId: number): Promise<number> {
-  const row = await db.selectFrom('webhook_deliveries').select('attempts').where('id', '=', deliveryId).executeTakeFirst()
-  return row?.attempts ?? 0
 }

@@ -1,10 +1,9 @@
-import type { ExpressionBuilder } from 'kysely'
+import type { ExpressionBuilder, Selectable } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { forUpdate } from '../db/dialect.ts'
-import type { DB } from '../db/tables.ts'
-import { toAsset } from './assets.repository.ts'
-import { compareAssetNames, type Hold, type HoldStatus, type Line, type WalletLabel } from './ledger.types.ts'
-import { labelWallets } from './transactions.repository.ts'
+import type { DB, HoldsTable } from '../db/tables.ts'
+import type { Hold, HoldStatus, Line, WalletLabel } from './ledger.types.ts'
+import { labelWallets, linesByOwner } from './transactions.repository.ts'
 
 /**
  * SQL that reads holds. Their writes (a new hold, its settlement) run with the rest of a batch in
@@ -17,18 +16,7 @@ import { labelWallets } from './transactions.repository.ts'
 
 const HOLD_COLUMNS = ['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'metadata', 'status', 'created_at', 'expires_at', 'settled_at', 'transaction_id'] as const
 
-type HoldRow = {
-  id: number
-  sending_wallet_id: number
-  receiving_wallet_id: number
-  memo: string
-  metadata: string
-  status: string
-  created_at: string
-  expires_at: string
-  settled_at: string | null
-  transaction_id: number | null
-}
+type HoldRow = Selectable<HoldsTable>
 
 /** The status a read answers: a pending hold past its expiry is expired. */
 function statusAt(row: Pick<HoldRow, 'status' | 'expires_at'>, now: string): HoldStatus {
@@ -64,20 +52,14 @@ async function hydrate(db: Executor, rows: HoldRow[], now: string): Promise<Hold
   const lineRows = await db
     .selectFrom('hold_assets')
     .innerJoin('assets', 'assets.id', 'hold_assets.asset_id')
-    .select(['hold_assets.hold_id', 'hold_assets.quantity', 'assets.id', 'assets.name', 'assets.value'])
+    .select(['hold_assets.hold_id as owner', 'hold_assets.quantity', 'assets.id', 'assets.name', 'assets.value'])
     .where(
       'hold_assets.hold_id',
       'in',
       rows.map((row) => row.id),
     )
     .execute()
-  lineRows.sort((a, b) => compareAssetNames(a.name, b.name))
-  const lines = new Map<number, Line[]>()
-  for (const row of lineRows) {
-    const list = lines.get(Number(row.hold_id)) ?? []
-    list.push({ asset: toAsset(row), quantity: Number(row.quantity) })
-    lines.set(Number(row.hold_id), list)
-  }
+  const lines = linesByOwner(lineRows)
   const labels = await labelWallets(
     db,
     rows.flatMap((row) => [Number(row.sending_wallet_id), Number(row.receiving_wallet_id)]),

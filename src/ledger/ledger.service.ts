@@ -7,7 +7,7 @@ import { Idempotency, type Answer, type SendRequest, type SendResult } from './i
 import { burnAsset, issueAsset, issueToMany, type IssuanceRequest } from './issuance.service.ts'
 import type { EventWriter, Hold, Metadata, Transaction } from './ledger.types.ts'
 import { moveAssets } from './moves.ts'
-import { ReversalsService, type ReversalRequest } from './reversals.service.ts'
+import { refund, reverse, type ReversalRequest } from './reversals.service.ts'
 import { TransfersService } from './transfers.service.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
@@ -81,7 +81,6 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db)
   const transfers = new TransfersService(db, committer, idempotency)
-  const reversals = new ReversalsService(db, events, idempotency)
   const holds = new HoldsService(db, events, committer, idempotency)
   return {
     send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
@@ -93,8 +92,8 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
       const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
-    refund: (walletId, transactionId, request, idempotencyKey) => reversals.refund(walletId, transactionId, request, idempotencyKey),
-    reverse: (transactionId, request, idempotencyKey) => reversals.reverse(transactionId, request, idempotencyKey),
+    refund: (walletId, transactionId, request, idempotencyKey) => refund({ db, events, idempotency }, walletId, transactionId, request, idempotencyKey),
+    reverse: (transactionId, request, idempotencyKey) => reverse({ db, events, idempotency }, transactionId, request, idempotencyKey),
     hold: (walletId, request, idempotencyKey) => holds.create(walletId, request, idempotencyKey),
     capture: (walletId, holdId, request, idempotencyKey) => holds.capture(walletId, holdId, request, idempotencyKey),
     voidHold: (walletId, holdId) => holds.void(walletId, holdId),

@@ -44,6 +44,8 @@ import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, typ
  *          coalesce((select json_agg(w6) from w6), '[]') as w6
  *     -- holdings: rows (7,gold,-5), (8,gold,+7), (9,gold,-2), in (wallet, asset) order;
  *     -- running balances: (7,gold,…,t1,after), (8,gold,…,t1,after), (8,gold,…,t2,after), (9,gold,…,t2,after)
+ *     -- a batch with metadata adds `insert into transaction_metadata (wallet_id, key, value, transaction_id)`,
+ *     -- one row per key for each side and one for the journal (wallet 0; migration 0008)
  *
  * On SQLite, which has one writer and answers in process, the same batch runs inside
  * BEGIN IMMEDIATE … COMMIT as: the two reads of step 1 without locks (`… from wallets where

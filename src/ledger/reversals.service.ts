@@ -39,77 +39,61 @@ function fingerprint(route: 'refund' | 'reversal', transactionId: number, reques
   return hashRequest([route, transactionId, request.memo ?? '', request.assets === undefined ? null : canonicalAssets(request.assets), canonicalMetadata(request.metadata)])
 }
 
-export class ReversalsService {
-  readonly #db: Db
-  readonly #events: EventWriter
-  readonly #idempotency: Idempotency
+/** What a refund or reversal runs with: the storage, the event writer, the wallets' Idempotency-Keys. */
+export interface ReversalPath {
+  db: Db
+  events: EventWriter
+  idempotency: Idempotency
+}
 
-  constructor(db: Db, events: EventWriter, idempotency: Idempotency) {
-    this.#db = db
-    this.#events = events
-    this.#idempotency = idempotency
-  }
+/**
+ * POST /wallet/transactions/{id}/refund: the wallet gives back what it received (all of what is
+ * left by default). Throws, in this order: G003/G004 (key), T000 (not a transfer or capture this
+ * wallet received), I001 (an asset name), then from the ledger's rules W000 (a side deleted),
+ * T001 (more than is left), I002, I003.
+ */
+export function refund(path: ReversalPath, walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
+  return path.idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
+    const original = await findTransaction(path.db, transactionId)
+    if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
+      throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
+    }
+    return { status: 201, body: await moveBack(path, original, request, idempotency) }
+  })
+}
 
-  /**
-   * POST /wallet/transactions/{id}/refund: the wallet gives back what it received (all of what is
-   * left by default). Throws, in this order: G003/G004 (key), T000 (not a transfer or capture this
-   * wallet received), I001 (an asset name), then from the ledger's rules W000 (a side deleted),
-   * T001 (more than is left), I002, I003.
-   */
-  refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
-    return this.#idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
-      const original = await findTransaction(this.#db, transactionId)
-      if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
-        throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
-      }
-      return { status: 201, body: await this.#reverse(original, request, idempotency) }
-    })
-  }
+/**
+ * POST /transactions/{id}/reversal: the operator moves back what a transaction moved (all of
+ * what is left by default). Throws G003/G004 (key), T000 (no such transaction), T001 (a
+ * reversal), I001, then as a refund: W000, T001, I002, I003.
+ */
+export function reverse(path: ReversalPath, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
+  return path.idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (idempotency) => {
+    const original = await findTransaction(path.db, transactionId)
+    if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
+    return { status: 201, body: await moveBack(path, original, request, idempotency) }
+  })
+}
 
-  /**
-   * POST /transactions/{id}/reversal: the operator moves back what a transaction moved (all of
-   * what is left by default). Throws G003/G004 (key), T000 (no such transaction), T001 (a
-   * reversal), I001, then as a refund: W000, T001, I002, I003.
-   */
-  reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
-    return this.#idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (idempotency) => {
-      const original = await findTransaction(this.#db, transactionId)
-      if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
-      return { status: 201, body: await this.#reverse(original, request, idempotency) }
-    })
-  }
-
-  async #reverse(original: Transaction, request: ReversalRequest, idempotency?: IdempotencyRecord): Promise<Transaction> {
-    if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
-    const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(this.#db), request.assets)
-    return inTransaction(this.#db, async (trx) => {
-      // By default what is left now; the ledger checks again under the wallets' turns (T001).
-      let lines: Line[]
-      if (requested) lines = requested
-      else {
-        const left = (await findReversible(trx, [original.id])).get(original.id)?.left ?? new Map<number, number>()
-        lines = original.assets.flatMap(({ asset }) => ((left.get(asset.id) ?? 0) > 0 ? [{ asset, quantity: left.get(asset.id) ?? 0 }] : []))
-        if (lines.length === 0) throw new AppError('T001', `everything transaction ${original.id} moved has been reversed`)
-      }
-      // As an issuance does: a deleted asset is never held again (`issuance.service.ts`).
-      for (const line of lines) {
-        await holdAsset(trx, line.asset.id)
-        if (!(await findAssetById(trx, line.asset.id))) throw new AppError('I001', `the asset ${line.asset.name} has been deleted`)
-      }
-      return moveAssets(
-        trx,
-        {
-          from: original.receiving_wallet_id,
-          to: original.sending_wallet_id,
-          lines,
-          memo: request.memo ?? '',
-          kind: 'reversal',
-          reverses: original.id,
-          metadata: request.metadata,
-          idempotency,
-        },
-        this.#events,
-      )
-    })
-  }
+/** The reversal of `original`: its receiver sends back the requested quantities, or all that is left. */
+async function moveBack({ db, events }: ReversalPath, original: Transaction, request: ReversalRequest, idempotency?: IdempotencyRecord): Promise<Transaction> {
+  if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
+  const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(db), request.assets)
+  return inTransaction(db, async (trx) => {
+    // By default what is left now; the ledger checks again under the wallets' turns (T001).
+    let lines: Line[]
+    if (requested) lines = requested
+    else {
+      const left = (await findReversible(trx, [original.id])).get(original.id)?.left ?? new Map<number, number>()
+      lines = original.assets.flatMap(({ asset }) => ((left.get(asset.id) ?? 0) > 0 ? [{ asset, quantity: left.get(asset.id) ?? 0 }] : []))
+      if (lines.length === 0) throw new AppError('T001', `everything transaction ${original.id} moved has been reversed`)
+    }
+    // As an issuance does: a deleted asset is never held again (`issuance.service.ts`).
+    for (const line of lines) {
+      await holdAsset(trx, line.asset.id)
+      if (!(await findAssetById(trx, line.asset.id))) throw new AppError('I001', `the asset ${line.asset.name} has been deleted`)
+    }
+    const move = { from: original.receiving_wallet_id, to: original.sending_wallet_id, lines, memo: request.memo ?? '', kind: 'reversal' as const, reverses: original.id, metadata: request.metadata, idempotency }
+    return moveAssets(trx, move, events)
+  })
 }

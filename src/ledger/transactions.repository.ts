@@ -228,26 +228,31 @@ export async function findTransaction(db: Executor, id: number): Promise<Transac
   return (await hydrate(db, rows))[0]
 }
 
+/** Line rows (of transactions or holds) grouped by their owner's id, each list by asset name. */
+export function linesByOwner(rows: { owner: number; quantity: number; id: number; name: string; value: number }[]): Map<number, Line[]> {
+  const sorted = [...rows].sort((a, b) => compareAssetNames(a.name, b.name))
+  const lines = new Map<number, Line[]>()
+  for (const row of sorted) {
+    const owner = Number(row.owner)
+    lines.set(owner, [...(lines.get(owner) ?? []), { asset: toAsset(row), quantity: Number(row.quantity) }])
+  }
+  return lines
+}
+
 /** Transactions of these rows, each with its lines (by asset name) and its wallets' labels. */
 async function hydrate(db: Executor, rows: StoredFields[]): Promise<Transaction[]> {
   if (rows.length === 0) return []
   const lineRows = await db
     .selectFrom('transaction_assets')
     .innerJoin('assets', 'assets.id', 'transaction_assets.asset_id')
-    .select(['transaction_assets.transaction_id', 'transaction_assets.quantity', 'assets.id', 'assets.name', 'assets.value'])
+    .select(['transaction_assets.transaction_id as owner', 'transaction_assets.quantity', 'assets.id', 'assets.name', 'assets.value'])
     .where(
       'transaction_assets.transaction_id',
       'in',
       rows.map((row) => row.id),
     )
     .execute()
-  lineRows.sort((a, b) => compareAssetNames(a.name, b.name))
-  const lines = new Map<number, Line[]>()
-  for (const row of lineRows) {
-    const list = lines.get(row.transaction_id) ?? []
-    list.push({ asset: toAsset(row), quantity: row.quantity })
-    lines.set(row.transaction_id, list)
-  }
+  const lines = linesByOwner(lineRows)
   const labels = await labelWallets(
     db,
     rows.flatMap((row) => [row.sending_wallet_id, row.receiving_wallet_id]),
