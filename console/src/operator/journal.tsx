@@ -1,22 +1,16 @@
 import { useEffect, useState } from 'preact/hooks'
-import { call, callPage, coffer, type Transaction } from '../api.ts'
-import { dayBound } from '../format.ts'
+import { call, callPage, coffer } from '../api.ts'
+import { TransactionFilterFields, useTransactionFilters } from '../filters.tsx'
 import { ReverseForm } from '../reverse.tsx'
-import { KIND_OPTIONS } from '../text.ts'
 import { TransactionPage, type Cursors } from '../transactions.tsx'
-import { Field, Page, Select, useLoad } from '../ui.tsx'
+import { Page, useLoad } from '../ui.tsx'
 
 /** The whole journal, newest first, with filters and pages; or one wallet's history (`wallet`). */
 export function JournalList({ wallet }: { wallet?: number }) {
-  const [asset, setAsset] = useState('')
-  const [since, setSince] = useState('')
-  const [until, setUntil] = useState('')
-  const [kind, setKind] = useState('')
-  const [metadataKey, setMetadataKey] = useState('')
-  const [metadataValue, setMetadataValue] = useState('')
+  const shared = useTransactionFilters()
   const [cursors, setCursors] = useState<Cursors>([undefined])
   const before = cursors[cursors.length - 1]
-  const filters = JSON.stringify([asset.trim(), since, until, kind, metadataKey.trim(), metadataValue, wallet])
+  const filters = JSON.stringify([shared.key, wallet])
   useEffect(() => setCursors([undefined]), [filters])
   const page = useLoad(
     () =>
@@ -27,11 +21,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
               limit: 20,
               ...(before !== undefined ? { before } : {}),
               ...(wallet !== undefined ? { wallet } : {}),
-              ...(asset.trim() ? { asset: asset.trim() } : {}),
-              ...(dayBound(since, false) ? { since: dayBound(since, false) } : {}),
-              ...(dayBound(until, true) ? { until: dayBound(until, true) } : {}),
-              ...(kind ? { kind: kind as Transaction['kind'] } : {}),
-              ...(metadataKey.trim() ? { [`metadata[${metadataKey.trim()}]`]: metadataValue } : {}),
+              ...shared.query,
             },
           },
         }),
@@ -42,12 +32,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
   return (
     <>
       <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Journal filters">
-        <Field label="Asset" value={asset} onValue={setAsset} hint="an asset name, or empty for all" autoComplete="off" />
-        <Field label="From day" type="date" value={since} onValue={setSince} />
-        <Field label="To day" type="date" value={until} onValue={setUntil} />
-        <Select label="Kind" value={kind} onValue={setKind} options={KIND_OPTIONS} />
-        <Field label="Metadata key" value={metadataKey} onValue={setMetadataKey} hint="e.g. order_id; empty for any" autoComplete="off" maxLength={40} />
-        <Field label="Metadata value" value={metadataValue} onValue={setMetadataValue} hint="the exact value of that key" autoComplete="off" maxLength={500} />
+        <TransactionFilterFields fields={shared.fields} />
       </form>
       <TransactionPage
         actions={(transaction) =>
@@ -61,7 +46,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
             />
           )
         }
-        page={page} cursors={cursors} setCursors={setCursors} walletId={wallet} empty={`No transactions${asset || since || until || kind || metadataKey ? ' match these filters' : ' yet'}.`} />
+        page={page} cursors={cursors} setCursors={setCursors} walletId={wallet} empty={`No transactions${shared.typed ? ' match these filters' : ' yet'}.`} />
     </>
   )
 }

@@ -1,45 +1,30 @@
 import { useEffect, useState } from 'preact/hooks'
-import { call, callPage, coffer, type Transaction, type WalletEvent } from '../api.ts'
-import { dayBound, formatAssets } from '../format.ts'
+import { call, callPage, coffer, type WalletEvent } from '../api.ts'
+import { TransactionFilterFields, useTransactionFilters, type TransactionQuery } from '../filters.tsx'
+import { formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
 import { ReverseForm } from '../reverse.tsx'
-import { KIND_OPTIONS } from '../text.ts'
 import { TransactionPage, type Cursors } from '../transactions.tsx'
-import { Field, Page, Select, useLoad } from '../ui.tsx'
+import { Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
-/** The history's filters as query parameters (`metadata[KEY]` among them). */
-type HistoryFilters = Record<string, string>
-
 /** The statement of what the filters choose (`format=csv`): the browser downloads it with the session's cookie. */
-function statementLink(filters: HistoryFilters): string {
+function statementLink(filters: TransactionQuery): string {
   return `/wallet/transactions?${new URLSearchParams({ format: 'csv', ...filters }).toString()}`
 }
 
 /** The active wallet's transactions: filters, pages, and live updates from the event stream. */
 export function History({ session }: ScreenProps) {
   const [direction, setDirection] = useState('')
-  const [asset, setAsset] = useState('')
-  const [since, setSince] = useState('')
-  const [until, setUntil] = useState('')
-  const [kind, setKind] = useState('')
-  const [metadataKey, setMetadataKey] = useState('')
-  const [metadataValue, setMetadataValue] = useState('')
+  const shared = useTransactionFilters()
   const [limit, setLimit] = useState('20')
   // Cursors of the pages seen so far: the first page has none.
   const [cursors, setCursors] = useState<Cursors>([undefined])
   const [news, setNews] = useState('')
   const before = cursors[cursors.length - 1]
-  const filters = JSON.stringify([direction, asset.trim(), since, until, kind, metadataKey.trim(), metadataValue, limit])
+  const filters = JSON.stringify([direction, shared.key, limit])
   // The filters as query parameters, for a page and for the statement alike.
-  const chosen: HistoryFilters = {
-    ...(direction ? { direction: direction as 'sent' | 'received' } : {}),
-    ...(asset.trim() ? { asset: asset.trim() } : {}),
-    ...(dayBound(since, false) ? { since: dayBound(since, false) } : {}),
-    ...(dayBound(until, true) ? { until: dayBound(until, true) } : {}),
-    ...(kind ? { kind: kind as Transaction['kind'] } : {}),
-    ...(metadataKey.trim() ? { [`metadata[${metadataKey.trim()}]`]: metadataValue } : {}),
-  }
+  const chosen: TransactionQuery = { ...(direction ? { direction } : {}), ...shared.query }
 
   const page = useLoad(
     () =>
@@ -84,12 +69,7 @@ export function History({ session }: ScreenProps) {
             ['received', 'Received'],
           ]}
         />
-        <Field label="Asset" value={asset} onValue={setAsset} hint="an asset name, or empty for all" autoComplete="off" />
-        <Field label="From day" type="date" value={since} onValue={setSince} />
-        <Field label="To day" type="date" value={until} onValue={setUntil} />
-        <Select label="Kind" value={kind} onValue={setKind} options={KIND_OPTIONS} />
-        <Field label="Metadata key" value={metadataKey} onValue={setMetadataKey} hint="e.g. order_id; empty for any" autoComplete="off" maxLength={40} />
-        <Field label="Metadata value" value={metadataValue} onValue={setMetadataValue} hint="the exact value of that key" autoComplete="off" maxLength={500} />
+        <TransactionFilterFields fields={shared.fields} />
         <Select
           label="Per page"
           value={limit}
