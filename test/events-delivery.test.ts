@@ -349,9 +349,11 @@ describe('removing webhooks under load', () => {
 
     // Nothing of a removed webhook is left pending, and every request it got is a logged attempt.
     await waitUntil(() => stuck.open() === 0, 10_000, 'the attempts on the wire to time out')
+    let seen = ''
     const droppedDeliveries = await waitUntil(
       async () => {
-        const rows = await db.selectFrom('webhook_deliveries').select(['status', 'attempts', 'lease_until']).where('wallet_id', 'in', walletIds(dropped)).execute()
+        const rows = await db.selectFrom('webhook_deliveries').select(['id', 'status', 'attempts', 'lease_until']).where('wallet_id', 'in', walletIds(dropped)).execute()
+        seen = `${stuck.requests.length} requests; ${JSON.stringify(rows)}`
         const attempts = rows.reduce((sum, row) => sum + row.attempts, 0)
         // A delivery cancelled by the removal may still be leased: an attempt loaded just before the
         // removal can still be on its way to the receiver. Only once no lease is left is every
@@ -360,7 +362,7 @@ describe('removing webhooks under load', () => {
         return settled && attempts === stuck.requests.length ? rows : undefined
       },
       30_000,
-      'the removed webhooks to have nothing pending or leased and every request logged',
+      () => `the removed webhooks to have nothing pending or leased and every request logged (${seen})`,
     )
     assert.ok(droppedDeliveries.some((row) => row.status === 'cancelled'), 'the deliveries waiting were cancelled')
     const requestsToRemoved = stuck.requests.length

@@ -9,6 +9,7 @@ import { inTransaction, nowIso } from '../db/dialect.ts'
 import { Backoff } from '../db/faults.ts'
 import type { SecretsKey } from '../secrets/secret-box.ts'
 import { webhookHeaders } from './signature.ts'
+import { removeGoneWebhook } from './webhooks.service.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
 import { OriginCircuits, pickFairly, type CircuitOptions } from './origins.ts'
 import { AddressNotAllowedError, guardedLookup, ipLiteral, isLocalName, isPublicAddress } from './ssrf.ts'
@@ -273,7 +274,15 @@ export class DeliveryWorker {
       return
     }
     if (this.backoff.succeeded()) this.log.info('webhook worker: writing and claiming deliveries again')
-    for (const end of ended) end.written()
+    for (const end of ended) {
+      // The receiver says this endpoint is gone for good: the webhook is removed (unless it was
+      // replaced meanwhile) and everything still queued for it stopped, in a transaction of its own
+      // that waits for the wallet's moves in progress. Should that fail, the next 410 tries again.
+      if (end.kind === 'attempted' && end.outcome.statusCode === 410) {
+        await removeGoneWebhook(this.db, end.claim.wallet_id, end.url).catch((error) => this.log.warn({ err: error, wallet: end.claim.wallet_id }, 'webhook worker: removing a webhook gone (410) failed'))
+      }
+      end.written()
+    }
     for (const claim of claims) this.launch(claim)
   }
 
@@ -409,11 +418,6 @@ export class DeliveryWorker {
     // Released at shutdown: counted and given back, due again at once.
     if (end.kind === 'released') return repo.recordAttempt(trx, claim, attempt, undefined, now)
     await repo.recordAttempt(trx, claim, attempt, this.nextState(claim.attempts + 1, outcome), now)
-    if (outcome.statusCode === 410 && (await repo.deleteWebhook(trx, claim.wallet_id, url))) {
-      // The receiver says this endpoint is gone for good: the webhook is removed (unless it was
-      // replaced meanwhile) and everything still queued for it stopped.
-      await repo.cancelPendingDeliveries(trx, claim.wallet_id, now, 'webhook removed after 410 Gone', claim.id)
-    }
   }
 
   /** After `attempts` attempts, the last with `outcome`: delivered (2xx), failed (410, or the schedule used up), or pending until the next retry. */

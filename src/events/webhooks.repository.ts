@@ -53,15 +53,14 @@ export async function retargetPendingDeliveries(db: Executor, walletId: number, 
   await db.updateTable('webhook_deliveries').set({ url, updated_at: now }).where('wallet_id', '=', walletId).where('status', '=', PENDING).execute()
 }
 
-/** Cancels every pending delivery of the wallet (except `exceptId`); in-flight ones keep their lease but cannot succeed it. */
-export async function cancelPendingDeliveries(db: Executor, walletId: number, now: string, reason: string, exceptId?: number): Promise<void> {
-  let query = db
+/** Cancels every pending delivery of the wallet; in-flight ones keep their lease but cannot succeed it. */
+export async function cancelPendingDeliveries(db: Executor, walletId: number, now: string, reason: string): Promise<void> {
+  await db
     .updateTable('webhook_deliveries')
     .set({ status: 'cancelled', next_attempt_at: null, last_error: reason, updated_at: now })
     .where('wallet_id', '=', walletId)
     .where('status', '=', PENDING)
-  if (exceptId !== undefined) query = query.where('id', '<>', exceptId)
-  await query.execute()
+    .execute()
 }
 
 const DELIVERY_COLUMNS = [

@@ -98,14 +98,34 @@ export async function getWebhook(db: Db, walletId: number): Promise<{ webhook: s
 }
 
 /**
- * DELETE /wallet/webhook (and wallet deletion): removes the wallet's webhook and cancels every
- * delivery still waiting, so nothing is sent after this returns (an attempt already on the wire
- * may still arrive). Runs in the caller's transaction when given one. Idempotent.
+ * DELETE /wallet/webhook (and wallet deletion, in its transaction): removes the wallet's webhook
+ * and cancels every delivery still waiting, so nothing is sent after this returns (an attempt
+ * already on the wire may still arrive). Idempotent.
  */
-export async function removeWebhook(db: Executor, walletId: number): Promise<void> {
-  const now = nowIso()
-  await repo.deleteWebhook(db, walletId)
-  await repo.cancelPendingDeliveries(db, walletId, now, 'webhook removed')
+export async function removeWebhook(db: Db, walletId: number): Promise<void> {
+  await inTransaction(db, (trx) => removeWebhookIn(trx, walletId))
+}
+
+/**
+ * `removeWebhook` in the caller's transaction. It takes the wallet's turn first: a move of the
+ * wallet in progress, which may have queued a delivery its removal cannot see yet, commits first
+ * and that delivery is cancelled with the rest; a move after it finds no webhook and queues none.
+ */
+export async function removeWebhookIn(trx: Executor, walletId: number): Promise<void> {
+  await takeWalletTurns(trx, [walletId])
+  await repo.deleteWebhook(trx, walletId)
+  await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed')
+}
+
+/**
+ * The receiver at `url` answered 410 Gone: the wallet's webhook is removed, as by its owner, unless
+ * it was replaced meanwhile (then it stays, and so does what is queued for it).
+ */
+export async function removeGoneWebhook(db: Db, walletId: number, url: string): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    await takeWalletTurns(trx, [walletId])
+    if (await repo.deleteWebhook(trx, walletId, url)) await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed after 410 Gone')
+  })
 }
 
 export interface DeliveryView {

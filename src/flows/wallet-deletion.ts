@@ -1,7 +1,7 @@
 import { findUserById } from '../accounts/accounts.service.ts'
 import type { Db } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
-import { removeWebhook } from '../events/webhooks.service.ts'
+import { removeWebhookIn } from '../events/webhooks.service.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
 import { finishWalletDeletion, lockWalletForDeletion } from '../wallets/wallets.service.ts'
@@ -25,7 +25,7 @@ export async function deleteWallet(db: Db, ledger: Ledger, auth: UserAuth): Prom
     await takeWalletTurns(trx, [auth.walletId, ...(primary ? [primary] : []), ...counterparties])
     const { walletId, primaryWalletId } = await lockWalletForDeletion(trx, auth)
     // The webhook goes first so that the holds' events and the sweep below queue no delivery to it.
-    await removeWebhook(trx, walletId)
+    await removeWebhookIn(trx, walletId)
     // Its pending holds, both directions, are voided first: the sweep then moves everything.
     await ledger.settleHoldsOf(trx, walletId)
     await ledger.sweep(trx, walletId, primaryWalletId, 'wallet deleted')

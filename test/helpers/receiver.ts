@@ -111,15 +111,15 @@ export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver
   }
 }
 
-/** Polls `check` until it returns something truthy; throws naming `what` after `timeoutMs`. */
+/** Polls `check` until it returns something truthy; throws naming `what` (a text, or a function giving it then) after `timeoutMs`. */
 type Falsy = undefined | null | false | 0 | ''
 
-export async function waitUntil<T>(check: () => T | Falsy | Promise<T | Falsy>, timeoutMs = 5_000, what = 'condition'): Promise<T> {
+export async function waitUntil<T>(check: () => T | Falsy | Promise<T | Falsy>, timeoutMs = 5_000, what: string | (() => string) = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await check()
     if (value) return value as T
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
