@@ -31,10 +31,10 @@ import { percentile, putWebhook, readBacklog, sampleBacklog, startBenchReceiver,
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const args = new Set(process.argv.slice(2))
 const quick = args.has('--quick')
-// `--profile` profiles the service during (a); `--profile=d100k` (or any scenario name) during that one.
+// `--profile` profiles the service during (a), or the first scenario of --only; `--profile=d100k`
+// (or any scenario name) during that one.
 const profileArg = [...args].find((arg) => arg === '--profile' || arg.startsWith('--profile='))
 const profile = profileArg !== undefined
-const profiled = (profileArg?.split('=')[1] ?? (args.has('--issue20') ? 'transfers' : 'a')) as ScenarioName
 const sweep = args.has('--sweep')
 // `--ladder` also measures requests that run more and more of a transfer's path (see LADDER).
 const ladder = args.has('--ladder')
@@ -52,6 +52,7 @@ const only = onlyNames.length > 0 ? new Set(onlyNames.flatMap((name) => (name ==
 const known = new Set<string>([...FIRST_SCENARIOS, ...ISSUE20_SCENARIOS, 'webhooks'])
 for (const name of only ?? []) if (!known.has(name)) throw new Error(`unknown scenario "${name}" in --only; known: issue20, ${[...known].join(', ')}`)
 const selected = (scenario: ScenarioName | 'webhooks') => !only || only.has(scenario)
+const profiled = (profileArg?.split('=')[1] ?? (selected('a') ? 'a' : [...(only ?? [])][0])) as ScenarioName
 /** The webhook scenario runs on a store of its own, only when asked for. */
 const webhooksAsked = only?.has('webhooks') ?? false
 
@@ -163,6 +164,11 @@ interface Processes {
 /** Scenarios already warmed up on the current service (autocannon rounds durations up to whole seconds). */
 const warmed = new Set<string>()
 
+/** A scenario's label, with the numbers of this run. */
+function labelOf(scenario: ScenarioName, wallets = settings.traders): string {
+  return LABELS[scenario].replace('N', String(wallets)).replace('{wallets}', String(KEYED_WALLETS)).replace('{history}', settings.keyedHistory.toLocaleString('en'))
+}
+
 async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, pids: Processes, connections = CONNECTIONS, wallets?: number): Promise<ScenarioResult> {
   const job = jobFor(scenario, url, seeded, connections, settings.warmup, wallets)
   // --quick warms each scenario up once; the full run before every measurement, to reach its steady state.
@@ -184,8 +190,7 @@ async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, 
   const perRequest = (key: 'service' | 'database' | 'load') => Math.max(0, ((after[key] - before[key]) * 1000) / ok)
   const machineMs = ((after.machine.busy - before.machine.busy) * 1000) / 100
   const ourMs = after.service - before.service + after.database - before.database + after.load - before.load
-  const named = LABELS[scenario].replace('{wallets}', String(KEYED_WALLETS)).replace('{history}', settings.keyedHistory.toLocaleString('en'))
-  const label = wallets ? `${named.replace('N', String(wallets))}, ${connections} conn` : named.replace('N', String(seeded.traders.length))
+  const label = wallets ? `${labelOf(scenario, wallets)}, ${connections} conn` : labelOf(scenario, seeded.traders.length)
   return {
     scenario,
     label,
@@ -581,7 +586,7 @@ function report(runs: StorageRun[]): string {
   }
   if (issue20Tables.length > 0) out.push('', `== issue 20: ${KEYED_WALLETS} wallets of ${USERS_PER_WALLET} users, by key, side by side with the storage's plain durable loop ==`, ...issue20Tables)
   if (ratios.length > 1) out.push('', '== targets of the first performance issue ==', table(ratios))
-  for (const run of runs) if (run.profileText) out.push('', `== ${run.storage}: CPU profile of the service during ${LABELS[profiled]} ==`, run.profileText)
+  for (const run of runs) if (run.profileText) out.push('', `== ${run.storage}: CPU profile of the service during ${labelOf(profiled)} ==`, run.profileText)
   out.push('', `total ${((Date.now() - started) / 1000).toFixed(0)} s`)
   return out.join('\n')
 }
