@@ -267,6 +267,7 @@ export class DeliveryWorker {
       if (ended.length === 0 && (await repo.listDueOrigins(this.db, nowIso())).length === 0) claims = []
       else
         claims = await inTransaction(this.db, async (trx) => {
+          await repo.startRound(trx, { claims: free > 0 })
           await this.write(trx, ended)
           return free > 0 ? this.claim(trx, free) : []
         })
@@ -300,14 +301,14 @@ export class DeliveryWorker {
   }
 
   /**
-   * Leases up to `free` due deliveries, origin by origin (starting with a different origin each
-   * time): each origin gets what its limit leaves once the leases of every instance are counted,
-   * and what its circuit allows; within an origin, `pickFairly` shares the slots among its wallets.
+   * In a round opened with the claims' lock (`repo.startRound`), leases up to `free` due deliveries,
+   * origin by origin (starting with a different origin each time): each origin gets what its limit
+   * leaves once the leases of every instance are counted, and what its circuit allows; within an
+   * origin, `pickFairly` shares the slots among its wallets.
    */
   private async claim(trx: Transaction<DB>, free: number): Promise<Launch[]> {
     // Made here: `inTransaction` may run the round again after a serialization failure.
     const picked = new Map<number, string>()
-    await repo.lockClaims(trx)
     const now = Date.now()
     const nowText = new Date(now).toISOString()
     const { due: origins, leased } = await repo.findDueOriginsAndLeases(trx, nowText)
