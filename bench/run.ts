@@ -426,16 +426,14 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   const receivers: BenchReceiver[] = []
   const transfers = async (label: string) => {
     await statements?.reset()
-    const monoStart = process.hrtime.bigint() / 1000n
     const receivedBefore = receivers.reduce((sum, receiver) => sum + receiver.received, 0)
     const result = await runScenario('a', service.url, seeded, pids)
     const delivered = receivers.reduce((sum, receiver) => sum + receiver.received, 0) - receivedBefore
     const counted = await statements?.read()
     const cpu = `service ${result.serviceCpuUs.toFixed(0)} µs, database ${result.databaseCpuUs.toFixed(0)} µs per transfer`
-    const ok = Math.max(1, result.okPerSecond * result.seconds)
-    const perTransfer = counted ? `; ${(counted.calls / ok).toFixed(2)} statements per transfer; the delivery worker's ${counted.webhookCalls}${delivered > 0 ? `, ${(counted.webhookCalls / delivered).toFixed(2)} per delivery` : ''} (BEGIN and COMMIT not counted)` : ''
-    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${delivered} delivered; ${cpu}${perTransfer}`)
-    if (profileDir) log(`  (profile window ${monoStart}-${process.hrtime.bigint() / 1000n} µs)`)
+    // Statements and deliveries are counted over the warm-up and the measured seconds alike.
+    const counts = counted ? `; ${counted.calls} statements, the delivery worker's ${counted.webhookCalls}${delivered > 0 ? ` (${(counted.webhookCalls / delivered).toFixed(2)} per delivery)` : ''}, BEGIN and COMMIT not counted` : ''
+    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered${counts}`)
     if (counted) for (const row of counted.top) log(`  ${String(row.calls).padStart(7)} calls ${row.ms.toFixed(0).padStart(6)} ms  ${row.query}`)
     return result
   }
