@@ -1,6 +1,6 @@
 import { sql, type Expression, type Transaction } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, rowsOf, runWrites } from '../db/dialect.ts'
+import { anyOf, isPostgres, rowsWrite, runWrites } from '../db/dialect.ts'
 import type { DB } from '../db/tables.ts'
 import { webhookOrigin, type DueDelivery } from './origins.ts'
 import { eventPayload } from './outbox.ts'
@@ -355,31 +355,32 @@ const ATTEMPT_COLUMNS = [
  * attempt's lease moves it to `next` (when given: the status and when it is due); the lease is
  * dropped when it is still ours (a delivery cancelled meanwhile loses it too, one leased again by
  * another instance keeps its own). Set-based, one table of rows for all of them: one statement on
- * PostgreSQL (two data-changing CTEs), two on SQLite, where an UPDATE per attempt cost a round trip
- * each (`docs/performance.md`, "Webhooks at scale, round two").
+ * PostgreSQL (two data-changing CTEs), where an UPDATE per attempt cost a round trip each
+ * (`docs/performance.md`, "Webhooks at scale, round two"); on SQLite two prepared statements, each
+ * run once per row in process (`rowsWrite`).
  */
 export async function recordAttempts(db: Executor, attempts: AttemptRecord[], now: string): Promise<void> {
   if (attempts.length === 0) return
-  const rows = rowsOf(
-    db,
-    ATTEMPT_COLUMNS,
-    attempts.map((a) => [a.deliveryId, a.leaseUntil, a.url, a.attemptedAt, a.statusCode, a.latencyMs, a.error, a.next?.status ?? null, a.next?.nextAttemptAt ?? null]),
-  )
+  const rows = attempts.map((a) => [a.deliveryId, a.leaseUntil, a.url, a.attemptedAt, a.statusCode, a.latencyMs, a.error, a.next?.status ?? null, a.next?.nextAttemptAt ?? null])
+  // Every value but the rows' is a literal (`rowsWrite`: on SQLite one prepared text serves each row).
   const ours = sql`webhook_deliveries.status = ${PENDING} and webhook_deliveries.lease_until = r.r_lease and r.r_status is not null`
   await runWrites(db, [
-    { statement: sql`insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, error) select r_id, r_at, r_code, r_latency, r_error from ${rows}` },
-    {
-      statement: sql`update webhook_deliveries set
+    rowsWrite(db, ATTEMPT_COLUMNS, rows, (r) => sql`insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, error) select r_id, r_at, r_code, r_latency, r_error from ${r}`),
+    rowsWrite(
+      db,
+      ATTEMPT_COLUMNS,
+      rows,
+      (r) => sql`update webhook_deliveries set
         attempts = webhook_deliveries.attempts + 1,
         url = r.r_url,
         last_status_code = r.r_code,
         last_error = r.r_error,
-        updated_at = ${now},
+        updated_at = ${sql.lit(now)},
         status = case when ${ours} then r.r_status else webhook_deliveries.status end,
         next_attempt_at = case when ${ours} then r.r_next else webhook_deliveries.next_attempt_at end,
         lease_until = case when webhook_deliveries.lease_until = r.r_lease then null else webhook_deliveries.lease_until end
-        from ${rows} where webhook_deliveries.id = r.r_id`,
-    },
+        from ${r} where webhook_deliveries.id = r.r_id`,
+    ),
   ])
 }
 
