@@ -24,7 +24,8 @@ export async function startPostgres(): Promise<BenchPostgres> {
   const { port, databaseDir, stop } = await startServer({
     name: 'coffer-bench-pg',
     // Enough connections for the service pool plus pgbench; the rest is PostgreSQL's defaults.
-    flags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1'],
+    // BENCH_PG_STATEMENTS=1 preloads pg_stat_statements: the webhook scenario then prints statement counts.
+    flags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1', ...(process.env.BENCH_PG_STATEMENTS ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : [])],
   })
   const url = (database: string) => `postgres://postgres:postgres@127.0.0.1:${port}/${database}`
   const pid = Number(fs.readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0])

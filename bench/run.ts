@@ -26,7 +26,7 @@ import { formatSummary, summariseProfile } from './profile.ts'
 import { answered, BATCH_SIZE, FIRST_SCENARIOS, ISSUE20_SCENARIOS, jobFor, LABELS, LADDER, type Issue20Scenario, type ScenarioName, type ScenarioResult } from './scenarios.ts'
 import { seedHistoryDirectly, seedHistoryThroughApi, seedThroughApi, type Seeded } from './seed.ts'
 import { startService, type Service } from './service.ts'
-import { percentile, putWebhook, readBacklog, sampleBacklog, startBenchReceiver, type BacklogReading } from './webhooks.ts'
+import { percentile, putWebhook, readBacklog, sampleBacklog, startBenchReceiver, statementCounter, type BacklogReading, type BenchReceiver } from './webhooks.ts'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const args = new Set(process.argv.slice(2))
@@ -386,15 +386,28 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   log(`${storage}: webhooks: seeding ${traders} traders`)
   const seeded = await seedThroughApi(service.url, adminKey, traders)
   const pids = { service: service.pid, database: server?.pid }
+  // On a PostgreSQL started with pg_stat_statements preloaded: the statements each phase cost.
+  const statements = databaseUrl ? await statementCounter(databaseUrl) : undefined
+  if (statements) cleanups.push(async () => statements.close().catch(() => {}))
+  const receivers: BenchReceiver[] = []
   const transfers = async (label: string) => {
+    await statements?.reset()
+    const receivedBefore = receivers.reduce((sum, receiver) => sum + receiver.received, 0)
     const result = await runScenario('a', service.url, seeded, pids)
-    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}`)
+    const delivered = receivers.reduce((sum, receiver) => sum + receiver.received, 0) - receivedBefore
+    const counted = await statements?.read()
+    const cpu = `service ${result.serviceCpuUs.toFixed(0)} µs, database ${result.databaseCpuUs.toFixed(0)} µs per transfer`
+    // Statements and deliveries are counted over the warm-up and the measured seconds alike.
+    const counts = counted ? `; ${counted.calls} statements, the delivery worker's ${counted.webhookCalls}${delivered > 0 ? ` (${(counted.webhookCalls / delivered).toFixed(2)} per delivery)` : ''}, BEGIN and COMMIT not counted` : ''
+    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered${counts}`)
+    if (counted) for (const row of counted.top) log(`  ${String(row.calls).padStart(7)} calls ${row.ms.toFixed(0).padStart(6)} ms  ${row.query}`)
     return result
   }
   const tpsWithout = (await transfers('no webhooks')).okPerSecond
 
   const slow = await startBenchReceiver(2_000)
   const fast = await startBenchReceiver(10)
+  receivers.push(slow, fast)
   cleanups.push(() => slow.close())
   cleanups.push(() => fast.close())
   const slowOrigin = new URL(slow.url).origin
@@ -439,6 +452,7 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   // Without webhooks again: how much of a difference is the machine's, not the webhooks'.
   for (const trader of hooked) await putWebhook(service.url, trader.token, null)
   const tpsWithoutAfter = (await transfers('no webhooks again')).okPerSecond
+  await statements?.close()
   const lag50P99 = percentile([...slow.lags, ...fast.lags], 0.99)
   log(`${storage}: webhooks: at 50 ms: backlog at most ${maxBacklog50}, ${endBacklog50} when the load stopped, drained in ${drainSeconds50.toFixed(1)} s; lag p99 ${lag50P99.toFixed(0)} ms`)
 
