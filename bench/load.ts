@@ -22,9 +22,14 @@ export interface LoadJob {
   token?: string
   /** For GETs: each request picks one of these tokens. */
   tokens?: string[]
-  /** For transfers: who sends and who receives; each request picks one of each, never the same. */
-  senders?: { token: string; username: string }[]
+  /**
+   * For transfers: who sends (a bearer token, and the sender's name as `recipients` name it) and who
+   * receives; each request picks one of each, never the same.
+   */
+  senders?: { token: string; name: string }[]
   recipients?: string[]
+  /** How `recipients` name wallets: 0 usernames (the default), 2 wallet ids. */
+  recipientType?: 0 | 2
   /** For transfers: the quantity of gold sent (1); anything JSON, to measure refused requests. */
   quantity?: unknown
   /** Latencies are kept for 2xx answers and for this status (a scenario refused on purpose). */
@@ -68,9 +73,9 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
         setupRequest: (request) => {
           const sender = senders[randomIndex(senders.length)]
           let recipient = recipients[randomIndex(recipients.length)]
-          while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
+          while (recipient === sender.name) recipient = recipients[randomIndex(recipients.length)]
           request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
-          request.body = JSON.stringify({ recipient, assets: { gold: job.quantity ?? 1 } })
+          request.body = JSON.stringify({ recipient, ...(job.recipientType ? { type: job.recipientType } : {}), assets: { gold: job.quantity ?? 1 } })
           return request
         },
       },
@@ -88,7 +93,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
           const sender = senders[randomIndex(senders.length)]
           const transfers = Array.from({ length: size }, () => {
             let recipient = recipients[randomIndex(recipients.length)]
-            while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
+            while (recipient === sender.name) recipient = recipients[randomIndex(recipients.length)]
             return { recipient, assets: { gold: 1 } }
           })
           request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
@@ -101,7 +106,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
     const senders = job.senders ?? []
     const recipients = job.recipients ?? []
     if (senders.length === 0 || recipients.length < 2) throw new Error('a hold job needs senders and two recipients or more')
-    type HoldContext = { sender?: { token: string; username: string }; holdId?: number }
+    type HoldContext = { sender?: { token: string; name: string }; holdId?: number }
     requests = [
       {
         method: 'POST',
@@ -109,7 +114,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
         setupRequest: (request, context: HoldContext) => {
           const sender = senders[randomIndex(senders.length)]
           let recipient = recipients[randomIndex(recipients.length)]
-          while (recipient === sender.username) recipient = recipients[randomIndex(recipients.length)]
+          while (recipient === sender.name) recipient = recipients[randomIndex(recipients.length)]
           context.sender = sender
           request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
           request.body = JSON.stringify({ recipient, assets: { gold: 1 } })

@@ -24,7 +24,8 @@ export async function startPostgres(): Promise<BenchPostgres> {
   const { port, databaseDir, stop } = await startServer({
     name: 'coffer-bench-pg',
     // Enough connections for the service pool plus pgbench; the rest is PostgreSQL's defaults.
-    flags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1'],
+    // BENCH_PG_STATEMENTS=1 preloads pg_stat_statements: the webhook scenario then prints statement counts.
+    flags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1', ...(process.env.BENCH_PG_STATEMENTS ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : [])],
   })
   const url = (database: string) => `postgres://postgres:postgres@127.0.0.1:${port}/${database}`
   const pid = Number(fs.readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0])
@@ -48,6 +49,9 @@ export async function startPostgres(): Promise<BenchPostgres> {
     stop,
   }
 }
+
+/** pgbench's scale (`pgbench -i -s 10`: a million accounts), as issue 20 measures it. */
+export const PGBENCH_SCALE = 10
 
 export interface PgbenchResult {
   tps: number
@@ -85,9 +89,12 @@ export async function initPgbench(server: BenchPostgres, database: string, scale
   await runPgbench(server, database, ['-i', '-s', String(scale), '-I', 'dtGvp', '-q'], 120_000, track)
 }
 
-/** The built-in tpcb-like script at `clients` clients for `seconds` seconds. */
+/**
+ * The built-in tpcb-like script at `clients` clients for `seconds` seconds, two threads, prepared
+ * statements (`pgbench -c <clients> -j 2 -T <seconds> -M prepared`): issue 20's reference.
+ */
 export async function runTpcb(server: BenchPostgres, database: string, clients: number, seconds: number, track: (pid: number) => void): Promise<PgbenchResult> {
-  const output = await runPgbench(server, database, ['-c', String(clients), '-j', '2', '-T', String(seconds)], (seconds + 60) * 1000, track)
+  const output = await runPgbench(server, database, ['-c', String(clients), '-j', '2', '-T', String(seconds), '-M', 'prepared'], (seconds + 60) * 1000, track)
   const tps = /tps = ([\d.]+)/.exec(output)
   const latency = /latency average = ([\d.]+) ms/.exec(output)
   const processed = /number of transactions actually processed: (\d+)/.exec(output)

@@ -17,6 +17,8 @@ export interface Seeded {
   shortHistory: BenchUser
   longHistory: BenchUser
   historyPartner: BenchUser
+  /** Issue 20's load, once `seedKeyedWallets` has made it. */
+  keyed?: KeyedLoad
 }
 
 const PASSWORD = 'bench password 1234'
@@ -77,6 +79,62 @@ export async function seedThroughApi(base: string, adminKey: string, traders: nu
   return { asset, traders: users, shortHistory, longHistory, historyPartner }
 }
 
+/** A wallet and a wallet key for it (`POST /wallet/sessions`): what issue 20's load sends with. */
+export interface KeyedWallet {
+  walletId: number
+  key: string
+}
+
+/** Issue 20's load: wallets with a key each, several users each, holding several assets. */
+export interface KeyedLoad {
+  wallets: KeyedWallet[]
+  /** Names of the assets every wallet holds (`gold` first). */
+  assets: string[]
+  assetIds: number[]
+}
+
+/** The assets of issue 20's load besides `gold`, so that transactions carry 1 to 3 of them. */
+const MORE_ASSETS = ['silver', 'bronze']
+
+/**
+ * Turns already seeded users into issue 20's load through the API: each user's primary wallet (so
+ * that every transaction in its history names both users) gets `usersPerWallet - 1` other users
+ * assigned (`POST /wallet/users`), a wallet key (`POST /wallet/sessions`), and an issuance of
+ * silver and bronze besides its gold.
+ */
+export async function seedKeyedWallets(base: string, adminKey: string, seeded: Seeded, owners: BenchUser[], usersPerWallet: number): Promise<KeyedLoad> {
+  if (usersPerWallet > seeded.traders.length) throw new Error(`${usersPerWallet} users per wallet need as many traders`)
+  const assets = [seeded.asset]
+  for (const name of MORE_ASSETS) assets.push((await call(base, 'POST', '/assets', { name, value: 1 }, adminKey)) as { id: number; name: string })
+  const wallets = await pool(owners, 8, async (owner, index) => {
+    for (const asset of assets.slice(1)) await call(base, 'POST', `/wallets/${owner.walletId}/assets`, { id: asset.id, quantity: 1_000_000_000 }, adminKey)
+    // The next traders after this one (wrapping round): every wallet has its own set of users.
+    for (let step = 1; step < usersPerWallet; step++) {
+      const user = seeded.traders[(index + step) % seeded.traders.length]
+      await call(base, 'POST', '/wallet/users', { username: user.username }, owner.token)
+    }
+    const session = (await call(base, 'POST', '/wallet/sessions', { name: 'bench' }, owner.token)) as { token: string }
+    return { walletId: owner.walletId, key: session.token }
+  })
+  return { wallets, assets: assets.map((asset) => asset.name), assetIds: assets.map((asset) => asset.id) }
+}
+
+/**
+ * About `perWallet` transactions in each wallet's history through the API: transfers with the
+ * wallets' keys to other wallets by id (`type: 2`), of 1 unit of 1 to 3 of the load's assets.
+ */
+export async function seedKeyedHistoryThroughApi(base: string, load: KeyedLoad, perWallet: number): Promise<void> {
+  const { wallets } = load
+  const count = Math.round((perWallet * wallets.length) / 2)
+  const transfers = Array.from({ length: count }, (_, index) => index)
+  await pool(transfers, 32, async (index) => {
+    const from = wallets[index % wallets.length]
+    const to = wallets[(index + 1 + (Math.floor(index / wallets.length) % (wallets.length - 1))) % wallets.length]
+    const assets = Object.fromEntries(load.assets.slice(0, 1 + (index % load.assets.length)).map((name) => [name, 1]))
+    await call(base, 'POST', '/wallet/transactions', { recipient: String(to.walletId), type: 2, assets, memo: 'history' }, from.key)
+  })
+}
+
 /** `count` transfers of 1 unit between `user` and `partner` through the API, alternating direction. */
 export async function seedHistoryThroughApi(base: string, user: BenchUser, partner: BenchUser, asset: string, count: number): Promise<void> {
   for (let index = 0; index < count; index++) {
@@ -86,41 +144,65 @@ export async function seedHistoryThroughApi(base: string, user: BenchUser, partn
 }
 
 /**
- * Writes `count` transactions of 1 unit between two wallets straight into the service's
- * database, alternating direction. `count` is even, so every holding ends where it started and
- * the ledger still verifies (each holding equals its journal sum and its last running balance).
+ * The wallets of the `index`-th pair of transactions `seedHistoryDirectly` writes: every wallet in
+ * turn, with a partner further along that moves on each round, so that histories mix partners.
+ */
+function pairOf(wallets: number[], index: number): [number, number] {
+  const first = index % wallets.length
+  const step = 1 + (Math.floor(index / wallets.length) % (wallets.length - 1))
+  return [wallets[first], wallets[(first + step) % wallets.length]]
+}
+
+/**
+ * Writes `count` transactions straight into the service's database: in pairs, one way then back,
+ * between the wallets of `pairOf`, each carrying 1 unit of 1 to `assetIds.length` assets (the
+ * number decided by the two wallets). Every holding ends where it started, so the ledger still
+ * verifies (each holding equals its journal sum and its last running balance). `count` is even.
+ * With two wallets every transaction is in both histories; with n, each wallet gets about
+ * `4 × count / (2n)`, i.e. `count = perWallet × n / 2`.
  * No events: the outbox only matters for new transfers.
  */
-export async function seedHistoryDirectly(
-  storage: { dataDir: string } | { databaseUrl: string },
-  walletId: number,
-  partnerId: number,
-  assetId: number,
-  count: number,
-): Promise<void> {
+/** Transactions written per database transaction by `seedHistoryDirectly` (an even number). */
+const CHUNK = 100_000
+
+export async function seedHistoryDirectly(storage: { dataDir: string } | { databaseUrl: string }, wallets: number[], assetIds: number[], count: number): Promise<void> {
   if (count % 2 !== 0) throw new Error('history length must be even to keep holdings unchanged')
+  if (wallets.length < 2) throw new Error('history needs two wallets or more')
   const createdAt = new Date().toISOString()
+  const assetsOf = (from: number, to: number) => assetIds.slice(0, 1 + ((from + to) % assetIds.length))
   if ('dataDir' in storage) {
     const db = new SQLite(path.join(storage.dataDir, 'coffer.sqlite'))
     db.pragma('busy_timeout = 10000')
+    // Bench data, not money: no fsync per commit, and a cache that holds the indexes being filled
+    // (several times faster for millions of rows).
+    db.pragma('synchronous = OFF')
+    db.pragma('cache_size = -1000000')
     try {
       const insertTransaction = db.prepare('insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at) values (?, ?, ?, ?)')
       const insertLine = db.prepare('insert into transaction_assets (transaction_id, asset_id, quantity) values (?, ?, 1)')
       const insertBalance = db.prepare('insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity) values (?, ?, ?, ?, ?)')
       const holding = db.prepare<[number, number], { quantity: number }>('select quantity from holdings where wallet_id = ? and asset_id = ?')
-      db.transaction(() => {
-        // Balances in time: each side's holding after each transaction, from where it stands now.
-        const balances = new Map([walletId, partnerId].map((id) => [id, holding.get(id, assetId)?.quantity ?? 0]))
-        for (let index = 0; index < count; index++) {
-          const [from, to] = index % 2 === 0 ? [walletId, partnerId] : [partnerId, walletId]
+      // Balances in time: each side's holding after each transaction, from where it stands now.
+      const balances = new Map<string, number>()
+      for (const wallet of wallets) for (const asset of assetIds) balances.set(`${wallet} ${asset}`, holding.get(wallet, asset)?.quantity ?? 0)
+      // In chunks, so that the service's own writers (background work) wait at most one chunk.
+      const write = db.transaction((start: number, end: number) => {
+        for (let index = start; index < end; index++) {
+          const [one, other] = pairOf(wallets, index >> 1)
+          const [from, to] = index % 2 === 0 ? [one, other] : [other, one]
           const { lastInsertRowid } = insertTransaction.run(from, to, 'history', createdAt)
-          insertLine.run(lastInsertRowid, assetId)
-          for (const [side, delta] of [[from, -1], [to, 1]] as const) {
-            balances.set(side, (balances.get(side) ?? 0) + delta)
-            insertBalance.run(side, assetId, createdAt, lastInsertRowid, balances.get(side))
+          for (const asset of assetsOf(from, to)) {
+            insertLine.run(lastInsertRowid, asset)
+            for (const [side, delta] of [[from, -1], [to, 1]] as const) {
+              const key = `${side} ${asset}`
+              const balance = (balances.get(key) ?? 0) + delta
+              balances.set(key, balance)
+              insertBalance.run(side, asset, createdAt, lastInsertRowid, balance)
+            }
           }
         }
-      })()
+      })
+      for (let start = 0; start < count; start += CHUNK) write(start, Math.min(count, start + CHUNK))
     } finally {
       db.close()
     }
@@ -129,22 +211,36 @@ export async function seedHistoryDirectly(
   const client = new pg.Client({ connectionString: storage.databaseUrl })
   await client.connect()
   try {
+    // Bench data, not money: no waiting for each chunk's commit to reach the disk.
+    await client.query('set synchronous_commit = off')
+    // The same pairs and asset sets as above, in SQL ($1 wallets, $2 assets, both 1-based arrays),
+    // transactions $5 to $5 + $4 - 1 (each chunk starts with every holding as it stands).
+    for (let start = 0; start < count; start += CHUNK) {
     await client.query(
-      `with inserted as (
+      `with pairs as (
+         select g, ((g / 2) % n) + 1 as first, (((g / 2) % n) + 1 + ((g / 2) / n) % (n - 1)) % n + 1 as second
+         from generate_series($5::int, $5::int + $4::int - 1) as g, (select cardinality($1::bigint[]) as n) as size),
+       sides as (
+         select g, case when g % 2 = 0 then $1[first] else $1[second] end as sender, case when g % 2 = 0 then $1[second] else $1[first] end as receiver
+         from pairs),
+       inserted as (
          insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at)
-         select case when g % 2 = 1 then $1::bigint else $2::bigint end, case when g % 2 = 1 then $2::bigint else $1::bigint end, 'history', $3
-         from generate_series(1, $4::int) as g order by g
+         select sender, receiver, 'history', $3 from sides order by g
          returning id, sending_wallet_id, receiving_wallet_id),
-       lines as (insert into transaction_assets (transaction_id, asset_id, quantity) select id, $5, 1 from inserted)
+       lines as (
+         select inserted.*, $2[k] as asset_id from inserted,
+           generate_series(1, 1 + ((sending_wallet_id + receiving_wallet_id) % cardinality($2::bigint[]))::int) as k),
+       written as (insert into transaction_assets (transaction_id, asset_id, quantity) select id, asset_id, 1 from lines)
        -- Balances in time: each side's holding after each transaction, from where it stands now.
        insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-       select sides.wallet_id, $5, $3, sides.id,
-         coalesce((select quantity from holdings where holdings.wallet_id = sides.wallet_id and holdings.asset_id = $5), 0)
-           + sum(sides.delta) over (partition by sides.wallet_id order by sides.id rows unbounded preceding)
-       from (select sending_wallet_id as wallet_id, id, -1 as delta from inserted
-             union all select receiving_wallet_id, id, 1 from inserted) as sides`,
-      [walletId, partnerId, createdAt, count, assetId],
+       select moves.wallet_id, moves.asset_id, $3, moves.id,
+         coalesce((select quantity from holdings where holdings.wallet_id = moves.wallet_id and holdings.asset_id = moves.asset_id), 0)
+           + sum(moves.delta) over (partition by moves.wallet_id, moves.asset_id order by moves.id rows unbounded preceding)
+       from (select sending_wallet_id as wallet_id, asset_id, id, -1 as delta from lines
+             union all select receiving_wallet_id, asset_id, id, 1 from lines) as moves`,
+      [wallets, assetIds, createdAt, Math.min(CHUNK, count - start), start],
     )
+    }
     // What autovacuum would do within a minute of such an insert; done now so that it does not
     // run during the scenarios that follow.
     await client.query('vacuum analyze transactions, transaction_assets, running_balances')

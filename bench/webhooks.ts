@@ -107,3 +107,55 @@ export function sampleBacklog(base: string, everyMs = 1_000): { stop(): Promise<
     },
   }
 }
+
+export interface StatementReading {
+  /** Statements the server ran (every client, `BEGIN`/`COMMIT` included). */
+  calls: number
+  /** The delivery worker's statements (`BEGIN` and `COMMIT` not included): on the webhook tables, or taking the claims' lock. */
+  webhookCalls: number
+  /** The most frequent statements, for the log: calls, then the start of the text. */
+  top: { calls: number; ms: number; query: string }[]
+}
+
+/**
+ * Statements counted by `pg_stat_statements` on the bench's PostgreSQL, when the server was started
+ * with it preloaded (`shared_preload_libraries`); undefined otherwise. `reset()` before a phase,
+ * `read()` after it.
+ */
+export async function statementCounter(databaseUrl: string): Promise<{ reset(): Promise<void>; read(): Promise<StatementReading>; close(): Promise<void> } | undefined> {
+  const { default: pg } = await import('pg')
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  client.on('error', () => {})
+  try {
+    await client.query('create extension if not exists pg_stat_statements')
+    await client.query('select 1 from pg_stat_statements limit 1')
+  } catch {
+    await client.end()
+    return undefined
+  }
+  return {
+    async reset() {
+      await client.query('select pg_stat_statements_reset()')
+    },
+    async read() {
+      const { rows } = await client.query<{ calls: string; ms: number; query: string }>(
+        `select calls, total_exec_time as ms, query from pg_stat_statements
+          where dbid = (select oid from pg_database where datname = current_database()) and query not like '%pg_stat_statements%'
+          order by calls desc`,
+      )
+      let calls = 0
+      let webhookCalls = 0
+      for (const row of rows) {
+        calls += Number(row.calls)
+        // The worker's statements: on the webhook tables or taking the claims' lock, but not the
+        // transfers' own (their write mentions `holdings` and inserts the deliveries).
+        if (/webhook_|pg_advisory_xact_lock\(\$1\)/.test(row.query) && !/holdings/.test(row.query)) webhookCalls += Number(row.calls)
+      }
+      return { calls, webhookCalls, top: rows.slice(0, 15).map((row) => ({ calls: Number(row.calls), ms: Number(row.ms), query: row.query.replace(/\s+/g, ' ').slice(0, 140) })) }
+    },
+    async close() {
+      await client.end()
+    },
+  }
+}

@@ -1,12 +1,13 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
-import { CompiledQuery, Kysely, SqliteDialect, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely'
+import { CompiledQuery, Kysely, SqliteDialect, type DialectAdapter, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely'
 import type { PostgresTimeouts } from '../config.ts'
 import { startCheckpointer } from './checkpointer.ts'
 import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
 import { openPostgres } from './postgres.ts'
+import { registerSqliteStatements, type SqliteStatements } from './sqlite-statements.ts'
 import type { DB } from './tables.ts'
 
 export { openPostgres }
@@ -35,7 +36,7 @@ export function openDatabase(options: DatabaseOptions): Database {
  * re-prepares a kept statement by itself after a schema change. The cache is bounded because
  * `in (…)` lists of different lengths give different texts.
  */
-function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase {
+function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase & SqliteStatements {
   const statements = new Map<string, SQLite.Statement>()
   return {
     close: () => sqlite.close(),
@@ -76,7 +77,8 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number
     sqlite.pragma(`wal_autocheckpoint = ${Math.round((40 * 1024 * 1024) / pageSize)}`)
   }
-  const db = new Kysely<DB>({ dialect: new ImmediateSqliteDialect(sqlite, { database: withStatementCache(sqlite) }) })
+  const statements = withStatementCache(sqlite)
+  const db = new Kysely<DB>({ dialect: new ImmediateSqliteDialect(sqlite, statements, { database: statements }) })
   const probeFile = path.join(path.dirname(file), '.coffer-write-probe')
   return {
     db,
@@ -125,10 +127,19 @@ async function probeWrite(file: string): Promise<void> {
  */
 class ImmediateSqliteDialect extends SqliteDialect {
   readonly #sqlite: SQLite.Database
+  readonly #statements: SqliteStatements
 
-  constructor(sqlite: SQLite.Database, config: SqliteDialectConfig) {
+  constructor(sqlite: SQLite.Database, statements: SqliteStatements, config: SqliteDialectConfig) {
     super(config)
     this.#sqlite = sqlite
+    this.#statements = statements
+  }
+
+  /** The adapter is shared by the database and its transactions: it names the statement cache (`sqlite-statements.ts`). */
+  override createAdapter(): DialectAdapter {
+    const adapter = super.createAdapter()
+    registerSqliteStatements(adapter, this.#statements)
+    return adapter
   }
 
   override createDriver(): Driver {

@@ -63,6 +63,9 @@ interface Outcome {
  * `cancelled` (the webhook was removed before anything was sent).
  */
 type AttemptEnd = { claim: repo.Claim } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
+/** A claimed delivery about to be attempted, with what the attempt needs (undefined when the row is gone). */
+type Launch = repo.Claim & { origin: string; work: repo.DeliveryWork | undefined }
+
 /** An attempt's end, queued, with what tells its attempt that it has been written. */
 type Ended = AttemptEnd & { written: () => void }
 
@@ -257,16 +260,17 @@ export class DeliveryWorker {
     const ended = this.ended.splice(0)
     const free = this.claiming ? this.concurrency - (this.inFlight.size - ended.length) : 0
     if (ended.length === 0 && free <= 0) return
-    let claims: (repo.Claim & { origin: string })[]
+    let claims: Launch[]
     try {
-      claims = await inTransaction(this.db, async (trx) => {
-        await repo.insertAttempts(
-          trx,
-          ended.flatMap((end) => (end.kind === 'cancelled' ? [] : [{ deliveryId: end.claim.id, url: end.url, attemptedAt: end.attemptedAt, ...end.outcome }])),
-        )
-        for (const end of ended) await this.write(trx, end)
-        return free > 0 ? this.claim(trx, free) : []
-      })
+      // Nothing to write: whether anything is due is asked first, outside a transaction, so that a
+      // poll with nothing due costs one statement instead of four (BEGIN, the lock, the look, COMMIT).
+      if (ended.length === 0 && (await repo.listDueOrigins(this.db, nowIso())).length === 0) claims = []
+      else
+        claims = await inTransaction(this.db, async (trx) => {
+          await repo.startRound(trx, { claims: free > 0 })
+          await this.write(trx, ended)
+          return free > 0 ? this.claim(trx, free) : []
+        })
     } catch (error) {
       this.ended.unshift(...ended)
       if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: writing or claiming deliveries failed; retrying with backoff')
@@ -274,32 +278,41 @@ export class DeliveryWorker {
       return
     }
     if (this.backoff.succeeded()) this.log.info('webhook worker: writing and claiming deliveries again')
+    /** `wallet url` of the webhooks removed below: what was just claimed for them is not sent. */
+    const gone = new Set<string>()
     for (const end of ended) {
       // The receiver says this endpoint is gone for good: the webhook is removed (unless it was
       // replaced meanwhile) and everything still queued for it stopped, in a transaction of its own
       // that waits for the wallet's moves in progress. Should that fail, the next 410 tries again.
       if (end.kind === 'attempted' && end.outcome.statusCode === 410) {
-        await removeGoneWebhook(this.db, end.claim.wallet_id, end.url).catch((error) => this.log.warn({ err: error, wallet: end.claim.wallet_id }, 'webhook worker: removing a webhook gone (410) failed'))
+        const removed = await removeGoneWebhook(this.db, end.claim.wallet_id, end.url).catch((error) => {
+          this.log.warn({ err: error, wallet: end.claim.wallet_id }, 'webhook worker: removing a webhook gone (410) failed')
+          return false
+        })
+        if (removed) gone.add(`${end.claim.wallet_id} ${end.url}`)
       }
       end.written()
     }
-    for (const claim of claims) this.launch(claim)
+    for (const claim of claims) {
+      // Its work was read before that removal: it ends as cancelled, as it would have read it after.
+      const removed = claim.work && gone.has(`${claim.wallet_id} ${claim.work.url}`)
+      this.launch(removed ? { ...claim, work: { ...(claim.work as repo.DeliveryWork), url: null, secret: null } } : claim)
+    }
   }
 
   /**
-   * Leases up to `free` due deliveries, origin by origin (starting with a different origin each
-   * time): each origin gets what its limit leaves once the leases of every instance are counted,
-   * and what its circuit allows; within an origin, `pickFairly` shares the slots among its wallets.
+   * In a round opened with the claims' lock (`repo.startRound`), leases up to `free` due deliveries,
+   * origin by origin (starting with a different origin each time): each origin gets what its limit
+   * leaves once the leases of every instance are counted, and what its circuit allows; within an
+   * origin, `pickFairly` shares the slots among its wallets.
    */
-  private async claim(trx: Transaction<DB>, free: number): Promise<(repo.Claim & { origin: string })[]> {
+  private async claim(trx: Transaction<DB>, free: number): Promise<Launch[]> {
     // Made here: `inTransaction` may run the round again after a serialization failure.
     const picked = new Map<number, string>()
-    await repo.lockClaims(trx)
     const now = Date.now()
     const nowText = new Date(now).toISOString()
-    const origins = await repo.listDueOrigins(trx, nowText)
+    const { due: origins, leased } = await repo.findDueOriginsAndLeases(trx, nowText)
     if (origins.length === 0) return []
-    const leased = await repo.countLeasesByOrigin(trx, nowText)
     const first = this.turn++ % origins.length
     let left = free
     for (let i = 0; i < origins.length && left > 0; i++) {
@@ -319,10 +332,14 @@ export class DeliveryWorker {
       now: nowText,
       leaseUntil: new Date(now + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString(),
     })
-    return claims.map((claim) => ({ ...claim, origin: picked.get(claim.id) as string }))
+    // What the attempts need, for all of them at once, read under the lease just taken. A webhook
+    // removed after this read cancels the delivery but cannot stop this attempt, as an attempt
+    // already on the wire (the removal's own turn makes it wait for this transaction to end).
+    const work = await repo.loadDeliveryWork(trx, claims.map((claim) => claim.id))
+    return claims.map((claim) => ({ ...claim, origin: picked.get(claim.id) as string, work: work.get(claim.id) }))
   }
 
-  private launch(claim: repo.Claim & { origin: string }): void {
+  private launch(claim: Launch): void {
     const { origin, wallet_id: walletId } = claim
     this.circuits.started(origin)
     adjust(this.walletLoad, walletId, 1)
@@ -345,8 +362,8 @@ export class DeliveryWorker {
     })
   }
 
-  private async attempt(claim: repo.Claim & { origin: string }): Promise<void> {
-    const work = await repo.loadDeliveryWork(this.db, claim.id)
+  private async attempt(claim: Launch): Promise<void> {
+    const { work } = claim
     if (!work) return
     if (work.url === null || work.secret === null) {
       // The webhook was removed after the event was queued: nothing may be sent any more.
@@ -405,19 +422,32 @@ export class DeliveryWorker {
     }
   }
 
-  /** Writes what became of one attempt (its log row is written beside, for all at once), in the round's transaction. */
-  private async write(trx: Transaction<DB>, end: Ended): Promise<void> {
-    const { claim } = end
+  /**
+   * Writes what became of a round's attempts, in the round's transaction: the attempts, logged and
+   * counted on their deliveries, in one statement for all (`repo.recordAttempts`); a delivery
+   * found cancelled before anything was sent (its webhook removed), settled on its own (rare).
+   */
+  private async write(trx: Transaction<DB>, ended: Ended[]): Promise<void> {
     const now = nowIso()
-    if (end.kind === 'cancelled') {
-      await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now })
-      return
+    const attempts: repo.AttemptRecord[] = []
+    for (const end of ended) {
+      const { claim } = end
+      if (end.kind === 'cancelled') {
+        await repo.settleDelivery(trx, claim, { status: 'cancelled', nextAttemptAt: null, now })
+        continue
+      }
+      const { url, outcome } = end
+      attempts.push({
+        deliveryId: claim.id,
+        leaseUntil: claim.lease_until,
+        url,
+        attemptedAt: end.attemptedAt,
+        ...outcome,
+        // Released at shutdown: counted and given back, due again at once.
+        next: end.kind === 'released' ? undefined : this.nextState(claim.attempts + 1, outcome),
+      })
     }
-    const { url, outcome } = end
-    const attempt = { url, statusCode: outcome.statusCode, error: outcome.error }
-    // Released at shutdown: counted and given back, due again at once.
-    if (end.kind === 'released') return repo.recordAttempt(trx, claim, attempt, undefined, now)
-    await repo.recordAttempt(trx, claim, attempt, this.nextState(claim.attempts + 1, outcome), now)
+    await repo.recordAttempts(trx, attempts, now)
   }
 
   /** After `attempts` attempts, the last with `outcome`: delivered (2xx), failed (410, or the schedule used up), or pending until the next retry. */

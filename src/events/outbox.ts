@@ -1,20 +1,33 @@
 import crypto from 'node:crypto'
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { rowsOf, type Write } from '../db/dialect.ts'
+import { rowsWrite, type Write } from '../db/dialect.ts'
 import { MINT_WALLET_ID, type EventWriter, type Hold, type HoldEventType, type Transaction } from '../ledger/ledger.types.ts'
 
 export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventType
 
 /**
- * `evt_` and 32 hex digits: the time in milliseconds (12 digits), then 74 random bits. Ids that
+ * `evt_` and 32 hex digits: the time in milliseconds (12 digits), then 80 random bits. Ids that
  * grow with time are appended at the end of the unique index instead of landing on a random
  * page of it, so a batch of events dirties (and logs) a few index pages rather than one each.
  */
 function newEventId(): string {
-  // randomUUID draws from a cached entropy pool: random bits without a syscall per event.
-  return `evt_${Date.now().toString(16).padStart(12, '0')}${crypto.randomUUID().replaceAll('-', '').slice(0, 20)}`
+  if (randomOffset + RANDOM_BYTES > randomPool.length) {
+    crypto.randomFillSync(randomPool)
+    randomOffset = 0
+  }
+  const random = randomPool.toString('hex', randomOffset, (randomOffset += RANDOM_BYTES))
+  return `evt_${Date.now().toString(16).padStart(12, '0')}${random}`
 }
+
+/**
+ * The random part of event ids (80 bits, 20 hex digits), drawn from a pool refilled 4 KB at a time:
+ * one call into the random generator per 409 events instead of a UUID formatted and cut per event
+ * (which showed as 5 % of the write batch's own time in a CPU profile).
+ */
+const RANDOM_BYTES = 10
+const randomPool = Buffer.alloc(4096)
+let randomOffset = randomPool.length
 
 /** The wallets that get an event for a transfer between these two: both sides, never mint. */
 function eventWallets(from: number, to: number): { walletId: number; type: EventType }[] {
@@ -64,17 +77,13 @@ function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | type
   if (events.length === 0) return []
   const names = sql.raw(columns.map(([name]) => name).join(', '))
   return [
-    {
-      statement: sql`
-        insert into events (${names})
-        select ${names} from ${rowsOf(executor, columns, events)}`,
-    },
-    {
-      statement: sql`
-        insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
-        select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
-        from ${rowsOf(executor, columns, events)} join webhooks on webhooks.wallet_id = r.wallet_id`,
-    },
+    rowsWrite(executor, columns, events, (r) => sql`
+      insert into events (${names})
+      select ${names} from ${r}`),
+    rowsWrite(executor, columns, events, (r) => sql`
+      insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+      select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
+      from ${r} join webhooks on webhooks.wallet_id = r.wallet_id`),
   ]
 }
 

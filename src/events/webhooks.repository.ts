@@ -1,6 +1,6 @@
 import { sql, type Expression, type Transaction } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres } from '../db/dialect.ts'
+import { anyOf, isPostgres, rowsWrite, runWrites } from '../db/dialect.ts'
 import type { DB } from '../db/tables.ts'
 import { webhookOrigin, type DueDelivery } from './origins.ts'
 import { eventPayload } from './outbox.ts'
@@ -154,27 +154,45 @@ export interface Claim {
 }
 
 /**
- * Serializes claims across instances for the rest of the transaction (a transaction-level advisory
- * lock on PostgreSQL), so that the leases counted per origin and the ones taken next are one step:
- * two instances claiming at once cannot both fill the same origin's last slots. SQLite's single
- * writer already serializes them.
+ * Opens a round of the worker, as the first statement of its transaction (nothing on SQLite):
+ *
+ * - With `claims`, serializes claims across instances for the rest of the transaction (a
+ *   transaction-level advisory lock), so that the leases counted per origin and the ones taken next
+ *   are one step: two instances claiming at once cannot both fill the same origin's last slots.
+ *   SQLite's single writer already serializes them.
+ * - The round commits without waiting for its WAL to reach the disk (`synchronous_commit = off`
+ *   for this transaction only). A round's commit was an fsync of its own, competing with the
+ *   transfers' commits for the disk (about 2.5 ms each on the bench machine). What a round writes
+ *   is safe to lose in a crash of the database server (never of the service alone): a lease or an
+ *   outcome lost leaves the delivery pending, to be sent again once its lease expires, which
+ *   at-least-once delivery allows; the attempt log may then miss that attempt. Cancellations and
+ *   removals are written by their own transactions, which wait for the disk as before; so do
+ *   the transfers, and each of their commits also makes durable every round written before it.
  */
-export async function lockClaims(trx: Transaction<DB>): Promise<void> {
-  if (isPostgres(trx)) await sql`select pg_advisory_xact_lock(${CLAIM_LOCK_KEY})`.execute(trx)
+export async function startRound(trx: Transaction<DB>, options: { claims: boolean }): Promise<void> {
+  if (!isPostgres(trx)) return
+  const lock = options.claims ? sql`, pg_advisory_xact_lock(${CLAIM_LOCK_KEY})` : sql``
+  await sql`select set_config('synchronous_commit', 'off', true)${lock}`.execute(trx)
 }
 
 /** The advisory lock key of the webhook claims (any fixed number; "coffer wh" in ASCII). */
 const CLAIM_LOCK_KEY = sql.lit(0x636f66666572_7768n)
 
 /**
- * The origins with deliveries due now, with how many of their wallets have some: one statement,
- * one short look into each webhook's wallet's pending deliveries (`webhook_deliveries_pending`),
- * so that a round spends nothing on the many origins with nothing to send.
+ * The origins with deliveries due now, with how many of their wallets have some: one short look
+ * into each webhook's wallet's pending deliveries (`webhook_deliveries_pending`), so that a round
+ * spends nothing on the many origins with nothing to send. Asked before a round's transaction
+ * when there is nothing to write, so that a poll with nothing due costs one statement.
  */
 export async function listDueOrigins(db: Executor, now: string): Promise<{ origin: string; wallets: number }[]> {
-  const rows = await db
+  const rows = await dueOrigins(db, now).orderBy('origin').execute()
+  return rows.map((row) => ({ origin: row.origin, wallets: Number(row.wallets) }))
+}
+
+function dueOrigins(db: Executor, now: string) {
+  return db
     .selectFrom('webhooks')
-    .select((eb) => ['webhooks.origin', eb.fn.countAll<number | string>().as('wallets')])
+    .select((eb) => ['webhooks.origin', eb.fn.countAll<number | string>().as('wallets'), sql<number | string>`0`.as('leased')])
     .where(({ exists, selectFrom }) =>
       exists(
         selectFrom('webhook_deliveries')
@@ -186,22 +204,34 @@ export async function listDueOrigins(db: Executor, now: string): Promise<{ origi
       ),
     )
     .groupBy('webhooks.origin')
-    .orderBy('webhooks.origin')
-    .execute()
-  return rows.map((row) => ({ origin: row.origin, wallets: Number(row.wallets) }))
 }
 
-/** Deliveries in flight on any instance (under a lease not yet expired), per origin of their wallet's webhook. */
-export async function countLeasesByOrigin(db: Executor, now: string): Promise<Map<string, number>> {
-  const rows = await db
-    .selectFrom('webhook_deliveries')
-    .innerJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-    .select((eb) => ['webhooks.origin', eb.fn.countAll<number | string>().as('leased')])
-    .where('webhook_deliveries.lease_until', 'is not', null)
-    .where('webhook_deliveries.lease_until', '>', now)
-    .groupBy('webhooks.origin')
+/**
+ * The claim's view, under the claims' lock (`startRound`): the origins with deliveries due (`listDueOrigins`), each
+ * with the deliveries in flight to it on any instance (under a lease not yet expired, counted per
+ * origin of their wallet's webhook). One statement (a `union all` of the two counts), where two
+ * cost a round trip more per round on PostgreSQL.
+ */
+export async function findDueOriginsAndLeases(db: Executor, now: string): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
+  const rows = await dueOrigins(db, now)
+    .unionAll(
+      db
+        .selectFrom('webhook_deliveries')
+        .innerJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
+        .select((eb) => ['webhooks.origin', sql<number | string>`0`.as('wallets'), eb.fn.countAll<number | string>().as('leased')])
+        .where('webhook_deliveries.lease_until', 'is not', null)
+        .where('webhook_deliveries.lease_until', '>', now)
+        .groupBy('webhooks.origin'),
+    )
     .execute()
-  return new Map(rows.map((row) => [row.origin, Number(row.leased)]))
+  const due: { origin: string; wallets: number }[] = []
+  const leased = new Map<string, number>()
+  for (const row of rows) {
+    if (Number(row.wallets) > 0) due.push({ origin: row.origin, wallets: Number(row.wallets) })
+    if (Number(row.leased) > 0) leased.set(row.origin, Number(row.leased))
+  }
+  due.sort((a, b) => (a.origin < b.origin ? -1 : a.origin > b.origin ? 1 : 0))
+  return { due, leased }
 }
 
 /**
@@ -262,19 +292,31 @@ export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now:
   return rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }))
 }
 
-/** What one attempt needs: the event as stored, and the wallet's webhook now (undefined once removed). */
-export async function loadDeliveryWork(db: Executor, deliveryId: number) {
-  const row = await db
+export interface DeliveryWork {
+  event_id: string
+  payload: string
+  /** The wallet's webhook now; null once it was removed. */
+  url: string | null
+  secret: string | null
+}
+
+/**
+ * What the attempts of the given deliveries need: the event as stored, and the wallet's webhook now
+ * (null once removed). One statement for a round's claims, read in the claim's transaction right
+ * after the lease, where a statement per attempt after the commit cost a round trip each.
+ */
+export async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Map<number, DeliveryWork>> {
+  if (deliveryIds.length === 0) return new Map()
+  const rows = await db
     .selectFrom('webhook_deliveries')
     .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
     // A hold's event has no transaction and carries its own body.
     .leftJoin('transactions', 'transactions.id', 'events.transaction_id')
     .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-    .select((eb) => ['events.event_id', 'events.type', 'events.created_at', eb.fn.coalesce('events.body', 'transactions.body').as('body'), 'webhooks.url', 'webhooks.secret'])
-    .where('webhook_deliveries.id', '=', deliveryId)
-    .executeTakeFirst()
-  if (!row) return undefined
-  return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
+    .select((eb) => ['webhook_deliveries.id', 'events.event_id', 'events.type', 'events.created_at', eb.fn.coalesce('events.body', 'transactions.body').as('body'), 'webhooks.url', 'webhooks.secret'])
+    .where(anyOf(db, sql.ref('webhook_deliveries.id'), deliveryIds))
+    .execute()
+  return new Map(rows.map((row) => [Number(row.id), { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }]))
 }
 
 /** Gives our lease back, whatever the delivery's status: the attempt is over and no longer counts against its origin. */
@@ -284,57 +326,62 @@ async function releaseDelivery(db: Executor, deliveryId: number, leaseUntil: str
 
 export interface AttemptRecord {
   deliveryId: number
+  /** The lease the attempt ran under (`Claim.lease_until`). */
+  leaseUntil: string
   url: string
   attemptedAt: string
   statusCode: number | null
   latencyMs: number
   error: string | null
+  /** What the delivery becomes while it is still pending under that lease; none for an attempt given back at shutdown (due again at once). */
+  next?: { status: DeliveryStatus; nextAttemptAt: string | null }
 }
 
-/** Logs attempts (one statement for all of a round's). */
-export async function insertAttempts(db: Executor, attempts: AttemptRecord[]): Promise<void> {
-  if (attempts.length === 0) return
-  await db
-    .insertInto('webhook_attempts')
-    .values(
-      attempts.map((attempt) => ({
-        delivery_id: attempt.deliveryId,
-        attempted_at: attempt.attemptedAt,
-        status_code: attempt.statusCode,
-        latency_ms: attempt.latencyMs,
-        error: attempt.error,
-      })),
-    )
-    .execute()
-}
+const ATTEMPT_COLUMNS = [
+  ['r_id', 'bigint'],
+  ['r_lease', 'text'],
+  ['r_url', 'text'],
+  ['r_at', 'text'],
+  ['r_code', 'bigint'],
+  ['r_latency', 'bigint'],
+  ['r_error', 'text'],
+  ['r_status', 'text'],
+  ['r_next', 'text'],
+] as const
 
 /**
- * Counts an attempt on its delivery whatever happened to the delivery meanwhile, and in the same
- * statement, only while the delivery is still pending under our lease, moves it to `next` (when
- * given: the status and when it is due) and drops the lease; a delivery cancelled meanwhile loses
- * our lease too, one leased again by another instance keeps its own.
+ * Writes a round's attempts: logs each (`webhook_attempts`) and counts it on its delivery whatever
+ * happened to the delivery meanwhile, and only while the delivery is still pending under the
+ * attempt's lease moves it to `next` (when given: the status and when it is due); the lease is
+ * dropped when it is still ours (a delivery cancelled meanwhile loses it too, one leased again by
+ * another instance keeps its own). Set-based, one table of rows for all of them: one statement on
+ * PostgreSQL (two data-changing CTEs), where an UPDATE per attempt cost a round trip each
+ * (`docs/performance.md`, "Webhooks at scale, round two"); on SQLite two prepared statements, each
+ * run once per row in process (`rowsWrite`).
  */
-export async function recordAttempt(
-  db: Executor,
-  claim: Claim,
-  attempt: { url: string; statusCode: number | null; error: string | null },
-  next: { status: DeliveryStatus; nextAttemptAt: string | null } | undefined,
-  now: string,
-): Promise<void> {
-  const ours = sql<boolean>`status = ${PENDING} and lease_until = ${claim.lease_until}`
-  await db
-    .updateTable('webhook_deliveries')
-    .set((eb) => ({
-      attempts: eb('attempts', '+', 1),
-      url: attempt.url,
-      last_status_code: attempt.statusCode,
-      last_error: attempt.error,
-      updated_at: now,
-      ...(next ? { status: sql`case when ${ours} then ${next.status} else status end`, next_attempt_at: sql`case when ${ours} then ${next.nextAttemptAt} else next_attempt_at end` } : {}),
-      lease_until: sql`case when lease_until = ${claim.lease_until} then null else lease_until end`,
-    }))
-    .where('id', '=', claim.id)
-    .execute()
+export async function recordAttempts(db: Executor, attempts: AttemptRecord[], now: string): Promise<void> {
+  if (attempts.length === 0) return
+  const rows = attempts.map((a) => [a.deliveryId, a.leaseUntil, a.url, a.attemptedAt, a.statusCode, a.latencyMs, a.error, a.next?.status ?? null, a.next?.nextAttemptAt ?? null])
+  // Every value but the rows' is a literal (`rowsWrite`: on SQLite one prepared text serves each row).
+  const ours = sql`webhook_deliveries.status = ${PENDING} and webhook_deliveries.lease_until = r.r_lease and r.r_status is not null`
+  await runWrites(db, [
+    rowsWrite(db, ATTEMPT_COLUMNS, rows, (r) => sql`insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, error) select r_id, r_at, r_code, r_latency, r_error from ${r}`),
+    rowsWrite(
+      db,
+      ATTEMPT_COLUMNS,
+      rows,
+      (r) => sql`update webhook_deliveries set
+        attempts = webhook_deliveries.attempts + 1,
+        url = r.r_url,
+        last_status_code = r.r_code,
+        last_error = r.r_error,
+        updated_at = ${sql.lit(now)},
+        status = case when ${ours} then r.r_status else webhook_deliveries.status end,
+        next_attempt_at = case when ${ours} then r.r_next else webhook_deliveries.next_attempt_at end,
+        lease_until = case when webhook_deliveries.lease_until = r.r_lease then null else webhook_deliveries.lease_until end
+        from ${r} where webhook_deliveries.id = r.r_id`,
+    ),
+  ])
 }
 
 /**

@@ -119,12 +119,14 @@ export async function removeWebhookIn(trx: Executor, walletId: number): Promise<
 
 /**
  * The receiver at `url` answered 410 Gone: the wallet's webhook is removed, as by its owner, unless
- * it was replaced meanwhile (then it stays, and so does what is queued for it).
+ * it was replaced meanwhile (then it stays, and so does what is queued for it). True when removed.
  */
-export async function removeGoneWebhook(db: Db, walletId: number, url: string): Promise<void> {
-  await inTransaction(db, async (trx) => {
+export async function removeGoneWebhook(db: Db, walletId: number, url: string): Promise<boolean> {
+  return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])
-    if (await repo.deleteWebhook(trx, walletId, url)) await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed after 410 Gone')
+    if (!(await repo.deleteWebhook(trx, walletId, url))) return false
+    await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed after 410 Gone')
+    return true
   })
 }
 

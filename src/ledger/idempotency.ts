@@ -118,7 +118,10 @@ export class Idempotency {
    * the stored response (throws G003, G004 as above) and otherwise runs it with the record to
    * store. Answers 201 with the transfer's Transaction.
    */
-  once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+  async once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+    // Without a key nothing is compared, so the request is not fingerprinted (a SHA-256 of its
+    // canonical JSON: about 1 % of the service's time in a CPU profile of plain transfers).
+    if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
     return this.answerOnce(walletId, key, fingerprintTransfer(request), async (record) => ({ status: 201, body: await transfer(record) }))
   }
 

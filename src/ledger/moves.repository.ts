@@ -1,12 +1,12 @@
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, nowIso, rowsOf, runWrites, type Write } from '../db/dialect.ts'
+import { anyOf, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
 import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
  * writes. Every statement has the same text whatever the batch size (rows travel as arrays on
- * PostgreSQL, as JSON on SQLite), so both databases prepare and plan each one once.
+ * PostgreSQL; on SQLite a write runs once per row), so both databases prepare and plan each one once.
  *
  * A batch of two transfers (wallet 7 sends 5 gold to wallet 8; wallet 9 sends 2 gold to wallet 8,
  * both with an Idempotency-Key) sends, on PostgreSQL, two statements inside BEGIN … COMMIT:
@@ -50,11 +50,11 @@ import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, typ
  * On SQLite, which has one writer and answers in process, the same batch runs inside
  * BEGIN IMMEDIATE … COMMIT as: the two reads of step 1 without locks (`… from wallets where
  * wallets.id in (select value from json_each(?)) order by wallets.id`, the same for holdings), one
- * read of the largest ids used (`reserveIds`), then each write of step 2 as its own statement with
- * its rows as one JSON parameter: `update holdings set quantity = holdings.quantity + r.quantity
- * from (select value ->> 0 as wallet_id, value ->> 1 as asset_id, value ->> 2 as quantity from
- * json_each(?)) as r where …`, `insert into transactions (…) select … from (select value ->> 0 as
- * id, … from json_each(?)) as r`, and so on for lines, running balances, events, deliveries and idempotency keys.
+ * read of the largest ids used (`reserveIds`), then each write of step 2 as one prepared statement
+ * run once per row (`rowsWrite` in `db/dialect.ts`): `update holdings set quantity =
+ * holdings.quantity + r.quantity, … from (select cast(? as integer) as wallet_id, …) as r where …`,
+ * `insert into transactions (…) select … from (select cast(? as integer) as id, …) as r`, and so
+ * on for lines, running balances, events, deliveries and idempotency keys.
  */
 
 /** A move as the statements see it: its wallets, lines and, with a key, the idempotency record. */
@@ -350,22 +350,27 @@ function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: M
   for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
   const writes: Write[] = []
   if (changed.length > 0) {
-    writes.push({
-      statement: sql`
+    writes.push(
+      rowsWrite(trx, CHANGED_HOLDING_COLUMNS, changed, (r) => sql`
         update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
-        from ${rowsOf(trx, CHANGED_HOLDING_COLUMNS, changed)}
-        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
-    })
+        from ${r}
+        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`),
+    )
   }
   if (created.length === 0) return { writes }
-  writes.push({
-    statement: sql`
-      insert into holdings (wallet_id, asset_id, quantity)
-      select wallet_id, asset_id, quantity from ${rowsOf(trx, HOLDING_COLUMNS, created)} where true
-      on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
-      where holdings.quantity + excluded.quantity between ${-MAX_QUANTITY} and ${MAX_QUANTITY}`,
-    returning: 'wallet_id',
-  })
+  writes.push(
+    rowsWrite(
+      trx,
+      HOLDING_COLUMNS,
+      created,
+      (r) => sql`
+        insert into holdings (wallet_id, asset_id, quantity)
+        select wallet_id, asset_id, quantity from ${r} where true
+        on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
+        where holdings.quantity + excluded.quantity between ${sql.lit(-MAX_QUANTITY)} and ${sql.lit(MAX_QUANTITY)}`,
+      'wallet_id',
+    ),
+  )
   return { writes, created: { index: writes.length - 1, count: created.length } }
 }
 
@@ -385,27 +390,26 @@ function holdWrites(trx: Executor, batch: BatchWrites): { writes: Write[]; settl
     const rows = created.map((h) => [h.id, h.sending_wallet_id, h.receiving_wallet_id, h.memo, JSON.stringify(h.metadata), h.created_at, h.expires_at])
     const lines = created.flatMap((h) => h.assets.map((line) => [h.id, line.asset.id, line.quantity]))
     writes.push(
-      {
-        statement: sql`
-          insert into holds (id, sending_wallet_id, receiving_wallet_id, memo, metadata, status, created_at, expires_at)
-          select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${rowsOf(trx, HOLD_COLUMNS, rows)}`,
-      },
-      {
-        statement: sql`
-          insert into hold_assets (hold_id, asset_id, quantity)
-          select hold_id, asset_id, quantity from ${rowsOf(trx, HOLD_LINE_COLUMNS, lines)}`,
-      },
+      rowsWrite(trx, HOLD_COLUMNS, rows, (r) => sql`
+        insert into holds (id, sending_wallet_id, receiving_wallet_id, memo, metadata, status, created_at, expires_at)
+        select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${r}`),
+      rowsWrite(trx, HOLD_LINE_COLUMNS, lines, (r) => sql`
+        insert into hold_assets (hold_id, asset_id, quantity)
+        select hold_id, asset_id, quantity from ${r}`),
     )
   }
   if (settled.length === 0) return { writes }
   const rows = settled.map((h) => [h.id, h.status, h.settled_at, h.transaction_id])
-  const write: Write = {
-    statement: sql`
+  const write = rowsWrite(
+    trx,
+    SETTLEMENT_COLUMNS,
+    rows,
+    (r) => sql`
       update holds set status = r.status, settled_at = r.settled_at, transaction_id = r.transaction_id
-      from ${rowsOf(trx, SETTLEMENT_COLUMNS, rows)}
+      from ${r}
       where holds.id = r.id and holds.status = 'pending'`,
-    returning: 'holds.id',
-  }
+    'holds.id',
+  )
   writes.push(write)
   return { writes, settled: { write, count: settled.length } }
 }
@@ -445,29 +449,23 @@ function transactionWrites(trx: Executor, recorded: BatchWrites['moves'], bodies
     Object.entries(t.metadata).flatMap(([key, value]) => [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id])),
   )
   const writes: Write[] = [
-    {
-      statement: sql`
-        insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata)
-        select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${rowsOf(trx, TRANSACTION_COLUMNS, rows)}`,
-    },
-    {
-      statement: sql`
-        insert into transaction_assets (transaction_id, asset_id, quantity)
-        select transaction_id, asset_id, quantity from ${rowsOf(trx, LINE_COLUMNS, lines)}`,
-    },
-    {
-      // Balances in time: each holding the move changed, as it stands after it (migration 0010).
-      statement: sql`
-        insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-        select wallet_id, asset_id, created_at, transaction_id, quantity from ${rowsOf(trx, BALANCE_COLUMNS, balances)}`,
-    },
+    rowsWrite(trx, TRANSACTION_COLUMNS, rows, (r) => sql`
+      insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata)
+      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${r}`),
+    rowsWrite(trx, LINE_COLUMNS, lines, (r) => sql`
+      insert into transaction_assets (transaction_id, asset_id, quantity)
+      select transaction_id, asset_id, quantity from ${r}`),
+    // Balances in time: each holding the move changed, as it stands after it (migration 0010).
+    rowsWrite(trx, BALANCE_COLUMNS, balances, (r) => sql`
+      insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+      select wallet_id, asset_id, created_at, transaction_id, quantity from ${r}`),
   ]
   if (tags.length > 0) {
-    writes.push({
-      statement: sql`
+    writes.push(
+      rowsWrite(trx, METADATA_COLUMNS, tags, (r) => sql`
         insert into transaction_metadata (wallet_id, key, value, transaction_id)
-        select wallet_id, key, value, transaction_id from ${rowsOf(trx, METADATA_COLUMNS, tags)}`,
-    })
+        select wallet_id, key, value, transaction_id from ${r}`),
+    )
   }
   return writes
 }
@@ -511,13 +509,16 @@ function idempotencyWrite(trx: Executor, keyed: IdempotencyRow[]): { write: Writ
   if (keyed.length === 0) return undefined
   const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.status, k.body, k.createdAt])
   return {
-    write: {
-      statement: sql`
+    write: rowsWrite(
+      trx,
+      IDEMPOTENCY_COLUMNS,
+      rows,
+      (r) => sql`
         insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
-        select wallet_id, key, request_hash, status_code, response_body, created_at from ${rowsOf(trx, IDEMPOTENCY_COLUMNS, rows)} where true
+        select wallet_id, key, request_hash, status_code, response_body, created_at from ${r} where true
         on conflict (wallet_id, key) do nothing`,
-      returning: 'wallet_id, key',
-    },
+      'wallet_id, key',
+    ),
     check(stored) {
       if (stored.length === keyed.length) return
       const taken = new Set(stored.map((row) => `${Number(row.wallet_id)}:${String(row.key)}`))
