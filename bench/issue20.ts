@@ -34,7 +34,9 @@ export interface Reference {
 
 export interface Issue20Run {
   results: Partial<Record<Issue20Scenario, ScenarioResult>>
+  /** The reference right before the transfers (the issue's), and again right after them: how much the machine moved meanwhile. */
   reference?: Reference
+  referenceAfter?: Reference
   /** Transactions in each wallet's history for the long case. */
   longHistory: number
 }
@@ -73,9 +75,9 @@ export async function runIssue20First(context: Issue20Context): Promise<Issue20R
   log(`${storage}: issue 20: seeded in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   for (const scenario of ['history100', 'balances'] as const) if (context.selected(scenario)) run.results[scenario] = await context.measure(scenario)
   if (context.selected('transfers')) {
-    run.reference = await measureReference(context)
-    log(`${storage}: issue 20: reference ${run.reference.name}: ${run.reference.perSecond.toFixed(0)}/s (${run.reference.detail})`)
+    run.reference = await measureReference(context, 'before')
     run.results.transfers = await context.measure('transfers')
+    run.referenceAfter = await measureReference(context, 'after')
   }
   return run
 }
@@ -98,21 +100,25 @@ export async function runIssue20Second(context: Issue20Context, run: Issue20Run)
   run.results.history100k = await context.measure('history100k')
 }
 
-/** The storage's plain durable loop, for as long as a scenario is measured. */
-async function measureReference(context: Issue20Context): Promise<Reference> {
+/** The storage's plain durable loop, for as long as a scenario is measured (SQLite's on a fresh file each time). */
+async function measureReference(context: Issue20Context, when: 'before' | 'after'): Promise<Reference> {
   const seconds = context.referenceSeconds
+  let reference: Reference
   if (context.server) {
     const result = await runTpcb(context.server, 'pgbench', context.connections, seconds, context.track)
-    return {
+    reference = {
       name: 'pgbench tpcb-like (TPS)',
       perSecond: result.tps,
       detail: `pgbench -s ${PGBENCH_SCALE} -c ${context.connections} -j 2 -T ${seconds} -M prepared, average latency ${result.latencyMs.toFixed(2)} ms`,
     }
+  } else {
+    const dir = path.join(context.dataDir, `reference-${when}`)
+    fs.mkdirSync(dir, { recursive: true })
+    const result = runSqliteLoop(dir, seconds)
+    reference = { name: 'plain SQLite durable loop (commits/s)', perSecond: result.commitsPerSecond, detail: `${result.commits} commits in ${result.seconds.toFixed(1)} s, one thread, WAL, synchronous=FULL` }
   }
-  const dir = path.join(context.dataDir, 'reference')
-  fs.mkdirSync(dir, { recursive: true })
-  const result = runSqliteLoop(dir, seconds)
-  return { name: 'plain SQLite durable loop (commits/s)', perSecond: result.commitsPerSecond, detail: `${result.commits} commits in ${result.seconds.toFixed(1)} s, one thread, WAL, synchronous=FULL` }
+  context.log(`${context.storage}: issue 20: reference ${when} the transfers, ${reference.name}: ${reference.perSecond.toFixed(0)}/s (${reference.detail})`)
+  return reference
 }
 
 /** The issue's table for one storage: figures, ratios, and each target met or missed. */
@@ -138,8 +144,9 @@ export function issue20Rows(storage: string, run: Issue20Run): string[][] {
   const cpu = ratio(history100k?.serviceCpuUs, history100?.serviceCpuUs)
   rows.push(['history page cost, long ÷ short (service CPU)', '', '', `${fixed(cost)} (${fixed(cpu)})`, `≤ ${TARGETS.longHistoryCost}`, verdict(cost === undefined ? undefined : cost <= TARGETS.longHistoryCost)])
   rows.push(['balances (GET /wallet/assets)', perSecond(balances), p99(balances), `${fixed(ratio(balances?.okPerSecond, transfers?.okPerSecond))} × transfers`, '', ''])
-  const reference = run.reference
-  rows.push([reference ? reference.name : 'reference', reference ? `${reference.perSecond.toFixed(0)}/s` : '-', '', '', '', ''])
+  const { reference, referenceAfter } = run
+  const after = referenceAfter ? `${referenceAfter.perSecond.toFixed(0)}/s right after` : ''
+  rows.push([reference ? `${reference.name}, right before` : 'reference', reference ? `${reference.perSecond.toFixed(0)}/s` : '-', '', after, '', ''])
   const beat = ratio(transfers?.okPerSecond, reference?.perSecond)
   rows.push(['transfers ÷ reference', '', '', fixed(beat), `≥ ${TARGETS.transfersPerReference.toFixed(1)}`, verdict(beat === undefined ? undefined : beat >= TARGETS.transfersPerReference)])
   return rows

@@ -578,7 +578,9 @@ function report(runs: StorageRun[]): string {
   for (const run of runs) {
     const measured = [...ISSUE20_SCENARIOS.flatMap((scenario) => run.issue20?.results[scenario] ?? []), ...run.results]
     out.push('', `== ${run.storage} ==`, table(resultRows(measured, run.storage === 'postgres')))
-    if (run.issue20?.reference) out.push(`issue 20 reference: ${run.issue20.reference.name} ${run.issue20.reference.perSecond.toFixed(0)}/s (${run.issue20.reference.detail})`)
+    for (const [when, reference] of [['before', run.issue20?.reference], ['after', run.issue20?.referenceAfter]] as const) {
+      if (reference) out.push(`issue 20 reference ${when} the transfers: ${reference.name} ${reference.perSecond.toFixed(0)}/s (${reference.detail})`)
+    }
     if (run.sweeps.length > 0) out.push('', `-- ${run.storage}: how cost grows --`, table(resultRows(run.sweeps, run.storage === 'postgres')))
     if (run.ladder.length > 0) out.push('', `-- ${run.storage}: what a request costs, by how much of a transfer it runs --`, table(ladderRows(run.ladder, run.storage === 'postgres')))
     const batches = run.results.find((result) => result.scenario === 'batch')

@@ -143,6 +143,9 @@ export async function seedHistoryThroughApi(base: string, user: BenchUser, partn
   }
 }
 
+/** Transactions written per database transaction by `seedHistoryDirectly` (an even number). */
+const CHUNK = 100_000
+
 /**
  * The wallets of the `index`-th pair of transactions `seedHistoryDirectly` writes: every wallet in
  * turn, with a partner further along that moves on each round, so that histories mix partners.
@@ -162,9 +165,6 @@ function pairOf(wallets: number[], index: number): [number, number] {
  * `4 × count / (2n)`, i.e. `count = perWallet × n / 2`.
  * No events: the outbox only matters for new transfers.
  */
-/** Transactions written per database transaction by `seedHistoryDirectly` (an even number). */
-const CHUNK = 100_000
-
 export async function seedHistoryDirectly(storage: { dataDir: string } | { databaseUrl: string }, wallets: number[], assetIds: number[], count: number): Promise<void> {
   if (count % 2 !== 0) throw new Error('history length must be even to keep holdings unchanged')
   if (wallets.length < 2) throw new Error('history needs two wallets or more')
@@ -216,30 +216,30 @@ export async function seedHistoryDirectly(storage: { dataDir: string } | { datab
     // The same pairs and asset sets as above, in SQL ($1 wallets, $2 assets, both 1-based arrays),
     // transactions $5 to $5 + $4 - 1 (each chunk starts with every holding as it stands).
     for (let start = 0; start < count; start += CHUNK) {
-    await client.query(
-      `with pairs as (
-         select g, ((g / 2) % n) + 1 as first, (((g / 2) % n) + 1 + ((g / 2) / n) % (n - 1)) % n + 1 as second
-         from generate_series($5::int, $5::int + $4::int - 1) as g, (select cardinality($1::bigint[]) as n) as size),
-       sides as (
-         select g, case when g % 2 = 0 then $1[first] else $1[second] end as sender, case when g % 2 = 0 then $1[second] else $1[first] end as receiver
-         from pairs),
-       inserted as (
-         insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at)
-         select sender, receiver, 'history', $3 from sides order by g
-         returning id, sending_wallet_id, receiving_wallet_id),
-       lines as (
-         select inserted.*, $2[k] as asset_id from inserted,
-           generate_series(1, 1 + ((sending_wallet_id + receiving_wallet_id) % cardinality($2::bigint[]))::int) as k),
-       written as (insert into transaction_assets (transaction_id, asset_id, quantity) select id, asset_id, 1 from lines)
-       -- Balances in time: each side's holding after each transaction, from where it stands now.
-       insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-       select moves.wallet_id, moves.asset_id, $3, moves.id,
-         coalesce((select quantity from holdings where holdings.wallet_id = moves.wallet_id and holdings.asset_id = moves.asset_id), 0)
-           + sum(moves.delta) over (partition by moves.wallet_id, moves.asset_id order by moves.id rows unbounded preceding)
-       from (select sending_wallet_id as wallet_id, asset_id, id, -1 as delta from lines
-             union all select receiving_wallet_id, asset_id, id, 1 from lines) as moves`,
-      [wallets, assetIds, createdAt, Math.min(CHUNK, count - start), start],
-    )
+      await client.query(
+        `with pairs as (
+           select g, ((g / 2) % n) + 1 as first, (((g / 2) % n) + 1 + ((g / 2) / n) % (n - 1)) % n + 1 as second
+           from generate_series($5::int, $5::int + $4::int - 1) as g, (select cardinality($1::bigint[]) as n) as size),
+         sides as (
+           select g, case when g % 2 = 0 then $1[first] else $1[second] end as sender, case when g % 2 = 0 then $1[second] else $1[first] end as receiver
+           from pairs),
+         inserted as (
+           insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at)
+           select sender, receiver, 'history', $3 from sides order by g
+           returning id, sending_wallet_id, receiving_wallet_id),
+         lines as (
+           select inserted.*, $2[k] as asset_id from inserted,
+             generate_series(1, 1 + ((sending_wallet_id + receiving_wallet_id) % cardinality($2::bigint[]))::int) as k),
+         written as (insert into transaction_assets (transaction_id, asset_id, quantity) select id, asset_id, 1 from lines)
+         -- Balances in time: each side's holding after each transaction, from where it stands now.
+         insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+         select moves.wallet_id, moves.asset_id, $3, moves.id,
+           coalesce((select quantity from holdings where holdings.wallet_id = moves.wallet_id and holdings.asset_id = moves.asset_id), 0)
+             + sum(moves.delta) over (partition by moves.wallet_id, moves.asset_id order by moves.id rows unbounded preceding)
+         from (select sending_wallet_id as wallet_id, asset_id, id, -1 as delta from lines
+               union all select receiving_wallet_id, asset_id, id, 1 from lines) as moves`,
+        [wallets, assetIds, createdAt, Math.min(CHUNK, count - start), start],
+      )
     }
     // What autovacuum would do within a minute of such an insert; done now so that it does not
     // run during the scenarios that follow.

@@ -115,6 +115,17 @@ describe(`batched moves (${STORAGE})`, () => {
     assert.deepEqual(deliveries, [{ event_id: events[1].id, wallet_id: b.walletId, status: 'pending' }])
   })
 
+  it('gives every event an id of its own, also past a refill of the random pool (409 events)', async () => {
+    const [a, b] = [await fundedUser(t, [[gold, 300]]), await createUser(t.app)]
+    const outcomes = await apply(Array.from({ length: 300 }, () => move(a, b, [{ asset: gold, quantity: 1 }])))
+    assert.ok(outcomes.every((outcome) => outcome.ok))
+    const events = await db.selectFrom('events').select('event_id').where('wallet_id', 'in', [a.walletId, b.walletId]).where('type', 'like', 'transaction.%').execute()
+    const ids = events.map((event) => event.event_id)
+    assert.equal(ids.length, 600 + 1)
+    assert.equal(new Set(ids).size, ids.length)
+    for (const id of ids) assert.match(id, /^evt_[0-9a-f]{32}$/)
+  })
+
   it('rolls back a batch whose Idempotency-Key was stored meanwhile and names the move', async () => {
     const [a, b] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app)]
     const now = new Date().toISOString()
