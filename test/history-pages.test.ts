@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import type { ListQuery } from '../src/ledger/history.service.ts'
 import type { Metadata, Transaction, TransactionKind } from '../src/ledger/ledger.types.ts'
 import { labelWallets, linesByOwner, toTransaction } from '../src/ledger/transactions.repository.ts'
 import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
@@ -118,18 +119,8 @@ async function reference(): Promise<{ transaction: Transaction; metadata: Metada
   })
 }
 
-interface Filter {
-  limit: number
-  offset?: number
-  before?: number
-  after?: number
-  asset?: string
-  direction?: 'sent' | 'received'
-  since?: string
-  until?: string
-  kind?: TransactionKind
-  metadata?: [string, string][]
-}
+/** The query of a page (`history.service.ts` ListQuery) with its page size always given. */
+type Filter = ListQuery & { limit: number }
 
 function queryOf(filter: Filter): string {
   const params = new URLSearchParams()

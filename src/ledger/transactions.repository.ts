@@ -270,8 +270,11 @@ function tupleOf(array: string, aggregate: string, metadata: string): string {
   return `${array}(page.id, page.sending_wallet_id, page.receiving_wallet_id, ${address('sending_wallet_id')}, ${address('receiving_wallet_id')}, ${username('sending_wallet_id')}, ${username('receiving_wallet_id')}, page.created_at, page.memo, page.kind, page.reverses, page.hold_id, ${metadata}, ${lines})`
 }
 
+function label(address: string | null, username: string | null): WalletLabel | undefined {
+  return address === null ? undefined : username === null ? { address } : { address, username }
+}
+
 function fromTuple([id, sendingWalletId, receivingWalletId, sendingAddress, receivingAddress, sendingUsername, receivingUsername, createdAt, memo, kind, reverses, holdId, metadata, lines]: TransactionTuple): Transaction {
-  const label = (address: string | null, username: string | null): WalletLabel | undefined => (address === null ? undefined : username === null ? { address } : { address, username })
   const assets: Line[] = (lines ?? [])
     .map(([quantity, assetId, name, value]) => ({ quantity, asset: { id: assetId, name, value } satisfies Asset }))
     .sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
