@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
 import type { Executor } from '../src/db/database.ts'
 import { holdRow, nowIso } from '../src/db/dialect.ts'
-import { upsertWebhook } from '../src/events/webhooks.repository.ts'
+import { recordAttempts, upsertWebhook } from '../src/events/webhooks.repository.ts'
 import { outbox } from '../src/events/outbox.ts'
 import { takeWalletTurns } from '../src/ledger/ledger.service.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
@@ -412,6 +412,61 @@ describe('webhook delivery', () => {
     const requests = await waitAt('/frank', 2)
     assert.ok(requests[1].at >= Date.parse(leaseUntil) - 5, `taken over ${Date.parse(leaseUntil) - requests[1].at} ms before the lease ended`)
     assert.equal(requests[1].headers['webhook-id'], requests[0].headers['webhook-id'])
+  })
+
+  it("writes a round's attempts in one set, each moved on only while it is pending under that attempt's lease", async () => {
+    const grace = await createUser(t.app)
+    await setWebhook(t, grace, `${receiver.url}/grace`)
+    only('/grace', () => ({ status: 200 }))
+    for (let i = 0; i < 4; i++) await transfer(t, alice, grace.username, { gold: 1 })
+    const rows = (await settled(t, grace, 4)).sort((a: { id: number }, b: { id: number }) => a.id - b.id)
+    const [ours, cancelled, another, released] = rows.map((row: { id: number }) => row.id)
+    // Leases far ahead and nothing due, so the worker leaves these rows alone meanwhile.
+    const ourLease = new Date(Date.now() + 60_000).toISOString()
+    const theirLease = new Date(Date.now() + 61_000).toISOString()
+    const later = new Date(Date.now() + 60_000).toISOString()
+    const db = t.database.db
+    const set = (id: number, status: string, lease: string) => db.updateTable('webhook_deliveries').set({ status, lease_until: lease, next_attempt_at: later }).where('id', '=', id).execute()
+    await set(ours, 'pending', ourLease)
+    await set(cancelled, 'cancelled', ourLease)
+    await set(another, 'pending', theirLease)
+    await set(released, 'pending', ourLease)
+    const attempt = (deliveryId: number, statusCode: number, next?: { status: 'delivered'; nextAttemptAt: null }) => ({
+      deliveryId,
+      leaseUntil: ourLease,
+      url: `${receiver.url}/grace`,
+      attemptedAt: nowIso(),
+      statusCode,
+      latencyMs: 7,
+      error: null,
+      next,
+    })
+    const delivered = { status: 'delivered' as const, nextAttemptAt: null }
+    await recordAttempts(db, [attempt(ours, 201, delivered), attempt(cancelled, 202, delivered), attempt(another, 203, delivered), attempt(released, 204)], nowIso())
+    const after = new Map(
+      (await db.selectFrom('webhook_deliveries').select(['id', 'status', 'attempts', 'lease_until', 'next_attempt_at', 'last_status_code']).where('wallet_id', '=', grace.walletId).execute()).map((row) => [Number(row.id), row]),
+    )
+    const logged = await db.selectFrom('webhook_attempts').select(['delivery_id', 'status_code', 'latency_ms']).where('status_code', 'in', [201, 202, 203, 204]).execute()
+    // Every attempt is counted and logged, whatever became of its delivery meanwhile.
+    for (const [id, code] of [[ours, 201], [cancelled, 202], [another, 203], [released, 204]]) {
+      assert.equal(after.get(id)?.attempts, 2, `delivery ${id}`)
+      assert.equal(after.get(id)?.last_status_code, code)
+      assert.deepEqual(logged.filter((row) => Number(row.delivery_id) === id).map((row) => [Number(row.status_code), Number(row.latency_ms)]), [[code, 7]])
+    }
+    // Pending under our lease: moved on, lease dropped.
+    assert.equal(after.get(ours)?.status, 'delivered')
+    assert.equal(after.get(ours)?.lease_until, null)
+    // Cancelled meanwhile: stays cancelled, our lease dropped.
+    assert.equal(after.get(cancelled)?.status, 'cancelled')
+    assert.equal(after.get(cancelled)?.lease_until, null)
+    // Leased again by another instance: left as it is, its lease kept.
+    assert.equal(after.get(another)?.status, 'pending')
+    assert.equal(after.get(another)?.lease_until, theirLease)
+    // Given back (shutdown): still pending and due as it was, lease dropped.
+    assert.equal(after.get(released)?.status, 'pending')
+    assert.equal(after.get(released)?.next_attempt_at, later)
+    assert.equal(after.get(released)?.lease_until, null)
+    await db.updateTable('webhook_deliveries').set({ status: 'delivered', lease_until: null, next_attempt_at: null }).where('wallet_id', '=', grace.walletId).execute()
   })
 })
 

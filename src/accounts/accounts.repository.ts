@@ -1,8 +1,8 @@
-import { sql } from 'kysely'
-import { coalescedPer } from '../db/coalesce.ts'
+import { sql, type Selectable } from 'kysely'
+import { coalescedPer, coalescedStatement } from '../db/coalesce.ts'
 import type { Executor } from '../db/database.ts'
 import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
-import type { UserRow } from '../db/tables.ts'
+import type { UserRow, UserSessionsTable } from '../db/tables.ts'
 
 export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
   return db
@@ -69,12 +69,13 @@ const SESSION_COLUMNS = ['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_
  * The user session with this token hash, live or not. Lookups of concurrent requests share one
  * query (`coalesce.ts`): every authenticated request makes one.
  */
-const userSessionByHash = coalescedPer(async (db: Executor, hashes: string[]) => {
-  const rows = await db.selectFrom('user_sessions').select(SESSION_COLUMNS).where(anyOf(db, sql.ref('token_hash'), hashes, 'text')).execute()
-  return new Map(rows.map((row) => [row.token_hash, row]))
-})
+const userSessionByHash = coalescedStatement(
+  `select ${SESSION_COLUMNS.join(', ')} from user_sessions where token_hash = $keys`,
+  'text',
+  (row: UserSessionRow) => row.token_hash,
+)
 
-export type UserSessionRow = Awaited<ReturnType<typeof findUserSessionById>> & {}
+export type UserSessionRow = Pick<Selectable<UserSessionsTable>, (typeof SESSION_COLUMNS)[number]>
 
 export function findUserSessionByTokenHash(db: Executor, tokenHash: string): Promise<UserSessionRow | undefined> {
   return userSessionByHash(db, tokenHash)

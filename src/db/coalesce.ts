@@ -1,4 +1,5 @@
 import DataLoader from 'dataloader'
+import { CompiledQuery } from 'kysely'
 import type { Executor } from './database.ts'
 import { isPostgres } from './dialect.ts'
 
@@ -34,4 +35,25 @@ export function coalescedPer<K, V>(load: (db: Executor, keys: K[]) => Promise<Ma
     if (!lookup) lookups.set(db, (lookup = coalesced(db, (keys) => load(db, keys))))
     return lookup(key)
   }
+}
+
+/**
+ * `coalescedPer` for a lookup written once as SQL text, one per dialect, where `$keys` stands for
+ * the keys (`value` of `json_each(?)` on SQLite, `any($1::<type>[])` on PostgreSQL, as `anyOf` in
+ * dialect.ts writes them). Every authenticated request makes such a lookup: building and compiling
+ * it with Kysely's query builder each time cost more CPU than SQLite took to answer it
+ * (`docs/performance.md#read-path-one-statement-per-page`).
+ */
+export function coalescedStatement<K extends string | number, Row>(
+  text: string,
+  type: 'bigint' | 'text',
+  keyOf: (row: Row) => K,
+): (db: Executor, key: K) => Promise<Row | undefined> {
+  const sqlite = text.replace('$keys', '(select value from json_each(?))')
+  const postgres = text.replace('$keys', `any($1::${type}[])`)
+  return coalescedPer(async (db: Executor, keys: K[]) => {
+    const query = isPostgres(db) ? CompiledQuery.raw(postgres, [keys]) : CompiledQuery.raw(sqlite, [JSON.stringify(keys)])
+    const { rows } = await db.executeQuery<Row>(query)
+    return new Map(rows.map((row) => [keyOf(row), row]))
+  })
 }

@@ -3,7 +3,7 @@ import client from 'prom-client'
 import type { Transaction } from 'kysely'
 import { Agent, request, type Dispatcher } from 'undici'
 import type { Config } from '../config.ts'
-import type { Database } from '../db/database.ts'
+import type { Database, Executor } from '../db/database.ts'
 import type { DB } from '../db/tables.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import { Backoff } from '../db/faults.ts'
@@ -66,8 +66,16 @@ type AttemptEnd = { claim: repo.Claim } & ({ kind: 'attempted' | 'released'; url
 /** A claimed delivery about to be attempted, with what the attempt needs (undefined when the row is gone). */
 type Launch = repo.Claim & { origin: string; work: repo.DeliveryWork | undefined }
 
-/** An attempt's end, queued, with what tells its attempt that it has been written. */
-type Ended = AttemptEnd & { written: () => void }
+/**
+ * An attempt's end, queued, with what tells its attempt that it has been written; `removalFailed`
+ * when it answered 410 and the webhook's removal failed (then a round writes it like any other).
+ */
+type Ended = AttemptEnd & { written: () => void; removalFailed?: true }
+
+/** The receiver answered 410 Gone: the outcome is written with the webhook's removal, not in the round. */
+function goneAnswer(end: Ended): end is Ended & { kind: 'attempted' } {
+  return end.kind === 'attempted' && end.outcome.statusCode === 410 && !end.removalFailed
+}
 
 /**
  * The least time between the starts of two rounds. Each round that moves anything is a commit; on
@@ -268,7 +276,7 @@ export class DeliveryWorker {
       else
         claims = await inTransaction(this.db, async (trx) => {
           await repo.startRound(trx, { claims: free > 0 })
-          await this.write(trx, ended)
+          await this.write(trx, ended.filter((end) => !goneAnswer(end)))
           return free > 0 ? this.claim(trx, free) : []
         })
     } catch (error) {
@@ -281,17 +289,29 @@ export class DeliveryWorker {
     /** `wallet url` of the webhooks removed below: what was just claimed for them is not sent. */
     const gone = new Set<string>()
     for (const end of ended) {
-      // The receiver says this endpoint is gone for good: the webhook is removed (unless it was
-      // replaced meanwhile) and everything still queued for it stopped, in a transaction of its own
-      // that waits for the wallet's moves in progress. Should that fail, the next 410 tries again.
-      if (end.kind === 'attempted' && end.outcome.statusCode === 410) {
-        const removed = await removeGoneWebhook(this.db, end.claim.wallet_id, end.url).catch((error) => {
-          this.log.warn({ err: error, wallet: end.claim.wallet_id }, 'webhook worker: removing a webhook gone (410) failed')
-          return false
-        })
-        if (removed) gone.add(`${end.claim.wallet_id} ${end.url}`)
+      if (!goneAnswer(end)) {
+        end.written()
+        continue
       }
-      end.written()
+      // The receiver says this endpoint is gone for good: the attempt's outcome, the webhook's
+      // removal (unless it was replaced meanwhile) and the cancellation of everything still queued
+      // for it commit together, in a transaction of their own that waits for the wallet's moves in
+      // progress; so the delivery never reads failed while the webhook is still set. Should that
+      // fail, the next round writes the outcome alone, and the next 410 tries the removal again.
+      const walletId = end.claim.wallet_id
+      const removed = await removeGoneWebhook(this.db, walletId, end.url, (trx) => this.write(trx, [end])).then(
+        (removed) => {
+          end.written()
+          return removed
+        },
+        (error) => {
+          this.log.warn({ err: error, wallet: walletId }, 'webhook worker: removing a webhook gone (410) failed')
+          this.ended.push({ ...end, removalFailed: true })
+          this.again = true
+          return false
+        },
+      )
+      if (removed) gone.add(`${walletId} ${end.url}`)
     }
     for (const claim of claims) {
       // Its work was read before that removal: it ends as cancelled, as it would have read it after.
@@ -427,7 +447,7 @@ export class DeliveryWorker {
    * counted on their deliveries, in one statement for all (`repo.recordAttempts`); a delivery
    * found cancelled before anything was sent (its webhook removed), settled on its own (rare).
    */
-  private async write(trx: Transaction<DB>, ended: Ended[]): Promise<void> {
+  private async write(trx: Executor, ended: Ended[]): Promise<void> {
     const now = nowIso()
     const attempts: repo.AttemptRecord[] = []
     for (const end of ended) {

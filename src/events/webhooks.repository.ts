@@ -207,10 +207,10 @@ function dueOrigins(db: Executor, now: string) {
 }
 
 /**
- * The claim's view, under the claims' lock (`startRound`): the origins with deliveries due (`listDueOrigins`), each
- * with the deliveries in flight to it on any instance (under a lease not yet expired, counted per
- * origin of their wallet's webhook). One statement (a `union all` of the two counts), where two
- * cost a round trip more per round on PostgreSQL.
+ * The claim's view, under the claims' lock (`startRound`): the origins with deliveries due
+ * (`listDueOrigins`), and the deliveries in flight to each origin on any instance (under a lease
+ * not yet expired, counted per origin of their wallet's webhook). One statement (a `union all` of
+ * the two counts), where two cost a round trip more per round on PostgreSQL.
  */
 export async function findDueOriginsAndLeases(db: Executor, now: string): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
   const rows = await dueOrigins(db, now)

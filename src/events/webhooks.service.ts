@@ -119,11 +119,14 @@ export async function removeWebhookIn(trx: Executor, walletId: number): Promise<
 
 /**
  * The receiver at `url` answered 410 Gone: the wallet's webhook is removed, as by its owner, unless
- * it was replaced meanwhile (then it stays, and so does what is queued for it). True when removed.
+ * it was replaced meanwhile (then it stays, and so does what is queued for it). `withIt` writes in
+ * the same transaction (the worker: that attempt's outcome, so that the delivery reads failed only
+ * once the webhook is gone). True when removed.
  */
-export async function removeGoneWebhook(db: Db, walletId: number, url: string): Promise<boolean> {
+export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt?: (trx: Executor) => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])
+    await withIt?.(trx)
     if (!(await repo.deleteWebhook(trx, walletId, url))) return false
     await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed after 410 Gone')
     return true

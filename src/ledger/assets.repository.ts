@@ -1,7 +1,7 @@
 import type { Executor } from '../db/database.ts'
-import { sql } from 'kysely'
+import { CompiledQuery, sql } from 'kysely'
 import { coalescedPer } from '../db/coalesce.ts'
-import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
+import { anyOf, forUpdate, holdRow, isPostgres, nowIso } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
 import { compareAssetNames, MINT_WALLET_ID, type Asset } from './ledger.types.ts'
 import { findHeld, holdingKey } from './moves.repository.ts'
@@ -100,14 +100,19 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
  * each with what pending, unexpired holds reserve of it (`held`; a held holding has a quantity
  * of at least what is held, so it is listed even when nothing of it is free).
  */
+/**
+ * The text of `listHoldings`' query, written once per dialect: GET /wallet/assets is polled by
+ * every dashboard, and building and compiling the query with Kysely on every call cost about as
+ * much CPU as SQLite took to answer it (`docs/performance.md#read-path-one-statement-per-page`).
+ */
+const HOLDINGS_SQLITE =
+  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and h.quantity > 0'
+const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
+
+type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & { quantity: number; wallet_id: number; asset_id: number; held: number }
+
 export async function listHoldings(db: Executor, walletId: number) {
-  const rows = await db
-    .selectFrom('holdings')
-    .innerJoin('assets', 'assets.id', 'holdings.asset_id')
-    .select(['assets.id', 'assets.name', 'assets.value', 'holdings.quantity', 'holdings.wallet_id', 'holdings.asset_id', 'holdings.held'])
-    .where('holdings.wallet_id', '=', walletId)
-    .where('holdings.quantity', '>', 0)
-    .execute()
+  const { rows } = await db.executeQuery<HoldingRow>(CompiledQuery.raw(isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId]))
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
   const held = await findHeld(db, rows)
   return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: held.get(holdingKey(walletId, row.id)) ?? 0 }))

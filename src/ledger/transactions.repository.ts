@@ -1,8 +1,8 @@
-import { sql, type Expression, type ExpressionBuilder, type Selectable, type SqlBool } from 'kysely'
+import { CompiledQuery } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import type { DB, TransactionsTable } from '../db/tables.ts'
+import { isPostgres } from '../db/dialect.ts'
 import { toAsset } from './assets.repository.ts'
-import { compareAssetNames, JOURNAL_SCOPE, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
+import { compareAssetNames, JOURNAL_SCOPE, type Asset, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
 
 /** SQL that reads recorded transactions (a wallet's history); the write path is `moves.repository.ts`. */
 
@@ -33,8 +33,10 @@ export interface TransactionFields {
 }
 
 export function toTransaction(row: TransactionFields, lines: Line[], labels: Map<number, WalletLabel>): Transaction {
-  const sender = labels.get(row.sending_wallet_id)
-  const receiver = labels.get(row.receiving_wallet_id)
+  return shapeTransaction(row, lines, labels.get(row.sending_wallet_id), labels.get(row.receiving_wallet_id))
+}
+
+function shapeTransaction(row: TransactionFields, lines: Line[], sender: WalletLabel | undefined, receiver: WalletLabel | undefined): Transaction {
   // Fields in the order of the stored answers (`body`), which migration 0008 extended at the end.
   return {
     id: row.id,
@@ -55,10 +57,6 @@ export function toTransaction(row: TransactionFields, lines: Line[], labels: Map
   }
 }
 
-/** The columns `hydrate` turns into Transactions. */
-const STORED_FIELDS = ['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'created_at', 'kind', 'reverses', 'hold_id', 'metadata'] as const
-type StoredFields = Pick<Selectable<TransactionsTable>, (typeof STORED_FIELDS)[number]>
-
 export interface TransactionFilter {
   walletId: number
   limit: number
@@ -77,6 +75,43 @@ export interface TransactionFilter {
 /** What every page query of history filters on besides its wallet and its id range. */
 type Narrowing = Pick<TransactionFilter, 'assetId' | 'since' | 'until' | 'kind' | 'metadata'>
 
+type Page = { transactions: Transaction[]; more: boolean }
+
+/**
+ * The text and parameters of one statement, written by hand for the executor's dialect (`?` on
+ * SQLite, `$n` on PostgreSQL). The page queries are the hot read of the service: building them
+ * with Kysely's query builder and compiling them cost more CPU than SQLite took to run them
+ * (`docs/performance.md#read-path-one-statement-per-page`). `param` returns the placeholder of
+ * the value it appends, so the text is written in the order of its parameters.
+ */
+class Statement {
+  readonly params: unknown[] = []
+  readonly postgres: boolean
+
+  constructor(db: Executor) {
+    this.postgres = isPostgres(db)
+  }
+
+  param(value: unknown): string {
+    this.params.push(value)
+    return this.postgres ? `$${this.params.length}` : '?'
+  }
+
+  /**
+   * A row count (LIMIT, OFFSET) written into the text. SQLite ran a page with its counts written
+   * out three times faster than with them as parameters (it then knows how few rows each ordered
+   * part needs); the counts are a few (page sizes 1-100 and 200, offsets mostly 0), so the kept
+   * statements stay few.
+   */
+  count(value: number): string {
+    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`not a row count: ${value}`)
+    return String(value)
+  }
+}
+
+/** The columns of `transactions` a page selection answers, for `pageOf`. */
+const STORED_FIELDS = 't.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, t.kind, t.reverses, t.hold_id, t.metadata'
+
 /**
  * One page of a wallet's transactions, newest first, plus whether more exist; the one query of
  * history (the JSON list, the admin's view of a wallet and the CSV statement page through it).
@@ -87,44 +122,36 @@ type Narrowing = Pick<TransactionFilter, 'assetId' | 'since' | 'until' | 'kind' 
  * - by metadata: through the (wallet, key, value, transaction) key of `transaction_metadata`,
  *   which holds a row for each side, so one walk covers both.
  */
-export async function listTransactions(db: Executor, filter: TransactionFilter): Promise<{ transactions: Transaction[]; more: boolean }> {
+export function listTransactions(db: Executor, filter: TransactionFilter): Promise<Page> {
   if (filter.metadata && filter.metadata.length > 0) return pageByMetadata(db, filter.walletId, filter, filter.direction)
+  const q = new Statement(db)
   const take = filter.offset + filter.limit + 1
   const rareKind = filter.kind !== undefined && filter.kind !== 'transfer' ? filter.kind : undefined
   const side = (column: 'sending_wallet_id' | 'receiving_wallet_id') => {
-    // The wallet is bounded as a range of (wallet, id) pairs, not `wallet = ?`: given an equality,
-    // PostgreSQL may instead walk the primary key backwards, through every newer transaction of
-    // other wallets, when this wallet holds a large share of all rows (measured in bench/). The
-    // same with a kind other than transfer, as (wallet, kind, id) triples.
     const { walletId, before, after } = filter
     const upTo = before === undefined ? '<=' : '<'
     const last = before ?? Number.MAX_SAFE_INTEGER
-    const query = db
-      .selectFrom('transactions')
-      .select(STORED_FIELDS)
-      .where((eb) =>
+    let range: string
+    if (q.postgres) {
+      // The wallet is bounded as a range of (wallet, id) pairs, not `wallet = ?`: given an
+      // equality, PostgreSQL may instead walk the primary key backwards, through every newer
+      // transaction of other wallets, when this wallet holds a large share of all rows (measured
+      // in bench/). The same with a kind other than transfer, as (wallet, kind, id) triples.
+      range =
         rareKind === undefined
-          ? eb.and([eb(eb.refTuple(column, 'id'), '>', eb.tuple(walletId, after ?? 0)), eb(eb.refTuple(column, 'id'), upTo, eb.tuple(walletId, last))])
-          : eb.and([eb(eb.refTuple(column, 'kind', 'id'), '>', eb.tuple(walletId, rareKind, after ?? 0)), eb(eb.refTuple(column, 'kind', 'id'), upTo, eb.tuple(walletId, rareKind, last)), NOT_TRANSFER]),
-      )
-      .where((eb) => eb.and(narrowing(eb, filter)))
-    const ordered = rareKind === undefined ? query.orderBy(column, 'desc') : query.orderBy(column, 'desc').orderBy('kind', 'desc')
-    return db.selectFrom(ordered.orderBy('id', 'desc').limit(take).as(column === 'sending_wallet_id' ? 'sent' : 'received')).selectAll()
+          ? `(t.${column}, t.id) > (${q.param(walletId)}, ${q.param(after ?? 0)}) and (t.${column}, t.id) ${upTo} (${q.param(walletId)}, ${q.param(last)})`
+          : `(t.${column}, t.kind, t.id) > (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(after ?? 0)}) and (t.${column}, t.kind, t.id) ${upTo} (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(last)}) and ${NOT_TRANSFER}`
+    } else {
+      // SQLite seeks the same index entries with an equality, and ran the page twice as fast so.
+      range = `t.${column} = ${q.param(walletId)}`
+      if (rareKind !== undefined) range += ` and t.kind = ${q.param(rareKind)} and ${NOT_TRANSFER}`
+      range += ` and t.id > ${q.param(after ?? 0)} and t.id ${upTo} ${q.param(last)}`
+    }
+    const order = rareKind === undefined ? `t.${column} desc, t.id desc` : `t.${column} desc, t.kind desc, t.id desc`
+    return `select * from (select ${STORED_FIELDS} from transactions t where ${[range, ...narrowing(q, filter)].join(' and ')} order by ${order} limit ${q.count(take)}) as ${column === 'sending_wallet_id' ? 'sent' : 'received'}`
   }
-  const query =
-    filter.direction === 'sent'
-      ? side('sending_wallet_id')
-      : filter.direction === 'received'
-        ? side('receiving_wallet_id')
-        : side('sending_wallet_id').unionAll(side('receiving_wallet_id'))
-  const rows = await db
-    .selectFrom(query.as('page'))
-    .selectAll()
-    .orderBy('id', 'desc')
-    .limit(filter.limit + 1)
-    .offset(filter.offset)
-    .execute()
-  return page(db, rows, filter.limit)
+  const sides = filter.direction === 'sent' ? side('sending_wallet_id') : filter.direction === 'received' ? side('receiving_wallet_id') : `${side('sending_wallet_id')} union all ${side('receiving_wallet_id')}`
+  return pageOf(db, q, `select * from (${sides}) as page order by id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`, filter.limit)
 }
 
 /**
@@ -132,25 +159,15 @@ export async function listTransactions(db: Executor, filter: TransactionFilter):
  * planners use such an index only for a query that states it (SQLite matches its terms as written;
  * PostgreSQL cannot prove it from a parameter).
  */
-const NOT_TRANSFER = sql<SqlBool>`kind <> 'transfer'`
+const NOT_TRANSFER = `kind <> 'transfer'`
 
-/** The conditions of the filters other than the wallet and the id range. */
-function narrowing(eb: ExpressionBuilder<DB, 'transactions'>, filter: Narrowing): Expression<SqlBool>[] {
-  const conditions: Expression<SqlBool>[] = []
-  if (filter.since !== undefined) conditions.push(eb('transactions.created_at', '>=', filter.since))
-  if (filter.until !== undefined) conditions.push(eb('transactions.created_at', '<=', filter.until))
-  if (filter.kind !== undefined) conditions.push(eb('transactions.kind', '=', filter.kind))
-  if (filter.assetId !== undefined) {
-    conditions.push(
-      eb.exists(
-        eb
-          .selectFrom('transaction_assets')
-          .select(sql`1`.as('one'))
-          .whereRef('transaction_assets.transaction_id', '=', 'transactions.id')
-          .where('transaction_assets.asset_id', '=', filter.assetId),
-      ),
-    )
-  }
+/** The conditions of the filters other than the wallet and the id range, on `transactions t`. */
+function narrowing(q: Statement, filter: Narrowing): string[] {
+  const conditions: string[] = []
+  if (filter.since !== undefined) conditions.push(`t.created_at >= ${q.param(filter.since)}`)
+  if (filter.until !== undefined) conditions.push(`t.created_at <= ${q.param(filter.until)}`)
+  if (filter.kind !== undefined) conditions.push(`t.kind = ${q.param(filter.kind)}`)
+  if (filter.assetId !== undefined) conditions.push(`exists (select 1 from transaction_assets ta where ta.transaction_id = t.id and ta.asset_id = ${q.param(filter.assetId)})`)
   return conditions
 }
 
@@ -159,44 +176,21 @@ function narrowing(eb: ExpressionBuilder<DB, 'transactions'>, filter: Narrowing)
  * carry every metadata entry of the filter: walks the first entry's (scope, key, value,
  * transaction) key backwards and probes that key once per further entry.
  */
-async function pageByMetadata(db: Executor, scope: number, filter: Omit<TransactionFilter, 'walletId'>, direction?: 'sent' | 'received') {
+function pageByMetadata(db: Executor, scope: number, filter: Omit<TransactionFilter, 'walletId'>, direction?: 'sent' | 'received'): Promise<Page> {
   const [[key, value], ...others] = filter.metadata ?? []
-  let query = db
-    .selectFrom('transaction_metadata as m')
-    .innerJoin('transactions', 'transactions.id', 'm.transaction_id')
-    .select(STORED_FIELDS.map((field) => `transactions.${field}` as const))
-    .where('m.wallet_id', '=', scope)
-    .where('m.key', '=', key)
-    .where('m.value', '=', value)
-    .where((eb) => eb.and(narrowing(eb, filter)))
-  if (filter.after !== undefined) query = query.where('m.transaction_id', '>', filter.after)
-  if (filter.before !== undefined) query = query.where('m.transaction_id', '<', filter.before)
-  if (direction === 'sent') query = query.where('transactions.sending_wallet_id', '=', scope)
-  if (direction === 'received') query = query.where('transactions.receiving_wallet_id', '=', scope)
+  const q = new Statement(db)
+  const conditions = [`m.wallet_id = ${q.param(scope)}`, `m.key = ${q.param(key)}`, `m.value = ${q.param(value)}`, ...narrowing(q, filter)]
+  if (filter.after !== undefined) conditions.push(`m.transaction_id > ${q.param(filter.after)}`)
+  if (filter.before !== undefined) conditions.push(`m.transaction_id < ${q.param(filter.before)}`)
+  if (direction === 'sent') conditions.push(`t.sending_wallet_id = ${q.param(scope)}`)
+  if (direction === 'received') conditions.push(`t.receiving_wallet_id = ${q.param(scope)}`)
   for (const [otherKey, otherValue] of others) {
-    query = query.where((eb) =>
-      eb.exists(
-        eb
-          .selectFrom('transaction_metadata as o')
-          .select(sql`1`.as('one'))
-          .where('o.wallet_id', '=', scope)
-          .where('o.key', '=', otherKey)
-          .where('o.value', '=', otherValue)
-          .whereRef('o.transaction_id', '=', 'm.transaction_id'),
-      ),
+    conditions.push(
+      `exists (select 1 from transaction_metadata o where o.wallet_id = ${q.param(scope)} and o.key = ${q.param(otherKey)} and o.value = ${q.param(otherValue)} and o.transaction_id = m.transaction_id)`,
     )
   }
-  const rows = await query
-    .orderBy('m.transaction_id', 'desc')
-    .limit(filter.limit + 1)
-    .offset(filter.offset)
-    .execute()
-  return page(db, rows, filter.limit)
-}
-
-/** The page of `limit` rows and whether more exist. */
-async function page(db: Executor, rows: StoredFields[], limit: number): Promise<{ transactions: Transaction[]; more: boolean }> {
-  return { transactions: await hydrate(db, rows.slice(0, limit)), more: rows.length > limit }
+  const selection = `select ${STORED_FIELDS} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`
+  return pageOf(db, q, selection, filter.limit)
 }
 
 /**
@@ -205,27 +199,84 @@ async function page(db: Executor, rows: StoredFields[], limit: number): Promise<
  * when unfiltered; a kind other than transfer walks its partial (kind, id) index, and metadata the
  * journal's rows of `transaction_metadata`; other filters narrow the walk as for a wallet.
  */
-export async function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walletId' | 'direction'>): Promise<{ transactions: Transaction[]; more: boolean }> {
+export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walletId' | 'direction'>): Promise<Page> {
   if (filter.metadata && filter.metadata.length > 0) return pageByMetadata(db, JOURNAL_SCOPE, filter)
-  let query = db
-    .selectFrom('transactions')
-    .select(STORED_FIELDS)
-    .where((eb) => eb.and(narrowing(eb, filter)))
-  if (filter.kind !== undefined && filter.kind !== 'transfer') query = query.where(NOT_TRANSFER)
-  if (filter.before !== undefined) query = query.where('id', '<', filter.before)
-  if (filter.after !== undefined) query = query.where('id', '>', filter.after)
-  const rows = await query
-    .orderBy('id', 'desc')
-    .limit(filter.limit + 1)
-    .offset(filter.offset)
-    .execute()
-  return page(db, rows, filter.limit)
+  const q = new Statement(db)
+  const conditions = narrowing(q, filter)
+  if (filter.kind !== undefined && filter.kind !== 'transfer') conditions.push(NOT_TRANSFER)
+  if (filter.before !== undefined) conditions.push(`t.id < ${q.param(filter.before)}`)
+  if (filter.after !== undefined) conditions.push(`t.id > ${q.param(filter.after)}`)
+  const where = conditions.length === 0 ? '' : ` where ${conditions.join(' and ')}`
+  return pageOf(db, q, `select ${STORED_FIELDS} from transactions t${where} order by t.id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`, filter.limit)
 }
 
 /** One transaction by id, as answered; undefined when there is none. */
 export async function findTransaction(db: Executor, id: number): Promise<Transaction | undefined> {
-  const rows = await db.selectFrom('transactions').select(STORED_FIELDS).where('id', '=', id).execute()
-  return (await hydrate(db, rows))[0]
+  const q = new Statement(db)
+  return (await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id = ${q.param(id)}`))[0]
+}
+
+/** The page of at most `limit` transactions of the selection (which reads one more) and whether more exist. */
+async function pageOf(db: Executor, q: Statement, selection: string, limit: number): Promise<Page> {
+  const transactions = await readTransactions(db, q, selection)
+  return { transactions: transactions.slice(0, limit), more: transactions.length > limit }
+}
+
+/**
+ * A transaction as `readTransactions`' statement answers it: its own fields, its wallets' labels
+ * and its lines, in the order of `TRANSACTIONS_JSON` below.
+ */
+type TransactionTuple = [
+  id: number,
+  sendingWalletId: number,
+  receivingWalletId: number,
+  sendingAddress: string | null,
+  receivingAddress: string | null,
+  sendingUsername: string | null,
+  receivingUsername: string | null,
+  createdAt: string,
+  memo: string,
+  kind: TransactionKind,
+  reverses: number | null,
+  holdId: number | null,
+  metadata: Metadata | null,
+  lines: [quantity: number, assetId: number, name: string, value: number][],
+]
+
+/**
+ * The transactions of `selection` (rows of `transactions` with STORED_FIELDS, newest first),
+ * each with its lines and its wallets' addresses and usernames, read by ONE statement that answers
+ * them as one JSON text built by the database: one round trip on PostgreSQL, one snapshot of
+ * committed data on both storages (three statements outside a transaction were not one on
+ * PostgreSQL), and one string for Node to parse instead of rows of three queries to join. The
+ * numbers keep their exact values through the JSON (integers as they are; PostgreSQL writes a
+ * double precision in its shortest exact form, SQLite with up to 17 digits), and the answer is
+ * still serialized by the route's schema, so its bytes are those of the rows read one by one.
+ */
+async function readTransactions(db: Executor, q: Statement, selection: string): Promise<Transaction[]> {
+  const text = q.postgres
+    ? `with page as (${selection}) select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')} order by page.id desc), '[]')::text as page from page`
+    : `with page as (${selection}) select json_group_array(${tupleOf('json_array', 'json_group_array', 'json(page.metadata)')} order by page.id desc) as page from page`
+  const { rows } = await db.executeQuery<{ page: string }>(CompiledQuery.raw(text, q.params))
+  return (JSON.parse(rows[0].page) as TransactionTuple[]).map(fromTuple)
+}
+
+/** The SQL of one TransactionTuple of the row `page`, with the dialect's JSON functions. */
+function tupleOf(array: string, aggregate: string, metadata: string): string {
+  const address = (column: string) => `(select w.address from wallets w where w.id = page.${column})`
+  // A subquery per side, so that each wallet's user is one index probe (a join can scan every user).
+  const username = (column: string) => `(select u.username from users u where u.primary_wallet_id = page.${column})`
+  const lines = `(select ${aggregate}(${array}(ta.quantity, a.id, a.name, a.value)) from transaction_assets ta inner join assets a on a.id = ta.asset_id where ta.transaction_id = page.id)`
+  return `${array}(page.id, page.sending_wallet_id, page.receiving_wallet_id, ${address('sending_wallet_id')}, ${address('receiving_wallet_id')}, ${username('sending_wallet_id')}, ${username('receiving_wallet_id')}, page.created_at, page.memo, page.kind, page.reverses, page.hold_id, ${metadata}, ${lines})`
+}
+
+function fromTuple([id, sendingWalletId, receivingWalletId, sendingAddress, receivingAddress, sendingUsername, receivingUsername, createdAt, memo, kind, reverses, holdId, metadata, lines]: TransactionTuple): Transaction {
+  const label = (address: string | null, username: string | null): WalletLabel | undefined => (address === null ? undefined : username === null ? { address } : { address, username })
+  const assets: Line[] = (lines ?? [])
+    .map(([quantity, assetId, name, value]) => ({ quantity, asset: { id: assetId, name, value } satisfies Asset }))
+    .sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
+  const row = { id, sending_wallet_id: sendingWalletId, receiving_wallet_id: receivingWalletId, memo, created_at: createdAt, kind, reverses, hold_id: holdId, metadata: metadata ?? {} }
+  return shapeTransaction(row, assets, label(sendingAddress, sendingUsername), label(receivingAddress, receivingUsername))
 }
 
 /** Line rows (of transactions or holds) grouped by their owner's id, each list by asset name. */
@@ -238,27 +289,3 @@ export function linesByOwner(rows: { owner: number; quantity: number; id: number
   }
   return lines
 }
-
-/** Transactions of these rows, each with its lines (by asset name) and its wallets' labels. */
-async function hydrate(db: Executor, rows: StoredFields[]): Promise<Transaction[]> {
-  if (rows.length === 0) return []
-  const lineRows = await db
-    .selectFrom('transaction_assets')
-    .innerJoin('assets', 'assets.id', 'transaction_assets.asset_id')
-    .select(['transaction_assets.transaction_id as owner', 'transaction_assets.quantity', 'assets.id', 'assets.name', 'assets.value'])
-    .where(
-      'transaction_assets.transaction_id',
-      'in',
-      rows.map((row) => row.id),
-    )
-    .execute()
-  const lines = linesByOwner(lineRows)
-  const labels = await labelWallets(
-    db,
-    rows.flatMap((row) => [row.sending_wallet_id, row.receiving_wallet_id]),
-  )
-  return rows.map((row) =>
-    toTransaction({ ...row, kind: row.kind as TransactionKind, metadata: row.metadata === null ? {} : (JSON.parse(row.metadata) as Metadata) }, lines.get(row.id) ?? [], labels),
-  )
-}
-

@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { coalescedPer } from '../db/coalesce.ts'
+import { coalescedStatement } from '../db/coalesce.ts'
 import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 
@@ -170,16 +170,11 @@ export async function deleteWalletUsers(db: Executor, walletId: number): Promise
  * The key with this token hash while its wallet is live. Lookups of concurrent requests share one
  * query (`coalesce.ts`): every request with a wallet key makes one.
  */
-const liveKeyByHash = coalescedPer(async (db: Executor, hashes: string[]) => {
-  const rows = await db
-    .selectFrom('wallet_sessions')
-    .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
-    .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at', 'wallet_sessions.token_hash'])
-    .where(anyOf(db, sql.ref('wallet_sessions.token_hash'), hashes, 'text'))
-    .where('wallets.deleted_at', 'is', null)
-    .execute()
-  return new Map(rows.map((row) => [row.token_hash, row]))
-})
+const liveKeyByHash = coalescedStatement(
+  'select ws.id, ws.wallet_id, ws.last_used_at, ws.token_hash from wallet_sessions ws inner join wallets w on w.id = ws.wallet_id where ws.token_hash = $keys and w.deleted_at is null',
+  'text',
+  (row: WalletKeyRow & { token_hash: string }) => row.token_hash,
+)
 
 export type WalletKeyRow = { id: number; wallet_id: number; last_used_at: string | null }
 
