@@ -1,7 +1,7 @@
-import { sql, type Selectable } from 'kysely'
-import { coalescedPer, coalescedStatement } from '../db/coalesce.ts'
+import type { Selectable } from 'kysely'
+import { coalescedStatement } from '../db/coalesce.ts'
 import type { Executor } from '../db/database.ts'
-import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
+import { holdRow, nowIso } from '../db/dialect.ts'
 import type { UserRow, UserSessionsTable } from '../db/tables.ts'
 
 export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
@@ -21,13 +21,14 @@ export async function findUserByUsername(db: Executor, username: string): Promis
  * user, or no primary wallet). Lookups of concurrent requests share one query (`coalesce.ts`):
  * transfers resolve their recipient with it.
  */
-const primaryWalletByKey = coalescedPer(async (db: Executor, keys: string[]) => {
-  const rows = await db.selectFrom('users').select(['username_key', 'primary_wallet_id']).where(anyOf(db, sql.ref('username_key'), keys, 'text')).execute()
-  return new Map(rows.flatMap((row) => (row.primary_wallet_id === null ? [] : [[row.username_key, row.primary_wallet_id] as const])))
-})
+const primaryWalletByKey = coalescedStatement(
+  'select username_key, primary_wallet_id from users where username_key = $keys and primary_wallet_id is not null',
+  'text',
+  (row: { username_key: string; primary_wallet_id: number }) => row.username_key,
+)
 
-export function findPrimaryWalletByUsername(db: Executor, username: string): Promise<number | undefined> {
-  return primaryWalletByKey(db, username.toLowerCase())
+export async function findPrimaryWalletByUsername(db: Executor, username: string): Promise<number | undefined> {
+  return (await primaryWalletByKey(db, username.toLowerCase()))?.primary_wallet_id
 }
 
 export async function findUserById(db: Executor, userId: number): Promise<UserRow | undefined> {

@@ -28,7 +28,7 @@ export function coalesced<K, V>(db: Executor, load: (keys: K[]) => Promise<Map<K
 }
 
 /** One coalesced lookup per database (an app, a test, a CLI run each have their own). */
-export function coalescedPer<K, V>(load: (db: Executor, keys: K[]) => Promise<Map<K, V>>): (db: Executor, key: K) => Promise<V | undefined> {
+function coalescedPer<K, V>(load: (db: Executor, keys: K[]) => Promise<Map<K, V>>): (db: Executor, key: K) => Promise<V | undefined> {
   const lookups = new WeakMap<Executor, (key: K) => Promise<V | undefined>>()
   return (db, key) => {
     let lookup = lookups.get(db)

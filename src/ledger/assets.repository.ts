@@ -1,7 +1,7 @@
 import type { Executor } from '../db/database.ts'
-import { CompiledQuery, sql } from 'kysely'
-import { coalescedPer } from '../db/coalesce.ts'
-import { anyOf, forUpdate, holdRow, isPostgres, nowIso } from '../db/dialect.ts'
+import { CompiledQuery } from 'kysely'
+import { coalescedStatement } from '../db/coalesce.ts'
+import { forUpdate, holdRow, isPostgres, nowIso } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
 import { compareAssetNames, MINT_WALLET_ID, type Asset } from './ledger.types.ts'
 import { findHeld, holdingKey } from './moves.repository.ts'
@@ -29,13 +29,15 @@ export async function findAssetsByNames(db: Executor, names: string[]): Promise<
 }
 
 /** The live asset of this name (case-insensitive); lookups of concurrent requests share one query (`coalesce.ts`). */
-const assetByKey = coalescedPer(async (db: Executor, keys: string[]) => {
-  const rows = await db.selectFrom('assets').select(['id', 'name', 'value', 'name_key']).where(anyOf(db, sql.ref('name_key'), keys, 'text')).where('deleted_at', 'is', null).execute()
-  return new Map(rows.map((row) => [row.name_key, toAsset(row)]))
-})
+const assetByKey = coalescedStatement(
+  'select id, name, value, name_key from assets where name_key = $keys and deleted_at is null',
+  'text',
+  (row: Pick<AssetRow, 'id' | 'name' | 'value' | 'name_key'>) => row.name_key,
+)
 
-export function findAssetByName(db: Executor, name: string): Promise<Asset | undefined> {
-  return assetByKey(db, name.toLowerCase())
+export async function findAssetByName(db: Executor, name: string): Promise<Asset | undefined> {
+  const row = await assetByKey(db, name.toLowerCase())
+  return row && toAsset(row)
 }
 
 export async function insertAsset(db: Executor, name: string, value: number): Promise<Asset> {

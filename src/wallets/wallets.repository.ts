@@ -23,6 +23,16 @@ export async function findWalletById(db: Executor, walletId: number): Promise<Wa
     .executeTakeFirst()
 }
 
+/**
+ * `findWalletById` outside a transaction (a transfer's recipient given by id): lookups of
+ * concurrent requests share one query (`coalesce.ts`), written once as SQL text.
+ */
+export const findWalletByIdShared = coalescedStatement(
+  'select id, address, user_id, created_at, deleted_at from wallets where id = $keys and deleted_at is null and user_id is not null',
+  'bigint',
+  (row: WalletRow) => row.id,
+)
+
 /** Which of these ids are live user wallets (never the mint wallet). */
 export async function findLiveWalletIds(db: Executor, walletIds: number[]): Promise<Set<number>> {
   if (walletIds.length === 0) return new Set()

@@ -29,7 +29,7 @@ export async function authenticateWalletKey(db: Db, tokenHash: string): Promise<
 
 /** A live (not deleted) user wallet by id; never the mint wallet. */
 export function findLiveWalletById(db: Executor, walletId: number): Promise<WalletRow | undefined> {
-  return wallets.findWalletById(db, walletId)
+  return wallets.findWalletByIdShared(db, walletId)
 }
 
 /** Which of these ids are live user wallets (never the mint wallet): one query for many (issuance to many wallets). */
