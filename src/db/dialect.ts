@@ -78,8 +78,9 @@ export interface Write {
 }
 
 /**
- * A write of `rows` (a table named `r` with these columns), made by `build` from that table. On PostgreSQL it is one statement over `unnest` arrays. On SQLite it is one
- * prepared statement over a one-row `r` of bound parameters, run once per row by `runWrites`
+ * A write of `rows` (a table named `r` with these columns), made by `build` from that table. On
+ * PostgreSQL it is one statement over `unnest` arrays. On SQLite it is one prepared statement
+ * over a one-row `r` of bound parameters, run once per row by `runWrites`
  * straight on the driver: no JSON built for the rows and parsed back by `json_each`, and no
  * Kysely pass per row (measured: half the CPU per inserted row of `transactions`, and 5-8 % less
  * service CPU per transfer; `docs/performance.md`). So that one text serves every row, `build`

@@ -123,10 +123,10 @@ export async function removeWebhookIn(trx: Executor, walletId: number): Promise<
  * the same transaction (the worker: that attempt's outcome, so that the delivery reads failed only
  * once the webhook is gone). True when removed.
  */
-export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt?: (trx: Executor) => Promise<void>): Promise<boolean> {
+export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Executor) => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])
-    await withIt?.(trx)
+    await withIt(trx)
     if (!(await repo.deleteWebhook(trx, walletId, url))) return false
     await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed after 410 Gone')
     return true
