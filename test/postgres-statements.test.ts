@@ -7,7 +7,7 @@ import type { Database } from '../src/db/database.ts'
 import { MAX_PREPARED_STATEMENTS, openPostgres } from '../src/db/postgres.ts'
 import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
 import { createUser } from './helpers/factories.ts'
-import { createDatabase } from './helpers/postgres.ts'
+import { createDatabase, runStatement } from './helpers/postgres.ts'
 
 /**
  * On PostgreSQL every query with parameters runs as a named statement of its connection
@@ -41,16 +41,6 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     const database = openPostgres(url, poolSize)
     cleanups.push(() => database.close())
     return { database, url }
-  }
-
-  async function admin(url: string, text: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url })
-    await client.connect()
-    try {
-      await client.query(text)
-    } finally {
-      await client.end()
-    }
   }
 
   it(`keeps at most ${MAX_PREPARED_STATEMENTS} statements per connection, on the server and in node-postgres, the most recently used`, async () => {
@@ -90,10 +80,10 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     const read = () => sql<Record<string, unknown>>`select * from probe where id = ${1}`.execute(database.db)
     assert.deepEqual((await read()).rows, [{ id: 1, name: 'one' }])
     // Another instance's migration: "cached plan must not change result type" for the statement above.
-    await admin(url, `alter table probe add column extra text default 'x'`)
+    await runStatement(url, `alter table probe add column extra text default 'x'`)
     assert.deepEqual((await read()).rows, [{ id: 1, name: 'one', extra: 'x' }])
 
-    await admin(url, `alter table probe add column more int default 2`)
+    await runStatement(url, `alter table probe add column more int default 2`)
     let attempts = 0
     const rows = await inTransaction(database, async (trx) => {
       attempts += 1
@@ -122,7 +112,7 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
       )
     const prepared = await onEveryConnection()
     assert.equal(new Set(prepared.map((answer) => answer.pid)).size, 3)
-    await admin(url, `alter table probe add column extra text default 'x'`)
+    await runStatement(url, `alter table probe add column extra text default 'x'`)
     // One connection meets the change, outside a transaction: it runs its statement again.
     assert.deepEqual((await sql<Record<string, unknown>>`select * from probe where id = ${1}`.execute(database.db)).rows, [{ id: 1, name: 'one', extra: 'x' }])
     // The two others drop their statements before their next one, so no transaction fails.
@@ -148,7 +138,7 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
   it('prepares its statements on the new connections after the old ones were lost', async () => {
     const { database, url } = await oneConnection(2)
     assert.equal(await runCount(database.db, 'select $1::int + 1 as x', 1), 2)
-    await admin(url, `select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`)
+    await runStatement(url, `select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`)
     await new Promise((resolve) => setTimeout(resolve, 100))
     // The pool drops the idle clients it lost and opens new ones, whose statements are prepared anew.
     for (let i = 0; i < 4; i++) assert.equal(await runCount(database.db, 'select $1::int + 1 as x', i), i + 1)
