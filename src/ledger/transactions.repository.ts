@@ -325,11 +325,18 @@ async function pageText(db: Executor, q: Statement, selection: string, limit: nu
     from (select * from page order by id desc limit ${q.count(limit)}) as p`
   const { rows } = await db.executeQuery<{ json: string; last: number | null; found: number }>(CompiledQuery.raw(text, q.params))
   const [{ json, last, found }] = rows
-  return { json: json.includes(MARK) ? json.replace(MARKED_NUMBER, (_, number: string) => JSON.stringify(Number(number))) : json, more: found > limit, lastId: last ?? undefined }
+  return { json: json.includes(MARK) ? rewriteMarkedNumbers(json) : json, more: found > limit, lastId: last ?? undefined }
 }
 
 const MARK = '\u0001'
-const MARKED_NUMBER = /\u0001([^\u0001]*)\u0001/g
+
+/** The text with every number written between marks (`numberText`) as JavaScript writes it: the marked parts are every other piece between marks. */
+function rewriteMarkedNumbers(json: string): string {
+  return json
+    .split(MARK)
+    .map((piece, index) => (index % 2 === 1 ? JSON.stringify(Number(piece)) : piece))
+    .join('')
+}
 
 /**
  * The SQL text of a number as JavaScript writes it, for the numbers whose texts agree: a safe
