@@ -94,10 +94,11 @@ export function rowsWrite(executor: Executor, columns: Columns, rows: unknown[][
 }
 
 /**
- * Runs independent data-changing statements (none reads what another writes) and returns the
- * rows each gives back. On PostgreSQL they go as one statement, one data-modifying CTE each, so a
- * batch of writes costs one round trip; SQLite runs them one after the other, in process (a
- * `rowsWrite` once per row).
+ * Runs data-changing statements and returns the rows each gives back. On PostgreSQL they go as
+ * one statement, one data-modifying CTE each, so a batch of writes costs one round trip, and none
+ * may read what another writes (each sees the database as it was before the statement). SQLite
+ * runs them one after the other, in process (a `rowsWrite` once per row), so there a write sees
+ * the rows of those before it.
  */
 export async function runWrites(executor: Executor, writes: Write[]): Promise<Record<string, unknown>[][]> {
   const statements = writes.map(({ statement, returning }) => (returning ? sql`${statement} returning ${sql.raw(returning)}` : statement))

@@ -244,7 +244,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
         if (!isStaleStatement(error)) throw this.#failed(error as Error)
         if ((error as { code?: string }).code === RESULT_TYPE_CHANGED) schema.value += 1
         this.#statements.drop(text)
-        if (!outsideBlock) throw error
+        if (!outsideBlock) throw this.#failed(error as Error)
       }
       try {
         return await super.query({ name: this.#statements.nameFor(text, schema.value), text, values })
