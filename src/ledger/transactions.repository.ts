@@ -1,6 +1,5 @@
-import { CompiledQuery } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { isPostgres } from '../db/dialect.ts'
+import { isPostgres, readRows } from '../db/dialect.ts'
 import { toAsset } from './assets.repository.ts'
 import { compareAssetNames, JOURNAL_SCOPE, type Asset, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
 
@@ -280,8 +279,8 @@ async function readTransactions(db: Executor, q: Statement, selection: string): 
   const text = q.postgres
     ? `with page as (${selection}) select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')} order by page.id desc), '[]')::text as page from page`
     : `with page as (${selection}) select json_group_array(${tupleOf('json_array', 'json_group_array', 'json(page.metadata)')} order by page.id desc) as page from page`
-  const { rows } = await db.executeQuery<{ page: string }>(CompiledQuery.raw(text, q.params))
-  return (JSON.parse(rows[0].page) as TransactionTuple[]).map(fromTuple)
+  const [{ page }] = await readRows<{ page: string }>(db, text, q.params)
+  return (JSON.parse(page) as TransactionTuple[]).map(fromTuple)
 }
 
 /** The SQL of one TransactionTuple of the row `page`, with the dialect's JSON functions. */
@@ -323,8 +322,7 @@ async function pageText(db: Executor, q: Statement, selection: string, limit: nu
   const text = `with page as materialized (${selection})
     select '[' || coalesce(group_concat(${TRANSACTION_TEXT}, ',' order by p.id desc), '') || ']' as json, min(p.id) as last, (select count(*) from page) as found
     from (select * from page order by id desc limit ${q.count(limit)}) as p`
-  const { rows } = await db.executeQuery<{ json: string; last: number | null; found: number }>(CompiledQuery.raw(text, q.params))
-  const [{ json, last, found }] = rows
+  const [{ json, last, found }] = await readRows<{ json: string; last: number | null; found: number }>(db, text, q.params)
   return { json: json.includes(MARK) ? rewriteMarkedNumbers(json) : json, more: found > limit, lastId: last ?? undefined }
 }
 
