@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Database } from '../src/db/database.ts'
 import { coalesced } from '../src/db/coalesce.ts'
+import { findAssetByName, insertAsset, updateAsset } from '../src/ledger/assets.repository.ts'
 import { openTestDatabase, STORAGE } from './helpers/app.ts'
 
 describe(`coalesced lookups (${STORAGE})`, () => {
@@ -38,5 +39,33 @@ describe(`coalesced lookups (${STORAGE})`, () => {
       results.map((result) => (result.status === 'rejected' ? (result.reason as Error).message : 'fulfilled')),
       ['storage down', 'storage down'],
     )
+  })
+
+  it('never answers from a transaction still open: a lookup made meanwhile sees what it committed, or nothing of it if it rolled back', async () => {
+    const gold = await insertAsset(database.db, 'lookupgold', 1)
+    const lookups: Promise<unknown>[] = []
+    // Renamed inside a transaction that rolls back: a lookup started while it is open must not find the new name.
+    await database.db
+      .transaction()
+      .execute(async (trx) => {
+        await updateAsset(trx, gold.id, { name: 'lookupsilver' })
+        lookups.push(findAssetByName(database.db, 'lookupsilver'), findAssetByName(database.db, 'lookupgold'))
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        throw new Error('roll back')
+      })
+      .catch(() => undefined)
+    const [renamed, original] = await Promise.all(lookups)
+    assert.equal(renamed, undefined)
+    assert.equal((original as { id: number } | undefined)?.id, gold.id)
+    // The same rename committed: a lookup started while it was open finds it, as a lookup after the commit would.
+    let during: Promise<unknown> | undefined
+    await database.db.transaction().execute(async (trx) => {
+      await updateAsset(trx, gold.id, { name: 'lookupsilver' })
+      during = findAssetByName(database.db, 'lookupsilver')
+    })
+    if (STORAGE === 'sqlite') assert.equal(((await during) as { id: number } | undefined)?.id, gold.id)
+    else await during
+    assert.equal((await findAssetByName(database.db, 'lookupsilver'))?.id, gold.id)
+    assert.equal(await findAssetByName(database.db, 'lookupgold'), undefined)
   })
 })

@@ -11,7 +11,7 @@ import { hashToken } from '../src/http/tokens.ts'
 import { generateSecretsKey } from '../src/secrets/secret-box.ts'
 import { ADMIN_KEY, expectError, STORAGE } from './helpers/app.ts'
 import { createUser } from './helpers/factories.ts'
-import { createDatabase, freePort } from './helpers/postgres.ts'
+import { createDatabase, freePort, runStatement } from './helpers/postgres.ts'
 
 /**
  * PostgreSQL faults met inside one process (the whole service under a real restart, outage,
@@ -36,16 +36,6 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
     return { app, database }
   }
 
-  async function admin(url: string, sql: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url })
-    await client.connect()
-    try {
-      await client.query(sql)
-    } finally {
-      await client.end()
-    }
-  }
-
   it('survives a connection lost while checked out: the query fails as a storage fault naming 57P01', async () => {
     const url = await createDatabase(adminUrl)
     const database = openPostgres(url, 2)
@@ -55,7 +45,7 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
       .execute(async (connection) => {
         const rows = await connection.selectNoFrom((eb) => eb.fn<number>('pg_backend_pid').as('pid')).execute()
         // Ended from outside while this client is checked out and idle: its 'error' event has no query to fail.
-        await admin(url, `select pg_terminate_backend(${rows[0].pid})`)
+        await runStatement(url, `select pg_terminate_backend(${rows[0].pid})`)
         await new Promise((resolve) => setTimeout(resolve, 100))
         await connection.selectNoFrom((eb) => eb.val(1).as('one')).execute()
       })
@@ -87,7 +77,7 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
     await migrateToLatest(setup.db)
     await setup.close()
     const name = new URL(url).pathname.slice(1)
-    await admin(adminUrl, `alter database ${name} set default_transaction_read_only = on`)
+    await runStatement(adminUrl, `alter database ${name} set default_transaction_read_only = on`)
     const readWrite = `${url}?target_session_attrs=read-write`
     const { app } = await serve(readWrite)
     const ready = await app.inject({ method: 'GET', url: '/readyz' })
@@ -95,7 +85,7 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
     const register = await app.inject({ method: 'POST', url: '/users', payload: { username: 'readonlyuser', password: 'correct horse' } })
     expectError(register, 503, 'S001')
     assert.ok(Number(register.headers['retry-after']) >= 1, 'S001 carries Retry-After')
-    await admin(adminUrl, `alter database ${name} set default_transaction_read_only = off`)
+    await runStatement(adminUrl, `alter database ${name} set default_transaction_read_only = off`)
     assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
     assert.equal((await app.inject({ method: 'POST', url: '/users', payload: { username: 'readonlyuser', password: 'correct horse' } })).statusCode, 201)
   })

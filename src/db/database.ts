@@ -40,6 +40,7 @@ function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase
   const statements = new Map<string, SQLite.Statement>()
   return {
     close: () => sqlite.close(),
+    inTransaction: () => sqlite.inTransaction,
     prepare(sql: string) {
       let statement = statements.get(sql)
       if (!statement) {

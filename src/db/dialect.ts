@@ -1,7 +1,7 @@
-import { PostgresAdapter, sql, type Expression, type RawBuilder, type Transaction } from 'kysely'
+import { CompiledQuery, PostgresAdapter, sql, type Expression, type RawBuilder, type Transaction } from 'kysely'
 import type { Database, Db, Executor } from './database.ts'
 import { withRetries } from './retry.ts'
-import { sqliteStatementsOf } from './sqlite-statements.ts'
+import { readOutsideTransaction, sqliteStatementsOf } from './sqlite-statements.ts'
 import type { DB } from './tables.ts'
 
 /** Dialect differences live here, one small helper each. */
@@ -23,6 +23,17 @@ export function isUniqueViolation(error: unknown): boolean {
 export async function inTransaction<T>(database: Database | Db, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
   const db = 'db' in database ? database.db : database
   return withRetries(() => db.transaction().execute(work))
+}
+
+/**
+ * The rows of one read written as SQL text of the executor's dialect: on SQLite straight on the
+ * driver when no transaction is open on the connection (`sqlite-statements.ts`
+ * readOutsideTransaction, which sees every committed write and nothing else), else through Kysely.
+ * The hot reads (a history page, balances) skip Kysely's pass per query so: its connection
+ * handover, frozen query objects and promises (`docs/performance.md#per-request-costs-of-every-authenticated-read`).
+ */
+export async function readRows<Row>(executor: Executor, text: string, parameters: unknown[]): Promise<Row[]> {
+  return readOutsideTransaction<Row>(executor, text, parameters) ?? (await executor.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows
 }
 
 /** `SELECT … FOR UPDATE` on PostgreSQL; SQLite already serializes writers, so a no-op there. */
@@ -94,10 +105,11 @@ export function rowsWrite(executor: Executor, columns: Columns, rows: unknown[][
 }
 
 /**
- * Runs independent data-changing statements (none reads what another writes) and returns the
- * rows each gives back. On PostgreSQL they go as one statement, one data-modifying CTE each, so a
- * batch of writes costs one round trip; SQLite runs them one after the other, in process (a
- * `rowsWrite` once per row).
+ * Runs data-changing statements and returns the rows each gives back. On PostgreSQL they go as
+ * one statement, one data-modifying CTE each, so a batch of writes costs one round trip, and none
+ * may read what another writes (each sees the database as it was before the statement). SQLite
+ * runs them one after the other, in process (a `rowsWrite` once per row), so there a write sees
+ * the rows of those before it.
  */
 export async function runWrites(executor: Executor, writes: Write[]): Promise<Record<string, unknown>[][]> {
   const statements = writes.map(({ statement, returning }) => (returning ? sql`${statement} returning ${sql.raw(returning)}` : statement))

@@ -3,6 +3,7 @@ import pg from 'pg'
 import { DEFAULT_POSTGRES_TIMEOUTS, parsePostgresUrl, type PostgresHost, type PostgresTimeouts, type PostgresUrl } from '../config.ts'
 import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
+import { isStaleStatement } from './retry.ts'
 import type { DB } from './tables.ts'
 
 // Quantities are bigint columns capped at 2^53-1 by the ledger rules, so they fit a JS number.
@@ -18,6 +19,9 @@ interface Writability {
 
 /** A read-only transaction error: the server is a standby, or the old primary after a failover. */
 const READ_ONLY_TRANSACTION = '25006'
+
+/** "cached plan must not change result type" (with that message: `isStaleStatement`). */
+const RESULT_TYPE_CHANGED = '0A000'
 
 /**
  * Chooses the host new connections go to, as libpq does for a multi-host URL: the hosts in the
@@ -85,24 +89,96 @@ class HostSelector {
 }
 
 /**
- * Kysely sends every query unnamed, so PostgreSQL parsed and planned each one on every call, and
- * planning cost more than running the small queries of a transfer. A named statement is parsed
- * once per connection and, after a few runs, planned once. Queries without parameters (begin,
- * commit, savepoints) stay on the simple protocol. The names are bounded, since `in (…)` lists
- * of different lengths give different texts; past the bound new texts simply go unnamed.
+ * Kysely sends every query unnamed, so PostgreSQL would parse and plan each one on every call,
+ * and planning costs more than running the small queries of a transfer or a history page. A
+ * named statement is parsed once per connection and, after PostgreSQL's first five custom plans,
+ * usually planned once (a generic plan); `docs/performance.md#postgresql-statements-prepared-per-connection`
+ * has the measurements, `docs/decisions.md#postgresql-prepared-statements` the decisions.
+ * Queries without parameters (begin, commit, savepoints) stay on the simple protocol.
  */
-const statementNames = new Map<string, string>()
-const MAX_STATEMENT_NAMES = 2000
+
+/**
+ * Named statements one connection keeps at most. The hot paths use about ten texts; a statement
+ * costs the server 40-200 KB of memory, so 100 per connection bound it to a few MB whatever texts
+ * clients cause (filter combinations, page sizes and offsets written into history's text, `in (…)`
+ * lists of different lengths).
+ */
+export const MAX_PREPARED_STATEMENTS = 100
+
+/**
+ * The named statements of one connection, by SQL text, least recently used first. Past the bound
+ * the least recently used is closed on the server (a protocol Close written ahead of the next
+ * statement, no round trip of its own) and forgotten by node-postgres, so both sides stay bounded.
+ * Names are never reused on a connection.
+ */
+class PreparedStatements {
+  readonly #names = new Map<string, string>()
+  readonly #connection: pg.Connection
+  #made = 0
+  /** The statements' schema generation (`SchemaGeneration`) when they were prepared. */
+  #generation: number
+
+  constructor(connection: pg.Connection, generation: number) {
+    this.#connection = connection
+    this.#generation = generation
+  }
+
+  /** The name to run `text` under; the statements are all dropped first when the schema changed since. */
+  nameFor(text: string, generation: number): string {
+    if (generation !== this.#generation) {
+      for (const stale of [...this.#names.keys()]) this.drop(stale)
+      this.#generation = generation
+    }
+    let name = this.#names.get(text)
+    if (name !== undefined) {
+      // Moved to the most recently used end.
+      this.#names.delete(text)
+    } else {
+      if (this.#names.size >= MAX_PREPARED_STATEMENTS) this.drop(this.#names.keys().next().value as string)
+      name = `coffer_${++this.#made}`
+    }
+    this.#names.set(text, name)
+    return name
+  }
+
+  /** Closes the statement of `text` on the server; its next run prepares it again under a new name. */
+  drop(text: string): void {
+    const name = this.#names.get(text)
+    if (name === undefined) return
+    this.#names.delete(text)
+    // Written now, so it reaches the server after every statement already sent and before the
+    // next; a connection that is gone writes nothing. node-postgres keeps the texts it has parsed
+    // per connection (`parsedStatements`, not part of its typed API) and would otherwise keep them
+    // all; `test/postgres-statements.test.ts` checks that both sides stay bounded.
+    this.#connection.close({ type: 'S', name }, false)
+    delete (this.#connection as unknown as { parsedStatements: Record<string, string> }).parsedStatements[name]
+  }
+}
+
+/**
+ * A count shared by the connections of one pool, raised when one of them finds that the schema
+ * changed under its named statements ("cached plan must not change result type": a migration,
+ * perhaps by another instance, changed the columns of a `select *`). Every connection then drops
+ * all its named statements before its next one, instead of each failing once per statement.
+ */
+interface SchemaGeneration {
+  value: number
+}
 
 /** The pool's clients: named statements, host selection, and errors that never crash the process. */
-function clientClass(selector: HostSelector): typeof pg.Client {
+function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof pg.Client {
   return class CofferClient extends pg.Client {
     #host: PostgresHost | undefined
     /** What broke the connection, reported as the cause of the next query's failure. */
     #lostWith: unknown
+    readonly #statements: PreparedStatements
+    /** The transaction status of the server's last ReadyForQuery: I idle, T in a transaction block, E in a failed one. */
+    #transactionStatus = ''
 
     constructor(config?: string | pg.ClientConfig) {
       super(config)
+      this.#statements = new PreparedStatements(this.connection, schema.value)
+      this.connection.on('readyForQuery', (message: { status: string }) => (this.#transactionStatus = message.status))
       // A connection lost while checked out (a restart, a failover) emits 'error' with no query to
       // fail; the pool listens only while the client is idle. Without this listener that error
       // would end the process. The next query on this client fails instead, and the pool drops
@@ -145,27 +221,47 @@ function clientClass(selector: HostSelector): typeof pg.Client {
 
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
-      let result
-      if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) {
-        let name = statementNames.get(config)
-        if (name === undefined && statementNames.size < MAX_STATEMENT_NAMES) {
-          name = `coffer_${statementNames.size + 1}`
-          statementNames.set(config, name)
-        }
-        result = name === undefined ? super.query(config, values) : super.query({ name, text: config, values })
-      } else {
-        result = super.query(config, values, callback)
-      }
-      if (callback !== undefined || typeof result?.catch !== 'function') return result
-      return (result as Promise<unknown>).catch((error: Error & { code?: string }) => {
-        if (this.#lostWith !== undefined && error.cause === undefined) error.cause = this.#lostWith
-        if (error.code === READ_ONLY_TRANSACTION && this.#host) {
-          // The server stopped taking writes (demoted after a failover): this connection is done.
-          selector.forget(this.#host)
-          void this.end().catch(() => {})
-        }
-        throw error
+      if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) return this.#runNamed(config, values)
+      const result: unknown = super.query(config, values, callback)
+      if (callback !== undefined || typeof (result as Promise<unknown> | undefined)?.catch !== 'function') return result
+      return (result as Promise<unknown>).catch((error: Error) => {
+        throw this.#failed(error)
       })
+    }
+
+    /**
+     * Runs `text` as this connection's named statement for it. When the server can no longer run
+     * that statement (`isStaleStatement`) it is dropped, and run once more, prepared anew, if it
+     * ran outside a transaction block: it failed before running, so it changed nothing. Inside a
+     * block the error goes to the caller, whose transaction `withRetries` runs again.
+     */
+    async #runNamed(text: string, values: unknown[]): Promise<unknown> {
+      // Read before sending: queries of one connection are sent one after another (Kysely, the pool).
+      const outsideBlock = this.#transactionStatus === 'I'
+      try {
+        return await super.query({ name: this.#statements.nameFor(text, schema.value), text, values })
+      } catch (error) {
+        if (!isStaleStatement(error)) throw this.#failed(error as Error)
+        if ((error as { code?: string }).code === RESULT_TYPE_CHANGED) schema.value += 1
+        this.#statements.drop(text)
+        if (!outsideBlock) throw this.#failed(error as Error)
+      }
+      try {
+        return await super.query({ name: this.#statements.nameFor(text, schema.value), text, values })
+      } catch (error) {
+        throw this.#failed(error as Error)
+      }
+    }
+
+    /** `error` of a query, with what broke the connection as its cause; a server that stopped taking writes ends it. */
+    #failed(error: Error & { code?: string }): Error {
+      if (this.#lostWith !== undefined && error.cause === undefined) error.cause = this.#lostWith
+      if (error.code === READ_ONLY_TRANSACTION && this.#host) {
+        // The server stopped taking writes (demoted after a failover): this connection is done.
+        selector.forget(this.#host)
+        void this.end().catch(() => {})
+      }
+      return error
     }
   }
 }
@@ -181,7 +277,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
-    Client: clientClass(selector),
+    Client: clientClass(selector, { value: 0 }),
     // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto'
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { rowsWrite, type Write } from '../db/dialect.ts'
+import { isPostgres, rowsWrite, type Write } from '../db/dialect.ts'
 import { MINT_WALLET_ID, type EventWriter, type Hold, type HoldEventType, type Transaction } from '../ledger/ledger.types.ts'
 
 export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventType
@@ -76,14 +76,34 @@ function transactionEventWrites(executor: Executor, transactions: Transaction[],
 function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | typeof HOLD_EVENT_COLUMNS, events: unknown[][]): Write[] {
   if (events.length === 0) return []
   const names = sql.raw(columns.map(([name]) => name).join(', '))
-  return [
-    rowsWrite(executor, columns, events, (r) => sql`
+  const insert = rowsWrite(executor, columns, events, (r) => sql`
       insert into events (${names})
-      select ${names} from ${r}`),
-    rowsWrite(executor, columns, events, (r) => sql`
-      insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
-      select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
-      from ${r} join webhooks on webhooks.wallet_id = r.wallet_id`),
+      select ${names} from ${r}`)
+  if (isPostgres(executor)) {
+    return [
+      insert,
+      rowsWrite(executor, columns, events, (r) => sql`
+        insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+        select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
+        from ${r} join webhooks on webhooks.wallet_id = r.wallet_id`),
+    ]
+  }
+  // SQLite runs a batch's writes one after the other (`runWrites`), so the events are in their
+  // table by now: one statement reads them back by id, instead of one run per event, each probing
+  // `webhooks` for its wallet (two runs per transfer). Their ids are consecutive and the batch's own
+  // (after the largest ever used: `moves.repository.ts` reserveIds), so the range holds only them.
+  // Measured in process, batches of 20 transfers alternating with the run per event: 3.5-4 µs
+  // less statement time per transfer (docs/performance.md#transfers-round-three-engineer-t).
+  const ids = events.map((event) => event[0] as number)
+  return [
+    insert,
+    {
+      statement: sql`
+        insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+        select events.id, events.wallet_id, webhooks.url, 'pending', 0, events.created_at, events.created_at, events.created_at
+        from events join webhooks on webhooks.wallet_id = events.wallet_id
+        where events.id between ${Math.min(...ids)} and ${Math.max(...ids)}`,
+    },
   ]
 }
 

@@ -76,3 +76,14 @@ export async function createDatabase(adminUrl: string): Promise<string> {
   url.pathname = `/${name}`
   return url.toString()
 }
+
+/** Runs one statement on its own connection to `url`: what an operator or another process does. */
+export async function runStatement(url: string, text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    await client.query(text)
+  } finally {
+    await client.end()
+  }
+}
