@@ -20,49 +20,13 @@ export async function takeRetentionTurn(trx: Executor): Promise<boolean> {
 }
 
 /**
- * The next page of deliveries after `afterId`, in id order (the order they were queued): deletes
- * those that ended (delivered, given up, cancelled) before `before`, with their attempt logs, and
- * says whether the page reached deliveries queued after `before` (which cannot have ended before
- * it: a delivery changes after it is queued). A page is read through the primary key, so a run
- * reads the deliveries older than `before` once, not the whole table (migration 0012).
+ * The next page of `table`'s rows after `afterId`, in id order (the order they were written): the
+ * ids of those written before `before`, the page's last id, and whether the page reached rows
+ * written after `before` (or the end). Read through the primary key, so that a run reads the rows
+ * older than `before` once, not the whole table.
  */
-export async function deleteEndedDeliveries(
-  trx: Executor,
-  afterId: number,
-  before: string,
-  limit: number,
-): Promise<{ deliveries: number; attempts: number; lastId: number; reachedNewer: boolean }> {
-  const rows = await trx.selectFrom('webhook_deliveries').select(['id', 'created_at']).where('id', '>', afterId).orderBy('id').limit(limit).execute()
-  const older: number[] = []
-  let reachedNewer = rows.length < limit
-  for (const row of rows) {
-    if (row.created_at >= before) {
-      reachedNewer = true
-      break
-    }
-    older.push(Number(row.id))
-  }
-  const lastId = rows.length > 0 ? Number(rows[rows.length - 1].id) : afterId
-  if (older.length === 0) return { deliveries: 0, attempts: 0, lastId, reachedNewer }
-  // Locked as they are checked, so that a delivery retried meanwhile keeps its attempt log.
-  const ids = (
-    await forUpdate(
-      trx.selectFrom('webhook_deliveries').select('id').where(anyOf(trx, sql.ref('id'), older)).where('status', 'in', FINAL_STATUSES).where('updated_at', '<', before),
-      trx,
-    ).execute()
-  ).map((row) => Number(row.id))
-  if (ids.length === 0) return { deliveries: 0, attempts: 0, lastId, reachedNewer }
-  const attempts = await trx.deleteFrom('webhook_attempts').where(anyOf(trx, sql.ref('delivery_id'), ids)).executeTakeFirst()
-  const deliveries = await trx.deleteFrom('webhook_deliveries').where(anyOf(trx, sql.ref('id'), ids)).executeTakeFirst()
-  return { deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows), lastId, reachedNewer }
-}
-
-/**
- * The next page of events after `afterId` (in id order, which is the order they were written):
- * the ids of those older than `before`, and whether the page reached events that are not.
- */
-export async function findOldEvents(trx: Executor, afterId: number, before: string, limit: number): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
-  const rows = await trx.selectFrom('events').select(['id', 'created_at']).where('id', '>', afterId).orderBy('id').limit(limit).execute()
+async function findOldRows(trx: Executor, table: 'events' | 'webhook_deliveries', afterId: number, before: string, limit: number): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
+  const rows = await trx.selectFrom(table).select(['id', 'created_at']).where('id', '>', afterId).orderBy('id').limit(limit).execute()
   const ids: number[] = []
   let reachedNewer = rows.length < limit
   for (const row of rows) {
@@ -73,6 +37,39 @@ export async function findOldEvents(trx: Executor, afterId: number, before: stri
     ids.push(Number(row.id))
   }
   return { ids, lastId: rows.length > 0 ? Number(rows[rows.length - 1].id) : afterId, reachedNewer }
+}
+
+/**
+ * The next page of deliveries after `afterId` (`findOldRows`): deletes those of them that ended
+ * (delivered, given up, cancelled) before `before`, with their attempt logs. A delivery queued
+ * after `before` cannot have ended before it, so the page that reaches one is the last
+ * (migration 0012: no index by status any more).
+ */
+export async function deleteEndedDeliveries(
+  trx: Executor,
+  afterId: number,
+  before: string,
+  limit: number,
+): Promise<{ deliveries: number; attempts: number; lastId: number; reachedNewer: boolean }> {
+  const page = await findOldRows(trx, 'webhook_deliveries', afterId, before, limit)
+  const done = { deliveries: 0, attempts: 0, lastId: page.lastId, reachedNewer: page.reachedNewer }
+  if (page.ids.length === 0) return done
+  // Locked as they are checked, so that a delivery retried meanwhile keeps its attempt log.
+  const ids = (
+    await forUpdate(
+      trx.selectFrom('webhook_deliveries').select('id').where(anyOf(trx, sql.ref('id'), page.ids)).where('status', 'in', FINAL_STATUSES).where('updated_at', '<', before),
+      trx,
+    ).execute()
+  ).map((row) => Number(row.id))
+  if (ids.length === 0) return done
+  const attempts = await trx.deleteFrom('webhook_attempts').where(anyOf(trx, sql.ref('delivery_id'), ids)).executeTakeFirst()
+  const deliveries = await trx.deleteFrom('webhook_deliveries').where(anyOf(trx, sql.ref('id'), ids)).executeTakeFirst()
+  return { ...done, deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows) }
+}
+
+/** The next page of events after `afterId` (`findOldRows`). */
+export async function findOldEvents(trx: Executor, afterId: number, before: string, limit: number): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
+  return findOldRows(trx, 'events', afterId, before, limit)
 }
 
 /** Deletes those of the events that no delivery refers to any more (a pending one keeps its event). */
