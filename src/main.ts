@@ -10,19 +10,37 @@ import { resolveAdminKey } from './http/admin-key.ts'
 /**
  * Standard output for the service's JSON log lines, holding them back until `release`: the start
  * banner goes out first as plain lines, then the logs begin (those written meanwhile included).
+ * After that, the lines of one turn of the event loop go out as one write: a line per request
+ * (`http/observability.ts`) was a write system call per request, about a twentieth of the CPU of
+ * a balances read under load (`docs/performance.md#per-request-costs-of-every-authenticated-read`).
+ * The lines are written before the next turn's I/O and when the process exits.
  */
 class HeldLog {
   #held: string[] | undefined = []
+  #pending: string[] = []
 
   write(line: string): void {
-    if (this.#held) this.#held.push(line)
-    else process.stdout.write(line)
+    if (this.#held) {
+      this.#held.push(line)
+      return
+    }
+    if (this.#pending.length === 0) setImmediate(() => this.flush())
+    this.#pending.push(line)
   }
 
   release(): void {
     const held = this.#held ?? []
     this.#held = undefined
     for (const line of held) process.stdout.write(line)
+    process.once('exit', () => this.flush())
+  }
+
+  /** Writes the lines of this turn; standard output is written synchronously to files and pipes, so also at exit. */
+  flush(): void {
+    if (this.#pending.length === 0) return
+    const lines = this.#pending.join('')
+    this.#pending = []
+    process.stdout.write(lines)
   }
 }
 

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { Type } from '@sinclair/typebox'
+import Fastify, { type FastifyInstance } from 'fastify'
 import type { ListQuery } from '../src/ledger/history.service.ts'
+import { Transaction as TransactionSchema } from '../src/ledger/ledger.schemas.ts'
 import type { Metadata, Transaction, TransactionKind } from '../src/ledger/ledger.types.ts'
 import { labelWallets, linesByOwner, toTransaction } from '../src/ledger/transactions.repository.ts'
 import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
@@ -11,7 +14,9 @@ import { createAsset, createUser, createWalletKey, issue, sendTransaction, type 
  * (`transactions.repository.ts` readTransactions). These tests hold its answers to a reference
  * read the simplest way (every row of the tables, shaped by the same helpers the holds use, then
  * filtered and paged in JS), on random ledgers and random filter combinations, and check that a
- * page read while transfers commit is never a partial one.
+ * page read while transfers commit is never a partial one. On SQLite the database writes the
+ * answer's bytes, so the answers are also compared byte for byte with what the route's schema
+ * writes for the reference's transactions.
  */
 
 let t: TestApp
@@ -29,7 +34,28 @@ function random(seed: number): () => number {
   }
 }
 
+/** A server with only the route's response schema: what Fastify writes for a list of transactions. */
+let serializer: FastifyInstance
+let toSerialize: Transaction[] = []
+
+/** The bytes the schema of GET /wallet/transactions writes for these transactions. */
+async function schemaBytes(transactions: Transaction[]): Promise<string> {
+  toSerialize = transactions
+  const response = await serializer.inject({ method: 'GET', url: '/' })
+  assert.equal(response.headers['content-type'], 'application/json; charset=utf-8')
+  return response.body
+}
+
+/** The answer is the schema's bytes for the expected transactions, with the same content type. */
+async function assertSameBytes(response: { body: string; headers: Record<string, unknown> }, expected: Transaction[], message: string): Promise<void> {
+  assert.equal(response.headers['content-type'], 'application/json; charset=utf-8', message)
+  assert.equal(response.body, await schemaBytes(expected), message)
+}
+
 before(async () => {
+  serializer = Fastify()
+  serializer.get('/', { schema: { response: { 200: Type.Array(TransactionSchema) } } }, async () => toSerialize)
+  await serializer.ready()
   t = await buildTestApp()
   // Values whose JSON text differs between writers (integral doubles, 16 and 17 significant
   // digits, exponents), and names whose order depends on case.
@@ -90,6 +116,7 @@ before(async () => {
 })
 
 after(async () => {
+  await serializer.close()
   await t.close()
 })
 
@@ -183,6 +210,7 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
         if (filter.kind !== undefined && filter.kind !== 'transfer' && !filter.metadata) filledRareKind += 1
       }
       assert.deepStrictEqual(response.json(), JSON.parse(JSON.stringify(expected.transactions)), url)
+      await assertSameBytes(response, expected.transactions, url)
       const last = expected.transactions.at(-1)
       if (expected.more && last) {
         const link = response.headers.link as string
@@ -192,6 +220,7 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
         const following = await t.app.inject({ method: 'GET', url: nextUrl, headers: wallet.auth })
         const expectedNext = expectedPage(all, wallet.id, { ...filter, offset: undefined, before: last.id }, assetIds)
         assert.deepStrictEqual(following.json(), JSON.parse(JSON.stringify(expectedNext.transactions)), nextUrl)
+        await assertSameBytes(following, expectedNext.transactions, nextUrl)
       } else {
         assert.equal(response.headers.link, undefined, url)
       }
@@ -207,6 +236,41 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
     const byMetadata = await t.app.inject({ method: 'GET', url: '/admin/transactions?limit=100&metadata[order]=a', headers: t.admin })
     const expected = all.filter(({ metadata }) => metadata.order === 'a').map(({ transaction }) => transaction)
     assert.deepStrictEqual(byMetadata.json(), JSON.parse(JSON.stringify(expected.slice(0, 100))))
+  })
+
+  it('answer the bytes the schema writes for awkward numbers and text', async () => {
+    // Asset values whose texts differ between writers or sit at the edges of the notations (the
+    // smallest and largest doubles, negative zero, integers past 2^53, fractions of 16-17 digits),
+    // and strings with every kind of escape, marks of the page's own number rewriting included.
+    const values = [0.1, 0.25, 1e21, 1.5e300, -0, 0, 1e-7, 1e-4, 0.000123, 2 ** 53, 2 ** 53 - 1, 1e15, 1e15 + 0.5, 1e16, 123456789012345.6, 5e-324, Number.MAX_VALUE, 0.1 + 0.2, 1 / 3, 99.99]
+    const odd: string[] = []
+    for (const value of values) odd.push((await createAsset(t, { name: `odd${odd.length}`, value })).name)
+    const assets = (await (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json()) as { id: number; name: string; value: number }[]
+    assert.ok(Object.is(assets.find((asset) => asset.name === 'odd4')?.value, 0), 'negative zero is stored and answered as 0')
+    const [from, to] = [await createUser(t.app), await createUser(t.app)]
+    for (const asset of assets.filter((asset) => odd.includes(asset.name))) await issue(t, from.walletId, asset.id, Number.MAX_SAFE_INTEGER)
+    const memos = ['quote " back \\ slash / tab \t nl \n cr \r', 'bell \u0007 esc \u001b del \u007f mark \u0001', 'é ✓ 😀 \u2028 \u2029 </script>', '\b\f\u001f', '']
+    const metadata = [{ b: 'x', 1: 'one', 10: 'ten', a: 'y' }, { note: 'mark \u0001 1 \u0001 and "\\u0001"', 'a.b-c_d': '😀 \u2028' }, { z: '' }]
+    for (let i = 0; i < odd.length; i += 3) {
+      const names = odd.slice(i, i + 3)
+      await sendTransaction(t, from, {
+        recipient: to.username,
+        memo: memos[(i / 3) % memos.length],
+        assets: Object.fromEntries(names.map((name, k) => [name, k === 0 ? Number.MAX_SAFE_INTEGER - 1 : 1 + k])),
+        ...(i % 2 === 0 ? { metadata: metadata[(i / 3) % metadata.length] } : {}),
+      })
+    }
+    const all = (await reference()).map(({ transaction }) => transaction)
+    for (const user of [from, to]) {
+      for (const url of ['/wallet/transactions?limit=100', '/wallet/transactions?limit=2', '/wallet/transactions?limit=3&offset=1']) {
+        const response = await t.app.inject({ method: 'GET', url, headers: user.auth })
+        assert.equal(response.statusCode, 200, response.body)
+        const limit = Number(new URL(url, 'http://x').searchParams.get('limit'))
+        const offset = Number(new URL(url, 'http://x').searchParams.get('offset') ?? 0)
+        const mine = all.filter((transaction) => transaction.sending_wallet_id === user.walletId || transaction.receiving_wallet_id === user.walletId)
+        await assertSameBytes(response, mine.slice(offset, offset + limit), url)
+      }
+    }
   })
 
   it('never answers a partial transaction while transfers commit', async () => {

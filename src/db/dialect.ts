@@ -1,7 +1,7 @@
-import { PostgresAdapter, sql, type Expression, type RawBuilder, type Transaction } from 'kysely'
+import { CompiledQuery, PostgresAdapter, sql, type Expression, type RawBuilder, type Transaction } from 'kysely'
 import type { Database, Db, Executor } from './database.ts'
 import { withRetries } from './retry.ts'
-import { sqliteStatementsOf } from './sqlite-statements.ts'
+import { readOutsideTransaction, sqliteStatementsOf } from './sqlite-statements.ts'
 import type { DB } from './tables.ts'
 
 /** Dialect differences live here, one small helper each. */
@@ -23,6 +23,17 @@ export function isUniqueViolation(error: unknown): boolean {
 export async function inTransaction<T>(database: Database | Db, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
   const db = 'db' in database ? database.db : database
   return withRetries(() => db.transaction().execute(work))
+}
+
+/**
+ * The rows of one read written as SQL text of the executor's dialect: on SQLite straight on the
+ * driver when no transaction is open on the connection (`sqlite-statements.ts`
+ * readOutsideTransaction, which sees every committed write and nothing else), else through Kysely.
+ * The hot reads (a history page, balances) skip Kysely's pass per query so: its connection
+ * handover, frozen query objects and promises (`docs/performance.md#per-request-costs-of-every-authenticated-read`).
+ */
+export async function readRows<Row>(executor: Executor, text: string, parameters: unknown[]): Promise<Row[]> {
+  return readOutsideTransaction<Row>(executor, text, parameters) ?? (await executor.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows
 }
 
 /** `SELECT … FOR UPDATE` on PostgreSQL; SQLite already serializes writers, so a no-op there. */

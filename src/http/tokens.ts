@@ -56,8 +56,9 @@ export function tokenKind(token: string): TokenKind | undefined {
   return (Object.keys(TOKEN_PREFIXES) as TokenKind[]).find((kind) => TOKEN_PREFIXES[kind] === `${match[1]}_`)
 }
 
+/** SHA-256 of the token, in hex; the one-shot `crypto.hash` (Node 20.12+) skips building a Hash object per request. */
 export function hashToken(token: string): string {
-  return crypto.createHash('sha256').update(token).digest('hex')
+  return crypto.hash('sha256', token, 'hex')
 }
 
 /** Constant-time comparison of two SHA-256 hex digests. */

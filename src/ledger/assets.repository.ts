@@ -1,7 +1,6 @@
 import type { Executor } from '../db/database.ts'
-import { CompiledQuery } from 'kysely'
 import { coalescedStatement } from '../db/coalesce.ts'
-import { forUpdate, holdRow, isPostgres, nowIso } from '../db/dialect.ts'
+import { forUpdate, holdRow, isPostgres, nowIso, readRows } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
 import { compareAssetNames, MINT_WALLET_ID, type Asset } from './ledger.types.ts'
 import { findHeld, holdingKey } from './moves.repository.ts'
@@ -114,7 +113,7 @@ const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
 type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & { quantity: number; wallet_id: number; asset_id: number; held: number }
 
 export async function listHoldings(db: Executor, walletId: number) {
-  const { rows } = await db.executeQuery<HoldingRow>(CompiledQuery.raw(isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId]))
+  const rows = await readRows<HoldingRow>(db, isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId])
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
   const held = await findHeld(db, rows)
   return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: held.get(holdingKey(walletId, row.id)) ?? 0 }))

@@ -66,11 +66,14 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
   return Object.fromEntries(filters.map(([key, value]) => [`metadata[${key}]`, value]))
 }
 
-/** GET /wallet/transactions: a page, newest first, and whether there is a next page. */
-export async function listWalletTransactions(db: Db, walletId: number, query: ListQuery) {
+/**
+ * GET /wallet/transactions: a page, newest first, as the JSON text of the answer (SQLite) or as
+ * the transactions (PostgreSQL); whether there is a next page, and the page's last id.
+ */
+export async function answerWalletTransactions(db: Db, walletId: number, query: ListQuery): Promise<transactions.PageAnswer> {
   const filter = await journalFilter(db, query)
-  if (!filter) return { transactions: [], more: false }
-  return transactions.listTransactions(db, { ...filter, walletId, direction: query.direction })
+  if (!filter) return { transactions: [], more: false, lastId: undefined }
+  return transactions.listTransactionsAnswer(db, { ...filter, walletId, direction: query.direction })
 }
 
 /** How many transactions a statement reads at a time: what it holds in memory at once. */

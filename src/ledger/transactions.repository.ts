@@ -1,6 +1,5 @@
-import { CompiledQuery } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { isPostgres } from '../db/dialect.ts'
+import { isPostgres, readRows } from '../db/dialect.ts'
 import { toAsset } from './assets.repository.ts'
 import { compareAssetNames, JOURNAL_SCOPE, type Asset, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
 
@@ -123,7 +122,28 @@ const STORED_FIELDS = 't.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo,
  *   which holds a row for each side, so one walk covers both.
  */
 export function listTransactions(db: Executor, filter: TransactionFilter): Promise<Page> {
-  if (filter.metadata && filter.metadata.length > 0) return pageByMetadata(db, filter.walletId, filter, filter.direction)
+  const { q, selection } = pageSelection(db, filter)
+  return pageOf(db, q, selection, filter.limit)
+}
+
+/**
+ * A page as `listTransactions` reads it, answered as the JSON text of the route's answer when the
+ * storage writes it (SQLite: `pageText`), else as the transactions (PostgreSQL), which the route
+ * serializes by its schema. Either way the bytes sent are the same.
+ */
+export async function listTransactionsAnswer(db: Executor, filter: TransactionFilter): Promise<PageAnswer> {
+  const { q, selection } = pageSelection(db, filter)
+  if (!q.postgres) return pageText(db, q, selection, filter.limit)
+  const { transactions, more } = await pageOf(db, q, selection, filter.limit)
+  return { transactions, more, lastId: transactions.at(-1)?.id }
+}
+
+/** A page's answer: its JSON text, or its transactions; whether more exist and the last one's id (the next page's cursor). */
+export type PageAnswer = ({ json: string } | { transactions: Transaction[] }) & { more: boolean; lastId: number | undefined }
+
+/** The statement selecting `listTransactions`' page (one more row than the page, to tell if more exist). */
+function pageSelection(db: Executor, filter: TransactionFilter): { q: Statement; selection: string } {
+  if (filter.metadata && filter.metadata.length > 0) return selectionByMetadata(db, filter.walletId, filter, filter.direction)
   const q = new Statement(db)
   const take = filter.offset + filter.limit + 1
   const rareKind = filter.kind !== undefined && filter.kind !== 'transfer' ? filter.kind : undefined
@@ -151,7 +171,7 @@ export function listTransactions(db: Executor, filter: TransactionFilter): Promi
     return `select * from (select ${STORED_FIELDS} from transactions t where ${[range, ...narrowing(q, filter)].join(' and ')} order by ${order} limit ${q.count(take)}) as ${column === 'sending_wallet_id' ? 'sent' : 'received'}`
   }
   const sides = filter.direction === 'sent' ? side('sending_wallet_id') : filter.direction === 'received' ? side('receiving_wallet_id') : `${side('sending_wallet_id')} union all ${side('receiving_wallet_id')}`
-  return pageOf(db, q, `select * from (${sides}) as page order by id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`, filter.limit)
+  return { q, selection: `select * from (${sides}) as page order by id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}` }
 }
 
 /**
@@ -176,7 +196,7 @@ function narrowing(q: Statement, filter: Narrowing): string[] {
  * carry every metadata entry of the filter: walks the first entry's (scope, key, value,
  * transaction) key backwards and probes that key once per further entry.
  */
-function pageByMetadata(db: Executor, scope: number, filter: Omit<TransactionFilter, 'walletId'>, direction?: 'sent' | 'received'): Promise<Page> {
+function selectionByMetadata(db: Executor, scope: number, filter: Omit<TransactionFilter, 'walletId'>, direction?: 'sent' | 'received'): { q: Statement; selection: string } {
   const [[key, value], ...others] = filter.metadata ?? []
   const q = new Statement(db)
   const conditions = [`m.wallet_id = ${q.param(scope)}`, `m.key = ${q.param(key)}`, `m.value = ${q.param(value)}`, ...narrowing(q, filter)]
@@ -189,8 +209,7 @@ function pageByMetadata(db: Executor, scope: number, filter: Omit<TransactionFil
       `exists (select 1 from transaction_metadata o where o.wallet_id = ${q.param(scope)} and o.key = ${q.param(otherKey)} and o.value = ${q.param(otherValue)} and o.transaction_id = m.transaction_id)`,
     )
   }
-  const selection = `select ${STORED_FIELDS} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`
-  return pageOf(db, q, selection, filter.limit)
+  return { q, selection: `select ${STORED_FIELDS} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}` }
 }
 
 /**
@@ -200,7 +219,10 @@ function pageByMetadata(db: Executor, scope: number, filter: Omit<TransactionFil
  * journal's rows of `transaction_metadata`; other filters narrow the walk as for a wallet.
  */
 export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walletId' | 'direction'>): Promise<Page> {
-  if (filter.metadata && filter.metadata.length > 0) return pageByMetadata(db, JOURNAL_SCOPE, filter)
+  if (filter.metadata && filter.metadata.length > 0) {
+    const { q, selection } = selectionByMetadata(db, JOURNAL_SCOPE, filter)
+    return pageOf(db, q, selection, filter.limit)
+  }
   const q = new Statement(db)
   const conditions = narrowing(q, filter)
   if (filter.kind !== undefined && filter.kind !== 'transfer') conditions.push(NOT_TRANSFER)
@@ -257,8 +279,8 @@ async function readTransactions(db: Executor, q: Statement, selection: string): 
   const text = q.postgres
     ? `with page as (${selection}) select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')} order by page.id desc), '[]')::text as page from page`
     : `with page as (${selection}) select json_group_array(${tupleOf('json_array', 'json_group_array', 'json(page.metadata)')} order by page.id desc) as page from page`
-  const { rows } = await db.executeQuery<{ page: string }>(CompiledQuery.raw(text, q.params))
-  return (JSON.parse(rows[0].page) as TransactionTuple[]).map(fromTuple)
+  const [{ page }] = await readRows<{ page: string }>(db, text, q.params)
+  return (JSON.parse(page) as TransactionTuple[]).map(fromTuple)
 }
 
 /** The SQL of one TransactionTuple of the row `page`, with the dialect's JSON functions. */
@@ -281,6 +303,86 @@ function fromTuple([id, sendingWalletId, receivingWalletId, sendingAddress, rece
   const row = { id, sending_wallet_id: sendingWalletId, receiving_wallet_id: receivingWalletId, memo, created_at: createdAt, kind, reverses, hold_id: holdId, metadata: metadata ?? {} }
   return shapeTransaction(row, assets, label(sendingAddress, sendingUsername), label(receivingAddress, receivingUsername))
 }
+
+/**
+ * A page of `selection` on SQLite as the bytes of the route's answer: SQLite writes the JSON text
+ * of every transaction, field by field in the order the serializer of the response schema
+ * (`ledger.schemas.ts` Transaction) writes them (the required fields, then the optional ones,
+ * each in the schema's order), and the route sends it as it is. Node then neither parses the page's JSON nor
+ * shapes nor serializes it again: that round took about a third of a page's CPU in the service
+ * (`docs/performance.md#history-as-the-databases-text`). The text is byte for byte what serializing
+ * the transactions by the schema writes (`test/history-pages.test.ts` compares the raw answers):
+ * strings through `json_quote` (the escapes of JSON.stringify), lines by asset name as
+ * `compareAssetNames` orders them, the stored metadata text as it is (written by JSON.stringify,
+ * a fixed point of JSON.parse and JSON.stringify). A number whose text JavaScript may write
+ * otherwise (see `NUMBER_TEXT`) is written between two U+0001 marks, which no JSON text holds
+ * unescaped, and rewritten by JavaScript here.
+ */
+async function pageText(db: Executor, q: Statement, selection: string, limit: number): Promise<PageAnswer> {
+  const text = `with page as materialized (${selection})
+    select '[' || coalesce(group_concat(${TRANSACTION_TEXT}, ',' order by p.id desc), '') || ']' as json, min(p.id) as last, (select count(*) from page) as found
+    from (select * from page order by id desc limit ${q.count(limit)}) as p`
+  const [{ json, last, found }] = await readRows<{ json: string; last: number | null; found: number }>(db, text, q.params)
+  return { json: json.includes(MARK) ? rewriteMarkedNumbers(json) : json, more: found > limit, lastId: last ?? undefined }
+}
+
+const MARK = '\u0001'
+
+/** The text with every number written between marks (`numberText`) as JavaScript writes it: the marked parts are every other piece between marks. */
+function rewriteMarkedNumbers(json: string): string {
+  return json
+    .split(MARK)
+    .map((piece, index) => (index % 2 === 1 ? JSON.stringify(Number(piece)) : piece))
+    .join('')
+}
+
+/**
+ * The SQL text of a number as JavaScript writes it, for the numbers whose texts agree: a safe
+ * integer's digits, a double's 15 significant digits (`%.15g`, trailing zeros dropped) when they
+ * read back as the same double and both writers use the same notation (plain between 1e-4 and
+ * 1e15, exponent from 1e21 up). Otherwise SQLite's own text (17 digits at most, exact) between
+ * marks, which `pageText` rewrites as JavaScript does. An asset's `value` is a double: 1 or 0.25
+ * take the first ways, 0.1 + 0.2 or 1e-7 the last (`test/history-pages.test.ts` covers each, and
+ * 900,000 random doubles agreed when this was written).
+ */
+function numberText(column: string): string {
+  const fifteen = `printf('%.15g', ${column})`
+  return `case when ${column} = cast(${column} as integer) and abs(${column}) <= ${Number.MAX_SAFE_INTEGER} then cast(cast(${column} as integer) as text)
+    when (abs(${column}) >= 1e-4 and abs(${column}) < 1e15 or abs(${column}) >= 1e21) and cast(${fifteen} as real) = ${column} then ${fifteen}
+    else char(1) || json_quote(${column}) || char(1) end`
+}
+
+/** The SQL of a quantity's text: its digits, or between marks beyond 2^53 (where JavaScript's number rounds it). */
+const QUANTITY_TEXT = `case when abs(ta.quantity) <= ${Number.MAX_SAFE_INTEGER} then ta.quantity else char(1) || ta.quantity || char(1) end`
+
+/** The SQL of the JSON text of the transaction in row `p` (STORED_FIELDS), as `shapeTransaction` and the schema write it. */
+const TRANSACTION_TEXT = (() => {
+  const address = (column: string) => `coalesce((select json_quote(w.address) from wallets w where w.id = p.${column}), '""')`
+  // A subquery per side, so that each wallet's user is one index probe (a join can scan every user).
+  const username = (field: string, column: string) =>
+    `coalesce((select ',"${field}":' || json_quote(u.username) from users u where u.primary_wallet_id = p.${column} and u.username <> ''), '')`
+  const line = `'{"quantity":' || ${QUANTITY_TEXT} || ',"asset":{"id":' || a.id || ',"name":' || json_quote(a.name) || ',"value":' || ${numberText('a.value')} || '}}'`
+  const lines = `coalesce((select group_concat(${line}, ',' order by lower(a.name), a.name) from transaction_assets ta inner join assets a on a.id = ta.asset_id where ta.transaction_id = p.id), '')`
+  return [
+    `'{"id":' || p.id`,
+    `',"sending_wallet_id":' || p.sending_wallet_id`,
+    `',"receiving_wallet_id":' || p.receiving_wallet_id`,
+    `',"sending_wallet_address":' || ${address('sending_wallet_id')}`,
+    `',"receiving_wallet_address":' || ${address('receiving_wallet_id')}`,
+    `',"created_at":' || json_quote(p.created_at)`,
+    `',"memo":' || json_quote(p.memo)`,
+    `',"assets":[' || ${lines} || ']'`,
+    `',"kind":' || json_quote(p.kind)`,
+    `',"metadata":' || coalesce(p.metadata, '{}')`,
+    // The optional fields after the required ones, as the schema's serializer writes them.
+    username('sending_username', 'sending_wallet_id'),
+    username('receiving_username', 'receiving_wallet_id'),
+    // Each link only on its own kind, as shapeTransaction.
+    `case when p.kind = 'reversal' and p.reverses is not null then ',"reverses":' || p.reverses else '' end`,
+    `case when p.kind = 'capture' and p.hold_id is not null then ',"hold_id":' || p.hold_id else '' end`,
+    `'}'`,
+  ].join(' || ')
+})()
 
 /** Line rows (of transactions or holds) grouped by their owner's id, each list by asset name. */
 export function linesByOwner(rows: { owner: number; quantity: number; id: number; name: string; value: number }[]): Map<number, Line[]> {

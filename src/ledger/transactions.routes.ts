@@ -117,16 +117,20 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
         .send(Readable.from(prepend(first.value ?? '', rows)) as never)
     }
     const metadata = history.metadataFilters(request.query)
-    const { transactions, more } = await history.listWalletTransactions(db, walletOf(request), { ...request.query, metadata })
-    if (more && transactions.length > 0) {
+    const page = await history.answerWalletTransactions(db, walletOf(request), { ...request.query, metadata })
+    if (page.more && page.lastId !== undefined) {
       // The next page continues below this one's last id, with the same filters; offset is spent.
       const { limit, after, asset, direction, since, until, kind } = request.query
-      const before = transactions[transactions.length - 1].id
-      reply.header('link', nextPageLink('/wallet/transactions', { before, limit: limit ?? 10, after, asset, direction, since, until, kind, ...history.metadataParameters(metadata) }))
+      reply.header('link', nextPageLink('/wallet/transactions', { before: page.lastId, limit: limit ?? 10, after, asset, direction, since, until, kind, ...history.metadataParameters(metadata) }))
     }
-    return transactions
+    if ('transactions' in page) return page.transactions
+    // The storage wrote the answer's bytes (by the schema's layout): sent as they are, not serialized again.
+    return reply.type(JSON_TYPE).send(page.json as never)
   })
 }
+
+/** The content type Fastify gives the JSON it serializes. */
+const JSON_TYPE = 'application/json; charset=utf-8'
 
 export default transactionsRoutes
 

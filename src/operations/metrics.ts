@@ -114,11 +114,13 @@ export async function registerOperatorMetrics(app: FastifyInstance, { metrics, d
       },
     })
   }
-  app.addHook('onSend', async (request, reply, payload) => {
-    if (request.method !== 'POST' || request.routeOptions.url !== '/wallet/transactions') return payload
-    if (reply.statusCode === 201) metrics.transfers.inc({ outcome: reply.getHeader('idempotent-replayed') ? 'replayed' : 'committed', code: '' })
-    else metrics.transfers.inc({ outcome: 'refused', code: errorCode(payload) })
-    return payload
+  // A callback, not a promise: every response passes this hook (`http/observability.ts`).
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (request.method === 'POST' && request.routeOptions.url === '/wallet/transactions') {
+      if (reply.statusCode === 201) metrics.transfers.inc({ outcome: reply.getHeader('idempotent-replayed') ? 'replayed' : 'committed', code: '' })
+      else metrics.transfers.inc({ outcome: 'refused', code: errorCode(payload) })
+    }
+    done(null, payload)
   })
 }
 
