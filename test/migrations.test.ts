@@ -10,7 +10,8 @@ import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../src/db/migrate.t
 import { readEventsAfter } from '../src/events/events.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
-import { createUser } from './helpers/factories.ts'
+import { createUser, setWebhook, transfer } from './helpers/factories.ts'
+import { startReceiver, waitUntil } from './helpers/receiver.ts'
 
 /** A numeric SQLite setting of `db`'s connection. */
 async function pragma(db: Db, name: string): Promise<number> {
@@ -157,5 +158,81 @@ describe(`migrations (${STORAGE})`, () => {
     assert.deepEqual(replayed.json(), sent.json())
     assert.deepEqual(replayed.json().metadata, {})
     assert.equal((await verifyLedger(db)).ok, true)
+  })
+
+  it('0012 drops what no reader of the deliveries uses, and back, with deliveries present; the log answers as before', async () => {
+    // An app of its own: a failed delivery waits an hour for its retry, so nothing moves while the schema does.
+    const own = await buildTestApp({ WEBHOOK_RETRY_SCHEDULE: '3600' })
+    const receiver = await startReceiver((request) => ({ status: request.path === '/fails' ? 500 : 200 }))
+    try {
+      const db = own.database.db
+      const asset = (await own.app.inject({ method: 'POST', url: '/assets', headers: own.admin, payload: { name: 'tin', value: 1 } })).json() as { id: number }
+      const [alice, bob, carol] = [await createUser(own.app), await createUser(own.app), await createUser(own.app)]
+      assert.equal((await own.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: own.admin, payload: { id: asset.id, quantity: 10 } })).statusCode, 201)
+      await setWebhook(own, bob, `${receiver.url}/works`)
+      await setWebhook(own, carol, `${receiver.url}/fails`)
+      for (const to of [bob, carol, bob]) await transfer(own, alice, to.username, { tin: 1 })
+      const statuses = async () => (await db.selectFrom('webhook_deliveries').select(['id', 'status', 'attempts']).orderBy('id').execute()).map((row) => `${row.id} ${row.status} ${row.attempts}`)
+      // Bob's two delivered, carol's tried once and pending until its retry.
+      await waitUntil(async () => {
+        const rows = await statuses()
+        return rows.length === 3 && rows.every((row) => row.endsWith(' 1'))
+      }, 10_000, 'every delivery to be attempted once')
+      const stored = await statuses()
+      assert.equal(stored.filter((row) => row.includes(' delivered ')).length, 2)
+      assert.equal(stored.filter((row) => row.includes(' pending ')).length, 1)
+      const views = async () => {
+        const seen: unknown[] = []
+        for (const user of [bob, carol]) {
+          const log = await own.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries', headers: user.auth })
+          assert.equal(log.statusCode, 200, log.body)
+          seen.push(log.json(), log.headers['coffer-backlog-pending'], (await own.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog.pending)
+        }
+        return seen
+      }
+      const indexes = async () =>
+        STORAGE === 'postgres'
+          ? (await sql<{ name: string }>`select indexname as name from pg_indexes where tablename = 'webhook_deliveries' order by 1`.execute(db)).rows.map((row) => row.name)
+          : (await sql<{ name: string }>`select name from sqlite_master where type = 'index' and tbl_name = 'webhook_deliveries' and sql is not null order by 1`.execute(db)).rows.map((row) => row.name)
+      const foreignKeys = async () =>
+        STORAGE === 'postgres'
+          ? Number((await sql<{ count: string }>`select count(*) as count from pg_constraint where contype = 'f' and conrelid = 'webhook_deliveries'::regclass`.execute(db)).rows[0].count)
+          : (await sql`pragma foreign_key_list(webhook_deliveries)`.execute(db)).rows.length
+      const kept = ['webhook_deliveries_event', 'webhook_deliveries_leased', 'webhook_deliveries_pending', 'webhook_deliveries_wallet']
+      const seen = await views()
+
+      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), kept)
+      assert.equal(await foreignKeys(), STORAGE === 'postgres' ? 0 : 2)
+
+      await migrateTo(db, '0011_webhook_origins')
+      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), [...kept.slice(0, 1), 'webhook_deliveries_due', ...kept.slice(1)].sort())
+      assert.equal(await foreignKeys(), 2)
+      assert.deepEqual(await statuses(), stored)
+      assert.deepEqual(await views(), seen)
+
+      assert.deepEqual(await migrateToLatest(db), ['0012_lean_webhook_deliveries'])
+      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), kept)
+      assert.equal(await foreignKeys(), STORAGE === 'postgres' ? 0 : 2)
+      assert.deepEqual(await statuses(), stored)
+      assert.deepEqual(await views(), seen)
+
+      // The worker finds what is queued next, with the index it used gone.
+      await transfer(own, alice, bob.username, { tin: 1 })
+      await receiver.waitForEvents(3)
+      // What the foreign keys checked, `coffer verify` checks (on PostgreSQL nothing else does).
+      const [first] = await db.selectFrom('webhook_deliveries').select(['id', 'event_id']).orderBy('id').limit(1).execute()
+      if (STORAGE === 'postgres') {
+        await sql`update webhook_deliveries set event_id = 999999 where id = ${first.id}`.execute(db)
+        const report = await verifyLedger(db)
+        assert.deepEqual(report.problems, ['1 webhook_deliveries rows name a missing events row in event_id'])
+        await sql`update webhook_deliveries set event_id = ${first.event_id} where id = ${first.id}`.execute(db)
+      } else {
+        await assert.rejects(sql`update webhook_deliveries set event_id = 999999 where id = ${first.id}`.execute(db), /FOREIGN KEY/)
+      }
+      assert.equal((await verifyLedger(db)).ok, true)
+    } finally {
+      await receiver.close()
+      await own.close()
+    }
   })
 })

@@ -11,6 +11,7 @@ import * as transactionKindsAndMetadata from './migrations/0008_transaction_kind
 import * as holds from './migrations/0009_holds.ts'
 import * as runningBalances from './migrations/0010_running_balances.ts'
 import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
+import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliveries.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -25,6 +26,7 @@ const migrations: Record<string, Migration> = {
   '0009_holds': holds,
   '0010_running_balances': runningBalances,
   '0011_webhook_origins': webhookOrigins,
+  '0012_lean_webhook_deliveries': leanWebhookDeliveries,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

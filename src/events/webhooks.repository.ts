@@ -189,18 +189,29 @@ export async function listDueOrigins(db: Executor, now: string): Promise<{ origi
   return rows.map((row) => ({ origin: row.origin, wallets: Number(row.wallets) }))
 }
 
+/**
+ * Each webhook's wallet's first due delivery, as a subquery of one row per webhook: one index
+ * probe per wallet, however long its backlog. Written as `(… limit 1) is not null` rather than
+ * `exists (…)`, which PostgreSQL turns into a join that reads every due delivery of every wallet
+ * (with 6,500 deliveries pending, 2 ms a round, the worker's costliest statement; migration 0012).
+ */
 function dueOrigins(db: Executor, now: string) {
   return db
     .selectFrom('webhooks')
     .select((eb) => ['webhooks.origin', eb.fn.countAll<number | string>().as('wallets'), sql<number | string>`0`.as('leased')])
-    .where(({ exists, selectFrom }) =>
-      exists(
+    .where(({ eb, selectFrom }) =>
+      eb(
         selectFrom('webhook_deliveries')
           .select('webhook_deliveries.id')
           .whereRef('webhook_deliveries.wallet_id', '=', 'webhooks.wallet_id')
           .where('webhook_deliveries.status', '=', PENDING)
           .where('webhook_deliveries.next_attempt_at', '<=', now)
-          .where((eb) => eb.or([eb('webhook_deliveries.lease_until', 'is', null), eb('webhook_deliveries.lease_until', '<=', now)])),
+          .where((eb) => eb.or([eb('webhook_deliveries.lease_until', 'is', null), eb('webhook_deliveries.lease_until', '<=', now)]))
+          .orderBy('webhook_deliveries.next_attempt_at')
+          .orderBy('webhook_deliveries.id')
+          .limit(1),
+        'is not',
+        null,
       ),
     )
     .groupBy('webhooks.origin')

@@ -2,6 +2,7 @@ import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
+import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveries.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
 
 export interface VerifyReport {
@@ -70,10 +71,10 @@ class ReversalTally {
  * every transaction has positive lines between two different wallets, each holding's last running
  * balance (balances in time) is the holding, the holds' rules hold (`verifyHolds`), and every reference of the
  * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
- * transaction) names an existing row. Reads in batches of transactions, calling
- * `progress(done, total)` after each, all in one read-only snapshot (a transaction of its own
- * unless given one): transfers committing meanwhile, beside a running server, are either wholly
- * in what it reads or wholly out.
+ * transaction) and of a webhook delivery (its event and wallet) names an existing row. Reads in
+ * batches of transactions, calling `progress(done, total)` after each, all in one read-only
+ * snapshot (a transaction of its own unless given one): transfers committing meanwhile, beside a
+ * running server, are either wholly in what it reads or wholly out.
  */
 export async function verifyLedger(db: Executor, progress?: (done: number, total: number) => void): Promise<VerifyReport> {
   if (!db.isTransaction) {
@@ -162,8 +163,8 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
   }
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
   problems.push(...(await verifyHolds(db, holdings)))
-  // On PostgreSQL the write path, not a foreign key, keeps these (migration 0005).
-  for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES]) {
+  // On PostgreSQL the write path, not a foreign key, keeps these (migrations 0005, 0009 and 0012).
+  for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES, ...DELIVERY_REFERENCES]) {
     const { rows } = await sql<{ count: number | string }>`
       select count(*) as count from ${sql.table(table)} as child
       where ${sql.ref(`child.${column}`)} is not null

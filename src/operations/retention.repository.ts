@@ -19,15 +19,42 @@ export async function takeRetentionTurn(trx: Executor): Promise<boolean> {
   return rows[0].taken
 }
 
-/** Deliveries that ended (delivered, given up, cancelled) before `before`, with their attempt logs. */
-export async function deleteEndedDeliveries(trx: Executor, before: string, limit: number): Promise<{ deliveries: number; attempts: number }> {
+/**
+ * The next page of deliveries after `afterId`, in id order (the order they were queued): deletes
+ * those that ended (delivered, given up, cancelled) before `before`, with their attempt logs, and
+ * says whether the page reached deliveries queued after `before` (which cannot have ended before
+ * it: a delivery changes after it is queued). A page is read through the primary key, so a run
+ * reads the deliveries older than `before` once, not the whole table (migration 0012).
+ */
+export async function deleteEndedDeliveries(
+  trx: Executor,
+  afterId: number,
+  before: string,
+  limit: number,
+): Promise<{ deliveries: number; attempts: number; lastId: number; reachedNewer: boolean }> {
+  const rows = await trx.selectFrom('webhook_deliveries').select(['id', 'created_at']).where('id', '>', afterId).orderBy('id').limit(limit).execute()
+  const older: number[] = []
+  let reachedNewer = rows.length < limit
+  for (const row of rows) {
+    if (row.created_at >= before) {
+      reachedNewer = true
+      break
+    }
+    older.push(Number(row.id))
+  }
+  const lastId = rows.length > 0 ? Number(rows[rows.length - 1].id) : afterId
+  if (older.length === 0) return { deliveries: 0, attempts: 0, lastId, reachedNewer }
+  // Locked as they are checked, so that a delivery retried meanwhile keeps its attempt log.
   const ids = (
-    await forUpdate(trx.selectFrom('webhook_deliveries').select('id').where('status', 'in', FINAL_STATUSES).where('updated_at', '<', before).limit(limit), trx).execute()
-  ).map((row) => row.id)
-  if (ids.length === 0) return { deliveries: 0, attempts: 0 }
+    await forUpdate(
+      trx.selectFrom('webhook_deliveries').select('id').where(anyOf(trx, sql.ref('id'), older)).where('status', 'in', FINAL_STATUSES).where('updated_at', '<', before),
+      trx,
+    ).execute()
+  ).map((row) => Number(row.id))
+  if (ids.length === 0) return { deliveries: 0, attempts: 0, lastId, reachedNewer }
   const attempts = await trx.deleteFrom('webhook_attempts').where(anyOf(trx, sql.ref('delivery_id'), ids)).executeTakeFirst()
   const deliveries = await trx.deleteFrom('webhook_deliveries').where(anyOf(trx, sql.ref('id'), ids)).executeTakeFirst()
-  return { deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows) }
+  return { deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows), lastId, reachedNewer }
 }
 
 /**

@@ -61,15 +61,17 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
   }
 
   // Ended deliveries and their attempts first: then the events they referred to can go.
+  let afterId = 0
   while (
     await inTurn(async (trx) => {
-      const removed = await repo.deleteEndedDeliveries(trx, eventsBefore, BATCH)
-      report.webhookDeliveries += removed.deliveries
-      report.webhookAttempts += removed.attempts
-      return removed.deliveries === BATCH
+      const page = await repo.deleteEndedDeliveries(trx, afterId, eventsBefore, BATCH)
+      report.webhookDeliveries += page.deliveries
+      report.webhookAttempts += page.attempts
+      afterId = page.lastId
+      return !page.reachedNewer
     })
   );
-  let afterId = 0
+  afterId = 0
   while (
     await inTurn(async (trx) => {
       const page = await repo.findOldEvents(trx, afterId, eventsBefore, BATCH)
