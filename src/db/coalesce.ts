@@ -1,8 +1,7 @@
 import DataLoader from 'dataloader'
 import { CompiledQuery } from 'kysely'
 import type { Executor } from './database.ts'
-import { isPostgres } from './dialect.ts'
-import { readOutsideTransaction } from './sqlite-statements.ts'
+import { isPostgres, readRows } from './dialect.ts'
 
 /**
  * On PostgreSQL, lookups by key that requests make in the same turn of the event loop go to the
@@ -56,14 +55,11 @@ export function coalescedStatement<K extends string | number, Row>(
     return new Map(rows.map((row) => [keyOf(row), row]))
   })
   // SQLite looks each key up at once (see above), as a plain parameter, straight on the driver
-  // when no transaction is open (`readOutsideTransaction`): no Kysely pass, no json_each, no
-  // batching machinery. Measured in a loop, CPU per lookup: 6.7-8.3 µs before, 4.2-4.8 µs so; a
-  // transfer by key makes three (its key, its recipient, its asset;
+  // when no transaction is open (`readRows`): no Kysely pass, no json_each, no batching
+  // machinery. Measured in a loop, CPU per lookup: 6.7-8.3 µs before, 4.2-4.8 µs so; a transfer
+  // by key makes three (its key, its recipient, its asset;
   // docs/performance.md#transfers-round-three-engineer-t).
   const sqlite = text.replace('$keys', '(?)')
-  const onSqlite = async (db: Executor, key: K): Promise<Row | undefined> => {
-    const rows = readOutsideTransaction<Row>(db, sqlite, [key]) ?? (await db.executeQuery<Row>(CompiledQuery.raw(sqlite, [key]))).rows
-    return rows.find((row) => keyOf(row) === key)
-  }
+  const onSqlite = async (db: Executor, key: K): Promise<Row | undefined> => (await readRows<Row>(db, sqlite, [key])).find((row) => keyOf(row) === key)
   return (db, key) => (isPostgres(db) ? onPostgres(db, key) : onSqlite(db, key))
 }

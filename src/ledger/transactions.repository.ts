@@ -167,11 +167,18 @@ function pageSelection(db: Executor, filter: TransactionFilter): { q: Statement;
       if (rareKind !== undefined) range += ` and t.kind = ${q.param(rareKind)} and ${NOT_TRANSFER}`
       range += ` and t.id > ${q.param(after ?? 0)} and t.id ${upTo} ${q.param(last)}`
     }
+    const rows = `select ${STORED_FIELDS} from transactions t where ${[range, ...narrowing(q, filter)].join(' and ')}`
+    // SQLite: each side as it is, the sides one compound ordered by id. It merges them as it reads
+    // them through their indexes (each already in id order there), taking only the rows the page
+    // needs. Each side as an ordered subquery with its own limit was sorted again before the
+    // merge: a fifth of the statement (docs/performance.md#history-as-the-databases-text).
+    if (!q.postgres) return rows
     const order = rareKind === undefined ? `t.${column} desc, t.id desc` : `t.${column} desc, t.kind desc, t.id desc`
-    return `select * from (select ${STORED_FIELDS} from transactions t where ${[range, ...narrowing(q, filter)].join(' and ')} order by ${order} limit ${q.count(take)}) as ${column === 'sending_wallet_id' ? 'sent' : 'received'}`
+    return `select * from (${rows} order by ${order} limit ${q.count(take)}) as ${column === 'sending_wallet_id' ? 'sent' : 'received'}`
   }
   const sides = filter.direction === 'sent' ? side('sending_wallet_id') : filter.direction === 'received' ? side('receiving_wallet_id') : `${side('sending_wallet_id')} union all ${side('receiving_wallet_id')}`
-  return { q, selection: `select * from (${sides}) as page order by id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}` }
+  const page = `order by id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`
+  return { q, selection: q.postgres ? `select * from (${sides}) as page ${page}` : `${sides} ${page}` }
 }
 
 /**
@@ -305,18 +312,21 @@ function fromTuple([id, sendingWalletId, receivingWalletId, sendingAddress, rece
 }
 
 /**
- * A page of `selection` on SQLite as the bytes of the route's answer: SQLite writes the JSON text
- * of every transaction, field by field in the order the serializer of the response schema
- * (`ledger.schemas.ts` Transaction) writes them (the required fields, then the optional ones,
- * each in the schema's order), and the route sends it as it is. Node then neither parses the page's JSON nor
- * shapes nor serializes it again: that round took about a third of a page's CPU in the service
- * (`docs/performance.md#history-as-the-databases-text`). The text is byte for byte what serializing
- * the transactions by the schema writes (`test/history-pages.test.ts` compares the raw answers):
- * strings through `json_quote` (the escapes of JSON.stringify), lines by asset name as
- * `compareAssetNames` orders them, the stored metadata text as it is (written by JSON.stringify,
- * a fixed point of JSON.parse and JSON.stringify). A number whose text JavaScript may write
- * otherwise (see `NUMBER_TEXT`) is written between two U+0001 marks, which no JSON text holds
- * unescaped, and rewritten by JavaScript here.
+ * A page of `selection` on SQLite as the bytes of the route's answer. SQLite writes the JSON text
+ * of every transaction field by field, in the order the serializer of the response schema
+ * (`ledger.schemas.ts` Transaction) writes them: the required fields, then the optional ones, each
+ * in the schema's order. The route sends the text as it is, so Node neither parses, shapes nor
+ * serializes the page, and a page allocates one string instead of a hundred-odd objects. SQLite
+ * spends about as long writing the text as Node spent on that round; the gain is in the garbage
+ * and the turns of the event loop (`docs/performance.md#history-as-the-databases-text`).
+ *
+ * The text is byte for byte what serializing the transactions by the schema writes
+ * (`test/history-pages.test.ts` compares raw answers, awkward numbers and text included): strings
+ * through `json_quote` (the escapes of JSON.stringify), lines by asset name as `compareAssetNames`
+ * orders them (names are ASCII), the stored metadata text as it is (written by JSON.stringify, a
+ * fixed point of JSON.parse and JSON.stringify). A number whose text JavaScript may write
+ * otherwise (`numberText`) comes between two U+0001 marks, which no JSON text holds unescaped,
+ * and is rewritten here as JavaScript writes it.
  */
 async function pageText(db: Executor, q: Statement, selection: string, limit: number): Promise<PageAnswer> {
   const text = `with page as materialized (${selection})
