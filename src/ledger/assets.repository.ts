@@ -97,11 +97,6 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
 }
 
 /**
- * Holdings of a wallet with a quantity above zero, ordered by asset name (compareAssetNames),
- * each with what pending, unexpired holds reserve of it (`held`; a held holding has a quantity
- * of at least what is held, so it is listed even when nothing of it is free).
- */
-/**
  * The text of `listHoldings`' query, written once per dialect: GET /wallet/assets is polled by
  * every dashboard, and building and compiling the query with Kysely on every call cost about as
  * much CPU as SQLite took to answer it (`docs/performance.md#read-path-one-statement-per-page`).
@@ -112,6 +107,11 @@ const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
 
 type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & { quantity: number; wallet_id: number; asset_id: number; held: number }
 
+/**
+ * Holdings of a wallet with a quantity above zero, ordered by asset name (compareAssetNames),
+ * each with what pending, unexpired holds reserve of it (`held`; a held holding has a quantity
+ * of at least what is held, so it is listed even when nothing of it is free).
+ */
 export async function listHoldings(db: Executor, walletId: number) {
   const rows = await readRows<HoldingRow>(db, isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId])
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
