@@ -369,7 +369,8 @@ export class DeliveryWorker {
     const held = new Map(this.originLoad)
     for (const end of ended) adjust(held, end.claim.origin, -1)
     const room = origins.map(({ origin }) => Math.min(this.limits.limit(origin) - (leased.get(origin) ?? 0), this.circuits.allowance(origin)))
-    const busy = [...held].filter(([origin]) => !due.some((entry) => entry.origin === origin))
+    const dueOrigins = new Set(due.map((entry) => entry.origin))
+    const busy = [...held].filter(([origin]) => !dueOrigins.has(origin))
     const shares = shareSlots(
       [...origins.map(({ origin }, i) => (held.get(origin) ?? 0) + Math.max(0, room[i])), ...busy.map(([, count]) => count)],
       this.concurrency,
