@@ -26,7 +26,7 @@ export interface Config {
   /** Seconds between webhook retries, one entry per retry; the last entry ends the schedule. */
   webhookRetrySchedule: number[]
   webhookTimeoutMs: number
-  /** Webhook attempts in flight at once to one receiving origin, counted across every instance. */
+  /** The most webhook attempts in flight at once to one receiving origin, counted across every instance (each origin's limit adapts below it: `events/origins.ts` OriginLimits). */
   webhookOriginConcurrency: number
   /** Webhook attempts in flight at once in this instance, over all origins. */
   webhookConcurrency: number
@@ -251,7 +251,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivate: boolean(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetrySchedule: schedule(env, 'WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
-    webhookOriginConcurrency: integer(env, 'WEBHOOK_ORIGIN_CONCURRENCY', 64, 1, 10_000),
+    webhookOriginConcurrency: integer(env, 'WEBHOOK_ORIGIN_CONCURRENCY', 128, 1, 10_000),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 256, 1, 10_000),
     webhookCircuitFailures: integer(env, 'WEBHOOK_CIRCUIT_FAILURES', 5, 1, 1_000),
     webhookCircuitOpenMs: integer(env, 'WEBHOOK_CIRCUIT_OPEN_MS', 5_000, 100, 300_000),

@@ -31,7 +31,7 @@ describe('loadConfig', () => {
     assert.equal(config.webhookAllowPrivate, false)
     assert.deepEqual(config.webhookRetrySchedule, DEFAULT_WEBHOOK_SCHEDULE)
     assert.equal(config.webhookTimeoutMs, 10_000)
-    assert.equal(config.webhookOriginConcurrency, 64)
+    assert.equal(config.webhookOriginConcurrency, 128)
     assert.equal(config.webhookConcurrency, 256)
     assert.equal(config.webhookCircuitFailures, 5)
     assert.equal(config.webhookCircuitOpenMs, 5_000)

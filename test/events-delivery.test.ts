@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
 import { inTransaction } from '../src/db/dialect.ts'
 import { DeliveryWorker } from '../src/events/delivery.worker.ts'
-import { OriginCircuits, pickFairly, webhookOrigin, type CircuitState, type DueDelivery } from '../src/events/origins.ts'
+import { OriginCircuits, OriginLimits, pickFairly, shareSlots, webhookOrigin, type CircuitState, type DueDelivery } from '../src/events/origins.ts'
 import { outbox } from '../src/events/outbox.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
@@ -139,6 +139,107 @@ async function transferAtOnce(t: TestApp, payer: TestUser, payees: TestUser[], a
   })
 }
 
+describe('OriginLimits: each origin\'s in-flight limit adapts to its answers (mocked clock)', () => {
+  function limits(floor = 4, cap = 128) {
+    let now = 1_000_000
+    const adaptive = new OriginLimits({ floor, cap, now: () => now })
+    return { adaptive, advance: (ms: number) => (now += ms), now: () => now }
+  }
+  const fast = 'https://fast.example'
+  const other = 'https://other.example'
+  /** One round trip: `count` attempts started now, answered after `latencyMs`. */
+  function roundTrip(l: ReturnType<typeof limits>, origin: string, count: number, outcome: { answered: boolean; latencyMs: number }) {
+    l.advance(1)
+    const startedAt = l.now()
+    l.advance(outcome.latencyMs)
+    for (let i = 0; i < count; i++) l.adaptive.finished(origin, { startedAt, ...outcome })
+  }
+
+  it('starts at the floor and, while the origin has more due than it lets out, grows by one per answer up to the cap', () => {
+    const l = limits()
+    assert.equal(l.adaptive.limit(fast), 4)
+    l.adaptive.claimed(new Set([fast]))
+    roundTrip(l, fast, 4, { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 8, 'about doubled in one round trip')
+    for (let trip = 0; trip < 10; trip++) roundTrip(l, fast, l.adaptive.limit(fast), { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 128, 'never above the cap')
+    assert.equal(l.adaptive.limit(other), 4, 'origins apart')
+  })
+
+  it('does not grow while the origin takes less than its limit', () => {
+    const l = limits()
+    l.adaptive.claimed(new Set())
+    roundTrip(l, fast, 4, { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 4)
+  })
+
+  it('halves on failures, once per round trip, down to the floor; an answer in good time grows it again', () => {
+    const l = limits()
+    l.adaptive.claimed(new Set([fast]))
+    for (let trip = 0; trip < 3; trip++) roundTrip(l, fast, l.adaptive.limit(fast), { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 32)
+    // 32 attempts sent together all fail: one cut, not 32.
+    roundTrip(l, fast, 32, { answered: false, latencyMs: 10_000 })
+    assert.equal(l.adaptive.limit(fast), 16)
+    // Attempts sent after that cut cut again.
+    roundTrip(l, fast, 16, { answered: false, latencyMs: 10_000 })
+    assert.equal(l.adaptive.limit(fast), 8)
+    for (let trip = 0; trip < 5; trip++) roundTrip(l, fast, 8, { answered: false, latencyMs: 10_000 })
+    assert.equal(l.adaptive.limit(fast), 4, 'never below the floor')
+    roundTrip(l, fast, 1, { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 5)
+  })
+
+  it('takes a tenth off when answers slow down under the load, and grows while they keep their pace', () => {
+    const l = limits()
+    l.adaptive.claimed(new Set([fast]))
+    for (let trip = 0; trip < 4; trip++) roundTrip(l, fast, l.adaptive.limit(fast), { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 64)
+    // Within twice the baseline (50 ms) plus 20 ms: still in good time.
+    roundTrip(l, fast, 10, { answered: true, latencyMs: 110 })
+    assert.equal(l.adaptive.limit(fast), 74)
+    // Slower than that: the receiver is slowing under the load; one cut per round trip, no growth.
+    roundTrip(l, fast, 74, { answered: true, latencyMs: 400 })
+    assert.equal(l.adaptive.limit(fast), 66)
+    roundTrip(l, fast, 66, { answered: true, latencyMs: 400 })
+    assert.equal(l.adaptive.limit(fast), 59)
+    // A receiver that became slower for good: after one to two 30 s windows, 400 ms is its pace.
+    l.advance(60_000)
+    roundTrip(l, fast, 1, { answered: true, latencyMs: 400 })
+    roundTrip(l, fast, 10, { answered: true, latencyMs: 400 })
+    assert.equal(l.adaptive.limit(fast), 70)
+  })
+
+  it('keeps a cap lower than the floor, and forgets an origin back at the floor with nothing held back', () => {
+    const l = limits(4, 3)
+    assert.equal(l.adaptive.limit(fast), 3)
+    l.adaptive.claimed(new Set([fast]))
+    roundTrip(l, fast, 3, { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 3)
+    const m = limits()
+    m.adaptive.claimed(new Set([fast, other]))
+    roundTrip(m, fast, 2, { answered: true, latencyMs: 50 })
+    m.adaptive.claimed(new Set())
+    assert.deepEqual(m.adaptive.entries(), [[fast, 6]])
+  })
+})
+
+describe('shareSlots: the instance\'s slots shared among origins', () => {
+  it('gives each origin what it asks up to an equal share, and shares what some leave among the rest', () => {
+    assert.deepEqual(shareSlots([128, 128], 256), [128, 128])
+    assert.deepEqual(shareSlots([200, 128], 256), [128, 128])
+    assert.deepEqual(shareSlots([200, 20], 256), [200, 20])
+    assert.deepEqual(shareSlots([500, 10, 500], 256), [123, 10, 123])
+    assert.deepEqual(shareSlots([0, 5], 256), [0, 5])
+  })
+
+  it('gives the slots that do not divide evenly to the first origins, one each', () => {
+    assert.deepEqual(shareSlots([10, 10, 10], 5), [2, 2, 1])
+    assert.deepEqual(shareSlots([10, 10, 10], 2), [1, 1, 0])
+    assert.deepEqual(shareSlots([], 5), [])
+  })
+})
+
 async function metricsText(t: TestApp): Promise<string> {
   return (await t.app.inject({ method: 'GET', url: '/metrics' })).body
 }
@@ -219,6 +320,43 @@ describe('webhook delivery per origin', () => {
     assert.equal(sample(text, 'coffer_webhook_in_flight', origin), 3)
     assert.equal(sample(text, 'coffer_webhook_wallet_backlog', `wallet="${slow[0].walletId}"`), 3)
     assert.equal(sample(text, 'coffer_webhook_origin_backlog', `origin="${new URL(fast.url).origin}"`), undefined, 'an origin without a backlog has no series')
+  })
+})
+
+describe('adaptive per-origin limits in the worker', () => {
+  let t: TestApp
+  let hanging: Receiver
+  let answering: Receiver
+  before(async () => {
+    t = await buildTestApp({ WEBHOOK_ORIGIN_CONCURRENCY: '64', WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_RETRY_SCHEDULE: '0.1' })
+    hanging = await startReceiver(() => ({ hang: true }))
+    answering = await startReceiver(() => ({ status: 200, delayMs: 200 }))
+  })
+  after(async () => {
+    await hanging.close()
+    await answering.close()
+    await t.close()
+  })
+
+  it('holds an origin that never answers at the floor, and lets one that answers in good time take more, within the cap', async () => {
+    const assetId = (await createAsset(t, { name: 'gold' })).id
+    const payer = await createUser(t.app)
+    await issue(t, payer.walletId, assetId, 1_000)
+    const stuck = await Promise.all(Array.from({ length: 8 }, () => createUser(t.app)))
+    const served = await Promise.all(Array.from({ length: 8 }, () => createUser(t.app)))
+    for (const [index, user] of stuck.entries()) await setWebhook(t, user, `${hanging.url}/stuck/${index}`)
+    for (const [index, user] of served.entries()) await setWebhook(t, user, `${answering.url}/served/${index}`)
+    await transferAtOnce(t, payer, [...stuck, ...served], assetId, 5)
+    // 40 deliveries each. The answering origin starts at 4 in flight and grows with its answers.
+    await answering.waitForEvents(40, 30_000)
+    assert.ok(answering.maxOpen() > 4, `${answering.maxOpen()} requests at once to the origin that answers`)
+    assert.ok(answering.maxOpen() <= 64)
+    // The one that never answered never got more than the floor, whatever was queued for it.
+    await pause(300)
+    assert.equal(hanging.open(), 4)
+    assert.equal(hanging.maxOpen(), 4)
+    const text = await metricsText(t)
+    assert.equal(sample(text, 'coffer_webhook_origin_limit', `origin="${new URL(hanging.url).origin}"`), 4)
   })
 })
 

@@ -210,7 +210,7 @@ describe(`migrations (${STORAGE})`, () => {
       assert.deepEqual(await statuses(), stored)
       assert.deepEqual(await views(), seen)
 
-      assert.deepEqual(await migrateToLatest(db), ['0012_lean_webhook_deliveries'])
+      assert.deepEqual(await migrateToLatest(db), MIGRATION_NAMES.slice(MIGRATION_NAMES.indexOf('0012_lean_webhook_deliveries')))
       assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), kept)
       assert.equal(await foreignKeys(), STORAGE === 'postgres' ? 0 : 2)
       assert.deepEqual(await statuses(), stored)

@@ -13,6 +13,7 @@ import * as holds from './migrations/0009_holds.ts'
 import * as runningBalances from './migrations/0010_running_balances.ts'
 import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
 import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliveries.ts'
+import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -28,6 +29,7 @@ const migrations: Record<string, Migration> = {
   '0010_running_balances': runningBalances,
   '0011_webhook_origins': webhookOrigins,
   '0012_lean_webhook_deliveries': leanWebhookDeliveries,
+  '0013_page_label_generation': pageLabelGeneration,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

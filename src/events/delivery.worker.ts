@@ -11,7 +11,7 @@ import type { SecretsKey } from '../secrets/secret-box.ts'
 import { webhookHeaders } from './signature.ts'
 import { removeGoneWebhook } from './webhooks.service.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
-import { OriginCircuits, pickFairly, type CircuitOptions } from './origins.ts'
+import { OriginCircuits, OriginLimits, pickFairly, shareSlots, type CircuitOptions } from './origins.ts'
 import { AddressNotAllowedError, guardedLookup, ipLiteral, isLocalName, isPublicAddress } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
 
@@ -25,7 +25,7 @@ export interface DeliveryWorkerOptions {
   registry?: client.Registry
   /** How often due deliveries are looked for. */
   pollMs?: number
-  /** The circuit breakers' clock (the tests mock it); their settings come from `config`. */
+  /** The clock of the circuit breakers and of the adaptive per-origin limits (the tests mock it); their settings come from `config`. */
   circuits?: Pick<CircuitOptions, 'now'>
 }
 
@@ -35,6 +35,11 @@ const MAX_RESPONSE_BYTES = 64 * 1024
 const LEASE_MARGIN_MS = 10_000
 /** Shown to receivers; never varies with the deployment. */
 const USER_AGENT = 'Coffer-Webhooks/1'
+/**
+ * The least in-flight limit of an origin (`OriginLimits`): where a new origin starts, and the
+ * lowest that failures and slowed answers cut it to (the cap, `WEBHOOK_ORIGIN_CONCURRENCY`, if lower).
+ */
+const ORIGIN_FLOOR = 4
 /** The attempt log's error for an attempt cut off by the service's shutdown. */
 export const INTERRUPTED = 'interrupted: the service was shutting down'
 
@@ -62,7 +67,7 @@ interface Outcome {
  * delivered, retried later or failed), `released` (cut off by the shutdown: logged and given back),
  * `cancelled` (the webhook was removed before anything was sent).
  */
-type AttemptEnd = { claim: repo.Claim } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
+type AttemptEnd = { claim: Launch } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
 /** A claimed delivery about to be attempted, with what the attempt needs (undefined when the row is gone). */
 type Launch = repo.Claim & { origin: string; work: repo.DeliveryWork | undefined }
 
@@ -81,10 +86,17 @@ function goneAnswer(end: Ended): end is Ended & { kind: 'attempted' } {
  * The least time between the starts of two rounds. Each round that moves anything is a commit; on
  * SQLite a sync of the log, in the process, that holds up the transfers' own batched commits for a
  * few milliseconds: ten rounds a second at most keep that to a few percent. On PostgreSQL the
- * commit waits on the server, not in the process, so rounds may follow more closely. An attempt
- * that ends waits half a gap on average to be written and its slot reused.
+ * commit waits on the server, not in the process, but each round is still six to eight
+ * statements (BEGIN, the claims' lock, the outcomes, the due origins, the due deliveries, the
+ * lease, the work, COMMIT) on the database the transfers are limited by, about 1.7 ms of its time
+ * with a slow origin's backlog of 3,000 (`pg_stat_statements`, `docs/performance.md`, "Webhooks
+ * at scale, round four"). Attempts end all the time when a fast receiver and a slow one at its
+ * limit are served side by side, so the gap is what bounds the rounds: 20 ms allowed 50 a
+ * second, 50 ms allows 20, each moving more attempts. An attempt that ends waits half a gap on
+ * average to be written and its slot reused: at 50 ms, 128 slots at a receiver answering in 50 ms
+ * still turn over about 1,500 times a second.
  */
-const ROUND_GAP_MS = { sqlite: 100, postgres: 20 }
+const ROUND_GAP_MS = { sqlite: 100, postgres: 50 }
 
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
@@ -105,7 +117,6 @@ export class DeliveryWorker {
   private readonly pollMs: number
   private readonly roundGapMs: number
   private readonly concurrency: number
-  private readonly originLimit: number
   private readonly agent: Dispatcher
   private readonly shutdown = new AbortController()
   private readonly inFlight = new Map<number, InFlight>()
@@ -113,6 +124,9 @@ export class DeliveryWorker {
   private readonly walletLoad = new Map<number, number>()
   private readonly originLoad = new Map<string, number>()
   private readonly circuits: OriginCircuits
+  /** Each origin's in-flight limit, adapted to how its receiver copes, between `ORIGIN_FLOOR` and `WEBHOOK_ORIGIN_CONCURRENCY`. */
+  private readonly limits: OriginLimits
+  private readonly now: () => number
   /** Which origin claims first next time: turns rotate so that none always comes first. */
   private turn = 0
   private readonly attemptsTotal: client.Counter<'outcome'>
@@ -136,7 +150,8 @@ export class DeliveryWorker {
     this.pollMs = options.pollMs ?? 250
     this.roundGapMs = ROUND_GAP_MS[options.database.dialect]
     this.concurrency = this.config.webhookConcurrency
-    this.originLimit = this.config.webhookOriginConcurrency
+    this.now = options.circuits?.now ?? Date.now
+    this.limits = new OriginLimits({ floor: ORIGIN_FLOOR, cap: this.config.webhookOriginConcurrency, now: this.now })
     this.circuits = new OriginCircuits({
       failureThreshold: this.config.webhookCircuitFailures,
       openMs: this.config.webhookCircuitOpenMs,
@@ -165,6 +180,17 @@ export class DeliveryWorker {
         for (const [origin, count] of originLoad) this.set({ origin }, count)
       },
     })
+    const limits = this.limits
+    new client.Gauge({
+      name: 'coffer_webhook_origin_limit',
+      help: 'In-flight limit of each busy receiving origin, adapted to its answers (this instance; at most WEBHOOK_ORIGIN_CONCURRENCY)',
+      labelNames: ['origin'],
+      registers,
+      collect() {
+        this.reset()
+        for (const [origin, limit] of limits.entries()) this.set({ origin }, limit)
+      },
+    })
     const circuits = this.circuits
     new client.Gauge({
       name: 'coffer_webhook_circuit_open',
@@ -178,13 +204,13 @@ export class DeliveryWorker {
     })
     const timeout = this.config.webhookTimeoutMs
     // One keep-alive pool per origin (undici's Agent keys its pools by origin), as wide as the
-    // origin's limit. Every new connection goes through the guarded lookup, which connects to the
+    // origins' cap. Every new connection goes through the guarded lookup, which connects to the
     // addresses it checked; a kept-alive connection stays with the address it was opened to.
     this.agent = new Agent({
       connect: { timeout, ...(this.config.webhookAllowPrivate ? {} : { lookup: guardedLookup }) },
       headersTimeout: timeout,
       bodyTimeout: timeout,
-      connections: this.originLimit,
+      connections: this.config.webhookOriginConcurrency,
       keepAliveTimeout: 4_000,
     })
   }
@@ -277,7 +303,7 @@ export class DeliveryWorker {
         claims = await inTransaction(this.db, async (trx) => {
           await repo.startRound(trx, { claims: free > 0 })
           await this.write(trx, ended.filter((end) => !goneAnswer(end)))
-          return free > 0 ? this.claim(trx, free) : []
+          return free > 0 ? this.claim(trx, free, ended) : []
         })
     } catch (error) {
       this.ended.unshift(...ended)
@@ -322,31 +348,54 @@ export class DeliveryWorker {
 
   /**
    * In a round opened with the claims' lock (`repo.startRound`), leases up to `free` due deliveries,
-   * origin by origin (starting with a different origin each time): each origin gets what its limit
-   * leaves once the leases of every instance are counted, and what its circuit allows; within an
-   * origin, `pickFairly` shares the slots among its wallets.
+   * origin by origin (starting with a different origin each time): each origin gets what its
+   * adaptive limit (`OriginLimits`) leaves once the leases of every instance are counted, what its
+   * circuit allows, and no more of this instance's slots than its fair share (`shareSlots`: a
+   * slow origin that could take them all leaves each other origin with work its share); within
+   * an origin, `pickFairly` shares the slots among its wallets. `ended`: attempts over but not yet
+   * written, whose slots are free.
    */
-  private async claim(trx: Transaction<DB>, free: number): Promise<Launch[]> {
+  private async claim(trx: Transaction<DB>, free: number, ended: Ended[]): Promise<Launch[]> {
     // Made here: `inTransaction` may run the round again after a serialization failure.
     const picked = new Map<number, string>()
     const now = Date.now()
     const nowText = new Date(now).toISOString()
-    const { due: origins, leased } = await repo.findDueOriginsAndLeases(trx, nowText)
-    if (origins.length === 0) return []
-    const first = this.turn++ % origins.length
+    const { due, leased } = await repo.findDueOriginsAndLeases(trx, nowText)
+    if (due.length === 0) return []
+    const first = this.turn++ % due.length
+    const origins = [...due.slice(first), ...due.slice(0, first)]
+    // What each origin holds in this instance (its attempts still on the wire), and what it may
+    // take more: its limit less every instance's leases, and what its circuit lets through.
+    const held = new Map(this.originLoad)
+    for (const end of ended) adjust(held, end.claim.origin, -1)
+    const room = origins.map(({ origin }) => Math.min(this.limits.limit(origin) - (leased.get(origin) ?? 0), this.circuits.allowance(origin)))
+    const busy = [...held].filter(([origin]) => !due.some((entry) => entry.origin === origin))
+    const shares = shareSlots(
+      [...origins.map(({ origin }, i) => (held.get(origin) ?? 0) + Math.max(0, room[i])), ...busy.map(([, count]) => count)],
+      this.concurrency,
+    )
+    /** The origins whose limit left due deliveries behind: their limits may grow. */
+    const pressed = new Set<string>()
     let left = free
     for (let i = 0; i < origins.length && left > 0; i++) {
-      const { origin, wallets } = origins[(first + i) % origins.length]
-      const slots = Math.min(left, this.originLimit - (leased.get(origin) ?? 0), this.circuits.allowance(origin))
-      if (slots <= 0) continue
+      const { origin, wallets } = origins[i]
+      const byLimit = this.limits.limit(origin) - (leased.get(origin) ?? 0)
+      const slots = Math.min(left, room[i], shares[i] - (held.get(origin) ?? 0))
+      if (slots <= 0) {
+        if (byLimit <= 0) pressed.add(origin)
+        continue
+      }
       const perWallet = Math.min(slots, Math.ceil((READ_AHEAD * slots) / wallets))
-      const due = await repo.findDueDeliveries(trx, { origin, now: nowText, perWallet })
-      const chosen = pickFairly(due, this.walletLoad, slots)
+      const found = await repo.findDueDeliveries(trx, { origin, now: nowText, perWallet })
+      const chosen = pickFairly(found, this.walletLoad, slots)
       for (const delivery of chosen) picked.set(delivery.id, origin)
       left -= chosen.length
+      const moreDue = found.length > chosen.length || countPerWallet(found).some((count) => count >= perWallet)
+      if (moreDue && chosen.length >= byLimit) pressed.add(origin)
       // Slots left over while some wallet had more than was read: look again at once.
-      if (chosen.length < slots && countPerWallet(due).some((count) => count >= perWallet)) this.again = true
+      if (chosen.length < slots && countPerWallet(found).some((count) => count >= perWallet)) this.again = true
     }
+    this.limits.claimed(pressed)
     const claims = await repo.leaseDeliveries(trx, {
       ids: [...picked.keys()],
       now: nowText,
@@ -391,6 +440,7 @@ export class DeliveryWorker {
     }
     const url = work.url
     const attemptedAt = nowIso()
+    const startedAt = this.now()
     let secret: string
     try {
       secret = openWebhookSecret(this.secretsKey, claim.wallet_id, work.secret)
@@ -408,6 +458,7 @@ export class DeliveryWorker {
       return this.finish({ claim, kind: 'released', url, attemptedAt, outcome: { ...outcome, error: INTERRUPTED } })
     }
     this.circuits.finished(claim.origin, answered(outcome))
+    this.limits.finished(claim.origin, { startedAt, answered: answered(outcome), latencyMs: outcome.latencyMs })
     const ok = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
     this.attemptsTotal.inc({ outcome: ok ? 'delivered' : 'failed' })
     return this.finish({ claim, kind: 'attempted', url, attemptedAt, outcome })

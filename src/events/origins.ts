@@ -171,3 +171,152 @@ export class OriginCircuits {
     return listed
   }
 }
+
+/**
+ * Shares `total` slots among origins, max-min fairly: an origin that asks for no more than an equal
+ * share of what is left gets all it asks for, and what it leaves is shared equally among the
+ * others. Whole slots; when they do not divide evenly, the remainder goes one each to the first
+ * origins in `asks` (the worker rotates that order round by round). So however long one origin's
+ * backlog, and however slow its receiver, each of `n` origins with work can have `total / n` of
+ * the instance's slots.
+ */
+export function shareSlots(asks: number[], total: number): number[] {
+  const shares = asks.map(() => 0)
+  let left = total
+  let open = asks.flatMap((ask, index) => (ask > 0 ? [index] : []))
+  while (left > 0 && open.length > 0) {
+    const each = Math.floor(left / open.length)
+    if (each === 0) {
+      for (const index of open.slice(0, left)) shares[index] += 1
+      break
+    }
+    const unsatisfied: number[] = []
+    for (const index of open) {
+      const given = Math.min(each, asks[index] - shares[index])
+      shares[index] += given
+      left -= given
+      if (shares[index] < asks[index]) unsatisfied.push(index)
+    }
+    open = unsatisfied
+  }
+  return shares
+}
+
+export interface LimitOptions {
+  /** The least an origin's limit falls to (at most `cap`). */
+  floor: number
+  /** The most an origin's limit grows to (`WEBHOOK_ORIGIN_CONCURRENCY`). */
+  cap: number
+  /** The clock (milliseconds); mocked by the tests. */
+  now?: () => number
+}
+
+interface OriginLimit {
+  limit: number
+  /** The last claim for this origin left due deliveries behind because of this limit. */
+  pressed: boolean
+  /**
+   * The origin's answer time when it is not loaded: the lowest of this window (`BASELINE_WINDOW_MS`,
+   * from `windowStart`) and of the one before it.
+   */
+  windowMin: number
+  previousMin: number
+  windowStart: number
+  /** When the limit was last cut: attempts started before then do not cut it again. */
+  cutAt: number
+}
+
+/** An answer slower than this many times the origin's baseline, plus `SLOW_SLACK_MS`, says the receiver slows under the load. */
+const SLOW_FACTOR = 2
+/** Keeps a receiver answering in a few milliseconds from reading as slowed by a pause of this process. */
+const SLOW_SLACK_MS = 20
+/** The cut after a failed attempt (no answer, 5xx, 429), and after an answer slowed by the load. */
+const FAILURE_CUT = 0.5
+const SLOW_CUT = 0.9
+/**
+ * The baseline answer time is the lowest of the last one to two windows of this length: a receiver
+ * that became slower for good (a change on its side) is read as overloaded for at most two windows.
+ */
+const BASELINE_WINDOW_MS = 30_000
+
+/**
+ * The in-flight limit of each origin, in this instance, adapted to how its receiver copes (AIMD:
+ * additive increase, multiplicative decrease, as TCP's congestion window and Netflix's
+ * concurrency-limits). Each origin starts at `floor`. An answer in good time (within twice the
+ * origin's baseline answer time, its quickest of the last 30-60 s, plus 20 ms) raises the limit by one, while the origin has more
+ * due than its limit lets out (`pressed`), up to `cap`: about doubling it each round trip, so a
+ * receiver answering in 50 ms goes from 4 to 128 in well under a second. A failed attempt (no
+ * answer, 5xx, 429) halves it; an answer slowed by the load (above that line) takes a tenth off;
+ * either at most once per round trip (only attempts started after the last cut cut it again). So
+ * a receiver whose answers keep their pace gets as many requests as it takes, up to the cap, and
+ * one that fails or slows down under the load is held near the floor. Every instance adapts its
+ * own, and compares it with the leases of all of them: the cap holds over all instances.
+ */
+export class OriginLimits {
+  readonly #limits = new Map<string, OriginLimit>()
+  readonly #floor: number
+  readonly #cap: number
+  readonly #now: () => number
+
+  constructor(options: LimitOptions) {
+    this.#cap = options.cap
+    this.#floor = Math.min(options.floor, options.cap)
+    this.#now = options.now ?? Date.now
+  }
+
+  #get(origin: string): OriginLimit {
+    let entry = this.#limits.get(origin)
+    if (!entry) {
+      entry = { limit: this.#floor, pressed: false, windowMin: Infinity, previousMin: Infinity, windowStart: this.#now(), cutAt: Number.NEGATIVE_INFINITY }
+      this.#limits.set(origin, entry)
+    }
+    return entry
+  }
+
+  /** The most attempts that may be in flight to `origin` now, over every instance. */
+  limit(origin: string): number {
+    return this.#limits.get(origin)?.limit ?? this.#floor
+  }
+
+  /** After a claim: the origins whose limit left due deliveries behind; every other origin is not pressed. */
+  claimed(pressed: ReadonlySet<string>): void {
+    for (const [origin, entry] of this.#limits) {
+      entry.pressed = pressed.has(origin)
+      // Back at the floor with nothing held back: forgotten, as an origin never seen (the map
+      // keeps only the origins that are busy or were lately).
+      if (!entry.pressed && entry.limit === this.#floor) this.#limits.delete(origin)
+    }
+    for (const origin of pressed) this.#get(origin).pressed = true
+  }
+
+  /**
+   * An attempt to `origin`, started at `startedAt` (this clock), ended: `answered` when the
+   * receiver answered with anything but 5xx or 429, after `latencyMs`.
+   */
+  finished(origin: string, attempt: { startedAt: number; answered: boolean; latencyMs: number }): void {
+    const entry = this.#get(origin)
+    if (!attempt.answered) return this.#cut(entry, attempt.startedAt, FAILURE_CUT)
+    const now = this.#now()
+    if (now - entry.windowStart >= BASELINE_WINDOW_MS) {
+      entry.previousMin = now - entry.windowStart >= 2 * BASELINE_WINDOW_MS ? Infinity : entry.windowMin
+      entry.windowMin = Infinity
+      entry.windowStart = now
+    }
+    const baseline = Math.min(entry.windowMin, entry.previousMin)
+    entry.windowMin = Math.min(entry.windowMin, attempt.latencyMs)
+    if (attempt.latencyMs > SLOW_FACTOR * baseline + SLOW_SLACK_MS) return this.#cut(entry, attempt.startedAt, SLOW_CUT)
+    if (entry.pressed && entry.limit < this.#cap) entry.limit += 1
+  }
+
+  #cut(entry: OriginLimit, startedAt: number, factor: number): void {
+    // Attempts sent before the last cut were sent at the limit it already corrected.
+    if (startedAt <= entry.cutAt) return
+    entry.limit = Math.max(this.#floor, Math.floor(entry.limit * factor))
+    entry.cutAt = this.#now()
+  }
+
+  /** Every origin's limit (for /metrics). */
+  entries(): [string, number][] {
+    return [...this.#limits].map(([origin, entry]) => [origin, entry.limit])
+  }
+}

@@ -2,7 +2,8 @@ import type { Db, Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
 import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
-import type { TransactionKind } from './ledger.types.ts'
+import type { Transaction, TransactionKind } from './ledger.types.ts'
+import type { CachedPage, PageCache } from './page-cache.ts'
 import { statementHeader, statementRows } from './statement-csv.ts'
 import * as transactions from './transactions.repository.ts'
 
@@ -67,13 +68,37 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
 }
 
 /**
- * GET /wallet/transactions: a page, newest first, as the JSON text of the answer (SQLite) or as
- * the transactions (PostgreSQL); whether there is a next page, and the page's last id.
+ * GET /wallet/transactions: a page, newest first, as the bytes of the answer; whether there is a
+ * next page, and the page's last id.
+ *
+ * Served from `pages` when the database confirms, in ONE statement (one snapshot of committed
+ * data), that the page kept there is still the page: the same ids for the rows it reads and the
+ * same label generation (`transactions.repository.ts` PageStamp). Otherwise built as ever, in one
+ * statement that also reads its stamp, and kept. The check walks the page's own indexes for ids
+ * only; building walks them too and then writes every transaction's labels, lines and JSON
+ * (`docs/decisions.md#history-pages-served-from-a-checked-cache` has the design and its proof,
+ * `docs/performance.md#history-pages-from-a-checked-cache` what it saves). `serialize` writes
+ * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes).
  */
-export async function answerWalletTransactions(db: Db, walletId: number, query: ListQuery): Promise<transactions.PageAnswer> {
+export async function answerWalletTransactions(db: Db, pages: PageCache, walletId: number, query: ListQuery, serialize: (page: Transaction[]) => string): Promise<CachedPage> {
   const filter = await journalFilter(db, query)
-  if (!filter) return { transactions: [], more: false, lastId: undefined }
-  return transactions.listTransactionsAnswer(db, { ...filter, walletId, direction: query.direction })
+  if (!filter) return { body: Buffer.from(serialize([])), more: false, lastId: undefined, stamp: { ids: '', generation: 0 } }
+  const wanted = { ...filter, walletId, direction: query.direction }
+  // Everything that shapes the answer: the filter as stored values (the asset by id, times as stored).
+  const key = JSON.stringify([walletId, wanted.limit, wanted.offset, wanted.before, wanted.after, wanted.assetId, wanted.direction, wanted.since, wanted.until, wanted.kind, wanted.metadata])
+  const kept = pages.get(key)
+  if (kept) {
+    const now = await transactions.readPageStamp(db, wanted)
+    if (now.ids === kept.stamp.ids && now.generation === kept.stamp.generation) {
+      pages.count('hit')
+      return kept
+    }
+  }
+  pages.count(kept ? 'stale' : 'miss')
+  const answer = await transactions.listTransactionsAnswer(db, wanted)
+  const page = { body: Buffer.from('json' in answer ? answer.json : serialize(answer.transactions)), more: answer.more, lastId: answer.lastId, stamp: answer.stamp }
+  pages.set(key, page)
+  return page
 }
 
 /** How many transactions a statement reads at a time: what it holds in memory at once. */

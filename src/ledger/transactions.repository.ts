@@ -129,21 +129,52 @@ export function listTransactions(db: Executor, filter: TransactionFilter): Promi
 /**
  * A page as `listTransactions` reads it, answered as the JSON text of the route's answer when the
  * storage writes it (SQLite: `pageText`), else as the transactions (PostgreSQL), which the route
- * serializes by its schema. Either way the bytes sent are the same.
+ * serializes by its schema. Either way the bytes sent are the same. With the page comes its
+ * `PageStamp`, read by the same statement (one snapshot), for `readPageStamp` to check it by later.
  */
 export async function listTransactionsAnswer(db: Executor, filter: TransactionFilter): Promise<PageAnswer> {
   const { q, selection } = pageSelection(db, filter)
   if (!q.postgres) return pageText(db, q, selection, filter.limit)
-  const { transactions, more } = await pageOf(db, q, selection, filter.limit)
-  return { transactions, more, lastId: transactions.at(-1)?.id }
+  const { transactions, generation } = await queryTransactions(db, q, selection, true)
+  const page = transactions.slice(0, filter.limit)
+  return { transactions: page, more: transactions.length > filter.limit, lastId: page.at(-1)?.id, stamp: { ids: transactions.map((transaction) => transaction.id).join(','), generation } }
 }
 
-/** A page's answer: its JSON text, or its transactions; whether more exist and the last one's id (the next page's cursor). */
-export type PageAnswer = ({ json: string } | { transactions: Transaction[] }) & { more: boolean; lastId: number | undefined }
+/** A page's answer: its JSON text, or its transactions; whether more exist, the last one's id (the next page's cursor), and its stamp. */
+export type PageAnswer = ({ json: string } | { transactions: Transaction[] }) & { more: boolean; lastId: number | undefined; stamp: PageStamp }
+
+/**
+ * What a page of `listTransactions` is the same page by, as long as both parts are equal: the ids
+ * of the rows it reads (the page's and the one past it, which says whether more exist), newest
+ * first, comma-separated; and the label generation (migration 0013), which every change to an
+ * address, username or asset a page prints moves on. Journal rows are never updated, so the same
+ * ids are the same transactions and lines (`docs/decisions.md#history-pages-served-from-a-checked-cache`).
+ */
+export interface PageStamp {
+  ids: string
+  generation: number
+}
+
+/** The label generation, in a statement that reads a page: the same snapshot as the page. */
+const GENERATION = '(select generation from page_generation)'
+
+/**
+ * The stamp of the page `filter` selects in the committed data now: ONE statement, the page's own
+ * selection reading only ids (through the same indexes, no labels, no lines, no JSON) and the
+ * generation, so both come from one snapshot.
+ */
+export async function readPageStamp(db: Executor, filter: TransactionFilter): Promise<PageStamp> {
+  const { q, selection } = pageSelection(db, filter, 't.id')
+  const text = q.postgres
+    ? `select coalesce(string_agg(page.id::text, ',' order by page.id desc), '') as ids, ${GENERATION} as generation from (${selection}) as page`
+    : `select coalesce(group_concat(id, ',' order by id desc), '') as ids, ${GENERATION} as generation from (${selection})`
+  const [row] = await readRows<PageStamp>(db, text, q.params)
+  return { ids: row.ids, generation: Number(row.generation) }
+}
 
 /** The statement selecting `listTransactions`' page (one more row than the page, to tell if more exist). */
-function pageSelection(db: Executor, filter: TransactionFilter): { q: Statement; selection: string } {
-  if (filter.metadata && filter.metadata.length > 0) return selectionByMetadata(db, filter.walletId, filter, filter.direction)
+function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_FIELDS): { q: Statement; selection: string } {
+  if (filter.metadata && filter.metadata.length > 0) return selectionByMetadata(db, filter.walletId, filter, filter.direction, fields)
   const q = new Statement(db)
   const take = filter.offset + filter.limit + 1
   const rareKind = filter.kind !== undefined && filter.kind !== 'transfer' ? filter.kind : undefined
@@ -167,7 +198,7 @@ function pageSelection(db: Executor, filter: TransactionFilter): { q: Statement;
       if (rareKind !== undefined) range += ` and t.kind = ${q.param(rareKind)} and ${NOT_TRANSFER}`
       range += ` and t.id > ${q.param(after ?? 0)} and t.id ${upTo} ${q.param(last)}`
     }
-    const rows = `select ${STORED_FIELDS} from transactions t where ${[range, ...narrowing(q, filter)].join(' and ')}`
+    const rows = `select ${fields} from transactions t where ${[range, ...narrowing(q, filter)].join(' and ')}`
     // SQLite: each side as it is, the sides one compound ordered by id. It merges them as it reads
     // them through their indexes (each already in id order there), taking only the rows the page
     // needs. Each side as an ordered subquery with its own limit was sorted again before the
@@ -203,7 +234,7 @@ function narrowing(q: Statement, filter: Narrowing): string[] {
  * carry every metadata entry of the filter: walks the first entry's (scope, key, value,
  * transaction) key backwards and probes that key once per further entry.
  */
-function selectionByMetadata(db: Executor, scope: number, filter: Omit<TransactionFilter, 'walletId'>, direction?: 'sent' | 'received'): { q: Statement; selection: string } {
+function selectionByMetadata(db: Executor, scope: number, filter: Omit<TransactionFilter, 'walletId'>, direction?: 'sent' | 'received', fields = STORED_FIELDS): { q: Statement; selection: string } {
   const [[key, value], ...others] = filter.metadata ?? []
   const q = new Statement(db)
   const conditions = [`m.wallet_id = ${q.param(scope)}`, `m.key = ${q.param(key)}`, `m.value = ${q.param(value)}`, ...narrowing(q, filter)]
@@ -216,7 +247,7 @@ function selectionByMetadata(db: Executor, scope: number, filter: Omit<Transacti
       `exists (select 1 from transaction_metadata o where o.wallet_id = ${q.param(scope)} and o.key = ${q.param(otherKey)} and o.value = ${q.param(otherValue)} and o.transaction_id = m.transaction_id)`,
     )
   }
-  return { q, selection: `select ${STORED_FIELDS} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}` }
+  return { q, selection: `select ${fields} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}` }
 }
 
 /**
@@ -283,11 +314,17 @@ type TransactionTuple = [
  * still serialized by the route's schema, so its bytes are those of the rows read one by one.
  */
 async function readTransactions(db: Executor, q: Statement, selection: string): Promise<Transaction[]> {
+  return (await queryTransactions(db, q, selection, false)).transactions
+}
+
+/** `readTransactions`, with the label generation read by the same statement when `stamped`. */
+async function queryTransactions(db: Executor, q: Statement, selection: string, stamped: boolean): Promise<{ transactions: Transaction[]; generation: number }> {
+  const generation = stamped ? `, ${GENERATION} as generation` : ''
   const text = q.postgres
-    ? `with page as (${selection}) select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')} order by page.id desc), '[]')::text as page from page`
-    : `with page as (${selection}) select json_group_array(${tupleOf('json_array', 'json_group_array', 'json(page.metadata)')} order by page.id desc) as page from page`
-  const [{ page }] = await readRows<{ page: string }>(db, text, q.params)
-  return (JSON.parse(page) as TransactionTuple[]).map(fromTuple)
+    ? `with page as (${selection}) select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')} order by page.id desc), '[]')::text as page${generation} from page`
+    : `with page as (${selection}) select json_group_array(${tupleOf('json_array', 'json_group_array', 'json(page.metadata)')} order by page.id desc) as page${generation} from page`
+  const [row] = await readRows<{ page: string; generation?: number }>(db, text, q.params)
+  return { transactions: (JSON.parse(row.page) as TransactionTuple[]).map(fromTuple), generation: Number(row.generation) }
 }
 
 /** The SQL of one TransactionTuple of the row `page`, with the dialect's JSON functions. */
@@ -330,10 +367,11 @@ function fromTuple([id, sendingWalletId, receivingWalletId, sendingAddress, rece
  */
 async function pageText(db: Executor, q: Statement, selection: string, limit: number): Promise<PageAnswer> {
   const text = `with page as materialized (${selection})
-    select '[' || coalesce(group_concat(${TRANSACTION_TEXT}, ',' order by p.id desc), '') || ']' as json, min(p.id) as last, (select count(*) from page) as found
+    select '[' || coalesce(group_concat(${TRANSACTION_TEXT}, ',' order by p.id desc), '') || ']' as json, min(p.id) as last, (select count(*) from page) as found,
+      (select coalesce(group_concat(id, ',' order by id desc), '') from page) as ids, ${GENERATION} as generation
     from (select * from page order by id desc limit ${q.count(limit)}) as p`
-  const [{ json, last, found }] = await readRows<{ json: string; last: number | null; found: number }>(db, text, q.params)
-  return { json: json.includes(MARK) ? rewriteMarkedNumbers(json) : json, more: found > limit, lastId: last ?? undefined }
+  const [{ json, last, found, ids, generation }] = await readRows<{ json: string; last: number | null; found: number; ids: string; generation: number }>(db, text, q.params)
+  return { json: json.includes(MARK) ? rewriteMarkedNumbers(json) : json, more: found > limit, lastId: last ?? undefined, stamp: { ids, generation: Number(generation) } }
 }
 
 const MARK = '\u0001'

@@ -8,6 +8,7 @@ import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
 import { CursorId, Holding, IdempotencyHeaders, Kind, ReversalBody, SendBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
+import { PageCache } from './page-cache.ts'
 
 export interface TransactionsRoutesOptions {
   database: Database
@@ -59,6 +60,9 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   const { db } = database
   const tags = ['wallet']
   const wallet = { onRequest: app.requireWalletAccess }
+  // History pages answered before, each checked against the database before it is served again.
+  const pages = new PageCache()
+  if (app.hasDecorator('metrics')) app.metrics.registerMetric(pages.lookups)
 
   app.get('/wallet/assets', { ...wallet, schema: { tags, querystring: HoldingsQuery, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
     request.query.as_of === undefined ? history.listHoldings(db, walletOf(request)) : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
@@ -117,15 +121,15 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
         .send(Readable.from(prepend(first.value ?? '', rows)) as never)
     }
     const metadata = history.metadataFilters(request.query)
-    const page = await history.answerWalletTransactions(db, walletOf(request), { ...request.query, metadata })
+    const page = await history.answerWalletTransactions(db, pages, walletOf(request), { ...request.query, metadata }, (transactions) => String(reply.serialize(transactions)))
     if (page.more && page.lastId !== undefined) {
       // The next page continues below this one's last id, with the same filters; offset is spent.
       const { limit, after, asset, direction, since, until, kind } = request.query
       reply.header('link', nextPageLink('/wallet/transactions', { before: page.lastId, limit: limit ?? 10, after, asset, direction, since, until, kind, ...history.metadataParameters(metadata) }))
     }
-    if ('transactions' in page) return page.transactions
-    // The storage wrote the answer's bytes (by the schema's layout): sent as they are, not serialized again.
-    return reply.type(JSON_TYPE).send(page.json as never)
+    // The bytes the schema's layout gives (written by the storage, or by the schema's serializer
+    // once when the page was built): sent as they are, not serialized again.
+    return reply.type(JSON_TYPE).send(page.body as never)
   })
 }
 

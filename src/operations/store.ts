@@ -27,8 +27,11 @@ const TABLE_ORDER = [
   'webhook_attempts',
 ]
 
-/** Kept out of backups: the migration bookkeeping (a restore runs the migrations itself) and counters that only throttle. */
-const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits'])
+/**
+ * Kept out of backups: the migration bookkeeping (a restore runs the migrations itself), counters
+ * that only throttle, and the history pages' generation (a restore moves it on itself: `restore.ts`).
+ */
+const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits', 'page_generation'])
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
 export async function listDataTables(db: Executor): Promise<string[]> {
