@@ -86,10 +86,17 @@ function goneAnswer(end: Ended): end is Ended & { kind: 'attempted' } {
  * The least time between the starts of two rounds. Each round that moves anything is a commit; on
  * SQLite a sync of the log, in the process, that holds up the transfers' own batched commits for a
  * few milliseconds: ten rounds a second at most keep that to a few percent. On PostgreSQL the
- * commit waits on the server, not in the process, so rounds may follow more closely. An attempt
- * that ends waits half a gap on average to be written and its slot reused.
+ * commit waits on the server, not in the process, but each round is still six to eight
+ * statements (BEGIN, the claims' lock, the outcomes, the due origins, the due deliveries, the
+ * lease, the work, COMMIT) on the database the transfers are limited by, about 1.7 ms of its time
+ * with a slow origin's backlog of 3,000 (`pg_stat_statements`, `docs/performance.md`, "Webhooks
+ * at scale, round four"). Attempts end all the time when a fast receiver and a slow one at its
+ * limit are served side by side, so the gap is what bounds the rounds: 20 ms allowed 50 a
+ * second, 50 ms allows 20, each moving more attempts. An attempt that ends waits half a gap on
+ * average to be written and its slot reused: at 50 ms, 128 slots at a receiver answering in 50 ms
+ * still turn over about 1,500 times a second.
  */
-const ROUND_GAP_MS = { sqlite: 100, postgres: 20 }
+const ROUND_GAP_MS = { sqlite: 100, postgres: 50 }
 
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
