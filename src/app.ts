@@ -15,7 +15,7 @@ import { outbox } from './events/outbox.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
 import consolePlugin from './http/console.ts'
-import { answerClientError, answerRouterError, registerErrorHandler } from './http/error-handler.ts'
+import { answerClientError, answerRouterError, registerErrorHandler, schemaError } from './http/error-handler.ts'
 import observability, { operationsRoutes } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
 import { createAttemptLimiter } from './http/rate-limit.ts'
@@ -65,6 +65,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // Malformed percent-encoding and path parameters over 512 characters are refused by the router
     // before any hook runs; they still get the error layout and a request id.
     frameworkErrors: (error, request, reply) => answerRouterError(error, request, reply as FastifyReply),
+    // A failed schema check makes its error without a stack trace (error-handler.ts).
+    schemaErrorFormatter: schemaError,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record

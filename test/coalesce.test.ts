@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Database } from '../src/db/database.ts'
+import { batchedWrites } from '../src/db/batched.ts'
 import { coalesced } from '../src/db/coalesce.ts'
 import { findAssetByName, insertAsset, updateAsset } from '../src/ledger/assets.repository.ts'
 import { openTestDatabase, STORAGE } from './helpers/app.ts'
@@ -67,5 +68,37 @@ describe(`coalesced lookups (${STORAGE})`, () => {
     else await during
     assert.equal((await findAssetByName(database.db, 'lookupsilver'))?.id, gold.id)
     assert.equal(await findAssetByName(database.db, 'lookupgold'), undefined)
+  })
+
+  it('batched writes: the keys given in one turn are written by one call, and each caller waits for it', async () => {
+    const writes: number[][] = []
+    let written = false
+    const touch = batchedWrites(async (_db, keys: number[]) => {
+      writes.push(keys)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      written = true
+    })
+    await Promise.all([3, 1, 2, 1].map(async (key) => {
+      await touch(database.db, key)
+      assert.ok(written, 'no caller goes on before the write that holds its key has ended')
+    }))
+    assert.deepEqual(writes, [[3, 1, 2]])
+    // Nothing is kept: a later turn writes again.
+    await touch(database.db, 1)
+    assert.deepEqual(writes, [[3, 1, 2], [1]])
+  })
+
+  it('batched writes: a failing write fails every caller of its batch with its error, and the next batch is written', async () => {
+    let fail = true
+    const touch = batchedWrites(async () => {
+      if (fail) throw new Error('storage down')
+    })
+    const results = await Promise.allSettled([touch(database.db, 1), touch(database.db, 2)])
+    assert.deepEqual(
+      results.map((result) => (result.status === 'rejected' ? (result.reason as Error).message : 'fulfilled')),
+      ['storage down', 'storage down'],
+    )
+    fail = false
+    await touch(database.db, 1)
   })
 })

@@ -102,6 +102,14 @@ describe('HTTP layer', () => {
       assert.equal(({} as Record<string, unknown>).admin, undefined)
     })
 
+    it('reads escapes as JSON does, and ignores a __proto__ key written with escapes too', async () => {
+      const payload = '{"username": "prot\\u006fuser2", "password": "correct horse", "\\u005f_proto__": {"admin": true}}'
+      const response = await t.app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/json' }, payload })
+      assert.equal(response.statusCode, 201, response.body)
+      assert.equal(response.json().username, 'protouser2')
+      assert.equal(({} as Record<string, unknown>).admin, undefined)
+    })
+
     it('accepts a bodiless DELETE sent with Content-Type: application/json', async () => {
       const user = await createUser(t.app)
       const response = await t.app.inject({ method: 'DELETE', url: '/user/session', headers: { ...user.auth, 'content-type': 'application/json' } })

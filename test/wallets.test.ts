@@ -161,6 +161,21 @@ describe('GET /wallet/users', () => {
     assert.deepEqual(response.json(), [])
   })
 
+  it('marks every key used at once as used (their marks written together)', async () => {
+    const owner = await createUser(t.app)
+    const keys = await Promise.all(Array.from({ length: 12 }, (_, i) => createWalletKey(t, owner.auth, `k${i}`)))
+    const answers = await Promise.all(keys.map((key) => call('GET', '/wallet/assets', bearer(key.token))))
+    assert.deepEqual(
+      answers.map((response) => response.statusCode),
+      keys.map(() => 200),
+    )
+    const listed = (await call('GET', '/wallet/sessions', owner.auth)).json() as { id: number; last_used_at: string | null }[]
+    for (const key of keys) assert.match(listed.find((row) => row.id === key.id)?.last_used_at ?? '', /Z$/, `key ${key.name} is marked as used`)
+    // Revoked: refused by the very next request, the mark of its first use notwithstanding.
+    assert.equal((await call('DELETE', `/wallet/sessions/${keys[0].id}`, owner.auth)).statusCode, 204)
+    expectError(await call('GET', '/wallet/assets', bearer(keys[0].token)), 401, 'A001')
+  })
+
   it('refuses a wallet key with 401 A001', async () => {
     const owner = await createUser(t.app)
     const key = await createWalletKey(t, owner.auth)

@@ -1,7 +1,9 @@
-import type { Selectable } from 'kysely'
+import { sql, type Selectable } from 'kysely'
+import { batchedWrites } from '../db/batched.ts'
 import { coalescedStatement } from '../db/coalesce.ts'
 import type { Executor } from '../db/database.ts'
-import { holdRow, nowIso } from '../db/dialect.ts'
+import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
+import { withRetries } from '../db/retry.ts'
 import type { UserRow, UserSessionsTable } from '../db/tables.ts'
 
 export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
@@ -106,9 +108,14 @@ export async function findSessionWithWallet(db: Executor, sessionId: number) {
     .executeTakeFirst()
 }
 
-export async function touchUserSession(db: Executor, sessionId: number, now: string): Promise<void> {
-  await db.updateTable('user_sessions').set({ last_used_at: now }).where('id', '=', sessionId).execute()
-}
+/**
+ * Marks the session as used now. The sessions marked in the same turn of the event loop are
+ * written by one statement (`db/batched.ts`); the promise settles once that statement has.
+ */
+export const touchUserSession = batchedWrites<number>(async (db, sessionIds) => {
+  const now = nowIso()
+  await withRetries(() => db.updateTable('user_sessions').set({ last_used_at: now }).where(anyOf(db, sql.ref('id'), sessionIds)).execute())
+})
 
 /** Every session of the user, ended ones included (`accounts.service.ts` tells which are live). */
 export async function listUserSessions(db: Executor, userId: number) {

@@ -77,7 +77,7 @@ export async function findLiveUserSession(db: Executor, config: Config, by: { to
 export async function authenticateUserSession(db: Db, config: Config, tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined> {
   const session = await findLiveUserSession(db, config, { tokenHash })
   if (!session) return undefined
-  if (Date.now() - Date.parse(session.last_used_at) > TOUCH_INTERVAL_MS) await repo.touchUserSession(db, session.id, new Date().toISOString())
+  if (Date.now() - Date.parse(session.last_used_at) > TOUCH_INTERVAL_MS) await repo.touchUserSession(db, session.id)
   return { sessionId: session.id, userId: session.user_id, walletId: session.wallet_id }
 }
 

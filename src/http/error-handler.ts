@@ -1,9 +1,9 @@
 import crypto from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify'
 import { describeStorageFault, isStorageUnavailable, RETRY_AFTER_SECONDS } from '../db/faults.ts'
-import { AppError, errorBody, ERRORS, sendError, type ErrorCode } from './errors.ts'
+import { AppError, errorBody, ERRORS, sendError, stacklessError, type ErrorCode } from './errors.ts'
 
 /** Which code of the error table a failed schema check gets, by the part of the request that failed. */
 const VALIDATION_CODES: Record<string, ErrorCode> = {
@@ -53,6 +53,16 @@ function describeValidation(error: FastifyError): string {
   const missing = (first.params as { missingProperty?: string } | undefined)?.missingProperty
   if (missing) return `${prefix}${where ? `${where}.` : ''}${missing} is required`
   return `${prefix}${where || 'value'} ${first.message ?? 'is invalid'}`
+}
+
+/**
+ * Fastify's `schemaErrorFormatter`: the error a failed schema check throws, named as Fastify's own
+ * names it (`body/assets/gold must be integer`), without a stack trace (`stacklessError`); the
+ * error handler answers it from its `validation` list.
+ */
+export function schemaError(errors: FastifySchemaValidationError[], dataVar: string): Error {
+  const first = errors[0]
+  return stacklessError(first ? `${dataVar}${first.instancePath ?? ''} ${first.message ?? 'is invalid'}` : `${dataVar} is invalid`)
 }
 
 /** One place that turns every failure into the error body of the error table (`errors.ts`). */

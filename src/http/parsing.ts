@@ -1,7 +1,7 @@
 import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { AppError } from './errors.ts'
+import { AppError, stacklessError } from './errors.ts'
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
@@ -9,6 +9,25 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 /** Text without NUL or unpaired surrogates, which neither storage can keep as they came. */
 function isCleanText(text: string): boolean {
   return !text.includes('\u0000') && !LONE_SURROGATE.test(text)
+}
+
+/** For `JSON.parse`: drops `__proto__` keys, refuses keys and strings that are not clean text. */
+function refuseUnstorable(key: string, value: unknown): unknown {
+  if (key === '__proto__') return undefined
+  if (!isCleanText(key) || (typeof value === 'string' && !isCleanText(value))) throw new Error('unstorable text')
+  return value
+}
+
+/**
+ * True when plain `JSON.parse` gives what `refuseUnstorable` would, so the reviver (a call per key
+ * and value) can be left out: measured on a transfer's body, decoding included, 2.8-3.2 µs with
+ * it, 0.8 µs without it and with these two checks. NUL or a lone surrogate can only come from a
+ * `\u` escape: the text is valid UTF-8 (no lone surrogate survives the strict decoder) and JSON
+ * refuses a raw control character. `__proto__` (perhaps written with escapes) needs the word or an
+ * escape. So a text with neither passes.
+ */
+function canParsePlainly(text: string): boolean {
+  return !text.includes('\\u') && !text.includes('__proto__')
 }
 
 function buildAjv(coerceTypes: boolean) {
@@ -48,16 +67,9 @@ export function registerParsing(app: FastifyInstance): void {
       // JSON is UTF-8: invalid bytes are refused, not silently replaced; NUL and lone surrogates
       // cannot be stored as PostgreSQL text, so no string may carry them.
       const text = UTF8.decode(body as Buffer)
-      done(
-        null,
-        JSON.parse(text, (key, value) => {
-          if (key === '__proto__') return undefined
-          if (!isCleanText(key) || (typeof value === 'string' && !isCleanText(value))) throw new Error('unstorable text')
-          return value
-        }),
-      )
+      done(null, canParsePlainly(text) ? JSON.parse(text) : JSON.parse(text, refuseUnstorable))
     } catch {
-      const error = Object.assign(new Error('invalid JSON'), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' })
+      const error = Object.assign(stacklessError('invalid JSON'), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' })
       done(error, undefined)
     }
   })

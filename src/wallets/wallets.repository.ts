@@ -1,7 +1,9 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
+import { batchedWrites } from '../db/batched.ts'
 import { coalescedStatement } from '../db/coalesce.ts'
 import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
+import { withRetries } from '../db/retry.ts'
 import type { WalletRow } from '../db/tables.ts'
 
 export async function insertWallet(db: Executor, userId: number, address: string): Promise<WalletRow> {
@@ -199,9 +201,14 @@ export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } 
     .executeTakeFirst()
 }
 
-export async function touchWalletKey(db: Executor, keyId: number, now: string): Promise<void> {
-  await db.updateTable('wallet_sessions').set({ last_used_at: now }).where('id', '=', keyId).execute()
-}
+/**
+ * Marks the key as used now. The keys marked in the same turn of the event loop are written by one
+ * statement (`db/batched.ts`); the promise settles once that statement has.
+ */
+export const touchWalletKey = batchedWrites<number>(async (db, keyIds) => {
+  const now = nowIso()
+  await withRetries(() => db.updateTable('wallet_sessions').set({ last_used_at: now }).where(anyOf(db, sql.ref('id'), keyIds)).execute())
+})
 
 export async function insertWalletSession(db: Executor, key: { walletId: number; userId: number; name: string; tokenHash: string }) {
   return db

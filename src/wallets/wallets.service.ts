@@ -23,7 +23,7 @@ export function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id
 export async function authenticateWalletKey(db: Db, tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined> {
   const key = await wallets.findLiveWalletKey(db, { tokenHash })
   if (!key) return undefined
-  if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id, new Date().toISOString())
+  if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id)
   return { keyId: key.id, walletId: key.wallet_id }
 }
 
