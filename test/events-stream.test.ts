@@ -229,7 +229,9 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
   let alice: TestUser
   let bob: TestUser
   before(async () => {
-    t = await buildTestApp({ WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1,0.1,0.1', WEBHOOK_TIMEOUT_MS: '600' })
+    // A fixed limit per origin (floor = cap): the shutdown test below needs both instances to hold
+    // attempts to a receiver that hangs, which an adaptive limit would keep at its floor.
+    t = await buildTestApp({ WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1,0.1,0.1', WEBHOOK_TIMEOUT_MS: '600', WEBHOOK_ORIGIN_CONCURRENCY: '64', WEBHOOK_ORIGIN_MIN_CONCURRENCY: '64' })
     peer = await buildPeerApp(t, { webhookTimeoutMs: 1_500 })
     receiver = await startReceiver()
     alice = await createUser(t.app)
