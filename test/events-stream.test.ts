@@ -363,6 +363,10 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     assert.equal(fresh.length, 16)
     // Each instance holds at most 4 attempts per wallet: 16 hanging requests means both are busy.
     await receiver.waitFor(16)
+    // Whichever instance polls first may claim all 16; the other gets some once those time out
+    // (600 ms) and are due again. Wait until the peer holds attempts, as its own /metrics shows.
+    const peerInFlight = async () => /^coffer_webhook_in_flight\{origin="[^"]*"\} [1-9]/m.test((await peer.app.inject({ method: 'GET', url: '/metrics' })).body)
+    await waitUntil(peerInFlight, 10_000, 'the peer to hold attempts')
     receiver.behave(() => ({ status: 200 }))
     // The peer waits half its 1.5 s timeout, then gives its attempts back instead of finishing them.
     await peer.close()
