@@ -130,7 +130,10 @@ async function main(): Promise<void> {
         // Warm both up, then alternate batches so that the machine's other load weighs on each alike.
         for (const floor of floors) await measure(floor, index, 200)
         const spent = floors.map(() => 0)
-        for (let done = 0; done < REQUESTS; done += BATCH) for (let which = 0; which < floors.length; which++) spent[which] += await measure(floors[which], index, BATCH)
+        // Each batch pair in turn order (ABBA…): what runs first or second in a pair pays differently.
+        for (let done = 0, pair = 0; done < REQUESTS; done += BATCH, pair++) {
+          for (const which of pair % 2 === 0 ? floors.keys() : [...floors.keys()].reverse()) spent[which] += await measure(floors[which], index, BATCH)
+        }
         const perRequest = spent.map((micros) => micros / (Math.ceil(REQUESTS / BATCH) * BATCH))
         perRequest.forEach((value, which) => best[which].set(name, Math.min(best[which].get(name) ?? Infinity, value)))
         console.log(`round ${round}: ${name.padEnd(40)} ${perRequest.map((value) => value.toFixed(1).padStart(7)).join(' ')} µs/req`)
