@@ -201,7 +201,7 @@ describe('GET /wallet/events', () => {
     const stream = await open(carol.auth)
     await waitUntil(() => stream.comments.includes('connected'))
     stream.close()
-    await waitUntil(async () => ((await served()) === before + 1 ? true : undefined), 2_000, `the stream to be counted (${before} before, ${await served()} now)`)
+    await waitUntil(async () => ((await served()) === before + 1 ? true : undefined), 10_000, `the stream to be counted (${before} before, ${await served()} now)`)
   })
 
   it('answers HEAD, which would hold a stream open with nothing to send, with 404 G006', async () => {
@@ -218,7 +218,7 @@ describe('GET /wallet/events', () => {
     const started = Date.now()
     await other.close()
     assert.ok(Date.now() - started < 3_000, `close took ${Date.now() - started} ms`)
-    await waitUntil(() => stream.ended(), 2_000, 'the stream to end')
+    await waitUntil(() => stream.ended(), 10_000, 'the stream to end')
   })
 })
 

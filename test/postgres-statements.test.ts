@@ -1,13 +1,22 @@
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { CompiledQuery, sql } from 'kysely'
 import pg from 'pg'
 import { inTransaction } from '../src/db/dialect.ts'
 import type { Database } from '../src/db/database.ts'
+import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../src/db/migrate.ts'
 import { MAX_PREPARED_STATEMENTS, openPostgres } from '../src/db/postgres.ts'
+import { verifyLedger } from '../src/ledger/verify.ts'
+import { createBackup } from '../src/operations/backup.ts'
+import { checkBackup, restoreBackup } from '../src/operations/restore.ts'
+import { pruneOnce } from '../src/operations/retention.ts'
 import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
 import { createUser } from './helpers/factories.ts'
 import { createDatabase, runStatement } from './helpers/postgres.ts'
+import { waitUntil } from './helpers/receiver.ts'
 
 /**
  * On PostgreSQL every query with parameters runs as a named statement of its connection
@@ -98,18 +107,30 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     const { database, url } = await oneConnection(3)
     await sql`create table probe (id int primary key, name text)`.execute(database.db)
     await sql`insert into probe values (1, 'one')`.execute(database.db)
-    /** The statement in three transactions at once, one on each connection; not run again on failure. */
-    const onEveryConnection = () =>
-      Promise.all(
+    /**
+     * The statement in three transactions at once, not run again on failure; each stays open until
+     * all three have run it (not for a fixed time, which a slow machine could outlast), so they
+     * hold the pool's three connections, one each.
+     */
+    const onEveryConnection = () => {
+      let arrived = 0
+      let allArrived!: () => void
+      const together = new Promise<void>((resolve) => (allArrived = resolve))
+      return Promise.all(
         [0, 1, 2].map(() =>
           database.db.transaction().execute(async (trx) => {
-            const { rows } = await sql<Record<string, unknown>>`select * from probe where id = ${1}`.execute(trx)
-            const { rows: backend } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx)
-            await new Promise((resolve) => setTimeout(resolve, 50))
-            return { rows, pid: backend[0].pid }
+            try {
+              const { rows } = await sql<Record<string, unknown>>`select * from probe where id = ${1}`.execute(trx)
+              const { rows: backend } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx)
+              return { rows, pid: backend[0].pid }
+            } finally {
+              if (++arrived === 3) allArrived()
+              await together
+            }
           }),
         ),
       )
+    }
     const prepared = await onEveryConnection()
     assert.equal(new Set(prepared.map((answer) => answer.pid)).size, 3)
     await runStatement(url, `alter table probe add column extra text default 'x'`)
@@ -139,10 +160,109 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     const { database, url } = await oneConnection(2)
     assert.equal(await runCount(database.db, 'select $1::int + 1 as x', 1), 2)
     await runStatement(url, `select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-    // The pool drops the idle clients it lost and opens new ones, whose statements are prepared anew.
+    // The pool drops the idle clients it lost (waited for, not a fixed pause a slow machine could
+    // outlast) and opens new ones, whose statements are prepared anew.
+    await waitUntil(() => database.poolUse?.().open === 0, 5_000, 'the pool to drop the connections it lost')
     for (let i = 0; i < 4; i++) assert.equal(await runCount(database.db, 'select $1::int + 1 as x', i), i + 1)
     assert.deepEqual(await preparedStatements(database.db), ['select $1::int + 1 as x'])
+  })
+})
+
+describe('PostgreSQL transactions beside the request paths, after the server lost their statements', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, () => {
+  const adminUrl = process.env.TEST_PG_ADMIN_URL ?? ''
+  const cleanups: (() => Promise<void>)[] = []
+  after(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+  })
+
+  /** A store of its own, migrated, with one connection, so that every transaction meets the statements prepared before. */
+  async function oneConnectionStore(): Promise<Database> {
+    const database = openPostgres(await createDatabase(adminUrl), 1)
+    cleanups.push(() => database.close())
+    await migrateToLatest(database.db)
+    return database
+  }
+
+  /**
+   * Drops the connection's named statements on the server behind its back, as a pooler that
+   * switched server sessions would: all, or those whose text starts with `prefix`. The
+   * connection still counts them as prepared, so the next run of one fails before it runs.
+   */
+  async function loseStatements(database: Database, prefix?: string): Promise<void> {
+    if (prefix === undefined) return void (await sql`deallocate all`.execute(database.db))
+    const { rows } = await sql<{ name: string }>`select name from pg_prepared_statements where starts_with(statement, ${prefix})`.execute(database.db)
+    assert.ok(rows.length > 0, `a statement starting ${prefix} is prepared`)
+    for (const { name } of rows) await sql`deallocate ${sql.id(name)}`.execute(database.db)
+  }
+
+  it('a transaction fails once per connection, not once per statement it lost', async () => {
+    const database = await oneConnectionStore()
+    const texts = ['select $1::int + 1 as x', 'select $1::int + 2 as x', 'select $1::int + 3 as x']
+    for (const text of texts) await runCount(database.db, text, 1)
+    await loseStatements(database)
+    let attempts = 0
+    const sums = await inTransaction(database, async (trx) => {
+      attempts += 1
+      const answers: number[] = []
+      for (const text of texts) answers.push(await runCount(trx, text, 1))
+      return answers
+    })
+    assert.deepEqual(sums, [2, 3, 4])
+    assert.equal(attempts, 2)
+  })
+
+  it('coffer verify reads its snapshot again', async () => {
+    const database = await oneConnectionStore()
+    assert.deepEqual((await verifyLedger(database.db)).problems, [])
+    await loseStatements(database)
+    assert.deepEqual((await verifyLedger(database.db)).problems, [])
+  })
+
+  it('a backup is written again from the start, and restores', async () => {
+    const database = await oneConnectionStore()
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-statements-'))
+    cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }))
+    await createBackup(database, path.join(dir, 'first.backup'))
+    await loseStatements(database)
+    const second = await createBackup(database, path.join(dir, 'second.backup'))
+    assert.ok(!fs.existsSync(`${second.file}.partial`))
+    const checked = await checkBackup(second.file)
+    assert.equal(checked.rows, second.rows)
+  })
+
+  it('a restore runs its transaction again from the start of the file', async () => {
+    const source = await oneConnectionStore()
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-statements-'))
+    cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }))
+    const { file } = await createBackup(source, path.join(dir, 'store.backup'))
+    const checked = await checkBackup(file)
+    const target = await oneConnectionStore()
+    // The store of a fresh migration holds only the mint wallet, which a restore overwrites: it
+    // stays empty, so the same backup can be restored into it again.
+    await restoreBackup(target, checked)
+    // Only the restore transaction's own statement, so that nothing before it meets the loss.
+    await loseStatements(target, 'update "wallets" set')
+    const again = await restoreBackup(target, checked)
+    assert.equal(again.rows, checked.rows)
+    assert.deepEqual((await verifyLedger(target.db)).problems, [])
+  })
+
+  it('the retention job runs its batch again', async () => {
+    const database = await oneConnectionStore()
+    const policy = { eventRetentionDays: 30, idempotencyRetentionHours: 720, sessionIdleDays: 0 }
+    assert.ok(await pruneOnce(database, policy))
+    await loseStatements(database)
+    assert.ok(await pruneOnce(database, policy))
+  })
+
+  it('migrations run again from the start', async () => {
+    const database = await oneConnectionStore()
+    const last = MIGRATION_NAMES[MIGRATION_NAMES.length - 1]
+    await migrateTo(database.db, MIGRATION_NAMES[MIGRATION_NAMES.length - 2])
+    // The bookkeeping row the migration transaction writes last.
+    await loseStatements(database, 'insert into "coffer_migrations"')
+    assert.deepEqual(await migrateToLatest(database.db), [last])
+    assert.deepEqual(await listAppliedMigrations(database.db), MIGRATION_NAMES)
   })
 })
 

@@ -1,5 +1,6 @@
 import { Migrator, sql, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely'
 import type { Db, Executor } from './database.ts'
+import { withRetries } from './retry.ts'
 import * as initial from './migrations/0001_initial.ts'
 import * as usersPrimaryWalletIndex from './migrations/0002_users_primary_wallet_index.ts'
 import * as holdingsWithoutAssetIndex from './migrations/0003_holdings_without_asset_index.ts'
@@ -37,14 +38,18 @@ function migrator(db: Db): Migrator {
   return new Migrator({ db, provider, migrationTableName: 'coffer_migrations', migrationLockTableName: 'coffer_migrations_lock' })
 }
 
-/** Brings the schema up to date; throws on the first failing migration. */
+/**
+ * Brings the schema up to date; throws on the first failing migration. On PostgreSQL the
+ * migrator runs every pending migration in one transaction, so after a race `withRetries` names
+ * (a statement the server can no longer run) they run again from the start; SQLite raises none.
+ */
 export async function migrateToLatest(db: Db): Promise<string[]> {
-  return applied(await migrator(db).migrateToLatest())
+  return withRetries(async () => applied(await migrator(db).migrateToLatest()))
 }
 
-/** Moves the schema up or down to the named migration (tests of a migration's data changes). */
+/** Moves the schema up or down to the named migration (restore; tests of a migration's data changes), as `migrateToLatest`. */
 export async function migrateTo(db: Db, name: string): Promise<string[]> {
-  return applied(await migrator(db).migrateTo(name))
+  return withRetries(async () => applied(await migrator(db).migrateTo(name)))
 }
 
 function applied({ error, results }: MigrationResultSet): string[] {

@@ -126,7 +126,7 @@ class PreparedStatements {
   /** The name to run `text` under; the statements are all dropped first when the schema changed since. */
   nameFor(text: string, generation: number): string {
     if (generation !== this.#generation) {
-      for (const stale of [...this.#names.keys()]) this.drop(stale)
+      this.dropAll()
       this.#generation = generation
     }
     let name = this.#names.get(text)
@@ -139,6 +139,11 @@ class PreparedStatements {
     }
     this.#names.set(text, name)
     return name
+  }
+
+  /** Closes every statement (`drop`). */
+  dropAll(): void {
+    for (const text of [...this.#names.keys()]) this.drop(text)
   }
 
   /** Closes the statement of `text` on the server; its next run prepares it again under a new name. */
@@ -231,7 +236,8 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
 
     /**
      * Runs `text` as this connection's named statement for it. When the server can no longer run
-     * that statement (`isStaleStatement`) it is dropped, and run once more, prepared anew, if it
+     * that statement (`isStaleStatement`) it is dropped (with all the others when the server lost
+     * it), and run once more, prepared anew, if it
      * ran outside a transaction block: it failed before running, so it changed nothing. Inside a
      * block the error goes to the caller, whose transaction `withRetries` runs again.
      */
@@ -242,8 +248,16 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
         return await super.query({ name: this.#statements.nameFor(text, schema.value), text, values })
       } catch (error) {
         if (!isStaleStatement(error)) throw this.#failed(error as Error)
-        if ((error as { code?: string }).code === RESULT_TYPE_CHANGED) schema.value += 1
-        this.#statements.drop(text)
+        if ((error as { code?: string }).code === RESULT_TYPE_CHANGED) {
+          schema.value += 1
+          this.#statements.drop(text)
+        } else {
+          // The server session lost this statement, so most likely all of them (DEALLOCATE ALL, a
+          // pooler that switched server sessions): all are prepared anew, so that a transaction
+          // fails once on this connection rather than once per statement it runs, which could
+          // outlast `withRetries`. Closing a statement the server does not have is no error.
+          this.#statements.dropAll()
+        }
         if (!outsideBlock) throw this.#failed(error as Error)
       }
       try {

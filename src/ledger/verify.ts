@@ -3,6 +3,7 @@ import type { Db, Executor } from '../db/database.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
 import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveries.ts'
+import { withRetries } from '../db/retry.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
 
 export interface VerifyReport {
@@ -78,11 +79,15 @@ class ReversalTally {
  */
 export async function verifyLedger(db: Executor, progress?: (done: number, total: number) => void): Promise<VerifyReport> {
   if (!db.isTransaction) {
-    return (db as Db)
-      .transaction()
-      .setIsolationLevel('repeatable read')
-      .setAccessMode('read only')
-      .execute((trx) => verifyLedger(trx, progress))
+    // Only reads: run again from the start after a race `withRetries` names (a statement the
+    // server can no longer run, as after another instance's migration); `progress` starts over.
+    return withRetries(() =>
+      (db as Db)
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .setAccessMode('read only')
+        .execute((trx) => verifyLedger(trx, progress)),
+    )
   }
   const problems: string[] = []
   const expected = new Map<string, number>()

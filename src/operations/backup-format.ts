@@ -86,6 +86,12 @@ export class BackupWriter {
     this.gzip.destroy()
     this.output.destroy()
   }
+
+  /** Destroys the writer and waits until its file is closed, so that the file can be written anew. */
+  async discard(): Promise<void> {
+    this.destroy()
+    await this.finished.catch(() => {})
+  }
 }
 
 /** One parsed line of a backup; `raw` is its exact text for the checksum. */

@@ -4,6 +4,7 @@ import { sql, type Transaction } from 'kysely'
 import type { Database } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { listAppliedMigrations } from '../db/migrate.ts'
+import { withRetries } from '../db/retry.ts'
 import type { DB } from '../db/tables.ts'
 import { VERSION } from '../version.ts'
 import { BACKUP_FORMAT, BackupError, BackupWriter, type BackupHeader } from './backup-format.ts'
@@ -29,53 +30,24 @@ export type Progress = (table: string, done: number, total: number) => void
  * or wholly out. Written to `file.partial` and renamed at the end, so `file` is only ever a
  * complete backup. Throws BackupError when the store holds no Coffer schema.
  */
-export async function createBackup(database: Database, file: string, options: { progress?: Progress; secretsKeyId?: (trx: Transaction<DB>) => Promise<string | null> } = {}): Promise<BackupSummary> {
+export async function createBackup(database: Database, file: string, options: BackupOptions = {}): Promise<BackupSummary> {
   const partial = `${file}.partial`
   if (!fs.existsSync(path.dirname(path.resolve(file)))) throw new BackupError(`could not write ${file}: its directory does not exist`)
-  const writer = new BackupWriter(partial)
+  let writer: BackupWriter | undefined
   try {
-    const summary = await database.db
-      .transaction()
-      .setIsolationLevel('repeatable read')
-      .setAccessMode('read only')
-      .execute(async (trx) => {
-        const tables = await listDataTables(trx)
-        if (!tables.includes('transactions')) throw new BackupError('the store holds no Coffer data yet: nothing to back up')
-        const counts: Record<string, number> = {}
-        for (const table of tables) counts[table] = await countRows(trx, table)
-        const total = Object.values(counts).reduce((sum, count) => sum + count, 0)
-        const header: BackupHeader = {
-          coffer_backup: BACKUP_FORMAT,
-          created_at: new Date().toISOString(),
-          coffer_version: VERSION,
-          source: database.dialect,
-          migrations: await listAppliedMigrations(trx),
-          tables: counts,
-          secrets_key_id: options.secretsKeyId ? await options.secretsKeyId(trx) : null,
-        }
-        await writer.write(header)
-        let done = 0
-        for (const table of tables) {
-          options.progress?.(table, done, total)
-          let columns: string[] | undefined
-          for await (const rows of readTable(trx, table)) {
-            if (!columns) {
-              columns = Object.keys(rows[0])
-              await writer.write({ table, columns })
-            }
-            for (const row of rows) await writer.write(columns.map((column) => row[column]))
-            done += rows.length
-            options.progress?.(table, done, total)
-          }
-          if (!columns) await writer.write({ table, columns: [] })
-        }
-        return { tables: counts, rows: total }
-      })
-    await writer.finish(summary.rows)
+    // The snapshot only reads: after a race `withRetries` names (a statement the server can no
+    // longer run, as after another instance's migration) it is read again from the start, into
+    // the partial file started afresh.
+    const { written, summary } = await withRetries(async () => {
+      await writer?.discard()
+      writer = new BackupWriter(partial)
+      return { written: writer, summary: await writeSnapshot(database, writer, options) }
+    })
+    await written.finish(summary.rows)
     fs.renameSync(partial, file)
     return { file, ...summary, bytes: fs.statSync(file).size }
   } catch (error) {
-    writer.destroy()
+    writer?.destroy()
     try {
       fs.rmSync(partial, { force: true })
     } catch {
@@ -85,6 +57,52 @@ export async function createBackup(database: Database, file: string, options: { 
     if (syscall !== undefined) throw new BackupError(`could not write ${file} (${(error as Error).message}); no backup was written`)
     throw error
   }
+}
+
+interface BackupOptions {
+  progress?: Progress
+  secretsKeyId?: (trx: Transaction<DB>) => Promise<string | null>
+}
+
+/** Writes the whole store to `writer` from one snapshot (`createBackup`), all but the trailer. */
+function writeSnapshot(database: Database, writer: BackupWriter, options: BackupOptions): Promise<{ tables: Record<string, number>; rows: number }> {
+  return database.db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute(async (trx) => {
+      const tables = await listDataTables(trx)
+      if (!tables.includes('transactions')) throw new BackupError('the store holds no Coffer data yet: nothing to back up')
+      const counts: Record<string, number> = {}
+      for (const table of tables) counts[table] = await countRows(trx, table)
+      const total = Object.values(counts).reduce((sum, count) => sum + count, 0)
+      const header: BackupHeader = {
+        coffer_backup: BACKUP_FORMAT,
+        created_at: new Date().toISOString(),
+        coffer_version: VERSION,
+        source: database.dialect,
+        migrations: await listAppliedMigrations(trx),
+        tables: counts,
+        secrets_key_id: options.secretsKeyId ? await options.secretsKeyId(trx) : null,
+      }
+      await writer.write(header)
+      let done = 0
+      for (const table of tables) {
+        options.progress?.(table, done, total)
+        let columns: string[] | undefined
+        for await (const rows of readTable(trx, table)) {
+          if (!columns) {
+            columns = Object.keys(rows[0])
+            await writer.write({ table, columns })
+          }
+          for (const row of rows) await writer.write(columns.map((column) => row[column]))
+          done += rows.length
+          options.progress?.(table, done, total)
+        }
+        if (!columns) await writer.write({ table, columns: [] })
+      }
+      return { tables: counts, rows: total }
+    })
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Database } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../db/migrate.ts'
+import { withRetries } from '../db/retry.ts'
 import type { DB } from '../db/tables.ts'
 import type { Progress } from './backup.ts'
 import { BackupError, readBackup, type BackupHeader, type BackupSection } from './backup-format.ts'
@@ -67,22 +68,27 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
   }
   // The rows go into the schema they were read from (an empty store is moved down to it if it is newer).
   await migrateTo(db, checked.header.migrations[checked.header.migrations.length - 1])
-  let done = 0
-  await db.transaction().execute(async (trx) => {
-    const tables = new Set(await listDataTables(trx))
-    await readBackup(
-      checked.file,
-      () => {},
-      async (section) => {
-        if (!tables.has(section.table)) throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
-        await insertSection(trx, section)
-        done += section.rows.length
-        progress?.(section.table, done, checked.rows)
-      },
-      500,
-    )
-    if (isPostgres(trx)) await moveSequences(trx)
-  })
+  // One transaction that writes only into the empty store: after a race `withRetries` names (a
+  // statement the server can no longer run) it was rolled back whole and runs again from the
+  // start of the file; `progress` starts over.
+  await withRetries(() =>
+    db.transaction().execute(async (trx) => {
+      let done = 0
+      const tables = new Set(await listDataTables(trx))
+      await readBackup(
+        checked.file,
+        () => {},
+        async (section) => {
+          if (!tables.has(section.table)) throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
+          await insertSection(trx, section)
+          done += section.rows.length
+          progress?.(section.table, done, checked.rows)
+        },
+        500,
+      )
+      if (isPostgres(trx)) await moveSequences(trx)
+    }),
+  )
   const upgraded = await migrateToLatest(db)
   await movePageGeneration(db)
   return { tables: checked.header.tables, rows: checked.rows, upgraded }

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
 import type { Database, Executor } from '../db/database.ts'
+import { inTransaction } from '../db/dialect.ts'
 import * as repo from './retention.repository.ts'
 
 /**
@@ -34,7 +35,14 @@ const DAY = 24 * HOUR
  * each its own short database transaction, so writers are never held up for long. Safe with
  * several instances: on PostgreSQL each batch takes the job's advisory lock and a run stops when
  * another instance holds it (deleting the same rows twice would be harmless, only wasted work);
- * SQLite has one writer. Returns what was removed, or undefined when another instance was at it.
+ * SQLite has one writer. Of runs that overlap, one always goes to the end (a run stops only for
+ * another that is still running), and each row removed is counted by the run that removed it.
+ * Returns what this run removed, up to where another instance took over if one did; undefined
+ * when another instance was at it from this run's first batch.
+ *
+ * A batch that meets a race `withRetries` names (a statement the server can no longer run, as
+ * after another instance's migration) is rolled back and run again: it is one transaction that
+ * only deletes, and its rows are counted once it has committed.
  *
  * An event goes only once no delivery refers to it (a delivery still pending keeps its event), so
  * a webhook retried by hand after weeks still finds what it sends.
@@ -47,59 +55,51 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
   const idleBefore = policy.sessionIdleDays > 0 ? new Date(now - policy.sessionIdleDays * DAY).toISOString() : undefined
   const nowIso = new Date(now).toISOString()
 
-  let skipped = false
-  /** Runs one batch under the job's turn; true when there is more to do. */
-  const inTurn = async (work: (trx: Executor) => Promise<boolean>): Promise<boolean> => {
-    if (skipped) return false
-    return db.transaction().execute(async (trx) => {
-      if (!(await repo.takeRetentionTurn(trx))) {
-        skipped = true
-        return false
-      }
-      return work(trx)
-    })
+  let tookTurn = false
+  let stopped = false
+  /** Runs one batch under the job's turn and returns what it did; undefined once another instance has the turn. */
+  const inTurn = async <T>(work: (trx: Executor) => Promise<T>): Promise<T | undefined> => {
+    if (stopped) return undefined
+    const batch = await inTransaction(db, async (trx) => ((await repo.takeRetentionTurn(trx)) ? { done: await work(trx) } : undefined))
+    if (batch === undefined) stopped = true
+    else tookTurn = true
+    return batch?.done
   }
 
   // Ended deliveries and their attempts first: then the events they referred to can go.
-  let afterId = 0
-  while (
-    await inTurn(async (trx) => {
-      const page = await repo.deleteEndedDeliveries(trx, afterId, eventsBefore, BATCH)
-      report.webhookDeliveries += page.deliveries
-      report.webhookAttempts += page.attempts
-      afterId = page.lastId
-      return !page.reachedNewer
+  for (let afterId = 0; ; ) {
+    const page = await inTurn((trx) => repo.deleteEndedDeliveries(trx, afterId, eventsBefore, BATCH))
+    if (!page) break
+    report.webhookDeliveries += page.deliveries
+    report.webhookAttempts += page.attempts
+    afterId = page.lastId
+    if (page.reachedNewer) break
+  }
+  for (let afterId = 0; ; ) {
+    const page = await inTurn(async (trx) => {
+      const old = await repo.findOldEvents(trx, afterId, eventsBefore, BATCH)
+      return { ...old, removed: await repo.deleteUnreferencedEvents(trx, old.ids) }
     })
-  );
-  afterId = 0
-  while (
-    await inTurn(async (trx) => {
-      const page = await repo.findOldEvents(trx, afterId, eventsBefore, BATCH)
-      report.events += await repo.deleteUnreferencedEvents(trx, page.ids)
-      afterId = page.lastId
-      return !page.reachedNewer
-    })
-  );
-  while (
-    await inTurn(async (trx) => {
-      const removed = await repo.deleteIdempotencyKeys(trx, keysBefore, BATCH)
-      report.idempotencyKeys += removed
-      return removed === BATCH
-    })
-  );
-  while (
-    await inTurn(async (trx) => {
-      const removed = await repo.deleteExpiredUserSessions(trx, nowIso, idleBefore, BATCH)
-      report.userSessions += removed
-      return removed === BATCH
-    })
-  );
-  await inTurn(async (trx) => {
-    // A window is over a minute after it starts; one more minute of margin for clocks that differ.
-    report.rateLimitWindows += await repo.deleteEndedRateLimitWindows(trx, now - 2 * 60_000)
-    return false
-  })
-  return skipped ? undefined : report
+    if (!page) break
+    report.events += page.removed
+    afterId = page.lastId
+    if (page.reachedNewer) break
+  }
+  for (;;) {
+    const removed = await inTurn((trx) => repo.deleteIdempotencyKeys(trx, keysBefore, BATCH))
+    if (removed === undefined) break
+    report.idempotencyKeys += removed
+    if (removed < BATCH) break
+  }
+  for (;;) {
+    const removed = await inTurn((trx) => repo.deleteExpiredUserSessions(trx, nowIso, idleBefore, BATCH))
+    if (removed === undefined) break
+    report.userSessions += removed
+    if (removed < BATCH) break
+  }
+  // A window is over a minute after it starts; one more minute of margin for clocks that differ.
+  report.rateLimitWindows += (await inTurn((trx) => repo.deleteEndedRateLimitWindows(trx, now - 2 * 60_000))) ?? 0
+  return tookTurn ? report : undefined
 }
 
 export interface RetentionJobOptions {
