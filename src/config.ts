@@ -28,6 +28,8 @@ export interface Config {
   webhookTimeoutMs: number
   /** The most webhook attempts in flight at once to one receiving origin, counted across every instance (each origin's limit adapts below it: `events/origins.ts` OriginLimits). */
   webhookOriginConcurrency: number
+  /** Where each origin's adaptive limit starts, and the least it falls to (the cap if lower). */
+  webhookOriginMinConcurrency: number
   /** Webhook attempts in flight at once in this instance, over all origins. */
   webhookConcurrency: number
   /** Failed attempts in a row (no answer, 5xx, 429) that open an origin's circuit. */
@@ -252,6 +254,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookRetrySchedule: schedule(env, 'WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
     webhookOriginConcurrency: integer(env, 'WEBHOOK_ORIGIN_CONCURRENCY', 128, 1, 10_000),
+    webhookOriginMinConcurrency: integer(env, 'WEBHOOK_ORIGIN_MIN_CONCURRENCY', 4, 1, 10_000),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 256, 1, 10_000),
     webhookCircuitFailures: integer(env, 'WEBHOOK_CIRCUIT_FAILURES', 5, 1, 1_000),
     webhookCircuitOpenMs: integer(env, 'WEBHOOK_CIRCUIT_OPEN_MS', 5_000, 100, 300_000),

@@ -32,6 +32,7 @@ describe('loadConfig', () => {
     assert.deepEqual(config.webhookRetrySchedule, DEFAULT_WEBHOOK_SCHEDULE)
     assert.equal(config.webhookTimeoutMs, 10_000)
     assert.equal(config.webhookOriginConcurrency, 128)
+    assert.equal(config.webhookOriginMinConcurrency, 4)
     assert.equal(config.webhookConcurrency, 256)
     assert.equal(config.webhookCircuitFailures, 5)
     assert.equal(config.webhookCircuitOpenMs, 5_000)
@@ -124,6 +125,7 @@ describe('loadConfig', () => {
     ['WEBHOOK_RETRY_SCHEDULE', ',', 'empty entries'],
     ['WEBHOOK_ORIGIN_CONCURRENCY', '0', 'zero: an origin could never be called'],
     ['WEBHOOK_ORIGIN_CONCURRENCY', 'many', 'not a number'],
+    ['WEBHOOK_ORIGIN_MIN_CONCURRENCY', '0', 'zero: a new origin could never be called'],
     ['WEBHOOK_CONCURRENCY', '0', 'zero: nothing could be delivered'],
     ['WEBHOOK_CONCURRENCY', '20000', 'above the maximum'],
     ['WEBHOOK_CIRCUIT_FAILURES', '0', 'zero'],

@@ -237,9 +237,9 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
     /**
      * Runs `text` as this connection's named statement for it. When the server can no longer run
      * that statement (`isStaleStatement`) it is dropped (with all the others when the server lost
-     * it), and run once more, prepared anew, if it
-     * ran outside a transaction block: it failed before running, so it changed nothing. Inside a
-     * block the error goes to the caller, whose transaction `withRetries` runs again.
+     * it), and run once more, prepared anew, if it ran outside a transaction block: it failed
+     * before running, so it changed nothing. Inside a block the error goes to the caller, whose
+     * transaction `withRetries` runs again.
      */
     async #runNamed(text: string, values: unknown[]): Promise<unknown> {
       // Read before sending: queries of one connection are sent one after another (Kysely, the pool).

@@ -35,11 +35,6 @@ const MAX_RESPONSE_BYTES = 64 * 1024
 const LEASE_MARGIN_MS = 10_000
 /** Shown to receivers; never varies with the deployment. */
 const USER_AGENT = 'Coffer-Webhooks/1'
-/**
- * The least in-flight limit of an origin (`OriginLimits`): where a new origin starts, and the
- * lowest that failures and slowed answers cut it to (the cap, `WEBHOOK_ORIGIN_CONCURRENCY`, if lower).
- */
-const ORIGIN_FLOOR = 4
 /** The attempt log's error for an attempt cut off by the service's shutdown. */
 export const INTERRUPTED = 'interrupted: the service was shutting down'
 
@@ -124,7 +119,7 @@ export class DeliveryWorker {
   private readonly walletLoad = new Map<number, number>()
   private readonly originLoad = new Map<string, number>()
   private readonly circuits: OriginCircuits
-  /** Each origin's in-flight limit, adapted to how its receiver copes, between `ORIGIN_FLOOR` and `WEBHOOK_ORIGIN_CONCURRENCY`. */
+  /** Each origin's in-flight limit, adapted to how its receiver copes, between `WEBHOOK_ORIGIN_MIN_CONCURRENCY` and `WEBHOOK_ORIGIN_CONCURRENCY`. */
   private readonly limits: OriginLimits
   private readonly now: () => number
   /** Which origin claims first next time: turns rotate so that none always comes first. */
@@ -151,7 +146,7 @@ export class DeliveryWorker {
     this.roundGapMs = ROUND_GAP_MS[options.database.dialect]
     this.concurrency = this.config.webhookConcurrency
     this.now = options.circuits?.now ?? Date.now
-    this.limits = new OriginLimits({ floor: ORIGIN_FLOOR, cap: this.config.webhookOriginConcurrency, now: this.now })
+    this.limits = new OriginLimits({ floor: this.config.webhookOriginMinConcurrency, cap: this.config.webhookOriginConcurrency, now: this.now })
     this.circuits = new OriginCircuits({
       failureThreshold: this.config.webhookCircuitFailures,
       openMs: this.config.webhookCircuitOpenMs,
@@ -369,7 +364,8 @@ export class DeliveryWorker {
     const held = new Map(this.originLoad)
     for (const end of ended) adjust(held, end.claim.origin, -1)
     const room = origins.map(({ origin }) => Math.min(this.limits.limit(origin) - (leased.get(origin) ?? 0), this.circuits.allowance(origin)))
-    const busy = [...held].filter(([origin]) => !due.some((entry) => entry.origin === origin))
+    const dueOrigins = new Set(due.map((entry) => entry.origin))
+    const busy = [...held].filter(([origin]) => !dueOrigins.has(origin))
     const shares = shareSlots(
       [...origins.map(({ origin }, i) => (held.get(origin) ?? 0) + Math.max(0, room[i])), ...busy.map(([, count]) => count)],
       this.concurrency,
