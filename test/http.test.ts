@@ -167,6 +167,33 @@ describe('HTTP layer', () => {
       assert.match(response.body, /coffer_http_request_duration_seconds_bucket/)
     })
 
+    it('counts and times every request of a route, across readings of /metrics', async () => {
+      const read = async () => (await t.app.inject({ method: 'GET', url: '/metrics' })).body.split('\n')
+      const value = (lines: string[], prefix: string) => Number(lines.find((line) => line.startsWith(prefix))?.split(' ')[1] ?? 0)
+      const counted = '/wallet/assets'
+      const before = await read()
+      for (let i = 0; i < 3; i++) await t.app.inject({ method: 'GET', url: counted })
+      await t.app.inject({ method: 'GET', url: counted, headers: alice.auth })
+      const between = await read()
+      for (let i = 0; i < 2; i++) await t.app.inject({ method: 'GET', url: counted })
+      const after = await read()
+      const refused = `coffer_http_requests_total{method="GET",route="${counted}",status="401"}`
+      const served = `coffer_http_requests_total{method="GET",route="${counted}",status="200"}`
+      assert.equal(value(between, refused) - value(before, refused), 3)
+      assert.equal(value(between, served) - value(before, served), 1)
+      assert.equal(value(after, refused) - value(between, refused), 2, 'a reading leaves the counts as they are')
+      const histogram = 'coffer_http_request_duration_seconds'
+      const labels = `method="GET",route="${counted}"`
+      const count = value(after, `${histogram}_count{${labels}}`)
+      assert.equal(count - value(before, `${histogram}_count{${labels}}`), 6)
+      assert.equal(value(after, `${histogram}_bucket{le="+Inf",${labels}}`), count)
+      assert.ok(value(after, `${histogram}_sum{${labels}}`) > 0)
+      const buckets = after.filter((line) => line.startsWith(`${histogram}_bucket{`) && line.includes(labels)).map((line) => Number(line.split(' ')[1]))
+      assert.equal(buckets.length, 12, 'eleven bounds and +Inf')
+      for (let i = 1; i < buckets.length; i++) assert.ok(buckets[i] >= buckets[i - 1], 'buckets are cumulative')
+      assert.ok(after.includes(`# TYPE ${histogram} histogram`))
+    })
+
     it('serves an OpenAPI 3.1 document describing the routes', async () => {
       const response = await t.app.inject({ method: 'GET', url: '/openapi.json' })
       assert.equal(response.statusCode, 200)

