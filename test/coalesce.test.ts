@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Database } from '../src/db/database.ts'
-import { batchedWrites } from '../src/db/batched.ts'
-import { coalesced } from '../src/db/coalesce.ts'
+import { batchedWrites, coalesced } from '../src/db/coalesce.ts'
 import { findAssetByName, insertAsset, updateAsset } from '../src/ledger/assets.repository.ts'
 import { openTestDatabase, STORAGE } from './helpers/app.ts'
 

@@ -1,6 +1,5 @@
 import { sql, type Selectable } from 'kysely'
-import { batchedWrites } from '../db/batched.ts'
-import { coalescedStatement } from '../db/coalesce.ts'
+import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
 import type { Executor } from '../db/database.ts'
 import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
 import { withRetries } from '../db/retry.ts'
@@ -110,7 +109,7 @@ export async function findSessionWithWallet(db: Executor, sessionId: number) {
 
 /**
  * Marks the session as used now. The sessions marked in the same turn of the event loop are
- * written by one statement (`db/batched.ts`); the promise settles once that statement has.
+ * written by one statement (`db/coalesce.ts` batchedWrites); the promise settles once that statement has.
  */
 export const touchUserSession = batchedWrites<number>(async (db, sessionIds) => {
   const now = nowIso()

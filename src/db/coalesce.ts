@@ -16,25 +16,59 @@ import { isPostgres, readRows } from './dialect.ts'
  */
 export function coalesced<K, V>(db: Executor, load: (keys: K[]) => Promise<Map<K, V>>): (key: K) => Promise<V | undefined> {
   if (!isPostgres(db)) return async (key) => (await load([key])).get(key)
+  return perTurn(load, 256)
+}
+
+/**
+ * The calls of one turn of the event loop as one `load` of their keys (each key once), at most
+ * `maxBatchSize` keys a load; each caller gets its key's value, or the load's error.
+ */
+function perTurn<K, V>(load: (keys: K[]) => Promise<Map<K, V>>, maxBatchSize: number): (key: K) => Promise<V | undefined> {
   const loader = new DataLoader<K, V | undefined>(
     async (keys) => {
       const found = await load([...new Set(keys)])
       return keys.map((key) => found.get(key))
     },
     // After the I/O callbacks of this turn, so that every request that arrived in it joins.
-    { cache: false, batchScheduleFn: (run) => setImmediate(run), maxBatchSize: 256 },
+    { cache: false, batchScheduleFn: (run) => setImmediate(run), maxBatchSize },
   )
   return (key) => loader.load(key)
 }
 
-/** One coalesced lookup per database (an app, a test, a CLI run each have their own). */
-function coalescedPer<K, V>(load: (db: Executor, keys: K[]) => Promise<Map<K, V>>): (db: Executor, key: K) => Promise<V | undefined> {
-  const lookups = new WeakMap<Executor, (key: K) => Promise<V | undefined>>()
+/** `make`'s function for each database (an app, a test, a CLI run each have their own). */
+function perDatabase<K, V>(make: (db: Executor) => (key: K) => Promise<V>): (db: Executor, key: K) => Promise<V> {
+  const made = new WeakMap<Executor, (key: K) => Promise<V>>()
   return (db, key) => {
-    let lookup = lookups.get(db)
-    if (!lookup) lookups.set(db, (lookup = coalesced(db, (keys) => load(db, keys))))
-    return lookup(key)
+    let call = made.get(db)
+    if (!call) made.set(db, (call = make(db)))
+    return call(key)
   }
+}
+
+/** One coalesced lookup per database. */
+function coalescedPer<K, V>(load: (db: Executor, keys: K[]) => Promise<Map<K, V>>): (db: Executor, key: K) => Promise<V | undefined> {
+  return perDatabase((db) => coalesced(db, (keys) => load(db, keys)))
+}
+
+/**
+ * Writes of the same kind that requests make in the same turn of the event loop go to the
+ * database as one statement (`write` with every key of the turn) instead of one statement, one
+ * transaction and, on SQLite, one fsync each: a hundred wallet keys first used in the same second
+ * mark themselves as used with one write, not a hundred in a row that the thread waits on in turn.
+ * On both storages, unlike lookups: a write on SQLite is worth a turn's wait. Each caller's
+ * promise settles when the statement holding its key has: resolved once it has committed,
+ * rejected with its error. Nothing is cached or skipped: every key given is written.
+ */
+export function batchedWrites<K>(write: (db: Executor, keys: K[]) => Promise<void>): (db: Executor, key: K) => Promise<void> {
+  return perDatabase((db) => {
+    const mark = perTurn(async (keys: K[]) => {
+      await write(db, keys)
+      return new Map<K, never>()
+    }, 500)
+    return async (key: K) => {
+      await mark(key)
+    }
+  })
 }
 
 /**

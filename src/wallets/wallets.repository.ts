@@ -1,7 +1,6 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { batchedWrites } from '../db/batched.ts'
-import { coalescedStatement } from '../db/coalesce.ts'
+import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
 import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
 import { withRetries } from '../db/retry.ts'
 import type { WalletRow } from '../db/tables.ts'
@@ -203,7 +202,7 @@ export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } 
 
 /**
  * Marks the key as used now. The keys marked in the same turn of the event loop are written by one
- * statement (`db/batched.ts`); the promise settles once that statement has.
+ * statement (`db/coalesce.ts` batchedWrites); the promise settles once that statement has.
  */
 export const touchWalletKey = batchedWrites<number>(async (db, keyIds) => {
   const now = nowIso()
