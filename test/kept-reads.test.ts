@@ -1,0 +1,234 @@
+import assert from 'node:assert/strict'
+import path from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import SQLite from 'better-sqlite3'
+import type { FastifyInstance } from 'fastify'
+import { CompiledQuery } from 'kysely'
+import { buildApp } from '../src/app.ts'
+import { KeptReads, readCommitState, readKept } from '../src/db/commit-state.ts'
+import { openPostgres, openSqlite } from '../src/db/database.ts'
+import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
+import { hashToken } from '../src/http/tokens.ts'
+import { ADMIN_KEY, buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from './helpers/app.ts'
+import { createAsset, createUser, createWalletKey, issue, transfer, uniqueName, type TestUser } from './helpers/factories.ts'
+
+/**
+ * Reads kept while the database's commit state has not moved (`db/commit-state.ts`): credential
+ * rows (`authenticateUserSession`, `authenticateWalletKey`) and history pages are served without
+ * a statement only while nothing at all has been committed since they were read. Each test below
+ * warms what is kept (the page counter shows a page served as `unchanged`, which means the state
+ * had not moved, so the credential was served from memory too), commits something, and checks
+ * that the next request, on this instance and on a second one, answers as the database now is.
+ */
+
+let t: TestApp
+let gold: { id: number; name: string }
+let alice: TestUser
+let bob: TestUser
+
+const PAGE = '/wallet/transactions?limit=3'
+
+/** A second instance on the same store: another pool on PostgreSQL, another connection to the file on SQLite. */
+async function openPeer(): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
+  if (STORAGE === 'postgres') return buildPeerApp(t)
+  const database = openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
+  const app = await buildApp({ config: t.config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, t.config) })
+  return {
+    app,
+    async close() {
+      await app.close()
+      await database.close()
+    },
+  }
+}
+
+/** Another connection writing with SQL of its own, as the `coffer` CLI or a script would. */
+async function writeElsewhere(statement: string, parameters: unknown[]): Promise<void> {
+  if (STORAGE === 'postgres') {
+    const other = openPostgres(t.config.databaseUrl as string, 1)
+    try {
+      await other.db.executeQuery(CompiledQuery.raw(statement.replace('?', '$1'), parameters))
+    } finally {
+      await other.close()
+    }
+    return
+  }
+  const other = new SQLite(path.join(t.config.dataDir, 'coffer.sqlite'))
+  try {
+    other.pragma('busy_timeout = 10000')
+    other.prepare(statement).run(parameters)
+  } finally {
+    other.close()
+  }
+}
+
+async function get(app: FastifyInstance, url: string, headers: Record<string, string>) {
+  return app.inject({ method: 'GET', url, headers })
+}
+
+async function page(app: FastifyInstance, headers: Record<string, string>, url = PAGE) {
+  const response = await get(app, url, headers)
+  assert.equal(response.statusCode, 200, response.body)
+  return response.body
+}
+
+/** The page lookups of `app` by outcome, from /metrics. */
+async function lookups(app: FastifyInstance): Promise<Record<'unchanged' | 'hit' | 'stale' | 'miss', number>> {
+  const text = (await app.inject({ method: 'GET', url: '/metrics' })).body
+  const count = (outcome: string) => Number(/ (\d+)$/.exec(text.split('\n').find((line) => line.startsWith(`coffer_history_page_cache_lookups_total{outcome="${outcome}"}`)) ?? ' 0')?.[1])
+  return { unchanged: count('unchanged'), hit: count('hit'), stale: count('stale'), miss: count('miss') }
+}
+
+/**
+ * Asks for the page until it is served with nothing committed since it was kept (the credential
+ * then came from memory as well); the first asks build it and mark the credential used.
+ */
+async function warm(app: FastifyInstance, headers: Record<string, string>, url = PAGE): Promise<string> {
+  for (let i = 0; i < 5; i++) {
+    const was = (await lookups(app)).unchanged
+    const body = await page(app, headers, url)
+    if ((await lookups(app)).unchanged === was + 1) return body
+  }
+  throw new Error(`${url} was never served as unchanged`)
+}
+
+before(async () => {
+  t = await buildTestApp()
+  gold = await createAsset(t, { name: uniqueName('gold'), value: 2 })
+  alice = await createUser(t.app)
+  bob = await createUser(t.app)
+  await issue(t, alice.walletId, gold.id, 1000)
+  for (let i = 0; i < 3; i++) await transfer(t, alice, bob.username, { [gold.name]: 1 + i })
+})
+
+after(async () => {
+  await t?.close()
+})
+
+describe(`the commit state (${STORAGE})`, () => {
+  it('stays while nothing is committed, and moves on a commit by this connection and by another', async () => {
+    const { db } = t.database
+    const first = await readCommitState(db)
+    assert.ok(first !== undefined)
+    assert.equal(await readCommitState(db), first, 'no commit, no move')
+    await transfer(t, alice, bob.username, { [gold.name]: 1 })
+    const second = await readCommitState(db)
+    assert.notEqual(second, first, 'a transfer through this instance moves it')
+    await writeElsewhere('update assets set value = value + 1 where id = ?', [gold.id])
+    const third = await readCommitState(db)
+    assert.notEqual(third, second, 'a commit by another connection moves it')
+    assert.equal(await readCommitState(db), third)
+  })
+
+  it('is unknown inside a transaction, and names its database object', async () => {
+    const { db } = t.database
+    await db.transaction().execute(async (trx) => assert.equal(await readCommitState(trx), undefined))
+    // A second database object on the same store, nothing committed between the two reads: what
+    // was kept for one is still never served for the other.
+    const other = STORAGE === 'postgres' ? openPostgres(t.config.databaseUrl as string, 1) : openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
+    try {
+      const [mine, theirs] = [await readCommitState(db), await readCommitState(other.db)]
+      assert.ok(mine !== undefined && theirs !== undefined)
+      assert.notEqual(mine, theirs)
+    } finally {
+      await other.close()
+    }
+  })
+
+  it('keeps a value only with the state it was read at, and never a missing one', async () => {
+    const { db } = t.database
+    const kept = new KeptReads<string, { n: number }>(10)
+    let loads = 0
+    const load = async (key: string) => (key === 'none' ? undefined : { n: ++loads })
+    assert.deepEqual(await readKept(db, kept, 'a', load), { n: 1 })
+    assert.deepEqual(await readKept(db, kept, 'a', load), { n: 1 }, 'served while nothing was committed')
+    assert.equal(await readKept(db, kept, 'none', load), undefined)
+    assert.equal(kept.size, 1)
+    await transfer(t, alice, bob.username, { [gold.name]: 1 })
+    assert.deepEqual(await readKept(db, kept, 'a', load), { n: 2 }, 'read again after a commit')
+    assert.equal(kept.get('a', undefined), undefined, 'never served when the state is unknown')
+  })
+})
+
+describe(`credentials and pages kept while nothing was committed (${STORAGE})`, () => {
+  it('serves a page again without a statement, and not after a commit', async () => {
+    const key = await createWalletKey(t, alice.auth)
+    const kept = await warm(t.app, key.auth)
+    const before = await lookups(t.app)
+    assert.equal(await page(t.app, key.auth), kept)
+    assert.equal((await lookups(t.app)).unchanged, before.unchanged + 1)
+    await transfer(t, bob, alice.username, { [gold.name]: 1 })
+    const after = await page(t.app, key.auth)
+    const counted = await lookups(t.app)
+    assert.equal(counted.unchanged, before.unchanged + 1, 'not served unchanged after a commit')
+    assert.equal(counted.stale, before.stale + 1, 'checked against the database, and found changed')
+    assert.notEqual(after, kept)
+  })
+
+  it('shows what another connection committed (the CLI, a script), and a change of label', async () => {
+    const key = await createWalletKey(t, alice.auth)
+    const kept = await warm(t.app, key.auth)
+    await writeElsewhere('update assets set value = value * 2 where id = ?', [gold.id])
+    const answered = await page(t.app, key.auth)
+    assert.notEqual(answered, kept, 'the new value shows')
+    const peer = await openPeer()
+    try {
+      assert.equal(answered, await page(peer.app, key.auth), 'as an instance that never kept it answers')
+    } finally {
+      await peer.close()
+    }
+  })
+
+  it('refuses a revoked key on the next request, on this instance and on another', async () => {
+    const key = await createWalletKey(t, alice.auth)
+    const peer = await openPeer()
+    try {
+      await warm(t.app, key.auth)
+      await warm(peer.app, key.auth)
+      const revoked = await t.app.inject({ method: 'DELETE', url: `/wallet/sessions/${key.id}`, headers: alice.auth })
+      assert.ok(revoked.statusCode < 300, revoked.body)
+      expectError(await get(t.app, PAGE, key.auth), 401, 'A001')
+      expectError(await get(peer.app, PAGE, key.auth), 401, 'A001')
+    } finally {
+      await peer.close()
+    }
+  })
+
+  it('refuses an ended session, and the other sessions after a password change, on this instance and on another', async () => {
+    const carol = await createUser(t.app)
+    const login = await t.app.inject({ method: 'POST', url: `/users/${carol.username}/sessions`, payload: { password: carol.password, return_token: true } })
+    const second = { authorization: `Bearer ${login.json().token}` }
+    const peer = await openPeer()
+    try {
+      for (const app of [t.app, peer.app]) for (const auth of [carol.auth, second]) await warm(app, auth)
+      const ended = await t.app.inject({ method: 'DELETE', url: '/user/session', headers: second })
+      assert.ok(ended.statusCode < 300, ended.body)
+      expectError(await get(t.app, PAGE, second), 401, 'A001')
+      expectError(await get(peer.app, PAGE, second), 401, 'A001')
+
+      const third = (await t.app.inject({ method: 'POST', url: `/users/${carol.username}/sessions`, payload: { password: carol.password, return_token: true } })).json().token as string
+      const other = { authorization: `Bearer ${third}` }
+      for (const app of [t.app, peer.app]) for (const auth of [carol.auth, other]) await warm(app, auth)
+      const changed = await t.app.inject({ method: 'PUT', url: '/user/password', headers: carol.auth, payload: { password: 'a new horse battery' } })
+      assert.ok(changed.statusCode < 300, changed.body)
+      expectError(await get(t.app, PAGE, other), 401, 'A001')
+      expectError(await get(peer.app, PAGE, other), 401, 'A001')
+    } finally {
+      await peer.close()
+    }
+  })
+
+  it('refuses a session whose time ran out though nothing was written since', async () => {
+    const dave = await createUser(t.app)
+    await warm(t.app, dave.auth)
+    const now = Date.now
+    try {
+      // Past the idle limit and the lifetime, with no write at all in between.
+      Date.now = () => now() + (t.config.sessionLifetimeDays + 1) * 86_400_000
+      expectError(await get(t.app, PAGE, dave.auth), 401, 'A001')
+    } finally {
+      Date.now = now
+    }
+    assert.equal(await page(t.app, dave.auth), await page(t.app, dave.auth), 'live again once the clock is back')
+  })
+})
