@@ -5,7 +5,7 @@ import SQLite from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
 import { CompiledQuery } from 'kysely'
 import { buildApp } from '../src/app.ts'
-import { KeptReads, readCommitState, readKept } from '../src/db/commit-state.ts'
+import { arrivalMark, KeptReads, readCommitState, readKept } from '../src/db/commit-state.ts'
 import { openPostgres, openSqlite } from '../src/db/database.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { hashToken } from '../src/http/tokens.ts'
@@ -133,6 +133,19 @@ describe(`the commit state (${STORAGE})`, () => {
     } finally {
       await other.close()
     }
+  })
+
+  it("serves a request the state read after it arrived, and never one read before", async () => {
+    const { db } = t.database
+    const arrived = arrivalMark()
+    const read = await readCommitState(db)
+    await writeElsewhere('update assets set value = value + 1 where id = ?', [gold.id])
+    // Read after the request arrived: the request is answered as the database was then.
+    assert.equal(await readCommitState(db, arrived), read)
+    // A request arriving now is not: the commit above shows.
+    const now = await readCommitState(db, arrivalMark())
+    assert.notEqual(now, read)
+    assert.equal(await readCommitState(db), now)
   })
 
   it('keeps a value only with the state it was read at, and never a missing one', async () => {

@@ -81,11 +81,20 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
  * only; building walks them too and then writes every transaction's labels, lines and JSON
  * (`docs/decisions.md#history-pages-served-from-a-checked-cache` has the design and its proof,
  * `docs/performance.md#history-pages-from-a-checked-cache` what it saves). `serialize` writes
- * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes).
+ * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes);
+ * `arrived` is the request's `arrivalMark` (`db/commit-state.ts`).
  */
-export async function answerWalletTransactions(db: Db, pages: PageCache, walletId: number, query: ListQuery, serialize: (page: Transaction[]) => string): Promise<CachedPage> {
-  // Read before anything else, so that it is never later than what the page is built from.
-  const state = await readCommitState(db)
+export async function answerWalletTransactions(
+  db: Db,
+  pages: PageCache,
+  walletId: number,
+  query: ListQuery,
+  serialize: (page: Transaction[]) => string,
+  arrived?: number,
+): Promise<CachedPage> {
+  // Read before anything else, so that it is never later than what the page is built from; the
+  // state the request's credential lookup read serves, when read after the request arrived.
+  const state = await readCommitState(db, arrived)
   const filter = await journalFilter(db, query)
   if (!filter) return { body: Buffer.from(serialize([])), more: false, lastId: undefined, stamp: { ids: '', generation: 0 }, state: undefined }
   const wanted = { ...filter, walletId, direction: query.direction }
