@@ -131,8 +131,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
         .send(Readable.from(prepend(first.value ?? '', rows)) as never)
     }
     const metadata = history.metadataFilters(request.query)
-    const serialize = (transactions: unknown) => String(reply.serialize(transactions))
-    const page = await history.answerWalletTransactions(db, pages, walletOf(request), { ...request.query, metadata }, serialize, arrivals.get(request))
+    const page = await history.answerWalletTransactions(db, pages, walletOf(request), { ...request.query, metadata }, (transactions) => String(reply.serialize(transactions)), arrivals.get(request))
     if (page.more && page.lastId !== undefined) {
       // The next page continues below this one's last id, with the same filters; offset is spent.
       const { limit, after, asset, direction, since, until, kind } = request.query
