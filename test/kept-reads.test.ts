@@ -84,12 +84,26 @@ async function lookups(app: FastifyInstance): Promise<Record<'unchanged' | 'hit'
  * then came from memory as well); the first asks build it and mark the credential used.
  */
 async function warm(app: FastifyInstance, headers: Record<string, string>, url = PAGE): Promise<string> {
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 20; i++) {
     const was = (await lookups(app)).unchanged
     const body = await page(app, headers, url)
     if ((await lookups(app)).unchanged === was + 1) return body
+    // Just after this process wrote, the state is not read for a moment (db/commit-state.ts).
+    await pause()
   }
   throw new Error(`${url} was never served as unchanged`)
+}
+
+const pause = () => new Promise((resolve) => setTimeout(resolve, 60))
+
+/** The commit state once it is read again after this process's last write. */
+async function settledState(): Promise<string> {
+  for (let i = 0; i < 20; i++) {
+    const state = await readCommitState(t.database.db)
+    if (state !== undefined) return state
+    await pause()
+  }
+  throw new Error('the commit state was never read')
 }
 
 before(async () => {
@@ -108,15 +122,16 @@ after(async () => {
 describe(`the commit state (${STORAGE})`, () => {
   it('stays while nothing is committed, and moves on a commit by this connection and by another', async () => {
     const { db } = t.database
-    const first = await readCommitState(db)
-    assert.ok(first !== undefined)
+    const first = await settledState()
     assert.equal(await readCommitState(db), first, 'no commit, no move')
     await transfer(t, alice, bob.username, { [gold.name]: 1 })
-    const second = await readCommitState(db)
+    // Just after this process wrote, the state is taken as moved without a read (undefined).
+    assert.notEqual(await readCommitState(db), first, 'a transfer through this instance moves it')
+    const second = await settledState()
     assert.notEqual(second, first, 'a transfer through this instance moves it')
     await writeElsewhere('update assets set value = value + 1 where id = ?', [gold.id])
     const third = await readCommitState(db)
-    assert.notEqual(third, second, 'a commit by another connection moves it')
+    assert.ok(third !== undefined && third !== second, 'a commit by another connection moves it')
     assert.equal(await readCommitState(db), third)
   })
 
@@ -127,7 +142,7 @@ describe(`the commit state (${STORAGE})`, () => {
     // was kept for one is still never served for the other.
     const other = STORAGE === 'postgres' ? openPostgres(t.config.databaseUrl as string, 1) : openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
     try {
-      const [mine, theirs] = [await readCommitState(db), await readCommitState(other.db)]
+      const [mine, theirs] = [await settledState(), await readCommitState(other.db)]
       assert.ok(mine !== undefined && theirs !== undefined)
       assert.notEqual(mine, theirs)
     } finally {
@@ -137,14 +152,16 @@ describe(`the commit state (${STORAGE})`, () => {
 
   it("serves a request the state read after it arrived, and never one read before", async () => {
     const { db } = t.database
+    await settledState()
     const arrived = arrivalMark()
     const read = await readCommitState(db)
+    assert.ok(read !== undefined)
     await writeElsewhere('update assets set value = value + 1 where id = ?', [gold.id])
     // Read after the request arrived: the request is answered as the database was then.
     assert.equal(await readCommitState(db, arrived), read)
     // A request arriving now is not: the commit above shows.
     const now = await readCommitState(db, arrivalMark())
-    assert.notEqual(now, read)
+    assert.ok(now !== undefined && now !== read)
     assert.equal(await readCommitState(db), now)
   })
 
@@ -153,6 +170,7 @@ describe(`the commit state (${STORAGE})`, () => {
     const kept = new KeptReads<string, { n: number }>(10)
     let loads = 0
     const load = async (key: string) => (key === 'none' ? undefined : { n: ++loads })
+    await settledState()
     assert.deepEqual(await readKept(db, kept, 'a', load), { n: 1 })
     assert.deepEqual(await readKept(db, kept, 'a', load), { n: 1 }, 'served while nothing was committed')
     assert.equal(await readKept(db, kept, 'none', load), undefined)
