@@ -219,20 +219,21 @@ function dueOrigins(db: Executor, now: string) {
 
 /**
  * The claim's view, under the claims' lock (`startRound`): the origins with deliveries due
- * (`listDueOrigins`), and the deliveries in flight to each origin on any instance (under a lease
- * not yet expired, counted per origin of their wallet's webhook). One statement (a `union all` of
- * the two counts), where two cost a round trip more per round on PostgreSQL.
+ * (`listDueOrigins`), and the attempts the other delivery workers have in flight to each origin
+ * (their rows of `webhook_lease_counts` still within their `lease_until`; this worker knows its
+ * own). One statement (a `union all` of the two), where two cost a round trip more per round on
+ * PostgreSQL. The count reads a row per worker and busy origin, where counting the deliveries under
+ * a live lease read an index entry for every lease of the last 20 s (migration 0014).
  */
-export async function findDueOriginsAndLeases(db: Executor, now: string): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
-  const rows = await dueOrigins(db, now)
+export async function findDueOriginsAndLeases(db: Executor, query: { now: string; instance: string }): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
+  const rows = await dueOrigins(db, query.now)
     .unionAll(
       db
-        .selectFrom('webhook_deliveries')
-        .innerJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-        .select((eb) => ['webhooks.origin', sql<number | string>`0`.as('wallets'), eb.fn.countAll<number | string>().as('leased')])
-        .where('webhook_deliveries.lease_until', 'is not', null)
-        .where('webhook_deliveries.lease_until', '>', now)
-        .groupBy('webhooks.origin'),
+        .selectFrom('webhook_lease_counts')
+        .select((eb) => ['origin', sql<number | string>`0`.as('wallets'), eb.fn.sum<number | string>('leased').as('leased')])
+        .where('lease_until', '>', query.now)
+        .where('instance', '<>', query.instance)
+        .groupBy('origin'),
     )
     .execute()
   const due: { origin: string; wallets: number }[] = []
@@ -243,6 +244,64 @@ export async function findDueOriginsAndLeases(db: Executor, now: string): Promis
   }
   due.sort((a, b) => (a.origin < b.origin ? -1 : a.origin > b.origin ? 1 : 0))
   return { due, leased }
+}
+
+/** One worker's attempts in flight at one origin, and when the newest of their leases ends. */
+export interface LeaseCount {
+  origin: string
+  leased: number
+  leaseUntil: string
+}
+
+const LEASE_COUNT_COLUMNS = [
+  ['r_instance', 'text'],
+  ['r_origin', 'text'],
+  ['r_leased', 'bigint'],
+  ['r_until', 'text'],
+] as const
+
+/**
+ * Writes a worker's counts of attempts in flight per origin (`webhook_lease_counts`), in the round
+ * that changed them: `counts` are set (inserted or updated), the origins in `gone` (nothing in
+ * flight there any more) deleted, so that the table holds only the busy origins. One statement on
+ * PostgreSQL (two data-changing CTEs); on SQLite two prepared statements, run once per row. With
+ * `keepOnly` (the worker is not sure what its last rows were), every row of the worker for
+ * another origin is deleted first, in a statement of its own.
+ */
+export async function writeLeaseCounts(db: Executor, instance: string, change: { counts: LeaseCount[]; gone: string[]; keepOnly?: string[] }): Promise<void> {
+  if (change.keepOnly) {
+    let query = db.deleteFrom('webhook_lease_counts').where('instance', '=', instance)
+    if (change.keepOnly.length > 0) query = query.where('origin', 'not in', change.keepOnly)
+    await query.execute()
+  }
+  const counts = change.counts.map((count) => [instance, count.origin, count.leased, count.leaseUntil])
+  const gone = change.gone.map((origin) => [instance, origin, 0, ''])
+  const writes = []
+  if (gone.length > 0) {
+    writes.push(rowsWrite(db, LEASE_COUNT_COLUMNS, gone, (r) => sql`delete from webhook_lease_counts where (instance, origin) in (select r_instance, r_origin from ${r})`))
+  }
+  if (counts.length > 0) {
+    writes.push(
+      rowsWrite(
+        db,
+        LEASE_COUNT_COLUMNS,
+        counts,
+        // `where true`: SQLite reads `on conflict` after a bare `select … from` as a join's.
+        (r) => sql`insert into webhook_lease_counts (instance, origin, leased, lease_until) select r_instance, r_origin, r_leased, r_until from ${r} where true
+          on conflict (instance, origin) do update set leased = excluded.leased, lease_until = excluded.lease_until`,
+      ),
+    )
+  }
+  if (writes.length > 0) await runWrites(db, writes)
+}
+
+/** Deletes the counts that lapsed (of a worker that died), and with `instance` every count of that worker (it stopped). */
+export async function clearLeaseCounts(db: Executor, query: { instance?: string; now: string }): Promise<void> {
+  const { instance } = query
+  await db
+    .deleteFrom('webhook_lease_counts')
+    .where((eb) => (instance === undefined ? eb('lease_until', '<=', query.now) : eb.or([eb('instance', '=', instance), eb('lease_until', '<=', query.now)])))
+    .execute()
 }
 
 /**
