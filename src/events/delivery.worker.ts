@@ -65,7 +65,7 @@ interface Outcome {
  */
 type AttemptEnd = { claim: Launch } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
 /** A claimed delivery about to be attempted, with what the attempt needs (undefined when the row is gone). */
-type Launch = repo.Claim & { origin: string; work: repo.DeliveryWork | undefined }
+type Launch = repo.LeasedDelivery & { origin: string }
 
 /**
  * An attempt's end, queued, with what tells its attempt that it has been written; `removalFailed`
@@ -419,16 +419,15 @@ export class DeliveryWorker {
       if (chosen.length < slots && countPerWallet(found).some((count) => count >= perWallet)) this.again = true
     }
     this.limits.claimed(pressed)
+    // Leased with what the attempts need, read under the lease just taken. A webhook removed after
+    // this read cancels the delivery but cannot stop this attempt, as an attempt already on the
+    // wire (the removal's own turn makes it wait for this transaction to end).
     const claims = await repo.leaseDeliveries(trx, {
       ids: [...picked.keys()],
       now: nowText,
       leaseUntil: new Date(now + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString(),
     })
-    // What the attempts need, for all of them at once, read under the lease just taken. A webhook
-    // removed after this read cancels the delivery but cannot stop this attempt, as an attempt
-    // already on the wire (the removal's own turn makes it wait for this transaction to end).
-    const work = await repo.loadDeliveryWork(trx, claims.map((claim) => claim.id))
-    return claims.map((claim) => ({ ...claim, origin: picked.get(claim.id) as string, work: work.get(claim.id) }))
+    return claims.map((claim) => ({ ...claim, origin: picked.get(claim.id) as string }))
   }
 
   /**

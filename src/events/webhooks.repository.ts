@@ -344,24 +344,6 @@ function toDueDelivery(row: { id: number; wallet_id: number; next_attempt_at: st
   return { id: Number(row.id), wallet_id: Number(row.wallet_id), next_attempt_at: row.next_attempt_at ?? '' }
 }
 
-/**
- * Leases the given deliveries to this instance until `leaseUntil`, those still pending and not
- * under another live lease, and returns the ones it took. A lease left behind by a dead instance
- * expires at `lease_until` and the row becomes claimable again.
- */
-export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now: string; leaseUntil: string }): Promise<Claim[]> {
-  if (lease.ids.length === 0) return []
-  const rows = await db
-    .updateTable('webhook_deliveries')
-    .set({ lease_until: lease.leaseUntil })
-    .where(anyOf(db, sql.ref('id'), lease.ids))
-    .where('status', '=', 'pending')
-    .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', lease.now)]))
-    .returning(['id', 'wallet_id', 'lease_until', 'attempts'])
-    .execute()
-  return rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }))
-}
-
 export interface DeliveryWork {
   event_id: string
   payload: string
@@ -370,13 +352,66 @@ export interface DeliveryWork {
   secret: string | null
 }
 
+/** A delivery leased by this worker, with what its attempt needs (undefined when its event is gone). */
+export type LeasedDelivery = Claim & { work: DeliveryWork | undefined }
+
 /**
- * What the attempts of the given deliveries need: the event as stored, and the wallet's webhook now
- * (null once removed). One statement for a round's claims, read in the claim's transaction right
- * after the lease, where a statement per attempt after the commit cost a round trip each.
+ * Leases the given deliveries to this instance until `leaseUntil`, those still pending and not
+ * under another live lease, and returns the ones it took with what their attempts need: the
+ * event as stored, and the wallet's webhook now (null once removed). A lease left behind by a dead
+ * instance expires at `lease_until` and the row becomes claimable again. The lease sets
+ * `lease_until` alone, which no index holds (migration 0014): on PostgreSQL mostly a heap-only
+ * update. On PostgreSQL one statement (the update, then the reads joined to the rows it returns),
+ * where reading the work after the lease cost a statement more per round and a second look up
+ * of every leased row by id; SQLite has no update in a `with`, and runs the two in process.
  */
-export async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Map<number, DeliveryWork>> {
-  if (deliveryIds.length === 0) return new Map()
+export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now: string; leaseUntil: string }): Promise<LeasedDelivery[]> {
+  if (lease.ids.length === 0) return []
+  const update = db
+    .updateTable('webhook_deliveries')
+    .set({ lease_until: lease.leaseUntil })
+    .where(anyOf(db, sql.ref('id'), lease.ids))
+    .where('status', '=', 'pending')
+    .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', lease.now)]))
+    .returning(['id', 'wallet_id', 'lease_until', 'attempts', 'event_id'])
+  if (isPostgres(db)) {
+    const rows = await db
+      .with('leased', () => update)
+      .selectFrom('leased')
+      .leftJoin('events', 'events.id', 'leased.event_id')
+      // A hold's event has no transaction and carries its own body.
+      .leftJoin('transactions', 'transactions.id', 'events.transaction_id')
+      .leftJoin('webhooks', 'webhooks.wallet_id', 'leased.wallet_id')
+      .select((eb) => [
+        'leased.id',
+        'leased.wallet_id',
+        'leased.lease_until',
+        'leased.attempts',
+        'events.event_id',
+        'events.type',
+        'events.created_at',
+        eb.fn.coalesce('events.body', 'transactions.body').as('body'),
+        'webhooks.url',
+        'webhooks.secret',
+      ])
+      .execute()
+    return rows.map((row) => ({ ...toClaim(row), work: row.event_id === null ? undefined : toWork({ ...row, event_id: row.event_id, type: row.type as string, created_at: row.created_at as string }) }))
+  }
+  const claims = (await update.execute()).map(toClaim)
+  const work = await loadDeliveryWork(db, claims.map((claim) => claim.id))
+  return claims.map((claim) => ({ ...claim, work: work.get(claim.id) }))
+}
+
+function toClaim(row: { id: number; wallet_id: number; lease_until: string | null; attempts: number }): Claim {
+  return { id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }
+}
+
+function toWork(row: { event_id: string; type: string; created_at: string; body: string | null; url: string | null; secret: string | null }): DeliveryWork {
+  return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
+}
+
+/** What the attempts of the given deliveries need (`leaseDeliveries`), read right after their lease (SQLite). */
+async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Map<number, DeliveryWork>> {
   const rows = await db
     .selectFrom('webhook_deliveries')
     .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
@@ -386,7 +421,7 @@ export async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Pro
     .select((eb) => ['webhook_deliveries.id', 'events.event_id', 'events.type', 'events.created_at', eb.fn.coalesce('events.body', 'transactions.body').as('body'), 'webhooks.url', 'webhooks.secret'])
     .where(anyOf(db, sql.ref('webhook_deliveries.id'), deliveryIds))
     .execute()
-  return new Map(rows.map((row) => [Number(row.id), { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }]))
+  return new Map(rows.map((row) => [Number(row.id), toWork(row)]))
 }
 
 /** Gives our lease back, whatever the delivery's status: the attempt is over and no longer counts against its origin. */
