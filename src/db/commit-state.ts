@@ -32,8 +32,9 @@ import { sqliteStatementsOf } from './sqlite-statements.ts'
  * count the same, and what was read from one is never served for the other.
  *
  * Undefined when the state cannot be known: inside a transaction (its own uncommitted writes
- * count already), or when the statement failed (then the caller reads as ever, and meets the
- * storage's fault there).
+ * count already), when the statement failed (then the caller reads as ever, and meets the
+ * storage's fault there), or just after this process wrote (`WRITING_RECHECK_MS`: taken as moved,
+ * without a read). Undefined never serves anything from memory.
  */
 export type CommitState = string
 
@@ -139,9 +140,6 @@ export async function readCommitState(db: Executor, since?: number): Promise<Com
     return undefined
   }
 }
-
-/** Lookups of a `KeptReads`, by outcome (for a counter in /metrics and for tests). */
-export type KeptOutcome = 'unchanged' | 'read'
 
 /**
  * Values read from the database by key, each with the commit state it was read at; bounded, the
