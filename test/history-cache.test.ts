@@ -5,16 +5,13 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
-import { buildApp } from '../src/app.ts'
-import { openSqlite, type Database, type Db } from '../src/db/database.ts'
+import type { Database, Db } from '../src/db/database.ts'
 import { migrateTo, migrateToLatest } from '../src/db/migrate.ts'
-import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
-import { hashToken } from '../src/http/tokens.ts'
 import { answerWalletTransactions } from '../src/ledger/history.service.ts'
 import { PageCache } from '../src/ledger/page-cache.ts'
 import { createBackup } from '../src/operations/backup.ts'
 import { checkBackup, restoreBackup } from '../src/operations/restore.ts'
-import { ADMIN_KEY, buildPeerApp, buildTestApp, expectError, openTestDatabase, STORAGE, type TestApp } from './helpers/app.ts'
+import { buildSameStoreApp, buildTestApp, expectError, openTestDatabase, STORAGE, type TestApp } from './helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, transfer, uniqueName, type TestUser } from './helpers/factories.ts'
 
 /**
@@ -33,19 +30,8 @@ let alice: TestUser
 let bob: TestUser
 let key: { id: number; auth: Record<string, string> }
 
-/** A second instance on the same store, as another process (or the CLI) would be. */
-async function openPeer(): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
-  if (STORAGE === 'postgres') return buildPeerApp(t)
-  const database = openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
-  const app = await buildApp({ config: t.config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, t.config) })
-  return {
-    app,
-    async close() {
-      await app.close()
-      await database.close()
-    },
-  }
-}
+/** A second instance on the same store (another process, the CLI). */
+const openPeer = () => buildSameStoreApp(t)
 
 const PAGE = '/wallet/transactions?limit=3'
 

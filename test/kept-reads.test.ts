@@ -4,12 +4,9 @@ import { after, before, describe, it } from 'node:test'
 import SQLite from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
 import { CompiledQuery } from 'kysely'
-import { buildApp } from '../src/app.ts'
 import { arrivalMark, KeptReads, readCommitState, readKept } from '../src/db/commit-state.ts'
 import { openPostgres, openSqlite } from '../src/db/database.ts'
-import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
-import { hashToken } from '../src/http/tokens.ts'
-import { ADMIN_KEY, buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from './helpers/app.ts'
+import { buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from './helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, transfer, uniqueName, type TestUser } from './helpers/factories.ts'
 
 /**
@@ -28,19 +25,8 @@ let bob: TestUser
 
 const PAGE = '/wallet/transactions?limit=3'
 
-/** A second instance on the same store: another pool on PostgreSQL, another connection to the file on SQLite. */
-async function openPeer(): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
-  if (STORAGE === 'postgres') return buildPeerApp(t)
-  const database = openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
-  const app = await buildApp({ config: t.config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, t.config) })
-  return {
-    app,
-    async close() {
-      await app.close()
-      await database.close()
-    },
-  }
-}
+/** A second instance on the same store (another process, the CLI). */
+const openPeer = () => buildSameStoreApp(t)
 
 /** Another connection writing with SQL of its own, as the `coffer` CLI or a script would. */
 async function writeElsewhere(statement: string, parameters: unknown[]): Promise<void> {
