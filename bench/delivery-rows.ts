@@ -36,11 +36,13 @@ const VARIANTS: { label: string; migration?: string; ddl: string[]; webhooks?: f
   { label: '  without _event', migration: '0011_webhook_origins', ddl: [drop('webhook_deliveries_event')] },
   { label: '  without _pending', migration: '0011_webhook_origins', ddl: [drop('webhook_deliveries_pending')] },
   { label: '  without _leased', migration: '0011_webhook_origins', ddl: [drop('webhook_deliveries_leased')] },
-  { label: 'after 0012 (5 indexes, no foreign key)', ddl: [] },
+  { label: 'after 0012 (5 indexes, no foreign key)', migration: '0013_page_label_generation', ddl: [] },
   {
     label: '  and only the primary key',
+    migration: '0013_page_label_generation',
     ddl: ['webhook_deliveries_wallet', 'webhook_deliveries_event', 'webhook_deliveries_pending', 'webhook_deliveries_leased'].map(drop),
   },
+  { label: 'after 0014 (4 indexes, fillfactor 90)', ddl: [] },
 ]
 
 /** The events and deliveries of one batch, as `outbox.ts` writes them on PostgreSQL. */

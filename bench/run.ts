@@ -398,7 +398,9 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
     const counted = await statements?.read()
     const cpu = `service ${result.serviceCpuUs.toFixed(0)} µs, database ${result.databaseCpuUs.toFixed(0)} µs per transfer`
     // Statements and deliveries are counted over the warm-up and the measured seconds alike.
-    const counts = counted ? `; ${counted.calls} statements, the delivery worker's ${counted.webhookCalls}${delivered > 0 ? ` (${(counted.webhookCalls / delivered).toFixed(2)} per delivery)` : ''}, BEGIN and COMMIT not counted` : ''
+    const counts = counted
+      ? `; ${counted.calls} statements, the delivery worker's ${counted.webhookCalls}${delivered > 0 ? ` (${(counted.webhookCalls / delivered).toFixed(2)} per delivery)` : ''}, BEGIN and COMMIT not counted; ${counted.deliveryUpdates.all} updates of deliveries, ${counted.deliveryUpdates.heapOnly} heap-only`
+      : ''
     log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered${counts}`)
     if (counted) for (const row of counted.top) log(`  ${String(row.calls).padStart(7)} calls ${row.ms.toFixed(0).padStart(6)} ms  ${row.query}`)
     return result

@@ -115,6 +115,8 @@ export interface StatementReading {
   webhookCalls: number
   /** The most frequent statements, for the log: calls, then the start of the text. */
   top: { calls: number; ms: number; query: string }[]
+  /** Updates of `webhook_deliveries` rows, and how many of them were heap-only (wrote no index entry), as the server's statistics had them. */
+  deliveryUpdates: { all: number; heapOnly: number }
 }
 
 /**
@@ -134,9 +136,16 @@ export async function statementCounter(databaseUrl: string): Promise<{ reset(): 
     await client.end()
     return undefined
   }
+  // The server's table statistics are cumulative (and reach it within a second or so): read before and after.
+  const updates = async () => {
+    const { rows } = await client.query<{ all: string; hot: string }>(`select n_tup_upd as all, n_tup_hot_upd as hot from pg_stat_user_tables where relname = 'webhook_deliveries'`)
+    return { all: Number(rows[0]?.all ?? 0), heapOnly: Number(rows[0]?.hot ?? 0) }
+  }
+  let updatesBefore = { all: 0, heapOnly: 0 }
   return {
     async reset() {
       await client.query('select pg_stat_statements_reset()')
+      updatesBefore = await updates()
     },
     async read() {
       const { rows } = await client.query<{ calls: string; ms: number; query: string }>(
@@ -152,7 +161,9 @@ export async function statementCounter(databaseUrl: string): Promise<{ reset(): 
         // transfers' own (their write mentions `holdings` and inserts the deliveries).
         if (/webhook_|pg_advisory_xact_lock\(\$1\)/.test(row.query) && !/holdings/.test(row.query)) webhookCalls += Number(row.calls)
       }
-      return { calls, webhookCalls, top: rows.slice(0, 15).map((row) => ({ calls: Number(row.calls), ms: Number(row.ms), query: row.query.replace(/\s+/g, ' ').slice(0, 140) })) }
+      const updatesAfter = await updates()
+      const deliveryUpdates = { all: updatesAfter.all - updatesBefore.all, heapOnly: updatesAfter.heapOnly - updatesBefore.heapOnly }
+      return { calls, webhookCalls, deliveryUpdates, top: rows.slice(0, 25).map((row) => ({ calls: Number(row.calls), ms: Number(row.ms), query: row.query.replace(/\s+/g, ' ').slice(0, 140) })) }
     },
     async close() {
       await client.end()

@@ -323,6 +323,60 @@ describe('webhook delivery per origin', () => {
   })
 })
 
+describe('leases counted per worker and origin (webhook_lease_counts)', () => {
+  let t: TestApp
+  let hanging: Receiver
+  let fast: Receiver
+  before(async () => {
+    t = await buildTestApp({ WEBHOOK_ORIGIN_CONCURRENCY: '3', WEBHOOK_TIMEOUT_MS: '30000', WEBHOOK_RETRY_SCHEDULE: '0.1' })
+    hanging = await startReceiver(() => ({ hang: true }))
+    fast = await startReceiver()
+  })
+  after(async () => {
+    await hanging.close()
+    await fast.close()
+    await t.close()
+  })
+
+  it("counts another worker's attempts until its count lapses, its own while they are in flight, and none once stopped", async () => {
+    const db = t.database.db
+    const assetId = (await createAsset(t, { name: 'gold' })).id
+    const payer = await createUser(t.app)
+    await issue(t, payer.walletId, assetId, 100)
+    const held = await Promise.all(Array.from({ length: 3 }, () => createUser(t.app)))
+    for (const [index, user] of held.entries()) await setWebhook(t, user, `${hanging.url}/held/${index}`)
+    const quick = await createUser(t.app)
+    await setWebhook(t, quick, `${fast.url}/quick`)
+    const hangingOrigin = new URL(hanging.url).origin
+    const fastOrigin = new URL(fast.url).origin
+    // Another worker holds the hanging origin's whole limit, and died: its count lapses in 1.5 s.
+    const lapse = Date.now() + 1_500
+    await db.insertInto('webhook_lease_counts').values({ instance: 'a worker that died', origin: hangingOrigin, leased: 3, lease_until: new Date(lapse).toISOString() }).execute()
+    await transferAtOnce(t, payer, [...held, quick], assetId, 1)
+
+    // The other origin is not held up; its count is gone once its attempt is written.
+    await fast.waitForEvents(1, 10_000)
+    const counts = () => db.selectFrom('webhook_lease_counts').select(['instance', 'origin', 'leased', 'lease_until']).where('instance', '<>', 'a worker that died').execute()
+    await waitUntil(async () => (await counts()).every((row) => row.origin !== fastOrigin), 10_000, "the fast origin's count to go")
+    // Nothing went to the hanging origin before the dead worker's count lapsed; then its limit.
+    await waitUntil(() => hanging.open() === 3, 10_000, 'the hanging origin to hold its 3 slots')
+    for (const request of hanging.requests) assert.ok(request.at >= lapse - 5, `sent ${lapse - request.at} ms before the other worker's count lapsed`)
+    const ours = await counts()
+    assert.deepEqual(
+      ours.map((row) => [row.origin, Number(row.leased)]),
+      [[hangingOrigin, 3]],
+    )
+    assert.ok(Date.parse(ours[0].lease_until) > Date.now() + 20_000, 'until the newest lease ends (the attempt timeout and a margin)')
+    await pause(200)
+    assert.equal(hanging.maxOpen(), 3)
+
+    // A stopped worker leaves no count, and takes the lapsed ones with it.
+    await hanging.close()
+    await t.app.close()
+    assert.deepEqual(await db.selectFrom('webhook_lease_counts').selectAll().execute(), [])
+  })
+})
+
 describe('adaptive per-origin limits in the worker', () => {
   let t: TestApp
   let hanging: Receiver

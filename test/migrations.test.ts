@@ -198,14 +198,15 @@ describe(`migrations (${STORAGE})`, () => {
         STORAGE === 'postgres'
           ? Number((await sql<{ count: string }>`select count(*) as count from pg_constraint where contype = 'f' and conrelid = 'webhook_deliveries'::regclass`.execute(db)).rows[0].count)
           : (await sql`pragma foreign_key_list(webhook_deliveries)`.execute(db)).rows.length
-      const kept = ['webhook_deliveries_event', 'webhook_deliveries_leased', 'webhook_deliveries_pending', 'webhook_deliveries_wallet']
+      // `webhook_deliveries_leased` went in 0014 (below).
+      const kept = ['webhook_deliveries_event', 'webhook_deliveries_pending', 'webhook_deliveries_wallet']
       const seen = await views()
 
       assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), kept)
       assert.equal(await foreignKeys(), STORAGE === 'postgres' ? 0 : 2)
 
       await migrateTo(db, '0011_webhook_origins')
-      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), [...kept.slice(0, 1), 'webhook_deliveries_due', ...kept.slice(1)].sort())
+      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), [...kept, 'webhook_deliveries_due', 'webhook_deliveries_leased'].sort())
       assert.equal(await foreignKeys(), 2)
       assert.deepEqual(await statuses(), stored)
       assert.deepEqual(await views(), seen)
@@ -229,6 +230,74 @@ describe(`migrations (${STORAGE})`, () => {
       } else {
         await assert.rejects(sql`update webhook_deliveries set event_id = 999999 where id = ${first.id}`.execute(db), /FOREIGN KEY/)
       }
+      assert.equal((await verifyLedger(db)).ok, true)
+    } finally {
+      await receiver.close()
+      await own.close()
+    }
+  })
+  it('0014 counts leases per worker and origin instead of indexing them, and back, with deliveries leased and pending; the log answers as before', async () => {
+    // A failed delivery waits an hour for its retry; a hanging receiver holds the other under its lease.
+    const own = await buildTestApp({ WEBHOOK_RETRY_SCHEDULE: '3600', WEBHOOK_TIMEOUT_MS: '60000' })
+    const receiver = await startReceiver((request) => (request.path === '/hangs' ? { hang: true } : { status: request.path === '/fails' ? 500 : 200 }))
+    try {
+      const db = own.database.db
+      const asset = (await own.app.inject({ method: 'POST', url: '/assets', headers: own.admin, payload: { name: 'tin', value: 1 } })).json() as { id: number }
+      const [alice, bob, carol, dave] = [await createUser(own.app), await createUser(own.app), await createUser(own.app), await createUser(own.app)]
+      assert.equal((await own.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: own.admin, payload: { id: asset.id, quantity: 10 } })).statusCode, 201)
+      await setWebhook(own, bob, `${receiver.url}/works`)
+      await setWebhook(own, carol, `${receiver.url}/fails`)
+      await setWebhook(own, dave, `${receiver.url}/hangs`)
+      for (const to of [bob, carol, dave]) await transfer(own, alice, to.username, { tin: 1 })
+      const statuses = async () => (await db.selectFrom('webhook_deliveries').select(['id', 'status', 'attempts', 'lease_until']).orderBy('id').execute()).map((row) => `${row.id} ${row.status} ${row.attempts} ${row.lease_until === null ? 'free' : 'leased'}`)
+      await waitUntil(async () => {
+        const rows = await statuses()
+        return rows.length === 3 && rows.filter((row) => row.endsWith(' 1 free')).length === 2 && rows.some((row) => row.endsWith(' pending 0 leased'))
+      }, 10_000, 'two deliveries attempted once, the third in flight')
+      const stored = await statuses()
+      const views = async () => {
+        const seen: unknown[] = []
+        for (const user of [bob, carol, dave]) {
+          const log = await own.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries', headers: user.auth })
+          assert.equal(log.statusCode, 200, log.body)
+          seen.push(log.json(), log.headers['coffer-backlog-pending'], (await own.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog.pending)
+        }
+        return seen
+      }
+      const seen = await views()
+      const indexes = async () =>
+        STORAGE === 'postgres'
+          ? (await sql<{ name: string }>`select indexname as name from pg_indexes where tablename = 'webhook_deliveries' order by 1`.execute(db)).rows.map((row) => row.name)
+          : (await sql<{ name: string }>`select name from sqlite_master where type = 'index' and tbl_name = 'webhook_deliveries' and sql is not null order by 1`.execute(db)).rows.map((row) => row.name)
+      const countsTable = async () =>
+        STORAGE === 'postgres'
+          ? Number((await sql<{ count: string }>`select count(*) as count from pg_tables where tablename = 'webhook_lease_counts'`.execute(db)).rows[0].count)
+          : (await sql`select name from sqlite_master where type = 'table' and name = 'webhook_lease_counts'`.execute(db)).rows.length
+      const fillfactor = async () =>
+        STORAGE === 'postgres' ? (await sql<{ options: string[] | null }>`select reloptions as options from pg_class where relname = 'webhook_deliveries'`.execute(db)).rows[0].options : null
+      const kept = ['webhook_deliveries_event', 'webhook_deliveries_pending', 'webhook_deliveries_wallet']
+      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), kept)
+      assert.deepEqual(await fillfactor(), STORAGE === 'postgres' ? ['fillfactor=90'] : null)
+      // The worker's count of the attempt in flight.
+      assert.deepEqual((await db.selectFrom('webhook_lease_counts').select(['origin', 'leased']).execute()).map((row) => [row.origin, Number(row.leased)]), [[new URL(receiver.url).origin, 1]])
+
+      await migrateTo(db, '0013_page_label_generation')
+      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), [...kept, 'webhook_deliveries_leased'].sort())
+      assert.equal(await countsTable(), 0)
+      assert.deepEqual(await fillfactor(), null)
+      assert.deepEqual(await statuses(), stored)
+      assert.deepEqual(await views(), seen)
+
+      assert.deepEqual(await migrateToLatest(db), MIGRATION_NAMES.slice(MIGRATION_NAMES.indexOf('0014_webhook_lease_counts')))
+      assert.deepEqual((await indexes()).filter((name) => !name.endsWith('_pkey')), kept)
+      assert.equal(await countsTable(), 1)
+      assert.deepEqual(await fillfactor(), STORAGE === 'postgres' ? ['fillfactor=90'] : null)
+      assert.deepEqual(await statuses(), stored)
+      assert.deepEqual(await views(), seen)
+
+      // The worker goes on: what is queued next is delivered, and its count written again.
+      await transfer(own, alice, bob.username, { tin: 1 })
+      await receiver.waitForEvents(4)
       assert.equal((await verifyLedger(db)).ok, true)
     } finally {
       await receiver.close()

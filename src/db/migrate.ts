@@ -14,6 +14,7 @@ import * as runningBalances from './migrations/0010_running_balances.ts'
 import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
 import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliveries.ts'
 import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts'
+import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -30,6 +31,7 @@ const migrations: Record<string, Migration> = {
   '0011_webhook_origins': webhookOrigins,
   '0012_lean_webhook_deliveries': leanWebhookDeliveries,
   '0013_page_label_generation': pageLabelGeneration,
+  '0014_webhook_lease_counts': webhookLeaseCounts,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

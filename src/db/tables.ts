@@ -190,6 +190,14 @@ export interface WebhookDeliveriesTable {
   updated_at: string
 }
 
+/** A delivery worker's attempts in flight at one origin (migration 0014): the per-origin limit across instances. */
+export interface WebhookLeaseCountsTable {
+  instance: string
+  origin: string
+  leased: number
+  lease_until: string
+}
+
 export interface WebhookAttemptsTable {
   id: Generated<number>
   delivery_id: number
@@ -231,6 +239,7 @@ export interface DB {
   events: EventsTable
   webhook_deliveries: WebhookDeliveriesTable
   webhook_attempts: WebhookAttemptsTable
+  webhook_lease_counts: WebhookLeaseCountsTable
   rate_limit_hits: RateLimitHitsTable
   operator_sessions: OperatorSessionsTable
 }

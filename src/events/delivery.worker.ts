@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import { randomUUID } from 'node:crypto'
 import client from 'prom-client'
 import type { Transaction } from 'kysely'
 import { Agent, request, type Dispatcher } from 'undici'
@@ -64,7 +65,7 @@ interface Outcome {
  */
 type AttemptEnd = { claim: Launch } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
 /** A claimed delivery about to be attempted, with what the attempt needs (undefined when the row is gone). */
-type Launch = repo.Claim & { origin: string; work: repo.DeliveryWork | undefined }
+type Launch = repo.LeasedDelivery & { origin: string }
 
 /**
  * An attempt's end, queued, with what tells its attempt that it has been written; `removalFailed`
@@ -136,6 +137,12 @@ export class DeliveryWorker {
   private readonly ended: Ended[] = []
   /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
   private readonly backoff = new Backoff()
+  /** This worker's name in `webhook_lease_counts`: a new one at each start of the process. */
+  private readonly instance = randomUUID()
+  /** This worker's rows of `webhook_lease_counts` as last committed, per origin. */
+  private leaseCounts = new Map<string, repo.LeaseCount>()
+  /** A round failed after it may have written them: the next one writes every row again. */
+  private leaseCountsUnsure = false
 
   constructor(options: DeliveryWorkerOptions) {
     this.db = options.database.db
@@ -216,6 +223,8 @@ export class DeliveryWorker {
     this.claiming = true
     this.timer = setInterval(() => this.wake(), this.pollMs)
     this.timer.unref()
+    // Rows of workers that died, lapsed: they count nothing any more, so they can go.
+    repo.clearLeaseCounts(this.db, { now: nowIso() }).catch((error) => this.log.warn({ err: error }, 'webhook worker: clearing lapsed lease counts failed'))
     this.wake()
   }
 
@@ -271,6 +280,8 @@ export class DeliveryWorker {
     this.running = false
     clearTimeout(this.waiting)
     await this.ticking
+    // Nothing of ours is in flight any more; should this fail, our rows lapse with their leases.
+    await repo.clearLeaseCounts(this.db, { instance: this.instance, now: nowIso() }).catch(() => {})
     await this.agent.destroy().catch(() => {})
   }
 
@@ -289,22 +300,35 @@ export class DeliveryWorker {
     const ended = this.ended.splice(0)
     const free = this.claiming ? this.concurrency - (this.inFlight.size - ended.length) : 0
     if (ended.length === 0 && free <= 0) return
-    let claims: Launch[]
+    const written = ended.filter((end) => !goneAnswer(end))
+    // This worker's attempts whose leases still count once this round's outcomes are written: in
+    // flight, or over but not written yet (a 410's outcome is written with the webhook's removal).
+    const live = new Map(this.originLoad)
+    for (const end of written) adjust(live, end.claim.origin, -1)
+    let claims: Launch[] = []
+    let counts: Map<string, repo.LeaseCount> | undefined
     try {
       // Nothing to write: whether anything is due is asked first, outside a transaction, so that a
       // poll with nothing due costs one statement instead of four (BEGIN, the lock, the look, COMMIT).
-      if (ended.length === 0 && (await repo.listDueOrigins(this.db, nowIso())).length === 0) claims = []
-      else
-        claims = await inTransaction(this.db, async (trx) => {
+      if (ended.length > 0 || (await repo.listDueOrigins(this.db, nowIso())).length > 0) {
+        ;[claims, counts] = await inTransaction(this.db, async (trx) => {
           await repo.startRound(trx, { claims: free > 0 })
-          await this.write(trx, ended.filter((end) => !goneAnswer(end)))
-          return free > 0 ? this.claim(trx, free, ended) : []
+          await this.write(trx, written)
+          const claimed = free > 0 ? await this.claim(trx, free, ended, live) : []
+          return [claimed, await this.writeLeaseCounts(trx, live, claimed)] as const
         })
+      }
     } catch (error) {
+      // It may have committed all the same (a connection lost at COMMIT): rewrite every count.
+      this.leaseCountsUnsure = true
       this.ended.unshift(...ended)
       if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: writing or claiming deliveries failed; retrying with backoff')
       if (ended.length > 0) this.again = true
       return
+    }
+    if (counts) {
+      this.leaseCounts = counts
+      this.leaseCountsUnsure = false
     }
     if (this.backoff.succeeded()) this.log.info('webhook worker: writing and claiming deliveries again')
     /** `wallet url` of the webhooks removed below: what was just claimed for them is not sent. */
@@ -348,15 +372,18 @@ export class DeliveryWorker {
    * circuit allows, and no more of this instance's slots than its fair share (`shareSlots`: a
    * slow origin that could take them all leaves each other origin with work its share); within
    * an origin, `pickFairly` shares the slots among its wallets. `ended`: attempts over but not yet
-   * written, whose slots are free.
+   * written, whose slots are free; `live`: this worker's leases that still count, per origin.
    */
-  private async claim(trx: Transaction<DB>, free: number, ended: Ended[]): Promise<Launch[]> {
+  private async claim(trx: Transaction<DB>, free: number, ended: Ended[], live: Map<string, number>): Promise<Launch[]> {
     // Made here: `inTransaction` may run the round again after a serialization failure.
     const picked = new Map<number, string>()
     const now = Date.now()
     const nowText = new Date(now).toISOString()
-    const { due, leased } = await repo.findDueOriginsAndLeases(trx, nowText)
+    const { due, leased: others } = await repo.findDueOriginsAndLeases(trx, { now: nowText, instance: this.instance })
     if (due.length === 0) return []
+    // Every worker's leases per origin: the others' from the database, this one's as it knows them.
+    const leased = new Map(others)
+    for (const [origin, count] of live) adjust(leased, origin, count)
     const first = this.turn++ % due.length
     const origins = [...due.slice(first), ...due.slice(0, first)]
     // What each origin holds in this instance (its attempts still on the wire), and what it may
@@ -392,16 +419,43 @@ export class DeliveryWorker {
       if (chosen.length < slots && countPerWallet(found).some((count) => count >= perWallet)) this.again = true
     }
     this.limits.claimed(pressed)
+    // Leased with what the attempts need, read under the lease just taken. A webhook removed after
+    // this read cancels the delivery but cannot stop this attempt, as an attempt already on the
+    // wire (the removal's own turn makes it wait for this transaction to end).
     const claims = await repo.leaseDeliveries(trx, {
       ids: [...picked.keys()],
       now: nowText,
       leaseUntil: new Date(now + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString(),
     })
-    // What the attempts need, for all of them at once, read under the lease just taken. A webhook
-    // removed after this read cancels the delivery but cannot stop this attempt, as an attempt
-    // already on the wire (the removal's own turn makes it wait for this transaction to end).
-    const work = await repo.loadDeliveryWork(trx, claims.map((claim) => claim.id))
-    return claims.map((claim) => ({ ...claim, origin: picked.get(claim.id) as string, work: work.get(claim.id) }))
+    return claims.map((claim) => ({ ...claim, origin: picked.get(claim.id) as string }))
+  }
+
+  /**
+   * Writes what changed in this worker's rows of `webhook_lease_counts` (`repo.writeLeaseCounts`),
+   * in the round's transaction: per origin, the leases that still count (`live`) and those just
+   * taken, until the newest of them ends. Returns the rows as they will be once it commits.
+   */
+  private async writeLeaseCounts(trx: Executor, live: Map<string, number>, claimed: Launch[]): Promise<Map<string, repo.LeaseCount>> {
+    const leased = new Map(live)
+    const newest = new Map<string, string>()
+    for (const claim of claimed) {
+      adjust(leased, claim.origin, 1)
+      newest.set(claim.origin, claim.lease_until)
+    }
+    const before = this.leaseCounts
+    const after = new Map<string, repo.LeaseCount>()
+    for (const [origin, count] of leased) {
+      if (count <= 0) continue
+      // Every lease of this worker at an origin was taken by one of its rounds, so a count always
+      // has a lease end; the fallback is the longest a lease taken now could last.
+      const leaseUntil = newest.get(origin) ?? before.get(origin)?.leaseUntil ?? new Date(Date.now() + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString()
+      after.set(origin, { origin, leased: count, leaseUntil })
+    }
+    const unsure = this.leaseCountsUnsure
+    const counts = [...after.values()].filter((count) => unsure || before.get(count.origin)?.leased !== count.leased || before.get(count.origin)?.leaseUntil !== count.leaseUntil)
+    const gone = [...before.keys()].filter((origin) => !after.has(origin))
+    await repo.writeLeaseCounts(trx, this.instance, { counts, gone, keepOnly: unsure ? [...after.keys()] : undefined })
+    return after
   }
 
   private launch(claim: Launch): void {

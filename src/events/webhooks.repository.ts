@@ -219,20 +219,21 @@ function dueOrigins(db: Executor, now: string) {
 
 /**
  * The claim's view, under the claims' lock (`startRound`): the origins with deliveries due
- * (`listDueOrigins`), and the deliveries in flight to each origin on any instance (under a lease
- * not yet expired, counted per origin of their wallet's webhook). One statement (a `union all` of
- * the two counts), where two cost a round trip more per round on PostgreSQL.
+ * (`listDueOrigins`), and the attempts the other delivery workers have in flight to each origin
+ * (their rows of `webhook_lease_counts` still within their `lease_until`; this worker knows its
+ * own). One statement (a `union all` of the two), where two cost a round trip more per round on
+ * PostgreSQL. The count reads a row per worker and busy origin, where counting the deliveries under
+ * a live lease read an index entry for every lease of the last 20 s (migration 0014).
  */
-export async function findDueOriginsAndLeases(db: Executor, now: string): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
-  const rows = await dueOrigins(db, now)
+export async function findDueOriginsAndLeases(db: Executor, query: { now: string; instance: string }): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
+  const rows = await dueOrigins(db, query.now)
     .unionAll(
       db
-        .selectFrom('webhook_deliveries')
-        .innerJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-        .select((eb) => ['webhooks.origin', sql<number | string>`0`.as('wallets'), eb.fn.countAll<number | string>().as('leased')])
-        .where('webhook_deliveries.lease_until', 'is not', null)
-        .where('webhook_deliveries.lease_until', '>', now)
-        .groupBy('webhooks.origin'),
+        .selectFrom('webhook_lease_counts')
+        .select((eb) => ['origin', sql<number | string>`0`.as('wallets'), eb.fn.sum<number | string>('leased').as('leased')])
+        .where('lease_until', '>', query.now)
+        .where('instance', '<>', query.instance)
+        .groupBy('origin'),
     )
     .execute()
   const due: { origin: string; wallets: number }[] = []
@@ -243,6 +244,64 @@ export async function findDueOriginsAndLeases(db: Executor, now: string): Promis
   }
   due.sort((a, b) => (a.origin < b.origin ? -1 : a.origin > b.origin ? 1 : 0))
   return { due, leased }
+}
+
+/** One worker's attempts in flight at one origin, and when the newest of their leases ends. */
+export interface LeaseCount {
+  origin: string
+  leased: number
+  leaseUntil: string
+}
+
+const LEASE_COUNT_COLUMNS = [
+  ['r_instance', 'text'],
+  ['r_origin', 'text'],
+  ['r_leased', 'bigint'],
+  ['r_until', 'text'],
+] as const
+
+/**
+ * Writes a worker's counts of attempts in flight per origin (`webhook_lease_counts`), in the round
+ * that changed them: `counts` are set (inserted or updated), the origins in `gone` (nothing in
+ * flight there any more) deleted, so that the table holds only the busy origins. One statement on
+ * PostgreSQL (two data-changing CTEs); on SQLite two prepared statements, run once per row. With
+ * `keepOnly` (the worker is not sure what its last rows were), every row of the worker for
+ * another origin is deleted first, in a statement of its own.
+ */
+export async function writeLeaseCounts(db: Executor, instance: string, change: { counts: LeaseCount[]; gone: string[]; keepOnly?: string[] }): Promise<void> {
+  if (change.keepOnly) {
+    let query = db.deleteFrom('webhook_lease_counts').where('instance', '=', instance)
+    if (change.keepOnly.length > 0) query = query.where('origin', 'not in', change.keepOnly)
+    await query.execute()
+  }
+  const counts = change.counts.map((count) => [instance, count.origin, count.leased, count.leaseUntil])
+  const gone = change.gone.map((origin) => [instance, origin, 0, ''])
+  const writes = []
+  if (gone.length > 0) {
+    writes.push(rowsWrite(db, LEASE_COUNT_COLUMNS, gone, (r) => sql`delete from webhook_lease_counts where (instance, origin) in (select r_instance, r_origin from ${r})`))
+  }
+  if (counts.length > 0) {
+    writes.push(
+      rowsWrite(
+        db,
+        LEASE_COUNT_COLUMNS,
+        counts,
+        // `where true`: SQLite reads `on conflict` after a bare `select … from` as a join's.
+        (r) => sql`insert into webhook_lease_counts (instance, origin, leased, lease_until) select r_instance, r_origin, r_leased, r_until from ${r} where true
+          on conflict (instance, origin) do update set leased = excluded.leased, lease_until = excluded.lease_until`,
+      ),
+    )
+  }
+  if (writes.length > 0) await runWrites(db, writes)
+}
+
+/** Deletes the counts that lapsed (of a worker that died), and with `instance` every count of that worker (it stopped). */
+export async function clearLeaseCounts(db: Executor, query: { instance?: string; now: string }): Promise<void> {
+  const { instance } = query
+  await db
+    .deleteFrom('webhook_lease_counts')
+    .where((eb) => (instance === undefined ? eb('lease_until', '<=', query.now) : eb.or([eb('instance', '=', instance), eb('lease_until', '<=', query.now)])))
+    .execute()
 }
 
 /**
@@ -285,24 +344,6 @@ function toDueDelivery(row: { id: number; wallet_id: number; next_attempt_at: st
   return { id: Number(row.id), wallet_id: Number(row.wallet_id), next_attempt_at: row.next_attempt_at ?? '' }
 }
 
-/**
- * Leases the given deliveries to this instance until `leaseUntil`, those still pending and not
- * under another live lease, and returns the ones it took. A lease left behind by a dead instance
- * expires at `lease_until` and the row becomes claimable again.
- */
-export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now: string; leaseUntil: string }): Promise<Claim[]> {
-  if (lease.ids.length === 0) return []
-  const rows = await db
-    .updateTable('webhook_deliveries')
-    .set({ lease_until: lease.leaseUntil })
-    .where(anyOf(db, sql.ref('id'), lease.ids))
-    .where('status', '=', 'pending')
-    .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', lease.now)]))
-    .returning(['id', 'wallet_id', 'lease_until', 'attempts'])
-    .execute()
-  return rows.map((row) => ({ id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }))
-}
-
 export interface DeliveryWork {
   event_id: string
   payload: string
@@ -311,13 +352,66 @@ export interface DeliveryWork {
   secret: string | null
 }
 
+/** A delivery leased by this worker, with what its attempt needs (undefined when its event is gone). */
+export type LeasedDelivery = Claim & { work: DeliveryWork | undefined }
+
 /**
- * What the attempts of the given deliveries need: the event as stored, and the wallet's webhook now
- * (null once removed). One statement for a round's claims, read in the claim's transaction right
- * after the lease, where a statement per attempt after the commit cost a round trip each.
+ * Leases the given deliveries to this instance until `leaseUntil`, those still pending and not
+ * under another live lease, and returns the ones it took with what their attempts need: the
+ * event as stored, and the wallet's webhook now (null once removed). A lease left behind by a dead
+ * instance expires at `lease_until` and the row becomes claimable again. The lease sets
+ * `lease_until` alone, which no index holds (migration 0014): on PostgreSQL mostly a heap-only
+ * update. On PostgreSQL one statement (the update, then the reads joined to the rows it returns),
+ * where reading the work after the lease cost a statement more per round and a second look up
+ * of every leased row by id; SQLite has no update in a `with`, and runs the two in process.
  */
-export async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Map<number, DeliveryWork>> {
-  if (deliveryIds.length === 0) return new Map()
+export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now: string; leaseUntil: string }): Promise<LeasedDelivery[]> {
+  if (lease.ids.length === 0) return []
+  const update = db
+    .updateTable('webhook_deliveries')
+    .set({ lease_until: lease.leaseUntil })
+    .where(anyOf(db, sql.ref('id'), lease.ids))
+    .where('status', '=', 'pending')
+    .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', lease.now)]))
+    .returning(['id', 'wallet_id', 'lease_until', 'attempts', 'event_id'])
+  if (isPostgres(db)) {
+    const rows = await db
+      .with('leased', () => update)
+      .selectFrom('leased')
+      .leftJoin('events', 'events.id', 'leased.event_id')
+      // A hold's event has no transaction and carries its own body.
+      .leftJoin('transactions', 'transactions.id', 'events.transaction_id')
+      .leftJoin('webhooks', 'webhooks.wallet_id', 'leased.wallet_id')
+      .select((eb) => [
+        'leased.id',
+        'leased.wallet_id',
+        'leased.lease_until',
+        'leased.attempts',
+        'events.event_id',
+        'events.type',
+        'events.created_at',
+        eb.fn.coalesce('events.body', 'transactions.body').as('body'),
+        'webhooks.url',
+        'webhooks.secret',
+      ])
+      .execute()
+    return rows.map((row) => ({ ...toClaim(row), work: row.event_id === null ? undefined : toWork({ ...row, event_id: row.event_id, type: row.type as string, created_at: row.created_at as string }) }))
+  }
+  const claims = (await update.execute()).map(toClaim)
+  const work = await loadDeliveryWork(db, claims.map((claim) => claim.id))
+  return claims.map((claim) => ({ ...claim, work: work.get(claim.id) }))
+}
+
+function toClaim(row: { id: number; wallet_id: number; lease_until: string | null; attempts: number }): Claim {
+  return { id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }
+}
+
+function toWork(row: { event_id: string; type: string; created_at: string; body: string | null; url: string | null; secret: string | null }): DeliveryWork {
+  return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
+}
+
+/** What the attempts of the given deliveries need (`leaseDeliveries`), read right after their lease (SQLite). */
+async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Map<number, DeliveryWork>> {
   const rows = await db
     .selectFrom('webhook_deliveries')
     .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
@@ -327,7 +421,7 @@ export async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Pro
     .select((eb) => ['webhook_deliveries.id', 'events.event_id', 'events.type', 'events.created_at', eb.fn.coalesce('events.body', 'transactions.body').as('body'), 'webhooks.url', 'webhooks.secret'])
     .where(anyOf(db, sql.ref('webhook_deliveries.id'), deliveryIds))
     .execute()
-  return new Map(rows.map((row) => [Number(row.id), { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }]))
+  return new Map(rows.map((row) => [Number(row.id), toWork(row)]))
 }
 
 /** Gives our lease back, whatever the delivery's status: the attempt is over and no longer counts against its origin. */

@@ -29,9 +29,11 @@ const TABLE_ORDER = [
 
 /**
  * Kept out of backups: the migration bookkeeping (a restore runs the migrations itself), counters
- * that only throttle, and the history pages' generation (a restore moves it on itself: `restore.ts`).
+ * that only throttle, the history pages' generation (a restore moves it on itself: `restore.ts`),
+ * and the webhook attempts in flight per worker (`webhook_lease_counts`: they describe running
+ * processes, not data; a restored delivery's lease lapses as its instance's count does).
  */
-const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits', 'page_generation'])
+const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits', 'page_generation', 'webhook_lease_counts'])
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
 export async function listDataTables(db: Executor): Promise<string[]> {

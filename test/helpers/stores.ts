@@ -1,6 +1,8 @@
+import crypto from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { after } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
@@ -46,6 +48,30 @@ export async function serveStore(store: Store): Promise<{ app: FastifyInstance; 
     async close() {
       await app.close()
       await database.close()
+    },
+  }
+}
+
+/**
+ * The stores of one test file, all removed after it with a scratch directory for its files. By
+ * default every store shares one secrets key, as the instances of one deployment do (SECRETS_KEY);
+ * `sharedKey: false` leaves it to the store's data directory, as a fresh install does.
+ */
+export function storesOfThisFile(prefix: string) {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  const made: Store[] = []
+  const secretsKey = crypto.randomBytes(32).toString('base64')
+  after(() => {
+    for (const one of made) one.remove()
+    fs.rmSync(scratch, { recursive: true, force: true })
+  })
+  return {
+    scratch,
+    made,
+    async store(kind: StoreKind, options: { sharedKey?: boolean } = {}): Promise<Store> {
+      const one = await emptyStore(kind, options.sharedKey === false ? {} : { SECRETS_KEY: secretsKey })
+      made.push(one)
+      return one
     },
   }
 }
