@@ -17,8 +17,9 @@ export interface CorsOptions {
  *
  * Written here rather than registered from `@fastify/cors` because every request ran that
  * plugin's general path (a copy of its 14 options, Fastify's route options object, an origin
- * resolver and a cache lookup for `Vary`): about 1.9 µs of the service's CPU per `GET /healthz`,
- * 1.2 µs of a balances read, in a CPU profile under load. Here the headers every response
+ * resolver and a cache lookup for `Vary`): 1.2-1.7 µs of the service's CPU per `GET /healthz`,
+ * 2.1-2.8 µs per balances read, against 0.1-0.2 µs for this hook, in CPU profiles under HTTP load
+ * (docs/performance.md, "The per-request floor, round two"). Here the headers every response
  * carries are computed once; what depends on the request is one lookup of its `Origin`. With no
  * `CORS_ORIGINS` no hook runs at all (the plugin's ran and wrote nothing).
  */
