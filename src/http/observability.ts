@@ -153,28 +153,29 @@ class RequestLogger implements FastifyBaseLogger {
     this.#log.level = level
   }
 
+  /** Writes through the child, made now if it was not yet. */
+  #write(level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', args: unknown[]): void {
+    const log = this.#log
+    Reflect.apply(log[level], log, args)
+  }
+
   fatal(...args: unknown[]): void {
-    Reflect.apply(this.#log.fatal, this.#log, args)
+    this.#write('fatal', args)
   }
-
   error(...args: unknown[]): void {
-    Reflect.apply(this.#log.error, this.#log, args)
+    this.#write('error', args)
   }
-
   warn(...args: unknown[]): void {
-    Reflect.apply(this.#log.warn, this.#log, args)
+    this.#write('warn', args)
   }
-
   info(...args: unknown[]): void {
-    Reflect.apply(this.#log.info, this.#log, args)
+    this.#write('info', args)
   }
-
   debug(...args: unknown[]): void {
-    Reflect.apply(this.#log.debug, this.#log, args)
+    this.#write('debug', args)
   }
-
   trace(...args: unknown[]): void {
-    Reflect.apply(this.#log.trace, this.#log, args)
+    this.#write('trace', args)
   }
 
   silent(): void {}
