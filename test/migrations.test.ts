@@ -10,13 +10,31 @@ import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../src/db/migrate.t
 import { readEventsAfter } from '../src/events/events.repository.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import { buildTestApp, STORAGE, type TestApp } from './helpers/app.ts'
-import { createUser, setWebhook, transfer } from './helpers/factories.ts'
+import { createUser, setWebhook, transfer, type TestUser } from './helpers/factories.ts'
 import { startReceiver, waitUntil } from './helpers/receiver.ts'
 
 /** A numeric SQLite setting of `db`'s connection. */
 async function pragma(db: Db, name: string): Promise<number> {
   const { rows } = await sql.raw<Record<string, number>>(`pragma ${name}`).execute(db)
   return Object.values(rows[0])[0]
+}
+
+/** What the wallets see of their webhooks: each one's delivery log, its backlog header, and the backlog `GET /wallet/webhook` answers. */
+async function webhookViews(t: TestApp, users: TestUser[]): Promise<unknown[]> {
+  const seen: unknown[] = []
+  for (const user of users) {
+    const log = await t.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries', headers: user.auth })
+    assert.equal(log.statusCode, 200, log.body)
+    seen.push(log.json(), log.headers['coffer-backlog-pending'], (await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog.pending)
+  }
+  return seen
+}
+
+/** The indexes of `webhook_deliveries`, by name. */
+async function deliveryIndexes(db: Db): Promise<string[]> {
+  return STORAGE === 'postgres'
+    ? (await sql<{ name: string }>`select indexname as name from pg_indexes where tablename = 'webhook_deliveries' order by 1`.execute(db)).rows.map((row) => row.name)
+    : (await sql<{ name: string }>`select name from sqlite_master where type = 'index' and tbl_name = 'webhook_deliveries' and sql is not null order by 1`.execute(db)).rows.map((row) => row.name)
 }
 
 /** Migrations that change data must keep what clients already saw, byte for byte. */
@@ -181,19 +199,8 @@ describe(`migrations (${STORAGE})`, () => {
       const stored = await statuses()
       assert.equal(stored.filter((row) => row.includes(' delivered ')).length, 2)
       assert.equal(stored.filter((row) => row.includes(' pending ')).length, 1)
-      const views = async () => {
-        const seen: unknown[] = []
-        for (const user of [bob, carol]) {
-          const log = await own.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries', headers: user.auth })
-          assert.equal(log.statusCode, 200, log.body)
-          seen.push(log.json(), log.headers['coffer-backlog-pending'], (await own.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog.pending)
-        }
-        return seen
-      }
-      const indexes = async () =>
-        STORAGE === 'postgres'
-          ? (await sql<{ name: string }>`select indexname as name from pg_indexes where tablename = 'webhook_deliveries' order by 1`.execute(db)).rows.map((row) => row.name)
-          : (await sql<{ name: string }>`select name from sqlite_master where type = 'index' and tbl_name = 'webhook_deliveries' and sql is not null order by 1`.execute(db)).rows.map((row) => row.name)
+      const views = () => webhookViews(own, [bob, carol])
+      const indexes = () => deliveryIndexes(db)
       const foreignKeys = async () =>
         STORAGE === 'postgres'
           ? Number((await sql<{ count: string }>`select count(*) as count from pg_constraint where contype = 'f' and conrelid = 'webhook_deliveries'::regclass`.execute(db)).rows[0].count)
@@ -255,20 +262,9 @@ describe(`migrations (${STORAGE})`, () => {
         return rows.length === 3 && rows.filter((row) => row.endsWith(' 1 free')).length === 2 && rows.some((row) => row.endsWith(' pending 0 leased'))
       }, 10_000, 'two deliveries attempted once, the third in flight')
       const stored = await statuses()
-      const views = async () => {
-        const seen: unknown[] = []
-        for (const user of [bob, carol, dave]) {
-          const log = await own.app.inject({ method: 'GET', url: '/wallet/webhook/deliveries', headers: user.auth })
-          assert.equal(log.statusCode, 200, log.body)
-          seen.push(log.json(), log.headers['coffer-backlog-pending'], (await own.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog.pending)
-        }
-        return seen
-      }
+      const views = () => webhookViews(own, [bob, carol, dave])
       const seen = await views()
-      const indexes = async () =>
-        STORAGE === 'postgres'
-          ? (await sql<{ name: string }>`select indexname as name from pg_indexes where tablename = 'webhook_deliveries' order by 1`.execute(db)).rows.map((row) => row.name)
-          : (await sql<{ name: string }>`select name from sqlite_master where type = 'index' and tbl_name = 'webhook_deliveries' and sql is not null order by 1`.execute(db)).rows.map((row) => row.name)
+      const indexes = () => deliveryIndexes(db)
       const countsTable = async () =>
         STORAGE === 'postgres'
           ? Number((await sql<{ count: string }>`select count(*) as count from pg_tables where tablename = 'webhook_lease_counts'`.execute(db)).rows[0].count)
