@@ -1,6 +1,4 @@
 import crypto from 'node:crypto'
-import cookie from '@fastify/cookie'
-import cors from '@fastify/cors'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
@@ -15,8 +13,10 @@ import { outbox } from './events/outbox.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
 import consolePlugin from './http/console.ts'
+import cookies from './http/cookies.ts'
+import cors from './http/cors.ts'
 import { answerClientError, answerRouterError, registerErrorHandler, schemaError } from './http/error-handler.ts'
-import observability, { operationsRoutes } from './http/observability.ts'
+import observability, { operationsRoutes, requestLoggerFactory } from './http/observability.ts'
 import { registerParsing } from './http/parsing.ts'
 import { createAttemptLimiter } from './http/rate-limit.ts'
 import { OperatorMetrics, registerOperatorMetrics } from './operations/metrics.ts'
@@ -39,6 +39,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'], ...(options.logStream ? { stream: options.logStream } : {}) },
     // observability.ts writes one line per request instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
+    // `request.log` is made only when something logs through it (observability.ts).
+    childLoggerFactory: requestLoggerFactory,
     bodyLimit: config.bodyLimitBytes,
     // Path segments up to 512 characters reach their route: a login with any username that long
     // answers U001 like every unknown name; longer ones are malformed URLs (G001).
@@ -88,10 +90,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await registerOperatorMetrics(app, { metrics, database: options.database })
 
   // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
-  await app.register(cookie)
+  await app.register(cookies)
   await app.register(cors, {
-    origin: config.corsOrigins.length > 0 ? config.corsOrigins : false,
-    credentials: true,
+    origins: config.corsOrigins,
     methods: ['GET', 'POST', 'PUT', 'DELETE'],
     exposedHeaders: ['X-Request-Id', 'Link', 'Idempotent-Replayed', 'Retry-After'],
   })

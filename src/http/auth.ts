@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.ts'
+import { clearCookie, setCookie } from './cookies.ts'
 import { AppError } from './errors.ts'
 import { hashToken, sameHash, tokenKind } from './tokens.ts'
 
@@ -192,7 +193,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
 
 /** Sets the session cookie: HttpOnly, SameSite=Lax, Secure with COOKIE_SECURE, for the session's lifetime. */
 export function setSessionCookie(reply: FastifyReply, config: Config, token: string): void {
-  reply.setCookie(config.sessionCookieName, token, {
+  setCookie(reply, config.sessionCookieName, token, {
     httpOnly: true,
     sameSite: 'lax',
     path: '/',
@@ -202,14 +203,14 @@ export function setSessionCookie(reply: FastifyReply, config: Config, token: str
 }
 
 export function clearSessionCookie(reply: FastifyReply, config: Config): void {
-  reply.clearCookie(config.sessionCookieName, { httpOnly: true, sameSite: 'lax', path: '/', secure: config.cookieSecure })
+  clearCookie(reply, config.sessionCookieName, { httpOnly: true, sameSite: 'lax', path: '/', secure: config.cookieSecure })
 }
 
 /** Sets the operator session cookie: HttpOnly, SameSite=Strict, 12 hours, never extended. */
 export function setOperatorCookie(reply: FastifyReply, config: Config, token: string): void {
-  reply.setCookie(OPERATOR_COOKIE, token, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure, maxAge: OPERATOR_SESSION_HOURS * 3600 })
+  setCookie(reply, OPERATOR_COOKIE, token, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure, maxAge: OPERATOR_SESSION_HOURS * 3600 })
 }
 
 export function clearOperatorCookie(reply: FastifyReply, config: Config): void {
-  reply.clearCookie(OPERATOR_COOKIE, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure })
+  clearCookie(reply, OPERATOR_COOKIE, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure })
 }
