@@ -398,6 +398,7 @@ export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now:
     return rows.map((row) => ({ ...toClaim(row), work: row.event_id === null ? undefined : toWork({ ...row, event_id: row.event_id, type: row.type as string, created_at: row.created_at as string }) }))
   }
   const claims = (await update.execute()).map(toClaim)
+  if (claims.length === 0) return []
   const work = await loadDeliveryWork(db, claims.map((claim) => claim.id))
   return claims.map((claim) => ({ ...claim, work: work.get(claim.id) }))
 }

@@ -122,6 +122,9 @@ export default fp(async function observability(app: FastifyInstance) {
   })
 })
 
+type Bindings = Parameters<FastifyBaseLogger['child']>[0]
+type ChildOptions = NonNullable<Parameters<FastifyBaseLogger['child']>[1]>
+
 /**
  * `request.log`, made lazily: pino's child logger with the request id bound, created the first
  * time something logs through it (an error, a storage fault, a stream that fails) rather than for
@@ -130,9 +133,6 @@ export default fp(async function observability(app: FastifyInstance) {
  * 1.3-2.0 µs of each request's CPU in profiles under HTTP load (`GET /healthz`, balances); this
  * object, 0.3 µs.
  */
-type Bindings = Parameters<FastifyBaseLogger['child']>[0]
-type ChildOptions = NonNullable<Parameters<FastifyBaseLogger['child']>[1]>
-
 class RequestLogger implements FastifyBaseLogger {
   #child: FastifyBaseLogger | undefined
 
