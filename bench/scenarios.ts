@@ -103,7 +103,7 @@ export function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, conn
     case 'history100k':
       return { ...base, kind: 'get', path: '/wallet/transactions?limit=10', tokens: keys().map((wallet) => wallet.key) }
     case 'historymixed': {
-      // History read while transfers commit: every page's commit state has moved (docs/performance.md#reads-kept-while-nothing-was-committed).
+      // History read while transfers commit: every page's commit state has moved (docs/performance.md#reads-kept-while-nothing-was-committed-issue-20-engineer-m).
       const senders = keys().map((wallet) => ({ token: wallet.key, name: String(wallet.walletId) }))
       return { ...base, kind: 'mixed', senders, recipients: senders.map((sender) => sender.name), recipientType: 2, path: '/wallet/transactions?limit=10', getsPerTransfer: 3 }
     }

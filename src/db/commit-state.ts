@@ -90,7 +90,7 @@ function ownWrites(db: Executor): number {
  * is then spent (the value is read as before anyway). So when it has written since the latest
  * read began, the state is taken as moved without reading it, for up to this long after that
  * read; then it is read again, so that the reads kept resume within this time once the writes
- * stop. Measured under a load of transfers: see docs/performance.md#reads-kept-while-nothing-was-committed.
+ * stop. Measured under a load of transfers: see docs/performance.md#reads-kept-while-nothing-was-committed-issue-20-engineer-m.
  */
 const WRITING_RECHECK_MS = 50
 
