@@ -64,15 +64,16 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   // History pages answered before, each checked against the database before it is served again.
   const pages = new PageCache()
   if (app.hasDecorator('metrics')) app.metrics.registerMetric(pages.lookups)
-  // When each request of these routes arrived, before its credential is looked up: a history page
+  // When each request for a history page arrived, before its credential is looked up: the page
   // then uses the commit state that lookup read (db/commit-state.ts readCommitState) instead of a
   // second read. Profiled on SQLite, each read of the state is a read transaction, about 8 % of a
   // page served from memory.
   const arrivals = new WeakMap<object, number>()
-  app.addHook('onRequest', (request, _reply, done) => {
+  const markArrival = (request: object, _reply: unknown, done: () => void) => {
     arrivals.set(request, arrivalMark())
     done()
-  })
+  }
+  const historyPage = { onRequest: [markArrival, app.requireWalletAccess] }
 
   app.get('/wallet/assets', { ...wallet, schema: { tags, querystring: HoldingsQuery, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
     request.query.as_of === undefined ? history.listHoldings(db, walletOf(request)) : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
@@ -117,7 +118,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     },
   )
 
-  app.get('/wallet/transactions', { ...wallet, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
+  app.get('/wallet/transactions', { ...historyPage, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
     if (request.query.format === 'csv') {
       const walletId = walletOf(request)
       const rows = history.exportWalletTransactions(db, walletId, { ...request.query, metadata: history.metadataFilters(request.query) })
