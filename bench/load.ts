@@ -15,7 +15,9 @@ export interface LoadJob {
    * /wallet/holds/{id}/capture of it, by the same sender on the same connection (two requests per
    * hold); `get`: one GET path with one token, one of `tokens`, or none.
    */
-  kind: 'transfer' | 'batch' | 'hold' | 'get'
+  kind: 'transfer' | 'batch' | 'hold' | 'get' | 'mixed'
+  /** For `mixed`: each connection sends a transfer (as `transfer`), then this many GETs of `path` by one of the senders' tokens. */
+  getsPerTransfer?: number
   /** For batches: transfers per request, each of 1 gold to a recipient picked at random. */
   batchSize?: number
   path?: string
@@ -60,26 +62,40 @@ function randomIndex(length: number): number {
   return Math.floor(Math.random() * length)
 }
 
+/** A transfer by one of the job's senders to one of its recipients, picked at random. */
+function transferRequest(job: LoadJob): autocannon.Request {
+  const senders = job.senders ?? []
+  const recipients = job.recipients ?? []
+  if (senders.length === 0 || recipients.length === 0) throw new Error('a transfer job needs senders and recipients')
+  return {
+    method: 'POST',
+    path: '/wallet/transactions',
+    setupRequest: (request) => {
+      const sender = senders[randomIndex(senders.length)]
+      let recipient = recipients[randomIndex(recipients.length)]
+      while (recipient === sender.name) recipient = recipients[randomIndex(recipients.length)]
+      request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
+      request.body = JSON.stringify({ recipient, ...(job.recipientType ? { type: job.recipientType } : {}), assets: { gold: job.quantity ?? 1 } })
+      return request
+    },
+  }
+}
+
 export async function runLoad(job: LoadJob): Promise<LoadResult> {
   let requests: autocannon.Request[]
   if (job.kind === 'transfer') {
-    const senders = job.senders ?? []
-    const recipients = job.recipients ?? []
-    if (senders.length === 0 || recipients.length === 0) throw new Error('a transfer job needs senders and recipients')
-    requests = [
-      {
-        method: 'POST',
-        path: '/wallet/transactions',
-        setupRequest: (request) => {
-          const sender = senders[randomIndex(senders.length)]
-          let recipient = recipients[randomIndex(recipients.length)]
-          while (recipient === sender.name) recipient = recipients[randomIndex(recipients.length)]
-          request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
-          request.body = JSON.stringify({ recipient, ...(job.recipientType ? { type: job.recipientType } : {}), assets: { gold: job.quantity ?? 1 } })
-          return request
-        },
+    requests = [transferRequest(job)]
+  } else if (job.kind === 'mixed') {
+    const tokens = (job.senders ?? []).map((sender) => sender.token)
+    const get: autocannon.Request = {
+      method: 'GET',
+      path: job.path ?? '/healthz',
+      setupRequest: (request) => {
+        request.headers = { ...request.headers, authorization: `Bearer ${tokens[randomIndex(tokens.length)]}` }
+        return request
       },
-    ]
+    }
+    requests = [transferRequest(job), ...Array.from({ length: job.getsPerTransfer ?? 1 }, () => get)]
   } else if (job.kind === 'batch') {
     const senders = job.senders ?? []
     const recipients = job.recipients ?? []

@@ -49,7 +49,7 @@ const scenarioArg = [...args].find((arg) => arg.startsWith('--scenario='))?.slic
 if (scenarioArg !== undefined && scenarioArg !== 'webhooks') throw new Error(`unknown --scenario=${scenarioArg}; the one scenario that runs alone is "webhooks"`)
 const onlyNames = [...(onlyArg ? onlyArg.split(',') : []), ...(args.has('--issue20') ? ['issue20'] : []), ...(scenarioArg ? [scenarioArg] : [])]
 const only = onlyNames.length > 0 ? new Set(onlyNames.flatMap((name) => (name === 'issue20' ? ISSUE20_SCENARIOS : [name]))) : undefined
-const known = new Set<string>([...FIRST_SCENARIOS, ...ISSUE20_SCENARIOS, 'webhooks'])
+const known = new Set<string>([...FIRST_SCENARIOS, ...ISSUE20_SCENARIOS, 'historymixed', 'webhooks'])
 for (const name of only ?? []) if (!known.has(name)) throw new Error(`unknown scenario "${name}" in --only; known: issue20, ${[...known].join(', ')}`)
 const selected = (scenario: ScenarioName | 'webhooks') => !only || only.has(scenario)
 const profiled = (profileArg?.split('=')[1] ?? (selected('a') ? 'a' : [...(only ?? [])][0])) as ScenarioName
@@ -302,8 +302,12 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
     track,
   }
   // Issue 20's short-history part first: (a)-(h) write among the same wallets.
-  const issue20 = ISSUE20_SCENARIOS.some((scenario) => selected(scenario)) ? await runIssue20First(issue20Context) : undefined
+  // `--only=historymixed` (never in a full run): history pages read while transfers commit, among
+  // issue 20's keyed wallets, seeded by its first part.
+  const mixed = only?.has('historymixed') ?? false
+  const issue20 = ISSUE20_SCENARIOS.some((scenario) => selected(scenario)) || mixed ? await runIssue20First(issue20Context) : undefined
   const results: ScenarioResult[] = []
+  if (mixed) results.push(await measure('historymixed'))
   for (const scenario of FIRST_SCENARIOS.filter((name) => selected(name))) results.push(await measure(scenario))
   if (issue20) await runIssue20Second(issue20Context, issue20)
 

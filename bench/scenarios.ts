@@ -9,7 +9,7 @@ import type { Seeded } from './seed.ts'
 export const ISSUE20_SCENARIOS = ['history100', 'balances', 'transfers', 'history100k'] as const
 export type Issue20Scenario = (typeof ISSUE20_SCENARIOS)[number]
 
-export type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'hold' | 'invalid' | 'session' | 'unknown' | Issue20Scenario
+export type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'hold' | 'invalid' | 'session' | 'unknown' | 'historymixed' | Issue20Scenario
 
 /** (a)-(h) in the order a full run measures them. */
 export const FIRST_SCENARIOS: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k', 'batch', 'hold']
@@ -44,6 +44,7 @@ export const LABELS: Record<ScenarioName, string> = {
   balances: 'issue 20: balances (GET /wallet/assets) by key, {wallets} wallets',
   transfers: 'issue 20: transfers by key to a wallet id, {wallets} wallets',
   history100k: 'issue 20: history page (limit=10) by key, {wallets} wallets of ~{history} txs',
+  historymixed: 'issue 20 mixed: 1 transfer then 3 history pages (limit=10) per connection, by key, {wallets} wallets (all requests)',
 }
 
 /**
@@ -101,6 +102,11 @@ export function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, conn
     case 'history100':
     case 'history100k':
       return { ...base, kind: 'get', path: '/wallet/transactions?limit=10', tokens: keys().map((wallet) => wallet.key) }
+    case 'historymixed': {
+      // History read while transfers commit: every page's commit state has moved (docs/performance.md#reads-kept-while-nothing-was-committed).
+      const senders = keys().map((wallet) => ({ token: wallet.key, name: String(wallet.walletId) }))
+      return { ...base, kind: 'mixed', senders, recipients: senders.map((sender) => sender.name), recipientType: 2, path: '/wallet/transactions?limit=10', getsPerTransfer: 3 }
+    }
     case 'balances':
       return { ...base, kind: 'get', path: '/wallet/assets', tokens: keys().map((wallet) => wallet.key) }
   }

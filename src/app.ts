@@ -4,7 +4,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
-import { authenticateUserSession } from './accounts/accounts.service.ts'
+import { authenticateUserSession, keptUserSessions } from './accounts/accounts.service.ts'
 import adminRoutes from './admin/admin.routes.ts'
 import { isLiveOperatorSession } from './admin/admin.service.ts'
 import type { AppOptions, Deps } from './deps.ts'
@@ -29,7 +29,7 @@ import transactionsRoutes from './ledger/transactions.routes.ts'
 import { documentRoutes } from './routes.ts'
 import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
-import { authenticateWalletKey } from './wallets/wallets.service.ts'
+import { authenticateWalletKey, keptWalletKeys } from './wallets/wallets.service.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
@@ -97,12 +97,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     exposedHeaders: ['X-Request-Id', 'Link', 'Idempotent-Replayed', 'Retry-After'],
   })
   const { db } = deps.database
+  // Credential rows kept while nothing has been committed since they were read (db/commit-state.ts).
+  const [sessions, keys] = [keptUserSessions(), keptWalletKeys()]
   await app.register(auth, {
     config,
     adminKeyHash: deps.adminKeyHash,
     credentials: {
-      userSession: (hash) => authenticateUserSession(db, config, hash),
-      walletKey: (hash) => authenticateWalletKey(db, hash),
+      userSession: (hash) => authenticateUserSession(db, config, hash, sessions),
+      walletKey: (hash) => authenticateWalletKey(db, hash, keys),
       operatorSession: (hash) => isLiveOperatorSession(db, hash),
     },
   })

@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts'
+import { KeptReads, readKept } from '../db/commit-state.ts'
 import type { Db, Executor } from '../db/database.ts'
 import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import type { UserRow } from '../db/tables.ts'
@@ -71,11 +72,31 @@ export async function findLiveUserSession(db: Executor, config: Config, by: { to
 }
 
 /**
- * Authenticates a request's user token (by its hash): the live session, marked as used (at most
- * once a minute), as `{ sessionId, userId, walletId }`; undefined when there is none.
+ * Session rows by token hash, each kept while the database's commit state has not moved since it
+ * was read (`db/commit-state.ts`): a request then skips the lookup. Ending a session, a password
+ * change and marking a session used are commits, so the next request reads the row again. One per
+ * app (`app.ts`), 10,000 sessions at most (about 300 bytes each).
  */
-export async function authenticateUserSession(db: Db, config: Config, tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined> {
-  const session = await findLiveUserSession(db, config, { tokenHash })
+export type KeptUserSessions = KeptReads<string, repo.UserSessionRow>
+
+export function keptUserSessions(): KeptUserSessions {
+  return new KeptReads(10_000)
+}
+
+/**
+ * Authenticates a request's user token (by its hash): the live session, marked as used (at most
+ * once a minute), as `{ sessionId, userId, walletId }`; undefined when there is none. The row is
+ * taken from `kept` while nothing has been committed since it was read.
+ */
+export async function authenticateUserSession(
+  db: Db,
+  config: Config,
+  tokenHash: string,
+  kept: KeptUserSessions,
+): Promise<{ sessionId: number; userId: number; walletId: number } | undefined> {
+  const row = await readKept(db, kept, tokenHash, (hash) => repo.findUserSessionByTokenHash(db, hash))
+  // Whether it is live is judged now, on every request: expiry and idleness pass without a write.
+  const session = row && isLive(row, config, Date.now()) ? row : undefined
   if (!session) return undefined
   if (Date.now() - Date.parse(session.last_used_at) > TOUCH_INTERVAL_MS) await repo.touchUserSession(db, session.id)
   return { sessionId: session.id, userId: session.user_id, walletId: session.wallet_id }

@@ -23,7 +23,7 @@ export function coalesced<K, V>(db: Executor, load: (keys: K[]) => Promise<Map<K
  * The calls of one turn of the event loop as one `load` of their keys (each key once), at most
  * `maxBatchSize` keys a load; each caller gets its key's value, or the load's error.
  */
-function perTurn<K, V>(load: (keys: K[]) => Promise<Map<K, V>>, maxBatchSize: number): (key: K) => Promise<V | undefined> {
+export function perTurn<K, V>(load: (keys: K[]) => Promise<Map<K, V>>, maxBatchSize: number): (key: K) => Promise<V | undefined> {
   const loader = new DataLoader<K, V | undefined>(
     async (keys) => {
       const found = await load([...new Set(keys)])
@@ -36,7 +36,7 @@ function perTurn<K, V>(load: (keys: K[]) => Promise<Map<K, V>>, maxBatchSize: nu
 }
 
 /** `make`'s function for each database (an app, a test, a CLI run each have their own). */
-function perDatabase<K, V>(make: (db: Executor) => (key: K) => Promise<V>): (db: Executor, key: K) => Promise<V> {
+export function perDatabase<K, V>(make: (db: Executor) => (key: K) => Promise<V>): (db: Executor, key: K) => Promise<V> {
   const made = new WeakMap<Executor, (key: K) => Promise<V>>()
   return (db, key) => {
     let call = made.get(db)

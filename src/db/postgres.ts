@@ -9,6 +9,18 @@ import type { DB } from './tables.ts'
 // Quantities are bigint columns capped at 2^53-1 by the ledger rules, so they fit a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value))
 
+/** Transaction blocks this process's connections have left (committed or rolled back), over every pool. */
+let endedTransactions = 0
+
+/**
+ * How many transaction blocks this process's PostgreSQL connections have ended: a hint for
+ * `commit-state.ts` that this process has likely committed something since it last looked (a
+ * write outside a block is not counted; the hint only ever spares a query).
+ */
+export function transactionsEnded(): number {
+  return endedTransactions
+}
+
 /** Whether the session can write: not a standby in recovery, and not read-only by default. */
 const WRITABLE = `select pg_is_in_recovery() as in_recovery, current_setting('transaction_read_only') = 'on' as read_only`
 
@@ -183,7 +195,10 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
     constructor(config?: string | pg.ClientConfig) {
       super(config)
       this.#statements = new PreparedStatements(this.connection, schema.value)
-      this.connection.on('readyForQuery', (message: { status: string }) => (this.#transactionStatus = message.status))
+      this.connection.on('readyForQuery', (message: { status: string }) => {
+        if (message.status === 'I' && (this.#transactionStatus === 'T' || this.#transactionStatus === 'E')) endedTransactions++
+        this.#transactionStatus = message.status
+      })
       // A connection lost while checked out (a restart, a failover) emits 'error' with no query to
       // fail; the pool listens only while the client is idle. Without this listener that error
       // would end the process. The next query on this client fails instead, and the pool drops

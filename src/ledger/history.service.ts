@@ -1,3 +1,4 @@
+import { readCommitState } from '../db/commit-state.ts'
 import type { Db, Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
@@ -71,32 +72,52 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
  * GET /wallet/transactions: a page, newest first, as the bytes of the answer; whether there is a
  * next page, and the page's last id.
  *
- * Served from `pages` when the database confirms, in ONE statement (one snapshot of committed
+ * Served from `pages` without any statement while the database's commit state is the one the
+ * kept page was built or confirmed at (`db/commit-state.ts`: nothing committed since, by anyone).
+ * Otherwise served from `pages` when the database confirms, in ONE statement (one snapshot of committed
  * data), that the page kept there is still the page: the same ids for the rows it reads and the
  * same label generation (`transactions.repository.ts` PageStamp). Otherwise built as ever, in one
  * statement that also reads its stamp, and kept. The check walks the page's own indexes for ids
  * only; building walks them too and then writes every transaction's labels, lines and JSON
  * (`docs/decisions.md#history-pages-served-from-a-checked-cache` has the design and its proof,
  * `docs/performance.md#history-pages-from-a-checked-cache` what it saves). `serialize` writes
- * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes).
+ * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes);
+ * `arrived` is the request's `arrivalMark` (`db/commit-state.ts`).
  */
-export async function answerWalletTransactions(db: Db, pages: PageCache, walletId: number, query: ListQuery, serialize: (page: Transaction[]) => string): Promise<CachedPage> {
+export async function answerWalletTransactions(
+  db: Db,
+  pages: PageCache,
+  walletId: number,
+  query: ListQuery,
+  serialize: (page: Transaction[]) => string,
+  arrived?: number,
+): Promise<CachedPage> {
+  // Read before anything else, so that it is never later than what the page is built from; the
+  // state the request's credential lookup read serves, when read after the request arrived.
+  const state = await readCommitState(db, arrived)
   const filter = await journalFilter(db, query)
-  if (!filter) return { body: Buffer.from(serialize([])), more: false, lastId: undefined, stamp: { ids: '', generation: 0 } }
+  if (!filter) return { body: Buffer.from(serialize([])), more: false, lastId: undefined, stamp: { ids: '', generation: 0 }, state: undefined }
   const wanted = { ...filter, walletId, direction: query.direction }
   // Everything that shapes the answer: the filter as stored values (the asset by id, times as stored).
   const key = JSON.stringify([walletId, wanted.limit, wanted.offset, wanted.before, wanted.after, wanted.assetId, wanted.direction, wanted.since, wanted.until, wanted.kind, wanted.metadata])
   const kept = pages.get(key)
+  if (kept && state !== undefined && kept.state === state) {
+    // Nothing committed since the page was built or confirmed: no statement at all.
+    pages.count('unchanged')
+    return kept
+  }
   if (kept) {
     const now = await transactions.readPageStamp(db, wanted)
     if (now.ids === kept.stamp.ids && now.generation === kept.stamp.generation) {
+      // Confirmed after `state` was read, so it holds for as long as the state stays.
+      kept.state = state
       pages.count('hit')
       return kept
     }
   }
   pages.count(kept ? 'stale' : 'miss')
   const answer = await transactions.listTransactionsAnswer(db, wanted)
-  const page = { body: Buffer.from('json' in answer ? answer.json : serialize(answer.transactions)), more: answer.more, lastId: answer.lastId, stamp: answer.stamp }
+  const page = { body: Buffer.from('json' in answer ? answer.json : serialize(answer.transactions)), more: answer.more, lastId: answer.lastId, stamp: answer.stamp, state }
   pages.set(key, page)
   return page
 }

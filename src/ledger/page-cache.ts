@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache'
 import client from 'prom-client'
+import type { CommitState } from '../db/commit-state.ts'
 import type { PageStamp } from './transactions.repository.ts'
 
 /**
@@ -15,6 +16,12 @@ export interface CachedPage {
   more: boolean
   lastId: number | undefined
   stamp: PageStamp
+  /**
+   * The database's commit state read before the page was built or last confirmed: while the state
+   * read now is the same, nothing has been committed since, and the page is served without its
+   * stamp check (`history.service.ts`). Undefined when it could not be read.
+   */
+  state: CommitState | undefined
 }
 
 export interface PageCacheLimits {
@@ -33,10 +40,13 @@ const ENTRY_OVERHEAD = 200
 
 export class PageCache {
   readonly #pages: LRUCache<string, CachedPage>
-  /** Lookups by outcome, for /metrics: `hit` (served), `stale` (its stamp no longer matched), `miss`. */
+  /**
+   * Lookups by outcome, for /metrics: `unchanged` (served: nothing committed since it was kept),
+   * `hit` (served once its stamp matched), `stale` (its stamp no longer matched), `miss`.
+   */
   readonly lookups = new client.Counter({
     name: 'coffer_history_page_cache_lookups_total',
-    help: 'GET /wallet/transactions pages: served from memory after the database confirmed them (hit), built again because the database had changed (stale), or built (miss)',
+    help: 'GET /wallet/transactions pages: served from memory with nothing committed to the database since (unchanged), served after the database confirmed them (hit), built again because the database had changed (stale), or built (miss)',
     labelNames: ['outcome'],
     registers: [],
   })
@@ -57,7 +67,7 @@ export class PageCache {
     this.#pages.set(key, page)
   }
 
-  count(outcome: 'hit' | 'stale' | 'miss'): void {
+  count(outcome: 'unchanged' | 'hit' | 'stale' | 'miss'): void {
     this.lookups.inc({ outcome })
   }
 

@@ -1,4 +1,5 @@
 import { describeSession, findUserById, findUserByUsername, recordActiveWallet, recordPrimaryWallet } from '../accounts/accounts.service.ts'
+import { KeptReads, readKept } from '../db/commit-state.ts'
 import type { Db, Executor } from '../db/database.ts'
 import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
@@ -19,9 +20,22 @@ export function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id
   return wallets.findLiveWalletKey(db, by)
 }
 
+/**
+ * Key rows by token hash, each kept while the database's commit state has not moved since it was
+ * read (`db/commit-state.ts`): a request then skips the lookup. Revoking a key, deleting its
+ * wallet and marking the key used are commits, so the next request reads the row again. One per
+ * app (`app.ts`), 10,000 keys at most.
+ */
+export type KeptWalletKeys = KeptReads<string, wallets.WalletKeyRow>
+
+export function keptWalletKeys(): KeptWalletKeys {
+  return new KeptReads(10_000)
+}
+
 /** Authenticates a request's wallet key (by its hash): the key, marked as used (at most once a minute); undefined when there is none. */
-export async function authenticateWalletKey(db: Db, tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined> {
-  const key = await wallets.findLiveWalletKey(db, { tokenHash })
+export async function authenticateWalletKey(db: Db, tokenHash: string, kept: KeptWalletKeys): Promise<{ keyId: number; walletId: number } | undefined> {
+  // Taken from `kept` while nothing has been committed since the row was read.
+  const key = await readKept(db, kept, tokenHash, (hash) => wallets.findLiveWalletKey(db, { tokenHash: hash }))
   if (!key) return undefined
   if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id)
   return { keyId: key.id, walletId: key.wallet_id }

@@ -85,6 +85,23 @@ export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}):
   }
 }
 
+/**
+ * A second instance on the same store as `t`, as another process (or the CLI) would be: on
+ * PostgreSQL another pool (`buildPeerApp`), on SQLite another connection to the same file.
+ */
+export async function buildSameStoreApp(t: TestApp): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
+  if (STORAGE === 'postgres') return buildPeerApp(t)
+  const database = openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
+  const app = await buildApp({ config: t.config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, t.config) })
+  return {
+    app,
+    async close() {
+      await app.close()
+      await database.close()
+    },
+  }
+}
+
 /** Asserts an error response has the contract's layout, status and code. */
 export function expectError(response: LightMyRequestResponse, status: number, code: string): void {
   const body = response.json()

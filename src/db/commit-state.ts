@@ -1,0 +1,194 @@
+import { LRUCache } from 'lru-cache'
+import { CompiledQuery } from 'kysely'
+import { perDatabase, perTurn } from './coalesce.ts'
+import type { Executor } from './database.types.ts'
+import { isPostgres } from './dialect.ts'
+import { transactionsEnded } from './postgres.ts'
+import { sqliteStatementsOf } from './sqlite-statements.ts'
+
+/**
+ * The database's commit state: a text that stays the same only while nothing at all has been
+ * committed to the database, by anyone (this process, another instance, the `coffer` CLI, a
+ * restore). A value read from the database and kept with the state read BEFORE it was loaded may
+ * be served again, without reading, for as long as the state read now is the same text: nothing
+ * committed in between, so a read now would answer the same (`KeptReads` below;
+ * `docs/decisions.md#reads-kept-while-nothing-was-committed` has the argument in full).
+ *
+ * - SQLite: `total_changes()` counts every row this connection has inserted, updated or deleted
+ *   (triggers included; never decreasing, a rollback included), and `data_version` moves whenever
+ *   ANY OTHER connection commits (another process, the CLI, the checkpointer's worker, which only
+ *   copies pages and does not move it). Together they move on every commit; one statement, about
+ *   3 µs.
+ * - PostgreSQL: `pg_current_snapshot()` (xmin:xmax:in-progress ids) decides exactly which
+ *   transactions a read sees. A commit either raises xmax (its id was at or past it) or removes
+ *   its id from the in-progress list (xmax never goes down), so equal texts mean nothing committed
+ *   between them. `pg_postmaster_start_time()` goes with it, so another server (a restart, a
+ *   promoted standby, a restored cluster) never gives the same text. Read once per turn of the
+ *   event loop for every request of that turn (`coalesce.ts` perTurn): one round trip shared,
+ *   taken after every request of the turn arrived, so every write acknowledged before one of them
+ *   arrived is counted.
+ *
+ * Every state names its database object too: two stores (a test's, a restore's target) may well
+ * count the same, and what was read from one is never served for the other.
+ *
+ * Undefined when the state cannot be known: inside a transaction (its own uncommitted writes
+ * count already), when the statement failed (then the caller reads as ever, and meets the
+ * storage's fault there), or just after this process wrote (`WRITING_RECHECK_MS`: taken as moved,
+ * without a read). Undefined never serves anything from memory.
+ */
+export type CommitState = string
+
+/** One serial number per database object (a Kysely instance and its transactions share an adapter). */
+const serials = new WeakMap<object, number>()
+let lastSerial = 0
+
+function serialOf(executor: Executor): number {
+  const adapter = executor.getExecutor().adapter
+  let serial = serials.get(adapter)
+  if (serial === undefined) serials.set(adapter, (serial = ++lastSerial))
+  return serial
+}
+
+/**
+ * A count that moves on every request's arrival (`arrivalMark`) and on the start of every read of
+ * the state: a state read whose mark is above a request's was read after that request arrived.
+ */
+let clock = 0
+
+/**
+ * The latest state read of each database (by its adapter), with what was noted as its read began:
+ * the mark, this process's own writes (`ownWrites`) and the time.
+ */
+interface Latest {
+  state: CommitState
+  mark: number
+  writes: number
+  at: number
+}
+const latest = new WeakMap<object, Latest>()
+
+function remember(db: Executor, state: CommitState, began: Omit<Latest, 'state'>): CommitState {
+  const adapter = db.getExecutor().adapter
+  if ((latest.get(adapter)?.mark ?? 0) < began.mark) latest.set(adapter, { state, ...began })
+  return state
+}
+
+const SQLITE_OWN_WRITES = 'select total_changes() as c'
+
+/**
+ * What this process has written, by a cheap count that moves when it commits: SQLite's
+ * `total_changes()` (a function call, no read transaction: about 0.3 µs against about 3 µs for
+ * the state, and far more in a busy service), PostgreSQL's count of transaction blocks ended.
+ */
+function ownWrites(db: Executor): number {
+  if (isPostgres(db)) return transactionsEnded()
+  return (sqliteStatementsOf(db)?.prepare(SQLITE_OWN_WRITES).get() as { c: number } | undefined)?.c ?? 0
+}
+
+/**
+ * While this process writes, the state moves with every one of its commits: a read of the state
+ * is then spent (the value is read as before anyway). So when it has written since the latest
+ * read began, the state is taken as moved without reading it, for up to this long after that
+ * read; then it is read again, so that the reads kept resume within this time once the writes
+ * stop. Measured under a load of transfers: see docs/performance.md#reads-kept-while-nothing-was-committed.
+ */
+const WRITING_RECHECK_MS = 50
+
+/** A mark taken as a request arrives, for `readCommitState(db, since)` later in that request. */
+export function arrivalMark(): number {
+  return ++clock
+}
+
+const SQLITE_STATE = 'select total_changes() as c, data_version as v from pragma_data_version'
+const POSTGRES_STATE = "select pg_current_snapshot()::text || ' ' || pg_postmaster_start_time()::text as state"
+
+/**
+ * The PostgreSQL state of each database, one query per turn of the event loop, marked as it is
+ * sent. Every caller of a turn asks for the same key, so the batch is as large as the turn: a
+ * batch of 1 sent a query per request, which filled the pool under load.
+ */
+const postgresState = perDatabase((db: Executor) =>
+  perTurn(async () => {
+    const began = { mark: ++clock, writes: transactionsEnded(), at: Date.now() }
+    const { rows } = await db.executeQuery<{ state: string }>(CompiledQuery.raw(POSTGRES_STATE, []))
+    return new Map([[0, remember(db, `${serialOf(db)} ${rows[0].state}`, began)]])
+  }, 100_000),
+)
+
+/**
+ * The commit state now. With `since` (an `arrivalMark` of the request asking), the latest state
+ * already read after that mark serves instead of a new read: one read per request where its
+ * credential lookup has just read it (SQLite: one read transaction, about as dear in the service
+ * as the statement it spares; PostgreSQL: a turn and a round trip). Serving what was committed
+ * when that state was read is serving the database as it was at a moment after the request
+ * arrived, as a read made then would.
+ */
+export async function readCommitState(db: Executor, since?: number): Promise<CommitState | undefined> {
+  if (db.isTransaction) return undefined
+  if (since !== undefined) {
+    const last = latest.get(db.getExecutor().adapter)
+    if (last && last.mark > since) return last.state
+  }
+  try {
+    const statements = sqliteStatementsOf(db)
+    // A transaction open on SQLite's one connection: its writes are counted before they are committed.
+    if (statements?.inTransaction()) return undefined
+    const last = latest.get(db.getExecutor().adapter)
+    if (last && ownWrites(db) !== last.writes && Date.now() - last.at < WRITING_RECHECK_MS) return undefined
+    if (isPostgres(db)) return await postgresState(db, 0)
+    if (!statements) return undefined
+    const began = { mark: ++clock, writes: 0, at: Date.now() }
+    const { c, v } = statements.prepare(SQLITE_STATE).get() as { c: number; v: number }
+    return remember(db, `${serialOf(db)} ${c} ${v}`, { ...began, writes: c })
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Values read from the database by key, each with the commit state it was read at; bounded, the
+ * least recently used going first. `get` answers a value only when the state given (read now) is
+ * the one it was kept with; `set` keeps a value with the state read BEFORE it was loaded (a
+ * state from after could miss a commit made in between). A value whose meaning depends on the
+ * time (an expiry) must still be judged by the caller on every use.
+ */
+export class KeptReads<K extends NonNullable<unknown>, V extends NonNullable<unknown>> {
+  readonly #values: LRUCache<K, { state: CommitState; value: V }>
+
+  constructor(maxEntries: number) {
+    this.#values = new LRUCache({ max: maxEntries })
+  }
+
+  get(key: K, state: CommitState | undefined): V | undefined {
+    if (state === undefined) return undefined
+    const kept = this.#values.get(key)
+    return kept?.state === state ? kept.value : undefined
+  }
+
+  set(key: K, state: CommitState | undefined, value: V | undefined): void {
+    if (state === undefined || value === undefined) this.#values.delete(key)
+    else this.#values.set(key, { state, value })
+  }
+
+  get size(): number {
+    return this.#values.size
+  }
+}
+
+/**
+ * `load(key)`, or the value kept for `key` while the database's commit state has not moved since
+ * it was read. A key the load finds nothing for is not kept.
+ */
+export async function readKept<K extends NonNullable<unknown>, V extends NonNullable<unknown>>(
+  db: Executor,
+  kept: KeptReads<K, V>,
+  key: K,
+  load: (key: K) => Promise<V | undefined>,
+): Promise<V | undefined> {
+  const state = await readCommitState(db)
+  const value = kept.get(key, state)
+  if (value !== undefined) return value
+  const loaded = await load(key)
+  kept.set(key, state, loaded)
+  return loaded
+}
