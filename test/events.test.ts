@@ -466,6 +466,8 @@ describe('webhook delivery', () => {
     for (let i = 0; i < 4; i++) await transfer(t, alice, grace.username, { gold: 1 })
     const rows = (await settled(t, grace, 4)).sort((a: { id: number }, b: { id: number }) => a.id - b.id)
     const [ours, cancelled, another, released] = rows.map((row: { id: number }) => row.id)
+    // Attempts so far: one each, or more on a machine so busy that an answer took over the timeout.
+    const attemptsBefore = new Map(rows.map((row: { id: number; attempts: number }) => [row.id, row.attempts]))
     // Leases far ahead and nothing due, so the worker leaves these rows alone meanwhile.
     const ourLease = new Date(Date.now() + 60_000).toISOString()
     const theirLease = new Date(Date.now() + 61_000).toISOString()
@@ -494,7 +496,7 @@ describe('webhook delivery', () => {
     const logged = await db.selectFrom('webhook_attempts').select(['delivery_id', 'status_code', 'latency_ms']).where('status_code', 'in', [201, 202, 203, 204]).execute()
     // Every attempt is counted and logged, whatever became of its delivery meanwhile.
     for (const [id, code] of [[ours, 201], [cancelled, 202], [another, 203], [released, 204]]) {
-      assert.equal(after.get(id)?.attempts, 2, `delivery ${id}`)
+      assert.equal(after.get(id)?.attempts, (attemptsBefore.get(id) as number) + 1, `delivery ${id}`)
       assert.equal(after.get(id)?.last_status_code, code)
       assert.deepEqual(logged.filter((row) => Number(row.delivery_id) === id).map((row) => [Number(row.status_code), Number(row.latency_ms)]), [[code, 7]])
     }
