@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import type { Db, Executor } from '../src/db/database.ts'
+import { inTransaction } from '../src/db/dialect.ts'
 import { readWalletEvents } from '../src/events/events.repository.ts'
 import { outbox } from '../src/events/outbox.ts'
 import { GroupCommitter } from '../src/ledger/group-committer.ts'
@@ -185,6 +186,47 @@ describe(`batched moves (${STORAGE})`, () => {
     )
     // Committed once, as the database says, and not once more by running the members again.
     assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [17, 3])
+  })
+
+  it('a holding created while the batch waited for its turn: its running balances count on from it (PostgreSQL)', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
+    const [a, b] = [await fundedUser(t, [[gold, 100]]), await createUser(t.app)]
+    // The first batch takes both wallets' turns and creates b's gold holding, and stays open.
+    let release = () => {}
+    const released = new Promise<void>((resolve) => (release = resolve))
+    let created = () => {}
+    const holdingCreated = new Promise<void>((resolve) => (created = resolve))
+    const first = db.transaction().execute(async (trx) => {
+      const outcomes = await applyMoves(trx, [move(a, b, [{ asset: gold, quantity: 40 }])], outbox)
+      created()
+      await released
+      return outcomes
+    })
+    await holdingCreated
+    // The second batch's locking statement begins (its snapshot without the new holding) and waits for the turns.
+    const second = inTransaction(db, (trx) => applyMoves(trx, [move(a, b, [{ asset: gold, quantity: 20 }])], outbox))
+    for (;;) {
+      const { rows } = await sql<{ waiting: number }>`
+        select count(*)::int as waiting from pg_locks
+        where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`.execute(db)
+      if (rows[0].waiting > 0) break
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    release()
+    assert.equal((await first)[0].ok, true)
+    assert.equal((await second)[0].ok, true)
+    assert.equal(await holding(b.walletId, gold), 60)
+    const balances = await db
+      .selectFrom('running_balances')
+      .select('quantity')
+      .where('wallet_id', '=', b.walletId)
+      .where('asset_id', '=', gold.id)
+      .orderBy('created_at')
+      .orderBy('transaction_id')
+      .execute()
+    assert.deepEqual(
+      balances.map((row) => Number(row.quantity)),
+      [40, 60],
+    )
   })
 
   it('begins the next batch\'s transaction while a batch runs (PostgreSQL), and leaves none open', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
-import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+import { IdempotencyConflict, JOURNAL_SCOPE, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -30,7 +30,7 @@ import { IdempotencyConflict, JOURNAL_SCOPE, MAX_QUANTITY, type EventWriter, typ
  *   with w0 as (update holdings set quantity = holdings.quantity + r.quantity
  *       from unnest($1::bigint[], $2::bigint[], $3::bigint[]) as r(wallet_id, asset_id, quantity)
  *       where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id),
- *     -- (holdings that did not exist yet: insert … on conflict do update … returning wallet_id)
+ *     -- (holdings that did not exist yet: insert … on conflict do nothing returning wallet_id)
  *     w1 as (insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
  *       select … from unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[]) as r(…)),
  *     w2 as (insert into transaction_assets (transaction_id, asset_id, quantity) select … from unnest(…) as r(…)),
@@ -92,7 +92,10 @@ export type Ids = { transactions: number[]; events: number[] }
 
 export const holdingKey = (walletId: number, assetId: number) => `${walletId}:${assetId}`
 
-/** A holding changed by another batch between the lock and the write: run the batch again. */
+/**
+ * A holding this batch found absent but another batch created before the write: run the batch
+ * again, which then finds the row and locks it (`holdingWrites`).
+ */
 class HoldingRace extends Error {
   // Retried like a serialization failure (db/retry.ts isRetryable).
   readonly code = '40001'
@@ -130,7 +133,8 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held:
  * transactions and events of every move (a move that then fails leaves a gap): the ids are drawn
  * only once the locks are held, and a wallet's lock is held to the commit, so they grow in commit
  * order for every wallet (a client paging history with `after` never passes a transaction that
- * commits later).
+ * commits later). The statement's snapshot predates the turns it waits for: a holding that the
+ * batch it waited for created is not among those read, and the write finds it (`holdingWrites`).
  */
 export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: number): Promise<Locked> {
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
@@ -328,11 +332,20 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
 
 /**
  * Adds each holding's net change. Holdings that existed are locked, so they are updated in
- * place. New ones are inserted, and the change is added to, not written over, a row that another
- * batch created since the lock; should that sum leave the allowed range, the row is not written
- * (`created` tells how many must come back) and the batch runs again: it then finds the row and
- * locks it. New holdings never start below zero (only mint's may), so the insert itself cannot
- * trip the overdraft check.
+ * place. New ones are inserted, but never over a row that is already there (`created` tells how
+ * many must come back), and the batch then runs again: it finds the row and locks it.
+ *
+ * That row is one another batch created and committed after this batch's locking statement took
+ * its snapshot (PostgreSQL, read committed): the statement's snapshot is taken before it waits for
+ * the wallets' turns (`lockMoves`), so a holding inserted by the batch it waited for is invisible
+ * to it, while rows updated meanwhile are read again by `for update`. Adding this batch's change
+ * to such a row kept the holding right but wrote running balances counted from zero (a holding
+ * of 100 whose last running balance said 60: `test/moves.test.ts` "a holding created while the
+ * batch waited for its turn"). The race needs a wallet's first receipt of an asset to commit
+ * while another batch of that wallet waits, so the retry is rare and costs nothing otherwise.
+ * On SQLite (one writer, the batch reads inside its write transaction) the row is never there.
+ * New holdings never start below zero (only mint's may), so the insert itself cannot trip the
+ * overdraft check.
  */
 function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
   const changed: [number, number, number, number][] = []
@@ -366,8 +379,7 @@ function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: M
       (r) => sql`
         insert into holdings (wallet_id, asset_id, quantity)
         select wallet_id, asset_id, quantity from ${r} where true
-        on conflict (wallet_id, asset_id) do update set quantity = holdings.quantity + excluded.quantity
-        where holdings.quantity + excluded.quantity between ${sql.lit(-MAX_QUANTITY)} and ${sql.lit(MAX_QUANTITY)}`,
+        on conflict (wallet_id, asset_id) do nothing`,
       'wallet_id',
     ),
   )
