@@ -201,7 +201,7 @@ describe(`batched moves (${STORAGE})`, () => {
       await released
       return outcomes
     })
-    await holdingCreated
+    await Promise.race([holdingCreated, first])
     // The second batch's locking statement begins (its snapshot without the new holding) and waits for the turns.
     const second = inTransaction(db, (trx) => applyMoves(trx, [move(a, b, [{ asset: gold, quantity: 20 }])], outbox))
     for (;;) {
