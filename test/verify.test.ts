@@ -197,6 +197,35 @@ describe('verifyLedger', () => {
     }
   })
 
+  it('reports a running balance in the middle of a holding\'s history that the journal does not give, though the last one is right', async () => {
+    const ledger = await buildLedger()
+    try {
+      const first = await ledger.t.database.db
+        .selectFrom('running_balances')
+        .select(['transaction_id', 'quantity'])
+        .where('wallet_id', '=', ledger.alice.walletId)
+        .where('asset_id', '=', ledger.gold)
+        .orderBy('transaction_id')
+        .executeTakeFirstOrThrow()
+      const rows = await ledger.t.database.db.selectFrom('running_balances').select('transaction_id').where('wallet_id', '=', ledger.alice.walletId).where('asset_id', '=', ledger.gold).execute()
+      assert.ok(rows.length > 1, 'alice has more than one running balance of gold')
+      const problems = await corrupt(ledger, async ({ t, gold }) => {
+        await t.database.db
+          .updateTable('running_balances')
+          .set((eb) => ({ quantity: eb('quantity', '+', 1) }))
+          .where('wallet_id', '=', ledger.alice.walletId)
+          .where('asset_id', '=', gold)
+          .where('transaction_id', '=', first.transaction_id)
+          .execute()
+      })
+      assert.deepEqual(problems, [
+        `transaction ${first.transaction_id}'s running balance of wallet ${ledger.alice.walletId} in asset ${ledger.gold} says ${Number(first.quantity) + 1}, the journal says ${first.quantity}`,
+      ])
+    } finally {
+      await discard(ledger)
+    }
+  })
+
   it('reports a journal line rewritten after the fact', async () => {
     const ledger = await buildLedger()
     try {

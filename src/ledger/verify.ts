@@ -66,6 +66,50 @@ class ReversalTally {
   }
 }
 
+/** At most this many running balances are named; the count says how many more are wrong. */
+const RUNNING_BALANCES_NAMED = 20
+
+/**
+ * Balances in time, row by row: each running balance is the sum of its wallet's lines of that
+ * asset up to and including its transaction, in id order, which is each wallet's commit order
+ * (ids are drawn while the batch holds the wallet's turn, `moves.repository.ts` lockMoves); and
+ * every side of every line has its row. The holding check above sees only the last row of each
+ * holding: a row in the middle written wrong (as PostgreSQL batches that waited for a wallet's
+ * first receipt of an asset once wrote them, counted from zero: `docs/decisions.md#balances-in-time-and-statements`)
+ * is found only here. The same sum as migration 0010's fill; each row found through the table's
+ * key, the transaction's time included.
+ */
+async function checkRunningBalances(db: Executor): Promise<string[]> {
+  const { rows } = await sql<{ wallet_id: number | string; asset_id: number | string; transaction_id: number | string; running: number | string; quantity: number | string | null; wrong: number | string }>`
+    select wallet_id, asset_id, transaction_id, running, quantity, count(*) over () as wrong from (
+      select c.wallet_id, c.asset_id, c.transaction_id, c.running, r.quantity
+      from (
+        select wallet_id, asset_id, created_at, transaction_id,
+          sum(delta) over (partition by wallet_id, asset_id order by transaction_id rows unbounded preceding) as running
+        from (
+          select t.sending_wallet_id as wallet_id, l.asset_id, t.created_at, t.id as transaction_id, -l.quantity as delta
+          from transactions t join transaction_assets l on l.transaction_id = t.id
+          union all
+          select t.receiving_wallet_id, l.asset_id, t.created_at, t.id, l.quantity
+          from transactions t join transaction_assets l on l.transaction_id = t.id
+        ) as sides
+      ) as c
+      left join running_balances r
+        on r.wallet_id = c.wallet_id and r.asset_id = c.asset_id and r.created_at = c.created_at and r.transaction_id = c.transaction_id
+      where r.quantity is null or r.quantity <> c.running
+    ) as found
+    order by transaction_id, wallet_id, asset_id
+    limit ${sql.lit(RUNNING_BALANCES_NAMED)}`.execute(db)
+  const problems = rows.map((row) =>
+    row.quantity === null
+      ? `transaction ${row.transaction_id} has no running balance of wallet ${row.wallet_id} in asset ${row.asset_id} (the journal says ${row.running})`
+      : `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${row.asset_id} says ${row.quantity}, the journal says ${row.running}`,
+  )
+  const more = rows.length > 0 ? Number(rows[0].wrong) - rows.length : 0
+  if (more > 0) problems.push(`and ${more} more running balances that the journal does not give`)
+  return problems
+}
+
 /**
  * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
  * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
@@ -160,6 +204,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
   for (const row of lastBalances) {
     if (Number(row.last ?? 0) !== Number(row.quantity)) problems.push(`wallet ${row.wallet_id} holds ${row.quantity} of asset ${row.asset_id}, its last running balance says ${row.last ?? 'nothing'}`)
   }
+  problems.push(...(await checkRunningBalances(db)))
   for (const [key, journal] of expected) {
     if (journal !== 0) {
       const [walletId, assetId] = key.split(':')
