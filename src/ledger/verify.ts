@@ -2,6 +2,7 @@ import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
+import { RUNNING_SUMS } from '../db/migrations/0010_running_balances.ts'
 import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveries.ts'
 import { withRetries } from '../db/retry.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
@@ -76,27 +77,17 @@ const RUNNING_BALANCES_NAMED = 20
  * every side of every line has its row. The holding check above sees only the last row of each
  * holding: a row in the middle written wrong (as PostgreSQL batches that waited for a wallet's
  * first receipt of an asset once wrote them, counted from zero: `docs/decisions.md#balances-in-time-and-statements`)
- * is found only here. The same sum as migration 0010's fill; each row found through the table's
- * key, the transaction's time included.
+ * is found only here. The sums are migration 0010's fill (`RUNNING_SUMS`); each row is found through
+ * the table's key, the transaction's time included.
  */
 async function checkRunningBalances(db: Executor): Promise<string[]> {
   const { rows } = await sql<{ wallet_id: number | string; asset_id: number | string; transaction_id: number | string; running: number | string; quantity: number | string | null; wrong: number | string }>`
     select wallet_id, asset_id, transaction_id, running, quantity, count(*) over () as wrong from (
-      select c.wallet_id, c.asset_id, c.transaction_id, c.running, r.quantity
-      from (
-        select wallet_id, asset_id, created_at, transaction_id,
-          sum(delta) over (partition by wallet_id, asset_id order by transaction_id rows unbounded preceding) as running
-        from (
-          select t.sending_wallet_id as wallet_id, l.asset_id, t.created_at, t.id as transaction_id, -l.quantity as delta
-          from transactions t join transaction_assets l on l.transaction_id = t.id
-          union all
-          select t.receiving_wallet_id, l.asset_id, t.created_at, t.id, l.quantity
-          from transactions t join transaction_assets l on l.transaction_id = t.id
-        ) as sides
-      ) as c
+      select c.wallet_id, c.asset_id, c.transaction_id, c.quantity as running, r.quantity
+      from (${RUNNING_SUMS}) as c
       left join running_balances r
         on r.wallet_id = c.wallet_id and r.asset_id = c.asset_id and r.created_at = c.created_at and r.transaction_id = c.transaction_id
-      where r.quantity is null or r.quantity <> c.running
+      where r.quantity is null or r.quantity <> c.quantity
     ) as found
     order by transaction_id, wallet_id, asset_id
     limit ${sql.lit(RUNNING_BALANCES_NAMED)}`.execute(db)

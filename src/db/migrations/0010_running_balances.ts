@@ -29,16 +29,25 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute()
   await sql`
     insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+    ${RUNNING_SUMS}`.execute(db)
+}
+
+/**
+ * Every running balance the journal gives: for each side of each line, the running sum of that
+ * wallet's lines of that asset in id order (`wallet_id, asset_id, created_at, transaction_id,
+ * quantity`). What this migration fills in, and what `coffer verify` checks the table against
+ * (`ledger/verify.ts`).
+ */
+export const RUNNING_SUMS = sql`
     select wallet_id, asset_id, created_at, transaction_id,
-      sum(delta) over (partition by wallet_id, asset_id order by transaction_id rows unbounded preceding)
+      sum(delta) over (partition by wallet_id, asset_id order by transaction_id rows unbounded preceding) as quantity
     from (
       select t.sending_wallet_id as wallet_id, l.asset_id, t.created_at, t.id as transaction_id, -l.quantity as delta
       from transactions t join transaction_assets l on l.transaction_id = t.id
       union all
       select t.receiving_wallet_id, l.asset_id, t.created_at, t.id, l.quantity
       from transactions t join transaction_assets l on l.transaction_id = t.id
-    ) as sides`.execute(db)
-}
+    ) as sides`
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function down(db: Kysely<any>): Promise<void> {
