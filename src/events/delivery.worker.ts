@@ -94,6 +94,21 @@ function goneAnswer(end: Ended): end is Ended & { kind: 'attempted' } {
  */
 const ROUND_GAP_MS = { sqlite: 100, postgres: 50 }
 
+/**
+ * How many attempts must have ended before their ending alone starts a round: an eighth of the
+ * instance's slots (`WEBHOOK_CONCURRENCY`, so 32 by default). Fewer wait for the next poll (at most
+ * `pollMs`, 250 ms, away), which writes them and claims what is due. Beside an origin backed up at
+ * its limit, attempts end one by one all the time (a 2 s receiver at 128 slots: 64 a second), and
+ * every ending used to start a round as soon as the gap allowed, about 15 a second, each six to
+ * eight statements moving a handful of deliveries: a fifth of the service's CPU the webhooks added
+ * per transfer was those rounds' queries (`docs/performance.md`, "Webhooks at scale, round six").
+ * When attempts end by hundreds a second (receivers answering in 50 ms), an eighth of the slots
+ * ends within the gap and rounds still run every `ROUND_GAP_MS`, so throughput is unchanged; what
+ * waits longer is a slot's reuse (its origin's limit grows to cover it) and, when few attempts
+ * end, a new event's first attempt (at most one poll, as when nothing is in flight).
+ */
+const ROUND_BATCH_SHARE = 8
+
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
   return Math.round(seconds * 1000 * (0.8 + 0.4 * random))
@@ -113,6 +128,8 @@ export class DeliveryWorker {
   private readonly pollMs: number
   private readonly roundGapMs: number
   private readonly concurrency: number
+  /** Attempts ended that start a round by themselves (`ROUND_BATCH_SHARE`). */
+  private readonly roundBatch: number
   private readonly agent: Dispatcher
   private readonly shutdown = new AbortController()
   private readonly inFlight = new Map<number, InFlight>()
@@ -152,6 +169,7 @@ export class DeliveryWorker {
     this.pollMs = options.pollMs ?? 250
     this.roundGapMs = ROUND_GAP_MS[options.database.dialect]
     this.concurrency = this.config.webhookConcurrency
+    this.roundBatch = Math.max(1, Math.floor(this.concurrency / ROUND_BATCH_SHARE))
     this.now = options.circuits?.now ?? Date.now
     this.limits = new OriginLimits({ floor: this.config.webhookOriginMinConcurrency, cap: this.config.webhookOriginConcurrency, now: this.now })
     this.circuits = new OriginCircuits({
@@ -477,7 +495,9 @@ export class DeliveryWorker {
   private finish(end: AttemptEnd): Promise<void> {
     return new Promise((resolve) => {
       this.ended.push({ ...end, written: resolve })
-      this.wake()
+      // A few ended attempts wait for the next poll (`ROUND_BATCH_SHARE`); once the poll has
+      // stopped (shutdown), each is written at once.
+      if (this.ended.length >= this.roundBatch || !this.claiming) this.wake()
     })
   }
 
