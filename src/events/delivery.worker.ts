@@ -247,8 +247,8 @@ export class DeliveryWorker {
   }
 
   /**
-   * Runs a round soon (after a manual retry, when attempts end, at each poll): writes what ended,
-   * claims what is due. Rounds start at least `ROUND_GAP_MS` apart, so that attempts ending close
+   * Runs a round soon (after a manual retry, at each poll, when `roundBatch` attempts have
+   * ended): writes what ended, claims what is due. Rounds start at least `ROUND_GAP_MS` apart, so that attempts ending close
    * together share one commit.
    */
   wake(): void {
@@ -287,6 +287,8 @@ export class DeliveryWorker {
     // Rounds go on without claiming, so that what ends is still written.
     this.claiming = false
     clearInterval(this.timer)
+    // Attempts over whose outcomes wait for a round (fewer than `roundBatch`) are written now.
+    this.wake()
     const pending = [...this.inFlight.values()].map((entry) => entry.done)
     if (pending.length > 0) {
       let timer: NodeJS.Timeout | undefined
