@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { isDeepStrictEqual } from 'node:util'
 import { repairRunningBalances, type RunningBalancesRepair } from '../src/ledger/repair.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import type { Transaction } from '../src/ledger/ledger.types.ts'
@@ -203,6 +204,24 @@ describe('repairRunningBalances (coffer verify --repair)', () => {
       assert.deepEqual(report.problems, [])
     } finally {
       await t.close()
+    }
+  })
+
+  it('run twice at once, changes each row once: one run repairs, the other finds nothing', async () => {
+    const ledger = await buildLedger()
+    try {
+      const rows = await allRunningBalances(ledger.t)
+      const expected = await corrupt(ledger)
+      const runs = await Promise.all([repairRunningBalances(ledger.t.database.db), repairRunningBalances(ledger.t.database.db)])
+      const empty = { rewritten: 0, added: 0, removed: 0, holdings: 0, named: [] }
+      assert.ok(
+        (isDeepStrictEqual(runs[0], expected) && isDeepStrictEqual(runs[1], empty)) || (isDeepStrictEqual(runs[0], empty) && isDeepStrictEqual(runs[1], expected)),
+        JSON.stringify(runs),
+      )
+      assert.deepEqual(await allRunningBalances(ledger.t), rows)
+      assert.deepEqual((await verifyLedger(ledger.t.database.db)).problems, [])
+    } finally {
+      await ledger.t.close()
     }
   })
 })

@@ -89,6 +89,8 @@ export async function repairRunningBalances(db: Db, progress?: (done: number, to
  * Repairs the running balances of the wallets in `wallets`, inside the caller's transaction:
  * counts the differences by holding, then removes, rewrites and adds exactly those rows (each
  * statement reads the same differences: one snapshot, or the one writer). Returns the counts.
+ * A row another repair inserted since the snapshot is not inserted twice: on PostgreSQL the
+ * insert then fails as a serialization failure, and the range runs again.
  */
 async function repairWallets(trx: Executor, wallets: WalletRange): Promise<HoldingRepair[]> {
   const differences = runningBalanceDifferences(wallets)
@@ -114,7 +116,8 @@ async function repairWallets(trx: Executor, wallets: WalletRange): Promise<Holdi
       and d.journal is not null and d.stored is not null`.execute(trx)
   await sql`
     insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-    select wallet_id, asset_id, created_at, transaction_id, journal from (${differences}) as d where d.stored is null`.execute(trx)
+    select wallet_id, asset_id, created_at, transaction_id, journal from (${differences}) as d where d.stored is null
+    on conflict (wallet_id, asset_id, created_at, transaction_id) do nothing`.execute(trx)
   return rows.map((row) => ({
     wallet_id: Number(row.wallet_id),
     asset_id: Number(row.asset_id),
