@@ -87,8 +87,9 @@ function goneAnswer(end: Ended): end is Ended & { kind: 'attempted' } {
  * lease, the work, COMMIT) on the database the transfers are limited by, about 1.7 ms of its time
  * with a slow origin's backlog of 3,000 (`pg_stat_statements`, `docs/performance.md`, "Webhooks
  * at scale, round four"). Attempts end all the time when a fast receiver and a slow one at its
- * limit are served side by side, so the gap is what bounds the rounds: 20 ms allowed 50 a
- * second, 50 ms allows 20, each moving more attempts. An attempt that ends waits half a gap on
+ * limit are served side by side, so the gap was what bounded the rounds: 20 ms allowed 50 a
+ * second, 50 ms allows 20, each moving more attempts (now it bounds them only where attempts end
+ * by hundreds a second: `ROUND_BATCH_SHARE`). An attempt that ends waits half a gap on
  * average to be written and its slot reused: at 50 ms, 128 slots at a receiver answering in 50 ms
  * still turn over about 1,500 times a second.
  */
@@ -100,8 +101,9 @@ const ROUND_GAP_MS = { sqlite: 100, postgres: 50 }
  * `pollMs`, 250 ms, away), which writes them and claims what is due. Beside an origin backed up at
  * its limit, attempts end one by one all the time (a 2 s receiver at 128 slots: 64 a second), and
  * every ending used to start a round as soon as the gap allowed, about 15 a second, each six to
- * eight statements moving a handful of deliveries: a fifth of the service's CPU the webhooks added
- * per transfer was those rounds' queries (`docs/performance.md`, "Webhooks at scale, round six").
+ * eight statements moving a handful of deliveries: most of the worker's CPU (profiled: 60 ms a
+ * second of the service's beside a 2 s origin, 35 after this and `armPoll` for as many
+ * deliveries; `docs/performance.md`, "Webhooks at scale, round six").
  * When attempts end by hundreds a second (receivers answering in 50 ms), an eighth of the slots
  * ends within the gap and rounds still run every `ROUND_GAP_MS`, so throughput is unchanged; what
  * waits longer is a slot's reuse (its origin's limit grows to cover it) and, when few attempts
@@ -248,8 +250,8 @@ export class DeliveryWorker {
 
   /**
    * Runs a round soon (after a manual retry, at each poll, when `roundBatch` attempts have
-   * ended): writes what ended, claims what is due. Rounds start at least `ROUND_GAP_MS` apart, so that attempts ending close
-   * together share one commit.
+   * ended): writes what ended, claims what is due. Rounds start at least `ROUND_GAP_MS` apart, so
+   * that attempts ending close together share one commit.
    */
   wake(): void {
     if (!this.running) return
