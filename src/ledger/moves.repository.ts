@@ -11,20 +11,20 @@ import { IdempotencyConflict, JOURNAL_SCOPE, type EventWriter, type Hold, type H
  * A batch of two transfers (wallet 7 sends 5 gold to wallet 8; wallet 9 sends 2 gold to wallet 8,
  * both with an Idempotency-Key) sends, on PostgreSQL, two statements inside BEGIN … COMMIT:
  *
- *   -- 1. lockMoves: turns, locks and ids in one round trip
+ *   -- 1. lockMoves: turns, locks and ids in one round trip (LOCK_MOVES, one text written once)
  *   with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),
  *   w as materialized (select wallets.id, wallets.address, wallets.deleted_at,
  *       (select users.username from users where users.primary_wallet_id = wallets.id) as username
- *     from wallets where wallets.id = any($2::bigint[])
+ *     from wallets where wallets.id = any($1::bigint[])
  *     and (select taken from t) >= 0 order by wallets.id for key share of wallets),
- *   h as materialized (select wallet_id, asset_id, quantity from holdings
- *     where wallet_id = any($3::bigint[]) and asset_id = any($4::bigint[])
+ *   h as materialized (select wallet_id, asset_id, quantity, held from holdings
+ *     where wallet_id = any($1::bigint[]) and asset_id = any($2::bigint[])
  *     and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
  *   select coalesce((select json_agg(w) from w), '[]') as wallets,
  *          coalesce((select json_agg(h) from h), '[]') as holdings,
- *          array(select nextval('transactions_id_seq') from generate_series(1, $5::int) where …) as transactions,
- *          array(select nextval('events_id_seq') from generate_series(1, $6::int) where …) as events
- *     -- $1 = $2 = {7,8,9}, $3 = {7,8,9}, $4 = {gold}, $5 = 2, $6 = 4
+ *          array(select nextval('transactions_id_seq') from generate_series(1, $3::int) where …) as transactions,
+ *          array(select nextval('events_id_seq') from generate_series(1, $4::int) where …) as events
+ *     -- $1 = {7,8,9}, $2 = {gold}, $3 = 2, $4 = 4 (every array sent as its text, `{7,8,9}`: `arrayLiteral` in db/postgres.ts)
  *
  *   -- 2. writeMoves: every write of the batch as one statement (`runWrites`), one CTE per table
  *   with w0 as (update holdings set quantity = holdings.quantity + r.quantity
