@@ -11,6 +11,7 @@ import { Address } from './http/schemas.ts'
 import * as assets from './ledger/assets.service.ts'
 import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
+import { repairRunningBalances } from './ledger/repair.ts'
 import { verifyLedger } from './ledger/verify.ts'
 import { BackupError, backupCommand, migrateStatusCommand, restoreCommand, rotateSecretsKeyCommand, SecretsKeyError } from './operations/commands.ts'
 import { findLiveWalletByAddress, findLiveWalletById, findLiveWalletIds } from './wallets/wallets.service.ts'
@@ -32,6 +33,9 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   burn <wallet> <asset> [quantity]    burn units (default: the whole holding) back to mint
   admin-key                           print the admin key (generating it on first use)
   verify                              recompute every holding from the journal and check the ledger
+  verify --repair                     first rewrite the running balances (balances in time) that
+                                      the journal does not give, from the journal, then verify;
+                                      never changes the journal, holdings or holds
   backup <file>                       write a consistent backup of the whole store while it serves
   restore <file>                      restore a backup into an empty store, then verify it
   rotate-secrets-key                  re-encrypt the webhook secrets under a new key (NEW_SECRETS_KEY or generated)
@@ -165,19 +169,20 @@ async function issueCsv(ledger: Ledger, database: Database, assetRef: string | u
   return 0
 }
 
-function progressBar(done: number, total: number): void {
+function progressBar(done: number, total: number, noun = 'transactions'): void {
   if (!process.stderr.isTTY || total < 10_000) return
   const width = 30
   const filled = Math.round((done / total) * width)
-  process.stderr.write(`\r  [${'#'.repeat(filled)}${' '.repeat(width - filled)}] ${done}/${total} transactions`)
+  process.stderr.write(`\r  [${'#'.repeat(filled)}${' '.repeat(width - filled)}] ${done}/${total} ${noun}`)
   if (done >= total) process.stderr.write('\n')
 }
+
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`
 
 async function verify(database: Database): Promise<number> {
   const started = Date.now()
   const report = await verifyLedger(database.db, progressBar)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`
   console.log(`checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ${count(report.assets, 'asset')} in ${seconds} s`)
   if (report.ok) {
     console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
@@ -186,7 +191,31 @@ async function verify(database: Database): Promise<number> {
   console.log(`ledger has ${report.problems.length} problem(s):`)
   for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
   if (report.problems.length > 100) console.log(`  … and ${report.problems.length - 100} more`)
+  if (report.wrongRunningBalances > 0) console.log('running balances that the journal does not give are rewritten from it by `coffer verify --repair`')
   return 1
+}
+
+/**
+ * `coffer verify --repair`: rewrites the running balances the journal does not give
+ * (`repairRunningBalances`), prints what it changed, then verifies the whole ledger: the exit
+ * status is verify's, so anything still wrong (a holding the journal does not give, which the
+ * repair never rewrites) fails it.
+ */
+async function repairAndVerify(database: Database): Promise<number> {
+  const started = Date.now()
+  const repair = await repairRunningBalances(database.db, (done, total) => progressBar(done, total, 'wallets'))
+  const seconds = ((Date.now() - started) / 1000).toFixed(1)
+  const changes = (r: { rewritten: number; added: number; removed: number }) => `${r.rewritten} rewritten, ${r.added} added, ${r.removed} removed`
+  if (repair.holdings === 0) {
+    console.log(`repair: every running balance is what the journal gives, nothing changed (${seconds} s)`)
+  } else {
+    console.log(`repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`)
+    for (const holding of repair.named) console.log(`  - wallet ${holding.wallet_id}, asset ${holding.asset_id}: ${changes(holding)}`)
+    if (repair.holdings > repair.named.length) console.log(`  … and ${count(repair.holdings - repair.named.length, 'more holding')}`)
+  }
+  const status = await verify(database)
+  if (status !== 0) console.log('the repair rewrites only running balances; the journal, holdings and holds are never changed (docs/operations.md#repairing-running-balances)')
+  return status
 }
 
 async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
@@ -213,7 +242,7 @@ function withLedger(config: Config, work: (ledger: Ledger, database: Database) =
   })
 }
 
-async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean; csv?: string; memo?: string } = {}): Promise<number> {
+async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean; repair?: boolean; csv?: string; memo?: string } = {}): Promise<number> {
   switch (command) {
     case 'serve': {
       const { serve } = await import('./main.ts')
@@ -231,7 +260,7 @@ async function run(config: Config, command: string | undefined, rest: string[], 
       console.log(readAdminKey(config))
       return 0
     case 'verify':
-      return withDatabase(config, verify)
+      return withDatabase(config, flags.repair ? repairAndVerify : verify)
     case 'backup':
       if (!rest[0]) throw new UsageError('missing <file>')
       await backupCommand(config, rest[0])
@@ -294,7 +323,7 @@ export async function main(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     strict: false,
-    options: { help: { type: 'boolean', short: 'h' }, status: { type: 'boolean' }, csv: { type: 'string' }, memo: { type: 'string' } },
+    options: { help: { type: 'boolean', short: 'h' }, status: { type: 'boolean' }, repair: { type: 'boolean' }, csv: { type: 'string' }, memo: { type: 'string' } },
   })
   if (values.help || positionals.length === 0 || positionals[0] === 'help') {
     console.log(USAGE)
@@ -303,7 +332,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const config = loadConfig()
     const text = (value: unknown) => (typeof value === 'string' ? value : undefined)
-    return await run(config, positionals[0], positionals.slice(1), { status: values.status === true, csv: text(values.csv), memo: text(values.memo) })
+    return await run(config, positionals[0], positionals.slice(1), { status: values.status === true, repair: values.repair === true, csv: text(values.csv), memo: text(values.memo) })
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`coffer: ${error.message}\n\n${USAGE}`)

@@ -2,7 +2,7 @@ import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
-import { RUNNING_SUMS } from '../db/migrations/0010_running_balances.ts'
+import { runningSums } from '../db/migrations/0010_running_balances.ts'
 import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveries.ts'
 import { withRetries } from '../db/retry.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
@@ -15,6 +15,8 @@ export interface VerifyReport {
   holdings: number
   /** Live assets, whether or not anyone holds some. */
   assets: number
+  /** Running balances that differ from the journal (`coffer verify --repair` rewrites them). */
+  wrongRunningBalances: number
   problems: string[]
 }
 
@@ -70,35 +72,58 @@ class ReversalTally {
 /** At most this many running balances are named; the count says how many more are wrong. */
 const RUNNING_BALANCES_NAMED = 20
 
+/** Wallets with ids from `from` to `to`, both included. */
+export interface WalletRange {
+  from: number
+  to: number
+}
+
+/**
+ * Where the running balances and the journal differ, row by row (of the wallets in `wallets`, or
+ * all): `wallet_id, asset_id, created_at, transaction_id`, `journal` (what the journal gives, null
+ * for a row that no line of the journal gives) and `stored` (the row's quantity, null for a side of
+ * a line that has no row). The journal's running sums are migration 0010's fill (`runningSums`);
+ * each row is matched through the table's key, the transaction's time included. What
+ * `coffer verify` names and `coffer verify --repair` rewrites (`repair.ts`).
+ */
+export function runningBalanceDifferences(wallets?: WalletRange) {
+  const stored = wallets ? sql`(select * from running_balances where wallet_id between ${wallets.from} and ${wallets.to})` : sql`running_balances`
+  return sql`
+    select coalesce(c.wallet_id, r.wallet_id) as wallet_id, coalesce(c.asset_id, r.asset_id) as asset_id,
+      coalesce(c.created_at, r.created_at) as created_at, coalesce(c.transaction_id, r.transaction_id) as transaction_id,
+      c.quantity as journal, r.quantity as stored
+    from (${runningSums(wallets)}) as c
+    full join ${stored} as r
+      on r.wallet_id = c.wallet_id and r.asset_id = c.asset_id and r.created_at = c.created_at and r.transaction_id = c.transaction_id
+    where c.quantity is null or r.quantity is null or r.quantity <> c.quantity`
+}
+
 /**
  * Balances in time, row by row: each running balance is the sum of its wallet's lines of that
  * asset up to and including its transaction, in id order, which is each wallet's commit order
- * (ids are drawn while the batch holds the wallet's turn, `moves.repository.ts` lockMoves); and
- * every side of every line has its row. The holding check above sees only the last row of each
- * holding: a row in the middle written wrong (as PostgreSQL batches that waited for a wallet's
- * first receipt of an asset once wrote them, counted from zero: `docs/decisions.md#balances-in-time-and-statements`)
- * is found only here. The sums are migration 0010's fill (`RUNNING_SUMS`); each row is found through
- * the table's key, the transaction's time included.
+ * (ids are drawn while the batch holds the wallet's turn, `moves.repository.ts` lockMoves); every
+ * side of every line has its row, and every row is such a side. The holding check above sees only
+ * the last row of each holding: a row in the middle written wrong (as PostgreSQL batches that
+ * waited for a wallet's first receipt of an asset once wrote them, counted from zero:
+ * `docs/decisions.md#balances-in-time-and-statements`) is found only here.
  */
-async function checkRunningBalances(db: Executor): Promise<string[]> {
-  const { rows } = await sql<{ wallet_id: number | string; asset_id: number | string; transaction_id: number | string; running: number | string; quantity: number | string | null; wrong: number | string }>`
-    select wallet_id, asset_id, transaction_id, running, quantity, count(*) over () as wrong from (
-      select c.wallet_id, c.asset_id, c.transaction_id, c.quantity as running, r.quantity
-      from (${RUNNING_SUMS}) as c
-      left join running_balances r
-        on r.wallet_id = c.wallet_id and r.asset_id = c.asset_id and r.created_at = c.created_at and r.transaction_id = c.transaction_id
-      where r.quantity is null or r.quantity <> c.quantity
-    ) as found
+async function checkRunningBalances(db: Executor): Promise<{ problems: string[]; wrong: number }> {
+  type Row = { wallet_id: number | string; asset_id: number | string; transaction_id: number | string; journal: number | string | null; stored: number | string | null; wrong: number | string }
+  const { rows } = await sql<Row>`
+    select wallet_id, asset_id, transaction_id, journal, stored, count(*) over () as wrong
+    from (${runningBalanceDifferences()}) as found
     order by transaction_id, wallet_id, asset_id
     limit ${sql.lit(RUNNING_BALANCES_NAMED)}`.execute(db)
   const problems = rows.map((row) =>
-    row.quantity === null
-      ? `transaction ${row.transaction_id} has no running balance of wallet ${row.wallet_id} in asset ${row.asset_id} (the journal says ${row.running})`
-      : `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${row.asset_id} says ${row.quantity}, the journal says ${row.running}`,
+    row.stored === null
+      ? `transaction ${row.transaction_id} has no running balance of wallet ${row.wallet_id} in asset ${row.asset_id} (the journal says ${row.journal})`
+      : row.journal === null
+        ? `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${row.asset_id} says ${row.stored}, but no line of the journal gives it`
+        : `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${row.asset_id} says ${row.stored}, the journal says ${row.journal}`,
   )
   const more = rows.length > 0 ? Number(rows[0].wrong) - rows.length : 0
   if (more > 0) problems.push(`and ${more} more running balances that the journal does not give`)
-  return problems
+  return { problems, wrong: rows.length > 0 ? Number(rows[0].wrong) : 0 }
 }
 
 /**
@@ -195,7 +220,8 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
   for (const row of lastBalances) {
     if (Number(row.last ?? 0) !== Number(row.quantity)) problems.push(`wallet ${row.wallet_id} holds ${row.quantity} of asset ${row.asset_id}, its last running balance says ${row.last ?? 'nothing'}`)
   }
-  problems.push(...(await checkRunningBalances(db)))
+  const runningBalances = await checkRunningBalances(db)
+  problems.push(...runningBalances.problems)
   for (const [key, journal] of expected) {
     if (journal !== 0) {
       const [walletId, assetId] = key.split(':')
@@ -215,7 +241,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
   }
   // Every live asset, held or not: what an operator counts as the assets that exist.
   const { assets } = await db.selectFrom('assets').select((eb) => eb.fn.countAll<number>().as('assets')).where('deleted_at', 'is', null).executeTakeFirstOrThrow()
-  return { ok: problems.length === 0, transactions: total, holdings: holdings.length, assets: Number(assets), problems }
+  return { ok: problems.length === 0, transactions: total, holdings: holdings.length, assets: Number(assets), wrongRunningBalances: runningBalances.wrong, problems }
 }
 
 /**

@@ -29,25 +29,29 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute()
   await sql`
     insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-    ${RUNNING_SUMS}`.execute(db)
+    ${runningSums()}`.execute(db)
 }
 
 /**
  * Every running balance the journal gives: for each side of each line, the running sum of that
  * wallet's lines of that asset in id order (`wallet_id, asset_id, created_at, transaction_id,
  * quantity`). What this migration fills in, and what `coffer verify` checks the table against
- * (`ledger/verify.ts`).
+ * and `coffer verify --repair` rewrites it from (`ledger/verify.ts`, `ledger/repair.ts`). With
+ * `wallets`, only the rows of the wallets with ids in that range (each wallet's sums are its own).
  */
-export const RUNNING_SUMS = sql`
+export function runningSums(wallets?: { from: number; to: number }) {
+  const of = (column: string) => (wallets ? sql`where ${sql.ref(column)} between ${wallets.from} and ${wallets.to}` : sql``)
+  return sql`
     select wallet_id, asset_id, created_at, transaction_id,
       sum(delta) over (partition by wallet_id, asset_id order by transaction_id rows unbounded preceding) as quantity
     from (
       select t.sending_wallet_id as wallet_id, l.asset_id, t.created_at, t.id as transaction_id, -l.quantity as delta
-      from transactions t join transaction_assets l on l.transaction_id = t.id
+      from transactions t join transaction_assets l on l.transaction_id = t.id ${of('t.sending_wallet_id')}
       union all
       select t.receiving_wallet_id, l.asset_id, t.created_at, t.id, l.quantity
-      from transactions t join transaction_assets l on l.transaction_id = t.id
+      from transactions t join transaction_assets l on l.transaction_id = t.id ${of('t.receiving_wallet_id')}
     ) as sides`
+}
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function down(db: Kysely<any>): Promise<void> {

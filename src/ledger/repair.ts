@@ -1,0 +1,128 @@
+import { sql } from 'kysely'
+import type { Db, Executor } from '../db/database.ts'
+import { withRetries } from '../db/retry.ts'
+import { runningBalanceDifferences, type WalletRange } from './verify.ts'
+
+/** What the repair changed of one holding's running balances (one wallet and asset). */
+export interface HoldingRepair {
+  wallet_id: number
+  asset_id: number
+  /** Rows whose quantity was not the journal's, now rewritten. */
+  rewritten: number
+  /** Sides of a journal line that had no row, now added. */
+  added: number
+  /** Rows that no journal line gives, now removed. */
+  removed: number
+}
+
+export interface RunningBalancesRepair {
+  rewritten: number
+  added: number
+  removed: number
+  /** Holdings (wallet and asset) with any row changed. */
+  holdings: number
+  /** The first holdings changed, by wallet and asset id, up to REPAIRS_NAMED. */
+  named: HoldingRepair[]
+}
+
+/** At most this many holdings are named with their counts; the totals count every one. */
+const REPAIRS_NAMED = 20
+
+/**
+ * Wallets whose rows one database transaction repairs. Each wallet's running balances depend on
+ * its own lines only, so ranges of wallets are repaired independently; a range keeps each
+ * transaction short (on SQLite it holds the one writer, which a serving process waits up to
+ * 10 s for) and what the database sorts bounded by the range's history, not the ledger's.
+ */
+const WALLETS_PER_TRANSACTION = 1_000
+
+/**
+ * `coffer verify --repair`: rewrites the running balances (balances in time, migration 0010) that
+ * the journal does not give, from the journal, which is the truth: a row whose quantity is wrong
+ * gets the journal's running sum, a side of a line without its row gets one, and a row that no
+ * line gives is removed. Nothing else is written: never the journal, holdings or holds. Returns
+ * what it changed; a second run finds nothing and changes nothing. Calls `progress(done, total)`
+ * in wallets.
+ *
+ * Safe beside a serving instance (`docs/decisions.md#repairing-running-balances`): each range of
+ * wallets is one transaction (PostgreSQL: repeatable read, one snapshot for its reads and writes,
+ * run again from the start on a serialization failure; SQLite: the one writer) that reads the
+ * differences and writes exactly those. The right quantity of a row depends only on its wallet's
+ * lines of the asset up to its transaction, and a wallet's transactions commit in id order (their
+ * ids are drawn under the wallet's turn), so a snapshot that holds a transaction holds all it
+ * depends on: the value written is final. Transfers committing meanwhile write rows of their own,
+ * new transactions, never one of those the repair writes; they read holdings, never running
+ * balances, so they neither disturb the repair nor are disturbed by it.
+ */
+export async function repairRunningBalances(db: Db, progress?: (done: number, total: number) => void): Promise<RunningBalancesRepair> {
+  // Every wallet that has a row or could have one (a row naming no wallet is repaired too).
+  const { rows } = await sql<{ low: number | string | null; high: number | string | null }>`
+    select min(low) as low, max(high) as high from (
+      select min(id) as low, max(id) as high from wallets
+      union all
+      select min(wallet_id), max(wallet_id) from running_balances
+    ) as ids`.execute(db)
+  const low = Number(rows[0].low ?? 0)
+  const high = Number(rows[0].high ?? -1)
+  const repair: RunningBalancesRepair = { rewritten: 0, added: 0, removed: 0, holdings: 0, named: [] }
+  for (let from = low; from <= high; from += WALLETS_PER_TRANSACTION) {
+    const wallets = { from, to: Math.min(from + WALLETS_PER_TRANSACTION - 1, high) }
+    const changed = await withRetries(() =>
+      db
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .execute((trx) => repairWallets(trx, wallets)),
+    )
+    for (const holding of changed) {
+      repair.rewritten += holding.rewritten
+      repair.added += holding.added
+      repair.removed += holding.removed
+      repair.holdings += 1
+      if (repair.named.length < REPAIRS_NAMED) repair.named.push(holding)
+    }
+    progress?.(wallets.to - low + 1, high - low + 1)
+  }
+  return repair
+}
+
+/**
+ * Repairs the running balances of the wallets in `wallets`, inside the caller's transaction:
+ * counts the differences by holding, then removes, rewrites and adds exactly those rows (each
+ * statement reads the same differences: one snapshot, or the one writer). Returns the counts.
+ * A row another repair inserted since the snapshot is not inserted twice: on PostgreSQL the
+ * insert then fails as a serialization failure, and the range runs again.
+ */
+async function repairWallets(trx: Executor, wallets: WalletRange): Promise<HoldingRepair[]> {
+  const differences = runningBalanceDifferences(wallets)
+  const { rows } = await sql<{ wallet_id: number | string; asset_id: number | string; rewritten: number | string; added: number | string; removed: number | string }>`
+    select wallet_id, asset_id,
+      sum(case when journal is not null and stored is not null then 1 else 0 end) as rewritten,
+      sum(case when stored is null then 1 else 0 end) as added,
+      sum(case when journal is null then 1 else 0 end) as removed
+    from (${differences}) as d
+    group by wallet_id, asset_id
+    order by wallet_id, asset_id`.execute(trx)
+  if (rows.length === 0) return []
+  await sql`
+    delete from running_balances
+    where wallet_id between ${wallets.from} and ${wallets.to}
+      and (wallet_id, asset_id, created_at, transaction_id) in (
+        select wallet_id, asset_id, created_at, transaction_id from (${differences}) as d where d.journal is null)`.execute(trx)
+  await sql`
+    update running_balances set quantity = d.journal
+    from (${differences}) as d
+    where running_balances.wallet_id = d.wallet_id and running_balances.asset_id = d.asset_id
+      and running_balances.created_at = d.created_at and running_balances.transaction_id = d.transaction_id
+      and d.journal is not null and d.stored is not null`.execute(trx)
+  await sql`
+    insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
+    select wallet_id, asset_id, created_at, transaction_id, journal from (${differences}) as d where d.stored is null
+    on conflict (wallet_id, asset_id, created_at, transaction_id) do nothing`.execute(trx)
+  return rows.map((row) => ({
+    wallet_id: Number(row.wallet_id),
+    asset_id: Number(row.asset_id),
+    rewritten: Number(row.rewritten),
+    added: Number(row.added),
+    removed: Number(row.removed),
+  }))
+}
