@@ -149,6 +149,7 @@ const LOCK_MOVES = `
          coalesce((select json_agg(h) from h), '[]') as holdings,
          array(select nextval('transactions_id_seq') from generate_series(1, $3::int) where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
          array(select nextval('events_id_seq') from generate_series(1, $4::int) where (select count(*) from w) + (select count(*) from h) >= 0) as events`
+
 type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number }
 
 /**
