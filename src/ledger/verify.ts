@@ -88,10 +88,27 @@ export interface WalletRange {
  */
 export function runningBalanceDifferences(wallets?: WalletRange) {
   const inRange = (column: string) => (wallets ? sql`${sql.ref(column)} between ${wallets.from} and ${wallets.to}` : sql`true`)
+  // The journal's lines that give the row `r`.
+  const linesOf = sql`
+    from transactions t join transaction_assets l on l.transaction_id = t.id
+    where t.id = r.transaction_id and t.created_at = r.created_at and l.asset_id = r.asset_id
+      and r.wallet_id in (t.sending_wallet_id, t.receiving_wallet_id)`
+  // Rows no line gives. For the whole ledger, `not exists` (PostgreSQL hashes the journal once);
+  // for a range, the lines are counted per row (a subquery in the select list, never made a
+  // join), or PostgreSQL would hash the whole journal for every range.
+  const unmatched = wallets
+    ? sql`
+      select wallet_id, asset_id, created_at, transaction_id, quantity from (
+        select r.wallet_id, r.asset_id, r.created_at, r.transaction_id, r.quantity, (select count(*) ${linesOf}) as sides
+        from running_balances r where ${inRange('r.wallet_id')}
+      ) as stored_rows
+      where sides = 0`
+    : sql`
+      select r.wallet_id, r.asset_id, r.created_at, r.transaction_id, r.quantity
+      from running_balances r where not exists (select 1 ${linesOf})`
   // Two halves rather than one full join, each reaching the rows it compares through a key, so a
-  // range of wallets costs its own rows, not the ledger's (`repair.ts`): SQLite matched a full join
-  // of a range by scanning it, and PostgreSQL hashed the whole table or journal for each range.
-  // The lines of a row are counted per row (a subquery in the select list, never made a join).
+  // range of wallets costs its own rows, not the ledger's (`repair.ts`): SQLite matched a full
+  // join of a range by scanning it.
   return sql`
     select c.wallet_id, c.asset_id, c.created_at, c.transaction_id, c.quantity as journal, r.quantity as stored
     from (${runningSums(wallets)}) as c
@@ -100,15 +117,7 @@ export function runningBalanceDifferences(wallets?: WalletRange) {
         and ${inRange('r.wallet_id')}
     where r.quantity is null or r.quantity <> c.quantity
     union all
-    select wallet_id, asset_id, created_at, transaction_id, null, quantity from (
-      select r.wallet_id, r.asset_id, r.created_at, r.transaction_id, r.quantity,
-        (select count(*) from transactions t join transaction_assets l on l.transaction_id = t.id
-         where t.id = r.transaction_id and t.created_at = r.created_at and l.asset_id = r.asset_id
-           and r.wallet_id in (t.sending_wallet_id, t.receiving_wallet_id)) as sides
-      from running_balances r
-      where ${inRange('r.wallet_id')}
-    ) as stored_rows
-    where sides = 0`
+    select wallet_id, asset_id, created_at, transaction_id, null, quantity from (${unmatched}) as unmatched`
 }
 
 /**
