@@ -2,7 +2,9 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Database } from '../src/db/database.ts'
 import { batchedWrites, coalesced } from '../src/db/coalesce.ts'
+import { nowIso } from '../src/db/dialect.ts'
 import { findAssetByName, insertAsset, updateAsset } from '../src/ledger/assets.repository.ts'
+import { findWalletByIdShared } from '../src/wallets/wallets.repository.ts'
 import { openTestDatabase, STORAGE } from './helpers/app.ts'
 
 describe(`coalesced lookups (${STORAGE})`, () => {
@@ -67,6 +69,34 @@ describe(`coalesced lookups (${STORAGE})`, () => {
     else await during
     assert.equal((await findAssetByName(database.db, 'lookupsilver'))?.id, gold.id)
     assert.equal(await findAssetByName(database.db, 'lookupgold'), undefined)
+  })
+
+  it('lookups of different kinds in one turn answer as each alone would; on PostgreSQL they share one statement', async () => {
+    const gold = await insertAsset(database.db, 'turngold', 2.5)
+    const silver = await insertAsset(database.db, 'turnsilver', 1)
+    const user = (await database.db.insertInto('users').values({ username: 'turnuser', username_key: 'turnuser', password_hash: 'x', primary_wallet_id: null, created_at: nowIso() }).returning('id').executeTakeFirstOrThrow()).id
+    const wallet = (await database.db.insertInto('wallets').values({ address: 'turnwalletaddressxxxxxxxxxxxxxxxxx', user_id: user, created_at: nowIso(), deleted_at: null }).returning('id').executeTakeFirstOrThrow()).id
+    const alone = [await findAssetByName(database.db, 'TurnGold'), await findAssetByName(database.db, 'turnsilver'), await findAssetByName(database.db, 'nothing'), await findWalletByIdShared(database.db, Number(wallet)), await findWalletByIdShared(database.db, 1)]
+    const statements: string[] = []
+    const executeQuery = database.db.executeQuery.bind(database.db)
+    database.db.executeQuery = ((query: Parameters<typeof executeQuery>[0]) => {
+      statements.push('sql' in query ? query.sql : query.compile().sql)
+      return executeQuery(query)
+    }) as typeof executeQuery
+    try {
+      const together = await Promise.all([findAssetByName(database.db, 'TurnGold'), findAssetByName(database.db, 'turnsilver'), findAssetByName(database.db, 'nothing'), findWalletByIdShared(database.db, Number(wallet)), findWalletByIdShared(database.db, 1)])
+      assert.deepEqual(together, alone)
+      assert.equal(together[0]?.id, gold.id)
+      assert.equal(together[0]?.value, 2.5)
+      assert.equal(together[1]?.id, silver.id)
+      assert.equal(together[3]?.id, Number(wallet))
+      assert.equal(together[3]?.user_id, Number(user))
+      // The mint wallet (no user) is no recipient.
+      assert.equal(together[4], undefined)
+      if (STORAGE === 'postgres') assert.equal(statements.length, 1)
+    } finally {
+      database.db.executeQuery = executeQuery
+    }
   })
 
   it('batched writes: the keys given in one turn are written by one call, and each caller waits for it', async () => {

@@ -569,3 +569,66 @@ describe('removing webhooks under load', () => {
     assert.equal(afterRemoval.length, droppedDeliveries.length, 'a delivery was queued for a removed webhook')
   })
 })
+
+describe('rounds started by attempts that end', () => {
+  let t: TestApp
+  let receiver: Receiver
+  let worker: DeliveryWorker | undefined
+  before(async () => {
+    // 16 slots: 2 attempts that end (an eighth) start a round by themselves.
+    t = await buildTestApp({ WEBHOOK_CONCURRENCY: '16' })
+    receiver = await startReceiver()
+  })
+  after(async () => {
+    await worker?.stop()
+    await receiver.close()
+    await t.close()
+  })
+
+  it('writes a lone outcome at the next poll, starts a round once an eighth of the slots has ended, and writes what waits at shutdown', async () => {
+    const assetId = (await createAsset(t, { name: 'gold' })).id
+    const payer = await createUser(t.app)
+    await issue(t, payer.walletId, assetId, 100)
+    const payee = await createUser(t.app)
+    await setWebhook(t, payee, `${receiver.url}/rounds`)
+    // From here on a worker of our own, which polls only when told to (`wake`, as the retry route does).
+    await t.app.close()
+    const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as FastifyBaseLogger
+    worker = new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry: new client.Registry(), pollMs: 3_600_000 })
+    const db = t.database.db
+    const statuses = async () => (await db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).orderBy('id').execute()).map((row) => row.status)
+
+    // One event: sent, answered, and its outcome waits for the next round.
+    await transferAtOnce(t, payer, [payee], assetId, 1)
+    worker.start()
+    await receiver.waitForEvents(1, 10_000)
+    await pause(300)
+    assert.deepEqual(await statuses(), ['pending'], 'one ended attempt does not start a round by itself')
+    // The next poll writes it (and claims the next event, whose outcome then waits in turn).
+    await transferAtOnce(t, payer, [payee], assetId, 1)
+    worker.wake()
+    await receiver.waitForEvents(2, 10_000)
+    await waitUntil(async () => (await statuses())[0] === 'delivered', 10_000, 'the first outcome to be written at the poll')
+    await pause(300)
+    assert.deepEqual(await statuses(), ['delivered', 'pending'])
+
+    // Two more, claimed at a poll (which writes the one waiting): their two ended attempts start a round without a poll.
+    await transferAtOnce(t, payer, [payee], assetId, 2)
+    worker.wake()
+    await receiver.waitForEvents(4, 10_000)
+    await waitUntil(async () => (await statuses()).every((status) => status === 'delivered'), 10_000, 'two ended attempts to start a round by themselves')
+
+    // One more, whose outcome waits; the shutdown writes it, promptly.
+    await transferAtOnce(t, payer, [payee], assetId, 1)
+    worker.wake()
+    await receiver.waitForEvents(5, 10_000)
+    await pause(300)
+    assert.deepEqual(await statuses(), ['delivered', 'delivered', 'delivered', 'delivered', 'pending'])
+    const stopping = Date.now()
+    await worker.stop()
+    worker = undefined
+    assert.ok(Date.now() - stopping < 2_000, `the shutdown took ${Date.now() - stopping} ms`)
+    assert.deepEqual(await statuses(), Array(5).fill('delivered'))
+    assert.equal(receiver.requests.length, 5, 'each event sent once')
+  })
+})

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { CompiledQuery } from 'kysely'
 import { arrivalMark, KeptReads, readCommitState, readKept } from '../src/db/commit-state.ts'
 import { openPostgres, openSqlite } from '../src/db/database.ts'
+import { sqliteStatementsOf } from '../src/db/sqlite-statements.ts'
 import { buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from './helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, transfer, uniqueName, type TestUser } from './helpers/factories.ts'
 
@@ -95,6 +96,13 @@ async function warm(app: FastifyInstance, headers: Record<string, string>, url =
   return { body, unchanged: false }
 }
 
+/**
+ * PostgreSQL's state is read once per turn as well, but no test can commit on another connection
+ * within one turn of this process's event loop there (a commit takes round trips); SQLite's
+ * driver commits at once.
+ */
+const SAME_TURN = 'a commit by another connection within one turn of the event loop needs a synchronous driver (SQLite)'
+
 const pause = () => new Promise((resolve) => setTimeout(resolve, 60))
 
 /**
@@ -175,6 +183,35 @@ describe(`the commit state (${STORAGE})`, () => {
     assert.notEqual(now, read)
   })
 
+  it('is read once for the requests of one turn, after the last of them arrived (SQLite)', async (context) => {
+    if (STORAGE !== 'sqlite') return context.skip(SAME_TURN)
+    const { db } = t.database
+    const before = await stateReadTwiceAlike()
+    const statements = sqliteStatementsOf(db)
+    assert.ok(statements)
+    const prepare = statements.prepare
+    let reads = 0
+    statements.prepare = (sql) => {
+      if (sql.includes('data_version')) reads++
+      return prepare.call(statements, sql)
+    }
+    try {
+      // A request arrives and asks; another connection commits; 31 more arrive: all in one turn.
+      const first = readCommitState(db, arrivalMark())
+      void writeElsewhere('update assets set value = value + 1 where id = ?', [gold.id])
+      const later = Array.from({ length: 31 }, () => readCommitState(db, arrivalMark()))
+      const states = await Promise.all([first, ...later])
+      assert.equal(reads, 1, 'one read for the turn')
+      assert.equal(new Set(states).size, 1, 'the same state for every request of the turn')
+      assert.ok(states[0] !== undefined && states[0] !== before, 'read after the commit that came before the later requests')
+      // A request of the next turn is not served the turn's state without a read of its own.
+      await readCommitState(db, arrivalMark())
+      assert.equal(reads, 2)
+    } finally {
+      statements.prepare = prepare
+    }
+  })
+
   it('keeps a value only with the state it was read at, and never a missing one', async (context) => {
     const kept = new KeptReads<string, { n: number }>(10)
     kept.set('a', 'one', { n: 1 })
@@ -247,6 +284,22 @@ describe(`credentials and pages kept while nothing was committed (${STORAGE})`, 
     } finally {
       await peer.close()
     }
+  })
+
+  it('refuses a key whose wallet another connection deleted between two requests of one turn (SQLite)', async (context) => {
+    if (STORAGE !== 'sqlite') return context.skip(SAME_TURN)
+    const erin = await createUser(t.app)
+    const key = await createWalletKey(t, erin.auth)
+    const { unchanged } = await warm(t.app, key.auth)
+    assert.ok(unchanged)
+    // The first request arrives; another connection deletes the wallet (its key no longer stands);
+    // the second arrives in the same turn, before the state is read for either.
+    const first = get(t.app, PAGE, key.auth)
+    void writeElsewhere('update wallets set deleted_at = ? where id = ?', [new Date().toISOString(), erin.walletId])
+    const second = get(t.app, PAGE, key.auth)
+    expectError(await second, 401, 'A001')
+    // The first arrived before the commit: either answer is one the database gave at a moment of it.
+    assert.ok([200, 401].includes((await first).statusCode))
   })
 
   it('refuses an ended session, and the other sessions after a password change, on this instance and on another', async () => {

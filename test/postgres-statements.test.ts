@@ -8,7 +8,7 @@ import pg from 'pg'
 import { inTransaction } from '../src/db/dialect.ts'
 import type { Database } from '../src/db/database.ts'
 import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../src/db/migrate.ts'
-import { MAX_PREPARED_STATEMENTS, openPostgres } from '../src/db/postgres.ts'
+import { arrayLiteral, MAX_PREPARED_STATEMENTS, openPostgres } from '../src/db/postgres.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
 import { createBackup } from '../src/operations/backup.ts'
 import { checkBackup, restoreBackup } from '../src/operations/restore.ts'
@@ -80,6 +80,34 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     } finally {
       pg.Connection.prototype.parse = parse
     }
+  })
+
+  it('sends arrays as node-postgres would: every element reads back the same, through the one-JSON notation or node-postgres', async () => {
+    const { database } = await oneConnection()
+    const texts = ['', 'plain', 'with "quotes" and \\ back\\slashes', '{braces}, commas, and spaces', 'NULL', 'null', '\u00e9t\u00e9 \u2028', 'a\nnew line', 'tab\there', 'emoji \ud83d\ude00', JSON.stringify({ memo: 'a "b" \\ c', assets: [{ quantity: 1 }] })]
+    // eslint-disable-next-line no-control-regex -- control characters are what it leaves out
+    const printable = texts.filter((text) => !/[\u0000-\u001f\ud800-\udfff]/.test(text))
+    const cases: [unknown[], 'text' | 'bigint'][] = [
+      [printable, 'text'],
+      [[...printable, null, 12], 'text'],
+      [texts, 'text'],
+      [[...texts, null, undefined], 'text'],
+      [[1, -2, 0, 9007199254740991, null], 'bigint'],
+      [[], 'bigint'],
+      [[true, false, null], 'text'],
+    ]
+    for (const [values, type] of cases) {
+      // The server's answer is node-postgres's own reading of the array it was sent.
+      const { rows } = await database.db.executeQuery<{ a: unknown[] }>(CompiledQuery.raw(`select $1::${type}[] as a, $2::int as n`, [values, values.length]))
+      // (node-postgres reads a bigint[] as strings.)
+      const expected = values.map((value) => (value === undefined || value === null ? null : String(value)))
+      assert.deepEqual(rows[0].a, expected)
+    }
+    // Taken by the one-JSON notation or handed on unchanged, whichever reads back the same.
+    assert.equal(typeof arrayLiteral(printable), 'string')
+    assert.equal(arrayLiteral(['a "b"', null, 3]), '{"a \\"b\\"",null,3}')
+    assert.deepEqual(arrayLiteral(['a\nb']), ['a\nb'])
+    assert.deepEqual(arrayLiteral([Number.NaN]), [Number.NaN])
   })
 
   it('runs a statement again after a migration changed the columns it answers, outside and inside a transaction', async () => {

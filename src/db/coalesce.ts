@@ -45,11 +45,6 @@ export function perDatabase<K, V>(make: (db: Executor) => (key: K) => Promise<V>
   }
 }
 
-/** One coalesced lookup per database. */
-function coalescedPer<K, V>(load: (db: Executor, keys: K[]) => Promise<Map<K, V>>): (db: Executor, key: K) => Promise<V | undefined> {
-  return perDatabase((db) => coalesced(db, (keys) => load(db, keys)))
-}
-
 /**
  * Writes of the same kind that requests make in the same turn of the event loop go to the
  * database as one statement (`write` with every key of the turn) instead of one statement, one
@@ -72,22 +67,19 @@ export function batchedWrites<K>(write: (db: Executor, keys: K[]) => Promise<voi
 }
 
 /**
- * `coalescedPer` for a lookup written once as SQL text, one per dialect, where `$keys` stands for
- * the keys (`any($1::<type>[])` on PostgreSQL, as `anyOf` in dialect.ts writes them; one key, `(?)`,
- * on SQLite). Every authenticated request makes such a lookup: building and compiling
- * it with Kysely's query builder each time cost more CPU than SQLite took to answer it
- * (`docs/performance.md#read-path-one-statement-per-page`).
+ * A lookup written once as SQL text, one per dialect, where `$keys` stands for the keys
+ * (`any($1::<type>[])` on PostgreSQL, as `anyOf` in dialect.ts writes them; one key, `(?)`, on
+ * SQLite). Every authenticated request makes such a lookup: building and compiling it with
+ * Kysely's query builder each time cost more CPU than SQLite took to answer it
+ * (`docs/performance.md#read-path-one-statement-per-page`). On PostgreSQL the lookups of one turn
+ * of the event loop go as one statement, whatever their kind (`TurnLookups`).
  */
 export function coalescedStatement<K extends string | number, Row>(
   text: string,
   type: 'bigint' | 'text',
   keyOf: (row: Row) => K,
 ): (db: Executor, key: K) => Promise<Row | undefined> {
-  const postgres = text.replace('$keys', `any($1::${type}[])`)
-  const onPostgres = coalescedPer(async (db: Executor, keys: K[]) => {
-    const { rows } = await db.executeQuery<Row>(CompiledQuery.raw(postgres, [keys]))
-    return new Map(rows.map((row) => [keyOf(row), row]))
-  })
+  const kind: LookupKind = { index: kinds++, text, type, alone: text.replace('$keys', `any($1::${type}[])`), keyOf: keyOf as (row: unknown) => string | number }
   // SQLite looks each key up at once (see above), as a plain parameter, straight on the driver
   // when no transaction is open (`readRows`): no Kysely pass, no json_each, no batching
   // machinery. Measured in a loop, CPU per lookup: 6.7-8.3 µs before, 4.2-4.8 µs so; a transfer
@@ -95,5 +87,102 @@ export function coalescedStatement<K extends string | number, Row>(
   // docs/performance.md#transfers-round-three-engineer-t).
   const sqlite = text.replace('$keys', '(?)')
   const onSqlite = async (db: Executor, key: K): Promise<Row | undefined> => (await readRows<Row>(db, sqlite, [key])).find((row) => keyOf(row) === key)
-  return (db, key) => (isPostgres(db) ? onPostgres(db, key) : onSqlite(db, key))
+  return (db, key) => (isPostgres(db) ? (turnLookupsOf(db).load(kind, key) as Promise<Row | undefined>) : onSqlite(db, key))
+}
+
+/** One `coalescedStatement`: its text, the type of its keys, and how a row names its key. */
+interface LookupKind {
+  /** In the order of creation: a turn's statement lists its kinds in this order, so its text repeats. */
+  index: number
+  text: string
+  type: 'bigint' | 'text'
+  /** The text run when a turn has lookups of this kind only. */
+  alone: string
+  keyOf: (row: unknown) => string | number
+}
+
+let kinds = 0
+
+/** Most keys of one kind in one statement (as `perTurn` bounds a load). */
+const MAX_KEYS_PER_KIND = 256
+
+type Waiter = { resolve: (row: unknown) => void; reject: (error: unknown) => void }
+
+/**
+ * PostgreSQL: the `coalescedStatement` lookups that requests make in one turn of the event loop,
+ * of every kind, as one statement: `select (select coalesce(json_agg(t), '[]') from (<the kind's
+ * text, its keys as $1>) t) as q0, (…$2…) as q1`. A transfer looks up its key, then its
+ * recipient and its asset in the same turn, and requests arrive together: the kinds of a turn
+ * share one round trip instead of one each. A turn with one kind runs that kind's own text, as
+ * before, and its rows come as node-postgres reads them; in a statement of several, each kind's
+ * rows come back as JSON, which reads every column these lookups have (bigint ids below 2^53,
+ * double precision, text, nulls) as node-postgres does. Nothing is cached; a failing statement
+ * fails every lookup in it with its error.
+ */
+class TurnLookups {
+  readonly #db: Executor
+  #pending = new Map<LookupKind, Map<string | number, Waiter[]>>()
+
+  constructor(db: Executor) {
+    this.#db = db
+  }
+
+  load(kind: LookupKind, key: string | number): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      // After the I/O callbacks of this turn, so that every request that arrived in it joins.
+      if (this.#pending.size === 0) setImmediate(() => this.#flush())
+      let keys = this.#pending.get(kind)
+      if (!keys) this.#pending.set(kind, (keys = new Map()))
+      const waiting = keys.get(key)
+      if (waiting) waiting.push({ resolve, reject })
+      else keys.set(key, [{ resolve, reject }])
+    })
+  }
+
+  #flush(): void {
+    const pending = this.#pending
+    this.#pending = new Map()
+    const kinds = [...pending.keys()].sort((a, b) => a.index - b.index)
+    // Usually one statement; more only past MAX_KEYS_PER_KIND keys of a kind in one turn.
+    const parts = kinds.map((kind) => {
+      const keys = [...(pending.get(kind) as Map<string | number, Waiter[]>).keys()]
+      return Array.from({ length: Math.ceil(keys.length / MAX_KEYS_PER_KIND) }, (_, i) => ({ kind, keys: keys.slice(i * MAX_KEYS_PER_KIND, (i + 1) * MAX_KEYS_PER_KIND) }))
+    })
+    for (let round = 0; parts.some((chunks) => chunks.length > round); round++) {
+      void this.#run(parts.flatMap((chunks) => (chunks.length > round ? [chunks[round]] : [])), pending)
+    }
+  }
+
+  async #run(parts: { kind: LookupKind; keys: (string | number)[] }[], pending: Map<LookupKind, Map<string | number, Waiter[]>>): Promise<void> {
+    try {
+      const found = parts.length === 1 ? [await this.#one(parts[0].kind, parts[0].keys)] : await this.#several(parts)
+      parts.forEach(({ kind, keys }, i) => {
+        const byKey = new Map(found[i].map((row) => [kind.keyOf(row), row]))
+        const waiting = pending.get(kind) as Map<string | number, Waiter[]>
+        for (const key of keys) for (const { resolve } of waiting.get(key) ?? []) resolve(byKey.get(key))
+      })
+    } catch (error) {
+      for (const { kind, keys } of parts) for (const key of keys) for (const { reject } of pending.get(kind)?.get(key) ?? []) reject(error)
+    }
+  }
+
+  async #one(kind: LookupKind, keys: (string | number)[]): Promise<unknown[]> {
+    const { rows } = await this.#db.executeQuery(CompiledQuery.raw(kind.alone, [keys]))
+    return rows
+  }
+
+  async #several(parts: { kind: LookupKind; keys: (string | number)[] }[]): Promise<unknown[][]> {
+    const text = `select ${parts.map(({ kind }, i) => `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`).join(', ')}`
+    const { rows } = await this.#db.executeQuery<Record<string, unknown[]>>(CompiledQuery.raw(text, parts.map(({ keys }) => keys)))
+    return parts.map((_, i) => rows[0][`q${i}`])
+  }
+}
+
+const turnLookups = new WeakMap<Executor, TurnLookups>()
+
+/** The turn's lookups of a database (an app, a test, a CLI run each have their own). */
+function turnLookupsOf(db: Executor): TurnLookups {
+  let lookups = turnLookups.get(db)
+  if (!lookups) turnLookups.set(db, (lookups = new TurnLookups(db)))
+  return lookups
 }

@@ -4,7 +4,7 @@ import { perDatabase, perTurn } from './coalesce.ts'
 import type { Executor } from './database.types.ts'
 import { isPostgres } from './dialect.ts'
 import { transactionsEnded } from './postgres.ts'
-import { sqliteStatementsOf } from './sqlite-statements.ts'
+import { sqliteStatementsOf, type SqliteStatements } from './sqlite-statements.ts'
 
 /**
  * The database's commit state: a text that stays the same only while nothing at all has been
@@ -18,7 +18,8 @@ import { sqliteStatementsOf } from './sqlite-statements.ts'
  *   (triggers included; never decreasing, a rollback included), and `data_version` moves whenever
  *   ANY OTHER connection commits (another process, the CLI, the checkpointer's worker, which only
  *   copies pages and does not move it). Together they move on every commit; one statement, about
- *   3 µs.
+ *   3 µs in a loop, but a read transaction (two `fcntl` locks on the WAL index) that cost a busy
+ *   service far more. Read once per turn of the event loop, as on PostgreSQL (`sqliteState`).
  * - PostgreSQL: `pg_current_snapshot()` (xmin:xmax:in-progress ids) decides exactly which
  *   transactions a read sees. A commit either raises xmax (its id was at or past it) or removes
  *   its id from the in-progress list (xmax never goes down), so equal texts mean nothing committed
@@ -116,12 +117,52 @@ const postgresState = perDatabase((db: Executor) =>
 )
 
 /**
- * The commit state now. With `since` (an `arrivalMark` of the request asking), the latest state
- * already read after that mark serves instead of a new read: one read per request where its
- * credential lookup has just read it (SQLite: one read transaction, about as dear in the service
- * as the statement it spares; PostgreSQL: a turn and a round trip). Serving what was committed
- * when that state was read is serving the database as it was at a moment after the request
- * arrived, as a read made then would.
+ * The SQLite state of each database, read once per turn of the event loop for every caller of
+ * that turn: the first caller of a turn schedules the read after the turn's I/O callbacks
+ * (`setImmediate`), so it begins after every request of the turn arrived, and every caller until
+ * then shares it; a caller after the read joins the next turn's. Read per request before, a kept
+ * history page paid a read transaction each (two `fcntl` locks) and wrote its answer within its
+ * own I/O callback, where each answer's `writev` woke the client anew; the requests of a turn now
+ * go on, and answer, together. Measured: a kept page 135-218 µs of service CPU before, 61-88 µs
+ * so, balances 124-196 µs before, 61-84 µs so
+ * (docs/performance.md#sqlites-kept-page-round-six-engineer-s).
+ */
+const sqliteTurns = new WeakMap<object, Promise<CommitState | undefined>>()
+
+function sqliteState(db: Executor, statements: SqliteStatements): Promise<CommitState | undefined> {
+  const adapter = db.getExecutor().adapter
+  let turn = sqliteTurns.get(adapter)
+  if (!turn) {
+    turn = new Promise((resolve) =>
+      setImmediate(() => {
+        sqliteTurns.delete(adapter)
+        resolve(readSqliteState(db, statements))
+      }),
+    )
+    sqliteTurns.set(adapter, turn)
+  }
+  return turn
+}
+
+function readSqliteState(db: Executor, statements: SqliteStatements): CommitState | undefined {
+  try {
+    if (statements.inTransaction()) return undefined
+    const began = { mark: ++clock, writes: 0, at: Date.now() }
+    const { c, v } = statements.prepare(SQLITE_STATE).get() as { c: number; v: number }
+    return remember(db, `${serialOf(db)} ${c} ${v}`, { ...began, writes: c })
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The commit state now: on both storages the state read once for this turn of the event loop,
+ * after every request of the turn arrived (`sqliteState`, `postgresState`), so a caller waits for
+ * the end of the turn's I/O. With `since` (an `arrivalMark` of the request asking), the latest
+ * state already read after that mark serves at once instead: a history page uses the state its
+ * request's credential lookup waited for. Serving what was committed when that state was read is
+ * serving the database as it was at a moment after the request arrived, as a read made then
+ * would.
  */
 export async function readCommitState(db: Executor, since?: number): Promise<CommitState | undefined> {
   if (db.isTransaction) return undefined
@@ -131,15 +172,14 @@ export async function readCommitState(db: Executor, since?: number): Promise<Com
   }
   try {
     const statements = sqliteStatementsOf(db)
-    // A transaction open on SQLite's one connection: its writes are counted before they are committed.
+    // A transaction open on SQLite's one connection: its writes are counted before they are
+    // committed (checked again when the turn's state is read).
     if (statements?.inTransaction()) return undefined
     const last = latest.get(db.getExecutor().adapter)
     if (last && ownWrites(db) !== last.writes && Date.now() - last.at < WRITING_RECHECK_MS) return undefined
     if (isPostgres(db)) return await postgresState(db, 0)
     if (!statements) return undefined
-    const began = { mark: ++clock, writes: 0, at: Date.now() }
-    const { c, v } = statements.prepare(SQLITE_STATE).get() as { c: number; v: number }
-    return remember(db, `${serialOf(db)} ${c} ${v}`, { ...began, writes: c })
+    return await sqliteState(db, statements)
   } catch {
     return undefined
   }

@@ -94,6 +94,21 @@ function goneAnswer(end: Ended): end is Ended & { kind: 'attempted' } {
  */
 const ROUND_GAP_MS = { sqlite: 100, postgres: 50 }
 
+/**
+ * How many attempts must have ended before their ending alone starts a round: an eighth of the
+ * instance's slots (`WEBHOOK_CONCURRENCY`, so 32 by default). Fewer wait for the next poll (at most
+ * `pollMs`, 250 ms, away), which writes them and claims what is due. Beside an origin backed up at
+ * its limit, attempts end one by one all the time (a 2 s receiver at 128 slots: 64 a second), and
+ * every ending used to start a round as soon as the gap allowed, about 15 a second, each six to
+ * eight statements moving a handful of deliveries: a fifth of the service's CPU the webhooks added
+ * per transfer was those rounds' queries (`docs/performance.md`, "Webhooks at scale, round six").
+ * When attempts end by hundreds a second (receivers answering in 50 ms), an eighth of the slots
+ * ends within the gap and rounds still run every `ROUND_GAP_MS`, so throughput is unchanged; what
+ * waits longer is a slot's reuse (its origin's limit grows to cover it) and, when few attempts
+ * end, a new event's first attempt (at most one poll, as when nothing is in flight).
+ */
+const ROUND_BATCH_SHARE = 8
+
 /** Seconds → milliseconds with ±20 % jitter, so retries of many deliveries do not arrive in lockstep. */
 export function retryDelayMs(seconds: number, random = Math.random()): number {
   return Math.round(seconds * 1000 * (0.8 + 0.4 * random))
@@ -113,6 +128,8 @@ export class DeliveryWorker {
   private readonly pollMs: number
   private readonly roundGapMs: number
   private readonly concurrency: number
+  /** Attempts ended that start a round by themselves (`ROUND_BATCH_SHARE`). */
+  private readonly roundBatch: number
   private readonly agent: Dispatcher
   private readonly shutdown = new AbortController()
   private readonly inFlight = new Map<number, InFlight>()
@@ -126,6 +143,7 @@ export class DeliveryWorker {
   /** Which origin claims first next time: turns rotate so that none always comes first. */
   private turn = 0
   private readonly attemptsTotal: client.Counter<'outcome'>
+  /** The next poll (`armPoll`). */
   private timer: NodeJS.Timeout | undefined
   private ticking: Promise<void> | undefined
   private again = false
@@ -152,6 +170,7 @@ export class DeliveryWorker {
     this.pollMs = options.pollMs ?? 250
     this.roundGapMs = ROUND_GAP_MS[options.database.dialect]
     this.concurrency = this.config.webhookConcurrency
+    this.roundBatch = Math.max(1, Math.floor(this.concurrency / ROUND_BATCH_SHARE))
     this.now = options.circuits?.now ?? Date.now
     this.limits = new OriginLimits({ floor: this.config.webhookOriginMinConcurrency, cap: this.config.webhookOriginConcurrency, now: this.now })
     this.circuits = new OriginCircuits({
@@ -221,16 +240,15 @@ export class DeliveryWorker {
     if (this.running) return
     this.running = true
     this.claiming = true
-    this.timer = setInterval(() => this.wake(), this.pollMs)
-    this.timer.unref()
+    this.armPoll()
     // Rows of workers that died, lapsed: they count nothing any more, so they can go.
     repo.clearLeaseCounts(this.db, { now: nowIso() }).catch((error) => this.log.warn({ err: error }, 'webhook worker: clearing lapsed lease counts failed'))
     this.wake()
   }
 
   /**
-   * Runs a round soon (after a manual retry, when attempts end, at each poll): writes what ended,
-   * claims what is due. Rounds start at least `ROUND_GAP_MS` apart, so that attempts ending close
+   * Runs a round soon (after a manual retry, at each poll, when `roundBatch` attempts have
+   * ended): writes what ended, claims what is due. Rounds start at least `ROUND_GAP_MS` apart, so that attempts ending close
    * together share one commit.
    */
   wake(): void {
@@ -250,6 +268,7 @@ export class DeliveryWorker {
       return
     }
     this.lastRound = Date.now()
+    if (this.claiming) this.armPoll()
     this.ticking = this.round().finally(() => {
       this.ticking = undefined
       if (this.again) {
@@ -257,6 +276,19 @@ export class DeliveryWorker {
         this.wake()
       }
     })
+  }
+
+  /**
+   * The next poll comes `pollMs` after the start of the last round, however that round was
+   * started: a round that attempts started a moment before the poll would have come does its
+   * work, so the two do not add up. Beside a backed-up origin (about 110 attempts ending a second,
+   * a round per 32 of them) rounds came from both, about 7 a second; now from whichever comes
+   * first, about 4. A new event still waits at most `pollMs` for its first claim.
+   */
+  private armPoll(): void {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => this.wake(), this.pollMs)
+    this.timer.unref()
   }
 
   /**
@@ -268,7 +300,9 @@ export class DeliveryWorker {
     if (!this.running) return
     // Rounds go on without claiming, so that what ends is still written.
     this.claiming = false
-    clearInterval(this.timer)
+    clearTimeout(this.timer)
+    // Attempts over whose outcomes wait for a round (fewer than `roundBatch`) are written now.
+    this.wake()
     const pending = [...this.inFlight.values()].map((entry) => entry.done)
     if (pending.length > 0) {
       let timer: NodeJS.Timeout | undefined
@@ -477,7 +511,9 @@ export class DeliveryWorker {
   private finish(end: AttemptEnd): Promise<void> {
     return new Promise((resolve) => {
       this.ended.push({ ...end, written: resolve })
-      this.wake()
+      // A few ended attempts wait for the next poll (`ROUND_BATCH_SHARE`); once the poll has
+      // stopped (shutdown), each is written at once.
+      if (this.ended.length >= this.roundBatch || !this.claiming) this.wake()
     })
   }
 

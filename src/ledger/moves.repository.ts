@@ -1,4 +1,4 @@
-import { sql, type RawBuilder } from 'kysely'
+import { CompiledQuery, sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
 import { IdempotencyConflict, JOURNAL_SCOPE, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
@@ -11,20 +11,20 @@ import { IdempotencyConflict, JOURNAL_SCOPE, type EventWriter, type Hold, type H
  * A batch of two transfers (wallet 7 sends 5 gold to wallet 8; wallet 9 sends 2 gold to wallet 8,
  * both with an Idempotency-Key) sends, on PostgreSQL, two statements inside BEGIN … COMMIT:
  *
- *   -- 1. lockMoves: turns, locks and ids in one round trip
+ *   -- 1. lockMoves: turns, locks and ids in one round trip (LOCK_MOVES, one text written once)
  *   with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),
  *   w as materialized (select wallets.id, wallets.address, wallets.deleted_at,
  *       (select users.username from users where users.primary_wallet_id = wallets.id) as username
- *     from wallets where wallets.id = any($2::bigint[])
+ *     from wallets where wallets.id = any($1::bigint[])
  *     and (select taken from t) >= 0 order by wallets.id for key share of wallets),
- *   h as materialized (select wallet_id, asset_id, quantity from holdings
- *     where wallet_id = any($3::bigint[]) and asset_id = any($4::bigint[])
+ *   h as materialized (select wallet_id, asset_id, quantity, held from holdings
+ *     where wallet_id = any($1::bigint[]) and asset_id = any($2::bigint[])
  *     and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
  *   select coalesce((select json_agg(w) from w), '[]') as wallets,
  *          coalesce((select json_agg(h) from h), '[]') as holdings,
- *          array(select nextval('transactions_id_seq') from generate_series(1, $5::int) where …) as transactions,
- *          array(select nextval('events_id_seq') from generate_series(1, $6::int) where …) as events
- *     -- $1 = $2 = {7,8,9}, $3 = {7,8,9}, $4 = {gold}, $5 = 2, $6 = 4
+ *          array(select nextval('transactions_id_seq') from generate_series(1, $3::int) where …) as transactions,
+ *          array(select nextval('events_id_seq') from generate_series(1, $4::int) where …) as events
+ *     -- $1 = {7,8,9}, $2 = {gold}, $3 = 2, $4 = 4 (every array sent as its text, `{7,8,9}`: `arrayLiteral` in db/postgres.ts)
  *
  *   -- 2. writeMoves: every write of the batch as one statement (`runWrites`), one CTE per table
  *   with w0 as (update holdings set quantity = holdings.quantity + r.quantity
@@ -123,6 +123,33 @@ export async function takeWalletTurns(executor: Executor, walletIds: number[]): 
 }
 
 type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null }
+
+// The username as a subquery: an index probe per wallet (a join let PostgreSQL's generic plan
+// scan every user for each batch).
+const SELECT_WALLETS = `select wallets.id, wallets.address, wallets.deleted_at,
+    (select users.username from users where users.primary_wallet_id = wallets.id) as username
+  from wallets`
+const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held from holdings'
+
+/**
+ * `lockMoves` on PostgreSQL: $1 the wallets in id order, $2 the assets, $3 and $4 how many
+ * transaction and event ids to draw. Each `(select count(*) …) >= 0` is evaluated before the scan
+ * it guards: the turns are taken first (`walletTurns`, in the order of $1), then wallets are
+ * locked, then holdings, then ids are drawn. One text written once, run as it is: building it
+ * with Kysely's template and compiling it again for every batch cost the service CPU for nothing
+ * (docs/performance.md#postgresql-transfers-round-six-engineer-p).
+ */
+const LOCK_MOVES = `
+  with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),
+  w as materialized (${SELECT_WALLETS}
+    where wallets.id = any($1::bigint[]) and (select taken from t) >= 0 order by wallets.id for key share of wallets),
+  h as materialized (${SELECT_HOLDINGS}
+    where wallet_id = any($1::bigint[]) and asset_id = any($2::bigint[]) and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
+  select coalesce((select json_agg(w) from w), '[]') as wallets,
+         coalesce((select json_agg(h) from h), '[]') as holdings,
+         array(select nextval('transactions_id_seq') from generate_series(1, $3::int) where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
+         array(select nextval('events_id_seq') from generate_series(1, $4::int) where (select count(*) from w) + (select count(*) from h) >= 0) as events`
+
 type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number }
 
 /**
@@ -137,42 +164,23 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held:
  * batch it waited for created is not among those read, and the write finds it (`holdingWrites`).
  */
 export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: number): Promise<Locked> {
-  const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))]
+  const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))].sort((a, b) => a - b)
   // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
   // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
   const assetIds = [...new Set(moves.flatMap((move) => [...move.lines, ...(move.settle?.hold.assets ?? [])].map((line) => line.asset.id)))]
-  // The username as a subquery: an index probe per wallet (a join let PostgreSQL's generic plan
-  // scan every user for each batch).
-  const selectWallets = sql`
-    select wallets.id, wallets.address, wallets.deleted_at,
-      (select users.username from users where users.primary_wallet_id = wallets.id) as username
-    from wallets
-    where ${anyOf(trx, sql.ref('wallets.id'), walletIds)}`
-  const selectHoldings = sql`
-    select wallet_id, asset_id, quantity, held from holdings
-    where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}`
   let walletRows: WalletRow[]
   let holdingRows: HoldingRow[]
   let reserved: Ids | undefined
   if (isPostgres(trx)) {
-    // Each `(select count(*) …) >= 0` is evaluated before the scan it guards: wallets are locked
-    // first, then holdings, then ids are drawn.
-    const { rows } = await sql<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>`
-      with t as materialized (${walletTurns(walletIds)}),
-      w as materialized (${selectWallets} and (select taken from t) >= 0 order by wallets.id for key share of wallets),
-      h as materialized (${selectHoldings} and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
-      select coalesce((select json_agg(w) from w), '[]') as wallets,
-             coalesce((select json_agg(h) from h), '[]') as holdings,
-             array(select nextval('transactions_id_seq') from generate_series(1, ${moves.length}::int) where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
-             array(select nextval('events_id_seq') from generate_series(1, ${eventCount}::int) where (select count(*) from w) + (select count(*) from h) >= 0) as events`.execute(trx)
+    const { rows } = await trx.executeQuery<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>(CompiledQuery.raw(LOCK_MOVES, [walletIds, assetIds, moves.length, eventCount]))
     walletRows = rows[0].wallets
     holdingRows = rows[0].holdings
     const sorted = (values: string[]) => values.map(Number).sort((x, y) => x - y)
     reserved = { transactions: sorted(rows[0].transactions), events: sorted(rows[0].events) }
   } else {
     // SQLite has one writer: nothing to lock, and ids are taken once the batch knows how many.
-    walletRows = (await sql<WalletRow>`${selectWallets} order by wallets.id`.execute(trx)).rows
-    holdingRows = (await sql<HoldingRow>`${selectHoldings} order by wallet_id, asset_id`.execute(trx)).rows
+    walletRows = (await sql<WalletRow>`${sql.raw(SELECT_WALLETS)} where ${anyOf(trx, sql.ref('wallets.id'), walletIds)} order by wallets.id`.execute(trx)).rows
+    holdingRows = (await sql<HoldingRow>`${sql.raw(SELECT_HOLDINGS)} where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)} order by wallet_id, asset_id`.execute(trx)).rows
   }
   const wallets = new Map<number, WalletState>()
   for (const row of walletRows) {

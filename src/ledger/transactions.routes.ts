@@ -65,9 +65,8 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   const pages = new PageCache()
   if (app.hasDecorator('metrics')) app.metrics.registerMetric(pages.lookups)
   // When each request for a history page arrived, before its credential is looked up: the page
-  // then uses the commit state that lookup read (db/commit-state.ts readCommitState) instead of a
-  // second read. Profiled on SQLite, each read of the state is a read transaction, about 8 % of a
-  // page served from memory.
+  // then uses the commit state that lookup waited for (db/commit-state.ts readCommitState)
+  // instead of waiting for another turn's read.
   const arrivals = new WeakMap<object, number>()
   const markArrival = (request: object, _reply: unknown, done: () => void) => {
     arrivals.set(request, arrivalMark())
