@@ -57,10 +57,10 @@ const MAX_WIDTH = 100_000
  * Safe beside a serving instance (`docs/decisions.md#repairing-running-balances`): each range of
  * wallets with anything to repair is one transaction (PostgreSQL: repeatable read, one snapshot
  * for its reads and writes, run again from the start on a serialization failure; SQLite: the one
- * writer) that reads the differences and writes exactly those. The right quantity of a row depends only on its wallet's
- * lines of the asset up to its transaction, and a wallet's transactions commit in id order (their
- * ids are drawn under the wallet's turn), so a snapshot that holds a transaction holds all it
- * depends on: the value written is final. Transfers committing meanwhile write rows of their own,
+ * writer) that reads the differences and writes exactly those. The right quantity of a row
+ * depends only on its wallet's lines of the asset up to its transaction, and a wallet's
+ * transactions commit in id order (their ids are drawn under the wallet's turn), so a snapshot
+ * that holds a transaction holds all it depends on: the value written is final. Transfers committing meanwhile write rows of their own,
  * new transactions, never one of those the repair writes; they read holdings, never running
  * balances, so they neither disturb the repair nor are disturbed by it.
  */
