@@ -495,6 +495,32 @@ describe(`holds (${STORAGE})`, () => {
       )
     })
 
+    it('keeps what a hold reserves of a holding that a transfer in the same batch creates', async () => {
+      let together = 0
+      for (let round = 0; round < 8; round++) {
+        const [alice, bob, carol] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app), await createUser(t.app)]
+        // Sent together, the two are committed in one batch: carol's first gold, and a hold on half of it.
+        const [sent, held] = await Promise.all([
+          post(alice, '/wallet/transactions', { recipient: carol.username, assets: { [gold.name]: 10 } }),
+          post(carol, '/wallet/holds', { recipient: bob.username, assets: { [gold.name]: 5 } }),
+        ])
+        assert.equal(sent.statusCode, 201, sent.body)
+        // The hold may have been checked before the transfer: carol then had nothing to reserve.
+        if (held.statusCode !== 201) {
+          expectError(held, 400, 'I002')
+          continue
+        }
+        together += 1
+        assert.deepEqual(await holdings(carol), { [gold.name]: [10, 5] })
+        // What the hold reserves is not spent again.
+        expectError(await post(carol, '/wallet/transactions', { recipient: bob.username, assets: { [gold.name]: 6 } }), 400, 'I002')
+        await capture(carol, (held.json() as Hold).id)
+        assert.deepEqual(await holdings(carol), { [gold.name]: [5, 0] })
+      }
+      assert.ok(together > 0, 'no hold was ever placed beside the transfer that funded it')
+      assert.deepEqual((await verifyLedger(t.database.db)).problems, [])
+    })
+
     it('gives an expiry racing a capture one outcome, never both', async () => {
       for (let round = 0; round < 6; round++) {
         const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]

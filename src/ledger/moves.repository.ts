@@ -357,13 +357,14 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
  */
 function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
   const changed: [number, number, number, number][] = []
-  const created: [number, number, number][] = []
+  const created: [number, number, number, number][] = []
   for (const key of new Set([...deltas.keys(), ...heldDeltas.keys()])) {
     const [walletId, assetId] = key.split(':').map(Number)
     const delta = deltas.get(key) ?? 0
     const held = heldDeltas.get(key) ?? 0
-    // A new holding is only ever received into: nothing of it is held yet (what is held was owned first).
-    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta])
+    // A new holding starts with what the batch moved into it and what a hold of the same batch
+    // reserves of that (a transfer funds it and a hold reserves part, both in one batch).
+    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta, held])
     // An existing holding that ends where it started needs no write.
     else if (delta !== 0 || held !== 0) changed.push([walletId, assetId, delta, held])
   }
@@ -372,7 +373,7 @@ function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: M
   const writes: Write[] = []
   if (changed.length > 0) {
     writes.push(
-      rowsWrite(trx, CHANGED_HOLDING_COLUMNS, changed, (r) => sql`
+      rowsWrite(trx, HOLDING_COLUMNS, changed, (r) => sql`
         update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
         from ${r}
         where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`),
@@ -385,8 +386,8 @@ function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: M
       HOLDING_COLUMNS,
       created,
       (r) => sql`
-        insert into holdings (wallet_id, asset_id, quantity)
-        select wallet_id, asset_id, quantity from ${r} where true
+        insert into holdings (wallet_id, asset_id, quantity, held)
+        select wallet_id, asset_id, quantity, held from ${r} where true
         on conflict (wallet_id, asset_id) do nothing`,
       'wallet_id',
     ),
@@ -398,8 +399,8 @@ const HOLDING_COLUMNS = [
   ['wallet_id', 'bigint'],
   ['asset_id', 'bigint'],
   ['quantity', 'bigint'],
+  ['held', 'bigint'],
 ] as const
-const CHANGED_HOLDING_COLUMNS = [...HOLDING_COLUMNS, ['held', 'bigint']] as const
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
 function holdWrites(trx: Executor, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
