@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
+import { openPostgres, openSqlite, type Database } from '../src/db/database.ts'
 import { freePort, startPostgres as startServer } from '../test/helpers/postgres.ts'
 
 export { freePort }
@@ -105,5 +107,33 @@ export async function runTpcb(server: BenchPostgres, database: string, clients: 
     latencyMs: latency ? Number(latency[1]) : NaN,
     transactions: processed ? Number(processed[1]) : NaN,
     failed: failed ? Number(failed[1]) : 0,
+  }
+}
+
+/** A fresh store for a bench run in this process: a new SQLite file, or a new database on a throwaway server. */
+export interface BenchStore {
+  database: Database
+  /** The PostgreSQL database's URL (undefined on SQLite). */
+  databaseUrl: string | undefined
+  /** A new temp directory: the SQLite file's, and the data directory of a service on either storage. */
+  dataDir: string
+  /** Closes the store, stops the server, removes the directory. */
+  close(): Promise<void>
+}
+
+export async function openBenchStore(storage: 'sqlite' | 'postgres', name: string, poolSize: number): Promise<BenchStore> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `coffer-bench-${name}-`))
+  const postgres = storage === 'postgres' ? await startPostgres() : undefined
+  const databaseUrl = await postgres?.createDatabase(name)
+  const database = databaseUrl ? openPostgres(databaseUrl, poolSize) : openSqlite(path.join(dataDir, 'coffer.sqlite'))
+  return {
+    database,
+    databaseUrl,
+    dataDir,
+    async close() {
+      await database.close()
+      await postgres?.stop()
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    },
   }
 }

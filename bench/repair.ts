@@ -10,15 +10,11 @@
  * must not grow with the ledger (the repair works set-based, one range of wallets at a time).
  * Asserts nothing about time. Everything started here is stopped at the end.
  */
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { sql } from 'kysely'
-import { openPostgres, openSqlite, type Database } from '../src/db/database.ts'
 import { migrateToLatest } from '../src/db/migrate.ts'
 import { repairRunningBalances } from '../src/ledger/repair.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import { startPostgres, type BenchPostgres } from './postgres.ts'
+import { openBenchStore } from './postgres.ts'
 import { seedHistoryDirectly } from './seed.ts'
 
 const args = process.argv.slice(2)
@@ -38,17 +34,7 @@ async function timed<T>(what: string, work: () => Promise<T>, describe: (result:
 }
 
 async function main(): Promise<void> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-repair-'))
-  let postgres: BenchPostgres | undefined
-  let database: Database
-  let databaseUrl: string | undefined
-  if (storage === 'postgres') {
-    postgres = await startPostgres()
-    databaseUrl = await postgres.createDatabase('repair')
-    database = openPostgres(databaseUrl, 4)
-  } else {
-    database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
-  }
+  const { database, databaseUrl, dataDir, close } = await openBenchStore(storage, 'repair', 4)
   try {
     const { db } = database
     await migrateToLatest(db)
@@ -77,9 +63,7 @@ async function main(): Promise<void> {
     await timed('verify after the repair', () => verifyLedger(db), (report) => (report.ok ? 'ok' : `${report.problems.length} problems`))
     await timed('second repair', () => repairRunningBalances(db), (repair) => `${repair.rewritten + repair.added + repair.removed} rows changed`)
   } finally {
-    await database.close()
-    await postgres?.stop()
-    fs.rmSync(dataDir, { recursive: true, force: true })
+    await close()
   }
 }
 

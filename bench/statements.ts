@@ -14,13 +14,10 @@
  *
  * Prints figures; asserts nothing about time. Everything started here is stopped at the end.
  */
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { request } from 'undici'
 import { buildApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
-import { openPostgres, openSqlite, type Database } from '../src/db/database.ts'
+import type { Database } from '../src/db/database.ts'
 import { inTransaction } from '../src/db/dialect.ts'
 import { migrateToLatest } from '../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
@@ -28,7 +25,7 @@ import { hashToken } from '../src/http/tokens.ts'
 import type { EventWriter } from '../src/ledger/ledger.types.ts'
 import { applyMoves, type Move } from '../src/ledger/moves.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
-import { startPostgres, type BenchPostgres } from './postgres.ts'
+import { openBenchStore } from './postgres.ts'
 
 const args = process.argv.slice(2)
 const storage = (args.find((arg) => arg.startsWith('--storage='))?.slice('--storage='.length) ?? 'sqlite') as 'sqlite' | 'postgres'
@@ -42,17 +39,7 @@ const noEvents: EventWriter = { countEvents: () => 0, eventWrites: () => [], cou
 const log = (line: string) => console.log(`[statements ${storage}] ${line}`)
 
 async function main(): Promise<void> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-statements-'))
-  let postgres: BenchPostgres | undefined
-  let database: Database
-  let databaseUrl: string | undefined
-  if (storage === 'postgres') {
-    postgres = await startPostgres()
-    databaseUrl = await postgres.createDatabase('statements')
-    database = openPostgres(databaseUrl, 10)
-  } else {
-    database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
-  }
+  const { database, databaseUrl, dataDir, close } = await openBenchStore(storage, 'statements', 10)
   try {
     await migrateToLatest(database.db)
     const config = loadConfig({ DATA_DIR: dataDir, DATABASE_URL: databaseUrl, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0' })
@@ -66,9 +53,7 @@ async function main(): Promise<void> {
     const report = await verifyLedger(database.db)
     log(`coffer verify: ${report.ok ? 'ok' : report.problems.slice(0, 5).join('; ')} (${report.transactions} transactions)`)
   } finally {
-    await database.close()
-    await postgres?.stop()
-    fs.rmSync(dataDir, { recursive: true, force: true })
+    await close()
   }
 }
 
