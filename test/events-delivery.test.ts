@@ -9,7 +9,7 @@ import { outbox } from '../src/events/outbox.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
 import { buildTestApp, type TestApp } from './helpers/app.ts'
-import { createAsset, createUser, issue, setWebhook, transfer, type TestUser } from './helpers/factories.ts'
+import { createAsset, createUser, fundedUser, issue, setWebhook, transfer, type TestUser } from './helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
 
 /**
@@ -586,9 +586,9 @@ describe('rounds started by attempts that end', () => {
   })
 
   it('writes a lone outcome at the next poll, starts a round once an eighth of the slots has ended, and writes what waits at shutdown', async () => {
-    const assetId = (await createAsset(t, { name: 'gold' })).id
-    const payer = await createUser(t.app)
-    await issue(t, payer.walletId, assetId, 100)
+    const gold = await createAsset(t, { name: 'gold' })
+    const assetId = gold.id
+    const payer = await fundedUser(t, [[gold, 100]])
     const payee = await createUser(t.app)
     await setWebhook(t, payee, `${receiver.url}/rounds`)
     // From here on a worker of our own, which polls only when told to (`wake`, as the retry route does).
