@@ -145,6 +145,8 @@ export class DeliveryWorker {
   /** Which origin claims first next time: turns rotate so that none always comes first. */
   private turn = 0
   private readonly attemptsTotal: client.Counter<'outcome'>
+  /** Rounds run (each one database transaction): how often the worker commits, for /metrics and the bench. */
+  private readonly roundsTotal: client.Counter
   /** The next poll (`armPoll`). */
   private timer: NodeJS.Timeout | undefined
   private ticking: Promise<void> | undefined
@@ -190,6 +192,11 @@ export class DeliveryWorker {
       name: 'coffer_webhook_attempts_total',
       help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (anything else), released (given back at shutdown)',
       labelNames: ['outcome'],
+      registers,
+    })
+    this.roundsTotal = new client.Counter({
+      name: 'coffer_webhook_rounds_total',
+      help: 'Rounds of the webhook worker that wrote outcomes or claimed deliveries (each one database transaction)',
       registers,
     })
     const originLoad = this.originLoad
@@ -363,6 +370,7 @@ export class DeliveryWorker {
       return
     }
     if (counts) {
+      this.roundsTotal.inc()
       this.leaseCounts = counts
       this.leaseCountsUnsure = false
     }
