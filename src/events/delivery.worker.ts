@@ -157,6 +157,12 @@ export class DeliveryWorker {
   private waiting: NodeJS.Timeout | undefined
   /** Attempts that ended, waiting for the next round to write them. */
   private readonly ended: Ended[] = []
+  /**
+   * The origins whose last claim left due deliveries behind (their limit, or their share of the
+   * slots, let out less than was due) and whose circuit is not open: once half of the attempts
+   * one of them has in flight here have ended, a round starts without waiting for `roundBatch`.
+   */
+  private waitingOrigins = new Set<string>()
   /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
   private readonly backoff = new Backoff()
   /** This worker's name in `webhook_lease_counts`: a new one at each start of the process. */
@@ -424,7 +430,10 @@ export class DeliveryWorker {
     const now = Date.now()
     const nowText = new Date(now).toISOString()
     const { due, leased: others } = await repo.findDueOriginsAndLeases(trx, { now: nowText, instance: this.instance })
-    if (due.length === 0) return []
+    if (due.length === 0) {
+      this.waitingOrigins.clear()
+      return []
+    }
     // Every worker's leases per origin: the others' from the database, this one's as it knows them.
     const leased = new Map(others)
     for (const [origin, count] of live) adjust(leased, origin, count)
@@ -443,6 +452,8 @@ export class DeliveryWorker {
     )
     /** The origins whose limit left due deliveries behind: their limits may grow. */
     const pressed = new Set<string>()
+    /** The origins that left due deliveries behind for any reason, but an open circuit (`waitingOrigins`). */
+    const waiting = new Set<string>()
     let left = free
     for (let i = 0; i < origins.length && left > 0; i++) {
       const { origin, wallets } = origins[i]
@@ -450,6 +461,7 @@ export class DeliveryWorker {
       const slots = Math.min(left, room[i], shares[i] - (held.get(origin) ?? 0))
       if (slots <= 0) {
         if (byLimit <= 0) pressed.add(origin)
+        if (this.circuits.allowance(origin) > 0) waiting.add(origin)
         continue
       }
       const perWallet = Math.min(slots, Math.ceil((READ_AHEAD * slots) / wallets))
@@ -459,10 +471,12 @@ export class DeliveryWorker {
       left -= chosen.length
       const moreDue = found.length > chosen.length || countPerWallet(found).some((count) => count >= perWallet)
       if (moreDue && chosen.length >= byLimit) pressed.add(origin)
+      if (moreDue) waiting.add(origin)
       // Slots left over while some wallet had more than was read: look again at once.
       if (chosen.length < slots && countPerWallet(found).some((count) => count >= perWallet)) this.again = true
     }
     this.limits.claimed(pressed)
+    this.waitingOrigins = waiting
     // Leased with what the attempts need, read under the lease just taken. A webhook removed after
     // this read cancels the delivery but cannot stop this attempt, as an attempt already on the
     // wire (the removal's own turn makes it wait for this transaction to end).
@@ -521,10 +535,27 @@ export class DeliveryWorker {
   private finish(end: AttemptEnd): Promise<void> {
     return new Promise((resolve) => {
       this.ended.push({ ...end, written: resolve })
-      // A few ended attempts wait for the next poll (`ROUND_BATCH_SHARE`); once the poll has
-      // stopped (shutdown), each is written at once.
-      if (this.ended.length >= this.roundBatch || !this.claiming) this.wake()
+      // A few ended attempts wait for the next poll (`ROUND_BATCH_SHARE`), unless their origin has
+      // more due that waits for their slots; once the poll has stopped (shutdown), each is written at once.
+      if (this.ended.length >= this.roundBatch || !this.claiming || this.slotsAwaited(end.claim.origin)) this.wake()
     })
+  }
+
+  /**
+   * Whether `origin` has due deliveries waiting for slots and half of its attempts in flight here
+   * have ended (`originLoad` counts them until they are written). An origin held to fewer slots
+   * than `roundBatch` (its adaptive limit cut, or a low `WEBHOOK_ORIGIN_CONCURRENCY`) otherwise
+   * sent that many per poll once the load stopped: 4 per 250 ms at the floor, 16 a second,
+   * however fast its receiver. Half, not all: a round then claims for the half that ended while
+   * the other half is on the wire, so the receiver is not left idle for a whole round. Beside a
+   * backed-up 2 s origin at 128 slots, this starts a round per 64 endings, fewer than
+   * `roundBatch` does.
+   */
+  private slotsAwaited(origin: string): boolean {
+    if (!this.waitingOrigins.has(origin)) return false
+    let ended = 0
+    for (const end of this.ended) if (end.claim.origin === origin) ended++
+    return 2 * ended >= (this.originLoad.get(origin) ?? 0)
   }
 
   private async attempt(claim: Launch): Promise<void> {
