@@ -591,6 +591,13 @@ describe('removing webhooks under load', () => {
   })
 })
 
+/** From here on a worker of the test's own (the app's is closed), which polls only when told to (`wake`, as the retry route does). */
+async function workerPollingWhenWoken(t: TestApp): Promise<DeliveryWorker> {
+  await t.app.close()
+  const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as FastifyBaseLogger
+  return new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry: new client.Registry(), pollMs: 3_600_000 })
+}
+
 describe('rounds started by attempts that end', () => {
   let t: TestApp
   let receiver: Receiver
@@ -612,10 +619,7 @@ describe('rounds started by attempts that end', () => {
     const payer = await fundedUser(t, [[gold, 100]])
     const payee = await createUser(t.app)
     await setWebhook(t, payee, `${receiver.url}/rounds`)
-    // From here on a worker of our own, which polls only when told to (`wake`, as the retry route does).
-    await t.app.close()
-    const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as FastifyBaseLogger
-    worker = new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry: new client.Registry(), pollMs: 3_600_000 })
+    worker = await workerPollingWhenWoken(t)
     const db = t.database.db
     const statuses = async () => (await db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).orderBy('id').execute()).map((row) => row.status)
 
@@ -674,10 +678,8 @@ describe('rounds started for an origin held to fewer slots than a batch of endin
     const payer = await fundedUser(t, [[gold, 100]])
     const payee = await createUser(t.app)
     await setWebhook(t, payee, `${receiver.url}/held`)
-    await t.app.close()
-    const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as FastifyBaseLogger
-    // A worker that polls only when told to: every round after the first is started by endings.
-    worker = new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry: new client.Registry(), pollMs: 3_600_000 })
+    // Every round after the first is started by endings.
+    worker = await workerPollingWhenWoken(t)
     await transferAtOnce(t, payer, [payee], gold.id, 12)
     worker.start()
     // 4 at a time, 12 in all: the endings of each 4 (fewer than 32) start the round that claims the next.
