@@ -546,16 +546,19 @@ export class DeliveryWorker {
 
   /**
    * Whether `origin` has due deliveries waiting for slots and half of its attempts in flight here
-   * have ended (`originLoad` counts them until they are written). An origin held to fewer slots
-   * than `roundBatch` (its adaptive limit cut, or a low `WEBHOOK_ORIGIN_CONCURRENCY`) otherwise
-   * sent that many per poll once the load stopped: 4 per 250 ms at the floor, 16 a second,
-   * however fast its receiver. Half, not all: a round then claims for the half that ended while
-   * the other half is on the wire, so the receiver is not left idle for a whole round. Beside a
-   * backed-up 2 s origin at 128 slots, this starts a round per 64 endings, fewer than
-   * `roundBatch` does.
+   * have ended (`originLoad` counts them until they are written), while fewer attempts than
+   * `roundBatch` are in flight in this instance, so that their endings can never start a round
+   * by themselves. An origin held to fewer slots (its adaptive limit cut, or a low
+   * `WEBHOOK_ORIGIN_CONCURRENCY`) otherwise sent that many per poll once the load stopped: 4 per
+   * 250 ms at the floor, 16 a second, however fast its receiver. Half, not all: a round then
+   * claims for the half that ended while the other half is on the wire, so the receiver is not
+   * left idle for a whole round.
    */
   private slotsAwaited(origin: string): boolean {
-    if (!this.waitingOrigins.has(origin)) return false
+    // With a batch of endings or more in flight, the batch starts the rounds (or the poll does,
+    // beside an origin backed up at 2 s): starting more here would bring back a round per few
+    // endings there, paid by the transfers.
+    if (this.inFlight.size >= this.roundBatch || !this.waitingOrigins.has(origin)) return false
     let ended = 0
     for (const end of this.ended) if (end.claim.origin === origin) ended++
     return 2 * ended >= (this.originLoad.get(origin) ?? 0)
