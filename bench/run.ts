@@ -22,7 +22,7 @@ import { machineCpu, processCpuMs, processTreeCpuMs } from './cpu.ts'
 import { issue20Rows, KEYED_WALLETS, USERS_PER_WALLET, runIssue20First, runIssue20Second, type Issue20Run } from './issue20.ts'
 import type { LoadJob, LoadResult } from './load.ts'
 import { initPgbench, PGBENCH_SCALE, startPostgres, type BenchPostgres } from './postgres.ts'
-import { formatSummary, summariseProfile } from './profile.ts'
+import { formatSummary, mainThreadProfile, summariseProfile } from './profile.ts'
 import { answered, BATCH_SIZE, FIRST_SCENARIOS, ISSUE20_SCENARIOS, jobFor, LABELS, LADDER, type Issue20Scenario, type ScenarioName, type ScenarioResult } from './scenarios.ts'
 import { seedHistoryDirectly, seedHistoryThroughApi, seedThroughApi, type Seeded } from './seed.ts'
 import { startService, type Service } from './service.ts'
@@ -335,9 +335,8 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
 
   let profileText: string | undefined
   if (profile && profileDir) {
-    const dir = path.join(profileDir, storage)
-    const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((file) => file.endsWith('.cpuprofile')) : []
-    if (files.length > 0) profileText = `${path.join(dir, files[0])}\n${formatSummary(summariseProfile(path.join(dir, files[0]), 20, profileSkipMs))}`
+    const file = mainThreadProfile(path.join(profileDir, storage))
+    if (file) profileText = `${file}\n${formatSummary(summariseProfile(file, 20, profileSkipMs))}`
   }
 
   if (server) {
@@ -506,9 +505,8 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   if (server) await server.stop()
   if (profileDir) {
     // `--profile`: where the service's time went over the whole scenario (seeding included).
-    const dir = path.join(profileDir, storage)
-    const file = fs.readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
-    if (file) log(`${storage}: webhooks: CPU profile ${path.join(dir, file)}\n${formatSummary(summariseProfile(path.join(dir, file), 25, 0))}`)
+    const file = mainThreadProfile(path.join(profileDir, storage))
+    if (file) log(`${storage}: webhooks: CPU profile ${file}\n${formatSummary(summariseProfile(file, 25, 0))}`)
   }
   return {
     storage,
