@@ -83,6 +83,12 @@ interface Lookup {
   key: string | number
 }
 
+/** A kind and its keys, in a statement of a turn. */
+interface Part {
+  kind: LookupKind
+  keys: (string | number)[]
+}
+
 const turnLookupsOf = perDatabase((db) => perTurn((lookups: Lookup[]) => lookUpTurn(db, lookups)))
 
 /**
@@ -101,7 +107,7 @@ function lookUpTurn(db: Executor, lookups: Lookup[]): Promise<unknown>[] {
   for (const { kind, key } of lookups) keysOf.set(kind, (keysOf.get(kind) ?? new Set()).add(key))
   // Usually one statement; more only past MAX_KEYS_PER_KIND keys of a kind in one turn: the n-th
   // statement then looks up the n-th slice of the keys of every kind that has one.
-  const statements: { kind: LookupKind; keys: (string | number)[] }[][] = []
+  const statements: Part[][] = []
   for (const kind of [...keysOf.keys()].sort((a, b) => a.index - b.index)) {
     chunks([...(keysOf.get(kind) as Set<string | number>)], MAX_KEYS_PER_KIND).forEach((keys, i) => (statements[i] ??= []).push({ kind, keys }))
   }
@@ -119,7 +125,7 @@ function lookUpTurn(db: Executor, lookups: Lookup[]): Promise<unknown>[] {
 }
 
 /** The rows of each part (a kind and its keys) by one statement. */
-async function readLookups(db: Executor, parts: { kind: LookupKind; keys: (string | number)[] }[]): Promise<unknown[][]> {
+async function readLookups(db: Executor, parts: Part[]): Promise<unknown[][]> {
   if (parts.length === 1) return [(await db.executeQuery(CompiledQuery.raw(parts[0].kind.alone, [parts[0].keys]))).rows]
   const text = `select ${parts.map(({ kind }, i) => `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`).join(', ')}`
   const { rows } = await db.executeQuery<Record<string, unknown[]>>(CompiledQuery.raw(text, parts.map(({ keys }) => keys)))

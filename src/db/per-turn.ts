@@ -4,7 +4,7 @@ import type { Executor } from './database.types.ts'
  * Work that callers hand in during one turn of the event loop, done once for all of them: the
  * first item of a turn schedules `run` with `setImmediate`, so it runs after the turn's I/O
  * callbacks, once every request that arrived in the turn has handed in its item; an item handed
- * in from then on (`run` included) goes to the next turn's. `run` is called synchronously there,
+ * in from then on (from within `run` too) goes to the next turn's. `run` is called synchronously there,
  * so a statement it sends, or a read it makes on SQLite, begins before any further I/O.
  *
  * `run` answers the turn's items in their order, each with its value or a promise of it (a turn
@@ -19,7 +19,7 @@ export function perTurn<T, R>(run: (items: T[]) => Answers<R> | Promise<Answers<
     const turn = { items, waiting }
     items = []
     waiting = []
-    new Promise<Answers<R>>((resolve) => resolve(run(turn.items))).then(
+    void new Promise<Answers<R>>((resolve) => resolve(run(turn.items))).then(
       (answers) => turn.waiting.forEach(({ resolve }, i) => resolve(answers[i])),
       (error: unknown) => turn.waiting.forEach(({ reject }) => reject(error)),
     )
