@@ -102,32 +102,36 @@ const turnLookupsOf = perDatabase((db) => perTurn((lookups: Lookup[]) => lookUpT
  * double precision, text, nulls) as node-postgres does. A failing statement fails every lookup
  * in it with its error.
  */
-function lookUpTurn(db: Executor, lookups: Lookup[]): Promise<unknown>[] {
-  const keysOf = new Map<LookupKind, Set<string | number>>()
-  for (const { kind, key } of lookups) keysOf.set(kind, (keysOf.get(kind) ?? new Set()).add(key))
+function lookUpTurn(db: Executor, lookups: Lookup[]): Promise<unknown[]> {
+  // Each kind's keys once, numbered as they came.
+  const positions = new Map<LookupKind, Map<string | number, number>>()
+  for (const { kind, key } of lookups) {
+    const keys = positions.get(kind) ?? new Map<string | number, number>()
+    if (!keys.has(key)) positions.set(kind, keys.set(key, keys.size))
+  }
   // Usually one statement; more only past MAX_KEYS_PER_KIND keys of a kind in one turn: the n-th
-  // statement then looks up the n-th slice of the keys of every kind that has one.
+  // statement then looks up the n-th slice of the keys of every kind that has one, and each
+  // lookup is answered by its own statement (its rows, or its error) once all have ended.
   const statements: Part[][] = []
-  for (const kind of [...keysOf.keys()].sort((a, b) => a.index - b.index)) {
-    chunks([...(keysOf.get(kind) as Set<string | number>)], MAX_KEYS_PER_KIND).forEach((keys, i) => (statements[i] ??= []).push({ kind, keys }))
+  for (const [kind, keys] of [...positions].sort(([a], [b]) => a.index - b.index)) {
+    chunks([...keys.keys()], MAX_KEYS_PER_KIND).forEach((slice, i) => (statements[i] ??= []).push({ kind, keys: slice }))
   }
-  const answers = new Map<LookupKind, Map<string | number, Promise<unknown>>>()
-  for (const parts of statements) {
-    const found = readLookups(db, parts)
-    parts.forEach(({ kind, keys }, i) => {
-      const byKey = found.then((rows) => new Map(rows[i].map((row) => [kind.keyOf(row), row])))
-      const answer = answers.get(kind) ?? new Map<string | number, Promise<unknown>>()
-      for (const key of keys) answer.set(key, byKey.then((rows) => rows.get(key)))
-      answers.set(kind, answer)
-    })
-  }
-  return lookups.map(({ kind, key }) => answers.get(kind)?.get(key) as Promise<unknown>)
+  return Promise.allSettled(statements.map((parts) => readLookups(db, parts))).then((found) =>
+    lookups.map(({ kind, key }) => {
+      const rows = found[Math.floor((positions.get(kind)?.get(key) ?? 0) / MAX_KEYS_PER_KIND)]
+      return rows.status === 'fulfilled' ? rows.value.get(kind)?.get(key) : Promise.reject(rows.reason)
+    }),
+  )
 }
 
-/** The rows of each part (a kind and its keys) by one statement. */
-async function readLookups(db: Executor, parts: Part[]): Promise<unknown[][]> {
-  if (parts.length === 1) return [(await db.executeQuery(CompiledQuery.raw(parts[0].kind.alone, [parts[0].keys]))).rows]
-  const text = `select ${parts.map(({ kind }, i) => `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`).join(', ')}`
-  const { rows } = await db.executeQuery<Record<string, unknown[]>>(CompiledQuery.raw(text, parts.map(({ keys }) => keys)))
-  return parts.map((_, i) => rows[0][`q${i}`])
+/** The rows of each part (a kind and its keys) by one statement, by kind and key. */
+async function readLookups(db: Executor, parts: Part[]): Promise<Map<LookupKind, Map<string | number, unknown>>> {
+  let found: unknown[][]
+  if (parts.length === 1) found = [(await db.executeQuery(CompiledQuery.raw(parts[0].kind.alone, [parts[0].keys]))).rows]
+  else {
+    const text = `select ${parts.map(({ kind }, i) => `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`).join(', ')}`
+    const { rows } = await db.executeQuery<Record<string, unknown[]>>(CompiledQuery.raw(text, parts.map(({ keys }) => keys)))
+    found = parts.map((_, i) => rows[0][`q${i}`])
+  }
+  return new Map(parts.map(({ kind }, i) => [kind, new Map(found[i].map((row) => [kind.keyOf(row), row]))]))
 }

@@ -4,8 +4,8 @@ import type { Executor } from './database.types.ts'
  * Work that callers hand in during one turn of the event loop, done once for all of them: the
  * first item of a turn schedules `run` with `setImmediate`, so it runs after the turn's I/O
  * callbacks, once every request that arrived in the turn has handed in its item; an item handed
- * in from then on (from within `run` too) goes to the next turn's. `run` is called synchronously there,
- * so a statement it sends, or a read it makes on SQLite, begins before any further I/O.
+ * in from then on (from within `run` too) goes to the next turn's. `run` is called synchronously
+ * there, so a statement it sends, or a read it makes on SQLite, begins before any further I/O.
  *
  * `run` answers the turn's items in their order, each with its value or a promise of it (a turn
  * whose items go to several statements settles each item with its own). Each caller is settled
@@ -13,23 +13,25 @@ import type { Executor } from './database.types.ts'
  * Nothing is kept from one turn to the next.
  */
 export function perTurn<T, R>(run: (items: T[]) => Answers<R> | Promise<Answers<R>>): (item: T) => Promise<R> {
-  let items: T[] = []
-  let waiting: { resolve: (answer: R | PromiseLike<R>) => void; reject: (error: unknown) => void }[] = []
-  const flush = () => {
-    const turn = { items, waiting }
-    items = []
-    waiting = []
-    void new Promise<Answers<R>>((resolve) => resolve(run(turn.items))).then(
-      (answers) => turn.waiting.forEach(({ resolve }, i) => resolve(answers[i])),
-      (error: unknown) => turn.waiting.forEach(({ reject }) => reject(error)),
-    )
+  let turn: { items: T[]; answers: Promise<Answers<R>> } | undefined
+  return (item) => {
+    if (!turn) {
+      const items: T[] = []
+      const answers = new Promise<Answers<R>>((resolve, reject) =>
+        setImmediate(() => {
+          turn = undefined
+          try {
+            resolve(run(items))
+          } catch (error) {
+            reject(error)
+          }
+        }),
+      )
+      turn = { items, answers }
+    }
+    const index = turn.items.push(item) - 1
+    return turn.answers.then((answers) => answers[index])
   }
-  return (item) =>
-    new Promise((resolve, reject) => {
-      if (items.length === 0) setImmediate(flush)
-      items.push(item)
-      waiting.push({ resolve, reject })
-    })
 }
 
 type Answers<R> = readonly (R | PromiseLike<R>)[]
