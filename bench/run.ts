@@ -22,7 +22,7 @@ import { machineCpu, processCpuMs, processTreeCpuMs } from './cpu.ts'
 import { issue20Rows, KEYED_WALLETS, USERS_PER_WALLET, runIssue20First, runIssue20Second, type Issue20Run } from './issue20.ts'
 import type { LoadJob, LoadResult } from './load.ts'
 import { initPgbench, PGBENCH_SCALE, startPostgres, type BenchPostgres } from './postgres.ts'
-import { formatSummary, summariseProfile } from './profile.ts'
+import { formatSummary, mainThreadProfile, summariseProfile } from './profile.ts'
 import { answered, BATCH_SIZE, FIRST_SCENARIOS, ISSUE20_SCENARIOS, jobFor, LABELS, LADDER, type Issue20Scenario, type ScenarioName, type ScenarioResult } from './scenarios.ts'
 import { seedHistoryDirectly, seedHistoryThroughApi, seedThroughApi, type Seeded } from './seed.ts'
 import { startService, type Service } from './service.ts'
@@ -335,9 +335,8 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
 
   let profileText: string | undefined
   if (profile && profileDir) {
-    const dir = path.join(profileDir, storage)
-    const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((file) => file.endsWith('.cpuprofile')) : []
-    if (files.length > 0) profileText = `${path.join(dir, files[0])}\n${formatSummary(summariseProfile(path.join(dir, files[0]), 20, profileSkipMs))}`
+    const file = mainThreadProfile(path.join(profileDir, storage))
+    if (file) profileText = `${file}\n${formatSummary(summariseProfile(file, 20, profileSkipMs))}`
   }
 
   if (server) {
@@ -384,6 +383,8 @@ interface WebhookRun {
   maxBacklog50: number
   endBacklog50: number
   drainSeconds50: number
+  /** Deliveries received after the load stopped, per second of the drain. */
+  drainRate50: number
   lag50P99: number
   verified: string
 }
@@ -421,15 +422,18 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   const transfers = async (label: string): Promise<WebhookPhase & { seconds: number }> => {
     await statements?.reset()
     const receivedBefore = receivers.reduce((sum, receiver) => sum + receiver.received, 0)
+    const roundsBefore = { rounds: (await readBacklog(service.url)).rounds, at: Date.now() }
     const result = await runScenario('a', service.url, seeded, pids)
     const delivered = receivers.reduce((sum, receiver) => sum + receiver.received, 0) - receivedBefore
+    // The worker's rounds (transactions) per second over the phase, its warm-up included.
+    const rounds = ((await readBacklog(service.url)).rounds - roundsBefore.rounds) / ((Date.now() - roundsBefore.at) / 1000)
     const counted = await statements?.read()
     const cpu = `service ${result.serviceCpuUs.toFixed(0)} µs, database ${result.databaseCpuUs.toFixed(0)} µs per transfer`
     // Statements and deliveries are counted over the warm-up and the measured seconds alike.
     const counts = counted
       ? `; ${counted.calls} statements, the delivery worker's ${counted.webhookCalls}${delivered > 0 ? ` (${(counted.webhookCalls / delivered).toFixed(2)} per delivery)` : ''}, BEGIN and COMMIT not counted; ${counted.deliveryUpdates.all} updates of deliveries, ${counted.deliveryUpdates.heapOnly} heap-only`
       : ''
-    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered${counts}`)
+    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered, ${rounds.toFixed(1)} rounds/s${counts}`)
     if (counted) for (const row of counted.top) log(`  ${String(row.calls).padStart(7)} calls ${row.ms.toFixed(0).padStart(6)} ms  ${row.query}`)
     return { label, tps: result.okPerSecond, serviceUs: result.serviceCpuUs, databaseUs: result.databaseCpuUs, seconds: result.seconds }
   }
@@ -452,7 +456,7 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
 
   const alternating: WebhookPhase[] = [await transfers('no webhooks')]
   const fastLags: number[] = []
-  let atStop: BacklogReading = { byOrigin: new Map(), total: 0, oldestSeconds: 0 }
+  let atStop: BacklogReading = { byOrigin: new Map(), total: 0, oldestSeconds: 0, limits: new Map(), inFlight: new Map(), rounds: 0 }
   let deliveredSlowFast = 0
   let secondsSlowFast = 0
   for (let pair = 1; pair <= WEBHOOK_PAIRS; pair++) {
@@ -485,20 +489,39 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   const both50 = await transfers('21 webhooks, both origins answering in 50 ms')
   const during = await sampling.stop()
   const deliveries50 = (slow.received + fast.received - received50) / both50.seconds
-  const endBacklog50 = (await readBacklog(service.url)).total
+  const atEnd = await readBacklog(service.url)
+  const endBacklog50 = atEnd.total
   const stopped = Date.now()
+  const receivedAtStop = slow.received + fast.received
   let drainSeconds50 = NaN
+  // What the drain waits for, second by second: the backlog, deliveries and the worker's rounds,
+  // and each origin's limit and attempts in flight (this instance's, from /metrics).
+  const origins = [slowOrigin, new URL(fast.url).origin]
+  let previous = { at: stopped, rounds: atEnd.rounds, received: receivedAtStop }
   while (Date.now() - stopped < 60_000) {
-    if ((await readBacklog(service.url)).total === 0) {
-      drainSeconds50 = (Date.now() - stopped) / 1000
+    const reading = await readBacklog(service.url)
+    const now = Date.now()
+    const received = slow.received + fast.received
+    if (reading.total === 0 || now - previous.at >= 1_000) {
+      const seconds = (now - previous.at) / 1000
+      const perOrigin = origins.map((origin, i) => `${i === 0 ? 'slow' : 'fast'} ${reading.byOrigin.get(origin) ?? 0} pending, limit ${reading.limits.get(origin) ?? '-'}, ${reading.inFlight.get(origin) ?? 0} in flight`)
+      log(
+        `${storage}: webhooks: drain at ${((now - stopped) / 1000).toFixed(1)} s: backlog ${reading.total}; ${((received - previous.received) / seconds).toFixed(0)} deliveries/s, ${((reading.rounds - previous.rounds) / seconds).toFixed(1)} rounds/s; ${perOrigin.join('; ')}`,
+      )
+      previous = { at: now, rounds: reading.rounds, received }
+    }
+    if (reading.total === 0) {
+      drainSeconds50 = (now - stopped) / 1000
       break
     }
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
+  // The stragglers' rate: what arrived after the load stopped, per second of the drain.
+  const drainRate50 = Number.isFinite(drainSeconds50) && drainSeconds50 > 0 ? (slow.received + fast.received - receivedAtStop) / drainSeconds50 : NaN
   const maxBacklog50 = Math.max(0, ...during.map((reading) => reading.total).filter(Number.isFinite))
   await statements?.close()
   const lag50P99 = percentile([...slow.lags, ...fast.lags], 0.99)
-  log(`${storage}: webhooks: at 50 ms: backlog at most ${maxBacklog50}, ${endBacklog50} when the load stopped, drained in ${drainSeconds50.toFixed(1)} s; lag p99 ${lag50P99.toFixed(0)} ms`)
+  log(`${storage}: webhooks: at 50 ms: backlog at most ${maxBacklog50}, ${endBacklog50} when the load stopped, drained in ${drainSeconds50.toFixed(1)} s at ${drainRate50.toFixed(0)} deliveries/s; lag p99 ${lag50P99.toFixed(0)} ms`)
 
   await service.stop()
   stopService = async () => {}
@@ -506,9 +529,8 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   if (server) await server.stop()
   if (profileDir) {
     // `--profile`: where the service's time went over the whole scenario (seeding included).
-    const dir = path.join(profileDir, storage)
-    const file = fs.readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
-    if (file) log(`${storage}: webhooks: CPU profile ${path.join(dir, file)}\n${formatSummary(summariseProfile(path.join(dir, file), 25, 0))}`)
+    const file = mainThreadProfile(path.join(profileDir, storage))
+    if (file) log(`${storage}: webhooks: CPU profile ${file}\n${formatSummary(summariseProfile(file, 25, 0))}`)
   }
   return {
     storage,
@@ -525,6 +547,7 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
     maxBacklog50,
     endBacklog50,
     drainSeconds50,
+    drainRate50,
     lag50P99,
     verified,
   }
@@ -550,7 +573,7 @@ function webhookReport(runs: WebhookRun[]): string {
       table(rows),
       '',
       `with the 2 s and 10 ms origins: ${run.deliveriesSlowFast.toFixed(0)} deliveries/s; fast lag p50 ${run.fastLagP50.toFixed(0)} ms, p99 ${run.fastLagP99.toFixed(0)} ms (${run.fastEvents} events); slow backlog ${run.slowBacklog}, oldest ${run.slowOldestSeconds.toFixed(1)} s (the last phase)`,
-      `both at 50 ms: ${run.deliveries50.toFixed(0)} deliveries/s; backlog at most ${run.maxBacklog50}, ${run.endBacklog50} at the end, drained in ${run.drainSeconds50.toFixed(1)} s; lag p99 ${run.lag50P99.toFixed(0)} ms`,
+      `both at 50 ms: ${run.deliveries50.toFixed(0)} deliveries/s; backlog at most ${run.maxBacklog50}, ${run.endBacklog50} at the end, drained in ${run.drainSeconds50.toFixed(1)} s at ${run.drainRate50.toFixed(0)} deliveries/s; lag p99 ${run.lag50P99.toFixed(0)} ms`,
       run.verified,
     )
     // The median of the pairs' ratios: one phase disturbed by another load moves it little.

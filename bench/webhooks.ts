@@ -62,21 +62,25 @@ export interface BacklogReading {
   total: number
   /** Age of the oldest pending delivery, in seconds. */
   oldestSeconds: number
+  /** This instance's in-flight limit and attempts in flight per origin, and the worker's rounds so far. */
+  limits: Map<string, number>
+  inFlight: Map<string, number>
+  rounds: number
 }
 
 /** The webhook backlog as the service's /metrics shows it. */
 export async function readBacklog(base: string): Promise<BacklogReading> {
   const text = await (await fetch(`${base}/metrics`)).text()
-  const byOrigin = new Map<string, number>()
-  let total = 0
-  let oldestSeconds = 0
+  const reading: BacklogReading = { byOrigin: new Map(), total: 0, oldestSeconds: 0, limits: new Map(), inFlight: new Map(), rounds: 0 }
+  const perOrigin = { coffer_webhook_origin_backlog: reading.byOrigin, coffer_webhook_origin_limit: reading.limits, coffer_webhook_in_flight: reading.inFlight }
   for (const line of text.split('\n')) {
-    const origin = /^coffer_webhook_origin_backlog\{origin="([^"]*)"\} (\S+)$/.exec(line)
-    if (origin) byOrigin.set(origin[1], Number(origin[2]))
-    if (line.startsWith('coffer_webhook_backlog ')) total = Number(line.split(' ')[1])
-    if (line.startsWith('coffer_webhook_oldest_pending_seconds ')) oldestSeconds = Number(line.split(' ')[1])
+    const origin = /^(\w+)\{origin="([^"]*)"\} (\S+)$/.exec(line)
+    if (origin && origin[1] in perOrigin) perOrigin[origin[1] as keyof typeof perOrigin].set(origin[2], Number(origin[3]))
+    if (line.startsWith('coffer_webhook_backlog ')) reading.total = Number(line.split(' ')[1])
+    if (line.startsWith('coffer_webhook_oldest_pending_seconds ')) reading.oldestSeconds = Number(line.split(' ')[1])
+    if (line.startsWith('coffer_webhook_rounds_total ')) reading.rounds = Number(line.split(' ')[1])
   }
-  return { byOrigin, total, oldestSeconds }
+  return reading
 }
 
 /** Sets (or, with `url` null, removes) the webhook of the wallet whose user session `token` is. */
@@ -95,7 +99,7 @@ export function sampleBacklog(base: string, everyMs = 1_000): { stop(): Promise<
   let running = true
   const loop = (async () => {
     while (running) {
-      readings.push(await readBacklog(base).catch(() => ({ byOrigin: new Map(), total: NaN, oldestSeconds: NaN })))
+      readings.push(await readBacklog(base).catch(() => ({ byOrigin: new Map(), total: NaN, oldestSeconds: NaN, limits: new Map(), inFlight: new Map(), rounds: NaN })))
       await new Promise((resolve) => setTimeout(resolve, everyMs))
     }
   })()

@@ -210,6 +210,27 @@ describe('OriginLimits: each origin\'s in-flight limit adapts to its answers (mo
     assert.equal(l.adaptive.limit(fast), 70)
   })
 
+  it('takes the answer time of attempts sent at the floor as the new baseline, so a receiver slower for good is not held at the floor', () => {
+    const l = limits()
+    l.adaptive.claimed(new Set([fast]))
+    roundTrip(l, fast, 4, { answered: true, latencyMs: 10 })
+    assert.equal(l.adaptive.limit(fast), 8)
+    // From 10 ms to 50 ms (above twice 10 ms plus 20): cut once per round trip down to the floor.
+    const cuts: number[] = []
+    while (l.adaptive.limit(fast) > 4 && cuts.length < 10) {
+      roundTrip(l, fast, l.adaptive.limit(fast), { answered: true, latencyMs: 50 })
+      cuts.push(l.adaptive.limit(fast))
+    }
+    assert.deepEqual(cuts, [7, 6, 5, 4])
+    roundTrip(l, fast, 4, { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 8, 'at the floor, the answers of attempts sent there set the baseline, and the limit grows again')
+    for (let trip = 0; trip < 5; trip++) roundTrip(l, fast, l.adaptive.limit(fast), { answered: true, latencyMs: 50 })
+    assert.equal(l.adaptive.limit(fast), 128, 'grown back to the cap within seconds, not after one or two 30 s windows')
+    // Slower again under the load it now takes: cut as before.
+    roundTrip(l, fast, 128, { answered: true, latencyMs: 400 })
+    assert.equal(l.adaptive.limit(fast), 115)
+  })
+
   it('keeps a cap lower than the floor, and forgets an origin back at the floor with nothing held back', () => {
     const l = limits(4, 3)
     assert.equal(l.adaptive.limit(fast), 3)
@@ -630,5 +651,42 @@ describe('rounds started by attempts that end', () => {
     assert.ok(Date.now() - stopping < 2_000, `the shutdown took ${Date.now() - stopping} ms`)
     assert.deepEqual(await statuses(), Array(5).fill('delivered'))
     assert.equal(receiver.requests.length, 5, 'each event sent once')
+  })
+})
+
+describe('rounds started for an origin held to fewer slots than a batch of endings', () => {
+  let t: TestApp
+  let receiver: Receiver
+  let worker: DeliveryWorker | undefined
+  before(async () => {
+    // 256 slots (a batch of endings is 32), and each origin held to 4 in flight.
+    t = await buildTestApp({ WEBHOOK_CONCURRENCY: '256', WEBHOOK_ORIGIN_CONCURRENCY: '4' })
+    receiver = await startReceiver()
+  })
+  after(async () => {
+    await worker?.stop()
+    await receiver.close()
+    await t.close()
+  })
+
+  it('claims the next deliveries of an origin with more due as soon as half of its attempts in flight have ended, without a poll', async () => {
+    const gold = await createAsset(t, { name: 'gold' })
+    const payer = await fundedUser(t, [[gold, 100]])
+    const payee = await createUser(t.app)
+    await setWebhook(t, payee, `${receiver.url}/held`)
+    await t.app.close()
+    const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as FastifyBaseLogger
+    // A worker that polls only when told to: every round after the first is started by endings.
+    worker = new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry: new client.Registry(), pollMs: 3_600_000 })
+    await transferAtOnce(t, payer, [payee], gold.id, 12)
+    worker.start()
+    // 4 at a time, 12 in all: the endings of each 4 (fewer than 32) start the round that claims the next.
+    await receiver.waitForEvents(12, 10_000)
+    assert.ok(receiver.maxOpen() <= 4, `${receiver.maxOpen()} requests at once`)
+    const statuses = async () => (await t.database.db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).execute()).map((row) => row.status)
+    await worker.stop()
+    worker = undefined
+    assert.deepEqual(await statuses(), Array(12).fill('delivered'))
+    assert.equal(receiver.requests.length, 12, 'each event sent once')
   })
 })

@@ -134,6 +134,8 @@ export class DeliveryWorker {
   private readonly roundBatch: number
   private readonly agent: Dispatcher
   private readonly shutdown = new AbortController()
+  /** The controllers of the attempts on the wire, aborted at shutdown. */
+  private readonly aborts = new Set<AbortController>()
   private readonly inFlight = new Map<number, InFlight>()
   /** Attempts in flight in this instance per wallet and per origin: the fair pick's load, and /metrics. */
   private readonly walletLoad = new Map<number, number>()
@@ -145,6 +147,8 @@ export class DeliveryWorker {
   /** Which origin claims first next time: turns rotate so that none always comes first. */
   private turn = 0
   private readonly attemptsTotal: client.Counter<'outcome'>
+  /** Rounds run (each one database transaction): how often the worker commits, for /metrics and the bench. */
+  private readonly roundsTotal: client.Counter
   /** The next poll (`armPoll`). */
   private timer: NodeJS.Timeout | undefined
   private ticking: Promise<void> | undefined
@@ -155,6 +159,12 @@ export class DeliveryWorker {
   private waiting: NodeJS.Timeout | undefined
   /** Attempts that ended, waiting for the next round to write them. */
   private readonly ended: Ended[] = []
+  /**
+   * The origins whose last claim left due deliveries behind (their limit, or their share of the
+   * slots, let out less than was due) and whose circuit is not open: once half of the attempts
+   * one of them has in flight here have ended, a round starts without waiting for `roundBatch`.
+   */
+  private waitingOrigins = new Set<string>()
   /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
   private readonly backoff = new Backoff()
   /** This worker's name in `webhook_lease_counts`: a new one at each start of the process. */
@@ -190,6 +200,11 @@ export class DeliveryWorker {
       name: 'coffer_webhook_attempts_total',
       help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (anything else), released (given back at shutdown)',
       labelNames: ['outcome'],
+      registers,
+    })
+    this.roundsTotal = new client.Counter({
+      name: 'coffer_webhook_rounds_total',
+      help: 'Rounds of the webhook worker that wrote outcomes or claimed deliveries (each one database transaction)',
       registers,
     })
     const originLoad = this.originLoad
@@ -311,6 +326,7 @@ export class DeliveryWorker {
       await Promise.race([Promise.allSettled(pending), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))])
       clearTimeout(timer)
       this.shutdown.abort(new Error('shutting down'))
+      for (const controller of this.aborts) controller.abort()
       await Promise.allSettled(pending)
     }
     this.running = false
@@ -363,6 +379,7 @@ export class DeliveryWorker {
       return
     }
     if (counts) {
+      this.roundsTotal.inc()
       this.leaseCounts = counts
       this.leaseCountsUnsure = false
     }
@@ -416,7 +433,10 @@ export class DeliveryWorker {
     const now = Date.now()
     const nowText = new Date(now).toISOString()
     const { due, leased: others } = await repo.findDueOriginsAndLeases(trx, { now: nowText, instance: this.instance })
-    if (due.length === 0) return []
+    if (due.length === 0) {
+      this.waitingOrigins.clear()
+      return []
+    }
     // Every worker's leases per origin: the others' from the database, this one's as it knows them.
     const leased = new Map(others)
     for (const [origin, count] of live) adjust(leased, origin, count)
@@ -435,6 +455,8 @@ export class DeliveryWorker {
     )
     /** The origins whose limit left due deliveries behind: their limits may grow. */
     const pressed = new Set<string>()
+    /** The origins that left due deliveries behind for any reason, but an open circuit (`waitingOrigins`). */
+    const waiting = new Set<string>()
     let left = free
     for (let i = 0; i < origins.length && left > 0; i++) {
       const { origin, wallets } = origins[i]
@@ -442,6 +464,7 @@ export class DeliveryWorker {
       const slots = Math.min(left, room[i], shares[i] - (held.get(origin) ?? 0))
       if (slots <= 0) {
         if (byLimit <= 0) pressed.add(origin)
+        if (this.circuits.allowance(origin) > 0) waiting.add(origin)
         continue
       }
       const perWallet = Math.min(slots, Math.ceil((READ_AHEAD * slots) / wallets))
@@ -451,10 +474,12 @@ export class DeliveryWorker {
       left -= chosen.length
       const moreDue = found.length > chosen.length || countPerWallet(found).some((count) => count >= perWallet)
       if (moreDue && chosen.length >= byLimit) pressed.add(origin)
+      if (moreDue) waiting.add(origin)
       // Slots left over while some wallet had more than was read: look again at once.
       if (chosen.length < slots && countPerWallet(found).some((count) => count >= perWallet)) this.again = true
     }
     this.limits.claimed(pressed)
+    this.waitingOrigins = waiting
     // Leased with what the attempts need, read under the lease just taken. A webhook removed after
     // this read cancels the delivery but cannot stop this attempt, as an attempt already on the
     // wire (the removal's own turn makes it wait for this transaction to end).
@@ -513,10 +538,27 @@ export class DeliveryWorker {
   private finish(end: AttemptEnd): Promise<void> {
     return new Promise((resolve) => {
       this.ended.push({ ...end, written: resolve })
-      // A few ended attempts wait for the next poll (`ROUND_BATCH_SHARE`); once the poll has
-      // stopped (shutdown), each is written at once.
-      if (this.ended.length >= this.roundBatch || !this.claiming) this.wake()
+      // A few ended attempts wait for the next poll (`ROUND_BATCH_SHARE`), unless their origin has
+      // more due that waits for their slots; once the poll has stopped (shutdown), each is written at once.
+      if (this.ended.length >= this.roundBatch || !this.claiming || this.slotsAwaited(end.claim.origin)) this.wake()
     })
+  }
+
+  /**
+   * Whether `origin` has due deliveries waiting for slots and half of its attempts in flight here
+   * have ended (`originLoad` counts them until they are written). An origin held to fewer slots
+   * than `roundBatch` (its adaptive limit cut, or a low `WEBHOOK_ORIGIN_CONCURRENCY`) otherwise
+   * sent that many per poll once the load stopped: 4 per 250 ms at the floor, 16 a second,
+   * however fast its receiver. Half, not all: a round then claims for the half that ended while
+   * the other half is on the wire, so the receiver is not left idle for a whole round. Beside a
+   * backed-up 2 s origin at 128 slots, this starts a round per 64 endings, fewer than
+   * `roundBatch` does.
+   */
+  private slotsAwaited(origin: string): boolean {
+    if (!this.waitingOrigins.has(origin)) return false
+    let ended = 0
+    for (const end of this.ended) if (end.claim.origin === origin) ended++
+    return 2 * ended >= (this.originLoad.get(origin) ?? 0)
   }
 
   private async attempt(claim: Launch): Promise<void> {
@@ -557,7 +599,17 @@ export class DeliveryWorker {
     const started = performance.now()
     const elapsed = () => Math.round(performance.now() - started)
     const timeoutMs = this.config.webhookTimeoutMs
-    const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.shutdown.signal])
+    // One controller per attempt, aborted by its own timer or by the shutdown (`stop`, through
+    // `aborts`). A signal composed per attempt with `AbortSignal.any` over `AbortSignal.timeout` and
+    // the shutdown's cost about 15 µs more of the service's CPU per attempt (undici POSTs to a
+    // receiver on 127.0.0.1, 6,000 per variant, the variants taking turns five times: 127-165 µs
+    // against 121-129 µs per request, sender and receiver in one process, 93-128 µs with no signal).
+    const controller = new AbortController()
+    const signal = controller.signal
+    const timer = setTimeout(() => controller.abort(), timeoutMs)
+    timer.unref()
+    if (this.shutdown.signal.aborted) controller.abort()
+    this.aborts.add(controller)
     try {
       if (!this.config.webhookAllowPrivate) checkLiteralHost(new URL(url).hostname)
       const response = await request(url, {
@@ -578,6 +630,9 @@ export class DeliveryWorker {
       return { statusCode, latencyMs, error }
     } catch (error) {
       return { statusCode: null, latencyMs: elapsed(), error: describeFailure(error, timeoutMs, signal) }
+    } finally {
+      clearTimeout(timer)
+      this.aborts.delete(controller)
     }
   }
 

@@ -247,7 +247,8 @@ const BASELINE_WINDOW_MS = 30_000
  * due than its limit lets out (`pressed`), up to `cap`: about doubling it each round trip, so a
  * receiver answering in 50 ms goes from 4 to 128 in well under a second. A failed attempt (no
  * answer, 5xx, 429) halves it; an answer slowed by the load (above that line) takes a tenth off;
- * either at most once per round trip (only attempts started after the last cut cut it again). So
+ * either at most once per round trip (only attempts started after the last cut cut it again); an
+ * answer slow although its attempt was sent at the floor sets the baseline instead. So
  * a receiver whose answers keep their pace gets as many requests as it takes, up to the cap, and
  * one that fails or slows down under the load is held near the floor. Every instance adapts its
  * own, and compares it with the leases of all of them: the cap holds over all instances.
@@ -304,7 +305,18 @@ export class OriginLimits {
     }
     const baseline = Math.min(entry.windowMin, entry.previousMin)
     entry.windowMin = Math.min(entry.windowMin, attempt.latencyMs)
-    if (attempt.latencyMs > SLOW_FACTOR * baseline + SLOW_SLACK_MS) return this.#cut(entry, attempt.startedAt, SLOW_CUT)
+    if (attempt.latencyMs > SLOW_FACTOR * baseline + SLOW_SLACK_MS) {
+      if (entry.limit > this.#floor || attempt.startedAt <= entry.cutAt) return this.#cut(entry, attempt.startedAt, SLOW_CUT)
+      // Slow although sent at the floor, after the last cut: less load from here is not possible,
+      // so it is not this load that slows the receiver; it is slower now (a change on its side, or
+      // a busy machine). Its answer time is the baseline from now on, and the limit may grow again
+      // (and be cut again if more load slows it further). Without this, a receiver that went from
+      // 10 ms to 50 ms stayed at the floor for up to two windows, 30-60 s: what was queued for it
+      // drained at 4 per round trip (`docs/performance.md`, "Webhooks at scale, round seven").
+      entry.windowMin = attempt.latencyMs
+      entry.previousMin = Infinity
+      entry.windowStart = now
+    }
     if (entry.pressed && entry.limit < this.#cap) entry.limit += 1
   }
 
