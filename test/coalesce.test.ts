@@ -61,6 +61,23 @@ describe(`coalesced lookups (${STORAGE})`, () => {
     assert.equal((await findAssetByName(database.db, 'failgold'))?.id, gold.id)
   })
 
+  it('PostgreSQL: past 256 keys of a kind, a failing statement fails only the lookups it holds', async (context) => {
+    if (STORAGE !== 'postgres') return context.skip('SQLite looks each key up at once, on the driver')
+    const gold = await insertAsset(database.db, 'halfgold', 1)
+    const executeQuery = database.db.executeQuery.bind(database.db)
+    let calls = 0
+    database.db.executeQuery = ((query: Parameters<typeof executeQuery>[0]) => (++calls === 1 ? Promise.reject(new Error('storage down')) : executeQuery(query))) as typeof executeQuery
+    try {
+      const names = [...Array.from({ length: 256 }, (_, i) => `absent${i}`), 'halfgold']
+      const results = await Promise.allSettled(names.map((name) => findAssetByName(database.db, name)))
+      assert.equal(calls, 2)
+      assert.ok(results.slice(0, 256).every((result) => result.status === 'rejected' && (result.reason as Error).message === 'storage down'))
+      assert.deepEqual(results[256], { status: 'fulfilled', value: gold })
+    } finally {
+      database.db.executeQuery = executeQuery
+    }
+  })
+
   it('never answers from a transaction still open: a lookup made meanwhile sees what it committed, or nothing of it if it rolled back', async () => {
     const gold = await insertAsset(database.db, 'lookupgold', 1)
     const lookups: Promise<unknown>[] = []
