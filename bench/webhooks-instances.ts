@@ -35,7 +35,7 @@ import { startPostgres } from './postgres.ts'
 import { jobFor } from './scenarios.ts'
 import { seedThroughApi, type Seeded } from './seed.ts'
 import { startService, type Service } from './service.ts'
-import { percentile, putWebhook, startBenchReceiver, type BenchReceiver } from './webhooks.ts'
+import { percentile, putWebhook, readBacklog, startBenchReceiver, type BenchReceiver } from './webhooks.ts'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 
@@ -195,6 +195,8 @@ interface PhaseResult {
   drainSeconds: number
   /** Requests the receivers took during the drain, per second of it (NaN for a drain under a second). */
   drainRate: number
+  /** Each instance's delivery rounds (database transactions of its worker) per second, load and drain. */
+  roundsPerSecond: number[]
   /** Delivery rows of the phase by status once drained. */
   statuses: Record<string, number>
   origins: OriginFigures[]
@@ -215,6 +217,8 @@ async function runPhase(
     receiver.maxInFlight = receiver.inFlight
   }
   const receivedBefore = receivers.reduce((sum, { receiver }) => sum + receiver.received, 0)
+  const rounds = async () => Promise.all(instances.map(async (instance) => (await readBacklog(instance.url)).rounds))
+  const roundsBefore = { at: Date.now(), rounds: await rounds() }
   log(`${count} instance${count > 1 ? 's' : ''}: ${CONNECTIONS} connections of transfers for ${SECONDS} s`)
 
   const backlog: PendingReading[] = []
@@ -256,6 +260,8 @@ async function runPhase(
     }
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
+  const roundsAfter = await rounds()
+  const roundsPerSecond = roundsAfter.map((value, index) => (value - roundsBefore.rounds[index]) / ((Date.now() - roundsBefore.at) / 1000))
   // Under a second, what the drain waits for is mostly the outcomes of attempts already answered: no rate.
   const drainRate = drainSeconds >= 1 ? (receivers.reduce((sum, { receiver }) => sum + receiver.received, 0) - receivedAtStop) / drainSeconds : NaN
   // Answers already written are on their way back; a moment for the last attempts to end.
@@ -292,6 +298,7 @@ async function runPhase(
     backlogAtStop: atStop.total,
     drainSeconds,
     drainRate,
+    roundsPerSecond,
     statuses,
     origins,
   }
@@ -307,15 +314,15 @@ function report(phases: PhaseResult[], verified: string): string {
     `Coffer bench, webhooks with several instances on PostgreSQL, on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}`,
     `${TRADERS} traders, ${CONNECTIONS} connections of transfers for ${SECONDS} s per phase; 20 webhooks at origin A and 1 at origin B, both answering in ${RECEIVER_DELAY_MS} ms; WEBHOOK_ORIGIN_CONCURRENCY=${ORIGIN_CONCURRENCY} (at most ${Math.round((ORIGIN_CONCURRENCY * 1000) / RECEIVER_DELAY_MS)} deliveries/s to one origin)`,
     '',
-    '| instances | transfers/s | errors | deliveries/s | backlog at most | at the stop | drained in | deliveries/s in the drain | rows not delivered |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| instances | transfers/s | errors | deliveries/s | backlog at most | at the stop | drained in | deliveries/s in the drain | rows not delivered | rounds/s per instance |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ]
   for (const phase of phases) {
     const undelivered = Object.entries(phase.statuses)
       .filter(([status]) => status !== 'delivered')
       .map(([status, n]) => `${n} ${status}`)
     out.push(
-      `| ${phase.instances} | ${fixed(phase.transfersPerSecond)} | ${phase.errors} | ${fixed(phase.deliveriesPerSecond)} | ${phase.maxBacklog} | ${phase.backlogAtStop} | ${Number.isFinite(phase.drainSeconds) ? `${fixed(phase.drainSeconds, 1)} s` : `not within ${DRAIN_LIMIT_MS / 1000} s`} | ${fixed(phase.drainRate)} | ${undelivered.join(', ') || '0'} |`,
+      `| ${phase.instances} | ${fixed(phase.transfersPerSecond)} | ${phase.errors} | ${fixed(phase.deliveriesPerSecond)} | ${phase.maxBacklog} | ${phase.backlogAtStop} | ${Number.isFinite(phase.drainSeconds) ? `${fixed(phase.drainSeconds, 1)} s` : `not within ${DRAIN_LIMIT_MS / 1000} s`} | ${fixed(phase.drainRate)} | ${undelivered.join(', ') || '0'} | ${phase.roundsPerSecond.map((value) => fixed(value, 1)).join(', ')} |`,
     )
   }
   out.push('', '| instances | origin | deliveries expected | received | duplicates | missing | most in flight (cap) | lag p50 | lag p99 |', '|---|---|---|---|---|---|---|---|---|')
