@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url'
 import { openDatabase } from '../src/db/database.ts'
 import { createToken } from '../src/http/tokens.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
+import { benchCleanups } from './cleanups.ts'
 import { machineCpu, processCpuMs, processTreeCpuMs } from './cpu.ts'
 import { issue20Rows, KEYED_WALLETS, USERS_PER_WALLET, runIssue20First, runIssue20Second, type Issue20Run } from './issue20.ts'
 import type { LoadJob, LoadResult } from './load.ts'
@@ -71,41 +72,8 @@ const started = Date.now()
 // ---------------------------------------------------------------------------------------------
 // Everything started here, so that it is stopped however the run ends.
 
-const cleanups: (() => Promise<void>)[] = []
-let interrupted = false
-const pids = new Set<number>()
-const track = (pid: number) => pids.add(pid)
-
-let cleaning: Promise<void> | undefined
-
-/** Stops everything in reverse order of start. Both the normal end and a signal wait for the same run. */
-function cleanUp(): Promise<void> {
-  cleaning ??= (async () => {
-    while (cleanups.length > 0) {
-      const cleanup = cleanups.pop() as () => Promise<void>
-      await cleanup().catch((error: unknown) => console.error('cleanup failed:', error instanceof Error ? error.message : error))
-    }
-  })()
-  return cleaning
-}
-
-process.on('exit', () => {
-  // Last resort for anything a failed cleanup left behind.
-  for (const pid of pids) {
-    try {
-      process.kill(pid, 'SIGKILL')
-    } catch {
-      // already gone
-    }
-  }
-})
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    console.error(`\n${signal}: stopping everything the bench started`)
-    interrupted = true
-    void cleanUp().finally(() => process.exit(130))
-  })
-}
+const cleanups = benchCleanups()
+const { track, cleanUp } = cleanups
 
 function log(message: string): void {
   const seconds = ((Date.now() - started) / 1000).toFixed(0).padStart(3)
@@ -695,8 +663,8 @@ try {
   await main()
 } catch (error) {
   failed = true
-  if (!interrupted) console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
+  if (!cleanups.interrupted) console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
 } finally {
   await cleanUp()
 }
-process.exit(interrupted ? 130 : failed ? 1 : 0)
+process.exit(cleanups.interrupted ? 130 : failed ? 1 : 0)

@@ -30,6 +30,7 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { openDatabase } from '../src/db/database.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
+import { benchCleanups } from './cleanups.ts'
 import type { LoadResult } from './load.ts'
 import { startPostgres } from './postgres.ts'
 import { jobFor } from './scenarios.ts'
@@ -67,43 +68,8 @@ function log(message: string): void {
 // ---------------------------------------------------------------------------------------------
 // Everything started here, so that it is stopped however the run ends.
 
-const cleanups: (() => Promise<void>)[] = []
-const pids = new Set<number>()
-const track = (pid: number) => pids.add(pid)
-let cleaning: Promise<void> | undefined
-
-function cleanUp(): Promise<void> {
-  cleaning ??= (async () => {
-    let failed = false
-    while (cleanups.length > 0) {
-      const cleanup = cleanups.pop() as () => Promise<void>
-      await cleanup().catch((error: unknown) => {
-        failed = true
-        console.error('cleanup failed:', error instanceof Error ? error.message : error)
-      })
-    }
-    // Everything stopped: no process id is left to kill at exit (it could be another's by then).
-    if (!failed) pids.clear()
-  })()
-  return cleaning
-}
-
-process.on('exit', () => {
-  // Last resort for anything a failed cleanup left behind.
-  for (const pid of pids) {
-    try {
-      process.kill(pid, 'SIGKILL')
-    } catch {
-      // already gone
-    }
-  }
-})
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    console.error(`\n${signal}: stopping everything the bench started`)
-    void cleanUp().finally(() => process.exit(130))
-  })
-}
+const cleanups = benchCleanups()
+const { track, cleanUp } = cleanups
 
 /** One load process (`bench/load.ts`) per instance, each running one job at a time. */
 function startLoadProcess(): { run(job: ReturnType<typeof jobFor>): Promise<LoadResult> } {
