@@ -304,6 +304,8 @@ function report(phases: PhaseResult[], verified: string): string {
   for (const phase of phases) out.push(`  ${phase.instances} instance${phase.instances > 1 ? 's' : ''}: ${phase.backlog.filter((_, i) => i % 2 === 1).map((reading) => reading.total).join(' ')}`)
   const missing = phases.reduce((sum, phase) => sum + phase.origins.reduce((n, origin) => n + origin.missing, 0), 0)
   const exceeded = phases.some((phase) => phase.origins.some((origin) => origin.maxInFlight > ORIGIN_CONCURRENCY))
+  // A lost event, a breached cap or a ledger that does not add up fails the run (a script running it notices).
+  if (missing > 0 || exceeded || !verified.startsWith('ledger verified')) process.exitCode = 1
   out.push('', `${verified}; ${missing === 0 ? 'no event missing' : `${missing} EVENTS MISSING`}; ${exceeded ? 'THE ORIGIN CAP WAS EXCEEDED' : 'no origin above its cap'}`)
   return out.join('\n')
 }
