@@ -87,6 +87,18 @@ export function summariseProfile(file: string, top = 15, skipMs = 0): ProfileSum
   return { totalMs: total / 1000, idleShare: total > 0 ? idle / total : 0, functions: rank(functions), groups: rank(groups) }
 }
 
+/**
+ * The main thread's profile among those `node --cpu-prof` wrote to `dir`: one file a thread,
+ * named `CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile`, the main thread's id 0 (tsx's
+ * loader thread and any worker have others, and may sort first). Of several processes' main
+ * threads, the largest profile (the busiest).
+ */
+export function mainThreadProfile(dir: string): string | undefined {
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((file) => /^CPU\.\d+\.\d+\.\d+\.0\.\d+\.cpuprofile$/.test(file)) : []
+  const sized = files.map((file) => ({ file: path.join(dir, file), size: fs.statSync(path.join(dir, file)).size }))
+  return sized.sort((a, b) => b.size - a.size)[0]?.file
+}
+
 export function formatSummary(summary: ProfileSummary): string {
   const lines = [`profile: ${(summary.totalMs / 1000).toFixed(1)} s, idle ${(summary.idleShare * 100).toFixed(0)} %; shares below are of busy time`]
   lines.push('  by package / folder:')

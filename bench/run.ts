@@ -18,11 +18,12 @@ import { fileURLToPath } from 'node:url'
 import { openDatabase } from '../src/db/database.ts'
 import { createToken } from '../src/http/tokens.ts'
 import { verifyLedger } from '../src/ledger/verify.ts'
+import { benchCleanups } from './cleanups.ts'
 import { machineCpu, processCpuMs, processTreeCpuMs } from './cpu.ts'
 import { issue20Rows, KEYED_WALLETS, USERS_PER_WALLET, runIssue20First, runIssue20Second, type Issue20Run } from './issue20.ts'
 import type { LoadJob, LoadResult } from './load.ts'
 import { initPgbench, PGBENCH_SCALE, startPostgres, type BenchPostgres } from './postgres.ts'
-import { formatSummary, summariseProfile } from './profile.ts'
+import { formatSummary, mainThreadProfile, summariseProfile } from './profile.ts'
 import { answered, BATCH_SIZE, FIRST_SCENARIOS, ISSUE20_SCENARIOS, jobFor, LABELS, LADDER, type Issue20Scenario, type ScenarioName, type ScenarioResult } from './scenarios.ts'
 import { seedHistoryDirectly, seedHistoryThroughApi, seedThroughApi, type Seeded } from './seed.ts'
 import { startService, type Service } from './service.ts'
@@ -71,41 +72,8 @@ const started = Date.now()
 // ---------------------------------------------------------------------------------------------
 // Everything started here, so that it is stopped however the run ends.
 
-const cleanups: (() => Promise<void>)[] = []
-let interrupted = false
-const pids = new Set<number>()
-const track = (pid: number) => pids.add(pid)
-
-let cleaning: Promise<void> | undefined
-
-/** Stops everything in reverse order of start. Both the normal end and a signal wait for the same run. */
-function cleanUp(): Promise<void> {
-  cleaning ??= (async () => {
-    while (cleanups.length > 0) {
-      const cleanup = cleanups.pop() as () => Promise<void>
-      await cleanup().catch((error: unknown) => console.error('cleanup failed:', error instanceof Error ? error.message : error))
-    }
-  })()
-  return cleaning
-}
-
-process.on('exit', () => {
-  // Last resort for anything a failed cleanup left behind.
-  for (const pid of pids) {
-    try {
-      process.kill(pid, 'SIGKILL')
-    } catch {
-      // already gone
-    }
-  }
-})
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    console.error(`\n${signal}: stopping everything the bench started`)
-    interrupted = true
-    void cleanUp().finally(() => process.exit(130))
-  })
-}
+const cleanups = benchCleanups()
+const { track, cleanUp } = cleanups
 
 function log(message: string): void {
   const seconds = ((Date.now() - started) / 1000).toFixed(0).padStart(3)
@@ -335,9 +303,8 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
 
   let profileText: string | undefined
   if (profile && profileDir) {
-    const dir = path.join(profileDir, storage)
-    const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((file) => file.endsWith('.cpuprofile')) : []
-    if (files.length > 0) profileText = `${path.join(dir, files[0])}\n${formatSummary(summariseProfile(path.join(dir, files[0]), 20, profileSkipMs))}`
+    const file = mainThreadProfile(path.join(profileDir, storage))
+    if (file) profileText = `${file}\n${formatSummary(summariseProfile(file, 20, profileSkipMs))}`
   }
 
   if (server) {
@@ -530,9 +497,8 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   if (server) await server.stop()
   if (profileDir) {
     // `--profile`: where the service's time went over the whole scenario (seeding included).
-    const dir = path.join(profileDir, storage)
-    const file = fs.readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
-    if (file) log(`${storage}: webhooks: CPU profile ${path.join(dir, file)}\n${formatSummary(summariseProfile(path.join(dir, file), 25, 0))}`)
+    const file = mainThreadProfile(path.join(profileDir, storage))
+    if (file) log(`${storage}: webhooks: CPU profile ${file}\n${formatSummary(summariseProfile(file, 25, 0))}`)
   }
   return {
     storage,
@@ -697,8 +663,8 @@ try {
   await main()
 } catch (error) {
   failed = true
-  if (!interrupted) console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
+  if (!cleanups.interrupted) console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
 } finally {
   await cleanUp()
 }
-process.exit(interrupted ? 130 : failed ? 1 : 0)
+process.exit(cleanups.interrupted ? 130 : failed ? 1 : 0)

@@ -14,18 +14,43 @@ export interface BenchReceiver {
   lags: number[]
   /** Requests received so far. */
   received: number
+  /** Requests being answered now (from their arrival until the answer is written), and the most at once. */
+  inFlight: number
+  maxInFlight: number
+  /** With `countEvents`: how many times each event id (the `webhook-id` header) arrived. */
+  events?: Map<string, number>
   close(): Promise<void>
 }
 
-export async function startBenchReceiver(delayMs: number): Promise<BenchReceiver> {
+export interface BenchReceiverOptions {
+  /** Count arrivals per event id in `events` (to find duplicates and missing events). */
+  countEvents?: boolean
+}
+
+export async function startBenchReceiver(delayMs: number, options: BenchReceiverOptions = {}): Promise<BenchReceiver> {
   const receiver: BenchReceiver = {
     url: '',
     delayMs,
     lags: [],
     received: 0,
+    inFlight: 0,
+    maxInFlight: 0,
+    events: options.countEvents ? new Map() : undefined,
     close: async () => {},
   }
   const server = http.createServer((request, response) => {
+    receiver.inFlight += 1
+    receiver.maxInFlight = Math.max(receiver.maxInFlight, receiver.inFlight)
+    let answered = false
+    const done = () => {
+      if (!answered) receiver.inFlight -= 1
+      answered = true
+    }
+    // Counted out when the answer is written or the connection goes away first.
+    response.once('finish', done)
+    response.once('close', done)
+    const eventId = request.headers['webhook-id']
+    if (receiver.events && typeof eventId === 'string') receiver.events.set(eventId, (receiver.events.get(eventId) ?? 0) + 1)
     const chunks: Buffer[] = []
     request.on('data', (chunk: Buffer) => chunks.push(chunk))
     request.on('end', () => {

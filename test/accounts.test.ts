@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { after, before, beforeEach, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import * as repo from '../src/accounts/accounts.repository.ts'
 import type { Executor } from '../src/db/database.ts'
 import { hashPassword } from '../src/accounts/passwords.ts'
 import { createToken } from '../src/http/tokens.ts'
-import { ADMIN_KEY, buildTestApp, expectError, whileOpen, type TestApp } from './helpers/app.ts'
+import { ADMIN_KEY, awayFromTheMinute, buildTestApp, expectError, whileOpen, type TestApp } from './helpers/app.ts'
 import { createUser, type TestUser } from './helpers/factories.ts'
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -620,6 +620,9 @@ describe('rate limits on login and registration', () => {
 
   const attempt = (username: string, remoteAddress: string) =>
     limited.app.inject({ method: 'POST', url: `/users/${username}/sessions`, payload: { password: 'wrong password' }, remoteAddress })
+
+  // Each test's attempts in one window: on PostgreSQL windows turn with the clock's minute.
+  beforeEach(() => awayFromTheMinute(5_000))
 
   it('answers the attempt over the limit from one address with 429 G005 and Retry-After', async () => {
     for (let i = 0; i < 3; i++) expectError(await attempt(`nobody${i}`, '10.0.0.1'), 401, 'U001')

@@ -1,11 +1,22 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Database } from '../src/db/database.ts'
-import { batchedWrites, coalesced } from '../src/db/coalesce.ts'
+import { batchedWrites } from '../src/db/coalesce.ts'
 import { nowIso } from '../src/db/dialect.ts'
 import { findAssetByName, insertAsset, updateAsset } from '../src/ledger/assets.repository.ts'
 import { findWalletByIdShared } from '../src/wallets/wallets.repository.ts'
 import { openTestDatabase, STORAGE } from './helpers/app.ts'
+
+/** The statements sent through Kysely from now until `restore` (on SQLite, lookups go straight to the driver). */
+function countStatements(database: Database): string[] & { restore: () => void } {
+  const executeQuery = database.db.executeQuery.bind(database.db)
+  const statements = Object.assign([] as string[], { restore: () => (database.db.executeQuery = executeQuery) })
+  database.db.executeQuery = ((query: Parameters<typeof executeQuery>[0]) => {
+    statements.push('sql' in query ? query.sql : query.compile().sql)
+    return executeQuery(query)
+  }) as typeof executeQuery
+  return statements
+}
 
 describe(`coalesced lookups (${STORAGE})`, () => {
   let database: Database
@@ -17,30 +28,54 @@ describe(`coalesced lookups (${STORAGE})`, () => {
     await database.close()
   })
 
-  it('answers each caller with its own key; on PostgreSQL, concurrent lookups share one query', async () => {
-    const batches: number[][] = []
-    const lookup = coalesced(database.db, async (keys: number[]) => {
-      batches.push(keys)
-      return new Map(keys.filter((key) => key % 2 === 0).map((key) => [key, `value ${key}`]))
-    })
-    const answers = await Promise.all([1, 2, 3, 4, 4].map((key) => lookup(key)))
-    assert.deepEqual(answers, [undefined, 'value 2', undefined, 'value 4', 'value 4'])
-    if (STORAGE === 'postgres') assert.deepEqual(batches, [[1, 2, 3, 4]])
-    else assert.equal(batches.length, 5)
-    // Nothing is cached: a later lookup of the same key reads again.
-    assert.equal(await lookup(2), 'value 2')
-    assert.equal(batches.length, STORAGE === 'postgres' ? 2 : 6)
+  it('answers each lookup of a turn with its own key past 256 keys of a kind; on PostgreSQL the turn takes two statements', async () => {
+    const gold = await insertAsset(database.db, 'manygold', 1)
+    const names = [...Array.from({ length: 300 }, (_, i) => `missing${i}`), 'MANYGOLD', 'manygold']
+    const statements = countStatements(database)
+    try {
+      const found = await Promise.all([...names.map((name) => findAssetByName(database.db, name)), findWalletByIdShared(database.db, 1)])
+      assert.deepEqual(found.slice(0, 300), Array(300).fill(undefined))
+      assert.equal(found[300]?.id, gold.id)
+      assert.equal(found[301]?.id, gold.id)
+      assert.equal(found[302], undefined, 'the mint wallet is no recipient')
+      if (STORAGE === 'postgres') assert.equal(statements.length, 2)
+    } finally {
+      statements.restore()
+    }
   })
 
-  it('fails every lookup of a failing query with its error', async () => {
-    const lookup = coalesced(database.db, async (): Promise<Map<number, string>> => {
-      throw new Error('storage down')
-    })
-    const results = await Promise.allSettled([lookup(1), lookup(2)])
-    assert.deepEqual(
-      results.map((result) => (result.status === 'rejected' ? (result.reason as Error).message : 'fulfilled')),
-      ['storage down', 'storage down'],
-    )
+  it('PostgreSQL: fails every lookup of a failing statement with its error, and the next turn reads again', async (context) => {
+    if (STORAGE !== 'postgres') return context.skip('SQLite looks each key up at once, on the driver')
+    const gold = await insertAsset(database.db, 'failgold', 1)
+    const executeQuery = database.db.executeQuery.bind(database.db)
+    database.db.executeQuery = (() => Promise.reject(new Error('storage down'))) as typeof executeQuery
+    try {
+      const results = await Promise.allSettled([findAssetByName(database.db, 'failgold'), findWalletByIdShared(database.db, 1), findAssetByName(database.db, 'other')])
+      assert.deepEqual(
+        results.map((result) => (result.status === 'rejected' ? (result.reason as Error).message : 'fulfilled')),
+        ['storage down', 'storage down', 'storage down'],
+      )
+    } finally {
+      database.db.executeQuery = executeQuery
+    }
+    assert.equal((await findAssetByName(database.db, 'failgold'))?.id, gold.id)
+  })
+
+  it('PostgreSQL: past 256 keys of a kind, a failing statement fails only the lookups it holds', async (context) => {
+    if (STORAGE !== 'postgres') return context.skip('SQLite looks each key up at once, on the driver')
+    const gold = await insertAsset(database.db, 'halfgold', 1)
+    const executeQuery = database.db.executeQuery.bind(database.db)
+    let calls = 0
+    database.db.executeQuery = ((query: Parameters<typeof executeQuery>[0]) => (++calls === 1 ? Promise.reject(new Error('storage down')) : executeQuery(query))) as typeof executeQuery
+    try {
+      const names = [...Array.from({ length: 256 }, (_, i) => `absent${i}`), 'halfgold']
+      const results = await Promise.allSettled(names.map((name) => findAssetByName(database.db, name)))
+      assert.equal(calls, 2)
+      assert.ok(results.slice(0, 256).every((result) => result.status === 'rejected' && (result.reason as Error).message === 'storage down'))
+      assert.deepEqual(results[256], { status: 'fulfilled', value: gold })
+    } finally {
+      database.db.executeQuery = executeQuery
+    }
   })
 
   it('never answers from a transaction still open: a lookup made meanwhile sees what it committed, or nothing of it if it rolled back', async () => {
@@ -77,12 +112,7 @@ describe(`coalesced lookups (${STORAGE})`, () => {
     const user = (await database.db.insertInto('users').values({ username: 'turnuser', username_key: 'turnuser', password_hash: 'x', primary_wallet_id: null, created_at: nowIso() }).returning('id').executeTakeFirstOrThrow()).id
     const wallet = (await database.db.insertInto('wallets').values({ address: 'turnwalletaddressxxxxxxxxxxxxxxxxx', user_id: user, created_at: nowIso(), deleted_at: null }).returning('id').executeTakeFirstOrThrow()).id
     const alone = [await findAssetByName(database.db, 'TurnGold'), await findAssetByName(database.db, 'turnsilver'), await findAssetByName(database.db, 'nothing'), await findWalletByIdShared(database.db, Number(wallet)), await findWalletByIdShared(database.db, 1)]
-    const statements: string[] = []
-    const executeQuery = database.db.executeQuery.bind(database.db)
-    database.db.executeQuery = ((query: Parameters<typeof executeQuery>[0]) => {
-      statements.push('sql' in query ? query.sql : query.compile().sql)
-      return executeQuery(query)
-    }) as typeof executeQuery
+    const statements = countStatements(database)
     try {
       const together = await Promise.all([findAssetByName(database.db, 'TurnGold'), findAssetByName(database.db, 'turnsilver'), findAssetByName(database.db, 'nothing'), findWalletByIdShared(database.db, Number(wallet)), findWalletByIdShared(database.db, 1)])
       assert.deepEqual(together, alone)
@@ -95,7 +125,7 @@ describe(`coalesced lookups (${STORAGE})`, () => {
       assert.equal(together[4], undefined)
       if (STORAGE === 'postgres') assert.equal(statements.length, 1)
     } finally {
-      database.db.executeQuery = executeQuery
+      statements.restore()
     }
   })
 

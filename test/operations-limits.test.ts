@@ -9,7 +9,7 @@ import { migrateToLatest } from '../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { hashToken } from '../src/http/tokens.ts'
 import { pruneOnce } from '../src/operations/retention.ts'
-import { ADMIN_KEY, STORAGE } from './helpers/app.ts'
+import { ADMIN_KEY, STORAGE, awayFromTheMinute } from './helpers/app.ts'
 import { createUser } from './helpers/factories.ts'
 import { createDatabase } from './helpers/postgres.ts'
 
@@ -41,12 +41,6 @@ describe('login and registration limits shared by three instances', { skip: STOR
       await database.close()
     }
   })
-
-  /** Waits until the clock's minute has at least 20 s left, so one test's attempts fall in one window. */
-  async function awayFromTheMinute(): Promise<void> {
-    const left = 60_000 - (Date.now() % 60_000)
-    if (left < 20_000) await new Promise((resolve) => setTimeout(resolve, left + 50))
-  }
 
   it('allows AUTH_RATE_LIMIT login attempts per minute for a username in all, whichever instance takes them', async () => {
     // Registered with the limit off: only the logins count here.

@@ -1,10 +1,10 @@
 import { LRUCache } from 'lru-cache'
 import { CompiledQuery } from 'kysely'
-import { perDatabase, perTurn } from './coalesce.ts'
 import type { Executor } from './database.types.ts'
 import { isPostgres } from './dialect.ts'
+import { oncePerTurn, perDatabase } from './per-turn.ts'
 import { transactionsEnded } from './postgres.ts'
-import { sqliteStatementsOf, type SqliteStatements } from './sqlite-statements.ts'
+import { sqliteStatementsOf } from './sqlite-statements.ts'
 
 /**
  * The database's commit state: a text that stays the same only while nothing at all has been
@@ -19,13 +19,13 @@ import { sqliteStatementsOf, type SqliteStatements } from './sqlite-statements.t
  *   ANY OTHER connection commits (another process, the CLI, the checkpointer's worker, which only
  *   copies pages and does not move it). Together they move on every commit; one statement, about
  *   3 µs in a loop, but a read transaction (two `fcntl` locks on the WAL index) that cost a busy
- *   service far more. Read once per turn of the event loop, as on PostgreSQL (`sqliteState`).
+ *   service far more. Read once per turn of the event loop, as on PostgreSQL (`turnStateOf`).
  * - PostgreSQL: `pg_current_snapshot()` (xmin:xmax:in-progress ids) decides exactly which
  *   transactions a read sees. A commit either raises xmax (its id was at or past it) or removes
  *   its id from the in-progress list (xmax never goes down), so equal texts mean nothing committed
  *   between them. `pg_postmaster_start_time()` goes with it, so another server (a restart, a
  *   promoted standby, a restored cluster) never gives the same text. Read once per turn of the
- *   event loop for every request of that turn (`coalesce.ts` perTurn): one round trip shared,
+ *   event loop for every request of that turn (`per-turn.ts` oncePerTurn): one round trip shared,
  *   taken after every request of the turn arrived, so every write acknowledged before one of them
  *   arrived is counted.
  *
@@ -104,49 +104,28 @@ const SQLITE_STATE = 'select total_changes() as c, data_version as v from pragma
 const POSTGRES_STATE = "select pg_current_snapshot()::text || ' ' || pg_postmaster_start_time()::text as state"
 
 /**
- * The PostgreSQL state of each database, one query per turn of the event loop, marked as it is
- * sent. Every caller of a turn asks for the same key, so the batch is as large as the turn: a
- * batch of 1 sent a query per request, which filled the pool under load.
- */
-const postgresState = perDatabase((db: Executor) =>
-  perTurn(async () => {
-    const began = { mark: ++clock, writes: transactionsEnded(), at: Date.now() }
-    const { rows } = await db.executeQuery<{ state: string }>(CompiledQuery.raw(POSTGRES_STATE, []))
-    return new Map([[0, remember(db, `${serialOf(db)} ${rows[0].state}`, began)]])
-  }, 100_000),
-)
-
-/**
- * The SQLite state of each database, read once per turn of the event loop for every caller of
- * that turn: the first caller of a turn schedules the read after the turn's I/O callbacks
- * (`setImmediate`), so it begins after every request of the turn arrived, and every caller until
- * then shares it; a caller after the read joins the next turn's. Read per request before, a kept
- * history page paid a read transaction each (two `fcntl` locks) and wrote its answer within its
- * own I/O callback, where each answer's `writev` woke the client anew; the requests of a turn now
- * go on, and answer, together. Measured: a kept page 135-218 µs of service CPU before, 61-88 µs
- * so, balances 124-196 µs before, 61-84 µs so
+ * The state of each database, read once per turn of the event loop for every caller of that turn
+ * (`oncePerTurn`): the read begins after every request of the turn arrived, and a caller after
+ * the read joins the next turn's. On PostgreSQL a query per request filled the pool under load.
+ * On SQLite, read per request before, a kept history page paid a read transaction each (two
+ * `fcntl` locks) and wrote its answer within its own I/O callback, where each answer's `writev`
+ * woke the client anew; the requests of a turn now go on, and answer, together. Measured: a kept
+ * page 135-218 µs of service CPU before, 61-88 µs so, balances 124-196 µs before, 61-84 µs so
  * (docs/performance.md#sqlites-kept-page-round-six-engineer-s).
  */
-const sqliteTurns = new WeakMap<object, Promise<CommitState | undefined>>()
+const turnStateOf = perDatabase((db: Executor) => oncePerTurn(() => (isPostgres(db) ? readPostgresState(db) : readSqliteState(db))))
 
-function sqliteState(db: Executor, statements: SqliteStatements): Promise<CommitState | undefined> {
-  const adapter = db.getExecutor().adapter
-  let turn = sqliteTurns.get(adapter)
-  if (!turn) {
-    turn = new Promise((resolve) =>
-      setImmediate(() => {
-        sqliteTurns.delete(adapter)
-        resolve(readSqliteState(db, statements))
-      }),
-    )
-    sqliteTurns.set(adapter, turn)
-  }
-  return turn
+/** Marked as the query is sent. */
+async function readPostgresState(db: Executor): Promise<CommitState> {
+  const began = { mark: ++clock, writes: transactionsEnded(), at: Date.now() }
+  const { rows } = await db.executeQuery<{ state: string }>(CompiledQuery.raw(POSTGRES_STATE, []))
+  return remember(db, `${serialOf(db)} ${rows[0].state}`, began)
 }
 
-function readSqliteState(db: Executor, statements: SqliteStatements): CommitState | undefined {
+function readSqliteState(db: Executor): CommitState | undefined {
   try {
-    if (statements.inTransaction()) return undefined
+    const statements = sqliteStatementsOf(db)
+    if (!statements || statements.inTransaction()) return undefined
     const began = { mark: ++clock, writes: 0, at: Date.now() }
     const { c, v } = statements.prepare(SQLITE_STATE).get() as { c: number; v: number }
     return remember(db, `${serialOf(db)} ${c} ${v}`, { ...began, writes: c })
@@ -157,7 +136,7 @@ function readSqliteState(db: Executor, statements: SqliteStatements): CommitStat
 
 /**
  * The commit state now: on both storages the state read once for this turn of the event loop,
- * after every request of the turn arrived (`sqliteState`, `postgresState`), so a caller waits for
+ * after every request of the turn arrived (`turnStateOf`), so a caller waits for
  * the end of the turn's I/O. With `since` (an `arrivalMark` of the request asking), the latest
  * state already read after that mark serves at once instead: a history page uses the state its
  * request's credential lookup waited for. Serving what was committed when that state was read is
@@ -177,9 +156,8 @@ export async function readCommitState(db: Executor, since?: number): Promise<Com
     if (statements?.inTransaction()) return undefined
     const last = latest.get(db.getExecutor().adapter)
     if (last && ownWrites(db) !== last.writes && Date.now() - last.at < WRITING_RECHECK_MS) return undefined
-    if (isPostgres(db)) return await postgresState(db, 0)
-    if (!statements) return undefined
-    return await sqliteState(db, statements)
+    if (!statements && !isPostgres(db)) return undefined
+    return await turnStateOf(db)()
   } catch {
     return undefined
   }

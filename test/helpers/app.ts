@@ -128,3 +128,13 @@ export async function whileOpen<T>(db: Db, change: (trx: Executor) => Promise<vo
   })
   return pending as Promise<T>
 }
+
+/**
+ * Waits, when the clock's minute has less than `marginMs` left, until the next one begins. On
+ * PostgreSQL login and registration attempts are counted in windows aligned to the clock's
+ * minutes (`src/http/rate-limit.ts`), so attempts that must fall in one window begin after this.
+ */
+export async function awayFromTheMinute(marginMs = 20_000): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000)
+  if (left < marginMs) await new Promise((resolve) => setTimeout(resolve, left + 50))
+}
