@@ -162,7 +162,8 @@ export class DeliveryWorker {
   /**
    * The origins whose last claim left due deliveries behind (their limit, or their share of the
    * slots, let out less than was due) and whose circuit is not open: once half of the attempts
-   * one of them has in flight here have ended, a round starts without waiting for `roundBatch`.
+   * one of them has in flight here have ended, a round starts without waiting for `roundBatch`
+   * (while fewer than that are in flight: `slotsAwaited`).
    */
   private waitingOrigins = new Set<string>()
   /** Through a storage outage, claiming pauses for longer and longer, and logs only its start and end. */
