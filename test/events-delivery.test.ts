@@ -598,28 +598,37 @@ async function workerPollingWhenWoken(t: TestApp): Promise<DeliveryWorker> {
   return new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry: new client.Registry(), pollMs: 3_600_000 })
 }
 
-describe('rounds started by attempts that end', () => {
-  let t: TestApp
-  let receiver: Receiver
-  let worker: DeliveryWorker | undefined
+/**
+ * For a describe block of the worker's rounds: a test app with `env` and a receiver, made before
+ * its tests; the worker a test makes (`workerPollingWhenWoken`) is stopped after them, if it has
+ * not stopped it itself.
+ */
+function roundsSetup(env: Record<string, string>): { t: TestApp; receiver: Receiver; worker?: DeliveryWorker } {
+  const setup = {} as { t: TestApp; receiver: Receiver; worker?: DeliveryWorker }
   before(async () => {
-    // 16 slots: 2 attempts that end (an eighth) start a round by themselves.
-    t = await buildTestApp({ WEBHOOK_CONCURRENCY: '16' })
-    receiver = await startReceiver()
+    setup.t = await buildTestApp(env)
+    setup.receiver = await startReceiver()
   })
   after(async () => {
-    await worker?.stop()
-    await receiver.close()
-    await t.close()
+    await setup.worker?.stop()
+    await setup.receiver.close()
+    await setup.t.close()
   })
+  return setup
+}
+
+describe('rounds started by attempts that end', () => {
+  // 16 slots: 2 attempts that end (an eighth) start a round by themselves.
+  const setup = roundsSetup({ WEBHOOK_CONCURRENCY: '16' })
 
   it('writes a lone outcome at the next poll, starts a round once an eighth of the slots has ended, and writes what waits at shutdown', async () => {
+    const { t, receiver } = setup
     const gold = await createAsset(t, { name: 'gold' })
     const assetId = gold.id
     const payer = await fundedUser(t, [[gold, 100]])
     const payee = await createUser(t.app)
     await setWebhook(t, payee, `${receiver.url}/rounds`)
-    worker = await workerPollingWhenWoken(t)
+    const worker = (setup.worker = await workerPollingWhenWoken(t))
     const db = t.database.db
     const statuses = async () => (await db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).orderBy('id').execute()).map((row) => row.status)
 
@@ -651,7 +660,7 @@ describe('rounds started by attempts that end', () => {
     assert.deepEqual(await statuses(), ['delivered', 'delivered', 'delivered', 'delivered', 'pending'])
     const stopping = Date.now()
     await worker.stop()
-    worker = undefined
+    setup.worker = undefined
     assert.ok(Date.now() - stopping < 2_000, `the shutdown took ${Date.now() - stopping} ms`)
     assert.deepEqual(await statuses(), Array(5).fill('delivered'))
     assert.equal(receiver.requests.length, 5, 'each event sent once')
@@ -659,27 +668,17 @@ describe('rounds started by attempts that end', () => {
 })
 
 describe('rounds started for an origin held to fewer slots than a batch of endings', () => {
-  let t: TestApp
-  let receiver: Receiver
-  let worker: DeliveryWorker | undefined
-  before(async () => {
-    // 256 slots (a batch of endings is 32), and each origin held to 4 in flight.
-    t = await buildTestApp({ WEBHOOK_CONCURRENCY: '256', WEBHOOK_ORIGIN_CONCURRENCY: '4' })
-    receiver = await startReceiver()
-  })
-  after(async () => {
-    await worker?.stop()
-    await receiver.close()
-    await t.close()
-  })
+  // 256 slots (a batch of endings is 32), and each origin held to 4 in flight.
+  const setup = roundsSetup({ WEBHOOK_CONCURRENCY: '256', WEBHOOK_ORIGIN_CONCURRENCY: '4' })
 
   it('claims the next deliveries of an origin with more due as soon as half of its attempts in flight have ended, without a poll', async () => {
+    const { t, receiver } = setup
     const gold = await createAsset(t, { name: 'gold' })
     const payer = await fundedUser(t, [[gold, 100]])
     const payee = await createUser(t.app)
     await setWebhook(t, payee, `${receiver.url}/held`)
     // Every round after the first is started by endings.
-    worker = await workerPollingWhenWoken(t)
+    const worker = (setup.worker = await workerPollingWhenWoken(t))
     await transferAtOnce(t, payer, [payee], gold.id, 12)
     worker.start()
     // 4 at a time, 12 in all: the endings of each 4 (fewer than 32) start the round that claims the next.
@@ -687,7 +686,7 @@ describe('rounds started for an origin held to fewer slots than a batch of endin
     assert.ok(receiver.maxOpen() <= 4, `${receiver.maxOpen()} requests at once`)
     const statuses = async () => (await t.database.db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).execute()).map((row) => row.status)
     await worker.stop()
-    worker = undefined
+    setup.worker = undefined
     assert.deepEqual(await statuses(), Array(12).fill('delivered'))
     assert.equal(receiver.requests.length, 12, 'each event sent once')
   })

@@ -60,9 +60,10 @@ const MAX_WIDTH = 100_000
  * writer) that reads the differences and writes exactly those. The right quantity of a row
  * depends only on its wallet's lines of the asset up to its transaction, and a wallet's
  * transactions commit in id order (their ids are drawn under the wallet's turn), so a snapshot
- * that holds a transaction holds all it depends on: the value written is final. Transfers committing meanwhile write rows of their own,
- * new transactions, never one of those the repair writes; they read holdings, never running
- * balances, so they neither disturb the repair nor are disturbed by it.
+ * that holds a transaction holds all it depends on: the value written is final. Transfers
+ * committing meanwhile write rows of their own, new transactions, never one of those the repair
+ * writes; they read holdings, never running balances, so they neither disturb the repair nor are
+ * disturbed by it.
  */
 export async function repairRunningBalances(db: Db, progress?: (done: number, total: number) => void): Promise<RunningBalancesRepair> {
   // Every wallet that has a row or could have one (a row naming no wallet is repaired too).
