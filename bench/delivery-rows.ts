@@ -82,7 +82,10 @@ async function runBatch(run: Run, record: boolean): Promise<void> {
   await run.client.query('commit')
 }
 
-const server = await startPostgres({ name: 'coffer-bench-rows', flags: ['-c', 'max_connections=50', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1'] })
+const server = await startPostgres({
+  name: 'coffer-bench-rows',
+  flags: ['-c', 'max_connections=50', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1'],
+})
 const runs: Run[] = []
 try {
   const admin = new pg.Client({ connectionString: server.url })
@@ -94,12 +97,18 @@ try {
     await migrateToLatest(database.db)
     if (variant.migration) await migrateTo(database.db, variant.migration)
     const db = database.db
-    await sql`insert into wallets (address, created_at) select 'w' || g, '2026-01-01T00:00:00.000Z' from generate_series(1, 100) as g`.execute(db)
+    await sql`insert into wallets (address, created_at) select 'w' || g, '2026-01-01T00:00:00.000Z' from generate_series(1, 100) as g`.execute(
+      db,
+    )
     if (variant.webhooks !== false) {
       await sql`insert into webhooks (wallet_id, url, origin, secret, created_at)
-        select id, 'http://127.0.0.1:9/w/' || id, 'http://127.0.0.1:9', 'sealed', '2026-01-01T00:00:00.000Z' from wallets where id between 2 and 21`.execute(db)
+        select id, 'http://127.0.0.1:9/w/' || id, 'http://127.0.0.1:9', 'sealed', '2026-01-01T00:00:00.000Z' from wallets where id between 2 and 21`.execute(
+        db,
+      )
     }
-    await sql`insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body) values (1, 2, 3, '', '2026-01-01T00:00:00.000Z', '{}')`.execute(db)
+    await sql`insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body) values (1, 2, 3, '', '2026-01-01T00:00:00.000Z', '{}')`.execute(
+      db,
+    )
     for (const statement of variant.ddl) await sql.raw(statement).execute(db)
     await database.close()
     const client = new pg.Client({ connectionString: url })
@@ -121,11 +130,19 @@ try {
     const { rows: counted } = await run.client.query<{ n: number }>('select count(*)::int as n from webhook_deliveries')
     const perBatch = counted[0].n / (WARMUP + BATCHES)
     const cost = median(run.micros) - base
-    rows.push([run.label, median(run.micros).toFixed(0), run === runs[0] ? '-' : cost.toFixed(0), perBatch > 0 ? (cost / perBatch).toFixed(1) : '-'])
+    rows.push([
+      run.label,
+      median(run.micros).toFixed(0),
+      run === runs[0] ? '-' : cost.toFixed(0),
+      perBatch > 0 ? (cost / perBatch).toFixed(1) : '-',
+    ])
   }
   const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
-  console.log(`${TRANSFERS} transfers (${TRANSFERS * 2} events, about 6.7 deliveries) per batch, ${BATCHES} batches per schema, taking turns`)
-  for (const row of rows) console.log(row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  '))
+  console.log(
+    `${TRANSFERS} transfers (${TRANSFERS * 2} events, about 6.7 deliveries) per batch, ${BATCHES} batches per schema, taking turns`,
+  )
+  for (const row of rows)
+    console.log(row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  '))
 } finally {
   for (const run of runs) await run.client.end().catch(() => {})
   await server.stop()

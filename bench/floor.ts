@@ -25,7 +25,10 @@ const ROUNDS = numberArg('rounds', 3)
 /** Requests per batch when two checkouts alternate. */
 const BATCH = 250
 // `--only=healthz,assets`: only the cases whose name contains one of these words.
-const only = args.find((arg) => arg.startsWith('--only='))?.slice('--only='.length).split(',')
+const only = args
+  .find((arg) => arg.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',')
 const against = args.find((arg) => arg.startsWith('--against='))?.slice('--against='.length)
 const ADMIN_KEY = 'cfa_floor_bench_admin_key_not_a_secret'
 const HERE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -58,10 +61,22 @@ async function setUp(root: string, label: string): Promise<Floor> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-floor-'))
   const database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
   await migrateToLatest(database.db)
-  const config = loadConfig({ DATA_DIR: dataDir, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0', CORS_ORIGINS: 'http://localhost:5173' })
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    ADMIN_API_KEY: ADMIN_KEY,
+    LOG_LEVEL: 'info',
+    AUTH_RATE_LIMIT: '0',
+    CORS_ORIGINS: 'http://localhost:5173',
+  })
   let logged = 0
   const logStream = { write: (line: string) => void (logged += line.length) }
-  const app: FastifyInstance = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config), logStream })
+  const app: FastifyInstance = await buildApp({
+    config,
+    database,
+    adminKeyHash: hashToken(ADMIN_KEY),
+    secretsKey: await prepareWebhookSecrets(database.db, config),
+    logStream,
+  })
   const close = async () => {
     await app.close()
     await database.close()
@@ -77,31 +92,71 @@ async function setUp(root: string, label: string): Promise<Floor> {
     const users = []
     for (const name of ['floora', 'floorb']) {
       await call({ method: 'POST', url: '/users', payload: { username: name, password: 'correct horse' } }, 201)
-      const login = await call({ method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } }, 201)
-      const key = await call({ method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } }, 201)
+      const login = await call(
+        { method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } },
+        201,
+      )
+      const key = await call(
+        { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } },
+        201,
+      )
       users.push({ name, session: login.token as string, key: key.token as string })
     }
     const asset = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)
     const [a, b] = users
     const wallet = await call({ method: 'GET', url: '/user/session', headers: { authorization: `Bearer ${a.session}` } }, 200)
-    await call({ method: 'POST', url: `/wallets/${wallet.wallet_id}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } }, 201)
+    await call(
+      { method: 'POST', url: `/wallets/${wallet.wallet_id}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } },
+      201,
+    )
     const byKey = { authorization: `Bearer ${a.key}` }
     // A history of a dozen transfers: the page below is a full page of ten, with a Link.
-    for (let i = 0; i < 12; i++) await call({ method: 'POST', url: '/wallet/transactions', headers: byKey, payload: { recipient: b.name, assets: { gold: 1 } } }, 201)
+    for (let i = 0; i < 12; i++)
+      await call({ method: 'POST', url: '/wallet/transactions', headers: byKey, payload: { recipient: b.name, assets: { gold: 1 } } }, 201)
     let turn = 0
     const cases: Case[] = [
       { name: 'GET /healthz', request: () => ({ method: 'GET', url: '/healthz' }), status: 200 },
       { name: 'GET /wallet/assets (key)', request: () => ({ method: 'GET', url: '/wallet/assets', headers: byKey }), status: 200 },
       {
         name: 'GET /wallet/assets (cookie, Origin)',
-        request: () => ({ method: 'GET', url: '/wallet/assets', headers: { cookie: `coffer_session=${a.session}`, origin: 'http://localhost:5173' } }),
+        request: () => ({
+          method: 'GET',
+          url: '/wallet/assets',
+          headers: { cookie: `coffer_session=${a.session}`, origin: 'http://localhost:5173' },
+        }),
         status: 200,
       },
-      { name: 'POST /wallet/transactions (key)', request: () => ({ method: 'POST', url: '/wallet/transactions', headers: byKey, payload: { recipient: b.name, assets: { gold: 1 } } }), status: 201 },
-      { name: 'POST /wallet/transactions 400 G000', request: () => ({ method: 'POST', url: '/wallet/transactions', headers: byKey, payload: { recipient: b.name, assets: { gold: 'x' } } }), status: 400 },
-      { name: 'GET /wallet/assets 401 A001', request: () => ({ method: 'GET', url: '/wallet/assets', headers: { authorization: 'Bearer cfw_nonsense' } }), status: 401 },
+      {
+        name: 'POST /wallet/transactions (key)',
+        request: () => ({
+          method: 'POST',
+          url: '/wallet/transactions',
+          headers: byKey,
+          payload: { recipient: b.name, assets: { gold: 1 } },
+        }),
+        status: 201,
+      },
+      {
+        name: 'POST /wallet/transactions 400 G000',
+        request: () => ({
+          method: 'POST',
+          url: '/wallet/transactions',
+          headers: byKey,
+          payload: { recipient: b.name, assets: { gold: 'x' } },
+        }),
+        status: 400,
+      },
+      {
+        name: 'GET /wallet/assets 401 A001',
+        request: () => ({ method: 'GET', url: '/wallet/assets', headers: { authorization: 'Bearer cfw_nonsense' } }),
+        status: 401,
+      },
       // A page kept, nothing committed since; then pages read while transfers commit (one of each in turn).
-      { name: 'GET /wallet/transactions (key)', request: () => ({ method: 'GET', url: '/wallet/transactions?limit=10', headers: byKey }), status: 200 },
+      {
+        name: 'GET /wallet/transactions (key)',
+        request: () => ({ method: 'GET', url: '/wallet/transactions?limit=10', headers: byKey }),
+        status: 200,
+      },
       {
         name: 'GET /wallet/transactions + POST, in turn',
         request: () =>
@@ -127,7 +182,8 @@ async function measure(floor: Floor, index: number, count: number): Promise<numb
   const before = process.cpuUsage()
   for (let i = 0; i < count; i++) {
     const response = await floor.app.inject(request())
-    if (typeof status === 'number' ? response.statusCode !== status : !status.includes(response.statusCode)) throw new Error(`${floor.label}: ${name}: ${response.statusCode} ${response.body}`)
+    if (typeof status === 'number' ? response.statusCode !== status : !status.includes(response.statusCode))
+      throw new Error(`${floor.label}: ${name}: ${response.statusCode} ${response.body}`)
   }
   const used = process.cpuUsage(before)
   return used.user + used.system
@@ -146,7 +202,8 @@ async function main(): Promise<void> {
         const spent = floors.map(() => 0)
         // Each batch pair in turn order (ABBA…): what runs first or second in a pair pays differently.
         for (let done = 0, pair = 0; done < REQUESTS; done += BATCH, pair++) {
-          for (const which of pair % 2 === 0 ? floors.keys() : [...floors.keys()].reverse()) spent[which] += await measure(floors[which], index, BATCH)
+          for (const which of pair % 2 === 0 ? floors.keys() : [...floors.keys()].reverse())
+            spent[which] += await measure(floors[which], index, BATCH)
         }
         const perRequest = spent.map((micros) => micros / (Math.ceil(REQUESTS / BATCH) * BATCH))
         perRequest.forEach((value, which) => best[which].set(name, Math.min(best[which].get(name) ?? Infinity, value)))
@@ -155,7 +212,8 @@ async function main(): Promise<void> {
     }
     console.log(`\nbest of ${ROUNDS} rounds of ${REQUESTS} requests each (CPU of this process, µs per request, inject included):`)
     console.log(`  ${''.padEnd(40)} ${floors.map(({ label }) => label.slice(-14).padStart(14)).join(' ')}`)
-    for (const name of best[0].keys()) console.log(`  ${name.padEnd(40)} ${best.map((values) => (values.get(name) ?? NaN).toFixed(1).padStart(14)).join(' ')}`)
+    for (const name of best[0].keys())
+      console.log(`  ${name.padEnd(40)} ${best.map((values) => (values.get(name) ?? NaN).toFixed(1).padStart(14)).join(' ')}`)
   } finally {
     for (const floor of floors) await floor.close()
   }

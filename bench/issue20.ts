@@ -67,13 +67,16 @@ export interface Issue20Context {
 export async function runIssue20First(context: Issue20Context): Promise<Issue20Run> {
   const { storage, url, seeded, log } = context
   const run: Issue20Run = { results: {}, longHistory: context.longHistory }
-  log(`${storage}: issue 20: ${KEYED_WALLETS} wallets with a key and ${USERS_PER_WALLET} users each, about ${SHORT_HISTORY} transactions of history each (through the API)`)
+  log(
+    `${storage}: issue 20: ${KEYED_WALLETS} wallets with a key and ${USERS_PER_WALLET} users each, about ${SHORT_HISTORY} transactions of history each (through the API)`,
+  )
   const started = Date.now()
   seeded.keyed = await seedKeyedWallets(url, context.adminKey, seeded, seeded.traders.slice(0, KEYED_WALLETS), USERS_PER_WALLET)
   log(`${storage}: issue 20: wallets, users and keys in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   await seedKeyedHistoryThroughApi(url, seeded.keyed, SHORT_HISTORY)
   log(`${storage}: issue 20: seeded in ${((Date.now() - started) / 1000).toFixed(0)} s`)
-  for (const scenario of ['history100', 'balances'] as const) if (context.selected(scenario)) run.results[scenario] = await context.measure(scenario)
+  for (const scenario of ['history100', 'balances'] as const)
+    if (context.selected(scenario)) run.results[scenario] = await context.measure(scenario)
   if (context.selected('transfers')) {
     run.reference = await measureReference(context, 'before')
     run.results.transfers = await context.measure('transfers')
@@ -94,7 +97,12 @@ export async function runIssue20Second(context: Issue20Context, run: Issue20Run)
   const count = (context.longHistory * wallets.length) / 2
   log(`${storage}: issue 20: writing ${count} transactions of history straight into the database (about ${context.longHistory} per wallet)`)
   const started = Date.now()
-  await seedHistoryDirectly(context.databaseUrl ? { databaseUrl: context.databaseUrl } : { dataDir: context.dataDir }, wallets, seeded.keyed.assetIds, count)
+  await seedHistoryDirectly(
+    context.databaseUrl ? { databaseUrl: context.databaseUrl } : { dataDir: context.dataDir },
+    wallets,
+    seeded.keyed.assetIds,
+    count,
+  )
   await seedKeyedHistoryThroughApi(context.url, seeded.keyed, TOP_UP)
   log(`${storage}: issue 20: history written in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   run.results.history100k = await context.measure('history100k')
@@ -115,9 +123,15 @@ async function measureReference(context: Issue20Context, when: 'before' | 'after
     const dir = path.join(context.dataDir, `reference-${when}`)
     fs.mkdirSync(dir, { recursive: true })
     const result = runSqliteLoop(dir, seconds)
-    reference = { name: 'plain SQLite durable loop (commits/s)', perSecond: result.commitsPerSecond, detail: `${result.commits} commits in ${result.seconds.toFixed(1)} s, one thread, WAL, synchronous=FULL` }
+    reference = {
+      name: 'plain SQLite durable loop (commits/s)',
+      perSecond: result.commitsPerSecond,
+      detail: `${result.commits} commits in ${result.seconds.toFixed(1)} s, one thread, WAL, synchronous=FULL`,
+    }
   }
-  context.log(`${context.storage}: issue 20: reference ${when} the transfers, ${reference.name}: ${reference.perSecond.toFixed(0)}/s (${reference.detail})`)
+  context.log(
+    `${context.storage}: issue 20: reference ${when} the transfers, ${reference.name}: ${reference.perSecond.toFixed(0)}/s (${reference.detail})`,
+  )
   return reference
 }
 
@@ -127,27 +141,70 @@ export function issue20Rows(storage: string, run: Issue20Run): string[][] {
   const perSecond = (result: ScenarioResult | undefined) => (result ? `${result.okPerSecond.toFixed(0)}/s` : '-')
   const p99 = (result: ScenarioResult | undefined) => (result ? `${result.p99.toFixed(1)} ms` : '-')
   const verdict = (ok: boolean | undefined) => (ok === undefined ? '' : ok ? 'met' : 'MISSED')
-  const ratio = (numerator: number | undefined, denominator: number | undefined) => (numerator !== undefined && denominator ? numerator / denominator : undefined)
+  const ratio = (numerator: number | undefined, denominator: number | undefined) =>
+    numerator !== undefined && denominator ? numerator / denominator : undefined
   const fixed = (value: number | undefined) => (value === undefined ? '-' : value.toFixed(2))
   const rows: string[][] = [[`${storage}: issue 20`, 'req/s', 'p99', 'ratio', 'target', '']]
-  rows.push(['transfers (POST /wallet/transactions)', perSecond(transfers), p99(transfers), '', `p99 ≤ ${TARGETS.p99Ms} ms`, verdict(transfers && transfers.p99 <= TARGETS.p99Ms)])
+  rows.push([
+    'transfers (POST /wallet/transactions)',
+    perSecond(transfers),
+    p99(transfers),
+    '',
+    `p99 ≤ ${TARGETS.p99Ms} ms`,
+    verdict(transfers && transfers.p99 <= TARGETS.p99Ms),
+  ])
   for (const [name, result] of [
     ['history page, ~100 txs', history100],
     [`history page, ~${run.longHistory.toLocaleString('en')} txs`, history100k],
   ] as const) {
     const share = ratio(result?.okPerSecond, transfers?.okPerSecond)
     const ok = result && share !== undefined ? share >= TARGETS.historyPerTransfer && result.p99 <= TARGETS.p99Ms : undefined
-    rows.push([`${name} (GET /wallet/transactions?limit=10)`, perSecond(result), p99(result), `${fixed(share)} × transfers`, `≥ ${TARGETS.historyPerTransfer} ×, p99 ≤ ${TARGETS.p99Ms} ms`, verdict(ok)])
+    rows.push([
+      `${name} (GET /wallet/transactions?limit=10)`,
+      perSecond(result),
+      p99(result),
+      `${fixed(share)} × transfers`,
+      `≥ ${TARGETS.historyPerTransfer} ×, p99 ≤ ${TARGETS.p99Ms} ms`,
+      verdict(ok),
+    ])
   }
   // The cost of a page: its time from outside (1 ÷ req/s), and the service's CPU per page beside it.
   const cost = ratio(history100?.okPerSecond, history100k?.okPerSecond)
   const cpu = ratio(history100k?.serviceCpuUs, history100?.serviceCpuUs)
-  rows.push(['history page cost, long ÷ short (service CPU)', '', '', `${fixed(cost)} (${fixed(cpu)})`, `≤ ${TARGETS.longHistoryCost}`, verdict(cost === undefined ? undefined : cost <= TARGETS.longHistoryCost)])
-  rows.push(['balances (GET /wallet/assets)', perSecond(balances), p99(balances), `${fixed(ratio(balances?.okPerSecond, transfers?.okPerSecond))} × transfers`, '', ''])
+  rows.push([
+    'history page cost, long ÷ short (service CPU)',
+    '',
+    '',
+    `${fixed(cost)} (${fixed(cpu)})`,
+    `≤ ${TARGETS.longHistoryCost}`,
+    verdict(cost === undefined ? undefined : cost <= TARGETS.longHistoryCost),
+  ])
+  rows.push([
+    'balances (GET /wallet/assets)',
+    perSecond(balances),
+    p99(balances),
+    `${fixed(ratio(balances?.okPerSecond, transfers?.okPerSecond))} × transfers`,
+    '',
+    '',
+  ])
   const { reference, referenceAfter } = run
   const after = referenceAfter ? `${referenceAfter.perSecond.toFixed(0)}/s right after` : ''
-  rows.push([reference ? `${reference.name}, right before` : 'reference', reference ? `${reference.perSecond.toFixed(0)}/s` : '-', '', after, '', ''])
+  rows.push([
+    reference ? `${reference.name}, right before` : 'reference',
+    reference ? `${reference.perSecond.toFixed(0)}/s` : '-',
+    '',
+    after,
+    '',
+    '',
+  ])
   const beat = ratio(transfers?.okPerSecond, reference?.perSecond)
-  rows.push(['transfers ÷ reference', '', '', fixed(beat), `≥ ${TARGETS.transfersPerReference.toFixed(1)}`, verdict(beat === undefined ? undefined : beat >= TARGETS.transfersPerReference)])
+  rows.push([
+    'transfers ÷ reference',
+    '',
+    '',
+    fixed(beat),
+    `≥ ${TARGETS.transfersPerReference.toFixed(1)}`,
+    verdict(beat === undefined ? undefined : beat >= TARGETS.transfersPerReference),
+  ])
   return rows
 }

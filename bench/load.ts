@@ -75,7 +75,11 @@ function transferRequest(job: LoadJob): autocannon.Request {
       let recipient = recipients[randomIndex(recipients.length)]
       while (recipient === sender.name) recipient = recipients[randomIndex(recipients.length)]
       request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
-      request.body = JSON.stringify({ recipient, ...(job.recipientType ? { type: job.recipientType } : {}), assets: { gold: job.quantity ?? 1 } })
+      request.body = JSON.stringify({
+        recipient,
+        ...(job.recipientType ? { type: job.recipientType } : {}),
+        assets: { gold: job.quantity ?? 1 },
+      })
       return request
     },
   }
@@ -170,8 +174,9 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   // Latencies are kept here at full resolution: autocannon's own histogram rounds to whole milliseconds.
   const latencies: number[] = []
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({ url: job.url, connections: job.connections, duration: job.seconds, requests, timeout: 10 }, (error, done) =>
-      error ? reject(error) : resolve(done),
+    const instance = autocannon(
+      { url: job.url, connections: job.connections, duration: job.seconds, requests, timeout: 10 },
+      (error, done) => (error ? reject(error) : resolve(done)),
     )
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       if ((statusCode >= 200 && statusCode < 300) || statusCode === job.expectStatus) latencies.push(responseTime)

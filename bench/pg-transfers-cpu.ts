@@ -43,7 +43,17 @@ interface Subject {
 
 async function setUp(root: string, label: string, url: string): Promise<Subject> {
   const load = (file: string) => import(pathToFileURL(path.join(root, file)).href)
-  const [{ buildApp }, { loadConfig }, { openPostgres }, { migrateToLatest }, { prepareWebhookSecrets }, { hashToken }, { createLedger }, { outbox }, { Lookups, resolveTransfer }] = await Promise.all([
+  const [
+    { buildApp },
+    { loadConfig },
+    { openPostgres },
+    { migrateToLatest },
+    { prepareWebhookSecrets },
+    { hashToken },
+    { createLedger },
+    { outbox },
+    { Lookups, resolveTransfer },
+  ] = await Promise.all([
     load('src/app.ts'),
     load('src/config.ts'),
     load('src/db/postgres.ts'),
@@ -58,7 +68,13 @@ async function setUp(root: string, label: string, url: string): Promise<Subject>
   await migrateToLatest(database.db)
   const config = loadConfig({ DATA_DIR: os.tmpdir(), DATABASE_URL: url, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' })
   const logStream = { write: () => undefined }
-  const app: FastifyInstance = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config), logStream })
+  const app: FastifyInstance = await buildApp({
+    config,
+    database,
+    adminKeyHash: hashToken(ADMIN_KEY),
+    secretsKey: await prepareWebhookSecrets(database.db, config),
+    logStream,
+  })
   const call = async (options: InjectOptions, status: number) => {
     const response = await app.inject(options)
     if (response.statusCode !== status) throw new Error(`${label}: ${JSON.stringify(options)}: ${response.statusCode} ${response.body}`)
@@ -70,15 +86,36 @@ async function setUp(root: string, label: string, url: string): Promise<Subject>
     Array.from({ length: WALLETS }, async (_, i) => {
       const name = `cpu${i}`
       await call({ method: 'POST', url: '/users', payload: { username: name, password: 'correct horse' } }, 201)
-      const login = await call({ method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } }, 201)
-      const key = await call({ method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } }, 201)
-      await call({ method: 'POST', url: `/wallets/${key.wallet_id}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } }, 201)
+      const login = await call(
+        { method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } },
+        201,
+      )
+      const key = await call(
+        { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } },
+        201,
+      )
+      await call(
+        { method: 'POST', url: `/wallets/${key.wallet_id}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } },
+        201,
+      )
       return { walletId: key.wallet_id as number, key: key.token as string }
     }),
   )
   const sizes = { sum: 0, count: 0 }
   const ledger = createLedger({ database, events: outbox, onBatch: (size: number) => ((sizes.sum += size), (sizes.count += 1)) })
-  return { label, app, keys, sizes, send: (walletId, request) => (lookupsOnly ? resolveTransfer(new Lookups(database.db), walletId, request) : ledger.send(walletId, request)), close: () => app.close().then(() => ledger.close()).then(() => database.close()) }
+  return {
+    label,
+    app,
+    keys,
+    sizes,
+    send: (walletId, request) =>
+      lookupsOnly ? resolveTransfer(new Lookups(database.db), walletId, request) : ledger.send(walletId, request),
+    close: () =>
+      app
+        .close()
+        .then(() => ledger.close())
+        .then(() => database.close()),
+  }
 }
 
 /** `count` transfers by `CONCURRENCY` clients; the CPU of this process they took, in µs. */
@@ -93,7 +130,12 @@ async function measure(subject: Subject, count: number): Promise<number> {
         await subject.send(from.walletId, { recipient: String(to.walletId), type: 2, assets: { gold: 1 } })
         continue
       }
-      const response = await subject.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { authorization: `Bearer ${from.key}`, 'content-type': 'application/json' }, payload: JSON.stringify({ recipient: String(to.walletId), type: 2, assets: { gold: 1 } }) })
+      const response = await subject.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: { authorization: `Bearer ${from.key}`, 'content-type': 'application/json' },
+        payload: JSON.stringify({ recipient: String(to.walletId), type: 2, assets: { gold: 1 } }),
+      })
       if (response.statusCode !== 201) throw new Error(`${subject.label}: ${response.statusCode} ${response.body}`)
     }
   }
@@ -113,7 +155,10 @@ async function batchSize(subject: Subject): Promise<number> {
 
 async function main(): Promise<void> {
   const statements = args.includes('--statements')
-  const server = await startPostgres({ name: 'coffer-pg-transfers-cpu', flags: statements ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : [] })
+  const server = await startPostgres({
+    name: 'coffer-pg-transfers-cpu',
+    flags: statements ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : [],
+  })
   const admin = new pg.Client({ connectionString: server.url })
   await admin.connect()
   const urlOf = async (name: string) => {
@@ -131,7 +176,8 @@ async function main(): Promise<void> {
     // `--profile=<file>`: a CPU profile of the rounds alone (set-up and warm-up left out).
     const profileTo = args.find((arg) => arg.startsWith('--profile='))?.slice('--profile='.length)
     const session = profileTo ? new inspector.Session() : undefined
-    const post = (method: string, params?: object) => new Promise<unknown>((resolve, reject) => session?.post(method, params, (error, result) => (error ? reject(error) : resolve(result))))
+    const post = (method: string, params?: object) =>
+      new Promise<unknown>((resolve, reject) => session?.post(method, params, (error, result) => (error ? reject(error) : resolve(result))))
     if (session) {
       session.connect()
       await post('Profiler.enable')
@@ -142,10 +188,13 @@ async function main(): Promise<void> {
     for (let round = 1; round <= ROUNDS; round++) {
       const spent = subjects.map(() => 0)
       for (let done = 0, pair = 0; done < TRANSFERS; done += chunk, pair++) {
-        for (const which of pair % 2 === 0 ? subjects.keys() : [...subjects.keys()].reverse()) spent[which] += await measure(subjects[which], chunk)
+        for (const which of pair % 2 === 0 ? subjects.keys() : [...subjects.keys()].reverse())
+          spent[which] += await measure(subjects[which], chunk)
       }
       const sizes = await Promise.all(subjects.map(batchSize))
-      console.log(`round ${round}: ${subjects.map((s, i) => `${s.label.slice(-14)} ${(spent[i] / (Math.ceil(TRANSFERS / chunk) * chunk)).toFixed(1)} (batches of ${sizes[i].toFixed(1)})`).join('   ')} µs/transfer`)
+      console.log(
+        `round ${round}: ${subjects.map((s, i) => `${s.label.slice(-14)} ${(spent[i] / (Math.ceil(TRANSFERS / chunk) * chunk)).toFixed(1)} (batches of ${sizes[i].toFixed(1)})`).join('   ')} µs/transfer`,
+      )
     }
     if (session && profileTo) {
       const { profile } = (await post('Profiler.stop')) as { profile: unknown }
@@ -159,9 +208,14 @@ async function main(): Promise<void> {
         const client = new pg.Client({ connectionString: urls[i] })
         await client.connect()
         await client.query('create extension if not exists pg_stat_statements')
-        const { rows } = await client.query(`select calls, total_exec_time, query from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) and calls > ${total / 50} order by calls desc`)
+        const { rows } = await client.query(
+          `select calls, total_exec_time, query from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) and calls > ${total / 50} order by calls desc`,
+        )
         console.log(`${subject.label}: statements per transfer (server µs per call)`)
-        for (const row of rows) console.log(`  ${(Number(row.calls) / total).toFixed(3).padStart(7)} ${((Number(row.total_exec_time) * 1000) / Number(row.calls)).toFixed(0).padStart(6)}  ${String(row.query).replace(/\s+/g, ' ').slice(0, 110)}`)
+        for (const row of rows)
+          console.log(
+            `  ${(Number(row.calls) / total).toFixed(3).padStart(7)} ${((Number(row.total_exec_time) * 1000) / Number(row.calls)).toFixed(0).padStart(6)}  ${String(row.query).replace(/\s+/g, ' ').slice(0, 110)}`,
+          )
         await client.end()
       }
     }

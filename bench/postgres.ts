@@ -27,7 +27,15 @@ export async function startPostgres(): Promise<BenchPostgres> {
     name: 'coffer-bench-pg',
     // Enough connections for the service pool plus pgbench; the rest is PostgreSQL's defaults.
     // BENCH_PG_STATEMENTS=1 preloads pg_stat_statements: the webhook scenario then prints statement counts.
-    flags: ['-c', 'max_connections=200', '-c', 'shared_buffers=256MB', '-c', 'listen_addresses=127.0.0.1', ...(process.env.BENCH_PG_STATEMENTS ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : [])],
+    flags: [
+      '-c',
+      'max_connections=200',
+      '-c',
+      'shared_buffers=256MB',
+      '-c',
+      'listen_addresses=127.0.0.1',
+      ...(process.env.BENCH_PG_STATEMENTS ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : []),
+    ],
   })
   const url = (database: string) => `postgres://postgres:postgres@127.0.0.1:${port}/${database}`
   const pid = Number(fs.readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0])
@@ -63,7 +71,13 @@ export interface PgbenchResult {
 }
 
 /** Runs pgbench with the given arguments against a database; resolves with its output. */
-function runPgbench(server: BenchPostgres, database: string, args: string[], timeoutMs: number, track: (pid: number) => void): Promise<string> {
+function runPgbench(
+  server: BenchPostgres,
+  database: string,
+  args: string[],
+  timeoutMs: number,
+  track: (pid: number) => void,
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn('pgbench', ['-h', server.host, '-p', String(server.port), '-U', server.user, ...args, database], {
       env: { ...process.env, PGPASSWORD: server.password },
@@ -95,8 +109,20 @@ export async function initPgbench(server: BenchPostgres, database: string, scale
  * The built-in tpcb-like script at `clients` clients for `seconds` seconds, two threads, prepared
  * statements (`pgbench -c <clients> -j 2 -T <seconds> -M prepared`): issue 20's reference.
  */
-export async function runTpcb(server: BenchPostgres, database: string, clients: number, seconds: number, track: (pid: number) => void): Promise<PgbenchResult> {
-  const output = await runPgbench(server, database, ['-c', String(clients), '-j', '2', '-T', String(seconds), '-M', 'prepared'], (seconds + 60) * 1000, track)
+export async function runTpcb(
+  server: BenchPostgres,
+  database: string,
+  clients: number,
+  seconds: number,
+  track: (pid: number) => void,
+): Promise<PgbenchResult> {
+  const output = await runPgbench(
+    server,
+    database,
+    ['-c', String(clients), '-j', '2', '-T', String(seconds), '-M', 'prepared'],
+    (seconds + 60) * 1000,
+    track,
+  )
   const tps = /tps = ([\d.]+)/.exec(output)
   const latency = /latency average = ([\d.]+) ms/.exec(output)
   const processed = /number of transactions actually processed: (\d+)/.exec(output)

@@ -72,7 +72,12 @@ export function summariseProfile(file: string, top = 15, skipMs = 0): ProfileSum
       idle += micros
       continue
     }
-    const where = callFrame.url ? `${callFrame.url.replace(/^file:\/\//, '').replace(/^.*node_modules\//, '').replace(/^.*\/src\//, 'src/')}:${callFrame.lineNumber + 1}` : ''
+    const where = callFrame.url
+      ? `${callFrame.url
+          .replace(/^file:\/\//, '')
+          .replace(/^.*node_modules\//, '')
+          .replace(/^.*\/src\//, 'src/')}:${callFrame.lineNumber + 1}`
+      : ''
     const name = `${callFrame.functionName || '(anonymous)'}${where ? ` ${where}` : ''}`
     functions.set(name, (functions.get(name) ?? 0) + micros)
     const group = groupOf(callFrame.url, callFrame.functionName)
@@ -100,7 +105,9 @@ export function mainThreadProfile(dir: string): string | undefined {
 }
 
 export function formatSummary(summary: ProfileSummary): string {
-  const lines = [`profile: ${(summary.totalMs / 1000).toFixed(1)} s, idle ${(summary.idleShare * 100).toFixed(0)} %; shares below are of busy time`]
+  const lines = [
+    `profile: ${(summary.totalMs / 1000).toFixed(1)} s, idle ${(summary.idleShare * 100).toFixed(0)} %; shares below are of busy time`,
+  ]
   lines.push('  by package / folder:')
   for (const entry of summary.groups) lines.push(`    ${(entry.share * 100).toFixed(1).padStart(5)} %  ${entry.name}`)
   lines.push('  top functions (self time):')

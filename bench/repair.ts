@@ -39,10 +39,19 @@ async function main(): Promise<void> {
     const { db } = database
     await migrateToLatest(db)
     const now = new Date().toISOString()
-    const owner = await db.insertInto('users').values({ username: 'bench', username_key: 'bench', password_hash: 'x', primary_wallet_id: null, created_at: now }).returning('id').executeTakeFirstOrThrow()
+    const owner = await db
+      .insertInto('users')
+      .values({ username: 'bench', username_key: 'bench', password_hash: 'x', primary_wallet_id: null, created_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow()
     const wallets: number[] = []
     for (let start = 0; start < walletCount; start += 500) {
-      const rows = Array.from({ length: Math.min(500, walletCount - start) }, (_, i) => ({ address: `bench${start + i}`, user_id: owner.id, created_at: now, deleted_at: null }))
+      const rows = Array.from({ length: Math.min(500, walletCount - start) }, (_, i) => ({
+        address: `bench${start + i}`,
+        user_id: owner.id,
+        created_at: now,
+        deleted_at: null,
+      }))
       wallets.push(...(await db.insertInto('wallets').values(rows).returning('id').execute()).map((row) => Number(row.id)))
     }
     const assets = await db
@@ -50,18 +59,55 @@ async function main(): Promise<void> {
       .values(['gold', 'silver'].map((name) => ({ name, name_key: name, value: 1, created_at: now, deleted_at: null })))
       .returning('id')
       .execute()
-    await timed('seeding', () => seedHistoryDirectly(databaseUrl ? { databaseUrl } : { dataDir }, wallets, assets.map((asset) => Number(asset.id)), count), () => `${count} transactions between ${walletCount} wallets`)
-    const rows = await db.selectFrom('running_balances').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+    await timed(
+      'seeding',
+      () =>
+        seedHistoryDirectly(
+          databaseUrl ? { databaseUrl } : { dataDir },
+          wallets,
+          assets.map((asset) => Number(asset.id)),
+          count,
+        ),
+      () => `${count} transactions between ${walletCount} wallets`,
+    )
+    const rows = await db
+      .selectFrom('running_balances')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow()
     log(`${rows.n} running balances`)
 
-    await timed('verify', () => verifyLedger(db), (report) => (report.ok ? 'ok' : `${report.problems.length} problems`))
-    await timed('repair of a sound ledger', () => repairRunningBalances(db), (repair) => `${repair.rewritten + repair.added + repair.removed} rows changed`)
+    await timed(
+      'verify',
+      () => verifyLedger(db),
+      (report) => (report.ok ? 'ok' : `${report.problems.length} problems`),
+    )
+    await timed(
+      'repair of a sound ledger',
+      () => repairRunningBalances(db),
+      (repair) => `${repair.rewritten + repair.added + repair.removed} rows changed`,
+    )
     const damaged = await sql`update running_balances set quantity = quantity + 7 where transaction_id % 100 = 0`.execute(db)
     log(`damaged ${damaged.numAffectedRows} running balances`)
-    await timed('verify of the damaged ledger', () => verifyLedger(db), (report) => `${report.wrongRunningBalances} running balances named wrong`)
-    await timed('repair', () => repairRunningBalances(db), (repair) => `${repair.rewritten} rewritten, ${repair.added} added, ${repair.removed} removed, ${repair.holdings} holdings`)
-    await timed('verify after the repair', () => verifyLedger(db), (report) => (report.ok ? 'ok' : `${report.problems.length} problems`))
-    await timed('second repair', () => repairRunningBalances(db), (repair) => `${repair.rewritten + repair.added + repair.removed} rows changed`)
+    await timed(
+      'verify of the damaged ledger',
+      () => verifyLedger(db),
+      (report) => `${report.wrongRunningBalances} running balances named wrong`,
+    )
+    await timed(
+      'repair',
+      () => repairRunningBalances(db),
+      (repair) => `${repair.rewritten} rewritten, ${repair.added} added, ${repair.removed} removed, ${repair.holdings} holdings`,
+    )
+    await timed(
+      'verify after the repair',
+      () => verifyLedger(db),
+      (report) => (report.ok ? 'ok' : `${report.problems.length} problems`),
+    )
+    await timed(
+      'second repair',
+      () => repairRunningBalances(db),
+      (repair) => `${repair.rewritten + repair.added + repair.removed} rows changed`,
+    )
   } finally {
     await close()
   }

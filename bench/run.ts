@@ -24,10 +24,30 @@ import { issue20Rows, KEYED_WALLETS, USERS_PER_WALLET, runIssue20First, runIssue
 import type { LoadJob, LoadResult } from './load.ts'
 import { initPgbench, PGBENCH_SCALE, startPostgres, type BenchPostgres } from './postgres.ts'
 import { formatSummary, mainThreadProfile, summariseProfile } from './profile.ts'
-import { answered, BATCH_SIZE, FIRST_SCENARIOS, ISSUE20_SCENARIOS, jobFor, LABELS, LADDER, type Issue20Scenario, type ScenarioName, type ScenarioResult } from './scenarios.ts'
+import {
+  answered,
+  BATCH_SIZE,
+  FIRST_SCENARIOS,
+  ISSUE20_SCENARIOS,
+  jobFor,
+  LABELS,
+  LADDER,
+  type Issue20Scenario,
+  type ScenarioName,
+  type ScenarioResult,
+} from './scenarios.ts'
 import { seedHistoryDirectly, seedHistoryThroughApi, seedThroughApi, type Seeded } from './seed.ts'
 import { startService, type Service } from './service.ts'
-import { percentile, putWebhook, readBacklog, sampleBacklog, startBenchReceiver, statementCounter, type BacklogReading, type BenchReceiver } from './webhooks.ts'
+import {
+  percentile,
+  putWebhook,
+  readBacklog,
+  sampleBacklog,
+  startBenchReceiver,
+  statementCounter,
+  type BacklogReading,
+  type BenchReceiver,
+} from './webhooks.ts'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const args = new Set(process.argv.slice(2))
@@ -47,11 +67,17 @@ const connectionsArg = [...args].find((arg) => arg.startsWith('--connections='))
 // `--only=issue20`, `--scenario=webhooks` is `--only=webhooks`.
 const onlyArg = [...args].find((arg) => arg.startsWith('--only='))?.slice('--only='.length)
 const scenarioArg = [...args].find((arg) => arg.startsWith('--scenario='))?.slice('--scenario='.length)
-if (scenarioArg !== undefined && scenarioArg !== 'webhooks') throw new Error(`unknown --scenario=${scenarioArg}; the one scenario that runs alone is "webhooks"`)
-const onlyNames = [...(onlyArg ? onlyArg.split(',') : []), ...(args.has('--issue20') ? ['issue20'] : []), ...(scenarioArg ? [scenarioArg] : [])]
+if (scenarioArg !== undefined && scenarioArg !== 'webhooks')
+  throw new Error(`unknown --scenario=${scenarioArg}; the one scenario that runs alone is "webhooks"`)
+const onlyNames = [
+  ...(onlyArg ? onlyArg.split(',') : []),
+  ...(args.has('--issue20') ? ['issue20'] : []),
+  ...(scenarioArg ? [scenarioArg] : []),
+]
 const only = onlyNames.length > 0 ? new Set(onlyNames.flatMap((name) => (name === 'issue20' ? ISSUE20_SCENARIOS : [name]))) : undefined
 const known = new Set<string>([...FIRST_SCENARIOS, ...ISSUE20_SCENARIOS, 'historymixed', 'webhooks'])
-for (const name of only ?? []) if (!known.has(name)) throw new Error(`unknown scenario "${name}" in --only; known: issue20, ${[...known].join(', ')}`)
+for (const name of only ?? [])
+  if (!known.has(name)) throw new Error(`unknown scenario "${name}" in --only; known: issue20, ${[...known].join(', ')}`)
 const selected = (scenario: ScenarioName | 'webhooks') => !only || only.has(scenario)
 const profiled = (profileArg?.split('=')[1] ?? (selected('a') ? 'a' : [...(only ?? [])][0])) as ScenarioName
 /** The webhook scenario runs on a store of its own, only when asked for. */
@@ -61,7 +87,8 @@ const webhooksAsked = only?.has('webhooks') ?? false
 // (5 million in all, written in several minutes), 10,000 with --quick.
 const historyArg = [...args].find((arg) => arg.startsWith('--history='))?.slice('--history='.length)
 const keyedHistory = historyArg ? Number(historyArg) : quick ? 10_000 : 100_000
-if (!Number.isInteger(keyedHistory) || keyedHistory < 2) throw new Error(`--history=${historyArg}: a whole number of transactions, 2 or more`)
+if (!Number.isInteger(keyedHistory) || keyedHistory < 2)
+  throw new Error(`--history=${historyArg}: a whole number of transactions, 2 or more`)
 
 const settings = quick
   ? { traders: 100, warmup: 1, seconds: 2, shortHistory: 100, longHistory: 100_000, keyedHistory }
@@ -134,10 +161,20 @@ const warmed = new Set<string>()
 
 /** A scenario's label, with the numbers of this run. */
 function labelOf(scenario: ScenarioName, wallets = settings.traders): string {
-  return LABELS[scenario].replace('N', String(wallets)).replace('{wallets}', String(KEYED_WALLETS)).replace('{history}', settings.keyedHistory.toLocaleString('en'))
+  return LABELS[scenario]
+    .replace('N', String(wallets))
+    .replace('{wallets}', String(KEYED_WALLETS))
+    .replace('{history}', settings.keyedHistory.toLocaleString('en'))
 }
 
-async function runScenario(scenario: ScenarioName, url: string, seeded: Seeded, pids: Processes, connections = CONNECTIONS, wallets?: number): Promise<ScenarioResult> {
+async function runScenario(
+  scenario: ScenarioName,
+  url: string,
+  seeded: Seeded,
+  pids: Processes,
+  connections = CONNECTIONS,
+  wallets?: number,
+): Promise<ScenarioResult> {
   const job = jobFor(scenario, url, seeded, connections, settings.warmup, wallets)
   // --quick warms each scenario up once; the full run before every measurement, to reach its steady state.
   const warm = `${url} ${scenario}`
@@ -190,7 +227,10 @@ function tempDir(prefix: string): string {
 }
 
 /** A fresh store for one storage's run: a temp DATA_DIR, and on PostgreSQL an embedded server with a `coffer` database. */
-async function openStore(storage: 'sqlite' | 'postgres', prefix: string): Promise<{ dataDir: string; server?: BenchPostgres; databaseUrl?: string }> {
+async function openStore(
+  storage: 'sqlite' | 'postgres',
+  prefix: string,
+): Promise<{ dataDir: string; server?: BenchPostgres; databaseUrl?: string }> {
   const dataDir = tempDir(`${prefix}-${storage}-`)
   if (storage === 'sqlite') return { dataDir }
   log('postgres: starting an embedded server')
@@ -203,7 +243,9 @@ async function openStore(storage: 'sqlite' | 'postgres', prefix: string): Promis
 async function verifyStore(databaseUrl: string | undefined, dataDir: string): Promise<string> {
   const database = openDatabase({ databaseUrl, dataDir })
   const report = await verifyLedger(database.db).finally(() => database.close())
-  return report.ok ? `ledger verified: ${report.transactions} transactions, ${report.holdings} holdings` : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`
+  return report.ok
+    ? `ledger verified: ${report.transactions} transactions, ${report.holdings} holdings`
+    : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`
 }
 
 async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, profileDir: string | undefined): Promise<StorageRun> {
@@ -221,11 +263,18 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
   cleanups.push(() => stopService())
   // Issue 20's table alone needs only its own wallets' owners (each registration and login costs a hash).
   const traders = sweep || ladder || FIRST_SCENARIOS.some((scenario) => selected(scenario)) ? settings.traders : KEYED_WALLETS
-  log(`${storage}: service up at ${service.url}; seeding ${traders} users through the API (one Argon2id hash per registration and per login)`)
+  log(
+    `${storage}: service up at ${service.url}; seeding ${traders} users through the API (one Argon2id hash per registration and per login)`,
+  )
   const seeded = await seedThroughApi(service.url, adminKey, traders, (done) => log(`${storage}:   ${done} users`))
   if (selected('d100') || selected('d100k')) {
     await seedHistoryThroughApi(service.url, seeded.shortHistory, seeded.historyPartner, 'gold', settings.shortHistory)
-    await seedHistoryDirectly(databaseUrl ? { databaseUrl } : { dataDir }, [seeded.longHistory.walletId, seeded.historyPartner.walletId], [seeded.asset.id], settings.longHistory)
+    await seedHistoryDirectly(
+      databaseUrl ? { databaseUrl } : { dataDir },
+      [seeded.longHistory.walletId, seeded.historyPartner.walletId],
+      [seeded.asset.id],
+      settings.longHistory,
+    )
     log(`${storage}: seeded; history of ${settings.shortHistory} and ${settings.longHistory} transactions written`)
   }
 
@@ -242,7 +291,9 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
       profileSkipMs = Date.now() - spawned + settings.warmup * 1000
     }
     const result = await runScenario(scenario, service.url, seeded, { service: service.pid, database: server?.pid })
-    log(`${storage}: ${result.label}: ${result.okPerSecond.toFixed(0)}/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, errors ${result.non2xx + result.socketErrors}, service ${result.serviceCpuUs.toFixed(0)} µs/req`)
+    log(
+      `${storage}: ${result.label}: ${result.okPerSecond.toFixed(0)}/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, errors ${result.non2xx + result.socketErrors}, service ${result.serviceCpuUs.toFixed(0)} µs/req`,
+    )
     if (profiling) {
       await service.stop()
       service = await startService(serviceOptions, track)
@@ -282,10 +333,15 @@ async function runStorage(storage: 'sqlite' | 'postgres', adminKey: string, prof
   const sweeps: ScenarioResult[] = []
   if (sweep) {
     const pids = { service: service.pid, database: server?.pid }
-    for (const connections of [1, 8, 32, 128]) sweeps.push(await runScenario('a', service.url, seeded, pids, connections, seeded.traders.length))
+    for (const connections of [1, 8, 32, 128])
+      sweeps.push(await runScenario('a', service.url, seeded, pids, connections, seeded.traders.length))
     for (const wallets of [10, 100]) sweeps.push(await runScenario('a', service.url, seeded, pids, CONNECTIONS, wallets))
-    for (const connections of [1, 8, 32, 128]) sweeps.push({ ...(await runScenario('e', service.url, seeded, pids, connections)), label: `(e) GET /healthz, ${connections} conn` })
-    for (const result of sweeps) log(`${storage}: ${result.label}: ${result.okPerSecond.toFixed(0)}/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`)
+    for (const connections of [1, 8, 32, 128])
+      sweeps.push({ ...(await runScenario('e', service.url, seeded, pids, connections)), label: `(e) GET /healthz, ${connections} conn` })
+    for (const result of sweeps)
+      log(
+        `${storage}: ${result.label}: ${result.okPerSecond.toFixed(0)}/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`,
+      )
   }
 
   const steps: ScenarioResult[] = []
@@ -376,7 +432,10 @@ function median(values: number[]): number {
  */
 async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: string, profileDir: string | undefined): Promise<WebhookRun> {
   const { dataDir, server, databaseUrl } = await openStore(storage, 'coffer-bench-webhooks')
-  const service = await startService({ dataDir, databaseUrl, adminKey, env: { WEBHOOK_ALLOW_PRIVATE: 'true' }, profileDir: profileDir && path.join(profileDir, storage) }, track)
+  const service = await startService(
+    { dataDir, databaseUrl, adminKey, env: { WEBHOOK_ALLOW_PRIVATE: 'true' }, profileDir: profileDir && path.join(profileDir, storage) },
+    track,
+  )
   let stopService = service.stop
   cleanups.push(() => stopService())
   const traders = 100
@@ -401,8 +460,11 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
     const counts = counted
       ? `; ${counted.calls} statements, the delivery worker's ${counted.webhookCalls}${delivered > 0 ? ` (${(counted.webhookCalls / delivered).toFixed(2)} per delivery)` : ''}, BEGIN and COMMIT not counted; ${counted.deliveryUpdates.all} updates of deliveries, ${counted.deliveryUpdates.heapOnly} heap-only`
       : ''
-    log(`${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered, ${rounds.toFixed(1)} rounds/s${counts}`)
-    if (counted) for (const row of counted.top) log(`  ${String(row.calls).padStart(7)} calls ${row.ms.toFixed(0).padStart(6)} ms  ${row.query}`)
+    log(
+      `${storage}: webhooks: ${label}: ${result.okPerSecond.toFixed(0)} transfers/s, errors ${result.non2xx + result.socketErrors + result.timeouts}; ${cpu}; ${delivered} delivered, ${rounds.toFixed(1)} rounds/s${counts}`,
+    )
+    if (counted)
+      for (const row of counted.top) log(`  ${String(row.calls).padStart(7)} calls ${row.ms.toFixed(0).padStart(6)} ms  ${row.query}`)
     return { label, tps: result.okPerSecond, serviceUs: result.serviceCpuUs, databaseUs: result.databaseCpuUs, seconds: result.seconds }
   }
 
@@ -414,7 +476,8 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
   const slowOrigin = new URL(slow.url).origin
   const hooked = seeded.traders.slice(0, 21)
   const setHooks = async () => {
-    for (const [index, trader] of hooked.entries()) await putWebhook(service.url, trader.token, index < 20 ? `${slow.url}/w/${trader.walletId}` : `${fast.url}/w/${trader.walletId}`)
+    for (const [index, trader] of hooked.entries())
+      await putWebhook(service.url, trader.token, index < 20 ? `${slow.url}/w/${trader.walletId}` : `${fast.url}/w/${trader.walletId}`)
   }
   // Removing the webhooks cancels what is pending for them; a moment for the attempts on the wire to end.
   const removeHooks = async () => {
@@ -439,7 +502,9 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
     // Events of the last moments of the load are still on their way: a second for them to land.
     await new Promise((resolve) => setTimeout(resolve, 1_000))
     fastLags.push(...fast.lags)
-    log(`${storage}: webhooks: ${pair}: fast origin lag p50 ${percentile(fast.lags, 0.5).toFixed(0)} ms, p99 ${percentile(fast.lags, 0.99).toFixed(0)} ms over ${fast.lags.length} events; slow origin backlog ${atStop.byOrigin.get(slowOrigin) ?? 0}`)
+    log(
+      `${storage}: webhooks: ${pair}: fast origin lag p50 ${percentile(fast.lags, 0.5).toFixed(0)} ms, p99 ${percentile(fast.lags, 0.99).toFixed(0)} ms over ${fast.lags.length} events; slow origin backlog ${atStop.byOrigin.get(slowOrigin) ?? 0}`,
+    )
     await removeHooks()
     alternating.push(slowFast, await transfers(`${pair}: no webhooks`))
   }
@@ -472,7 +537,10 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
     const received = slow.received + fast.received
     if (reading.total === 0 || now - previous.at >= 1_000) {
       const seconds = (now - previous.at) / 1000
-      const perOrigin = origins.map((origin, i) => `${i === 0 ? 'slow' : 'fast'} ${reading.byOrigin.get(origin) ?? 0} pending, limit ${reading.limits.get(origin) ?? '-'}, ${reading.inFlight.get(origin) ?? 0} in flight`)
+      const perOrigin = origins.map(
+        (origin, i) =>
+          `${i === 0 ? 'slow' : 'fast'} ${reading.byOrigin.get(origin) ?? 0} pending, limit ${reading.limits.get(origin) ?? '-'}, ${reading.inFlight.get(origin) ?? 0} in flight`,
+      )
       log(
         `${storage}: webhooks: drain at ${((now - stopped) / 1000).toFixed(1)} s: backlog ${reading.total}; ${((received - previous.received) / seconds).toFixed(0)} deliveries/s, ${((reading.rounds - previous.rounds) / seconds).toFixed(1)} rounds/s; ${perOrigin.join('; ')}`,
       )
@@ -485,11 +553,14 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
   // The stragglers' rate: what arrived after the load stopped, per second of the drain.
-  const drainRate50 = Number.isFinite(drainSeconds50) && drainSeconds50 > 0 ? (slow.received + fast.received - receivedAtStop) / drainSeconds50 : NaN
+  const drainRate50 =
+    Number.isFinite(drainSeconds50) && drainSeconds50 > 0 ? (slow.received + fast.received - receivedAtStop) / drainSeconds50 : NaN
   const maxBacklog50 = Math.max(0, ...during.map((reading) => reading.total).filter(Number.isFinite))
   await statements?.close()
   const lag50P99 = percentile([...slow.lags, ...fast.lags], 0.99)
-  log(`${storage}: webhooks: at 50 ms: backlog at most ${maxBacklog50}, ${endBacklog50} when the load stopped, drained in ${drainSeconds50.toFixed(1)} s at ${drainRate50.toFixed(0)} deliveries/s; lag p99 ${lag50P99.toFixed(0)} ms`)
+  log(
+    `${storage}: webhooks: at 50 ms: backlog at most ${maxBacklog50}, ${endBacklog50} when the load stopped, drained in ${drainSeconds50.toFixed(1)} s at ${drainRate50.toFixed(0)} deliveries/s; lag p99 ${lag50P99.toFixed(0)} ms`,
+  )
 
   await service.stop()
   stopService = async () => {}
@@ -522,7 +593,9 @@ async function runWebhookStorage(storage: 'sqlite' | 'postgres', adminKey: strin
 }
 
 function webhookReport(runs: WebhookRun[]): string {
-  const out = [`Coffer bench, webhook scenario ${quick ? '(quick) ' : ''}on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}, ${CONNECTIONS} connections, 100 traders`]
+  const out = [
+    `Coffer bench, webhook scenario ${quick ? '(quick) ' : ''}on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}, ${CONNECTIONS} connections, 100 traders`,
+  ]
   const targets: string[][] = [['target', 'value', 'wanted', '']]
   const us = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : '-')
   const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(0)}`
@@ -532,7 +605,15 @@ function webhookReport(runs: WebhookRun[]): string {
       if (i % 2 === 0) return rows.push([phase.label, phase.tps.toFixed(0), us(phase.serviceUs), us(phase.databaseUs), '', '', ''])
       const [before, after] = [run.alternating[i - 1], run.alternating[i + 1]]
       const added = (key: 'serviceUs' | 'databaseUs') => phase[key] - (before[key] + after[key]) / 2
-      rows.push([phase.label, phase.tps.toFixed(0), us(phase.serviceUs), us(phase.databaseUs), run.ratios[(i - 1) / 2].toFixed(2), signed(added('serviceUs')), run.storage === 'postgres' ? signed(added('databaseUs')) : '-'])
+      rows.push([
+        phase.label,
+        phase.tps.toFixed(0),
+        us(phase.serviceUs),
+        us(phase.databaseUs),
+        run.ratios[(i - 1) / 2].toFixed(2),
+        signed(added('serviceUs')),
+        run.storage === 'postgres' ? signed(added('databaseUs')) : '-',
+      ])
     })
     rows.push([run.at50.label, run.at50.tps.toFixed(0), us(run.at50.serviceUs), us(run.at50.databaseUs), '', '', ''])
     out.push(
@@ -546,9 +627,24 @@ function webhookReport(runs: WebhookRun[]): string {
     )
     // The median of the pairs' ratios: one phase disturbed by another load moves it little.
     const ratio = median(run.ratios)
-    targets.push([`${run.storage}: fast origin p99 lag, ms (slow one backed up)`, run.fastLagP99.toFixed(0), '< 1000', run.fastLagP99 < 1000 ? 'met' : 'MISSED'])
-    targets.push([`${run.storage}: both at 50 ms: backlog drains after the load`, Number.isFinite(run.drainSeconds50) ? `${run.drainSeconds50.toFixed(1)} s` : 'no', 'drains', Number.isFinite(run.drainSeconds50) ? 'met' : 'MISSED'])
-    targets.push([`${run.storage}: transfers/s with webhooks ÷ without (median of ${run.ratios.length}: ${run.ratios.map((value) => value.toFixed(2)).join(', ')})`, ratio.toFixed(2), '≥ 0.90', ratio >= 0.9 ? 'met' : 'MISSED'])
+    targets.push([
+      `${run.storage}: fast origin p99 lag, ms (slow one backed up)`,
+      run.fastLagP99.toFixed(0),
+      '< 1000',
+      run.fastLagP99 < 1000 ? 'met' : 'MISSED',
+    ])
+    targets.push([
+      `${run.storage}: both at 50 ms: backlog drains after the load`,
+      Number.isFinite(run.drainSeconds50) ? `${run.drainSeconds50.toFixed(1)} s` : 'no',
+      'drains',
+      Number.isFinite(run.drainSeconds50) ? 'met' : 'MISSED',
+    ])
+    targets.push([
+      `${run.storage}: transfers/s with webhooks ÷ without (median of ${run.ratios.length}: ${run.ratios.map((value) => value.toFixed(2)).join(', ')})`,
+      ratio.toFixed(2),
+      '≥ 0.90',
+      ratio >= 0.9 ? 'met' : 'MISSED',
+    ])
   }
   out.push('', '== targets ==', table(targets), '', `total ${((Date.now() - started) / 1000).toFixed(0)} s`)
   return out.join('\n')
@@ -559,13 +655,25 @@ function webhookReport(runs: WebhookRun[]): string {
 
 function table(rows: string[][]): string {
   const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
-  return rows.map((row) => row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  ')).join('\n')
+  return rows
+    .map((row) => row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  '))
+    .join('\n')
 }
 
 function resultRows(results: ScenarioResult[], database: boolean): string[][] {
   const us = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : '-')
   return [
-    ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'service µs/req', ...(database ? ['postgres µs/req'] : []), 'load µs/req', 'other cores'],
+    [
+      'scenario',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'errors',
+      'service µs/req',
+      ...(database ? ['postgres µs/req'] : []),
+      'load µs/req',
+      'other cores',
+    ],
     ...results.map((result) => [
       result.label,
       result.okPerSecond.toFixed(0),
@@ -603,19 +711,34 @@ function ratio(name: string, value: number, target: string, ok: boolean): string
 
 function report(runs: StorageRun[]): string {
   const out: string[] = []
-  out.push(`Coffer bench ${quick ? '(quick) ' : ''}on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}, ${CONNECTIONS} connections, ${settings.seconds} s per scenario`)
+  out.push(
+    `Coffer bench ${quick ? '(quick) ' : ''}on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}, ${CONNECTIONS} connections, ${settings.seconds} s per scenario`,
+  )
   const ratios: string[][] = [['ratio', 'value', 'target', '']]
   const issue20Tables: string[] = []
   for (const run of runs) {
     const measured = [...ISSUE20_SCENARIOS.flatMap((scenario) => run.issue20?.results[scenario] ?? []), ...run.results]
     out.push('', `== ${run.storage} ==`, table(resultRows(measured, run.storage === 'postgres')))
-    for (const [when, reference] of [['before', run.issue20?.reference], ['after', run.issue20?.referenceAfter]] as const) {
-      if (reference) out.push(`issue 20 reference ${when} the transfers: ${reference.name} ${reference.perSecond.toFixed(0)}/s (${reference.detail})`)
+    for (const [when, reference] of [
+      ['before', run.issue20?.reference],
+      ['after', run.issue20?.referenceAfter],
+    ] as const) {
+      if (reference)
+        out.push(`issue 20 reference ${when} the transfers: ${reference.name} ${reference.perSecond.toFixed(0)}/s (${reference.detail})`)
     }
-    if (run.sweeps.length > 0) out.push('', `-- ${run.storage}: how cost grows --`, table(resultRows(run.sweeps, run.storage === 'postgres')))
-    if (run.ladder.length > 0) out.push('', `-- ${run.storage}: what a request costs, by how much of a transfer it runs --`, table(ladderRows(run.ladder, run.storage === 'postgres')))
+    if (run.sweeps.length > 0)
+      out.push('', `-- ${run.storage}: how cost grows --`, table(resultRows(run.sweeps, run.storage === 'postgres')))
+    if (run.ladder.length > 0)
+      out.push(
+        '',
+        `-- ${run.storage}: what a request costs, by how much of a transfer it runs --`,
+        table(ladderRows(run.ladder, run.storage === 'postgres')),
+      )
     const batches = run.results.find((result) => result.scenario === 'batch')
-    if (batches) out.push(`(f) transfers/s carried by batches of ${BATCH_SIZE}: ${(batches.okPerSecond * BATCH_SIZE).toFixed(0)} (${batches.okPerSecond.toFixed(1)} batches/s)`)
+    if (batches)
+      out.push(
+        `(f) transfers/s carried by batches of ${BATCH_SIZE}: ${(batches.okPerSecond * BATCH_SIZE).toFixed(0)} (${batches.okPerSecond.toFixed(1)} batches/s)`,
+      )
     out.push(run.verified)
     if (run.issue20) issue20Tables.push('', table(issue20Rows(run.storage, run.issue20)))
     const errors = measured.reduce((sum, result) => sum + result.non2xx + result.socketErrors + result.timeouts, 0)
@@ -633,9 +756,15 @@ function report(runs: StorageRun[]): string {
     const listing = get('d100k').p50 / get('d100').p50
     ratios.push(ratio(`${run.storage}: (d) p50 at 100k ÷ p50 at 100`, listing, '≤ 2.00', listing <= 2))
   }
-  if (issue20Tables.length > 0) out.push('', `== issue 20: ${KEYED_WALLETS} wallets of ${USERS_PER_WALLET} users, by key, side by side with the storage's plain durable loop ==`, ...issue20Tables)
+  if (issue20Tables.length > 0)
+    out.push(
+      '',
+      `== issue 20: ${KEYED_WALLETS} wallets of ${USERS_PER_WALLET} users, by key, side by side with the storage's plain durable loop ==`,
+      ...issue20Tables,
+    )
   if (ratios.length > 1) out.push('', '== targets of the first performance issue ==', table(ratios))
-  for (const run of runs) if (run.profileText) out.push('', `== ${run.storage}: CPU profile of the service during ${labelOf(profiled)} ==`, run.profileText)
+  for (const run of runs)
+    if (run.profileText) out.push('', `== ${run.storage}: CPU profile of the service during ${labelOf(profiled)} ==`, run.profileText)
   out.push('', `total ${((Date.now() - started) / 1000).toFixed(0)} s`)
   return out.join('\n')
 }

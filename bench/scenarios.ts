@@ -9,7 +9,8 @@ import type { Seeded } from './seed.ts'
 export const ISSUE20_SCENARIOS = ['history100', 'balances', 'transfers', 'history100k'] as const
 export type Issue20Scenario = (typeof ISSUE20_SCENARIOS)[number]
 
-export type ScenarioName = 'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'hold' | 'invalid' | 'session' | 'unknown' | 'historymixed' | Issue20Scenario
+export type ScenarioName =
+  'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'hold' | 'invalid' | 'session' | 'unknown' | 'historymixed' | Issue20Scenario
 
 /** (a)-(h) in the order a full run measures them. */
 export const FIRST_SCENARIOS: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k', 'batch', 'hold']
@@ -63,7 +64,14 @@ export function answered(scenario: ScenarioName, result: LoadResult): number {
   return expected === undefined ? result.requests - result.non2xx : (result.statusCodes[String(expected)] ?? 0)
 }
 
-export function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, connections: number, seconds: number, wallets?: number): LoadJob {
+export function jobFor(
+  scenario: ScenarioName,
+  url: string,
+  seeded: Seeded,
+  connections: number,
+  seconds: number,
+  wallets?: number,
+): LoadJob {
   const traders = wallets ? seeded.traders.slice(0, wallets) : seeded.traders
   const everyone = traders.map((user) => ({ token: user.token, name: user.username }))
   const names = traders.map((user) => user.username)
@@ -105,7 +113,15 @@ export function jobFor(scenario: ScenarioName, url: string, seeded: Seeded, conn
     case 'historymixed': {
       // History read while transfers commit: every page's commit state has moved (docs/performance.md#reads-kept-while-nothing-was-committed-issue-20-engineer-m).
       const senders = keys().map((wallet) => ({ token: wallet.key, name: String(wallet.walletId) }))
-      return { ...base, kind: 'mixed', senders, recipients: senders.map((sender) => sender.name), recipientType: 2, path: '/wallet/transactions?limit=10', getsPerTransfer: 3 }
+      return {
+        ...base,
+        kind: 'mixed',
+        senders,
+        recipients: senders.map((sender) => sender.name),
+        recipientType: 2,
+        path: '/wallet/transactions?limit=10',
+        getsPerTransfer: 3,
+      }
     }
     case 'balances':
       return { ...base, kind: 'get', path: '/wallet/assets', tokens: keys().map((wallet) => wallet.key) }

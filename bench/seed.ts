@@ -58,14 +58,25 @@ async function createUser(base: string, username: string): Promise<BenchUser> {
  * an issuance to every wallet, so that transfers of 1 gold never run short during the bench.
  * Registration and login each cost one Argon2id hash, which bounds how fast this goes.
  */
-export async function seedThroughApi(base: string, adminKey: string, traders: number, onProgress?: (done: number) => void): Promise<Seeded> {
+export async function seedThroughApi(
+  base: string,
+  adminKey: string,
+  traders: number,
+  onProgress?: (done: number) => void,
+): Promise<Seeded> {
   const asset = (await call(base, 'POST', '/assets', { name: 'gold', value: 1 }, adminKey)) as { id: number; name: string }
   const names = Array.from({ length: traders }, (_, index) => `trader${index}`)
   let done = 0
   const users = await pool(names, 8, async (name) => {
     const user = await createUser(base, name)
     // Scenario (c) sends everything from trader0: give it enough for any run.
-    await call(base, 'POST', `/wallets/${user.walletId}/assets`, { id: asset.id, quantity: name === 'trader0' ? 1_000_000_000_000 : 1_000_000_000 }, adminKey)
+    await call(
+      base,
+      'POST',
+      `/wallets/${user.walletId}/assets`,
+      { id: asset.id, quantity: name === 'trader0' ? 1_000_000_000_000 : 1_000_000_000 },
+      adminKey,
+    )
     done += 1
     if (done % 100 === 0) onProgress?.(done)
     return user
@@ -102,12 +113,20 @@ const MORE_ASSETS = ['silver', 'bronze']
  * assigned (`POST /wallet/users`), a wallet key (`POST /wallet/sessions`), and an issuance of
  * silver and bronze besides its gold.
  */
-export async function seedKeyedWallets(base: string, adminKey: string, seeded: Seeded, owners: BenchUser[], usersPerWallet: number): Promise<KeyedLoad> {
+export async function seedKeyedWallets(
+  base: string,
+  adminKey: string,
+  seeded: Seeded,
+  owners: BenchUser[],
+  usersPerWallet: number,
+): Promise<KeyedLoad> {
   if (usersPerWallet > seeded.traders.length) throw new Error(`${usersPerWallet} users per wallet need as many traders`)
   const assets = [seeded.asset]
-  for (const name of MORE_ASSETS) assets.push((await call(base, 'POST', '/assets', { name, value: 1 }, adminKey)) as { id: number; name: string })
+  for (const name of MORE_ASSETS)
+    assets.push((await call(base, 'POST', '/assets', { name, value: 1 }, adminKey)) as { id: number; name: string })
   const wallets = await pool(owners, 8, async (owner, index) => {
-    for (const asset of assets.slice(1)) await call(base, 'POST', `/wallets/${owner.walletId}/assets`, { id: asset.id, quantity: 1_000_000_000 }, adminKey)
+    for (const asset of assets.slice(1))
+      await call(base, 'POST', `/wallets/${owner.walletId}/assets`, { id: asset.id, quantity: 1_000_000_000 }, adminKey)
     // The next traders after this one (wrapping round): every wallet has its own set of users.
     for (let step = 1; step < usersPerWallet; step++) {
       const user = seeded.traders[(index + step) % seeded.traders.length]
@@ -136,7 +155,13 @@ export async function seedKeyedHistoryThroughApi(base: string, load: KeyedLoad, 
 }
 
 /** `count` transfers of 1 unit between `user` and `partner` through the API, alternating direction. */
-export async function seedHistoryThroughApi(base: string, user: BenchUser, partner: BenchUser, asset: string, count: number): Promise<void> {
+export async function seedHistoryThroughApi(
+  base: string,
+  user: BenchUser,
+  partner: BenchUser,
+  asset: string,
+  count: number,
+): Promise<void> {
   for (let index = 0; index < count; index++) {
     const [from, to] = index % 2 === 0 ? [user, partner] : [partner, user]
     await call(base, 'POST', '/wallet/transactions', { recipient: to.username, assets: { [asset]: 1 }, memo: 'history' }, from.token)
@@ -165,7 +190,12 @@ function pairOf(wallets: number[], index: number): [number, number] {
  * `4 × count / (2n)`, i.e. `count = perWallet × n / 2`.
  * No events: the outbox only matters for new transfers.
  */
-export async function seedHistoryDirectly(storage: { dataDir: string } | { databaseUrl: string }, wallets: number[], assetIds: number[], count: number): Promise<void> {
+export async function seedHistoryDirectly(
+  storage: { dataDir: string } | { databaseUrl: string },
+  wallets: number[],
+  assetIds: number[],
+  count: number,
+): Promise<void> {
   if (count % 2 !== 0) throw new Error('history length must be even to keep holdings unchanged')
   if (wallets.length < 2) throw new Error('history needs two wallets or more')
   const createdAt = new Date().toISOString()
@@ -178,13 +208,20 @@ export async function seedHistoryDirectly(storage: { dataDir: string } | { datab
     db.pragma('synchronous = OFF')
     db.pragma('cache_size = -1000000')
     try {
-      const insertTransaction = db.prepare('insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at) values (?, ?, ?, ?)')
+      const insertTransaction = db.prepare(
+        'insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at) values (?, ?, ?, ?)',
+      )
       const insertLine = db.prepare('insert into transaction_assets (transaction_id, asset_id, quantity) values (?, ?, 1)')
-      const insertBalance = db.prepare('insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity) values (?, ?, ?, ?, ?)')
-      const holding = db.prepare<[number, number], { quantity: number }>('select quantity from holdings where wallet_id = ? and asset_id = ?')
+      const insertBalance = db.prepare(
+        'insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity) values (?, ?, ?, ?, ?)',
+      )
+      const holding = db.prepare<[number, number], { quantity: number }>(
+        'select quantity from holdings where wallet_id = ? and asset_id = ?',
+      )
       // Balances in time: each side's holding after each transaction, from where it stands now.
       const balances = new Map<string, number>()
-      for (const wallet of wallets) for (const asset of assetIds) balances.set(`${wallet} ${asset}`, holding.get(wallet, asset)?.quantity ?? 0)
+      for (const wallet of wallets)
+        for (const asset of assetIds) balances.set(`${wallet} ${asset}`, holding.get(wallet, asset)?.quantity ?? 0)
       // In chunks, so that the service's own writers (background work) wait at most one chunk.
       const write = db.transaction((start: number, end: number) => {
         for (let index = start; index < end; index++) {
@@ -193,7 +230,10 @@ export async function seedHistoryDirectly(storage: { dataDir: string } | { datab
           const { lastInsertRowid } = insertTransaction.run(from, to, 'history', createdAt)
           for (const asset of assetsOf(from, to)) {
             insertLine.run(lastInsertRowid, asset)
-            for (const [side, delta] of [[from, -1], [to, 1]] as const) {
+            for (const [side, delta] of [
+              [from, -1],
+              [to, 1],
+            ] as const) {
               const key = `${side} ${asset}`
               const balance = (balances.get(key) ?? 0) + delta
               balances.set(key, balance)

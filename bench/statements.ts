@@ -42,8 +42,19 @@ async function main(): Promise<void> {
   const { database, databaseUrl, dataDir, close } = await openBenchStore(storage, 'statements', 10)
   try {
     await migrateToLatest(database.db)
-    const config = loadConfig({ DATA_DIR: dataDir, DATABASE_URL: databaseUrl, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0' })
-    const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config) })
+    const config = loadConfig({
+      DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl,
+      ADMIN_API_KEY: ADMIN_KEY,
+      LOG_LEVEL: 'silent',
+      AUTH_RATE_LIMIT: '0',
+    })
+    const app = await buildApp({
+      config,
+      database,
+      adminKeyHash: hashToken(ADMIN_KEY),
+      secretsKey: await prepareWebhookSecrets(database.db, config),
+    })
     const base = await app.listen({ host: '127.0.0.1', port: 0 })
     try {
       await run(base, database)
@@ -133,8 +144,12 @@ async function run(base: string, database: Database): Promise<void> {
   }
   clearInterval(sampler)
   const seconds = (performance.now() - started) / 1000
-  log(`statement (csv): ${lines - 1} rows, ${(bytes / 1e6).toFixed(1)} MB in ${seconds.toFixed(2)} s (${Math.round((lines - 1) / seconds)} rows/s)`)
-  log(`heap while sending it: ${(heapBefore / 1e6).toFixed(0)} MB before, peak ${(heapPeak / 1e6).toFixed(0)} MB (${((heapPeak - heapBefore) / 1e6).toFixed(0)} MB above; the body itself is ${(bytes / 1e6).toFixed(0)} MB)`)
+  log(
+    `statement (csv): ${lines - 1} rows, ${(bytes / 1e6).toFixed(1)} MB in ${seconds.toFixed(2)} s (${Math.round((lines - 1) / seconds)} rows/s)`,
+  )
+  log(
+    `heap while sending it: ${(heapBefore / 1e6).toFixed(0)} MB before, peak ${(heapPeak / 1e6).toFixed(0)} MB (${((heapPeak - heapBefore) / 1e6).toFixed(0)} MB above; the body itself is ${(bytes / 1e6).toFixed(0)} MB)`,
+  )
 }
 
 await main()

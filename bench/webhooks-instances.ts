@@ -43,7 +43,8 @@ const HERE = path.dirname(fileURLToPath(import.meta.url))
 function option(name: string, fallback: number, min: number, max: number): number {
   const arg = process.argv.slice(2).find((value) => value.startsWith(`--${name}=`))
   const value = arg ? Number(arg.slice(name.length + 3)) : fallback
-  if (!Number.isInteger(value) || value < min || value > max) throw new Error(`--${name}=${arg?.slice(name.length + 3)}: a whole number from ${min} to ${max}`)
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new Error(`--${name}=${arg?.slice(name.length + 3)}: a whole number from ${min} to ${max}`)
   return value
 }
 
@@ -73,7 +74,10 @@ const { track, cleanUp } = cleanups
 
 /** One load process (`bench/load.ts`) per instance, each running one job at a time. */
 function startLoadProcess(): { run(job: ReturnType<typeof jobFor>): Promise<LoadResult> } {
-  const child: ChildProcess = fork(path.join(HERE, 'load.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const child: ChildProcess = fork(path.join(HERE, 'load.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  })
   if (child.pid) track(child.pid)
   let waiter: { resolve: (result: LoadResult) => void; reject: (error: Error) => void } | undefined
   child.on('message', (message: { result?: LoadResult; error?: string }) => {
@@ -110,7 +114,10 @@ interface PendingReading {
 }
 
 async function readPending(client: pg.Client, from: number): Promise<PendingReading> {
-  const { rows } = await client.query<{ url: string; n: string }>(`select url, count(*) as n from webhook_deliveries where id > $1 and status = 'pending' group by url`, [from])
+  const { rows } = await client.query<{ url: string; n: string }>(
+    `select url, count(*) as n from webhook_deliveries where id > $1 and status = 'pending' group by url`,
+    [from],
+  )
   const byOrigin = new Map<string, number>()
   let total = 0
   for (const row of rows) {
@@ -229,7 +236,8 @@ async function runPhase(
   const roundsAfter = await rounds()
   const roundsPerSecond = roundsAfter.map((value, index) => (value - roundsBefore.rounds[index]) / ((Date.now() - roundsBefore.at) / 1000))
   // Under a second, what the drain waits for is mostly the outcomes of attempts already answered: no rate.
-  const drainRate = drainSeconds >= 1 ? (receivers.reduce((sum, { receiver }) => sum + receiver.received, 0) - receivedAtStop) / drainSeconds : NaN
+  const drainRate =
+    drainSeconds >= 1 ? (receivers.reduce((sum, { receiver }) => sum + receiver.received, 0) - receivedAtStop) / drainSeconds : NaN
   // Answers already written are on their way back; a moment for the last attempts to end.
   await new Promise((resolve) => setTimeout(resolve, 1_000))
 
@@ -291,7 +299,11 @@ function report(phases: PhaseResult[], verified: string): string {
       `| ${phase.instances} | ${fixed(phase.transfersPerSecond)} | ${phase.errors} | ${fixed(phase.deliveriesPerSecond)} | ${phase.maxBacklog} | ${phase.backlogAtStop} | ${Number.isFinite(phase.drainSeconds) ? `${fixed(phase.drainSeconds, 1)} s` : `not within ${DRAIN_LIMIT_MS / 1000} s`} | ${fixed(phase.drainRate)} | ${undelivered.join(', ') || '0'} | ${phase.roundsPerSecond.map((value) => fixed(value, 1)).join(', ')} |`,
     )
   }
-  out.push('', '| instances | origin | deliveries expected | received | duplicates | missing | most in flight (cap) | lag p50 | lag p99 |', '|---|---|---|---|---|---|---|---|---|')
+  out.push(
+    '',
+    '| instances | origin | deliveries expected | received | duplicates | missing | most in flight (cap) | lag p50 | lag p99 |',
+    '|---|---|---|---|---|---|---|---|---|',
+  )
   for (const phase of phases) {
     for (const origin of phase.origins) {
       const over = origin.maxInFlight > ORIGIN_CONCURRENCY ? ' EXCEEDED' : ''
@@ -301,12 +313,21 @@ function report(phases: PhaseResult[], verified: string): string {
     }
   }
   out.push('', 'Backlog (pending deliveries of the phase) every second of the load:')
-  for (const phase of phases) out.push(`  ${phase.instances} instance${phase.instances > 1 ? 's' : ''}: ${phase.backlog.filter((_, i) => i % 2 === 1).map((reading) => reading.total).join(' ')}`)
+  for (const phase of phases)
+    out.push(
+      `  ${phase.instances} instance${phase.instances > 1 ? 's' : ''}: ${phase.backlog
+        .filter((_, i) => i % 2 === 1)
+        .map((reading) => reading.total)
+        .join(' ')}`,
+    )
   const missing = phases.reduce((sum, phase) => sum + phase.origins.reduce((n, origin) => n + origin.missing, 0), 0)
   const exceeded = phases.some((phase) => phase.origins.some((origin) => origin.maxInFlight > ORIGIN_CONCURRENCY))
   // A lost event, a breached cap or a ledger that does not add up fails the run (a script running it notices).
   if (missing > 0 || exceeded || !verified.startsWith('ledger verified')) process.exitCode = 1
-  out.push('', `${verified}; ${missing === 0 ? 'no event missing' : `${missing} EVENTS MISSING`}; ${exceeded ? 'THE ORIGIN CAP WAS EXCEEDED' : 'no origin above its cap'}`)
+  out.push(
+    '',
+    `${verified}; ${missing === 0 ? 'no event missing' : `${missing} EVENTS MISSING`}; ${exceeded ? 'THE ORIGIN CAP WAS EXCEEDED' : 'no origin above its cap'}`,
+  )
   return out.join('\n')
 }
 
@@ -331,10 +352,17 @@ async function main(): Promise<void> {
 
   // What every instance of one deployment shares: the database, the secrets key, the settings.
   const adminKey = crypto.randomBytes(24).toString('base64url')
-  const env = { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_ORIGIN_CONCURRENCY: String(ORIGIN_CONCURRENCY), SECRETS_KEY: crypto.randomBytes(32).toString('base64') }
+  const env = {
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    WEBHOOK_ORIGIN_CONCURRENCY: String(ORIGIN_CONCURRENCY),
+    SECRETS_KEY: crypto.randomBytes(32).toString('base64'),
+  }
   const instances: Service[] = []
   const startInstance = async () => {
-    const service = await startService({ dataDir: path.join(dataRoot, `instance${instances.length + 1}`), databaseUrl, adminKey, env }, track)
+    const service = await startService(
+      { dataDir: path.join(dataRoot, `instance${instances.length + 1}`), databaseUrl, adminKey, env },
+      track,
+    )
     cleanups.push(() => service.stop())
     instances.push(service)
     log(`instance ${instances.length} up at ${service.url} (pid ${service.pid})`)
@@ -356,7 +384,9 @@ async function main(): Promise<void> {
   for (const instance of instances) await instance.stop()
   const database = openDatabase({ databaseUrl, dataDir: dataRoot })
   const ledger = await verifyLedger(database.db).finally(() => database.close())
-  const verified = ledger.ok ? `ledger verified: ${ledger.transactions} transactions` : `LEDGER VERIFICATION FAILED: ${ledger.problems.slice(0, 5).join('; ')}`
+  const verified = ledger.ok
+    ? `ledger verified: ${ledger.transactions} transactions`
+    : `LEDGER VERIFICATION FAILED: ${ledger.problems.slice(0, 5).join('; ')}`
   console.log(report(phases, verified))
 }
 

@@ -97,7 +97,11 @@ export interface BacklogReading {
 export async function readBacklog(base: string): Promise<BacklogReading> {
   const text = await (await fetch(`${base}/metrics`)).text()
   const reading: BacklogReading = { byOrigin: new Map(), total: 0, oldestSeconds: 0, limits: new Map(), inFlight: new Map(), rounds: 0 }
-  const perOrigin = { coffer_webhook_origin_backlog: reading.byOrigin, coffer_webhook_origin_limit: reading.limits, coffer_webhook_in_flight: reading.inFlight }
+  const perOrigin = {
+    coffer_webhook_origin_backlog: reading.byOrigin,
+    coffer_webhook_origin_limit: reading.limits,
+    coffer_webhook_in_flight: reading.inFlight,
+  }
   for (const line of text.split('\n')) {
     const origin = /^(\w+)\{origin="([^"]*)"\} (\S+)$/.exec(line)
     if (origin && origin[1] in perOrigin) perOrigin[origin[1] as keyof typeof perOrigin].set(origin[2], Number(origin[3]))
@@ -115,7 +119,8 @@ export async function putWebhook(base: string, token: string, url: string | null
     headers: { authorization: `Bearer ${token}`, ...(url === null ? {} : { 'content-type': 'application/json' }) },
     body: url === null ? undefined : JSON.stringify({ webhook: url }),
   })
-  if (response.status >= 300) throw new Error(`${url === null ? 'DELETE' : 'PUT'} /wallet/webhook answered ${response.status}: ${await response.text()}`)
+  if (response.status >= 300)
+    throw new Error(`${url === null ? 'DELETE' : 'PUT'} /wallet/webhook answered ${response.status}: ${await response.text()}`)
 }
 
 /** Samples the backlog every `everyMs` until `stop()` is called; returns the readings. */
@@ -124,7 +129,16 @@ export function sampleBacklog(base: string, everyMs = 1_000): { stop(): Promise<
   let running = true
   const loop = (async () => {
     while (running) {
-      readings.push(await readBacklog(base).catch(() => ({ byOrigin: new Map(), total: NaN, oldestSeconds: NaN, limits: new Map(), inFlight: new Map(), rounds: NaN })))
+      readings.push(
+        await readBacklog(base).catch(() => ({
+          byOrigin: new Map(),
+          total: NaN,
+          oldestSeconds: NaN,
+          limits: new Map(),
+          inFlight: new Map(),
+          rounds: NaN,
+        })),
+      )
       await new Promise((resolve) => setTimeout(resolve, everyMs))
     }
   })()
@@ -153,7 +167,9 @@ export interface StatementReading {
  * with it preloaded (`shared_preload_libraries`); undefined otherwise. `reset()` before a phase,
  * `read()` after it.
  */
-export async function statementCounter(databaseUrl: string): Promise<{ reset(): Promise<void>; read(): Promise<StatementReading>; close(): Promise<void> } | undefined> {
+export async function statementCounter(
+  databaseUrl: string,
+): Promise<{ reset(): Promise<void>; read(): Promise<StatementReading>; close(): Promise<void> } | undefined> {
   const { default: pg } = await import('pg')
   const client = new pg.Client({ connectionString: databaseUrl })
   await client.connect()
@@ -167,7 +183,9 @@ export async function statementCounter(databaseUrl: string): Promise<{ reset(): 
   }
   // The server's table statistics are cumulative (and reach it within a second or so): read before and after.
   const updates = async () => {
-    const { rows } = await client.query<{ all: string; hot: string }>(`select n_tup_upd as all, n_tup_hot_upd as hot from pg_stat_user_tables where relname = 'webhook_deliveries'`)
+    const { rows } = await client.query<{ all: string; hot: string }>(
+      `select n_tup_upd as all, n_tup_hot_upd as hot from pg_stat_user_tables where relname = 'webhook_deliveries'`,
+    )
     return { all: Number(rows[0]?.all ?? 0), heapOnly: Number(rows[0]?.hot ?? 0) }
   }
   let updatesBefore = { all: 0, heapOnly: 0 }
@@ -192,7 +210,14 @@ export async function statementCounter(databaseUrl: string): Promise<{ reset(): 
       }
       const updatesAfter = await updates()
       const deliveryUpdates = { all: updatesAfter.all - updatesBefore.all, heapOnly: updatesAfter.heapOnly - updatesBefore.heapOnly }
-      return { calls, webhookCalls, deliveryUpdates, top: rows.slice(0, 25).map((row) => ({ calls: Number(row.calls), ms: Number(row.ms), query: row.query.replace(/\s+/g, ' ').slice(0, 140) })) }
+      return {
+        calls,
+        webhookCalls,
+        deliveryUpdates,
+        top: rows
+          .slice(0, 25)
+          .map((row) => ({ calls: Number(row.calls), ms: Number(row.ms), query: row.query.replace(/\s+/g, ' ').slice(0, 140) })),
+      }
     },
     async close() {
       await client.end()

@@ -38,7 +38,11 @@ export async function followEvents(options: FollowOptions, onEvent: (event: Wall
       const headers: Record<string, string> = { accept: 'text/event-stream' }
       if (options.token) headers.authorization = `Bearer ${options.token}`
       if (lastEventId) headers['last-event-id'] = lastEventId
-      const response = await fetch(new URL('/wallet/events', options.baseUrl), { headers, signal: options.signal, credentials: 'same-origin' })
+      const response = await fetch(new URL('/wallet/events', options.baseUrl), {
+        headers,
+        signal: options.signal,
+        credentials: 'same-origin',
+      })
       if (response.status >= 400 && response.status < 500) {
         options.onRefused?.(response.status, await response.json().catch(() => undefined))
         return

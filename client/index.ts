@@ -64,14 +64,21 @@ export function createCofferClient(options: CofferOptions): CofferClient {
 }
 
 function isErrorBody(value: unknown): value is ErrorBody {
-  return typeof value === 'object' && value !== null && typeof (value as ErrorBody).code === 'string' && typeof (value as ErrorBody).message === 'string'
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as ErrorBody).code === 'string' &&
+    typeof (value as ErrorBody).message === 'string'
+  )
 }
 
 /**
  * Waits for a call and returns its data, or throws a `CofferError`: the service's refusal, S001
  * with status 0 when it could not be reached, S000 when it answered something that is no error body.
  */
-export async function call<R extends { data?: unknown; error?: unknown; response: Response }>(request: Promise<R>): Promise<Exclude<R['data'], undefined>> {
+export async function call<R extends { data?: unknown; error?: unknown; response: Response }>(
+  request: Promise<R>,
+): Promise<Exclude<R['data'], undefined>> {
   return (await callPage(request)).data
 }
 
@@ -91,7 +98,14 @@ export async function callPage<R extends { data?: unknown; error?: unknown; resp
     const body = result.error
     throw new CofferError(
       result.response.status,
-      isErrorBody(body) ? body : { code: 'S000', message: 'Unexpected Server Error', detail: `status ${result.response.status}`, request_id: result.response.headers.get('x-request-id') ?? '' },
+      isErrorBody(body)
+        ? body
+        : {
+            code: 'S000',
+            message: 'Unexpected Server Error',
+            detail: `status ${result.response.status}`,
+            request_id: result.response.headers.get('x-request-id') ?? '',
+          },
     )
   }
   return { data: result.data as Exclude<R['data'], undefined>, next: nextCursor(result.response, name) }

@@ -63,7 +63,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2)
   const check = args.includes('--check')
   const url = args.find((arg) => !arg.startsWith('--'))
-  const types = await (url ? generateTypes(await fetchDocument(url)) : withLocalService(async (baseUrl) => generateTypes(await fetchDocument(baseUrl))))
+  const types = await (url
+    ? generateTypes(await fetchDocument(url))
+    : withLocalService(async (baseUrl) => generateTypes(await fetchDocument(baseUrl))))
   if (check) {
     const current = fs.existsSync(TYPES_FILE) ? fs.readFileSync(TYPES_FILE, 'utf8') : ''
     if (current !== types) {

@@ -19,7 +19,19 @@ import os from 'node:os'
 import path from 'node:path'
 import { openDatabase, type Database } from '../src/db/database.ts'
 import { createDatabase, freePort, startPostgres, type TestPostgres } from '../test/helpers/postgres.ts'
-import { call, checkExactlyOnce, checkHoldings, runCoffer, seedUsers, Service, sleep, transferFor, type Answer, type SeededUser, type Sent } from './harness.ts'
+import {
+  call,
+  checkExactlyOnce,
+  checkHoldings,
+  runCoffer,
+  seedUsers,
+  Service,
+  sleep,
+  transferFor,
+  type Answer,
+  type SeededUser,
+  type Sent,
+} from './harness.ts'
 
 const ADMIN_KEY = 'cfa_crash_test_admin_key_not_secret'
 const USERS = 6
@@ -49,7 +61,10 @@ function check(condition: boolean, message: string, problems: string[]): void {
   if (!condition) problems.push(message)
 }
 
-async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres | undefined): Promise<{ figures: Figures; problems: string[] }> {
+async function crashRun(
+  storage: 'sqlite' | 'postgres',
+  postgres: TestPostgres | undefined,
+): Promise<{ figures: Figures; problems: string[] }> {
   const started = Date.now()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-crash-'))
   const databaseUrl = postgres ? await createDatabase(postgres.url) : ''
@@ -162,7 +177,11 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
   let nextHold = 0
 
   /** One request, repeated with the same key through the crashes until it is answered (not 503, not G004). */
-  async function answered(label: string, url: string, init: { method: string; headers: Record<string, string>; body?: unknown }): Promise<Answer> {
+  async function answered(
+    label: string,
+    url: string,
+    init: { method: string; headers: Record<string, string>; body?: unknown },
+  ): Promise<Answer> {
     let attempt = 0
     for (;;) {
       if (Date.now() - started > TIME_LIMIT_MS) throw new Error(`${label} still unanswered after ${TIME_LIMIT_MS} ms`)
@@ -210,8 +229,12 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
     }
     // A void has no key: a retry of one that committed unanswered finds the hold voided (H001).
     const voided = await answered(`void ${n}`, `${service.url}/wallet/holds/${flow.holdId}/void`, { method: 'POST', headers: to.auth })
-    const status = voided.status === 409 ? (await call(`${service.url}/wallet/holds/${flow.holdId}`, { method: 'GET', headers: to.auth })).body.status : voided.body.status
-    if (status !== 'voided') return void problems.push(`void ${n}: answered ${voided.status} ${JSON.stringify(voided.body)}, the hold is ${String(status)}`)
+    const status =
+      voided.status === 409
+        ? (await call(`${service.url}/wallet/holds/${flow.holdId}`, { method: 'GET', headers: to.auth })).body.status
+        : voided.body.status
+    if (status !== 'voided')
+      return void problems.push(`void ${n}: answered ${voided.status} ${JSON.stringify(voided.body)}, the hold is ${String(status)}`)
     flow.voided = true
   }
 
@@ -231,13 +254,24 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
       headers: { ...from.auth, 'idempotency-key': `crash-${tag}-${n}` },
       body: { recipient: to.username, type: 0, memo: `crash ${tag} #${n}`, assets: { crashgold: outcome.quantity } },
     })
-    check(again.status === 201 && again.body.id === outcome.transactionId, `replay of request ${n} answered ${again.status} ${JSON.stringify(again.body)}`, problems)
+    check(
+      again.status === 201 && again.body.id === outcome.transactionId,
+      `replay of request ${n} answered ${again.status} ${JSON.stringify(again.body)}`,
+      problems,
+    )
     check(again.headers.get('idempotent-replayed') === 'true', `replay of request ${n} lacks Idempotent-Replayed`, problems)
   }
 
   // Balances through the API, while the service still runs: transfers and captures moved them, and nothing is held.
   const moved = new Map<number, Sent>(outcomes)
-  for (const [n, flow] of flows) if (flow.transactionId !== undefined) moved.set(REQUESTS + n, { from: flow.from.walletId, to: flow.to.walletId, quantity: flow.quantity, transactionId: flow.transactionId })
+  for (const [n, flow] of flows)
+    if (flow.transactionId !== undefined)
+      moved.set(REQUESTS + n, {
+        from: flow.from.walletId,
+        to: flow.to.walletId,
+        quantity: flow.quantity,
+        transactionId: flow.transactionId,
+      })
   await checkHoldings(service.url, users, moved, 'crashgold', INITIAL, problems)
   for (const user of users) {
     const list = (await call(`${service.url}/wallet/assets`, { method: 'GET', headers: user.auth })).body as unknown as { held: number }[]
@@ -255,7 +289,8 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
     const holdRows = await database.db.selectFrom('holds').select(['id', 'memo', 'status', 'transaction_id']).execute()
     const captures = await database.db.selectFrom('transactions').select(['id', 'hold_id']).where('kind', '=', 'capture').execute()
     const capturesOf = new Map<number, number[]>()
-    for (const capture of captures) capturesOf.set(Number(capture.hold_id), [...(capturesOf.get(Number(capture.hold_id)) ?? []), capture.id])
+    for (const capture of captures)
+      capturesOf.set(Number(capture.hold_id), [...(capturesOf.get(Number(capture.hold_id)) ?? []), capture.id])
     const holdPrefix = `crash ${tag} hold #`
     for (const [n, flow] of flows) {
       const stored = holdRows.filter((row) => row.memo === `${holdPrefix}${n}`)
@@ -268,11 +303,16 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
       const taken = capturesOf.get(row.id) ?? []
       if (taken.length > 1) problems.push(`hold ${row.id} was captured ${taken.length} times: ${taken.join(', ')}`)
       if (flow.capture && (row.status !== 'captured' || row.transaction_id !== flow.transactionId || taken[0] !== flow.transactionId)) {
-        problems.push(`hold ${row.id}: capture acknowledged as ${flow.transactionId}, the hold is ${row.status} naming ${row.transaction_id}, captures [${taken.join(', ')}]`)
+        problems.push(
+          `hold ${row.id}: capture acknowledged as ${flow.transactionId}, the hold is ${row.status} naming ${row.transaction_id}, captures [${taken.join(', ')}]`,
+        )
       }
-      if (!flow.capture && (row.status !== 'voided' || taken.length > 0)) problems.push(`hold ${row.id}: void acknowledged, the hold is ${row.status} with captures [${taken.join(', ')}]`)
+      if (!flow.capture && (row.status !== 'voided' || taken.length > 0))
+        problems.push(`hold ${row.id}: void acknowledged, the hold is ${row.status} with captures [${taken.join(', ')}]`)
     }
-    for (const row of holdRows) if (row.memo.startsWith(holdPrefix) && !flows.has(Number(row.memo.slice(holdPrefix.length)))) problems.push(`hold ${row.id} exists though it was never sent`)
+    for (const row of holdRows)
+      if (row.memo.startsWith(holdPrefix) && !flows.has(Number(row.memo.slice(holdPrefix.length))))
+        problems.push(`hold ${row.id} exists though it was never sent`)
 
     const stored = await checkExactlyOnce(database, `crash ${tag} #`, outcomes, problems)
     const rows = stored.rows
@@ -281,7 +321,8 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
     events = eventRows.length
     const byTransaction = new Map<number, string[]>()
     for (const event of eventRows) {
-      if (event.transaction_id !== null) byTransaction.set(event.transaction_id, [...(byTransaction.get(event.transaction_id) ?? []), `${event.type}:${event.wallet_id}`])
+      if (event.transaction_id !== null)
+        byTransaction.set(event.transaction_id, [...(byTransaction.get(event.transaction_id) ?? []), `${event.type}:${event.wallet_id}`])
     }
     for (const row of rows) {
       const want = [
@@ -289,7 +330,11 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
         ...(row.receiving_wallet_id === 1 ? [] : [`transaction.received:${row.receiving_wallet_id}`]),
       ].sort()
       const got = (byTransaction.get(row.id) ?? []).sort()
-      check(JSON.stringify(got) === JSON.stringify(want), `transaction ${row.id} has events [${got.join(', ')}], expected [${want.join(', ')}]`, problems)
+      check(
+        JSON.stringify(got) === JSON.stringify(want),
+        `transaction ${row.id} has events [${got.join(', ')}], expected [${want.join(', ')}]`,
+        problems,
+      )
     }
   } finally {
     await database.close()
@@ -300,7 +345,18 @@ async function crashRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
 
   fs.rmSync(dataDir, { recursive: true, force: true })
   return {
-    figures: { storage, crashes, requests: REQUESTS, unanswered, retries, replayed, transfers, holds, events, seconds: (Date.now() - started) / 1000 },
+    figures: {
+      storage,
+      crashes,
+      requests: REQUESTS,
+      unanswered,
+      retries,
+      replayed,
+      transfers,
+      holds,
+      events,
+      seconds: (Date.now() - started) / 1000,
+    },
     problems,
   }
 }

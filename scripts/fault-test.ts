@@ -26,7 +26,18 @@ import path from 'node:path'
 import pg from 'pg'
 import { openDatabase } from '../src/db/database.ts'
 import { freePort } from '../test/helpers/postgres.ts'
-import { call, checkExactlyOnce, checkHoldings, runCoffer, seedUsers, Service, sleep, transferFor, type SeededUser, type Sent } from './harness.ts'
+import {
+  call,
+  checkExactlyOnce,
+  checkHoldings,
+  runCoffer,
+  seedUsers,
+  Service,
+  sleep,
+  transferFor,
+  type SeededUser,
+  type Sent,
+} from './harness.ts'
 
 const PG_BIN = process.env.PG_BIN ?? debianPostgres()
 const ADMIN_KEY = 'cfa_fault_test_admin_key_not_secret'
@@ -51,7 +62,9 @@ const REQUIRE = process.env.REQUIRE_FAULTS === '1'
 /** The newest of Debian's PostgreSQL versions installed (`/usr/lib/postgresql/<version>/bin`). */
 function debianPostgres(): string {
   const root = '/usr/lib/postgresql'
-  const versions = fs.existsSync(root) ? fs.readdirSync(root).filter((version) => fs.existsSync(path.join(root, version, 'bin', 'pg_basebackup'))) : []
+  const versions = fs.existsSync(root)
+    ? fs.readdirSync(root).filter((version) => fs.existsSync(path.join(root, version, 'bin', 'pg_basebackup')))
+    : []
   versions.sort((a, b) => Number(b) - Number(a))
   return path.join(root, versions[0] ?? '15', 'bin')
 }
@@ -95,16 +108,36 @@ class PgServer {
   /** A standby of `primary`, cloned with `pg_basebackup -R`, streaming as `name`. */
   static async standbyOf(primary: PgServer, dir: string, name: string): Promise<PgServer> {
     const port = await freePort()
-    await run(`${PG_BIN}/pg_basebackup`, ['-D', dir, '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-R', '-X', 'stream', '-c', 'fast'])
+    await run(`${PG_BIN}/pg_basebackup`, [
+      '-D',
+      dir,
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(primary.port),
+      '-U',
+      'postgres',
+      '-R',
+      '-X',
+      'stream',
+      '-c',
+      'fast',
+    ])
     const server = new PgServer(dir, port)
     await server.configure([])
     // Its name for synchronous_standby_names (after the line `-R` wrote, so this one counts).
-    await server.configure([`primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=postgres application_name=${name}'`], 'postgresql.auto.conf')
+    await server.configure(
+      [`primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=postgres application_name=${name}'`],
+      'postgresql.auto.conf',
+    )
     return server
   }
 
   private async configure(settings: string[], fileName = 'postgresql.conf'): Promise<void> {
-    const lines = fileName === 'postgresql.conf' ? [`port = ${this.port}`, "listen_addresses = '127.0.0.1'", `unix_socket_directories = '${this.dir}'`, ...settings] : settings
+    const lines =
+      fileName === 'postgresql.conf'
+        ? [`port = ${this.port}`, "listen_addresses = '127.0.0.1'", `unix_socket_directories = '${this.dir}'`, ...settings]
+        : settings
     const file = path.join(this.dir, fileName)
     // Written by `postgres`, who owns the directory.
     await run('sh', ['-c', `cat >> '${file}' <<'EOF'\n${lines.join('\n')}\nEOF`])
@@ -205,7 +238,13 @@ class Load {
           body: { recipient: to.username, type: 0, memo: `${this.tag} #${n}`, assets: { [ASSET]: quantity } },
           timeoutMs: HANG_MS + 1_000,
         })
-        reply = { at: Date.now(), ms: Date.now() - started, status: answer.status, code: answer.body.code as string | undefined, retryAfter: answer.headers.get('retry-after') }
+        reply = {
+          at: Date.now(),
+          ms: Date.now() - started,
+          status: answer.status,
+          code: answer.body.code as string | undefined,
+          retryAfter: answer.headers.get('retry-after'),
+        }
         if (answer.status === 201) {
           transfer.transactionId = answer.body.id as number
           this.replies.push(reply)
@@ -334,15 +373,28 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
     // The first transfer after the storage came back, without restarting the service.
     const firstAfter = load.replies.find((reply) => reply.status === 201 && reply.at >= back)
     const recoveryMs = firstAfter ? firstAfter.at - back : undefined
-    if (recoveryMs === undefined || recoveryMs > RECOVERY_MS) problems.push(`no transfer succeeded within ${RECOVERY_MS / 1000} s of the storage coming back (first after ${recoveryMs ?? 'never'} ms)`)
+    if (recoveryMs === undefined || recoveryMs > RECOVERY_MS)
+      problems.push(
+        `no transfer succeeded within ${RECOVERY_MS / 1000} s of the storage coming back (first after ${recoveryMs ?? 'never'} ms)`,
+      )
 
     // /readyz: 503 during the fault, 200 again after.
     const readyDuring = readiness.replies.filter((reply) => reply.at >= start && reply.at <= back)
-    if (!readyDuring.some((reply) => reply.status === 503)) problems.push(`/readyz never answered 503 during the fault (${readyDuring.length} polls)`)
-    if (readiness.replies.some((reply) => reply.status !== 200 && reply.status !== 503)) problems.push('/readyz answered something else than 200 or 503')
-    const readyAgain = readiness.replies.find((reply) => reply.status === 200 && reply.at >= back && readiness.replies.filter((later) => later.at >= reply.at).every((later) => later.status === 200))
+    if (!readyDuring.some((reply) => reply.status === 503))
+      problems.push(`/readyz never answered 503 during the fault (${readyDuring.length} polls)`)
+    if (readiness.replies.some((reply) => reply.status !== 200 && reply.status !== 503))
+      problems.push('/readyz answered something else than 200 or 503')
+    const readyAgain = readiness.replies.find(
+      (reply) =>
+        reply.status === 200 &&
+        reply.at >= back &&
+        readiness.replies.filter((later) => later.at >= reply.at).every((later) => later.status === 200),
+    )
     const readyAgainMs = readyAgain ? readyAgain.at - back : undefined
-    if (readyAgainMs === undefined || readyAgainMs > RECOVERY_MS) problems.push(`/readyz was not 200 for good within ${RECOVERY_MS / 1000} s of the storage coming back (${readyAgainMs ?? 'never'} ms)`)
+    if (readyAgainMs === undefined || readyAgainMs > RECOVERY_MS)
+      problems.push(
+        `/readyz was not 200 for good within ${RECOVERY_MS / 1000} s of the storage coming back (${readyAgainMs ?? 'never'} ms)`,
+      )
     const downPolls = readiness.replies.filter((reply) => reply.status !== 200)
     const readinessDownSeconds = downPolls.length > 0 ? (downPolls[downPolls.length - 1].at - downPolls[0].at) / 1000 : 0
 
@@ -361,7 +413,8 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
 
     // Each storage fault was logged once per request with its cause.
     const faultLines = service.log.filter((line) => line.includes('storage unavailable'))
-    if (faultLines.some((line) => line.includes('unknown cause'))) problems.push(`a storage fault was logged without its cause: ${faultLines.find((line) => line.includes('unknown cause'))}`)
+    if (faultLines.some((line) => line.includes('unknown cause')))
+      problems.push(`a storage fault was logged without its cause: ${faultLines.find((line) => line.includes('unknown cause'))}`)
     const causes: Record<string, number> = {}
     for (const line of faultLines) {
       const cause = /storage unavailable: ([^:]+):/.exec(line)?.[1] ?? 'unknown cause'
@@ -370,7 +423,18 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
 
     const slowestMs = Math.max(0, ...load.replies.map((reply) => reply.ms))
     return {
-      figures: { name, faultSeconds: (back - start) / 1000, duringByCode, readinessDownSeconds, recoveryMs, readyAgainMs, slowestMs, causes, transfers, seconds: (Date.now() - started) / 1000 },
+      figures: {
+        name,
+        faultSeconds: (back - start) / 1000,
+        duringByCode,
+        readinessDownSeconds,
+        recoveryMs,
+        readyAgainMs,
+        slowestMs,
+        causes,
+        transfers,
+        seconds: (Date.now() - started) / 1000,
+      },
       problems,
     }
   } finally {
@@ -501,7 +565,7 @@ function fillDisk(file: string): void {
   const chunk = Buffer.alloc(64 * 1024, 1)
   const fd = fs.openSync(file, 'w')
   try {
-    for (let size = chunk.length; size >= 512; ) {
+    for (let size = chunk.length; size >= 512;) {
       try {
         fs.writeSync(fd, chunk, 0, size)
       } catch (error) {
@@ -535,12 +599,14 @@ const SCENARIOS: Record<string, () => Promise<Storage | string>> = {
 }
 
 function postgresMissing(): string | undefined {
-  for (const tool of ['initdb', 'pg_ctl', 'pg_basebackup']) if (!fs.existsSync(path.join(PG_BIN, tool))) return `${PG_BIN}/${tool} not found (Debian's postgresql package)`
+  for (const tool of ['initdb', 'pg_ctl', 'pg_basebackup'])
+    if (!fs.existsSync(path.join(PG_BIN, tool))) return `${PG_BIN}/${tool} not found (Debian's postgresql package)`
   return undefined
 }
 
 const requested = process.argv.slice(2)
-for (const name of requested) if (!(name in SCENARIOS)) throw new Error(`unknown fault "${name}": one of ${Object.keys(SCENARIOS).join(', ')}`)
+for (const name of requested)
+  if (!(name in SCENARIOS)) throw new Error(`unknown fault "${name}": one of ${Object.keys(SCENARIOS).join(', ')}`)
 let failed = false
 for (const name of requested.length > 0 ? requested : Object.keys(SCENARIOS)) {
   const missing = name === 'disk-full' ? undefined : postgresMissing()

@@ -28,7 +28,10 @@ export class Service {
   }
 
   async start(): Promise<void> {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: this.env, stdio: ['ignore', this.keepLog ? 'pipe' : 'ignore', 'pipe'] })
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: this.env,
+      stdio: ['ignore', this.keepLog ? 'pipe' : 'ignore', 'pipe'],
+    })
     let stderr = ''
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString()).slice(-4000)
@@ -77,7 +80,10 @@ export interface Answer {
   body: Record<string, unknown>
 }
 
-export async function call(url: string, init: { method: string; headers?: Record<string, string>; body?: unknown; timeoutMs?: number }): Promise<Answer> {
+export async function call(
+  url: string,
+  init: { method: string; headers?: Record<string, string>; body?: unknown; timeoutMs?: number },
+): Promise<Answer> {
   const response = await fetch(url, {
     method: init.method,
     headers: { 'content-type': 'application/json', ...init.headers },
@@ -107,21 +113,37 @@ export interface SeededUser {
 }
 
 /** Registers `count` users, creates `asset`, and issues `initial` units of it to each. */
-export async function seedUsers(url: string, adminKey: string, options: { tag: string; count: number; asset: string; initial: number }): Promise<SeededUser[]> {
+export async function seedUsers(
+  url: string,
+  adminKey: string,
+  options: { tag: string; count: number; asset: string; initial: number },
+): Promise<SeededUser[]> {
   const users: SeededUser[] = []
   for (let i = 0; i < options.count; i++) {
     const username = `${options.tag}u${i}`.slice(0, 32)
     const registered = await call(`${url}/users`, { method: 'POST', body: { username, password: 'load test password' } })
     if (registered.status !== 201) throw new Error(`register: ${registered.status} ${JSON.stringify(registered.body)}`)
-    const login = await call(`${url}/users/${username}/sessions`, { method: 'POST', body: { password: 'load test password', return_token: true } })
+    const login = await call(`${url}/users/${username}/sessions`, {
+      method: 'POST',
+      body: { password: 'load test password', return_token: true },
+    })
     if (login.status !== 201) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`)
-    users.push({ id: registered.body.id as number, username, walletId: registered.body.primary_wallet_id as number, auth: { authorization: `Bearer ${login.body.token}` } })
+    users.push({
+      id: registered.body.id as number,
+      username,
+      walletId: registered.body.primary_wallet_id as number,
+      auth: { authorization: `Bearer ${login.body.token}` },
+    })
   }
   const admin = { authorization: `Bearer ${adminKey}` }
   const asset = await call(`${url}/assets`, { method: 'POST', headers: admin, body: { name: options.asset, value: 1 } })
   if (asset.status !== 201) throw new Error(`asset: ${asset.status} ${JSON.stringify(asset.body)}`)
   for (const user of users) {
-    const issued = await call(`${url}/wallets/${user.walletId}/assets`, { method: 'POST', headers: admin, body: { id: asset.body.id, quantity: options.initial } })
+    const issued = await call(`${url}/wallets/${user.walletId}/assets`, {
+      method: 'POST',
+      headers: admin,
+      body: { id: asset.body.id, quantity: options.initial },
+    })
     if (issued.status !== 201) throw new Error(`issue: ${issued.status} ${JSON.stringify(issued.body)}`)
   }
   return users
@@ -142,7 +164,14 @@ export function transferFor(users: SeededUser[], n: number): { from: SeededUser;
 }
 
 /** Each user's holding of `asset` through the API equals what the acknowledged transfers say. */
-export async function checkHoldings(url: string, users: SeededUser[], sent: Map<number, Sent>, asset: string, initial: number, problems: string[]): Promise<void> {
+export async function checkHoldings(
+  url: string,
+  users: SeededUser[],
+  sent: Map<number, Sent>,
+  asset: string,
+  initial: number,
+  problems: string[],
+): Promise<void> {
   const expected = new Map<number, number>(users.map((user) => [user.walletId, initial]))
   for (const transfer of sent.values()) {
     if (transfer.transactionId === undefined) continue
@@ -157,7 +186,8 @@ export async function checkHoldings(url: string, users: SeededUser[], sent: Map<
     }
     const list = holdings.body as unknown as { asset: { name: string }; quantity: number }[]
     const held = list.find((holding) => holding.asset.name === asset)?.quantity ?? 0
-    if (held !== expected.get(user.walletId)) problems.push(`${user.username} holds ${held}, the acknowledged transfers say ${expected.get(user.walletId)}`)
+    if (held !== expected.get(user.walletId))
+      problems.push(`${user.username} holds ${held}, the acknowledged transfers say ${expected.get(user.walletId)}`)
   }
 }
 
@@ -186,7 +216,8 @@ export async function checkExactlyOnce(
     if (transfer.transactionId === undefined) problems.push(`request ${n} was never answered`)
     if (ids.length > 1) problems.push(`request ${n} exists ${ids.length} times: transactions ${ids.join(', ')}`)
     if (ids.length === 0) problems.push(`acknowledged request ${n} (transaction ${transfer.transactionId}) is missing`)
-    if (ids.length === 1 && ids[0] !== transfer.transactionId) problems.push(`request ${n} was acknowledged as ${transfer.transactionId} but stored as ${ids[0]}`)
+    if (ids.length === 1 && ids[0] !== transfer.transactionId)
+      problems.push(`request ${n} was acknowledged as ${transfer.transactionId} but stored as ${ids[0]}`)
   }
   for (const n of byRequest.keys()) if (!sent.has(n)) problems.push(`transaction for request ${n} exists though it was never sent`)
   return { rows, transfers }

@@ -21,8 +21,19 @@ const ADMIN_KEY = 'cfa_fixture_admin_key_not_secret'
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-fixture-'))
 const database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
 await migrateToLatest(database.db)
-const config = loadConfig({ DATA_DIR: dataDir, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0', WEBHOOK_ALLOW_PRIVATE: 'true' })
-const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config) })
+const config = loadConfig({
+  DATA_DIR: dataDir,
+  ADMIN_API_KEY: ADMIN_KEY,
+  LOG_LEVEL: 'silent',
+  AUTH_RATE_LIMIT: '0',
+  WEBHOOK_ALLOW_PRIVATE: 'true',
+})
+const app = await buildApp({
+  config,
+  database,
+  adminKeyHash: hashToken(ADMIN_KEY),
+  secretsKey: await prepareWebhookSecrets(database.db, config),
+})
 const world = await buildLedgerWorld(app, { authorization: `Bearer ${ADMIN_KEY}` }, { prefix: 'fx' })
 await app.close()
 const file = path.join('test', 'fixtures', `backup-${VERSION}.coffer.gz`)

@@ -72,15 +72,21 @@ if (!current) {
   if (canBuild()) {
     console.log(built ? 'The sources changed since the last build: building (npm run build)…' : 'No build yet: building (npm run build)…')
     const npm = process.env.npm_execpath
-    const result = npm ? spawnSync(process.execPath, [npm, 'run', 'build'], { cwd: ROOT, stdio: 'inherit' }) : spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit', shell: process.platform === 'win32' })
+    const result = npm
+      ? spawnSync(process.execPath, [npm, 'run', 'build'], { cwd: ROOT, stdio: 'inherit' })
+      : spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit', shell: process.platform === 'win32' })
     if (result.status !== 0) {
       console.error('Coffer failed to start: the build failed (see above)')
       process.exit(1)
     }
   } else if (built) {
-    console.warn('warning: the sources changed since the last build, and the build tools are not installed (a production install); running the existing build')
+    console.warn(
+      'warning: the sources changed since the last build, and the build tools are not installed (a production install); running the existing build',
+    )
   } else {
-    console.error('Coffer failed to start: there is no build (dist/), and the build tools are not installed. Run `npm ci && npm run build` first (then `npm prune --omit=dev` if you like).')
+    console.error(
+      'Coffer failed to start: there is no build (dist/), and the build tools are not installed. Run `npm ci && npm run build` first (then `npm prune --omit=dev` if you like).',
+    )
     process.exit(1)
   }
 }

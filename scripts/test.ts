@@ -28,10 +28,14 @@ function findTests(dir: string): string[] {
 function run(storage: string, env: Record<string, string>): Promise<number> {
   console.log(`\n=== ${storage}: ${files.length} test files ===`)
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=spec', ...files], {
-      stdio: 'inherit',
-      env: { ...process.env, TEST_STORAGE: storage, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', ...env },
-    })
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=spec', ...files],
+      {
+        stdio: 'inherit',
+        env: { ...process.env, TEST_STORAGE: storage, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', ...env },
+      },
+    )
     child.on('exit', (code) => resolve(code ?? 1))
   })
 }

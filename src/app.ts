@@ -36,7 +36,11 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { config } = options
   const app = Fastify({
-    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'], ...(options.logStream ? { stream: options.logStream } : {}) },
+    logger: {
+      level: config.logLevel,
+      redact: ['req.headers.authorization', 'req.headers.cookie'],
+      ...(options.logStream ? { stream: options.logStream } : {}),
+    },
     // observability.ts writes one line per request instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     // `request.log` is made only when something logs through it (observability.ts).
@@ -74,7 +78,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
   const metrics = new OperatorMetrics()
-  const ledger = createLedger({ database: options.database, events: outbox, maxBatch: config.groupCommitMaxBatch, onBatch: metrics.observeBatch })
+  const ledger = createLedger({
+    database: options.database,
+    events: outbox,
+    maxBatch: config.groupCommitMaxBatch,
+    onBatch: metrics.observeBatch,
+  })
   const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())
 

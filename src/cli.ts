@@ -13,7 +13,14 @@ import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { repairRunningBalances } from './ledger/repair.ts'
 import { verifyLedger } from './ledger/verify.ts'
-import { BackupError, backupCommand, migrateStatusCommand, restoreCommand, rotateSecretsKeyCommand, SecretsKeyError } from './operations/commands.ts'
+import {
+  BackupError,
+  backupCommand,
+  migrateStatusCommand,
+  restoreCommand,
+  rotateSecretsKeyCommand,
+  SecretsKeyError,
+} from './operations/commands.ts'
 import { findLiveWalletByAddress, findLiveWalletById, findLiveWalletIds } from './wallets/wallets.service.ts'
 
 const USAGE = `Usage: coffer <command> [arguments]
@@ -58,13 +65,15 @@ function assetName(raw: string | undefined, what: string): string {
 }
 
 function positiveInteger(raw: string | undefined, what: string): number {
-  if (raw === undefined || !/^[1-9][0-9]*$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`${what} must be a positive integer`)
+  if (raw === undefined || !/^[1-9][0-9]*$/.test(raw) || !Number.isSafeInteger(Number(raw)))
+    throw new UsageError(`${what} must be a positive integer`)
   return Number(raw)
 }
 
 function nonNegativeNumber(raw: string | undefined, what: string): number {
   const value = Number(raw)
-  if (raw === undefined || raw.trim() === '' || !Number.isFinite(value) || value < 0) throw new UsageError(`${what} must be a non-negative number`)
+  if (raw === undefined || raw.trim() === '' || !Number.isFinite(value) || value < 0)
+    throw new UsageError(`${what} must be a non-negative number`)
   return value
 }
 
@@ -77,7 +86,9 @@ async function resolveWallet(database: Database, ref: string | undefined): Promi
 
 async function resolveAsset(database: Database, ref: string | undefined): Promise<number> {
   if (ref === undefined) throw new UsageError('missing <asset>')
-  const asset = /^\d+$/.test(ref) ? await assets.findLiveAssetById(database.db, Number(ref)) : await assets.findLiveAssetByName(database.db, ref)
+  const asset = /^\d+$/.test(ref)
+    ? await assets.findLiveAssetById(database.db, Number(ref))
+    : await assets.findLiveAssetByName(database.db, ref)
   if (!asset) throw new AppError('I000', `no asset ${ref}`)
   return asset.id
 }
@@ -122,8 +133,10 @@ function parseIssuanceCsv(text: string): CsvEntry[] {
       continue
     }
     const [wallet, quantity] = fields
-    if (/^\d+$/.test(wallet) ? !Number.isSafeInteger(Number(wallet)) || Number(wallet) === 0 : !ADDRESS.test(wallet)) problems.push(`line ${line}: "${wallet}" is neither a wallet id nor an address (${Address.description})`)
-    else if (!/^[1-9][0-9]*$/.test(quantity) || !Number.isSafeInteger(Number(quantity))) problems.push(`line ${line}: the quantity "${quantity}" is not a positive integer up to 2^53-1`)
+    if (/^\d+$/.test(wallet) ? !Number.isSafeInteger(Number(wallet)) || Number(wallet) === 0 : !ADDRESS.test(wallet))
+      problems.push(`line ${line}: "${wallet}" is neither a wallet id nor an address (${Address.description})`)
+    else if (!/^[1-9][0-9]*$/.test(quantity) || !Number.isSafeInteger(Number(quantity)))
+      problems.push(`line ${line}: the quantity "${quantity}" is not a positive integer up to 2^53-1`)
     else entries.push({ line, wallet, quantity: Number(quantity) })
   }
   if (problems.length === 0 && entries.length === 0) problems.push('the file has no `wallet,quantity` line')
@@ -133,7 +146,13 @@ function parseIssuanceCsv(text: string): CsvEntry[] {
 }
 
 /** `coffer issue <asset> --csv <file>`: every line's wallet resolved first, then one issuance of all lines, or nothing. */
-async function issueCsv(ledger: Ledger, database: Database, assetRef: string | undefined, file: string, memo: string | undefined): Promise<number> {
+async function issueCsv(
+  ledger: Ledger,
+  database: Database,
+  assetRef: string | undefined,
+  file: string,
+  memo: string | undefined,
+): Promise<number> {
   const assetId = await resolveAsset(database, assetRef)
   if (memo !== undefined && memo.length > 64) throw new UsageError('--memo must be at most 64 characters')
   let text: string
@@ -147,25 +166,39 @@ async function issueCsv(ledger: Ledger, database: Database, assetRef: string | u
   const walletIds: number[] = []
   // Ids in one query; addresses one by one.
   const byId = (entry: CsvEntry) => /^\d+$/.test(entry.wallet)
-  const liveIds = await findLiveWalletIds(database.db, entries.filter(byId).map((entry) => Number(entry.wallet)))
+  const liveIds = await findLiveWalletIds(
+    database.db,
+    entries.filter(byId).map((entry) => Number(entry.wallet)),
+  )
   for (const entry of entries) {
-    const walletId = byId(entry) ? (liveIds.has(Number(entry.wallet)) ? Number(entry.wallet) : undefined) : (await findLiveWalletByAddress(database.db, entry.wallet))?.id
+    const walletId = byId(entry)
+      ? liveIds.has(Number(entry.wallet))
+        ? Number(entry.wallet)
+        : undefined
+      : (await findLiveWalletByAddress(database.db, entry.wallet))?.id
     if (walletId !== undefined) walletIds.push(walletId)
     else problems.push(`line ${entry.line}: no wallet ${entry.wallet}`)
   }
   if (problems.length > 0) throw new CsvError(problems)
   let transactions
   try {
-    transactions = await ledger.issueToMany({ asset_id: assetId, entries: entries.map((entry, i) => ({ wallet_id: walletIds[i], quantity: entry.quantity })), memo })
+    transactions = await ledger.issueToMany({
+      asset_id: assetId,
+      entries: entries.map((entry, i) => ({ wallet_id: walletIds[i], quantity: entry.quantity })),
+      memo,
+    })
   } catch (error) {
     // The ledger names the entry (`entries[i]: …`): name its line instead.
     const item = error instanceof AppError ? /^entries\[(\d+)\]: (.*)$/.exec(error.detail ?? '') : null
-    if (item && error instanceof AppError) throw new CsvError([`line ${entries[Number(item[1])].line}: ${error.code} ${ERRORS[error.code].message}: ${item[2]}`])
+    if (item && error instanceof AppError)
+      throw new CsvError([`line ${entries[Number(item[1])].line}: ${error.code} ${ERRORS[error.code].message}: ${item[2]}`])
     throw error
   }
   const total = entries.reduce((sum, entry) => sum + entry.quantity, 0)
   const asset = transactions[0].assets[0].asset.name
-  console.log(`issued ${total} ${asset} to ${new Set(walletIds).size} wallet(s) in ${transactions.length} transaction(s), ids ${transactions[0].id}-${transactions[transactions.length - 1].id}`)
+  console.log(
+    `issued ${total} ${asset} to ${new Set(walletIds).size} wallet(s) in ${transactions.length} transaction(s), ids ${transactions[0].id}-${transactions[transactions.length - 1].id}`,
+  )
   return 0
 }
 
@@ -183,7 +216,9 @@ async function verify(database: Database): Promise<number> {
   const started = Date.now()
   const report = await verifyLedger(database.db, progressBar)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  console.log(`checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ${count(report.assets, 'asset')} in ${seconds} s`)
+  console.log(
+    `checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ${count(report.assets, 'asset')} in ${seconds} s`,
+  )
   if (report.ok) {
     console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
     return 0
@@ -191,7 +226,8 @@ async function verify(database: Database): Promise<number> {
   console.log(`ledger has ${report.problems.length} problem(s):`)
   for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
   if (report.problems.length > 100) console.log(`  … and ${report.problems.length - 100} more`)
-  if (report.wrongRunningBalances > 0) console.log('running balances that the journal does not give are rewritten from it by `coffer verify --repair`')
+  if (report.wrongRunningBalances > 0)
+    console.log('running balances that the journal does not give are rewritten from it by `coffer verify --repair`')
   return 1
 }
 
@@ -205,23 +241,32 @@ async function repairAndVerify(database: Database): Promise<number> {
   const started = Date.now()
   const repair = await repairRunningBalances(database.db, (done, total) => progressBar(done, total, 'wallets'))
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  const changes = (r: { rewritten: number; added: number; removed: number }) => `${r.rewritten} rewritten, ${r.added} added, ${r.removed} removed`
+  const changes = (r: { rewritten: number; added: number; removed: number }) =>
+    `${r.rewritten} rewritten, ${r.added} added, ${r.removed} removed`
   if (repair.holdings === 0) {
     console.log(`repair: every running balance is what the journal gives, nothing changed (${seconds} s)`)
   } else {
-    console.log(`repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`)
+    console.log(
+      `repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`,
+    )
     for (const holding of repair.named) console.log(`  - wallet ${holding.wallet_id}, asset ${holding.asset_id}: ${changes(holding)}`)
     if (repair.holdings > repair.named.length) console.log(`  … and ${count(repair.holdings - repair.named.length, 'more holding')}`)
   }
   const status = await verify(database)
-  if (status !== 0) console.log('the repair rewrites only running balances; the journal, holdings and holds are never changed (docs/operations.md#repairing-running-balances)')
+  if (status !== 0)
+    console.log(
+      'the repair rewrites only running balances; the journal, holdings and holds are never changed (docs/operations.md#repairing-running-balances)',
+    )
   return status
 }
 
 async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
   // An operator's command (migrate, verify, backup, restore) may run statements far longer than a
   // request's: on PostgreSQL only its lock waits and its connecting stay bounded.
-  const database = openDatabase({ ...config, postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 } })
+  const database = openDatabase({
+    ...config,
+    postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 },
+  })
   try {
     await migrateToLatest(database.db)
     return await work(database)
@@ -242,7 +287,12 @@ function withLedger(config: Config, work: (ledger: Ledger, database: Database) =
   })
 }
 
-async function run(config: Config, command: string | undefined, rest: string[], flags: { status?: boolean; repair?: boolean; csv?: string; memo?: string } = {}): Promise<number> {
+async function run(
+  config: Config,
+  command: string | undefined,
+  rest: string[],
+  flags: { status?: boolean; repair?: boolean; csv?: string; memo?: string } = {},
+): Promise<number> {
   switch (command) {
     case 'serve': {
       const { serve } = await import('./main.ts')
@@ -280,7 +330,9 @@ async function run(config: Config, command: string | undefined, rest: string[], 
           return 0
         }
         if (action === 'create') {
-          console.log(JSON.stringify(await assets.createAsset(database.db, assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))))
+          console.log(
+            JSON.stringify(await assets.createAsset(database.db, assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))),
+          )
           return 0
         }
         if (action === 'set-value') {
@@ -296,7 +348,8 @@ async function run(config: Config, command: string | undefined, rest: string[], 
         throw new UsageError('asset needs one of: list, create, set-value, rename')
       })
     case 'issue':
-      if (flags.csv !== undefined) return withLedger(config, (ledger, database) => issueCsv(ledger, database, rest[0], flags.csv as string, flags.memo))
+      if (flags.csv !== undefined)
+        return withLedger(config, (ledger, database) => issueCsv(ledger, database, rest[0], flags.csv as string, flags.memo))
       return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
@@ -323,7 +376,13 @@ export async function main(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     strict: false,
-    options: { help: { type: 'boolean', short: 'h' }, status: { type: 'boolean' }, repair: { type: 'boolean' }, csv: { type: 'string' }, memo: { type: 'string' } },
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      status: { type: 'boolean' },
+      repair: { type: 'boolean' },
+      csv: { type: 'string' },
+      memo: { type: 'string' },
+    },
   })
   if (values.help || positionals.length === 0 || positionals[0] === 'help') {
     console.log(USAGE)
@@ -332,7 +391,12 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const config = loadConfig()
     const text = (value: unknown) => (typeof value === 'string' ? value : undefined)
-    return await run(config, positionals[0], positionals.slice(1), { status: values.status === true, repair: values.repair === true, csv: text(values.csv), memo: text(values.memo) })
+    return await run(config, positionals[0], positionals.slice(1), {
+      status: values.status === true,
+      repair: values.repair === true,
+      csv: text(values.csv),
+      memo: text(values.memo),
+    })
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`coffer: ${error.message}\n\n${USAGE}`)

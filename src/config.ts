@@ -102,9 +102,11 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
   // Entries are never echoed: a password with an unencoded "/" or "@" would end up in one.
   const hosts = hostList.split(',').map((entry, index) => {
     const parts = /^(\[[^\]]*\]|[^:]*)(?::(\d*))?$/.exec(entry)
-    if (!parts || parts[1] === '' || !HOST.test(parts[1])) throw new Error(`has a malformed host list: entry ${index + 1} is not host or host:port (hosts are separated by commas)`)
+    if (!parts || parts[1] === '' || !HOST.test(parts[1]))
+      throw new Error(`has a malformed host list: entry ${index + 1} is not host or host:port (hosts are separated by commas)`)
     const port = parts[2] === undefined || parts[2] === '' ? 5432 : Number(parts[2])
-    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`has a malformed host list: the port of entry ${index + 1} must be 1-65535`)
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new Error(`has a malformed host list: the port of entry ${index + 1} must be 1-65535`)
     return { host: parts[1], port }
   })
   const queryStart = rest.indexOf('?')
@@ -113,12 +115,15 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
   const given = params.get('target_session_attrs')
   params.delete('target_session_attrs')
   if (given !== null && !TARGETS.includes(given)) {
-    const why = REFUSED_TARGETS.includes(given) ? 'the service writes, so it needs read-write, primary or any' : `must be one of ${TARGETS.join(', ')}`
+    const why = REFUSED_TARGETS.includes(given)
+      ? 'the service writes, so it needs read-write, primary or any'
+      : `must be one of ${TARGETS.join(', ')}`
     throw new Error(`has target_session_attrs=${given}: ${why}`)
   }
   const targetSessionAttrs = (given ?? (hosts.length > 1 ? 'read-write' : 'any')) as TargetSessionAttrs
   const query = params.size > 0 ? `?${params.toString()}` : ''
-  const urlFor = (host: PostgresHost) => `${scheme}://${userinfo === undefined ? '' : `${userinfo}@`}${host.host}:${host.port}${path}${query}`
+  const urlFor = (host: PostgresHost) =>
+    `${scheme}://${userinfo === undefined ? '' : `${userinfo}@`}${host.host}:${host.port}${path}${query}`
   for (const host of hosts) {
     try {
       new URL(urlFor(host))
@@ -227,7 +232,8 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
   }
   const secretsKey = env.SECRETS_KEY ? decodeSecretsKey(env.SECRETS_KEY) : undefined
-  if (env.SECRETS_KEY && !secretsKey) throw new ConfigError('SECRETS_KEY', 'must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
+  if (env.SECRETS_KEY && !secretsKey)
+    throw new ConfigError('SECRETS_KEY', 'must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
   const host = env.HOST || '0.0.0.0'
   if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
   return {
@@ -237,7 +243,13 @@ export function loadConfig(env: Env = process.env): Config {
     postgresTimeouts: {
       statementTimeoutMs: integer(env, 'PG_STATEMENT_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.statementTimeoutMs, 1, 86_400_000),
       lockTimeoutMs: integer(env, 'PG_LOCK_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.lockTimeoutMs, 1, 86_400_000),
-      idleInTransactionTimeoutMs: integer(env, 'PG_IDLE_IN_TRANSACTION_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.idleInTransactionTimeoutMs, 1, 86_400_000),
+      idleInTransactionTimeoutMs: integer(
+        env,
+        'PG_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+        DEFAULT_POSTGRES_TIMEOUTS.idleInTransactionTimeoutMs,
+        1,
+        86_400_000,
+      ),
       connectTimeoutMs: integer(env, 'PG_CONNECT_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.connectTimeoutMs, 1, 600_000),
     },
     dataDir: path.resolve(env.DATA_DIR || './data'),

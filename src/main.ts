@@ -52,7 +52,9 @@ function banner(url: string, storage: string, adminKeyFile: string | undefined, 
     `  API reference: ${url}/docs`,
     `  storage:       ${storage}`,
     adminKeyFile ? `  admin key:     stored in ${adminKeyFile}` : '  admin key:     from ADMIN_API_KEY',
-    secretsFile ? `  secrets key:   stored in ${secretsFile} (keep it with the admin key, apart from backups)` : '  secrets key:   from SECRETS_KEY',
+    secretsFile
+      ? `  secrets key:   stored in ${secretsFile} (keep it with the admin key, apart from backups)`
+      : '  secrets key:   from SECRETS_KEY',
   ]
 }
 
@@ -98,7 +100,10 @@ export async function serve(config: Config): Promise<void> {
   const survive = (error: unknown) => {
     if (!isStorageUnavailable(error)) throw error
     const cause = describeStorageFault(error)
-    app.log.error({ cause: cause.code, reason: cause.message }, `storage fault outside any request: ${cause.code ?? 'unknown cause'}: ${cause.message}`)
+    app.log.error(
+      { cause: cause.code, reason: cause.message },
+      `storage fault outside any request: ${cause.code ?? 'unknown cause'}: ${cause.message}`,
+    )
   }
   process.on('uncaughtException', survive)
   process.on('unhandledRejection', survive)
@@ -115,7 +120,9 @@ export async function serve(config: Config): Promise<void> {
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
   const storage = config.databaseUrl ? 'PostgreSQL' : `SQLite (${config.dataDir}/coffer.sqlite)`
-  process.stdout.write(`${banner(`http://${shown}:${port}`, storage, adminKey.file, config.secretsKey ? undefined : secretsKeyFile(config)).join('\n')}\n\n`)
+  process.stdout.write(
+    `${banner(`http://${shown}:${port}`, storage, adminKey.file, config.secretsKey ? undefined : secretsKeyFile(config)).join('\n')}\n\n`,
+  )
   log.release()
 }
 

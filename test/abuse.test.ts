@@ -24,18 +24,36 @@ interface WireResponse {
 }
 
 /** One request over a real socket, body sent as given (a Buffer goes out byte for byte). */
-function send(port: number, method: string, path: string, headers: Record<string, string>, body?: string | Buffer, chunked = false): Promise<WireResponse> {
+function send(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string | Buffer,
+  chunked = false,
+): Promise<WireResponse> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(body)
-    const request = http.request({ host: '127.0.0.1', port, method, path, headers: { ...headers, ...(payload && !chunked ? { 'content-length': String(payload.length) } : {}) }, agent: false })
+    const request = http.request({
+      host: '127.0.0.1',
+      port,
+      method,
+      path,
+      headers: { ...headers, ...(payload && !chunked ? { 'content-length': String(payload.length) } : {}) },
+      agent: false,
+    })
     request.on('response', (response) => {
       const chunks: Buffer[] = []
       response.on('data', (chunk: Buffer) => chunks.push(chunk))
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() }))
+      response.on('end', () =>
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() }),
+      )
       response.on('error', reject)
     })
     // The server may answer and close before the whole body is written.
-    request.on('error', (error: NodeJS.ErrnoException) => (error.code === 'EPIPE' || error.code === 'ECONNRESET' ? undefined : reject(error)))
+    request.on('error', (error: NodeJS.ErrnoException) =>
+      error.code === 'EPIPE' || error.code === 'ECONNRESET' ? undefined : reject(error),
+    )
     if (payload && chunked) {
       for (let offset = 0; offset < payload.length; offset += 16 * 1024) request.write(payload.subarray(offset, offset + 16 * 1024))
       request.end()
@@ -103,7 +121,12 @@ describe('abuse', () => {
     bob = await createUser(t.app)
     const gold = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'gold', value: 1 } })
     goldId = gold.json().id
-    const issued = await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: goldId, quantity: 1000 } })
+    const issued = await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: goldId, quantity: 1000 },
+    })
     assert.equal(issued.statusCode, 201, issued.body)
   })
   after(async () => {
@@ -116,7 +139,12 @@ describe('abuse', () => {
   }
 
   function sendRaw(user: TestUser, body: string | Buffer) {
-    return t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...user.auth, 'content-type': 'application/json' }, payload: body })
+    return t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: { ...user.auth, 'content-type': 'application/json' },
+      payload: body,
+    })
   }
 
   describe('bodies', () => {
@@ -124,7 +152,14 @@ describe('abuse', () => {
       const memo = 'x'.repeat(BODY_LIMIT)
       const body = JSON.stringify({ recipient: bob.username, memo, assets: { gold: 1 } })
       for (const chunked of [false, true]) {
-        const response = await send(port, 'POST', '/wallet/transactions', { ...alice.auth, 'content-type': 'application/json' }, body, chunked)
+        const response = await send(
+          port,
+          'POST',
+          '/wallet/transactions',
+          { ...alice.auth, 'content-type': 'application/json' },
+          body,
+          chunked,
+        )
         assert.equal(response.status, 400, `chunked=${chunked}: ${response.body}`)
         assert.equal(errorCode(response), 'G000')
       }
@@ -142,7 +177,11 @@ describe('abuse', () => {
 
     it('refuses a body that is not valid UTF-8 with 400 G000 instead of storing mangled text', async () => {
       for (const bytes of [[0xff], [0xc3], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf8, 0x88, 0x80, 0x80, 0x80]]) {
-        const body = Buffer.concat([Buffer.from(`{"recipient":"${bob.username}","memo":"a`), Buffer.from(bytes), Buffer.from('b","assets":{"gold":1}}')])
+        const body = Buffer.concat([
+          Buffer.from(`{"recipient":"${bob.username}","memo":"a`),
+          Buffer.from(bytes),
+          Buffer.from('b","assets":{"gold":1}}'),
+        ])
         expectError(await sendRaw(alice, body), 400, 'G000')
       }
       assert.equal(await holdings(bob), delivered)
@@ -152,9 +191,19 @@ describe('abuse', () => {
       for (const memo of ['\\u0000', 'a\\u0000b', '\\ud800', 'x\\udc00y']) {
         expectError(await sendRaw(alice, `{"recipient":"${bob.username}","memo":"${memo}","assets":{"gold":1}}`), 400, 'G000')
       }
-      const name = await t.app.inject({ method: 'POST', url: '/wallet/sessions', headers: { ...alice.auth, 'content-type': 'application/json' }, payload: '{"name":"key\\u0000"}' })
+      const name = await t.app.inject({
+        method: 'POST',
+        url: '/wallet/sessions',
+        headers: { ...alice.auth, 'content-type': 'application/json' },
+        payload: '{"name":"key\\u0000"}',
+      })
       expectError(name, 400, 'G000')
-      const key = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...alice.auth, 'content-type': 'application/json' }, payload: `{"recipient":"${bob.username}","assets":{"gold\\u0000":1}}` })
+      const key = await t.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: { ...alice.auth, 'content-type': 'application/json' },
+        payload: `{"recipient":"${bob.username}","assets":{"gold\\u0000":1}}`,
+      })
       expectError(key, 400, 'G000')
       // A well-formed pair (an emoji) is fine.
       const emoji = await sendRaw(alice, `{"recipient":"${bob.username}","memo":"rent \\ud83d\\udcb0","assets":{"gold":1}}`)
@@ -171,12 +220,31 @@ describe('abuse', () => {
     it('refuses a 10,000-entry asset map with 400 G000', async () => {
       const assets: Record<string, number> = {}
       for (let i = 0; i < 10_000; i++) assets[`a${i.toString(36)}`] = 1
-      const response = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets } })
+      const response = await t.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets },
+      })
       expectError(response, 400, 'G000')
     })
 
     it('refuses 1e309, -0, fractions, 2^53 and strings as quantities with 400 G000', async () => {
-      for (const quantity of ['1e309', '-1e309', '-0', '0', '0.5', '1.0000001', '9007199254740992', '1e16', '"5"', 'null', 'true', '[1]', '{}']) {
+      for (const quantity of [
+        '1e309',
+        '-1e309',
+        '-0',
+        '0',
+        '0.5',
+        '1.0000001',
+        '9007199254740992',
+        '1e16',
+        '"5"',
+        'null',
+        'true',
+        '[1]',
+        '{}',
+      ]) {
         expectError(await sendRaw(alice, `{"recipient":"${bob.username}","assets":{"gold":${quantity}}}`), 400, 'G000')
         const issue = await t.app.inject({
           method: 'POST',
@@ -191,10 +259,20 @@ describe('abuse', () => {
 
     it('refuses 1e309 as an asset value instead of storing infinity; -0 reads as 0', async () => {
       for (const value of ['1e309', '-1e309', '-1', '"1"']) {
-        const response = await t.app.inject({ method: 'POST', url: '/assets', headers: { ...t.admin, 'content-type': 'application/json' }, payload: `{"name":"odd","value":${value}}` })
+        const response = await t.app.inject({
+          method: 'POST',
+          url: '/assets',
+          headers: { ...t.admin, 'content-type': 'application/json' },
+          payload: `{"name":"odd","value":${value}}`,
+        })
         expectError(response, 400, 'G000')
       }
-      const zero = await t.app.inject({ method: 'POST', url: '/assets', headers: { ...t.admin, 'content-type': 'application/json' }, payload: '{"name":"negzero","value":-0}' })
+      const zero = await t.app.inject({
+        method: 'POST',
+        url: '/assets',
+        headers: { ...t.admin, 'content-type': 'application/json' },
+        payload: '{"name":"negzero","value":-0}',
+      })
       assert.equal(zero.statusCode, 201, zero.body)
       assert.equal(Object.is(zero.json().value, 0), true)
     })
@@ -205,7 +283,12 @@ describe('abuse', () => {
         expectError(await sendRaw(alice, `{"recipient":${recipient},"type":2,"assets":{"gold":1}}`), 400, 'G000')
       }
       for (const walletId of ['1e309', '99999999999999999999', '0', '-0', '1.5', '"2"']) {
-        const response = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: { ...alice.auth, 'content-type': 'application/json' }, payload: `{"wallet_id":${walletId}}` })
+        const response = await t.app.inject({
+          method: 'PUT',
+          url: '/user/session/wallet',
+          headers: { ...alice.auth, 'content-type': 'application/json' },
+          payload: `{"wallet_id":${walletId}}`,
+        })
         expectError(response, 400, 'G000')
       }
     })
@@ -215,7 +298,12 @@ describe('abuse', () => {
     const BAD_IDS = ['1e3', '99999999999999999999', '9999999999999999', '0', '-1', '01', '1.0', '0x1', '1%20', 'abc', '%F0%9F%92%B0']
 
     it('answers every malformed id in every path parameter with 400 G001', async () => {
-      const routes: { method: 'PUT' | 'POST' | 'DELETE'; url: (id: string) => string; headers: Record<string, string>; payload?: object }[] = [
+      const routes: {
+        method: 'PUT' | 'POST' | 'DELETE'
+        url: (id: string) => string
+        headers: Record<string, string>
+        payload?: object
+      }[] = [
         { method: 'PUT', url: (id) => `/assets/${id}/value`, headers: t.admin, payload: { value: 1 } },
         { method: 'PUT', url: (id) => `/assets/${id}/name`, headers: t.admin, payload: { name: 'x' } },
         { method: 'DELETE', url: (id) => `/assets/${id}`, headers: t.admin },
@@ -237,8 +325,18 @@ describe('abuse', () => {
     })
 
     it('answers a path parameter over 512 characters or with broken percent-encoding with 400 G001 in the contract layout', async () => {
-      for (const url of [`/users/${'a'.repeat(600)}/sessions`, `/user/sessions/${'1'.repeat(101)}`, '/user/sessions/%E0%A4%A', '/wallet/users/%']) {
-        const response = await t.app.inject({ method: url.startsWith('/users/') ? 'POST' : 'DELETE', url, headers: { ...alice.auth, 'x-request-id': 'abuse-url' }, payload: { password: 'whatever1' } })
+      for (const url of [
+        `/users/${'a'.repeat(600)}/sessions`,
+        `/user/sessions/${'1'.repeat(101)}`,
+        '/user/sessions/%E0%A4%A',
+        '/wallet/users/%',
+      ]) {
+        const response = await t.app.inject({
+          method: url.startsWith('/users/') ? 'POST' : 'DELETE',
+          url,
+          headers: { ...alice.auth, 'x-request-id': 'abuse-url' },
+          payload: { password: 'whatever1' },
+        })
         expectError(response, 400, 'G001')
         assert.equal(response.headers['x-request-id'], 'abuse-url')
         assert.equal(response.json().request_id, 'abuse-url')
@@ -246,18 +344,38 @@ describe('abuse', () => {
     })
 
     it('answers malformed query values with 400 G002', async () => {
-      for (const query of ['limit=1e3', 'limit=0', 'limit=101', 'offset=-1', 'before=99999999999999999999', 'after=abc', 'since=yesterday', 'direction=up']) {
+      for (const query of [
+        'limit=1e3',
+        'limit=0',
+        'limit=101',
+        'offset=-1',
+        'before=99999999999999999999',
+        'after=abc',
+        'since=yesterday',
+        'direction=up',
+      ]) {
         expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions?${query}`, headers: alice.auth }), 400, 'G002')
       }
       for (const quantity of ['1e3', '0', '-1', '1.5', '99999999999999999999']) {
-        expectError(await t.app.inject({ method: 'DELETE', url: `/wallets/${alice.walletId}/assets/${goldId}?quantity=${quantity}`, headers: t.admin }), 400, 'G002')
+        expectError(
+          await t.app.inject({
+            method: 'DELETE',
+            url: `/wallets/${alice.walletId}/assets/${goldId}?quantity=${quantity}`,
+            headers: t.admin,
+          }),
+          400,
+          'G002',
+        )
       }
     })
   })
 
   describe('headers and cookies', () => {
     it('never echoes a CRLF from X-Request-Id, and a header split over two lines stays two request headers', async () => {
-      const split = await raw(port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: abc\r\nSet-Cookie: evil=1\r\nConnection: close\r\n\r\n`)
+      const split = await raw(
+        port,
+        `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: abc\r\nSet-Cookie: evil=1\r\nConnection: close\r\n\r\n`,
+      )
       assert.match(split, /^HTTP\/1\.1 200/)
       assert.match(split, /\r\nx-request-id: abc\r\n/i)
       assert.doesNotMatch(split, /evil/)
@@ -280,11 +398,26 @@ describe('abuse', () => {
 
     it('refuses a malformed Idempotency-Key with 400 G000 and moves nothing', async () => {
       for (const key of ['', ' ', 'x'.repeat(256), 'tab\there']) {
-        const response = await send(port, 'POST', '/wallet/transactions', { ...alice.auth, 'content-type': 'application/json', 'idempotency-key': key }, JSON.stringify({ recipient: bob.username, assets: { gold: 1 } }))
+        const response = await send(
+          port,
+          'POST',
+          '/wallet/transactions',
+          { ...alice.auth, 'content-type': 'application/json', 'idempotency-key': key },
+          JSON.stringify({ recipient: bob.username, assets: { gold: 1 } }),
+        )
         assert.equal(response.status, 400, `${JSON.stringify(key)}: ${response.body}`)
         assert.equal(errorCode(response), 'G000')
       }
-      const latin1 = await raw(port, Buffer.concat([Buffer.from(`POST /wallet/transactions HTTP/1.1\r\nHost: x\r\nAuthorization: ${alice.auth.authorization}\r\nContent-Type: application/json\r\nIdempotency-Key: k`), Buffer.from([0xe9]), Buffer.from(`\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`)]))
+      const latin1 = await raw(
+        port,
+        Buffer.concat([
+          Buffer.from(
+            `POST /wallet/transactions HTTP/1.1\r\nHost: x\r\nAuthorization: ${alice.auth.authorization}\r\nContent-Type: application/json\r\nIdempotency-Key: k`,
+          ),
+          Buffer.from([0xe9]),
+          Buffer.from(`\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`),
+        ]),
+      )
       assert.match(latin1, /^HTTP\/1\.1 400/)
       assert.equal(await holdings(bob), delivered)
     })
@@ -311,17 +444,39 @@ describe('abuse', () => {
       }
       // A real wallet key is refused in a cookie: keys travel only in the Authorization header.
       const key = await t.app.inject({ method: 'POST', url: '/wallet/sessions', headers: alice.auth, payload: { name: 'cookie test' } })
-      expectError(await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: { cookie: `${name}=${key.json().token}` } }), 401, 'A001')
+      expectError(
+        await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: { cookie: `${name}=${key.json().token}` } }),
+        401,
+        'A001',
+      )
       // The admin key in a cookie does not open admin routes.
-      expectError(await t.app.inject({ method: 'POST', url: '/assets', headers: { cookie: `${name}=${t.admin.authorization.slice(7)}` }, payload: { name: 'viacookie', value: 1 } }), 403, 'A003')
+      expectError(
+        await t.app.inject({
+          method: 'POST',
+          url: '/assets',
+          headers: { cookie: `${name}=${t.admin.authorization.slice(7)}` },
+          payload: { name: 'viacookie', value: 1 },
+        }),
+        403,
+        'A003',
+      )
     })
 
     it('sets only its own cookie attributes on login', async () => {
-      const login = await send(port, 'POST', `/users/${alice.username}/sessions`, { 'content-type': 'application/json' }, JSON.stringify({ password: alice.password }))
+      const login = await send(
+        port,
+        'POST',
+        `/users/${alice.username}/sessions`,
+        { 'content-type': 'application/json' },
+        JSON.stringify({ password: alice.password }),
+      )
       assert.equal(login.status, 201)
       const setCookie = login.headers['set-cookie'] ?? []
       assert.equal(setCookie.length, 1)
-      assert.match(setCookie[0], new RegExp(`^${t.config.sessionCookieName}=cfu_[0-9A-Za-z]{36}; Max-Age=\\d+; Path=/; HttpOnly; SameSite=Lax$`))
+      assert.match(
+        setCookie[0],
+        new RegExp(`^${t.config.sessionCookieName}=cfu_[0-9A-Za-z]{36}; Max-Age=\\d+; Path=/; HttpOnly; SameSite=Lax$`),
+      )
     })
 
     it('answers long and odd Authorization headers with 401 A000 / A001, and an oversized header block with 400 G000', async () => {
@@ -341,12 +496,19 @@ describe('abuse', () => {
         assert.equal(response.status, 401, `${authorization.slice(0, 30)}: ${response.body}`)
         assert.ok(['A000', 'A001'].includes(errorCode(response) ?? ''), authorization.slice(0, 30))
       }
-      const huge = await raw(port, `GET /wallet/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'x'.repeat(20_000)}\r\nConnection: close\r\n\r\n`)
+      const huge = await raw(
+        port,
+        `GET /wallet/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'x'.repeat(20_000)}\r\nConnection: close\r\n\r\n`,
+      )
       expectRawError(huge, 400, 'G000')
     })
 
-    it('answers requests the HTTP parser refuses with 400 G000 in the contract\'s layout', async () => {
-      for (const request of ['GARBAGE\r\n\r\n', 'GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n', 'POST /users HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']) {
+    it("answers requests the HTTP parser refuses with 400 G000 in the contract's layout", async () => {
+      for (const request of [
+        'GARBAGE\r\n\r\n',
+        'GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n',
+        'POST /users HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n',
+      ]) {
         expectRawError(await raw(port, request), 400, 'G000')
       }
     })
@@ -375,7 +537,9 @@ describe('abuse', () => {
       const trickle = new Promise<string>((resolve) => {
         const socket = net.connect(port, '127.0.0.1')
         let received = ''
-        socket.write(`POST /wallet/transactions HTTP/1.1\r\nHost: x\r\nAuthorization: ${alice.auth.authorization}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`)
+        socket.write(
+          `POST /wallet/transactions HTTP/1.1\r\nHost: x\r\nAuthorization: ${alice.auth.authorization}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
+        )
         // One byte every 50 ms: the 1000-byte body would take 50 s.
         const timer = setInterval(() => socket.write(' '), 50)
         socket.on('data', (chunk) => (received += chunk.toString()))

@@ -116,7 +116,11 @@ describe('POST /users', () => {
     const username = uniqueName('Race')
     const responses = await Promise.all([register(username, 'correct horse'), register(username.toLowerCase(), 'other password')])
     assert.deepEqual(responses.map((response) => response.statusCode).sort(), [201, 409])
-    expectError(responses.find((response) => response.statusCode === 409)!, 409, 'U000')
+    expectError(
+      responses.find((response) => response.statusCode === 409)!,
+      409,
+      'U000',
+    )
   })
 
   it('refuses 7- and 33-character passwords with 400 G000 and creates no user', async () => {
@@ -191,7 +195,15 @@ describe('POST /users/{username}/sessions', () => {
 
   it('refuses a missing password or a non-boolean return_token with 400 G000', async () => {
     expectError(await t.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: {} }), 400, 'G000')
-    expectError(await t.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: { password: user.password, return_token: 'yes' } }), 400, 'G000')
+    expectError(
+      await t.app.inject({
+        method: 'POST',
+        url: `/users/${user.username}/sessions`,
+        payload: { password: user.password, return_token: 'yes' },
+      }),
+      400,
+      'G000',
+    )
   })
 })
 
@@ -207,7 +219,12 @@ describe('credentials', () => {
   })
 
   it('accepts the session by cookie, by Bearer header and by bare Authorization header', async () => {
-    const ways: Record<string, string>[] = [{ cookie }, { authorization: `Bearer ${user.token}` }, { authorization: `bearer ${user.token}` }, { authorization: user.token }]
+    const ways: Record<string, string>[] = [
+      { cookie },
+      { authorization: `Bearer ${user.token}` },
+      { authorization: `bearer ${user.token}` },
+      { authorization: user.token },
+    ]
     for (const headers of ways) {
       const response = await get('/user/session', headers)
       assert.equal(response.statusCode, 200, `${JSON.stringify(headers)}: ${response.body}`)
@@ -252,7 +269,16 @@ describe('GET /user/session and GET /user/sessions', () => {
     const response = await get('/user/session', user.auth)
     assert.equal(response.statusCode, 200)
     const body = response.json()
-    assert.deepEqual(Object.keys(body).sort(), ['created_at', 'id', 'primary_wallet_id', 'user_id', 'username', 'wallet_address', 'wallet_id', 'wallet_user_id'])
+    assert.deepEqual(Object.keys(body).sort(), [
+      'created_at',
+      'id',
+      'primary_wallet_id',
+      'user_id',
+      'username',
+      'wallet_address',
+      'wallet_id',
+      'wallet_user_id',
+    ])
     assert.equal(body.user_id, user.id)
     assert.equal(body.username, user.username)
     assert.equal(body.primary_wallet_id, user.walletId)
@@ -266,7 +292,14 @@ describe('GET /user/session and GET /user/sessions', () => {
     const other = await newSession(user)
     const response = await get('/user/sessions', user.auth)
     assert.equal(response.statusCode, 200)
-    const sessions = response.json() as { id: number; user_id: number; wallet_id: number; created_at: string; last_used_at: string; current: boolean }[]
+    const sessions = response.json() as {
+      id: number
+      user_id: number
+      wallet_id: number
+      created_at: string
+      last_used_at: string
+      current: boolean
+    }[]
     assert.ok(sessions.length >= 2)
     assert.ok(sessions.some((session) => session.id === other.id && !session.current))
     const current = sessions.filter((session) => session.current)
@@ -292,7 +325,11 @@ describe('GET /user/session and GET /user/sessions', () => {
 
   it('neither accepts nor lists a session past its lifetime', async () => {
     const old = await newSession(user)
-    await t.database.db.updateTable('user_sessions').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', old.id).execute()
+    await t.database.db
+      .updateTable('user_sessions')
+      .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+      .where('id', '=', old.id)
+      .execute()
     assert.equal(await isAlive(old.auth), false)
     const listed = (await get('/user/sessions', user.auth)).json() as { id: number }[]
     assert.ok(!listed.some((session) => session.id === old.id))
@@ -381,7 +418,12 @@ describe('PUT /user/password', () => {
   it('changes the password, ends every other session and keeps the current one', async () => {
     const user = await createUser(t.app, uniqueName('Pw'))
     const other = await newSession(user)
-    const response = await t.app.inject({ method: 'PUT', url: '/user/password', headers: user.auth, payload: { password: 'new password 1' } })
+    const response = await t.app.inject({
+      method: 'PUT',
+      url: '/user/password',
+      headers: user.auth,
+      payload: { password: 'new password 1' },
+    })
     assert.equal(response.statusCode, 200, response.body)
     assert.deepEqual(response.json(), {})
     assert.equal(await isAlive(user.auth), true)
@@ -406,8 +448,16 @@ describe('PUT /user/password', () => {
 
   it('refuses 7- and 33-character passwords with 400 G000 and keeps the old one', async () => {
     const user = await createUser(t.app, uniqueName('Pw'))
-    expectError(await t.app.inject({ method: 'PUT', url: '/user/password', headers: user.auth, payload: { password: '1234567' } }), 400, 'G000')
-    expectError(await t.app.inject({ method: 'PUT', url: '/user/password', headers: user.auth, payload: { password: 'y'.repeat(33) } }), 400, 'G000')
+    expectError(
+      await t.app.inject({ method: 'PUT', url: '/user/password', headers: user.auth, payload: { password: '1234567' } }),
+      400,
+      'G000',
+    )
+    expectError(
+      await t.app.inject({ method: 'PUT', url: '/user/password', headers: user.auth, payload: { password: 'y'.repeat(33) } }),
+      400,
+      'G000',
+    )
     expectError(await t.app.inject({ method: 'PUT', url: '/user/password', headers: user.auth, payload: {} }), 400, 'G000')
     assert.equal((await login(user.username, user.password, true)).statusCode, 201)
   })
@@ -433,13 +483,22 @@ describe('PUT /user/username', () => {
   })
 
   it('lets a user change the case of their own name', async () => {
-    const response = await t.app.inject({ method: 'PUT', url: '/user/username', headers: user.auth, payload: { username: user.username.toUpperCase() } })
+    const response = await t.app.inject({
+      method: 'PUT',
+      url: '/user/username',
+      headers: user.auth,
+      payload: { username: user.username.toUpperCase() },
+    })
     assert.equal(response.statusCode, 200, response.body)
     assert.equal(response.json().username, user.username.toUpperCase())
   })
 
   it('refuses a name held by someone else, in any case, with 409 U000', async () => {
-    expectError(await t.app.inject({ method: 'PUT', url: '/user/username', headers: user.auth, payload: { username: taken.username.toLowerCase() } }), 409, 'U000')
+    expectError(
+      await t.app.inject({ method: 'PUT', url: '/user/username', headers: user.auth, payload: { username: taken.username.toLowerCase() } }),
+      409,
+      'U000',
+    )
     assert.equal((await login(taken.username, taken.password, true)).statusCode, 201)
   })
 
@@ -458,7 +517,8 @@ describe('wallets of the user', () => {
     stranger = await createUser(t.app, uniqueName('Str'))
   })
 
-  const createWallet = (user: TestUser, payload?: unknown) => t.app.inject({ method: 'POST', url: '/user/wallets', headers: user.auth, payload: payload as object })
+  const createWallet = (user: TestUser, payload?: unknown) =>
+    t.app.inject({ method: 'POST', url: '/user/wallets', headers: user.auth, payload: payload as object })
 
   it('lists the primary wallet of a new user', async () => {
     const response = await get('/user/wallets', owner.auth)
@@ -539,14 +599,22 @@ describe('wallets of the user', () => {
 
     it("refuses someone else's, an unknown and the mint wallet with 404 W000", async () => {
       for (const walletId of [stranger.walletId, 987654321, 1]) {
-        expectError(await t.app.inject({ method: 'PUT', url: '/user/wallet', headers: owner.auth, payload: { wallet_id: walletId } }), 404, 'W000')
+        expectError(
+          await t.app.inject({ method: 'PUT', url: '/user/wallet', headers: owner.auth, payload: { wallet_id: walletId } }),
+          404,
+          'W000',
+        )
       }
       assert.equal((await get('/user/session', owner.auth)).json().primary_wallet_id, owner.walletId)
     })
 
     it('refuses a wallet id that is not a positive integer with 400 G000', async () => {
       for (const walletId of ['2', 1.5, 0, -3, null]) {
-        expectError(await t.app.inject({ method: 'PUT', url: '/user/wallet', headers: owner.auth, payload: { wallet_id: walletId } }), 400, 'G000')
+        expectError(
+          await t.app.inject({ method: 'PUT', url: '/user/wallet', headers: owner.auth, payload: { wallet_id: walletId } }),
+          400,
+          'G000',
+        )
       }
     })
   })
@@ -556,7 +624,12 @@ describe('wallets of the user', () => {
       const user = await createUser(t.app, uniqueName('Act'))
       const other = await newSession(user)
       const wallet = (await createWallet(user, {})).json()
-      const response = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: user.auth, payload: { wallet_id: wallet.id } })
+      const response = await t.app.inject({
+        method: 'PUT',
+        url: '/user/session/wallet',
+        headers: user.auth,
+        payload: { wallet_id: wallet.id },
+      })
       assert.equal(response.statusCode, 200, response.body)
       assert.equal(response.json().wallet_id, wallet.id)
       assert.equal(response.json().wallet_address, wallet.address)
@@ -567,7 +640,11 @@ describe('wallets of the user', () => {
 
     it("refuses someone else's, an unknown and the mint wallet with 404 W000", async () => {
       for (const walletId of [stranger.walletId, 987654321, 1]) {
-        expectError(await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: walletId } }), 404, 'W000')
+        expectError(
+          await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: walletId } }),
+          404,
+          'W000',
+        )
       }
       assert.equal((await get('/user/session', owner.auth)).json().wallet_id, owner.walletId)
     })
@@ -575,13 +652,25 @@ describe('wallets of the user', () => {
     it('allows a wallet the user is assigned to, which cannot become primary', async () => {
       const helper = await createUser(t.app, uniqueName('Helper'))
       // Assignment itself is another route's business; set it up directly.
-      await t.database.db.insertInto('wallet_users').values({ wallet_id: owner.walletId, user_id: helper.id, created_at: new Date().toISOString() }).execute()
+      await t.database.db
+        .insertInto('wallet_users')
+        .values({ wallet_id: owner.walletId, user_id: helper.id, created_at: new Date().toISOString() })
+        .execute()
       const assigned = await get('/user/assigned_wallets', helper.auth)
       assert.deepEqual(assigned.json(), [{ id: owner.walletId, address: owner.address, user_id: owner.id }])
-      const active = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: helper.auth, payload: { wallet_id: owner.walletId } })
+      const active = await t.app.inject({
+        method: 'PUT',
+        url: '/user/session/wallet',
+        headers: helper.auth,
+        payload: { wallet_id: owner.walletId },
+      })
       assert.equal(active.statusCode, 200, active.body)
       assert.equal(active.json().wallet_user_id, owner.id)
-      expectError(await t.app.inject({ method: 'PUT', url: '/user/wallet', headers: helper.auth, payload: { wallet_id: owner.walletId } }), 404, 'W000')
+      expectError(
+        await t.app.inject({ method: 'PUT', url: '/user/wallet', headers: helper.auth, payload: { wallet_id: owner.walletId } }),
+        404,
+        'W000',
+      )
     })
   })
 })
@@ -644,7 +733,14 @@ describe('rate limits on login and registration', () => {
     const names = ['ratea', 'rateb', 'ratec', 'rated']
     const results = []
     for (const username of names) {
-      results.push(await limited.app.inject({ method: 'POST', url: '/users', payload: { username, password: 'correct horse' }, remoteAddress: address }))
+      results.push(
+        await limited.app.inject({
+          method: 'POST',
+          url: '/users',
+          payload: { username, password: 'correct horse' },
+          remoteAddress: address,
+        }),
+      )
     }
     assert.deepEqual(
       results.slice(0, 3).map((response) => response.statusCode),
@@ -652,14 +748,26 @@ describe('rate limits on login and registration', () => {
     )
     expectError(results[3], 429, 'G005')
     assert.ok(Number(results[3].headers['retry-after']) >= 1)
-    const login = await limited.app.inject({ method: 'POST', url: '/users/rated/sessions', payload: { password: 'correct horse' }, remoteAddress: '10.2.0.2' })
+    const login = await limited.app.inject({
+      method: 'POST',
+      url: '/users/rated/sessions',
+      payload: { password: 'correct horse' },
+      remoteAddress: '10.2.0.2',
+    })
     expectError(login, 401, 'U001')
   })
 
   it('limits registration attempts on one username whatever the address', async () => {
     const attempts = []
     for (let i = 0; i < 4; i++) {
-      attempts.push(await limited.app.inject({ method: 'POST', url: '/users', payload: { username: i % 2 ? 'Wanted' : 'wanted', password: 'correct horse' }, remoteAddress: `10.3.0.${i + 1}` }))
+      attempts.push(
+        await limited.app.inject({
+          method: 'POST',
+          url: '/users',
+          payload: { username: i % 2 ? 'Wanted' : 'wanted', password: 'correct horse' },
+          remoteAddress: `10.3.0.${i + 1}`,
+        }),
+      )
     }
     assert.equal(attempts[0].statusCode, 201)
     expectError(attempts[1], 409, 'U000')

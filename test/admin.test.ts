@@ -60,9 +60,21 @@ describe('operator sessions', () => {
     const cookies = { coffer_admin: value }
     assert.equal((await t.app.inject({ method: 'GET', url: '/admin/overview', cookies })).statusCode, 200)
     assert.equal((await t.app.inject({ method: 'GET', url: '/assets', cookies })).statusCode, 200)
-    const created = await t.app.inject({ method: 'POST', url: '/assets', cookies, headers: { origin: 'http://localhost:80' }, payload: { name: 'cookiegold', value: 1 } })
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/assets',
+      cookies,
+      headers: { origin: 'http://localhost:80' },
+      payload: { name: 'cookiegold', value: 1 },
+    })
     assert.equal(created.statusCode, 201, created.body)
-    const issued = await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, cookies, headers: { 'sec-fetch-site': 'same-origin' }, payload: { id: created.json().id, quantity: 5 } })
+    const issued = await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${user.walletId}/assets`,
+      cookies,
+      headers: { 'sec-fetch-site': 'same-origin' },
+      payload: { id: created.json().id, quantity: 5 },
+    })
     assert.equal(issued.statusCode, 201, issued.body)
   })
 
@@ -70,11 +82,34 @@ describe('operator sessions', () => {
     const { value } = cookieOf(await openSession(t))
     const cookies = { coffer_admin: value }
     const before = (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).body
-    expectError(await t.app.inject({ method: 'POST', url: '/assets', cookies, headers: { origin: 'https://evil.example' }, payload: { name: 'evil', value: 1 } }), 403, 'A004')
-    expectError(await t.app.inject({ method: 'POST', url: '/assets', cookies, headers: { 'sec-fetch-site': 'cross-site' }, payload: { name: 'evil', value: 1 } }), 403, 'A004')
+    expectError(
+      await t.app.inject({
+        method: 'POST',
+        url: '/assets',
+        cookies,
+        headers: { origin: 'https://evil.example' },
+        payload: { name: 'evil', value: 1 },
+      }),
+      403,
+      'A004',
+    )
+    expectError(
+      await t.app.inject({
+        method: 'POST',
+        url: '/assets',
+        cookies,
+        headers: { 'sec-fetch-site': 'cross-site' },
+        payload: { name: 'evil', value: 1 },
+      }),
+      403,
+      'A004',
+    )
     assert.equal((await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).body, before)
     // Reads are not writes: a cross-site GET is answered (the browser keeps the answer from the page).
-    assert.equal((await t.app.inject({ method: 'GET', url: '/admin/overview', cookies, headers: { origin: 'https://evil.example' } })).statusCode, 200)
+    assert.equal(
+      (await t.app.inject({ method: 'GET', url: '/admin/overview', cookies, headers: { origin: 'https://evil.example' } })).statusCode,
+      200,
+    )
   })
 
   it('DELETE /admin/session ends it: 204, the cookie cleared, then A003', async () => {
@@ -89,7 +124,10 @@ describe('operator sessions', () => {
 
   it('an expired operator session is A003', async () => {
     const { value } = cookieOf(await openSession(t))
-    await t.database.db.updateTable('operator_sessions').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).execute()
+    await t.database.db
+      .updateTable('operator_sessions')
+      .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+      .execute()
     expectError(await t.app.inject({ method: 'GET', url: '/admin/overview', cookies: { coffer_admin: value } }), 403, 'A003')
   })
 
@@ -103,7 +141,11 @@ describe('operator sessions', () => {
     expectError(await t.app.inject({ method: 'GET', url: '/admin/overview', cookies: { coffer_admin: user.token } }), 403, 'A003')
     expectError(await t.app.inject({ method: 'GET', url: '/admin/overview', cookies: { coffer_admin: ADMIN_KEY } }), 403, 'A003')
     // A header wins over the cookie: a user token there is refused even with a live operator cookie.
-    expectError(await t.app.inject({ method: 'GET', url: '/admin/overview', headers: user.auth, cookies: { coffer_admin: value } }), 403, 'A003')
+    expectError(
+      await t.app.inject({ method: 'GET', url: '/admin/overview', headers: user.auth, cookies: { coffer_admin: value } }),
+      403,
+      'A003',
+    )
   })
 })
 
@@ -151,19 +193,30 @@ describe('operator read routes', () => {
     alice = await createUser(t.app, `alice${process.pid}`)
     bob = await createUser(t.app, `bob${process.pid}`)
     carol = await createUser(t.app, `Carol${process.pid}`)
-    const asset = async (name: string) => (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value: 2 } })).json().id as number
+    const asset = async (name: string) =>
+      (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name, value: 2 } })).json().id as number
     gold = await asset('gold')
     silver = await asset('silver')
     await asset('unused')
     const issue = async (walletId: number, id: number, quantity: number) => {
-      const response = await t.app.inject({ method: 'POST', url: `/wallets/${walletId}/assets`, headers: t.admin, payload: { id, quantity } })
+      const response = await t.app.inject({
+        method: 'POST',
+        url: `/wallets/${walletId}/assets`,
+        headers: t.admin,
+        payload: { id, quantity },
+      })
       ids.push(response.json().id)
     }
     await issue(alice.walletId, gold, 100)
     await issue(bob.walletId, gold, 10)
     await issue(alice.walletId, silver, 7)
     const send = async (from: TestUser, to: string, assets: Record<string, number>) => {
-      const response = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to, assets } })
+      const response = await t.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: from.auth,
+        payload: { recipient: to, assets },
+      })
       assert.equal(response.statusCode, 201, response.body)
       ids.push(response.json().id)
     }
@@ -171,9 +224,13 @@ describe('operator read routes', () => {
     await send(bob, carol.username, { gold: 15 })
     await send(alice, carol.username, { silver: 7, gold: 1 })
     // Alice's second wallet, shared with bob; and a wallet of hers, deleted.
-    shared = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: alice.auth, payload: { address: `shared${'x'.repeat(3)}` } })).json().id
-    deleted = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: alice.auth, payload: { address: 'gonewallet' } })).json().id
-    for (const id of [shared, deleted]) await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: alice.auth, payload: { wallet_id: id } })
+    shared = (
+      await t.app.inject({ method: 'POST', url: '/user/wallets', headers: alice.auth, payload: { address: `shared${'x'.repeat(3)}` } })
+    ).json().id
+    deleted = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: alice.auth, payload: { address: 'gonewallet' } })).json()
+      .id
+    for (const id of [shared, deleted])
+      await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: alice.auth, payload: { wallet_id: id } })
     await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: alice.auth, payload: { wallet_id: shared } })
     await t.app.inject({ method: 'POST', url: '/wallet/users', headers: alice.auth, payload: { username: bob.username } })
     await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: alice.auth, payload: { wallet_id: deleted } })
@@ -188,7 +245,11 @@ describe('operator read routes', () => {
     assert.equal(overview.transactions, 6)
     const byName = Object.fromEntries(overview.assets.map((entry: { asset: { name: string } }) => [entry.asset.name, entry]))
     assert.deepEqual(Object.keys(byName), ['gold', 'silver', 'unused'])
-    assert.deepEqual(byName.gold, { asset: { id: gold, name: 'gold', value: 2 }, circulating: 110, holders: 2 }, 'alice and carol; bob sent all of his')
+    assert.deepEqual(
+      byName.gold,
+      { asset: { id: gold, name: 'gold', value: 2 }, circulating: 110, holders: 2 },
+      'alice and carol; bob sent all of his',
+    )
     assert.deepEqual(byName.silver, { asset: { id: silver, name: 'silver', value: 2 }, circulating: 7, holders: 1 })
     assert.equal(byName.unused.circulating, 0)
     assert.equal(byName.unused.holders, 0)
@@ -208,11 +269,23 @@ describe('operator read routes', () => {
       'every user wallet, by id, mint left out',
     )
     assert.deepEqual(all.at(-1), { id: deleted, address: 'gonewallet', user_id: alice.id, username: alice.username, deleted: true })
-    assert.deepEqual((await call(`/admin/wallets?q=${bob.walletId}`)).json().map((wallet: { id: number }) => wallet.id), [bob.walletId])
-    assert.deepEqual((await call('/admin/wallets?q=GONE')).json().map((wallet: { id: number }) => wallet.id), [deleted])
+    assert.deepEqual(
+      (await call(`/admin/wallets?q=${bob.walletId}`)).json().map((wallet: { id: number }) => wallet.id),
+      [bob.walletId],
+    )
+    assert.deepEqual(
+      (await call('/admin/wallets?q=GONE')).json().map((wallet: { id: number }) => wallet.id),
+      [deleted],
+    )
     // carol registered as "Carol…": found in lower case, by her username, not an address.
-    assert.deepEqual((await call('/admin/wallets?q=carol')).json().map((wallet: { username: string }) => wallet.username), [carol.username])
-    assert.deepEqual((await call(`/admin/wallets?q=ALICE${process.pid}`)).json().map((wallet: { id: number }) => wallet.id), [alice.walletId, shared, deleted])
+    assert.deepEqual(
+      (await call('/admin/wallets?q=carol')).json().map((wallet: { username: string }) => wallet.username),
+      [carol.username],
+    )
+    assert.deepEqual(
+      (await call(`/admin/wallets?q=ALICE${process.pid}`)).json().map((wallet: { id: number }) => wallet.id),
+      [alice.walletId, shared, deleted],
+    )
     assert.deepEqual((await call('/admin/wallets?q=nobodyhere')).json(), [])
     assert.deepEqual((await call('/admin/wallets?q=%25')).json(), [], 'a LIKE wildcard is no wildcard')
     assert.deepEqual((await call('/admin/wallets?q=mint')).json(), [])
@@ -223,13 +296,17 @@ describe('operator read routes', () => {
     assert.equal(first.json().length, 2)
     assert.equal(first.headers.link, '</admin/wallets?limit=2&offset=2>; rel="next"')
     const second = await call('/admin/wallets?limit=2&offset=2')
-    assert.deepEqual(second.json().map((wallet: { id: number }) => wallet.id), [carol.walletId, shared])
+    assert.deepEqual(
+      second.json().map((wallet: { id: number }) => wallet.id),
+      [carol.walletId, shared],
+    )
     const last = await call('/admin/wallets?limit=2&offset=4')
     assert.equal(last.json().length, 1)
     assert.equal(last.headers.link, undefined)
     const searched = await call(`/admin/wallets?q=alice${process.pid}&limit=1`)
     assert.equal(searched.headers.link, `</admin/wallets?q=alice${process.pid}&limit=1&offset=1>; rel="next"`)
-    for (const bad of ['limit=0', 'limit=101', 'offset=-1', 'limit=x', `q=${'a'.repeat(65)}`]) expectError(await call(`/admin/wallets?${bad}`, 400), 400, 'G002')
+    for (const bad of ['limit=0', 'limit=101', 'offset=-1', 'limit=x', `q=${'a'.repeat(65)}`])
+      expectError(await call(`/admin/wallets?${bad}`, 400), 400, 'G002')
   })
 
   it('GET /admin/wallets/{id} shows the wallet, its owner, assigned users and holdings', async () => {
@@ -260,21 +337,38 @@ describe('operator read routes', () => {
       [...ids].sort((a, b) => b - a),
     )
     const first = await call('/admin/transactions?limit=3')
-    assert.deepEqual(first.json().map((transaction: { id: number }) => transaction.id), journal.slice(0, 3).map((transaction: { id: number }) => transaction.id))
+    assert.deepEqual(
+      first.json().map((transaction: { id: number }) => transaction.id),
+      journal.slice(0, 3).map((transaction: { id: number }) => transaction.id),
+    )
     const link = /^<(\/admin\/transactions\?[^>]+)>; rel="next"$/.exec(first.headers.link as string)
     assert.ok(link, `Link: ${first.headers.link}`)
     const second = (await call(link[1])).json()
-    assert.deepEqual(second.map((transaction: { id: number }) => transaction.id), journal.slice(3, 6).map((transaction: { id: number }) => transaction.id))
+    assert.deepEqual(
+      second.map((transaction: { id: number }) => transaction.id),
+      journal.slice(3, 6).map((transaction: { id: number }) => transaction.id),
+    )
     const silverOnly = (await call('/admin/transactions?asset=SILVER')).json()
     assert.equal(silverOnly.length, 2)
     assert.deepEqual((await call('/admin/transactions?asset=nothing')).json(), [])
     const oldest = journal.at(-1)
     assert.deepEqual((await call(`/admin/transactions?after=${oldest.id}&limit=100`)).json().length, journal.length - 1)
     assert.deepEqual((await call(`/admin/transactions?before=${journal[0].id}&limit=100`)).json().length, journal.length - 1)
-    assert.deepEqual((await call(`/admin/transactions?until=${encodeURIComponent(oldest.created_at)}&limit=100`)).json().map((transaction: { id: number }) => transaction.id).includes(oldest.id), true)
+    assert.deepEqual(
+      (await call(`/admin/transactions?until=${encodeURIComponent(oldest.created_at)}&limit=100`))
+        .json()
+        .map((transaction: { id: number }) => transaction.id)
+        .includes(oldest.id),
+      true,
+    )
     assert.deepEqual((await call(`/admin/transactions?since=${encodeURIComponent('2999-01-01T00:00:00.000Z')}`)).json(), [])
     const bobs = (await call(`/admin/transactions?wallet=${bob.walletId}&limit=100`)).json()
-    assert.ok(bobs.length === 3 && bobs.every((transaction: { sending_wallet_id: number; receiving_wallet_id: number }) => [transaction.sending_wallet_id, transaction.receiving_wallet_id].includes(bob.walletId)))
+    assert.ok(
+      bobs.length === 3 &&
+        bobs.every((transaction: { sending_wallet_id: number; receiving_wallet_id: number }) =>
+          [transaction.sending_wallet_id, transaction.receiving_wallet_id].includes(bob.walletId),
+        ),
+    )
     // The deleted wallet's sweep stays in its history.
     assert.equal((await call(`/admin/transactions?wallet=${deleted}`)).json().length, 0, 'it held nothing, so nothing was swept')
     expectError(await call('/admin/transactions?direction=sent', 400), 400, 'G002')
@@ -291,7 +385,13 @@ describe('operator read routes', () => {
   })
 
   it('refuses anyone but the operator with A003', async () => {
-    for (const url of ['/admin/overview', '/admin/wallets', `/admin/wallets/${alice.walletId}`, '/admin/transactions', '/admin/verification']) {
+    for (const url of [
+      '/admin/overview',
+      '/admin/wallets',
+      `/admin/wallets/${alice.walletId}`,
+      '/admin/transactions',
+      '/admin/verification',
+    ]) {
       expectError(await t.app.inject({ method: 'GET', url }), 403, 'A003')
       expectError(await t.app.inject({ method: 'GET', url, headers: alice.auth }), 403, 'A003')
     }

@@ -10,7 +10,16 @@ import { inTransaction } from '../src/db/dialect.ts'
 import { createToken, hashToken } from '../src/http/tokens.ts'
 import { createWalletFor } from '../src/wallets/wallets.service.ts'
 import { buildTestApp, type TestApp } from './helpers/app.ts'
-import { CALLERS, IDOR_CASES, NOT_IN_MATRIX, ROUTES, type Actor, type Caller, type RouteCase, type World } from './helpers/authorization-matrix.ts'
+import {
+  CALLERS,
+  IDOR_CASES,
+  NOT_IN_MATRIX,
+  ROUTES,
+  type Actor,
+  type Caller,
+  type RouteCase,
+  type World,
+} from './helpers/authorization-matrix.ts'
 
 /**
  * Runs every cell of the authorization matrix (test/helpers/authorization-matrix.ts): each route
@@ -19,7 +28,18 @@ import { CALLERS, IDOR_CASES, NOT_IN_MATRIX, ROUTES, type Actor, type Caller, ty
  */
 
 const PASSWORD = 'correct horse'
-const SUCCESS_ORDER: Caller[] = ['unrelated', 'keyOther', 'assigned', 'keyW', 'owner', 'admin', 'nobody', 'garbage', 'revokedUser', 'revokedKey']
+const SUCCESS_ORDER: Caller[] = [
+  'unrelated',
+  'keyOther',
+  'assigned',
+  'keyW',
+  'owner',
+  'admin',
+  'nobody',
+  'garbage',
+  'revokedUser',
+  'revokedKey',
+]
 
 describe('authorization matrix', () => {
   let t: TestApp
@@ -57,7 +77,12 @@ describe('authorization matrix', () => {
       const user = await insertUser(trx, username, passwordHash)
       const wallet = await createWalletFor(trx, user.id)
       await updateUser(trx, user.id, { primary_wallet_id: wallet.id })
-      await insertUserSession(trx, { userId: user.id, walletId: wallet.id, tokenHash: hashToken(token), expiresAt: new Date(Date.now() + 86_400_000).toISOString() })
+      await insertUserSession(trx, {
+        userId: user.id,
+        walletId: wallet.id,
+        tokenHash: hashToken(token),
+        expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+      })
       return { id: user.id, username, password: PASSWORD, token, primaryWalletId: wallet.id }
     })
   }
@@ -65,7 +90,12 @@ describe('authorization matrix', () => {
   /** Another session of the user on their primary wallet, as a login would open it. */
   async function fixtureSession(user: Actor): Promise<{ id: number; token: string }> {
     const token = createToken('user')
-    const session = await insertUserSession(t.database.db, { userId: user.id, walletId: user.primaryWalletId, tokenHash: hashToken(token), expiresAt: new Date(Date.now() + 86_400_000).toISOString() })
+    const session = await insertUserSession(t.database.db, {
+      userId: user.id,
+      walletId: user.primaryWalletId,
+      tokenHash: hashToken(token),
+      expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+    })
     return { id: session.id, token }
   }
 
@@ -107,10 +137,19 @@ describe('authorization matrix', () => {
     await ok(call('PUT', '/wallet/webhook', as(owner), { webhook: 'http://127.0.0.1:9/w' }), 200)
     await ok(call('PUT', '/wallet/webhook', as(other), { webhook: 'http://127.0.0.1:9/x' }), 200)
     await ok(call('POST', '/wallet/transactions', as(owner), { recipient: other.username, assets: { gold: 1 } }), 201)
-    const receivedByW = (await ok(call('POST', '/wallet/transactions', as(other), { recipient: String(walletW), type: 2, assets: { gold: 10 } }), 201)).id as number
+    const receivedByW = (
+      await ok(call('POST', '/wallet/transactions', as(other), { recipient: String(walletW), type: 2, assets: { gold: 10 } }), 201)
+    ).id as number
     const holdW = (await ok(call('POST', '/wallet/holds', as(owner), { recipient: other.username, assets: { gold: 2 } }), 201)).id as number
     const delivery = async (walletId: number) =>
-      (await t.database.db.selectFrom('webhook_deliveries').select('id').where('wallet_id', '=', walletId).orderBy('id').executeTakeFirstOrThrow()).id
+      (
+        await t.database.db
+          .selectFrom('webhook_deliveries')
+          .select('id')
+          .where('wallet_id', '=', walletId)
+          .orderBy('id')
+          .executeTakeFirstOrThrow()
+      ).id
 
     return {
       owner,
@@ -159,7 +198,8 @@ describe('authorization matrix', () => {
   }
 
   function actsOn(world: World, caller: Caller): { walletId: number | undefined; userId: number | undefined } {
-    if (caller === 'keyW' || caller === 'owner' || caller === 'assigned') return { walletId: world.walletW, userId: caller === 'keyW' ? undefined : world[caller].id }
+    if (caller === 'keyW' || caller === 'owner' || caller === 'assigned')
+      return { walletId: world.walletW, userId: caller === 'keyW' ? undefined : world[caller].id }
     if (caller === 'keyOther') return { walletId: world.walletX, userId: undefined }
     if (caller === 'unrelated') return { walletId: world.unrelated.primaryWalletId, userId: world.unrelated.id }
     return { walletId: undefined, userId: undefined }
@@ -234,7 +274,10 @@ describe('authorization matrix', () => {
       db.selectFrom('holds').select(['id', 'status', 'transaction_id']).orderBy('id').execute(),
       db.selectFrom('assets').select(['id', 'name', 'value', 'deleted_at']).orderBy('id').execute(),
       db.selectFrom('webhooks').select(['wallet_id', 'url', 'secret']).orderBy('wallet_id').execute(),
-      db.selectFrom('transactions').select((eb) => eb.fn.countAll<number>().as('count')).execute(),
+      db
+        .selectFrom('transactions')
+        .select((eb) => eb.fn.countAll<number>().as('count'))
+        .execute(),
     ])
     return JSON.stringify(rows, (_key, value) => (typeof value === 'bigint' ? Number(value) : value)).replaceAll('"count":"', '"count":')
   }
@@ -259,12 +302,17 @@ describe('authorization matrix', () => {
     const doc = t.app.swagger() as { paths: Record<string, Record<string, unknown>> }
     const registered: string[] = []
     for (const [path, operations] of Object.entries(doc.paths)) {
-      for (const method of Object.keys(operations)) if (method !== 'head' && method !== 'options') registered.push(`${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`)
+      for (const method of Object.keys(operations))
+        if (method !== 'head' && method !== 'options') registered.push(`${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`)
     }
     const covered = new Set(ROUTES.map((route) => `${route.method} ${route.route}`))
     const missing = registered.filter((route) => !covered.has(route) && !NOT_IN_MATRIX.some((pattern) => pattern.test(route.split(' ')[1])))
     assert.deepEqual(missing, [], 'routes of the service missing from the authorization matrix')
-    for (const route of ROUTES) assert.ok(t.app.hasRoute({ method: route.method, url: route.route }), `${route.method} ${route.route} is in the matrix but not served`)
+    for (const route of ROUTES)
+      assert.ok(
+        t.app.hasRoute({ method: route.method, url: route.route }),
+        `${route.method} ${route.route} is in the matrix but not served`,
+      )
     assert.equal(covered.size, ROUTES.length, 'a route is listed twice')
   })
 

@@ -26,9 +26,13 @@ after(async () => {
   await t.close()
 })
 
-
 function sendBatch(from: TestUser, payload: unknown, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
-  return t.app.inject({ method: 'POST', url: '/wallet/transactions/batch', headers: { ...from.auth, ...headers }, payload: payload as object })
+  return t.app.inject({
+    method: 'POST',
+    url: '/wallet/transactions/batch',
+    headers: { ...from.auth, ...headers },
+    payload: payload as object,
+  })
 }
 
 function issueMany(payload: unknown): Promise<LightMyRequestResponse> {
@@ -38,22 +42,39 @@ function issueMany(payload: unknown): Promise<LightMyRequestResponse> {
 async function balances(user: TestUser): Promise<Record<string, number>> {
   const response = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: user.auth })
   assert.equal(response.statusCode, 200, response.body)
-  return Object.fromEntries((response.json() as { asset: { name: string }; quantity: number }[]).map((holding) => [holding.asset.name, holding.quantity]))
+  return Object.fromEntries(
+    (response.json() as { asset: { name: string }; quantity: number }[]).map((holding) => [holding.asset.name, holding.quantity]),
+  )
 }
 
 /** What the ledger holds in all: transactions and events recorded, and every holding. */
 async function ledgerState() {
   const { db } = t.database
   const [transactions, events, holdings] = await Promise.all([
-    db.selectFrom('transactions').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
-    db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
+    db
+      .selectFrom('transactions')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('events')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .executeTakeFirstOrThrow(),
     db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).orderBy('wallet_id').orderBy('asset_id').execute(),
   ])
-  return { transactions: Number(transactions.count), events: Number(events.count), holdings: holdings.map((row) => [Number(row.wallet_id), Number(row.asset_id), Number(row.quantity)]) }
+  return {
+    transactions: Number(transactions.count),
+    events: Number(events.count),
+    holdings: holdings.map((row) => [Number(row.wallet_id), Number(row.asset_id), Number(row.quantity)]),
+  }
 }
 
 /** Asserts that `request` is refused with this status, code and detail prefix and changes nothing at all. */
-async function refusedUnchanged(request: () => Promise<LightMyRequestResponse>, status: number, code: string, detail?: RegExp): Promise<void> {
+async function refusedUnchanged(
+  request: () => Promise<LightMyRequestResponse>,
+  status: number,
+  code: string,
+  detail?: RegExp,
+): Promise<void> {
   const before = await ledgerState()
   const response = await request()
   expectError(response, status, code)
@@ -62,7 +83,12 @@ async function refusedUnchanged(request: () => Promise<LightMyRequestResponse>, 
 }
 
 async function eventsOf(transactionIds: number[]): Promise<[number, number, string][]> {
-  const rows = await t.database.db.selectFrom('events').select(['transaction_id', 'wallet_id', 'type']).where('transaction_id', 'in', transactionIds).orderBy('id').execute()
+  const rows = await t.database.db
+    .selectFrom('events')
+    .select(['transaction_id', 'wallet_id', 'type'])
+    .where('transaction_id', 'in', transactionIds)
+    .orderBy('id')
+    .execute()
   return rows.map((row) => [Number(row.transaction_id), Number(row.wallet_id), row.type])
 }
 
@@ -77,7 +103,13 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
       transfers: [
         { recipient: bob.username, memo: 'one', assets: { [gold.name]: 5 } },
         { recipient: carol.address, type: 1, assets: { [gold.name]: 3, [silver.name]: 2 } },
-        { recipient: String(dave.walletId), type: 2, memo: 'three', assets: { [silver.name]: 3 }, metadata: { order: 'A-17', 'line.no': '3' } },
+        {
+          recipient: String(dave.walletId),
+          type: 2,
+          memo: 'three',
+          assets: { [silver.name]: 3 },
+          metadata: { order: 'A-17', 'line.no': '3' },
+        },
       ],
     })
     assert.equal(response.statusCode, 201, response.body)
@@ -98,14 +130,23 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
         [payer.walletId, dave.walletId, 'three'],
       ],
     )
-    assert.deepEqual(transactions[1].assets.map((line) => [line.asset.name, line.quantity]).sort(), [
-      [gold.name, 3],
-      [silver.name, 2],
-    ].sort())
+    assert.deepEqual(
+      transactions[1].assets.map((line) => [line.asset.name, line.quantity]).sort(),
+      [
+        [gold.name, 3],
+        [silver.name, 2],
+      ].sort(),
+    )
     const ids = transactions.map((tx) => tx.id)
-    assert.deepEqual(ids, [...ids].sort((a, b) => a - b))
+    assert.deepEqual(
+      ids,
+      [...ids].sort((a, b) => a - b),
+    )
     assert.deepEqual(await balances(payer), { [gold.name]: 12 })
-    assert.deepEqual([await balances(bob), await balances(carol), await balances(dave)], [{ [gold.name]: 5 }, { [gold.name]: 3, [silver.name]: 2 }, { [silver.name]: 3 }])
+    assert.deepEqual(
+      [await balances(bob), await balances(carol), await balances(dave)],
+      [{ [gold.name]: 5 }, { [gold.name]: 3, [silver.name]: 2 }, { [silver.name]: 3 }],
+    )
     assert.deepEqual(await eventsOf(ids), [
       [ids[0], payer.walletId, 'transaction.sent'],
       [ids[0], bob.walletId, 'transaction.received'],
@@ -116,16 +157,19 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
     ])
     // Each transaction is recorded as a single transfer's would be: the history answers the same objects.
     const history = await t.app.inject({ method: 'GET', url: '/wallet/transactions', headers: payer.auth })
-    assert.deepEqual(
-      (history.json() as Transaction[]).filter((tx) => ids.includes(tx.id)).reverse(),
-      transactions,
-    )
+    assert.deepEqual((history.json() as Transaction[]).filter((tx) => ids.includes(tx.id)).reverse(), transactions)
   })
 
   it('checks each transfer against what the earlier ones of the batch left', async () => {
     const payer = await fundedUser(t, [[gold, 10]])
     const bob = await createUser(t.app)
-    const response = await sendBatch(payer, { atomic: true, transfers: [{ recipient: bob.username, assets: { [gold.name]: 6 } }, { recipient: bob.username, assets: { [gold.name]: 4 } }] })
+    const response = await sendBatch(payer, {
+      atomic: true,
+      transfers: [
+        { recipient: bob.username, assets: { [gold.name]: 6 } },
+        { recipient: bob.username, assets: { [gold.name]: 4 } },
+      ],
+    })
     assert.equal(response.statusCode, 201, response.body)
     assert.deepEqual(await balances(payer), {})
     assert.deepEqual(await balances(bob), { [gold.name]: 10 })
@@ -154,15 +198,65 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
     const payer = await fundedUser(t, [[gold, 10]])
     const bob = await createUser(t.app)
     const ok = { recipient: bob.username, assets: { [gold.name]: 1 } }
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [ok, { recipient: 'nobodyatall', assets: { [gold.name]: 1 } }] }), 404, 'U003', /^transfers\[1\]: no user "nobodyatall"/)
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [ok, ok, { recipient: 'zzzznotthere', type: 1, assets: { [gold.name]: 1 } }] }), 404, 'W000', /^transfers\[2\]: /)
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [{ recipient: payer.username, assets: { [gold.name]: 1 } }, ok] }), 400, 'W013', /^transfers\[0\]: /)
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [ok, { recipient: bob.username, assets: { nosuchcoin: 1 } }] }), 400, 'I001', /^transfers\[1\]: no asset named "nosuchcoin"/)
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [ok, { recipient: 'abc', type: 2, assets: { [gold.name]: 1 } }] }), 400, 'G000', /^transfers\[1\]: recipient must be a wallet id/)
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [ok, { recipient: 'nobodyatall', assets: { [gold.name]: 1 } }] }),
+      404,
+      'U003',
+      /^transfers\[1\]: no user "nobodyatall"/,
+    )
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [ok, ok, { recipient: 'zzzznotthere', type: 1, assets: { [gold.name]: 1 } }] }),
+      404,
+      'W000',
+      /^transfers\[2\]: /,
+    )
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [{ recipient: payer.username, assets: { [gold.name]: 1 } }, ok] }),
+      400,
+      'W013',
+      /^transfers\[0\]: /,
+    )
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [ok, { recipient: bob.username, assets: { nosuchcoin: 1 } }] }),
+      400,
+      'I001',
+      /^transfers\[1\]: no asset named "nosuchcoin"/,
+    )
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [ok, { recipient: 'abc', type: 2, assets: { [gold.name]: 1 } }] }),
+      400,
+      'G000',
+      /^transfers\[1\]: recipient must be a wallet id/,
+    )
     // Two bad transfers: the first in request order; a resolving error before any balance check.
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [{ recipient: bob.username, assets: { [gold.name]: 99 } }, { recipient: 'ghostuser', assets: { [gold.name]: 1 } }, { recipient: bob.username, assets: { nosuch: 1 } }] }), 404, 'U003', /^transfers\[1\]: /)
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [ok, { recipient: 1, type: 2, assets: { [gold.name]: 1 } }] }), 404, 'W000', /^transfers\[1\]: /)
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [ok, { recipient: bob.username, assets: { [gold.name]: MAX_QUANTITY, [gold.name.toUpperCase()]: 1 } }] }), 400, 'I003', /^transfers\[1\]: /)
+    await refusedUnchanged(
+      () =>
+        sendBatch(payer, {
+          transfers: [
+            { recipient: bob.username, assets: { [gold.name]: 99 } },
+            { recipient: 'ghostuser', assets: { [gold.name]: 1 } },
+            { recipient: bob.username, assets: { nosuch: 1 } },
+          ],
+        }),
+      404,
+      'U003',
+      /^transfers\[1\]: /,
+    )
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [ok, { recipient: 1, type: 2, assets: { [gold.name]: 1 } }] }),
+      404,
+      'W000',
+      /^transfers\[1\]: /,
+    )
+    await refusedUnchanged(
+      () =>
+        sendBatch(payer, {
+          transfers: [ok, { recipient: bob.username, assets: { [gold.name]: MAX_QUANTITY, [gold.name.toUpperCase()]: 1 } }],
+        }),
+      400,
+      'I003',
+      /^transfers\[1\]: /,
+    )
     assert.deepEqual(await balances(payer), { [gold.name]: 10 })
   })
 
@@ -176,12 +270,41 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
     await refusedUnchanged(() => sendBatch(payer, { transfers: ok }), 400, 'G000')
     await refusedUnchanged(() => sendBatch(payer, { transfers: [ok], atomic: 'yes' }), 400, 'G000', /atomic/)
     for (const atomic of [true, false]) {
-      await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, ok, { recipient: bob.username, assets: { [gold.name]: 0 } }] }), 400, 'G000', /^transfers\[2\]: assets\./)
-      await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, { assets: { [gold.name]: 1 } }] }), 400, 'G000', /^transfers\[1\]: recipient is required/)
-      await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, { recipient: bob.username, memo: 'x'.repeat(65), assets: { [gold.name]: 1 } }] }), 400, 'G000', /^transfers\[1\]: memo /)
+      await refusedUnchanged(
+        () => sendBatch(payer, { atomic, transfers: [ok, ok, { recipient: bob.username, assets: { [gold.name]: 0 } }] }),
+        400,
+        'G000',
+        /^transfers\[2\]: assets\./,
+      )
+      await refusedUnchanged(
+        () => sendBatch(payer, { atomic, transfers: [ok, { assets: { [gold.name]: 1 } }] }),
+        400,
+        'G000',
+        /^transfers\[1\]: recipient is required/,
+      )
+      await refusedUnchanged(
+        () => sendBatch(payer, { atomic, transfers: [ok, { recipient: bob.username, memo: 'x'.repeat(65), assets: { [gold.name]: 1 } }] }),
+        400,
+        'G000',
+        /^transfers\[1\]: memo /,
+      )
       await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, 'not a transfer'] }), 400, 'G000', /^transfers\[1\]: /)
-      await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [ok, { ...ok, metadata: { note: 5 } }] }), 400, 'G000', /^transfers\[1\]: metadata/)
-      await refusedUnchanged(() => sendBatch(payer, { atomic, transfers: [{ ...ok, metadata: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])) }] }), 400, 'G000', /^transfers\[0\]: metadata/)
+      await refusedUnchanged(
+        () => sendBatch(payer, { atomic, transfers: [ok, { ...ok, metadata: { note: 5 } }] }),
+        400,
+        'G000',
+        /^transfers\[1\]: metadata/,
+      )
+      await refusedUnchanged(
+        () =>
+          sendBatch(payer, {
+            atomic,
+            transfers: [{ ...ok, metadata: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])) }],
+          }),
+        400,
+        'G000',
+        /^transfers\[0\]: metadata/,
+      )
     }
     // 100 is the most, and allowed.
     const full = await sendBatch(payer, { transfers: Array(100).fill(ok) })
@@ -207,7 +330,9 @@ describe(`POST /wallet/transactions/batch, not atomic (${STORAGE})`, () => {
       ],
     })
     assert.equal(response.statusCode, 200, response.body)
-    const { results } = response.json() as { results: { status: number; transaction?: Transaction; error?: { code: string; message: string; detail: string } }[] }
+    const { results } = response.json() as {
+      results: { status: number; transaction?: Transaction; error?: { code: string; message: string; detail: string } }[]
+    }
     assert.deepEqual(
       results.map((result) => [result.status, result.error?.code]),
       [
@@ -219,9 +344,16 @@ describe(`POST /wallet/transactions/batch, not atomic (${STORAGE})`, () => {
         [400, 'I001'],
       ],
     )
-    assert.deepEqual(results[2].error, { code: 'I002', message: 'Insufficient Quantity', detail: `wallet holds 6 of ${gold.name}, 7 requested` })
+    assert.deepEqual(results[2].error, {
+      code: 'I002',
+      message: 'Insufficient Quantity',
+      detail: `wallet holds 6 of ${gold.name}, 7 requested`,
+    })
     for (const result of results.filter((result) => result.error)) assert.equal(typeof result.error?.detail, 'string')
-    assert.deepEqual([results[0].transaction?.receiving_wallet_id, results[3].transaction?.receiving_wallet_id], [bob.walletId, carol.walletId])
+    assert.deepEqual(
+      [results[0].transaction?.receiving_wallet_id, results[3].transaction?.receiving_wallet_id],
+      [bob.walletId, carol.walletId],
+    )
     assert.deepEqual([await balances(payer), await balances(bob), await balances(carol)], [{}, { [gold.name]: 4 }, { [gold.name]: 6 }])
     const ids = [results[0].transaction?.id ?? 0, results[3].transaction?.id ?? 0]
     assert.equal((await eventsOf(ids)).length, 4)
@@ -231,7 +363,13 @@ describe(`POST /wallet/transactions/batch, not atomic (${STORAGE})`, () => {
     const payer = await fundedUser(t, [[gold, 1]])
     const bob = await createUser(t.app)
     const before = await ledgerState()
-    const response = await sendBatch(payer, { atomic: false, transfers: [{ recipient: bob.username, assets: { [gold.name]: 2 } }, { recipient: 'ghostuser', assets: { [gold.name]: 1 } }] })
+    const response = await sendBatch(payer, {
+      atomic: false,
+      transfers: [
+        { recipient: bob.username, assets: { [gold.name]: 2 } },
+        { recipient: 'ghostuser', assets: { [gold.name]: 1 } },
+      ],
+    })
     assert.equal(response.statusCode, 200, response.body)
     assert.deepEqual(
       response.json().results.map((result: { status: number; error: { code: string } }) => [result.status, result.error.code]),
@@ -248,7 +386,12 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
   it('answers a retry of the whole batch with the first response and moves nothing more', async () => {
     const payer = await fundedUser(t, [[gold, 10]])
     const [bob, carol] = [await createUser(t.app), await createUser(t.app)]
-    const body = { transfers: [{ recipient: bob.username, assets: { [gold.name]: 2 } }, { recipient: carol.username, memo: 'm', assets: { [gold.name]: 3 } }] }
+    const body = {
+      transfers: [
+        { recipient: bob.username, assets: { [gold.name]: 2 } },
+        { recipient: carol.username, memo: 'm', assets: { [gold.name]: 3 } },
+      ],
+    }
     const first = await sendBatch(payer, body, { 'idempotency-key': 'batch-1' })
     assert.equal(first.statusCode, 201, first.body)
     assert.equal(first.headers['idempotent-replayed'], undefined)
@@ -262,7 +405,7 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
     assert.deepEqual(await balances(payer), { [gold.name]: 5 })
   })
 
-  it('refuses the key with G003 for a different batch, a non-atomic one, or a single transfer, and a batch under a transfer\'s key', async () => {
+  it("refuses the key with G003 for a different batch, a non-atomic one, or a single transfer, and a batch under a transfer's key", async () => {
     const payer = await fundedUser(t, [[gold, 10]])
     const bob = await createUser(t.app)
     const transfer = { recipient: bob.username, assets: { [gold.name]: 1 } }
@@ -270,10 +413,33 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
     assert.equal(first.statusCode, 201, first.body)
     await refusedUnchanged(() => sendBatch(payer, { transfers: [transfer, transfer] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
     await refusedUnchanged(() => sendBatch(payer, { atomic: false, transfers: [transfer] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [{ ...transfer, memo: 'other' }] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
-    await refusedUnchanged(() => sendBatch(payer, { transfers: [{ ...transfer, metadata: { order: '1' } }] }, { 'idempotency-key': 'batch-2' }), 409, 'G003')
-    await refusedUnchanged(() => t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...payer.auth, 'idempotency-key': 'batch-2' }, payload: transfer }), 409, 'G003')
-    const single = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...payer.auth, 'idempotency-key': 'single-2' }, payload: transfer })
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [{ ...transfer, memo: 'other' }] }, { 'idempotency-key': 'batch-2' }),
+      409,
+      'G003',
+    )
+    await refusedUnchanged(
+      () => sendBatch(payer, { transfers: [{ ...transfer, metadata: { order: '1' } }] }, { 'idempotency-key': 'batch-2' }),
+      409,
+      'G003',
+    )
+    await refusedUnchanged(
+      () =>
+        t.app.inject({
+          method: 'POST',
+          url: '/wallet/transactions',
+          headers: { ...payer.auth, 'idempotency-key': 'batch-2' },
+          payload: transfer,
+        }),
+      409,
+      'G003',
+    )
+    const single = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: { ...payer.auth, 'idempotency-key': 'single-2' },
+      payload: transfer,
+    })
     assert.equal(single.statusCode, 201, single.body)
     await refusedUnchanged(() => sendBatch(payer, { transfers: [transfer] }, { 'idempotency-key': 'single-2' }), 409, 'G003')
     // Keys are the wallet's: another wallet's batch under the same key is its own request.
@@ -281,13 +447,22 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
     assert.equal((await sendBatch(other, { transfers: [transfer] }, { 'idempotency-key': 'batch-2' })).statusCode, 201)
   })
 
-  it('replays a non-atomic batch\'s mixed answer (200) as it was', async () => {
+  it("replays a non-atomic batch's mixed answer (200) as it was", async () => {
     const payer = await fundedUser(t, [[gold, 3]])
     const bob = await createUser(t.app)
-    const body = { atomic: false, transfers: [{ recipient: bob.username, assets: { [gold.name]: 2 } }, { recipient: bob.username, assets: { [gold.name]: 2 } }] }
+    const body = {
+      atomic: false,
+      transfers: [
+        { recipient: bob.username, assets: { [gold.name]: 2 } },
+        { recipient: bob.username, assets: { [gold.name]: 2 } },
+      ],
+    }
     const first = await sendBatch(payer, body, { 'idempotency-key': 'each-1' })
     assert.equal(first.statusCode, 200, first.body)
-    assert.deepEqual(first.json().results.map((result: { status: number }) => result.status), [201, 400])
+    assert.deepEqual(
+      first.json().results.map((result: { status: number }) => result.status),
+      [201, 400],
+    )
     await issue(t, payer.walletId, gold.id, 10)
     const again = await sendBatch(payer, body, { 'idempotency-key': 'each-1' })
     assert.equal(again.statusCode, 200)
@@ -299,7 +474,12 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
   it('stores nothing for a refused atomic batch: its retry runs again and can then succeed', async () => {
     const payer = await fundedUser(t, [[gold, 1]])
     const bob = await createUser(t.app)
-    const body = { transfers: [{ recipient: bob.username, assets: { [gold.name]: 1 } }, { recipient: bob.username, assets: { [gold.name]: 1 } }] }
+    const body = {
+      transfers: [
+        { recipient: bob.username, assets: { [gold.name]: 1 } },
+        { recipient: bob.username, assets: { [gold.name]: 1 } },
+      ],
+    }
     expectError(await sendBatch(payer, body, { 'idempotency-key': 'retry-1' }), 400, 'I002')
     await issue(t, payer.walletId, gold.id, 1)
     const retry = await sendBatch(payer, body, { 'idempotency-key': 'retry-1' })
@@ -311,8 +491,16 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
   it('runs a batch sent twice at once under one key only once: the other answer is G004 or the replay', async () => {
     const payer = await fundedUser(t, [[gold, 10]])
     const bob = await createUser(t.app)
-    const body = { transfers: [{ recipient: bob.username, assets: { [gold.name]: 1 } }, { recipient: bob.username, assets: { [gold.name]: 2 } }] }
-    const responses = await Promise.all([sendBatch(payer, body, { 'idempotency-key': 'twice' }), sendBatch(payer, body, { 'idempotency-key': 'twice' })])
+    const body = {
+      transfers: [
+        { recipient: bob.username, assets: { [gold.name]: 1 } },
+        { recipient: bob.username, assets: { [gold.name]: 2 } },
+      ],
+    }
+    const responses = await Promise.all([
+      sendBatch(payer, body, { 'idempotency-key': 'twice' }),
+      sendBatch(payer, body, { 'idempotency-key': 'twice' }),
+    ])
     const fresh = responses.filter((response) => response.statusCode === 201 && response.headers['idempotent-replayed'] === undefined)
     assert.equal(fresh.length, 1, responses.map((response) => response.body).join('\n'))
     const other = responses.find((response) => response !== fresh[0]) as LightMyRequestResponse
@@ -326,9 +514,18 @@ describe(`atomic batches in the group commit (${STORAGE})`, () => {
   it('checks an atomic batch in its place among the transfers committed with it, failing alone and taking its changes back', async () => {
     const [a, b, c] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app), await createUser(t.app)]
     const { dialect } = t.database
-    const committer = new GroupCommitter(t.database.db, outbox, { maxBatch: DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres' })
+    const committer = new GroupCommitter(t.database.db, outbox, {
+      maxBatch: DEFAULT_MAX_BATCH[dialect],
+      beginEarly: dialect === 'postgres',
+    })
     const line = (quantity: number) => [{ asset: gold, quantity }]
-    const move = (from: TestUser, to: TestUser, quantity: number) => ({ from: from.walletId, to: to.walletId, lines: line(quantity), memo: '', kind: 'transfer' as const })
+    const move = (from: TestUser, to: TestUser, quantity: number) => ({
+      from: from.walletId,
+      to: to.walletId,
+      lines: line(quantity),
+      memo: '',
+      kind: 'transfer' as const,
+    })
     // All in one tick: one group. The failing unit's first move (5) must not count for the transfer after it.
     const results = await Promise.allSettled([
       committer.run(move(a, b, 2)),
@@ -359,8 +556,15 @@ describe(`atomic batches in the group commit (${STORAGE})`, () => {
 
   it(`keeps the sums when wallets pay each other in parallel atomic batches, racing single transfers (${STORAGE})`, async () => {
     const [a, b, c] = [await fundedUser(t, [[gold, 300]]), await fundedUser(t, [[gold, 300]]), await fundedUser(t, [[gold, 50]])]
-    const batch = (from: TestUser, to: TestUser, quantity: number) => sendBatch(from, { transfers: Array.from({ length: 10 }, () => ({ recipient: to.username, assets: { [gold.name]: quantity } })) })
-    const single = (from: TestUser, to: TestUser) => t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to.username, assets: { [gold.name]: 1 } } })
+    const batch = (from: TestUser, to: TestUser, quantity: number) =>
+      sendBatch(from, { transfers: Array.from({ length: 10 }, () => ({ recipient: to.username, assets: { [gold.name]: quantity } })) })
+    const single = (from: TestUser, to: TestUser) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: from.auth,
+        payload: { recipient: to.username, assets: { [gold.name]: 1 } },
+      })
     const requests: Promise<LightMyRequestResponse>[] = []
     for (let round = 0; round < 12; round++) {
       requests.push(batch(a, b, 3), batch(b, a, 3), batch(a, c, 1), batch(c, a, 2), single(a, b), single(c, b), single(b, c))
@@ -368,7 +572,10 @@ describe(`atomic batches in the group commit (${STORAGE})`, () => {
     const responses = await Promise.all(requests)
     let moved = { a: 0, b: 0, c: 0 }
     responses.forEach((response, i) => {
-      assert.ok(response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'), `${response.statusCode} ${response.body}`)
+      assert.ok(
+        response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'),
+        `${response.statusCode} ${response.body}`,
+      )
       if (response.statusCode !== 201) return
       const body = response.json()
       const transactions: Transaction[] = body.transactions ?? [body]
@@ -385,39 +592,75 @@ describe(`atomic batches in the group commit (${STORAGE})`, () => {
     assert.equal((ba[gold.name] ?? 0) + (bb[gold.name] ?? 0) + (bc[gold.name] ?? 0), 650)
   })
 
-  it('keeps the sums when two instances run atomic batches paying each other (PostgreSQL): no deadlock', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
-    const peer = await buildPeerApp(t)
-    try {
-      const [a, b] = [await fundedUser(t, [[gold, 500]]), await fundedUser(t, [[gold, 500]])]
-      const batch = (app: FastifyInstance, from: TestUser, to: TestUser) =>
-        app.inject({ method: 'POST', url: '/wallet/transactions/batch', headers: from.auth, payload: { transfers: Array.from({ length: 20 }, (_, i) => ({ recipient: to.username, assets: { [gold.name]: 1 + (i % 3) } })) } })
-      const responses = await Promise.all(Array.from({ length: 15 }, () => [batch(t.app, a, b), batch(peer.app, b, a), batch(peer.app, a, b), batch(t.app, b, a)]).flat())
-      for (const response of responses) assert.ok(response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'), `${response.statusCode} ${response.body}`)
-      const [ba, bb] = [await balances(a), await balances(b)]
-      assert.equal((ba[gold.name] ?? 0) + (bb[gold.name] ?? 0), 1000)
-      // 20 transfers of 1, 2, 3 … per batch: 39 units each way.
-      const sent = (from: TestUser) => responses.filter((response) => response.statusCode === 201 && response.json().transactions[0].sending_wallet_id === from.walletId).length * 39
-      assert.equal(ba[gold.name] ?? 0, 500 - sent(a) + sent(b))
-    } finally {
-      await peer.close()
-    }
-  })
+  it(
+    'keeps the sums when two instances run atomic batches paying each other (PostgreSQL): no deadlock',
+    { skip: STORAGE !== 'postgres' && 'PostgreSQL only' },
+    async () => {
+      const peer = await buildPeerApp(t)
+      try {
+        const [a, b] = [await fundedUser(t, [[gold, 500]]), await fundedUser(t, [[gold, 500]])]
+        const batch = (app: FastifyInstance, from: TestUser, to: TestUser) =>
+          app.inject({
+            method: 'POST',
+            url: '/wallet/transactions/batch',
+            headers: from.auth,
+            payload: {
+              transfers: Array.from({ length: 20 }, (_, i) => ({ recipient: to.username, assets: { [gold.name]: 1 + (i % 3) } })),
+            },
+          })
+        const responses = await Promise.all(
+          Array.from({ length: 15 }, () => [batch(t.app, a, b), batch(peer.app, b, a), batch(peer.app, a, b), batch(t.app, b, a)]).flat(),
+        )
+        for (const response of responses)
+          assert.ok(
+            response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'),
+            `${response.statusCode} ${response.body}`,
+          )
+        const [ba, bb] = [await balances(a), await balances(b)]
+        assert.equal((ba[gold.name] ?? 0) + (bb[gold.name] ?? 0), 1000)
+        // 20 transfers of 1, 2, 3 … per batch: 39 units each way.
+        const sent = (from: TestUser) =>
+          responses.filter((response) => response.statusCode === 201 && response.json().transactions[0].sending_wallet_id === from.walletId)
+            .length * 39
+        assert.equal(ba[gold.name] ?? 0, 500 - sent(a) + sent(b))
+      } finally {
+        await peer.close()
+      }
+    },
+  )
 
   it(`never overdraws a wallet spent by atomic batches and single transfers at once (${STORAGE})`, async () => {
     const payer = await fundedUser(t, [[gold, 100]])
     const [bob, carol] = [await createUser(t.app), await createUser(t.app)]
     const requests: Promise<LightMyRequestResponse>[] = []
     for (let i = 0; i < 10; i++) {
-      requests.push(sendBatch(payer, { transfers: Array.from({ length: 5 }, () => ({ recipient: bob.username, assets: { [gold.name]: 2 } })) }))
-      for (let j = 0; j < 5; j++) requests.push(t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: payer.auth, payload: { recipient: carol.username, assets: { [gold.name]: 1 } } }))
+      requests.push(
+        sendBatch(payer, { transfers: Array.from({ length: 5 }, () => ({ recipient: bob.username, assets: { [gold.name]: 2 } })) }),
+      )
+      for (let j = 0; j < 5; j++)
+        requests.push(
+          t.app.inject({
+            method: 'POST',
+            url: '/wallet/transactions',
+            headers: payer.auth,
+            payload: { recipient: carol.username, assets: { [gold.name]: 1 } },
+          }),
+        )
     }
     const responses = await Promise.all(requests)
-    for (const response of responses) assert.ok(response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'), `${response.statusCode} ${response.body}`)
+    for (const response of responses)
+      assert.ok(
+        response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'),
+        `${response.statusCode} ${response.body}`,
+      )
     const batches = responses.filter((response, i) => i % 6 === 0 && response.statusCode === 201).length
     const singles = responses.filter((response, i) => i % 6 !== 0 && response.statusCode === 201).length
     assert.equal(batches * 10 + singles, 100)
     assert.deepEqual(await balances(payer), {})
-    assert.deepEqual([await balances(bob), await balances(carol)], [{ [gold.name]: batches * 10 }, ...(singles > 0 ? [{ [gold.name]: singles }] : [{}])])
+    assert.deepEqual(
+      [await balances(bob), await balances(carol)],
+      [{ [gold.name]: batches * 10 }, ...(singles > 0 ? [{ [gold.name]: singles }] : [{}])],
+    )
   })
 })
 
@@ -425,7 +668,12 @@ describe(`batches and held funds (${STORAGE})`, () => {
   it('spends only what no pending hold reserves: an atomic batch is refused naming its transfer, a non-atomic one goes as far as the free funds', async () => {
     const payer = await fundedUser(t, [[gold, 10]])
     const [bob, carol] = [await createUser(t.app), await createUser(t.app)]
-    const hold = await t.app.inject({ method: 'POST', url: '/wallet/holds', headers: payer.auth, payload: { recipient: carol.username, assets: { [gold.name]: 6 } } })
+    const hold = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/holds',
+      headers: payer.auth,
+      payload: { recipient: carol.username, assets: { [gold.name]: 6 } },
+    })
     assert.equal(hold.statusCode, 201, hold.body)
     const transfers = [
       { recipient: bob.username, assets: { [gold.name]: 3 } },
@@ -504,9 +752,24 @@ describe(`POST /issuances (${STORAGE})`, () => {
     const deleted = await t.app.inject({ method: 'DELETE', url: '/wallet', headers: gone.auth })
     assert.equal(deleted.statusCode, 204, deleted.body)
     const ok = { wallet_id: bob.walletId, quantity: 1 }
-    await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok, { wallet_id: 999_999_999, quantity: 1 }] }), 404, 'W002', /^entries\[1\]: no wallet 999999999/)
-    await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok, ok, { wallet_id: goneWallet, quantity: 1 }] }), 404, 'W002', /^entries\[2\]: /)
-    await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [{ wallet_id: MINT_WALLET_ID, quantity: 1 }, ok] }), 404, 'W002', /^entries\[0\]: /)
+    await refusedUnchanged(
+      () => issueMany({ asset_id: gold.id, entries: [ok, { wallet_id: 999_999_999, quantity: 1 }] }),
+      404,
+      'W002',
+      /^entries\[1\]: no wallet 999999999/,
+    )
+    await refusedUnchanged(
+      () => issueMany({ asset_id: gold.id, entries: [ok, ok, { wallet_id: goneWallet, quantity: 1 }] }),
+      404,
+      'W002',
+      /^entries\[2\]: /,
+    )
+    await refusedUnchanged(
+      () => issueMany({ asset_id: gold.id, entries: [{ wallet_id: MINT_WALLET_ID, quantity: 1 }, ok] }),
+      404,
+      'W002',
+      /^entries\[0\]: /,
+    )
     // The asset is no entry's fault: no prefix.
     await refusedUnchanged(() => issueMany({ asset_id: 999_999, entries: [ok] }), 404, 'W002', /^no asset 999999$/)
   })
@@ -538,9 +801,24 @@ describe(`POST /issuances (${STORAGE})`, () => {
     await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [] }), 400, 'G000', /entries/)
     await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: Array(1001).fill(ok) }), 400, 'G000', /entries/)
     await refusedUnchanged(() => issueMany({ entries: [ok] }), 400, 'G000', /asset_id is required/)
-    await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok, { wallet_id: bob.walletId, quantity: 0 }] }), 400, 'G000', /^entries\[1\]: quantity /)
-    await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok, { wallet_id: bob.walletId, quantity: 1.5 }] }), 400, 'G000', /^entries\[1\]: quantity /)
-    await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [{ quantity: 1 }] }), 400, 'G000', /^entries\[0\]: wallet_id is required/)
+    await refusedUnchanged(
+      () => issueMany({ asset_id: gold.id, entries: [ok, { wallet_id: bob.walletId, quantity: 0 }] }),
+      400,
+      'G000',
+      /^entries\[1\]: quantity /,
+    )
+    await refusedUnchanged(
+      () => issueMany({ asset_id: gold.id, entries: [ok, { wallet_id: bob.walletId, quantity: 1.5 }] }),
+      400,
+      'G000',
+      /^entries\[1\]: quantity /,
+    )
+    await refusedUnchanged(
+      () => issueMany({ asset_id: gold.id, entries: [{ quantity: 1 }] }),
+      400,
+      'G000',
+      /^entries\[0\]: wallet_id is required/,
+    )
     await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok], memo: 'm'.repeat(65) }), 400, 'G000', /memo/)
     await refusedUnchanged(() => issueMany({ asset_id: gold.id, entries: [ok], metadata: { 'bad key!': 'x' } }), 400, 'G000', /metadata/)
   })

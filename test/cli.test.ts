@@ -26,7 +26,12 @@ describe('coffer command', () => {
   })
 
   async function holdingOf(address: string): Promise<number> {
-    const row = await database.db.selectFrom('holdings').innerJoin('wallets', 'wallets.id', 'holdings.wallet_id').select('quantity').where('wallets.address', '=', address).executeTakeFirst()
+    const row = await database.db
+      .selectFrom('holdings')
+      .innerJoin('wallets', 'wallets.id', 'holdings.wallet_id')
+      .select('quantity')
+      .where('wallets.address', '=', address)
+      .executeTakeFirst()
     return row ? Number(row.quantity) : 0
   }
 
@@ -49,13 +54,25 @@ describe('coffer command', () => {
   })
 
   it('issues and burns through mint, and verify passes', async () => {
-    const user = await database.db.insertInto('users').values({ username: 'clia', username_key: 'clia', password_hash: 'x', primary_wallet_id: null, created_at: new Date().toISOString() }).returning('id').executeTakeFirstOrThrow()
-    await database.db.insertInto('wallets').values({ address: 'clivault', user_id: user.id, created_at: new Date().toISOString(), deleted_at: null }).execute()
+    const user = await database.db
+      .insertInto('users')
+      .values({ username: 'clia', username_key: 'clia', password_hash: 'x', primary_wallet_id: null, created_at: new Date().toISOString() })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    await database.db
+      .insertInto('wallets')
+      .values({ address: 'clivault', user_id: user.id, created_at: new Date().toISOString(), deleted_at: null })
+      .execute()
     const issued = await coffer('issue', 'clivault', 'ore', '40')
     assert.equal(issued.code, 0, issued.stderr)
     assert.equal(JSON.parse(issued.stdout).assets[0].quantity, 40)
     assert.equal((await coffer('burn', 'clivault', 'ore', '15')).code, 0)
-    const holding = await database.db.selectFrom('holdings').innerJoin('wallets', 'wallets.id', 'holdings.wallet_id').select('quantity').where('wallets.address', '=', 'clivault').executeTakeFirstOrThrow()
+    const holding = await database.db
+      .selectFrom('holdings')
+      .innerJoin('wallets', 'wallets.id', 'holdings.wallet_id')
+      .select('quantity')
+      .where('wallets.address', '=', 'clivault')
+      .executeTakeFirstOrThrow()
     assert.equal(holding.quantity, 25)
     const verified = await coffer('verify')
     assert.equal(verified.code, 0, verified.stdout)
@@ -69,18 +86,34 @@ describe('coffer command', () => {
   })
 
   it('fails verify on a ledger corrupted on purpose', async () => {
-    await database.db.updateTable('holdings').set((eb) => ({ quantity: eb('quantity', '+', 1) })).where('wallet_id', '<>', 1).execute()
+    await database.db
+      .updateTable('holdings')
+      .set((eb) => ({ quantity: eb('quantity', '+', 1) }))
+      .where('wallet_id', '<>', 1)
+      .execute()
     const verified = await coffer('verify')
     assert.equal(verified.code, 1)
     assert.match(verified.stdout, /the journal says 25/)
     assert.match(verified.stdout, /sums to 1 counting mint/)
-    await database.db.updateTable('holdings').set((eb) => ({ quantity: eb('quantity', '-', 1) })).where('wallet_id', '<>', 1).execute()
+    await database.db
+      .updateTable('holdings')
+      .set((eb) => ({ quantity: eb('quantity', '-', 1) }))
+      .where('wallet_id', '<>', 1)
+      .execute()
   })
 
   it('issues to every wallet of a CSV file (ids or addresses, a header, blank and comment lines), all at once', async () => {
     const now = new Date().toISOString()
-    const user = await database.db.insertInto('users').values({ username: 'clib', username_key: 'clib', password_hash: 'x', primary_wallet_id: null, created_at: now }).returning('id').executeTakeFirstOrThrow()
-    const second = await database.db.insertInto('wallets').values({ address: 'clisecond', user_id: user.id, created_at: now, deleted_at: null }).returning('id').executeTakeFirstOrThrow()
+    const user = await database.db
+      .insertInto('users')
+      .values({ username: 'clib', username_key: 'clib', password_hash: 'x', primary_wallet_id: null, created_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    const second = await database.db
+      .insertInto('wallets')
+      .values({ address: 'clisecond', user_id: user.id, created_at: now, deleted_at: null })
+      .returning('id')
+      .executeTakeFirstOrThrow()
     const file = path.join(dataDir, 'airdrop.csv')
     fs.writeFileSync(file, `wallet,quantity\r\nclivault,5\r\n\r\n# the second wallet by id\r\n${second.id}, 7\r\n"clivault","3"\r\n`)
     const before = await holdingOf('clivault')
@@ -89,13 +122,25 @@ describe('coffer command', () => {
     assert.match(issued.stdout, /^issued 15 Ore to 2 wallet\(s\) in 3 transaction\(s\), ids \d+-\d+$/m)
     assert.equal(await holdingOf('clivault'), before + 8)
     assert.equal(await holdingOf('clisecond'), 7)
-    const memos = await database.db.selectFrom('transactions').select(['memo', 'kind']).where('receiving_wallet_id', '=', second.id).execute()
+    const memos = await database.db
+      .selectFrom('transactions')
+      .select(['memo', 'kind'])
+      .where('receiving_wallet_id', '=', second.id)
+      .execute()
     assert.deepEqual(memos, [{ memo: 'airdrop', kind: 'issuance' }])
   })
 
   it('refuses a CSV file with bad lines, naming each by its number, and issues nothing', async () => {
     const file = path.join(dataDir, 'bad.csv')
-    const count = async () => Number((await database.db.selectFrom('transactions').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n)
+    const count = async () =>
+      Number(
+        (
+          await database.db
+            .selectFrom('transactions')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      )
     const before = await count()
     fs.writeFileSync(file, 'clivault,5\nclivault,0\nclivault\nNot An Address,2\nclivault,1.5\nclivault,2,3\nnowhere,4\n')
     const refused = await coffer('issue', 'ore', '--csv', file)

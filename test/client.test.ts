@@ -24,7 +24,9 @@ describe('the typed client', () => {
       const a = actual.split('\n')
       const e = expected.split('\n')
       const line = a.findIndex((text, index) => text !== e[index])
-      assert.fail(`client/openapi.d.ts differs from the service's /openapi.json from line ${line + 1}:\n  file:    ${a[line]}\n  service: ${e[line]}\nrun \`npm run client:generate\``)
+      assert.fail(
+        `client/openapi.d.ts differs from the service's /openapi.json from line ${line + 1}:\n  file:    ${a[line]}\n  service: ${e[line]}\nrun \`npm run client:generate\``,
+      )
     }
   })
 

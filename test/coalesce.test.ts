@@ -50,7 +50,11 @@ describe(`coalesced lookups (${STORAGE})`, () => {
     const executeQuery = database.db.executeQuery.bind(database.db)
     database.db.executeQuery = (() => Promise.reject(new Error('storage down'))) as typeof executeQuery
     try {
-      const results = await Promise.allSettled([findAssetByName(database.db, 'failgold'), findWalletByIdShared(database.db, 1), findAssetByName(database.db, 'other')])
+      const results = await Promise.allSettled([
+        findAssetByName(database.db, 'failgold'),
+        findWalletByIdShared(database.db, 1),
+        findAssetByName(database.db, 'other'),
+      ])
       assert.deepEqual(
         results.map((result) => (result.status === 'rejected' ? (result.reason as Error).message : 'fulfilled')),
         ['storage down', 'storage down', 'storage down'],
@@ -66,12 +70,15 @@ describe(`coalesced lookups (${STORAGE})`, () => {
     const gold = await insertAsset(database.db, 'halfgold', 1)
     const executeQuery = database.db.executeQuery.bind(database.db)
     let calls = 0
-    database.db.executeQuery = ((query: Parameters<typeof executeQuery>[0]) => (++calls === 1 ? Promise.reject(new Error('storage down')) : executeQuery(query))) as typeof executeQuery
+    database.db.executeQuery = ((query: Parameters<typeof executeQuery>[0]) =>
+      ++calls === 1 ? Promise.reject(new Error('storage down')) : executeQuery(query)) as typeof executeQuery
     try {
       const names = [...Array.from({ length: 256 }, (_, i) => `absent${i}`), 'halfgold']
       const results = await Promise.allSettled(names.map((name) => findAssetByName(database.db, name)))
       assert.equal(calls, 2)
-      assert.ok(results.slice(0, 256).every((result) => result.status === 'rejected' && (result.reason as Error).message === 'storage down'))
+      assert.ok(
+        results.slice(0, 256).every((result) => result.status === 'rejected' && (result.reason as Error).message === 'storage down'),
+      )
       assert.deepEqual(results[256], { status: 'fulfilled', value: gold })
     } finally {
       database.db.executeQuery = executeQuery
@@ -109,12 +116,36 @@ describe(`coalesced lookups (${STORAGE})`, () => {
   it('lookups of different kinds in one turn answer as each alone would; on PostgreSQL they share one statement', async () => {
     const gold = await insertAsset(database.db, 'turngold', 2.5)
     const silver = await insertAsset(database.db, 'turnsilver', 1)
-    const user = (await database.db.insertInto('users').values({ username: 'turnuser', username_key: 'turnuser', password_hash: 'x', primary_wallet_id: null, created_at: nowIso() }).returning('id').executeTakeFirstOrThrow()).id
-    const wallet = (await database.db.insertInto('wallets').values({ address: 'turnwalletaddressxxxxxxxxxxxxxxxxx', user_id: user, created_at: nowIso(), deleted_at: null }).returning('id').executeTakeFirstOrThrow()).id
-    const alone = [await findAssetByName(database.db, 'TurnGold'), await findAssetByName(database.db, 'turnsilver'), await findAssetByName(database.db, 'nothing'), await findWalletByIdShared(database.db, Number(wallet)), await findWalletByIdShared(database.db, 1)]
+    const user = (
+      await database.db
+        .insertInto('users')
+        .values({ username: 'turnuser', username_key: 'turnuser', password_hash: 'x', primary_wallet_id: null, created_at: nowIso() })
+        .returning('id')
+        .executeTakeFirstOrThrow()
+    ).id
+    const wallet = (
+      await database.db
+        .insertInto('wallets')
+        .values({ address: 'turnwalletaddressxxxxxxxxxxxxxxxxx', user_id: user, created_at: nowIso(), deleted_at: null })
+        .returning('id')
+        .executeTakeFirstOrThrow()
+    ).id
+    const alone = [
+      await findAssetByName(database.db, 'TurnGold'),
+      await findAssetByName(database.db, 'turnsilver'),
+      await findAssetByName(database.db, 'nothing'),
+      await findWalletByIdShared(database.db, Number(wallet)),
+      await findWalletByIdShared(database.db, 1),
+    ]
     const statements = countStatements(database)
     try {
-      const together = await Promise.all([findAssetByName(database.db, 'TurnGold'), findAssetByName(database.db, 'turnsilver'), findAssetByName(database.db, 'nothing'), findWalletByIdShared(database.db, Number(wallet)), findWalletByIdShared(database.db, 1)])
+      const together = await Promise.all([
+        findAssetByName(database.db, 'TurnGold'),
+        findAssetByName(database.db, 'turnsilver'),
+        findAssetByName(database.db, 'nothing'),
+        findWalletByIdShared(database.db, Number(wallet)),
+        findWalletByIdShared(database.db, 1),
+      ])
       assert.deepEqual(together, alone)
       assert.equal(together[0]?.id, gold.id)
       assert.equal(together[0]?.value, 2.5)
@@ -137,10 +168,12 @@ describe(`coalesced lookups (${STORAGE})`, () => {
       await new Promise((resolve) => setTimeout(resolve, 20))
       written = true
     })
-    await Promise.all([3, 1, 2, 1].map(async (key) => {
-      await touch(database.db, key)
-      assert.ok(written, 'no caller goes on before the write that holds its key has ended')
-    }))
+    await Promise.all(
+      [3, 1, 2, 1].map(async (key) => {
+        await touch(database.db, key)
+        assert.ok(written, 'no caller goes on before the write that holds its key has ended')
+      }),
+    )
     assert.deepEqual(writes, [[3, 1, 2]])
     // Nothing is kept: a later turn writes again.
     await touch(database.db, 1)

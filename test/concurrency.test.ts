@@ -31,13 +31,20 @@ describe(`concurrent transfers (${STORAGE})`, () => {
   })
 
   async function issue(user: TestUser, name: string, quantity: number): Promise<void> {
-    const response = await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: assetIds[name], quantity } })
+    const response = await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${user.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: assetIds[name], quantity },
+    })
     assert.equal(response.statusCode, 201, response.body)
   }
 
   async function balances(user: TestUser): Promise<Record<string, number>> {
     const response = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: user.auth })
-    return Object.fromEntries((response.json() as { asset: { name: string }; quantity: number }[]).map((holding) => [holding.asset.name, holding.quantity]))
+    return Object.fromEntries(
+      (response.json() as { asset: { name: string }; quantity: number }[]).map((holding) => [holding.asset.name, holding.quantity]),
+    )
   }
 
   function send(from: TestUser, to: TestUser, assets: Record<string, number>) {
@@ -47,7 +54,10 @@ describe(`concurrent transfers (${STORAGE})`, () => {
   /** Every response is a 201 or an I002 refusal: never a 500, a deadlock or a serialization error. */
   function assertOnlySuccessOrOverdraft(responses: LightMyRequestResponse[]): LightMyRequestResponse[] {
     for (const response of responses) {
-      assert.ok(response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'), `${response.statusCode} ${response.body}`)
+      assert.ok(
+        response.statusCode === 201 || (response.statusCode === 400 && response.json().code === 'I002'),
+        `${response.statusCode} ${response.body}`,
+      )
     }
     return responses.filter((response) => response.statusCode === 201)
   }
@@ -141,12 +151,15 @@ describe(`concurrent transfers (${STORAGE})`, () => {
   })
 })
 
-describe('another process writing the SQLite file (the CLI beside a running server)', { skip: STORAGE !== 'sqlite' && 'SQLite only' }, () => {
-  it('waits for the other process to release the write lock, then writes: no error, no second attempt', async () => {
-    const { database, dataDir } = await openTestDatabase()
-    // The other process: a thread with its own connection, holding the write lock for 300 ms.
-    const other = new Worker(
-      `const { parentPort, workerData } = require('node:worker_threads')
+describe(
+  'another process writing the SQLite file (the CLI beside a running server)',
+  { skip: STORAGE !== 'sqlite' && 'SQLite only' },
+  () => {
+    it('waits for the other process to release the write lock, then writes: no error, no second attempt', async () => {
+      const { database, dataDir } = await openTestDatabase()
+      // The other process: a thread with its own connection, holding the write lock for 300 ms.
+      const other = new Worker(
+        `const { parentPort, workerData } = require('node:worker_threads')
       const db = new (require('better-sqlite3'))(workerData.file)
       db.exec('begin immediate')
       db.prepare("insert into assets (name, name_key, value, created_at) values ('fromcli', 'fromcli', 1, '2026-11-22T00:00:00.000Z')").run()
@@ -154,24 +167,25 @@ describe('another process writing the SQLite file (the CLI beside a running serv
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300)
       db.exec('commit')
       db.close()`,
-      { eval: true, workerData: { file: path.join(dataDir, 'coffer.sqlite') } },
-    )
-    try {
-      await once(other, 'message')
-      let attempts = 0
-      await inTransaction(database, async (trx) => {
-        attempts += 1
-        // A read first, as the ledger's writes do: a transaction begun deferred would now be
-        // refused at its first write (SQLITE_BUSY), without waiting.
-        await trx.selectFrom('assets').select('id').execute()
-        await insertAsset(trx, 'fromserver', 1)
-      })
-      assert.equal(attempts, 1)
-      const names = (await database.db.selectFrom('assets').select('name').execute()).map((row) => row.name).sort()
-      assert.deepEqual(names, ['fromcli', 'fromserver'])
-    } finally {
-      await other.terminate()
-      await database.close()
-    }
-  })
-})
+        { eval: true, workerData: { file: path.join(dataDir, 'coffer.sqlite') } },
+      )
+      try {
+        await once(other, 'message')
+        let attempts = 0
+        await inTransaction(database, async (trx) => {
+          attempts += 1
+          // A read first, as the ledger's writes do: a transaction begun deferred would now be
+          // refused at its first write (SQLITE_BUSY), without waiting.
+          await trx.selectFrom('assets').select('id').execute()
+          await insertAsset(trx, 'fromserver', 1)
+        })
+        assert.equal(attempts, 1)
+        const names = (await database.db.selectFrom('assets').select('name').execute()).map((row) => row.name).sort()
+        assert.deepEqual(names, ['fromcli', 'fromserver'])
+      } finally {
+        await other.terminate()
+        await database.close()
+      }
+    })
+  },
+)

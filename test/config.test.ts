@@ -41,7 +41,17 @@ describe('loadConfig', () => {
   })
 
   it('treats empty variables as unset', () => {
-    const config = loadConfig({ PORT: '', DATABASE_URL: '', ADMIN_API_KEY: '', CORS_ORIGINS: '', LOG_LEVEL: '', AUTH_RATE_LIMIT: '', COOKIE_SECURE: '', HOST: '', SESSION_COOKIE_NAME: '' })
+    const config = loadConfig({
+      PORT: '',
+      DATABASE_URL: '',
+      ADMIN_API_KEY: '',
+      CORS_ORIGINS: '',
+      LOG_LEVEL: '',
+      AUTH_RATE_LIMIT: '',
+      COOKIE_SECURE: '',
+      HOST: '',
+      SESSION_COOKIE_NAME: '',
+    })
     assert.equal(config.port, 8080)
     assert.equal(config.databaseUrl, undefined)
     assert.equal(config.adminApiKey, undefined)
@@ -97,8 +107,18 @@ describe('loadConfig', () => {
   it('bounds the waits on PostgreSQL by default, and reads the timeouts in milliseconds', () => {
     const defaults = loadConfig({}).postgresTimeouts
     for (const value of Object.values(defaults)) assert.ok(value > 0 && value <= 60_000, 'every wait is bounded')
-    const config = loadConfig({ PG_STATEMENT_TIMEOUT_MS: '20000', PG_LOCK_TIMEOUT_MS: '2000', PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '60000', PG_CONNECT_TIMEOUT_MS: '3000' })
-    assert.deepEqual(config.postgresTimeouts, { statementTimeoutMs: 20_000, lockTimeoutMs: 2_000, idleInTransactionTimeoutMs: 60_000, connectTimeoutMs: 3_000 })
+    const config = loadConfig({
+      PG_STATEMENT_TIMEOUT_MS: '20000',
+      PG_LOCK_TIMEOUT_MS: '2000',
+      PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '60000',
+      PG_CONNECT_TIMEOUT_MS: '3000',
+    })
+    assert.deepEqual(config.postgresTimeouts, {
+      statementTimeoutMs: 20_000,
+      lockTimeoutMs: 2_000,
+      idleInTransactionTimeoutMs: 60_000,
+      connectTimeoutMs: 3_000,
+    })
   })
 
   const bad: [string, string, string][] = [
@@ -168,7 +188,11 @@ describe('loadConfig', () => {
   })
 
   it('never echoes the database password into the message', () => {
-    for (const url of ['mysql://coffer:s3cretpw@db/coffer', 'postgres://coffer:s3cretpw/x@db1,db2/coffer', 'postgres://coffer:s3cretpw@db1,:1/coffer']) {
+    for (const url of [
+      'mysql://coffer:s3cretpw@db/coffer',
+      'postgres://coffer:s3cretpw/x@db1,db2/coffer',
+      'postgres://coffer:s3cretpw@db1,:1/coffer',
+    ]) {
       assert.throws(
         () => loadConfig({ DATABASE_URL: url }),
         (error: Error) => !error.message.includes('s3cretpw'),

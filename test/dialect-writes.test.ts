@@ -37,7 +37,8 @@ describe(`row writes (${STORAGE})`, () => {
           trx,
           COLUMNS,
           rows,
-          (r) => sql`insert into row_writes (id, quantity, label) select id, quantity, label from ${r} where true on conflict (id) do nothing`,
+          (r) =>
+            sql`insert into row_writes (id, quantity, label) select id, quantity, label from ${r} where true on conflict (id) do nothing`,
           'id',
         ),
       ]),
@@ -47,15 +48,24 @@ describe(`row writes (${STORAGE})`, () => {
     const labels = ['plain', 'with "quotes" and \\backslashes\\', 'two\nlines\ttab', 'ünïcode ✓ 🪙', '', null]
     const rows = labels.map((label, i) => [i + 1, 9_007_199_254_740_991 - i, label])
     const [returned] = await insert(rows)
-    assert.deepEqual(returned.map((row) => Number(row.id)).sort((a, b) => a - b), [1, 2, 3, 4, 5, 6])
-    const stored = await sql<{ id: number; quantity: number; label: string | null }>`select id, quantity, label from row_writes order by id`.execute(database.db)
+    assert.deepEqual(
+      returned.map((row) => Number(row.id)).sort((a, b) => a - b),
+      [1, 2, 3, 4, 5, 6],
+    )
+    const stored = await sql<{
+      id: number
+      quantity: number
+      label: string | null
+    }>`select id, quantity, label from row_writes order by id`.execute(database.db)
     assert.deepEqual(
       stored.rows.map((row) => [Number(row.id), Number(row.quantity), row.label]),
       rows,
     )
     if (STORAGE === 'sqlite') {
       // As `json_each` gave them before: integer columns hold integers, not reals.
-      const types = await sql<{ types: string }>`select group_concat(distinct typeof(id) || '/' || typeof(quantity)) as types from row_writes`.execute(database.db)
+      const types = await sql<{
+        types: string
+      }>`select group_concat(distinct typeof(id) || '/' || typeof(quantity)) as types from row_writes`.execute(database.db)
       assert.equal(types.rows[0].types, 'integer/integer')
     }
   })
@@ -74,12 +84,25 @@ describe(`row writes (${STORAGE})`, () => {
     assert.equal(Number(count.rows[0].count), 7)
   })
 
-  it('refuses, on SQLite, a statement that binds a value of its own (one text must serve every row)', { skip: STORAGE !== 'sqlite' }, async () => {
-    await assert.rejects(
-      inTransaction(database, (trx) => runWrites(trx, [rowsWrite(trx, COLUMNS, [[100, 1, 'x']], (r) => sql`insert into row_writes (id, quantity, label) select id, quantity + ${1}, label from ${r}`)])),
-      /literals for every value but the rows/,
-    )
-    const count = await sql<{ count: number | string }>`select count(*) as count from row_writes where id = 100`.execute(database.db)
-    assert.equal(Number(count.rows[0].count), 0)
-  })
+  it(
+    'refuses, on SQLite, a statement that binds a value of its own (one text must serve every row)',
+    { skip: STORAGE !== 'sqlite' },
+    async () => {
+      await assert.rejects(
+        inTransaction(database, (trx) =>
+          runWrites(trx, [
+            rowsWrite(
+              trx,
+              COLUMNS,
+              [[100, 1, 'x']],
+              (r) => sql`insert into row_writes (id, quantity, label) select id, quantity + ${1}, label from ${r}`,
+            ),
+          ]),
+        ),
+        /literals for every value but the rows/,
+      )
+      const count = await sql<{ count: number | string }>`select count(*) as count from row_writes where id = 100`.execute(database.db)
+      assert.equal(Number(count.rows[0].count), 0)
+    },
+  )
 })

@@ -70,10 +70,18 @@ function assertError(response: LightMyRequestResponse, code: ErrorCode): void {
   assert.equal(body.request_id, response.headers['x-request-id'])
   // The contract's fields, in its order.
   const layout = ['code', 'message', 'detail', 'request_id']
-  assert.deepEqual(Object.keys(body), layout.filter((key) => key in body), `fields of ${response.body}`)
+  assert.deepEqual(
+    Object.keys(body),
+    layout.filter((key) => key in body),
+    `fields of ${response.body}`,
+  )
   if (body.detail !== undefined) {
     assert.equal(typeof body.detail, 'string')
-    assert.doesNotMatch(body.detail, /\bselect\b|\binsert\b|\bupdate\b.*\bset\b|at .*\.ts:\d+|cfu_|cfw_|cfa_/i, 'no SQL, stack or secret in the detail')
+    assert.doesNotMatch(
+      body.detail,
+      /\bselect\b|\binsert\b|\bupdate\b.*\bset\b|at .*\.ts:\d+|cfu_|cfw_|cfa_/i,
+      'no SQL, stack or secret in the detail',
+    )
   }
 }
 
@@ -108,7 +116,12 @@ describe('every code, provoked through HTTP', () => {
     assert.ok(cookie)
     aliceCookie = `${cookie.name}=${cookie.value}`
     gold = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'gold', value: 1 } })).json()
-    const issued = await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: gold.id, quantity: 10 } })
+    const issued = await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: gold.id, quantity: 10 },
+    })
     assert.equal(issued.statusCode, 201)
   })
   after(async () => {
@@ -124,7 +137,12 @@ describe('every code, provoked through HTTP', () => {
     G002: () => inject({ method: 'GET', url: '/wallet/transactions?limit=1000', headers: alice.auth }),
     G003: async () => {
       const headers = { ...alice.auth, 'idempotency-key': 'errors-g003' }
-      const first = await inject({ method: 'POST', url: '/wallet/transactions', headers, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      const first = await inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers,
+        payload: { recipient: bob.username, assets: { gold: 1 } },
+      })
       assert.equal(first.statusCode, 201, first.body)
       return inject({ method: 'POST', url: '/wallet/transactions', headers, payload: { recipient: bob.username, assets: { gold: 2 } } })
     },
@@ -146,7 +164,13 @@ describe('every code, provoked through HTTP', () => {
         async (broken) => {
           await sql`drop table idempotency_keys`.execute(broken.database.db)
         },
-        (broken, user) => broken.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...user.auth, 'idempotency-key': 'k1' }, payload: { recipient: 'someone', assets: { gold: 1 } } }),
+        (broken, user) =>
+          broken.app.inject({
+            method: 'POST',
+            url: '/wallet/transactions',
+            headers: { ...user.auth, 'idempotency-key': 'k1' },
+            payload: { recipient: 'someone', assets: { gold: 1 } },
+          }),
       ),
     S001: () =>
       withBrokenStorage(
@@ -155,23 +179,64 @@ describe('every code, provoked through HTTP', () => {
       ),
     U000: () => inject({ method: 'POST', url: '/users', payload: { username: alice.username.toUpperCase(), password: 'correct horse' } }),
     U001: () => inject({ method: 'POST', url: `/users/${alice.username}/sessions`, payload: { password: 'not her password' } }),
-    U003: () => inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: 'nosuchuser', assets: { gold: 1 } } }),
+    U003: () =>
+      inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: 'nosuchuser', assets: { gold: 1 } },
+      }),
     U004: () => inject({ method: 'DELETE', url: '/user/sessions/987654', headers: alice.auth }),
-    W000: () => inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: 'nosuchaddress', type: 1, assets: { gold: 1 } } }),
+    W000: () =>
+      inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: 'nosuchaddress', type: 1, assets: { gold: 1 } },
+      }),
     W002: () => inject({ method: 'POST', url: '/wallets/987654/assets', headers: t.admin, payload: { id: gold.id, quantity: 1 } }),
     W011: () => inject({ method: 'POST', url: '/user/wallets', headers: alice.auth, payload: { address: bob.address } }),
-    W013: () => inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: alice.username, assets: { gold: 1 } } }),
+    W013: () =>
+      inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: alice.username, assets: { gold: 1 } },
+      }),
     A000: () => inject({ method: 'GET', url: '/wallet/assets' }),
     // The last character changed (to 'x', or to 'y' when it already is 'x'): the checksum no longer matches.
-    A001: () => inject({ method: 'GET', url: '/wallet/assets', headers: { authorization: `Bearer ${alice.token.slice(0, -1)}${alice.token.endsWith('x') ? 'y' : 'x'}` } }),
+    A001: () =>
+      inject({
+        method: 'GET',
+        url: '/wallet/assets',
+        headers: { authorization: `Bearer ${alice.token.slice(0, -1)}${alice.token.endsWith('x') ? 'y' : 'x'}` },
+      }),
     A003: () => inject({ method: 'POST', url: '/assets', headers: alice.auth, payload: { name: 'silver', value: 1 } }),
-    A004: () => inject({ method: 'POST', url: '/user/wallets', headers: { cookie: aliceCookie, origin: 'https://evil.example.com' }, payload: {} }),
+    A004: () =>
+      inject({ method: 'POST', url: '/user/wallets', headers: { cookie: aliceCookie, origin: 'https://evil.example.com' }, payload: {} }),
     I000: () => inject({ method: 'PUT', url: '/assets/987654/value', headers: t.admin, payload: { value: 2 } }),
-    I001: () => inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { unobtainium: 1 } } }),
-    I002: () => inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1000 } } }),
+    I001: () =>
+      inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { unobtainium: 1 } },
+      }),
+    I002: () =>
+      inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { gold: 1000 } },
+      }),
     I003: async () => {
       const huge = (await inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'huge', value: 0 } })).json()
-      const first = await inject({ method: 'POST', url: `/wallets/${bob.walletId}/assets`, headers: t.admin, payload: { id: huge.id, quantity: Number.MAX_SAFE_INTEGER } })
+      const first = await inject({
+        method: 'POST',
+        url: `/wallets/${bob.walletId}/assets`,
+        headers: t.admin,
+        payload: { id: huge.id, quantity: Number.MAX_SAFE_INTEGER },
+      })
       assert.equal(first.statusCode, 201, first.body)
       return inject({ method: 'POST', url: `/wallets/${bob.walletId}/assets`, headers: t.admin, payload: { id: huge.id, quantity: 1 } })
     },
@@ -179,22 +244,47 @@ describe('every code, provoked through HTTP', () => {
     I005: () => inject({ method: 'DELETE', url: `/assets/${gold.id}`, headers: t.admin }),
     T000: () => inject({ method: 'POST', url: '/wallet/transactions/987654/refund', headers: alice.auth }),
     T001: async () => {
-      const sent = await inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      const sent = await inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { gold: 1 } },
+      })
       assert.equal(sent.statusCode, 201, sent.body)
-      return inject({ method: 'POST', url: `/wallet/transactions/${sent.json().id}/refund`, headers: bob.auth, payload: { assets: { gold: 2 } } })
+      return inject({
+        method: 'POST',
+        url: `/wallet/transactions/${sent.json().id}/refund`,
+        headers: bob.auth,
+        payload: { assets: { gold: 2 } },
+      })
     },
     H000: () => inject({ method: 'GET', url: '/wallet/holds/987654', headers: alice.auth }),
     H001: async () => {
-      const hold = await inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      const hold = await inject({
+        method: 'POST',
+        url: '/wallet/holds',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { gold: 1 } },
+      })
       assert.equal(hold.statusCode, 201, hold.body)
       const voided = await inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/void`, headers: bob.auth })
       assert.equal(voided.statusCode, 200, voided.body)
       return inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/capture`, headers: alice.auth })
     },
     H002: async () => {
-      const hold = await inject({ method: 'POST', url: '/wallet/holds', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      const hold = await inject({
+        method: 'POST',
+        url: '/wallet/holds',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { gold: 1 } },
+      })
       assert.equal(hold.statusCode, 201, hold.body)
-      return inject({ method: 'POST', url: `/wallet/holds/${hold.json().id}/capture`, headers: alice.auth, payload: { assets: { gold: 2 } } })
+      return inject({
+        method: 'POST',
+        url: `/wallet/holds/${hold.json().id}/capture`,
+        headers: alice.auth,
+        payload: { assets: { gold: 2 } },
+      })
     },
   }
 
@@ -263,7 +353,11 @@ describe('every code, provoked through HTTP', () => {
         assert.ok(Number(response.headers['retry-after']) >= 1, 'G005 carries Retry-After')
       }
       if (code === 'S000' || code === 'S001') {
-        assert.equal(response.json().detail === undefined || !/sqlite|postgres|pool|connection|driver/i.test(response.json().detail), true, 'no storage internals')
+        assert.equal(
+          response.json().detail === undefined || !/sqlite|postgres|pool|connection|driver/i.test(response.json().detail),
+          true,
+          'no storage internals',
+        )
       }
     })
   }

@@ -4,7 +4,15 @@ import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
 import { inTransaction } from '../src/db/dialect.ts'
 import { DeliveryWorker } from '../src/events/delivery.worker.ts'
-import { OriginCircuits, OriginLimits, pickFairly, shareSlots, webhookOrigin, type CircuitState, type DueDelivery } from '../src/events/origins.ts'
+import {
+  OriginCircuits,
+  OriginLimits,
+  pickFairly,
+  shareSlots,
+  webhookOrigin,
+  type CircuitState,
+  type DueDelivery,
+} from '../src/events/origins.ts'
 import { outbox } from '../src/events/outbox.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
@@ -22,7 +30,7 @@ import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const at = (iso: number) => new Date(Date.UTC(2026, 0, 1) + iso * 1000).toISOString()
 
-describe('pickFairly: one origin\'s slots shared among its wallets', () => {
+describe("pickFairly: one origin's slots shared among its wallets", () => {
   const backlog = (walletId: number, count: number, from: number, firstId: number): DueDelivery[] =>
     Array.from({ length: count }, (_, i) => ({ id: firstId + i, wallet_id: walletId, next_attempt_at: at(from + i) }))
 
@@ -35,7 +43,7 @@ describe('pickFairly: one origin\'s slots shared among its wallets', () => {
     )
   })
 
-  it('counts the attempts each wallet has in flight, and takes each wallet\'s oldest first', () => {
+  it("counts the attempts each wallet has in flight, and takes each wallet's oldest first", () => {
     const due = [...backlog(7, 3, 10, 70), ...backlog(8, 3, 0, 80)]
     const picked = pickFairly(due, new Map([[8, 2]]), 4)
     assert.deepEqual(
@@ -61,7 +69,14 @@ describe('OriginCircuits (mocked clock)', () => {
   function circuits(options: { failureThreshold?: number; openMs?: number; maxOpenMs?: number } = {}) {
     let now = 1_000_000
     const changes: { origin: string; from: CircuitState; to: CircuitState; openForMs?: number }[] = []
-    const breakers = new OriginCircuits({ failureThreshold: 3, openMs: 1_000, maxOpenMs: 4_000, ...options, now: () => now, onChange: (change) => changes.push(change) })
+    const breakers = new OriginCircuits({
+      failureThreshold: 3,
+      openMs: 1_000,
+      maxOpenMs: 4_000,
+      ...options,
+      now: () => now,
+      onChange: (change) => changes.push(change),
+    })
     return { breakers, changes, advance: (ms: number) => (now += ms) }
   }
 
@@ -133,13 +148,23 @@ async function transferAtOnce(t: TestApp, payer: TestUser, payees: TestUser[], a
   await inTransaction(t.database.db, async (trx) => {
     for (let i = 0; i < count; i++) {
       for (const payee of payees) {
-        await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '', kind: 'transfer' }, outbox)
+        await moveAssets(
+          trx,
+          {
+            from: payer.walletId,
+            to: payee.walletId,
+            lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }],
+            memo: '',
+            kind: 'transfer',
+          },
+          outbox,
+        )
       }
     }
   })
 }
 
-describe('OriginLimits: each origin\'s in-flight limit adapts to its answers (mocked clock)', () => {
+describe("OriginLimits: each origin's in-flight limit adapts to its answers (mocked clock)", () => {
   function limits(floor = 4, cap = 128) {
     let now = 1_000_000
     const adaptive = new OriginLimits({ floor, cap, now: () => now })
@@ -245,7 +270,7 @@ describe('OriginLimits: each origin\'s in-flight limit adapts to its answers (mo
   })
 })
 
-describe('shareSlots: the instance\'s slots shared among origins', () => {
+describe("shareSlots: the instance's slots shared among origins", () => {
   it('gives each origin what it asks up to an equal share, and shares what some leave among the rest', () => {
     assert.deepEqual(shareSlots([128, 128], 256), [128, 128])
     assert.deepEqual(shareSlots([200, 128], 256), [128, 128])
@@ -278,7 +303,12 @@ describe('webhook delivery per origin', () => {
   let payer: TestUser
   before(async () => {
     // Attempts to the hanging origin would wait a minute: they hold their slots for the whole test.
-    t = await buildTestApp({ WEBHOOK_ORIGIN_CONCURRENCY: '3', WEBHOOK_CONCURRENCY: '5', WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_RETRY_SCHEDULE: '0.1' })
+    t = await buildTestApp({
+      WEBHOOK_ORIGIN_CONCURRENCY: '3',
+      WEBHOOK_CONCURRENCY: '5',
+      WEBHOOK_TIMEOUT_MS: '60000',
+      WEBHOOK_RETRY_SCHEDULE: '0.1',
+    })
     hanging = await startReceiver(() => ({ hang: true }))
     fast = await startReceiver()
     assetId = (await createAsset(t, { name: 'gold' })).id
@@ -306,10 +336,16 @@ describe('webhook delivery per origin', () => {
     assert.equal(hanging.open(), 3)
     assert.equal(hanging.maxOpen(), 3)
     assert.equal(hanging.requests.length, 3)
-    assert.equal(new Set(hanging.requests.map((request) => request.path)).size, 3, 'three wallets share the slots, not one wallet taking all')
+    assert.equal(
+      new Set(hanging.requests.map((request) => request.path)).size,
+      3,
+      'three wallets share the slots, not one wallet taking all',
+    )
 
     // The backlog, per webhook and per origin.
-    const backlogs = await Promise.all(slow.map(async (user) => (await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog))
+    const backlogs = await Promise.all(
+      slow.map(async (user) => (await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: user.auth })).json().backlog),
+    )
     assert.equal(
       backlogs.reduce((sum, backlog) => sum + backlog.pending, 0),
       12,
@@ -334,13 +370,23 @@ describe('webhook delivery per origin', () => {
     assert.deepEqual(quickInfo.backlog, { pending: 0, oldest_pending_at: null, oldest_pending_age_seconds: 0 })
 
     const text = await metricsText(t)
-    if (process.env.DEBUG_METRICS) console.log(text.split('\n').filter((line) => line.includes('webhook')).join('\n'))
+    if (process.env.DEBUG_METRICS)
+      console.log(
+        text
+          .split('\n')
+          .filter((line) => line.includes('webhook'))
+          .join('\n'),
+      )
     const origin = `origin="${new URL(hanging.url).origin}"`
     assert.equal(sample(text, 'coffer_webhook_origin_backlog', origin), 12)
     assert.ok((sample(text, 'coffer_webhook_origin_oldest_pending_seconds', origin) ?? -1) >= 0)
     assert.equal(sample(text, 'coffer_webhook_in_flight', origin), 3)
     assert.equal(sample(text, 'coffer_webhook_wallet_backlog', `wallet="${slow[0].walletId}"`), 3)
-    assert.equal(sample(text, 'coffer_webhook_origin_backlog', `origin="${new URL(fast.url).origin}"`), undefined, 'an origin without a backlog has no series')
+    assert.equal(
+      sample(text, 'coffer_webhook_origin_backlog', `origin="${new URL(fast.url).origin}"`),
+      undefined,
+      'an origin without a backlog has no series',
+    )
   })
 })
 
@@ -372,16 +418,25 @@ describe('leases counted per worker and origin (webhook_lease_counts)', () => {
     const fastOrigin = new URL(fast.url).origin
     // Another worker holds the hanging origin's whole limit, and died: its count lapses in 1.5 s.
     const lapse = Date.now() + 1_500
-    await db.insertInto('webhook_lease_counts').values({ instance: 'a worker that died', origin: hangingOrigin, leased: 3, lease_until: new Date(lapse).toISOString() }).execute()
+    await db
+      .insertInto('webhook_lease_counts')
+      .values({ instance: 'a worker that died', origin: hangingOrigin, leased: 3, lease_until: new Date(lapse).toISOString() })
+      .execute()
     await transferAtOnce(t, payer, [...held, quick], assetId, 1)
 
     // The other origin is not held up; its count is gone once its attempt is written.
     await fast.waitForEvents(1, 10_000)
-    const counts = () => db.selectFrom('webhook_lease_counts').select(['instance', 'origin', 'leased', 'lease_until']).where('instance', '<>', 'a worker that died').execute()
+    const counts = () =>
+      db
+        .selectFrom('webhook_lease_counts')
+        .select(['instance', 'origin', 'leased', 'lease_until'])
+        .where('instance', '<>', 'a worker that died')
+        .execute()
     await waitUntil(async () => (await counts()).every((row) => row.origin !== fastOrigin), 10_000, "the fast origin's count to go")
     // Nothing went to the hanging origin before the dead worker's count lapsed; then its limit.
     await waitUntil(() => hanging.open() === 3, 10_000, 'the hanging origin to hold its 3 slots')
-    for (const request of hanging.requests) assert.ok(request.at >= lapse - 5, `sent ${lapse - request.at} ms before the other worker's count lapsed`)
+    for (const request of hanging.requests)
+      assert.ok(request.at >= lapse - 5, `sent ${lapse - request.at} ms before the other worker's count lapsed`)
     const ours = await counts()
     assert.deepEqual(
       ours.map((row) => [row.origin, Number(row.leased)]),
@@ -441,7 +496,12 @@ describe('a failing origin backs off alone (circuit breaker, mocked clock)', () 
   let healthy: Receiver
   let worker: DeliveryWorker | undefined
   before(async () => {
-    t = await buildTestApp({ WEBHOOK_RETRY_SCHEDULE: Array(10).fill('0.05').join(','), WEBHOOK_CIRCUIT_FAILURES: '3', WEBHOOK_CIRCUIT_OPEN_MS: '1000', WEBHOOK_TIMEOUT_MS: '2000' })
+    t = await buildTestApp({
+      WEBHOOK_RETRY_SCHEDULE: Array(10).fill('0.05').join(','),
+      WEBHOOK_CIRCUIT_FAILURES: '3',
+      WEBHOOK_CIRCUIT_OPEN_MS: '1000',
+      WEBHOOK_TIMEOUT_MS: '2000',
+    })
     failing = await startReceiver(() => ({ status: 503 }))
     healthy = await startReceiver()
   })
@@ -464,18 +524,39 @@ describe('a failing origin backs off alone (circuit breaker, mocked clock)', () 
     let now = Date.now()
     const lines: { level: string; message: string; origin?: string }[] = []
     const record = (level: string) => (fields: object | string, message?: string) => {
-      lines.push({ level, message: typeof fields === 'string' ? fields : (message ?? ''), origin: typeof fields === 'object' ? (fields as { origin?: string }).origin : undefined })
+      lines.push({
+        level,
+        message: typeof fields === 'string' ? fields : (message ?? ''),
+        origin: typeof fields === 'object' ? (fields as { origin?: string }).origin : undefined,
+      })
     }
-    const log = { warn: record('warn'), info: record('info'), debug: record('debug'), error: record('error') } as unknown as FastifyBaseLogger
+    const log = {
+      warn: record('warn'),
+      info: record('info'),
+      debug: record('debug'),
+      error: record('error'),
+    } as unknown as FastifyBaseLogger
     const registry = new client.Registry()
-    worker = new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry, pollMs: 20, circuits: { now: () => now } })
+    worker = new DeliveryWorker({
+      database: t.database,
+      config: t.config,
+      secretsKey: await prepareWebhookSecrets(t.database.db, t.config),
+      log,
+      registry,
+      pollMs: 20,
+      circuits: { now: () => now },
+    })
     worker.start()
     const origin = new URL(failing.url).origin
 
     // One delivery, so that its attempts (first, then retries every 50 ms) come one after another.
     await transferAtOnce(t, payer, [down], assetId, 1)
     await failing.waitFor(3, 10_000)
-    await waitUntil(() => lines.some((line) => line.level === 'warn' && /circuit opened/.test(line.message) && line.origin === origin), 10_000, 'the circuit to open')
+    await waitUntil(
+      () => lines.some((line) => line.level === 'warn' && /circuit opened/.test(line.message) && line.origin === origin),
+      10_000,
+      'the circuit to open',
+    )
     // Its deliveries (one more queued now) are due again every 50 ms, but nothing goes out while
     // the circuit is open; the healthy origin gets its own meanwhile...
     await transferAtOnce(t, payer, [down], assetId, 2)
@@ -497,10 +578,18 @@ describe('a failing origin backs off alone (circuit breaker, mocked clock)', () 
     // The origin recovers; the next probe closes the circuit and the rest follows.
     failing.behave(() => ({ status: 200 }))
     now += 1
-    await waitUntil(() => lines.some((line) => line.level === 'info' && /circuit closed/.test(line.message) && line.origin === origin), 10_000, 'the circuit to close')
+    await waitUntil(
+      () => lines.some((line) => line.level === 'info' && /circuit closed/.test(line.message) && line.origin === origin),
+      10_000,
+      'the circuit to close',
+    )
     const deliveries = await waitUntil(
       async () => {
-        const rows = await t.database.db.selectFrom('webhook_deliveries').select(['status', 'attempts']).where('wallet_id', '=', down.walletId).execute()
+        const rows = await t.database.db
+          .selectFrom('webhook_deliveries')
+          .select(['status', 'attempts'])
+          .where('wallet_id', '=', down.walletId)
+          .execute()
         return rows.every((row) => row.status === 'delivered') ? rows : undefined
       },
       10_000,
@@ -544,7 +633,8 @@ describe('removing webhooks under load', () => {
     const removal = (async () => {
       // Removed while the stuck origin holds its 4 slots and more deliveries wait behind them.
       await waitUntil(() => next >= 20 && stuck.open() === 4, 20_000, '20 transfers and the stuck origin full')
-      for (const user of dropped) assert.equal((await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: user.auth })).statusCode, 204)
+      for (const user of dropped)
+        assert.equal((await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: user.auth })).statusCode, 204)
     })()
     await Promise.all(
       Array.from({ length: 4 }, async () => {
@@ -558,14 +648,22 @@ describe('removing webhooks under load', () => {
     // Every event of a kept webhook arrives (at least once).
     const keptEvents = await db.selectFrom('events').select('event_id').where('wallet_id', 'in', walletIds(kept)).execute()
     const received = () => new Set(receiver.requests.map((request) => String(request.headers['webhook-id'])))
-    await waitUntil(() => keptEvents.every((event) => received().has(event.event_id)), 20_000, `all ${keptEvents.length} events of the kept webhooks`)
+    await waitUntil(
+      () => keptEvents.every((event) => received().has(event.event_id)),
+      20_000,
+      `all ${keptEvents.length} events of the kept webhooks`,
+    )
 
     // Nothing of a removed webhook is left pending, and every request it got is a logged attempt.
     await waitUntil(() => stuck.open() === 0, 10_000, 'the attempts on the wire to time out')
     let seen = ''
     const droppedDeliveries = await waitUntil(
       async () => {
-        const rows = await db.selectFrom('webhook_deliveries').select(['id', 'status', 'attempts', 'lease_until']).where('wallet_id', 'in', walletIds(dropped)).execute()
+        const rows = await db
+          .selectFrom('webhook_deliveries')
+          .select(['id', 'status', 'attempts', 'lease_until'])
+          .where('wallet_id', 'in', walletIds(dropped))
+          .execute()
         seen = `${stuck.requests.length} requests; ${JSON.stringify(rows)}`
         const attempts = rows.reduce((sum, row) => sum + row.attempts, 0)
         // A delivery cancelled by the removal may still be leased: an attempt loaded just before the
@@ -577,13 +675,22 @@ describe('removing webhooks under load', () => {
       30_000,
       () => `the removed webhooks to have nothing pending or leased and every request logged (${seen})`,
     )
-    assert.ok(droppedDeliveries.some((row) => row.status === 'cancelled'), 'the deliveries waiting were cancelled')
+    assert.ok(
+      droppedDeliveries.some((row) => row.status === 'cancelled'),
+      'the deliveries waiting were cancelled',
+    )
     const requestsToRemoved = stuck.requests.length
 
     // Events after the removal queue nothing and reach nobody, while the kept webhooks still get theirs.
     for (const user of dropped) await transfer(t, kept[0], user.username, { gold: 1 })
     await transfer(t, dropped[0], kept[1].username, { gold: 1 })
-    const last = await db.selectFrom('events').select('event_id').where('wallet_id', 'in', walletIds(kept)).orderBy('id', 'desc').limit(2).execute()
+    const last = await db
+      .selectFrom('events')
+      .select('event_id')
+      .where('wallet_id', 'in', walletIds(kept))
+      .orderBy('id', 'desc')
+      .limit(2)
+      .execute()
     await waitUntil(() => last.every((event) => received().has(event.event_id)), 10_000, 'the newest events of the kept webhooks')
     assert.equal(stuck.requests.length, requestsToRemoved)
     const afterRemoval = await db.selectFrom('webhook_deliveries').select('id').where('wallet_id', 'in', walletIds(dropped)).execute()
@@ -595,7 +702,14 @@ describe('removing webhooks under load', () => {
 async function workerPollingWhenWoken(t: TestApp): Promise<DeliveryWorker> {
   await t.app.close()
   const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as FastifyBaseLogger
-  return new DeliveryWorker({ database: t.database, config: t.config, secretsKey: await prepareWebhookSecrets(t.database.db, t.config), log, registry: new client.Registry(), pollMs: 3_600_000 })
+  return new DeliveryWorker({
+    database: t.database,
+    config: t.config,
+    secretsKey: await prepareWebhookSecrets(t.database.db, t.config),
+    log,
+    registry: new client.Registry(),
+    pollMs: 3_600_000,
+  })
 }
 
 /**
@@ -630,7 +744,10 @@ describe('rounds started by attempts that end', () => {
     await setWebhook(t, payee, `${receiver.url}/rounds`)
     const worker = (setup.worker = await workerPollingWhenWoken(t))
     const db = t.database.db
-    const statuses = async () => (await db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).orderBy('id').execute()).map((row) => row.status)
+    const statuses = async () =>
+      (await db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).orderBy('id').execute()).map(
+        (row) => row.status,
+      )
 
     // One event: sent, answered, and its outcome waits for the next round.
     await transferAtOnce(t, payer, [payee], assetId, 1)
@@ -650,7 +767,11 @@ describe('rounds started by attempts that end', () => {
     await transferAtOnce(t, payer, [payee], assetId, 2)
     worker.wake()
     await receiver.waitForEvents(4, 10_000)
-    await waitUntil(async () => (await statuses()).every((status) => status === 'delivered'), 10_000, 'two ended attempts to start a round by themselves')
+    await waitUntil(
+      async () => (await statuses()).every((status) => status === 'delivered'),
+      10_000,
+      'two ended attempts to start a round by themselves',
+    )
 
     // One more, whose outcome waits; the shutdown writes it, promptly.
     await transferAtOnce(t, payer, [payee], assetId, 1)
@@ -684,7 +805,10 @@ describe('rounds started for an origin held to fewer slots than a batch of endin
     // 4 at a time, 12 in all: the endings of each 4 (fewer than 32) start the round that claims the next.
     await receiver.waitForEvents(12, 10_000)
     assert.ok(receiver.maxOpen() <= 4, `${receiver.maxOpen()} requests at once`)
-    const statuses = async () => (await t.database.db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).execute()).map((row) => row.status)
+    const statuses = async () =>
+      (await t.database.db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', payee.walletId).execute()).map(
+        (row) => row.status,
+      )
     await worker.stop()
     setup.worker = undefined
     assert.deepEqual(await statuses(), Array(12).fill('delivered'))

@@ -104,7 +104,12 @@ describe('webhook signatures', () => {
 
   it('match a known vector', () => {
     // The example of the Standard Webhooks specification.
-    const headers = webhookHeaders('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_p5jXN8AQM9LWM0D4loKWxJek', '{"test": 2432232314}', 1614265330_000)
+    const headers = webhookHeaders(
+      'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      '{"test": 2432232314}',
+      1614265330_000,
+    )
     assert.equal(headers['webhook-signature'], 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=')
     assert.equal(headers['webhook-timestamp'], '1614265330')
   })

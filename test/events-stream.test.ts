@@ -180,7 +180,7 @@ describe('GET /wallet/events', () => {
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: { ...bob.auth, 'last-event-id': 'abc' } }), 400, 'G000')
   })
 
-  it('refuses a session idle past SESSION_IDLE_DAYS, and its open stream\'s own check ends it too', async () => {
+  it("refuses a session idle past SESSION_IDLE_DAYS, and its open stream's own check ends it too", async () => {
     const idle = await createUser(t.app)
     const session = (await t.app.inject({ method: 'GET', url: '/user/session', headers: idle.auth })).json()
     assert.ok(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), 'a session in use is live')
@@ -194,14 +194,20 @@ describe('GET /wallet/events', () => {
   it('counts a stream its client leaves as a request, like any other', async () => {
     const served = async () => {
       const metrics = (await t.app.inject({ method: 'GET', url: '/metrics' })).body
-      const line = metrics.split('\n').find((entry) => entry.startsWith('coffer_http_requests_total{method="GET",route="/wallet/events",status="200"}'))
+      const line = metrics
+        .split('\n')
+        .find((entry) => entry.startsWith('coffer_http_requests_total{method="GET",route="/wallet/events",status="200"}'))
       return line ? Number(line.split(' ').pop()) : 0
     }
     const before = await served()
     const stream = await open(carol.auth)
     await waitUntil(() => stream.comments.includes('connected'))
     stream.close()
-    await waitUntil(async () => ((await served()) === before + 1 ? true : undefined), 10_000, `the stream to be counted (${before} before, ${await served()} now)`)
+    await waitUntil(
+      async () => ((await served()) === before + 1 ? true : undefined),
+      10_000,
+      `the stream to be counted (${before} before, ${await served()} now)`,
+    )
   })
 
   it('answers HEAD, which would hold a stream open with nothing to send, with 404 G006', async () => {
@@ -231,7 +237,12 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
   before(async () => {
     // A fixed limit per origin (floor = cap): the shutdown test below needs both instances to hold
     // attempts to a receiver that hangs, which an adaptive limit would keep at its floor.
-    t = await buildTestApp({ WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1,0.1,0.1', WEBHOOK_TIMEOUT_MS: '600', WEBHOOK_ORIGIN_CONCURRENCY: '64', WEBHOOK_ORIGIN_MIN_CONCURRENCY: '64' })
+    t = await buildTestApp({
+      WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1,0.1,0.1',
+      WEBHOOK_TIMEOUT_MS: '600',
+      WEBHOOK_ORIGIN_CONCURRENCY: '64',
+      WEBHOOK_ORIGIN_MIN_CONCURRENCY: '64',
+    })
     peer = await buildPeerApp(t, { webhookTimeoutMs: 1_500 })
     receiver = await startReceiver()
     alice = await createUser(t.app)
@@ -246,7 +257,11 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
 
   /** Every event id of the two wallets, from the outbox. */
   async function eventIds(): Promise<string[]> {
-    const rows = await t.database.db.selectFrom('events').select('event_id').where('wallet_id', 'in', [alice.walletId, bob.walletId]).execute()
+    const rows = await t.database.db
+      .selectFrom('events')
+      .select('event_id')
+      .where('wallet_id', 'in', [alice.walletId, bob.walletId])
+      .execute()
     return rows.map((row) => row.event_id)
   }
 
@@ -273,12 +288,10 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
       await waitUntil(() => stream.comments.includes('connected'))
       const anyTransaction = await t.database.db.selectFrom('transactions').select('id').executeTakeFirstOrThrow()
       const insertEvent = (eventId: string) =>
-        client.query(`insert into events (event_id, wallet_id, type, transaction_id, created_at) values ($1, $2, 'transaction.received', $3, $4) returning id`, [
-          eventId,
-          bob.walletId,
-          anyTransaction.id,
-          new Date().toISOString(),
-        ])
+        client.query(
+          `insert into events (event_id, wallet_id, type, transaction_id, created_at) values ($1, $2, 'transaction.received', $3, $4) returning id`,
+          [eventId, bob.walletId, anyTransaction.id, new Date().toISOString()],
+        )
       // A slow transaction takes the next event id but has not committed yet...
       await client.query('begin')
       await client.query('select pg_current_xact_id()')
@@ -312,13 +325,23 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
   it('shares the outbox: every event delivered, each taken by one instance, whichever instance committed it', async () => {
     const webhookIds = () => receiver.requests.map((request) => request.headers['webhook-id'] as string)
     const hook = async (user: TestUser, app: FastifyInstance) => {
-      const response = await app.inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: `${receiver.url}/hook` } })
+      const response = await app.inject({
+        method: 'PUT',
+        url: '/wallet/webhook',
+        headers: user.auth,
+        payload: { webhook: `${receiver.url}/hook` },
+      })
       assert.equal(response.statusCode, 200, response.body)
     }
     await hook(alice, t.app)
     await hook(bob, peer.app)
     for (let round = 0; round < 6; round++) {
-      await Promise.all([transfer(t, alice, bob.username, { gold: 1 }), transfer(peer, bob, alice.username, { gold: 1 }), transfer(peer, alice, bob.username, { gold: 1 }), transfer(t, bob, alice.username, { gold: 1 })])
+      await Promise.all([
+        transfer(t, alice, bob.username, { gold: 1 }),
+        transfer(peer, bob, alice.username, { gold: 1 }),
+        transfer(peer, alice, bob.username, { gold: 1 }),
+        transfer(t, bob, alice.username, { gold: 1 }),
+      ])
     }
     const expected = new Set(await eventIds())
     await waitUntil(() => new Set(webhookIds()).size >= 48, 10_000, 'every event')
@@ -331,10 +354,14 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
         .where('webhook_deliveries.wallet_id', 'in', [alice.walletId, bob.walletId])
         .execute()
     // 24 transfers, two events each; the two earlier issuances happened before the webhooks were set.
-    const delivered = await waitUntil(async () => {
-      const rows = await deliveries()
-      return rows.length === 48 && rows.every((row) => row.status === 'delivered') ? rows : undefined
-    }, 10_000, 'every delivery settled')
+    const delivered = await waitUntil(
+      async () => {
+        const rows = await deliveries()
+        return rows.length === 48 && rows.every((row) => row.status === 'delivered') ? rows : undefined
+      },
+      10_000,
+      'every delivery settled',
+    )
     const ids = webhookIds()
     assert.equal(new Set(ids).size, 48)
     for (const id of ids) assert.ok(expected.has(id))
@@ -342,12 +369,27 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     // the receiver may then see the event again. What must never happen is two instances taking
     // the same delivery: every request the receiver saw is a recorded attempt, and exactly one
     // attempt of each delivery was answered 2xx.
-    const attempts = await db.selectFrom('webhook_attempts').select(['delivery_id', 'status_code']).where('delivery_id', 'in', delivered.map((row) => row.id)).execute()
+    const attempts = await db
+      .selectFrom('webhook_attempts')
+      .select(['delivery_id', 'status_code'])
+      .where(
+        'delivery_id',
+        'in',
+        delivered.map((row) => row.id),
+      )
+      .execute()
     for (const row of delivered) {
       const mine = attempts.filter((attempt) => attempt.delivery_id === row.id)
       const received = ids.filter((id) => id === row.event_id).length
-      assert.ok(received >= 1 && received <= mine.length, `event ${row.event_id}: ${received} requests received, ${mine.length} attempts recorded`)
-      assert.equal(mine.filter((attempt) => attempt.status_code !== null && attempt.status_code < 300).length, 1, `event ${row.event_id} answered 2xx once`)
+      assert.ok(
+        received >= 1 && received <= mine.length,
+        `event ${row.event_id}: ${received} requests received, ${mine.length} attempts recorded`,
+      )
+      assert.equal(
+        mine.filter((attempt) => attempt.status_code !== null && attempt.status_code < 300).length,
+        1,
+        `event ${row.event_id} answered 2xx once`,
+      )
     }
   })
 
@@ -365,7 +407,8 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     await receiver.waitFor(16)
     // Whichever instance polls first may claim all 16; the other gets some once those time out
     // (600 ms) and are due again. Wait until the peer holds attempts, as its own /metrics shows.
-    const peerInFlight = async () => /^coffer_webhook_in_flight\{origin="[^"]*"\} [1-9]/m.test((await peer.app.inject({ method: 'GET', url: '/metrics' })).body)
+    const peerInFlight = async () =>
+      /^coffer_webhook_in_flight\{origin="[^"]*"\} [1-9]/m.test((await peer.app.inject({ method: 'GET', url: '/metrics' })).body)
     await waitUntil(peerInFlight, 10_000, 'the peer to hold attempts')
     receiver.behave(() => ({ status: 200 }))
     // The peer waits half its 1.5 s timeout, then gives its attempts back instead of finishing them.

@@ -49,7 +49,12 @@ describe('PUT /wallet/webhook', () => {
   })
 
   it('sets a webhook and shows its whsec_ secret only once', async () => {
-    const put = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook: 'https://example.com/hooks/coffer' } })
+    const put = await t.app.inject({
+      method: 'PUT',
+      url: '/wallet/webhook',
+      headers: alice.auth,
+      payload: { webhook: 'https://example.com/hooks/coffer' },
+    })
     assert.equal(put.statusCode, 200, put.body)
     const { webhook, secret } = put.json()
     assert.equal(webhook, 'https://example.com/hooks/coffer')
@@ -69,7 +74,10 @@ describe('PUT /wallet/webhook', () => {
     const first = await setWebhook(t, alice, 'https://example.com/one')
     const second = await setWebhook(t, alice, 'https://example.com/two')
     assert.notEqual(first, second)
-    assert.equal((await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: alice.auth })).json().webhook, 'https://example.com/two')
+    assert.equal(
+      (await t.app.inject({ method: 'GET', url: '/wallet/webhook', headers: alice.auth })).json().webhook,
+      'https://example.com/two',
+    )
     const removed = await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: alice.auth })
     assert.equal(removed.statusCode, 204)
     assert.equal(removed.body, '')
@@ -79,13 +87,25 @@ describe('PUT /wallet/webhook', () => {
   })
 
   it('refuses URLs that are not absolute http(s) URLs of at most 512 characters with 400 W010', async () => {
-    for (const webhook of ['', 'not a url', '/relative/path', 'ftp://example.com/x', 'javascript:alert(1)', 'file:///etc/passwd', `https://example.com/${'a'.repeat(500)}`, 'https://user:pw@example.com/']) {
+    for (const webhook of [
+      '',
+      'not a url',
+      '/relative/path',
+      'ftp://example.com/x',
+      'javascript:alert(1)',
+      'file:///etc/passwd',
+      `https://example.com/${'a'.repeat(500)}`,
+      'https://user:pw@example.com/',
+    ]) {
       const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook } })
       expectError(response, 400, 'W010')
     }
     const longest = `https://example.com/${'a'.repeat(512 - 'https://example.com/'.length)}`
     assert.equal(longest.length, 512)
-    assert.equal((await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook: longest } })).statusCode, 200)
+    assert.equal(
+      (await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: alice.auth, payload: { webhook: longest } })).statusCode,
+      200,
+    )
   })
 
   it('refuses a body without a webhook string with 400 G000', async () => {
@@ -106,7 +126,11 @@ describe('PUT /wallet/webhook', () => {
       ['GET', '/wallet/webhook/deliveries'],
       ['POST', '/wallet/webhook/deliveries/1/retry'],
     ] as const) {
-      expectError(await t.app.inject({ method, url, headers: keyAuth, payload: method === 'PUT' ? { webhook: 'https://example.com' } : undefined }), 401, 'A001')
+      expectError(
+        await t.app.inject({ method, url, headers: keyAuth, payload: method === 'PUT' ? { webhook: 'https://example.com' } : undefined }),
+        401,
+        'A001',
+      )
     }
   })
 
@@ -155,7 +179,12 @@ describe('webhook delivery', () => {
     assert.equal(byPath('/bob').length, 1)
 
     const verify = (secret: string, request: (typeof requests)[number]) =>
-      new Webhook(secret).verify(request.body, request.headers as Record<string, string>) as { type: string; id: string; created_at: string; data: unknown }
+      new Webhook(secret).verify(request.body, request.headers as Record<string, string>) as {
+        type: string
+        id: string
+        created_at: string
+        data: unknown
+      }
     const received = byPath('/bob')[0]
     const event = verify(bobSecret, received)
     assert.equal(event.type, 'transaction.received')
@@ -201,7 +230,10 @@ describe('webhook delivery', () => {
     // The transfer waited for the webhook (it commits after it), so its event is delivered there.
     const [delivery] = await settled(t, payee, 1)
     assert.equal(delivery.status, 'delivered')
-    assert.equal(receiver.requests.filter((request) => request.path === '/payee' && JSON.parse(request.body).data.id === transaction.id).length, 1)
+    assert.equal(
+      receiver.requests.filter((request) => request.path === '/payee' && JSON.parse(request.body).data.id === transaction.id).length,
+      1,
+    )
   })
 
   it('sets a webhook only once a transfer of its wallet in progress has committed', async () => {
@@ -210,12 +242,35 @@ describe('webhook delivery', () => {
     const moved: { id?: number } = {}
     // A transfer to the payee in progress: its rows written, not committed for 300 ms.
     const transfer = async (trx: Executor) => {
-      moved.id = (await moveAssets(trx, { from: payer.walletId, to: payee.walletId, lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }], memo: '', kind: 'transfer' }, outbox)).id
+      moved.id = (
+        await moveAssets(
+          trx,
+          {
+            from: payer.walletId,
+            to: payee.walletId,
+            lines: [{ asset: { id: assetId, name: 'gold', value: 1 }, quantity: 1 }],
+            memo: '',
+            kind: 'transfer',
+          },
+          outbox,
+        )
+      ).id
     }
     const transferFirst = await whileOpen(t.database.db, transfer, async () => {
-      const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: payee.auth, payload: { webhook: `${receiver.url}/late` } })
+      const response = await t.app.inject({
+        method: 'PUT',
+        url: '/wallet/webhook',
+        headers: payee.auth,
+        payload: { webhook: `${receiver.url}/late` },
+      })
       assert.equal(response.statusCode, 200, response.body)
-      return (await t.database.db.selectFrom('transactions').select('id').where('id', '=', moved.id ?? 0).executeTakeFirst()) !== undefined
+      return (
+        (await t.database.db
+          .selectFrom('transactions')
+          .select('id')
+          .where('id', '=', moved.id ?? 0)
+          .executeTakeFirst()) !== undefined
+      )
     })
     // Otherwise the transfer would commit after the webhook, without a delivery to it.
     assert.ok(transferFirst, 'the webhook was set before a transfer of its wallet in progress committed')
@@ -307,11 +362,17 @@ describe('webhook delivery', () => {
     assert.equal(retry.json().status, 'pending')
     const [request] = await waitAt('/alice', 1)
     assert.equal(request.headers['webhook-id'], failed.event_id)
-    const done = await waitUntil(async () => (await deliveries(t, alice)).find((d: { id: number; status: string }) => d.id === failed.id && d.status === 'delivered'))
+    const done = await waitUntil(async () =>
+      (await deliveries(t, alice)).find((d: { id: number; status: string }) => d.id === failed.id && d.status === 'delivered'),
+    )
     assert.equal(done.attempts, 5)
     assert.equal(done.attempt_log.at(-1).status_code, 200)
     // Another wallet can neither see nor retry it.
-    expectError(await t.app.inject({ method: 'POST', url: `/wallet/webhook/deliveries/${failed.id}/retry`, headers: bob.auth }), 404, 'G006')
+    expectError(
+      await t.app.inject({ method: 'POST', url: `/wallet/webhook/deliveries/${failed.id}/retry`, headers: bob.auth }),
+      404,
+      'G006',
+    )
     assert.ok((await deliveries(t, bob)).every((d: { id: number }) => d.id !== failed.id))
   })
 
@@ -335,7 +396,9 @@ describe('webhook delivery', () => {
     // attempt meets a reset connection (the first event) or a receiver that never answers (the
     // others), and any later attempt a 200, so that no delivery runs out of attempts, however
     // slowly this machine lets the test look at the log.
-    perEvent('/alice', (event, attempt) => (event === 0 ? { hugeBody: 20 * 1024 * 1024 } : attempt > 0 ? { status: 200 } : event === 1 ? { reset: true } : { hang: true }))
+    perEvent('/alice', (event, attempt) =>
+      event === 0 ? { hugeBody: 20 * 1024 * 1024 } : attempt > 0 ? { status: 200 } : event === 1 ? { reset: true } : { hang: true },
+    )
     await transfer(t, bob, alice.username, { gold: 1 })
     await waitAt('/alice', 1)
     const [huge] = await settled(t, alice, 1)
@@ -353,17 +416,24 @@ describe('webhook delivery', () => {
     await waitAt('/alice', 3)
     const reset = await waitUntil(async () => {
       const all = await deliveries(t, alice, '?limit=100')
-      return all.flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log).find((a: { error: string | null }) => a.error !== null && /reset/.test(a.error))
+      return all
+        .flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log)
+        .find((a: { error: string | null }) => a.error !== null && /reset/.test(a.error))
     })
     assert.equal(reset.status_code, null)
     const timedOut = await waitUntil(async () => {
       const all = await deliveries(t, alice, '?limit=6')
-      return all.flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log).find((a: { error: string | null }) => a.error !== null && /no answer/.test(a.error))
+      return all
+        .flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log)
+        .find((a: { error: string | null }) => a.error !== null && /no answer/.test(a.error))
     })
     assert.equal(timedOut.status_code, null)
     await settled(t, alice, 6, 8_000)
     const latest = await deliveries(t, alice, '?limit=6')
-    assert.ok(latest.every((delivery: { status: string }) => delivery.status === 'delivered'), JSON.stringify(latest.map((d: { status: string }) => d.status)))
+    assert.ok(
+      latest.every((delivery: { status: string }) => delivery.status === 'delivered'),
+      JSON.stringify(latest.map((d: { status: string }) => d.status)),
+    )
     // Transfers go on at full speed: each was answered before the attempt that hung on its event
     // had ended (an attempt starts after the transfer commits and hangs for the 300 ms timeout).
     // Ordered by the clock of this one process, never a time limit.
@@ -374,7 +444,10 @@ describe('webhook delivery', () => {
       const first = delivery.attempt_log[0] as { attempted_at: string; latency_ms: number; error: string | null }
       if (!/no answer/.test(first.error ?? '')) continue
       hung += 1
-      assert.ok(answeredAt < Date.parse(first.attempted_at) + first.latency_ms, `transfer ${transactionId} was answered after the attempt that hung on its event ended`)
+      assert.ok(
+        answeredAt < Date.parse(first.attempted_at) + first.latency_ms,
+        `transfer ${transactionId} was answered after the attempt that hung on its event ended`,
+      )
     }
     assert.equal(hung, 5)
   })
@@ -425,7 +498,11 @@ describe('webhook delivery', () => {
     assert.equal(log.length, 1)
     assert.equal(log[0].status, 'cancelled')
     assert.equal(log[0].next_attempt_at, null)
-    expectError(await t.app.inject({ method: 'POST', url: `/wallet/webhook/deliveries/${log[0].id}/retry`, headers: dave.auth }), 404, 'G006')
+    expectError(
+      await t.app.inject({ method: 'POST', url: `/wallet/webhook/deliveries/${log[0].id}/retry`, headers: dave.auth }),
+      404,
+      'G006',
+    )
   })
 
   it('sends waiting events to the new URL when the webhook is replaced', async () => {
@@ -455,7 +532,10 @@ describe('webhook delivery', () => {
       .where('id', '=', delivery.id)
       .execute()
     const requests = await waitAt('/frank', 2)
-    assert.ok(requests[1].at >= Date.parse(leaseUntil) - 5, `taken over ${Date.parse(leaseUntil) - requests[1].at} ms before the lease ended`)
+    assert.ok(
+      requests[1].at >= Date.parse(leaseUntil) - 5,
+      `taken over ${Date.parse(leaseUntil) - requests[1].at} ms before the lease ended`,
+    )
     assert.equal(requests[1].headers['webhook-id'], requests[0].headers['webhook-id'])
   })
 
@@ -473,7 +553,8 @@ describe('webhook delivery', () => {
     const theirLease = new Date(Date.now() + 61_000).toISOString()
     const later = new Date(Date.now() + 60_000).toISOString()
     const db = t.database.db
-    const set = (id: number, status: string, lease: string) => db.updateTable('webhook_deliveries').set({ status, lease_until: lease, next_attempt_at: later }).where('id', '=', id).execute()
+    const set = (id: number, status: string, lease: string) =>
+      db.updateTable('webhook_deliveries').set({ status, lease_until: lease, next_attempt_at: later }).where('id', '=', id).execute()
     await set(ours, 'pending', ourLease)
     await set(cancelled, 'cancelled', ourLease)
     await set(another, 'pending', theirLease)
@@ -489,16 +570,38 @@ describe('webhook delivery', () => {
       next,
     })
     const delivered = { status: 'delivered' as const, nextAttemptAt: null }
-    await recordAttempts(db, [attempt(ours, 201, delivered), attempt(cancelled, 202, delivered), attempt(another, 203, delivered), attempt(released, 204)], nowIso())
-    const after = new Map(
-      (await db.selectFrom('webhook_deliveries').select(['id', 'status', 'attempts', 'lease_until', 'next_attempt_at', 'last_status_code']).where('wallet_id', '=', grace.walletId).execute()).map((row) => [Number(row.id), row]),
+    await recordAttempts(
+      db,
+      [attempt(ours, 201, delivered), attempt(cancelled, 202, delivered), attempt(another, 203, delivered), attempt(released, 204)],
+      nowIso(),
     )
-    const logged = await db.selectFrom('webhook_attempts').select(['delivery_id', 'status_code', 'latency_ms']).where('status_code', 'in', [201, 202, 203, 204]).execute()
+    const after = new Map(
+      (
+        await db
+          .selectFrom('webhook_deliveries')
+          .select(['id', 'status', 'attempts', 'lease_until', 'next_attempt_at', 'last_status_code'])
+          .where('wallet_id', '=', grace.walletId)
+          .execute()
+      ).map((row) => [Number(row.id), row]),
+    )
+    const logged = await db
+      .selectFrom('webhook_attempts')
+      .select(['delivery_id', 'status_code', 'latency_ms'])
+      .where('status_code', 'in', [201, 202, 203, 204])
+      .execute()
     // Every attempt is counted and logged, whatever became of its delivery meanwhile.
-    for (const [id, code] of [[ours, 201], [cancelled, 202], [another, 203], [released, 204]]) {
+    for (const [id, code] of [
+      [ours, 201],
+      [cancelled, 202],
+      [another, 203],
+      [released, 204],
+    ]) {
       assert.equal(after.get(id)?.attempts, (attemptsBefore.get(id) as number) + 1, `delivery ${id}`)
       assert.equal(after.get(id)?.last_status_code, code)
-      assert.deepEqual(logged.filter((row) => Number(row.delivery_id) === id).map((row) => [Number(row.status_code), Number(row.latency_ms)]), [[code, 7]])
+      assert.deepEqual(
+        logged.filter((row) => Number(row.delivery_id) === id).map((row) => [Number(row.status_code), Number(row.latency_ms)]),
+        [[code, 7]],
+      )
     }
     // Pending under our lease: moved on, lease dropped.
     assert.equal(after.get(ours)?.status, 'delivered')
@@ -513,7 +616,11 @@ describe('webhook delivery', () => {
     assert.equal(after.get(released)?.status, 'pending')
     assert.equal(after.get(released)?.next_attempt_at, later)
     assert.equal(after.get(released)?.lease_until, null)
-    await db.updateTable('webhook_deliveries').set({ status: 'delivered', lease_until: null, next_attempt_at: null }).where('wallet_id', '=', grace.walletId).execute()
+    await db
+      .updateTable('webhook_deliveries')
+      .set({ status: 'delivered', lease_until: null, next_attempt_at: null })
+      .where('wallet_id', '=', grace.walletId)
+      .execute()
   })
 })
 
@@ -622,7 +729,12 @@ describe('webhook SSRF guard (WEBHOOK_ALLOW_PRIVATE=false)', () => {
     const bob = await createUser(t.app)
     await t.database.db
       .insertInto('webhooks')
-      .values({ wallet_id: bob.walletId, url: `${receiver.url}/stored`, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', created_at: new Date().toISOString() })
+      .values({
+        wallet_id: bob.walletId,
+        url: `${receiver.url}/stored`,
+        secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA',
+        created_at: new Date().toISOString(),
+      })
       .execute()
     await transfer(t, alice, bob.username, { gold: 1 })
     const [delivery] = await waitUntil(async () => {

@@ -54,9 +54,20 @@ async function freshPage(url = PAGE, headers = key.auth) {
 /** The lookups of the page cache by outcome, from /metrics. */
 async function lookups(): Promise<Record<string, number>> {
   const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body
-  const count = (outcome: string) => Number(/ (\d+)$/.exec(text.split('\n').find((line) => line.startsWith(`coffer_history_page_cache_lookups_total{outcome="${outcome}"}`)) ?? ' 0')?.[1])
+  const count = (outcome: string) =>
+    Number(
+      / (\d+)$/.exec(
+        text.split('\n').find((line) => line.startsWith(`coffer_history_page_cache_lookups_total{outcome="${outcome}"}`)) ?? ' 0',
+      )?.[1],
+    )
   // Served: with nothing committed since (unchanged), or once the stamp matched (hit).
-  return { served: count('unchanged') + count('hit'), unchanged: count('unchanged'), hit: count('hit'), stale: count('stale'), miss: count('miss') }
+  return {
+    served: count('unchanged') + count('hit'),
+    unchanged: count('unchanged'),
+    hit: count('hit'),
+    stale: count('stale'),
+    miss: count('miss'),
+  }
 }
 
 /** Caches the page (asked twice, the second a hit), runs `change`, and checks the next answer against a fresh instance's. */
@@ -120,7 +131,12 @@ describe(`history pages from the checked cache (${STORAGE})`, () => {
     await expectChangeSeen(async () => {
       const peer = await openPeer()
       try {
-        const response = await peer.app.inject({ method: 'POST', url: '/wallet/transactions', headers: bob.auth, payload: { recipient: alice.username, assets: { [gold.name]: 2 } } })
+        const response = await peer.app.inject({
+          method: 'POST',
+          url: '/wallet/transactions',
+          headers: bob.auth,
+          payload: { recipient: alice.username, assets: { [gold.name]: 2 } },
+        })
         assert.equal(response.statusCode, 201, response.body)
       } finally {
         await peer.close()
@@ -140,7 +156,12 @@ describe(`history pages from the checked cache (${STORAGE})`, () => {
     const carol = await createUser(t.app)
     const second = (await call('POST', '/user/wallets', carol.auth, {})).json() as { id: number }
     // Alice sends to carol's second wallet by id: no username on that side yet.
-    const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: String(second.id), type: 2, assets: { [gold.name]: 3 } } })
+    const sent = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: alice.auth,
+      payload: { recipient: String(second.id), type: 2, assets: { [gold.name]: 3 } },
+    })
     assert.equal(sent.statusCode, 201, sent.body)
     await expectChangeSeen(async () => void (await call('PUT', '/user/wallet', carol.auth, { wallet_id: second.id })))
     assert.match((await page(t.app)).body, new RegExp(`"receiving_username":"${carol.username}"`))
@@ -167,7 +188,12 @@ describe(`history pages from the checked cache (${STORAGE})`, () => {
     // Bob's second wallet, funded by alice, deleted: what it holds is swept to bob's primary wallet.
     const created = await call('POST', '/user/wallets', bob.auth, {})
     const wallet = created.json() as { id: number }
-    const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: String(wallet.id), type: 2, assets: { [silver.name]: 4 } } })
+    const sent = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: alice.auth,
+      payload: { recipient: String(wallet.id), type: 2, assets: { [silver.name]: 4 } },
+    })
     assert.equal(sent.statusCode, 201, sent.body)
     const walletPage = `/wallet/transactions?limit=2`
     const bobAuth = bob.auth
@@ -190,7 +216,14 @@ describe(`history pages from the checked cache (${STORAGE})`, () => {
   })
 
   it('keeps pages apart by every parameter that shapes them', async () => {
-    const urls = [PAGE, '/wallet/transactions?limit=3&direction=sent', '/wallet/transactions?limit=3&direction=received', `/wallet/transactions?limit=3&asset=${silver.name}`, '/wallet/transactions?limit=3&offset=1', '/wallet/transactions?limit=2']
+    const urls = [
+      PAGE,
+      '/wallet/transactions?limit=3&direction=sent',
+      '/wallet/transactions?limit=3&direction=received',
+      `/wallet/transactions?limit=3&asset=${silver.name}`,
+      '/wallet/transactions?limit=3&offset=1',
+      '/wallet/transactions?limit=2',
+    ]
     const answers = []
     for (const url of urls) answers.push(await page(t.app, url))
     for (const [i, url] of urls.entries()) assert.deepEqual(await page(t.app, url), answers[i], url)
@@ -200,7 +233,8 @@ describe(`history pages from the checked cache (${STORAGE})`, () => {
 })
 
 describe(`the label generation of migration 0013 (${STORAGE})`, () => {
-  const generation = async (db: Db) => Number((await sql<{ generation: number }>`select generation from page_generation`.execute(db)).rows[0].generation)
+  const generation = async (db: Db) =>
+    Number((await sql<{ generation: number }>`select generation from page_generation`.execute(db)).rows[0].generation)
 
   it('moves on every change to what a page prints, and not on other updates', async () => {
     const { db } = t.database
@@ -211,7 +245,15 @@ describe(`the label generation of migration 0013 (${STORAGE})`, () => {
     }
     const user = await createUser(t.app)
     // Printed: usernames (and whose primary wallet a wallet is), addresses, asset names and values.
-    assert.ok(await moves(() => db.updateTable('users').set({ username: uniqueName('u') }).where('id', '=', user.id).execute()))
+    assert.ok(
+      await moves(() =>
+        db
+          .updateTable('users')
+          .set({ username: uniqueName('u') })
+          .where('id', '=', user.id)
+          .execute(),
+      ),
+    )
     assert.ok(await moves(() => db.updateTable('users').set({ primary_wallet_id: user.walletId }).where('id', '=', user.id).execute()))
     assert.ok(await moves(() => db.updateTable('wallets').set({ address: user.address }).where('id', '=', user.walletId).execute()))
     assert.ok(await moves(() => db.updateTable('assets').set({ name: gold.name }).where('id', '=', gold.id).execute()))
@@ -226,12 +268,26 @@ describe(`the label generation of migration 0013 (${STORAGE})`, () => {
     // A user deleted (no route does; a script might): a row with nothing referring to it.
     const loose = await db
       .insertInto('users')
-      .values({ username: 'loose', username_key: uniqueName('loose'), password_hash: 'x', primary_wallet_id: null, created_at: new Date().toISOString() } as never)
+      .values({
+        username: 'loose',
+        username_key: uniqueName('loose'),
+        password_hash: 'x',
+        primary_wallet_id: null,
+        created_at: new Date().toISOString(),
+      } as never)
       .returning('id')
       .executeTakeFirstOrThrow()
     assert.ok(await moves(() => db.deleteFrom('users').where('id', '=', loose.id).execute()))
     // The journal is append-only; were a row ever updated, pages would be checked again.
-    assert.ok(await moves(() => db.updateTable('transactions').set({ memo: sql`memo` }).where('id', '=', sent?.id ?? 0).execute()))
+    assert.ok(
+      await moves(() =>
+        db
+          .updateTable('transactions')
+          .set({ memo: sql`memo` })
+          .where('id', '=', sent?.id ?? 0)
+          .execute(),
+      ),
+    )
   })
 
   it('goes down and up again', async () => {
@@ -239,7 +295,10 @@ describe(`the label generation of migration 0013 (${STORAGE})`, () => {
     try {
       const { db } = database
       await migrateTo(db, '0012_lean_webhook_deliveries')
-      const tables = STORAGE === 'postgres' ? sql`select tablename as name from pg_tables where tablename = 'page_generation'` : sql`select name from sqlite_master where name = 'page_generation'`
+      const tables =
+        STORAGE === 'postgres'
+          ? sql`select tablename as name from pg_tables where tablename = 'page_generation'`
+          : sql`select name from sqlite_master where name = 'page_generation'`
       assert.equal((await tables.execute(db)).rows.length, 0)
       await db.updateTable('wallets').set({ address: 'mint' }).where('id', '=', 1).execute()
       await migrateToLatest(db)
@@ -269,8 +328,14 @@ describe(`a restore under a running instance's kept pages (${STORAGE})`, () => {
       await createBackup(t.database, second)
       // One process's cache, kept while the store under it is replaced by a restore.
       const pages = new PageCache()
-      const answer = async (db: Db) => (await answerWalletTransactions(db, pages, alice.walletId, { limit: 5 }, (transactions) => JSON.stringify(transactions))).body.toString()
-      const fresh = async (db: Db) => (await answerWalletTransactions(db, new PageCache(), alice.walletId, { limit: 5 }, (transactions) => JSON.stringify(transactions))).body.toString()
+      const answer = async (db: Db) =>
+        (
+          await answerWalletTransactions(db, pages, alice.walletId, { limit: 5 }, (transactions) => JSON.stringify(transactions))
+        ).body.toString()
+      const fresh = async (db: Db) =>
+        (
+          await answerWalletTransactions(db, new PageCache(), alice.walletId, { limit: 5 }, (transactions) => JSON.stringify(transactions))
+        ).body.toString()
       for (const file of [first, second]) {
         const store = await openTestDatabase()
         stores.push(store)
@@ -295,7 +360,13 @@ describe(`a restore under a running instance's kept pages (${STORAGE})`, () => {
 })
 
 describe('the page cache', () => {
-  const entry = (bytes: number) => ({ body: Buffer.alloc(bytes, 'x'), more: false, lastId: undefined, stamp: { ids: '1', generation: 1 }, state: undefined })
+  const entry = (bytes: number) => ({
+    body: Buffer.alloc(bytes, 'x'),
+    more: false,
+    lastId: undefined,
+    stamp: { ids: '1', generation: 1 },
+    state: undefined,
+  })
 
   it('keeps at most its number of entries, the least recently used going first', () => {
     const pages = new PageCache({ maxEntries: 3, maxBytes: 1_000_000 })

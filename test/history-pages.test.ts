@@ -47,7 +47,11 @@ async function schemaBytes(transactions: Transaction[]): Promise<string> {
 }
 
 /** The answer is the schema's bytes for the expected transactions, with the same content type. */
-async function assertSameBytes(response: { body: string; headers: Record<string, unknown> }, expected: Transaction[], message: string): Promise<void> {
+async function assertSameBytes(
+  response: { body: string; headers: Record<string, unknown> },
+  expected: Transaction[],
+  message: string,
+): Promise<void> {
   assert.equal(response.headers['content-type'], 'application/json; charset=utf-8', message)
   assert.equal(response.body, await schemaBytes(expected), message)
 }
@@ -77,7 +81,12 @@ before(async () => {
   assert.equal(created.statusCode, 201, created.body)
   const second = created.json() as { id: number }
   await issue(t, second.id, assets[0].id, 1_000_000)
-  const switched = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: users[0].auth, payload: { wallet_id: second.id } })
+  const switched = await t.app.inject({
+    method: 'PUT',
+    url: '/user/session/wallet',
+    headers: users[0].auth,
+    payload: { wallet_id: second.id },
+  })
   assert.equal(switched.statusCode, 200, switched.body)
   const secondKey = await createWalletKey(t, users[0].auth)
   await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: users[0].auth, payload: { wallet_id: users[0].walletId } })
@@ -138,7 +147,14 @@ async function reference(): Promise<{ transaction: Transaction; metadata: Metada
     const metadata = row.metadata === null ? {} : (JSON.parse(row.metadata) as Metadata)
     const owned = lines.get(Number(row.id)) ?? []
     const transaction = toTransaction(
-      { ...row, id: Number(row.id), reverses: row.reverses === null ? null : Number(row.reverses), hold_id: row.hold_id === null ? null : Number(row.hold_id), kind: row.kind as TransactionKind, metadata },
+      {
+        ...row,
+        id: Number(row.id),
+        reverses: row.reverses === null ? null : Number(row.reverses),
+        hold_id: row.hold_id === null ? null : Number(row.hold_id),
+        kind: row.kind as TransactionKind,
+        metadata,
+      },
       owned,
       labels,
     )
@@ -171,13 +187,19 @@ function expectedPage(all: Awaited<ReturnType<typeof reference>>, walletId: numb
     return (filter.metadata ?? []).every(([key, value]) => metadata[key] === value)
   })
   const offset = filter.offset ?? 0
-  return { transactions: matching.slice(offset, offset + filter.limit).map(({ transaction }) => transaction), more: matching.length > offset + filter.limit }
+  return {
+    transactions: matching.slice(offset, offset + filter.limit).map(({ transaction }) => transaction),
+    more: matching.length > offset + filter.limit,
+  }
 }
 
 describe(`history pages read by one statement (${STORAGE})`, () => {
   it('answer what the reference reads, for random filter combinations, Link header included', async () => {
     const all = await reference()
-    const assets = (await (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json()) as { id: number; name: string }[]
+    const assets = (await (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json()) as {
+      id: number
+      name: string
+    }[]
     const assetIds = new Map(assets.map((asset) => [asset.name.toLowerCase(), asset.id]))
     const times = all.map(({ transaction }) => transaction.created_at).sort()
     const ids = all.map(({ transaction }) => transaction.id)
@@ -199,7 +221,14 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
         since: maybe(0.15, () => pick(times)),
         until: maybe(0.15, () => pick(times)),
         kind: maybe(0.25, () => pick(['transfer', 'reversal', 'issuance'] as const)),
-        metadata: maybe(0.25, () => (next() < 0.5 ? [['order', pick(['a', 'b'])]] : [['order', pick(['a', 'b'])], ['2', pick(['x', 'y'])]])),
+        metadata: maybe(0.25, () =>
+          next() < 0.5
+            ? [['order', pick(['a', 'b'])]]
+            : [
+                ['order', pick(['a', 'b'])],
+                ['2', pick(['x', 'y'])],
+              ],
+        ),
       }
       const url = `/wallet/transactions?${queryOf(filter)}`
       const response = await t.app.inject({ method: 'GET', url, headers: wallet.auth })
@@ -242,15 +271,50 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
     // Asset values whose texts differ between writers or sit at the edges of the notations (the
     // smallest and largest doubles, negative zero, integers past 2^53, fractions of 16-17 digits),
     // and strings with every kind of escape, marks of the page's own number rewriting included.
-    const values = [0.1, 0.25, 1e21, 1.5e300, -0, 0, 1e-7, 1e-4, 0.000123, 2 ** 53, 2 ** 53 - 1, 1e15, 1e15 + 0.5, 1e16, 123456789012345.6, 5e-324, Number.MAX_VALUE, 0.1 + 0.2, 1 / 3, 99.99]
+    const values = [
+      0.1,
+      0.25,
+      1e21,
+      1.5e300,
+      -0,
+      0,
+      1e-7,
+      1e-4,
+      0.000123,
+      2 ** 53,
+      2 ** 53 - 1,
+      1e15,
+      1e15 + 0.5,
+      1e16,
+      123456789012345.6,
+      5e-324,
+      Number.MAX_VALUE,
+      0.1 + 0.2,
+      1 / 3,
+      99.99,
+    ]
     const odd: string[] = []
     for (const value of values) odd.push((await createAsset(t, { name: `odd${odd.length}`, value })).name)
-    const assets = (await (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json()) as { id: number; name: string; value: number }[]
+    const assets = (await (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json()) as {
+      id: number
+      name: string
+      value: number
+    }[]
     assert.ok(Object.is(assets.find((asset) => asset.name === 'odd4')?.value, 0), 'negative zero is stored and answered as 0')
     const [from, to] = [await createUser(t.app), await createUser(t.app)]
     for (const asset of assets.filter((asset) => odd.includes(asset.name))) await issue(t, from.walletId, asset.id, Number.MAX_SAFE_INTEGER)
-    const memos = ['quote " back \\ slash / tab \t nl \n cr \r', 'bell \u0007 esc \u001b del \u007f mark \u0001', 'é ✓ 😀 \u2028 \u2029 </script>', '\b\f\u001f', '']
-    const metadata = [{ b: 'x', 1: 'one', 10: 'ten', a: 'y' }, { note: 'mark \u0001 1 \u0001 and "\\u0001"', 'a.b-c_d': '😀 \u2028' }, { z: '' }]
+    const memos = [
+      'quote " back \\ slash / tab \t nl \n cr \r',
+      'bell \u0007 esc \u001b del \u007f mark \u0001',
+      'é ✓ 😀 \u2028 \u2029 </script>',
+      '\b\f\u001f',
+      '',
+    ]
+    const metadata = [
+      { b: 'x', 1: 'one', 10: 'ten', a: 'y' },
+      { note: 'mark \u0001 1 \u0001 and "\\u0001"', 'a.b-c_d': '😀 \u2028' },
+      { z: '' },
+    ]
     for (let i = 0; i < odd.length; i += 3) {
       const names = odd.slice(i, i + 3)
       await sendTransaction(t, from, {
@@ -267,7 +331,9 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
         assert.equal(response.statusCode, 200, response.body)
         const limit = Number(new URL(url, 'http://x').searchParams.get('limit'))
         const offset = Number(new URL(url, 'http://x').searchParams.get('offset') ?? 0)
-        const mine = all.filter((transaction) => transaction.sending_wallet_id === user.walletId || transaction.receiving_wallet_id === user.walletId)
+        const mine = all.filter(
+          (transaction) => transaction.sending_wallet_id === user.walletId || transaction.receiving_wallet_id === user.walletId,
+        )
         await assertSameBytes(response, mine.slice(offset, offset + limit), url)
       }
     }
@@ -280,14 +346,22 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
     const writer = (async () => {
       const sends = []
       for (let i = 0; i < 40; i++) {
-        sends.push(sendTransaction(t, i % 2 ? a : b, { recipient: (i % 2 ? b : a).username, assets: { [assetNames[0]]: 1, [assetNames[1]]: 2, [assetNames[2]]: 3 }, metadata: { burst: 'yes' } }))
+        sends.push(
+          sendTransaction(t, i % 2 ? a : b, {
+            recipient: (i % 2 ? b : a).username,
+            assets: { [assetNames[0]]: 1, [assetNames[1]]: 2, [assetNames[2]]: 3 },
+            metadata: { burst: 'yes' },
+          }),
+        )
         if (sends.length === 8) await Promise.all(sends.splice(0))
       }
       await Promise.all(sends)
       writing = false
     })()
     while (writing) {
-      const pages = await Promise.all([a, b].map((user) => t.app.inject({ method: 'GET', url: '/wallet/transactions?limit=20', headers: user.auth })))
+      const pages = await Promise.all(
+        [a, b].map((user) => t.app.inject({ method: 'GET', url: '/wallet/transactions?limit=20', headers: user.auth })),
+      )
       for (const page of pages) {
         assert.equal(page.statusCode, 200, page.body)
         reads.push(page.json())
@@ -296,12 +370,18 @@ describe(`history pages read by one statement (${STORAGE})`, () => {
       await new Promise((resolve) => setImmediate(resolve))
     }
     await writer
-    const final = new Map((await reference()).map(({ transaction }) => [transaction.id, JSON.parse(JSON.stringify(transaction)) as Transaction]))
+    const final = new Map(
+      (await reference()).map(({ transaction }) => [transaction.id, JSON.parse(JSON.stringify(transaction)) as Transaction]),
+    )
     assert.ok(reads.length > 0)
     for (const page of reads) {
       for (const transaction of page) assert.deepStrictEqual(transaction, final.get(transaction.id))
       const pageIds = page.map((transaction) => transaction.id)
-      assert.deepStrictEqual(pageIds, [...pageIds].sort((x, y) => y - x), 'newest first')
+      assert.deepStrictEqual(
+        pageIds,
+        [...pageIds].sort((x, y) => y - x),
+        'newest first',
+      )
     }
   })
 })

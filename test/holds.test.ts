@@ -30,7 +30,12 @@ describe(`holds (${STORAGE})`, () => {
   })
 
   function post(user: TestUser, url: string, payload?: unknown, headers: Record<string, string> = {}) {
-    return t.app.inject({ method: 'POST', url, headers: { ...user.auth, ...headers }, ...(payload === undefined ? {} : { payload: payload as object }) })
+    return t.app.inject({
+      method: 'POST',
+      url,
+      headers: { ...user.auth, ...headers },
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    })
   }
 
   function get(user: TestUser, url: string) {
@@ -59,13 +64,20 @@ describe(`holds (${STORAGE})`, () => {
   async function holdings(user: TestUser): Promise<Record<string, [number, number]>> {
     const response = await get(user, '/wallet/assets')
     assert.equal(response.statusCode, 200, response.body)
-    return Object.fromEntries((response.json() as { asset: Asset; quantity: number; held: number }[]).map((h) => [h.asset.name, [h.quantity, h.held]]))
+    return Object.fromEntries(
+      (response.json() as { asset: Asset; quantity: number; held: number }[]).map((h) => [h.asset.name, [h.quantity, h.held]]),
+    )
   }
 
   /** What a client can see of a wallet: its holdings, its holds and its history. */
   async function snapshot(...users: TestUser[]): Promise<string> {
     const seen = []
-    for (const user of users) seen.push(await holdings(user), (await get(user, '/wallet/holds?limit=100')).json(), (await get(user, '/wallet/transactions?limit=100')).json())
+    for (const user of users)
+      seen.push(
+        await holdings(user),
+        (await get(user, '/wallet/holds?limit=100')).json(),
+        (await get(user, '/wallet/transactions?limit=100')).json(),
+      )
     return JSON.stringify(seen)
   }
 
@@ -77,14 +89,29 @@ describe(`holds (${STORAGE})`, () => {
   }
 
   async function eventsOf(user: TestUser) {
-    return (await readWalletEvents(t.database.db, user.walletId, 0, Number.MAX_SAFE_INTEGER, 1000)).map((event) => ({ type: event.type, payload: JSON.parse(event.payload) }))
+    return (await readWalletEvents(t.database.db, user.walletId, 0, Number.MAX_SAFE_INTEGER, 1000)).map((event) => ({
+      type: event.type,
+      payload: JSON.parse(event.payload),
+    }))
   }
 
   describe('POST /wallet/holds', () => {
     it('reserves the assets in the sender and answers 201 with the pending Hold', async () => {
-      const [alice, bob] = [await fundedUser(t, [[gold, 100], [silver, 10]]), await createUser(t.app)]
+      const [alice, bob] = [
+        await fundedUser(t, [
+          [gold, 100],
+          [silver, 10],
+        ]),
+        await createUser(t.app),
+      ]
       const before = Date.now()
-      const hold = await createHold(alice, { recipient: bob.username, memo: 'escrow', metadata: { order: 'A-1' }, assets: { [gold.name]: 30, [silver.name]: 10 }, expires_in: 3600 })
+      const hold = await createHold(alice, {
+        recipient: bob.username,
+        memo: 'escrow',
+        metadata: { order: 'A-1' },
+        assets: { [gold.name]: 30, [silver.name]: 10 },
+        expires_in: 3600,
+      })
       assert.equal(hold.status, 'pending')
       assert.equal(hold.sending_wallet_id, alice.walletId)
       assert.equal(hold.receiving_wallet_id, bob.walletId)
@@ -135,8 +162,16 @@ describe(`holds (${STORAGE})`, () => {
       await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 6 } })
       const seen = await snapshot(alice, bob)
       const valid = { recipient: bob.username, assets: { [gold.name]: 1 } }
-      for (const expires_in of [59, 2_592_001, 0, -60, 1.5, '600', null]) expectError(await post(alice, '/wallet/holds', { ...valid, expires_in }), 400, 'G000')
-      for (const metadata of [{ k: 1 }, { 'bad key': 'v' }, { k: 'x'.repeat(501) }, Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])), 'text', ['a']]) {
+      for (const expires_in of [59, 2_592_001, 0, -60, 1.5, '600', null])
+        expectError(await post(alice, '/wallet/holds', { ...valid, expires_in }), 400, 'G000')
+      for (const metadata of [
+        { k: 1 },
+        { 'bad key': 'v' },
+        { k: 'x'.repeat(501) },
+        Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])),
+        'text',
+        ['a'],
+      ]) {
         expectError(await post(alice, '/wallet/holds', { ...valid, metadata }), 400, 'G000')
       }
       expectError(await post(alice, '/wallet/holds', { ...valid, assets: {} }), 400, 'G000')
@@ -164,7 +199,11 @@ describe(`holds (${STORAGE})`, () => {
       assert.equal((await post(alice, '/wallet/transactions', { recipient: bob.username, assets: { [gold.name]: 3 } })).statusCode, 201)
       assert.deepEqual(await holdings(alice), { [gold.name]: [7, 7] })
       // A burn of more than is free is refused; a burn without a quantity burns what is free: nothing here.
-      expectError(await t.app.inject({ method: 'DELETE', url: `/wallets/${alice.walletId}/assets/${gold.id}?quantity=1`, headers: t.admin }), 400, 'I002')
+      expectError(
+        await t.app.inject({ method: 'DELETE', url: `/wallets/${alice.walletId}/assets/${gold.id}?quantity=1`, headers: t.admin }),
+        400,
+        'I002',
+      )
       const seen = await snapshot(alice)
       const none = await t.app.inject({ method: 'DELETE', url: `/wallets/${alice.walletId}/assets/${gold.id}`, headers: t.admin })
       assert.equal(none.statusCode, 204)
@@ -175,7 +214,7 @@ describe(`holds (${STORAGE})`, () => {
       assert.deepEqual(await holdings(alice), { [gold.name]: [7, 7] })
     })
 
-    it('shows held in the operator\'s view of a wallet', async () => {
+    it("shows held in the operator's view of a wallet", async () => {
       const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
       await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 2 } })
       const response = await t.app.inject({ method: 'GET', url: `/admin/wallets/${alice.walletId}`, headers: t.admin })
@@ -188,7 +227,7 @@ describe(`holds (${STORAGE})`, () => {
   })
 
   describe('POST /wallet/holds/{id}/capture', () => {
-    it('captures everything without a body: one Transaction to the recipient with the hold\'s memo', async () => {
+    it("captures everything without a body: one Transaction to the recipient with the hold's memo", async () => {
       const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
       const hold = await createHold(alice, { recipient: bob.username, memo: 'deal', metadata: { ref: '7' }, assets: { [gold.name]: 6 } })
       const transaction = await capture(alice, hold.id)
@@ -218,7 +257,13 @@ describe(`holds (${STORAGE})`, () => {
     })
 
     it('captures part and releases the rest', async () => {
-      const [alice, bob] = [await fundedUser(t, [[gold, 10], [silver, 5]]), await createUser(t.app)]
+      const [alice, bob] = [
+        await fundedUser(t, [
+          [gold, 10],
+          [silver, 5],
+        ]),
+        await createUser(t.app),
+      ]
       const hold = await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 8, [silver.name]: 5 } })
       const transaction = await capture(alice, hold.id, { assets: { [gold.name.toUpperCase()]: 3 } })
       assert.deepEqual(
@@ -235,7 +280,14 @@ describe(`holds (${STORAGE})`, () => {
     })
 
     it('answers H000 to anyone but the sender, H002 for more than held or an asset it lacks, H001 once settled; nothing changes', async () => {
-      const [alice, bob, carol] = [await fundedUser(t, [[gold, 10], [silver, 10]]), await createUser(t.app), await createUser(t.app)]
+      const [alice, bob, carol] = [
+        await fundedUser(t, [
+          [gold, 10],
+          [silver, 10],
+        ]),
+        await createUser(t.app),
+        await createUser(t.app),
+      ]
       const hold = await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 5 } })
       const seen = await snapshot(alice, bob)
       expectError(await post(bob, `/wallet/holds/${hold.id}/capture`), 404, 'H000')
@@ -292,13 +344,14 @@ describe(`holds (${STORAGE})`, () => {
   })
 
   describe('GET /wallet/holds', () => {
-    it('lists the holds of either side, newest first, filtered and paged with a Link header; others\' holds are H000', async () => {
+    it("lists the holds of either side, newest first, filtered and paged with a Link header; others' holds are H000", async () => {
       const [alice, bob, carol] = [await fundedUser(t, [[gold, 100]]), await fundedUser(t, [[gold, 100]]), await createUser(t.app)]
       const a1 = await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 1 } })
       const b1 = await createHold(bob, { recipient: alice.username, assets: { [gold.name]: 2 } })
       const a2 = await createHold(alice, { recipient: carol.username, assets: { [gold.name]: 3 } })
       await post(alice, `/wallet/holds/${a2.id}/void`)
-      const ids = (query: string) => get(alice, `/wallet/holds${query}`).then((response) => (response.json() as Hold[]).map((hold) => hold.id))
+      const ids = (query: string) =>
+        get(alice, `/wallet/holds${query}`).then((response) => (response.json() as Hold[]).map((hold) => hold.id))
       assert.deepEqual(await ids(''), [a2.id, b1.id, a1.id])
       assert.deepEqual(await ids('?direction=sent'), [a2.id, a1.id])
       assert.deepEqual(await ids('?direction=received'), [b1.id])
@@ -316,7 +369,8 @@ describe(`holds (${STORAGE})`, () => {
       assert.deepEqual(await ids(`?before=${a2.id}&limit=1&direction=sent`), [a1.id])
       expectError(await get(carol, `/wallet/holds/${b1.id}`), 404, 'H000')
       expectError(await get(alice, '/wallet/holds/999999999'), 404, 'H000')
-      for (const query of ['?limit=0', '?limit=101', '?status=open', '?direction=up', '?before=0', '?after=x']) expectError(await get(alice, `/wallet/holds${query}`), 400, 'G002')
+      for (const query of ['?limit=0', '?limit=101', '?status=open', '?direction=up', '?before=0', '?after=x'])
+        expectError(await get(alice, `/wallet/holds${query}`), 400, 'G002')
     })
   })
 
@@ -359,7 +413,7 @@ describe(`holds (${STORAGE})`, () => {
   })
 
   describe('events', () => {
-    it('sends hold.created, hold.captured and the capture\'s transaction events to both sides, with the Hold as data', async () => {
+    it("sends hold.created, hold.captured and the capture's transaction events to both sides, with the Hold as data", async () => {
       const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
       const hold = await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 5 } })
       const transaction = await capture(alice, hold.id, { assets: { [gold.name]: 2 } })
@@ -370,7 +424,9 @@ describe(`holds (${STORAGE})`, () => {
         [alice, 'sent'],
         [bob, 'received'],
       ] as const) {
-        const events = (await eventsOf(user)).filter((event) => event.type !== 'transaction.received' || user === bob).filter((event) => !(user === alice && event.type === 'transaction.received'))
+        const events = (await eventsOf(user))
+          .filter((event) => event.type !== 'transaction.received' || user === bob)
+          .filter((event) => !(user === alice && event.type === 'transaction.received'))
         const relevant = events.filter((event) => event.type.startsWith('hold.') || event.payload.data.id === transaction.id)
         assert.deepEqual(
           relevant.map((event) => event.type),
@@ -385,14 +441,18 @@ describe(`holds (${STORAGE})`, () => {
   })
 
   describe('wallet deletion', () => {
-    it('voids the wallet\'s pending holds, both directions, before sweeping everything it owns', async () => {
+    it("voids the wallet's pending holds, both directions, before sweeping everything it owns", async () => {
       const owner = await fundedUser(t, [[gold, 10]])
       const other = await fundedUser(t, [[gold, 10]])
       const created = await post(owner, '/user/wallets', {})
       assert.equal(created.statusCode, 201, created.body)
       const side = created.json()
       await issue(t, side.id, gold.id, 8)
-      assert.equal((await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: side.id } })).statusCode, 200)
+      assert.equal(
+        (await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: side.id } }))
+          .statusCode,
+        200,
+      )
       const sent = await createHold(owner, { recipient: other.username, assets: { [gold.name]: 8 } })
       const received = await createHold(other, { recipient: side.address, type: 1, assets: { [gold.name]: 3 } })
       const deleted = await t.app.inject({ method: 'DELETE', url: '/wallet', headers: owner.auth })
@@ -422,7 +482,9 @@ describe(`holds (${STORAGE})`, () => {
         .set((eb) => ({ held: eb('held', '-', 1) }))
         .execute()
       assert.ok(
-        report.problems.some((problem) => problem.includes(`wallet ${alice.walletId} has 5 of asset ${gold.id} held, its unsettled holds reserve 4`)),
+        report.problems.some((problem) =>
+          problem.includes(`wallet ${alice.walletId} has 5 of asset ${gold.id} held, its unsettled holds reserve 4`),
+        ),
         report.problems.join('\n'),
       )
     })
@@ -433,13 +495,17 @@ describe(`holds (${STORAGE})`, () => {
       const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
       const hold = await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 4 } })
       const transaction = await capture(alice, hold.id, { assets: { [gold.name]: 3 } })
-      const setHold = (changes: { status: string; transaction_id: number | null }) => t.database.db.updateTable('holds').set(changes).where('id', '=', hold.id).execute()
+      const setHold = (changes: { status: string; transaction_id: number | null }) =>
+        t.database.db.updateTable('holds').set(changes).where('id', '=', hold.id).execute()
       await setHold({ status: 'voided', transaction_id: null })
       const voided = await verifyLedger(t.database.db)
       await setHold({ status: 'captured', transaction_id: null })
       const nameless = await verifyLedger(t.database.db)
       await setHold({ status: 'captured', transaction_id: transaction.id })
-      assert.ok(voided.problems.includes(`transaction ${transaction.id} is a capture of a hold it did not capture`), voided.problems.join('\n'))
+      assert.ok(
+        voided.problems.includes(`transaction ${transaction.id} is a capture of a hold it did not capture`),
+        voided.problems.join('\n'),
+      )
       assert.ok(nameless.problems.includes(`hold ${hold.id} (captured) names no transaction`), nameless.problems.join('\n'))
       assert.deepEqual((await verifyLedger(t.database.db)).problems, [])
     })
@@ -453,7 +519,11 @@ describe(`holds (${STORAGE})`, () => {
         const hold = await createHold(alice, { recipient: bob.username, assets: { [gold.name]: 60 } })
         const responses = await Promise.all(
           Array.from({ length: 16 }, (_, i) =>
-            i % 4 === 0 ? post(bob, `/wallet/holds/${hold.id}/void`) : i % 4 === 1 ? post(alice, `/wallet/holds/${hold.id}/void`) : post(alice, `/wallet/holds/${hold.id}/capture`, i % 2 ? { assets: { [gold.name]: 10 } } : undefined),
+            i % 4 === 0
+              ? post(bob, `/wallet/holds/${hold.id}/void`)
+              : i % 4 === 1
+                ? post(alice, `/wallet/holds/${hold.id}/void`)
+                : post(alice, `/wallet/holds/${hold.id}/capture`, i % 2 ? { assets: { [gold.name]: 10 } } : undefined),
           ),
         )
         const won = responses.filter((response) => response.statusCode === 200 || response.statusCode === 201)
@@ -473,7 +543,12 @@ describe(`holds (${STORAGE})`, () => {
     it('checks holds and transfers of one wallet racing against what is free: the sums add up exactly', async () => {
       const [alice, bob, carol] = [await fundedUser(t, [[gold, 100]]), await createUser(t.app), await createUser(t.app)]
       const responses: LightMyRequestResponse[] = await Promise.all(
-        Array.from({ length: 40 }, (_, i) => post(alice, i % 2 === 0 ? '/wallet/holds' : '/wallet/transactions', { recipient: i % 3 === 0 ? bob.username : carol.username, assets: { [gold.name]: 7 } })),
+        Array.from({ length: 40 }, (_, i) =>
+          post(alice, i % 2 === 0 ? '/wallet/holds' : '/wallet/transactions', {
+            recipient: i % 3 === 0 ? bob.username : carol.username,
+            assets: { [gold.name]: 7 },
+          }),
+        ),
       )
       let held = 0
       let sent = 0
@@ -531,7 +606,11 @@ describe(`holds (${STORAGE})`, () => {
           .set({ expires_at: new Date(Date.now() + round * 3).toISOString() })
           .where('id', '=', hold.id)
           .execute()
-        const [captured] = await Promise.all([post(alice, `/wallet/holds/${hold.id}/capture`), ledger.expireDueHolds(100), ledger.expireDueHolds(100)])
+        const [captured] = await Promise.all([
+          post(alice, `/wallet/holds/${hold.id}/capture`),
+          ledger.expireDueHolds(100),
+          ledger.expireDueHolds(100),
+        ])
         await new Promise((resolve) => setTimeout(resolve, 20))
         await ledger.expireDueHolds(100)
         const settled = await readHold(alice, hold.id)

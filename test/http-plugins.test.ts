@@ -65,7 +65,8 @@ function send(base: string, method: string, path: string, headers: Record<string
       response.on('data', (chunk: string) => (body += chunk))
       response.on('end', () => {
         const lines: string[] = []
-        for (let i = 0; i < response.rawHeaders.length; i += 2) if (response.rawHeaders[i].toLowerCase() !== 'date') lines.push(`${response.rawHeaders[i]}: ${response.rawHeaders[i + 1]}`)
+        for (let i = 0; i < response.rawHeaders.length; i += 2)
+          if (response.rawHeaders[i].toLowerCase() !== 'date') lines.push(`${response.rawHeaders[i]}: ${response.rawHeaders[i + 1]}`)
         resolve({ status: response.statusCode ?? 0, headers: lines, body })
       })
     })
@@ -106,7 +107,12 @@ for (const origins of [[ALLOWED, 'http://localhost:5173'], []]) {
 
     before(async () => {
       plugin = await serve(async (app) => {
-        await app.register(fastifyCors, { origin: origins.length > 0 ? origins : false, credentials: true, methods: METHODS, exposedHeaders: EXPOSED })
+        await app.register(fastifyCors, {
+          origin: origins.length > 0 ? origins : false,
+          credentials: true,
+          methods: METHODS,
+          exposedHeaders: EXPOSED,
+        })
       })
       ours = await serve(async (app) => {
         await app.register(cors, { origins, methods: METHODS, exposedHeaders: EXPOSED })
@@ -144,9 +150,18 @@ describe('cookies (src/http/cookies.ts) as @fastify/cookie read and wrote them',
     await plugin.register(fastifyCookie)
     const session = { httpOnly: true, sameSite: 'lax', path: '/', secure: true } as const
     const operator = { httpOnly: true, sameSite: 'strict', path: '/', secure: true } as const
-    plugin.get('/set-session', async (_request, reply) => (reply.setCookie(config.sessionCookieName, 'cfu_token', { ...session, maxAge: config.sessionLifetimeDays * 86_400 }), { ok: true }))
+    plugin.get(
+      '/set-session',
+      async (_request, reply) => (
+        reply.setCookie(config.sessionCookieName, 'cfu_token', { ...session, maxAge: config.sessionLifetimeDays * 86_400 }),
+        { ok: true }
+      ),
+    )
     plugin.get('/clear-session', async (_request, reply) => (reply.clearCookie(config.sessionCookieName, session), { ok: true }))
-    plugin.get('/set-operator', async (_request, reply) => (reply.setCookie('coffer_admin', 'cfo_token', { ...operator, maxAge: 12 * 3600 }), { ok: true }))
+    plugin.get(
+      '/set-operator',
+      async (_request, reply) => (reply.setCookie('coffer_admin', 'cfo_token', { ...operator, maxAge: 12 * 3600 }), { ok: true }),
+    )
     plugin.get('/clear-operator', async (_request, reply) => (reply.clearCookie('coffer_admin', operator), { ok: true }))
     plugin.get('/read', async (request) => ({ cookies: request.cookies }))
     // Now: the helpers of src/http/auth.ts.
@@ -191,8 +206,20 @@ describe('the request log', () => {
   before(async () => {
     const opened = await openTestDatabase()
     ;({ database, dataDir } = opened)
-    const config = loadConfig({ DATA_DIR: dataDir, DATABASE_URL: opened.url, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' })
-    app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config), logStream: { write: (line: string) => void lines.push(line) } })
+    const config = loadConfig({
+      DATA_DIR: dataDir,
+      DATABASE_URL: opened.url,
+      ADMIN_API_KEY: ADMIN_KEY,
+      LOG_LEVEL: 'info',
+      AUTH_RATE_LIMIT: '0',
+    })
+    app = await buildApp({
+      config,
+      database,
+      adminKeyHash: hashToken(ADMIN_KEY),
+      secretsKey: await prepareWebhookSecrets(database.db, config),
+      logStream: { write: (line: string) => void lines.push(line) },
+    })
   })
   after(async () => {
     await app.close()
@@ -206,7 +233,11 @@ describe('the request log', () => {
   it('writes one line per request with the request id, method, route, status and time, and nothing secret', async () => {
     lines.length = 0
     await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'log-line-1' } })
-    await app.inject({ method: 'GET', url: '/wallet/assets', headers: { 'x-request-id': 'log-line-2', authorization: 'Bearer cfw_secret_that_must_not_show' } })
+    await app.inject({
+      method: 'GET',
+      url: '/wallet/assets',
+      headers: { 'x-request-id': 'log-line-2', authorization: 'Bearer cfw_secret_that_must_not_show' },
+    })
     assert.equal(lines.length, 2)
     // Byte for byte the line pino's child logger for the request (what `request.log` was) writes.
     const child = (reqId: string, fields: object) => {
@@ -224,7 +255,9 @@ describe('the request log', () => {
     const written: string[] = []
     const root = Fastify({ logger: { level: 'info', stream: { write: (line: string) => void written.push(line) } } }).log
     const made: unknown[] = []
-    const counting = Object.assign(Object.create(root) as typeof root, { child: (...args: Parameters<typeof root.child>) => (made.push(args[0]), root.child(...args)) })
+    const counting = Object.assign(Object.create(root) as typeof root, {
+      child: (...args: Parameters<typeof root.child>) => (made.push(args[0]), root.child(...args)),
+    })
     const log = requestLoggerFactory(counting, { reqId: 'lazy-1' }, {})
     assert.equal(made.length, 0, 'no child yet')
     log.debug('below the level')
@@ -233,7 +266,9 @@ describe('the request log', () => {
     assert.deepEqual(made, [{ reqId: 'lazy-1' }], 'one child, on the first line')
     assert.equal(written.length, 2)
     const expected: string[] = []
-    const plain = Fastify({ logger: { level: 'info', stream: { write: (line: string) => void expected.push(line) } } }).log.child({ reqId: 'lazy-1' })
+    const plain = Fastify({ logger: { level: 'info', stream: { write: (line: string) => void expected.push(line) } } }).log.child({
+      reqId: 'lazy-1',
+    })
     plain.warn({ cause: 'ECONNREFUSED' }, 'storage unavailable')
     plain.error({ code: 'S000' }, 'request failed')
     assert.deepEqual(written.map(steady), expected.map(steady))

@@ -79,7 +79,12 @@ describe('HTTP layer', () => {
     })
 
     it('refuses invalid JSON with 400 G000', async () => {
-      const response = await t.app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/json' }, payload: '{"username": "bob",' })
+      const response = await t.app.inject({
+        method: 'POST',
+        url: '/users',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"username": "bob",',
+      })
       expectError(response, 400, 'G000')
     })
 
@@ -91,7 +96,12 @@ describe('HTTP layer', () => {
     })
 
     it('refuses a body that is not JSON with 400 G000', async () => {
-      const response = await t.app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'username=bob&password=12345678' })
+      const response = await t.app.inject({
+        method: 'POST',
+        url: '/users',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: 'username=bob&password=12345678',
+      })
       expectError(response, 400, 'G000')
     })
 
@@ -112,7 +122,11 @@ describe('HTTP layer', () => {
 
     it('accepts a bodiless DELETE sent with Content-Type: application/json', async () => {
       const user = await createUser(t.app)
-      const response = await t.app.inject({ method: 'DELETE', url: '/user/session', headers: { ...user.auth, 'content-type': 'application/json' } })
+      const response = await t.app.inject({
+        method: 'DELETE',
+        url: '/user/session',
+        headers: { ...user.auth, 'content-type': 'application/json' },
+      })
       assert.equal(response.statusCode, 204, response.body)
       assert.equal(response.body, '')
       expectError(await t.app.inject({ method: 'GET', url: '/user/session', headers: user.auth }), 401, 'A001')
@@ -131,14 +145,27 @@ describe('HTTP layer', () => {
 
     it('checks credentials before the request: a bad request without them is A000 / A003 / A004, not G000-G002', async () => {
       const json = { 'content-type': 'application/json' }
-      const refused: [number, string, { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: string; headers?: Record<string, string>; payload?: string }][] = [
+      const refused: [
+        number,
+        string,
+        { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: string; headers?: Record<string, string>; payload?: string },
+      ][] = [
         [401, 'A000', { method: 'POST', url: '/wallet/transactions', headers: json, payload: '{"recipient":' }],
         [401, 'A000', { method: 'GET', url: '/wallet/transactions?limit=0' }],
         [401, 'A000', { method: 'DELETE', url: '/wallet/users/abc' }],
         [401, 'A000', { method: 'PUT', url: '/user/password', headers: json, payload: '{"password":"x"}' }],
         [403, 'A003', { method: 'POST', url: '/assets', headers: json, payload: '{}' }],
         [403, 'A003', { method: 'PUT', url: '/assets/abc/value', headers: { ...json, ...alice.auth }, payload: '{"value":-1}' }],
-        [403, 'A004', { method: 'POST', url: '/user/wallets', headers: { ...json, cookie: aliceCookie, origin: 'https://evil.example.com' }, payload: '{"address":1}' }],
+        [
+          403,
+          'A004',
+          {
+            method: 'POST',
+            url: '/user/wallets',
+            headers: { ...json, cookie: aliceCookie, origin: 'https://evil.example.com' },
+            payload: '{"address":1}',
+          },
+        ],
       ]
       for (const [status, code, request] of refused) expectError(await t.app.inject(request), status, code)
     })
@@ -188,7 +215,9 @@ describe('HTTP layer', () => {
       assert.equal(count - value(before, `${histogram}_count{${labels}}`), 6)
       assert.equal(value(after, `${histogram}_bucket{le="+Inf",${labels}}`), count)
       assert.ok(value(after, `${histogram}_sum{${labels}}`) > 0)
-      const buckets = after.filter((line) => line.startsWith(`${histogram}_bucket{`) && line.includes(labels)).map((line) => Number(line.split(' ')[1]))
+      const buckets = after
+        .filter((line) => line.startsWith(`${histogram}_bucket{`) && line.includes(labels))
+        .map((line) => Number(line.split(' ')[1]))
       assert.equal(buckets.length, 12, 'eleven bounds and +Inf')
       for (let i = 1; i < buckets.length; i++) assert.ok(buckets[i] >= buckets[i - 1], 'buckets are cumulative')
       assert.ok(after.includes(`# TYPE ${histogram} histogram`))
@@ -227,7 +256,10 @@ describe('HTTP layer', () => {
       assert.ok(send.requestBody?.content?.['application/json']?.schema, 'the transfer body schema is documented')
       const params = (doc.paths['/wallet/transactions'].get.parameters ?? []) as { name: string; in: string }[]
       for (const name of ['limit', 'offset', 'before', 'after', 'asset', 'direction', 'since', 'until']) {
-        assert.ok(params.some((param) => param.name === name && param.in === 'query'), `query parameter ${name} is documented`)
+        assert.ok(
+          params.some((param) => param.name === name && param.in === 'query'),
+          `query parameter ${name} is documented`,
+        )
       }
       const refs = JSON.stringify(doc).match(/"\$ref":"#\/([^"]+)"/g) ?? []
       for (const ref of refs) {
@@ -239,7 +271,12 @@ describe('HTTP layer', () => {
       assert.equal(doc.paths['/openapi.json'], undefined, 'the document does not list itself')
       const stream = doc.paths['/wallet/events'].get.responses
       assert.deepEqual(Object.keys(stream['200'].content), ['text/event-stream'])
-      for (const status of ['401', '500', '503']) assert.deepEqual(Object.keys(stream[status].content), ['application/json'], `the stream's refusals (${status}) are documented as JSON`)
+      for (const status of ['401', '500', '503'])
+        assert.deepEqual(
+          Object.keys(stream[status].content),
+          ['application/json'],
+          `the stream's refusals (${status}) are documented as JSON`,
+        )
     })
 
     it('serves an HTML API reference on /docs', async () => {
@@ -263,7 +300,11 @@ describe('HTTP layer', () => {
       const response = await t.app.inject({
         method: 'OPTIONS',
         url: '/wallet/transactions',
-        headers: { origin: ALLOWED, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,idempotency-key' },
+        headers: {
+          origin: ALLOWED,
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type,idempotency-key',
+        },
       })
       assert.equal(response.statusCode, 204)
       assert.equal(response.headers['access-control-allow-origin'], ALLOWED)
@@ -271,11 +312,21 @@ describe('HTTP layer', () => {
     })
 
     it('never allows an origin that is not configured exactly', async () => {
-      const strangers = ['https://evil.example.com', 'https://app.example.com.evil.com', 'http://app.example.com', 'https://app.example.com:8443', 'null']
+      const strangers = [
+        'https://evil.example.com',
+        'https://app.example.com.evil.com',
+        'http://app.example.com',
+        'https://app.example.com:8443',
+        'null',
+      ]
       for (const origin of strangers) {
         const simple = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: { ...alice.auth, origin } })
         assert.equal(simple.headers['access-control-allow-origin'], undefined, `GET from ${origin}`)
-        const preflight = await t.app.inject({ method: 'OPTIONS', url: '/wallet/transactions', headers: { origin, 'access-control-request-method': 'POST' } })
+        const preflight = await t.app.inject({
+          method: 'OPTIONS',
+          url: '/wallet/transactions',
+          headers: { origin, 'access-control-request-method': 'POST' },
+        })
         assert.equal(preflight.headers['access-control-allow-origin'], undefined, `preflight from ${origin}`)
       }
     })
@@ -288,7 +339,11 @@ describe('HTTP layer', () => {
     it('allows no cross-origin reads at all when CORS_ORIGINS is empty', async () => {
       const bare = await buildTestApp()
       try {
-        const response = await bare.app.inject({ method: 'OPTIONS', url: '/wallet/assets', headers: { origin: ALLOWED, 'access-control-request-method': 'GET' } })
+        const response = await bare.app.inject({
+          method: 'OPTIONS',
+          url: '/wallet/assets',
+          headers: { origin: ALLOWED, 'access-control-request-method': 'GET' },
+        })
         assert.equal(response.headers['access-control-allow-origin'], undefined)
       } finally {
         await bare.close()
@@ -308,7 +363,11 @@ describe('HTTP layer', () => {
     })
 
     it('refuses a cookie-authenticated DELETE from a foreign Origin, so the session survives', async () => {
-      const response = await t.app.inject({ method: 'DELETE', url: '/user/session', headers: { cookie: aliceCookie, origin: 'https://evil.example.com' } })
+      const response = await t.app.inject({
+        method: 'DELETE',
+        url: '/user/session',
+        headers: { cookie: aliceCookie, origin: 'https://evil.example.com' },
+      })
       expectError(response, 403, 'A004')
       assert.equal((await t.app.inject({ method: 'GET', url: '/user/session', headers: { cookie: aliceCookie } })).statusCode, 200)
     })
@@ -334,11 +393,19 @@ describe('HTTP layer', () => {
     })
 
     it('lets the Origin decide when both headers are present', async () => {
-      expectError(await createWallet({ cookie: aliceCookie, origin: 'https://evil.example.com', 'sec-fetch-site': 'same-origin' }), 403, 'A004')
+      expectError(
+        await createWallet({ cookie: aliceCookie, origin: 'https://evil.example.com', 'sec-fetch-site': 'same-origin' }),
+        403,
+        'A004',
+      )
     })
 
     it('does not guard safe methods', async () => {
-      const response = await t.app.inject({ method: 'GET', url: '/user/session', headers: { cookie: aliceCookie, origin: 'https://evil.example.com', 'sec-fetch-site': 'cross-site' } })
+      const response = await t.app.inject({
+        method: 'GET',
+        url: '/user/session',
+        headers: { cookie: aliceCookie, origin: 'https://evil.example.com', 'sec-fetch-site': 'cross-site' },
+      })
       assert.equal(response.statusCode, 200)
     })
 

@@ -62,7 +62,12 @@ async function page(app: FastifyInstance, headers: Record<string, string>, url =
 /** The page lookups of `app` by outcome, from /metrics. */
 async function lookups(app: FastifyInstance): Promise<Record<'unchanged' | 'hit' | 'stale' | 'miss', number>> {
   const text = (await app.inject({ method: 'GET', url: '/metrics' })).body
-  const count = (outcome: string) => Number(/ (\d+)$/.exec(text.split('\n').find((line) => line.startsWith(`coffer_history_page_cache_lookups_total{outcome="${outcome}"}`)) ?? ' 0')?.[1])
+  const count = (outcome: string) =>
+    Number(
+      / (\d+)$/.exec(
+        text.split('\n').find((line) => line.startsWith(`coffer_history_page_cache_lookups_total{outcome="${outcome}"}`)) ?? ' 0',
+      )?.[1],
+    )
   return { unchanged: count('unchanged'), hit: count('hit'), stale: count('stale'), miss: count('miss') }
 }
 
@@ -161,7 +166,8 @@ describe(`the commit state (${STORAGE})`, () => {
     await db.transaction().execute(async (trx) => assert.equal(await readCommitState(trx), undefined))
     // A second database object on the same store, nothing committed between the two reads: what
     // was kept for one is still never served for the other.
-    const other = STORAGE === 'postgres' ? openPostgres(t.config.databaseUrl as string, 1) : openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
+    const other =
+      STORAGE === 'postgres' ? openPostgres(t.config.databaseUrl as string, 1) : openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
     try {
       const [mine, theirs] = [await settledState(), await readCommitState(other.db)]
       assert.ok(mine !== undefined && theirs !== undefined)
@@ -171,7 +177,7 @@ describe(`the commit state (${STORAGE})`, () => {
     }
   })
 
-  it("serves a request the state read after it arrived, and never one read before", async () => {
+  it('serves a request the state read after it arrived, and never one read before', async () => {
     const { db } = t.database
     const arrived = arrivalMark()
     const read = await settledState()
@@ -304,7 +310,11 @@ describe(`credentials and pages kept while nothing was committed (${STORAGE})`, 
 
   it('refuses an ended session, and the other sessions after a password change, on this instance and on another', async () => {
     const carol = await createUser(t.app)
-    const login = await t.app.inject({ method: 'POST', url: `/users/${carol.username}/sessions`, payload: { password: carol.password, return_token: true } })
+    const login = await t.app.inject({
+      method: 'POST',
+      url: `/users/${carol.username}/sessions`,
+      payload: { password: carol.password, return_token: true },
+    })
     const second = { authorization: `Bearer ${login.json().token}` }
     const peer = await openPeer()
     try {
@@ -314,10 +324,21 @@ describe(`credentials and pages kept while nothing was committed (${STORAGE})`, 
       expectError(await get(t.app, PAGE, second), 401, 'A001')
       expectError(await get(peer.app, PAGE, second), 401, 'A001')
 
-      const third = (await t.app.inject({ method: 'POST', url: `/users/${carol.username}/sessions`, payload: { password: carol.password, return_token: true } })).json().token as string
+      const third = (
+        await t.app.inject({
+          method: 'POST',
+          url: `/users/${carol.username}/sessions`,
+          payload: { password: carol.password, return_token: true },
+        })
+      ).json().token as string
       const other = { authorization: `Bearer ${third}` }
       for (const app of [t.app, peer.app]) for (const auth of [carol.auth, other]) await warm(app, auth)
-      const changed = await t.app.inject({ method: 'PUT', url: '/user/password', headers: carol.auth, payload: { password: 'a new horse battery' } })
+      const changed = await t.app.inject({
+        method: 'PUT',
+        url: '/user/password',
+        headers: carol.auth,
+        payload: { password: 'a new horse battery' },
+      })
       assert.ok(changed.statusCode < 300, changed.body)
       expectError(await get(t.app, PAGE, other), 401, 'A001')
       expectError(await get(peer.app, PAGE, other), 401, 'A001')
@@ -330,7 +351,11 @@ describe(`credentials and pages kept while nothing was committed (${STORAGE})`, 
     const dave = await createUser(t.app)
     // The session ends in 3 s; it is kept, then nothing is written until that instant has passed.
     const expiresAt = Date.now() + 3000
-    await t.database.db.updateTable('user_sessions').set({ expires_at: new Date(expiresAt).toISOString() }).where('user_id', '=', dave.id).execute()
+    await t.database.db
+      .updateTable('user_sessions')
+      .set({ expires_at: new Date(expiresAt).toISOString() })
+      .where('user_id', '=', dave.id)
+      .execute()
     await warm(t.app, dave.auth)
     assert.ok(Date.now() < expiresAt, 'kept before it ended')
     await new Promise((resolve) => setTimeout(resolve, expiresAt - Date.now() + 50))

@@ -71,14 +71,22 @@ describe('admin: assets', () => {
   })
 
   it('answers GET /assets without credentials with 401 A000, and the admin key sent bare with 401 A001', async () => {
-    expectError(await t.app.inject({ method: 'GET', url: '/assets', headers: { authorization: t.admin.authorization.slice('Bearer '.length) } }), 401, 'A001')
+    expectError(
+      await t.app.inject({ method: 'GET', url: '/assets', headers: { authorization: t.admin.authorization.slice('Bearer '.length) } }),
+      401,
+      'A001',
+    )
     expectError(await t.app.inject({ method: 'GET', url: '/assets' }), 401, 'A000')
   })
 
   it('refuses a name that exists in any case with 409 I004', async () => {
     const name = uniqueName('Topaz')
     await createAsset(t, { name })
-    expectError(await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: name.toUpperCase(), value: 1 } }), 409, 'I004')
+    expectError(
+      await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: name.toUpperCase(), value: 1 } }),
+      409,
+      'I004',
+    )
     const listed = (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json() as Asset[]
     assert.equal(listed.filter((asset) => asset.name.toLowerCase() === name.toLowerCase()).length, 1)
   })
@@ -120,7 +128,13 @@ describe('admin: assets', () => {
     ]
     const adminKey = t.admin.authorization.slice('Bearer '.length)
     // The admin key counts only as `Authorization: Bearer <key>` (docs/decisions.md): bare or as a cookie, it is A003.
-    const strangers: Record<string, string>[] = [{}, user.auth, { authorization: 'Bearer cfa_not_the_admin_key_at_all_really' }, { cookie: `${t.config.sessionCookieName}=${adminKey}` }, { authorization: adminKey }]
+    const strangers: Record<string, string>[] = [
+      {},
+      user.auth,
+      { authorization: 'Bearer cfa_not_the_admin_key_at_all_really' },
+      { cookie: `${t.config.sessionCookieName}=${adminKey}` },
+      { authorization: adminKey },
+    ]
     for (const [method, url, payload] of routes) {
       for (const headers of strangers) {
         expectError(await t.app.inject({ method: method as 'GET', url, payload, headers }), 403, 'A003')
@@ -150,8 +164,22 @@ describe('admin: assets', () => {
   it('refuses renaming to a name another asset has with 409 I004, and lets an asset change its own case', async () => {
     const first = await createAsset(t)
     const second = await createAsset(t)
-    expectError(await t.app.inject({ method: 'PUT', url: `/assets/${second.id}/name`, headers: t.admin, payload: { name: first.name.toUpperCase() } }), 409, 'I004')
-    const own = await t.app.inject({ method: 'PUT', url: `/assets/${first.id}/name`, headers: t.admin, payload: { name: first.name.toUpperCase() } })
+    expectError(
+      await t.app.inject({
+        method: 'PUT',
+        url: `/assets/${second.id}/name`,
+        headers: t.admin,
+        payload: { name: first.name.toUpperCase() },
+      }),
+      409,
+      'I004',
+    )
+    const own = await t.app.inject({
+      method: 'PUT',
+      url: `/assets/${first.id}/name`,
+      headers: t.admin,
+      payload: { name: first.name.toUpperCase() },
+    })
     assert.equal(own.statusCode, 200, own.body)
   })
 
@@ -163,12 +191,20 @@ describe('admin: assets', () => {
     assert.deepEqual(response.json(), { ...asset, value: 99.25 })
     const holding = (await holdingsOf(user.auth)).find((entry) => entry.asset.id === asset.id)
     assert.equal(holding?.asset.value, 99.25)
-    expectError(await t.app.inject({ method: 'PUT', url: `/assets/${asset.id}/value`, headers: t.admin, payload: { value: -0.5 } }), 400, 'G000')
+    expectError(
+      await t.app.inject({ method: 'PUT', url: `/assets/${asset.id}/value`, headers: t.admin, payload: { value: -0.5 } }),
+      400,
+      'G000',
+    )
   })
 
   it('answers unknown asset ids with 404 I000 and malformed ones with 400 G001', async () => {
     expectError(await t.app.inject({ method: 'PUT', url: '/assets/987654/value', headers: t.admin, payload: { value: 1 } }), 404, 'I000')
-    expectError(await t.app.inject({ method: 'PUT', url: '/assets/987654/name', headers: t.admin, payload: { name: uniqueName('asset') } }), 404, 'I000')
+    expectError(
+      await t.app.inject({ method: 'PUT', url: '/assets/987654/name', headers: t.admin, payload: { name: uniqueName('asset') } }),
+      404,
+      'I000',
+    )
     expectError(await t.app.inject({ method: 'DELETE', url: '/assets/987654', headers: t.admin }), 404, 'I000')
     expectError(await t.app.inject({ method: 'PUT', url: '/assets/abc/value', headers: t.admin, payload: { value: 1 } }), 400, 'G001')
     expectError(await t.app.inject({ method: 'DELETE', url: '/assets/0', headers: t.admin }), 400, 'G001')
@@ -187,7 +223,11 @@ describe('admin: assets', () => {
     const listed = (await t.app.inject({ method: 'GET', url: '/assets', headers: t.admin })).json() as Asset[]
     assert.ok(!listed.some((entry) => entry.id === asset.id), 'a deleted asset is not listed')
     expectError(await t.app.inject({ method: 'DELETE', url: `/assets/${asset.id}`, headers: t.admin }), 404, 'I000')
-    expectError(await t.app.inject({ method: 'PUT', url: `/assets/${asset.id}/value`, headers: t.admin, payload: { value: 3 } }), 404, 'I000')
+    expectError(
+      await t.app.inject({ method: 'PUT', url: `/assets/${asset.id}/value`, headers: t.admin, payload: { value: 3 } }),
+      404,
+      'I000',
+    )
     // History still names it, and the name can be used again by a new asset.
     const past = await history(user, `?limit=100`)
     assert.ok(past.some((transaction) => transaction.assets.some((line) => line.asset.id === asset.id && line.asset.name === name)))
@@ -195,7 +235,7 @@ describe('admin: assets', () => {
     assert.notEqual(again.id, asset.id)
   })
 
-  it('refuses an issuance that races the asset\'s deletion: a deleted asset is never held', async () => {
+  it("refuses an issuance that races the asset's deletion: a deleted asset is never held", async () => {
     const asset = await createAsset(t)
     // What DELETE /assets/{id} changes, not yet committed while the issuance arrives.
     const deletion = async (trx: Executor) => {
@@ -370,8 +410,14 @@ describe('POST /wallet/transactions', () => {
   })
 
   it('sends to a wallet id given as a string or an integer with type 2', async () => {
-    assert.equal((await sendTransaction(t, alice, { recipient: String(bob.walletId), type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id, bob.walletId)
-    assert.equal((await sendTransaction(t, alice, { recipient: bob.walletId, type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id, bob.walletId)
+    assert.equal(
+      (await sendTransaction(t, alice, { recipient: String(bob.walletId), type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id,
+      bob.walletId,
+    )
+    assert.equal(
+      (await sendTransaction(t, alice, { recipient: bob.walletId, type: 2, assets: { [gold.name]: 1 } })).receiving_wallet_id,
+      bob.walletId,
+    )
   })
 
   it('sends to a wallet that is not primary, without a receiving username', async () => {
@@ -387,7 +433,12 @@ describe('POST /wallet/transactions', () => {
     const carol = await createUser(t.app)
     const side = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: carol.auth, payload: {} })).json()
     await issue(t, side.id, gold.id, 10)
-    const switched = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: carol.auth, payload: { wallet_id: side.id } })
+    const switched = await t.app.inject({
+      method: 'PUT',
+      url: '/user/session/wallet',
+      headers: carol.auth,
+      payload: { wallet_id: side.id },
+    })
     assert.equal(switched.statusCode, 200)
     const transaction = await sendTransaction(t, carol, { recipient: carol.address, type: 1, assets: { [gold.name]: 4 } })
     assert.equal(transaction.sending_wallet_id, side.id)
@@ -397,7 +448,10 @@ describe('POST /wallet/transactions', () => {
   })
 
   it('accepts a memo of 64 characters and refuses 65 with 400 G000', async () => {
-    assert.equal((await sendTransaction(t, alice, { recipient: bob.username, memo: 'm'.repeat(64), assets: { [gold.name]: 1 } })).memo, 'm'.repeat(64))
+    assert.equal(
+      (await sendTransaction(t, alice, { recipient: bob.username, memo: 'm'.repeat(64), assets: { [gold.name]: 1 } })).memo,
+      'm'.repeat(64),
+    )
     const before = await balances(alice)
     expectError(await send(alice, { recipient: bob.username, memo: 'm'.repeat(65), assets: { [gold.name]: 1 } }), 400, 'G000')
     assert.deepEqual(await balances(alice), before)
@@ -414,7 +468,10 @@ describe('POST /wallet/transactions', () => {
     const transaction = await sendTransaction(t, rich, { recipient: bob.username, assets: sixtyFour })
     assert.equal(transaction.assets.length, 64)
     const left = await balances(rich)
-    assert.equal(Object.values(left).reduce((sum, quantity) => sum + quantity, 0), 64 * 1 + 2)
+    assert.equal(
+      Object.values(left).reduce((sum, quantity) => sum + quantity, 0),
+      64 * 1 + 2,
+    )
   })
 
   it('refuses an empty asset map with 400 G000', async () => {
@@ -459,17 +516,27 @@ describe('POST /wallet/transactions', () => {
     expectError(await send(alice, { recipient: 'notanid', type: 2, assets: { [gold.name]: 1 } }), 400, 'G000')
   })
 
-  it('numbers a wallet\'s transactions in commit order: a transfer waits for a move of its wallet that drew a lower id', async () => {
+  it("numbers a wallet's transactions in commit order: a transfer waits for a move of its wallet that drew a lower id", async () => {
     const issued: { id?: number } = {}
     // An issuance to bob in progress: its id drawn, not committed for 300 ms.
     const issuance = async (trx: Executor) => {
-      issued.id = (await moveAssets(trx, { from: MINT_WALLET_ID, to: bob.walletId, lines: [{ asset: silver, quantity: 1 }], memo: 'issue', kind: 'issuance' }, outbox)).id
+      issued.id = (
+        await moveAssets(
+          trx,
+          { from: MINT_WALLET_ID, to: bob.walletId, lines: [{ asset: silver, quantity: 1 }], memo: 'issue', kind: 'issuance' },
+          outbox,
+        )
+      ).id
     }
     const { response, lowerCommitted } = await whileOpen(t.database.db, issuance, async () => {
       const answer = await send(alice, { recipient: bob.username, assets: { [gold.name]: 1 } })
       // Once answered, every lower id of bob's must be committed: a client reading bob's history
       // `after` this transfer would otherwise never see the issuance.
-      const row = await t.database.db.selectFrom('transactions').select('id').where('id', '=', issued.id ?? 0).executeTakeFirst()
+      const row = await t.database.db
+        .selectFrom('transactions')
+        .select('id')
+        .where('id', '=', issued.id ?? 0)
+        .executeTakeFirst()
       return { response: answer, lowerCommitted: row !== undefined }
     })
     assert.equal(response.statusCode, 201, response.body)
@@ -555,7 +622,11 @@ describe('POST /wallet/transactions', () => {
     const owner = await createUser(t.app)
     const spare = (await t.app.inject({ method: 'POST', url: '/user/wallets', headers: owner.auth, payload: {} })).json()
     await issue(t, spare.id, gold.id, 1)
-    assert.equal((await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: spare.id } })).statusCode, 200)
+    assert.equal(
+      (await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: owner.auth, payload: { wallet_id: spare.id } }))
+        .statusCode,
+      200,
+    )
     const deleted = await t.app.inject({ method: 'DELETE', url: '/wallet', headers: owner.auth })
     assert.equal(deleted.statusCode, 204, deleted.body)
     const before = await balances(alice)
@@ -597,7 +668,12 @@ describe('wallet keys on the wallet routes', () => {
 
   it('reads and sends from the key’s own wallet, whatever the user’s active wallet', async () => {
     assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 50, held: 0 }])
-    const response = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: key, payload: { recipient: friend.username, assets: { [dust.name]: 8 } } })
+    const response = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: key,
+      payload: { recipient: friend.username, assets: { [dust.name]: 8 } },
+    })
     assert.equal(response.statusCode, 201, response.body)
     assert.equal(response.json().sending_wallet_id, side.id)
     assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 42, held: 0 }])
@@ -620,7 +696,11 @@ describe('wallet keys on the wallet routes', () => {
   it('refuses a wallet key on user routes and admin routes', async () => {
     const before = await holdingsOf(key)
     expectError(await t.app.inject({ method: 'GET', url: '/user/session', headers: key }), 401, 'A001')
-    expectError(await t.app.inject({ method: 'POST', url: `/wallets/${side.id}/assets`, headers: key, payload: { id: dust.id, quantity: 1 } }), 403, 'A003')
+    expectError(
+      await t.app.inject({ method: 'POST', url: `/wallets/${side.id}/assets`, headers: key, payload: { id: dust.id, quantity: 1 } }),
+      403,
+      'A003',
+    )
     assert.deepEqual(await holdingsOf(key), before)
   })
 })
@@ -646,7 +726,11 @@ describe('Idempotency-Key', () => {
     assert.equal(second.headers['idempotent-replayed'], 'true')
     assert.equal(second.body, first.body)
     // The same request with its fields in another order is still the same request.
-    const reordered = await send(payer, { assets: { [coin.name]: 7 }, memo: 'once', recipient: payee.username }, { 'idempotency-key': 'order-1' })
+    const reordered = await send(
+      payer,
+      { assets: { [coin.name]: 7 }, memo: 'once', recipient: payee.username },
+      { 'idempotency-key': 'order-1' },
+    )
     assert.equal(reordered.headers['idempotent-replayed'], 'true')
     assert.deepEqual(reordered.json(), first.json())
     assert.equal((await balances(payer))[coin.name], 93)
@@ -670,7 +754,11 @@ describe('Idempotency-Key', () => {
     assert.equal(first.statusCode, 201)
     const before = await balances(payer)
     expectError(await send(payer, { recipient: payee.username, assets: { [coin.name]: 3 } }, { 'idempotency-key': 'order-2' }), 409, 'G003')
-    expectError(await send(payer, { recipient: payee.username, memo: 'changed', assets: { [coin.name]: 2 } }, { 'idempotency-key': 'order-2' }), 409, 'G003')
+    expectError(
+      await send(payer, { recipient: payee.username, memo: 'changed', assets: { [coin.name]: 2 } }, { 'idempotency-key': 'order-2' }),
+      409,
+      'G003',
+    )
     assert.deepEqual(await balances(payer), before)
   })
 
@@ -787,7 +875,10 @@ describe('GET /wallet/transactions', () => {
     await sendTransaction(t, peer, { recipient: stranger.username, assets: { [stone.name]: 1 } })
     for (let i = 1; i <= 22; i++) {
       if (i % 3 === 0) made.push(await sendTransaction(t, peer, { recipient: me.username, memo: `in ${i}`, assets: { [stone.name]: i } }))
-      else if (i % 5 === 0) made.push(await sendTransaction(t, me, { recipient: peer.username, memo: `pearl ${i}`, assets: { [pearl.name]: 1, [stone.name]: 1 } }))
+      else if (i % 5 === 0)
+        made.push(
+          await sendTransaction(t, me, { recipient: peer.username, memo: `pearl ${i}`, assets: { [pearl.name]: 1, [stone.name]: 1 } }),
+        )
       else made.push(await sendTransaction(t, me, { recipient: peer.username, memo: `out ${i}`, assets: { [stone.name]: 1 } }))
     }
     all = made.reverse()
@@ -846,8 +937,14 @@ describe('GET /wallet/transactions', () => {
     assert.deepEqual(ids(await history(me, `?before=${pivot}&limit=100`)), ids(all.filter((transaction) => transaction.id < pivot)))
     assert.deepEqual(ids(await history(me, `?after=${pivot}&limit=100`)), ids(all.filter((transaction) => transaction.id > pivot)))
     const low = all[15].id
-    assert.deepEqual(ids(await history(me, `?after=${low}&before=${pivot}&limit=100`)), ids(all.filter((transaction) => transaction.id > low && transaction.id < pivot)))
-    assert.deepEqual(ids(await history(me, `?before=${pivot}&limit=2`)), ids(all.filter((transaction) => transaction.id < pivot).slice(0, 2)))
+    assert.deepEqual(
+      ids(await history(me, `?after=${low}&before=${pivot}&limit=100`)),
+      ids(all.filter((transaction) => transaction.id > low && transaction.id < pivot)),
+    )
+    assert.deepEqual(
+      ids(await history(me, `?before=${pivot}&limit=2`)),
+      ids(all.filter((transaction) => transaction.id < pivot).slice(0, 2)),
+    )
   })
 
   it('filters by asset name', async () => {
@@ -867,8 +964,14 @@ describe('GET /wallet/transactions', () => {
   })
 
   it('combines filters, and the Link header keeps them', async () => {
-    const response = await t.app.inject({ method: 'GET', url: `/wallet/transactions?direction=sent&asset=${stone.name}&limit=3`, headers: me.auth })
-    const expected = all.filter((transaction) => transaction.sending_wallet_id === me.walletId && transaction.assets.some((line) => line.asset.id === stone.id))
+    const response = await t.app.inject({
+      method: 'GET',
+      url: `/wallet/transactions?direction=sent&asset=${stone.name}&limit=3`,
+      headers: me.auth,
+    })
+    const expected = all.filter(
+      (transaction) => transaction.sending_wallet_id === me.walletId && transaction.assets.some((line) => line.asset.id === stone.id),
+    )
     assert.deepEqual(ids(response.json()), ids(expected.slice(0, 3)))
     const link = String(response.headers.link)
     assert.match(link, /direction=sent/)
@@ -899,7 +1002,11 @@ describe('GET /wallet/transactions', () => {
 
   it('answers a leap second, which no stored time can be, with 400 G002', async () => {
     for (const bound of ['since', 'until']) {
-      expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions?${bound}=2026-06-30T23:59:60Z`, headers: me.auth }), 400, 'G002')
+      expectError(
+        await t.app.inject({ method: 'GET', url: `/wallet/transactions?${bound}=2026-06-30T23:59:60Z`, headers: me.auth }),
+        400,
+        'G002',
+      )
     }
   })
 

@@ -114,7 +114,8 @@ describe('login and registration rate limits', () => {
     mock.timers.enable({ apis: ['Date'], now: Date.now() })
     try {
       const ip = '192.0.2.90'
-      const register = (username: string) => t.app.inject({ method: 'POST', url: '/users', remoteAddress: ip, payload: { username, password: 'long enough' } })
+      const register = (username: string) =>
+        t.app.inject({ method: 'POST', url: '/users', remoteAddress: ip, payload: { username, password: 'long enough' } })
       for (let i = 0; i < LIMIT; i++) assert.equal((await register(`limited${i}r${process.pid}`)).statusCode, 201)
       const refused = await register(`limitedxr${process.pid}`)
       const retryAfter = expectLimited(refused)
@@ -140,7 +141,9 @@ describe('login answers alike for an unknown user and a wrong password', () => {
 
   function comparable(response: Awaited<ReturnType<typeof login>>) {
     const { request_id: _requestId, ...body } = response.json()
-    const headers = Object.keys(response.headers).filter((name) => !['date', 'x-request-id'].includes(name)).sort()
+    const headers = Object.keys(response.headers)
+      .filter((name) => !['date', 'x-request-id'].includes(name))
+      .sort()
     return { status: response.statusCode, body, headers, length: response.body.length - String(response.headers['x-request-id']).length }
   }
 
@@ -152,7 +155,8 @@ describe('login answers alike for an unknown user and a wrong password', () => {
     // Letter case does not tell either: the same user in capitals with a wrong password.
     assert.deepEqual(comparable(await login(t, alice.username.toUpperCase(), 'not the password')), wrong)
     // Nor does a name no user could have: too long, or not alphanumeric.
-    for (const name of ['a'.repeat(65), 'b'.repeat(512), 'no%20such%20user']) assert.deepEqual(comparable(await login(t, name, 'not the password')), wrong, name)
+    for (const name of ['a'.repeat(65), 'b'.repeat(512), 'no%20such%20user'])
+      assert.deepEqual(comparable(await login(t, name, 'not the password')), wrong, name)
   })
 
   it('checks unknown usernames against a hash made with the parameters of real ones', async () => {

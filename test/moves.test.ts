@@ -33,11 +33,23 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   async function holding(walletId: number, asset: Asset): Promise<number> {
-    const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', asset.id).executeTakeFirst()
+    const row = await db
+      .selectFrom('holdings')
+      .select('quantity')
+      .where('wallet_id', '=', walletId)
+      .where('asset_id', '=', asset.id)
+      .executeTakeFirst()
     return row === undefined ? 0 : Number(row.quantity)
   }
 
-  const move = (from: TestUser, to: TestUser, lines: Line[], extra: Partial<Move> = {}): Move => ({ from: from.walletId, to: to.walletId, lines, memo: '', kind: 'transfer', ...extra })
+  const move = (from: TestUser, to: TestUser, lines: Line[], extra: Partial<Move> = {}): Move => ({
+    from: from.walletId,
+    to: to.walletId,
+    lines,
+    memo: '',
+    kind: 'transfer',
+    ...extra,
+  })
 
   function apply(moves: Move[]): Promise<Outcome[]> {
     return db.transaction().execute(async (trx) => applyMoves(trx, moves, outbox))
@@ -49,14 +61,27 @@ describe(`batched moves (${STORAGE})`, () => {
 
   it('applies the moves in order, each against the balances the earlier ones left', async () => {
     const [a, b, c] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app), await createUser(t.app)]
-    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 10 }]), move(b, c, [{ asset: gold, quantity: 7 }]), move(a, c, [{ asset: gold, quantity: 1 }]), move(c, a, [{ asset: gold, quantity: 7 }])])
+    const outcomes = await apply([
+      move(a, b, [{ asset: gold, quantity: 10 }]),
+      move(b, c, [{ asset: gold, quantity: 7 }]),
+      move(a, c, [{ asset: gold, quantity: 1 }]),
+      move(c, a, [{ asset: gold, quantity: 7 }]),
+    ])
     assert.deepEqual(outcomes.map(errorCode), [undefined, undefined, 'I002', undefined])
     assert.match(String((outcomes[2] as { error: Error }).error.message), /holds 0 of gold, 1 requested/)
     assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold), await holding(c.walletId, gold)], [7, 3, 0])
     // Ids follow the order of the moves, and each committed move is one recorded transaction.
     const ids = outcomes.flatMap((outcome) => (outcome.ok && outcome.transaction ? [outcome.transaction.id] : []))
-    assert.deepEqual(ids, [...ids].sort((x, y) => x - y))
-    const stored = await db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id']).where('id', 'in', ids).orderBy('id').execute()
+    assert.deepEqual(
+      ids,
+      [...ids].sort((x, y) => x - y),
+    )
+    const stored = await db
+      .selectFrom('transactions')
+      .select(['id', 'sending_wallet_id', 'receiving_wallet_id'])
+      .where('id', 'in', ids)
+      .orderBy('id')
+      .execute()
     assert.deepEqual(
       stored.map((row) => [row.sending_wallet_id, row.receiving_wallet_id]),
       [
@@ -68,7 +93,13 @@ describe(`batched moves (${STORAGE})`, () => {
   })
 
   it('leaves a failing multi-asset move out entirely while the others commit', async () => {
-    const [a, b] = [await fundedUser(t, [[gold, 5], [silver, 1]]), await createUser(t.app)]
+    const [a, b] = [
+      await fundedUser(t, [
+        [gold, 5],
+        [silver, 1],
+      ]),
+      await createUser(t.app),
+    ]
     const outcomes = await apply([
       move(a, b, [
         { asset: gold, quantity: 5 },
@@ -77,26 +108,51 @@ describe(`batched moves (${STORAGE})`, () => {
       move(a, b, [{ asset: gold, quantity: 2 }]),
     ])
     assert.deepEqual(outcomes.map(errorCode), ['I002', undefined])
-    assert.deepEqual([await holding(a.walletId, gold), await holding(a.walletId, silver), await holding(b.walletId, gold), await holding(b.walletId, silver)], [3, 1, 2, 0])
+    assert.deepEqual(
+      [
+        await holding(a.walletId, gold),
+        await holding(a.walletId, silver),
+        await holding(b.walletId, gold),
+        await holding(b.walletId, silver),
+      ],
+      [3, 1, 2, 0],
+    )
   })
 
   it('refuses a move to a deleted wallet with W000 and an issuance past 2^53-1 outstanding with I003', async () => {
     const [a, b, c] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app), await createUser(t.app)]
     await db.updateTable('wallets').set({ deleted_at: new Date().toISOString() }).where('id', '=', b.walletId).execute()
     const mint = { walletId: MINT_WALLET_ID } as TestUser
-    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 1 }]), move(mint, c, [{ asset: gold, quantity: MAX_QUANTITY }]), move(a, c, [{ asset: gold, quantity: 1 }])])
+    const outcomes = await apply([
+      move(a, b, [{ asset: gold, quantity: 1 }]),
+      move(mint, c, [{ asset: gold, quantity: MAX_QUANTITY }]),
+      move(a, c, [{ asset: gold, quantity: 1 }]),
+    ])
     assert.deepEqual(outcomes.map(errorCode), ['W000', 'I003', undefined])
     assert.deepEqual([await holding(a.walletId, gold), await holding(c.walletId, gold)], [4, 1])
   })
 
   it('writes both events of each move (none for mint) and a delivery for wallets with a webhook', async () => {
     const [a, b] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app)]
-    const response = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: b.auth, payload: { webhook: 'http://127.0.0.1:9/hook' } })
+    const response = await t.app.inject({
+      method: 'PUT',
+      url: '/wallet/webhook',
+      headers: b.auth,
+      payload: { webhook: 'http://127.0.0.1:9/hook' },
+    })
     assert.equal(response.statusCode, 200, response.body)
-    const outcomes = await apply([move(a, b, [{ asset: gold, quantity: 2 }]), { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue', kind: 'issuance' }])
+    const outcomes = await apply([
+      move(a, b, [{ asset: gold, quantity: 2 }]),
+      { from: MINT_WALLET_ID, to: a.walletId, lines: [{ asset: gold, quantity: 1 }], memo: 'issue', kind: 'issuance' },
+    ])
     assert.deepEqual(outcomes.map(errorCode), [undefined, undefined])
     const ids = outcomes.map((outcome) => (outcome.ok ? (outcome.transaction?.id ?? 0) : 0))
-    const events = await db.selectFrom('events').select(['id', 'wallet_id', 'type', 'transaction_id']).where('transaction_id', 'in', ids).orderBy('id').execute()
+    const events = await db
+      .selectFrom('events')
+      .select(['id', 'wallet_id', 'type', 'transaction_id'])
+      .where('transaction_id', 'in', ids)
+      .orderBy('id')
+      .execute()
     assert.deepEqual(
       events.map((event) => [event.transaction_id, event.wallet_id, event.type]),
       [
@@ -112,7 +168,11 @@ describe(`batched moves (${STORAGE})`, () => {
     assert.equal(payload, JSON.stringify(JSON.parse(payload)))
     assert.deepEqual(Object.keys(JSON.parse(payload)), ['type', 'id', 'created_at', 'data'])
     assert.match(JSON.parse(payload).id, /^evt_[0-9a-f]{32}$/)
-    const deliveries = await db.selectFrom('webhook_deliveries').select(['event_id', 'wallet_id', 'status']).where('wallet_id', 'in', [a.walletId, b.walletId]).execute()
+    const deliveries = await db
+      .selectFrom('webhook_deliveries')
+      .select(['event_id', 'wallet_id', 'status'])
+      .where('wallet_id', 'in', [a.walletId, b.walletId])
+      .execute()
     assert.deepEqual(deliveries, [{ event_id: events[1].id, wallet_id: b.walletId, status: 'pending' }])
   })
 
@@ -120,7 +180,12 @@ describe(`batched moves (${STORAGE})`, () => {
     const [a, b] = [await fundedUser(t, [[gold, 300]]), await createUser(t.app)]
     const outcomes = await apply(Array.from({ length: 300 }, () => move(a, b, [{ asset: gold, quantity: 1 }])))
     assert.ok(outcomes.every((outcome) => outcome.ok))
-    const events = await db.selectFrom('events').select('event_id').where('wallet_id', 'in', [a.walletId, b.walletId]).where('type', 'like', 'transaction.%').execute()
+    const events = await db
+      .selectFrom('events')
+      .select('event_id')
+      .where('wallet_id', 'in', [a.walletId, b.walletId])
+      .where('type', 'like', 'transaction.%')
+      .execute()
     const ids = events.map((event) => event.event_id)
     assert.equal(ids.length, 600 + 1)
     assert.equal(new Set(ids).size, ids.length)
@@ -130,9 +195,15 @@ describe(`batched moves (${STORAGE})`, () => {
   it('rolls back a batch whose Idempotency-Key was stored meanwhile and names the move', async () => {
     const [a, b] = [await fundedUser(t, [[gold, 5]]), await createUser(t.app)]
     const now = new Date().toISOString()
-    await db.insertInto('idempotency_keys').values({ wallet_id: a.walletId, key: 'taken', request_hash: 'x', status_code: 201, response_body: '{}', created_at: now }).execute()
+    await db
+      .insertInto('idempotency_keys')
+      .values({ wallet_id: a.walletId, key: 'taken', request_hash: 'x', status_code: 201, response_body: '{}', created_at: now })
+      .execute()
     await assert.rejects(
-      apply([move(a, b, [{ asset: gold, quantity: 1 }], { idempotency: { key: 'fresh', requestHash: 'y' } }), move(a, b, [{ asset: gold, quantity: 1 }], { idempotency: { key: 'taken', requestHash: 'y' } })]),
+      apply([
+        move(a, b, [{ asset: gold, quantity: 1 }], { idempotency: { key: 'fresh', requestHash: 'y' } }),
+        move(a, b, [{ asset: gold, quantity: 1 }], { idempotency: { key: 'taken', requestHash: 'y' } }),
+      ]),
       (error) => error instanceof IdempotencyConflict && error.indexes.join() === '1',
     )
     assert.equal(await holding(a.walletId, gold), 5)
@@ -188,76 +259,90 @@ describe(`batched moves (${STORAGE})`, () => {
     assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [17, 3])
   })
 
-  it('a holding created while the batch waited for its turn: its running balances count on from it (PostgreSQL)', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
-    const [a, b] = [await fundedUser(t, [[gold, 100]]), await createUser(t.app)]
-    // The first batch takes both wallets' turns and creates b's gold holding, and stays open.
-    let release = () => {}
-    const released = new Promise<void>((resolve) => (release = resolve))
-    let created = () => {}
-    const holdingCreated = new Promise<void>((resolve) => (created = resolve))
-    const first = db.transaction().execute(async (trx) => {
-      const outcomes = await applyMoves(trx, [move(a, b, [{ asset: gold, quantity: 40 }])], outbox)
-      created()
-      await released
-      return outcomes
-    })
-    await Promise.race([holdingCreated, first])
-    // The second batch's locking statement begins (its snapshot without the new holding) and waits for the turns.
-    const second = inTransaction(db, (trx) => applyMoves(trx, [move(a, b, [{ asset: gold, quantity: 20 }])], outbox))
-    for (;;) {
-      const { rows } = await sql<{ waiting: number }>`
+  it(
+    'a holding created while the batch waited for its turn: its running balances count on from it (PostgreSQL)',
+    { skip: STORAGE !== 'postgres' && 'PostgreSQL only' },
+    async () => {
+      const [a, b] = [await fundedUser(t, [[gold, 100]]), await createUser(t.app)]
+      // The first batch takes both wallets' turns and creates b's gold holding, and stays open.
+      let release = () => {}
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let created = () => {}
+      const holdingCreated = new Promise<void>((resolve) => (created = resolve))
+      const first = db.transaction().execute(async (trx) => {
+        const outcomes = await applyMoves(trx, [move(a, b, [{ asset: gold, quantity: 40 }])], outbox)
+        created()
+        await released
+        return outcomes
+      })
+      await Promise.race([holdingCreated, first])
+      // The second batch's locking statement begins (its snapshot without the new holding) and waits for the turns.
+      const second = inTransaction(db, (trx) => applyMoves(trx, [move(a, b, [{ asset: gold, quantity: 20 }])], outbox))
+      for (;;) {
+        const { rows } = await sql<{ waiting: number }>`
         select count(*)::int as waiting from pg_locks
-        where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`.execute(db)
-      if (rows[0].waiting > 0) break
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-    release()
-    assert.equal((await first)[0].ok, true)
-    assert.equal((await second)[0].ok, true)
-    assert.equal(await holding(b.walletId, gold), 60)
-    const balances = await db
-      .selectFrom('running_balances')
-      .select('quantity')
-      .where('wallet_id', '=', b.walletId)
-      .where('asset_id', '=', gold.id)
-      .orderBy('created_at')
-      .orderBy('transaction_id')
-      .execute()
-    assert.deepEqual(
-      balances.map((row) => Number(row.quantity)),
-      [40, 60],
-    )
-  })
+        where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`.execute(
+          db,
+        )
+        if (rows[0].waiting > 0) break
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      release()
+      assert.equal((await first)[0].ok, true)
+      assert.equal((await second)[0].ok, true)
+      assert.equal(await holding(b.walletId, gold), 60)
+      const balances = await db
+        .selectFrom('running_balances')
+        .select('quantity')
+        .where('wallet_id', '=', b.walletId)
+        .where('asset_id', '=', gold.id)
+        .orderBy('created_at')
+        .orderBy('transaction_id')
+        .execute()
+      assert.deepEqual(
+        balances.map((row) => Number(row.quantity)),
+        [40, 60],
+      )
+    },
+  )
 
-  it('begins the next batch\'s transaction while a batch runs (PostgreSQL), and leaves none open', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
-    const [a, b] = [await fundedUser(t, [[gold, 30]]), await createUser(t.app)]
-    let begunEarly = 0
-    // The committer's database, counting the connections it reserves for a transaction begun early.
-    const counted = new Proxy(db, {
-      get(target, key) {
-        if (key === 'connection') return () => (begunEarly++, target.connection())
-        const value: unknown = Reflect.get(target, key)
-        return typeof value === 'function' ? value.bind(target) : value
-      },
-    })
-    const committer = new GroupCommitter(counted, outbox, { maxBatch: 64, beginEarly: true })
-    const first = committer.run(move(a, b, [{ asset: gold, quantity: 1 }]))
-    // Once the first batch is running, the next transfers wait for the next batch, whose transaction begins now.
-    await new Promise((resolve) => setImmediate(resolve))
-    const rest = Array.from({ length: 29 }, () => committer.run(move(a, b, [{ asset: gold, quantity: 1 }])))
-    // Also a transfer over the balance (refused alone), and one whose database error rolls the early
-    // transaction back (its batch then runs member by member).
-    const refused = committer.run(move(a, b, [{ asset: gold, quantity: 5 }]))
-    const broken = committer.run(move(b, a, [{ asset: { id: 999_999, name: 'ghost', value: 1 }, quantity: 0 }]))
-    const results = await Promise.allSettled([first, ...rest, refused, broken])
-    assert.deepEqual(
-      results.map((result) => result.status),
-      [...Array(30).fill('fulfilled'), 'rejected', 'rejected'],
-    )
-    assert.equal((results[30] as PromiseRejectedResult).reason.code, 'I002')
-    assert.equal(begunEarly, 1)
-    assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [0, 30])
-    const { rows } = await sql<{ open: number }>`select count(*)::int as open from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`.execute(db)
-    assert.equal(rows[0].open, 0)
-  })
+  it(
+    "begins the next batch's transaction while a batch runs (PostgreSQL), and leaves none open",
+    { skip: STORAGE !== 'postgres' && 'PostgreSQL only' },
+    async () => {
+      const [a, b] = [await fundedUser(t, [[gold, 30]]), await createUser(t.app)]
+      let begunEarly = 0
+      // The committer's database, counting the connections it reserves for a transaction begun early.
+      const counted = new Proxy(db, {
+        get(target, key) {
+          if (key === 'connection') return () => (begunEarly++, target.connection())
+          const value: unknown = Reflect.get(target, key)
+          return typeof value === 'function' ? value.bind(target) : value
+        },
+      })
+      const committer = new GroupCommitter(counted, outbox, { maxBatch: 64, beginEarly: true })
+      const first = committer.run(move(a, b, [{ asset: gold, quantity: 1 }]))
+      // Once the first batch is running, the next transfers wait for the next batch, whose transaction begins now.
+      await new Promise((resolve) => setImmediate(resolve))
+      const rest = Array.from({ length: 29 }, () => committer.run(move(a, b, [{ asset: gold, quantity: 1 }])))
+      // Also a transfer over the balance (refused alone), and one whose database error rolls the early
+      // transaction back (its batch then runs member by member).
+      const refused = committer.run(move(a, b, [{ asset: gold, quantity: 5 }]))
+      const broken = committer.run(move(b, a, [{ asset: { id: 999_999, name: 'ghost', value: 1 }, quantity: 0 }]))
+      const results = await Promise.allSettled([first, ...rest, refused, broken])
+      assert.deepEqual(
+        results.map((result) => result.status),
+        [...Array(30).fill('fulfilled'), 'rejected', 'rejected'],
+      )
+      assert.equal((results[30] as PromiseRejectedResult).reason.code, 'I002')
+      assert.equal(begunEarly, 1)
+      assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [0, 30])
+      const { rows } = await sql<{
+        open: number
+      }>`select count(*)::int as open from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`.execute(
+        db,
+      )
+      assert.equal(rows[0].open, 0)
+    },
+  )
 })

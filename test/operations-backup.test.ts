@@ -31,7 +31,12 @@ describe(`coffer backup on ${STORAGE}`, () => {
         for (let i = 0; running; i++) {
           const from = pair[(lane + i) % 2]
           const to = pair[(lane + i + 1) % 2]
-          const sent = await service.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { authorization: `Bearer ${from.token}` }, payload: { recipient: to.username, assets: { [world.assetName]: 1 + (i % 3) } } })
+          const sent = await service.app.inject({
+            method: 'POST',
+            url: '/wallet/transactions',
+            headers: { authorization: `Bearer ${from.token}` },
+            payload: { recipient: to.username, assets: { [world.assetName]: 1 + (i % 3) } },
+          })
           if (sent.statusCode === 201) committed++
           else assert.equal(sent.json().code, 'I002', sent.body)
         }
@@ -55,7 +60,10 @@ describe(`coffer backup on ${STORAGE}`, () => {
       assert.deepEqual(progress.at(-1)?.slice(1), [summary.rows, summary.rows])
       assert.ok(progress.every(([, done], i) => i === 0 || done >= progress[i - 1][1]))
       assert.ok(progress.some(([table]) => table === 'transactions'))
-      assert.ok(summary.tables.transactions > 2 && summary.tables.transactions < committed + 3, `the backup holds ${summary.tables.transactions} of ${committed + 2} transactions`)
+      assert.ok(
+        summary.tables.transactions > 2 && summary.tables.transactions < committed + 3,
+        `the backup holds ${summary.tables.transactions} of ${committed + 2} transactions`,
+      )
       // Restored on its own, the instant it holds checks out: holdings match the journal, assets sum to zero.
       const target = await store('sqlite')
       const restored = openDatabase(target.config)
@@ -73,7 +81,13 @@ describe(`coffer backup on ${STORAGE}`, () => {
   })
 })
 
-const moves: [StoreKind, StoreKind][] = STORAGE === 'postgres' ? [['sqlite', 'postgres'], ['postgres', 'sqlite']] : [['sqlite', 'sqlite']]
+const moves: [StoreKind, StoreKind][] =
+  STORAGE === 'postgres'
+    ? [
+        ['sqlite', 'postgres'],
+        ['postgres', 'sqlite'],
+      ]
+    : [['sqlite', 'sqlite']]
 
 for (const [from, to] of moves) {
   describe(`moving a ledger from ${from} to ${to}`, () => {

@@ -24,7 +24,12 @@ describe(`operator metrics on ${STORAGE}`, () => {
     bob = await createUser(t.app)
     await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: bob.auth, payload: { webhook: `${receiver.url}/down` } })
     const asset = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'metric', value: 1 } })
-    await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: asset.json().id, quantity: 10 } })
+    await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: asset.json().id, quantity: 10 },
+    })
   })
   after(async () => {
     await receiver.close()
@@ -35,12 +40,27 @@ describe(`operator metrics on ${STORAGE}`, () => {
 
   it('counts transfers committed, replayed and refused by code, and the batches they commit in', async () => {
     const send = (quantity: number, key?: string) =>
-      t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...alice.auth, ...(key ? { 'idempotency-key': key } : {}) }, payload: { recipient: bob.username, assets: { metric: quantity } } })
+      t.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: { ...alice.auth, ...(key ? { 'idempotency-key': key } : {}) },
+        payload: { recipient: bob.username, assets: { metric: quantity } },
+      })
     assert.equal((await send(1, 'metrics-once')).statusCode, 201)
     assert.equal((await send(1, 'metrics-once')).statusCode, 201)
     assert.equal((await send(2)).statusCode, 201)
     assert.equal((await send(1000)).json().code, 'I002')
-    assert.equal((await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: 'nobodyatall', assets: { metric: 1 } } })).json().code, 'U003')
+    assert.equal(
+      (
+        await t.app.inject({
+          method: 'POST',
+          url: '/wallet/transactions',
+          headers: alice.auth,
+          payload: { recipient: 'nobodyatall', assets: { metric: 1 } },
+        })
+      ).json().code,
+      'U003',
+    )
     const text = await metrics()
     assert.equal(sample(text, 'coffer_transfers_total', '{outcome="committed",code=""}'), 2)
     assert.equal(sample(text, 'coffer_transfers_total', '{outcome="replayed",code=""}'), 1)

@@ -23,7 +23,10 @@ async function countAll(target: Store): Promise<string> {
   try {
     const counts = []
     for (const table of ['users', 'wallets', 'transactions', 'events'] as const) {
-      const row = await database.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+      const row = await database.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
       counts.push(`${table}=${Number(row.n)}`)
     }
     return counts.join(' ')
@@ -104,7 +107,10 @@ describe(`coffer restore refuses bad input on ${STORAGE}, writing nothing`, () =
   })
 
   it('a backup whose schema has a migration this release does not know', async () => {
-    const text = zlib.gunzipSync(fs.readFileSync(good)).toString('utf8').replace('"0005_ledger_references"', '"0005_ledger_references","9999_from_the_future"')
+    const text = zlib
+      .gunzipSync(fs.readFileSync(good))
+      .toString('utf8')
+      .replace('"0005_ledger_references"', '"0005_ledger_references","9999_from_the_future"')
     const future = path.join(scratch, 'future-schema.coffer.gz')
     fs.writeFileSync(future, zlib.gzipSync(text))
     // The header is read before the checksum is known: the schema is refused first.

@@ -33,16 +33,25 @@ describe(`retention on ${STORAGE}`, () => {
       events: ids(await db.selectFrom('events').select('id').execute()),
       deliveries: ids(await db.selectFrom('webhook_deliveries').select('id').execute()),
       attempts: ids(await db.selectFrom('webhook_attempts').select('id').execute()),
-      keys: (await db.selectFrom('idempotency_keys').select(['wallet_id', 'key']).execute()).map((row) => `${row.wallet_id}/${row.key}`).sort(),
+      keys: (await db.selectFrom('idempotency_keys').select(['wallet_id', 'key']).execute())
+        .map((row) => `${row.wallet_id}/${row.key}`)
+        .sort(),
       sessions: ids(await db.selectFrom('user_sessions').select('id').execute()),
       transactions: ids(await db.selectFrom('transactions').select('id').execute()),
-      lines: (await db.selectFrom('transaction_assets').select(['transaction_id', 'asset_id', 'quantity']).execute()).map((row) => JSON.stringify(row)).sort(),
+      lines: (await db.selectFrom('transaction_assets').select(['transaction_id', 'asset_id', 'quantity']).execute())
+        .map((row) => JSON.stringify(row))
+        .sort(),
       holdings: (await db.selectFrom('holdings').selectAll().execute()).map((row) => JSON.stringify(row)).sort(),
     }
   }
 
   async function send(from: TestUser, to: TestUser, key: string) {
-    const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...from.auth, 'idempotency-key': key }, payload: { recipient: to.username, assets: { keep: 1 } } })
+    const sent = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: { ...from.auth, 'idempotency-key': key },
+      payload: { recipient: to.username, assets: { keep: 1 } },
+    })
     assert.equal(sent.statusCode, 201, sent.body)
   }
 
@@ -53,18 +62,40 @@ describe(`retention on ${STORAGE}`, () => {
     alice = await createUser(t.app)
     bob = await createUser(t.app)
     carol = await createUser(t.app)
-    for (const [user, path] of [[bob, '/bob'], [carol, '/carol']] as const) {
-      const set = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: `${receiver.url}${path}` } })
+    for (const [user, path] of [
+      [bob, '/bob'],
+      [carol, '/carol'],
+    ] as const) {
+      const set = await t.app.inject({
+        method: 'PUT',
+        url: '/wallet/webhook',
+        headers: user.auth,
+        payload: { webhook: `${receiver.url}${path}` },
+      })
       assert.equal(set.statusCode, 200, set.body)
     }
     const asset = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'keep', value: 1 } })
-    await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: asset.json().id, quantity: 100 } })
+    await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: asset.json().id, quantity: 100 },
+    })
     // The old part: transfers to bob (delivered) and carol (still pending after its failed attempt).
     for (let i = 0; i < 3; i++) await send(alice, bob, `old-bob-${i}`)
     await send(alice, carol, 'old-carol')
     await receiver.waitFor(4, 10_000)
-    await waitUntil(async () => (await t.database.db.selectFrom('webhook_deliveries').select('id').where('status', '=', 'delivered').execute()).length === 3, 10_000, 'bob deliveries settled')
-    await waitUntil(async () => (await t.database.db.selectFrom('webhook_attempts').select('id').execute()).length === 4, 10_000, 'four attempts logged')
+    await waitUntil(
+      async () =>
+        (await t.database.db.selectFrom('webhook_deliveries').select('id').where('status', '=', 'delivered').execute()).length === 3,
+      10_000,
+      'bob deliveries settled',
+    )
+    await waitUntil(
+      async () => (await t.database.db.selectFrom('webhook_attempts').select('id').execute()).length === 4,
+      10_000,
+      'four attempts logged',
+    )
     old = await snapshot()
     await new Promise((resolve) => setTimeout(resolve, 20))
     cutoff = Date.now()
@@ -73,7 +104,12 @@ describe(`retention on ${STORAGE}`, () => {
     await createUser(t.app)
     for (let i = 0; i < 2; i++) await send(alice, bob, `new-bob-${i}`)
     await receiver.waitFor(6, 10_000)
-    await waitUntil(async () => (await t.database.db.selectFrom('webhook_deliveries').select('id').where('status', '=', 'delivered').execute()).length === 5, 10_000, 'recent deliveries settled')
+    await waitUntil(
+      async () =>
+        (await t.database.db.selectFrom('webhook_deliveries').select('id').where('status', '=', 'delivered').execute()).length === 5,
+      10_000,
+      'recent deliveries settled',
+    )
     all = await snapshot()
   })
   after(async () => {
@@ -82,7 +118,11 @@ describe(`retention on ${STORAGE}`, () => {
   })
 
   it('removes exactly the old operational records, keeps a pending delivery with its event, and never the journal', async () => {
-    const pendingDelivery = await t.database.db.selectFrom('webhook_deliveries').select(['id', 'event_id']).where('status', '=', 'pending').executeTakeFirstOrThrow()
+    const pendingDelivery = await t.database.db
+      .selectFrom('webhook_deliveries')
+      .select(['id', 'event_id'])
+      .where('status', '=', 'pending')
+      .executeTakeFirstOrThrow()
     const report = await pruneOnce(t.database, POLICY, cutoff + 30 * DAY)
     assert.ok(report)
     const now = await snapshot()
@@ -95,7 +135,10 @@ describe(`retention on ${STORAGE}`, () => {
     // The pending delivery keeps its one attempt; the delivered ones' attempts are gone.
     assert.equal(now.attempts.length, all.attempts.length - old.attempts.length + 1)
     assert.deepEqual(keptOld(now.events, old.events), [String(pendingDelivery.event_id)])
-    assert.deepEqual({ transactions: now.transactions, lines: now.lines, holdings: now.holdings }, { transactions: all.transactions, lines: all.lines, holdings: all.holdings })
+    assert.deepEqual(
+      { transactions: now.transactions, lines: now.lines, holdings: now.holdings },
+      { transactions: all.transactions, lines: all.lines, holdings: all.holdings },
+    )
     assert.deepEqual(report, {
       webhookAttempts: old.attempts.length - 1,
       webhookDeliveries: old.deliveries.length - 1,
@@ -112,18 +155,30 @@ describe(`retention on ${STORAGE}`, () => {
 
   it('a stream resumed from a Last-Event-ID older than what is kept restarts from the oldest event kept', async () => {
     const base = await t.app.listen({ port: 0, host: '127.0.0.1' })
-    const kept = (await t.database.db.selectFrom('events').select('id').where('wallet_id', '=', bob.walletId).orderBy('id').execute()).map((row) => String(row.id))
+    const kept = (await t.database.db.selectFrom('events').select('id').where('wallet_id', '=', bob.walletId).orderBy('id').execute()).map(
+      (row) => String(row.id),
+    )
     const controller = new AbortController()
     // Bob's old session is gone with the old records: he logs in again.
-    const login = await t.app.inject({ method: 'POST', url: `/users/${bob.username}/sessions`, payload: { password: bob.password, return_token: true } })
-    const response = await fetch(`${base}/wallet/events`, { headers: { authorization: `Bearer ${login.json().token}`, 'last-event-id': '1' }, signal: controller.signal })
+    const login = await t.app.inject({
+      method: 'POST',
+      url: `/users/${bob.username}/sessions`,
+      payload: { password: bob.password, return_token: true },
+    })
+    const response = await fetch(`${base}/wallet/events`, {
+      headers: { authorization: `Bearer ${login.json().token}`, 'last-event-id': '1' },
+      signal: controller.signal,
+    })
     assert.equal(response.status, 200)
     let text = ''
     const reader = response.body!.getReader()
     const decoder = new TextDecoder()
     while ((text.match(/^id: /gm) ?? []).length < kept.length) text += decoder.decode((await reader.read()).value, { stream: true })
     controller.abort()
-    assert.deepEqual([...text.matchAll(/^id: (\d+)$/gm)].map((match) => match[1]), kept)
+    assert.deepEqual(
+      [...text.matchAll(/^id: (\d+)$/gm)].map((match) => match[1]),
+      kept,
+    )
   })
 
   it('refuses retention settings out of range with one line naming the variable', () => {
@@ -132,7 +187,10 @@ describe(`retention on ${STORAGE}`, () => {
       ['EVENT_RETENTION_DAYS', '0', /EVENT_RETENTION_DAYS must be between 1 and 3650, got 0/],
       ['EVENT_RETENTION_DAYS', 'thirty', /EVENT_RETENTION_DAYS must be a whole number/],
     ] as const) {
-      assert.throws(() => loadConfig({ [name]: value }), (error: Error) => error instanceof ConfigError && pattern.test(error.message) && !error.message.includes('\n'))
+      assert.throws(
+        () => loadConfig({ [name]: value }),
+        (error: Error) => error instanceof ConfigError && pattern.test(error.message) && !error.message.includes('\n'),
+      )
     }
     assert.equal(loadConfig({}).eventRetentionDays, 30)
     assert.equal(loadConfig({}).idempotencyRetentionHours, 168)
@@ -152,7 +210,14 @@ describe('retention run by several instances at once', { skip: STORAGE !== 'post
       for (let round = 0; round < 20; round++) {
         // Sessions as logins write them (a login hashes a password: too slow for many rounds).
         const at = new Date().toISOString()
-        const rows = Array.from({ length: 3 }, () => ({ user_id: user.id, wallet_id: user.walletId, token_hash: crypto.randomBytes(32).toString('hex'), created_at: at, last_used_at: at, expires_at: at }))
+        const rows = Array.from({ length: 3 }, () => ({
+          user_id: user.id,
+          wallet_id: user.walletId,
+          token_hash: crypto.randomBytes(32).toString('hex'),
+          created_at: at,
+          last_used_at: at,
+          expires_at: at,
+        }))
         await t.database.db.insertInto('user_sessions').values(rows).execute()
         // With the login's session in the first round.
         const sessions = (await t.database.db.selectFrom('user_sessions').select('id').execute()).length

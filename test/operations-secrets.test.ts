@@ -57,7 +57,12 @@ describe(`webhook secrets at rest on ${STORAGE}`, () => {
   it('stores the secret sealed: the database never shows it, and receivers still verify every delivery', async () => {
     const bob = await createUser(t.app)
     const alice = await createUser(t.app)
-    const set = await t.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: bob.auth, payload: { webhook: `${receiver.url}/bob` } })
+    const set = await t.app.inject({
+      method: 'PUT',
+      url: '/wallet/webhook',
+      headers: bob.auth,
+      payload: { webhook: `${receiver.url}/bob` },
+    })
     assert.equal(set.statusCode, 200, set.body)
     const secret: string = set.json().secret
     const stored = await dumpWebhooks(t)
@@ -71,8 +76,18 @@ describe(`webhook secrets at rest on ${STORAGE}`, () => {
       }
     }
     const gold = await t.app.inject({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'sealgold', value: 1 } })
-    await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: admin, payload: { id: gold.json().id, quantity: 10 } })
-    const sent = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { sealgold: 3 } } })
+    await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: admin,
+      payload: { id: gold.json().id, quantity: 10 },
+    })
+    const sent = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: alice.auth,
+      payload: { recipient: bob.username, assets: { sealgold: 3 } },
+    })
     assert.equal(sent.statusCode, 201, sent.body)
     const [delivery] = await receiver.waitFor(1, 10_000)
     const event = new Webhook(secret).verify(delivery.body, delivery.headers as Record<string, string>) as { type: string }
@@ -84,7 +99,11 @@ describe(`webhook secrets at rest on ${STORAGE}`, () => {
     const clear = 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'
     await upsertWebhook(t.database.db, { walletId: carol.walletId, url: `${receiver.url}/carol`, secret: clear, createdAt: nowIso() })
     const key = await prepareWebhookSecrets(t.database.db, t.config)
-    const row = await t.database.db.selectFrom('webhooks').select('secret').where('wallet_id', '=', carol.walletId).executeTakeFirstOrThrow()
+    const row = await t.database.db
+      .selectFrom('webhooks')
+      .select('secret')
+      .where('wallet_id', '=', carol.walletId)
+      .executeTakeFirstOrThrow()
     assert.match(row.secret, /^v1:/)
     assert.equal(openWebhookSecret(key, carol.walletId, row.secret), clear)
     // Bound to its wallet: the same sealed value does not open as another wallet's secret.
@@ -93,7 +112,11 @@ describe(`webhook secrets at rest on ${STORAGE}`, () => {
 
   it('refuses SECRETS_KEY values that are not a 32-byte key', () => {
     for (const value of ['short', 'x'.repeat(44), crypto.randomBytes(16).toString('base64'), crypto.randomBytes(31).toString('hex')]) {
-      assert.throws(() => loadConfig({ SECRETS_KEY: value }), (error: Error) => error instanceof ConfigError && /SECRETS_KEY must be 32 random bytes/.test(error.message), value)
+      assert.throws(
+        () => loadConfig({ SECRETS_KEY: value }),
+        (error: Error) => error instanceof ConfigError && /SECRETS_KEY must be 32 random bytes/.test(error.message),
+        value,
+      )
     }
     assert.equal(loadConfig({ SECRETS_KEY: crypto.randomBytes(32).toString('hex') }).secretsKey?.length, 32)
   })
@@ -111,7 +134,12 @@ describe(`the secrets key on ${STORAGE}`, () => {
     const service = await serveStore(source)
     try {
       world = await buildLedgerWorld(service.app, admin, { prefix: 'key', transfers: 1 })
-      const set = await service.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: { authorization: `Bearer ${world.bob.token}` }, payload: { webhook: `${receiver.url}/bob` } })
+      const set = await service.app.inject({
+        method: 'PUT',
+        url: '/wallet/webhook',
+        headers: { authorization: `Bearer ${world.bob.token}` },
+        payload: { webhook: `${receiver.url}/bob` },
+      })
       secret = set.json().secret
     } finally {
       await service.close()
@@ -156,7 +184,10 @@ describe(`the secrets key on ${STORAGE}`, () => {
       const other = await store({ SECRETS_KEY: crypto.randomBytes(32).toString('base64') })
       const refused = await runCoffer(other.env, 'restore', file)
       assert.equal(refused.code, 1)
-      assert.match(refused.stderr, /^coffer: the backup's webhook secrets are encrypted with key [0-9a-f]{16} and this store's key is [0-9a-f]{16}: set SECRETS_KEY/)
+      assert.match(
+        refused.stderr,
+        /^coffer: the backup's webhook secrets are encrypted with key [0-9a-f]{16} and this store's key is [0-9a-f]{16}: set SECRETS_KEY/,
+      )
       const same = await store({ SECRETS_KEY: key.key.toString('base64') })
       const restored = await runCoffer(same.env, 'restore', file)
       assert.equal(restored.code, 0, restored.stderr)
@@ -181,7 +212,12 @@ describe(`the secrets key on ${STORAGE}`, () => {
     // The service starts with the new key and signs with the same secret as before.
     const service = await serveStore(source)
     try {
-      const sent = await service.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { authorization: `Bearer ${world.walletKey}` }, payload: { recipient: world.bob.username, assets: { [world.assetName]: 1 } } })
+      const sent = await service.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: { authorization: `Bearer ${world.walletKey}` },
+        payload: { recipient: world.bob.username, assets: { [world.assetName]: 1 } },
+      })
       assert.equal(sent.statusCode, 201, sent.body)
       const requests = await receiver.waitFor(1, 10_000)
       assert.doesNotThrow(() => new Webhook(secret).verify(requests[0].body, requests[0].headers as Record<string, string>))
@@ -200,7 +236,9 @@ describe(`the secrets key on ${STORAGE}`, () => {
     let secret: string
     try {
       const user = await createUser(service.app)
-      secret = (await service.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: `${receiver.url}/x` } })).json().secret
+      secret = (
+        await service.app.inject({ method: 'PUT', url: '/wallet/webhook', headers: user.auth, payload: { webhook: `${receiver.url}/x` } })
+      ).json().secret
     } finally {
       await service.close()
     }

@@ -39,7 +39,9 @@ describe('upgrades', () => {
 
   for (const fixture of FIXTURES) {
     it(`restores ${fixture} into this release on ${STORAGE}: everything reads and verify passes`, async () => {
-      const { adminKey, world } = JSON.parse(fs.readFileSync(path.join('test/fixtures', fixture.replace(/\.coffer\.gz$/, '.json')), 'utf8')) as { adminKey: string; world: LedgerWorld }
+      const { adminKey, world } = JSON.parse(
+        fs.readFileSync(path.join('test/fixtures', fixture.replace(/\.coffer\.gz$/, '.json')), 'utf8'),
+      ) as { adminKey: string; world: LedgerWorld }
       const store = await emptyStore(STORAGE, { ADMIN_API_KEY: adminKey })
       stores.push(store)
       const checked = await checkBackup(path.join('test/fixtures', fixture))
@@ -51,7 +53,11 @@ describe('upgrades', () => {
         assert.ok(report.ok, report.problems.join('\n'))
         // Sessions of the fixture may have expired since it was made; their rows are there, by token.
         for (const person of [world.alice, world.bob]) {
-          const session = await database.db.selectFrom('user_sessions').select('id').where('token_hash', '=', hashToken(person.token)).executeTakeFirst()
+          const session = await database.db
+            .selectFrom('user_sessions')
+            .select('id')
+            .where('token_hash', '=', hashToken(person.token))
+            .executeTakeFirst()
           assert.ok(session, `${person.username}'s session row`)
         }
       } finally {

@@ -5,7 +5,9 @@ import { oncePerTurn, perTurn } from '../src/db/per-turn.ts'
 
 /** The outcome of each promise: its value, or `error: <message>`. */
 async function outcomes<T>(promises: Promise<T>[]): Promise<(T | string)[]> {
-  return (await Promise.allSettled(promises)).map((result) => (result.status === 'fulfilled' ? result.value : `error: ${(result.reason as Error).message}`))
+  return (await Promise.allSettled(promises)).map((result) =>
+    result.status === 'fulfilled' ? result.value : `error: ${(result.reason as Error).message}`,
+  )
 }
 
 /**
@@ -26,7 +28,7 @@ describe('per-turn batching', () => {
     })()
     assert.deepEqual(runs, [], 'not run while the turn goes on')
     assert.deepEqual(await Promise.all([...first, later]), [6, 2, 6, 14])
-    assert.deepEqual(runs, [[3, 1, 3, 7]], 'the turn\'s microtasks included, each item as given')
+    assert.deepEqual(runs, [[3, 1, 3, 7]], "the turn's microtasks included, each item as given")
     // Nothing is kept: the next turn runs again, with its own items only.
     assert.equal(await double(1), 2)
     assert.deepEqual(runs, [[3, 1, 3, 7], [1]])
@@ -67,12 +69,29 @@ describe('per-turn batching', () => {
     await new Promise((resolve) => setImmediate(resolve))
     const whileWaiting = add(20)
     await new Promise((resolve) => setImmediate(resolve))
-    assert.deepEqual(runs, [[1, 2], [10, 20]], 'the second run goes ahead while the first waits')
-    assert.equal(await Promise.race([first.then(() => 'settled'), new Promise((resolve) => setImmediate(() => resolve('waiting')))]), 'waiting')
+    assert.deepEqual(
+      runs,
+      [
+        [1, 2],
+        [10, 20],
+      ],
+      'the second run goes ahead while the first waits',
+    )
+    assert.equal(
+      await Promise.race([first.then(() => 'settled'), new Promise((resolve) => setImmediate(() => resolve('waiting')))]),
+      'waiting',
+    )
     release()
     assert.deepEqual(await first, [101, 102])
     assert.deepEqual(await Promise.all([during, whileWaiting]), [210, 220])
-    assert.deepEqual(runs, [[1, 2], [10, 20]], 'no item run twice')
+    assert.deepEqual(
+      runs,
+      [
+        [1, 2],
+        [10, 20],
+      ],
+      'no item run twice',
+    )
   })
 
   it('fails every caller of a run that throws or rejects with its error, one answer that rejects fails its caller alone, and the next turn runs', async () => {

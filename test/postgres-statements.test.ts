@@ -84,7 +84,19 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
 
   it('sends arrays as node-postgres would: every element reads back the same, through the one-JSON notation or node-postgres', async () => {
     const { database } = await oneConnection()
-    const texts = ['', 'plain', 'with "quotes" and \\ back\\slashes', '{braces}, commas, and spaces', 'NULL', 'null', '\u00e9t\u00e9 \u2028', 'a\nnew line', 'tab\there', 'emoji \ud83d\ude00', JSON.stringify({ memo: 'a "b" \\ c', assets: [{ quantity: 1 }] })]
+    const texts = [
+      '',
+      'plain',
+      'with "quotes" and \\ back\\slashes',
+      '{braces}, commas, and spaces',
+      'NULL',
+      'null',
+      '\u00e9t\u00e9 \u2028',
+      'a\nnew line',
+      'tab\there',
+      'emoji \ud83d\ude00',
+      JSON.stringify({ memo: 'a "b" \\ c', assets: [{ quantity: 1 }] }),
+    ]
     // eslint-disable-next-line no-control-regex -- control characters are what it leaves out
     const printable = texts.filter((text) => !/[\u0000-\u001f\ud800-\udfff]/.test(text))
     const cases: [unknown[], 'text' | 'bigint'][] = [
@@ -98,7 +110,9 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     ]
     for (const [values, type] of cases) {
       // The server's answer is node-postgres's own reading of the array it was sent.
-      const { rows } = await database.db.executeQuery<{ a: unknown[] }>(CompiledQuery.raw(`select $1::${type}[] as a, $2::int as n`, [values, values.length]))
+      const { rows } = await database.db.executeQuery<{ a: unknown[] }>(
+        CompiledQuery.raw(`select $1::${type}[] as a, $2::int as n`, [values, values.length]),
+      )
       // (node-postgres reads a bigint[] as strings.)
       const expected = values.map((value) => (value === undefined || value === null ? null : String(value)))
       assert.deepEqual(rows[0].a, expected)
@@ -163,7 +177,9 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     assert.equal(new Set(prepared.map((answer) => answer.pid)).size, 3)
     await runStatement(url, `alter table probe add column extra text default 'x'`)
     // One connection meets the change, outside a transaction: it runs its statement again.
-    assert.deepEqual((await sql<Record<string, unknown>>`select * from probe where id = ${1}`.execute(database.db)).rows, [{ id: 1, name: 'one', extra: 'x' }])
+    assert.deepEqual((await sql<Record<string, unknown>>`select * from probe where id = ${1}`.execute(database.db)).rows, [
+      { id: 1, name: 'one', extra: 'x' },
+    ])
     // The two others drop their statements before their next one, so no transaction fails.
     for (const answer of await onEveryConnection()) assert.deepEqual(answer.rows, [{ id: 1, name: 'one', extra: 'x' }])
   })
@@ -187,7 +203,10 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
   it('prepares its statements on the new connections after the old ones were lost', async () => {
     const { database, url } = await oneConnection(2)
     assert.equal(await runCount(database.db, 'select $1::int + 1 as x', 1), 2)
-    await runStatement(url, `select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`)
+    await runStatement(
+      url,
+      `select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`,
+    )
     // The pool drops the idle clients it lost (waited for, not a fixed pause a slow machine could
     // outlast) and opens new ones, whose statements are prepared anew.
     await waitUntil(() => database.poolUse?.().open === 0, 5_000, 'the pool to drop the connections it lost')
@@ -196,103 +215,109 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
   })
 })
 
-describe('PostgreSQL transactions beside the request paths, after the server lost their statements', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, () => {
-  const adminUrl = process.env.TEST_PG_ADMIN_URL ?? ''
-  const cleanups: (() => Promise<void>)[] = []
-  after(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup()
-  })
-
-  /** A store of its own, migrated, with one connection, so that every transaction meets the statements prepared before. */
-  async function oneConnectionStore(): Promise<Database> {
-    const database = openPostgres(await createDatabase(adminUrl), 1)
-    cleanups.push(() => database.close())
-    await migrateToLatest(database.db)
-    return database
-  }
-
-  /**
-   * Drops the connection's named statements on the server behind its back, as a pooler that
-   * switched server sessions would: all, or those whose text starts with `prefix`. The
-   * connection still counts them as prepared, so the next run of one fails before it runs.
-   */
-  async function loseStatements(database: Database, prefix?: string): Promise<void> {
-    if (prefix === undefined) return void (await sql`deallocate all`.execute(database.db))
-    const { rows } = await sql<{ name: string }>`select name from pg_prepared_statements where starts_with(statement, ${prefix})`.execute(database.db)
-    assert.ok(rows.length > 0, `a statement starting ${prefix} is prepared`)
-    for (const { name } of rows) await sql`deallocate ${sql.id(name)}`.execute(database.db)
-  }
-
-  it('a transaction fails once per connection, not once per statement it lost', async () => {
-    const database = await oneConnectionStore()
-    const texts = ['select $1::int + 1 as x', 'select $1::int + 2 as x', 'select $1::int + 3 as x']
-    for (const text of texts) await runCount(database.db, text, 1)
-    await loseStatements(database)
-    let attempts = 0
-    const sums = await inTransaction(database, async (trx) => {
-      attempts += 1
-      const answers: number[] = []
-      for (const text of texts) answers.push(await runCount(trx, text, 1))
-      return answers
+describe(
+  'PostgreSQL transactions beside the request paths, after the server lost their statements',
+  { skip: STORAGE !== 'postgres' && 'PostgreSQL only' },
+  () => {
+    const adminUrl = process.env.TEST_PG_ADMIN_URL ?? ''
+    const cleanups: (() => Promise<void>)[] = []
+    after(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup()
     })
-    assert.deepEqual(sums, [2, 3, 4])
-    assert.equal(attempts, 2)
-  })
 
-  it('coffer verify reads its snapshot again', async () => {
-    const database = await oneConnectionStore()
-    assert.deepEqual((await verifyLedger(database.db)).problems, [])
-    await loseStatements(database)
-    assert.deepEqual((await verifyLedger(database.db)).problems, [])
-  })
+    /** A store of its own, migrated, with one connection, so that every transaction meets the statements prepared before. */
+    async function oneConnectionStore(): Promise<Database> {
+      const database = openPostgres(await createDatabase(adminUrl), 1)
+      cleanups.push(() => database.close())
+      await migrateToLatest(database.db)
+      return database
+    }
 
-  it('a backup is written again from the start, and restores', async () => {
-    const database = await oneConnectionStore()
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-statements-'))
-    cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }))
-    await createBackup(database, path.join(dir, 'first.backup'))
-    await loseStatements(database)
-    const second = await createBackup(database, path.join(dir, 'second.backup'))
-    assert.ok(!fs.existsSync(`${second.file}.partial`))
-    const checked = await checkBackup(second.file)
-    assert.equal(checked.rows, second.rows)
-  })
+    /**
+     * Drops the connection's named statements on the server behind its back, as a pooler that
+     * switched server sessions would: all, or those whose text starts with `prefix`. The
+     * connection still counts them as prepared, so the next run of one fails before it runs.
+     */
+    async function loseStatements(database: Database, prefix?: string): Promise<void> {
+      if (prefix === undefined) return void (await sql`deallocate all`.execute(database.db))
+      const { rows } = await sql<{ name: string }>`select name from pg_prepared_statements where starts_with(statement, ${prefix})`.execute(
+        database.db,
+      )
+      assert.ok(rows.length > 0, `a statement starting ${prefix} is prepared`)
+      for (const { name } of rows) await sql`deallocate ${sql.id(name)}`.execute(database.db)
+    }
 
-  it('a restore runs its transaction again from the start of the file', async () => {
-    const source = await oneConnectionStore()
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-statements-'))
-    cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }))
-    const { file } = await createBackup(source, path.join(dir, 'store.backup'))
-    const checked = await checkBackup(file)
-    const target = await oneConnectionStore()
-    // The store of a fresh migration holds only the mint wallet, which a restore overwrites: it
-    // stays empty, so the same backup can be restored into it again.
-    await restoreBackup(target, checked)
-    // Only the restore transaction's own statement, so that nothing before it meets the loss.
-    await loseStatements(target, 'update "wallets" set')
-    const again = await restoreBackup(target, checked)
-    assert.equal(again.rows, checked.rows)
-    assert.deepEqual((await verifyLedger(target.db)).problems, [])
-  })
+    it('a transaction fails once per connection, not once per statement it lost', async () => {
+      const database = await oneConnectionStore()
+      const texts = ['select $1::int + 1 as x', 'select $1::int + 2 as x', 'select $1::int + 3 as x']
+      for (const text of texts) await runCount(database.db, text, 1)
+      await loseStatements(database)
+      let attempts = 0
+      const sums = await inTransaction(database, async (trx) => {
+        attempts += 1
+        const answers: number[] = []
+        for (const text of texts) answers.push(await runCount(trx, text, 1))
+        return answers
+      })
+      assert.deepEqual(sums, [2, 3, 4])
+      assert.equal(attempts, 2)
+    })
 
-  it('the retention job runs its batch again', async () => {
-    const database = await oneConnectionStore()
-    const policy = { eventRetentionDays: 30, idempotencyRetentionHours: 720, sessionIdleDays: 0 }
-    assert.ok(await pruneOnce(database, policy))
-    await loseStatements(database)
-    assert.ok(await pruneOnce(database, policy))
-  })
+    it('coffer verify reads its snapshot again', async () => {
+      const database = await oneConnectionStore()
+      assert.deepEqual((await verifyLedger(database.db)).problems, [])
+      await loseStatements(database)
+      assert.deepEqual((await verifyLedger(database.db)).problems, [])
+    })
 
-  it('migrations run again from the start', async () => {
-    const database = await oneConnectionStore()
-    const last = MIGRATION_NAMES[MIGRATION_NAMES.length - 1]
-    await migrateTo(database.db, MIGRATION_NAMES[MIGRATION_NAMES.length - 2])
-    // The bookkeeping row the migration transaction writes last.
-    await loseStatements(database, 'insert into "coffer_migrations"')
-    assert.deepEqual(await migrateToLatest(database.db), [last])
-    assert.deepEqual(await listAppliedMigrations(database.db), MIGRATION_NAMES)
-  })
-})
+    it('a backup is written again from the start, and restores', async () => {
+      const database = await oneConnectionStore()
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-statements-'))
+      cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }))
+      await createBackup(database, path.join(dir, 'first.backup'))
+      await loseStatements(database)
+      const second = await createBackup(database, path.join(dir, 'second.backup'))
+      assert.ok(!fs.existsSync(`${second.file}.partial`))
+      const checked = await checkBackup(second.file)
+      assert.equal(checked.rows, second.rows)
+    })
+
+    it('a restore runs its transaction again from the start of the file', async () => {
+      const source = await oneConnectionStore()
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-statements-'))
+      cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }))
+      const { file } = await createBackup(source, path.join(dir, 'store.backup'))
+      const checked = await checkBackup(file)
+      const target = await oneConnectionStore()
+      // The store of a fresh migration holds only the mint wallet, which a restore overwrites: it
+      // stays empty, so the same backup can be restored into it again.
+      await restoreBackup(target, checked)
+      // Only the restore transaction's own statement, so that nothing before it meets the loss.
+      await loseStatements(target, 'update "wallets" set')
+      const again = await restoreBackup(target, checked)
+      assert.equal(again.rows, checked.rows)
+      assert.deepEqual((await verifyLedger(target.db)).problems, [])
+    })
+
+    it('the retention job runs its batch again', async () => {
+      const database = await oneConnectionStore()
+      const policy = { eventRetentionDays: 30, idempotencyRetentionHours: 720, sessionIdleDays: 0 }
+      assert.ok(await pruneOnce(database, policy))
+      await loseStatements(database)
+      assert.ok(await pruneOnce(database, policy))
+    })
+
+    it('migrations run again from the start', async () => {
+      const database = await oneConnectionStore()
+      const last = MIGRATION_NAMES[MIGRATION_NAMES.length - 1]
+      await migrateTo(database.db, MIGRATION_NAMES[MIGRATION_NAMES.length - 2])
+      // The bookkeeping row the migration transaction writes last.
+      await loseStatements(database, 'insert into "coffer_migrations"')
+      assert.deepEqual(await migrateToLatest(database.db), [last])
+      assert.deepEqual(await listAppliedMigrations(database.db), MIGRATION_NAMES)
+    })
+  },
+)
 
 describe('a schema change under kept statements', () => {
   let t: TestApp
@@ -303,7 +328,8 @@ describe('a schema change under kept statements', () => {
 
   it('answers logins and registrations after a migration added a column to users', async () => {
     const user = await createUser(t.app)
-    const login = () => t.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: { password: user.password, return_token: true } })
+    const login = () =>
+      t.app.inject({ method: 'POST', url: `/users/${user.username}/sessions`, payload: { password: user.password, return_token: true } })
     // Enough requests to meet the statements on several connections of the pool.
     for (let i = 0; i < 4; i++) assert.equal((await login()).statusCode, 201)
     await createUser(t.app)

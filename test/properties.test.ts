@@ -46,14 +46,37 @@ function answerOf(response: { statusCode: number; body: string }): Answer {
 
 /** Strings neither storage can keep: the service refuses them in any body (G000). */
 function hasUnstorableText(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000') || /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value)
+  if (typeof value === 'string')
+    return value.includes('\u0000') || /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value)
   if (Array.isArray(value)) return value.some(hasUnstorableText)
-  if (value !== null && typeof value === 'object') return Object.entries(value).some(([key, item]) => hasUnstorableText(key) || hasUnstorableText(item))
+  if (value !== null && typeof value === 'object')
+    return Object.entries(value).some(([key, item]) => hasUnstorableText(key) || hasUnstorableText(item))
   return false
 }
 
 /** JSON literals that JSON.stringify never writes but clients do. */
-const ODD_LITERALS = ['1e309', '-1e309', '-0', '0', '1.5', '1e3', '9007199254740992', '9007199254740993', '-1', '"5"', '""', 'null', 'true', '[]', '{}', '"\\u0000"', '"\\ud800"', '"gold"', '"a b"', `"${'x'.repeat(300)}"`]
+const ODD_LITERALS = [
+  '1e309',
+  '-1e309',
+  '-0',
+  '0',
+  '1.5',
+  '1e3',
+  '9007199254740992',
+  '9007199254740993',
+  '-1',
+  '"5"',
+  '""',
+  'null',
+  'true',
+  '[]',
+  '{}',
+  '"\\u0000"',
+  '"\\ud800"',
+  '"gold"',
+  '"a b"',
+  `"${'x'.repeat(300)}"`,
+]
 
 /** A JSON text: anything at all, or an object with the route's own field names and odd values. */
 function bodyText(fields: string[]): fc.Arbitrary<string> {
@@ -62,13 +85,29 @@ function bodyText(fields: string[]): fc.Arbitrary<string> {
     { weight: 2, arbitrary: fc.constantFrom(...ODD_LITERALS) },
     { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }).map((text) => JSON.stringify(text)) },
     { weight: 2, arbitrary: fc.integer({ min: -5, max: 100_000 }).map(String) },
-    { weight: 1, arbitrary: fc.dictionary(fc.constantFrom('gold', 'silver', 'GOLD', 'nope', 'x y', ''), fc.constantFrom('1', '2', '0', '-1', '1.5', '1e309', '"1"')).map((map) => `{${Object.entries(map).map(([key, raw]) => `${JSON.stringify(key)}:${raw}`).join(',')}}`) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .dictionary(
+          fc.constantFrom('gold', 'silver', 'GOLD', 'nope', 'x y', ''),
+          fc.constantFrom('1', '2', '0', '-1', '1.5', '1e309', '"1"'),
+        )
+        .map(
+          (map) =>
+            `{${Object.entries(map)
+              .map(([key, raw]) => `${JSON.stringify(key)}:${raw}`)
+              .join(',')}}`,
+        ),
+    },
   )
   const shaped = fc
     .uniqueArray(fc.constantFrom(...fields, 'extra'), { maxLength: fields.length + 1 })
     .chain((keys) => fc.tuple(...keys.map((key) => value.map((raw) => `${JSON.stringify(key)}:${raw}`))))
     .map((entries) => `{${entries.join(',')}}`)
-  return fc.oneof({ weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }).map((item) => JSON.stringify(item) ?? 'null') }, { weight: 4, arbitrary: shaped })
+  return fc.oneof(
+    { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }).map((item) => JSON.stringify(item) ?? 'null') },
+    { weight: 4, arbitrary: shaped },
+  )
 }
 
 interface BodyRoute {
@@ -98,14 +137,21 @@ describe('random requests against every route schema', () => {
     signedOut = await createUser(t.app)
     goldId = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'gold', value: 1 } })).json().id
     spareId = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'spare', value: 1 } })).json().id
-    await t.app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: t.admin, payload: { id: goldId, quantity: 1_000_000 } })
+    await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: goldId, quantity: 1_000_000 },
+    })
   })
   after(async () => {
     await t.close()
   })
 
   function bodySchema(path: string, method: string): object {
-    const doc = t.app.swagger() as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: object }> } }>> }
+    const doc = t.app.swagger() as {
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: object }> } }>>
+    }
     const schema = doc.paths[path]?.[method.toLowerCase()]?.requestBody?.content['application/json']?.schema
     assert.ok(schema, `no body schema for ${method} ${path}`)
     return schema
@@ -143,7 +189,12 @@ describe('random requests against every route schema', () => {
       await fc.assert(
         fc.asyncProperty(bodyText(fields), async (text) => {
           runs++
-          const response = await t.app.inject({ method: route.method, url: route.url(), headers: { ...route.headers(), 'content-type': 'application/json' }, payload: text })
+          const response = await t.app.inject({
+            method: route.method,
+            url: route.url(),
+            headers: { ...route.headers(), 'content-type': 'application/json' },
+            payload: text,
+          })
           const where = `${route.method} ${route.path} with ${text.slice(0, 200)} → ${response.statusCode} ${response.body.slice(0, 200)}`
           assert.ok(response.statusCode < 500, where)
           const answer = answerOf(response)
@@ -165,7 +216,12 @@ describe('random requests against every route schema', () => {
       fc.integer({ min: 1, max: 100 }).map(String),
       fc.bigInt({ min: 1n, max: 10n ** 30n }).map(String),
     )
-    const routes: { method: 'PUT' | 'POST' | 'DELETE'; url: (id: string) => string; headers: () => Record<string, string>; payload?: object }[] = [
+    const routes: {
+      method: 'PUT' | 'POST' | 'DELETE'
+      url: (id: string) => string
+      headers: () => Record<string, string>
+      payload?: object
+    }[] = [
       { method: 'PUT', url: (id) => `/assets/${id}/value`, headers: () => t.admin, payload: { value: 1 } },
       { method: 'DELETE', url: (id) => `/assets/${id}`, headers: () => t.admin },
       { method: 'POST', url: (id) => `/wallets/${id}/assets`, headers: () => t.admin, payload: { id: goldId, quantity: 1 } },
@@ -182,10 +238,19 @@ describe('random requests against every route schema', () => {
         fc.asyncProperty(segment, async (raw) => {
           runs++
           const id = /^[0-9]+$/.test(raw) ? raw : encodeURIComponent(raw)
-          const response = await t.app.inject({ method: route.method, url: route.url(id), headers: route.headers(), payload: route.payload })
+          const response = await t.app.inject({
+            method: route.method,
+            url: route.url(id),
+            headers: route.headers(),
+            payload: route.payload,
+          })
           const where = `${route.method} ${route.url(id)} → ${response.statusCode} ${response.body.slice(0, 200)}`
           if (response.statusCode === 204 && route.url(id).startsWith('/user/sessions/')) {
-            const login = await t.app.inject({ method: 'POST', url: `/users/${signedOut.username}/sessions`, payload: { password: signedOut.password, return_token: true } })
+            const login = await t.app.inject({
+              method: 'POST',
+              url: `/users/${signedOut.username}/sessions`,
+              payload: { password: signedOut.password, return_token: true },
+            })
             signedOut = { ...signedOut, auth: { authorization: `Bearer ${login.json().token}` } }
           }
           assert.ok(response.statusCode < 500, where)
@@ -193,7 +258,8 @@ describe('random requests against every route schema', () => {
           if (answer.code !== undefined) assert.ok(answer.code in ERRORS, where)
           const valid = /^[1-9][0-9]{0,15}$/.test(raw) && Number.isSafeInteger(Number(raw))
           // `.` and `..` are path navigation, not ids: the URL names another route (or none).
-          if (!valid && !route.url('x').startsWith('/users/') && raw !== '.' && raw !== '..') assert.deepEqual(answer, { status: 400, code: 'G001' }, where)
+          if (!valid && !route.url('x').startsWith('/users/') && raw !== '.' && raw !== '..')
+            assert.deepEqual(answer, { status: 400, code: 'G001' }, where)
         }),
         { numRuns: BODY_RUNS },
       )
@@ -204,7 +270,22 @@ describe('random requests against every route schema', () => {
     const key = fc.constantFrom('limit', 'offset', 'before', 'after', 'asset', 'direction', 'since', 'until', 'status', 'quantity', 'other')
     const value = fc.oneof(
       fc.string({ unit: 'binary', maxLength: 30 }),
-      fc.constantFrom('1', '0', '-1', '100', '101', '1e3', '10001', 'sent', 'received', 'pending', '2026-11-21T22:25:29.123Z', '2026-13-01', 'gold', '99999999999999999999'),
+      fc.constantFrom(
+        '1',
+        '0',
+        '-1',
+        '100',
+        '101',
+        '1e3',
+        '10001',
+        'sent',
+        'received',
+        'pending',
+        '2026-11-21T22:25:29.123Z',
+        '2026-13-01',
+        'gold',
+        '99999999999999999999',
+      ),
     )
     const query = fc.array(fc.tuple(key, value), { maxLength: 4 }).map((pairs) => new URLSearchParams(pairs).toString())
     for (const [path, headers] of [
@@ -265,14 +346,28 @@ interface IssuancesOp {
   entries: { wallet: number; quantity: number }[]
 }
 
-const quantity = fc.oneof({ weight: 12, arbitrary: fc.integer({ min: 1, max: 60 }) }, { weight: 1, arbitrary: fc.integer({ min: MAX - 100, max: MAX }) })
+const quantity = fc.oneof(
+  { weight: 12, arbitrary: fc.integer({ min: 1, max: 60 }) },
+  { weight: 1, arbitrary: fc.integer({ min: MAX - 100, max: MAX }) },
+)
 const walletIndex = fc.integer({ min: 0, max: WALLETS - 1 })
 const assetIndex = fc.integer({ min: 0, max: ASSETS - 1 })
-const actor = fc.oneof({ weight: 4, arbitrary: fc.constant('owner' as const) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: USERS - 1 }) })
+const actor = fc.oneof(
+  { weight: 4, arbitrary: fc.constant('owner' as const) },
+  { weight: 1, arbitrary: fc.integer({ min: 0, max: USERS - 1 }) },
+)
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('issue' as const), wallet: walletIndex, asset: assetIndex, quantity }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('burn' as const), wallet: walletIndex, asset: assetIndex, quantity: fc.option(quantity, { nil: undefined }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('burn' as const),
+      wallet: walletIndex,
+      asset: assetIndex,
+      quantity: fc.option(quantity, { nil: undefined }),
+    }),
+  },
   {
     weight: 6,
     arbitrary: fc.record({
@@ -281,10 +376,22 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       from: walletIndex,
       to: walletIndex,
       by: fc.constantFrom(0 as const, 1 as const, 2 as const),
-      lines: fc.uniqueArray(fc.record({ asset: assetIndex, quantity }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }),
+      lines: fc.uniqueArray(fc.record({ asset: assetIndex, quantity }), {
+        minLength: 1,
+        maxLength: ASSETS,
+        selector: (line) => line.asset,
+      }),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('assign' as const), actor, wallet: walletIndex, user: fc.integer({ min: 0, max: USERS - 1 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('assign' as const),
+      actor,
+      wallet: walletIndex,
+      user: fc.integer({ min: 0, max: USERS - 1 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), actor, wallet: walletIndex }) },
   { weight: 2, arbitrary: refundOp() },
   { weight: 2, arbitrary: batchOp() },
@@ -300,11 +407,21 @@ function batchOp(): fc.Arbitrary<BatchOp> {
     by: fc.constantFrom(0 as const, 1 as const, 2 as const),
     lines: fc.uniqueArray(fc.record({ asset: assetIndex, quantity }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }),
   })
-  return fc.record({ kind: fc.constant('batch' as const), actor, from: walletIndex, atomic: fc.boolean(), transfers: fc.array(transfer, { minLength: 1, maxLength: 4 }) })
+  return fc.record({
+    kind: fc.constant('batch' as const),
+    actor,
+    from: walletIndex,
+    atomic: fc.boolean(),
+    transfers: fc.array(transfer, { minLength: 1, maxLength: 4 }),
+  })
 }
 
 function issuancesOp(): fc.Arbitrary<IssuancesOp> {
-  return fc.record({ kind: fc.constant('issuances' as const), asset: assetIndex, entries: fc.array(fc.record({ wallet: walletIndex, quantity }), { minLength: 1, maxLength: 4 }) })
+  return fc.record({
+    kind: fc.constant('issuances' as const),
+    asset: assetIndex,
+    entries: fc.array(fc.record({ wallet: walletIndex, quantity }), { minLength: 1, maxLength: 4 }),
+  })
 }
 
 // Refunds (issue 18): an op, and what the model remembers of transfers to predict them.
@@ -317,7 +434,14 @@ function refundOp(): fc.Arbitrary<RefundOp> {
   return fc.record({
     kind: fc.constant('refund' as const),
     pick: fc.nat({ max: 1000 }),
-    lines: fc.option(fc.uniqueArray(fc.record({ asset: assetIndex, quantity: small }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }), { nil: undefined }),
+    lines: fc.option(
+      fc.uniqueArray(fc.record({ asset: assetIndex, quantity: small }), {
+        minLength: 1,
+        maxLength: ASSETS,
+        selector: (line) => line.asset,
+      }),
+      { nil: undefined },
+    ),
   })
 }
 
@@ -349,7 +473,14 @@ class RefundBook {
 // Holds (issue 18): ops, and what the model remembers of them.
 
 /** POST /wallet/holds: the body of a transfer, reserved in the sender instead of moved. */
-type HoldOp = { kind: 'hold'; actor: number | 'owner'; from: number; to: number; by: 0 | 1 | 2; lines: { asset: number; quantity: number }[] }
+type HoldOp = {
+  kind: 'hold'
+  actor: number | 'owner'
+  from: number
+  to: number
+  by: 0 | 1 | 2
+  lines: { asset: number; quantity: number }[]
+}
 /** A capture by the sender of the `pick`-th hold so far: of `lines`, or of everything held. */
 type CaptureOp = { kind: 'capture'; pick: number; lines: { asset: number; quantity: number }[] | undefined }
 /** A void of the `pick`-th hold so far, by its sender or its recipient. */
@@ -371,12 +502,23 @@ function captureOp(): fc.Arbitrary<CaptureOp> {
   return fc.record({
     kind: fc.constant('capture' as const),
     pick: fc.nat({ max: 1000 }),
-    lines: fc.option(fc.uniqueArray(fc.record({ asset: assetIndex, quantity: small }), { minLength: 1, maxLength: ASSETS, selector: (line) => line.asset }), { nil: undefined }),
+    lines: fc.option(
+      fc.uniqueArray(fc.record({ asset: assetIndex, quantity: small }), {
+        minLength: 1,
+        maxLength: ASSETS,
+        selector: (line) => line.asset,
+      }),
+      { nil: undefined },
+    ),
   })
 }
 
 function voidOp(): fc.Arbitrary<VoidOp> {
-  return fc.record({ kind: fc.constant('void' as const), pick: fc.nat({ max: 1000 }), by: fc.constantFrom('sender' as const, 'recipient' as const) })
+  return fc.record({
+    kind: fc.constant('void' as const),
+    pick: fc.nat({ max: 1000 }),
+    by: fc.constantFrom('sender' as const, 'recipient' as const),
+  })
 }
 
 interface ModelHold {
@@ -611,7 +753,8 @@ describe('random operation sequences against a model', () => {
     if (t.database.dialect === 'sqlite') await sql`pragma synchronous = off`.execute(t.database.db)
     // One real registration gives a password hash the fixture users reuse (Argon2 is slow on purpose).
     const seed = await createUser(t.app)
-    passwordHash = (await t.database.db.selectFrom('users').select('password_hash').where('id', '=', seed.id).executeTakeFirstOrThrow()).password_hash
+    passwordHash = (await t.database.db.selectFrom('users').select('password_hash').where('id', '=', seed.id).executeTakeFirstOrThrow())
+      .password_hash
   })
   after(async () => {
     const seen = [...outcomes.entries()].sort().map(([outcome, count]) => `${outcome}: ${count}`)
@@ -632,7 +775,12 @@ describe('random operation sequences against a model', () => {
         const primary = await createWalletFor(trx, row.id)
         const second = await createWalletFor(trx, row.id)
         await updateUser(trx, row.id, { primary_wallet_id: primary.id })
-        await insertUserSession(trx, { userId: row.id, walletId: primary.id, tokenHash: hashToken(token), expiresAt: new Date(Date.now() + 86_400_000).toISOString() })
+        await insertUserSession(trx, {
+          userId: row.id,
+          walletId: primary.id,
+          tokenHash: hashToken(token),
+          expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+        })
         users.push({ id: row.id, username, token })
         walletIds[user] = primary.id
         addresses[user] = primary.address
@@ -642,7 +790,12 @@ describe('random operation sequences against a model', () => {
     }
     const assets: { id: number; name: string }[] = []
     for (let asset = 0; asset < ASSETS; asset++) {
-      const created = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: `pb${process.pid}r${run}a${asset}`, value: 1 } })
+      const created = await t.app.inject({
+        method: 'POST',
+        url: '/assets',
+        headers: t.admin,
+        payload: { name: `pb${process.pid}r${run}a${asset}`, value: 1 },
+      })
       assert.equal(created.statusCode, 201, created.body)
       assets.push(created.json())
     }
@@ -661,10 +814,20 @@ describe('random operation sequences against a model', () => {
   async function runBatch(step: BatchOp, model: Model, fixture: Fixture, where: string) {
     const transfers = step.transfers.map((transfer) => {
       const to = transfer.by === 0 ? model.primary[transfer.to % USERS] : transfer.to
-      const recipient = transfer.by === 0 ? fixture.users[transfer.to % USERS].username : transfer.by === 1 ? fixture.addresses[to] : fixture.walletIds[to]
-      return { recipient, type: transfer.by, assets: Object.fromEntries(transfer.lines.map((line) => [fixture.assets[line.asset].name, line.quantity])) }
+      const recipient =
+        transfer.by === 0 ? fixture.users[transfer.to % USERS].username : transfer.by === 1 ? fixture.addresses[to] : fixture.walletIds[to]
+      return {
+        recipient,
+        type: transfer.by,
+        assets: Object.fromEntries(transfer.lines.map((line) => [fixture.assets[line.asset].name, line.quantity])),
+      }
     })
-    const response = await t.app.inject({ method: 'POST', url: '/wallet/transactions/batch', headers: fixture.auth, payload: { atomic: step.atomic, transfers } })
+    const response = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions/batch',
+      headers: fixture.auth,
+      payload: { atomic: step.atomic, transfers },
+    })
     const { answer, results } = model.batch(step, fixture.walletIds)
     if (results) {
       const body = response.json() as { results?: { status: number; error?: { code: string } }[] }
@@ -674,16 +837,23 @@ describe('random operation sequences against a model', () => {
         `${where}: ${response.body.slice(0, 300)}`,
       )
     }
-    if (answer.index !== undefined && response.statusCode === answer.status) assert.match(response.json().detail, new RegExp(`^transfers\\[${answer.index}\\]: `), where)
+    if (answer.index !== undefined && response.statusCode === answer.status)
+      assert.match(response.json().detail, new RegExp(`^transfers\\[${answer.index}\\]: `), where)
     return { response, expected: { status: answer.status, ...(answer.code ? { code: answer.code } : {}) } }
   }
 
   /** An issuance to many wallets: the answer, and the failing entry named in `detail`. */
   async function runIssuances(step: IssuancesOp, model: Model, fixture: Pick<Fixture, 'walletIds' | 'assets'>, where: string) {
     const entries = step.entries.map((entry) => ({ wallet_id: fixture.walletIds[entry.wallet], quantity: entry.quantity }))
-    const response = await t.app.inject({ method: 'POST', url: '/issuances', headers: t.admin, payload: { asset_id: fixture.assets[step.asset].id, entries } })
+    const response = await t.app.inject({
+      method: 'POST',
+      url: '/issuances',
+      headers: t.admin,
+      payload: { asset_id: fixture.assets[step.asset].id, entries },
+    })
     const answer = model.issueMany(step.entries, step.asset)
-    if (answer.index !== undefined && response.statusCode === answer.status) assert.match(response.json().detail, new RegExp(`^entries\\[${answer.index}\\]: `), where)
+    if (answer.index !== undefined && response.statusCode === answer.status)
+      assert.match(response.json().detail, new RegExp(`^entries\\[${answer.index}\\]: `), where)
     return { response, expected: { status: answer.status, ...(answer.code ? { code: answer.code } : {}) } }
   }
 
@@ -700,7 +870,12 @@ describe('random operation sequences against a model', () => {
         // Every primary wallet starts with some of each asset, so that transfers have something to move.
         for (let wallet = 0; wallet < USERS; wallet++) {
           for (let asset = 0; asset < ASSETS; asset++) {
-            const issued = await t.app.inject({ method: 'POST', url: `/wallets/${walletIds[wallet]}/assets`, headers: t.admin, payload: { id: assets[asset].id, quantity: 100 } })
+            const issued = await t.app.inject({
+              method: 'POST',
+              url: `/wallets/${walletIds[wallet]}/assets`,
+              headers: t.admin,
+              payload: { id: assets[asset].id, quantity: 100 },
+            })
             assert.deepEqual(answerOf(issued), model.issue(wallet, asset, 100))
           }
         }
@@ -710,9 +885,18 @@ describe('random operation sequences against a model', () => {
         /** Makes `wallet` the user's active wallet; the model says whether that is allowed. */
         async function activate(user: number, wallet: number, step: string): Promise<boolean> {
           if (active[user] === wallet && model.canUse(user, wallet)) return true
-          const response = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: auth(user), payload: { wallet_id: walletIds[wallet] } })
+          const response = await t.app.inject({
+            method: 'PUT',
+            url: '/user/session/wallet',
+            headers: auth(user),
+            payload: { wallet_id: walletIds[wallet] },
+          })
           const allowed = model.canUse(user, wallet)
-          assert.deepEqual(answerOf(response), allowed ? { status: 200 } : { status: 404, code: 'W000' }, `${step}: activate wallet ${wallet} for user ${user}`)
+          assert.deepEqual(
+            answerOf(response),
+            allowed ? { status: 200 } : { status: 404, code: 'W000' },
+            `${step}: activate wallet ${wallet} for user ${user}`,
+          )
           if (allowed) active[user] = wallet
           return allowed
         }
@@ -723,11 +907,20 @@ describe('random operation sequences against a model', () => {
           let expected: Answer
           let response
           if (step.kind === 'issue') {
-            response = await t.app.inject({ method: 'POST', url: `/wallets/${walletIds[step.wallet]}/assets`, headers: t.admin, payload: { id: assets[step.asset].id, quantity: step.quantity } })
+            response = await t.app.inject({
+              method: 'POST',
+              url: `/wallets/${walletIds[step.wallet]}/assets`,
+              headers: t.admin,
+              payload: { id: assets[step.asset].id, quantity: step.quantity },
+            })
             expected = model.issue(step.wallet, step.asset, step.quantity)
           } else if (step.kind === 'burn') {
             const query = step.quantity === undefined ? '' : `?quantity=${step.quantity}`
-            response = await t.app.inject({ method: 'DELETE', url: `/wallets/${walletIds[step.wallet]}/assets/${assets[step.asset].id}${query}`, headers: t.admin })
+            response = await t.app.inject({
+              method: 'DELETE',
+              url: `/wallets/${walletIds[step.wallet]}/assets/${assets[step.asset].id}${query}`,
+              headers: t.admin,
+            })
             expected = model.burn(step.wallet, step.asset, step.quantity)
           } else if (step.kind === 'transfer') {
             const user = model.actorOf(step.actor, step.from)
@@ -735,7 +928,11 @@ describe('random operation sequences against a model', () => {
             // By username the money goes to that user's primary wallet.
             const to = step.by === 0 ? model.primary[step.to % USERS] : step.to
             const recipient = step.by === 0 ? users[step.to % USERS].username : step.by === 1 ? addresses[to] : walletIds[to]
-            const payload = { recipient, type: step.by, assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+            const payload = {
+              recipient,
+              type: step.by,
+              assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])),
+            }
             response = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: auth(user), payload })
             if (step.by !== 0 && model.deleted.has(to)) expected = { status: 404, code: 'W000' }
             else if (to === step.from) expected = { status: 400, code: 'W013' }
@@ -746,15 +943,27 @@ describe('random operation sequences against a model', () => {
             if (!entry) continue
             const user = model.owner[entry.to]
             if (!(await activate(user, entry.to, where))) continue
-            const payload = step.lines === undefined ? undefined : { assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
-            response = await t.app.inject({ method: 'POST', url: `/wallet/transactions/${entry.id}/refund`, headers: auth(user), ...(payload ? { payload } : {}) })
+            const payload =
+              step.lines === undefined
+                ? undefined
+                : { assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+            response = await t.app.inject({
+              method: 'POST',
+              url: `/wallet/transactions/${entry.id}/refund`,
+              headers: auth(user),
+              ...(payload ? { payload } : {}),
+            })
             expected = refunds.refund(model, entry, step.lines, walletIds)
           } else if (step.kind === 'hold') {
             const user = model.actorOf(step.actor, step.from)
             if (!(await activate(user, step.from, where))) continue
             const to = step.by === 0 ? model.primary[step.to % USERS] : step.to
             const recipient = step.by === 0 ? users[step.to % USERS].username : step.by === 1 ? addresses[to] : walletIds[to]
-            const payload = { recipient, type: step.by, assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+            const payload = {
+              recipient,
+              type: step.by,
+              assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])),
+            }
             response = await t.app.inject({ method: 'POST', url: '/wallet/holds', headers: auth(user), payload })
             if (step.by !== 0 && model.deleted.has(to)) expected = { status: 404, code: 'W000' }
             else if (to === step.from) expected = { status: 400, code: 'W013' }
@@ -767,8 +976,16 @@ describe('random operation sequences against a model', () => {
             const user = model.owner[side]
             if (!(await activate(user, side, where))) continue
             if (step.kind === 'capture') {
-              const payload = step.lines === undefined ? undefined : { assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
-              response = await t.app.inject({ method: 'POST', url: `/wallet/holds/${hold.id}/capture`, headers: auth(user), ...(payload ? { payload } : {}) })
+              const payload =
+                step.lines === undefined
+                  ? undefined
+                  : { assets: Object.fromEntries(step.lines.map((line) => [assets[line.asset].name, line.quantity])) }
+              response = await t.app.inject({
+                method: 'POST',
+                url: `/wallet/holds/${hold.id}/capture`,
+                headers: auth(user),
+                ...(payload ? { payload } : {}),
+              })
               expected = holds.capture(model, hold, step.lines, walletIds)
             } else {
               response = await t.app.inject({ method: 'POST', url: `/wallet/holds/${hold.id}/void`, headers: auth(user) })
@@ -783,7 +1000,12 @@ describe('random operation sequences against a model', () => {
           } else if (step.kind === 'assign') {
             const user = model.actorOf(step.actor, step.wallet)
             if (!(await activate(user, step.wallet, where))) continue
-            response = await t.app.inject({ method: 'POST', url: '/wallet/users', headers: auth(user), payload: { username: users[step.user].username } })
+            response = await t.app.inject({
+              method: 'POST',
+              url: '/wallet/users',
+              headers: auth(user),
+              payload: { username: users[step.user].username },
+            })
             if (model.owner[step.wallet] !== user) expected = { status: 400, code: 'W006' }
             else if (step.user === user || model.assigned[step.wallet].has(step.user)) expected = { status: 409, code: 'W003' }
             else {
@@ -800,7 +1022,9 @@ describe('random operation sequences against a model', () => {
             else {
               // Its pending holds, both directions, are voided first; all of it is then swept.
               const restore = holds.voidAllOf(model, step.wallet)
-              const lines = [...Array(ASSETS).keys()].filter((asset) => model.held(step.wallet, asset) > 0).map((asset) => ({ asset, quantity: model.held(step.wallet, asset) }))
+              const lines = [...Array(ASSETS).keys()]
+                .filter((asset) => model.held(step.wallet, asset) > 0)
+                .map((asset) => ({ asset, quantity: model.held(step.wallet, asset) }))
               const failed = lines.length > 0 ? model.move(step.wallet, primary, lines, walletIds) : undefined
               if (failed) restore()
               if (failed) expected = failed
@@ -820,13 +1044,25 @@ describe('random operation sequences against a model', () => {
 
         // The stored holdings are the model's, none negative, and every asset sums to zero with mint.
         const assetIds = assets.map((asset) => asset.id)
-        const rows = await t.database.db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).where('asset_id', 'in', assetIds).execute()
+        const rows = await t.database.db
+          .selectFrom('holdings')
+          .select(['wallet_id', 'asset_id', 'quantity', 'held'])
+          .where('asset_id', 'in', assetIds)
+          .execute()
         const stored = new Map(rows.map((row) => [`${row.wallet_id}:${row.asset_id}`, row.quantity]))
         const storedHeld = new Map(rows.map((row) => [`${row.wallet_id}:${row.asset_id}`, Number(row.held)]))
         for (let wallet = 0; wallet < WALLETS; wallet++) {
           for (let asset = 0; asset < ASSETS; asset++) {
-            assert.equal(stored.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0, model.held(wallet, asset), `wallet ${wallet} asset ${asset}`)
-            assert.equal(storedHeld.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0, model.reservedOf(wallet, asset), `held: wallet ${wallet} asset ${asset}`)
+            assert.equal(
+              stored.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0,
+              model.held(wallet, asset),
+              `wallet ${wallet} asset ${asset}`,
+            )
+            assert.equal(
+              storedHeld.get(`${walletIds[wallet]}:${assetIds[asset]}`) ?? 0,
+              model.reservedOf(wallet, asset),
+              `held: wallet ${wallet} asset ${asset}`,
+            )
           }
         }
         for (const row of rows) if (row.wallet_id !== MINT) assert.ok(row.quantity >= 0, `wallet ${row.wallet_id} holds ${row.quantity}`)

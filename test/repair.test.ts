@@ -48,7 +48,11 @@ async function balancesInTime({ t, users, steps }: Ledger): Promise<Record<strin
     users.map((user) =>
       Promise.all(
         instants.map(async (instant) => {
-          const response = await t.app.inject({ method: 'GET', url: `/wallet/assets?as_of=${encodeURIComponent(instant)}`, headers: user.auth })
+          const response = await t.app.inject({
+            method: 'GET',
+            url: `/wallet/assets?as_of=${encodeURIComponent(instant)}`,
+            headers: user.auth,
+          })
           assert.equal(response.statusCode, 200, response.body)
           const holdings = response.json() as { asset: { name: string }; quantity: number }[]
           return Object.fromEntries(holdings.map((holding) => [holding.asset.name, holding.quantity]))
@@ -81,9 +85,17 @@ async function corrupt(ledger: Ledger): Promise<RunningBalancesRepair> {
   // Mint's only gold row (-100).
   await runningBalance(ledger, MINT_WALLET_ID, gold, 0).set({ quantity: -1 }).execute()
   // Carol's gold after she sent 4 (10, then 6, 12, 11): gone.
-  await db.deleteFrom('running_balances').where('wallet_id', '=', carol.walletId).where('asset_id', '=', gold).where('transaction_id', '=', steps[4].id).execute()
+  await db
+    .deleteFrom('running_balances')
+    .where('wallet_id', '=', carol.walletId)
+    .where('asset_id', '=', gold)
+    .where('transaction_id', '=', steps[4].id)
+    .execute()
   // Bob had no part in alice's transfer to carol, yet a row says he then held 77 gold.
-  await db.insertInto('running_balances').values({ wallet_id: bob.walletId, asset_id: gold, created_at: steps[3].created_at, transaction_id: steps[3].id, quantity: 77 }).execute()
+  await db
+    .insertInto('running_balances')
+    .values({ wallet_id: bob.walletId, asset_id: gold, created_at: steps[3].created_at, transaction_id: steps[3].id, quantity: 77 })
+    .execute()
   const named = [
     { wallet_id: MINT_WALLET_ID, asset_id: gold, rewritten: 1, added: 0, removed: 0 },
     { wallet_id: alice.walletId, asset_id: gold, rewritten: 1, added: 0, removed: 0 },
@@ -95,8 +107,20 @@ async function corrupt(ledger: Ledger): Promise<RunningBalancesRepair> {
 }
 
 async function allRunningBalances(t: TestApp) {
-  const rows = await t.database.db.selectFrom('running_balances').selectAll().orderBy('wallet_id').orderBy('asset_id').orderBy('transaction_id').execute()
-  return rows.map((row) => ({ ...row, wallet_id: Number(row.wallet_id), asset_id: Number(row.asset_id), transaction_id: Number(row.transaction_id), quantity: Number(row.quantity) }))
+  const rows = await t.database.db
+    .selectFrom('running_balances')
+    .selectAll()
+    .orderBy('wallet_id')
+    .orderBy('asset_id')
+    .orderBy('transaction_id')
+    .execute()
+  return rows.map((row) => ({
+    ...row,
+    wallet_id: Number(row.wallet_id),
+    asset_id: Number(row.asset_id),
+    transaction_id: Number(row.transaction_id),
+    quantity: Number(row.quantity),
+  }))
 }
 
 describe('repairRunningBalances (coffer verify --repair)', () => {
@@ -112,8 +136,18 @@ describe('repairRunningBalances (coffer verify --repair)', () => {
       const before = await verifyLedger(t.database.db)
       assert.equal(before.ok, false)
       assert.equal(before.wrongRunningBalances, 5, before.problems.join('\n'))
-      assert.ok(before.problems.includes(`transaction ${ledger.steps[3].id}'s running balance of wallet ${ledger.bob.walletId} in asset ${ledger.gold} says 77, but no line of the journal gives it`), before.problems.join('\n'))
-      assert.ok(before.problems.includes(`transaction ${ledger.steps[4].id} has no running balance of wallet ${ledger.carol.walletId} in asset ${ledger.gold} (the journal says 6)`), before.problems.join('\n'))
+      assert.ok(
+        before.problems.includes(
+          `transaction ${ledger.steps[3].id}'s running balance of wallet ${ledger.bob.walletId} in asset ${ledger.gold} says 77, but no line of the journal gives it`,
+        ),
+        before.problems.join('\n'),
+      )
+      assert.ok(
+        before.problems.includes(
+          `transaction ${ledger.steps[4].id} has no running balance of wallet ${ledger.carol.walletId} in asset ${ledger.gold} (the journal says 6)`,
+        ),
+        before.problems.join('\n'),
+      )
 
       const progress: [number, number][] = []
       assert.deepEqual(await repairRunningBalances(t.database.db, (done, total) => progress.push([done, total])), expected)
@@ -123,7 +157,11 @@ describe('repairRunningBalances (coffer verify --repair)', () => {
       assert.equal(after.wrongRunningBalances, 0)
       assert.deepEqual(await balancesInTime(ledger), right)
       assert.deepEqual(await allRunningBalances(t), rows, 'every row as the write path wrote it')
-      assert.deepEqual(await t.database.db.selectFrom('holdings').selectAll().orderBy('wallet_id').orderBy('asset_id').execute(), holdings, 'holdings untouched')
+      assert.deepEqual(
+        await t.database.db.selectFrom('holdings').selectAll().orderBy('wallet_id').orderBy('asset_id').execute(),
+        holdings,
+        'holdings untouched',
+      )
 
       // A second run finds nothing and changes nothing.
       assert.deepEqual(await repairRunningBalances(t.database.db), { rewritten: 0, added: 0, removed: 0, holdings: 0, named: [] })
@@ -154,17 +192,36 @@ describe('repairRunningBalances (coffer verify --repair)', () => {
     const ledger = await buildLedger()
     const { t, bob, gold } = ledger
     try {
-      const holding = () => t.database.db.selectFrom('holdings').select('quantity').where('wallet_id', '=', bob.walletId).where('asset_id', '=', gold).executeTakeFirstOrThrow()
+      const holding = () =>
+        t.database.db
+          .selectFrom('holdings')
+          .select('quantity')
+          .where('wallet_id', '=', bob.walletId)
+          .where('asset_id', '=', gold)
+          .executeTakeFirstOrThrow()
       const { quantity } = await holding()
-      await t.database.db.updateTable('holdings').set({ quantity: quantity + 3 }).where('wallet_id', '=', bob.walletId).where('asset_id', '=', gold).execute()
+      await t.database.db
+        .updateTable('holdings')
+        .set({ quantity: quantity + 3 })
+        .where('wallet_id', '=', bob.walletId)
+        .where('asset_id', '=', gold)
+        .execute()
       await runningBalance(ledger, bob.walletId, gold, 2).set({ quantity: 1 }).execute()
       const repair = await repairRunningBalances(t.database.db)
       assert.deepEqual(repair.named, [{ wallet_id: bob.walletId, asset_id: gold, rewritten: 1, added: 0, removed: 0 }])
       assert.deepEqual(await holding(), { quantity: quantity + 3 })
       const report = await verifyLedger(t.database.db)
       assert.equal(report.wrongRunningBalances, 0)
-      assert.ok(report.problems.includes(`wallet ${bob.walletId} holds ${quantity + 3} of asset ${gold}, the journal says ${quantity}`), report.problems.join('\n'))
-      await t.database.db.updateTable('holdings').set({ quantity }).where('wallet_id', '=', bob.walletId).where('asset_id', '=', gold).execute()
+      assert.ok(
+        report.problems.includes(`wallet ${bob.walletId} holds ${quantity + 3} of asset ${gold}, the journal says ${quantity}`),
+        report.problems.join('\n'),
+      )
+      await t.database.db
+        .updateTable('holdings')
+        .set({ quantity })
+        .where('wallet_id', '=', bob.walletId)
+        .where('asset_id', '=', gold)
+        .execute()
     } finally {
       await t.close()
     }
@@ -178,7 +235,12 @@ describe('repairRunningBalances (coffer verify --repair)', () => {
       let sending = true
       let committed = 0
       const send = async (from: TestUser, to: TestUser) => {
-        const response = await t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to.username, assets: { gold: 1 } } })
+        const response = await t.app.inject({
+          method: 'POST',
+          url: '/wallet/transactions',
+          headers: from.auth,
+          payload: { recipient: to.username, assets: { gold: 1 } },
+        })
         assert.equal(response.statusCode, 201, response.body)
         committed += 1
       }
@@ -199,7 +261,8 @@ describe('repairRunningBalances (coffer verify --repair)', () => {
       }
       assert.ok(committed >= 8, `transfers committed meanwhile (${committed})`)
       assert.deepEqual(runs[0], expected, 'the first run changes exactly the damaged rows')
-      for (const run of runs.slice(1)) assert.equal(run.holdings, 0, 'later runs find nothing: the rows transfers wrote meanwhile are right')
+      for (const run of runs.slice(1))
+        assert.equal(run.holdings, 0, 'later runs find nothing: the rows transfers wrote meanwhile are right')
       const report = await verifyLedger(t.database.db)
       assert.deepEqual(report.problems, [])
     } finally {
@@ -215,7 +278,8 @@ describe('repairRunningBalances (coffer verify --repair)', () => {
       const runs = await Promise.all([repairRunningBalances(ledger.t.database.db), repairRunningBalances(ledger.t.database.db)])
       const empty = { rewritten: 0, added: 0, removed: 0, holdings: 0, named: [] }
       assert.ok(
-        (isDeepStrictEqual(runs[0], expected) && isDeepStrictEqual(runs[1], empty)) || (isDeepStrictEqual(runs[0], empty) && isDeepStrictEqual(runs[1], expected)),
+        (isDeepStrictEqual(runs[0], expected) && isDeepStrictEqual(runs[1], empty)) ||
+          (isDeepStrictEqual(runs[0], empty) && isDeepStrictEqual(runs[1], expected)),
         JSON.stringify(runs),
       )
       assert.deepEqual(await allRunningBalances(ledger.t), rows)
@@ -236,7 +300,12 @@ describe(`coffer verify --repair (${STORAGE})`, () => {
       await runningBalance(ledger, bob.walletId, silver, 2).set({ quantity: 2 }).execute()
       const found = await runCoffer(env, 'verify')
       assert.equal(found.code, 1, found.stdout)
-      assert.match(found.stdout, new RegExp(`transaction ${ledger.steps[2].id}'s running balance of wallet ${alice.walletId} in asset ${gold} says 3, the journal says 70`))
+      assert.match(
+        found.stdout,
+        new RegExp(
+          `transaction ${ledger.steps[2].id}'s running balance of wallet ${alice.walletId} in asset ${gold} says 3, the journal says 70`,
+        ),
+      )
       assert.match(found.stdout, /rewritten from it by `coffer verify --repair`/)
 
       const repaired = await runCoffer(env, 'verify', '--repair')
@@ -253,13 +322,23 @@ describe(`coffer verify --repair (${STORAGE})`, () => {
       assert.match(again.stdout, /ledger OK/)
 
       // A holding the journal does not give is named, never rewritten: the exit status says so.
-      await t.database.db.updateTable('holdings').set((eb) => ({ quantity: eb('quantity', '+', 1) })).where('wallet_id', '=', bob.walletId).where('asset_id', '=', gold).execute()
+      await t.database.db
+        .updateTable('holdings')
+        .set((eb) => ({ quantity: eb('quantity', '+', 1) }))
+        .where('wallet_id', '=', bob.walletId)
+        .where('asset_id', '=', gold)
+        .execute()
       const still = await runCoffer(env, 'verify', '--repair')
       assert.equal(still.code, 1, still.stdout)
       assert.match(still.stdout, /nothing changed/)
       assert.match(still.stdout, new RegExp(`wallet ${bob.walletId} holds \\d+ of asset ${gold}, the journal says`))
       assert.match(still.stdout, /the journal, holdings and holds are never changed/)
-      await t.database.db.updateTable('holdings').set((eb) => ({ quantity: eb('quantity', '-', 1) })).where('wallet_id', '=', bob.walletId).where('asset_id', '=', gold).execute()
+      await t.database.db
+        .updateTable('holdings')
+        .set((eb) => ({ quantity: eb('quantity', '-', 1) }))
+        .where('wallet_id', '=', bob.walletId)
+        .where('asset_id', '=', gold)
+        .execute()
 
       const help = await runCoffer(env, 'help')
       assert.match(help.stdout, /verify --repair/)

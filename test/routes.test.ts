@@ -16,8 +16,12 @@ describe('the route index (src/routes.ts) and the API reference', () => {
 
   before(async () => {
     t = await buildTestApp()
-    const spec = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, Operation>> }
-    operations = Object.entries(spec.paths).flatMap(([path, byMethod]) => Object.entries(byMethod).map(([method, operation]) => ({ key: `${method.toUpperCase()} ${fastifyPath(path)}`, operation })))
+    const spec = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+      paths: Record<string, Record<string, Operation>>
+    }
+    operations = Object.entries(spec.paths).flatMap(([path, byMethod]) =>
+      Object.entries(byMethod).map(([method, operation]) => ({ key: `${method.toUpperCase()} ${fastifyPath(path)}`, operation })),
+    )
   })
   after(async () => {
     await t.close()
@@ -35,7 +39,10 @@ describe('the route index (src/routes.ts) and the API reference', () => {
       const [method] = key.split(' ')
       for (const code of routeErrorCodes(ROUTES[key], method, {})) {
         const response = operation.responses[String(ERRORS[code].status)]
-        assert.ok(response?.description?.includes(`\`${code}\` ${ERRORS[code].message}: `), `${key} documents ${code} under ${ERRORS[code].status}`)
+        assert.ok(
+          response?.description?.includes(`\`${code}\` ${ERRORS[code].message}: `),
+          `${key} documents ${code} under ${ERRORS[code].status}`,
+        )
       }
       for (const [status, response] of Object.entries(operation.responses)) {
         assert.doesNotMatch(response.description ?? '', /contract/i, `${key} ${status} stands alone`)
@@ -47,7 +54,12 @@ describe('the route index (src/routes.ts) and the API reference', () => {
     for (const [key, doc] of Object.entries(ROUTES)) {
       const [method, path] = key.split(' ')
       const url = path.replace(/:\w+/g, '1')
-      const response = await t.app.inject({ method: method as 'GET', url, headers: { 'content-type': 'application/json' }, payload: method === 'GET' || method === 'DELETE' ? undefined : '{}' })
+      const response = await t.app.inject({
+        method: method as 'GET',
+        url,
+        headers: { 'content-type': 'application/json' },
+        payload: method === 'GET' || method === 'DELETE' ? undefined : '{}',
+      })
       const code = response.headers['content-type']?.toString().startsWith('application/json') ? response.json().code : undefined
       const expected = { none: undefined, user: 'A000', wallet: 'A000', any: 'A000', admin: 'A003' }[doc.auth]
       if (expected) assert.equal(code, expected, `${key} refuses a caller without credentials with ${expected}`)
@@ -69,9 +81,12 @@ describe('the route index (src/routes.ts) and the API reference', () => {
 
 describe('the docs stand alone', () => {
   it('cite project files, never the outside contract or the lab log by item number', () => {
-    const files = ['README.md', ...['src', 'docs', 'test', 'bench', 'scripts'].flatMap((dir) => fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((file) => `${dir}/${file}`))].filter(
-      (file) => /\.(ts|md|js)$/.test(file) && fs.statSync(file).isFile(),
-    )
+    const files = [
+      'README.md',
+      ...['src', 'docs', 'test', 'bench', 'scripts'].flatMap((dir) =>
+        fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((file) => `${dir}/${file}`),
+      ),
+    ].filter((file) => /\.(ts|md|js)$/.test(file) && fs.statSync(file).isFile())
     for (const file of files) {
       const text = fs.readFileSync(file, 'utf8')
       assert.doesNotMatch(text, /contract \u00a7|\u00a7\s?\d/, `${file} cites the contract`)

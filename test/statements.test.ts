@@ -69,7 +69,11 @@ describe(`GET /wallet/assets?as_of (${STORAGE})`, () => {
 
   it('has the shape of the current holdings, ordered by asset name, nothing held', async () => {
     const now = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: bob.auth })
-    const then = await t.app.inject({ method: 'GET', url: `/wallet/assets?as_of=${encodeURIComponent(new Date().toISOString())}`, headers: bob.auth })
+    const then = await t.app.inject({
+      method: 'GET',
+      url: `/wallet/assets?as_of=${encodeURIComponent(new Date().toISOString())}`,
+      headers: bob.auth,
+    })
     assert.equal(then.statusCode, 200)
     const current = now.json() as { asset: Asset; quantity: number; held?: number }[]
     const past = then.json() as { asset: Asset; quantity: number; held?: number }[]
@@ -94,7 +98,14 @@ describe(`GET /wallet/assets?as_of (${STORAGE})`, () => {
 
   it('migration 0010 fills in for an existing journal exactly the balances the ledger writes', async () => {
     const db = t.database.db
-    const read = async () => (await sql<Record<string, unknown>>`select wallet_id, asset_id, created_at, transaction_id, quantity from running_balances order by wallet_id, asset_id, created_at, transaction_id`.execute(db)).rows
+    const read = async () =>
+      (
+        await sql<
+          Record<string, unknown>
+        >`select wallet_id, asset_id, created_at, transaction_id, quantity from running_balances order by wallet_id, asset_id, created_at, transaction_id`.execute(
+          db,
+        )
+      ).rows
     const written = await read()
     assert.ok(written.length >= 2 * steps.length)
     const index = MIGRATION_NAMES.indexOf('0010_running_balances')
@@ -118,16 +129,37 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
     dash = await createAsset(t, { name: uniqueName('-dash') })
     alice = await createUser(t.app)
     bob = await createUser(t.app)
-    const wallet = await t.app.inject({ method: 'POST', url: '/user/wallets', headers: bob.auth, payload: { address: uniqueName('side').replace(/[^a-z]/g, '').slice(0, 20) + 'abc' } })
+    const wallet = await t.app.inject({
+      method: 'POST',
+      url: '/user/wallets',
+      headers: bob.auth,
+      payload: {
+        address:
+          uniqueName('side')
+            .replace(/[^a-z]/g, '')
+            .slice(0, 20) + 'abc',
+      },
+    })
     assert.equal(wallet.statusCode, 201, wallet.body)
     bobSide = wallet.json()
     made.push(await issue(t, alice.walletId, gold.id, 1000))
     made.push(await issue(t, alice.walletId, dash.id, 50))
-    made.push(await sendTransaction(t, alice, { recipient: bob.username, memo: 'rent, "march"', assets: { [gold.name]: 30, [dash.name]: 5 } }))
+    made.push(
+      await sendTransaction(t, alice, { recipient: bob.username, memo: 'rent, "march"', assets: { [gold.name]: 30, [dash.name]: 5 } }),
+    )
     made.push(await sendTransaction(t, bob, { recipient: alice.username, memo: '=SUM(A1:A9)', assets: { [gold.name]: 10 } }))
     // To a wallet that is nobody's primary wallet: no counterparty username.
-    made.push(await sendTransaction(t, alice, { recipient: bobSide.address, type: 1, memo: 'line one\nline two', assets: { [gold.name]: 2 } }))
-    made.push(await sendTransaction(t, alice, { recipient: bob.username, memo: '@here -1 +1', metadata: { note: 'x,"y"', order: '=1' }, assets: { [gold.name]: 1 } }))
+    made.push(
+      await sendTransaction(t, alice, { recipient: bobSide.address, type: 1, memo: 'line one\nline two', assets: { [gold.name]: 2 } }),
+    )
+    made.push(
+      await sendTransaction(t, alice, {
+        recipient: bob.username,
+        memo: '@here -1 +1',
+        metadata: { note: 'x,"y"', order: '=1' },
+        assets: { [gold.name]: 1 },
+      }),
+    )
   })
 
   async function statement(user: TestUser, query = '') {
@@ -159,22 +191,52 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
 
   it('applies the filters of the history, asset= to the rows too, and ignores paging', async () => {
     const [, , rent, back, side, here] = made
-    const ids = (body: string) => body.split('\r\n').slice(1, -1).map((line) => Number(line.split(',')[0]))
+    const ids = (body: string) =>
+      body
+        .split('\r\n')
+        .slice(1, -1)
+        .map((line) => Number(line.split(',')[0]))
     assert.deepEqual(ids((await statement(alice, '&direction=received')).body), [back.id, made[1].id, made[0].id])
     assert.deepEqual(ids((await statement(alice, `&asset=${encodeURIComponent(dash.name)}`)).body), [rent.id, made[1].id])
-    assert.deepEqual(ids((await statement(alice, `&since=${encodeURIComponent(back.created_at)}&until=${encodeURIComponent(side.created_at)}&direction=sent`)).body), [side.id])
-    assert.deepEqual(ids((await statement(alice, `&limit=1&offset=1&before=${here.id}&after=${rent.id}`)).body), [...made].reverse().flatMap((x) => (x === rent ? [x.id, x.id] : [x.id])))
+    assert.deepEqual(
+      ids(
+        (
+          await statement(
+            alice,
+            `&since=${encodeURIComponent(back.created_at)}&until=${encodeURIComponent(side.created_at)}&direction=sent`,
+          )
+        ).body,
+      ),
+      [side.id],
+    )
+    assert.deepEqual(
+      ids((await statement(alice, `&limit=1&offset=1&before=${here.id}&after=${rent.id}`)).body),
+      [...made].reverse().flatMap((x) => (x === rent ? [x.id, x.id] : [x.id])),
+    )
     assert.deepEqual(ids((await statement(alice, '&kind=issuance')).body), [made[1].id, made[0].id])
     assert.deepEqual(ids((await statement(alice, '&metadata[order]=%3D1&kind=transfer')).body), [here.id])
     assert.deepEqual(ids((await statement(alice, '&metadata[order]=other')).body), [])
-    assert.equal((await statement(alice, '&asset=nosuchasset')).body, 'id,created_at,kind,direction,counterparty_wallet_address,counterparty_username,asset,quantity,memo,metadata\r\n')
+    assert.equal(
+      (await statement(alice, '&asset=nosuchasset')).body,
+      'id,created_at,kind,direction,counterparty_wallet_address,counterparty_username,asset,quantity,memo,metadata\r\n',
+    )
     // From bob's side: received, signed positive.
     const bobs = (await statement(bob, `&asset=${encodeURIComponent(gold.name)}&direction=received`)).body.split('\r\n')[2]
-    assert.equal(bobs, `${rent.id},${rent.created_at},transfer,received,${alice.address},${alice.username},${gold.name},30,"rent, ""march""",{}`)
+    assert.equal(
+      bobs,
+      `${rent.id},${rent.created_at},transfer,received,${alice.address},${alice.username},${gold.name},30,"rent, ""march""",{}`,
+    )
   })
 
   it('refuses bad filters with 400 G002 before sending anything', async () => {
-    for (const query of ['format=xml', 'format=csv&since=yesterday', 'format=csv&direction=up', 'format=csv&limit=1000', 'format=csv&kind=gift', 'format=csv&metadata=x']) {
+    for (const query of [
+      'format=xml',
+      'format=csv&since=yesterday',
+      'format=csv&direction=up',
+      'format=csv&limit=1000',
+      'format=csv&kind=gift',
+      'format=csv&metadata=x',
+    ]) {
       expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions?${query}`, headers: alice.auth }), 400, 'G002')
     }
   })
@@ -190,12 +252,22 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
     // The export has begun: a transfer now is newer than everything it will read.
     await sendTransaction(t, carol, { recipient: alice.username, assets: { [gold.name]: 1 } })
     for await (const chunk of rows) chunks.push(chunk)
-    const idsOf = (chunk: string) => chunk.split('\r\n').filter(Boolean).map((line) => Number(line.split(',')[0]))
+    const idsOf = (chunk: string) =>
+      chunk
+        .split('\r\n')
+        .filter(Boolean)
+        .map((line) => Number(line.split(',')[0]))
     // The header, then 10 transactions in chunks of at most 3, each chunk one read.
-    assert.deepEqual(chunks.slice(1).map((chunk) => idsOf(chunk).length), [3, 3, 3, 1])
+    assert.deepEqual(
+      chunks.slice(1).map((chunk) => idsOf(chunk).length),
+      [3, 3, 3, 1],
+    )
     const all = chunks.slice(1).flatMap(idsOf)
     assert.equal(new Set(all).size, 10)
-    assert.deepEqual(all, [...all].sort((a, b) => b - a))
+    assert.deepEqual(
+      all,
+      [...all].sort((a, b) => b - a),
+    )
     const whole = await statement(carol)
     assert.equal(idsOf(whole.body).length - 1, 11)
   })

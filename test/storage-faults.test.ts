@@ -25,7 +25,11 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
     for (const cleanup of cleanups.reverse()) await cleanup()
   })
 
-  async function serve(url: string, env: Record<string, string> = {}, timeouts = {}): Promise<{ app: FastifyInstance; database: Database }> {
+  async function serve(
+    url: string,
+    env: Record<string, string> = {},
+    timeouts = {},
+  ): Promise<{ app: FastifyInstance; database: Database }> {
     const database = openPostgres(url, 4, timeouts)
     const config = loadConfig({ DATABASE_URL: url, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '0', ...env })
     const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: generateSecretsKey() })
@@ -87,7 +91,10 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
     assert.ok(Number(register.headers['retry-after']) >= 1, 'S001 carries Retry-After')
     await runStatement(adminUrl, `alter database ${name} set default_transaction_read_only = off`)
     assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
-    assert.equal((await app.inject({ method: 'POST', url: '/users', payload: { username: 'readonlyuser', password: 'correct horse' } })).statusCode, 201)
+    assert.equal(
+      (await app.inject({ method: 'POST', url: '/users', payload: { username: 'readonlyuser', password: 'correct horse' } })).statusCode,
+      201,
+    )
   })
 
   it('answers 503 S001 when a transfer waits for a lock past lock_timeout', async () => {
@@ -96,8 +103,18 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
     await migrateToLatest(database.db)
     const alice = await createUser(app)
     const bob = await createUser(app)
-    const asset = await app.inject({ method: 'POST', url: '/assets', headers: { authorization: `Bearer ${ADMIN_KEY}` }, payload: { name: 'gold', value: 1 } })
-    await app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: { authorization: `Bearer ${ADMIN_KEY}` }, payload: { id: asset.json().id, quantity: 10 } })
+    const asset = await app.inject({
+      method: 'POST',
+      url: '/assets',
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+      payload: { name: 'gold', value: 1 },
+    })
+    await app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+      payload: { id: asset.json().id, quantity: 10 },
+    })
     // Another session holds alice's wallet turn (the lock every move of her wallet takes) and sits on it.
     const holder = new pg.Client({ connectionString: url })
     await holder.connect()
@@ -105,14 +122,24 @@ describe('PostgreSQL storage faults', { skip: STORAGE !== 'postgres' && 'Postgre
       await holder.query('begin')
       await holder.query('select pg_advisory_xact_lock($1)', [alice.walletId])
       const started = Date.now()
-      const sent = await app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+      const sent = await app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { gold: 1 } },
+      })
       expectError(sent, 503, 'S001')
       assert.ok(Date.now() - started < 5_000, 'answered soon after the lock timeout, not held')
       await holder.query('rollback')
     } finally {
       await holder.end()
     }
-    const again = await app.inject({ method: 'POST', url: '/wallet/transactions', headers: alice.auth, payload: { recipient: bob.username, assets: { gold: 1 } } })
+    const again = await app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: alice.auth,
+      payload: { recipient: bob.username, assets: { gold: 1 } },
+    })
     assert.equal(again.statusCode, 201, 'nothing was moved by the refused transfer, and the next one goes through')
     const holdings = await app.inject({ method: 'GET', url: '/wallet/assets', headers: alice.auth })
     assert.equal(holdings.json()[0].quantity, 9)

@@ -17,7 +17,8 @@ describe('the typed client and the tip bot', () => {
     alice = await createUser(t.app)
     bot = await createUser(t.app)
     const gold = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'gold', value: 1 } })).json().id
-    for (const user of [alice, bot]) await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: gold, quantity: 50 } })
+    for (const user of [alice, bot])
+      await t.app.inject({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: t.admin, payload: { id: gold, quantity: 50 } })
   })
   let stopBot = () => {}
   after(async () => {
@@ -28,13 +29,23 @@ describe('the typed client and the tip bot', () => {
   it('types answers and refusals: data on success, a CofferError with the code otherwise', async () => {
     const coffer = createCofferClient({ baseUrl, token: alice.token })
     const holdings = await call(coffer.GET('/wallet/assets'))
-    assert.deepEqual(holdings.map((holding) => [holding.asset.name, holding.quantity]), [['gold', 50]])
+    assert.deepEqual(
+      holdings.map((holding) => [holding.asset.name, holding.quantity]),
+      [['gold', 50]],
+    )
     await assert.rejects(
       call(coffer.POST('/wallet/transactions', { body: { recipient: bot.username, assets: { gold: 500 } } })),
-      (error: unknown) => error instanceof CofferError && error.code === 'I002' && error.status === 400 && typeof error.requestId === 'string',
+      (error: unknown) =>
+        error instanceof CofferError && error.code === 'I002' && error.status === 400 && typeof error.requestId === 'string',
     )
-    await assert.rejects(call(createCofferClient({ baseUrl }).GET('/user/session')), (error: unknown) => error instanceof CofferError && error.code === 'A000')
-    await assert.rejects(call(createCofferClient({ baseUrl: 'http://127.0.0.1:9' }).GET('/healthz')), (error: unknown) => error instanceof CofferError && error.code === 'S001' && error.status === 0)
+    await assert.rejects(
+      call(createCofferClient({ baseUrl }).GET('/user/session')),
+      (error: unknown) => error instanceof CofferError && error.code === 'A000',
+    )
+    await assert.rejects(
+      call(createCofferClient({ baseUrl: 'http://127.0.0.1:9' }).GET('/healthz')),
+      (error: unknown) => error instanceof CofferError && error.code === 'S001' && error.status === 0,
+    )
   })
 
   it('the bot answers each received transfer with one tip, and stops when its key is revoked', async () => {
@@ -53,18 +64,29 @@ describe('the typed client and the tip bot', () => {
     }
     await waitFor(() => lines.includes('listening for transfers'), 'the bot to listen')
     const coffer = createCofferClient({ baseUrl, token: alice.token })
-    const sent = await call(coffer.POST('/wallet/transactions', { body: { recipient: bot.username, assets: { gold: 5 }, memo: 'for the bot' } }))
+    const sent = await call(
+      coffer.POST('/wallet/transactions', { body: { recipient: bot.username, assets: { gold: 5 }, memo: 'for the bot' } }),
+    )
     // Alice received her issuance, then the tip.
-    await waitFor(async () => (await call(coffer.GET('/wallet/transactions', { params: { query: { direction: 'received' } } }))).length === 2, 'the tip')
+    await waitFor(
+      async () => (await call(coffer.GET('/wallet/transactions', { params: { query: { direction: 'received' } } }))).length === 2,
+      'the tip',
+    )
     const [tip] = await call(coffer.GET('/wallet/transactions', { params: { query: { direction: 'received' } } }))
     assert.equal(tip.memo, `thanks for transaction ${sent.id}`)
-    assert.deepEqual(tip.assets.map((line) => [line.asset.name, line.quantity]), [['gold', 1]])
+    assert.deepEqual(
+      tip.assets.map((line) => [line.asset.name, line.quantity]),
+      [['gold', 1]],
+    )
     assert.equal(tip.sending_wallet_id, bot.walletId)
     await call(botClient.DELETE('/wallet/sessions/{sessionid}', { params: { path: { sessionid: String(key.id) } } }))
     // The stream is cut at its next check; the bot's next connection is refused and it returns.
     t.app.server.closeAllConnections()
     await running
-    assert.ok(lines.some((line) => line.startsWith('the service refused the key (401 A001)')), lines.join(' | '))
+    assert.ok(
+      lines.some((line) => line.startsWith('the service refused the key (401 A001)')),
+      lines.join(' | '),
+    )
     assert.equal((await call(coffer.GET('/wallet/assets')))[0].quantity, 46)
   })
 })

@@ -62,7 +62,12 @@ describe('verifyLedger', () => {
       assert.equal(report.transactions, ledger.transactions)
       assert.equal(report.assets, 2)
       // An asset nobody holds exists all the same, and is counted.
-      const created = await ledger.t.app.inject({ method: 'POST', url: '/assets', headers: ledger.t.admin, payload: { name: 'unheld', value: 1 } })
+      const created = await ledger.t.app.inject({
+        method: 'POST',
+        url: '/assets',
+        headers: ledger.t.admin,
+        payload: { name: 'unheld', value: 1 },
+      })
       assert.equal(created.statusCode, 201, created.body)
       assert.equal((await verifyLedger(ledger.t.database.db)).assets, 3)
       assert.ok(report.holdings >= 4, 'alice, bob and mint hold gold and silver')
@@ -77,12 +82,19 @@ describe('verifyLedger', () => {
     const { t, alice, bob } = ledger
     try {
       let sending = true
-      const transfer = (from: TestUser, to: TestUser) => t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: from.auth, payload: { recipient: to.username, assets: { gold: 1 } } })
+      const transfer = (from: TestUser, to: TestUser) =>
+        t.app.inject({
+          method: 'POST',
+          url: '/wallet/transactions',
+          headers: from.auth,
+          payload: { recipient: to.username, assets: { gold: 1 } },
+        })
       const traffic = (async () => {
         // Back and forth, a few at a time: every commit changes both holdings.
         for (let round = 0; sending; round++) {
           const [from, to] = round % 2 === 0 ? [alice, bob] : [bob, alice]
-          for (const response of await Promise.all([transfer(from, to), transfer(from, to)])) assert.equal(response.statusCode, 201, response.body)
+          for (const response of await Promise.all([transfer(from, to), transfer(from, to)]))
+            assert.equal(response.statusCode, 201, response.body)
         }
       })()
       try {
@@ -114,11 +126,18 @@ describe('verifyLedger', () => {
     const ledger = await buildLedger()
     try {
       const problems = await corrupt(ledger, async ({ t, bob, gold }) => {
-        await t.database.db.updateTable('holdings').set({ quantity: 999 }).where('wallet_id', '=', bob.walletId).where('asset_id', '=', gold).execute()
+        await t.database.db
+          .updateTable('holdings')
+          .set({ quantity: 999 })
+          .where('wallet_id', '=', bob.walletId)
+          .where('asset_id', '=', gold)
+          .execute()
       })
       // bob: 30 received, 5 sent back, 10 burned.
       assert.ok(
-        problems.some((problem) => problem.includes(`wallet ${ledger.bob.walletId} holds 999 of asset ${ledger.gold}`) && problem.includes('15')),
+        problems.some(
+          (problem) => problem.includes(`wallet ${ledger.bob.walletId} holds 999 of asset ${ledger.gold}`) && problem.includes('15'),
+        ),
         problems.join('\n'),
       )
       assert.ok(
@@ -138,10 +157,17 @@ describe('verifyLedger', () => {
         // The database refuses this itself; lift the guard to simulate a ledger damaged some other way.
         if (STORAGE === 'postgres') await sql`alter table holdings drop constraint holdings_not_negative`.execute(t.database.db)
         else await sql`pragma ignore_check_constraints = on`.execute(t.database.db)
-        await t.database.db.updateTable('holdings').set({ quantity: -4 }).where('wallet_id', '=', alice.walletId).where('asset_id', '=', silver).execute()
+        await t.database.db
+          .updateTable('holdings')
+          .set({ quantity: -4 })
+          .where('wallet_id', '=', alice.walletId)
+          .where('asset_id', '=', silver)
+          .execute()
       })
       assert.ok(
-        problems.some((problem) => problem.includes(`wallet ${ledger.alice.walletId}`) && problem.includes('negative') && problem.includes('-4')),
+        problems.some(
+          (problem) => problem.includes(`wallet ${ledger.alice.walletId}`) && problem.includes('negative') && problem.includes('-4'),
+        ),
         problems.join('\n'),
       )
     } finally {
@@ -153,7 +179,12 @@ describe('verifyLedger', () => {
     const ledger = await buildLedger()
     try {
       const problems = await corrupt(ledger, async ({ t, silver }) => {
-        await t.database.db.updateTable('holdings').set((eb) => ({ quantity: eb('quantity', '+', 7) })).where('wallet_id', '=', MINT_WALLET_ID).where('asset_id', '=', silver).execute()
+        await t.database.db
+          .updateTable('holdings')
+          .set((eb) => ({ quantity: eb('quantity', '+', 7) }))
+          .where('wallet_id', '=', MINT_WALLET_ID)
+          .where('asset_id', '=', silver)
+          .execute()
       })
       assert.ok(
         problems.some((problem) => problem.includes(`asset ${ledger.silver} sums to 7`)),
@@ -186,10 +217,19 @@ describe('verifyLedger', () => {
     const ledger = await buildLedger()
     try {
       const problems = await corrupt(ledger, async ({ t, gold }) => {
-        await t.database.db.updateTable('running_balances').set((eb) => ({ quantity: eb('quantity', '+', 1) })).where('wallet_id', '=', ledger.alice.walletId).where('asset_id', '=', gold).execute()
+        await t.database.db
+          .updateTable('running_balances')
+          .set((eb) => ({ quantity: eb('quantity', '+', 1) }))
+          .where('wallet_id', '=', ledger.alice.walletId)
+          .where('asset_id', '=', gold)
+          .execute()
       })
       assert.ok(
-        problems.some((problem) => problem.includes(`wallet ${ledger.alice.walletId} holds`) && problem.includes(`asset ${ledger.gold}, its last running balance says`)),
+        problems.some(
+          (problem) =>
+            problem.includes(`wallet ${ledger.alice.walletId} holds`) &&
+            problem.includes(`asset ${ledger.gold}, its last running balance says`),
+        ),
         problems.join('\n'),
       )
     } finally {
@@ -197,7 +237,7 @@ describe('verifyLedger', () => {
     }
   })
 
-  it('reports a running balance in the middle of a holding\'s history that the journal does not give, though the last one is right', async () => {
+  it("reports a running balance in the middle of a holding's history that the journal does not give, though the last one is right", async () => {
     const ledger = await buildLedger()
     try {
       const first = await ledger.t.database.db
@@ -207,7 +247,12 @@ describe('verifyLedger', () => {
         .where('asset_id', '=', ledger.gold)
         .orderBy('transaction_id')
         .executeTakeFirstOrThrow()
-      const rows = await ledger.t.database.db.selectFrom('running_balances').select('transaction_id').where('wallet_id', '=', ledger.alice.walletId).where('asset_id', '=', ledger.gold).execute()
+      const rows = await ledger.t.database.db
+        .selectFrom('running_balances')
+        .select('transaction_id')
+        .where('wallet_id', '=', ledger.alice.walletId)
+        .where('asset_id', '=', ledger.gold)
+        .execute()
       assert.ok(rows.length > 1, 'alice has more than one running balance of gold')
       const problems = await corrupt(ledger, async ({ t, gold }) => {
         await t.database.db
@@ -230,8 +275,18 @@ describe('verifyLedger', () => {
     const ledger = await buildLedger()
     try {
       const problems = await corrupt(ledger, async ({ t, gold }) => {
-        const first = await t.database.db.selectFrom('transaction_assets').select('transaction_id').where('asset_id', '=', gold).orderBy('transaction_id').executeTakeFirstOrThrow()
-        await t.database.db.updateTable('transaction_assets').set({ quantity: 101 }).where('transaction_id', '=', first.transaction_id).where('asset_id', '=', gold).execute()
+        const first = await t.database.db
+          .selectFrom('transaction_assets')
+          .select('transaction_id')
+          .where('asset_id', '=', gold)
+          .orderBy('transaction_id')
+          .executeTakeFirstOrThrow()
+        await t.database.db
+          .updateTable('transaction_assets')
+          .set({ quantity: 101 })
+          .where('transaction_id', '=', first.transaction_id)
+          .where('asset_id', '=', gold)
+          .execute()
       })
       assert.ok(
         problems.some((problem) => problem.includes(`wallet ${ledger.alice.walletId} holds`) && problem.includes(`asset ${ledger.gold}`)),
@@ -243,26 +298,30 @@ describe('verifyLedger', () => {
   })
 
   // SQLite's foreign keys refuse these changes; on PostgreSQL the write path keeps them (migration 0005).
-  it('reports journal rows that name a missing wallet, asset or transaction', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, async () => {
-    const ledger = await buildLedger()
-    try {
-      const problems = await corrupt(ledger, async ({ t }) => {
-        const db = t.database.db
-        const last = await db.selectFrom('transactions').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow()
-        await db.updateTable('transactions').set({ receiving_wallet_id: 9_999 }).where('id', '=', last.id).execute()
-        await db.updateTable('transaction_assets').set({ asset_id: 9_998 }).where('transaction_id', '=', last.id).execute()
-        // The last transaction is a burn: only the burning wallet has an event of it.
-        await db.updateTable('events').set({ transaction_id: 9_997 }).where('transaction_id', '=', last.id).execute()
-      })
-      for (const expected of [
-        '1 transactions rows name a missing wallets row in receiving_wallet_id',
-        '1 transaction_assets rows name a missing assets row in asset_id',
-        '1 events rows name a missing transactions row in transaction_id',
-      ]) {
-        assert.ok(problems.includes(expected), `${expected}\n${problems.join('\n')}`)
+  it(
+    'reports journal rows that name a missing wallet, asset or transaction',
+    { skip: STORAGE !== 'postgres' && 'PostgreSQL only' },
+    async () => {
+      const ledger = await buildLedger()
+      try {
+        const problems = await corrupt(ledger, async ({ t }) => {
+          const db = t.database.db
+          const last = await db.selectFrom('transactions').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow()
+          await db.updateTable('transactions').set({ receiving_wallet_id: 9_999 }).where('id', '=', last.id).execute()
+          await db.updateTable('transaction_assets').set({ asset_id: 9_998 }).where('transaction_id', '=', last.id).execute()
+          // The last transaction is a burn: only the burning wallet has an event of it.
+          await db.updateTable('events').set({ transaction_id: 9_997 }).where('transaction_id', '=', last.id).execute()
+        })
+        for (const expected of [
+          '1 transactions rows name a missing wallets row in receiving_wallet_id',
+          '1 transaction_assets rows name a missing assets row in asset_id',
+          '1 events rows name a missing transactions row in transaction_id',
+        ]) {
+          assert.ok(problems.includes(expected), `${expected}\n${problems.join('\n')}`)
+        }
+      } finally {
+        await discard(ledger)
       }
-    } finally {
-      await discard(ledger)
-    }
-  })
+    },
+  )
 })

@@ -127,7 +127,12 @@ describe('POST /wallet/users', () => {
     expectError(await call('POST', '/wallet/users', owner.auth, { username: 42 }), 400, 'G000')
     expectError(await call('POST', '/wallet/users', owner.auth, { username: 'not a name!' }), 400, 'G000')
     expectError(await call('POST', '/wallet/users', owner.auth, [owner.username]), 400, 'G000')
-    const broken = await t.app.inject({ method: 'POST', url: '/wallet/users', headers: { ...owner.auth, 'content-type': 'application/json' }, payload: '{"username":' })
+    const broken = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/users',
+      headers: { ...owner.auth, 'content-type': 'application/json' },
+      payload: '{"username":',
+    })
     expectError(broken, 400, 'G000')
   })
 
@@ -170,7 +175,8 @@ describe('GET /wallet/users', () => {
       keys.map(() => 200),
     )
     const listed = (await call('GET', '/wallet/sessions', owner.auth)).json() as { id: number; last_used_at: string | null }[]
-    for (const key of keys) assert.match(listed.find((row) => row.id === key.id)?.last_used_at ?? '', /Z$/, `key ${key.name} is marked as used`)
+    for (const key of keys)
+      assert.match(listed.find((row) => row.id === key.id)?.last_used_at ?? '', /Z$/, `key ${key.name} is marked as used`)
     // Revoked: refused by the very next request, the mark of its first use notwithstanding.
     assert.equal((await call('DELETE', `/wallet/sessions/${keys[0].id}`, owner.auth)).statusCode, 204)
     expectError(await call('GET', '/wallet/assets', bearer(keys[0].token)), 401, 'A001')
@@ -244,7 +250,9 @@ describe('PUT /wallet/owner', () => {
     assert.deepEqual((await call('GET', '/wallet/users', member.auth)).json(), [{ id: owner.id, username: owner.username }])
     const owned = (await call('GET', '/user/wallets', member.auth)).json() as { id: number }[]
     assert.ok(owned.some((item) => item.id === wallet.id))
-    assert.deepEqual((await call('GET', '/user/assigned_wallets', owner.auth)).json(), [{ id: wallet.id, address: wallet.address, user_id: member.id }])
+    assert.deepEqual((await call('GET', '/user/assigned_wallets', owner.auth)).json(), [
+      { id: wallet.id, address: wallet.address, user_id: member.id },
+    ])
     assert.deepEqual((await call('GET', '/user/assigned_wallets', member.auth)).json(), [])
     const session = (await call('GET', '/user/session', owner.auth)).json()
     assert.equal(session.wallet_id, wallet.id, 'the previous owner keeps using the wallet')
@@ -397,8 +405,15 @@ describe('DELETE /wallet/sessions/{sessionid}', () => {
     const response = await call('DELETE', `/wallet/sessions/${key.id}`, owner.auth)
     assert.equal(response.statusCode, 204, response.body)
     expectError(await call('GET', '/wallet/assets', bearer(key.token)), 401, 'A001')
-    expectError(await call('POST', '/wallet/transactions', bearer(key.token), { recipient: owner.username, assets: { gold: 1 } }), 401, 'A001')
-    assert.deepEqual(((await call('GET', '/wallet/sessions', owner.auth)).json() as { id: number }[]).map((item) => item.id), [keep.id])
+    expectError(
+      await call('POST', '/wallet/transactions', bearer(key.token), { recipient: owner.username, assets: { gold: 1 } }),
+      401,
+      'A001',
+    )
+    assert.deepEqual(
+      ((await call('GET', '/wallet/sessions', owner.auth)).json() as { id: number }[]).map((item) => item.id),
+      [keep.id],
+    )
     expectError(await call('DELETE', `/wallet/sessions/${key.id}`, owner.auth), 404, 'W005')
   })
 
@@ -481,7 +496,11 @@ describe('DELETE /wallet', () => {
     // An incoming transfer while the webhook is set queues a delivery for it.
     const sender = await createUser(t.app)
     await issue(t, sender.walletId, gold.id, 2)
-    const incoming = await call('POST', '/wallet/transactions', sender.auth, { recipient: wallet.address, type: 1, assets: { [gold.name]: 2 } })
+    const incoming = await call('POST', '/wallet/transactions', sender.auth, {
+      recipient: wallet.address,
+      type: 1,
+      assets: { [gold.name]: 2 },
+    })
     assert.equal(incoming.statusCode, 201, incoming.body)
 
     const response = await call('DELETE', '/wallet', owner.auth)
@@ -528,15 +547,26 @@ describe('DELETE /wallet', () => {
     expectError(await call('PUT', '/user/session/wallet', member.auth, { wallet_id: wallet.id }), 404, 'W000')
 
     // The webhook is removed and nothing more is delivered to it.
-    assert.equal(await t.database.db.selectFrom('webhooks').select('wallet_id').where('wallet_id', '=', wallet.id).executeTakeFirst(), undefined)
+    assert.equal(
+      await t.database.db.selectFrom('webhooks').select('wallet_id').where('wallet_id', '=', wallet.id).executeTakeFirst(),
+      undefined,
+    )
     const deliveries = await t.database.db.selectFrom('webhook_deliveries').select('status').where('wallet_id', '=', wallet.id).execute()
     assert.ok(deliveries.length > 0)
     assert.ok(deliveries.every((delivery) => delivery.status !== 'pending'))
 
     // The address stays reserved and unreachable.
     expectError(await call('POST', '/user/wallets', owner.auth, { address: wallet.address }), 409, 'W011')
-    expectError(await call('POST', '/wallet/transactions', owner.auth, { recipient: wallet.address, type: 1, assets: { [gold.name]: 1 } }), 404, 'W000')
-    expectError(await call('POST', '/wallet/transactions', owner.auth, { recipient: wallet.id, type: 2, assets: { [gold.name]: 1 } }), 404, 'W000')
+    expectError(
+      await call('POST', '/wallet/transactions', owner.auth, { recipient: wallet.address, type: 1, assets: { [gold.name]: 1 } }),
+      404,
+      'W000',
+    )
+    expectError(
+      await call('POST', '/wallet/transactions', owner.auth, { recipient: wallet.id, type: 2, assets: { [gold.name]: 1 } }),
+      404,
+      'W000',
+    )
     expectError(await call('POST', `/wallets/${wallet.id}/assets`, t.admin, { id: gold.id, quantity: 1 }), 404, 'W002')
   })
 
@@ -545,7 +575,11 @@ describe('DELETE /wallet', () => {
     const wallet = await activeSecondWallet(owner)
     assert.equal((await call('DELETE', '/wallet', owner.auth)).statusCode, 204)
     assert.deepEqual((await call('GET', '/wallet/transactions', owner.auth)).json(), [])
-    const row = await t.database.db.selectFrom('wallets').select(['address', 'deleted_at']).where('id', '=', wallet.id).executeTakeFirstOrThrow()
+    const row = await t.database.db
+      .selectFrom('wallets')
+      .select(['address', 'deleted_at'])
+      .where('id', '=', wallet.id)
+      .executeTakeFirstOrThrow()
     assert.equal(row.address, wallet.address)
     assert.match(row.deleted_at ?? '', /Z$/)
   })
@@ -581,7 +615,8 @@ describe('DELETE /wallet', () => {
     await issue(t, sender.walletId, asset.id, 100)
     const key = await createWalletKey(t, owner.auth)
 
-    const transfer = (headers: Headers, recipient: string) => call('POST', '/wallet/transactions', headers, { recipient, type: 1, assets: { [asset.name]: 1 } })
+    const transfer = (headers: Headers, recipient: string) =>
+      call('POST', '/wallet/transactions', headers, { recipient, type: 1, assets: { [asset.name]: 1 } })
     const requests = [
       ...Array.from({ length: 10 }, () => transfer(sender.auth, wallet.address)),
       call('DELETE', '/wallet', owner.auth),
@@ -600,7 +635,12 @@ describe('DELETE /wallet', () => {
       } else if (response.statusCode === 401) expectError(response, 401, 'A001')
       else expectError(response, 404, 'W000')
     }
-    const stranded = await t.database.db.selectFrom('holdings').select('quantity').where('wallet_id', '=', wallet.id).where('quantity', '<>', 0).execute()
+    const stranded = await t.database.db
+      .selectFrom('holdings')
+      .select('quantity')
+      .where('wallet_id', '=', wallet.id)
+      .where('quantity', '<>', 0)
+      .execute()
     assert.deepEqual(stranded, [])
     const primary = (await call('GET', '/wallet/assets', owner.auth)).json()
     assert.equal(primary[0].quantity, 50 + arrived - left)
@@ -640,7 +680,11 @@ describe('access changes racing with requests', () => {
    * of it after the removal, with the session already back on the member's primary wallet: it
    * succeeds there (`status`), which `onPrimary` checks.
    */
-  async function refusedOrOnPrimary(response: Awaited<ReturnType<typeof call>>, status: number, onPrimary: () => Promise<void>): Promise<void> {
+  async function refusedOrOnPrimary(
+    response: Awaited<ReturnType<typeof call>>,
+    status: number,
+    onPrimary: () => Promise<void>,
+  ): Promise<void> {
     if (STORAGE === 'postgres') return expectError(response, 404, 'W000')
     assert.equal(response.statusCode, status, response.body)
     await onPrimary()
@@ -648,7 +692,9 @@ describe('access changes racing with requests', () => {
 
   it('a key asked for while the user is being removed is refused, not left working', async () => {
     const { owner, member, wallet } = await sharedWallet()
-    const response = await whileHeld(wallet.id, removal(wallet.id, member.id), () => call('POST', '/wallet/sessions', member.auth, { name: 'late' }))
+    const response = await whileHeld(wallet.id, removal(wallet.id, member.id), () =>
+      call('POST', '/wallet/sessions', member.auth, { name: 'late' }),
+    )
     await refusedOrOnPrimary(response, 201, async () => assert.equal(response.json().wallet_id, member.walletId))
     const keys = (await call('GET', '/wallet/sessions', owner.auth)).json() as { name: string }[]
     assert.deepEqual(keys, [])
@@ -656,8 +702,12 @@ describe('access changes racing with requests', () => {
 
   it('a webhook set while the user is being removed is refused, not left on the wallet', async () => {
     const { owner, member, wallet } = await sharedWallet()
-    const response = await whileHeld(wallet.id, removal(wallet.id, member.id), () => call('PUT', '/wallet/webhook', member.auth, { webhook: 'https://example.com/late' }))
-    await refusedOrOnPrimary(response, 200, async () => assert.equal((await call('GET', '/wallet/webhook', member.auth)).json().webhook, 'https://example.com/late'))
+    const response = await whileHeld(wallet.id, removal(wallet.id, member.id), () =>
+      call('PUT', '/wallet/webhook', member.auth, { webhook: 'https://example.com/late' }),
+    )
+    await refusedOrOnPrimary(response, 200, async () =>
+      assert.equal((await call('GET', '/wallet/webhook', member.auth)).json().webhook, 'https://example.com/late'),
+    )
     assert.deepEqual((await call('GET', '/wallet/webhook', owner.auth)).json(), { webhook: null })
   })
 
@@ -665,12 +715,14 @@ describe('access changes racing with requests', () => {
     const { owner, wallet } = await sharedWallet()
     const late = await createUser(t.app)
     await assign(owner, late)
-    const response = await whileHeld(wallet.id, removal(wallet.id, late.id), () => call('PUT', '/user/session/wallet', late.auth, { wallet_id: wallet.id }))
+    const response = await whileHeld(wallet.id, removal(wallet.id, late.id), () =>
+      call('PUT', '/user/session/wallet', late.auth, { wallet_id: wallet.id }),
+    )
     expectError(response, 404, 'W000')
     assert.equal(await activeWalletOf(late.auth), late.walletId)
   })
 
-  it('a wallet made primary while it is being handed over is refused: a primary wallet is always its user\'s own', async () => {
+  it("a wallet made primary while it is being handed over is refused: a primary wallet is always its user's own", async () => {
     const { owner, member, wallet } = await sharedWallet()
     // What PUT /wallet/owner changes (wallets.service.ts transferOwnership).
     const handover = async (trx: Executor) => {

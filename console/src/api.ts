@@ -3,7 +3,18 @@ import { createCofferClient } from '../../client/index.ts'
 /** The console's only way to the service: the typed client, on the page's own origin, with the browser's cookies. */
 export const coffer = createCofferClient({ baseUrl: location.origin })
 
-export { call, callPage, CofferError, followEvents, type Asset, type ErrorCode, type Holding, type paths, type Transaction, type WalletEvent } from '../../client/index.ts'
+export {
+  call,
+  callPage,
+  CofferError,
+  followEvents,
+  type Asset,
+  type ErrorCode,
+  type Holding,
+  type paths,
+  type Transaction,
+  type WalletEvent,
+} from '../../client/index.ts'
 
 /**
  * An Idempotency-Key for one attempt at a payment (or a capture, refund, batch): random, made

@@ -22,7 +22,20 @@ export function useTransactionFilters() {
     ...(metadataKey.trim() ? { [`metadata[${metadataKey.trim()}]`]: metadataValue } : {}),
   }
   return {
-    fields: { asset, setAsset, since, setSince, until, setUntil, kind, setKind, metadataKey, setMetadataKey, metadataValue, setMetadataValue },
+    fields: {
+      asset,
+      setAsset,
+      since,
+      setSince,
+      until,
+      setUntil,
+      kind,
+      setKind,
+      metadataKey,
+      setMetadataKey,
+      metadataValue,
+      setMetadataValue,
+    },
     query,
     /** Changes whenever a filter does (pages start again from the first). */
     key: JSON.stringify([asset.trim(), since, until, kind, metadataKey.trim(), metadataValue]),
@@ -39,8 +52,22 @@ export function TransactionFilterFields({ fields: f }: { fields: ReturnType<type
       <Field label="From day" type="date" value={f.since} onValue={f.setSince} />
       <Field label="To day" type="date" value={f.until} onValue={f.setUntil} />
       <Select label="Kind" value={f.kind} onValue={f.setKind} options={KIND_OPTIONS} />
-      <Field label="Metadata key" value={f.metadataKey} onValue={f.setMetadataKey} hint="e.g. order_id; empty for any" autoComplete="off" maxLength={40} />
-      <Field label="Metadata value" value={f.metadataValue} onValue={f.setMetadataValue} hint="the exact value of that key" autoComplete="off" maxLength={500} />
+      <Field
+        label="Metadata key"
+        value={f.metadataKey}
+        onValue={f.setMetadataKey}
+        hint="e.g. order_id; empty for any"
+        autoComplete="off"
+        maxLength={40}
+      />
+      <Field
+        label="Metadata value"
+        value={f.metadataValue}
+        onValue={f.setMetadataValue}
+        hint="the exact value of that key"
+        autoComplete="off"
+        maxLength={500}
+      />
     </>
   )
 }

@@ -15,7 +15,13 @@ export interface ReverseBody {
  * per asset, empty for everything not yet moved back, and a memo; confirmed before it is sent.
  * `send` posts it with the attempt's Idempotency-Key, so a repeated click moves nothing twice.
  */
-export function ReverseForm({ transaction, verb, to, send, done }: {
+export function ReverseForm({
+  transaction,
+  verb,
+  to,
+  send,
+  done,
+}: {
   transaction: Transaction
   /** "Refund" or "Reverse". */
   verb: string
@@ -34,10 +40,18 @@ export function ReverseForm({ transaction, verb, to, send, done }: {
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
-      const assets = parsePart(transaction.assets, quantities, (line) => `The transaction moved ${formatQuantity(line.quantity)} ${line.asset.name}: no more can go back.`)
+      const assets = parsePart(
+        transaction.assets,
+        quantities,
+        (line) => `The transaction moved ${formatQuantity(line.quantity)} ${line.asset.name}: no more can go back.`,
+      )
       check(memo.length <= 64, 'A memo is at most 64 characters.')
       const partial = Object.keys(assets).length > 0
-      const what = partial ? Object.entries(assets).map(([name, quantity]) => `${formatQuantity(quantity)} ${name}`).join(', ') : 'everything of it not yet moved back'
+      const what = partial
+        ? Object.entries(assets)
+            .map(([name, quantity]) => `${formatQuantity(quantity)} ${name}`)
+            .join(', ')
+        : 'everything of it not yet moved back'
       const yes = await confirm({
         title: `${verb} transaction ${transaction.id}?`,
         body: (
@@ -81,7 +95,14 @@ export function ReverseForm({ transaction, verb, to, send, done }: {
             hint={`empty: all of it not yet moved back (it moved ${formatQuantity(line.quantity)})`}
           />
         ))}
-        <Field label="Memo (optional)" value={memo} onValue={setMemo} maxLength={64} autoComplete="off" hint="at most 64 characters, seen by both sides" />
+        <Field
+          label="Memo (optional)"
+          value={memo}
+          onValue={setMemo}
+          maxLength={64}
+          autoComplete="off"
+          hint="at most 64 characters, seen by both sides"
+        />
         <ErrorNotice error={error} />
         <button type="submit" disabled={pending}>
           {verb}

@@ -16,7 +16,8 @@ function party(username: string | undefined, address: string): string {
 /** What kind of transaction it is, when it is not a plain transfer: "Issuance", "Reversal of transaction 12", … */
 function kindLabel(transaction: Transaction): string | undefined {
   if (transaction.kind === 'transfer') return undefined
-  if (transaction.kind === 'reversal' && transaction.reverses !== undefined) return `${KIND_TEXT.reversal} of transaction ${transaction.reverses}`
+  if (transaction.kind === 'reversal' && transaction.reverses !== undefined)
+    return `${KIND_TEXT.reversal} of transaction ${transaction.reverses}`
   if (transaction.kind === 'capture' && transaction.hold_id !== undefined) return `${KIND_TEXT.capture} of hold ${transaction.hold_id}`
   return KIND_TEXT[transaction.kind]
 }
@@ -37,7 +38,15 @@ export function MetadataList({ metadata }: { metadata: Record<string, string> })
   )
 }
 
-function TransactionList({ transactions, walletId, actions }: { transactions: Transaction[]; walletId?: number; actions?: (transaction: Transaction) => ComponentChildren }) {
+function TransactionList({
+  transactions,
+  walletId,
+  actions,
+}: {
+  transactions: Transaction[]
+  walletId?: number
+  actions?: (transaction: Transaction) => ComponentChildren
+}) {
   return (
     <ul class="transactions">
       {transactions.map((transaction) => {
@@ -87,7 +96,14 @@ export type Cursors = (number | undefined)[]
  * One page of transactions with its error, loading and empty states and the pager, for a
  * wallet's history and the operator's journal. `empty` is what an empty page says.
  */
-export function TransactionPage({ page, cursors, setCursors, walletId, empty, actions }: {
+export function TransactionPage({
+  page,
+  cursors,
+  setCursors,
+  walletId,
+  empty,
+  actions,
+}: {
   page: { data?: { data: Transaction[]; next: number | undefined }; loading: boolean; error: ShownError | undefined }
   cursors: Cursors
   setCursors: (cursors: Cursors) => void
@@ -108,7 +124,15 @@ export function TransactionPage({ page, cursors, setCursors, walletId, empty, ac
 }
 
 /** The pager of a list paged by cursor: `next` is the next (older) page's cursor, if any. */
-export function CursorPager({ cursors, setCursors, next }: { cursors: Cursors; setCursors: (cursors: Cursors) => void; next: number | undefined }) {
+export function CursorPager({
+  cursors,
+  setCursors,
+  next,
+}: {
+  cursors: Cursors
+  setCursors: (cursors: Cursors) => void
+  next: number | undefined
+}) {
   return (
     <Pager
       first={cursors.length === 1}

@@ -42,7 +42,14 @@ export function Field({ label, hint, value, onValue, type = 'text', ...input }: 
   return (
     <div class="field">
       <label for={id}>{label}</label>
-      <input id={id} type={type as 'text'} value={value} onInput={(event) => onValue(event.currentTarget.value)} aria-describedby={hint ? `${id}-hint` : undefined} {...input} />
+      <input
+        id={id}
+        type={type as 'text'}
+        value={value}
+        onInput={(event) => onValue(event.currentTarget.value)}
+        aria-describedby={hint ? `${id}-hint` : undefined}
+        {...input}
+      />
       {hint && (
         <small id={`${id}-hint`} class="hint">
           {hint}
@@ -52,14 +59,31 @@ export function Field({ label, hint, value, onValue, type = 'text', ...input }: 
   )
 }
 
-export function Select({ label, value, onValue, options, hint }: { label: string; value: string; onValue: (value: string) => void; options: [string, string][]; hint?: string }) {
+export function Select({
+  label,
+  value,
+  onValue,
+  options,
+  hint,
+}: {
+  label: string
+  value: string
+  onValue: (value: string) => void
+  options: [string, string][]
+  hint?: string
+}) {
   const id = useId()
   // A value that is no option (nothing chosen yet) shows, and means, the first option.
   const shown = options.some(([key]) => key === value) ? value : (options[0]?.[0] ?? '')
   return (
     <div class="field">
       <label for={id}>{label}</label>
-      <select id={id} value={shown} onChange={(event) => onValue(event.currentTarget.value)} aria-describedby={hint ? `${id}-hint` : undefined}>
+      <select
+        id={id}
+        value={shown}
+        onChange={(event) => onValue(event.currentTarget.value)}
+        aria-describedby={hint ? `${id}-hint` : undefined}
+      >
         {options.map(([key, text]) => (
           <option key={key} value={key}>
             {text}
@@ -280,7 +304,19 @@ export function ConfirmHost({ children }: { children: ComponentChildren }) {
 }
 
 /** Buttons to the newest, a newer and an older page of a list paged by cursor. */
-export function Pager({ first, hasOlder, onNewest, onNewer, onOlder }: { first: boolean; hasOlder: boolean; onNewest: () => void; onNewer: () => void; onOlder: () => void }) {
+export function Pager({
+  first,
+  hasOlder,
+  onNewest,
+  onNewer,
+  onOlder,
+}: {
+  first: boolean
+  hasOlder: boolean
+  onNewest: () => void
+  onNewer: () => void
+  onOlder: () => void
+}) {
   return (
     <nav class="pager" aria-label="Pages">
       <button type="button" disabled={first} onClick={onNewest}>

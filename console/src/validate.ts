@@ -53,7 +53,11 @@ export function parseAssetValue(value: string): number {
  * The quantities typed per asset for part of a transaction or a hold (a capture, a refund, a
  * reversal): empty fields are left out, each at most what the line holds (`tooMuch` says so).
  */
-export function parsePart(lines: { quantity: number; asset: { name: string } }[], typed: Record<string, string>, tooMuch: (line: { quantity: number; asset: { name: string } }) => string): Record<string, number> {
+export function parsePart(
+  lines: { quantity: number; asset: { name: string } }[],
+  typed: Record<string, string>,
+  tooMuch: (line: { quantity: number; asset: { name: string } }) => string,
+): Record<string, number> {
   const assets: Record<string, number> = {}
   for (const line of lines) {
     const value = (typed[line.asset.name] ?? '').trim()

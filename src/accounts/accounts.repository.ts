@@ -53,14 +53,18 @@ export async function updateUser(
   await db.updateTable('users').set(changes).where('id', '=', userId).execute()
 }
 
-export async function insertUserSession(
-  db: Executor,
-  session: { userId: number; walletId: number; tokenHash: string; expiresAt: string },
-) {
+export async function insertUserSession(db: Executor, session: { userId: number; walletId: number; tokenHash: string; expiresAt: string }) {
   const now = nowIso()
   return db
     .insertInto('user_sessions')
-    .values({ user_id: session.userId, wallet_id: session.walletId, token_hash: session.tokenHash, created_at: now, last_used_at: now, expires_at: session.expiresAt })
+    .values({
+      user_id: session.userId,
+      wallet_id: session.walletId,
+      token_hash: session.tokenHash,
+      created_at: now,
+      last_used_at: now,
+      expires_at: session.expiresAt,
+    })
     .returning(['id', 'user_id', 'wallet_id', 'created_at'])
     .executeTakeFirstOrThrow()
 }
@@ -113,12 +117,23 @@ export async function findSessionWithWallet(db: Executor, sessionId: number) {
  */
 export const touchUserSession = batchedWrites<number>(async (db, sessionIds) => {
   const now = nowIso()
-  await withRetries(() => db.updateTable('user_sessions').set({ last_used_at: now }).where(anyOf(db, sql.ref('id'), sessionIds)).execute())
+  await withRetries(() =>
+    db
+      .updateTable('user_sessions')
+      .set({ last_used_at: now })
+      .where(anyOf(db, sql.ref('id'), sessionIds))
+      .execute(),
+  )
 })
 
 /** Every session of the user, ended ones included (`accounts.service.ts` tells which are live). */
 export async function listUserSessions(db: Executor, userId: number) {
-  return db.selectFrom('user_sessions').select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at', 'expires_at']).where('user_id', '=', userId).orderBy('id').execute()
+  return db
+    .selectFrom('user_sessions')
+    .select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at', 'expires_at'])
+    .where('user_id', '=', userId)
+    .orderBy('id')
+    .execute()
 }
 
 /** Deletes one session of the user; returns false when the user has no such session. */

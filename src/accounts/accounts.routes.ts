@@ -36,8 +36,10 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
 
   const user = { onRequest: app.requireUser }
 
-  app.put('/user/username', { ...user, schema: { tags, body: S.UsernameBody, response: responses(200, S.UsernameResult) } }, async (request) =>
-    accounts.changeUsername(db, userAuth(request), request.body.username),
+  app.put(
+    '/user/username',
+    { ...user, schema: { tags, body: S.UsernameBody, response: responses(200, S.UsernameResult) } },
+    async (request) => accounts.changeUsername(db, userAuth(request), request.body.username),
   )
 
   app.put('/user/password', { ...user, schema: { tags, body: S.PasswordBody, response: responses(200, Empty) } }, async (request) => {

@@ -6,7 +6,10 @@ export const RegisteredUser = Type.Object({ id: Id, username: Type.String(), pri
 
 // Any name: login answers U001 for every unknown one, even one no user could have (docs/decisions.md).
 export const LoginParams = Type.Object({ username: Type.String({ minLength: 1 }) })
-export const LoginBody = Type.Object({ password: Type.String({ maxLength: 256 }), return_token: Type.Optional(Type.Boolean({ default: false })) })
+export const LoginBody = Type.Object({
+  password: Type.String({ maxLength: 256 }),
+  return_token: Type.Optional(Type.Boolean({ default: false })),
+})
 export const LoginResult = Type.Object({ id: Id, user_id: Id, wallet_id: Id, token: Type.Optional(Type.String()) })
 
 export const UsernameBody = Type.Object({ username: Username })
@@ -23,4 +26,11 @@ export const CurrentSession = Type.Object({
   wallet_address: Type.String(),
   created_at: Timestamp,
 })
-export const SessionSummary = Type.Object({ id: Id, user_id: Id, wallet_id: Id, created_at: Timestamp, last_used_at: Timestamp, current: Type.Boolean() })
+export const SessionSummary = Type.Object({
+  id: Id,
+  user_id: Id,
+  wallet_id: Id,
+  created_at: Timestamp,
+  last_used_at: Timestamp,
+  current: Type.Boolean(),
+})

@@ -67,7 +67,8 @@ function isLive(session: { expires_at: string; last_used_at: string }, config: C
  * wallet), else undefined.
  */
 export async function findLiveUserSession(db: Executor, config: Config, by: { tokenHash: string } | { sessionId: number }) {
-  const session = 'tokenHash' in by ? await repo.findUserSessionByTokenHash(db, by.tokenHash) : await repo.findUserSessionById(db, by.sessionId)
+  const session =
+    'tokenHash' in by ? await repo.findUserSessionByTokenHash(db, by.tokenHash) : await repo.findUserSessionById(db, by.sessionId)
   return session && isLive(session, config, Date.now()) ? session : undefined
 }
 
@@ -139,7 +140,14 @@ export async function listSessions(db: Db, config: Config, auth: UserAuth) {
   const rows = await repo.listUserSessions(db, auth.userId)
   return rows
     .filter((row) => isLive(row, config, now))
-    .map((row) => ({ id: row.id, user_id: row.user_id, wallet_id: row.wallet_id, created_at: row.created_at, last_used_at: row.last_used_at, current: row.id === auth.sessionId }))
+    .map((row) => ({
+      id: row.id,
+      user_id: row.user_id,
+      wallet_id: row.wallet_id,
+      created_at: row.created_at,
+      last_used_at: row.last_used_at,
+      current: row.id === auth.sessionId,
+    }))
 }
 
 /** DELETE /user/sessions/{id}. Throws U004 for a session that is not the caller's. */

@@ -9,7 +9,12 @@ export async function insertOperatorSession(db: Executor, tokenHash: string, cre
 }
 
 export async function operatorSessionExists(db: Executor, tokenHash: string, now: string): Promise<boolean> {
-  const row = await db.selectFrom('operator_sessions').select('token_hash').where('token_hash', '=', tokenHash).where('expires_at', '>', now).executeTakeFirst()
+  const row = await db
+    .selectFrom('operator_sessions')
+    .select('token_hash')
+    .where('token_hash', '=', tokenHash)
+    .where('expires_at', '>', now)
+    .executeTakeFirst()
   return row !== undefined
 }
 
@@ -26,7 +31,11 @@ export async function deleteExpiredOperatorSessions(db: Executor, now: string): 
 
 /** Users, live user wallets (not `mint`) and recorded transactions. */
 export async function countRecords(db: Executor): Promise<{ users: number; wallets: number; transactions: number }> {
-  const count = (table: 'users' | 'transactions') => db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()
+  const count = (table: 'users' | 'transactions') =>
+    db
+      .selectFrom(table)
+      .select((eb) => eb.fn.countAll().as('n'))
+      .executeTakeFirstOrThrow()
   const [users, transactions, wallets] = await Promise.all([
     count('users'),
     count('transactions'),
@@ -47,14 +56,23 @@ export async function countRecords(db: Executor): Promise<{ users: number; walle
 export async function listCirculation(db: Executor) {
   const rows = await db
     .selectFrom('assets')
-    .leftJoin('holdings', (join) => join.onRef('holdings.asset_id', '=', 'assets.id').on('holdings.wallet_id', '<>', MINT_WALLET_ID).on('holdings.quantity', '<>', 0))
+    .leftJoin('holdings', (join) =>
+      join.onRef('holdings.asset_id', '=', 'assets.id').on('holdings.wallet_id', '<>', MINT_WALLET_ID).on('holdings.quantity', '<>', 0),
+    )
     .select(['assets.id', 'assets.name', 'assets.value'])
-    .select((eb) => [eb.fn.coalesce(eb.fn.sum<number | string>('holdings.quantity'), sql<number>`0`).as('circulating'), eb.fn.count<number | string>('holdings.wallet_id').as('holders')])
+    .select((eb) => [
+      eb.fn.coalesce(eb.fn.sum<number | string>('holdings.quantity'), sql<number>`0`).as('circulating'),
+      eb.fn.count<number | string>('holdings.wallet_id').as('holders'),
+    ])
     .where('assets.deleted_at', 'is', null)
     .groupBy(['assets.id', 'assets.name', 'assets.value'])
     .orderBy('assets.id')
     .execute()
-  return rows.map((row) => ({ asset: { id: row.id, name: row.name, value: row.value }, circulating: Number(row.circulating), holders: Number(row.holders) }))
+  return rows.map((row) => ({
+    asset: { id: row.id, name: row.name, value: row.value },
+    circulating: Number(row.circulating),
+    holders: Number(row.holders),
+  }))
 }
 
 // Wallets.
@@ -99,7 +117,15 @@ export async function findWallet(db: Executor, walletId: number) {
   return db
     .selectFrom('wallets')
     .innerJoin('users', 'users.id', 'wallets.user_id')
-    .select(['wallets.id', 'wallets.address', 'wallets.user_id', 'wallets.created_at', 'wallets.deleted_at', 'users.username', 'users.primary_wallet_id'])
+    .select([
+      'wallets.id',
+      'wallets.address',
+      'wallets.user_id',
+      'wallets.created_at',
+      'wallets.deleted_at',
+      'users.username',
+      'users.primary_wallet_id',
+    ])
     .where('wallets.id', '=', walletId)
     .where('wallets.id', '<>', MINT_WALLET_ID)
     .executeTakeFirst()

@@ -20,7 +20,14 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
 
   app.post(
     '/admin/sessions',
-    { schema: { tags, summary: 'Open an operator session with the admin key', body: S.OperatorLoginBody, response: responses(201, S.OperatorSession) } },
+    {
+      schema: {
+        tags,
+        summary: 'Open an operator session with the admin key',
+        body: S.OperatorLoginBody,
+        response: responses(201, S.OperatorSession),
+      },
+    },
     async (request, reply) => {
       await limiter.hit(`admin-key-ip:${request.ip}`)
       const session = await admin.openOperatorSession(db, adminKeyHash, request.body.key)
@@ -29,20 +36,34 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     },
   )
 
-  app.delete('/admin/session', { ...operator, schema: { tags, summary: 'End the operator session', response: NoContent } }, async (request, reply) => {
-    const token = request.cookies[OPERATOR_COOKIE]
-    if (token) await admin.endOperatorSession(db, token)
-    clearOperatorCookie(reply, config)
-    return reply.status(204).send(null)
-  })
+  app.delete(
+    '/admin/session',
+    { ...operator, schema: { tags, summary: 'End the operator session', response: NoContent } },
+    async (request, reply) => {
+      const token = request.cookies[OPERATOR_COOKIE]
+      if (token) await admin.endOperatorSession(db, token)
+      clearOperatorCookie(reply, config)
+      return reply.status(204).send(null)
+    },
+  )
 
-  app.get('/admin/overview', { ...operator, schema: { tags, summary: 'Counts and what circulates of each asset', response: responses(200, S.Overview) } }, async () =>
-    admin.describeOverview(db),
+  app.get(
+    '/admin/overview',
+    { ...operator, schema: { tags, summary: 'Counts and what circulates of each asset', response: responses(200, S.Overview) } },
+    async () => admin.describeOverview(db),
   )
 
   app.get(
     '/admin/wallets',
-    { ...operator, schema: { tags, summary: 'Find wallets by id, address or owner', querystring: S.WalletSearchQuery, response: responses(200, Type.Array(S.AdminWallet)) } },
+    {
+      ...operator,
+      schema: {
+        tags,
+        summary: 'Find wallets by id, address or owner',
+        querystring: S.WalletSearchQuery,
+        response: responses(200, Type.Array(S.AdminWallet)),
+      },
+    },
     async (request, reply) => {
       const { q, limit = 20, offset = 0 } = request.query
       const { wallets, more } = await admin.searchWallets(db, { q, limit, offset })
@@ -53,13 +74,29 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
 
   app.get(
     '/admin/wallets/:id',
-    { ...operator, schema: { tags, summary: 'A wallet with its owner, users and holdings', params: IdParams('id'), response: responses(200, S.AdminWalletDetail) } },
+    {
+      ...operator,
+      schema: {
+        tags,
+        summary: 'A wallet with its owner, users and holdings',
+        params: IdParams('id'),
+        response: responses(200, S.AdminWalletDetail),
+      },
+    },
     async (request) => admin.describeWallet(db, parseId(request.params.id)),
   )
 
   app.get(
     '/admin/transactions',
-    { ...operator, schema: { tags, summary: 'The whole journal, newest first', querystring: S.JournalQuery, response: responses(200, Type.Array(Transaction)) } },
+    {
+      ...operator,
+      schema: {
+        tags,
+        summary: 'The whole journal, newest first',
+        querystring: S.JournalQuery,
+        response: responses(200, Type.Array(Transaction)),
+      },
+    },
     async (request, reply) => {
       const { direction, wallet, ...filters } = request.query
       if (direction !== undefined) throw new AppError('G002', 'the journal has no direction')
@@ -68,7 +105,20 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
       if (more && transactions.length > 0) {
         const { limit, after, asset, since, until, kind } = filters
         const before = transactions[transactions.length - 1].id
-        reply.header('link', nextPageLink('/admin/transactions', { before, limit: limit ?? 10, after, asset, since, until, kind, wallet, ...metadataParameters(metadata) }))
+        reply.header(
+          'link',
+          nextPageLink('/admin/transactions', {
+            before,
+            limit: limit ?? 10,
+            after,
+            asset,
+            since,
+            until,
+            kind,
+            wallet,
+            ...metadataParameters(metadata),
+          }),
+        )
       }
       return transactions
     },

@@ -24,7 +24,9 @@ export const Overview = Type.Object({
 })
 
 export const WalletSearchQuery = Type.Object({
-  q: Type.Optional(Type.String({ maxLength: 64, description: 'a wallet id, or the start of an address or of the owner’s username (any case)' })),
+  q: Type.Optional(
+    Type.String({ maxLength: 64, description: 'a wallet id, or the start of an address or of the owner’s username (any case)' }),
+  ),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),
 })
@@ -55,18 +57,23 @@ export const AdminWalletDetail = Type.Object({
 })
 
 const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
-export const JournalQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),
-  before: Type.Optional(CursorId),
-  after: Type.Optional(CursorId),
-  asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-  since: Type.Optional(Timestamp),
-  until: Type.Optional(Timestamp),
-  wallet: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'only transactions of this wallet (either side)' })),
-  direction: Type.Optional(Type.Never({ description: 'refused (G002): the journal has no side' })),
-  kind: Type.Optional(Kind),
-}, { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' })
+export const JournalQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),
+    before: Type.Optional(CursorId),
+    after: Type.Optional(CursorId),
+    asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    since: Type.Optional(Timestamp),
+    until: Type.Optional(Timestamp),
+    wallet: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'only transactions of this wallet (either side)' }),
+    ),
+    direction: Type.Optional(Type.Never({ description: 'refused (G002): the journal has no side' })),
+    kind: Type.Optional(Kind),
+  },
+  { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' },
+)
 
 export const VerifyReport = Type.Object({
   ok: Type.Boolean(),

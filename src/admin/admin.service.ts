@@ -46,7 +46,13 @@ export async function describeOverview(db: Db) {
 export async function searchWallets(db: Db, search: admin.WalletSearch) {
   const { wallets, more } = await admin.searchWallets(db, search)
   return {
-    wallets: wallets.map((row) => ({ id: row.id, address: row.address, user_id: row.user_id as number, username: row.username, deleted: row.deleted_at !== null })),
+    wallets: wallets.map((row) => ({
+      id: row.id,
+      address: row.address,
+      user_id: row.user_id as number,
+      username: row.username,
+      deleted: row.deleted_at !== null,
+    })),
     more,
   }
 }
@@ -58,7 +64,15 @@ export async function describeWallet(db: Db, walletId: number) {
   const [users, holdings] = await Promise.all([wallets.listWalletUsers(db, walletId), history.listHoldings(db, walletId)])
   const owner = { id: row.user_id as number, username: row.username }
   return {
-    wallet: { id: row.id, address: row.address, user_id: owner.id, username: row.username, deleted: row.deleted_at !== null, primary: row.primary_wallet_id === row.id, created_at: row.created_at },
+    wallet: {
+      id: row.id,
+      address: row.address,
+      user_id: owner.id,
+      username: row.username,
+      deleted: row.deleted_at !== null,
+      primary: row.primary_wallet_id === row.id,
+      created_at: row.created_at,
+    },
     owner,
     users,
     holdings,

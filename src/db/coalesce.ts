@@ -50,7 +50,13 @@ export function coalescedStatement<K extends string | number, Row>(
   type: 'bigint' | 'text',
   keyOf: (row: Row) => K,
 ): (db: Executor, key: K) => Promise<Row | undefined> {
-  const kind: LookupKind = { index: kinds++, text, type, alone: text.replace('$keys', `any($1::${type}[])`), keyOf: keyOf as (row: unknown) => string | number }
+  const kind: LookupKind = {
+    index: kinds++,
+    text,
+    type,
+    alone: text.replace('$keys', `any($1::${type}[])`),
+    keyOf: keyOf as (row: unknown) => string | number,
+  }
   // SQLite answers in process, without a round trip: there each key is looked up at once, since
   // batching only adds turns of the event loop (measured: half again the CPU per transfer). As a
   // plain parameter, straight on the driver when no transaction is open (`readRows`): no Kysely
@@ -58,7 +64,8 @@ export function coalescedStatement<K extends string | number, Row>(
   // transfer by key makes three (its key, its recipient, its asset;
   // docs/performance.md#transfers-round-three-engineer-t).
   const sqlite = text.replace('$keys', '(?)')
-  const onSqlite = async (db: Executor, key: K): Promise<Row | undefined> => (await readRows<Row>(db, sqlite, [key])).find((row) => keyOf(row) === key)
+  const onSqlite = async (db: Executor, key: K): Promise<Row | undefined> =>
+    (await readRows<Row>(db, sqlite, [key])).find((row) => keyOf(row) === key)
   return (db, key) => (isPostgres(db) ? (turnLookupsOf(db)({ kind, key }) as Promise<Row | undefined>) : onSqlite(db, key))
 }
 
@@ -130,7 +137,12 @@ async function readLookups(db: Executor, parts: Part[]): Promise<Map<LookupKind,
   if (parts.length === 1) found = [(await db.executeQuery(CompiledQuery.raw(parts[0].kind.alone, [parts[0].keys]))).rows]
   else {
     const text = `select ${parts.map(({ kind }, i) => `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`).join(', ')}`
-    const { rows } = await db.executeQuery<Record<string, unknown[]>>(CompiledQuery.raw(text, parts.map(({ keys }) => keys)))
+    const { rows } = await db.executeQuery<Record<string, unknown[]>>(
+      CompiledQuery.raw(
+        text,
+        parts.map(({ keys }) => keys),
+      ),
+    )
     found = parts.map((_, i) => rows[0][`q${i}`])
   }
   return new Map(parts.map(({ kind }, i) => [kind, new Map(found[i].map((row) => [kind.keyOf(row), row]))]))

@@ -1,7 +1,15 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
-import { CompiledQuery, Kysely, SqliteDialect, type DialectAdapter, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely'
+import {
+  CompiledQuery,
+  Kysely,
+  SqliteDialect,
+  type DialectAdapter,
+  type Driver,
+  type SqliteDatabase,
+  type SqliteDialectConfig,
+} from 'kysely'
 import type { PostgresTimeouts } from '../config.ts'
 import { startCheckpointer } from './checkpointer.ts'
 import type { Database } from './database.types.ts'

@@ -33,7 +33,9 @@ export async function inTransaction<T>(database: Database | Db, work: (trx: Tran
  * handover, frozen query objects and promises (`docs/performance.md#per-request-costs-of-every-authenticated-read`).
  */
 export async function readRows<Row>(executor: Executor, text: string, parameters: unknown[]): Promise<Row[]> {
-  return readOutsideTransaction<Row>(executor, text, parameters) ?? (await executor.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows
+  return (
+    readOutsideTransaction<Row>(executor, text, parameters) ?? (await executor.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows
+  )
 }
 
 /** `SELECT … FOR UPDATE` on PostgreSQL; SQLite already serializes writers, so a no-op there. */
@@ -62,7 +64,12 @@ export function isPostgres(executor: Executor): boolean {
  * `column` is one of `values`, as one statement text whatever the number of values: `= any($1)`
  * with an array on PostgreSQL, `in (select value from json_each(?))` on SQLite.
  */
-export function anyOf(executor: Executor, column: Expression<unknown>, values: readonly (number | string)[], type: 'bigint' | 'text' = 'bigint'): RawBuilder<boolean> {
+export function anyOf(
+  executor: Executor,
+  column: Expression<unknown>,
+  values: readonly (number | string)[],
+  type: 'bigint' | 'text' = 'bigint',
+): RawBuilder<boolean> {
   return isPostgres(executor)
     ? sql<boolean>`${column} = any(${values}::${sql.raw(type)}[])`
     : sql<boolean>`${column} in (select value from json_each(${JSON.stringify(values)}))`
@@ -97,7 +104,13 @@ export interface Write {
  * service CPU per transfer; `docs/performance.md`). So that one text serves every row, `build`
  * must put every other value in as a literal (`sql.lit`), never as a parameter.
  */
-export function rowsWrite(executor: Executor, columns: Columns, rows: unknown[][], build: (from: RawBuilder<unknown>) => RawBuilder<unknown>, returning?: string): Write {
+export function rowsWrite(
+  executor: Executor,
+  columns: Columns,
+  rows: unknown[][],
+  build: (from: RawBuilder<unknown>) => RawBuilder<unknown>,
+  returning?: string,
+): Write {
   if (isPostgres(executor)) return { statement: build(unnestRows(columns, rows)), returning }
   // `cast` gives each value the type `json_each` gave it (better-sqlite3 binds every number as a real).
   const fields = columns.map(([name, type]) => (type === 'bigint' ? `cast(? as integer) as ${name}` : `? as ${name}`)).join(', ')
@@ -117,7 +130,11 @@ export async function runWrites(executor: Executor, writes: Write[]): Promise<Re
     const results: Record<string, unknown>[][] = []
     for (const [i, statement] of statements.entries()) {
       const rows = writes[i].rows
-      results.push(rows ? runPerRow(executor, statement, rows, writes[i].returning !== undefined) : ((await statement.execute(executor)).rows as Record<string, unknown>[]))
+      results.push(
+        rows
+          ? runPerRow(executor, statement, rows, writes[i].returning !== undefined)
+          : ((await statement.execute(executor)).rows as Record<string, unknown>[]),
+      )
     }
     return results
   }
@@ -126,7 +143,9 @@ export async function runWrites(executor: Executor, writes: Write[]): Promise<Re
     statements.map((statement, i) => sql`${name(i)} as (${statement})`),
     sql`, `,
   )
-  const outputs = writes.map((write, i) => (write.returning ? sql`coalesce((select json_agg(${name(i)}) from ${name(i)}), '[]') as ${name(i)}` : sql`null as ${name(i)}`))
+  const outputs = writes.map((write, i) =>
+    write.returning ? sql`coalesce((select json_agg(${name(i)}) from ${name(i)}), '[]') as ${name(i)}` : sql`null as ${name(i)}`,
+  )
   const { rows } = await sql<Record<string, Record<string, unknown>[] | null>>`with ${ctes} select ${sql.join(outputs)}`.execute(executor)
   return writes.map((_, i) => rows[0][`w${i}`] ?? [])
 }
@@ -135,7 +154,8 @@ export async function runWrites(executor: Executor, writes: Write[]): Promise<Re
 function runPerRow(executor: Executor, statement: RawBuilder<unknown>, rows: unknown[][], returning: boolean): Record<string, unknown>[] {
   const statements = sqliteStatementsOf(executor)
   const compiled = statement.compile(executor)
-  if (!statements || compiled.parameters.length > 0) throw new Error('a row-by-row write needs a SQLite database of openSqlite and literals for every value but the rows')
+  if (!statements || compiled.parameters.length > 0)
+    throw new Error('a row-by-row write needs a SQLite database of openSqlite and literals for every value but the rows')
   const prepared = statements.prepare(compiled.sql)
   const out: Record<string, unknown>[] = []
   for (const row of rows) {

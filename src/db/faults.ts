@@ -24,10 +24,27 @@ export class StorageFault extends Error {
  */
 export function commitOutcomeUnknown(cause: unknown): StorageFault {
   const reason = describeStorageFault(cause)
-  return new StorageFault(`the outcome of COMMIT is unknown (${reason.code ?? 'no code'}: ${reason.message})`, reason.code ?? 'COMMIT_UNKNOWN', { cause })
+  return new StorageFault(
+    `the outcome of COMMIT is unknown (${reason.code ?? 'no code'}: ${reason.message})`,
+    reason.code ?? 'COMMIT_UNKNOWN',
+    { cause },
+  )
 }
 
-const NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOSPC', 'EROFS', 'EIO'])
+const NODE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOSPC',
+  'EROFS',
+  'EIO',
+])
 
 /**
  * PostgreSQL SQLSTATEs of storage faults, by class or code: 08 connection exception, 53
@@ -41,7 +58,16 @@ const PG_CLASSES = new Set(['08', '53', '57', '58'])
 const PG_CODES = new Set(['25006', '25P03', '55P03', '40001', '40P01'])
 
 /** SQLite result codes (extended ones start with these): locked past the busy timeout, disk full, I/O, read-only, cannot open. */
-const SQLITE_PREFIXES = ['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'SQLITE_CANTOPEN', 'SQLITE_NOMEM', 'SQLITE_PROTOCOL']
+const SQLITE_PREFIXES = [
+  'SQLITE_BUSY',
+  'SQLITE_LOCKED',
+  'SQLITE_FULL',
+  'SQLITE_IOERR',
+  'SQLITE_READONLY',
+  'SQLITE_CANTOPEN',
+  'SQLITE_NOMEM',
+  'SQLITE_PROTOCOL',
+]
 
 /** node-postgres and Kysely say these in words only; each gets a name for the log. */
 const UNAVAILABLE_MESSAGES: [RegExp, string][] = [

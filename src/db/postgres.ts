@@ -268,7 +268,8 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
 
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
-      if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) return this.#runNamed(config, values)
+      if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined)
+        return this.#runNamed(config, values)
       const result: unknown = super.query(config, values, callback)
       if (callback !== undefined || typeof (result as Promise<unknown> | undefined)?.catch !== 'function') return result
       return (result as Promise<unknown>).catch((error: Error) => {
@@ -353,7 +354,8 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
     async checkWritable() {
       const { rows } = await pool.query<Writability>(WRITABLE)
       // Whatever target_session_attrs allows: ready means a write would be taken now.
-      if (rows[0].in_recovery || rows[0].read_only) throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
+      if (rows[0].in_recovery || rows[0].read_only)
+        throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
     },
     poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {

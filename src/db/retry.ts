@@ -19,7 +19,9 @@ export function isRetryable(error: unknown): boolean {
  */
 export function isStaleStatement(error: unknown): boolean {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
-  return code === '26000' || (code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change result type'))
+  return (
+    code === '26000' || (code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change result type'))
+  )
 }
 
 /** How many times a transaction is tried before its race is answered as an error. */

@@ -63,7 +63,9 @@ interface Outcome {
  * delivered, retried later or failed), `released` (cut off by the shutdown: logged and given back),
  * `cancelled` (the webhook was removed before anything was sent).
  */
-type AttemptEnd = { claim: Launch } & ({ kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' })
+type AttemptEnd = { claim: Launch } & (
+  { kind: 'attempted' | 'released'; url: string; attemptedAt: string; outcome: Outcome } | { kind: 'cancelled' }
+)
 /** A claimed delivery about to be attempted, with what the attempt needs (undefined when the row is gone). */
 type Launch = repo.LeasedDelivery & { origin: string }
 
@@ -185,13 +187,21 @@ export class DeliveryWorker {
     this.concurrency = this.config.webhookConcurrency
     this.roundBatch = Math.max(1, Math.floor(this.concurrency / ROUND_BATCH_SHARE))
     this.now = options.circuits?.now ?? Date.now
-    this.limits = new OriginLimits({ floor: this.config.webhookOriginMinConcurrency, cap: this.config.webhookOriginConcurrency, now: this.now })
+    this.limits = new OriginLimits({
+      floor: this.config.webhookOriginMinConcurrency,
+      cap: this.config.webhookOriginConcurrency,
+      now: this.now,
+    })
     this.circuits = new OriginCircuits({
       failureThreshold: this.config.webhookCircuitFailures,
       openMs: this.config.webhookCircuitOpenMs,
       ...options.circuits,
       onChange: ({ origin, from, to, failures, openForMs }) => {
-        if (to === 'open' && from === 'closed') this.log.warn({ origin, failures, open_for_ms: openForMs }, 'webhook worker: circuit opened for an origin that keeps failing; its deliveries wait')
+        if (to === 'open' && from === 'closed')
+          this.log.warn(
+            { origin, failures, open_for_ms: openForMs },
+            'webhook worker: circuit opened for an origin that keeps failing; its deliveries wait',
+          )
         else if (to === 'closed') this.log.info({ origin }, 'webhook worker: circuit closed; the origin answers again')
         else this.log.debug({ origin, from, to, open_for_ms: openForMs }, 'webhook worker: circuit state changed')
       },
@@ -260,7 +270,9 @@ export class DeliveryWorker {
     this.claiming = true
     this.armPoll()
     // Rows of workers that died, lapsed: they count nothing any more, so they can go.
-    repo.clearLeaseCounts(this.db, { now: nowIso() }).catch((error) => this.log.warn({ err: error }, 'webhook worker: clearing lapsed lease counts failed'))
+    repo
+      .clearLeaseCounts(this.db, { now: nowIso() })
+      .catch((error) => this.log.warn({ err: error }, 'webhook worker: clearing lapsed lease counts failed'))
     this.wake()
   }
 
@@ -375,7 +387,8 @@ export class DeliveryWorker {
       // It may have committed all the same (a connection lost at COMMIT): rewrite every count.
       this.leaseCountsUnsure = true
       this.ended.unshift(...ended)
-      if (this.backoff.failed() && this.running) this.log.warn({ err: error }, 'webhook worker: writing or claiming deliveries failed; retrying with backoff')
+      if (this.backoff.failed() && this.running)
+        this.log.warn({ err: error }, 'webhook worker: writing or claiming deliveries failed; retrying with backoff')
       if (ended.length > 0) this.again = true
       return
     }
@@ -447,7 +460,9 @@ export class DeliveryWorker {
     // take more: its limit less every instance's leases, and what its circuit lets through.
     const held = new Map(this.originLoad)
     for (const end of ended) adjust(held, end.claim.origin, -1)
-    const room = origins.map(({ origin }) => Math.min(this.limits.limit(origin) - (leased.get(origin) ?? 0), this.circuits.allowance(origin)))
+    const room = origins.map(({ origin }) =>
+      Math.min(this.limits.limit(origin) - (leased.get(origin) ?? 0), this.circuits.allowance(origin)),
+    )
     const dueOrigins = new Set(due.map((entry) => entry.origin))
     const busy = [...held].filter(([origin]) => !dueOrigins.has(origin))
     const shares = shareSlots(
@@ -510,11 +525,16 @@ export class DeliveryWorker {
       if (count <= 0) continue
       // Every lease of this worker at an origin was taken by one of its rounds, so a count always
       // has a lease end; the fallback is the longest a lease taken now could last.
-      const leaseUntil = newest.get(origin) ?? before.get(origin)?.leaseUntil ?? new Date(Date.now() + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString()
+      const leaseUntil =
+        newest.get(origin) ??
+        before.get(origin)?.leaseUntil ??
+        new Date(Date.now() + this.config.webhookTimeoutMs + LEASE_MARGIN_MS).toISOString()
       after.set(origin, { origin, leased: count, leaseUntil })
     }
     const unsure = this.leaseCountsUnsure
-    const counts = [...after.values()].filter((count) => unsure || before.get(count.origin)?.leased !== count.leased || before.get(count.origin)?.leaseUntil !== count.leaseUntil)
+    const counts = [...after.values()].filter(
+      (count) => unsure || before.get(count.origin)?.leased !== count.leased || before.get(count.origin)?.leaseUntil !== count.leaseUntil,
+    )
     const gone = [...before.keys()].filter((origin) => !after.has(origin))
     await repo.writeLeaseCounts(trx, this.instance, { counts, gone, keepOnly: unsure ? [...after.keys()] : undefined })
     return after
@@ -581,8 +601,21 @@ export class DeliveryWorker {
     } catch (error) {
       // Another SECRETS_KEY than the one the secret was sealed with (a rotation this instance has
       // not been restarted for): nothing can be signed; the attempt fails and is retried later.
-      this.log.error({ delivery: claim.id, reason: (error as Error).message }, 'webhook worker: the webhook secret cannot be opened with this SECRETS_KEY')
-      return this.finish({ claim, kind: 'attempted', url, attemptedAt, outcome: { statusCode: null, latencyMs: 0, error: "not sent: the webhook secret cannot be opened with this instance's SECRETS_KEY" } })
+      this.log.error(
+        { delivery: claim.id, reason: (error as Error).message },
+        'webhook worker: the webhook secret cannot be opened with this SECRETS_KEY',
+      )
+      return this.finish({
+        claim,
+        kind: 'attempted',
+        url,
+        attemptedAt,
+        outcome: {
+          statusCode: null,
+          latencyMs: 0,
+          error: "not sent: the webhook secret cannot be opened with this instance's SECRETS_KEY",
+        },
+      })
     }
     const outcome = await this.send(url, secret, work.event_id, work.payload)
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
@@ -670,7 +703,8 @@ export class DeliveryWorker {
 
   /** After `attempts` attempts, the last with `outcome`: delivered (2xx), failed (410, or the schedule used up), or pending until the next retry. */
   private nextState(attempts: number, outcome: Outcome): { status: repo.DeliveryStatus; nextAttemptAt: string | null } {
-    if (outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300) return { status: 'delivered', nextAttemptAt: null }
+    if (outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300)
+      return { status: 'delivered', nextAttemptAt: null }
     const schedule = this.config.webhookRetrySchedule
     if (outcome.statusCode === 410 || attempts > schedule.length) return { status: 'failed', nextAttemptAt: null }
     return { status: 'pending', nextAttemptAt: new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString() }

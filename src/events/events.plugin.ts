@@ -22,7 +22,13 @@ export interface EventsOptions {
 
 export default async function events(app: FastifyInstance, deps: EventsOptions): Promise<void> {
   const registry = app.hasDecorator('metrics') ? app.metrics : undefined
-  const worker = new DeliveryWorker({ database: deps.database, config: deps.config, secretsKey: deps.secretsKey, log: app.log.child({ component: 'webhooks' }), registry })
+  const worker = new DeliveryWorker({
+    database: deps.database,
+    config: deps.config,
+    secretsKey: deps.secretsKey,
+    log: app.log.child({ component: 'webhooks' }),
+    registry,
+  })
   const hub = new EventHub({ db: deps.database.db, log: app.log.child({ component: 'events' }), registry })
   let stopping: Promise<void> | undefined
   app.addHook('onReady', async () => worker.start())

@@ -33,14 +33,20 @@ function toSnapshot(row: SnapshotRow): Snapshot {
 /** The current snapshot's bounds on PostgreSQL; undefined on SQLite, whose commits are serial. */
 export async function readSnapshot(db: Executor): Promise<Snapshot | undefined> {
   if (!isPostgres(db)) return undefined
-  const { rows } = await sql<SnapshotRow>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(db)
+  const { rows } =
+    await sql<SnapshotRow>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(
+      db,
+    )
   return toSnapshot(rows[0])
 }
 
 /** The highest event id visible now, with the snapshot it was read in. */
 export async function readHead(db: Executor): Promise<{ maxId: number; snapshot: Snapshot | undefined }> {
   if (!isPostgres(db)) {
-    const row = await db.selectFrom('events').select((eb) => eb.fn.max('id').as('max_id')).executeTakeFirst()
+    const row = await db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('id').as('max_id'))
+      .executeTakeFirst()
     return { maxId: Number(row?.max_id ?? 0), snapshot: undefined }
   }
   const { rows } = await sql<SnapshotRow & { max_id: string | null }>`
@@ -64,8 +70,14 @@ function toStreamEvent(row: EventRow): StreamEvent {
  * Events of every wallet with id > `after`, in id order, and (PostgreSQL) the bounds of the
  * snapshot the rows were read in: one statement, so the rows and the bounds agree.
  */
-export async function readEventsAfter(db: Executor, after: number, limit: number): Promise<{ rows: StreamEvent[]; snapshot: Snapshot | undefined }> {
-  const snapshot = isPostgres(db) ? sql`pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax` : sql`null as xmin, null as xmax`
+export async function readEventsAfter(
+  db: Executor,
+  after: number,
+  limit: number,
+): Promise<{ rows: StreamEvent[]; snapshot: Snapshot | undefined }> {
+  const snapshot = isPostgres(db)
+    ? sql`pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax`
+    : sql`null as xmin, null as xmax`
   const { rows } = await sql<EventRow & SnapshotRow>`
     select ${EVENT_FIELDS}, ${snapshot}
     from ${EVENTS} where events.id > ${after} order by events.id limit ${limit}`.execute(db)

@@ -18,7 +18,9 @@ export const WebhookCreated = Type.Object({
 const Backlog = Type.Object(
   {
     pending: Type.Integer({ minimum: 0, description: 'deliveries waiting for their first attempt or a retry' }),
-    oldest_pending_at: Type.Union([Timestamp, Type.Null()], { description: 'when the oldest pending delivery was queued; null when none is' }),
+    oldest_pending_at: Type.Union([Timestamp, Type.Null()], {
+      description: 'when the oldest pending delivery was queued; null when none is',
+    }),
     oldest_pending_age_seconds: Type.Number({ minimum: 0, description: 'how long ago that was; 0 when nothing is pending' }),
   },
   { description: "the webhook's backlog, as the service sees it now" },
@@ -68,5 +70,11 @@ export const StreamHeaders = Type.Object({
 })
 
 export const StreamQuery = Type.Object({
-  last_event_id: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'same as the Last-Event-ID header, for clients that cannot set it' })),
+  last_event_id: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: Number.MAX_SAFE_INTEGER,
+      description: 'same as the Last-Event-ID header, for clients that cannot set it',
+    }),
+  ),
 })

@@ -40,7 +40,8 @@ export function pickFairly(due: DueDelivery[], load: ReadonlyMap<number, number>
     let best: { walletId: number; queue: DueDelivery[]; load: number } | undefined
     for (const [walletId, queue] of queues) {
       const current = (load.get(walletId) ?? 0) + (taken.get(walletId) ?? 0)
-      if (!best || current < best.load || (current === best.load && oldestFirst(queue[0], best.queue[0]) < 0)) best = { walletId, queue, load: current }
+      if (!best || current < best.load || (current === best.load && oldestFirst(queue[0], best.queue[0]) < 0))
+        best = { walletId, queue, load: current }
     }
     const chosen = best as { walletId: number; queue: DueDelivery[] }
     picked.push(chosen.queue.shift() as DueDelivery)
@@ -268,7 +269,14 @@ export class OriginLimits {
   #get(origin: string): OriginLimit {
     let entry = this.#limits.get(origin)
     if (!entry) {
-      entry = { limit: this.#floor, pressed: false, windowMin: Infinity, previousMin: Infinity, windowStart: this.#now(), cutAt: Number.NEGATIVE_INFINITY }
+      entry = {
+        limit: this.#floor,
+        pressed: false,
+        windowMin: Infinity,
+        previousMin: Infinity,
+        windowStart: this.#now(),
+        cutAt: Number.NEGATIVE_INFINITY,
+      }
       this.#limits.set(origin, entry)
     }
     return entry

@@ -76,16 +76,26 @@ function transactionEventWrites(executor: Executor, transactions: Transaction[],
 function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | typeof HOLD_EVENT_COLUMNS, events: unknown[][]): Write[] {
   if (events.length === 0) return []
   const names = sql.raw(columns.map(([name]) => name).join(', '))
-  const insert = rowsWrite(executor, columns, events, (r) => sql`
+  const insert = rowsWrite(
+    executor,
+    columns,
+    events,
+    (r) => sql`
       insert into events (${names})
-      select ${names} from ${r}`)
+      select ${names} from ${r}`,
+  )
   if (isPostgres(executor)) {
     return [
       insert,
-      rowsWrite(executor, columns, events, (r) => sql`
+      rowsWrite(
+        executor,
+        columns,
+        events,
+        (r) => sql`
         insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
         select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
-        from ${r} join webhooks on webhooks.wallet_id = r.wallet_id`),
+        from ${r} join webhooks on webhooks.wallet_id = r.wallet_id`,
+      ),
     ]
   }
   // SQLite runs a batch's writes one after the other (`runWrites`), so the events are in their

@@ -71,8 +71,9 @@ function ipv6Bytes(address: string): number[] | undefined {
   const bare = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '')
   if (!net.isIPv6(bare)) return undefined
   // A trailing dotted IPv4 (`::ffff:127.0.0.1`) becomes its two hex groups.
-  const text = bare.replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_match, a, b, c, d) =>
-    `${((Number(a) << 8) | Number(b)).toString(16)}:${((Number(c) << 8) | Number(d)).toString(16)}`,
+  const text = bare.replace(
+    /(\d+)\.(\d+)\.(\d+)\.(\d+)$/,
+    (_match, a, b, c, d) => `${((Number(a) << 8) | Number(b)).toString(16)}:${((Number(c) << 8) | Number(d)).toString(16)}`,
   )
   const [head, rest] = text.includes('::') ? text.split('::') : [text, undefined]
   const groups = (part: string) => (part === '' ? [] : part.split(':').map((group) => parseInt(group, 16)))
@@ -139,7 +140,10 @@ export function checkWebhookUrlForm(raw: string): { url: URL } | { reason: strin
 
 export class AddressNotAllowedError extends Error {
   readonly code = 'ERR_WEBHOOK_ADDRESS_NOT_ALLOWED'
-  constructor(readonly hostname: string, readonly address?: string) {
+  constructor(
+    readonly hostname: string,
+    readonly address?: string,
+  ) {
     super(address ? `${hostname} resolves to ${address}, which is not a public address` : `${hostname} is not a public host`)
   }
 }

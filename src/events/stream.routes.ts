@@ -38,7 +38,10 @@ function responseSink(res: ServerResponse): EventSink {
 }
 
 /** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth; src/events/README.md). */
-const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (app, { database, config, hub }) => {
+const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (
+  app,
+  { database, config, hub },
+) => {
   const { db } = database
 
   app.get(

@@ -1,7 +1,14 @@
 import type { Db, Executor } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { isSealed, open, seal, sealedKeyId, type SecretsKey } from '../secrets/secret-box.ts'
-import { createSecretsKeyFile, loadNextSecretsKey, loadSecretsKey, promoteNextSecretsKeyFile, SecretsKeyError, type KeySource } from '../secrets/secrets-key.ts'
+import {
+  createSecretsKeyFile,
+  loadNextSecretsKey,
+  loadSecretsKey,
+  promoteNextSecretsKeyFile,
+  SecretsKeyError,
+  type KeySource,
+} from '../secrets/secrets-key.ts'
 import * as repo from './webhooks.repository.ts'
 
 /** What a sealed webhook secret is bound to: its wallet, so it does not open on another row. */
@@ -46,14 +53,18 @@ export async function prepareWebhookSecrets(db: Db, source: KeySource): Promise<
   }
   if (!key) {
     if (sealedWith.length > 0) {
-      throw new SecretsKeyError(`the webhook secrets in the database are encrypted with key ${sealedWith[0]}, but no SECRETS_KEY is set and ${source.dataDir} has no secrets-key file: set SECRETS_KEY to that key`)
+      throw new SecretsKeyError(
+        `the webhook secrets in the database are encrypted with key ${sealedWith[0]}, but no SECRETS_KEY is set and ${source.dataDir} has no secrets-key file: set SECRETS_KEY to that key`,
+      )
     }
     key = createSecretsKeyFile(source)
   }
   const foreign = sealedWith.find((id) => id !== key.id)
   if (foreign) {
     const from = key.file ? `the key in ${key.file}` : 'SECRETS_KEY'
-    throw new SecretsKeyError(`SECRETS_KEY is wrong: the webhook secrets in the database are encrypted with key ${foreign}, ${from} is key ${key.id}; set SECRETS_KEY to the key they were encrypted with (nothing was changed)`)
+    throw new SecretsKeyError(
+      `SECRETS_KEY is wrong: the webhook secrets in the database are encrypted with key ${foreign}, ${from} is key ${key.id}; set SECRETS_KEY to the key they were encrypted with (nothing was changed)`,
+    )
   }
   await sealClearSecrets(db, key)
   return { id: key.id, key: key.key }
@@ -62,7 +73,8 @@ export async function prepareWebhookSecrets(db: Db, source: KeySource): Promise<
 async function sealClearSecrets(db: Db, key: SecretsKey): Promise<void> {
   await inTransaction(db, async (trx) => {
     for (const row of await repo.listWebhookSecrets(trx)) {
-      if (!isSealed(row.secret)) await repo.replaceWebhookSecret(trx, row.wallet_id, row.secret, sealWebhookSecret(key, row.wallet_id, row.secret))
+      if (!isSealed(row.secret))
+        await repo.replaceWebhookSecret(trx, row.wallet_id, row.secret, sealWebhookSecret(key, row.wallet_id, row.secret))
     }
   })
 }
@@ -80,7 +92,9 @@ export async function resealWebhookSecrets(db: Db, from: SecretsKey, to: Secrets
       try {
         clear = openWebhookSecret(from, row.wallet_id, row.secret)
       } catch (error) {
-        throw new SecretsKeyError(`the webhook secret of wallet ${row.wallet_id} does not open with the current SECRETS_KEY (${(error as Error).message}); nothing was changed`)
+        throw new SecretsKeyError(
+          `the webhook secret of wallet ${row.wallet_id} does not open with the current SECRETS_KEY (${(error as Error).message}); nothing was changed`,
+        )
       }
       await repo.replaceWebhookSecret(trx, row.wallet_id, row.secret, sealWebhookSecret(to, row.wallet_id, clear))
     }

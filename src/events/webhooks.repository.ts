@@ -31,12 +31,17 @@ export async function replaceWebhookSecret(db: Executor, walletId: number, old: 
 }
 
 /** Sets the wallet's one webhook, replacing any other; its origin is kept beside it for the worker. */
-export async function upsertWebhook(db: Executor, webhook: { walletId: number; url: string; secret: string; createdAt: string }): Promise<void> {
+export async function upsertWebhook(
+  db: Executor,
+  webhook: { walletId: number; url: string; secret: string; createdAt: string },
+): Promise<void> {
   const origin = webhookOrigin(webhook.url)
   await db
     .insertInto('webhooks')
     .values({ wallet_id: webhook.walletId, url: webhook.url, origin, secret: webhook.secret, created_at: webhook.createdAt })
-    .onConflict((oc) => oc.column('wallet_id').doUpdateSet({ url: webhook.url, origin, secret: webhook.secret, created_at: webhook.createdAt }))
+    .onConflict((oc) =>
+      oc.column('wallet_id').doUpdateSet({ url: webhook.url, origin, secret: webhook.secret, created_at: webhook.createdAt }),
+    )
     .execute()
 }
 
@@ -50,7 +55,12 @@ export async function deleteWebhook(db: Executor, walletId: number, url?: string
 
 /** Points the wallet's undelivered events at its new webhook. */
 export async function retargetPendingDeliveries(db: Executor, walletId: number, url: string, now: string): Promise<void> {
-  await db.updateTable('webhook_deliveries').set({ url, updated_at: now }).where('wallet_id', '=', walletId).where('status', '=', PENDING).execute()
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ url, updated_at: now })
+    .where('wallet_id', '=', walletId)
+    .where('status', '=', PENDING)
+    .execute()
 }
 
 /** Cancels every pending delivery of the wallet; in-flight ones keep their lease but cannot succeed it. */
@@ -115,11 +125,19 @@ export async function listAttempts(db: Executor, deliveryIds: number[]) {
  * was queued, for one wallet or for all. Counted on the pending index; the oldest is the lowest id
  * (deliveries are numbered as they are queued), whose row gives its time.
  */
-export async function findBacklogs(db: Executor, walletId?: number): Promise<{ origin: string; wallet_id: number; pending: number; oldest: string | null }[]> {
+export async function findBacklogs(
+  db: Executor,
+  walletId?: number,
+): Promise<{ origin: string; wallet_id: number; pending: number; oldest: string | null }[]> {
   let query = db
     .selectFrom('webhook_deliveries')
     .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-    .select((eb) => ['webhooks.origin', 'webhook_deliveries.wallet_id', eb.fn.countAll<number | string>().as('pending'), eb.fn.min('webhook_deliveries.id').as('first')])
+    .select((eb) => [
+      'webhooks.origin',
+      'webhook_deliveries.wallet_id',
+      eb.fn.countAll<number | string>().as('pending'),
+      eb.fn.min('webhook_deliveries.id').as('first'),
+    ])
     .where('webhook_deliveries.status', '=', PENDING)
     .groupBy(['webhooks.origin', 'webhook_deliveries.wallet_id'])
   if (walletId !== undefined) query = query.where('webhook_deliveries.wallet_id', '=', walletId)
@@ -128,10 +146,21 @@ export async function findBacklogs(db: Executor, walletId?: number): Promise<{ o
   const firsts = await db
     .selectFrom('webhook_deliveries')
     .select(['id', 'created_at'])
-    .where(anyOf(db, sql.ref('id'), rows.map((row) => Number(row.first))))
+    .where(
+      anyOf(
+        db,
+        sql.ref('id'),
+        rows.map((row) => Number(row.first)),
+      ),
+    )
     .execute()
   const queuedAt = new Map(firsts.map((row) => [Number(row.id), row.created_at]))
-  return rows.map((row) => ({ origin: row.origin ?? '', wallet_id: Number(row.wallet_id), pending: Number(row.pending), oldest: queuedAt.get(Number(row.first)) ?? null }))
+  return rows.map((row) => ({
+    origin: row.origin ?? '',
+    wallet_id: Number(row.wallet_id),
+    pending: Number(row.pending),
+    oldest: queuedAt.get(Number(row.first)) ?? null,
+  }))
 }
 
 /** Makes a delivery due now (again), whatever its status; an attempt in flight is left to finish. */
@@ -225,7 +254,10 @@ function dueOrigins(db: Executor, now: string) {
  * PostgreSQL. The count reads a row per worker and busy origin, where counting the deliveries under
  * a live lease read an index entry for every lease of the last 20 s (migration 0014).
  */
-export async function findDueOriginsAndLeases(db: Executor, query: { now: string; instance: string }): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
+export async function findDueOriginsAndLeases(
+  db: Executor,
+  query: { now: string; instance: string },
+): Promise<{ due: { origin: string; wallets: number }[]; leased: Map<string, number> }> {
   const rows = await dueOrigins(db, query.now)
     .unionAll(
       db
@@ -268,7 +300,11 @@ const LEASE_COUNT_COLUMNS = [
  * `keepOnly` (the worker is not sure what its last rows were), every row of the worker for
  * another origin is deleted first, in a statement of its own.
  */
-export async function writeLeaseCounts(db: Executor, instance: string, change: { counts: LeaseCount[]; gone: string[]; keepOnly?: string[] }): Promise<void> {
+export async function writeLeaseCounts(
+  db: Executor,
+  instance: string,
+  change: { counts: LeaseCount[]; gone: string[]; keepOnly?: string[] },
+): Promise<void> {
   if (change.keepOnly) {
     let query = db.deleteFrom('webhook_lease_counts').where('instance', '=', instance)
     if (change.keepOnly.length > 0) query = query.where('origin', 'not in', change.keepOnly)
@@ -278,7 +314,14 @@ export async function writeLeaseCounts(db: Executor, instance: string, change: {
   const gone = change.gone.map((origin) => [instance, origin, 0, ''])
   const writes = []
   if (gone.length > 0) {
-    writes.push(rowsWrite(db, LEASE_COUNT_COLUMNS, gone, (r) => sql`delete from webhook_lease_counts where (instance, origin) in (select r_instance, r_origin from ${r})`))
+    writes.push(
+      rowsWrite(
+        db,
+        LEASE_COUNT_COLUMNS,
+        gone,
+        (r) => sql`delete from webhook_lease_counts where (instance, origin) in (select r_instance, r_origin from ${r})`,
+      ),
+    )
   }
   if (counts.length > 0) {
     writes.push(
@@ -287,7 +330,9 @@ export async function writeLeaseCounts(db: Executor, instance: string, change: {
         LEASE_COUNT_COLUMNS,
         counts,
         // `where true`: SQLite reads `on conflict` after a bare `select … from` as a join's.
-        (r) => sql`insert into webhook_lease_counts (instance, origin, leased, lease_until) select r_instance, r_origin, r_leased, r_until from ${r} where true
+        (
+          r,
+        ) => sql`insert into webhook_lease_counts (instance, origin, leased, lease_until) select r_instance, r_origin, r_leased, r_until from ${r} where true
           on conflict (instance, origin) do update set leased = excluded.leased, lease_until = excluded.lease_until`,
       ),
     )
@@ -300,7 +345,11 @@ export async function clearLeaseCounts(db: Executor, query: { instance?: string;
   const { instance } = query
   await db
     .deleteFrom('webhook_lease_counts')
-    .where((eb) => (instance === undefined ? eb('lease_until', '<=', query.now) : eb.or([eb('instance', '=', instance), eb('lease_until', '<=', query.now)])))
+    .where((eb) =>
+      instance === undefined
+        ? eb('lease_until', '<=', query.now)
+        : eb.or([eb('instance', '=', instance), eb('lease_until', '<=', query.now)]),
+    )
     .execute()
 }
 
@@ -395,11 +444,20 @@ export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now:
         'webhooks.secret',
       ])
       .execute()
-    return rows.map((row) => ({ ...toClaim(row), work: row.event_id === null ? undefined : toWork({ ...row, event_id: row.event_id, type: row.type as string, created_at: row.created_at as string }) }))
+    return rows.map((row) => ({
+      ...toClaim(row),
+      work:
+        row.event_id === null
+          ? undefined
+          : toWork({ ...row, event_id: row.event_id, type: row.type as string, created_at: row.created_at as string }),
+    }))
   }
   const claims = (await update.execute()).map(toClaim)
   if (claims.length === 0) return []
-  const work = await loadDeliveryWork(db, claims.map((claim) => claim.id))
+  const work = await loadDeliveryWork(
+    db,
+    claims.map((claim) => claim.id),
+  )
   return claims.map((claim) => ({ ...claim, work: work.get(claim.id) }))
 }
 
@@ -407,7 +465,14 @@ function toClaim(row: { id: number; wallet_id: number; lease_until: string | nul
   return { id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }
 }
 
-function toWork(row: { event_id: string; type: string; created_at: string; body: string | null; url: string | null; secret: string | null }): DeliveryWork {
+function toWork(row: {
+  event_id: string
+  type: string
+  created_at: string
+  body: string | null
+  url: string | null
+  secret: string | null
+}): DeliveryWork {
   return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
 }
 
@@ -419,7 +484,15 @@ async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Ma
     // A hold's event has no transaction and carries its own body.
     .leftJoin('transactions', 'transactions.id', 'events.transaction_id')
     .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-    .select((eb) => ['webhook_deliveries.id', 'events.event_id', 'events.type', 'events.created_at', eb.fn.coalesce('events.body', 'transactions.body').as('body'), 'webhooks.url', 'webhooks.secret'])
+    .select((eb) => [
+      'webhook_deliveries.id',
+      'events.event_id',
+      'events.type',
+      'events.created_at',
+      eb.fn.coalesce('events.body', 'transactions.body').as('body'),
+      'webhooks.url',
+      'webhooks.secret',
+    ])
     .where(anyOf(db, sql.ref('webhook_deliveries.id'), deliveryIds))
     .execute()
   return new Map(rows.map((row) => [Number(row.id), toWork(row)]))
@@ -427,7 +500,12 @@ async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Ma
 
 /** Gives our lease back, whatever the delivery's status: the attempt is over and no longer counts against its origin. */
 async function releaseDelivery(db: Executor, deliveryId: number, leaseUntil: string): Promise<void> {
-  await db.updateTable('webhook_deliveries').set({ lease_until: null }).where('id', '=', deliveryId).where('lease_until', '=', leaseUntil).execute()
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ lease_until: null })
+    .where('id', '=', deliveryId)
+    .where('lease_until', '=', leaseUntil)
+    .execute()
 }
 
 export interface AttemptRecord {
@@ -467,11 +545,27 @@ const ATTEMPT_COLUMNS = [
  */
 export async function recordAttempts(db: Executor, attempts: AttemptRecord[], now: string): Promise<void> {
   if (attempts.length === 0) return
-  const rows = attempts.map((a) => [a.deliveryId, a.leaseUntil, a.url, a.attemptedAt, a.statusCode, a.latencyMs, a.error, a.next?.status ?? null, a.next?.nextAttemptAt ?? null])
+  const rows = attempts.map((a) => [
+    a.deliveryId,
+    a.leaseUntil,
+    a.url,
+    a.attemptedAt,
+    a.statusCode,
+    a.latencyMs,
+    a.error,
+    a.next?.status ?? null,
+    a.next?.nextAttemptAt ?? null,
+  ])
   // Every value but the rows' is a literal (`rowsWrite`: on SQLite one prepared text serves each row).
   const ours = sql`webhook_deliveries.status = ${PENDING} and webhook_deliveries.lease_until = r.r_lease and r.r_status is not null`
   await runWrites(db, [
-    rowsWrite(db, ATTEMPT_COLUMNS, rows, (r) => sql`insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, error) select r_id, r_at, r_code, r_latency, r_error from ${r}`),
+    rowsWrite(
+      db,
+      ATTEMPT_COLUMNS,
+      rows,
+      (r) =>
+        sql`insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, error) select r_id, r_at, r_code, r_latency, r_error from ${r}`,
+    ),
     rowsWrite(
       db,
       ATTEMPT_COLUMNS,

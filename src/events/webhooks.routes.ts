@@ -10,13 +10,20 @@ import * as S from './events.schemas.ts'
 import * as webhooks from './webhooks.service.ts'
 
 /** The webhook routes of the interface (user auth, active wallet) and the delivery log. */
-const webhooksRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; secretsKey: SecretsKey; worker: DeliveryWorker }> = async (app, { database, config, secretsKey, worker }) => {
+const webhooksRoutes: FastifyPluginAsyncTypebox<{
+  database: Database
+  config: Config
+  secretsKey: SecretsKey
+  worker: DeliveryWorker
+}> = async (app, { database, config, secretsKey, worker }) => {
   const { db } = database
   const tags = ['webhooks']
   const user = { onRequest: app.requireUser }
 
-  app.put('/wallet/webhook', { ...user, schema: { tags, body: S.WebhookBody, response: responses(200, S.WebhookCreated) } }, async (request) =>
-    webhooks.setWebhook(db, config, secretsKey, userAuth(request), request.body.webhook),
+  app.put(
+    '/wallet/webhook',
+    { ...user, schema: { tags, body: S.WebhookBody, response: responses(200, S.WebhookCreated) } },
+    async (request) => webhooks.setWebhook(db, config, secretsKey, userAuth(request), request.body.webhook),
   )
 
   app.get('/wallet/webhook', { ...user, schema: { tags, response: responses(200, S.WebhookInfo) } }, async (request) =>

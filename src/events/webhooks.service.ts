@@ -50,13 +50,20 @@ async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
  * like every lasting grant, the webhook waits for a removal or deletion in progress and never
  * outlives it (`wallets.service.ts` holdUsableWallet).
  */
-export async function setWebhook(db: Db, config: Config, secretsKey: SecretsKey, auth: UserAuth, raw: string): Promise<{ webhook: string; secret: string }> {
+export async function setWebhook(
+  db: Db,
+  config: Config,
+  secretsKey: SecretsKey,
+  auth: UserAuth,
+  raw: string,
+): Promise<{ webhook: string; secret: string }> {
   const url = await checkWebhookUrl(config, raw)
   const secret = newWebhookSecret()
   const now = nowIso()
   const walletId = auth.walletId
   await inTransaction(db, async (trx) => {
-    if (!(await holdUsableWallet(trx, auth.userId, walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
+    if (!(await holdUsableWallet(trx, auth.userId, walletId)))
+      throw new AppError('W000', "your session's active wallet is not available to you")
     // A transfer of the wallet in progress finishes first; one after it finds the webhook.
     await takeWalletTurns(trx, [walletId])
     // Stored sealed under the secrets key: a copy of the database alone cannot sign a delivery.
@@ -88,11 +95,18 @@ export async function findBacklog(db: Executor, walletId: number): Promise<Backl
 /** Every webhook's backlog with its origin, for /metrics (`operations/metrics.ts`): only wallets with deliveries pending. */
 export async function listBacklogs(db: Executor): Promise<(Backlog & { origin: string; wallet_id: number })[]> {
   const now = Date.now()
-  return (await repo.findBacklogs(db)).map((row) => ({ origin: row.origin, wallet_id: row.wallet_id, ...toBacklog(row.pending, row.oldest, now) }))
+  return (await repo.findBacklogs(db)).map((row) => ({
+    origin: row.origin,
+    wallet_id: row.wallet_id,
+    ...toBacklog(row.pending, row.oldest, now),
+  }))
 }
 
 /** GET /wallet/webhook: the URL, when it was set and its backlog, or `{webhook: null}`. The secret is never shown. */
-export async function getWebhook(db: Db, walletId: number): Promise<{ webhook: string; created_at: string; backlog: Backlog } | { webhook: null }> {
+export async function getWebhook(
+  db: Db,
+  walletId: number,
+): Promise<{ webhook: string; created_at: string; backlog: Backlog } | { webhook: null }> {
   const hook = await repo.findWebhook(db, walletId)
   return hook ? { webhook: hook.url, created_at: hook.created_at, backlog: await findBacklog(db, walletId) } : { webhook: null }
 }
@@ -188,7 +202,11 @@ async function withAttempts(db: Executor, rows: DeliveryRow[]): Promise<Delivery
 }
 
 /** GET /wallet/webhook/deliveries: the wallet's deliveries, newest first, each with its attempts. */
-export async function listDeliveries(db: Db, walletId: number, query: { limit?: number; offset?: number; status?: repo.DeliveryStatus }): Promise<DeliveryView[]> {
+export async function listDeliveries(
+  db: Db,
+  walletId: number,
+  query: { limit?: number; offset?: number; status?: repo.DeliveryStatus },
+): Promise<DeliveryView[]> {
   const rows = await repo.listDeliveries(db, walletId, { limit: query.limit ?? 20, offset: query.offset ?? 0, status: query.status })
   return withAttempts(db, rows)
 }

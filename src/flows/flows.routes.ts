@@ -19,11 +19,15 @@ export interface FlowsRoutesOptions {
 const flowsRoutes: FastifyPluginAsyncTypebox<FlowsRoutesOptions> = async (app, { database, ledger, limiter }) => {
   const { db } = database
 
-  app.post('/users', { schema: { tags: ['accounts'], body: RegisterBody, response: responses(201, RegisteredUser) } }, async (request, reply) => {
-    await limiter.hit(`register-ip:${request.ip}`, `register-user:${request.body.username.toLowerCase()}`)
-    const user = await registerUser(db, request.body.username, request.body.password)
-    return reply.status(201).send(user)
-  })
+  app.post(
+    '/users',
+    { schema: { tags: ['accounts'], body: RegisterBody, response: responses(201, RegisteredUser) } },
+    async (request, reply) => {
+      await limiter.hit(`register-ip:${request.ip}`, `register-user:${request.body.username.toLowerCase()}`)
+      const user = await registerUser(db, request.body.username, request.body.password)
+      return reply.status(201).send(user)
+    },
+  )
 
   app.delete('/wallet', { onRequest: app.requireUser, schema: { tags: ['wallet'], response: NoContent } }, async (request, reply) => {
     await deleteWallet(db, ledger, userAuth(request))

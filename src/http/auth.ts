@@ -208,7 +208,13 @@ export function clearSessionCookie(reply: FastifyReply, config: Config): void {
 
 /** Sets the operator session cookie: HttpOnly, SameSite=Strict, 12 hours, never extended. */
 export function setOperatorCookie(reply: FastifyReply, config: Config, token: string): void {
-  setCookie(reply, OPERATOR_COOKIE, token, { httpOnly: true, sameSite: 'strict', path: '/', secure: config.cookieSecure, maxAge: OPERATOR_SESSION_HOURS * 3600 })
+  setCookie(reply, OPERATOR_COOKIE, token, {
+    httpOnly: true,
+    sameSite: 'strict',
+    path: '/',
+    secure: config.cookieSecure,
+    maxAge: OPERATOR_SESSION_HOURS * 3600,
+  })
 }
 
 export function clearOperatorCookie(reply: FastifyReply, config: Config): void {

@@ -10,7 +10,8 @@ import fp from 'fastify-plugin'
  * origin, never inline, and no other site may frame it.
  */
 const CONSOLE_HEADERS = {
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
 } as const

@@ -91,7 +91,10 @@ export function registerErrorHandler(app: FastifyInstance): void {
       // One line naming the real cause (SQLITE_FULL, 57P01, ECONNREFUSED, …); the client is told
       // only to come back, with the request's Idempotency-Key.
       const cause = describeStorageFault(error)
-      request.log.error({ cause: cause.code, reason: cause.message }, `storage unavailable: ${cause.code ?? 'unknown cause'}: ${cause.message}`)
+      request.log.error(
+        { cause: cause.code, reason: cause.message },
+        `storage unavailable: ${cause.code ?? 'unknown cause'}: ${cause.message}`,
+      )
       return sendError(reply.header('retry-after', String(RETRY_AFTER_SECONDS)), 'S001')
     }
     request.log.error({ err: error }, 'unexpected error')

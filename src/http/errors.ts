@@ -139,7 +139,10 @@ export class AppError extends Error {
  * serializer would put the optional `detail` after `request_id`.
  */
 export function sendError(reply: FastifyReply, code: ErrorCode, detail?: string): FastifyReply {
-  return reply.status(ERRORS[code].status).type('application/json; charset=utf-8').send(JSON.stringify(errorBody(code, reply.request.id, detail)))
+  return reply
+    .status(ERRORS[code].status)
+    .type('application/json; charset=utf-8')
+    .send(JSON.stringify(errorBody(code, reply.request.id, detail)))
 }
 
 export function errorBody(code: ErrorCode, requestId: string, detail?: string): ErrorBody {

@@ -59,7 +59,11 @@ class RequestMetrics {
         values: [...series.values()].flatMap(({ labels, buckets, sum, count }) => {
           let below = 0
           return [
-            ...LATENCY_BUCKETS.map((le, index) => ({ labels: { le, ...labels }, value: (below += buckets[index]), metricName: `${name}_bucket` })),
+            ...LATENCY_BUCKETS.map((le, index) => ({
+              labels: { le, ...labels },
+              value: (below += buckets[index]),
+              metricName: `${name}_bucket`,
+            })),
             { labels: { le: '+Inf', ...labels }, value: count, metricName: `${name}_bucket` },
             { labels, value: sum, metricName: `${name}_sum` },
             { labels, value: count, metricName: `${name}_count` },
@@ -73,7 +77,17 @@ class RequestMetrics {
   record(method: string, route: string, status: number, seconds: number): void {
     const key = `${method} ${route}`
     let series = this.#series.get(key)
-    if (!series) this.#series.set(key, (series = { labels: { method, route }, pendingByStatus: new Map(), buckets: new Array<number>(LATENCY_BUCKETS.length + 1).fill(0), sum: 0, count: 0 }))
+    if (!series)
+      this.#series.set(
+        key,
+        (series = {
+          labels: { method, route },
+          pendingByStatus: new Map(),
+          buckets: new Array<number>(LATENCY_BUCKETS.length + 1).fill(0),
+          sum: 0,
+          count: 0,
+        }),
+      )
     series.pendingByStatus.set(status, (series.pendingByStatus.get(status) ?? 0) + 1)
     let bucket = 0
     while (bucket < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[bucket]) bucket++
@@ -187,7 +201,9 @@ class RequestLogger implements FastifyBaseLogger {
 
 /** Fastify's `childLoggerFactory`: the lazy `request.log` above, or pino's child at once for a route with its own log level. */
 export function requestLoggerFactory(logger: FastifyBaseLogger, bindings: Bindings, options: ChildOptions): FastifyBaseLogger {
-  return options.level !== undefined || options.serializers !== undefined ? logger.child(bindings, options) : new RequestLogger(logger, bindings)
+  return options.level !== undefined || options.serializers !== undefined
+    ? logger.child(bindings, options)
+    : new RequestLogger(logger, bindings)
 }
 
 /**

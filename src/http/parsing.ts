@@ -82,7 +82,8 @@ export function registerParsing(app: FastifyInstance): void {
   app.addHook('onRoute', (route) => {
     const fields = integerFields(route.schema?.querystring)
     if (fields.length === 0) return
-    const checkIntegers: preValidationHookHandler = (request, _reply, done) => done(refusedInteger(request.query as Record<string, unknown> | undefined, fields))
+    const checkIntegers: preValidationHookHandler = (request, _reply, done) =>
+      done(refusedInteger(request.query as Record<string, unknown> | undefined, fields))
     route.preValidation = [...[route.preValidation ?? []].flat(), checkIntegers]
   })
 }
@@ -91,7 +92,12 @@ export function registerParsing(app: FastifyInstance): void {
 function hasUncleanValue(part: Record<string, unknown>): boolean {
   for (const key in part) {
     const value = part[key]
-    if (typeof value === 'string' ? !isCleanText(value) : Array.isArray(value) && value.some((item) => typeof item === 'string' && !isCleanText(item))) return true
+    if (
+      typeof value === 'string'
+        ? !isCleanText(value)
+        : Array.isArray(value) && value.some((item) => typeof item === 'string' && !isCleanText(item))
+    )
+      return true
   }
   return false
 }
@@ -105,7 +111,8 @@ function hasUncleanValue(part: Record<string, unknown>): boolean {
  */
 function refusedUrlValue(request: FastifyRequest): AppError | undefined {
   // Path and query values decode %00 and %ED%A0%80 too: refused like malformed ids and queries.
-  if (request.params && hasUncleanValue(request.params as Record<string, unknown>)) return new AppError('G001', 'contains a NUL or malformed character')
+  if (request.params && hasUncleanValue(request.params as Record<string, unknown>))
+    return new AppError('G001', 'contains a NUL or malformed character')
   const query = request.query as Record<string, unknown> | undefined
   if (query && hasUncleanValue(query)) return new AppError('G002', 'contains a NUL or malformed character')
   return undefined

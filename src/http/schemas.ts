@@ -11,7 +11,10 @@ export const ErrorSchema = Type.Object(
     detail: Type.Optional(Type.String()),
     request_id: Type.String(),
   },
-  { description: 'The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id' },
+  {
+    description:
+      'The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id',
+  },
 )
 
 /** Path ids are strings of digits: `1e3`, `-1` or `abc` are G001, not coerced. */
@@ -37,6 +40,8 @@ export const Empty = Type.Object({})
 
 /** Responses of a route: the success shape plus the error body for every failure status. */
 export function responses<S extends number, T>(status: S, schema: T) {
-  return { [status]: schema, '4xx': ErrorSchema, '5xx': ErrorSchema } as { [K in S]: T } & { '4xx': typeof ErrorSchema; '5xx': typeof ErrorSchema }
+  return { [status]: schema, '4xx': ErrorSchema, '5xx': ErrorSchema } as { [K in S]: T } & {
+    '4xx': typeof ErrorSchema
+    '5xx': typeof ErrorSchema
+  }
 }
-

@@ -15,7 +15,12 @@ export async function listAssets(db: Executor): Promise<Asset[]> {
 }
 
 export async function findAssetById(db: Executor, assetId: number): Promise<Asset | undefined> {
-  const row = await db.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null).executeTakeFirst()
+  const row = await db
+    .selectFrom('assets')
+    .select(['id', 'name', 'value'])
+    .where('id', '=', assetId)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst()
   return row && toAsset(row)
 }
 
@@ -23,7 +28,12 @@ export async function findAssetById(db: Executor, assetId: number): Promise<Asse
 export async function findAssetsByNames(db: Executor, names: string[]): Promise<Map<string, Asset>> {
   const keys = [...new Set(names.map((name) => name.toLowerCase()))]
   if (keys.length === 0) return new Map()
-  const rows = await db.selectFrom('assets').select(['id', 'name', 'value', 'name_key']).where('name_key', 'in', keys).where('deleted_at', 'is', null).execute()
+  const rows = await db
+    .selectFrom('assets')
+    .select(['id', 'name', 'value', 'name_key'])
+    .where('name_key', 'in', keys)
+    .where('deleted_at', 'is', null)
+    .execute()
   return new Map(rows.map((row) => [row.name_key, toAsset(row)]))
 }
 
@@ -91,7 +101,10 @@ export async function holdAsset(db: Executor, assetId: number): Promise<void> {
 export async function markAssetDeleted(db: Executor, assetId: number): Promise<void> {
   await db
     .updateTable('assets')
-    .set((eb) => ({ deleted_at: nowIso(), name_key: eb.fn<string>('concat', [eb.ref('name_key'), eb.cast(eb.val('#deleted#'), 'text'), eb.cast(eb.ref('id'), 'text')]) }))
+    .set((eb) => ({
+      deleted_at: nowIso(),
+      name_key: eb.fn<string>('concat', [eb.ref('name_key'), eb.cast(eb.val('#deleted#'), 'text'), eb.cast(eb.ref('id'), 'text')]),
+    }))
     .where('id', '=', assetId)
     .execute()
 }
@@ -151,13 +164,23 @@ export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: str
 }
 
 async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
-  const row = await db.selectFrom('holdings').select('quantity').where('wallet_id', '=', walletId).where('asset_id', '=', assetId).executeTakeFirst()
+  const row = await db
+    .selectFrom('holdings')
+    .select('quantity')
+    .where('wallet_id', '=', walletId)
+    .where('asset_id', '=', assetId)
+    .executeTakeFirst()
   return row?.quantity ?? 0
 }
 
 /** What of a holding pending, unexpired holds leave free to spend: `quantity - held`. */
 export async function findFreeQuantity(db: Executor, walletId: number, assetId: number): Promise<number> {
-  const row = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).where('wallet_id', '=', walletId).where('asset_id', '=', assetId).executeTakeFirst()
+  const row = await db
+    .selectFrom('holdings')
+    .select(['wallet_id', 'asset_id', 'quantity', 'held'])
+    .where('wallet_id', '=', walletId)
+    .where('asset_id', '=', assetId)
+    .executeTakeFirst()
   if (!row) return 0
   const held = await findHeld(db, [row])
   return row.quantity - (held.get(holdingKey(walletId, assetId)) ?? 0)

@@ -17,7 +17,11 @@ const MAX_ISSUANCE_ENTRIES = 1000
 
 const IssuanceBody = Type.Object({
   asset_id: Id,
-  entries: Type.Array(Type.Object({ wallet_id: Id, quantity: Quantity }), { minItems: 1, maxItems: MAX_ISSUANCE_ENTRIES, description: `1-${MAX_ISSUANCE_ENTRIES} wallets and the quantity each receives` }),
+  entries: Type.Array(Type.Object({ wallet_id: Id, quantity: Quantity }), {
+    minItems: 1,
+    maxItems: MAX_ISSUANCE_ENTRIES,
+    description: `1-${MAX_ISSUANCE_ENTRIES} wallets and the quantity each receives`,
+  }),
   memo: Type.Optional(Type.String({ maxLength: 64, description: 'every transaction\'s memo; "issue" when none' })),
   metadata: Type.Optional(Metadata),
 })
@@ -31,19 +35,29 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
   const tags = ['admin']
   const admin = { onRequest: app.requireAdmin }
 
-  app.get('/assets', { onRequest: app.requireAnyCaller, schema: { tags, response: responses(200, Type.Array(Asset)) } }, async () => assets.listAssets(db))
-
-  app.post('/assets', { ...admin, schema: { tags, body: Type.Object({ name: AssetName, value: AssetValue }), response: responses(201, Asset) } }, async (request, reply) => {
-    const asset = await assets.createAsset(db, request.body.name, request.body.value)
-    return reply.status(201).send(asset)
-  })
-
-  app.put('/assets/:id/value', { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ value: AssetValue }), response: responses(200, Asset) } }, async (request) =>
-    assets.revalueAsset(db, parseId(request.params.id), request.body.value),
+  app.get('/assets', { onRequest: app.requireAnyCaller, schema: { tags, response: responses(200, Type.Array(Asset)) } }, async () =>
+    assets.listAssets(db),
   )
 
-  app.put('/assets/:id/name', { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ name: AssetName }), response: responses(200, Asset) } }, async (request) =>
-    assets.renameAsset(db, parseId(request.params.id), request.body.name),
+  app.post(
+    '/assets',
+    { ...admin, schema: { tags, body: Type.Object({ name: AssetName, value: AssetValue }), response: responses(201, Asset) } },
+    async (request, reply) => {
+      const asset = await assets.createAsset(db, request.body.name, request.body.value)
+      return reply.status(201).send(asset)
+    },
+  )
+
+  app.put(
+    '/assets/:id/value',
+    { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ value: AssetValue }), response: responses(200, Asset) } },
+    async (request) => assets.revalueAsset(db, parseId(request.params.id), request.body.value),
+  )
+
+  app.put(
+    '/assets/:id/name',
+    { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ name: AssetName }), response: responses(200, Asset) } },
+    async (request) => assets.renameAsset(db, parseId(request.params.id), request.body.name),
   )
 
   app.delete('/assets/:id', { ...admin, schema: { tags, params: IdParams('id') } }, async (request, reply) => {
@@ -53,16 +67,36 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
 
   app.post(
     '/wallets/:walletid/assets',
-    { ...admin, schema: { tags, params: IdParams('walletid'), body: Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), quantity: Quantity, metadata: Type.Optional(Metadata) }), response: responses(201, Transaction) } },
+    {
+      ...admin,
+      schema: {
+        tags,
+        params: IdParams('walletid'),
+        body: Type.Object({
+          id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
+          quantity: Quantity,
+          metadata: Type.Optional(Metadata),
+        }),
+        response: responses(201, Transaction),
+      },
+    },
     async (request, reply) => {
-      const transaction = await ledger.issue(parseId(request.params.walletid), request.body.id, request.body.quantity, request.body.metadata)
+      const transaction = await ledger.issue(
+        parseId(request.params.walletid),
+        request.body.id,
+        request.body.quantity,
+        request.body.metadata,
+      )
       return reply.status(201).send(transaction)
     },
   )
 
   app.post(
     '/transactions/:id/reversal',
-    { ...admin, schema: { tags, params: IdParams('id'), body: ReversalBody, headers: IdempotencyHeaders, response: responses(201, Transaction) } },
+    {
+      ...admin,
+      schema: { tags, params: IdParams('id'), body: ReversalBody, headers: IdempotencyHeaders, response: responses(201, Transaction) },
+    },
     async (request, reply) => {
       const result = await ledger.reverse(parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
@@ -72,7 +106,11 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
 
   app.post(
     '/issuances',
-    { ...admin, bodyLimit: Math.max(ISSUANCE_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0), schema: { tags, body: IssuanceBody, response: responses(201, Type.Object({ transactions: Type.Array(Transaction) })) } },
+    {
+      ...admin,
+      bodyLimit: Math.max(ISSUANCE_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0),
+      schema: { tags, body: IssuanceBody, response: responses(201, Type.Object({ transactions: Type.Array(Transaction) })) },
+    },
     async (request, reply) => {
       const transactions = await ledger.issueToMany(request.body)
       return reply.status(201).send({ transactions })

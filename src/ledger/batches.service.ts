@@ -65,7 +65,12 @@ export interface TransferPath {
  * with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in request
  * order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
  */
-export function sendBatch(path: TransferPath, walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>> {
+export function sendBatch(
+  path: TransferPath,
+  walletId: number,
+  request: BatchRequest,
+  idempotencyKey?: string,
+): Promise<Answer<BatchBody>> {
   const atomic = request.atomic ?? true
   return path.idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
     const lookups = new Lookups(path.db)
@@ -102,7 +107,10 @@ async function sendEach(committer: GroupCommitter, resolved: PromiseSettledResul
   }
   const respond = (outcomes: Outcome[]) => {
     const results = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
-    outcomes.forEach((outcome, i) => (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)))
+    outcomes.forEach(
+      (outcome, i) =>
+        (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)),
+    )
     return { status: 200, body: { results: results as BatchResult[] } }
   }
   const outcomes = moves.length === 0 ? [] : await committer.runUnit({ moves, atomic: false, idempotency: keyed(respond) })

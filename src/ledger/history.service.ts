@@ -56,7 +56,8 @@ export function metadataFilters(query: Record<string, unknown>): [key: string, v
     if (key === undefined) continue
     if (!METADATA_KEY_PATTERN.test(key)) throw new AppError('G002', `metadata[${key}]: a key is 1-40 letters, digits, "_", "-" or "."`)
     if (typeof value !== 'string') throw new AppError('G002', `metadata[${key}] is given more than once`)
-    if (value.length > METADATA_VALUE_LENGTH) throw new AppError('G002', `metadata[${key}]: a value is at most ${METADATA_VALUE_LENGTH} characters`)
+    if (value.length > METADATA_VALUE_LENGTH)
+      throw new AppError('G002', `metadata[${key}]: a value is at most ${METADATA_VALUE_LENGTH} characters`)
     filters.push([key, value])
   }
   if (filters.length > MAX_METADATA_FILTERS) throw new AppError('G002', `at most ${MAX_METADATA_FILTERS} metadata filters`)
@@ -96,10 +97,23 @@ export async function answerWalletTransactions(
   // state the request's credential lookup read serves, when read after the request arrived.
   const state = await readCommitState(db, arrived)
   const filter = await journalFilter(db, query)
-  if (!filter) return { body: Buffer.from(serialize([])), more: false, lastId: undefined, stamp: { ids: '', generation: 0 }, state: undefined }
+  if (!filter)
+    return { body: Buffer.from(serialize([])), more: false, lastId: undefined, stamp: { ids: '', generation: 0 }, state: undefined }
   const wanted = { ...filter, walletId, direction: query.direction }
   // Everything that shapes the answer: the filter as stored values (the asset by id, times as stored).
-  const key = JSON.stringify([walletId, wanted.limit, wanted.offset, wanted.before, wanted.after, wanted.assetId, wanted.direction, wanted.since, wanted.until, wanted.kind, wanted.metadata])
+  const key = JSON.stringify([
+    walletId,
+    wanted.limit,
+    wanted.offset,
+    wanted.before,
+    wanted.after,
+    wanted.assetId,
+    wanted.direction,
+    wanted.since,
+    wanted.until,
+    wanted.kind,
+    wanted.metadata,
+  ])
   const kept = pages.get(key)
   if (kept && state !== undefined && kept.state === state) {
     // Nothing committed since the page was built or confirmed: no statement at all.
@@ -117,7 +131,13 @@ export async function answerWalletTransactions(
   }
   pages.count(kept ? 'stale' : 'miss')
   const answer = await transactions.listTransactionsAnswer(db, wanted)
-  const page = { body: Buffer.from('json' in answer ? answer.json : serialize(answer.transactions)), more: answer.more, lastId: answer.lastId, stamp: answer.stamp, state }
+  const page = {
+    body: Buffer.from('json' in answer ? answer.json : serialize(answer.transactions)),
+    more: answer.more,
+    lastId: answer.lastId,
+    stamp: answer.stamp,
+    state,
+  }
   pages.set(key, page)
   return page
 }
@@ -133,13 +153,23 @@ const STATEMENT_CHUNK = 200
  * than its first chunk (a wallet's ids grow in commit order) and is never half included. G002
  * for a filter that names no instant.
  */
-export async function* exportWalletTransactions(db: Db, walletId: number, query: ListQuery, chunk = STATEMENT_CHUNK): AsyncGenerator<string> {
+export async function* exportWalletTransactions(
+  db: Db,
+  walletId: number,
+  query: ListQuery,
+  chunk = STATEMENT_CHUNK,
+): AsyncGenerator<string> {
   const filter = await journalFilter(db, { ...query, limit: chunk, offset: 0, before: undefined, after: undefined })
   yield statementHeader()
   if (!filter) return
   let before: number | undefined
   for (;;) {
-    const { transactions: page, more } = await transactions.listTransactions(db, { ...filter, before, walletId, direction: query.direction })
+    const { transactions: page, more } = await transactions.listTransactions(db, {
+      ...filter,
+      before,
+      walletId,
+      direction: query.direction,
+    })
     yield page.map((transaction) => statementRows(transaction, walletId, filter.assetId)).join('')
     if (!more || page.length === 0) return
     before = page[page.length - 1].id
@@ -167,7 +197,17 @@ async function journalFilter(db: Db, query: ListQuery) {
     if (!asset) return undefined
     assetId = asset.id
   }
-  return { limit: query.limit ?? 10, offset: query.offset ?? 0, before: query.before, after: query.after, assetId, since, until, kind: query.kind, metadata: query.metadata }
+  return {
+    limit: query.limit ?? 10,
+    offset: query.offset ?? 0,
+    before: query.before,
+    after: query.after,
+    assetId,
+    since,
+    until,
+    kind: query.kind,
+    metadata: query.metadata,
+  }
 }
 
 // Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written
@@ -182,4 +222,3 @@ function storedTime(stamp?: string): string | undefined {
   if (Number.isNaN(time)) throw new AppError('G002', `${stamp} is not a valid time`)
   return new Date(Math.min(Math.max(time, 0), LAST_STORABLE)).toISOString()
 }
-

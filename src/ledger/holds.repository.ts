@@ -14,7 +14,18 @@ import { labelWallets, linesByOwner } from './transactions.repository.ts'
  * `expires_at`, so no read depends on the job having run.
  */
 
-const HOLD_COLUMNS = ['id', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'metadata', 'status', 'created_at', 'expires_at', 'settled_at', 'transaction_id'] as const
+const HOLD_COLUMNS = [
+  'id',
+  'sending_wallet_id',
+  'receiving_wallet_id',
+  'memo',
+  'metadata',
+  'status',
+  'created_at',
+  'expires_at',
+  'settled_at',
+  'transaction_id',
+] as const
 
 type HoldRow = Selectable<HoldsTable>
 
@@ -88,7 +99,8 @@ export async function lockHold(trx: Executor, holdId: number, now: string): Prom
 function hasStatus(status: HoldStatus, now: string) {
   return (eb: ExpressionBuilder<DB, 'holds'>) => {
     if (status === 'pending') return eb.and([eb('status', '=', 'pending'), eb('expires_at', '>', now)])
-    if (status === 'expired') return eb.or([eb('status', '=', 'expired'), eb.and([eb('status', '=', 'pending'), eb('expires_at', '<=', now)])])
+    if (status === 'expired')
+      return eb.or([eb('status', '=', 'expired'), eb.and([eb('status', '=', 'pending'), eb('expires_at', '<=', now)])])
     return eb('status', '=', status)
   }
 }
@@ -116,21 +128,42 @@ export async function listHolds(db: Executor, filter: HoldFilter, now: string): 
       .where((eb) =>
         eb.and([
           eb(eb.refTuple(column, 'id'), '>', eb.tuple(walletId, after ?? 0)),
-          before === undefined ? eb(eb.refTuple(column, 'id'), '<=', eb.tuple(walletId, Number.MAX_SAFE_INTEGER)) : eb(eb.refTuple(column, 'id'), '<', eb.tuple(walletId, before)),
+          before === undefined
+            ? eb(eb.refTuple(column, 'id'), '<=', eb.tuple(walletId, Number.MAX_SAFE_INTEGER))
+            : eb(eb.refTuple(column, 'id'), '<', eb.tuple(walletId, before)),
         ]),
       )
     if (filter.status !== undefined) query = query.where(hasStatus(filter.status, now))
-    return db.selectFrom(query.orderBy(column, 'desc').orderBy('id', 'desc').limit(take).as(column === 'sending_wallet_id' ? 'sent' : 'received')).selectAll()
+    return db
+      .selectFrom(
+        query
+          .orderBy(column, 'desc')
+          .orderBy('id', 'desc')
+          .limit(take)
+          .as(column === 'sending_wallet_id' ? 'sent' : 'received'),
+      )
+      .selectAll()
   }
   const query =
-    filter.direction === 'sent' ? side('sending_wallet_id') : filter.direction === 'received' ? side('receiving_wallet_id') : side('sending_wallet_id').unionAll(side('receiving_wallet_id'))
+    filter.direction === 'sent'
+      ? side('sending_wallet_id')
+      : filter.direction === 'received'
+        ? side('receiving_wallet_id')
+        : side('sending_wallet_id').unionAll(side('receiving_wallet_id'))
   const rows = await db.selectFrom(query.as('page')).selectAll().orderBy('id', 'desc').limit(take).execute()
   return { holds: await hydrate(db, rows.slice(0, filter.limit), now), more: rows.length > filter.limit }
 }
 
 /** Ids of holds still stored as pending whose expiry has come, oldest expiry first (`holds_pending_expiry`). */
 export async function findDueHolds(db: Executor, now: string, limit: number): Promise<number[]> {
-  const rows = await db.selectFrom('holds').select('id').where('status', '=', 'pending').where('expires_at', '<=', now).orderBy('expires_at').limit(limit).execute()
+  const rows = await db
+    .selectFrom('holds')
+    .select('id')
+    .where('status', '=', 'pending')
+    .where('expires_at', '<=', now)
+    .orderBy('expires_at')
+    .limit(limit)
+    .execute()
   return rows.map((row) => Number(row.id))
 }
 
@@ -143,5 +176,8 @@ export async function findPendingHoldsOf(db: Executor, walletId: number): Promis
     .where((eb) => eb.or([eb('sending_wallet_id', '=', walletId), eb('receiving_wallet_id', '=', walletId)]))
     .orderBy('id')
     .execute()
-  return rows.map((row) => ({ id: Number(row.id), counterparty: Number(row.sending_wallet_id) === walletId ? Number(row.receiving_wallet_id) : Number(row.sending_wallet_id) }))
+  return rows.map((row) => ({
+    id: Number(row.id),
+    counterparty: Number(row.sending_wallet_id) === walletId ? Number(row.receiving_wallet_id) : Number(row.sending_wallet_id),
+  }))
 }

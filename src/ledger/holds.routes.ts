@@ -17,13 +17,21 @@ export interface HoldsRoutesOptions {
 const HoldBody = Type.Object(
   {
     ...SendBody.properties,
-    expires_in: Type.Optional(Type.Integer({ minimum: 60, maximum: 2_592_000, default: DEFAULT_EXPIRES_IN, description: 'seconds until the hold expires' })),
+    expires_in: Type.Optional(
+      Type.Integer({ minimum: 60, maximum: 2_592_000, default: DEFAULT_EXPIRES_IN, description: 'seconds until the hold expires' }),
+    ),
   },
   { if: SendBody.if, else: SendBody.else },
 )
 
 const CaptureBody = Type.Object({
-  assets: Type.Optional(Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity to capture; everything when absent' })),
+  assets: Type.Optional(
+    Type.Record(Type.String(), Quantity, {
+      minProperties: 1,
+      maxProperties: 64,
+      description: 'asset name → quantity to capture; everything when absent',
+    }),
+  ),
 })
 
 const HoldListQuery = Type.Object({
@@ -40,20 +48,31 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   const tags = ['holds']
   const wallet = { onRequest: app.requireWalletAccess }
 
-  app.post('/wallet/holds', { ...wallet, schema: { tags, body: HoldBody, headers: IdempotencyHeaders, response: responses(201, Hold) } }, async (request, reply) => {
-    const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'])
-    if (result.replayed) reply.header('idempotent-replayed', 'true')
-    return reply.status(result.status).send(result.body)
-  })
+  app.post(
+    '/wallet/holds',
+    { ...wallet, schema: { tags, body: HoldBody, headers: IdempotencyHeaders, response: responses(201, Hold) } },
+    async (request, reply) => {
+      const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'])
+      if (result.replayed) reply.header('idempotent-replayed', 'true')
+      return reply.status(result.status).send(result.body)
+    },
+  )
 
-  app.get('/wallet/holds', { ...wallet, schema: { tags, querystring: HoldListQuery, response: responses(200, Type.Array(Hold)) } }, async (request, reply) => {
-    const { holds, more } = await listWalletHolds(db, walletOf(request), request.query)
-    if (more && holds.length > 0) {
-      const { limit, after, status, direction } = request.query
-      reply.header('link', nextPageLink('/wallet/holds', { before: holds[holds.length - 1].id, limit: limit ?? 10, after, status, direction }))
-    }
-    return holds
-  })
+  app.get(
+    '/wallet/holds',
+    { ...wallet, schema: { tags, querystring: HoldListQuery, response: responses(200, Type.Array(Hold)) } },
+    async (request, reply) => {
+      const { holds, more } = await listWalletHolds(db, walletOf(request), request.query)
+      if (more && holds.length > 0) {
+        const { limit, after, status, direction } = request.query
+        reply.header(
+          'link',
+          nextPageLink('/wallet/holds', { before: holds[holds.length - 1].id, limit: limit ?? 10, after, status, direction }),
+        )
+      }
+      return holds
+    },
+  )
 
   app.get('/wallet/holds/:id', { ...wallet, schema: { tags, params: IdParams('id'), response: responses(200, Hold) } }, async (request) =>
     findWalletHold(db, walletOf(request), parseId(request.params.id)),
@@ -61,7 +80,10 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
 
   app.post(
     '/wallet/holds/:id/capture',
-    { ...wallet, schema: { tags, params: IdParams('id'), body: CaptureBody, headers: IdempotencyHeaders, response: responses(201, Transaction) } },
+    {
+      ...wallet,
+      schema: { tags, params: IdParams('id'), body: CaptureBody, headers: IdempotencyHeaders, response: responses(201, Transaction) },
+    },
     async (request, reply) => {
       const result = await ledger.capture(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
@@ -69,8 +91,10 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
     },
   )
 
-  app.post('/wallet/holds/:id/void', { ...wallet, schema: { tags, params: IdParams('id'), response: responses(200, Hold) } }, async (request) =>
-    ledger.voidHold(walletOf(request), parseId(request.params.id)),
+  app.post(
+    '/wallet/holds/:id/void',
+    { ...wallet, schema: { tags, params: IdParams('id'), response: responses(200, Hold) } },
+    async (request) => ledger.voidHold(walletOf(request), parseId(request.params.id)),
   )
 }
 

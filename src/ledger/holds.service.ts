@@ -69,7 +69,14 @@ function captureLines(hold: Hold, requested: Record<string, number> | undefined)
 /** The move that settles a hold without moving anything (a void, an expiry): it only releases what the hold reserves. */
 function releaseOf(hold: Hold, status: 'voided' | 'expired', at: string): Move {
   // Nothing moves, so no transaction is recorded and `kind` names none.
-  return { from: hold.sending_wallet_id, to: hold.receiving_wallet_id, lines: [], memo: hold.memo, kind: 'capture', settle: { hold, status, at } }
+  return {
+    from: hold.sending_wallet_id,
+    to: hold.receiving_wallet_id,
+    lines: [],
+    memo: hold.memo,
+    kind: 'capture',
+    settle: { hold, status, at },
+  }
 }
 
 export interface HoldListQuery {
@@ -82,13 +89,18 @@ export interface HoldListQuery {
 
 /** GET /wallet/holds: a page of the holds the wallet is either side of, newest first, and whether there is a next page. */
 export function listWalletHolds(db: Executor, walletId: number, query: HoldListQuery) {
-  return holds.listHolds(db, { walletId, limit: query.limit ?? 10, before: query.before, after: query.after, status: query.status, direction: query.direction }, nowIso())
+  return holds.listHolds(
+    db,
+    { walletId, limit: query.limit ?? 10, before: query.before, after: query.after, status: query.status, direction: query.direction },
+    nowIso(),
+  )
 }
 
 /** GET /wallet/holds/{id}: one hold the wallet is a side of. Throws H000 otherwise. */
 export async function findWalletHold(db: Executor, walletId: number, holdId: number): Promise<Hold> {
   const hold = await holds.findHold(db, holdId, nowIso())
-  if (!hold || (hold.sending_wallet_id !== walletId && hold.receiving_wallet_id !== walletId)) throw new AppError('H000', `no hold ${holdId} of this wallet`)
+  if (!hold || (hold.sending_wallet_id !== walletId && hold.receiving_wallet_id !== walletId))
+    throw new AppError('H000', `no hold ${holdId} of this wallet`)
   return hold
 }
 
@@ -113,7 +125,10 @@ export class HoldsService {
   create(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>> {
     return this.#idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (idempotency) => {
       const move = await resolveTransfer(new Lookups(this.#db), walletId, request)
-      const [outcome] = await this.#committer.runUnit({ moves: [{ ...move, idempotency, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }], atomic: true })
+      const [outcome] = await this.#committer.runUnit({
+        moves: [{ ...move, idempotency, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }],
+        atomic: true,
+      })
       if (!outcome.ok) throw outcome.error
       if (!outcome.hold) throw new Error('the hold was not recorded')
       return { status: 201, body: outcome.hold }
@@ -148,7 +163,8 @@ export class HoldsService {
   /** POST /wallet/holds/{id}/void (either side): releases everything. Answers the voided Hold. Throws H000, H001. */
   async void(walletId: number, holdId: number): Promise<Hold> {
     const found = await holds.findHold(this.#db, holdId, nowIso())
-    if (!found || (found.sending_wallet_id !== walletId && found.receiving_wallet_id !== walletId)) throw new AppError('H000', `no hold ${holdId} of this wallet`)
+    if (!found || (found.sending_wallet_id !== walletId && found.receiving_wallet_id !== walletId))
+      throw new AppError('H000', `no hold ${holdId} of this wallet`)
     const { hold } = await this.#settle(found, (pending, now) => releaseOf(pending, 'voided', now))
     if (!hold) throw new Error('the void recorded no hold')
     return hold

@@ -118,7 +118,12 @@ export class Idempotency {
    * the stored response (throws G003, G004 as above) and otherwise runs it with the record to
    * store. Answers 201 with the transfer's Transaction.
    */
-  async once(walletId: number, key: string | undefined, request: SendRequest, transfer: (record?: IdempotencyRecord) => Promise<Transaction>): Promise<SendResult> {
+  async once(
+    walletId: number,
+    key: string | undefined,
+    request: SendRequest,
+    transfer: (record?: IdempotencyRecord) => Promise<Transaction>,
+  ): Promise<SendResult> {
     // Without a key nothing is compared, so the request is not fingerprinted (a SHA-256 of its
     // canonical JSON: about 1 % of the service's time in a CPU profile of plain transfers).
     if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
@@ -129,7 +134,12 @@ export class Idempotency {
    * Runs `work` once per key, as `once`, for any request: `requestHash` tells a retry from a
    * different request, and `work` answers the response, which it stores with its writes.
    */
-  async answerOnce<T>(walletId: number, key: string | undefined, requestHash: string, work: (record?: IdempotencyRecord) => Promise<{ status: number; body: T }>): Promise<Answer<T>> {
+  async answerOnce<T>(
+    walletId: number,
+    key: string | undefined,
+    requestHash: string,
+    work: (record?: IdempotencyRecord) => Promise<{ status: number; body: T }>,
+  ): Promise<Answer<T>> {
     if (key === undefined) return { ...(await work()), replayed: false }
     const previous = await replay<T>(this.#db, walletId, key, requestHash)
     if (previous) return previous

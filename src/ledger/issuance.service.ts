@@ -26,12 +26,23 @@ async function adminAsset(db: Executor, assetId: number) {
  * after holding its row, so an issuance racing the asset's deletion waits for it and then finds
  * it gone: a deleted asset is never held (`assets.service.ts` deleteAsset).
  */
-export async function issueAsset(db: Db, events: EventWriter, walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction> {
+export async function issueAsset(
+  db: Db,
+  events: EventWriter,
+  walletId: number,
+  assetId: number,
+  quantity: number,
+  metadata?: Metadata,
+): Promise<Transaction> {
   await adminWallet(db, walletId)
   return inTransaction(db, async (trx) => {
     await assets.holdAsset(trx, assetId)
     const asset = await adminAsset(trx, assetId)
-    return moveAssets(trx, { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue', kind: 'issuance', metadata }, events)
+    return moveAssets(
+      trx,
+      { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue', kind: 'issuance', metadata },
+      events,
+    )
   })
 }
 
@@ -50,7 +61,10 @@ export interface IssuanceRequest {
  * (`entries[i]: ` for the first entry that would push a holding past 2^53-1).
  */
 export async function issueToMany(db: Db, events: EventWriter, request: IssuanceRequest): Promise<Transaction[]> {
-  const live = await findLiveWalletIds(db, request.entries.map((entry) => entry.wallet_id))
+  const live = await findLiveWalletIds(
+    db,
+    request.entries.map((entry) => entry.wallet_id),
+  )
   request.entries.forEach((entry, index) => {
     if (!live.has(entry.wallet_id)) throw itemError('entries', index, new AppError('W002', `no wallet ${entry.wallet_id}`))
   })
@@ -58,11 +72,23 @@ export async function issueToMany(db: Db, events: EventWriter, request: Issuance
     await assets.holdAsset(trx, request.asset_id)
     const asset = await adminAsset(trx, request.asset_id)
     const memo = request.memo ?? 'issue'
-    const moves = request.entries.map((entry): Move => ({ from: MINT_WALLET_ID, to: entry.wallet_id, lines: [{ asset, quantity: entry.quantity }], memo, kind: 'issuance', metadata: request.metadata }))
+    const moves = request.entries.map((entry): Move => ({
+      from: MINT_WALLET_ID,
+      to: entry.wallet_id,
+      lines: [{ asset, quantity: entry.quantity }],
+      memo,
+      kind: 'issuance',
+      metadata: request.metadata,
+    }))
     const [outcomes] = await applyUnits(trx, [{ moves, atomic: true }], events)
     const failure = firstFailure(outcomes)
     // A wallet deleted since it was looked up is W000 to the ledger, W002 on an admin route.
-    if (failure) throw itemError('entries', failure.index, failure.error instanceof AppError && failure.error.code === 'W000' ? new AppError('W002', failure.error.detail) : failure.error)
+    if (failure)
+      throw itemError(
+        'entries',
+        failure.index,
+        failure.error instanceof AppError && failure.error.code === 'W000' ? new AppError('W002', failure.error.detail) : failure.error,
+      )
     return committed(outcomes)
   })
 }
@@ -72,7 +98,13 @@ export async function issueToMany(db: Db, events: EventWriter, request: Issuance
  * do not reserve) back to mint. Returns the Transaction, or undefined when there was nothing
  * free to burn. Throws W002, I002 (more than is free).
  */
-export async function burnAsset(db: Db, events: EventWriter, walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined> {
+export async function burnAsset(
+  db: Db,
+  events: EventWriter,
+  walletId: number,
+  assetId: number,
+  quantity?: number,
+): Promise<Transaction | undefined> {
   await adminWallet(db, walletId)
   const asset = await adminAsset(db, assetId)
   return inTransaction(db, async (trx) => {

@@ -27,7 +27,13 @@ export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind
 /** The body of a refund or reversal: every field optional, so no body and `{}` alike move back all that is left. */
 export const ReversalBody = Type.Object({
   memo: Type.Optional(Type.String({ maxLength: 64 })),
-  assets: Type.Optional(Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity to move back; by default all that is left' })),
+  assets: Type.Optional(
+    Type.Record(Type.String(), Quantity, {
+      minProperties: 1,
+      maxProperties: 64,
+      description: 'asset name → quantity to move back; by default all that is left',
+    }),
+  ),
   metadata: Type.Optional(Metadata),
 })
 
@@ -39,19 +45,24 @@ export const IdempotencyHeaders = Type.Object({
 export const Asset = Type.Object({ id: Id, name: Type.String(), value: Type.Number() })
 
 /** The body of a transfer (POST /wallet/transactions); a hold's body is this and more. */
-export const SendBody = Type.Object({
-  recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
-  type: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' })),
-  memo: Type.Optional(Type.String({ maxLength: 64 })),
-  // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
-  // keyed by the asset-name pattern, a value under any other key went unchecked.
-  assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
-  metadata: Type.Optional(Metadata),
-}, {
-  // A username or an address is a string; only a wallet id (type 2) may also be a number.
-  if: { required: ['type'], properties: { type: { const: 2 } } },
-  else: { properties: { recipient: { type: 'string' } } },
-})
+export const SendBody = Type.Object(
+  {
+    recipient: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })]),
+    type: Type.Optional(
+      Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' }),
+    ),
+    memo: Type.Optional(Type.String({ maxLength: 64 })),
+    // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
+    // keyed by the asset-name pattern, a value under any other key went unchecked.
+    assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
+    metadata: Type.Optional(Metadata),
+  },
+  {
+    // A username or an address is a string; only a wallet id (type 2) may also be a number.
+    if: { required: ['type'], properties: { type: { const: 2 } } },
+    else: { properties: { recipient: { type: 'string' } } },
+  },
+)
 
 /** A transaction or hold id given as a paging cursor (`before`, `after`). */
 export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
@@ -96,11 +107,15 @@ export const Hold = Type.Object(
     receiving_username: Type.Optional(Type.String()),
     memo: Type.String(),
     metadata: Type.Record(Type.String(), Type.String()),
-    assets: Type.Array(Type.Object({ quantity: Type.Integer(), asset: Asset }), { description: 'what the hold reserves (a partial capture takes less and releases the rest)' }),
+    assets: Type.Array(Type.Object({ quantity: Type.Integer(), asset: Asset }), {
+      description: 'what the hold reserves (a partial capture takes less and releases the rest)',
+    }),
     created_at: Timestamp,
     expires_at: Timestamp,
-    settled_at: Type.Union([Timestamp, Type.Null()], { description: 'when it was captured or voided; `expires_at` once it expired; null while pending' }),
-    transaction_id: Type.Union([Id, Type.Null()], { description: 'the capture\'s transaction' }),
+    settled_at: Type.Union([Timestamp, Type.Null()], {
+      description: 'when it was captured or voided; `expires_at` once it expired; null while pending',
+    }),
+    transaction_id: Type.Union([Id, Type.Null()], { description: "the capture's transaction" }),
   },
   { description: 'assets reserved in the sending wallet for the recipient until captured, voided or expired' },
 )

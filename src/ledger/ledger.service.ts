@@ -77,7 +77,11 @@ export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
 export function createLedger({ database, events, maxBatch, onBatch }: LedgerOptions): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
-  const committer = new GroupCommitter(db, events, { maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect], beginEarly: dialect === 'postgres', onBatch })
+  const committer = new GroupCommitter(db, events, {
+    maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect],
+    beginEarly: dialect === 'postgres',
+    onBatch,
+  })
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db)
   const transfers = new TransfersService(db, committer, idempotency)
@@ -92,7 +96,8 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
       const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
-    refund: (walletId, transactionId, request, idempotencyKey) => refund({ db, events, idempotency }, walletId, transactionId, request, idempotencyKey),
+    refund: (walletId, transactionId, request, idempotencyKey) =>
+      refund({ db, events, idempotency }, walletId, transactionId, request, idempotencyKey),
     reverse: (transactionId, request, idempotencyKey) => reverse({ db, events, idempotency }, transactionId, request, idempotencyKey),
     hold: (walletId, request, idempotencyKey) => holds.create(walletId, request, idempotencyKey),
     capture: (walletId, holdId, request, idempotencyKey) => holds.capture(walletId, holdId, request, idempotencyKey),

@@ -1,7 +1,16 @@
 import { CompiledQuery, sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
-import { IdempotencyConflict, JOURNAL_SCOPE, type EventWriter, type Hold, type HoldEventType, type Line, type Transaction, type WalletLabel } from './ledger.types.ts'
+import {
+  IdempotencyConflict,
+  JOURNAL_SCOPE,
+  type EventWriter,
+  type Hold,
+  type HoldEventType,
+  type Line,
+  type Transaction,
+  type WalletLabel,
+} from './ledger.types.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -172,15 +181,25 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: 
   let holdingRows: HoldingRow[]
   let reserved: Ids | undefined
   if (isPostgres(trx)) {
-    const { rows } = await trx.executeQuery<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>(CompiledQuery.raw(LOCK_MOVES, [walletIds, assetIds, moves.length, eventCount]))
+    const { rows } = await trx.executeQuery<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>(
+      CompiledQuery.raw(LOCK_MOVES, [walletIds, assetIds, moves.length, eventCount]),
+    )
     walletRows = rows[0].wallets
     holdingRows = rows[0].holdings
     const sorted = (values: string[]) => values.map(Number).sort((x, y) => x - y)
     reserved = { transactions: sorted(rows[0].transactions), events: sorted(rows[0].events) }
   } else {
     // SQLite has one writer: nothing to lock, and ids are taken once the batch knows how many.
-    walletRows = (await sql<WalletRow>`${sql.raw(SELECT_WALLETS)} where ${anyOf(trx, sql.ref('wallets.id'), walletIds)} order by wallets.id`.execute(trx)).rows
-    holdingRows = (await sql<HoldingRow>`${sql.raw(SELECT_HOLDINGS)} where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)} order by wallet_id, asset_id`.execute(trx)).rows
+    walletRows = (
+      await sql<WalletRow>`${sql.raw(SELECT_WALLETS)} where ${anyOf(trx, sql.ref('wallets.id'), walletIds)} order by wallets.id`.execute(
+        trx,
+      )
+    ).rows
+    holdingRows = (
+      await sql<HoldingRow>`${sql.raw(SELECT_HOLDINGS)} where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)} order by wallet_id, asset_id`.execute(
+        trx,
+      )
+    ).rows
   }
   const wallets = new Map<number, WalletState>()
   for (const row of walletRows) {
@@ -201,7 +220,12 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: 
  * some holding has anything held (`holds_pending_sending`). Read after the locks: everything that
  * changes a hold takes its wallets' turns first (PostgreSQL; SQLite has one writer).
  */
-export async function findHeld(trx: Executor, holdings: { wallet_id: number; asset_id: number; held: number }[], settled: number[] = [], now = nowIso()): Promise<Map<string, number>> {
+export async function findHeld(
+  trx: Executor,
+  holdings: { wallet_id: number; asset_id: number; held: number }[],
+  settled: number[] = [],
+  now = nowIso(),
+): Promise<Map<string, number>> {
   const reserving = holdings.filter((row) => Number(row.held) > 0)
   const held = new Map(reserving.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.held)]))
   if (reserving.length === 0) return held
@@ -228,7 +252,9 @@ export async function reserveHoldIds(trx: Executor, count: number): Promise<numb
     return rows.map((row) => Number(row.id)).sort((x, y) => x - y)
   }
   const { rows } = await sql<{ last: number }>`
-    select max(coalesce((select seq from sqlite_sequence where name = 'holds'), 0), coalesce((select max(id) from holds), 0)) as last`.execute(trx)
+    select max(coalesce((select seq from sqlite_sequence where name = 'holds'), 0), coalesce((select max(id) from holds), 0)) as last`.execute(
+    trx,
+  )
   return Array.from({ length: count }, (_, i) => rows[0].last + 1 + i)
 }
 
@@ -276,7 +302,9 @@ export async function reserveIds(trx: Executor, transactions: number, events: nu
   // ids follow the largest ever used (AUTOINCREMENT keeps that in sqlite_sequence).
   const { rows } = await sql<{ transactions: number; events: number }>`
     select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0), coalesce((select max(id) from transactions), 0)) as transactions,
-           max(coalesce((select seq from sqlite_sequence where name = 'events'), 0), coalesce((select max(id) from events), 0)) as events`.execute(trx)
+           max(coalesce((select seq from sqlite_sequence where name = 'events'), 0), coalesce((select max(id) from events), 0)) as events`.execute(
+    trx,
+  )
   const after = (last: number, count: number) => Array.from({ length: count }, (_, i) => last + 1 + i)
   return { transactions: after(rows[0].transactions, transactions), events: after(rows[0].events, events) }
 }
@@ -284,7 +312,15 @@ export async function reserveIds(trx: Executor, transactions: number, events: nu
 /** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
 export interface BatchWrites {
   /** Each written move with its unit's index in the batch (and its own in the unit), its record and its Transaction, in batch order. */
-  moves: { index: number; member: number; move: MoveRecord; lines: Line[]; transaction?: Transaction; hold?: Hold; balances: [wallet: number, asset: number, quantity: number][] }[]
+  moves: {
+    index: number
+    member: number
+    move: MoveRecord
+    lines: Line[]
+    transaction?: Transaction
+    hold?: Hold
+    balances: [wallet: number, asset: number, quantity: number][]
+  }[]
   /** Net change by `holdingKey`. */
   deltas: Map<string, number>
   /** Net change of what pending holds reserve, by `holdingKey`. */
@@ -322,7 +358,9 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
   const keys = idempotencyWrite(trx, batch.keys)
   // Event ids: the transactions' events first, then the holds' (`moves.ts` counts both).
   const transactionEvents = transactions.reduce((count, t) => count + events.countEvents(t.sending_wallet_id, t.receiving_wallet_id), 0)
-  const holdEvents = batch.moves.flatMap(({ move, hold }) => (hold ? [{ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold }] : []))
+  const holdEvents = batch.moves.flatMap(({ move, hold }) =>
+    hold ? [{ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold }] : [],
+  )
   const writes = [
     ...holdings.writes,
     ...(recorded.length > 0 ? transactionWrites(trx, recorded, bodies) : []),
@@ -334,7 +372,8 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
   const results = await runWrites(trx, writes)
   if (holdings.created && results[holdings.created.index].length !== holdings.created.count) throw new HoldingRace()
   // The caller locked every hold it settles and found it pending: anything else is a bug, never a second outcome.
-  if (holds.settled && results[writes.indexOf(holds.settled.write)].length !== holds.settled.count) throw new Error('a hold being settled was not pending')
+  if (holds.settled && results[writes.indexOf(holds.settled.write)].length !== holds.settled.count)
+    throw new Error('a hold being settled was not pending')
   if (keys) keys.check(results[writes.indexOf(keys.write)])
 }
 
@@ -355,7 +394,12 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
  * New holdings never start below zero (only mint's may), so the insert itself cannot trip the
  * overdraft check.
  */
-function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: Map<string, number>, locked: Locked): { writes: Write[]; created?: { index: number; count: number } } {
+function holdingWrites(
+  trx: Executor,
+  deltas: Map<string, number>,
+  heldDeltas: Map<string, number>,
+  locked: Locked,
+): { writes: Write[]; created?: { index: number; count: number } } {
   const changed: [number, number, number, number][] = []
   const created: [number, number, number, number][] = []
   for (const key of new Set([...deltas.keys(), ...heldDeltas.keys()])) {
@@ -373,10 +417,15 @@ function holdingWrites(trx: Executor, deltas: Map<string, number>, heldDeltas: M
   const writes: Write[] = []
   if (changed.length > 0) {
     writes.push(
-      rowsWrite(trx, HOLDING_COLUMNS, changed, (r) => sql`
+      rowsWrite(
+        trx,
+        HOLDING_COLUMNS,
+        changed,
+        (r) => sql`
         update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
         from ${r}
-        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`),
+        where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
+      ),
     )
   }
   if (created.length === 0) return { writes }
@@ -408,15 +457,33 @@ function holdWrites(trx: Executor, batch: BatchWrites): { writes: Write[]; settl
   const settled = batch.moves.flatMap(({ move, hold }) => (move.settle && hold ? [hold] : []))
   const writes: Write[] = []
   if (created.length > 0) {
-    const rows = created.map((h) => [h.id, h.sending_wallet_id, h.receiving_wallet_id, h.memo, JSON.stringify(h.metadata), h.created_at, h.expires_at])
+    const rows = created.map((h) => [
+      h.id,
+      h.sending_wallet_id,
+      h.receiving_wallet_id,
+      h.memo,
+      JSON.stringify(h.metadata),
+      h.created_at,
+      h.expires_at,
+    ])
     const lines = created.flatMap((h) => h.assets.map((line) => [h.id, line.asset.id, line.quantity]))
     writes.push(
-      rowsWrite(trx, HOLD_COLUMNS, rows, (r) => sql`
+      rowsWrite(
+        trx,
+        HOLD_COLUMNS,
+        rows,
+        (r) => sql`
         insert into holds (id, sending_wallet_id, receiving_wallet_id, memo, metadata, status, created_at, expires_at)
-        select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${r}`),
-      rowsWrite(trx, HOLD_LINE_COLUMNS, lines, (r) => sql`
+        select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${r}`,
+      ),
+      rowsWrite(
+        trx,
+        HOLD_LINE_COLUMNS,
+        lines,
+        (r) => sql`
         insert into hold_assets (hold_id, asset_id, quantity)
-        select hold_id, asset_id, quantity from ${r}`),
+        select hold_id, asset_id, quantity from ${r}`,
+      ),
     )
   }
   if (settled.length === 0) return { writes }
@@ -461,31 +528,66 @@ function transactionWrites(trx: Executor, recorded: BatchWrites['moves'], bodies
   const moves = recorded.map((written) => ({ ...written, transaction: written.transaction as Transaction }))
   const rows = moves.map(({ transaction: t }, i) => {
     const metadata = Object.keys(t.metadata).length === 0 ? null : JSON.stringify(t.metadata)
-    return [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, bodies[i], t.kind, t.reverses ?? null, t.hold_id ?? null, metadata]
+    return [
+      t.id,
+      t.sending_wallet_id,
+      t.receiving_wallet_id,
+      t.memo,
+      t.created_at,
+      bodies[i],
+      t.kind,
+      t.reverses ?? null,
+      t.hold_id ?? null,
+      metadata,
+    ]
   })
   const lines = moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
-  const balances = moves.flatMap(({ balances, transaction }) => balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]))
+  const balances = moves.flatMap(({ balances, transaction }) =>
+    balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]),
+  )
   // One row per metadata key for each side and for the journal (`JOURNAL_SCOPE`): migration 0008.
   const tags = moves.flatMap(({ transaction: t }) =>
-    Object.entries(t.metadata).flatMap(([key, value]) => [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id])),
+    Object.entries(t.metadata).flatMap(([key, value]) =>
+      [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id]),
+    ),
   )
   const writes: Write[] = [
-    rowsWrite(trx, TRANSACTION_COLUMNS, rows, (r) => sql`
+    rowsWrite(
+      trx,
+      TRANSACTION_COLUMNS,
+      rows,
+      (r) => sql`
       insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata)
-      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${r}`),
-    rowsWrite(trx, LINE_COLUMNS, lines, (r) => sql`
+      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${r}`,
+    ),
+    rowsWrite(
+      trx,
+      LINE_COLUMNS,
+      lines,
+      (r) => sql`
       insert into transaction_assets (transaction_id, asset_id, quantity)
-      select transaction_id, asset_id, quantity from ${r}`),
+      select transaction_id, asset_id, quantity from ${r}`,
+    ),
     // Balances in time: each holding the move changed, as it stands after it (migration 0010).
-    rowsWrite(trx, BALANCE_COLUMNS, balances, (r) => sql`
+    rowsWrite(
+      trx,
+      BALANCE_COLUMNS,
+      balances,
+      (r) => sql`
       insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-      select wallet_id, asset_id, created_at, transaction_id, quantity from ${r}`),
+      select wallet_id, asset_id, created_at, transaction_id, quantity from ${r}`,
+    ),
   ]
   if (tags.length > 0) {
     writes.push(
-      rowsWrite(trx, METADATA_COLUMNS, tags, (r) => sql`
+      rowsWrite(
+        trx,
+        METADATA_COLUMNS,
+        tags,
+        (r) => sql`
         insert into transaction_metadata (wallet_id, key, value, transaction_id)
-        select wallet_id, key, value, transaction_id from ${r}`),
+        select wallet_id, key, value, transaction_id from ${r}`,
+      ),
     )
   }
   return writes
@@ -526,7 +628,10 @@ const LINE_COLUMNS = [
  * Stores the response of each request sent with an Idempotency-Key. `check` throws
  * IdempotencyConflict, naming the units, for keys that another request stored meanwhile.
  */
-function idempotencyWrite(trx: Executor, keyed: IdempotencyRow[]): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
+function idempotencyWrite(
+  trx: Executor,
+  keyed: IdempotencyRow[],
+): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
   if (keyed.length === 0) return undefined
   const rows = keyed.map((k) => [k.walletId, k.key, k.requestHash, k.status, k.body, k.createdAt])
   return {

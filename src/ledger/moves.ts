@@ -1,8 +1,31 @@
 import type { Executor } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { compareAssetNames, MAX_QUANTITY, MINT_WALLET_ID, type EventWriter, type Hold, type HoldStatus, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
-import { findReversible, holdingKey, lockMoves, reserveHoldIds, reserveIds, writeMoves, type BatchWrites, type IdempotencyRow, type Locked, type Reversible } from './moves.repository.ts'
+import {
+  compareAssetNames,
+  MAX_QUANTITY,
+  MINT_WALLET_ID,
+  type EventWriter,
+  type Hold,
+  type HoldStatus,
+  type Line,
+  type Metadata,
+  type Transaction,
+  type TransactionKind,
+  type WalletLabel,
+} from './ledger.types.ts'
+import {
+  findReversible,
+  holdingKey,
+  lockMoves,
+  reserveHoldIds,
+  reserveIds,
+  writeMoves,
+  type BatchWrites,
+  type IdempotencyRow,
+  type Locked,
+  type Reversible,
+} from './moves.repository.ts'
 import { toTransaction } from './transactions.repository.ts'
 
 /**
@@ -125,7 +148,11 @@ function addTo<K>(map: Map<K, number>, key: K, delta: number, undo: (() => void)
  * error of each failing move by unit and move index, the moves that pass, and the net change of
  * every holding they touch.
  */
-function planMoves(units: Unit[], locked: Locked, reversible: Map<number, Reversible>): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number>; heldDeltas: Map<string, number> } {
+function planMoves(
+  units: Unit[],
+  locked: Locked,
+  reversible: Map<number, Reversible>,
+): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number>; heldDeltas: Map<string, number> } {
   const balances = new Map(locked.holdings)
   const held = new Map(locked.held)
   const failed = new Map<number, Map<number, AppError>>()
@@ -191,7 +218,13 @@ function changesOf(move: Move) {
  * checked as the transfer it may become. Releasing a hold (a void or an expiry: no lines) needs
  * nothing.
  */
-function checkMove(move: Move, locked: Locked, balances: Map<string, number>, held: Map<string, number>, reversible: Map<number, Reversible>): AppError | undefined {
+function checkMove(
+  move: Move,
+  locked: Locked,
+  balances: Map<string, number>,
+  held: Map<string, number>,
+  reversible: Map<number, Reversible>,
+): AppError | undefined {
   if (move.lines.length === 0) return undefined
   for (const walletId of [move.from, move.to]) {
     if (!locked.wallets.get(walletId)?.live) return new AppError('W000', `wallet ${walletId} has been deleted`)
@@ -201,7 +234,11 @@ function checkMove(move: Move, locked: Locked, balances: Map<string, number>, he
     if (!original?.reversible) return new AppError('T001', `transaction ${move.reverses} is a reversal, which cannot be reversed`)
     for (const line of move.lines) {
       const left = original.left.get(line.asset.id) ?? 0
-      if (line.quantity > left) return new AppError('T001', `${left} of ${line.asset.name} is left to reverse of transaction ${move.reverses}, ${line.quantity} requested`)
+      if (line.quantity > left)
+        return new AppError(
+          'T001',
+          `${left} of ${line.asset.name} is left to reverse of transaction ${move.reverses}, ${line.quantity} requested`,
+        )
     }
   }
   for (const { walletId, line, delta } of changesOf(move)) {
@@ -210,7 +247,10 @@ function checkMove(move: Move, locked: Locked, balances: Map<string, number>, he
     if (delta < 0 && walletId !== MINT_WALLET_ID) {
       const reserved = held.get(key) ?? 0
       if (quantity - reserved < line.quantity) {
-        const detail = reserved > 0 ? `wallet holds ${quantity} of ${line.asset.name} of which ${reserved} held: ${quantity - reserved} free, ${line.quantity} requested` : `wallet holds ${quantity} of ${line.asset.name}, ${line.quantity} requested`
+        const detail =
+          reserved > 0
+            ? `wallet holds ${quantity} of ${line.asset.name} of which ${reserved} held: ${quantity - reserved} free, ${line.quantity} requested`
+            : `wallet holds ${quantity} of ${line.asset.name}, ${line.quantity} requested`
         return new AppError('I002', detail)
       }
     } else if (Math.abs(quantity + delta) > MAX_QUANTITY) {
@@ -223,7 +263,10 @@ function checkMove(move: Move, locked: Locked, balances: Map<string, number>, he
 /** How many events a move records: its transaction's, and its hold's. */
 function countEvents(move: Move, events: EventWriter): number {
   const hold = { sending_wallet_id: move.from, receiving_wallet_id: move.to }
-  return (recordsTransaction(move) ? events.countEvents(move.from, move.to) : 0) + (move.reserve || move.settle ? events.countHoldEvents(hold) : 0)
+  return (
+    (recordsTransaction(move) ? events.countEvents(move.from, move.to) : 0) +
+    (move.reserve || move.settle ? events.countHoldEvents(hold) : 0)
+  )
 }
 
 /** A move records a Transaction when something moves: not a hold, not a void or an expiry. */
@@ -238,12 +281,18 @@ function recordsTransaction(move: Move): boolean {
  */
 export async function applyUnits(trx: Executor, units: Unit[], events: EventWriter): Promise<Outcome[][]> {
   const moves = units.flatMap((unit) => unit.moves)
-  const locked = await lockMoves(trx, moves, moves.reduce((count, move) => count + countEvents(move, events), 0))
+  const locked = await lockMoves(
+    trx,
+    moves,
+    moves.reduce((count, move) => count + countEvents(move, events), 0),
+  )
   // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
   const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
   const { failed, planned, deltas, heldDeltas } = planMoves(units, locked, reversible)
-  const outcomes: Outcome[][] = units.map((unit, index) => unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })))
+  const outcomes: Outcome[][] = units.map((unit, index) =>
+    unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })),
+  )
   if (planned.length === 0) return outcomes
 
   const recording = planned.filter(({ move }) => recordsTransaction(move)).length
@@ -275,11 +324,18 @@ export async function applyUnits(trx: Executor, units: Unit[], events: EventWrit
       : undefined
     let hold: Hold | undefined
     if (move.reserve) hold = toNewHold(holdIds[nextHold++], move, move.reserve.expiresIn, lines, createdAt, locked.wallets)
-    else if (move.settle) hold = { ...move.settle.hold, status: move.settle.status, settled_at: move.settle.at, transaction_id: transaction?.id ?? null }
+    else if (move.settle)
+      hold = { ...move.settle.hold, status: move.settle.status, settled_at: move.settle.at, transaction_id: transaction?.id ?? null }
     return { index, member, move, lines, balances, transaction, hold }
   })
   for (const { index, member, transaction, hold } of written) outcomes[index][member] = { ok: true, transaction, hold }
-  const batch: BatchWrites = { moves: written, deltas, heldDeltas, eventIds: ids.events, keys: idempotencyRecords(units, outcomes, written) }
+  const batch: BatchWrites = {
+    moves: written,
+    deltas,
+    heldDeltas,
+    eventIds: ids.events,
+    keys: idempotencyRecords(units, outcomes, written),
+  }
   await writeMoves(trx, batch, locked, events)
   return outcomes
 }
@@ -294,7 +350,15 @@ function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: Batch
   for (const { index, move, transaction, hold } of written) {
     // A transfer's or a capture's answer is its Transaction; a new hold's, its Hold.
     const answer = transaction ?? hold
-    if (move.idempotency && answer) keys.push({ index, walletId: move.from, ...move.idempotency, status: 201, body: JSON.stringify(answer), createdAt: answer.created_at })
+    if (move.idempotency && answer)
+      keys.push({
+        index,
+        walletId: move.from,
+        ...move.idempotency,
+        status: 201,
+        body: JSON.stringify(answer),
+        createdAt: answer.created_at,
+      })
   }
   units.forEach((unit, index) => {
     const first = outcomes[index].find((outcome) => outcome.ok)

@@ -78,7 +78,7 @@ export async function repairRunningBalances(db: Db, progress?: (done: number, to
   const repair: RunningBalancesRepair = { rewritten: 0, added: 0, removed: 0, holdings: 0, named: [] }
   let width = FIRST_WIDTH
   const readMsLimits = READ_MS[isPostgres(db) ? 'postgres' : 'sqlite']
-  for (let from = low; from <= high; ) {
+  for (let from = low; from <= high;) {
     const wallets = { from, to: Math.min(from + width - 1, high) }
     const started = Date.now()
     const found = await withRetries(() =>
@@ -89,7 +89,15 @@ export async function repairRunningBalances(db: Db, progress?: (done: number, to
         .execute((trx) => countDifferences(trx, wallets)),
     )
     const readMs = Date.now() - started
-    const changed = found.length === 0 ? [] : await withRetries(() => db.transaction().setIsolationLevel('repeatable read').execute((trx) => repairWallets(trx, wallets)))
+    const changed =
+      found.length === 0
+        ? []
+        : await withRetries(() =>
+            db
+              .transaction()
+              .setIsolationLevel('repeatable read')
+              .execute((trx) => repairWallets(trx, wallets)),
+          )
     for (const holding of changed) {
       repair.rewritten += holding.rewritten
       repair.added += holding.added
@@ -136,7 +144,13 @@ async function repairWallets(trx: Executor, wallets: WalletRange): Promise<Holdi
 
 /** The differences of the wallets in `wallets`, counted by holding (wallet and asset). */
 async function countDifferences(trx: Executor, wallets: WalletRange): Promise<HoldingRepair[]> {
-  const { rows } = await sql<{ wallet_id: number | string; asset_id: number | string; rewritten: number | string; added: number | string; removed: number | string }>`
+  const { rows } = await sql<{
+    wallet_id: number | string
+    asset_id: number | string
+    rewritten: number | string
+    added: number | string
+    removed: number | string
+  }>`
     select wallet_id, asset_id,
       sum(case when journal is not null and stored is not null then 1 else 0 end) as rewritten,
       sum(case when stored is null then 1 else 0 end) as added,

@@ -2,7 +2,14 @@ import type { Db } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findAssetById, holdAsset } from './assets.repository.ts'
-import { canonicalAssets, canonicalMetadata, hashRequest, type Idempotency, type IdempotencyRecord, type SendResult } from './idempotency.ts'
+import {
+  canonicalAssets,
+  canonicalMetadata,
+  hashRequest,
+  type Idempotency,
+  type IdempotencyRecord,
+  type SendResult,
+} from './idempotency.ts'
 import { MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction } from './ledger.types.ts'
 import { findReversible } from './moves.repository.ts'
 import { moveAssets } from './moves.ts'
@@ -36,7 +43,13 @@ const REFUNDABLE = new Set<Transaction['kind']>(['transfer', 'capture'])
 
 /** A request's fingerprint for its Idempotency-Key: what it is, of which transaction, and its fields written one way. */
 function fingerprint(route: 'refund' | 'reversal', transactionId: number, request: ReversalRequest): string {
-  return hashRequest([route, transactionId, request.memo ?? '', request.assets === undefined ? null : canonicalAssets(request.assets), canonicalMetadata(request.metadata)])
+  return hashRequest([
+    route,
+    transactionId,
+    request.memo ?? '',
+    request.assets === undefined ? null : canonicalAssets(request.assets),
+    canonicalMetadata(request.metadata),
+  ])
 }
 
 /** What a refund or reversal runs with: the storage, the event writer, the wallets' Idempotency-Keys. */
@@ -52,7 +65,13 @@ export interface ReversalPath {
  * wallet received), I001 (an asset name), then from the ledger's rules W000 (a side deleted),
  * T001 (more than is left), I002, I003.
  */
-export function refund(path: ReversalPath, walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
+export function refund(
+  path: ReversalPath,
+  walletId: number,
+  transactionId: number,
+  request: ReversalRequest,
+  idempotencyKey?: string,
+): Promise<SendResult> {
   return path.idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
     const original = await findTransaction(path.db, transactionId)
     if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
@@ -68,15 +87,25 @@ export function refund(path: ReversalPath, walletId: number, transactionId: numb
  * reversal), I001, then as a refund: W000, T001, I002, I003.
  */
 export function reverse(path: ReversalPath, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
-  return path.idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (idempotency) => {
-    const original = await findTransaction(path.db, transactionId)
-    if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
-    return { status: 201, body: await moveBack(path, original, request, idempotency) }
-  })
+  return path.idempotency.answerOnce(
+    MINT_WALLET_ID,
+    idempotencyKey,
+    fingerprint('reversal', transactionId, request),
+    async (idempotency) => {
+      const original = await findTransaction(path.db, transactionId)
+      if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
+      return { status: 201, body: await moveBack(path, original, request, idempotency) }
+    },
+  )
 }
 
 /** The reversal of `original`: its receiver sends back the requested quantities, or all that is left. */
-async function moveBack({ db, events }: ReversalPath, original: Transaction, request: ReversalRequest, idempotency?: IdempotencyRecord): Promise<Transaction> {
+async function moveBack(
+  { db, events }: ReversalPath,
+  original: Transaction,
+  request: ReversalRequest,
+  idempotency?: IdempotencyRecord,
+): Promise<Transaction> {
   if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
   const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(db), request.assets)
   return inTransaction(db, async (trx) => {
@@ -93,7 +122,16 @@ async function moveBack({ db, events }: ReversalPath, original: Transaction, req
       await holdAsset(trx, line.asset.id)
       if (!(await findAssetById(trx, line.asset.id))) throw new AppError('I001', `the asset ${line.asset.name} has been deleted`)
     }
-    const move = { from: original.receiving_wallet_id, to: original.sending_wallet_id, lines, memo: request.memo ?? '', kind: 'reversal' as const, reverses: original.id, metadata: request.metadata, idempotency }
+    const move = {
+      from: original.receiving_wallet_id,
+      to: original.sending_wallet_id,
+      lines,
+      memo: request.memo ?? '',
+      kind: 'reversal' as const,
+      reverses: original.id,
+      metadata: request.metadata,
+      idempotency,
+    }
     return moveAssets(trx, move, events)
   })
 }

@@ -5,7 +5,18 @@ import type { Transaction } from './ledger.types.ts'
  * ending with CRLF, one row per transaction and asset, seen from the wallet.
  */
 
-const STATEMENT_HEADER = ['id', 'created_at', 'kind', 'direction', 'counterparty_wallet_address', 'counterparty_username', 'asset', 'quantity', 'memo', 'metadata']
+const STATEMENT_HEADER = [
+  'id',
+  'created_at',
+  'kind',
+  'direction',
+  'counterparty_wallet_address',
+  'counterparty_username',
+  'asset',
+  'quantity',
+  'memo',
+  'metadata',
+]
 
 /** A cell a spreadsheet would run as a formula starts with one of these; it gets a leading `'`. */
 const FORMULA_START = /^[=+\-@\t\r]/
@@ -34,7 +45,14 @@ export function statementRows(transaction: Transaction, walletId: number, assetI
   const counterparty = sent
     ? { address: transaction.receiving_wallet_address, username: transaction.receiving_username }
     : { address: transaction.sending_wallet_address, username: transaction.sending_username }
-  const fixed = [String(transaction.id), transaction.created_at, transaction.kind, sent ? 'sent' : 'received', counterparty.address, counterparty.username ?? ''].map(csvCell)
+  const fixed = [
+    String(transaction.id),
+    transaction.created_at,
+    transaction.kind,
+    sent ? 'sent' : 'received',
+    counterparty.address,
+    counterparty.username ?? '',
+  ].map(csvCell)
   const trailing = [transaction.memo, JSON.stringify(transaction.metadata)].map(csvCell)
   return transaction.assets
     .filter((line) => assetId === undefined || line.asset.id === assetId)

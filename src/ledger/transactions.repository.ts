@@ -1,7 +1,16 @@
 import type { Executor } from '../db/database.ts'
 import { isPostgres, readRows } from '../db/dialect.ts'
 import { toAsset } from './assets.repository.ts'
-import { compareAssetNames, JOURNAL_SCOPE, type Asset, type Line, type Metadata, type Transaction, type TransactionKind, type WalletLabel } from './ledger.types.ts'
+import {
+  compareAssetNames,
+  JOURNAL_SCOPE,
+  type Asset,
+  type Line,
+  type Metadata,
+  type Transaction,
+  type TransactionKind,
+  type WalletLabel,
+} from './ledger.types.ts'
 
 /** SQL that reads recorded transactions (a wallet's history); the write path is `moves.repository.ts`. */
 
@@ -12,7 +21,11 @@ export async function labelWallets(db: Executor, walletIds: number[]): Promise<M
   const rows = await db
     .selectFrom('wallets')
     // A subquery, so that each wallet's user is one index probe (a join can scan every user).
-    .select((eb) => ['wallets.id', 'wallets.address', eb.selectFrom('users').select('users.username').whereRef('users.primary_wallet_id', '=', 'wallets.id').as('username')])
+    .select((eb) => [
+      'wallets.id',
+      'wallets.address',
+      eb.selectFrom('users').select('users.username').whereRef('users.primary_wallet_id', '=', 'wallets.id').as('username'),
+    ])
     .where('wallets.id', 'in', ids)
     .execute()
   return new Map(rows.map((row) => [row.id, row.username ? { address: row.address, username: row.username } : { address: row.address }]))
@@ -35,7 +48,12 @@ export function toTransaction(row: TransactionFields, lines: Line[], labels: Map
   return shapeTransaction(row, lines, labels.get(row.sending_wallet_id), labels.get(row.receiving_wallet_id))
 }
 
-function shapeTransaction(row: TransactionFields, lines: Line[], sender: WalletLabel | undefined, receiver: WalletLabel | undefined): Transaction {
+function shapeTransaction(
+  row: TransactionFields,
+  lines: Line[],
+  sender: WalletLabel | undefined,
+  receiver: WalletLabel | undefined,
+): Transaction {
   // Fields in the order of the stored answers (`body`), which migration 0008 extended at the end.
   return {
     id: row.id,
@@ -137,11 +155,20 @@ export async function listTransactionsAnswer(db: Executor, filter: TransactionFi
   if (!q.postgres) return pageText(db, q, selection, filter.limit)
   const { transactions, generation } = await queryTransactions(db, q, selection, true)
   const page = transactions.slice(0, filter.limit)
-  return { transactions: page, more: transactions.length > filter.limit, lastId: page.at(-1)?.id, stamp: { ids: transactions.map((transaction) => transaction.id).join(','), generation } }
+  return {
+    transactions: page,
+    more: transactions.length > filter.limit,
+    lastId: page.at(-1)?.id,
+    stamp: { ids: transactions.map((transaction) => transaction.id).join(','), generation },
+  }
 }
 
 /** A page's answer: its JSON text, or its transactions; whether more exist, the last one's id (the next page's cursor), and its stamp. */
-export type PageAnswer = ({ json: string } | { transactions: Transaction[] }) & { more: boolean; lastId: number | undefined; stamp: PageStamp }
+export type PageAnswer = ({ json: string } | { transactions: Transaction[] }) & {
+  more: boolean
+  lastId: number | undefined
+  stamp: PageStamp
+}
 
 /**
  * What a page of `listTransactions` is the same page by, as long as both parts are equal: the ids
@@ -207,7 +234,12 @@ function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_
     const order = rareKind === undefined ? `t.${column} desc, t.id desc` : `t.${column} desc, t.kind desc, t.id desc`
     return `select * from (${rows} order by ${order} limit ${q.count(take)}) as ${column === 'sending_wallet_id' ? 'sent' : 'received'}`
   }
-  const sides = filter.direction === 'sent' ? side('sending_wallet_id') : filter.direction === 'received' ? side('receiving_wallet_id') : `${side('sending_wallet_id')} union all ${side('receiving_wallet_id')}`
+  const sides =
+    filter.direction === 'sent'
+      ? side('sending_wallet_id')
+      : filter.direction === 'received'
+        ? side('receiving_wallet_id')
+        : `${side('sending_wallet_id')} union all ${side('receiving_wallet_id')}`
   const page = `order by id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`
   return { q, selection: q.postgres ? `select * from (${sides}) as page ${page}` : `${sides} ${page}` }
 }
@@ -225,7 +257,10 @@ function narrowing(q: Statement, filter: Narrowing): string[] {
   if (filter.since !== undefined) conditions.push(`t.created_at >= ${q.param(filter.since)}`)
   if (filter.until !== undefined) conditions.push(`t.created_at <= ${q.param(filter.until)}`)
   if (filter.kind !== undefined) conditions.push(`t.kind = ${q.param(filter.kind)}`)
-  if (filter.assetId !== undefined) conditions.push(`exists (select 1 from transaction_assets ta where ta.transaction_id = t.id and ta.asset_id = ${q.param(filter.assetId)})`)
+  if (filter.assetId !== undefined)
+    conditions.push(
+      `exists (select 1 from transaction_assets ta where ta.transaction_id = t.id and ta.asset_id = ${q.param(filter.assetId)})`,
+    )
   return conditions
 }
 
@@ -234,7 +269,13 @@ function narrowing(q: Statement, filter: Narrowing): string[] {
  * carry every metadata entry of the filter: walks the first entry's (scope, key, value,
  * transaction) key backwards and probes that key once per further entry.
  */
-function selectionByMetadata(db: Executor, scope: number, filter: Omit<TransactionFilter, 'walletId'>, direction?: 'sent' | 'received', fields = STORED_FIELDS): { q: Statement; selection: string } {
+function selectionByMetadata(
+  db: Executor,
+  scope: number,
+  filter: Omit<TransactionFilter, 'walletId'>,
+  direction?: 'sent' | 'received',
+  fields = STORED_FIELDS,
+): { q: Statement; selection: string } {
   const [[key, value], ...others] = filter.metadata ?? []
   const q = new Statement(db)
   const conditions = [`m.wallet_id = ${q.param(scope)}`, `m.key = ${q.param(key)}`, `m.value = ${q.param(value)}`, ...narrowing(q, filter)]
@@ -247,7 +288,10 @@ function selectionByMetadata(db: Executor, scope: number, filter: Omit<Transacti
       `exists (select 1 from transaction_metadata o where o.wallet_id = ${q.param(scope)} and o.key = ${q.param(otherKey)} and o.value = ${q.param(otherValue)} and o.transaction_id = m.transaction_id)`,
     )
   }
-  return { q, selection: `select ${fields} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}` }
+  return {
+    q,
+    selection: `select ${fields} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
+  }
 }
 
 /**
@@ -267,7 +311,12 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
   if (filter.before !== undefined) conditions.push(`t.id < ${q.param(filter.before)}`)
   if (filter.after !== undefined) conditions.push(`t.id > ${q.param(filter.after)}`)
   const where = conditions.length === 0 ? '' : ` where ${conditions.join(' and ')}`
-  return pageOf(db, q, `select ${STORED_FIELDS} from transactions t${where} order by t.id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`, filter.limit)
+  return pageOf(
+    db,
+    q,
+    `select ${STORED_FIELDS} from transactions t${where} order by t.id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
+    filter.limit,
+  )
 }
 
 /** One transaction by id, as answered; undefined when there is none. */
@@ -318,7 +367,12 @@ async function readTransactions(db: Executor, q: Statement, selection: string): 
 }
 
 /** `readTransactions`, with the label generation read by the same statement when `stamped`. */
-async function queryTransactions(db: Executor, q: Statement, selection: string, stamped: boolean): Promise<{ transactions: Transaction[]; generation: number }> {
+async function queryTransactions(
+  db: Executor,
+  q: Statement,
+  selection: string,
+  stamped: boolean,
+): Promise<{ transactions: Transaction[]; generation: number }> {
   const generation = stamped ? `, ${GENERATION} as generation` : ''
   const text = q.postgres
     ? `with page as (${selection}) select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')} order by page.id desc), '[]')::text as page${generation} from page`
@@ -340,11 +394,36 @@ function label(address: string | null, username: string | null): WalletLabel | u
   return address === null ? undefined : username === null ? { address } : { address, username }
 }
 
-function fromTuple([id, sendingWalletId, receivingWalletId, sendingAddress, receivingAddress, sendingUsername, receivingUsername, createdAt, memo, kind, reverses, holdId, metadata, lines]: TransactionTuple): Transaction {
+function fromTuple([
+  id,
+  sendingWalletId,
+  receivingWalletId,
+  sendingAddress,
+  receivingAddress,
+  sendingUsername,
+  receivingUsername,
+  createdAt,
+  memo,
+  kind,
+  reverses,
+  holdId,
+  metadata,
+  lines,
+]: TransactionTuple): Transaction {
   const assets: Line[] = (lines ?? [])
     .map(([quantity, assetId, name, value]) => ({ quantity, asset: { id: assetId, name, value } satisfies Asset }))
     .sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
-  const row = { id, sending_wallet_id: sendingWalletId, receiving_wallet_id: receivingWalletId, memo, created_at: createdAt, kind, reverses, hold_id: holdId, metadata: metadata ?? {} }
+  const row = {
+    id,
+    sending_wallet_id: sendingWalletId,
+    receiving_wallet_id: receivingWalletId,
+    memo,
+    created_at: createdAt,
+    kind,
+    reverses,
+    hold_id: holdId,
+    metadata: metadata ?? {},
+  }
   return shapeTransaction(row, assets, label(sendingAddress, sendingUsername), label(receivingAddress, receivingUsername))
 }
 
@@ -370,8 +449,19 @@ async function pageText(db: Executor, q: Statement, selection: string, limit: nu
     select '[' || coalesce(group_concat(${TRANSACTION_TEXT}, ',' order by p.id desc), '') || ']' as json, min(p.id) as last, (select count(*) from page) as found,
       (select coalesce(group_concat(id, ',' order by id desc), '') from page) as ids, ${GENERATION} as generation
     from (select * from page order by id desc limit ${q.count(limit)}) as p`
-  const [{ json, last, found, ids, generation }] = await readRows<{ json: string; last: number | null; found: number; ids: string; generation: number }>(db, text, q.params)
-  return { json: json.includes(MARK) ? rewriteMarkedNumbers(json) : json, more: found > limit, lastId: last ?? undefined, stamp: { ids, generation: Number(generation) } }
+  const [{ json, last, found, ids, generation }] = await readRows<{
+    json: string
+    last: number | null
+    found: number
+    ids: string
+    generation: number
+  }>(db, text, q.params)
+  return {
+    json: json.includes(MARK) ? rewriteMarkedNumbers(json) : json,
+    more: found > limit,
+    lastId: last ?? undefined,
+    stamp: { ids, generation: Number(generation) },
+  }
 }
 
 const MARK = '\u0001'

@@ -20,7 +20,11 @@ export interface TransactionsRoutesOptions {
 const MAX_BATCH_TRANSFERS = 100
 
 const BatchBody = Type.Object({
-  transfers: Type.Array(SendBody, { minItems: 1, maxItems: MAX_BATCH_TRANSFERS, description: `1-${MAX_BATCH_TRANSFERS} transfers, each the body of POST /wallet/transactions` }),
+  transfers: Type.Array(SendBody, {
+    minItems: 1,
+    maxItems: MAX_BATCH_TRANSFERS,
+    description: `1-${MAX_BATCH_TRANSFERS} transfers, each the body of POST /wallet/transactions`,
+  }),
   atomic: Type.Optional(Type.Boolean({ default: true, description: 'true: all commit or none does; false: each commits or fails alone' })),
 })
 
@@ -35,25 +39,31 @@ const BatchResult = Type.Union([
  */
 const BATCH_BODY_LIMIT = 2 * 1024 * 1024
 
-const ListQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),
-  before: Type.Optional(CursorId),
-  after: Type.Optional(CursorId),
-  asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-  direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
-  since: Type.Optional(Timestamp),
-  until: Type.Optional(Timestamp),
-  kind: Type.Optional(Kind),
-  format: Type.Optional(
-    Type.Union([Type.Literal('json'), Type.Literal('csv')], {
-      description: '`csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored)',
-    }),
-  ),
-}, { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' })
+const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 10 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 0 })),
+    before: Type.Optional(CursorId),
+    after: Type.Optional(CursorId),
+    asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
+    since: Type.Optional(Timestamp),
+    until: Type.Optional(Timestamp),
+    kind: Type.Optional(Kind),
+    format: Type.Optional(
+      Type.Union([Type.Literal('json'), Type.Literal('csv')], {
+        description:
+          '`csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored)',
+      }),
+    ),
+  },
+  { description: 'also `metadata[KEY]=VALUE`, at most 5, all matching exactly' },
+)
 
 const HoldingsQuery = Type.Object({
-  as_of: Type.Optional(Type.String({ ...Timestamp, description: 'the holdings as they were at this instant, recomputed from the journal' })),
+  as_of: Type.Optional(
+    Type.String({ ...Timestamp, description: 'the holdings as they were at this instant, recomputed from the journal' }),
+  ),
 })
 
 /** The general wallet routes (wallet auth): holdings, sending, history. */
@@ -74,8 +84,13 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   }
   const historyPage = { onRequest: [markArrival, app.requireWalletAccess] }
 
-  app.get('/wallet/assets', { ...wallet, schema: { tags, querystring: HoldingsQuery, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } }, async (request) =>
-    request.query.as_of === undefined ? history.listHoldings(db, walletOf(request)) : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
+  app.get(
+    '/wallet/assets',
+    { ...wallet, schema: { tags, querystring: HoldingsQuery, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } },
+    async (request) =>
+      request.query.as_of === undefined
+        ? history.listHoldings(db, walletOf(request))
+        : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
   )
 
   app.post(
@@ -90,7 +105,16 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
 
   app.post(
     '/wallet/transactions/:id/refund',
-    { ...wallet, schema: { tags, params: IdParams('id'), body: ReversalBody, headers: IdempotencyHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
+    {
+      ...wallet,
+      schema: {
+        tags,
+        params: IdParams('id'),
+        body: ReversalBody,
+        headers: IdempotencyHeaders,
+        response: { 201: Transaction, '4xx': ErrorSchema },
+      },
+    },
     async (request, reply) => {
       const result = await ledger.refund(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
@@ -107,7 +131,11 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
         tags,
         body: BatchBody,
         headers: IdempotencyHeaders,
-        response: { 200: Type.Object({ results: Type.Array(BatchResult) }), 201: Type.Object({ transactions: Type.Array(Transaction) }), '4xx': ErrorSchema },
+        response: {
+          200: Type.Object({ results: Type.Array(BatchResult) }),
+          201: Type.Object({ transactions: Type.Array(Transaction) }),
+          '4xx': ErrorSchema,
+        },
       },
     },
     async (request, reply) => {
@@ -117,30 +145,56 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     },
   )
 
-  app.get('/wallet/transactions', { ...historyPage, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } }, async (request, reply) => {
-    if (request.query.format === 'csv') {
-      const walletId = walletOf(request)
-      const rows = history.exportWalletTransactions(db, walletId, { ...request.query, metadata: history.metadataFilters(request.query) })
-      // The header row is read before anything is sent, so a bad filter is still a G002.
-      const first = await rows.next()
-      const date = new Date().toISOString().slice(0, 10)
-      return reply
-        .type('text/csv; charset=utf-8')
-        .header('content-disposition', `attachment; filename="statement-wallet-${walletId}-${date}.csv"`)
-        // A stream is sent as it is, past the JSON schema of the page (which the type insists on).
-        .send(Readable.from(prepend(first.value ?? '', rows)) as never)
-    }
-    const metadata = history.metadataFilters(request.query)
-    const page = await history.answerWalletTransactions(db, pages, walletOf(request), { ...request.query, metadata }, (transactions) => String(reply.serialize(transactions)), arrivals.get(request))
-    if (page.more && page.lastId !== undefined) {
-      // The next page continues below this one's last id, with the same filters; offset is spent.
-      const { limit, after, asset, direction, since, until, kind } = request.query
-      reply.header('link', nextPageLink('/wallet/transactions', { before: page.lastId, limit: limit ?? 10, after, asset, direction, since, until, kind, ...history.metadataParameters(metadata) }))
-    }
-    // The bytes the schema's layout gives (written by the storage, or by the schema's serializer
-    // once when the page was built): sent as they are, not serialized again.
-    return reply.type(JSON_TYPE).send(page.body as never)
-  })
+  app.get(
+    '/wallet/transactions',
+    { ...historyPage, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } },
+    async (request, reply) => {
+      if (request.query.format === 'csv') {
+        const walletId = walletOf(request)
+        const rows = history.exportWalletTransactions(db, walletId, { ...request.query, metadata: history.metadataFilters(request.query) })
+        // The header row is read before anything is sent, so a bad filter is still a G002.
+        const first = await rows.next()
+        const date = new Date().toISOString().slice(0, 10)
+        return (
+          reply
+            .type('text/csv; charset=utf-8')
+            .header('content-disposition', `attachment; filename="statement-wallet-${walletId}-${date}.csv"`)
+            // A stream is sent as it is, past the JSON schema of the page (which the type insists on).
+            .send(Readable.from(prepend(first.value ?? '', rows)) as never)
+        )
+      }
+      const metadata = history.metadataFilters(request.query)
+      const page = await history.answerWalletTransactions(
+        db,
+        pages,
+        walletOf(request),
+        { ...request.query, metadata },
+        (transactions) => String(reply.serialize(transactions)),
+        arrivals.get(request),
+      )
+      if (page.more && page.lastId !== undefined) {
+        // The next page continues below this one's last id, with the same filters; offset is spent.
+        const { limit, after, asset, direction, since, until, kind } = request.query
+        reply.header(
+          'link',
+          nextPageLink('/wallet/transactions', {
+            before: page.lastId,
+            limit: limit ?? 10,
+            after,
+            asset,
+            direction,
+            since,
+            until,
+            kind,
+            ...history.metadataParameters(metadata),
+          }),
+        )
+      }
+      // The bytes the schema's layout gives (written by the storage, or by the schema's serializer
+      // once when the page was built): sent as they are, not serialized again.
+      return reply.type(JSON_TYPE).send(page.body as never)
+    },
+  )
 }
 
 /** The content type Fastify gives the JSON it serializes. */

@@ -91,7 +91,10 @@ export async function resolveLines(lookups: Lookups, requested: Record<string, n
  */
 export async function resolveTransfer(lookups: Lookups, walletId: number, request: SendRequest): Promise<Move> {
   // Both lookups at once; their errors still come in the documented order.
-  const [recipient, found] = await Promise.allSettled([lookups.recipient(request.recipient, request.type ?? 0), resolveLines(lookups, request.assets)])
+  const [recipient, found] = await Promise.allSettled([
+    lookups.recipient(request.recipient, request.type ?? 0),
+    resolveLines(lookups, request.assets),
+  ])
   if (recipient.status === 'rejected') throw recipient.reason
   if (recipient.value === walletId) throw new AppError('W013')
   if (found.status === 'rejected') throw found.reason

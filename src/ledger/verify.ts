@@ -30,9 +30,17 @@ const BATCH = 5_000
 class ReversalTally {
   readonly #byOriginal = new Map<number, { from: number; to: number; ids: number[]; assets: Map<number, number> }>()
 
-  add(reversal: { id: number; sending_wallet_id: number; receiving_wallet_id: number; reverses: number | null }, lines: { asset_id: number; quantity: number }[]) {
+  add(
+    reversal: { id: number; sending_wallet_id: number; receiving_wallet_id: number; reverses: number | null },
+    lines: { asset_id: number; quantity: number }[],
+  ) {
     const originalId = Number(reversal.reverses)
-    const entry = this.#byOriginal.get(originalId) ?? { from: reversal.sending_wallet_id, to: reversal.receiving_wallet_id, ids: [], assets: new Map<number, number>() }
+    const entry = this.#byOriginal.get(originalId) ?? {
+      from: reversal.sending_wallet_id,
+      to: reversal.receiving_wallet_id,
+      ids: [],
+      assets: new Map<number, number>(),
+    }
     entry.ids.push(reversal.id)
     if (entry.from !== reversal.sending_wallet_id || entry.to !== reversal.receiving_wallet_id) entry.from = -1
     for (const line of lines) entry.assets.set(line.asset_id, (entry.assets.get(line.asset_id) ?? 0) + line.quantity)
@@ -44,8 +52,16 @@ class ReversalTally {
     const ids = [...this.#byOriginal.keys()]
     for (let start = 0; start < ids.length; start += BATCH) {
       const chunk = ids.slice(start, start + BATCH)
-      const originals = await db.selectFrom('transactions').select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'kind']).where('id', 'in', chunk).execute()
-      const lines = await db.selectFrom('transaction_assets').select(['transaction_id', 'asset_id', 'quantity']).where('transaction_id', 'in', chunk).execute()
+      const originals = await db
+        .selectFrom('transactions')
+        .select(['id', 'sending_wallet_id', 'receiving_wallet_id', 'kind'])
+        .where('id', 'in', chunk)
+        .execute()
+      const lines = await db
+        .selectFrom('transaction_assets')
+        .select(['transaction_id', 'asset_id', 'quantity'])
+        .where('transaction_id', 'in', chunk)
+        .execute()
       const found = new Map(originals.map((original) => [original.id, { ...original, assets: new Map<number, number>() }]))
       for (const line of lines) found.get(line.transaction_id)?.assets.set(line.asset_id, line.quantity)
       for (const id of chunk) {
@@ -58,10 +74,12 @@ class ReversalTally {
           continue
         }
         if (original.kind === 'reversal') problems.push(`${by} of transaction ${id}, itself a reversal`)
-        if (reversed.from !== original.receiving_wallet_id || reversed.to !== original.sending_wallet_id) problems.push(`${by} of transaction ${id} do not move from its receiver back to its sender`)
+        if (reversed.from !== original.receiving_wallet_id || reversed.to !== original.sending_wallet_id)
+          problems.push(`${by} of transaction ${id} do not move from its receiver back to its sender`)
         for (const [assetId, quantity] of reversed.assets) {
           const moved = original.assets.get(assetId) ?? 0
-          if (quantity > moved) problems.push(`${by} of transaction ${id} move back ${quantity} of asset ${assetId}, which it moved ${moved} of`)
+          if (quantity > moved)
+            problems.push(`${by} of transaction ${id} move back ${quantity} of asset ${assetId}, which it moved ${moved} of`)
         }
       }
     }
@@ -130,7 +148,14 @@ export function runningBalanceDifferences(wallets?: WalletRange) {
  * `docs/decisions.md#balances-in-time-and-statements`) is found only here.
  */
 async function checkRunningBalances(db: Executor): Promise<{ problems: string[]; wrong: number }> {
-  type Row = { wallet_id: number | string; asset_id: number | string; transaction_id: number | string; journal: number | string | null; stored: number | string | null; wrong: number | string }
+  type Row = {
+    wallet_id: number | string
+    asset_id: number | string
+    transaction_id: number | string
+    journal: number | string | null
+    stored: number | string | null
+    wrong: number | string
+  }
   const { rows } = await sql<Row>`
     select wallet_id, asset_id, transaction_id, journal, stored, count(*) over () as wrong
     from (${runningBalanceDifferences()}) as found
@@ -178,7 +203,10 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     expected.set(key, (expected.get(key) ?? 0) + delta)
   }
   const reversals = new ReversalTally()
-  const { count } = await db.selectFrom('transactions').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()
+  const { count } = await db
+    .selectFrom('transactions')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .executeTakeFirstOrThrow()
   const total = Number(count)
   let done = 0
   let lastId = 0
@@ -208,13 +236,18 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     for (const transaction of transactions) {
       const own = byTransaction.get(transaction.id) ?? []
       if (own.length === 0) problems.push(`transaction ${transaction.id} has no asset lines`)
-      if (transaction.sending_wallet_id === transaction.receiving_wallet_id) problems.push(`transaction ${transaction.id} sends to its own wallet`)
+      if (transaction.sending_wallet_id === transaction.receiving_wallet_id)
+        problems.push(`transaction ${transaction.id} sends to its own wallet`)
       for (const line of own) {
-        if (!Number.isSafeInteger(line.quantity) || line.quantity <= 0) problems.push(`transaction ${transaction.id} moves ${line.quantity} of asset ${line.asset_id}`)
+        if (!Number.isSafeInteger(line.quantity) || line.quantity <= 0)
+          problems.push(`transaction ${transaction.id} moves ${line.quantity} of asset ${line.asset_id}`)
         add(transaction.sending_wallet_id, line.asset_id, -line.quantity)
         add(transaction.receiving_wallet_id, line.asset_id, line.quantity)
       }
-      if ((transaction.kind === 'reversal') !== (transaction.reverses !== null)) problems.push(`transaction ${transaction.id} of kind ${transaction.kind} ${transaction.reverses === null ? 'names no original' : `names an original (${transaction.reverses})`}`)
+      if ((transaction.kind === 'reversal') !== (transaction.reverses !== null))
+        problems.push(
+          `transaction ${transaction.id} of kind ${transaction.kind} ${transaction.reverses === null ? 'names no original' : `names an original (${transaction.reverses})`}`,
+        )
       if (transaction.kind === 'reversal' && transaction.reverses !== null) reversals.add(transaction, own)
     }
     done += transactions.length
@@ -229,18 +262,28 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     const key = `${holding.wallet_id}:${holding.asset_id}`
     const journal = expected.get(key) ?? 0
     expected.delete(key)
-    if (journal !== holding.quantity) problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
-    if (holding.quantity < 0 && holding.wallet_id !== MINT_WALLET_ID) problems.push(`wallet ${holding.wallet_id} holds a negative ${holding.quantity} of asset ${holding.asset_id}`)
+    if (journal !== holding.quantity)
+      problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
+    if (holding.quantity < 0 && holding.wallet_id !== MINT_WALLET_ID)
+      problems.push(`wallet ${holding.wallet_id} holds a negative ${holding.quantity} of asset ${holding.asset_id}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
   }
   // Balances in time (migration 0010): each holding's last running balance is the holding.
-  const { rows: lastBalances } = await sql<{ wallet_id: number; asset_id: number; quantity: number | string; last: number | string | null }>`
+  const { rows: lastBalances } = await sql<{
+    wallet_id: number
+    asset_id: number
+    quantity: number | string
+    last: number | string | null
+  }>`
     select h.wallet_id, h.asset_id, h.quantity,
       (select r.quantity from running_balances r where r.wallet_id = h.wallet_id and r.asset_id = h.asset_id
        order by r.created_at desc, r.transaction_id desc limit 1) as last
     from holdings h`.execute(db)
   for (const row of lastBalances) {
-    if (Number(row.last ?? 0) !== Number(row.quantity)) problems.push(`wallet ${row.wallet_id} holds ${row.quantity} of asset ${row.asset_id}, its last running balance says ${row.last ?? 'nothing'}`)
+    if (Number(row.last ?? 0) !== Number(row.quantity))
+      problems.push(
+        `wallet ${row.wallet_id} holds ${row.quantity} of asset ${row.asset_id}, its last running balance says ${row.last ?? 'nothing'}`,
+      )
   }
   const runningBalances = await checkRunningBalances(db)
   problems.push(...runningBalances.problems)
@@ -262,8 +305,19 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     if (dangling > 0) problems.push(`${dangling} ${table} rows name a missing ${parent} row in ${column}`)
   }
   // Every live asset, held or not: what an operator counts as the assets that exist.
-  const { assets } = await db.selectFrom('assets').select((eb) => eb.fn.countAll<number>().as('assets')).where('deleted_at', 'is', null).executeTakeFirstOrThrow()
-  return { ok: problems.length === 0, transactions: total, holdings: holdings.length, assets: Number(assets), wrongRunningBalances: runningBalances.wrong, problems }
+  const { assets } = await db
+    .selectFrom('assets')
+    .select((eb) => eb.fn.countAll<number>().as('assets'))
+    .where('deleted_at', 'is', null)
+    .executeTakeFirstOrThrow()
+  return {
+    ok: problems.length === 0,
+    transactions: total,
+    holdings: holdings.length,
+    assets: Number(assets),
+    wrongRunningBalances: runningBalances.wrong,
+    problems,
+  }
 }
 
 /**
@@ -273,7 +327,10 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
  * from its sender to its recipient that takes no more than it held, while no other hold names a
  * transaction; and every transaction of kind `capture` names the hold it captured.
  */
-async function verifyHolds(db: Executor, holdings: { wallet_id: number; asset_id: number; quantity: number; held: number }[]): Promise<string[]> {
+async function verifyHolds(
+  db: Executor,
+  holdings: { wallet_id: number; asset_id: number; quantity: number; held: number }[],
+): Promise<string[]> {
   const problems: string[] = []
   const now = new Date().toISOString()
   const lines = await db
@@ -294,9 +351,11 @@ async function verifyHolds(db: Executor, holdings: { wallet_id: number; asset_id
     const column = Number(holding.held)
     const reserved = unsettled.get(key) ?? 0
     unsettled.delete(key)
-    if (column !== reserved) problems.push(`wallet ${holding.wallet_id} has ${column} of asset ${holding.asset_id} held, its unsettled holds reserve ${reserved}`)
+    if (column !== reserved)
+      problems.push(`wallet ${holding.wallet_id} has ${column} of asset ${holding.asset_id} held, its unsettled holds reserve ${reserved}`)
     const heldNow = column - (reserved - (live.get(key) ?? 0))
-    if (heldNow < 0 || (heldNow > Number(holding.quantity) && holding.wallet_id !== MINT_WALLET_ID)) problems.push(`wallet ${holding.wallet_id} has ${heldNow} of asset ${holding.asset_id} held of ${holding.quantity}`)
+    if (heldNow < 0 || (heldNow > Number(holding.quantity) && holding.wallet_id !== MINT_WALLET_ID))
+      problems.push(`wallet ${holding.wallet_id} has ${heldNow} of asset ${holding.asset_id} held of ${holding.quantity}`)
   }
   for (const [key, reserved] of unsettled) {
     const [walletId, assetId] = key.split(':')
@@ -317,7 +376,9 @@ async function verifyHolds(db: Executor, holdings: { wallet_id: number; asset_id
     from holds left join transactions t on t.id = holds.transaction_id
     where holds.status = 'captured' or holds.transaction_id is not null`.execute(db)
   for (const row of rows) if (row.reason !== null) problems.push(`hold ${row.id} (${row.status}) ${row.reason}`)
-  const { rows: shared } = await sql<{ transaction_id: number }>`select transaction_id from holds where transaction_id is not null group by transaction_id having count(*) > 1`.execute(db)
+  const { rows: shared } = await sql<{
+    transaction_id: number
+  }>`select transaction_id from holds where transaction_id is not null group by transaction_id having count(*) > 1`.execute(db)
   for (const row of shared) problems.push(`transaction ${row.transaction_id} captures more than one hold`)
   // Every capture names the hold it captured, and nothing else names a hold.
   const { rows: captures } = await sql<{ id: number; reason: string | null }>`

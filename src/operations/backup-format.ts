@@ -118,8 +118,10 @@ async function* readLines(file: string): AsyncGenerator<Line> {
     if (error instanceof BackupError) throw error
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENOENT') throw new BackupError(`${file}: no such file`)
-    if (code === 'Z_BUF_ERROR' || /unexpected end/i.test((error as Error).message)) throw new BackupError(`${file} is truncated: it ends before the backup does`)
-    if (typeof code === 'string' && code.startsWith('Z_')) throw new BackupError(`${file} is corrupted or not a Coffer backup (${(error as Error).message})`)
+    if (code === 'Z_BUF_ERROR' || /unexpected end/i.test((error as Error).message))
+      throw new BackupError(`${file} is truncated: it ends before the backup does`)
+    if (typeof code === 'string' && code.startsWith('Z_'))
+      throw new BackupError(`${file} is corrupted or not a Coffer backup (${(error as Error).message})`)
     throw error
   } finally {
     input.destroy()
@@ -146,7 +148,12 @@ export interface BackupSection {
  * goes that every line has the expected shape. The checksum and the counts can only be known at
  * the end, so a restore reads the file twice: once to check it (`checkBackup`), once to write.
  */
-export async function readBackup(file: string, onHeader: (header: BackupHeader) => void, onRows: (section: BackupSection) => Promise<void> | void, chunk = 1000): Promise<BackupTrailer> {
+export async function readBackup(
+  file: string,
+  onHeader: (header: BackupHeader) => void,
+  onRows: (section: BackupSection) => Promise<void> | void,
+  chunk = 1000,
+): Promise<BackupTrailer> {
   const hash = crypto.createHash('sha256')
   let header: BackupHeader | undefined
   let section: BackupSection | undefined
@@ -168,14 +175,16 @@ export async function readBackup(file: string, onHeader: (header: BackupHeader) 
       continue
     }
     if (Array.isArray(value)) {
-      if (!section || value.length !== section.columns.length) throw new BackupError(`${file} is corrupted: a row does not match its table's columns`)
+      if (!section || value.length !== section.columns.length)
+        throw new BackupError(`${file} is corrupted: a row does not match its table's columns`)
       section.rows.push(value)
       counts.set(section.table, (counts.get(section.table) ?? 0) + 1)
       total++
       if (section.rows.length >= chunk) await flush()
     } else if (isTableStart(value)) {
       await flush()
-      if (!(value.table in header.tables) || counts.has(value.table)) throw new BackupError(`${file} is corrupted: unexpected table ${value.table}`)
+      if (!(value.table in header.tables) || counts.has(value.table))
+        throw new BackupError(`${file} is corrupted: unexpected table ${value.table}`)
       section = { table: value.table, columns: value.columns, rows: [] }
       counts.set(value.table, 0)
     } else if (isTrailer(value)) {
@@ -191,7 +200,8 @@ export async function readBackup(file: string, onHeader: (header: BackupHeader) 
   if (!trailer) throw new BackupError(`${file} is truncated: it ends before the backup does`)
   if (trailer.sha256 !== hash.digest('hex')) throw new BackupError(`${file} is corrupted: its checksum does not match its contents`)
   for (const [table, expected] of Object.entries(header.tables)) {
-    if ((counts.get(table) ?? 0) !== expected) throw new BackupError(`${file} is corrupted: ${table} holds ${counts.get(table) ?? 0} rows, the header says ${expected}`)
+    if ((counts.get(table) ?? 0) !== expected)
+      throw new BackupError(`${file} is corrupted: ${table} holds ${counts.get(table) ?? 0} rows, the header says ${expected}`)
   }
   if (trailer.rows !== total) throw new BackupError(`${file} is corrupted: it holds ${total} rows, its end says ${trailer.rows}`)
   return trailer
@@ -199,17 +209,27 @@ export async function readBackup(file: string, onHeader: (header: BackupHeader) 
 
 function checkHeader(file: string, value: unknown): BackupHeader {
   const header = value as Partial<BackupHeader> | null
-  if (!header || typeof header !== 'object' || typeof header.coffer_backup !== 'number') throw new BackupError(`${file} is not a Coffer backup`)
+  if (!header || typeof header !== 'object' || typeof header.coffer_backup !== 'number')
+    throw new BackupError(`${file} is not a Coffer backup`)
   if (header.coffer_backup > BACKUP_FORMAT) {
-    throw new BackupError(`${file} has backup format ${header.coffer_backup}, newer than this Coffer reads (${BACKUP_FORMAT}): restore it with Coffer ${header.coffer_version ?? 'of that version'} or later`)
+    throw new BackupError(
+      `${file} has backup format ${header.coffer_backup}, newer than this Coffer reads (${BACKUP_FORMAT}): restore it with Coffer ${header.coffer_version ?? 'of that version'} or later`,
+    )
   }
-  if (!Array.isArray(header.migrations) || typeof header.tables !== 'object' || header.tables === null) throw new BackupError(`${file} is corrupted: its header is incomplete`)
+  if (!Array.isArray(header.migrations) || typeof header.tables !== 'object' || header.tables === null)
+    throw new BackupError(`${file} is corrupted: its header is incomplete`)
   return { secrets_key_id: null, ...header } as BackupHeader
 }
 
 function isTableStart(value: unknown): value is TableStart {
   const start = value as TableStart | null
-  return !!start && typeof start === 'object' && typeof start.table === 'string' && Array.isArray(start.columns) && start.columns.every((column) => typeof column === 'string')
+  return (
+    !!start &&
+    typeof start === 'object' &&
+    typeof start.table === 'string' &&
+    Array.isArray(start.columns) &&
+    start.columns.every((column) => typeof column === 'string')
+  )
 }
 
 function isTrailer(value: unknown): value is BackupTrailer {

@@ -65,7 +65,11 @@ interface BackupOptions {
 }
 
 /** Writes the whole store to `writer` from one snapshot (`createBackup`), all but the trailer. */
-function writeSnapshot(database: Database, writer: BackupWriter, options: BackupOptions): Promise<{ tables: Record<string, number>; rows: number }> {
+function writeSnapshot(
+  database: Database,
+  writer: BackupWriter,
+  options: BackupOptions,
+): Promise<{ tables: Record<string, number>; rows: number }> {
   return database.db
     .transaction()
     .setIsolationLevel('repeatable read')
@@ -124,7 +128,9 @@ async function* readTable(trx: Transaction<DB>, table: string): AsyncGenerator<R
   }
   let after = 0
   for (;;) {
-    const { rows } = await sql<Record<string, unknown> & { coffer_rowid: number }>`select rowid as coffer_rowid, * from ${sql.table(table)} where rowid > ${after} order by rowid limit ${PAGE}`.execute(trx)
+    const { rows } = await sql<
+      Record<string, unknown> & { coffer_rowid: number }
+    >`select rowid as coffer_rowid, * from ${sql.table(table)} where rowid > ${after} order by rowid limit ${PAGE}`.execute(trx)
     if (rows.length === 0) return
     after = rows[rows.length - 1].coffer_rowid
     yield rows.map(({ coffer_rowid: _rowid, ...row }) => row)

@@ -6,7 +6,13 @@ import { adminKeyFile } from '../http/admin-key.ts'
 import { listAppliedMigrations, listMigrations, MIGRATION_NAMES, migrateToLatest } from '../db/migrate.ts'
 import { findSecretsKeyIds, prepareWebhookSecrets, resealWebhookSecrets } from '../events/webhook-secrets.ts'
 import { generateSecretsKey, secretsKeyFrom, type SecretsKey } from '../secrets/secret-box.ts'
-import { decodeSecretsKey, loadSecretsKey, promoteNextSecretsKeyFile, SecretsKeyError, writeNextSecretsKeyFile } from '../secrets/secrets-key.ts'
+import {
+  decodeSecretsKey,
+  loadSecretsKey,
+  promoteNextSecretsKeyFile,
+  SecretsKeyError,
+  writeNextSecretsKeyFile,
+} from '../secrets/secrets-key.ts'
 import { createBackup, type Progress } from './backup.ts'
 import { BackupError } from './backup-format.ts'
 import { checkBackup, restoreBackup } from './restore.ts'
@@ -47,7 +53,9 @@ export async function backupCommand(config: Config, file: string): Promise<void>
       secretsKeyId: async (trx) => (await findSecretsKeyIds(trx)).join(',') || null,
     })
     const seconds = ((Date.now() - started) / 1000).toFixed(1)
-    console.log(`backup written to ${file}: ${summary.rows} rows (${describe(summary.tables)}), ${(summary.bytes / 1024 / 1024).toFixed(1)} MB, in ${seconds} s`)
+    console.log(
+      `backup written to ${file}: ${summary.rows} rows (${describe(summary.tables)}), ${(summary.bytes / 1024 / 1024).toFixed(1)} MB, in ${seconds} s`,
+    )
   } finally {
     await database.close()
   }
@@ -62,7 +70,9 @@ export async function restoreCommand(config: Config, file: string): Promise<void
     const key = loadSecretsKey(config)
     if (key?.id !== sealedWith) {
       const have = key ? `this store's key is ${key.id}` : `no SECRETS_KEY is set and ${config.dataDir} has no secrets-key file`
-      throw new BackupError(`the backup's webhook secrets are encrypted with key ${sealedWith} and ${have}: set SECRETS_KEY to the source's key (or copy its secrets-key file into DATA_DIR), then restore again`)
+      throw new BackupError(
+        `the backup's webhook secrets are encrypted with key ${sealedWith} and ${have}: set SECRETS_KEY to the source's key (or copy its secrets-key file into DATA_DIR), then restore again`,
+      )
     }
   }
   const database = openDatabase(config)
@@ -71,11 +81,15 @@ export async function restoreCommand(config: Config, file: string): Promise<void
     const summary = await restoreBackup(database, checked, progressPrinter('restoring'))
     const seconds = ((Date.now() - started) / 1000).toFixed(1)
     const target = database.dialect === 'postgres' ? 'PostgreSQL' : `SQLite (${config.dataDir})`
-    console.log(`restored ${summary.rows} rows (${describe(summary.tables)}) into ${target} in ${seconds} s, from a backup of ${checked.header.created_at}`)
+    console.log(
+      `restored ${summary.rows} rows (${describe(summary.tables)}) into ${target} in ${seconds} s, from a backup of ${checked.header.created_at}`,
+    )
     if (summary.upgraded.length > 0) console.log(`schema brought up to date: ${summary.upgraded.join(', ')}`)
     // The admin key is never in a backup; without the source's, the service would make a new one.
     if (!config.adminApiKey && !fs.existsSync(adminKeyFile(config))) {
-      console.log(`note: the admin key is not in backups: copy admin-key from the source's data directory into ${config.dataDir} (or set ADMIN_API_KEY) to keep using it`)
+      console.log(
+        `note: the admin key is not in backups: copy admin-key from the source's data directory into ${config.dataDir} (or set ADMIN_API_KEY) to keep using it`,
+      )
     }
   } finally {
     await database.close()
@@ -97,8 +111,10 @@ export async function migrateStatusCommand(config: Config): Promise<number> {
   try {
     const migrations = await listMigrations(database.db)
     const applied = await listAppliedMigrations(database.db)
-    for (const { name, appliedAt } of migrations) console.log(appliedAt ? `applied  ${name}  ${appliedAt.toISOString()}` : `pending  ${name}`)
-    for (const name of applied.filter((known) => !migrations.some((migration) => migration.name === known))) console.log(`unknown  ${name}  (applied by a newer Coffer)`)
+    for (const { name, appliedAt } of migrations)
+      console.log(appliedAt ? `applied  ${name}  ${appliedAt.toISOString()}` : `pending  ${name}`)
+    for (const name of applied.filter((known) => !migrations.some((migration) => migration.name === known)))
+      console.log(`unknown  ${name}  (applied by a newer Coffer)`)
     const pending = migrations.filter((migration) => !migration.appliedAt).length
     console.log(pending === 0 ? 'schema is up to date' : `${pending} pending: they run when the service starts, or with \`coffer migrate\``)
     return 0
@@ -118,10 +134,15 @@ export async function rotateSecretsKeyCommand(config: Config, newKeyText: string
   let next: SecretsKey | undefined
   if (newKeyText) {
     const decoded = decodeSecretsKey(newKeyText)
-    if (!decoded) throw new SecretsKeyError('NEW_SECRETS_KEY must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
+    if (!decoded)
+      throw new SecretsKeyError(
+        'NEW_SECRETS_KEY must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`',
+      )
     next = secretsKeyFrom(decoded)
   } else if (config.secretsKey) {
-    throw new SecretsKeyError('SECRETS_KEY is set: put a new key in NEW_SECRETS_KEY (e.g. `openssl rand -base64 32`), rotate, then set SECRETS_KEY to it on every instance')
+    throw new SecretsKeyError(
+      'SECRETS_KEY is set: put a new key in NEW_SECRETS_KEY (e.g. `openssl rand -base64 32`), rotate, then set SECRETS_KEY to it on every instance',
+    )
   }
   const database = openDatabase(config)
   try {
@@ -134,7 +155,9 @@ export async function rotateSecretsKeyCommand(config: Config, newKeyText: string
     const count = await resealWebhookSecrets(database.db, current, next)
     if (file) promoteNextSecretsKeyFile(config)
     console.log(`re-encrypted ${count} webhook secrets from key ${current.id} to key ${next.id}`)
-    console.log(file ? `the new key is in ${file}; restart every instance` : 'now set SECRETS_KEY to the new key on every instance and restart them')
+    console.log(
+      file ? `the new key is in ${file}; restart every instance` : 'now set SECRETS_KEY to the new key on every instance and restart them',
+    )
   } finally {
     await database.close()
   }

@@ -33,7 +33,10 @@ export class OperatorMetrics {
 const MAX_WEBHOOK_SERIES = 100
 
 /** Registers the metrics on the app's registry, with the gauges read from storage at each scrape. */
-export async function registerOperatorMetrics(app: FastifyInstance, { metrics, database }: { metrics: OperatorMetrics; database: Database }): Promise<void> {
+export async function registerOperatorMetrics(
+  app: FastifyInstance,
+  { metrics, database }: { metrics: OperatorMetrics; database: Database },
+): Promise<void> {
   if (!app.hasDecorator('metrics')) return
   const registry = app.metrics
   registry.registerMetric(metrics.transfers)
@@ -64,8 +67,16 @@ export async function registerOperatorMetrics(app: FastifyInstance, { metrics, d
   const backlog = gauge('coffer_webhook_backlog', 'Webhook deliveries pending (waiting for their first attempt or a retry)')
   const oldest = gauge('coffer_webhook_oldest_pending_seconds', 'Age of the oldest pending webhook delivery (0 when none)')
   const originBacklog = gauge('coffer_webhook_origin_backlog', 'Webhook deliveries pending per receiving origin', ['origin'])
-  const originOldest = gauge('coffer_webhook_origin_oldest_pending_seconds', 'Age of the oldest pending webhook delivery per receiving origin', ['origin'])
-  const webhookBacklog = gauge('coffer_webhook_wallet_backlog', `Webhook deliveries pending per webhook (wallet id and origin), for the ${MAX_WEBHOOK_SERIES} largest backlogs`, ['wallet', 'origin'])
+  const originOldest = gauge(
+    'coffer_webhook_origin_oldest_pending_seconds',
+    'Age of the oldest pending webhook delivery per receiving origin',
+    ['origin'],
+  )
+  const webhookBacklog = gauge(
+    'coffer_webhook_wallet_backlog',
+    `Webhook deliveries pending per webhook (wallet id and origin), for the ${MAX_WEBHOOK_SERIES} largest backlogs`,
+    ['wallet', 'origin'],
+  )
   const webhookOldest = gauge(
     'coffer_webhook_wallet_oldest_pending_seconds',
     `Age of the oldest pending delivery per webhook (wallet id and origin), for the ${MAX_WEBHOOK_SERIES} largest backlogs`,
@@ -119,7 +130,8 @@ export async function registerOperatorMetrics(app: FastifyInstance, { metrics, d
   // (an object Fastify builds per call) to find the route: 0.05-0.25 µs of each request's CPU in
   // profiles under HTTP load, and a hook step. A callback, not a promise (`http/observability.ts`).
   const countTransfer: onSendHookHandler = (_request, reply, payload, done) => {
-    if (reply.statusCode === 201) metrics.transfers.inc({ outcome: reply.getHeader('idempotent-replayed') ? 'replayed' : 'committed', code: '' })
+    if (reply.statusCode === 201)
+      metrics.transfers.inc({ outcome: reply.getHeader('idempotent-replayed') ? 'replayed' : 'committed', code: '' })
     else metrics.transfers.inc({ outcome: 'refused', code: errorCode(payload) })
     done(null, payload)
   }

@@ -36,7 +36,9 @@ export async function checkBackup(file: string): Promise<CheckedBackup> {
 function checkMigrations(file: string, header: BackupHeader): void {
   header.migrations.forEach((name, i) => {
     if (MIGRATION_NAMES[i] !== name) {
-      throw new BackupError(`${file} was made by a newer Coffer (${header.coffer_version}): its schema has migration ${name}, which this release does not know; restore it with that version or later`)
+      throw new BackupError(
+        `${file} was made by a newer Coffer (${header.coffer_version}): its schema has migration ${name}, which this release does not know; restore it with that version or later`,
+      )
     }
   })
   if (header.migrations.length === 0) throw new BackupError(`${file} is corrupted: its header names no migrations`)
@@ -61,10 +63,12 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
   const { db } = database
   const applied = await listAppliedMigrations(db)
   const unknown = applied.find((name) => !MIGRATION_NAMES.includes(name))
-  if (unknown) throw new BackupError(`the store has migration ${unknown}, which this release does not know: it was set up by a newer Coffer`)
+  if (unknown)
+    throw new BackupError(`the store has migration ${unknown}, which this release does not know: it was set up by a newer Coffer`)
   if (applied.length > 0) {
     const existing = await findExistingData(db)
-    if (existing.length > 0) throw new BackupError(`the store is not empty (it holds ${existing.join(', ')}): restore only into an empty store`)
+    if (existing.length > 0)
+      throw new BackupError(`the store is not empty (it holds ${existing.join(', ')}): restore only into an empty store`)
   }
   // The rows go into the schema they were read from (an empty store is moved down to it if it is newer).
   await migrateTo(db, checked.header.migrations[checked.header.migrations.length - 1])
@@ -79,7 +83,8 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
         checked.file,
         () => {},
         async (section) => {
-          if (!tables.has(section.table)) throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
+          if (!tables.has(section.table))
+            throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
           await insertSection(trx, section)
           done += section.rows.length
           progress?.(section.table, done, checked.rows)

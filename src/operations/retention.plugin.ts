@@ -7,7 +7,11 @@ import { RetentionJob } from './retention.ts'
 export default async function retention(app: FastifyInstance, { database, config }: { database: Database; config: Config }): Promise<void> {
   const job = new RetentionJob({
     database,
-    policy: { eventRetentionDays: config.eventRetentionDays, idempotencyRetentionHours: config.idempotencyRetentionHours, sessionIdleDays: config.sessionIdleDays },
+    policy: {
+      eventRetentionDays: config.eventRetentionDays,
+      idempotencyRetentionHours: config.idempotencyRetentionHours,
+      sessionIdleDays: config.sessionIdleDays,
+    },
     log: app.log.child({ component: 'retention' }),
     registry: app.hasDecorator('metrics') ? app.metrics : undefined,
   })

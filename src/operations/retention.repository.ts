@@ -25,7 +25,13 @@ export async function takeRetentionTurn(trx: Executor): Promise<boolean> {
  * written after `before` (or the end). Read through the primary key, so that a run reads the rows
  * older than `before` once, not the whole table.
  */
-async function findOldRows(trx: Executor, table: 'events' | 'webhook_deliveries', afterId: number, before: string, limit: number): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
+async function findOldRows(
+  trx: Executor,
+  table: 'events' | 'webhook_deliveries',
+  afterId: number,
+  before: string,
+  limit: number,
+): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
   const rows = await trx.selectFrom(table).select(['id', 'created_at']).where('id', '>', afterId).orderBy('id').limit(limit).execute()
   const ids: number[] = []
   let reachedNewer = rows.length < limit
@@ -57,18 +63,34 @@ export async function deleteEndedDeliveries(
   // Locked as they are checked, so that a delivery retried meanwhile keeps its attempt log.
   const ids = (
     await forUpdate(
-      trx.selectFrom('webhook_deliveries').select('id').where(anyOf(trx, sql.ref('id'), page.ids)).where('status', 'in', FINAL_STATUSES).where('updated_at', '<', before),
+      trx
+        .selectFrom('webhook_deliveries')
+        .select('id')
+        .where(anyOf(trx, sql.ref('id'), page.ids))
+        .where('status', 'in', FINAL_STATUSES)
+        .where('updated_at', '<', before),
       trx,
     ).execute()
   ).map((row) => Number(row.id))
   if (ids.length === 0) return done
-  const attempts = await trx.deleteFrom('webhook_attempts').where(anyOf(trx, sql.ref('delivery_id'), ids)).executeTakeFirst()
-  const deliveries = await trx.deleteFrom('webhook_deliveries').where(anyOf(trx, sql.ref('id'), ids)).executeTakeFirst()
+  const attempts = await trx
+    .deleteFrom('webhook_attempts')
+    .where(anyOf(trx, sql.ref('delivery_id'), ids))
+    .executeTakeFirst()
+  const deliveries = await trx
+    .deleteFrom('webhook_deliveries')
+    .where(anyOf(trx, sql.ref('id'), ids))
+    .executeTakeFirst()
   return { ...done, deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows) }
 }
 
 /** The next page of events after `afterId` (`findOldRows`). */
-export async function findOldEvents(trx: Executor, afterId: number, before: string, limit: number): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
+export async function findOldEvents(
+  trx: Executor,
+  afterId: number,
+  before: string,
+  limit: number,
+): Promise<{ ids: number[]; lastId: number; reachedNewer: boolean }> {
   return findOldRows(trx, 'events', afterId, before, limit)
 }
 
@@ -78,7 +100,11 @@ export async function deleteUnreferencedEvents(trx: Executor, ids: number[]): Pr
   const result = await trx
     .deleteFrom('events')
     .where(anyOf(trx, sql.ref('id'), ids))
-    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('webhook_deliveries').select('webhook_deliveries.id').whereRef('webhook_deliveries.event_id', '=', 'events.id'))))
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(selectFrom('webhook_deliveries').select('webhook_deliveries.id').whereRef('webhook_deliveries.event_id', '=', 'events.id')),
+      ),
+    )
     .executeTakeFirst()
   return Number(result.numDeletedRows)
 }
@@ -91,17 +117,27 @@ export async function deleteIdempotencyKeys(trx: Executor, before: string, limit
 }
 
 /** User sessions past their lifetime, or idle for longer than allowed (`idleBefore`, when there is an idle limit). */
-export async function deleteExpiredUserSessions(trx: Executor, now: string, idleBefore: string | undefined, limit: number): Promise<number> {
+export async function deleteExpiredUserSessions(
+  trx: Executor,
+  now: string,
+  idleBefore: string | undefined,
+  limit: number,
+): Promise<number> {
   const ids = (
     await trx
       .selectFrom('user_sessions')
       .select('id')
-      .where((eb) => (idleBefore ? eb.or([eb('expires_at', '<=', now), eb('last_used_at', '<=', idleBefore)]) : eb('expires_at', '<=', now)))
+      .where((eb) =>
+        idleBefore ? eb.or([eb('expires_at', '<=', now), eb('last_used_at', '<=', idleBefore)]) : eb('expires_at', '<=', now),
+      )
       .limit(limit)
       .execute()
   ).map((row) => row.id)
   if (ids.length === 0) return 0
-  const result = await trx.deleteFrom('user_sessions').where(anyOf(trx, sql.ref('id'), ids)).executeTakeFirst()
+  const result = await trx
+    .deleteFrom('user_sessions')
+    .where(anyOf(trx, sql.ref('id'), ids))
+    .executeTakeFirst()
   return Number(result.numDeletedRows)
 }
 

@@ -49,7 +49,14 @@ const DAY = 24 * HOUR
  */
 export async function pruneOnce(database: Database, policy: RetentionPolicy, now = Date.now()): Promise<PruneReport | undefined> {
   const { db } = database
-  const report: PruneReport = { webhookAttempts: 0, webhookDeliveries: 0, events: 0, idempotencyKeys: 0, userSessions: 0, rateLimitWindows: 0 }
+  const report: PruneReport = {
+    webhookAttempts: 0,
+    webhookDeliveries: 0,
+    events: 0,
+    idempotencyKeys: 0,
+    userSessions: 0,
+    rateLimitWindows: 0,
+  }
   const eventsBefore = new Date(now - policy.eventRetentionDays * DAY).toISOString()
   const keysBefore = new Date(now - policy.idempotencyRetentionHours * HOUR).toISOString()
   const idleBefore = policy.sessionIdleDays > 0 ? new Date(now - policy.sessionIdleDays * DAY).toISOString() : undefined
@@ -67,7 +74,7 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
   }
 
   // Ended deliveries and their attempts first: then the events they referred to can go.
-  for (let afterId = 0; ; ) {
+  for (let afterId = 0; ;) {
     const page = await inTurn((trx) => repo.deleteEndedDeliveries(trx, afterId, eventsBefore, BATCH))
     if (!page) break
     report.webhookDeliveries += page.deliveries
@@ -75,7 +82,7 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
     afterId = page.lastId
     if (page.reachedNewer) break
   }
-  for (let afterId = 0; ; ) {
+  for (let afterId = 0; ;) {
     const page = await inTurn(async (trx) => {
       const old = await repo.findOldEvents(trx, afterId, eventsBefore, BATCH)
       return { ...old, removed: await repo.deleteUnreferencedEvents(trx, old.ids) }
@@ -154,7 +161,8 @@ export class RetentionJob {
       const report = await pruneOnce(this.options.database, this.options.policy)
       if (!report) return
       for (const [what, count] of Object.entries(report)) if (count > 0) this.pruned.inc({ what }, count)
-      if (Object.values(report).some((count) => count > 0)) this.options.log.info({ pruned: report }, 'retention: pruned operational records')
+      if (Object.values(report).some((count) => count > 0))
+        this.options.log.info({ pruned: report }, 'retention: pruned operational records')
     } catch (error) {
       this.options.log.warn({ err: error }, 'retention: run failed, trying again at the next one')
     }

@@ -33,7 +33,13 @@ const TABLE_ORDER = [
  * and the webhook attempts in flight per worker (`webhook_lease_counts`: they describe running
  * processes, not data; a restored delivery's lease lapses as its instance's count does).
  */
-const OPERATIONAL_TABLES = new Set(['coffer_migrations', 'coffer_migrations_lock', 'rate_limit_hits', 'page_generation', 'webhook_lease_counts'])
+const OPERATIONAL_TABLES = new Set([
+  'coffer_migrations',
+  'coffer_migrations_lock',
+  'rate_limit_hits',
+  'page_generation',
+  'webhook_lease_counts',
+])
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
 export async function listDataTables(db: Executor): Promise<string[]> {
@@ -60,7 +66,15 @@ export async function findExistingData(db: Db): Promise<string[]> {
   for (const table of await listDataTables(db)) {
     const count =
       table === 'wallets'
-        ? Number((await db.selectFrom('wallets').select((eb) => eb.fn.countAll<number>().as('count')).where('id', '<>', MINT_WALLET_ID).executeTakeFirstOrThrow()).count)
+        ? Number(
+            (
+              await db
+                .selectFrom('wallets')
+                .select((eb) => eb.fn.countAll<number>().as('count'))
+                .where('id', '<>', MINT_WALLET_ID)
+                .executeTakeFirstOrThrow()
+            ).count,
+          )
         : await countRows(db, table)
     if (count > 0) found.push(`${count} ${table}`)
   }

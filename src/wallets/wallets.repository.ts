@@ -113,7 +113,12 @@ export async function canUseWallet(db: Executor, userId: number, walletId: numbe
  * and reads the row as it is once the lock is held. Undefined when the wallet is gone or deleted.
  */
 export async function lockWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
-  const query = db.selectFrom('wallets').selectAll().where('id', '=', walletId).where('deleted_at', 'is', null).where('user_id', 'is not', null)
+  const query = db
+    .selectFrom('wallets')
+    .selectAll()
+    .where('id', '=', walletId)
+    .where('deleted_at', 'is', null)
+    .where('user_id', 'is not', null)
   return forUpdate(query, db).executeTakeFirst()
 }
 
@@ -157,7 +162,12 @@ export async function listWalletUsers(db: Executor, walletId: number) {
 }
 
 export async function isWalletUser(db: Executor, walletId: number, userId: number): Promise<boolean> {
-  const row = await db.selectFrom('wallet_users').select('user_id').where('wallet_id', '=', walletId).where('user_id', '=', userId).executeTakeFirst()
+  const row = await db
+    .selectFrom('wallet_users')
+    .select('user_id')
+    .where('wallet_id', '=', walletId)
+    .where('user_id', '=', userId)
+    .executeTakeFirst()
   return row !== undefined
 }
 
@@ -206,13 +216,26 @@ export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } 
  */
 export const touchWalletKey = batchedWrites<number>(async (db, keyIds) => {
   const now = nowIso()
-  await withRetries(() => db.updateTable('wallet_sessions').set({ last_used_at: now }).where(anyOf(db, sql.ref('id'), keyIds)).execute())
+  await withRetries(() =>
+    db
+      .updateTable('wallet_sessions')
+      .set({ last_used_at: now })
+      .where(anyOf(db, sql.ref('id'), keyIds))
+      .execute(),
+  )
 })
 
 export async function insertWalletSession(db: Executor, key: { walletId: number; userId: number; name: string; tokenHash: string }) {
   return db
     .insertInto('wallet_sessions')
-    .values({ wallet_id: key.walletId, user_id: key.userId, name: key.name, token_hash: key.tokenHash, created_at: nowIso(), last_used_at: null })
+    .values({
+      wallet_id: key.walletId,
+      user_id: key.userId,
+      name: key.name,
+      token_hash: key.tokenHash,
+      created_at: nowIso(),
+      last_used_at: null,
+    })
     .returning(['id', 'wallet_id', 'name'])
     .executeTakeFirstOrThrow()
 }

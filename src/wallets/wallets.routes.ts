@@ -23,43 +23,61 @@ const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (ap
   // The user's wallets (listed with the account routes in the API reference).
   {
     const tags = ['accounts']
-    app.put('/user/wallet', { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, S.PrimaryWalletResult) } }, async (request) =>
-      wallets.setPrimaryWallet(db, userAuth(request), request.body.wallet_id),
+    app.put(
+      '/user/wallet',
+      { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, S.PrimaryWalletResult) } },
+      async (request) => wallets.setPrimaryWallet(db, userAuth(request), request.body.wallet_id),
     )
 
     app.get('/user/wallets', { ...user, schema: { tags, response: responses(200, Type.Array(S.OwnedWallet)) } }, async (request) =>
       wallets.listOwnedWallets(db, userAuth(request).userId),
     )
 
-    app.get('/user/assigned_wallets', { ...user, schema: { tags, response: responses(200, Type.Array(S.WalletSummary)) } }, async (request) =>
-      wallets.listAssignedWallets(db, userAuth(request).userId),
+    app.get(
+      '/user/assigned_wallets',
+      { ...user, schema: { tags, response: responses(200, Type.Array(S.WalletSummary)) } },
+      async (request) => wallets.listAssignedWallets(db, userAuth(request).userId),
     )
 
-    app.post('/user/wallets', { ...user, schema: { tags, body: S.NewWalletBody, response: responses(201, S.WalletSummary) } }, async (request, reply) => {
-      const wallet = await wallets.createWallet(db, userAuth(request).userId, request.body.address)
-      return reply.status(201).send(wallet)
-    })
+    app.post(
+      '/user/wallets',
+      { ...user, schema: { tags, body: S.NewWalletBody, response: responses(201, S.WalletSummary) } },
+      async (request, reply) => {
+        const wallet = await wallets.createWallet(db, userAuth(request).userId, request.body.address)
+        return reply.status(201).send(wallet)
+      },
+    )
 
-    app.put('/user/session/wallet', { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, CurrentSession) } }, async (request) =>
-      wallets.setActiveWallet(db, userAuth(request), request.body.wallet_id),
+    app.put(
+      '/user/session/wallet',
+      { ...user, schema: { tags, body: S.WalletIdBody, response: responses(200, CurrentSession) } },
+      async (request) => wallets.setActiveWallet(db, userAuth(request), request.body.wallet_id),
     )
   }
 
   const tags = ['wallet']
 
-  app.post('/wallet/users', { ...user, schema: { tags, body: S.AssignUserBody, response: responses(201, S.AssignedUser) } }, async (request, reply) => {
-    const assigned = await wallets.assignUser(db, userAuth(request), request.body.username)
-    return reply.status(201).send(assigned)
-  })
+  app.post(
+    '/wallet/users',
+    { ...user, schema: { tags, body: S.AssignUserBody, response: responses(201, S.AssignedUser) } },
+    async (request, reply) => {
+      const assigned = await wallets.assignUser(db, userAuth(request), request.body.username)
+      return reply.status(201).send(assigned)
+    },
+  )
 
   app.get('/wallet/users', { ...user, schema: { tags, response: responses(200, Type.Array(S.AssignedUser)) } }, async (request) =>
     wallets.listAssignedUsers(db, userAuth(request)),
   )
 
-  app.delete('/wallet/users/:userid', { ...user, schema: { tags, params: IdParams('userid'), response: S.NoContent } }, async (request, reply) => {
-    await wallets.removeUser(db, userAuth(request), parseId(request.params.userid))
-    return reply.status(204).send(null)
-  })
+  app.delete(
+    '/wallet/users/:userid',
+    { ...user, schema: { tags, params: IdParams('userid'), response: S.NoContent } },
+    async (request, reply) => {
+      await wallets.removeUser(db, userAuth(request), parseId(request.params.userid))
+      return reply.status(204).send(null)
+    },
+  )
 
   app.put('/wallet/owner', { ...user, schema: { tags, body: S.OwnerBody, response: responses(200, S.Wallet) } }, async (request) =>
     wallets.transferOwnership(db, userAuth(request), request.body.user_id),
@@ -78,10 +96,14 @@ const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (ap
     wallets.listWalletSessions(db, userAuth(request)),
   )
 
-  app.delete('/wallet/sessions/:sessionid', { ...user, schema: { tags, params: IdParams('sessionid'), response: S.NoContent } }, async (request, reply) => {
-    await wallets.revokeWalletSession(db, userAuth(request), parseId(request.params.sessionid))
-    return reply.status(204).send(null)
-  })
+  app.delete(
+    '/wallet/sessions/:sessionid',
+    { ...user, schema: { tags, params: IdParams('sessionid'), response: S.NoContent } },
+    async (request, reply) => {
+      await wallets.revokeWalletSession(db, userAuth(request), parseId(request.params.sessionid))
+      return reply.status(204).send(null)
+    },
+  )
 
   app.delete('/wallet/sessions', { ...user, schema: { tags, response: S.NoContent } }, async (request, reply) => {
     await wallets.revokeWalletSessions(db, userAuth(request))

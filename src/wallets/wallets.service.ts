@@ -33,7 +33,11 @@ export function keptWalletKeys(): KeptWalletKeys {
 }
 
 /** Authenticates a request's wallet key (by its hash): the key, marked as used (at most once a minute); undefined when there is none. */
-export async function authenticateWalletKey(db: Db, tokenHash: string, kept: KeptWalletKeys): Promise<{ keyId: number; walletId: number } | undefined> {
+export async function authenticateWalletKey(
+  db: Db,
+  tokenHash: string,
+  kept: KeptWalletKeys,
+): Promise<{ keyId: number; walletId: number } | undefined> {
   // Taken from `kept` while nothing has been committed since the row was read.
   const key = await readKept(db, kept, tokenHash, (hash) => wallets.findLiveWalletKey(db, { tokenHash: hash }))
   if (!key) return undefined
@@ -94,7 +98,11 @@ export async function createWallet(db: Db, userId: number, address?: string) {
 /** GET /user/wallets: live wallets the user owns, with their webhook when one is set. */
 export async function listOwnedWallets(db: Db, userId: number) {
   const rows = await wallets.listOwnedWallets(db, userId)
-  return rows.map((row) => (row.webhook ? { id: row.id, address: row.address, user_id: row.user_id as number, webhook: row.webhook } : { id: row.id, address: row.address, user_id: row.user_id as number }))
+  return rows.map((row) =>
+    row.webhook
+      ? { id: row.id, address: row.address, user_id: row.user_id as number, webhook: row.webhook }
+      : { id: row.id, address: row.address, user_id: row.user_id as number },
+  )
 }
 
 /** GET /user/assigned_wallets: live wallets the user is assigned to. */
@@ -172,7 +180,8 @@ export async function listAssignedUsers(db: Db, auth: UserAuth) {
 export async function removeUser(db: Db, auth: UserAuth, userId: number): Promise<void> {
   await inTransaction(db, async (trx) => {
     const wallet = await lockOwnedWallet(trx, auth)
-    if (!(await wallets.deleteWalletUser(trx, wallet.id, userId))) throw new AppError('U003', `user ${userId} is not assigned to this wallet`)
+    if (!(await wallets.deleteWalletUser(trx, wallet.id, userId)))
+      throw new AppError('U003', `user ${userId} is not assigned to this wallet`)
     await wallets.deleteWalletSessions(trx, wallet.id, userId)
     await wallets.moveSessionsToPrimary(trx, wallet.id, userId)
   })
@@ -189,7 +198,8 @@ export async function transferOwnership(db: Db, auth: UserAuth, newOwnerId: numb
     const wallet = await lockOwnedWallet(trx, auth)
     const caller = await findUserById(trx, auth.userId)
     if (caller?.primary_wallet_id === wallet.id) throw new AppError('W012', 'make another wallet your primary wallet first')
-    if (!(await wallets.deleteWalletUser(trx, wallet.id, newOwnerId))) throw new AppError('W007', `user ${newOwnerId} is not assigned to this wallet`)
+    if (!(await wallets.deleteWalletUser(trx, wallet.id, newOwnerId)))
+      throw new AppError('W007', `user ${newOwnerId} is not assigned to this wallet`)
     await wallets.setWalletOwner(trx, wallet.id, newOwnerId)
     await wallets.insertWalletUser(trx, wallet.id, auth.userId)
     return { id: wallet.id, address: wallet.address, user_id: newOwnerId }

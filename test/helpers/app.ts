@@ -51,7 +51,12 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     WEBHOOK_ALLOW_PRIVATE: 'true',
     ...env,
   })
-  const app = await buildApp({ config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, config) })
+  const app = await buildApp({
+    config,
+    database,
+    adminKeyHash: hashToken(ADMIN_KEY),
+    secretsKey: await prepareWebhookSecrets(database.db, config),
+  })
   return {
     app,
     database,
@@ -75,7 +80,12 @@ export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}):
   if (!t.config.databaseUrl) throw new Error('a peer instance needs a shared PostgreSQL database')
   const database = openPostgres(t.config.databaseUrl, 10)
   // The same data directory, so the same secrets key file: instances share the key.
-  const app = await buildApp({ config: { ...t.config, ...overrides }, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, t.config) })
+  const app = await buildApp({
+    config: { ...t.config, ...overrides },
+    database,
+    adminKeyHash: hashToken(ADMIN_KEY),
+    secretsKey: await prepareWebhookSecrets(database.db, t.config),
+  })
   return {
     app,
     async close() {
@@ -92,7 +102,12 @@ export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}):
 export async function buildSameStoreApp(t: TestApp): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
   if (STORAGE === 'postgres') return buildPeerApp(t)
   const database = openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
-  const app = await buildApp({ config: t.config, database, adminKeyHash: hashToken(ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, t.config) })
+  const app = await buildApp({
+    config: t.config,
+    database,
+    adminKeyHash: hashToken(ADMIN_KEY),
+    secretsKey: await prepareWebhookSecrets(database.db, t.config),
+  })
   return {
     app,
     async close() {

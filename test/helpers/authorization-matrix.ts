@@ -16,7 +16,18 @@ import { ADMIN_KEY } from './app.ts'
  * `check` of a route asserts that.
  */
 
-export const CALLERS = ['nobody', 'garbage', 'revokedUser', 'revokedKey', 'keyW', 'keyOther', 'owner', 'assigned', 'unrelated', 'admin'] as const
+export const CALLERS = [
+  'nobody',
+  'garbage',
+  'revokedUser',
+  'revokedKey',
+  'keyW',
+  'keyOther',
+  'owner',
+  'assigned',
+  'unrelated',
+  'admin',
+] as const
 export type Caller = (typeof CALLERS)[number]
 
 export interface Actor {
@@ -123,7 +134,18 @@ function userAuth(users: { owner: Expect | number; assigned: Expect | number; un
 /** Wallet auth: a user session (its active wallet) or a wallet key (its wallet); the admin key is A001. */
 function walletAuth(status: number): Record<Caller, Expect> {
   const ok = { status }
-  return { nobody: A000, garbage: A001, revokedUser: A001, revokedKey: A001, keyW: ok, keyOther: ok, owner: ok, assigned: ok, unrelated: ok, admin: A001 }
+  return {
+    nobody: A000,
+    garbage: A001,
+    revokedUser: A001,
+    revokedKey: A001,
+    keyW: ok,
+    keyOther: ok,
+    owner: ok,
+    assigned: ok,
+    unrelated: ok,
+    admin: A001,
+  }
 }
 
 /** Admin routes: the admin key only; anything else (nothing included) is A003. */
@@ -134,7 +156,18 @@ function adminOnly(status: number): Record<Caller, Expect> {
 /** Any authenticated caller. */
 function anyCaller(status: number): Record<Caller, Expect> {
   const ok = { status }
-  return { nobody: A000, garbage: A001, revokedUser: A001, revokedKey: A001, keyW: ok, keyOther: ok, owner: ok, assigned: ok, unrelated: ok, admin: ok }
+  return {
+    nobody: A000,
+    garbage: A001,
+    revokedUser: A001,
+    revokedKey: A001,
+    keyW: ok,
+    keyOther: ok,
+    owner: ok,
+    assigned: ok,
+    unrelated: ok,
+    admin: ok,
+  }
 }
 
 function ids(list: unknown): number[] {
@@ -161,8 +194,21 @@ export const ROUTES: RouteCase[] = [
   },
 
   // Account routes (user auth).
-  { method: 'PUT', route: '/user/username', body: (world) => ({ username: world.unique('ren') }), expect: userAuth({ owner: 200, assigned: 200, unrelated: 200 }), fresh: true, check: (response, { userId }) => assert.equal(response.json().id, userId) },
-  { method: 'PUT', route: '/user/password', body: () => ({ password: 'a new password' }), expect: userAuth({ owner: 200, assigned: 200, unrelated: 200 }), fresh: true },
+  {
+    method: 'PUT',
+    route: '/user/username',
+    body: (world) => ({ username: world.unique('ren') }),
+    expect: userAuth({ owner: 200, assigned: 200, unrelated: 200 }),
+    fresh: true,
+    check: (response, { userId }) => assert.equal(response.json().id, userId),
+  },
+  {
+    method: 'PUT',
+    route: '/user/password',
+    body: () => ({ password: 'a new password' }),
+    expect: userAuth({ owner: 200, assigned: 200, unrelated: 200 }),
+    fresh: true,
+  },
   {
     method: 'PUT',
     route: '/user/wallet',
@@ -186,7 +232,13 @@ export const ROUTES: RouteCase[] = [
     expect: userAuth({ owner: 200, assigned: 200, unrelated: 200 }),
     check: (response, { world, caller }) => assert.equal(ids(response.json()).includes(world.walletW), caller === 'assigned'),
   },
-  { method: 'POST', route: '/user/wallets', body: () => ({}), expect: userAuth({ owner: 201, assigned: 201, unrelated: 201 }), check: (response, { userId }) => assert.equal(response.json().user_id, userId) },
+  {
+    method: 'POST',
+    route: '/user/wallets',
+    body: () => ({}),
+    expect: userAuth({ owner: 201, assigned: 201, unrelated: 201 }),
+    check: (response, { userId }) => assert.equal(response.json().user_id, userId),
+  },
   {
     method: 'PUT',
     route: '/user/session/wallet',
@@ -325,8 +377,17 @@ export const ROUTES: RouteCase[] = [
     route: '/wallet/assets',
     expect: walletAuth(200),
     check: async (response, { db, walletId }) => {
-      const held = await db.selectFrom('holdings').select(['asset_id', 'quantity']).where('wallet_id', '=', walletId as number).where('quantity', '>', 0).orderBy('asset_id').execute()
-      const shown = (response.json() as { asset: { id: number }; quantity: number }[]).map((holding) => ({ asset_id: holding.asset.id, quantity: holding.quantity }))
+      const held = await db
+        .selectFrom('holdings')
+        .select(['asset_id', 'quantity'])
+        .where('wallet_id', '=', walletId as number)
+        .where('quantity', '>', 0)
+        .orderBy('asset_id')
+        .execute()
+      const shown = (response.json() as { asset: { id: number }; quantity: number }[]).map((holding) => ({
+        asset_id: holding.asset.id,
+        quantity: holding.quantity,
+      }))
       assert.deepEqual(
         shown.sort((a, b) => a.asset_id - b.asset_id),
         held,
@@ -345,7 +406,11 @@ export const ROUTES: RouteCase[] = [
     route: '/wallet/transactions/batch',
     body: (world) => ({ transfers: [{ recipient: world.target.username, memo: 'matrix', assets: { [world.goldName]: 1 } }] }),
     expect: walletAuth(201),
-    check: (response, { walletId }) => assert.deepEqual((response.json().transactions as { sending_wallet_id: number }[]).map((t) => t.sending_wallet_id), [walletId]),
+    check: (response, { walletId }) =>
+      assert.deepEqual(
+        (response.json().transactions as { sending_wallet_id: number }[]).map((t) => t.sending_wallet_id),
+        [walletId],
+      ),
   },
   {
     method: 'GET',
@@ -384,7 +449,8 @@ export const ROUTES: RouteCase[] = [
     route: '/wallet/holds',
     expect: walletAuth(200),
     check: (response, { walletId }) => {
-      for (const hold of response.json() as { sending_wallet_id: number; receiving_wallet_id: number }[]) assert.ok(hold.sending_wallet_id === walletId || hold.receiving_wallet_id === walletId)
+      for (const hold of response.json() as { sending_wallet_id: number; receiving_wallet_id: number }[])
+        assert.ok(hold.sending_wallet_id === walletId || hold.receiving_wallet_id === walletId)
     },
   },
   {
@@ -392,7 +458,8 @@ export const ROUTES: RouteCase[] = [
     route: '/wallet/holds/:id',
     url: (world) => `/wallet/holds/${world.holdW}`,
     expect: { ...walletAuth(200), unrelated: error(404, 'H000') },
-    check: (response, { walletId }) => assert.ok(response.json().sending_wallet_id === walletId || response.json().receiving_wallet_id === walletId),
+    check: (response, { walletId }) =>
+      assert.ok(response.json().sending_wallet_id === walletId || response.json().receiving_wallet_id === walletId),
   },
   {
     method: 'POST',
@@ -409,19 +476,54 @@ export const ROUTES: RouteCase[] = [
     url: (world) => `/wallet/holds/${world.holdW}/void`,
     expect: { ...walletAuth(200), unrelated: error(404, 'H000') },
     fresh: true,
-    check: (response, { walletId }) => assert.ok(response.json().sending_wallet_id === walletId || response.json().receiving_wallet_id === walletId),
+    check: (response, { walletId }) =>
+      assert.ok(response.json().sending_wallet_id === walletId || response.json().receiving_wallet_id === walletId),
   },
 
   // Assets and issuance (admin; the asset list for any authenticated caller).
   { method: 'GET', route: '/assets', expect: anyCaller(200) },
   { method: 'POST', route: '/assets', body: (world) => ({ name: world.unique('asset'), value: 1 }), expect: adminOnly(201) },
-  { method: 'PUT', route: '/assets/:id/value', url: (world) => `/assets/${world.goldId}/value`, body: () => ({ value: 2 }), expect: adminOnly(200) },
-  { method: 'PUT', route: '/assets/:id/name', url: (world) => `/assets/${world.spareAssetId}/name`, body: (world) => ({ name: world.unique('renamed') }), expect: adminOnly(200) },
+  {
+    method: 'PUT',
+    route: '/assets/:id/value',
+    url: (world) => `/assets/${world.goldId}/value`,
+    body: () => ({ value: 2 }),
+    expect: adminOnly(200),
+  },
+  {
+    method: 'PUT',
+    route: '/assets/:id/name',
+    url: (world) => `/assets/${world.spareAssetId}/name`,
+    body: (world) => ({ name: world.unique('renamed') }),
+    expect: adminOnly(200),
+  },
   { method: 'DELETE', route: '/assets/:id', url: (world) => `/assets/${world.spareAssetId}`, expect: adminOnly(204), fresh: true },
-  { method: 'POST', route: '/wallets/:walletid/assets', url: (world) => `/wallets/${world.walletW}/assets`, body: (world) => ({ id: world.goldId, quantity: 1 }), expect: adminOnly(201) },
-  { method: 'POST', route: '/issuances', body: (world) => ({ asset_id: world.goldId, entries: [{ wallet_id: world.walletW, quantity: 1 }] }), expect: adminOnly(201) },
-  { method: 'DELETE', route: '/wallets/:walletid/assets/:assetid', url: (world) => `/wallets/${world.walletW}/assets/${world.goldId}?quantity=1`, expect: adminOnly(204) },
-  { method: 'POST', route: '/transactions/:id/reversal', url: (world) => `/transactions/${world.receivedByW}/reversal`, body: () => ({ assets: { gold: 1 } }), expect: adminOnly(201) },
+  {
+    method: 'POST',
+    route: '/wallets/:walletid/assets',
+    url: (world) => `/wallets/${world.walletW}/assets`,
+    body: (world) => ({ id: world.goldId, quantity: 1 }),
+    expect: adminOnly(201),
+  },
+  {
+    method: 'POST',
+    route: '/issuances',
+    body: (world) => ({ asset_id: world.goldId, entries: [{ wallet_id: world.walletW, quantity: 1 }] }),
+    expect: adminOnly(201),
+  },
+  {
+    method: 'DELETE',
+    route: '/wallets/:walletid/assets/:assetid',
+    url: (world) => `/wallets/${world.walletW}/assets/${world.goldId}?quantity=1`,
+    expect: adminOnly(204),
+  },
+  {
+    method: 'POST',
+    route: '/transactions/:id/reversal',
+    url: (world) => `/transactions/${world.receivedByW}/reversal`,
+    body: () => ({ assets: { gold: 1 } }),
+    expect: adminOnly(201),
+  },
 
   // Operator sessions of the console (opened with the admin key in the body) and the operator's reads.
   { method: 'POST', route: '/admin/sessions', body: () => ({ key: ADMIN_KEY }), expect: everyone(201) },
@@ -448,15 +550,26 @@ export interface IdorCase {
 }
 
 async function sessionLives(db: Database['db'], sessionId: number): Promise<void> {
-  assert.ok(await db.selectFrom('user_sessions').select('id').where('id', '=', sessionId).executeTakeFirst(), `session ${sessionId} was ended`)
+  assert.ok(
+    await db.selectFrom('user_sessions').select('id').where('id', '=', sessionId).executeTakeFirst(),
+    `session ${sessionId} was ended`,
+  )
 }
 
 async function keyLives(db: Database['db'], keyId: number): Promise<void> {
-  assert.ok(await db.selectFrom('wallet_sessions').select('id').where('id', '=', keyId).executeTakeFirst(), `wallet key ${keyId} was revoked`)
+  assert.ok(
+    await db.selectFrom('wallet_sessions').select('id').where('id', '=', keyId).executeTakeFirst(),
+    `wallet key ${keyId} was revoked`,
+  )
 }
 
 async function assignedTo(db: Database['db'], walletId: number, userId: number): Promise<void> {
-  const row = await db.selectFrom('wallet_users').select('user_id').where('wallet_id', '=', walletId).where('user_id', '=', userId).executeTakeFirst()
+  const row = await db
+    .selectFrom('wallet_users')
+    .select('user_id')
+    .where('wallet_id', '=', walletId)
+    .where('user_id', '=', userId)
+    .executeTakeFirst()
   assert.ok(row, `user ${userId} is no longer assigned to wallet ${walletId}`)
 }
 
@@ -569,7 +682,12 @@ export const IDOR_CASES: IdorCase[] = [
     body: (world) => ({ wallet_id: world.walletX }),
     expect: error(404, 'W000'),
     untouched: async ({ world, db }) => {
-      const row = await db.selectFrom('user_sessions').select('id').where('user_id', '=', world.owner.id).where('wallet_id', '=', world.walletX).executeTakeFirst()
+      const row = await db
+        .selectFrom('user_sessions')
+        .select('id')
+        .where('user_id', '=', world.owner.id)
+        .where('wallet_id', '=', world.walletX)
+        .executeTakeFirst()
       assert.equal(row, undefined)
     },
   },

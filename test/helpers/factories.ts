@@ -43,19 +43,37 @@ export async function createUser(app: FastifyInstance, name?: string): Promise<T
   const login = await app.inject({ method: 'POST', url: `/users/${username}/sessions`, payload: { password, return_token: true } })
   if (login.statusCode !== 201) throw new Error(`login failed: ${login.body}`)
   const { token } = login.json()
-  return { id: user.id, username, password, walletId: user.primary_wallet_id, address: user.wallet_address, token, auth: { authorization: `Bearer ${token}` } }
+  return {
+    id: user.id,
+    username,
+    password,
+    walletId: user.primary_wallet_id,
+    address: user.wallet_address,
+    token,
+    auth: { authorization: `Bearer ${token}` },
+  }
 }
 
 /** Creates an asset (a unique name unless given). */
 export async function createAsset(t: Api, options: { name?: string; value?: number } = {}): Promise<Asset> {
-  const response = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: options.name ?? uniqueName('coin'), value: options.value ?? 1 } })
+  const response = await t.app.inject({
+    method: 'POST',
+    url: '/assets',
+    headers: t.admin,
+    payload: { name: options.name ?? uniqueName('coin'), value: options.value ?? 1 },
+  })
   assert.equal(response.statusCode, 201, response.body)
   return response.json()
 }
 
 /** Issues `quantity` of the asset from mint into the wallet. */
 export async function issue(t: Api, walletId: number, assetId: number, quantity: number): Promise<Transaction> {
-  const response = await t.app.inject({ method: 'POST', url: `/wallets/${walletId}/assets`, headers: t.admin, payload: { id: assetId, quantity } })
+  const response = await t.app.inject({
+    method: 'POST',
+    url: `/wallets/${walletId}/assets`,
+    headers: t.admin,
+    payload: { id: assetId, quantity },
+  })
   assert.equal(response.statusCode, 201, response.body)
   return response.json()
 }
@@ -75,13 +93,27 @@ export async function sendTransaction(t: Pick<Api, 'app'>, from: { auth: Record<
 }
 
 /** Sends assets (by name) from the caller's active wallet to a username; answers the Transaction. */
-export function transfer(t: Pick<Api, 'app'>, from: { auth: Record<string, string> }, to: string, assets: Record<string, number>): Promise<Transaction> {
+export function transfer(
+  t: Pick<Api, 'app'>,
+  from: { auth: Record<string, string> },
+  to: string,
+  assets: Record<string, number>,
+): Promise<Transaction> {
   return sendTransaction(t, from, { recipient: to, assets })
 }
 
 /** A wallet key of the caller's active wallet, with Bearer headers for it. */
-export async function createWalletKey(t: Pick<Api, 'app'>, headers: Record<string, string>, name?: string): Promise<{ id: number; wallet_id: number; name: string; token: string; auth: Record<string, string> }> {
-  const response = await t.app.inject({ method: 'POST', url: '/wallet/sessions', headers, ...(name === undefined ? {} : { payload: { name } }) })
+export async function createWalletKey(
+  t: Pick<Api, 'app'>,
+  headers: Record<string, string>,
+  name?: string,
+): Promise<{ id: number; wallet_id: number; name: string; token: string; auth: Record<string, string> }> {
+  const response = await t.app.inject({
+    method: 'POST',
+    url: '/wallet/sessions',
+    headers,
+    ...(name === undefined ? {} : { payload: { name } }),
+  })
   assert.equal(response.statusCode, 201, response.body)
   const key = response.json()
   return { ...key, auth: { authorization: `Bearer ${key.token}` } }

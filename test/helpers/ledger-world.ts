@@ -15,7 +15,11 @@ export interface LedgerWorld {
   transfers: number
 }
 
-export async function buildLedgerWorld(app: FastifyInstance, admin: Record<string, string>, options: { prefix?: string; webhookUrl?: string; transfers?: number } = {}): Promise<LedgerWorld> {
+export async function buildLedgerWorld(
+  app: FastifyInstance,
+  admin: Record<string, string>,
+  options: { prefix?: string; webhookUrl?: string; transfers?: number } = {},
+): Promise<LedgerWorld> {
   const prefix = options.prefix ?? 'w'
   const user = async (name: string) => {
     const username = `${prefix}${name}`
@@ -31,15 +35,35 @@ export async function buildLedgerWorld(app: FastifyInstance, admin: Record<strin
   const assetName = `${prefix}gold`
   const asset = await app.inject({ method: 'POST', url: '/assets', headers: admin, payload: { name: assetName, value: 2.5 } })
   assert.equal(asset.statusCode, 201, asset.body)
-  const issued = await app.inject({ method: 'POST', url: `/wallets/${alice.walletId}/assets`, headers: admin, payload: { id: asset.json().id, quantity: 1000 } })
+  const issued = await app.inject({
+    method: 'POST',
+    url: `/wallets/${alice.walletId}/assets`,
+    headers: admin,
+    payload: { id: asset.json().id, quantity: 1000 },
+  })
   assert.equal(issued.statusCode, 201, issued.body)
-  const key = await app.inject({ method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${alice.token}` }, payload: { name: 'bot' } })
+  const key = await app.inject({
+    method: 'POST',
+    url: '/wallet/sessions',
+    headers: { authorization: `Bearer ${alice.token}` },
+    payload: { name: 'bot' },
+  })
   assert.equal(key.statusCode, 201, key.body)
-  const hook = await app.inject({ method: 'PUT', url: '/wallet/webhook', headers: { authorization: `Bearer ${bob.token}` }, payload: { webhook: options.webhookUrl ?? 'http://127.0.0.1:9/hooks' } })
+  const hook = await app.inject({
+    method: 'PUT',
+    url: '/wallet/webhook',
+    headers: { authorization: `Bearer ${bob.token}` },
+    payload: { webhook: options.webhookUrl ?? 'http://127.0.0.1:9/hooks' },
+  })
   assert.equal(hook.statusCode, 200, hook.body)
   const transfers = options.transfers ?? 5
   for (let i = 0; i < transfers; i++) {
-    const sent = await app.inject({ method: 'POST', url: '/wallet/transactions', headers: { authorization: `Bearer ${key.json().token}` }, payload: { recipient: bob.username, assets: { [assetName]: i + 1 }, memo: `payment ${i}` } })
+    const sent = await app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: { authorization: `Bearer ${key.json().token}` },
+      payload: { recipient: bob.username, assets: { [assetName]: i + 1 }, memo: `payment ${i}` },
+    })
     assert.equal(sent.statusCode, 201, sent.body)
   }
   return { alice, bob, walletKey: key.json().token, assetName, transfers }
@@ -49,15 +73,24 @@ export async function buildLedgerWorld(app: FastifyInstance, admin: Record<strin
  * Checks, through the API of an app on a restored store, that everything of the world still
  * works: both sessions, the wallet key, both passwords, the admin key, balances and history.
  */
-export async function checkLedgerWorld(app: FastifyInstance, admin: Record<string, string>, world: LedgerWorld, options: { sessionsLive?: boolean } = {}): Promise<void> {
+export async function checkLedgerWorld(
+  app: FastifyInstance,
+  admin: Record<string, string>,
+  world: LedgerWorld,
+  options: { sessionsLive?: boolean } = {},
+): Promise<void> {
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
   // A fixture's sessions expire with time (SESSION_IDLE_DAYS); the caller then checks their rows instead.
   if (options.sessionsLive !== false) {
     const session = await app.inject({ method: 'GET', url: '/user/session', headers: bearer(world.alice.token) })
     assert.equal(session.statusCode, 200, `alice's session: ${session.body}`)
-    assert.equal((await app.inject({ method: 'GET', url: '/user/session', headers: bearer(world.bob.token) })).statusCode, 200, "bob's session")
+    assert.equal(
+      (await app.inject({ method: 'GET', url: '/user/session', headers: bearer(world.bob.token) })).statusCode,
+      200,
+      "bob's session",
+    )
   }
-  const sent = world.transfers * (world.transfers + 1) / 2
+  const sent = (world.transfers * (world.transfers + 1)) / 2
   const held = await app.inject({ method: 'GET', url: '/wallet/assets', headers: bearer(world.walletKey) })
   assert.equal(held.statusCode, 200, `the wallet key: ${held.body}`)
   assert.equal(held.json()[0].quantity, 1000 - sent)
@@ -65,7 +98,11 @@ export async function checkLedgerWorld(app: FastifyInstance, admin: Record<strin
   assert.equal(history.statusCode, 200)
   assert.equal(history.json().length, world.transfers)
   for (const person of [world.alice, world.bob]) {
-    const login = await app.inject({ method: 'POST', url: `/users/${person.username}/sessions`, payload: { password: person.password, return_token: true } })
+    const login = await app.inject({
+      method: 'POST',
+      url: `/users/${person.username}/sessions`,
+      payload: { password: person.password, return_token: true },
+    })
     assert.equal(login.statusCode, 201, `${person.username}'s password: ${login.body}`)
   }
   const assets = await app.inject({ method: 'GET', url: '/assets', headers: admin })
@@ -75,8 +112,17 @@ export async function checkLedgerWorld(app: FastifyInstance, admin: Record<strin
   assert.equal(hook.statusCode, 200)
   assert.notEqual(hook.json().webhook, null)
   // New rows get ids past the restored ones (PostgreSQL sequences moved): a new user and a transfer.
-  const newcomer = await app.inject({ method: 'POST', url: '/users', payload: { username: `${world.alice.username}new`, password: 'a new password' } })
+  const newcomer = await app.inject({
+    method: 'POST',
+    url: '/users',
+    payload: { username: `${world.alice.username}new`, password: 'a new password' },
+  })
   assert.equal(newcomer.statusCode, 201, newcomer.body)
-  const more = await app.inject({ method: 'POST', url: '/wallet/transactions', headers: bearer(world.walletKey), payload: { recipient: world.bob.username, assets: { [world.assetName]: 1 } } })
+  const more = await app.inject({
+    method: 'POST',
+    url: '/wallet/transactions',
+    headers: bearer(world.walletKey),
+    payload: { recipient: world.bob.username, assets: { [world.assetName]: 1 } },
+  })
   assert.equal(more.statusCode, 201, more.body)
 }

@@ -58,7 +58,12 @@ export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
-      const received: Received = { path: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() }
+      const received: Received = {
+        path: req.url ?? '/',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        at: Date.now(),
+      }
       requests.push(received)
       open += 1
       maxOpen = Math.max(maxOpen, open)
@@ -101,7 +106,11 @@ export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver
       return requests
     },
     async waitForEvents(count, timeoutMs = 5_000) {
-      await waitUntil(() => firstOfEach(requests).length >= count, timeoutMs, `${count} webhook events (got ${firstOfEach(requests).length})`)
+      await waitUntil(
+        () => firstOfEach(requests).length >= count,
+        timeoutMs,
+        `${count} webhook events (got ${firstOfEach(requests).length})`,
+      )
       return firstOfEach(requests)
     },
     async close() {
@@ -114,7 +123,11 @@ export async function startReceiver(behaviour: Behaviour = ok): Promise<Receiver
 /** Polls `check` until it returns something truthy; throws naming `what` (a text, or a function giving it then) after `timeoutMs`. */
 type Falsy = undefined | null | false | 0 | ''
 
-export async function waitUntil<T>(check: () => T | Falsy | Promise<T | Falsy>, timeoutMs = 5_000, what: string | (() => string) = 'condition'): Promise<T> {
+export async function waitUntil<T>(
+  check: () => T | Falsy | Promise<T | Falsy>,
+  timeoutMs = 5_000,
+  what: string | (() => string) = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await check()

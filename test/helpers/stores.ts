@@ -33,7 +33,12 @@ export async function emptyStore(kind: StoreKind, env: Record<string, string> = 
     url = await createDatabase(adminUrl)
   }
   const storeEnv = { DATA_DIR: dataDir, DATABASE_URL: url, ADMIN_API_KEY: ADMIN_KEY, ...env }
-  const config = loadConfig({ ...storeEnv, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', AUTH_RATE_LIMIT: '0', WEBHOOK_ALLOW_PRIVATE: 'true' })
+  const config = loadConfig({
+    ...storeEnv,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+    AUTH_RATE_LIMIT: '0',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+  })
   return { kind, env: storeEnv, config, remove: () => fs.rmSync(dataDir, { recursive: true, force: true }) }
 }
 
@@ -41,7 +46,12 @@ export async function emptyStore(kind: StoreKind, env: Record<string, string> = 
 export async function serveStore(store: Store): Promise<{ app: FastifyInstance; database: Database; close(): Promise<void> }> {
   const database = openDatabase(store.config)
   await migrateToLatest(database.db)
-  const app = await buildApp({ config: store.config, database, adminKeyHash: hashToken(store.config.adminApiKey ?? ADMIN_KEY), secretsKey: await prepareWebhookSecrets(database.db, store.config) })
+  const app = await buildApp({
+    config: store.config,
+    database,
+    adminKeyHash: hashToken(store.config.adminApiKey ?? ADMIN_KEY),
+    secretsKey: await prepareWebhookSecrets(database.db, store.config),
+  })
   return {
     app,
     database,

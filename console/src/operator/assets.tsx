@@ -38,7 +38,14 @@ export function Assets() {
       <h2>New asset</h2>
       <form onSubmit={create} noValidate>
         <Field label="Asset name" value={name} onValue={setName} hint={NAME_RULE} autoComplete="off" />
-        <Field label="Value each" value={value} onValue={setValue} inputMode="decimal" hint="a number of 0 or more, for display, like 1.5" autoComplete="off" />
+        <Field
+          label="Value each"
+          value={value}
+          onValue={setValue}
+          inputMode="decimal"
+          hint="a number of 0 or more, for display, like 1.5"
+          autoComplete="off"
+        />
         <button type="submit" class="primary" disabled={pending}>
           Create asset
         </button>
@@ -50,7 +57,13 @@ export function Assets() {
       {overview.data && overview.data.assets.length > 0 && (
         <ul class="cards">
           {overview.data.assets.map((entry) => (
-            <AssetCard key={entry.asset.id} asset={entry.asset} circulating={entry.circulating} holders={entry.holders} changed={overview.reload} />
+            <AssetCard
+              key={entry.asset.id}
+              asset={entry.asset}
+              circulating={entry.circulating}
+              holders={entry.holders}
+              changed={overview.reload}
+            />
           ))}
         </ul>
       )}
@@ -58,7 +71,17 @@ export function Assets() {
   )
 }
 
-function AssetCard({ asset, circulating, holders, changed }: { asset: Asset; circulating: number; holders: number; changed: () => Promise<void> }) {
+function AssetCard({
+  asset,
+  circulating,
+  holders,
+  changed,
+}: {
+  asset: Asset
+  circulating: number
+  holders: number
+  changed: () => Promise<void>
+}) {
   const [name, setName] = useState('')
   const [value, setValue] = useState('')
   const [done, setDone] = useState('')
@@ -87,7 +110,12 @@ function AssetCard({ asset, circulating, holders, changed }: { asset: Asset; cir
   const remove = async () => {
     const yes = await confirm({
       title: `Delete asset ${asset.name}?`,
-      body: <p>It disappears from the asset list; its past transactions stay in the journal. An asset that any wallet still holds cannot be deleted: burn it first.</p>,
+      body: (
+        <p>
+          It disappears from the asset list; its past transactions stay in the journal. An asset that any wallet still holds cannot be
+          deleted: burn it first.
+        </p>
+      ),
       action: 'Delete asset',
     })
     if (yes) await run(async () => (await call(coffer.DELETE('/assets/{id}', { params: { path: { id } } })), await changed()))
@@ -97,7 +125,8 @@ function AssetCard({ asset, circulating, holders, changed }: { asset: Asset; cir
     <li>
       <h3>{asset.name}</h3>
       <p class="meta">
-        Value each {formatValue(asset.value)} · {formatQuantity(circulating)} circulating among {formatQuantity(holders)} wallet{holders === 1 ? '' : 's'}
+        Value each {formatValue(asset.value)} · {formatQuantity(circulating)} circulating among {formatQuantity(holders)} wallet
+        {holders === 1 ? '' : 's'}
       </p>
       {done && <Done>{done}</Done>}
       <ErrorNotice error={error} />

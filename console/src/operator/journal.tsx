@@ -41,12 +41,24 @@ export function JournalList({ wallet }: { wallet?: number }) {
               transaction={transaction}
               verb="Reverse"
               to={transaction.sending_username ?? transaction.sending_wallet_address}
-              send={(body, key) => call(coffer.POST('/transactions/{id}/reversal', { params: { path: { id: String(transaction.id) }, header: { 'idempotency-key': key } }, body }))}
+              send={(body, key) =>
+                call(
+                  coffer.POST('/transactions/{id}/reversal', {
+                    params: { path: { id: String(transaction.id) }, header: { 'idempotency-key': key } },
+                    body,
+                  }),
+                )
+              }
               done={page.reload}
             />
           )
         }
-        page={page} cursors={cursors} setCursors={setCursors} walletId={wallet} empty={`No transactions${shared.typed ? ' match these filters' : ' yet'}.`} />
+        page={page}
+        cursors={cursors}
+        setCursors={setCursors}
+        walletId={wallet}
+        empty={`No transactions${shared.typed ? ' match these filters' : ' yet'}.`}
+      />
     </>
   )
 }

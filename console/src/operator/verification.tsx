@@ -13,8 +13,9 @@ export function Verification() {
   return (
     <Page title="Verification">
       <p>
-        Recomputes every balance from the journal and checks the ledger’s rules: each asset sums to zero counting <strong>mint</strong>, nothing but mint is negative, and every entry
-        refers to wallets and assets that exist. It reads one consistent snapshot, so it can run while people send.
+        Recomputes every balance from the journal and checks the ledger’s rules: each asset sums to zero counting <strong>mint</strong>,
+        nothing but mint is negative, and every entry refers to wallets and assets that exist. It reads one consistent snapshot, so it can
+        run while people send.
       </p>
       <button type="button" class="primary" disabled={pending} onClick={() => run(async () => setReport(await verify()))}>
         {pending ? 'Checking…' : 'Run the check'}
@@ -25,14 +26,15 @@ export function Verification() {
           (report.ok ? (
             <div class="notice done">
               <p>
-                <strong>The ledger is consistent.</strong> Checked {formatQuantity(report.transactions)} transactions, {formatQuantity(report.holdings)} holdings and{' '}
-                {formatQuantity(report.assets)} assets.
+                <strong>The ledger is consistent.</strong> Checked {formatQuantity(report.transactions)} transactions,{' '}
+                {formatQuantity(report.holdings)} holdings and {formatQuantity(report.assets)} assets.
               </p>
             </div>
           ) : (
             <div class="notice error">
               <p>
-                <strong>The check found {formatQuantity(report.problems.length)} problems.</strong> Checked {formatQuantity(report.transactions)} transactions.
+                <strong>The check found {formatQuantity(report.problems.length)} problems.</strong> Checked{' '}
+                {formatQuantity(report.transactions)} transactions.
               </p>
               <ul>
                 {report.problems.map((problem, index) => (

@@ -11,11 +11,23 @@ export function WalletSearch() {
   const [offsets, setOffsets] = useState<number[]>([0])
   const offset = offsets[offsets.length - 1]
   useEffect(() => setOffsets([0]), [q])
-  const page = useLoad(() => callPage(coffer.GET('/admin/wallets', { params: { query: { limit: 20, offset, ...(q.trim() ? { q: q.trim() } : {}) } } }), 'offset'), [q, offset], ['A003'])
+  const page = useLoad(
+    () =>
+      callPage(coffer.GET('/admin/wallets', { params: { query: { limit: 20, offset, ...(q.trim() ? { q: q.trim() } : {}) } } }), 'offset'),
+    [q, offset],
+    ['A003'],
+  )
   return (
     <Page title="Wallets">
       <form role="search" onSubmit={(event) => event.preventDefault()}>
-        <Field label="Find a wallet" type="search" value={q} onValue={setQ} hint="a wallet id, or the start of an address or of the owner’s username" autoComplete="off" />
+        <Field
+          label="Find a wallet"
+          type="search"
+          value={q}
+          onValue={setQ}
+          hint="a wallet id, or the start of an address or of the owner’s username"
+          autoComplete="off"
+        />
       </form>
       <ErrorNotice error={page.error} />
       {page.loading && <Loading what="wallets" />}
@@ -78,7 +90,9 @@ export function WalletDetail({ id }: { id: string }) {
 
   const burn = async (event: Event) => {
     event.preventDefault()
-    const holding = detail.data?.holdings.find((candidate) => String(candidate.asset.id) === (burnAsset || String(detail.data?.holdings[0]?.asset.id)))
+    const holding = detail.data?.holdings.find(
+      (candidate) => String(candidate.asset.id) === (burnAsset || String(detail.data?.holdings[0]?.asset.id)),
+    )
     let quantity: number | undefined
     let valid = false
     await run(async () => {
@@ -90,7 +104,11 @@ export function WalletDetail({ id }: { id: string }) {
     const amount = `${formatQuantity(quantity ?? holding.quantity)} ${holding.asset.name}`
     const yes = await confirm({
       title: `Burn ${amount}?`,
-      body: <p>{amount} leave wallet {wallet?.address} for good (back to mint). This is recorded in the journal and cannot be undone.</p>,
+      body: (
+        <p>
+          {amount} leave wallet {wallet?.address} for good (back to mint). This is recorded in the journal and cannot be undone.
+        </p>
+      ),
       action: 'Burn',
     })
     if (!yes) return
@@ -98,7 +116,10 @@ export function WalletDetail({ id }: { id: string }) {
       setDone('')
       await call(
         coffer.DELETE('/wallets/{walletid}/assets/{assetid}', {
-          params: { path: { walletid: id, assetid: String(holding.asset.id) }, query: quantity !== undefined ? { quantity: String(quantity) } : {} },
+          params: {
+            path: { walletid: id, assetid: String(holding.asset.id) },
+            query: quantity !== undefined ? { quantity: String(quantity) } : {},
+          },
         }),
       )
       setBurnQuantity('')
@@ -168,8 +189,20 @@ export function WalletDetail({ id }: { id: string }) {
                   </Empty>
                 ) : (
                   <>
-                    <Select label="Asset to issue" value={issueAsset} onValue={setIssueAsset} options={(assets.data ?? []).map((asset) => [String(asset.id), asset.name])} />
-                    <Field label="Quantity to issue" value={issueQuantity} onValue={setIssueQuantity} inputMode="numeric" autoComplete="off" hint="a whole number, created from mint" />
+                    <Select
+                      label="Asset to issue"
+                      value={issueAsset}
+                      onValue={setIssueAsset}
+                      options={(assets.data ?? []).map((asset) => [String(asset.id), asset.name])}
+                    />
+                    <Field
+                      label="Quantity to issue"
+                      value={issueQuantity}
+                      onValue={setIssueQuantity}
+                      inputMode="numeric"
+                      autoComplete="off"
+                      hint="a whole number, created from mint"
+                    />
                     <button type="submit" class="primary" disabled={pending}>
                       Issue
                     </button>
@@ -183,9 +216,19 @@ export function WalletDetail({ id }: { id: string }) {
                     label="Asset to burn"
                     value={burnAsset}
                     onValue={setBurnAsset}
-                    options={detail.data.holdings.map((holding) => [String(holding.asset.id), `${holding.asset.name} (${formatQuantity(holding.quantity)} held)`])}
+                    options={detail.data.holdings.map((holding) => [
+                      String(holding.asset.id),
+                      `${holding.asset.name} (${formatQuantity(holding.quantity)} held)`,
+                    ])}
                   />
-                  <Field label="Quantity to burn" value={burnQuantity} onValue={setBurnQuantity} inputMode="numeric" autoComplete="off" hint="empty: all of it" />
+                  <Field
+                    label="Quantity to burn"
+                    value={burnQuantity}
+                    onValue={setBurnQuantity}
+                    inputMode="numeric"
+                    autoComplete="off"
+                    hint="empty: all of it"
+                  />
                   <button type="submit" class="danger" disabled={pending}>
                     Burn
                   </button>

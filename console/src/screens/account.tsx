@@ -49,7 +49,11 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
     })
 
   const endEverywhere = async () => {
-    const yes = await confirm({ title: 'Sign out everywhere?', body: <p>Every session of yours ends, this one included, on every device.</p>, action: 'Sign out everywhere' })
+    const yes = await confirm({
+      title: 'Sign out everywhere?',
+      body: <p>Every session of yours ends, this one included, on every device.</p>,
+      action: 'Sign out everywhere',
+    })
     if (!yes) return
     await run(async () => {
       await call(coffer.DELETE('/user/sessions'))
@@ -63,14 +67,27 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
       <ErrorNotice error={error} />
       <h2>Username</h2>
       <form onSubmit={rename} noValidate>
-        <Field label="New username" value={username} onValue={setUsername} autoComplete="username" hint={`now ${session.username}; 2 to 32 letters or digits`} />
+        <Field
+          label="New username"
+          value={username}
+          onValue={setUsername}
+          autoComplete="username"
+          hint={`now ${session.username}; 2 to 32 letters or digits`}
+        />
         <button type="submit" disabled={pending}>
           Change username
         </button>
       </form>
       <h2>Password</h2>
       <form onSubmit={changePassword} noValidate>
-        <Field label="New password" type="password" value={password} onValue={setPassword} autoComplete="new-password" hint="8 to 32 characters; other sessions end" />
+        <Field
+          label="New password"
+          type="password"
+          value={password}
+          onValue={setPassword}
+          autoComplete="new-password"
+          hint="8 to 32 characters; other sessions end"
+        />
         <Field label="Repeat the new password" type="password" value={repeat} onValue={setRepeat} autoComplete="new-password" />
         <button type="submit" disabled={pending}>
           Change password
@@ -100,11 +117,7 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
         </ul>
       )}
       <div class="actions">
-        <button
-          type="button"
-          disabled={pending}
-          onClick={() => run(async () => signedOut(await signOutHere()))}
-        >
+        <button type="button" disabled={pending} onClick={() => run(async () => signedOut(await signOutHere()))}>
           Sign out of this session
         </button>
         <button type="button" class="danger" disabled={pending} onClick={endEverywhere}>

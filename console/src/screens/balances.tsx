@@ -71,7 +71,15 @@ function BalancesAt({ session }: ScreenProps) {
           <p>
             What wallet <strong>{session.wallet_address}</strong> held on <time dateTime={past.at}>{formatTime(past.at)}</time>:
           </p>
-          {past.holdings.length === 0 ? <Empty>Nothing then.</Empty> : <HoldingsTable holdings={past.holdings} caption={`Holdings of ${session.wallet_address} on ${formatTime(past.at)}`} withHeld={false} />}
+          {past.holdings.length === 0 ? (
+            <Empty>Nothing then.</Empty>
+          ) : (
+            <HoldingsTable
+              holdings={past.holdings}
+              caption={`Holdings of ${session.wallet_address} on ${formatTime(past.at)}`}
+              withHeld={false}
+            />
+          )}
         </div>
       )}
     </section>
@@ -93,11 +101,16 @@ export function Balances({ session, refresh }: ScreenProps) {
       {holdings && holdings.length === 0 && (
         <Empty>
           This wallet holds nothing yet. Someone can send to your username <strong>{session.username}</strong>
-          {session.wallet_id !== session.primary_wallet_id ? ' (it arrives in your primary wallet)' : ''} or to the address <strong>{session.wallet_address}</strong>.
+          {session.wallet_id !== session.primary_wallet_id ? ' (it arrives in your primary wallet)' : ''} or to the address{' '}
+          <strong>{session.wallet_address}</strong>.
         </Empty>
       )}
       {holdings && holdings.length > 0 && (
-        <HoldingsTable holdings={holdings} caption={`Holdings of ${session.wallet_address}`} withHeld={holdings.some((holding) => holding.held > 0)} />
+        <HoldingsTable
+          holdings={holdings}
+          caption={`Holdings of ${session.wallet_address}`}
+          withHeld={holdings.some((holding) => holding.held > 0)}
+        />
       )}
       <p>
         <a href="#/send" class="button-link">

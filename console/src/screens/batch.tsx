@@ -45,7 +45,12 @@ function planTransfers(text: string, kind: string): Planned[] {
     const [recipient = '', asset = '', quantity = '', memo = '', ...rest] = cells.map((cell) => cell.trim())
     check(rest.length === 0, `Line ${line} has more than 4 values; put a memo with commas in double quotes.`)
     check(recipient !== '', `Line ${line} has no recipient.`)
-    const to = kind === '0' ? withLine(line, () => checkUsername(recipient)) : kind === '1' ? withLine(line, () => checkAddress(recipient)) : String(withLine(line, () => parseId(recipient)))
+    const to =
+      kind === '0'
+        ? withLine(line, () => checkUsername(recipient))
+        : kind === '1'
+          ? withLine(line, () => checkAddress(recipient))
+          : String(withLine(line, () => parseId(recipient)))
     check(ASSET_NAME.test(asset), `Line ${line}: “${asset}” is not an asset name.`)
     check(memo.length <= 64, `Line ${line}: a memo is at most 64 characters.`)
     return { line, recipient: to, asset, quantity: parseQuantity(quantity, `Line ${line}: the quantity`), memo }
@@ -94,9 +99,14 @@ export function Batch({ session }: ScreenProps) {
         body: (
           <>
             <p>
-              From wallet <strong>{session.wallet_address}</strong>: {totals(planned)} in all, to {new Set(planned.map((transfer) => transfer.recipient)).size} recipient(s).
+              From wallet <strong>{session.wallet_address}</strong>: {totals(planned)} in all, to{' '}
+              {new Set(planned.map((transfer) => transfer.recipient)).size} recipient(s).
             </p>
-            <p>{atomic ? 'All of them are sent, or none is if any one is refused.' : 'Each is sent on its own: some may be refused while the others are sent.'}</p>
+            <p>
+              {atomic
+                ? 'All of them are sent, or none is if any one is refused.'
+                : 'Each is sent on its own: some may be refused while the others are sent.'}
+            </p>
             <p>Sent transfers cannot be taken back; a recipient may refund them.</p>
           </>
         ),
@@ -105,17 +115,34 @@ export function Batch({ session }: ScreenProps) {
       if (!yes) return
       const body = {
         atomic,
-        transfers: planned.map((transfer) => ({ recipient: transfer.recipient, type: Number(kind) as 0 | 1 | 2, assets: { [transfer.asset]: transfer.quantity }, ...(transfer.memo ? { memo: transfer.memo } : {}) })),
+        transfers: planned.map((transfer) => ({
+          recipient: transfer.recipient,
+          type: Number(kind) as 0 | 1 | 2,
+          assets: { [transfer.asset]: transfer.quantity },
+          ...(transfer.memo ? { memo: transfer.memo } : {}),
+        })),
       }
       try {
-        const answer = await call(coffer.POST('/wallet/transactions/batch', { body, params: { header: { 'idempotency-key': attemptKey } } }))
+        const answer = await call(
+          coffer.POST('/wallet/transactions/batch', { body, params: { header: { 'idempotency-key': attemptKey } } }),
+        )
         if ('transactions' in answer) setOutcomes(answer.transactions.map((transaction, i) => ({ line: planned[i].line, transaction })))
-        else setOutcomes(answer.results.map((result, i) => ('transaction' in result ? { line: planned[i].line, transaction: result.transaction } : { line: planned[i].line, code: result.error.code, detail: result.error.detail })))
+        else
+          setOutcomes(
+            answer.results.map((result, i) =>
+              'transaction' in result
+                ? { line: planned[i].line, transaction: result.transaction }
+                : { line: planned[i].line, code: result.error.code, detail: result.error.detail },
+            ),
+          )
         if (atomic || ('results' in answer && answer.results.every((result) => 'transaction' in result))) setText('')
       } catch (caught) {
         // An all-or-nothing batch names the refused transfer: `transfers[i]: …`.
         const index = caught instanceof CofferError ? /^transfers\[(\d+)\]/.exec(caught.detail ?? '')?.[1] : undefined
-        if (index !== undefined && caught instanceof CofferError) throw new InputError(`Nothing was sent: line ${planned[Number(index)]?.line ?? Number(index) + 1} was refused. ${ERROR_TEXT[caught.code]}`)
+        if (index !== undefined && caught instanceof CofferError)
+          throw new InputError(
+            `Nothing was sent: line ${planned[Number(index)]?.line ?? Number(index) + 1} was refused. ${ERROR_TEXT[caught.code]}`,
+          )
         throw caught
       }
     })
@@ -125,13 +152,22 @@ export function Batch({ session }: ScreenProps) {
   return (
     <Page title="Batch send">
       <p>
-        Many transfers from wallet <strong>{session.wallet_address}</strong> at once, up to {MAX_TRANSFERS}: one line each, <code>recipient,asset,quantity,memo</code> (the memo is optional).
+        Many transfers from wallet <strong>{session.wallet_address}</strong> at once, up to {MAX_TRANSFERS}: one line each,{' '}
+        <code>recipient,asset,quantity,memo</code> (the memo is optional).
       </p>
       <form onSubmit={submit} noValidate>
         <Select label="Recipients are" value={kind} onValue={setKind} options={RECIPIENTS} />
         <div class="field">
           <label for={listId}>Transfers</label>
-          <textarea id={listId} rows={8} value={text} onInput={(event) => setText(event.currentTarget.value)} aria-describedby={`${listId}-hint`} spellcheck={false} placeholder={'alice,gold,5,rent\nbob,silver,2'} />
+          <textarea
+            id={listId}
+            rows={8}
+            value={text}
+            onInput={(event) => setText(event.currentTarget.value)}
+            aria-describedby={`${listId}-hint`}
+            spellcheck={false}
+            placeholder={'alice,gold,5,rent\nbob,silver,2'}
+          />
           <small id={`${listId}-hint`} class="hint">
             one transfer per line; a memo with commas goes in double quotes
           </small>
@@ -158,8 +194,10 @@ export function Batch({ session }: ScreenProps) {
             {outcomes.map((outcome) =>
               'transaction' in outcome ? (
                 <li key={outcome.line}>
-                  Line {outcome.line}: sent {formatQuantity(outcome.transaction.assets[0]?.quantity ?? 0)} {outcome.transaction.assets[0]?.asset.name} to{' '}
-                  {outcome.transaction.receiving_username ?? outcome.transaction.receiving_wallet_address} (transaction {outcome.transaction.id}).
+                  Line {outcome.line}: sent {formatQuantity(outcome.transaction.assets[0]?.quantity ?? 0)}{' '}
+                  {outcome.transaction.assets[0]?.asset.name} to{' '}
+                  {outcome.transaction.receiving_username ?? outcome.transaction.receiving_wallet_address} (transaction{' '}
+                  {outcome.transaction.id}).
                 </li>
               ) : (
                 <li key={outcome.line} class="refused">

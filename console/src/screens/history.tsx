@@ -53,7 +53,13 @@ export function History({ session }: ScreenProps) {
     <Page title="History">
       <p>
         Transactions of wallet <strong>{session.wallet_address}</strong>, newest first.{' '}
-        <span class="live">{live === 'live' ? 'Live: new transactions appear by themselves.' : live === 'reconnecting' ? 'Reconnecting to live updates…' : 'Connecting to live updates…'}</span>
+        <span class="live">
+          {live === 'live'
+            ? 'Live: new transactions appear by themselves.'
+            : live === 'reconnecting'
+              ? 'Reconnecting to live updates…'
+              : 'Connecting to live updates…'}
+        </span>
       </p>
       <p role="status" class="news">
         {news}
@@ -95,7 +101,14 @@ export function History({ session }: ScreenProps) {
               transaction={transaction}
               verb="Refund"
               to={transaction.sending_username ?? transaction.sending_wallet_address}
-              send={(body, key) => call(coffer.POST('/wallet/transactions/{id}/refund', { params: { path: { id: String(transaction.id) }, header: { 'idempotency-key': key } }, body }))}
+              send={(body, key) =>
+                call(
+                  coffer.POST('/wallet/transactions/{id}/refund', {
+                    params: { path: { id: String(transaction.id) }, header: { 'idempotency-key': key } },
+                    body,
+                  }),
+                )
+              }
               done={page.reload}
             />
           ) : null

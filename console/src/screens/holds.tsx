@@ -45,7 +45,10 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
   const [made, setMade] = useState<Hold | undefined>()
   const { run, pending, error } = useAction()
   const attemptKey = useMemo(newAttemptKey, [kind, recipient, asset, quantity, expires, memo, session.wallet_id, made])
-  const options: [string, string][] = (holdings.data ?? []).map((holding) => [holding.asset.name, `${holding.asset.name} (${formatQuantity(holding.quantity - holding.held)} free)`])
+  const options: [string, string][] = (holdings.data ?? []).map((holding) => [
+    holding.asset.name,
+    `${holding.asset.name} (${formatQuantity(holding.quantity - holding.held)} free)`,
+  ])
   useEffect(() => {
     if (!asset && options[0]) setAsset(options[0][0])
   }, [holdings.data])
@@ -61,7 +64,13 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
       check(memo.length <= 64, 'A memo is at most 64 characters.')
       const hold = await call(
         coffer.POST('/wallet/holds', {
-          body: { recipient: target, type: Number(kind) as 0 | 1 | 2, assets: { [asset]: amount }, expires_in: Number(expires), ...(memo ? { memo } : {}) },
+          body: {
+            recipient: target,
+            type: Number(kind) as 0 | 1 | 2,
+            assets: { [asset]: amount },
+            expires_in: Number(expires),
+            ...(memo ? { memo } : {}),
+          },
           params: { header: { 'idempotency-key': attemptKey } },
         }),
       )
@@ -78,7 +87,8 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
       <h2 id="place-hold">Place a hold</h2>
       {made && (
         <Done>
-          Hold {made.id} placed: {formatAssets(made.assets)} reserved for {made.receiving_username ?? made.receiving_wallet_address} until {formatTime(made.expires_at)}.
+          Hold {made.id} placed: {formatAssets(made.assets)} reserved for {made.receiving_username ?? made.receiving_wallet_address} until{' '}
+          {formatTime(made.expires_at)}.
         </Done>
       )}
       <ErrorNotice error={holdings.error} />
@@ -95,10 +105,24 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
           />
           <div class="line">
             <Select label="Asset to hold" value={asset} onValue={setAsset} options={options} />
-            <Field label="Quantity to hold" value={quantity} onValue={setQuantity} inputMode="numeric" autoComplete="off" hint="a whole number" />
+            <Field
+              label="Quantity to hold"
+              value={quantity}
+              onValue={setQuantity}
+              inputMode="numeric"
+              autoComplete="off"
+              hint="a whole number"
+            />
           </div>
           <Select label="Expires after" value={expires} onValue={setExpires} options={EXPIRIES} hint="then it is released by itself" />
-          <Field label="Memo (optional)" value={memo} onValue={setMemo} maxLength={64} autoComplete="off" hint="at most 64 characters, seen by both sides" />
+          <Field
+            label="Memo (optional)"
+            value={memo}
+            onValue={setMemo}
+            maxLength={64}
+            autoComplete="off"
+            hint="at most 64 characters, seen by both sides"
+          />
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
             {pending ? 'Placing…' : 'Place hold'}
@@ -177,7 +201,11 @@ export function Holds({ session, refresh }: ScreenProps) {
   const keyFor = (action: string) => keys.get(action) ?? (keys.set(action, newAttemptKey()), keys.get(action) as string)
 
   const capture = async (hold: Hold, assets?: Record<string, number>) => {
-    const what = assets ? Object.entries(assets).map(([name, quantity]) => `${formatQuantity(quantity)} ${name}`).join(', ') : formatAssets(hold.assets)
+    const what = assets
+      ? Object.entries(assets)
+          .map(([name, quantity]) => `${formatQuantity(quantity)} ${name}`)
+          .join(', ')
+      : formatAssets(hold.assets)
     const yes = await confirm({
       title: `Capture hold ${hold.id}?`,
       body: (
@@ -196,7 +224,10 @@ export function Holds({ session, refresh }: ScreenProps) {
       setDone('')
       const transaction = await call(
         coffer.POST('/wallet/holds/{id}/capture', {
-          params: { path: { id: String(hold.id) }, header: { 'idempotency-key': keyFor(`capture ${hold.id} ${JSON.stringify(assets ?? {})}`) } },
+          params: {
+            path: { id: String(hold.id) },
+            header: { 'idempotency-key': keyFor(`capture ${hold.id} ${JSON.stringify(assets ?? {})}`) },
+          },
           body: assets ? { assets } : {},
         }),
       )
@@ -211,8 +242,9 @@ export function Holds({ session, refresh }: ScreenProps) {
       body: (
         <>
           <p>
-            {formatAssets(hold.assets)} {sent ? 'are released back to this wallet' : `go back to ${party(hold.sending_username, hold.sending_wallet_address)}`}, and the hold can no longer be
-            captured.
+            {formatAssets(hold.assets)}{' '}
+            {sent ? 'are released back to this wallet' : `go back to ${party(hold.sending_username, hold.sending_wallet_address)}`}, and the
+            hold can no longer be captured.
           </p>
           <p>This cannot be undone.</p>
         </>
@@ -231,8 +263,8 @@ export function Holds({ session, refresh }: ScreenProps) {
   return (
     <Page title="Holds">
       <p>
-        A hold reserves assets of wallet <strong>{session.wallet_address}</strong> for a recipient now: you capture it later (all or part of it is paid) or void it (nothing
-        is paid). Either side may void it; it is released by itself when it expires.
+        A hold reserves assets of wallet <strong>{session.wallet_address}</strong> for a recipient now: you capture it later (all or part of
+        it is paid) or void it (nothing is paid). Either side may void it; it is released by itself when it expires.
       </p>
       <PlaceHold session={session} refresh={refresh} placed={page.reload} />
       <section aria-labelledby="hold-list">
@@ -265,7 +297,9 @@ export function Holds({ session, refresh }: ScreenProps) {
         <ErrorNotice error={error} />
         <ErrorNotice error={page.error} />
         {page.loading && <Loading what="holds" />}
-        {page.data && page.data.data.length === 0 && <Empty>{status === 'pending' && !direction ? 'No pending holds.' : 'No holds match these filters.'}</Empty>}
+        {page.data && page.data.data.length === 0 && (
+          <Empty>{status === 'pending' && !direction ? 'No pending holds.' : 'No holds match these filters.'}</Empty>
+        )}
         {page.data && page.data.data.length > 0 && (
           <ul class="transactions">
             {page.data.data.map((hold) => {
@@ -273,7 +307,9 @@ export function Holds({ session, refresh }: ScreenProps) {
               return (
                 <li key={hold.id} class={sent ? 'sent' : 'received'}>
                   <p class="what">
-                    {sent ? `Held for ${party(hold.receiving_username, hold.receiving_wallet_address)}` : `Held for you by ${party(hold.sending_username, hold.sending_wallet_address)}`}
+                    {sent
+                      ? `Held for ${party(hold.receiving_username, hold.receiving_wallet_address)}`
+                      : `Held for you by ${party(hold.sending_username, hold.sending_wallet_address)}`}
                   </p>
                   <p class="amounts">
                     {hold.assets.map((line) => (
@@ -285,7 +321,11 @@ export function Holds({ session, refresh }: ScreenProps) {
                   <p class="meta">
                     <span class="kind">{STATUS_TEXT[hold.status]}</span>
                     <span> · hold {hold.id}</span>
-                    {hold.status === 'pending' ? <span> · expires {formatTime(hold.expires_at)}</span> : <span> · settled {formatTime(hold.settled_at)}</span>}
+                    {hold.status === 'pending' ? (
+                      <span> · expires {formatTime(hold.expires_at)}</span>
+                    ) : (
+                      <span> · settled {formatTime(hold.settled_at)}</span>
+                    )}
                     {hold.transaction_id !== null && <span> · transaction {hold.transaction_id}</span>}
                     {hold.memo && <span class="memo"> · “{hold.memo}”</span>}
                   </p>

@@ -27,7 +27,11 @@ export function Keys({ session }: ScreenProps) {
   }
 
   const revoke = async (id: number, label: string) => {
-    const yes = await confirm({ title: `Revoke ${label}?`, body: <p>Whatever uses this key loses access to wallet {session.wallet_address} at once. This cannot be undone.</p>, action: 'Revoke key' })
+    const yes = await confirm({
+      title: `Revoke ${label}?`,
+      body: <p>Whatever uses this key loses access to wallet {session.wallet_address} at once. This cannot be undone.</p>,
+      action: 'Revoke key',
+    })
     if (!yes) return
     await run(async () => {
       await call(coffer.DELETE('/wallet/sessions/{sessionid}', { params: { path: { sessionid: String(id) } } }))
@@ -55,14 +59,28 @@ export function Keys({ session }: ScreenProps) {
   return (
     <Page title="Keys">
       <p>
-        A key lets a bot or an app use wallet <strong>{session.wallet_address}</strong> (see its balances and history, send from it) without your password.
+        A key lets a bot or an app use wallet <strong>{session.wallet_address}</strong> (see its balances and history, send from it) without
+        your password.
       </p>
       {done && <Done>{done}</Done>}
-      {created && <Secret label="Key" value={created.token} note={`“${created.name || 'unnamed'}” is shown only now: copy it into the program that will use it.`} />}
+      {created && (
+        <Secret
+          label="Key"
+          value={created.token}
+          note={`“${created.name || 'unnamed'}” is shown only now: copy it into the program that will use it.`}
+        />
+      )}
       <ErrorNotice error={error ?? keys.error} />
       <h2>New key</h2>
       <form onSubmit={create} noValidate>
-        <Field label="Key name" value={name} onValue={setName} maxLength={32} hint="what will use it, at most 32 characters" autoComplete="off" />
+        <Field
+          label="Key name"
+          value={name}
+          onValue={setName}
+          maxLength={32}
+          hint="what will use it, at most 32 characters"
+          autoComplete="off"
+        />
         <button type="submit" class="primary" disabled={pending}>
           Create key
         </button>
@@ -81,7 +99,13 @@ export function Keys({ session }: ScreenProps) {
                   <p class="meta">
                     Created {formatTime(key.created_at)} · {key.last_used_at ? `last used ${formatTime(key.last_used_at)}` : 'never used'}
                   </p>
-                  <button type="button" class="danger" disabled={pending} onClick={() => revoke(key.id, label)} aria-label={`Revoke ${label}`}>
+                  <button
+                    type="button"
+                    class="danger"
+                    disabled={pending}
+                    onClick={() => revoke(key.id, label)}
+                    aria-label={`Revoke ${label}`}
+                  >
                     Revoke
                   </button>
                 </li>

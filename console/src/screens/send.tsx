@@ -65,7 +65,10 @@ export function Send({ session }: ScreenProps) {
     })
   }
 
-  const options: [string, string][] = (holdings.data ?? []).map((holding) => [holding.asset.name, `${holding.asset.name} (${formatQuantity(holding.quantity)} held)`])
+  const options: [string, string][] = (holdings.data ?? []).map((holding) => [
+    holding.asset.name,
+    `${holding.asset.name} (${formatQuantity(holding.quantity)} held)`,
+  ])
   return (
     <Page title="Send">
       <p>
@@ -99,7 +102,15 @@ export function Send({ session }: ScreenProps) {
             {lines.map((line, index) => (
               <div class="line" key={index} role="group" aria-label={`Line ${index + 1}`}>
                 <Select label={`Asset ${index + 1}`} value={line.asset} onValue={(asset) => setLine(index, { asset })} options={options} />
-                <Field label={`Quantity ${index + 1}`} value={line.quantity} onValue={(quantity) => setLine(index, { quantity })} inputMode="numeric" required autoComplete="off" hint="a whole number" />
+                <Field
+                  label={`Quantity ${index + 1}`}
+                  value={line.quantity}
+                  onValue={(quantity) => setLine(index, { quantity })}
+                  inputMode="numeric"
+                  required
+                  autoComplete="off"
+                  hint="a whole number"
+                />
                 {lines.length > 1 && (
                   <button type="button" onClick={() => setLines(lines.filter((_, i) => i !== index))}>
                     Remove asset {index + 1}
@@ -108,12 +119,27 @@ export function Send({ session }: ScreenProps) {
               </div>
             ))}
             {lines.length < Math.min(64, options.length) && (
-              <button type="button" onClick={() => setLines([...lines, { asset: options.find(([name]) => !lines.some((line) => line.asset === name))?.[0] ?? '', quantity: '' }])}>
+              <button
+                type="button"
+                onClick={() =>
+                  setLines([
+                    ...lines,
+                    { asset: options.find(([name]) => !lines.some((line) => line.asset === name))?.[0] ?? '', quantity: '' },
+                  ])
+                }
+              >
                 Add another asset
               </button>
             )}
           </fieldset>
-          <Field label="Memo (optional)" value={memo} onValue={setMemo} maxLength={64} hint="at most 64 characters, seen by both sides" autoComplete="off" />
+          <Field
+            label="Memo (optional)"
+            value={memo}
+            onValue={setMemo}
+            maxLength={64}
+            hint="at most 64 characters, seen by both sides"
+            autoComplete="off"
+          />
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
             {pending ? 'Sending…' : 'Send'}

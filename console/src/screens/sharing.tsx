@@ -28,10 +28,20 @@ export function Sharing({ session, refresh }: ScreenProps) {
   const unshare = async (id: number, name: string) => {
     const yes = await confirm({
       title: `Take ${name}’s access away?`,
-      body: <p>{name} can no longer use wallet {session.wallet_address}, and the keys they made for it stop working at once.</p>,
+      body: (
+        <p>
+          {name} can no longer use wallet {session.wallet_address}, and the keys they made for it stop working at once.
+        </p>
+      ),
       action: 'Remove access',
     })
-    if (yes) await act(async () => (await call(coffer.DELETE('/wallet/users/{userid}', { params: { path: { userid: String(id) } } })), `${name} can no longer use this wallet.`))
+    if (yes)
+      await act(
+        async () => (
+          await call(coffer.DELETE('/wallet/users/{userid}', { params: { path: { userid: String(id) } } })),
+          `${name} can no longer use this wallet.`
+        ),
+      )
   }
 
   const handOver = async (event: Event) => {
@@ -43,7 +53,10 @@ export function Sharing({ session, refresh }: ScreenProps) {
       title: `Make ${user.username} the owner of ${session.wallet_address}?`,
       body: (
         <>
-          <p>{user.username} becomes the owner: only they can then share the wallet, hand it over or delete it. You stay as a user of the wallet.</p>
+          <p>
+            {user.username} becomes the owner: only they can then share the wallet, hand it over or delete it. You stay as a user of the
+            wallet.
+          </p>
           <p>Only {user.username} can undo this.</p>
         </>
       ),
@@ -76,7 +89,13 @@ export function Sharing({ session, refresh }: ScreenProps) {
             <li key={user.id}>
               <h3>{user.username}</h3>
               {owner && (
-                <button type="button" class="danger" disabled={pending} onClick={() => unshare(user.id, user.username)} aria-label={`Remove ${user.username}`}>
+                <button
+                  type="button"
+                  class="danger"
+                  disabled={pending}
+                  onClick={() => unshare(user.id, user.username)}
+                  aria-label={`Remove ${user.username}`}
+                >
                   Remove access
                 </button>
               )}
@@ -88,7 +107,13 @@ export function Sharing({ session, refresh }: ScreenProps) {
         <>
           <h2>Share this wallet</h2>
           <form onSubmit={share} noValidate>
-            <Field label="Username to share with" value={username} onValue={setUsername} autoComplete="off" hint="2 to 32 letters or digits" />
+            <Field
+              label="Username to share with"
+              value={username}
+              onValue={setUsername}
+              autoComplete="off"
+              hint="2 to 32 letters or digits"
+            />
             <button type="submit" class="primary" disabled={pending}>
               Share
             </button>
@@ -97,7 +122,12 @@ export function Sharing({ session, refresh }: ScreenProps) {
             <>
               <h2>Hand the wallet over</h2>
               <form onSubmit={handOver} noValidate>
-                <Select label="New owner" value={heir} onValue={setHeir} options={[['', 'Choose a user'], ...users.data.map((user): [string, string] => [String(user.id), user.username])]} />
+                <Select
+                  label="New owner"
+                  value={heir}
+                  onValue={setHeir}
+                  options={[['', 'Choose a user'], ...users.data.map((user): [string, string] => [String(user.id), user.username])]}
+                />
                 <button type="submit" disabled={pending}>
                   Hand over
                 </button>

@@ -30,21 +30,32 @@ export function SignIn({ message, register, signedIn }: { message?: string; regi
       <Page title={register ? 'Create an account' : 'Sign in'}>
         {message && <Done>{message}</Done>}
         <form onSubmit={submit} noValidate>
-          <Field label="Username" value={username} onValue={setUsername} autoComplete="username" required hint={register ? '2 to 32 letters or digits' : undefined} />
-          <Field label="Password" type="password" value={password} onValue={setPassword} autoComplete={register ? 'new-password' : 'current-password'} required hint={register ? '8 to 32 characters' : undefined} />
-          {register && <Field label="Repeat the password" type="password" value={repeat} onValue={setRepeat} autoComplete="new-password" required />}
+          <Field
+            label="Username"
+            value={username}
+            onValue={setUsername}
+            autoComplete="username"
+            required
+            hint={register ? '2 to 32 letters or digits' : undefined}
+          />
+          <Field
+            label="Password"
+            type="password"
+            value={password}
+            onValue={setPassword}
+            autoComplete={register ? 'new-password' : 'current-password'}
+            required
+            hint={register ? '8 to 32 characters' : undefined}
+          />
+          {register && (
+            <Field label="Repeat the password" type="password" value={repeat} onValue={setRepeat} autoComplete="new-password" required />
+          )}
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
             {register ? 'Create account' : 'Sign in'}
           </button>
         </form>
-        <p>
-          {register ? (
-            <a href="#/">I already have an account: sign in</a>
-          ) : (
-            <a href="#/register">New here? Create an account</a>
-          )}
-        </p>
+        <p>{register ? <a href="#/">I already have an account: sign in</a> : <a href="#/register">New here? Create an account</a>}</p>
         <p>
           <a href="#/operator">Operator sign-in</a>
         </p>

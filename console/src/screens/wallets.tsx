@@ -46,8 +46,8 @@ export function Wallets({ session, refresh }: ScreenProps) {
       body: (
         <>
           <p>
-            Everything it holds moves to your primary wallet <strong>{primary}</strong> as one recorded transaction. Its keys, webhook and shared users are removed, and its
-            address can never be used again.
+            Everything it holds moves to your primary wallet <strong>{primary}</strong> as one recorded transaction. Its keys, webhook and
+            shared users are removed, and its address can never be used again.
           </p>
           <p>This cannot be undone.</p>
         </>
@@ -85,17 +85,33 @@ export function Wallets({ session, refresh }: ScreenProps) {
                   </p>
                   <div class="actions">
                     {!active && (
-                      <button type="button" disabled={pending} onClick={() => use(wallet.id, wallet.address)} aria-label={`Use wallet ${wallet.address}`}>
+                      <button
+                        type="button"
+                        disabled={pending}
+                        onClick={() => use(wallet.id, wallet.address)}
+                        aria-label={`Use wallet ${wallet.address}`}
+                      >
                         Use this wallet
                       </button>
                     )}
                     {!primary && (
-                      <button type="button" disabled={pending} onClick={() => makePrimary(wallet.id, wallet.address)} aria-label={`Make ${wallet.address} primary`}>
+                      <button
+                        type="button"
+                        disabled={pending}
+                        onClick={() => makePrimary(wallet.id, wallet.address)}
+                        aria-label={`Make ${wallet.address} primary`}
+                      >
                         Make primary
                       </button>
                     )}
                     {!primary && (
-                      <button type="button" class="danger" disabled={pending} onClick={() => remove(wallet.id, wallet.address)} aria-label={`Delete wallet ${wallet.address}`}>
+                      <button
+                        type="button"
+                        class="danger"
+                        disabled={pending}
+                        onClick={() => remove(wallet.id, wallet.address)}
+                        aria-label={`Delete wallet ${wallet.address}`}
+                      >
                         Delete
                       </button>
                     )}
@@ -117,7 +133,12 @@ export function Wallets({ session, refresh }: ScreenProps) {
                     {wallet.id === session.wallet_id && ' · in use now'}
                   </p>
                   {wallet.id !== session.wallet_id && (
-                    <button type="button" disabled={pending} onClick={() => use(wallet.id, wallet.address)} aria-label={`Use wallet ${wallet.address}`}>
+                    <button
+                      type="button"
+                      disabled={pending}
+                      onClick={() => use(wallet.id, wallet.address)}
+                      aria-label={`Use wallet ${wallet.address}`}
+                    >
                       Use this wallet
                     </button>
                   )}
@@ -129,7 +150,13 @@ export function Wallets({ session, refresh }: ScreenProps) {
       )}
       <h2>New wallet</h2>
       <form onSubmit={create} noValidate>
-        <Field label="Address (optional)" value={address} onValue={setAddress} hint="3 to 24 lowercase letters; left empty, one is chosen for you" autoComplete="off" />
+        <Field
+          label="Address (optional)"
+          value={address}
+          onValue={setAddress}
+          hint="3 to 24 lowercase letters; left empty, one is chosen for you"
+          autoComplete="off"
+        />
         <button type="submit" class="primary" disabled={pending}>
           Create wallet
         </button>

@@ -5,12 +5,20 @@ import { Done, Empty, ErrorNotice, Field, Loading, Page, Secret, useAction, useC
 import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
-const STATUS_TEXT = { pending: 'Waiting to be delivered', delivered: 'Delivered', failed: 'Failed (no more attempts)', cancelled: 'Cancelled' } as const
+const STATUS_TEXT = {
+  pending: 'Waiting to be delivered',
+  delivered: 'Delivered',
+  failed: 'Failed (no more attempts)',
+  cancelled: 'Cancelled',
+} as const
 
 /** The active wallet's webhook: an address that receives its events, and the log of deliveries. */
 export function Webhook({ session }: ScreenProps) {
   const hook = useLoad(() => call(coffer.GET('/wallet/webhook')), [session.wallet_id])
-  const deliveries = useLoad(() => call(coffer.GET('/wallet/webhook/deliveries', { params: { query: { limit: 50 } } })), [session.wallet_id])
+  const deliveries = useLoad(
+    () => call(coffer.GET('/wallet/webhook/deliveries', { params: { query: { limit: 50 } } })),
+    [session.wallet_id],
+  )
   const [url, setUrl] = useState('')
   const [secret, setSecret] = useState<string | undefined>()
   const [done, setDone] = useState('')
@@ -22,7 +30,10 @@ export function Webhook({ session }: ScreenProps) {
     void run(async () => {
       setDone('')
       const target = url.trim()
-      check(/^https?:\/\/[^\s]+$/i.test(target) && target.length <= 512, 'A webhook is an http:// or https:// address of at most 512 characters.')
+      check(
+        /^https?:\/\/[^\s]+$/i.test(target) && target.length <= 512,
+        'A webhook is an http:// or https:// address of at most 512 characters.',
+      )
       const answer = await call(coffer.PUT('/wallet/webhook', { body: { webhook: target } }))
       setSecret(answer.secret)
       setUrl('')
@@ -31,7 +42,15 @@ export function Webhook({ session }: ScreenProps) {
   }
 
   const remove = async () => {
-    const yes = await confirm({ title: 'Remove the webhook?', body: <p>Events of wallet {session.wallet_address} stop being sent to {hook.data?.webhook}.</p>, action: 'Remove webhook' })
+    const yes = await confirm({
+      title: 'Remove the webhook?',
+      body: (
+        <p>
+          Events of wallet {session.wallet_address} stop being sent to {hook.data?.webhook}.
+        </p>
+      ),
+      action: 'Remove webhook',
+    })
     if (!yes) return
     await run(async () => {
       await call(coffer.DELETE('/wallet/webhook'))
@@ -52,11 +71,17 @@ export function Webhook({ session }: ScreenProps) {
   return (
     <Page title="Webhook">
       <p>
-        A webhook is an address of yours that Coffer calls for every transaction of wallet <strong>{session.wallet_address}</strong>, signed with a secret so you can check it came
-        from here.
+        A webhook is an address of yours that Coffer calls for every transaction of wallet <strong>{session.wallet_address}</strong>, signed
+        with a secret so you can check it came from here.
       </p>
       {done && <Done>{done}</Done>}
-      {secret && <Secret label="Signing secret" value={secret} note="is shown only now: keep it where your webhook receiver can check signatures with it." />}
+      {secret && (
+        <Secret
+          label="Signing secret"
+          value={secret}
+          note="is shown only now: keep it where your webhook receiver can check signatures with it."
+        />
+      )}
       <ErrorNotice error={error ?? hook.error} />
       {hook.loading && <Loading what="the webhook" />}
       {hook.data && (
@@ -75,7 +100,14 @@ export function Webhook({ session }: ScreenProps) {
       )}
       <h2>{hook.data?.webhook ? 'Change the webhook' : 'Set a webhook'}</h2>
       <form onSubmit={set} noValidate>
-        <Field label="Webhook address" type="url" value={url} onValue={setUrl} hint="https://… on a public address, at most 512 characters; a new secret is made each time" autoComplete="off" />
+        <Field
+          label="Webhook address"
+          type="url"
+          value={url}
+          onValue={setUrl}
+          hint="https://… on a public address, at most 512 characters; a new secret is made each time"
+          autoComplete="off"
+        />
         <button type="submit" class="primary" disabled={pending}>
           Set webhook
         </button>
@@ -96,7 +128,8 @@ export function Webhook({ session }: ScreenProps) {
                   {delivery.type} · {STATUS_TEXT[delivery.status]}
                 </h3>
                 <p class="meta">
-                  Delivery {delivery.id} of event {delivery.event_id}, queued {formatTime(delivery.created_at)}, {delivery.attempts} attempt{delivery.attempts === 1 ? '' : 's'}
+                  Delivery {delivery.id} of event {delivery.event_id}, queued {formatTime(delivery.created_at)}, {delivery.attempts} attempt
+                  {delivery.attempts === 1 ? '' : 's'}
                   {delivery.next_attempt_at && `, next ${formatTime(delivery.next_attempt_at)}`}
                 </p>
                 {delivery.attempt_log.length > 0 && (
@@ -105,7 +138,8 @@ export function Webhook({ session }: ScreenProps) {
                     <ol>
                       {delivery.attempt_log.map((attempt, index) => (
                         <li key={index}>
-                          {formatTime(attempt.attempted_at)}: {attempt.status_code !== null ? `answered ${attempt.status_code}` : 'no answer'} in {attempt.latency_ms} ms
+                          {formatTime(attempt.attempted_at)}:{' '}
+                          {attempt.status_code !== null ? `answered ${attempt.status_code}` : 'no answer'} in {attempt.latency_ms} ms
                           {attempt.error && ` (${attempt.error})`}
                         </li>
                       ))}
@@ -113,7 +147,12 @@ export function Webhook({ session }: ScreenProps) {
                   </details>
                 )}
                 {delivery.status !== 'pending' && (
-                  <button type="button" disabled={pending} onClick={() => redeliver(delivery.id)} aria-label={`Deliver ${delivery.id} again`}>
+                  <button
+                    type="button"
+                    disabled={pending}
+                    onClick={() => redeliver(delivery.id)}
+                    aria-label={`Deliver ${delivery.id} again`}
+                  >
                     Deliver again
                   </button>
                 )}

@@ -36,7 +36,12 @@ const NOT_TRANSFER = sql<boolean>`kind <> 'transfer'`
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .alterTable('transactions')
-    .addColumn('kind', 'text', (col) => col.notNull().defaultTo('transfer').check(sql`kind in ('transfer', 'issuance', 'burn', 'sweep', 'capture', 'reversal')`))
+    .addColumn('kind', 'text', (col) =>
+      col
+        .notNull()
+        .defaultTo('transfer')
+        .check(sql`kind in ('transfer', 'issuance', 'burn', 'sweep', 'capture', 'reversal')`),
+    )
     .execute()
   await db.schema.alterTable('transactions').addColumn('reverses', 'bigint').execute()
   await db.schema.alterTable('transactions').addColumn('hold_id', 'bigint').execute()
@@ -48,7 +53,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     update transactions set kind = 'sweep'
     where memo = 'wallet deleted' and kind = 'transfer'
       and exists (select 1 from wallets where wallets.id = transactions.sending_wallet_id and wallets.deleted_at is not null)
-      and not exists (select 1 from transactions as later where later.sending_wallet_id = transactions.sending_wallet_id and later.id > transactions.id)`.execute(db)
+      and not exists (select 1 from transactions as later where later.sending_wallet_id = transactions.sending_wallet_id and later.id > transactions.id)`.execute(
+    db,
+  )
 
   // The body ends with the closing brace of the object; the two fields go before it.
   await sql`
@@ -67,16 +74,32 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('transaction_id', 'bigint', (col) => col.notNull())
     .addPrimaryKeyConstraint('transaction_metadata_pk', ['wallet_id', 'key', 'value', 'transaction_id'])
     .execute()
-  await db.schema.createIndex('transactions_sending_kind').on('transactions').columns(['sending_wallet_id', 'kind', 'id']).where(NOT_TRANSFER).execute()
-  await db.schema.createIndex('transactions_receiving_kind').on('transactions').columns(['receiving_wallet_id', 'kind', 'id']).where(NOT_TRANSFER).execute()
+  await db.schema
+    .createIndex('transactions_sending_kind')
+    .on('transactions')
+    .columns(['sending_wallet_id', 'kind', 'id'])
+    .where(NOT_TRANSFER)
+    .execute()
+  await db.schema
+    .createIndex('transactions_receiving_kind')
+    .on('transactions')
+    .columns(['receiving_wallet_id', 'kind', 'id'])
+    .where(NOT_TRANSFER)
+    .execute()
   await db.schema.createIndex('transactions_kind').on('transactions').columns(['kind', 'id']).where(NOT_TRANSFER).execute()
-  await db.schema.createIndex('transactions_reverses').on('transactions').column('reverses').where(sql<boolean>`reverses is not null`).execute()
+  await db.schema
+    .createIndex('transactions_reverses')
+    .on('transactions')
+    .column('reverses')
+    .where(sql<boolean>`reverses is not null`)
+    .execute()
 }
 
 /** Back to 0007 (tests): the fields leave the stored answers again; kinds, links and metadata are lost. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const index of ['transactions_reverses', 'transactions_kind', 'transactions_receiving_kind', 'transactions_sending_kind']) await db.schema.dropIndex(index).execute()
+  for (const index of ['transactions_reverses', 'transactions_kind', 'transactions_receiving_kind', 'transactions_sending_kind'])
+    await db.schema.dropIndex(index).execute()
   await db.schema.dropTable('transaction_metadata').execute()
   // `,"kind":"` first appears where the ledger put it: a string before it escapes its quotes.
   for (const [table, column] of [
@@ -84,7 +107,9 @@ export async function down(db: Kysely<any>): Promise<void> {
     ['idempotency_keys', 'response_body'],
   ] as const) {
     const start = isPostgres(db) ? sql`strpos(${sql.ref(column)}, ',"kind":"')` : sql`instr(${sql.ref(column)}, ',"kind":"')`
-    await sql`update ${sql.table(table)} set ${sql.ref(column)} = substr(${sql.ref(column)}, 1, ${start} - 1) || '}' where ${start} > 0`.execute(db)
+    await sql`update ${sql.table(table)} set ${sql.ref(column)} = substr(${sql.ref(column)}, 1, ${start} - 1) || '}' where ${start} > 0`.execute(
+      db,
+    )
   }
   for (const column of ['metadata', 'hold_id', 'reverses', 'kind']) await db.schema.alterTable('transactions').dropColumn(column).execute()
 }

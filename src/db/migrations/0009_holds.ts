@@ -56,7 +56,12 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('holds_receiving').on('holds').columns(['receiving_wallet_id', 'id']).execute()
   // Pending holds only: a wallet's expired-but-unwritten holds (the write path, holdings reads)
   // and the expiry job's due holds; settled holds leave these indexes.
-  await db.schema.createIndex('holds_pending_sending').on('holds').columns(['sending_wallet_id', 'expires_at']).where(sql.ref('status'), '=', 'pending').execute()
+  await db.schema
+    .createIndex('holds_pending_sending')
+    .on('holds')
+    .columns(['sending_wallet_id', 'expires_at'])
+    .where(sql.ref('status'), '=', 'pending')
+    .execute()
   await db.schema.createIndex('holds_pending_expiry').on('holds').column('expires_at').where(sql.ref('status'), '=', 'pending').execute()
 
   await db.schema
@@ -70,7 +75,12 @@ export async function up(db: Kysely<any>): Promise<void> {
 
   await db.schema
     .alterTable('holdings')
-    .addColumn('held', 'bigint', (col) => col.notNull().defaultTo(0).check(sql`held >= 0`))
+    .addColumn('held', 'bigint', (col) =>
+      col
+        .notNull()
+        .defaultTo(0)
+        .check(sql`held >= 0`),
+    )
     .execute()
 
   if (postgres) {
@@ -93,7 +103,9 @@ async function rebuildSqliteEvents(db: Kysely<any>, withHolds: boolean): Promise
     await sql`begin immediate`.execute(db)
     try {
       const { rows } = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'events'`.execute(db)
-      const transactionColumn = withHolds ? sql`transaction_id bigint references transactions(id)` : sql`transaction_id bigint not null references transactions(id)`
+      const transactionColumn = withHolds
+        ? sql`transaction_id bigint references transactions(id)`
+        : sql`transaction_id bigint not null references transactions(id)`
       const bodyColumn = withHolds ? sql`, body text` : sql``
       await sql`
         create table events_rebuilt (
@@ -128,7 +140,9 @@ async function rebuildSqliteEvents(db: Kysely<any>, withHolds: boolean): Promise
 export async function down(db: Kysely<any>): Promise<void> {
   // Hold events have no transaction: they go, with their deliveries.
   const holdEvents = sql`select id from events where transaction_id is null`
-  await sql`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id in (${holdEvents}))`.execute(db)
+  await sql`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id in (${holdEvents}))`.execute(
+    db,
+  )
   await sql`delete from webhook_deliveries where event_id in (${holdEvents})`.execute(db)
   if (isPostgres(db)) {
     await sql`delete from events where transaction_id is null`.execute(db)

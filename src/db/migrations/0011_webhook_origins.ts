@@ -16,7 +16,10 @@ import { sql, type Kysely } from 'kysely'
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('webhooks').addColumn('origin', 'text', (col) => col.notNull().defaultTo('')).execute()
+  await db.schema
+    .alterTable('webhooks')
+    .addColumn('origin', 'text', (col) => col.notNull().defaultTo(''))
+    .execute()
   const hooks: { wallet_id: number; url: string }[] = await db.selectFrom('webhooks').select(['wallet_id', 'url']).execute()
   for (const hook of hooks) {
     let origin = ''

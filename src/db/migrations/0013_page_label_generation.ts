@@ -41,13 +41,25 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('id', 'integer', (column) => column.primaryKey().check(sql`id = 1`))
     .addColumn('generation', 'bigint', (column) => column.notNull())
     .execute()
-  await db.insertInto('page_generation').values({ id: 1, generation: Date.now() * 1000 }).execute()
+  await db
+    .insertInto('page_generation')
+    .values({ id: 1, generation: Date.now() * 1000 })
+    .execute()
   if (isPostgres(db)) {
-    await sql.raw(`create function coffer_bump_page_generation() returns trigger language plpgsql as $$ begin ${BUMP}; return null; end $$`).execute(db)
+    await sql
+      .raw(`create function coffer_bump_page_generation() returns trigger language plpgsql as $$ begin ${BUMP}; return null; end $$`)
+      .execute(db)
     for (const { table, columns } of LABELED) {
       const update = columns.length > 0 ? `update of ${columns.join(', ')}` : 'update'
-      const events = table === 'transactions' || table === 'transaction_assets' ? `${update} or delete or truncate` : `insert or ${update} or delete or truncate`
-      await sql.raw(`create trigger ${triggerName(table, '')} after ${events} on ${table} for each statement execute function coffer_bump_page_generation()`).execute(db)
+      const events =
+        table === 'transactions' || table === 'transaction_assets'
+          ? `${update} or delete or truncate`
+          : `insert or ${update} or delete or truncate`
+      await sql
+        .raw(
+          `create trigger ${triggerName(table, '')} after ${events} on ${table} for each statement execute function coffer_bump_page_generation()`,
+        )
+        .execute(db)
     }
     return
   }
