@@ -211,11 +211,19 @@ export function requestLoggerFactory(logger: FastifyBaseLogger, bindings: Bindin
  * `/openapi.json` lists the first two.
  */
 export async function operationsRoutes(app: FastifyInstance, { database }: { database: Database }): Promise<void> {
-  const ops = { schema: { tags: ['operations'] } }
-  app.get('/healthz', ops, async () => ({ status: 'ok', version: VERSION }))
+  const tags = ['operations']
+  app.get(
+    '/healthz',
+    { schema: { tags, summary: 'Liveness', description: 'Answers while the process runs, with its version.' } },
+    async () => ({
+      status: 'ok',
+      version: VERSION,
+    }),
+  )
   // Ready while the storage can take a write: not while PostgreSQL is unreachable or read-only
   // (a standby, the old primary after a failover), nor while SQLite's disk is full or read-only.
-  app.get('/readyz', ops, async (request) => {
+  const readiness = 'Answers while the storage can take a write; S001 while it cannot (take the instance out of the balancer).'
+  app.get('/readyz', { schema: { tags, summary: 'Readiness', description: readiness } }, async (request) => {
     try {
       await database.checkWritable()
     } catch (error) {
@@ -225,7 +233,7 @@ export async function operationsRoutes(app: FastifyInstance, { database }: { dat
     }
     return { status: 'ready' }
   })
-  app.get('/metrics', { ...ops, schema: { ...ops.schema, hide: true } }, async (_request, reply) => {
+  app.get('/metrics', { schema: { tags, hide: true } }, async (_request, reply) => {
     reply.type(app.metrics.contentType)
     return app.metrics.metrics()
   })
