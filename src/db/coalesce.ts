@@ -136,7 +136,9 @@ async function readLookups(db: Executor, parts: Part[]): Promise<Map<LookupKind,
   let found: unknown[][]
   if (parts.length === 1) found = [(await db.executeQuery(CompiledQuery.raw(parts[0].kind.alone, [parts[0].keys]))).rows]
   else {
-    const text = `select ${parts.map(({ kind }, i) => `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`).join(', ')}`
+    const column = ({ kind }: (typeof parts)[number], i: number) =>
+      `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`
+    const text = `select ${parts.map(column).join(', ')}`
     const { rows } = await db.executeQuery<Record<string, unknown[]>>(
       CompiledQuery.raw(
         text,

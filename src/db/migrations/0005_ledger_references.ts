@@ -44,9 +44,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     end
     $$`.execute(db)
   for (const table of KEPT_TABLES) {
-    await sql`create trigger ${sql.id(`${table}_never_deleted`)} before delete or truncate on ${sql.table(table)} for each statement execute function coffer_refuse_delete()`.execute(
-      db,
-    )
+    await sql`create trigger ${sql.id(`${table}_never_deleted`)} before delete or truncate on ${sql.table(table)}
+      for each statement execute function coffer_refuse_delete()`.execute(db)
   }
   for (const { table, column } of LEDGER_REFERENCES) {
     await db.schema.alterTable(table).dropConstraint(constraintName(table, column)).execute()
