@@ -7,7 +7,7 @@ import { isPostgres } from '../dialect.ts'
  *
  * A PostgreSQL foreign key is a trigger that runs a locking query for every inserted row: eight
  * per transfer (its transaction's two wallets, its line's transaction and asset, each event's
- * wallet and transaction), measured at a quarter to a third of the database's CPU per transfer.
+ * wallet and transaction), a large share of the database's CPU per transfer.
  * Each re-checks what the batch already holds: the ledger reads and locks both wallets before it
  * writes (`ledger/moves.ts`, a missing wallet answers W000), resolves each asset by name first,
  * and inserts a transaction, its lines and its events in one statement.
