@@ -14,7 +14,7 @@ import { sql } from 'kysely'
 import pg from 'pg'
 import { openDatabase } from '../src/db/database.ts'
 import { migrateTo, migrateToLatest } from '../src/db/migrate.ts'
-import { startPostgres } from '../test/helpers/postgres.ts'
+import { startPostgres } from '../scripts/lib/postgres.ts'
 
 const TRANSFERS = 16
 const BATCHES = Number(process.argv[2] ?? 3000)

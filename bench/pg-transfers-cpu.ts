@@ -15,7 +15,7 @@ import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import pg from 'pg'
-import { startPostgres } from '../test/helpers/postgres.ts'
+import { startPostgres } from '../scripts/lib/postgres.ts'
 
 const args = process.argv.slice(2)
 const numberArg = (name: string, fallback: number) => Number(args.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)

@@ -4,7 +4,7 @@ import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import { openPostgres, openSqlite, type Database } from '../src/db/database.ts'
-import { freePort, startPostgres as startServer } from '../test/helpers/postgres.ts'
+import { freePort, startPostgres as startServer } from '../scripts/lib/postgres.ts'
 
 export { freePort }
 

@@ -6,7 +6,7 @@ import { ErrorSchema } from './http/schemas.ts'
  * The route index: every route of the API, with who may call it, the file that defines it, and
  * what the API reference (`/docs`, `/openapi.json`) says of it. `documentRoutes` writes the
  * summary, the description and the error responses (each code with its meaning from the error
- * table, `http/errors.ts`) into every route's schema as it is registered; test/routes.test.ts
+ * table, `http/errors.ts`) into every route's schema as it is registered; test/http/route-index.test.ts
  * checks that this index and the routes agree, both ways.
  *
  * `errors` lists the codes of the route's own rules. The rest are added from what the route is:

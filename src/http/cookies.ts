@@ -17,7 +17,7 @@ declare module 'fastify' {
  * parses the `Cookie` header the first time a route reads it (only the guards do, and only for a
  * request without an `Authorization` header); a cookie is set with `setCookie` / `clearCookie`
  * below, which write the `Set-Cookie` value the plugin wrote, byte for byte
- * (test/http-plugins.test.ts). Registered as a plugin, `@fastify/cookie` parsed the header (or made an
+ * (test/http/plugins.test.ts). Registered as a plugin, `@fastify/cookie` parsed the header (or made an
  * empty object and a map) in an `onRequest` hook and looked for cookies to write in an `onSend`
  * hook on every request: two hook steps of every response (0.1-0.2 µs of their own in CPU
  * profiles under HTTP load, besides the hook runner's turns), most of which carry no cookie.

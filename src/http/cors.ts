@@ -12,7 +12,7 @@ export interface CorsOptions {
 /**
  * CORS for the configured origins only, with credentials: the headers `@fastify/cors` wrote with
  * `{origin: origins, credentials: true, methods, exposedHeaders}` (strict preflights, request
- * headers reflected), byte for byte, and the same `OPTIONS *` route. test/http-plugins.test.ts
+ * headers reflected), byte for byte, and the same `OPTIONS *` route. test/http/plugins.test.ts
  * compares the two answer by answer.
  *
  * Written here rather than registered from `@fastify/cors` because every request ran that
