@@ -1,6 +1,6 @@
 /**
- * Database size per million transfers, before and after the retention job (`npm run bench:retention
- * [-- --transfers=N] [-- --storage=sqlite|postgres]`). Builds the service in process on a fresh
+ * Database size per million transfers, before and after the retention job (`npm run bench -- retention-size
+ * [--transfers=N] [--storage=sqlite|postgres]`). Builds the service in process on a fresh
  * store, registers 40 users (half with a webhook on a local receiver answering 200), runs N
  * transfers through the API with an Idempotency-Key each, waits for every delivery, and measures
  * the database; then prunes as the job would 31 days later (events, ended deliveries and their
@@ -14,14 +14,14 @@ import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { sql } from 'kysely'
-import { buildApp } from '../src/app.ts'
-import { loadConfig } from '../src/config.ts'
-import { openDatabase, type Database } from '../src/db/database.ts'
-import { migrateToLatest } from '../src/db/migrate.ts'
-import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
-import { hashToken } from '../src/http/tokens.ts'
-import { pruneOnce } from '../src/operations/retention.ts'
-import { startPostgres } from './postgres.ts'
+import { buildApp } from '../../src/app.ts'
+import { loadConfig } from '../../src/config.ts'
+import { openDatabase, type Database } from '../../src/db/database.ts'
+import { migrateToLatest } from '../../src/db/migrate.ts'
+import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
+import { hashToken } from '../../src/http/tokens.ts'
+import { pruneOnce } from '../../src/operations/retention.ts'
+import { startPostgres } from '../postgres.ts'
 
 const args = process.argv.slice(2)
 const transfers = Number(args.find((arg) => arg.startsWith('--transfers='))?.split('=')[1] ?? 20_000)

@@ -1,6 +1,6 @@
 /**
  * `coffer verify --repair` on a large ledger
- * (`npm run bench:repair [-- --storage=sqlite|postgres] [-- --count=N] [-- --wallets=N]`).
+ * (`npm run bench -- verify-repair [--storage=sqlite|postgres] [--count=N] [--wallets=N]`).
  *
  * Writes `count` transactions straight into a fresh database between `wallets` wallets
  * (`seed.ts` seedHistoryDirectly: the running balances as the write path writes them), then
@@ -11,11 +11,11 @@
  * Asserts nothing about time. Everything started here is stopped at the end.
  */
 import { sql } from 'kysely'
-import { migrateToLatest } from '../src/db/migrate.ts'
-import { repairRunningBalances } from '../src/ledger/repair.ts'
-import { verifyLedger } from '../src/ledger/verify.ts'
-import { openBenchStore } from './postgres.ts'
-import { seedHistoryDirectly } from './seed.ts'
+import { migrateToLatest } from '../../src/db/migrate.ts'
+import { repairRunningBalances } from '../../src/ledger/repair.ts'
+import { verifyLedger } from '../../src/ledger/verify.ts'
+import { openBenchStore } from '../postgres.ts'
+import { seedHistoryDirectly } from '../seed.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string, fallback: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback

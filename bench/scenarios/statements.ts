@@ -1,6 +1,6 @@
 /**
  * Balances in time and statements at 100,000 transactions of history
- * (`npm run bench:statements [-- --storage=sqlite|postgres] [-- --count=N]`).
+ * (`npm run bench -- statements [--storage=sqlite|postgres] [--count=N]`).
  *
  * Builds the service in process on a fresh database (SQLite in a temp dir; PostgreSQL on an
  * embedded server started here), writes the history of one wallet through the ledger's own write
@@ -15,17 +15,17 @@
  * Prints figures; asserts nothing about time. Everything started here is stopped at the end.
  */
 import { request } from 'undici'
-import { buildApp } from '../src/app.ts'
-import { loadConfig } from '../src/config.ts'
-import type { Database } from '../src/db/database.ts'
-import { inTransaction } from '../src/db/dialect.ts'
-import { migrateToLatest } from '../src/db/migrate.ts'
-import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
-import { hashToken } from '../src/http/tokens.ts'
-import type { EventWriter } from '../src/ledger/ledger.types.ts'
-import { applyMoves, type Move } from '../src/ledger/moves.ts'
-import { verifyLedger } from '../src/ledger/verify.ts'
-import { openBenchStore } from './postgres.ts'
+import { buildApp } from '../../src/app.ts'
+import { loadConfig } from '../../src/config.ts'
+import type { Database } from '../../src/db/database.ts'
+import { inTransaction } from '../../src/db/dialect.ts'
+import { migrateToLatest } from '../../src/db/migrate.ts'
+import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
+import { hashToken } from '../../src/http/tokens.ts'
+import type { EventWriter } from '../../src/ledger/ledger.types.ts'
+import { applyMoves, type Move } from '../../src/ledger/moves.ts'
+import { verifyLedger } from '../../src/ledger/verify.ts'
+import { openBenchStore } from '../postgres.ts'
 
 const args = process.argv.slice(2)
 const storage = (args.find((arg) => arg.startsWith('--storage='))?.slice('--storage='.length) ?? 'sqlite') as 'sqlite' | 'postgres'

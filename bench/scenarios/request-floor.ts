@@ -1,6 +1,6 @@
 /**
- * The per-request floor, measured in process (`npm run bench:floor [-- --requests=N] [-- --rounds=N]
- * [-- --only=healthz,assets] [-- --against=<another checkout>]`): the service's CPU per request,
+ * The per-request floor, measured in process (`npm run bench -- request-floor [--requests=N] [--rounds=N]
+ * [--only=healthz,assets] [--against=<another checkout>]`): the service's CPU per request,
  * in µs, for requests that do little besides what every route pays (routing, hooks, auth, logging,
  * metrics, headers, serialization). It builds the app on a fresh SQLite database with info logging
  * (lines written to a sink, as `npm start` writes them to standard output) and sends requests one
@@ -31,7 +31,7 @@ const only = args
   .split(',')
 const against = args.find((arg) => arg.startsWith('--against='))?.slice('--against='.length)
 const ADMIN_KEY = 'cfa_floor_bench_admin_key_not_a_secret'
-const HERE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 interface Case {
   name: string
@@ -190,7 +190,7 @@ async function measure(floor: Floor, index: number, count: number): Promise<numb
 }
 
 async function main(): Promise<void> {
-  const floors = [await setUp(HERE, 'this checkout')]
+  const floors = [await setUp(ROOT, 'this checkout')]
   if (against) floors.push(await setUp(path.resolve(against), against))
   try {
     const best = floors.map(() => new Map<string, number>())

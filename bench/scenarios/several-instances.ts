@@ -1,6 +1,6 @@
 /**
  * Webhook delivery with several instances sharing the work, under transfer load
- * (`npm run bench:webhooks-instances [-- --instances=3] [-- --seconds=10] [-- --origin-concurrency=16]`).
+ * (`npm run bench -- several-instances [--instances=3] [--seconds=10] [--origin-concurrency=16]`).
  *
  * Several instances is a PostgreSQL deployment (SQLite is one process's file), so this runs on
  * PostgreSQL only: one embedded server, one database, and the service started as `npm start` runs
@@ -28,17 +28,17 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
-import { openDatabase } from '../src/db/database.ts'
-import { verifyLedger } from '../src/ledger/verify.ts'
-import { benchCleanups } from './cleanups.ts'
-import type { LoadResult } from './load.ts'
-import { startPostgres } from './postgres.ts'
-import { jobFor } from './scenarios.ts'
-import { seedThroughApi, type Seeded } from './seed.ts'
-import { startService, type Service } from './service.ts'
-import { percentile, putWebhook, readBacklog, startBenchReceiver, type BenchReceiver } from './webhooks.ts'
+import { openDatabase } from '../../src/db/database.ts'
+import { verifyLedger } from '../../src/ledger/verify.ts'
+import { benchCleanups } from '../cleanups.ts'
+import type { LoadResult } from '../load.ts'
+import { startPostgres } from '../postgres.ts'
+import { jobFor } from '../load-jobs.ts'
+import { seedThroughApi, type Seeded } from '../seed.ts'
+import { startService, type Service } from '../service.ts'
+import { percentile, putWebhook, readBacklog, startBenchReceiver, type BenchReceiver } from '../webhooks.ts'
 
-const HERE = path.dirname(fileURLToPath(import.meta.url))
+const LOAD = fileURLToPath(new URL('../load.ts', import.meta.url))
 
 function option(name: string, fallback: number, min: number, max: number): number {
   const arg = process.argv.slice(2).find((value) => value.startsWith(`--${name}=`))
@@ -74,7 +74,7 @@ const { track, cleanUp } = cleanups
 
 /** One load process (`bench/load.ts`) per instance, each running one job at a time. */
 function startLoadProcess(): { run(job: ReturnType<typeof jobFor>): Promise<LoadResult> } {
-  const child: ChildProcess = fork(path.join(HERE, 'load.ts'), [], {
+  const child: ChildProcess = fork(LOAD, [], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })

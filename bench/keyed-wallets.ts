@@ -1,5 +1,5 @@
 /**
- * Issue 20's table, measured side by side in one run on one storage: 100 wallets with a key each
+ * The keyed wallets' table, measured side by side in one run on one storage: 100 wallets with a key each
  * and 20 users each, sending by key to a random other wallet by id; their history page at about
  * 100 and about 100,000 transactions each; their balances; and the storage's plain durable loop
  * (SQLite: `references.ts`; PostgreSQL: pgbench tpcb-like, prepared) right before the transfers.
@@ -9,10 +9,10 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { PGBENCH_SCALE, runTpcb, type BenchPostgres } from './postgres.ts'
 import { runSqliteLoop } from './references.ts'
-import type { Issue20Scenario, ScenarioName, ScenarioResult } from './scenarios.ts'
+import type { KeyedScenario, ScenarioName, ScenarioResult } from './load-jobs.ts'
 import { seedHistoryDirectly, seedKeyedHistoryThroughApi, seedKeyedWallets, type Seeded } from './seed.ts'
 
-/** The issue's load: wallets with a key each, and users assigned to each (its owner included). */
+/** The load: wallets with a key each, and users assigned to each (its owner included). */
 export const KEYED_WALLETS = 100
 export const USERS_PER_WALLET = 20
 /** Transactions in each wallet's history for the short case, written through the API. */
@@ -23,7 +23,7 @@ const SHORT_HISTORY = 100
  */
 const TOP_UP = 20
 
-/** The issue's targets. */
+/** The targets of this load. */
 const TARGETS = { historyPerTransfer: 2.5, longHistoryCost: 1.5, transfersPerReference: 1, p99Ms: 25 }
 
 export interface Reference {
@@ -32,16 +32,16 @@ export interface Reference {
   detail: string
 }
 
-export interface Issue20Run {
-  results: Partial<Record<Issue20Scenario, ScenarioResult>>
-  /** The reference right before the transfers (the issue's), and again right after them: how much the machine moved meanwhile. */
+export interface KeyedRun {
+  results: Partial<Record<KeyedScenario, ScenarioResult>>
+  /** The reference right before the transfers (the one the targets compare with), and again right after them: how much the machine moved meanwhile. */
   reference?: Reference
   referenceAfter?: Reference
   /** Transactions in each wallet's history for the long case. */
   longHistory: number
 }
 
-export interface Issue20Context {
+export interface KeyedContext {
   storage: 'sqlite' | 'postgres'
   url: string
   adminKey: string
@@ -50,7 +50,7 @@ export interface Issue20Context {
   databaseUrl?: string
   /** PostgreSQL only: the server, with a `pgbench` database that `pgbench -i` has filled. */
   server?: BenchPostgres
-  selected: (scenario: Issue20Scenario) => boolean
+  selected: (scenario: KeyedScenario) => boolean
   connections: number
   referenceSeconds: number
   longHistory: number
@@ -64,17 +64,17 @@ export interface Issue20Context {
  * storage's reference and, right after it, transfers. Before (a)-(h), which write among the same
  * wallets, so that these figures are not moved by them.
  */
-export async function runIssue20First(context: Issue20Context): Promise<Issue20Run> {
+export async function runKeyedFirst(context: KeyedContext): Promise<KeyedRun> {
   const { storage, url, seeded, log } = context
-  const run: Issue20Run = { results: {}, longHistory: context.longHistory }
+  const run: KeyedRun = { results: {}, longHistory: context.longHistory }
   log(
-    `${storage}: issue 20: ${KEYED_WALLETS} wallets with a key and ${USERS_PER_WALLET} users each, about ${SHORT_HISTORY} transactions of history each (through the API)`,
+    `${storage}: keyed wallets: ${KEYED_WALLETS} wallets with a key and ${USERS_PER_WALLET} users each, about ${SHORT_HISTORY} transactions of history each (through the API)`,
   )
   const started = Date.now()
   seeded.keyed = await seedKeyedWallets(url, context.adminKey, seeded, seeded.traders.slice(0, KEYED_WALLETS), USERS_PER_WALLET)
-  log(`${storage}: issue 20: wallets, users and keys in ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  log(`${storage}: keyed wallets: wallets, users and keys in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   await seedKeyedHistoryThroughApi(url, seeded.keyed, SHORT_HISTORY)
-  log(`${storage}: issue 20: seeded in ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  log(`${storage}: keyed wallets: seeded in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   for (const scenario of ['history100', 'balances'] as const)
     if (context.selected(scenario)) run.results[scenario] = await context.measure(scenario)
   if (context.selected('transfers')) {
@@ -90,12 +90,14 @@ export async function runIssue20First(context: Issue20Context): Promise<Issue20R
  * database, then a few through the API on top) and measures the history page again. After
  * (a)-(h), so that the large tables do not move their figures.
  */
-export async function runIssue20Second(context: Issue20Context, run: Issue20Run): Promise<void> {
+export async function runKeyedSecond(context: KeyedContext, run: KeyedRun): Promise<void> {
   const { storage, seeded, log } = context
   if (!context.selected('history100k') || !seeded.keyed) return
   const wallets = seeded.keyed.wallets.map((wallet) => wallet.walletId)
   const count = (context.longHistory * wallets.length) / 2
-  log(`${storage}: issue 20: writing ${count} transactions of history straight into the database (about ${context.longHistory} per wallet)`)
+  log(
+    `${storage}: keyed wallets: writing ${count} transactions of history straight into the database (about ${context.longHistory} per wallet)`,
+  )
   const started = Date.now()
   await seedHistoryDirectly(
     context.databaseUrl ? { databaseUrl: context.databaseUrl } : { dataDir: context.dataDir },
@@ -104,12 +106,12 @@ export async function runIssue20Second(context: Issue20Context, run: Issue20Run)
     count,
   )
   await seedKeyedHistoryThroughApi(context.url, seeded.keyed, TOP_UP)
-  log(`${storage}: issue 20: history written in ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  log(`${storage}: keyed wallets: history written in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   run.results.history100k = await context.measure('history100k')
 }
 
 /** The storage's plain durable loop, for as long as a scenario is measured (SQLite's on a fresh file each time). */
-async function measureReference(context: Issue20Context, when: 'before' | 'after'): Promise<Reference> {
+async function measureReference(context: KeyedContext, when: 'before' | 'after'): Promise<Reference> {
   const seconds = context.referenceSeconds
   let reference: Reference
   if (context.server) {
@@ -130,13 +132,13 @@ async function measureReference(context: Issue20Context, when: 'before' | 'after
     }
   }
   context.log(
-    `${context.storage}: issue 20: reference ${when} the transfers, ${reference.name}: ${reference.perSecond.toFixed(0)}/s (${reference.detail})`,
+    `${context.storage}: keyed wallets: reference ${when} the transfers, ${reference.name}: ${reference.perSecond.toFixed(0)}/s (${reference.detail})`,
   )
   return reference
 }
 
-/** The issue's table for one storage: figures, ratios, and each target met or missed. */
-export function issue20Rows(storage: string, run: Issue20Run): string[][] {
+/** The table for one storage: figures, ratios, and each target met or missed. */
+export function keyedRows(storage: string, run: KeyedRun): string[][] {
   const { transfers, history100, history100k, balances } = run.results
   const perSecond = (result: ScenarioResult | undefined) => (result ? `${result.okPerSecond.toFixed(0)}/s` : '-')
   const p99 = (result: ScenarioResult | undefined) => (result ? `${result.p99.toFixed(1)} ms` : '-')
@@ -144,7 +146,7 @@ export function issue20Rows(storage: string, run: Issue20Run): string[][] {
   const ratio = (numerator: number | undefined, denominator: number | undefined) =>
     numerator !== undefined && denominator ? numerator / denominator : undefined
   const fixed = (value: number | undefined) => (value === undefined ? '-' : value.toFixed(2))
-  const rows: string[][] = [[`${storage}: issue 20`, 'req/s', 'p99', 'ratio', 'target', '']]
+  const rows: string[][] = [[`${storage}: keyed wallets`, 'req/s', 'p99', 'ratio', 'target', '']]
   rows.push([
     'transfers (POST /wallet/transactions)',
     perSecond(transfers),

@@ -1,6 +1,6 @@
 /**
  * What a webhook delivery row costs the transfers' write statement on PostgreSQL, index by index
- * and foreign key by foreign key (`npm run bench:delivery-rows [-- batches]`, about a minute and a half).
+ * and foreign key by foreign key (`npx tsx bench/experiments/delivery-rows.ts [batches]`, about a minute and a half).
  *
  * One throwaway server, one database per variant of the `webhook_deliveries` schema, each with
  * 100 wallets of which 20 have a webhook. Each batch is the part of the transfers' write
@@ -12,9 +12,9 @@
  */
 import { sql } from 'kysely'
 import pg from 'pg'
-import { openDatabase } from '../src/db/database.ts'
-import { migrateTo, migrateToLatest } from '../src/db/migrate.ts'
-import { startPostgres } from '../scripts/lib/postgres.ts'
+import { openDatabase } from '../../src/db/database.ts'
+import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
+import { startPostgres } from '../../scripts/lib/postgres.ts'
 
 const TRANSFERS = 16
 const BATCHES = Number(process.argv[2] ?? 3000)

@@ -1,16 +1,16 @@
 /**
- * The bench's scenarios: their names (those `--only=` takes), labels, and the load job of each.
- * Scenarios (a)-(h) are the first performance issue's; the `issue20` ones are issue 20's table:
- * 100 wallets with a key each, sending by key to a wallet id (see `issue20.ts`).
+ * The HTTP load's measurements: their ids, labels, and the load job of each.
+ * (a)-(h): transfers and history among N traders; the keyed ones: 100 wallets with a key each,
+ * sending by key to a wallet id (see `keyed-wallets.ts`).
  */
 import type { LoadJob, LoadResult } from './load.ts'
 import type { Seeded } from './seed.ts'
 
-export const ISSUE20_SCENARIOS = ['history100', 'balances', 'transfers', 'history100k'] as const
-export type Issue20Scenario = (typeof ISSUE20_SCENARIOS)[number]
+export const KEYED_SCENARIOS = ['history100', 'balances', 'transfers', 'history100k'] as const
+export type KeyedScenario = (typeof KEYED_SCENARIOS)[number]
 
 export type ScenarioName =
-  'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'hold' | 'invalid' | 'session' | 'unknown' | 'historymixed' | Issue20Scenario
+  'e' | 'a' | 'b' | 'c' | 'd100' | 'd100k' | 'batch' | 'hold' | 'invalid' | 'session' | 'unknown' | 'historymixed' | KeyedScenario
 
 /** (a)-(h) in the order a full run measures them. */
 export const FIRST_SCENARIOS: ScenarioName[] = ['e', 'a', 'b', 'c', 'd100', 'd100k', 'batch', 'hold']
@@ -41,11 +41,11 @@ export const LABELS: Record<ScenarioName, string> = {
   invalid: 'transfer refused by validation (400 G000)',
   session: 'GET /user/session (session lookup, one read)',
   unknown: 'transfer to an unknown username (404 U003)',
-  history100: 'issue 20: history page (limit=10) by key, {wallets} wallets of ~100 txs',
-  balances: 'issue 20: balances (GET /wallet/assets) by key, {wallets} wallets',
-  transfers: 'issue 20: transfers by key to a wallet id, {wallets} wallets',
-  history100k: 'issue 20: history page (limit=10) by key, {wallets} wallets of ~{history} txs',
-  historymixed: 'issue 20 mixed: 1 transfer then 3 history pages (limit=10) per connection, by key, {wallets} wallets (all requests)',
+  history100: 'by key: history page (limit=10) by key, {wallets} wallets of ~100 txs',
+  balances: 'by key: balances (GET /wallet/assets) by key, {wallets} wallets',
+  transfers: 'by key: transfers by key to a wallet id, {wallets} wallets',
+  history100k: 'by key: history page (limit=10) by key, {wallets} wallets of ~{history} txs',
+  historymixed: 'by key, mixed: 1 transfer then 3 history pages (limit=10) per connection, by key, {wallets} wallets (all requests)',
 }
 
 /**
@@ -77,7 +77,7 @@ export function jobFor(
   const names = traders.map((user) => user.username)
   const base = { url, connections, seconds }
   const keys = () => {
-    if (!seeded.keyed) throw new Error(`scenario ${scenario} needs issue 20's keyed wallets`)
+    if (!seeded.keyed) throw new Error(`scenario ${scenario} needs the keyed wallets`)
     return seeded.keyed.wallets
   }
   switch (scenario) {
@@ -111,7 +111,7 @@ export function jobFor(
     case 'history100k':
       return { ...base, kind: 'get', path: '/wallet/transactions?limit=10', tokens: keys().map((wallet) => wallet.key) }
     case 'historymixed': {
-      // History read while transfers commit: every page's commit state has moved (docs/performance.md#reads-kept-while-nothing-was-committed-issue-20-engineer-m).
+      // History read while transfers commit: every page's commit state has moved.
       const senders = keys().map((wallet) => ({ token: wallet.key, name: String(wallet.walletId) }))
       return {
         ...base,

@@ -1,6 +1,6 @@
 /**
- * The service's CPU per transfer on PostgreSQL, in process (`npx tsx bench/pg-transfers-cpu.ts
- * [--against=<another checkout>] [--rounds=N] [--transfers=N] [--concurrency=N]`): issue 20's
+ * The service's CPU per transfer on PostgreSQL, in process (`npx tsx bench/experiments/pg-transfers-cpu.ts
+ * [--against=<another checkout>] [--rounds=N] [--transfers=N] [--concurrency=N]`): the keyed
  * transfer (100 wallets by key, 1 gold to a random wallet id) sent with Fastify's `inject` by
  * `concurrency` clients at once, so that group commit forms batches as under load, on an
  * embedded PostgreSQL (fsync on). The figure is this process's CPU (user + system) per transfer:
@@ -15,7 +15,7 @@ import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import pg from 'pg'
-import { startPostgres } from '../scripts/lib/postgres.ts'
+import { startPostgres } from '../../scripts/lib/postgres.ts'
 
 const args = process.argv.slice(2)
 const numberArg = (name: string, fallback: number) => Number(args.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
@@ -28,7 +28,7 @@ const viaLedger = args.includes('--ledger') || args.includes('--lookups')
 const lookupsOnly = args.includes('--lookups')
 const against = args.find((arg) => arg.startsWith('--against='))?.slice('--against='.length)
 const ADMIN_KEY = 'cfa_pg_transfers_bench_admin_key_not_a_secret'
-const HERE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 interface Subject {
   label: string
@@ -169,7 +169,7 @@ async function main(): Promise<void> {
   }
   const urls = [await urlOf('cpu_a')]
   if (against) urls.push(await urlOf('cpu_b'))
-  const subjects = [await setUp(HERE, 'this checkout', urls[0])]
+  const subjects = [await setUp(ROOT, 'this checkout', urls[0])]
   if (against) subjects.push(await setUp(path.resolve(against), against, urls[1]))
   try {
     for (const subject of subjects) await measure(subject, 1000)
