@@ -1,30 +1,20 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { outbox } from '../../src/events/outbox.ts'
 import { GroupCommitter } from '../../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../../src/ledger/ledger.service.ts'
-import { MAX_QUANTITY, MINT_WALLET_ID, type Asset, type Transaction } from '../../src/ledger/ledger.types.ts'
-import { buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { MAX_QUANTITY, MINT_WALLET_ID, type Transaction } from '../../src/ledger/ledger.types.ts'
+import { buildPeerApp, expectError, STORAGE } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, type TestUser } from '../helpers/factories.ts'
+import { assertRefusedUnchanged, ledgerApp, ledgerState } from '../helpers/ledger-fixture.ts'
 
 /**
  * Batches: POST /wallet/transactions/batch (atomic or not, one Idempotency-Key for the whole
  * batch) and POST /issuances (the operator's issuance to many wallets, atomic).
  */
 
-let t: TestApp
-let gold: Asset
-let silver: Asset
-
-before(async () => {
-  t = await buildTestApp()
-  gold = await createAsset(t)
-  silver = await createAsset(t)
-})
-after(async () => {
-  await t.close()
-})
+const { t, gold, silver } = await ledgerApp()
 
 function sendBatch(from: TestUser, payload: unknown, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
   return t.app.inject({
@@ -47,39 +37,9 @@ async function balances(user: TestUser): Promise<Record<string, number>> {
   )
 }
 
-/** What the ledger holds in all: transactions and events recorded, and every holding. */
-async function ledgerState() {
-  const { db } = t.database
-  const [transactions, events, holdings] = await Promise.all([
-    db
-      .selectFrom('transactions')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .executeTakeFirstOrThrow(),
-    db
-      .selectFrom('events')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .executeTakeFirstOrThrow(),
-    db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity']).orderBy('wallet_id').orderBy('asset_id').execute(),
-  ])
-  return {
-    transactions: Number(transactions.count),
-    events: Number(events.count),
-    holdings: holdings.map((row) => [Number(row.wallet_id), Number(row.asset_id), Number(row.quantity)]),
-  }
-}
-
 /** Asserts that `request` is refused with this status, code and detail prefix and changes nothing at all. */
-async function refusedUnchanged(
-  request: () => Promise<LightMyRequestResponse>,
-  status: number,
-  code: string,
-  detail?: RegExp,
-): Promise<void> {
-  const before = await ledgerState()
-  const response = await request()
-  expectError(response, status, code)
-  if (detail) assert.match(response.json().detail, detail)
-  assert.deepEqual(await ledgerState(), before)
+function refusedUnchanged(request: () => Promise<LightMyRequestResponse>, status: number, code: string, detail?: RegExp): Promise<void> {
+  return assertRefusedUnchanged(t, request, status, code, detail)
 }
 
 async function eventsOf(transactionIds: number[]): Promise<[number, number, string][]> {
@@ -362,7 +322,7 @@ describe(`POST /wallet/transactions/batch, not atomic (${STORAGE})`, () => {
   it('answers 200 with every error and moves nothing when no transfer can commit', async () => {
     const payer = await fundedUser(t, [[gold, 1]])
     const bob = await createUser(t.app)
-    const before = await ledgerState()
+    const before = await ledgerState(t.database.db)
     const response = await sendBatch(payer, {
       atomic: false,
       transfers: [
@@ -378,7 +338,7 @@ describe(`POST /wallet/transactions/batch, not atomic (${STORAGE})`, () => {
         [404, 'U003'],
       ],
     )
-    assert.deepEqual(await ledgerState(), before)
+    assert.deepEqual(await ledgerState(t.database.db), before)
   })
 })
 
@@ -395,13 +355,13 @@ describe(`POST /wallet/transactions/batch with an Idempotency-Key (${STORAGE})`,
     const first = await sendBatch(payer, body, { 'idempotency-key': 'batch-1' })
     assert.equal(first.statusCode, 201, first.body)
     assert.equal(first.headers['idempotent-replayed'], undefined)
-    const before = await ledgerState()
+    const before = await ledgerState(t.database.db)
     // The same request written another way (atomic spelled out, a wallet id as a number) is the same request.
     const again = await sendBatch(payer, { atomic: true, transfers: body.transfers }, { 'idempotency-key': 'batch-1' })
     assert.equal(again.statusCode, 201)
     assert.equal(again.headers['idempotent-replayed'], 'true')
     assert.deepEqual(again.json(), first.json())
-    assert.deepEqual(await ledgerState(), before)
+    assert.deepEqual(await ledgerState(t.database.db), before)
     assert.deepEqual(await balances(payer), { [gold.name]: 5 })
   })
 

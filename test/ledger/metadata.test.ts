@@ -1,23 +1,14 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { readEventsAfter } from '../../src/events/events.repository.ts'
-import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
-import { buildTestApp, expectError, type TestApp } from '../helpers/app.ts'
-import { createAsset, createUser, fundedUser, issue, sendTransaction, type TestUser } from '../helpers/factories.ts'
+import type { Transaction } from '../../src/ledger/ledger.types.ts'
+import { expectError } from '../helpers/app.ts'
+import { createUser, fundedUser, issue, sendTransaction, type TestUser } from '../helpers/factories.ts'
+import { ledgerApp } from '../helpers/ledger-fixture.ts'
 
 /** Transaction kinds and metadata: what every Transaction carries, what requests may set, and the filters of history. */
 
-let t: TestApp
-let gold: Asset
-let silver: Asset
-before(async () => {
-  t = await buildTestApp()
-  gold = await createAsset(t)
-  silver = await createAsset(t)
-})
-after(async () => {
-  await t.close()
-})
+const { t, gold, silver } = await ledgerApp()
 
 function send(user: TestUser, payload: unknown, headers: Record<string, string> = {}) {
   return t.app.inject({ method: 'POST', url: '/wallet/transactions', headers: { ...user.auth, ...headers }, payload: payload as object })

@@ -1,28 +1,20 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { sql } from 'kysely'
 import { readEventsAfter } from '../../src/events/events.repository.ts'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
-import { buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { buildTestApp, expectError, STORAGE } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, sendTransaction, type TestUser } from '../helpers/factories.ts'
+import { ledgerApp, ledgerState } from '../helpers/ledger-fixture.ts'
 
 /** Refunds (POST /wallet/transactions/{id}/refund) and the operator's reversals (POST /transactions/{id}/reversal). */
 
 const MINT_WALLET_ID = 1
 
-let t: TestApp
-let gold: Asset
-let silver: Asset
-before(async () => {
-  t = await buildTestApp()
-  gold = await createAsset(t)
-  silver = await createAsset(t)
-})
-after(async () => {
-  assert.deepEqual((await verifyLedger(t.database.db)).problems, [])
-  await t.close()
+const { t, gold, silver } = await ledgerApp({
+  atEnd: async (app) => assert.deepEqual((await verifyLedger(app.database.db)).problems, []),
 })
 
 function refund(user: TestUser, id: number | string, payload?: unknown, headers: Record<string, string> = {}) {
@@ -58,27 +50,6 @@ async function holding(walletId: number, asset: Asset): Promise<number> {
     .where('asset_id', '=', asset.id)
     .executeTakeFirst()
   return row === undefined ? 0 : Number(row.quantity)
-}
-
-/** Everything a refused request must leave unchanged. */
-async function snapshot() {
-  const db = t.database.db
-  const count = async (table: 'transactions' | 'events' | 'holdings' | 'idempotency_keys') =>
-    Number(
-      (
-        await db
-          .selectFrom(table)
-          .select((eb) => eb.fn.countAll().as('n'))
-          .executeTakeFirstOrThrow()
-      ).n,
-    )
-  const holdings = await db
-    .selectFrom('holdings')
-    .select(['wallet_id', 'asset_id', 'quantity'])
-    .orderBy('wallet_id')
-    .orderBy('asset_id')
-    .execute()
-  return { transactions: await count('transactions'), events: await count('events'), keys: await count('idempotency_keys'), holdings }
 }
 
 describe('POST /wallet/transactions/{id}/refund', () => {
@@ -130,15 +101,15 @@ describe('POST /wallet/transactions/{id}/refund', () => {
     )
     assert.equal(first.memo, 'partial')
     assert.deepEqual(first.metadata, { ticket: 'T-9' })
-    const before = await snapshot()
+    const before = await ledgerState(t.database.db)
     expectError(await refund(bob, paid.id, { assets: { [gold.name]: 4 } }), 409, 'T001')
     // An asset the original did not move has nothing left to refund.
     const other = await createAsset(t)
     await issue(t, bob.walletId, other.id, 5)
-    const afterIssue = await snapshot()
+    const afterIssue = await ledgerState(t.database.db)
     expectError(await refund(bob, paid.id, { assets: { [other.name]: 1 } }), 409, 'T001')
     expectError(await refund(bob, paid.id, { assets: { nosuchasset: 1 } }), 400, 'I001')
-    assert.deepEqual(await snapshot(), afterIssue)
+    assert.deepEqual(await ledgerState(t.database.db), afterIssue)
     assert.equal(before.transactions + 1, afterIssue.transactions)
     // The rest, by default: 3 gold and 3 silver.
     const rest = await created(refund(bob, paid.id, {}))
@@ -192,7 +163,7 @@ describe('POST /wallet/transactions/{id}/refund', () => {
     const paid = await sendTransaction(t, alice, { recipient: bob.username, assets: { [gold.name]: 5 } })
     const issued = await issue(t, bob.walletId, gold.id, 1)
     const refunded = await created(refund(bob, paid.id, { assets: { [gold.name]: 1 } }))
-    const before = await snapshot()
+    const before = await ledgerState(t.database.db)
     expectError(await refund(alice, paid.id), 404, 'T000')
     expectError(await refund(bob, issued.id), 404, 'T000')
     expectError(await refund(alice, refunded.id), 404, 'T000')
@@ -200,7 +171,7 @@ describe('POST /wallet/transactions/{id}/refund', () => {
     // A wallet key of another wallet, and another user's active wallet.
     const carol = await createUser(t.app)
     expectError(await refund(carol, paid.id), 404, 'T000')
-    assert.deepEqual(await snapshot(), before)
+    assert.deepEqual(await ledgerState(t.database.db), before)
   })
 
   it("answers W000 when the sender's wallet has been deleted", async () => {
@@ -214,16 +185,16 @@ describe('POST /wallet/transactions/{id}/refund', () => {
     )
     const paid = await sendTransaction(t, owner, { recipient: bob.username, assets: { [gold.name]: 2 } })
     assert.equal((await t.app.inject({ method: 'DELETE', url: '/wallet', headers: owner.auth })).statusCode, 204)
-    const before = await snapshot()
+    const before = await ledgerState(t.database.db)
     expectError(await refund(bob, paid.id), 404, 'W000')
     expectError(await reverse(paid.id), 404, 'W000')
-    assert.deepEqual(await snapshot(), before)
+    assert.deepEqual(await ledgerState(t.database.db), before)
   })
 
   it('refuses bad bodies and ids with G000 / G001, and changes nothing', async () => {
     const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
     const paid = await sendTransaction(t, alice, { recipient: bob.username, assets: { [gold.name]: 5 } })
-    const before = await snapshot()
+    const before = await ledgerState(t.database.db)
     for (const body of [
       { memo: 'x'.repeat(65) },
       { memo: 5 },
@@ -255,7 +226,7 @@ describe('POST /wallet/transactions/{id}/refund', () => {
       expectError(await refund(bob, id), 400, 'G001')
       expectError(await reverse(id), 400, 'G001')
     }
-    assert.deepEqual(await snapshot(), before)
+    assert.deepEqual(await ledgerState(t.database.db), before)
   })
 
   it('answers a repeat with an Idempotency-Key from the first response, and a different request under it with G003', async () => {
@@ -346,11 +317,11 @@ describe('POST /transactions/{id}/reversal', () => {
     const [alice, bob] = [await fundedUser(t, [[gold, 10]]), await createUser(t.app)]
     const paid = await sendTransaction(t, alice, { recipient: bob.username, assets: { [gold.name]: 5 } })
     const refunded = await created(refund(bob, paid.id, { assets: { [gold.name]: 1 } }))
-    const before = await snapshot()
+    const before = await ledgerState(t.database.db)
     expectError(await reverse(refunded.id), 409, 'T001')
     expectError(await reverse(refunded.id, { assets: { [gold.name]: 1 } }), 409, 'T001')
     expectError(await reverse(987654321), 404, 'T000')
-    assert.deepEqual(await snapshot(), before)
+    assert.deepEqual(await ledgerState(t.database.db), before)
     // Refunds and reversals of one transaction share what is left of it.
     await created(reverse(paid.id, { assets: { [gold.name]: 3 } }))
     expectError(await refund(bob, paid.id, { assets: { [gold.name]: 2 } }), 409, 'T001')
