@@ -122,7 +122,8 @@ function loadProcess(): ChildProcess {
     const waiter = pending.get(message.id)
     pending.delete(message.id)
     if (message.error !== undefined) waiter?.reject(new Error(message.error))
-    else if (message.result) waiter?.resolve(message.result)
+    // IPC sends NaN (a percentile of no answers) as null.
+    else if (message.result) waiter?.resolve({ ...message.result, p50: message.result.p50 ?? NaN, p99: message.result.p99 ?? NaN })
   })
   child.on('exit', () => {
     loadChild = undefined
