@@ -321,6 +321,63 @@ interface Figures {
   seconds: number
 }
 
+/** Only 201, or 503 S001 with Retry-After (and G004 for a retry overtaking its first try); never a hang. */
+function checkAnswers(replies: Reply[], problems: string[]): void {
+  for (const reply of replies) {
+    if (reply.status === 0) problems.push(`a request got no answer (${reply.ms} ms)`)
+    else if (reply.status === 503 && reply.code !== 'S001') problems.push(`a 503 carried ${reply.code}, not S001`)
+    else if (reply.status === 503 && !(Number(reply.retryAfter) >= 1)) problems.push('a 503 S001 came without Retry-After')
+    if (reply.ms > HANG_MS) problems.push(`a request took ${reply.ms} ms to be answered ${reply.status}`)
+  }
+}
+
+/** How many answers of each status and code (or none). */
+function answersByCode(replies: Reply[]): Record<string, number> {
+  const byCode: Record<string, number> = {}
+  for (const reply of replies) {
+    const key = reply.status === 0 ? 'no answer' : `${reply.status}${reply.code ? ` ${reply.code}` : ''}`
+    byCode[key] = (byCode[key] ?? 0) + 1
+  }
+  return byCode
+}
+
+/** /readyz: 503 during the fault, 200 for good within RECOVERY_MS of the storage coming back. */
+function checkReadiness(
+  replies: { at: number; status: number }[],
+  start: number,
+  back: number,
+  problems: string[],
+): { readyAgainMs: number | undefined; readinessDownSeconds: number } {
+  const readyDuring = replies.filter((reply) => reply.at >= start && reply.at <= back)
+  if (!readyDuring.some((reply) => reply.status === 503))
+    problems.push(`/readyz never answered 503 during the fault (${readyDuring.length} polls)`)
+  if (replies.some((reply) => reply.status !== 200 && reply.status !== 503))
+    problems.push('/readyz answered something else than 200 or 503')
+  const readyAgain = replies.find(
+    (reply) =>
+      reply.status === 200 && reply.at >= back && replies.filter((later) => later.at >= reply.at).every((later) => later.status === 200),
+  )
+  const readyAgainMs = readyAgain ? readyAgain.at - back : undefined
+  if (readyAgainMs === undefined || readyAgainMs > RECOVERY_MS)
+    problems.push(`/readyz was not 200 for good within ${RECOVERY_MS / 1000} s of the storage coming back (${readyAgainMs ?? 'never'} ms)`)
+  const downPolls = replies.filter((reply) => reply.status !== 200)
+  const readinessDownSeconds = downPolls.length > 0 ? (downPolls[downPolls.length - 1].at - downPolls[0].at) / 1000 : 0
+  return { readyAgainMs, readinessDownSeconds }
+}
+
+/** Each storage fault is logged once per request with its cause: the count of each cause. */
+function faultCauses(log: string[], problems: string[]): Record<string, number> {
+  const faultLines = log.filter((line) => line.includes('storage unavailable'))
+  if (faultLines.some((line) => line.includes('unknown cause')))
+    problems.push(`a storage fault was logged without its cause: ${faultLines.find((line) => line.includes('unknown cause'))}`)
+  const causes: Record<string, number> = {}
+  for (const line of faultLines) {
+    const cause = /storage unavailable: ([^:]+):/.exec(line)?.[1] ?? 'unknown cause'
+    causes[cause] = (causes[cause] ?? 0) + 1
+  }
+  return causes
+}
+
 async function runScenario(name: string, storage: Storage): Promise<{ figures: Figures; problems: string[] }> {
   const started = Date.now()
   const port = await freePort()
@@ -356,19 +413,8 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
     // The process stayed up, never restarted.
     if (service.diedWith) problems.push(`the service process died: ${service.diedWith}`)
 
-    // Only 201 or 503 S001 with Retry-After (and G004 for a retry overtaking its first try); never a hang.
-    for (const reply of load.replies) {
-      if (reply.status === 0) problems.push(`a request got no answer (${reply.ms} ms)`)
-      else if (reply.status === 503 && reply.code !== 'S001') problems.push(`a 503 carried ${reply.code}, not S001`)
-      else if (reply.status === 503 && !(Number(reply.retryAfter) >= 1)) problems.push('a 503 S001 came without Retry-After')
-      if (reply.ms > HANG_MS) problems.push(`a request took ${reply.ms} ms to be answered ${reply.status}`)
-    }
-    const during = load.replies.filter((reply) => reply.at >= start && reply.at <= back)
-    const duringByCode: Record<string, number> = {}
-    for (const reply of during) {
-      const key = reply.status === 0 ? 'no answer' : `${reply.status}${reply.code ? ` ${reply.code}` : ''}`
-      duringByCode[key] = (duringByCode[key] ?? 0) + 1
-    }
+    checkAnswers(load.replies, problems)
+    const duringByCode = answersByCode(load.replies.filter((reply) => reply.at >= start && reply.at <= back))
 
     // The first transfer after the storage came back, without restarting the service.
     const firstAfter = load.replies.find((reply) => reply.status === 201 && reply.at >= back)
@@ -378,25 +424,7 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
         `no transfer succeeded within ${RECOVERY_MS / 1000} s of the storage coming back (first after ${recoveryMs ?? 'never'} ms)`,
       )
 
-    // /readyz: 503 during the fault, 200 again after.
-    const readyDuring = readiness.replies.filter((reply) => reply.at >= start && reply.at <= back)
-    if (!readyDuring.some((reply) => reply.status === 503))
-      problems.push(`/readyz never answered 503 during the fault (${readyDuring.length} polls)`)
-    if (readiness.replies.some((reply) => reply.status !== 200 && reply.status !== 503))
-      problems.push('/readyz answered something else than 200 or 503')
-    const readyAgain = readiness.replies.find(
-      (reply) =>
-        reply.status === 200 &&
-        reply.at >= back &&
-        readiness.replies.filter((later) => later.at >= reply.at).every((later) => later.status === 200),
-    )
-    const readyAgainMs = readyAgain ? readyAgain.at - back : undefined
-    if (readyAgainMs === undefined || readyAgainMs > RECOVERY_MS)
-      problems.push(
-        `/readyz was not 200 for good within ${RECOVERY_MS / 1000} s of the storage coming back (${readyAgainMs ?? 'never'} ms)`,
-      )
-    const downPolls = readiness.replies.filter((reply) => reply.status !== 200)
-    const readinessDownSeconds = downPolls.length > 0 ? (downPolls[downPolls.length - 1].at - downPolls[0].at) / 1000 : 0
+    const { readyAgainMs, readinessDownSeconds } = checkReadiness(readiness.replies, start, back, problems)
 
     // Nothing lost, nothing doubled.
     await checkHoldings(service.url, users, load.sent, ASSET, INITIAL, problems)
@@ -411,15 +439,7 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
     const verified = await runCoffer(['verify'], env)
     if (verified.code !== 0) problems.push(`coffer verify failed (${verified.code}):\n${verified.output}`)
 
-    // Each storage fault was logged once per request with its cause.
-    const faultLines = service.log.filter((line) => line.includes('storage unavailable'))
-    if (faultLines.some((line) => line.includes('unknown cause')))
-      problems.push(`a storage fault was logged without its cause: ${faultLines.find((line) => line.includes('unknown cause'))}`)
-    const causes: Record<string, number> = {}
-    for (const line of faultLines) {
-      const cause = /storage unavailable: ([^:]+):/.exec(line)?.[1] ?? 'unknown cause'
-      causes[cause] = (causes[cause] ?? 0) + 1
-    }
+    const causes = faultCauses(service.log, problems)
 
     const slowestMs = Math.max(0, ...load.replies.map((reply) => reply.ms))
     return {

@@ -56,7 +56,7 @@ export class Service {
         resolve()
       }),
     )
-    const deadline = Date.now() + 30_000
+    const deadline = Date.now() + 60_000
     for (;;) {
       if (child.exitCode !== null) throw new Error(`the service exited at start (${child.exitCode}):\n${stderr}`)
       try {
