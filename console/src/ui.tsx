@@ -2,6 +2,7 @@ import type { ComponentChildren } from 'preact'
 import { createContext } from 'preact'
 import { useCallback, useContext, useEffect, useId, useRef, useState } from 'preact/hooks'
 import { CofferError } from './api.ts'
+import { formatDetail } from './format.ts'
 import { describeError, type ShownError } from './text.ts'
 
 /** Small building blocks every screen uses: fields, messages, confirmations, actions. */
@@ -106,7 +107,7 @@ export function ErrorNotice({ error }: { error: ShownError | undefined }) {
       <p>{error.text}</p>
       {(error.detail || error.code) && (
         <p class="detail">
-          {error.detail && <span>{error.detail}</span>}
+          {error.detail && <span>{formatDetail(error.detail)}</span>}
           {error.code && <span class="code"> (code {error.code})</span>}
         </p>
       )}
@@ -250,6 +251,8 @@ export interface ConfirmRequest {
   title: string
   body: ComponentChildren
   action: string
+  /** `danger` for what takes something away (voids, deletions, refunds); otherwise the button is the usual primary one. */
+  tone?: 'danger'
 }
 
 const ConfirmContext = createContext<(request: ConfirmRequest) => Promise<boolean>>(async () => false)
@@ -292,7 +295,7 @@ export function ConfirmHost({ children }: { children: ComponentChildren }) {
               <button type="button" onClick={() => answer(false)}>
                 Cancel
               </button>
-              <button type="submit" class="danger">
+              <button type="submit" class={request.tone === 'danger' ? 'danger' : 'primary'}>
                 {request.action}
               </button>
             </div>

@@ -4,7 +4,7 @@ import { TransactionFilterFields, useTransactionFilters, type TransactionQuery }
 import { formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
 import { ReverseForm } from '../reverse.tsx'
-import { TransactionPage, type Cursors } from '../transactions.tsx'
+import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
 import { Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
@@ -27,11 +27,14 @@ export function History({ session }: ScreenProps) {
   const chosen: TransactionQuery = { ...(direction ? { direction } : {}), ...shared.query }
 
   const page = useLoad(
-    () =>
-      callPage(
-        coffer.GET('/wallet/transactions', {
-          params: { query: { limit: Number(limit), ...(before !== undefined ? { before } : {}), ...chosen } },
-        }),
+    async () =>
+      withMovedBack(
+        await callPage(
+          coffer.GET('/wallet/transactions', {
+            params: { query: { limit: Number(limit), ...(before !== undefined ? { before } : {}), ...chosen } },
+          }),
+        ),
+        (after) => callPage(coffer.GET('/wallet/transactions', { params: { query: { kind: 'reversal', after, limit: 100 } } })),
       ),
     [filters, before, session.wallet_id],
   )
@@ -96,7 +99,9 @@ export function History({ session }: ScreenProps) {
       </p>
       <TransactionPage
         actions={(transaction) =>
-          transaction.receiving_wallet_id === session.wallet_id && (transaction.kind === 'transfer' || transaction.kind === 'capture') ? (
+          transaction.receiving_wallet_id === session.wallet_id &&
+          (transaction.kind === 'transfer' || transaction.kind === 'capture') &&
+          !(page.data && allMovedBack(transaction, page.data.moved)) ? (
             <ReverseForm
               transaction={transaction}
               verb="Refund"
