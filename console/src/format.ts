@@ -33,3 +33,11 @@ export function dayBound(value: string, end: boolean): string | undefined {
 export function formatDetail(detail: string): string {
   return detail.replace(/\d{4,}/g, (digits) => (Number.isSafeInteger(Number(digits)) ? formatQuantity(Number(digits)) : digits))
 }
+
+const day = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium' })
+
+/** An `<input type="date">` value as the reader writes a day. */
+export function formatDay(value: string): string {
+  const start = dayBound(value, false)
+  return start ? day.format(new Date(start)) : value
+}

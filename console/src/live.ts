@@ -20,9 +20,12 @@ export function useWalletEvents(walletId: number, onEvent: (event: WalletEvent) 
     // a person coming back to the page ask at once.
     const check = () => {
       if (document.visibilityState !== 'visible') return
-      void coffer.GET('/user/session').then(({ response }) => {
-        if (response.status === 401 && !controller.signal.aborted) session.ended(ERROR_TEXT.A001)
-      }, () => undefined)
+      void coffer.GET('/user/session').then(
+        ({ response }) => {
+          if (response.status === 401 && !controller.signal.aborted) session.ended(ERROR_TEXT.A001)
+        },
+        () => undefined,
+      )
     }
     void followEvents(
       {

@@ -67,6 +67,9 @@ export function reversalWord(transaction: Pick<Transaction, 'sending_wallet_id' 
   return transaction.sending_wallet_id === MINT_WALLET_ID || transaction.receiving_wallet_id === MINT_WALLET_ID ? 'correction' : 'refund'
 }
 
+/** A reversal's own name in a list: "Refund of transaction 12". */
+export const REVERSAL_TEXT = { refund: 'Refund', correction: 'Correction' }
+
 /** The mark on a transaction that was moved back, in whole or in part. */
 export const MOVED_BACK_TEXT = {
   refund: { all: 'Refunded', part: 'Partly refunded' },

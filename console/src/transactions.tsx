@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact'
 import type { Transaction } from './api.ts'
 import { formatQuantity, formatTime } from './format.ts'
-import { KIND_TEXT, MOVED_BACK_TEXT, reversalWord, type ShownError } from './text.ts'
+import { KIND_TEXT, MOVED_BACK_TEXT, REVERSAL_TEXT, reversalWord, type ShownError } from './text.ts'
 import { Empty, ErrorNotice, Loading, Pager } from './ui.tsx'
 
 /** Who the other side of a transaction is, as a person reads it. */
@@ -13,7 +13,7 @@ function party(username: string | undefined, address: string): string {
 function kindLabel(transaction: Transaction): string | undefined {
   if (transaction.kind === 'transfer') return undefined
   if (transaction.kind === 'reversal' && transaction.reverses !== undefined)
-    return `${reversalWord(transaction)} of transaction ${transaction.reverses}`
+    return `${REVERSAL_TEXT[reversalWord(transaction)]} of transaction ${transaction.reverses}`
   if (transaction.kind === 'capture' && transaction.hold_id !== undefined) return `${KIND_TEXT.capture} of hold ${transaction.hold_id}`
   return KIND_TEXT[transaction.kind]
 }
@@ -100,7 +100,11 @@ function TransactionList({
             <p class="meta">
               {moved.has(transaction.id) && (
                 <span class="badge">
-                  {MOVED_BACK_TEXT[(moved.get(transaction.id) as { word: 'refund' | 'correction' }).word][allMovedBack(transaction, moved) ? 'all' : 'part']}
+                  {
+                    MOVED_BACK_TEXT[(moved.get(transaction.id) as { word: 'refund' | 'correction' }).word][
+                      allMovedBack(transaction, moved) ? 'all' : 'part'
+                    ]
+                  }
                 </span>
               )}
               {kindLabel(transaction) && <span class="kind">{kindLabel(transaction)} · </span>}

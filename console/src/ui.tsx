@@ -306,6 +306,37 @@ export function ConfirmHost({ children }: { children: ComponentChildren }) {
   )
 }
 
+/** An active filter as a person reads it ("Kind: Issuance"), and how to remove it. */
+export interface Chip {
+  label: string
+  clear: () => void
+}
+
+/** Filters folded behind one "Filter" control; the active ones shown as chips that remove them. */
+export function FilterBar({ label, chips, children }: { label: string; chips: Chip[]; children: ComponentChildren }) {
+  return (
+    <div class="filter-bar">
+      {chips.length > 0 && (
+        <ul class="chips" aria-label="Active filters">
+          {chips.map((chip) => (
+            <li key={chip.label}>
+              <button type="button" onClick={chip.clear} aria-label={`Remove filter ${chip.label}`}>
+                {chip.label} <span aria-hidden="true">✕</span>
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <details>
+        <summary>{chips.length > 0 ? `Filter (${chips.length} active)` : 'Filter'}</summary>
+        <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label={label}>
+          {children}
+        </form>
+      </details>
+    </div>
+  )
+}
+
 /** Buttons to the newest, a newer and an older page of a list paged by cursor. */
 export function Pager({
   first,
@@ -335,7 +366,10 @@ export function Pager({
   )
 }
 
-/** The bar atop every signed-in screen: the name, who is signed in, sign-out and the navigation. */
+/**
+ * The navigation of every signed-in screen: a side bar on a desktop; on a phone a compact top bar
+ * whose "Menu" button opens who is signed in, sign-out and the links.
+ */
 export function TopBar(props: {
   brand: string
   home: string
@@ -348,26 +382,36 @@ export function TopBar(props: {
   current: string
   operator?: boolean
 }) {
+  const [open, setOpen] = useState(false)
+  const id = useId()
+  useEffect(() => setOpen(false), [props.current])
   return (
     <header class={props.operator ? 'top operator' : 'top'}>
-      <a class="brand" href={props.home}>
-        {props.brand}
-      </a>
-      <p class="who">{props.who}</p>
-      <button type="button" disabled={props.pending} onClick={props.signOut}>
-        Sign out
-      </button>
-      <nav aria-label={props.navLabel}>
-        <ul>
-          {props.links.map(([path, label]) => (
-            <li key={path}>
-              <a href={`${props.base}${path}`} aria-current={props.current === path ? 'page' : undefined}>
-                {label}
-              </a>
-            </li>
-          ))}
-        </ul>
-      </nav>
+      <div class="top-row">
+        <a class="brand" href={props.home}>
+          {props.brand}
+        </a>
+        <button type="button" class="menu" aria-expanded={open} aria-controls={id} onClick={() => setOpen(!open)}>
+          Menu
+        </button>
+      </div>
+      <div id={id} class={open ? 'top-panel open' : 'top-panel'}>
+        <nav aria-label={props.navLabel}>
+          <ul>
+            {props.links.map(([path, label]) => (
+              <li key={path}>
+                <a href={`${props.base}${path}`} aria-current={props.current === path ? 'page' : undefined} onClick={() => setOpen(false)}>
+                  {label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <p class="who">{props.who}</p>
+        <button type="button" disabled={props.pending} onClick={props.signOut}>
+          Sign out
+        </button>
+      </div>
     </header>
   )
 }

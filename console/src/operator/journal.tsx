@@ -3,7 +3,7 @@ import { call, callPage, coffer } from '../api.ts'
 import { TransactionFilterFields, useTransactionFilters } from '../filters.tsx'
 import { ReverseForm } from '../reverse.tsx'
 import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
-import { Page, useLoad } from '../ui.tsx'
+import { FilterBar, Page, useLoad } from '../ui.tsx'
 
 /** The whole journal, newest first, with filters and pages; or one wallet's history (`wallet`). */
 export function JournalList({ wallet }: { wallet?: number }) {
@@ -34,9 +34,9 @@ export function JournalList({ wallet }: { wallet?: number }) {
   )
   return (
     <>
-      <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Journal filters">
+      <FilterBar label="Journal filters" chips={shared.chips}>
         <TransactionFilterFields fields={shared.fields} />
-      </form>
+      </FilterBar>
       <TransactionPage
         actions={(transaction) =>
           transaction.kind === 'reversal' || (page.data && allMovedBack(transaction, page.data.moved)) ? null : (

@@ -5,7 +5,7 @@ import { formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
 import { ReverseForm } from '../reverse.tsx'
 import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
-import { Page, Select, useLoad } from '../ui.tsx'
+import { FilterBar, Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
 /** The statement of what the filters choose (`format=csv`): the browser downloads it with the session's cookie. */
@@ -67,7 +67,13 @@ export function History({ session }: ScreenProps) {
       <p role="status" class="news">
         {news}
       </p>
-      <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Filters">
+      <FilterBar
+        label="Filters"
+        chips={[
+          ...(direction ? [{ label: direction === 'sent' ? 'Sent only' : 'Received only', clear: () => setDirection('') }] : []),
+          ...shared.chips,
+        ]}
+      >
         <Select
           label="Direction"
           value={direction}
@@ -90,7 +96,7 @@ export function History({ session }: ScreenProps) {
             ['100', '100'],
           ]}
         />
-      </form>
+      </FilterBar>
       <p>
         <a class="button-link" href={statementLink(chosen)} download>
           Download statement (CSV)

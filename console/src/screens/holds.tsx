@@ -4,7 +4,7 @@ import { formatAssets, formatQuantity, formatTime } from '../format.ts'
 import { HOLDING_TEXT, holdOutcome } from '../text.ts'
 import { useWalletEvents } from '../live.ts'
 import { CursorPager, MetadataList, type Cursors } from '../transactions.tsx'
-import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
+import { Done, Empty, ErrorNotice, Field, FilterBar, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parsePart, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
@@ -22,6 +22,13 @@ const EXPIRIES: [string, string][] = [
   ['604800', '7 days'],
   ['2592000', '30 days'],
 ]
+
+const HOLD_STATUS_TEXT: Record<Hold['status'], string> = {
+  pending: 'Pending',
+  captured: 'Captured',
+  voided: 'Voided',
+  expired: 'Expired',
+}
 
 function party(username: string | undefined, address: string): string {
   return username ? `${username} (${address})` : address
@@ -274,7 +281,15 @@ export function Holds({ session, refresh }: ScreenProps) {
       <PlaceHold session={session} refresh={refresh} placed={page.reload} />
       <section aria-labelledby="hold-list">
         <h2 id="hold-list">Holds of this wallet</h2>
-        <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Hold filters">
+        <FilterBar
+          label="Hold filters"
+          chips={[
+            ...(status ? [{ label: `Status: ${HOLD_STATUS_TEXT[status as Hold['status']]}`, clear: () => setStatus('') }] : []),
+            ...(direction
+              ? [{ label: direction === 'sent' ? 'Placed by this wallet' : 'For this wallet', clear: () => setDirection('') }]
+              : []),
+          ]}
+        >
           <Select
             label="Status"
             value={status}
@@ -297,7 +312,7 @@ export function Holds({ session, refresh }: ScreenProps) {
               ['received', 'For this wallet'],
             ]}
           />
-        </form>
+        </FilterBar>
         {done && <Done>{done}</Done>}
         <ErrorNotice error={error} />
         <ErrorNotice error={page.error} />
@@ -324,7 +339,9 @@ export function Holds({ session, refresh }: ScreenProps) {
                     ))}
                   </p>
                   <p class="meta">
-                    <span class={`badge ${hold.status}`}>{holdOutcome(hold.status, hold.assets, page.data?.paid.get(hold.id), formatQuantity)}</span>
+                    <span class={`badge ${hold.status}`}>
+                      {holdOutcome(hold.status, hold.assets, page.data?.paid.get(hold.id), formatQuantity)}
+                    </span>
                     <span> · hold {hold.id}</span>
                     {hold.status === 'pending' ? (
                       <span> · expires {formatTime(hold.expires_at)}</span>
