@@ -12,6 +12,7 @@ import events from './events/events.plugin.ts'
 import { outbox } from './events/outbox.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
+import compression from './http/compression.ts'
 import consolePlugin from './http/console.ts'
 import cookies from './http/cookies.ts'
 import cors from './http/cors.ts'
@@ -97,6 +98,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // 2. Request ids, logs, metrics.
   await app.register(observability)
   await registerOperatorMetrics(app, { metrics, database: options.database })
+  // Large answers compressed for clients that accept it.
+  await app.register(compression)
 
   // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
   await app.register(cookies)
