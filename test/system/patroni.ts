@@ -105,7 +105,12 @@ function knownFailing(version: number[]): Map<string, string> {
     for (const pathName of PATHS)
       known.set(
         `frozen-primary/${pathName}`,
-        `Patroni ${version.join('.')} retakes the leader key when the frozen node resumes (fixed in 3.0.3)`,
+        [
+          known.get(`frozen-primary/${pathName}`),
+          `Patroni ${version.join('.')} retakes the leader key when the frozen node resumes (fixed in 3.0.3)`,
+        ]
+          .filter(Boolean)
+          .join('; '),
       )
   return known
 }
