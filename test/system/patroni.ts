@@ -96,7 +96,11 @@ function knownFailing(version: number[]): Map<string, string> {
   const known = new Map<string, string>()
   const unbounded = 'on the multi-host URL nothing on the client side bounds a query to a server that stopped answering'
   known.set('frozen-primary/multi-host', unbounded)
-  known.set('dead-patroni/multi-host', `${unbounded}, and the orphaned primary still takes connections (no watchdog here)`)
+  known.set(
+    'dead-patroni/multi-host',
+    `${unbounded}: the orphaned primary (no watchdog here) still takes connections, and its Patroni, restarted, ` +
+      'clears synchronous_standby_names before demoting it, so commits waiting there return 201 and are rewound away',
+  )
   // Patroni before 3.0.3 (Debian 12 ships 3.0.2) with etcd's v3 API: a leader whose loop was
   // stuck past its lease writes the leader key again when it resumes, over the promoted node's,
   // which is then demoted and rewound: transfers acknowledged by it are lost.
