@@ -30,7 +30,7 @@ import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import { openDatabase } from '../../src/db/database.ts'
-import { freePort } from '../helpers/postgres.ts'
+import { freePort } from '../../scripts/lib/postgres.ts'
 import {
   call,
   checkExactlyOnce,
@@ -42,7 +42,7 @@ import {
   transferFor,
   type SeededUser,
   type Sent,
-} from '../../scripts/harness.ts'
+} from './harness.ts'
 
 const HOST = '127.0.0.1'
 const DEPLOY = path.resolve('deploy/patroni')
