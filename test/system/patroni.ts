@@ -98,8 +98,8 @@ function knownFailing(version: number[]): Map<string, string> {
   known.set('frozen-primary/multi-host', unbounded)
   known.set(
     'dead-patroni/multi-host',
-    `${unbounded}: the orphaned primary (no watchdog here) still takes connections, and its Patroni, restarted, ` +
-      'clears synchronous_standby_names before demoting it, so commits waiting there return 201 and are rewound away',
+    'the orphaned primary (no watchdog here) still takes connections, and its Patroni, restarted, clears ' +
+      'synchronous_standby_names before demoting it, so commits waiting there return 201 and are rewound away',
   )
   // Patroni before 3.0.3 (Debian 12 ships 3.0.2) with etcd's v3 API: a leader whose loop was
   // stuck past its lease writes the leader key again when it resumes, over the promoted node's,
@@ -434,8 +434,20 @@ class Cluster {
     const deadline = Date.now() + limitMs
     const downSince = new Map<string, number>()
     let last: Member[] | undefined
+    let noSyncSince = Date.now()
     while (Date.now() < deadline) {
       last = await this.members()
+      if (!last || last.some((member) => member.role === 'sync_standby')) noSyncSince = Date.now()
+      else if (Date.now() - noSyncSince > REINIT_AFTER_MS) {
+        // Patroni 3.0.2 can keep failing to write its synchronous key after a node rejoined
+        // ("updated by someone else" on every loop); turning synchronous mode off and on again
+        // writes it anew.
+        console.log(`patroni: no synchronous standby for ${REINIT_AFTER_MS / 1000} s: synchronous mode turned off and on`)
+        await this.patchConfig({ synchronous_mode: false })
+        await sleep(LOOP_WAIT * 1000 * 2)
+        await this.patchConfig({ synchronous_mode: true })
+        noSyncSince = Date.now()
+      }
       for (const member of last ?? []) {
         if (member.state === 'running' || member.state === 'streaming' || member.role === 'leader') {
           downSince.delete(member.name)
@@ -468,6 +480,16 @@ class Cluster {
       await sleep(500)
     }
     throw new Error(`the cluster did not become whole within ${limitMs / 1000} s: ${JSON.stringify(last)}`)
+  }
+
+  private async patchConfig(change: Record<string, unknown>): Promise<void> {
+    const leader = await this.leader().catch(() => this.nodes[0])
+    await fetch(`http://${HOST}:${leader.restPort}/config`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(change),
+      signal: AbortSignal.timeout(5_000),
+    }).catch(() => {})
   }
 
   private async restAnswers(node: Node): Promise<boolean> {
