@@ -35,10 +35,10 @@ export function MetadataList({ metadata }: { metadata: Record<string, string> })
 }
 
 /** Per transaction id, what its refunds and corrections moved back so far, per asset name. */
-export type MovedBack = Map<number, { word: 'refund' | 'correction'; assets: Map<string, number> }>
+type MovedBack = Map<number, { word: 'refund' | 'correction'; assets: Map<string, number> }>
 
 /** Sums the reversals among `reversals` by the transaction each moves back. */
-export function movedBack(reversals: Transaction[]): MovedBack {
+function movedBack(reversals: Transaction[]): MovedBack {
   const moved: MovedBack = new Map()
   for (const reversal of reversals) {
     if (reversal.reverses === undefined) continue
