@@ -4,15 +4,8 @@ import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
 import { inTransaction } from '../src/db/dialect.ts'
 import { DeliveryWorker } from '../src/events/delivery.worker.ts'
-import {
-  OriginCircuits,
-  OriginLimits,
-  pickFairly,
-  shareSlots,
-  webhookOrigin,
-  type CircuitState,
-  type DueDelivery,
-} from '../src/events/origins.ts'
+import { pickFairly, shareSlots, type DueDelivery } from '../src/events/claims.ts'
+import { OriginCircuits, OriginLimits, webhookOrigin, type CircuitState } from '../src/events/origins.ts'
 import { outbox } from '../src/events/outbox.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { moveAssets } from '../src/ledger/moves.ts'

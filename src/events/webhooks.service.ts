@@ -9,6 +9,7 @@ import type { SecretsKey } from '../secrets/secret-box.ts'
 import { newWebhookSecret } from './signature.ts'
 import { sealWebhookSecret } from './webhook-secrets.ts'
 import { AddressNotAllowedError, assertPublicHost, checkWebhookUrlForm } from './ssrf.ts'
+import type { DeliveryStatus } from './deliveries.repository.ts'
 import * as repo from './webhooks.repository.ts'
 
 /** How long the set-time DNS check may take before the URL is refused. */
@@ -152,7 +153,7 @@ export interface DeliveryView {
   event_id: string
   type: string
   url: string
-  status: repo.DeliveryStatus
+  status: DeliveryStatus
   attempts: number
   next_attempt_at: string | null
   last_status_code: number | null
@@ -171,7 +172,7 @@ function toDeliveryView(row: DeliveryRow, attempts: AttemptRow[]): DeliveryView 
     event_id: row.event_id,
     type: row.type,
     url: row.url,
-    status: row.status as repo.DeliveryStatus,
+    status: row.status as DeliveryStatus,
     attempts: row.attempts,
     next_attempt_at: row.status === 'pending' ? row.next_attempt_at : null,
     last_status_code: row.last_status_code,
@@ -205,7 +206,7 @@ async function withAttempts(db: Executor, rows: DeliveryRow[]): Promise<Delivery
 export async function listDeliveries(
   db: Db,
   walletId: number,
-  query: { limit?: number; offset?: number; status?: repo.DeliveryStatus },
+  query: { limit?: number; offset?: number; status?: DeliveryStatus },
 ): Promise<DeliveryView[]> {
   const rows = await repo.listDeliveries(db, walletId, { limit: query.limit ?? 20, offset: query.offset ?? 0, status: query.status })
   return withAttempts(db, rows)
