@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { outbox } from '../src/events/outbox.ts'
+import { createOutbox } from '../src/events/outbox.ts'
 import { GroupCommitter } from '../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../src/ledger/ledger.service.ts'
 import { MAX_QUANTITY, MINT_WALLET_ID, type Asset, type Transaction } from '../src/ledger/ledger.types.ts'
 import { buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from './helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, type TestUser } from './helpers/factories.ts'
+
+const outbox = createOutbox()
 
 /**
  * Batches: POST /wallet/transactions/batch (atomic or not, one Idempotency-Key for the whole

@@ -6,12 +6,14 @@ import { inTransaction } from '../src/db/dialect.ts'
 import { DeliveryWorker } from '../src/events/delivery.worker.ts'
 import { pickFairly, shareSlots, type DueDelivery } from '../src/events/claims.ts'
 import { OriginCircuits, OriginLimits, webhookOrigin, type CircuitState } from '../src/events/origins.ts'
-import { outbox } from '../src/events/outbox.ts'
+import { createOutbox } from '../src/events/outbox.ts'
 import { prepareWebhookSecrets } from '../src/events/webhook-secrets.ts'
 import { moveAssets } from '../src/ledger/moves.ts'
 import { buildTestApp, type TestApp } from './helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, setWebhook, transfer, type TestUser } from './helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
+
+const outbox = createOutbox()
 
 /**
  * Webhook delivery at scale (issue 21): deliveries queued per receiving origin and shared fairly,
