@@ -10,10 +10,9 @@ export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventT
 const RANDOM_BYTES = 10
 
 /**
- * Makes event ids: `evt_` and 32 hex digits, the time in milliseconds (12 digits) then 80 random
- * bits. Ids that grow with time land at the end of the unique index, so a batch of events dirties
- * a few index pages rather than one each. The random bits come from a pool refilled 4 KB at a
- * time, one call into the generator per 409 events rather than one each.
+ * Makes event ids: `evt_`, the time in milliseconds (12 hex digits), 80 random bits. Ids growing
+ * with time land at the end of the unique index, so a batch dirties a few index pages, not one
+ * each. The random bits come from a pool refilled 4 KB at a time, not a generator call per event.
  */
 function eventIdMaker(): () => string {
   const pool = Buffer.alloc(4096)
@@ -123,11 +122,9 @@ function holdWallets(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id
 }
 
 /**
- * The writes of `hold.created`, `hold.captured`, `hold.voided` or `hold.expired` to both sides of
- * each hold, with webhook deliveries as for transactions. The data of a hold's event is the Hold
- * as it is after that event, stored on the event's row (a hold changes; its events do not). The
- * event's time is when it happened: the hold's creation, or its settlement (for an expiry, the
- * expiry time, whenever the expiry was written).
+ * The writes of a hold's events to both its sides, with deliveries as for transactions. The data
+ * is the Hold as it is after that event, stored on the event's row (a hold changes; its events do
+ * not); the time is when it happened (creation, or settlement: for an expiry, the expiry time).
  */
 function holdEventWrites(
   executor: Executor,
