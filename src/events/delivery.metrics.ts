@@ -1,5 +1,19 @@
+import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
-import type { OriginCircuits, OriginLimits } from './origins.ts'
+import type { CircuitOptions, OriginCircuits, OriginLimits } from './origins.ts'
+
+/** Logs the circuits' changes: an opening as a warning, a closing as information. */
+export function logCircuitChange(log: FastifyBaseLogger): NonNullable<CircuitOptions['onChange']> {
+  return ({ origin, from, to, failures, openForMs }) => {
+    if (to === 'open' && from === 'closed')
+      log.warn(
+        { origin, failures, open_for_ms: openForMs },
+        'webhook worker: circuit opened for an origin that keeps failing; its deliveries wait',
+      )
+    else if (to === 'closed') log.info({ origin }, 'webhook worker: circuit closed; the origin answers again')
+    else log.debug({ origin, from, to, open_for_ms: openForMs }, 'webhook worker: circuit state changed')
+  }
+}
 
 /** The delivery worker's collectors on /metrics; the gauges read the worker's state when scraped. */
 export class DeliveryMetrics {
