@@ -86,16 +86,13 @@ export interface ClaimInput {
   due: { origin: string; wallets: number }[]
   /** Which origin goes first: turns rotate so that none always comes first. */
   turn: number
-  /** This instance's free slots, and its slots in all (`WEBHOOK_CONCURRENCY`). */
   free: number
   concurrency: number
-  /** Every worker's live leases per origin, this one's included. */
+  /** Every worker's live leases per origin, and this instance's attempts still on the wire. */
   leased: ReadonlyMap<string, number>
-  /** This instance's attempts still on the wire per origin. */
   held: ReadonlyMap<string, number>
-  /** An origin's in-flight limit over every instance (`OriginLimits`). */
+  /** Per origin: its limit over every instance (`OriginLimits`), what its circuit lets start (`OriginCircuits`). */
   limit: (origin: string) => number
-  /** How many attempts an origin's circuit lets start (`OriginCircuits`). */
   allowance: (origin: string) => number
 }
 

@@ -20,12 +20,9 @@ import { openWebhookSecret } from './webhook-secrets.ts'
 export interface DeliveryWorkerOptions {
   database: Database
   config: Config
-  /** Opens the webhook secrets, stored sealed. */
   secretsKey: SecretsKey
   log: FastifyBaseLogger
-  /** Where the worker's metrics are registered (the app's /metrics). */
   registry?: client.Registry
-  /** How often due deliveries are looked for. */
   pollMs?: number
   /** The clock of the circuit breakers and the adaptive limits (the tests mock it). */
   circuits?: Pick<CircuitOptions, 'now'>

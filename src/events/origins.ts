@@ -15,23 +15,18 @@ export function webhookOrigin(url: string): string {
 export type CircuitState = 'closed' | 'open' | 'half-open'
 
 export interface CircuitOptions {
-  /** Failed attempts in a row (no answer, 5xx or 429) that open an origin's circuit. */
   failureThreshold?: number
-  /** How long a circuit stays open the first time; doubled each time it opens again without closing. */
   openMs?: number
-  /** The longest a circuit stays open before it lets one attempt through. */
   maxOpenMs?: number
   /** The clock (milliseconds); mocked by the tests. */
   now?: () => number
-  /** Told when an origin's circuit changes state (the worker logs it). */
   onChange?: (change: { origin: string; from: CircuitState; to: CircuitState; failures: number; openForMs?: number }) => void
 }
 
 interface Circuit {
   state: CircuitState
-  /** Failed attempts in a row. */
+  /** Failed attempts in a row, and times opened since it last closed. */
   failures: number
-  /** Times opened since it last closed: each opening lasts twice as long as the one before. */
   openings: number
   openUntil: number
   /** Half-open: the one attempt let through is in flight. */
@@ -129,11 +124,9 @@ export class OriginCircuits {
 }
 
 export interface LimitOptions {
-  /** The least an origin's limit falls to (at most `cap`). */
+  /** The least and the most an origin's limit can be (`WEBHOOK_ORIGIN_MIN_CONCURRENCY`, `WEBHOOK_ORIGIN_CONCURRENCY`). */
   floor: number
-  /** The most an origin's limit grows to (`WEBHOOK_ORIGIN_CONCURRENCY`). */
   cap: number
-  /** The clock (milliseconds); mocked by the tests. */
   now?: () => number
 }
 
@@ -141,10 +134,7 @@ interface OriginLimit {
   limit: number
   /** The last claim for this origin left due deliveries behind because of this limit. */
   pressed: boolean
-  /**
-   * The origin's answer time when it is not loaded: the lowest of this window (`BASELINE_WINDOW_MS`,
-   * from `windowStart`) and of the one before it.
-   */
+  /** The origin's unloaded answer time: the lowest of this window and the one before. */
   windowMin: number
   previousMin: number
   windowStart: number
@@ -152,17 +142,14 @@ interface OriginLimit {
   cutAt: number
 }
 
-/** An answer slower than this many times the origin's baseline, plus `SLOW_SLACK_MS`, says the receiver slows under the load. */
+/** An answer slower than this many times the baseline, plus `SLOW_SLACK_MS`, says the receiver slows under the load. */
 const SLOW_FACTOR = 2
 /** Keeps a receiver answering in a few milliseconds from reading as slowed by a pause of this process. */
 const SLOW_SLACK_MS = 20
-/** The cut after a failed attempt (no answer, 5xx, 429), and after an answer slowed by the load. */
+/** The cuts after a failure and after an answer slowed by the load. */
 const FAILURE_CUT = 0.5
 const SLOW_CUT = 0.9
-/**
- * The baseline answer time is the lowest of the last one to two windows of this length: a receiver
- * that became slower for good (a change on its side) is read as overloaded for at most two windows.
- */
+/** A receiver slower for good is read as overloaded for at most two windows of this length. */
 const BASELINE_WINDOW_MS = 30_000
 
 /**
@@ -216,10 +203,7 @@ export class OriginLimits {
     for (const origin of pressed) this.#get(origin).pressed = true
   }
 
-  /**
-   * An attempt to `origin`, started at `startedAt` (this clock), ended: `answered` when the
-   * receiver answered with anything but 5xx or 429, after `latencyMs`.
-   */
+  /** An attempt to `origin` started at `startedAt` (this clock) ended; `answered`: anything but no answer, 5xx or 429. */
   finished(origin: string, attempt: { startedAt: number; answered: boolean; latencyMs: number }): void {
     const entry = this.#get(origin)
     if (!attempt.answered) return this.#cut(entry, attempt.startedAt, FAILURE_CUT)
