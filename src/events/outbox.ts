@@ -93,7 +93,8 @@ function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | type
   }
   // SQLite runs a batch's writes in order (`runWrites`), so the events are in their table by now:
   // one statement reads them back by id rather than a run per event. Their ids are consecutive and
-  // the batch's own (`moves.repository.ts` reserveIds), so the range holds only them.
+  // the batch's own (`moves.repository.ts` reserveIds), so the range holds only them
+  // (`docs/performance.md#the-write-path`).
   const ids = events.map((event) => event[0] as number)
   return [
     insert,
