@@ -4,21 +4,16 @@ import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
 import { inTransaction } from '../../src/db/dialect.ts'
 import { DeliveryWorker } from '../../src/events/delivery.worker.ts'
-import {
-  OriginCircuits,
-  OriginLimits,
-  pickFairly,
-  shareSlots,
-  webhookOrigin,
-  type CircuitState,
-  type DueDelivery,
-} from '../../src/events/origins.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { pickFairly, shareSlots, type DueDelivery } from '../../src/events/claims.ts'
+import { OriginCircuits, OriginLimits, webhookOrigin, type CircuitState } from '../../src/events/origins.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { moveAssets } from '../../src/ledger/moves.ts'
 import { buildTestApp, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from '../helpers/receiver.ts'
+
+const outbox = createOutbox()
 
 /**
  * Webhook delivery at scale: deliveries queued per receiving origin and shared fairly,

@@ -6,7 +6,7 @@ import { buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from '
 import { createAsset, createUser, issue, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from '../helpers/receiver.ts'
 import { findLiveUserSession } from '../../src/accounts/accounts.service.ts'
-import { INTERRUPTED } from '../../src/events/delivery.worker.ts'
+import { INTERRUPTED } from '../../src/events/delivery.sender.ts'
 
 interface Frame {
   id?: string
