@@ -111,6 +111,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(auth, {
     config,
     adminKeyHash: deps.adminKeyHash,
+    limiter: deps.limiter,
     credentials: {
       userSession: (hash) => authenticateUserSession(db, config, hash, sessions),
       walletKey: (hash) => authenticateWalletKey(db, hash, keys),
