@@ -15,6 +15,7 @@ import { openWebhookSecret } from './webhook-secrets.ts'
 import { OriginCircuits, OriginLimits, pickFairly, shareSlots, type CircuitOptions } from './origins.ts'
 import { AddressNotAllowedError, guardedLookup, ipLiteral, isLocalName, isPublicAddress } from './ssrf.ts'
 import * as repo from './webhooks.repository.ts'
+import { traceAttempt, type Tracing } from '../telemetry/tracing.ts'
 
 export interface DeliveryWorkerOptions {
   database: Database
@@ -26,6 +27,8 @@ export interface DeliveryWorkerOptions {
   registry?: client.Registry
   /** How often due deliveries are looked for. */
   pollMs?: number
+  /** Traces each attempt, when traces are on. */
+  tracing?: Tracing
   /** The clock of the circuit breakers and of the adaptive per-origin limits (the tests mock it); their settings come from `config`. */
   circuits?: Pick<CircuitOptions, 'now'>
 }
@@ -129,6 +132,7 @@ export class DeliveryWorker {
   private readonly config: Config
   private readonly secretsKey: SecretsKey
   private readonly log: FastifyBaseLogger
+  private readonly tracing: Tracing | undefined
   private readonly pollMs: number
   private readonly roundGapMs: number
   private readonly concurrency: number
@@ -182,6 +186,7 @@ export class DeliveryWorker {
     this.config = options.config
     this.secretsKey = options.secretsKey
     this.log = options.log
+    this.tracing = options.tracing
     this.pollMs = options.pollMs ?? 250
     this.roundGapMs = ROUND_GAP_MS[options.database.dialect]
     this.concurrency = this.config.webhookConcurrency
@@ -620,7 +625,7 @@ export class DeliveryWorker {
         },
       })
     }
-    const outcome = await this.send(url, secret, work.event_id, work.payload)
+    const outcome = await traceAttempt(this.tracing, claim.attempts + 1, () => this.send(url, secret, work.event_id, work.payload))
     if (this.shutdown.signal.aborted && outcome.statusCode === null) {
       // Cut off by the shutdown: the receiver may have seen it, so it is logged like any attempt
       // (every attempt is), and the delivery is given back, due again at once rather than after a backoff.

@@ -5,7 +5,7 @@ import fs from 'node:fs'
  * readable by the service's own user only: mode 0600 set explicitly, since a creation mode is
  * narrowed by the umask but never widened or fixed by it.
  */
-export const PRIVATE_FILE_MODE = 0o600
+const PRIVATE_FILE_MODE = 0o600
 
 /** Creates the data directory owner-only (0700) when it does not exist yet; an existing one is left as it is. */
 export function makeDataDirectory(dir: string): void {
