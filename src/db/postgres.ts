@@ -207,7 +207,7 @@ interface SchemaGeneration {
 }
 
 /** The pool's clients: named statements, host selection, and errors that never crash the process. */
-function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof pg.Client {
+function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared: boolean): typeof pg.Client {
   return class CofferClient extends pg.Client {
     #host: PostgresHost | undefined
     /** What broke the connection, reported as the cause of the next query's failure. */
@@ -266,7 +266,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined)
-        return this.#runNamed(config, values)
+        return prepared ? this.#runNamed(config, values) : this.#runUnnamed(config, values)
       const result: unknown = super.query(config, values, callback)
       if (callback !== undefined || typeof (result as Promise<unknown> | undefined)?.catch !== 'function') return result
       return (result as Promise<unknown>).catch((error: Error) => {
@@ -308,6 +308,16 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration): typeof p
       }
     }
 
+    /** Runs `text` unnamed (`prepared_statements=off`): parsed and planned on every run, as behind a pooler that mixes sessions. */
+    async #runUnnamed(text: string, given: unknown[]): Promise<unknown> {
+      const values = given.map((value) => (Array.isArray(value) ? arrayLiteral(value) : value))
+      try {
+        return await super.query({ text, values })
+      } catch (error) {
+        throw this.#failed(error as Error)
+      }
+    }
+
     /** `error` of a query, with what broke the connection as its cause; a server that stopped taking writes ends it. */
     #failed(error: Error & { code?: string }): Error {
       if (this.#lostWith !== undefined && error.cause === undefined) error.cause = this.#lostWith
@@ -332,7 +342,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
-    Client: clientClass(selector, { value: 0 }),
+    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements),
     // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,
