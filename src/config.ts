@@ -11,6 +11,8 @@ export interface Config {
   postgresTimeouts: PostgresTimeouts
   dataDir: string
   adminApiKey: string | undefined
+  /** Bearer token a Prometheus scraper sends to `/metrics` (the admin key is taken there too); undefined = admin key only. */
+  metricsToken: string | undefined
   /** SECRETS_KEY decoded (32 bytes); undefined selects the key file in `dataDir` (`secrets/secrets-key.ts`). */
   secretsKey: Buffer | undefined
   corsOrigins: string[]
@@ -236,6 +238,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (adminApiKey !== undefined && adminApiKey !== '' && adminApiKey.length < 24) {
     throw new ConfigError('ADMIN_API_KEY', 'must be at least 24 characters long')
   }
+  const metricsToken = env.METRICS_TOKEN || undefined
+  if (metricsToken !== undefined && (metricsToken.length < 24 || /\s/.test(metricsToken))) {
+    throw new ConfigError('METRICS_TOKEN', 'must be at least 24 characters long, without spaces')
+  }
   const cookieName = env.SESSION_COOKIE_NAME || 'coffer_session'
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
     throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
@@ -263,6 +269,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminApiKey: adminApiKey || undefined,
+    metricsToken,
     secretsKey,
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     sessionCookieName: cookieName,

@@ -36,34 +36,37 @@ export class DeliveryMetrics {
       help: 'Rounds of the webhook worker that wrote outcomes or claimed deliveries (each one database transaction)',
       registers,
     })
+    // In all, never per origin: an origin label would name users' webhook hosts to whoever reads /metrics.
     new client.Gauge({
       name: 'coffer_webhook_in_flight',
-      help: 'Webhook attempts in flight in this instance, per receiving origin',
-      labelNames: ['origin'],
+      help: 'Webhook attempts in flight in this instance',
       registers,
       collect() {
-        this.reset()
-        for (const [origin, count] of state.inFlight) this.set({ origin }, count)
+        let sum = 0
+        for (const count of state.inFlight.values()) sum += count
+        this.set(sum)
       },
     })
     new client.Gauge({
-      name: 'coffer_webhook_origin_limit',
-      help: 'In-flight limit of each busy receiving origin, adapted to its answers (this instance; at most WEBHOOK_ORIGIN_CONCURRENCY)',
-      labelNames: ['origin'],
+      name: 'coffer_webhook_lowest_origin_limit',
+      help: 'Lowest in-flight limit of a busy receiving origin, adapted to its answers (this instance; no series while none is busy)',
       registers,
       collect() {
         this.reset()
-        for (const [origin, limit] of state.limits.entries()) this.set({ origin }, limit)
+        const lowest = Math.min(...state.limits.entries().map(([, limit]) => limit))
+        if (Number.isFinite(lowest)) this.set(lowest)
       },
     })
     new client.Gauge({
-      name: 'coffer_webhook_circuit_open',
-      help: 'Origins whose circuit is not closed in this instance: 1 open (nothing sent), 0.5 half-open (one attempt let through)',
-      labelNames: ['origin'],
+      name: 'coffer_webhook_circuits',
+      help: 'Receiving origins whose circuit is not closed in this instance: open (nothing sent) or half_open (one attempt let through)',
+      labelNames: ['state'],
       registers,
       collect() {
-        this.reset()
-        for (const [origin, circuit] of state.circuits.notClosed()) this.set({ origin }, circuit === 'open' ? 1 : 0.5)
+        const counts = { open: 0, half_open: 0 }
+        for (const [, circuit] of state.circuits.notClosed()) counts[circuit === 'open' ? 'open' : 'half_open']++
+        this.set({ state: 'open' }, counts.open)
+        this.set({ state: 'half_open' }, counts.half_open)
       },
     })
   }

@@ -16,6 +16,7 @@ import { OriginCircuits, OriginLimits, type CircuitOptions } from './origins.ts'
 import { RoundTimer } from './round-timer.ts'
 import { removeGoneWebhook } from './webhooks.service.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
+import { traceAttempt, type Tracing } from '../telemetry/tracing.ts'
 
 export interface DeliveryWorkerOptions {
   database: Database
@@ -24,6 +25,8 @@ export interface DeliveryWorkerOptions {
   log: FastifyBaseLogger
   registry?: client.Registry
   pollMs?: number
+  /** Traces each attempt, when traces are on. */
+  tracing?: Tracing
   /** The clock of the circuit breakers and the adaptive limits (the tests mock it). */
   circuits?: Pick<CircuitOptions, 'now'>
 }
@@ -61,6 +64,7 @@ export class DeliveryWorker {
   private readonly circuits: OriginCircuits
   private readonly limits: OriginLimits
   private readonly now: () => number
+  private readonly tracing: Tracing | undefined
   /** Attempts in flight (until written), and their count per wallet (the fair pick's load) and per origin. */
   private readonly inFlight = new Map<number, Promise<void>>()
   private readonly walletLoad = new Map<number, number>()
@@ -77,6 +81,7 @@ export class DeliveryWorker {
     this.db = options.database.db
     this.secretsKey = options.secretsKey
     this.log = options.log
+    this.tracing = options.tracing
     this.timer = new RoundTimer(() => this.round(), { gapMs: ROUND_GAP_MS[options.database.dialect], pollMs: options.pollMs ?? 250 })
     this.roundBatch = Math.max(1, Math.floor(config.webhookConcurrency / ROUND_BATCH_SHARE))
     this.now = options.circuits?.now ?? Date.now
@@ -280,7 +285,7 @@ export class DeliveryWorker {
       const notSent = "not sent: the webhook secret cannot be opened with this instance's SECRETS_KEY"
       return this.finish({ claim, kind: 'attempted', url, attemptedAt, outcome: { statusCode: null, latencyMs: 0, error: notSent } })
     }
-    const outcome = await this.sender.send(url, secret, work.event_id, work.payload)
+    const outcome = await traceAttempt(this.tracing, claim.attempts + 1, () => this.sender.send(url, secret, work.event_id, work.payload))
     if (this.sender.stopping && outcome.statusCode === null) {
       // Cut off by the shutdown: the receiver may have seen it, so it is logged, and given back due at once.
       this.metrics.attempted('released')

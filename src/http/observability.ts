@@ -5,6 +5,7 @@ import type { Database } from '../db/database.ts'
 import { describeStorageFault } from '../db/faults.ts'
 import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
+import { SECURITY_HEADERS } from './security-headers.ts'
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
 
@@ -113,7 +114,7 @@ export default fp(async function observability(app: FastifyInstance) {
   // The per-request hooks here take a callback rather than returning a promise: every request
   // runs them, and an async hook costs a promise and a turn of the microtask queue each.
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
+    reply.header('x-request-id', request.id).headers(SECURITY_HEADERS)
     if (!closing) return done()
     reply.header('connection', 'close')
     done(new AppError('S001', 'the service is shutting down'))
@@ -229,7 +230,8 @@ export async function operationsRoutes(app: FastifyInstance, { database }: { dat
     }
     return { status: 'ready' }
   })
-  app.get('/metrics', { schema: { tags, hide: true } }, async (_request, reply) => {
+  // Behind a token: the figures describe the service's use, not for anyone who can reach the port.
+  app.get('/metrics', { onRequest: app.requireMetricsReader, schema: { tags, hide: true } }, async (_request, reply) => {
     reply.type(app.metrics.contentType)
     return app.metrics.metrics()
   })

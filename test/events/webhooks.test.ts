@@ -288,7 +288,7 @@ describe('webhook delivery', () => {
     assert.equal(page.length, 1)
     assert.equal(page[0].id, log[1].id)
     assert.equal((await deliveries(t, alice, '?status=failed')).length, 0)
-    const metrics = await t.app.inject({ method: 'GET', url: '/metrics' })
+    const metrics = await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })
     assert.match(metrics.body, /coffer_webhook_attempts_total\{outcome="delivered"\} [1-9]/)
   })
 
