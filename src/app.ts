@@ -83,6 +83,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     events: outbox,
     maxBatch: config.groupCommitMaxBatch,
     onBatch: metrics.observeBatch,
+    idempotencyLeaseMs: config.idempotencyLeaseMs,
   })
   const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())

@@ -66,6 +66,8 @@ export interface LedgerOptions {
   maxBatch?: number
   /** Told the size of every batch of transfers committed together (metrics). */
   onBatch?: (size: number) => void
+  /** How long a key's first request holds it (G004) before a repeat may run; `Idempotency`'s default if not given. */
+  idempotencyLeaseMs?: number
 }
 
 /**
@@ -74,7 +76,7 @@ export interface LedgerOptions {
  */
 export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
 
-export function createLedger({ database, events, maxBatch, onBatch }: LedgerOptions): Ledger {
+export function createLedger({ database, events, maxBatch, onBatch, idempotencyLeaseMs }: LedgerOptions): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, {
@@ -83,7 +85,7 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
     onBatch,
   })
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
-  const idempotency = new Idempotency(db)
+  const idempotency = new Idempotency(db, idempotencyLeaseMs)
   const transfers = new TransfersService(db, committer, idempotency)
   const holds = new HoldsService(db, events, committer, idempotency)
   return {
