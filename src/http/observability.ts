@@ -213,8 +213,9 @@ export function requestLoggerFactory(logger: FastifyBaseLogger, bindings: Bindin
 export async function operationsRoutes(app: FastifyInstance, { database }: { database: Database }): Promise<void> {
   const ops = { schema: { tags: ['operations'] } }
   app.get('/healthz', ops, async () => ({ status: 'ok', version: VERSION }))
-  // Ready while the storage can take a write: not while PostgreSQL is unreachable or read-only
-  // (a standby, the old primary after a failover), nor while SQLite's disk is full or read-only.
+  // Ready while the storage can take a write: not while PostgreSQL is unreachable, read-only (a
+  // standby, the old primary after a failover) or cannot commit in time (a primary waiting for a
+  // lost synchronous standby), nor while SQLite's disk is full or read-only.
   app.get('/readyz', ops, async (request) => {
     try {
       await database.checkWritable()
