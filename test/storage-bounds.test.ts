@@ -251,6 +251,27 @@ describe('PostgreSQL storage calls are bounded', { skip: STORAGE !== 'postgres' 
     await verified(w.database)
   })
 
+  it('leaves a frozen first host of a host list for the next that takes writes: 503 S001 meanwhile, then the transfer, once', async () => {
+    const directUrl = await createDatabase(adminUrl)
+    const direct = new URL(directUrl)
+    const proxy = await FreezingProxy.start(Number(direct.port))
+    cleanups.push(() => proxy.close())
+    const hosts = `127.0.0.1:${proxy.port},127.0.0.1:${direct.port}`
+    const multi = `postgres://${direct.username}:${direct.password}@${hosts}${direct.pathname}?target_session_attrs=read-write`
+    const w = await world(multi, directUrl, SHORT)
+    proxy.freeze()
+    // Connections opened through the frozen host fail one by one; each retry is answered, never G004.
+    let answer = await send(w, 'moved-on')
+    for (let attempt = 0; answer.statusCode !== 201 && attempt < 20; attempt++) {
+      expectUnavailable(answer)
+      answer = await send(w, 'moved-on')
+    }
+    assert.equal(answer.statusCode, 201, answer.body)
+    assert.equal(await holding(w, w.alice), 99)
+    assert.equal(await holding(w, w.bob), 1)
+    await verified(w.database)
+  })
+
   it('answers 503 S001 for a COMMIT whose answer never came, and the retry with its key gets the committed answer', async () => {
     const w = await frozenWorld(SHORT)
     w.proxy.freezeAfterNextCommit()

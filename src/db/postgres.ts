@@ -97,8 +97,12 @@ class HostSelector {
       } catch (error) {
         lastError = error
       } finally {
-        // Destroyed, not ended: a silent server would never answer the goodbye.
-        probe.connection.stream.destroy()
+        // Ended politely, and destroyed if a silent server never lets it end.
+        const ending = setTimeout(() => probe.connection.stream.destroy(), this.#connectTimeoutMs)
+        void probe
+          .end()
+          .catch(() => {})
+          .finally(() => clearTimeout(ending))
       }
     }
     const wanted = this.checksWrites ? 'accepts writes' : 'accepts connections'
