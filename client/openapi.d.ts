@@ -1855,7 +1855,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description Answers once the storage answers; S001 while it does not (take the instance out of the balancer).
+         * @description Answers while the storage can take a write; S001 while it cannot (take the instance out of the balancer).
          */
         get: {
             parameters: {

@@ -7,7 +7,7 @@ import { createUser, type TestUser } from './helpers/factories.ts'
 import { createToken } from '../src/http/tokens.ts'
 
 /**
- * Hostile input (issue 5): oversized, deeply nested and non-UTF-8 bodies, huge maps, odd numbers
+ * Hostile input: oversized, deeply nested and non-UTF-8 bodies, huge maps, odd numbers
  * and ids, header and cookie injection, long tokens and slow clients. Each gets its contract
  * error or a timeout, never a 500, and the service keeps answering others meanwhile. Requests
  * that a real client would send over a socket go through a real listening port.

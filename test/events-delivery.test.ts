@@ -21,7 +21,7 @@ import { createAsset, createUser, fundedUser, issue, setWebhook, transfer, type 
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
 
 /**
- * Webhook delivery at scale (issue 21): deliveries queued per receiving origin and shared fairly,
+ * Webhook delivery at scale: deliveries queued per receiving origin and shared fairly,
  * per-origin and global limits, the circuit breaker, the backlog's visibility, and removal. No
  * assertion depends on how fast the machine is: the waits are for counts, the clock of the circuits
  * is mocked, and a "nothing more happened" check can only be weaker on a slow machine, never wrong.

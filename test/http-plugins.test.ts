@@ -18,7 +18,7 @@ import { ADMIN_KEY, openTestDatabase } from './helpers/app.ts'
 
 /**
  * `src/http/cors.ts` and `src/http/cookies.ts` replace the hooks of `@fastify/cors` and
- * `@fastify/cookie` with cheaper ones (docs/performance.md, "The per-request floor, round two").
+ * `@fastify/cookie` with cheaper ones (docs/performance.md#reads).
  * These tests hold them to what the plugins, configured as the app configured them, answered:
  * the same status, body and headers, in the same order, over HTTP, for every kind of request.
  */

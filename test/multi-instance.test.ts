@@ -18,7 +18,7 @@ import { createDatabase } from './helpers/postgres.ts'
 import { startReceiver, waitUntil, type Receiver } from './helpers/receiver.ts'
 
 /**
- * Several instances (issue 5): three service instances, each with its own connection pool, event
+ * Several instances: three service instances, each with its own connection pool, event
  * poller and webhook worker, on one PostgreSQL database. Load is spread across them, overdrafts
  * race across them, and every event reaches the webhooks and the event streams of any instance.
  */

@@ -424,7 +424,7 @@ function issuancesOp(): fc.Arbitrary<IssuancesOp> {
   })
 }
 
-// Refunds (issue 18): an op, and what the model remembers of transfers to predict them.
+// Refunds: an op, and what the model remembers of transfers to predict them.
 
 /** A refund by the receiving wallet of the `pick`-th successful transfer so far: of `lines`, or of everything left. */
 type RefundOp = { kind: 'refund'; pick: number; lines: { asset: number; quantity: number }[] | undefined }
@@ -470,7 +470,7 @@ class RefundBook {
   }
 }
 
-// Holds (issue 18): ops, and what the model remembers of them.
+// Holds: ops, and what the model remembers of them.
 
 /** POST /wallet/holds: the body of a transfer, reserved in the sender instead of moved. */
 type HoldOp = {

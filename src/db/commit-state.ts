@@ -16,10 +16,9 @@ import { sqliteStatementsOf } from './sqlite-statements.ts'
  *
  * - SQLite: `total_changes()` counts every row this connection has inserted, updated or deleted
  *   (triggers included; never decreasing, a rollback included), and `data_version` moves whenever
- *   ANY OTHER connection commits (another process, the CLI, the checkpointer's worker, which only
- *   copies pages and does not move it). Together they move on every commit; one statement, about
- *   3 µs in a loop, but a read transaction (two `fcntl` locks on the WAL index) that cost a busy
- *   service far more. Read once per turn of the event loop, as on PostgreSQL (`turnStateOf`).
+ *   ANY OTHER connection commits (another process, the CLI; not the checkpointer, which only
+ *   copies pages). Together they move on every commit. One statement, but a read transaction,
+ *   so it is read once per turn of the event loop, as on PostgreSQL (`turnStateOf`).
  * - PostgreSQL: `pg_current_snapshot()` (xmin:xmax:in-progress ids) decides exactly which
  *   transactions a read sees. A commit either raises xmax (its id was at or past it) or removes
  *   its id from the in-progress list (xmax never goes down), so equal texts mean nothing committed
@@ -78,8 +77,8 @@ const SQLITE_OWN_WRITES = 'select total_changes() as c'
 
 /**
  * What this process has written, by a cheap count that moves when it commits: SQLite's
- * `total_changes()` (a function call, no read transaction: about 0.3 µs against about 3 µs for
- * the state, and far more in a busy service), PostgreSQL's count of transaction blocks ended.
+ * `total_changes()` (a function call, no read transaction), PostgreSQL's count of transaction
+ * blocks ended.
  */
 function ownWrites(db: Executor): number {
   if (isPostgres(db)) return transactionsEnded()
@@ -91,7 +90,7 @@ function ownWrites(db: Executor): number {
  * is then spent (the value is read as before anyway). So when it has written since the latest
  * read began, the state is taken as moved without reading it, for up to this long after that
  * read; then it is read again, so that the reads kept resume within this time once the writes
- * stop. Measured under a load of transfers: see docs/performance.md#reads-kept-while-nothing-was-committed-issue-20-engineer-m.
+ * stop.
  */
 const WRITING_RECHECK_MS = 50
 
@@ -106,12 +105,9 @@ const POSTGRES_STATE = "select pg_current_snapshot()::text || ' ' || pg_postmast
 /**
  * The state of each database, read once per turn of the event loop for every caller of that turn
  * (`oncePerTurn`): the read begins after every request of the turn arrived, and a caller after
- * the read joins the next turn's. On PostgreSQL a query per request filled the pool under load.
- * On SQLite, read per request before, a kept history page paid a read transaction each (two
- * `fcntl` locks) and wrote its answer within its own I/O callback, where each answer's `writev`
- * woke the client anew; the requests of a turn now go on, and answer, together. Measured: a kept
- * page 135-218 µs of service CPU before, 61-88 µs so, balances 124-196 µs before, 61-84 µs so
- * (docs/performance.md#sqlites-kept-page-round-six-engineer-s).
+ * the read joins the next turn's. A read per request would fill PostgreSQL's pool under load and
+ * cost SQLite a read transaction per request; so the requests of a turn go on, and answer,
+ * together (docs/performance.md#reads).
  */
 const turnStateOf = perDatabase((db: Executor) => oncePerTurn(() => (isPostgres(db) ? readPostgresState(db) : readSqliteState(db))))
 

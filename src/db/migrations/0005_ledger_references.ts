@@ -7,7 +7,7 @@ import { isPostgres } from '../dialect.ts'
  *
  * A PostgreSQL foreign key is a trigger that runs a locking query for every inserted row: eight
  * per transfer (its transaction's two wallets, its line's transaction and asset, each event's
- * wallet and transaction), measured at a quarter to a third of the database's CPU per transfer.
+ * wallet and transaction), a large share of the database's CPU per transfer.
  * Each re-checks what the batch already holds: the ledger reads and locks both wallets before it
  * writes (`ledger/moves.ts`, a missing wallet answers W000), resolves each asset by name first,
  * and inserts a transaction, its lines and its events in one statement.
@@ -44,9 +44,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     end
     $$`.execute(db)
   for (const table of KEPT_TABLES) {
-    await sql`create trigger ${sql.id(`${table}_never_deleted`)} before delete or truncate on ${sql.table(table)} for each statement execute function coffer_refuse_delete()`.execute(
-      db,
-    )
+    await sql`create trigger ${sql.id(`${table}_never_deleted`)} before delete or truncate on ${sql.table(table)}
+      for each statement execute function coffer_refuse_delete()`.execute(db)
   }
   for (const { table, column } of LEDGER_REFERENCES) {
     await db.schema.alterTable(table).dropConstraint(constraintName(table, column)).execute()

@@ -2,10 +2,9 @@ import type { Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * `webhook_deliveries` keeps only what its readers use (`docs/decisions.md`, "Webhook deliveries
- * without what no reader uses"). Every transfer to or from a wallet with a webhook inserts a row
- * here in its own write statement, and every index and foreign key of the table is paid for per
- * row there (`docs/performance.md`, "What a delivery row costs a transfer").
+ * `webhook_deliveries` keeps only what its readers use (`docs/decisions.md#events-and-webhooks`).
+ * Every transfer to or from a wallet with a webhook inserts a row here in its own write statement,
+ * and every index and foreign key of the table is paid for per row there.
  *
  * - `webhook_deliveries_due` (status, next_attempt_at) goes, on both storages. The worker reads
  *   one wallet's due deliveries at a time (`webhook_deliveries_pending`) and the retention job now

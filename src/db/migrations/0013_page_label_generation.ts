@@ -57,7 +57,8 @@ export async function up(db: Kysely<any>): Promise<void> {
           : `insert or ${update} or delete or truncate`
       await sql
         .raw(
-          `create trigger ${triggerName(table, '')} after ${events} on ${table} for each statement execute function coffer_bump_page_generation()`,
+          `create trigger ${triggerName(table, '')} after ${events} on ${table} ` +
+            'for each statement execute function coffer_bump_page_generation()',
         )
         .execute(db)
     }
