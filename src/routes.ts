@@ -7,7 +7,7 @@ import { ErrorSchema } from './http/schemas.ts'
  * codes of its own rules. Each route's summary and description sit with its schema in that file;
  * `documentRoutes` adds the error responses, each code with its meaning from `http/errors.ts`.
  * The guard's codes (`auth`), G000 / G001 / G002 for a body or header / path / query schema, and
- * S000 / S001 are added from what the route is. test/routes.test.ts checks index and routes agree.
+ * S000 / S001 are added from what the route is. test/http/route-index.test.ts checks index and routes agree.
  */
 
 /** Who may call: nobody in particular, a user session, a session or wallet key, the admin key or an operator session, anyone. */

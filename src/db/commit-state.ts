@@ -8,33 +8,13 @@ import { sqliteStatementsOf } from './sqlite-statements.ts'
 
 /**
  * The database's commit state: a text that stays the same only while nothing at all has been
- * committed to the database, by anyone (this process, another instance, the `coffer` CLI, a
- * restore). A value read from the database and kept with the state read BEFORE it was loaded may
- * be served again, without reading, for as long as the state read now is the same text: nothing
- * committed in between, so a read now would answer the same (`KeptReads` below;
- * `docs/decisions.md#reads-kept-while-nothing-was-committed` has the argument in full).
- *
- * - SQLite: `total_changes()` counts every row this connection has inserted, updated or deleted
- *   (triggers included; never decreasing, a rollback included), and `data_version` moves whenever
- *   ANY OTHER connection commits (another process, the CLI; not the checkpointer, which only
- *   copies pages). Together they move on every commit. One statement, but a read transaction,
- *   so it is read once per turn of the event loop, as on PostgreSQL (`turnStateOf`).
- * - PostgreSQL: `pg_current_snapshot()` (xmin:xmax:in-progress ids) decides exactly which
- *   transactions a read sees. A commit either raises xmax (its id was at or past it) or removes
- *   its id from the in-progress list (xmax never goes down), so equal texts mean nothing committed
- *   between them. `pg_postmaster_start_time()` goes with it, so another server (a restart, a
- *   promoted standby, a restored cluster) never gives the same text. Read once per turn of the
- *   event loop for every request of that turn (`per-turn.ts` oncePerTurn): one round trip shared,
- *   taken after every request of the turn arrived, so every write acknowledged before one of them
- *   arrived is counted.
- *
- * Every state names its database object too: two stores (a test's, a restore's target) may well
- * count the same, and what was read from one is never served for the other.
- *
- * Undefined when the state cannot be known: inside a transaction (its own uncommitted writes
- * count already), when the statement failed (then the caller reads as ever, and meets the
- * storage's fault there), or just after this process wrote (`WRITING_RECHECK_MS`: taken as moved,
- * without a read). Undefined never serves anything from memory.
+ * committed, by anyone. A value kept with the state read BEFORE it was loaded may be served again
+ * without reading while the state now is the same text (`KeptReads` below). SQLite:
+ * `total_changes()` and `data_version`; PostgreSQL: `pg_current_snapshot()` and the server's start
+ * time; both read once per turn of the event loop. Every state names its database object, so one
+ * store's value is never served for another. Undefined (serve nothing from memory) inside a
+ * transaction, when the read failed, or just after this process wrote (`WRITING_RECHECK_MS`).
+ * Why it is sound: `docs/decisions.md#reads-kept-while-nothing-was-committed`.
  */
 export type CommitState = string
 

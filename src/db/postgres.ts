@@ -176,7 +176,7 @@ class PreparedStatements {
     // Written now, so it reaches the server after every statement already sent and before the
     // next; a connection that is gone writes nothing. node-postgres keeps the texts it has parsed
     // per connection (`parsedStatements`, not part of its typed API) and would otherwise keep them
-    // all; `test/postgres-statements.test.ts` checks that both sides stay bounded.
+    // all; `test/db/postgres-statements.test.ts` checks that both sides stay bounded.
     this.#connection.close({ type: 'S', name }, false)
     delete (this.#connection as unknown as { parsedStatements: Record<string, string> }).parsedStatements[name]
   }

@@ -37,7 +37,7 @@ function responseSink(res: ServerResponse): EventSink {
   }
 }
 
-/** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth; src/events/README.md). */
+/** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth; docs/webhooks.md#the-event-stream). */
 const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (
   app,
   { database, config, hub },

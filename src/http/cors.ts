@@ -11,7 +11,7 @@ export interface CorsOptions {
 
 /**
  * CORS for the configured origins only, with credentials: byte for byte the headers `@fastify/cors`
- * writes with `{origin: origins, credentials: true, methods, exposedHeaders}` (test/http-plugins.test.ts
+ * writes with `{origin: origins, credentials: true, methods, exposedHeaders}` (test/http/plugins.test.ts
  * compares them). Our own hook because the plugin's general path ran on every request; here the
  * headers are computed once, and with no `CORS_ORIGINS` no hook runs at all.
  */

@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify'
 /**
  * The error table: every error code with its status and message (what the body's `message` says).
  * Adding a code without a status or message fails the type check, as does one without its meaning
- * below; test/errors.test.ts walks the whole table.
+ * below; test/http/errors.test.ts walks the whole table.
  */
 export const ERRORS = {
   G000: { status: 400, message: 'Invalid JSON Body' },

@@ -387,7 +387,7 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
  * the wallets' turns (`lockMoves`), so a holding inserted by the batch it waited for is invisible
  * to it, while rows updated meanwhile are read again by `for update`. Adding this batch's change
  * to such a row kept the holding right but wrote running balances counted from zero (a holding
- * of 100 whose last running balance said 60: `test/moves.test.ts` "a holding created while the
+ * of 100 whose last running balance said 60: `test/ledger/moves.test.ts` "a holding created while the
  * batch waited for its turn"). The race needs a wallet's first receipt of an asset to commit
  * while another batch of that wallet waits, so the retry is rare and costs nothing otherwise.
  * On SQLite (one writer, the batch reads inside its write transaction) the row is never there.

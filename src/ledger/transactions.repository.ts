@@ -437,7 +437,7 @@ function fromTuple([
  * and the turns of the event loop (`docs/performance.md#history-as-the-databases-text`).
  *
  * The text is byte for byte what serializing the transactions by the schema writes
- * (`test/history-pages.test.ts` compares raw answers, awkward numbers and text included): strings
+ * (`test/ledger/history-pages.test.ts` compares raw answers, awkward numbers and text included): strings
  * through `json_quote` (the escapes of JSON.stringify), lines by asset name as `compareAssetNames`
  * orders them (names are ASCII), the stored metadata text as it is (written by JSON.stringify, a
  * fixed point of JSON.parse and JSON.stringify). A number whose text JavaScript may write
@@ -480,7 +480,7 @@ function rewriteMarkedNumbers(json: string): string {
  * read back as the same double and both writers use the same notation (plain between 1e-4 and
  * 1e15, exponent from 1e21 up). Otherwise SQLite's own text (17 digits at most, exact) between
  * marks, which `pageText` rewrites as JavaScript does. An asset's `value` is a double: 1 or 0.25
- * take the first ways, 0.1 + 0.2 or 1e-7 the last (`test/history-pages.test.ts` covers each, and
+ * take the first ways, 0.1 + 0.2 or 1e-7 the last (`test/ledger/history-pages.test.ts` covers each, and
  * 900,000 random doubles agreed when this was written).
  */
 function numberText(column: string): string {

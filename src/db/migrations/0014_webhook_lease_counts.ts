@@ -2,8 +2,7 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * Webhook leases counted per instance and origin, not per delivery (`docs/decisions.md`, "Webhook
- * leases counted per instance and origin").
+ * Webhook leases counted per instance and origin, not per delivery (`docs/decisions.md#events-and-webhooks`).
  *
  * - `webhook_lease_counts`: one row per delivery worker (`instance`, a random id it takes at
  *   start) and receiving origin while that worker has attempts in flight there: how many
