@@ -82,6 +82,11 @@ export type TargetSessionAttrs = 'any' | 'read-write' | 'primary'
 export interface PostgresUrl {
   hosts: PostgresHost[]
   targetSessionAttrs: TargetSessionAttrs
+  /**
+   * Whether queries run as named statements of their connection (`prepared_statements`, on by
+   * default); `off` sends each unnamed, for a pooler in transaction mode that does not track them.
+   */
+  preparedStatements: boolean
   /** A single-host URL for `host` that node-postgres reads: the same user, database and parameters. */
   urlFor(host: PostgresHost): string
 }
@@ -123,6 +128,10 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
     throw new Error(`has target_session_attrs=${given}: ${why}`)
   }
   const targetSessionAttrs = (given ?? (hosts.length > 1 ? 'read-write' : 'any')) as TargetSessionAttrs
+  const prepared = params.get('prepared_statements')
+  params.delete('prepared_statements')
+  if (prepared !== null && prepared !== 'on' && prepared !== 'off')
+    throw new Error(`has prepared_statements=${prepared}: must be on or off`)
   const query = params.size > 0 ? `?${params.toString()}` : ''
   const urlFor = (host: PostgresHost) =>
     `${scheme}://${userinfo === undefined ? '' : `${userinfo}@`}${host.host}:${host.port}${path}${query}`
@@ -133,7 +142,7 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
       throw new Error('is not a valid URL')
     }
   }
-  return { hosts, targetSessionAttrs, urlFor }
+  return { hosts, targetSessionAttrs, preparedStatements: prepared !== 'off', urlFor }
 }
 
 /** Bounded waits on PostgreSQL, in milliseconds; 0 leaves one to the server's setting, or unbounded (the `coffer` command). */

@@ -227,7 +227,7 @@ const PROBE_WRITE = `select pg_logical_emit_message(true, 'coffer-ready-probe', 
  * The pool's clients: named statements, host selection, a bound on every statement's answer
  * (`queryTimeoutMs`, 0 = none), and errors that never crash the process.
  */
-function clientClass(selector: HostSelector, schema: SchemaGeneration, queryTimeoutMs: number): typeof pg.Client {
+function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared: boolean, queryTimeoutMs: number): typeof pg.Client {
   return class CofferClient extends pg.Client implements ProbingClient {
     #host: PostgresHost | undefined
     /** What broke the connection, reported as the cause of the next query's failure. */
@@ -286,7 +286,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, queryTime
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined)
-        return this.#runNamed(config, values)
+        return this.#runBounded(config, values)
       if (typeof values === 'function') [values, callback] = [undefined, values]
       const disarm = this.#arm(queryTimeoutMs)
       if (typeof callback === 'function') {
@@ -346,6 +346,16 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, queryTime
       return () => clearTimeout(timer)
     }
 
+    /** A statement with values, named or not (`prepared`), within the bound on its answer. */
+    async #runBounded(text: string, given: unknown[]): Promise<unknown> {
+      const disarm = this.#arm(queryTimeoutMs)
+      try {
+        return await (prepared ? this.#runNamed(text, given) : this.#runUnnamed(text, given))
+      } finally {
+        disarm?.()
+      }
+    }
+
     /**
      * Runs `text` as this connection's named statement for it. When the server can no longer run
      * that statement (`isStaleStatement`) it is dropped (with all the others when the server lost
@@ -354,15 +364,6 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, queryTime
      * transaction `withRetries` runs again.
      */
     async #runNamed(text: string, given: unknown[]): Promise<unknown> {
-      const disarm = this.#arm(queryTimeoutMs)
-      try {
-        return await this.#runNamedUnbounded(text, given)
-      } finally {
-        disarm?.()
-      }
-    }
-
-    async #runNamedUnbounded(text: string, given: unknown[]): Promise<unknown> {
       // Read before sending: queries of one connection are sent one after another (Kysely, the pool).
       const outsideBlock = this.#transactionStatus === 'I'
       const values = given.map((value) => (Array.isArray(value) ? arrayLiteral(value) : value))
@@ -384,6 +385,16 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, queryTime
       }
       try {
         return await super.query({ name: this.#statements.nameFor(text, schema.value), text, values })
+      } catch (error) {
+        throw this.#failed(error as Error)
+      }
+    }
+
+    /** Runs `text` unnamed (`prepared_statements=off`): parsed and planned on every run, as behind a pooler that mixes sessions. */
+    async #runUnnamed(text: string, given: unknown[]): Promise<unknown> {
+      const values = given.map((value) => (Array.isArray(value) ? arrayLiteral(value) : value))
+      try {
+        return await super.query({ text, values })
       } catch (error) {
         throw this.#failed(error as Error)
       }
@@ -425,7 +436,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
-    Client: clientClass(selector, { value: 0 }, limits.queryTimeoutMs),
+    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements, limits.queryTimeoutMs),
     // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,

@@ -119,7 +119,7 @@ class HoldingRace extends Error {
  * it draws its ids (`lockMoves`, inside its locking statement), so the moves of one wallet, and
  * anything else that takes its turn (setting its webhook, deleting it), run one after the other
  * and commit in the order of their ids. An advisory lock writes nothing: locking the wallet rows
- * exclusively instead measured slower (`docs/performance.md#seventh-round-correctness-fixes-on-the-transfer-path-and-what-they-cost`).
+ * exclusively instead measured slower (`docs/performance.md#the-write-path`).
  */
 function walletTurns(walletIds: number[]): RawBuilder<unknown> {
   const ordered = [...new Set(walletIds)].sort((a, b) => a - b)
@@ -146,7 +146,7 @@ const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held from holding
  * it guards: the turns are taken first (`walletTurns`, in the order of $1), then wallets are
  * locked, then holdings, then ids are drawn. One text written once, run as it is: building it
  * with Kysely's template and compiling it again for every batch cost the service CPU for nothing
- * (docs/performance.md#postgresql-transfers-round-six-engineer-p).
+ * (docs/performance.md#the-write-path).
  */
 const LOCK_MOVES = `
   with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),

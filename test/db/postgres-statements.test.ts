@@ -82,6 +82,15 @@ describe('PostgreSQL named statements', { skip: STORAGE !== 'postgres' && 'Postg
     }
   })
 
+  it('with prepared_statements=off in the URL, keeps no statement on the server (a pooler in transaction mode)', async () => {
+    const url = await createDatabase(adminUrl)
+    const database = openPostgres(`${url}${url.includes('?') ? '&' : '?'}prepared_statements=off`, 1)
+    cleanups.push(() => database.close())
+    for (let i = 0; i < 5; i++) assert.equal(await runCount(database.db, 'select $1::int * 2 as x', i), i * 2)
+    assert.equal(await runCount(database.db, 'select $1::int * 2 as x', 21), 42)
+    assert.deepEqual(await preparedStatements(database.db), [])
+  })
+
   it('sends arrays as node-postgres would: every element reads back the same, through the one-JSON notation or node-postgres', async () => {
     const { database } = await oneConnection()
     const texts = [

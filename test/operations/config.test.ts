@@ -99,6 +99,7 @@ describe('loadConfig', () => {
       'postgres://coffer@db1,db2/coffer',
       'postgresql://coffer@10.0.0.1:5432,[::1]:5432/coffer?target_session_attrs=primary&sslmode=disable',
       'postgres://coffer@db1/coffer?target_session_attrs=any',
+      'postgres://coffer@pgbouncer:6432/coffer?prepared_statements=off',
     ]) {
       assert.equal(loadConfig({ DATABASE_URL: url }).databaseUrl, url)
     }
@@ -138,6 +139,7 @@ describe('loadConfig', () => {
     ['HOST', 'my host', 'contains a space'],
     ['DATABASE_URL', 'mysql://localhost/coffer', 'not PostgreSQL'],
     ['DATABASE_URL', 'postgres://[bad', 'not a URL'],
+    ['DATABASE_URL', 'postgres://db1/coffer?prepared_statements=no', 'prepared_statements neither on nor off'],
     ['ADMIN_API_KEY', 'short', 'too short to be a secret'],
     ['CORS_ORIGINS', 'app.example.com', 'not an origin'],
     ['CORS_ORIGINS', 'https://app.example.com/path', 'a URL with a path'],
