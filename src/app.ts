@@ -96,6 +96,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxBatch: config.groupCommitMaxBatch,
     onBatch: metrics.observeBatch,
     tracing: tracing && traceBatches(tracing),
+    idempotencyLeaseMs: config.idempotencyLeaseMs,
   })
   const deps: Deps = { ...options, database, ledger, limiter: createAttemptLimiter(config.authRateLimit, database) }
   app.addHook('onClose', async () => ledger.close())

@@ -269,7 +269,7 @@ async function withDatabase(config: Config, work: (database: Database) => Promis
   // request's: on PostgreSQL only its lock waits and its connecting stay bounded.
   const database = openDatabase({
     ...config,
-    postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 },
+    postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 },
   })
   try {
     await migrateToLatest(database.db)

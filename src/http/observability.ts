@@ -217,8 +217,9 @@ export async function operationsRoutes(app: FastifyInstance, { database }: { dat
       version: VERSION,
     }),
   )
-  // Ready while the storage can take a write: not while PostgreSQL is unreachable or read-only
-  // (a standby, the old primary after a failover), nor while SQLite's disk is full or read-only.
+  // Ready while the storage can take a write: not while PostgreSQL is unreachable, read-only (a
+  // standby, the old primary after a failover) or cannot commit in time (a primary waiting for a
+  // lost synchronous standby), nor while SQLite's disk is full or read-only.
   const readiness = 'Answers while the storage can take a write; S001 while it cannot (take the instance out of the balancer).'
   app.get('/readyz', { schema: { tags, summary: 'Readiness', description: readiness } }, async (request) => {
     try {

@@ -69,6 +69,8 @@ export interface LedgerOptions {
   onBatch?: (size: number) => void
   /** Traces each batch, when traces are on. */
   tracing?: BatchTracing
+  /** How long a key's first request holds it (G004) before a repeat may run; `Idempotency`'s default if not given. */
+  idempotencyLeaseMs?: number
 }
 
 /**
@@ -77,7 +79,7 @@ export interface LedgerOptions {
  */
 export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
 
-export function createLedger({ database, events, maxBatch, onBatch, tracing }: LedgerOptions): Ledger {
+export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs }: LedgerOptions): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, {
@@ -87,7 +89,7 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing }: L
     tracing,
   })
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
-  const idempotency = new Idempotency(db)
+  const idempotency = new Idempotency(db, idempotencyLeaseMs)
   const transfers = new TransfersService(db, committer, idempotency)
   const holds = new HoldsService(db, events, committer, idempotency)
   return {
