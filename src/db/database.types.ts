@@ -11,7 +11,8 @@ export interface Database {
   dialect: Dialect
   /**
    * Readiness: resolves when the storage can take a write now, throws a storage fault
-   * (`faults.ts`) when it cannot (unreachable, a read-only server, SQLite's disk full).
+   * (`faults.ts`) when it cannot (unreachable, a read-only server, SQLite's disk full, a
+   * PostgreSQL commit not done within its bound, as on a primary waiting for a lost standby).
    */
   checkWritable(): Promise<void>
   /** PostgreSQL: the connection pool's use right now (metrics); undefined on SQLite, which has one connection. */

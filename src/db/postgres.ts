@@ -79,7 +79,12 @@ class HostSelector {
   async #look(): Promise<PostgresHost> {
     let lastError: unknown
     for (const host of this.#url.hosts) {
-      const probe = new pg.Client({ connectionString: this.#url.urlFor(host), connectionTimeoutMillis: this.#connectTimeoutMs })
+      // Its query bounded too: a silent host must not hold every new connection's look.
+      const probe = new pg.Client({
+        connectionString: this.#url.urlFor(host),
+        connectionTimeoutMillis: this.#connectTimeoutMs,
+        query_timeout: this.#connectTimeoutMs,
+      })
       probe.on('error', () => {})
       try {
         await probe.connect()
@@ -92,7 +97,12 @@ class HostSelector {
       } catch (error) {
         lastError = error
       } finally {
-        void probe.end().catch(() => {})
+        // Ended politely, and destroyed if a silent server never lets it end.
+        const ending = setTimeout(() => probe.connection.stream.destroy(), this.#connectTimeoutMs)
+        void probe
+          .end()
+          .catch(() => {})
+          .finally(() => clearTimeout(ending))
       }
     }
     const wanted = this.checksWrites ? 'accepts writes' : 'accepts connections'
@@ -206,9 +216,19 @@ interface SchemaGeneration {
   value: number
 }
 
-/** The pool's clients: named statements, host selection, and errors that never crash the process. */
-function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared: boolean): typeof pg.Client {
-  return class CofferClient extends pg.Client {
+/**
+ * The smallest write that commits as a transfer does: a transactional message in the WAL (no
+ * table; logical decoding sees it under this prefix), so its COMMIT waits for a synchronous
+ * standby. An id alone (`txid_current()`) writes no WAL and commits without waiting.
+ */
+const PROBE_WRITE = `select pg_logical_emit_message(true, 'coffer-ready-probe', '')`
+
+/**
+ * The pool's clients: named statements, host selection, a bound on every statement's answer
+ * (`queryTimeoutMs`, 0 = none), and errors that never crash the process.
+ */
+function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared: boolean, queryTimeoutMs: number): typeof pg.Client {
+  return class CofferClient extends pg.Client implements ProbingClient {
     #host: PostgresHost | undefined
     /** What broke the connection, reported as the cause of the next query's failure. */
     #lostWith: unknown
@@ -266,12 +286,74 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined)
-        return prepared ? this.#runNamed(config, values) : this.#runUnnamed(config, values)
-      const result: unknown = super.query(config, values, callback)
-      if (callback !== undefined || typeof (result as Promise<unknown> | undefined)?.catch !== 'function') return result
-      return (result as Promise<unknown>).catch((error: Error) => {
-        throw this.#failed(error)
-      })
+        return this.#runBounded(config, values)
+      if (typeof values === 'function') [values, callback] = [undefined, values]
+      const disarm = this.#arm(queryTimeoutMs)
+      if (typeof callback === 'function') {
+        const answer = callback as (error: Error | null, result?: unknown) => void
+        return super.query(config, values, (error: Error | null, result: unknown) => {
+          disarm?.()
+          answer(error, result)
+        })
+      }
+      const result: unknown = super.query(config, values)
+      if (typeof (result as Promise<unknown> | undefined)?.then !== 'function') {
+        // A submittable (a cursor) paces itself: not bounded here.
+        disarm?.()
+        return result
+      }
+      return (result as Promise<unknown>).then(
+        (rows) => {
+          disarm?.()
+          return rows
+        },
+        (error: Error) => {
+          disarm?.()
+          throw this.#failed(error)
+        },
+      )
+    }
+
+    async probeWrite(timeoutMs: number): Promise<void> {
+      const disarm = this.#arm(timeoutMs)
+      try {
+        const { rows } = await super.query<Writability>(WRITABLE)
+        // Whatever target_session_attrs allows: ready means a write would be taken now.
+        if (rows[0].in_recovery || rows[0].read_only)
+          throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
+        await super.query(PROBE_WRITE)
+      } catch (error) {
+        throw this.#failed(error as Error)
+      } finally {
+        disarm?.()
+      }
+    }
+
+    /**
+     * Starts the bound on one statement's answer: past it the connection is destroyed, which fails
+     * the statement (and any queued behind it) as a storage fault, and the pool drops the client
+     * when it comes back, so a silent server holds neither the request nor the pool slot. Returns
+     * the function that stops it once the answer came.
+     */
+    #arm(timeoutMs: number): (() => void) | undefined {
+      if (timeoutMs <= 0) return undefined
+      const timer = setTimeout(() => {
+        const fault = new StorageFault(`PostgreSQL did not answer within ${timeoutMs} ms; the connection was closed`, 'QUERY_TIMEOUT')
+        // A silent host is forgotten, so the next connection looks again (a multi-host URL finds the promoted standby).
+        if (this.#host) selector.forget(this.#host)
+        this.connection.stream.destroy(fault)
+      }, timeoutMs)
+      return () => clearTimeout(timer)
+    }
+
+    /** A statement with values, named or not (`prepared`), within the bound on its answer. */
+    async #runBounded(text: string, given: unknown[]): Promise<unknown> {
+      const disarm = this.#arm(queryTimeoutMs)
+      try {
+        return await (prepared ? this.#runNamed(text, given) : this.#runUnnamed(text, given))
+      } finally {
+        disarm?.()
+      }
     }
 
     /**
@@ -320,7 +402,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
 
     /** `error` of a query, with what broke the connection as its cause; a server that stopped taking writes ends it. */
     #failed(error: Error & { code?: string }): Error {
-      if (this.#lostWith !== undefined && error.cause === undefined) error.cause = this.#lostWith
+      if (this.#lostWith !== undefined && this.#lostWith !== error && error.cause === undefined) error.cause = this.#lostWith
       if (error.code === READ_ONLY_TRANSACTION && this.#host) {
         // The server stopped taking writes (demoted after a failover): this connection is done.
         selector.forget(this.#host)
@@ -330,6 +412,18 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
     }
   }
 }
+
+/** The readiness probe of the pool's clients (`clientClass`). */
+interface ProbingClient {
+  /**
+   * Whether this connection's server takes a write and commits it within `timeoutMs` (a primary
+   * waiting for a synchronous standby that has gone does not); past it the connection is destroyed.
+   */
+  probeWrite(timeoutMs: number): Promise<void>
+}
+
+/** How long a good readiness probe is believed, so that /readyz stays cheap however often it is asked. */
+const READY_PROBE_KEPT_MS = 1_000
 
 /**
  * PostgreSQL from a `DATABASE_URL` of one host or several (`parsePostgresUrl`), with a pool of
@@ -342,7 +436,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
-    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements),
+    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements, limits.queryTimeoutMs),
     // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,
@@ -355,19 +449,59 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {})
   const db = new Kysely<DB>({ dialect: new KeptErrorPostgresDialect({ pool }) })
+  // A good probe is kept briefly; a failed one is not, so recovery shows at once. Callers at the same time share one probe.
+  let readyUntil = 0
+  let probing: Promise<void> | undefined
   return {
     db,
     dialect: 'postgres',
-    async checkWritable() {
-      const { rows } = await pool.query<Writability>(WRITABLE)
-      // Whatever target_session_attrs allows: ready means a write would be taken now.
-      if (rows[0].in_recovery || rows[0].read_only)
-        throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
+    checkWritable() {
+      if (Date.now() < readyUntil) return Promise.resolve()
+      probing ??= probeWrite(pool, limits.readyProbeTimeoutMs)
+        .then(() => {
+          readyUntil = Date.now() + READY_PROBE_KEPT_MS
+        })
+        .finally(() => (probing = undefined))
+      return probing
     },
     poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await db.destroy()
     },
+  }
+}
+
+/**
+ * Whether a write commits now, within `timeoutMs` in all: a free connection from the pool (a pool
+ * full of connections waiting on a silent server is not ready), then a committing statement on it.
+ */
+async function probeWrite(pool: pg.Pool, timeoutMs: number): Promise<void> {
+  const started = Date.now()
+  const connecting = pool.connect()
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StorageFault(`no PostgreSQL connection free within ${timeoutMs} ms`, 'CONNECT_TIMEOUT')), timeoutMs)
+  })
+  let client: pg.PoolClient
+  try {
+    client = await Promise.race([connecting, late])
+  } catch (error) {
+    // A connection that comes after all goes straight back.
+    connecting.then(
+      (came) => came.release(),
+      () => {},
+    )
+    throw error
+  } finally {
+    clearTimeout(timer)
+  }
+  try {
+    await (client as unknown as ProbingClient).probeWrite(Math.max(1, timeoutMs - (Date.now() - started)))
+    client.release()
+  } catch (error) {
+    // Not reused: it timed out, or its server does not take writes.
+    client.release(true)
+    throw error
   }
 }
 

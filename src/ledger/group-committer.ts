@@ -1,7 +1,9 @@
+import type { Context } from '@opentelemetry/api'
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
+import type { BatchTracing } from '../telemetry/tracing.ts'
 import { IdempotencyConflict, type EventWriter, type Transaction } from './ledger.types.ts'
 import { applyUnits, transactionOf, type Move, type Outcome, type Unit } from './moves.ts'
 
@@ -47,6 +49,8 @@ interface Member {
   unit: Unit
   resolve: (outcomes: Outcome[]) => void
   reject: (error: unknown) => void
+  /** The trace context it was queued in, when traces are on. */
+  context?: Context
 }
 
 export interface GroupCommitOptions {
@@ -56,6 +60,8 @@ export interface GroupCommitOptions {
   beginEarly: boolean
   /** Told each batch's size as it starts (metrics). */
   onBatch?: (size: number) => void
+  /** Runs each batch in a span of the traces, when they are on. */
+  tracing?: BatchTracing
 }
 
 export class GroupCommitter {
@@ -66,6 +72,7 @@ export class GroupCommitter {
   /** PostgreSQL: begin the next batch's transaction while this batch runs. */
   readonly #beginEarly: boolean
   readonly #onBatch: ((size: number) => void) | undefined
+  readonly #tracing: BatchTracing | undefined
   #queue: Member[] = []
   #busy = false
   /** A batch has been taken from the queue and is running: members queued now wait for the next. */
@@ -82,6 +89,7 @@ export class GroupCommitter {
     this.#maxBatch = options.maxBatch
     this.#beginEarly = options.beginEarly
     this.#onBatch = options.onBatch
+    this.#tracing = options.tracing
   }
 
   /** Applies `move` as one member of the next batch; settles after that batch's commit. */
@@ -97,7 +105,7 @@ export class GroupCommitter {
    */
   runUnit(unit: Unit): Promise<Outcome[]> {
     return new Promise<Outcome[]>((resolve, reject) => {
-      this.#queue.push({ unit, resolve, reject })
+      this.#queue.push({ unit, resolve, reject, context: this.#tracing?.capture() })
       // This member will be in the next batch, which therefore exists and takes the transaction.
       if (this.#running && this.#beginEarly && !this.#early) this.#early = beginEarly(this.#db)
       this.#schedule()
@@ -125,9 +133,18 @@ export class GroupCommitter {
     // (or while the last commit was running) joins the same batch.
     setImmediate(() => {
       const batch = this.#queue.splice(0, this.#takeCount())
-      this.#onBatch?.(batch.reduce((count, member) => count + member.unit.moves.length, 0))
+      const size = batch.reduce((count, member) => count + member.unit.moves.length, 0)
+      this.#onBatch?.(size)
       this.#running = true
-      void this.#commit(batch).finally(() => {
+      const tracing = this.#tracing
+      const committed = tracing
+        ? tracing.run(
+            batch.map((member) => member.context as Context),
+            size,
+            () => this.#commit(batch),
+          )
+        : this.#commit(batch)
+      void committed.finally(() => {
         this.#running = false
         this.#busy = false
         this.#schedule()

@@ -9,6 +9,7 @@ import type { EventWriter, Hold, Metadata, Transaction } from './ledger.types.ts
 import { moveAssets } from './moves.ts'
 import { refund, reverse, type ReversalRequest } from './reversals.service.ts'
 import { TransfersService } from './transfers.service.ts'
+import type { BatchTracing } from '../telemetry/tracing.ts'
 
 export { takeWalletTurns } from './moves.repository.ts'
 export type { SendRequest, SendResult } from './idempotency.ts'
@@ -66,6 +67,10 @@ export interface LedgerOptions {
   maxBatch?: number
   /** Told the size of every batch of transfers committed together (metrics). */
   onBatch?: (size: number) => void
+  /** Traces each batch, when traces are on. */
+  tracing?: BatchTracing
+  /** How long a key's first request holds it (G004) before a repeat may run; `Idempotency`'s default if not given. */
+  idempotencyLeaseMs?: number
 }
 
 /**
@@ -74,16 +79,17 @@ export interface LedgerOptions {
  */
 export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
 
-export function createLedger({ database, events, maxBatch, onBatch }: LedgerOptions): Ledger {
+export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs }: LedgerOptions): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, {
     maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect],
     beginEarly: dialect === 'postgres',
     onBatch,
+    tracing,
   })
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
-  const idempotency = new Idempotency(db)
+  const idempotency = new Idempotency(db, idempotencyLeaseMs)
   const transfers = new TransfersService(db, committer, idempotency)
   const holds = new HoldsService(db, events, committer, idempotency)
   return {

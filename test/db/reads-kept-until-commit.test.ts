@@ -7,7 +7,7 @@ import { CompiledQuery } from 'kysely'
 import { arrivalMark, KeptReads, readCommitState, readKept } from '../../src/db/commit-state.ts'
 import { openPostgres, openSqlite } from '../../src/db/database.ts'
 import { sqliteStatementsOf } from '../../src/db/sqlite-statements.ts'
-import { buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { ADMIN_KEY, buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, transfer, uniqueName, type TestUser } from '../helpers/factories.ts'
 
 /**
@@ -61,7 +61,7 @@ async function page(app: FastifyInstance, headers: Record<string, string>, url =
 
 /** The page lookups of `app` by outcome, from /metrics. */
 async function lookups(app: FastifyInstance): Promise<Record<'unchanged' | 'hit' | 'stale' | 'miss', number>> {
-  const text = (await app.inject({ method: 'GET', url: '/metrics' })).body
+  const text = (await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).body
   const count = (outcome: string) =>
     Number(
       / (\d+)$/.exec(

@@ -4,14 +4,17 @@ import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
 import type { Executor } from '../../src/db/database.ts'
 import { holdRow, nowIso } from '../../src/db/dialect.ts'
-import { recordAttempts, upsertWebhook } from '../../src/events/webhooks.repository.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { recordAttempts } from '../../src/events/deliveries.repository.ts'
+import { upsertWebhook } from '../../src/events/webhooks.repository.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { takeWalletTurns } from '../../src/ledger/ledger.service.ts'
 import { moveAssets } from '../../src/ledger/moves.ts'
 import { newWebhookSecret } from '../../src/events/signature.ts'
 import { buildTestApp, expectError, whileOpen, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil, type Answer, type Receiver } from '../helpers/receiver.ts'
+
+const outbox = createOutbox()
 
 /**
  * Fast retries for the suite: three retries a tenth of a second apart, 300 ms timeout. Every
@@ -285,7 +288,7 @@ describe('webhook delivery', () => {
     assert.equal(page.length, 1)
     assert.equal(page[0].id, log[1].id)
     assert.equal((await deliveries(t, alice, '?status=failed')).length, 0)
-    const metrics = await t.app.inject({ method: 'GET', url: '/metrics' })
+    const metrics = await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })
     assert.match(metrics.body, /coffer_webhook_attempts_total\{outcome="delivered"\} [1-9]/)
   })
 

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Executor } from '../../src/db/database.ts'
 import * as assets from '../../src/ledger/assets.repository.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { moveAssets } from '../../src/ledger/moves.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildTestApp, expectError, whileOpen, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, sendTransaction, uniqueName, type TestUser } from '../helpers/factories.ts'
+
+const outbox = createOutbox()
 
 const MAX = Number.MAX_SAFE_INTEGER
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { readWalletEvents } from '../../src/events/events.repository.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { createLedger, type Ledger } from '../../src/ledger/ledger.service.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import type { Asset, Hold, Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, uniqueName, type TestUser } from '../helpers/factories.ts'
+
+const outbox = createOutbox()
 
 /** Holds (two-phase transfers) through the HTTP API, on either storage. */
 describe(`holds (${STORAGE})`, () => {
