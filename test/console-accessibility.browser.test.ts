@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import axeCore from 'axe-core'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { ADMIN_KEY, buildTestApp, type TestApp } from './helpers/app.ts'
 import { createAsset, createUser, issue, transfer } from './helpers/factories.ts'
@@ -39,7 +40,7 @@ describe('the console reads well in light and dark', { skip: !available && `no b
   let origin: string
   let browser: Browser
   let username: string
-  const axe = fs.readFileSync(path.resolve('node_modules', 'axe-core', 'axe.min.js'), 'utf8')
+  const axe = axeCore.source
 
   before(async () => {
     t = await buildTestApp()
