@@ -19,7 +19,7 @@ import { registerSqliteStatements, type SqliteStatements } from './sqlite-statem
 import type { DB } from './tables.ts'
 
 export { openPostgres }
-export type { Database, Db, Executor } from './database.types.ts'
+export type { Database, Db, Executor, Trx } from './database.types.ts'
 
 export interface DatabaseOptions {
   databaseUrl: string | undefined

@@ -1,15 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
-import { DEFAULT_EXPIRES_IN, findWalletHold, listWalletHolds } from './holds.service.ts'
+import { DEFAULT_EXPIRES_IN } from './holds.service.ts'
 import { CursorId, Hold, HoldStatus, Quantity, SendBody, IdempotencyHeaders, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface HoldsRoutesOptions {
-  database: Database
   ledger: Ledger
 }
 
@@ -43,8 +41,7 @@ const HoldListQuery = Type.Object({
 })
 
 /** Holds (two-phase transfers), wallet auth: create, list, read, capture, void (`holds.service.ts`). */
-const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, { database, ledger }) => {
-  const { db } = database
+const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, { ledger }) => {
   const tags = ['holds']
   const wallet = { onRequest: app.requireWalletAccess }
 
@@ -52,7 +49,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
     '/wallet/holds',
     { ...wallet, schema: { tags, body: HoldBody, headers: IdempotencyHeaders, response: responses(201, Hold) } },
     async (request, reply) => {
-      const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.holds.create(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -62,7 +59,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
     '/wallet/holds',
     { ...wallet, schema: { tags, querystring: HoldListQuery, response: responses(200, Type.Array(Hold)) } },
     async (request, reply) => {
-      const { holds, more } = await listWalletHolds(db, walletOf(request), request.query)
+      const { holds, more } = await ledger.holds.list(walletOf(request), request.query)
       if (more && holds.length > 0) {
         const { limit, after, status, direction } = request.query
         reply.header(
@@ -75,7 +72,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   )
 
   app.get('/wallet/holds/:id', { ...wallet, schema: { tags, params: IdParams('id'), response: responses(200, Hold) } }, async (request) =>
-    findWalletHold(db, walletOf(request), parseId(request.params.id)),
+    ledger.holds.find(walletOf(request), parseId(request.params.id)),
   )
 
   app.post(
@@ -85,7 +82,12 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
       schema: { tags, params: IdParams('id'), body: CaptureBody, headers: IdempotencyHeaders, response: responses(201, Transaction) },
     },
     async (request, reply) => {
-      const result = await ledger.capture(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
+      const result = await ledger.holds.capture(
+        walletOf(request),
+        parseId(request.params.id),
+        request.body,
+        request.headers['idempotency-key'],
+      )
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -94,7 +96,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.post(
     '/wallet/holds/:id/void',
     { ...wallet, schema: { tags, params: IdParams('id'), response: responses(200, Hold) } },
-    async (request) => ledger.voidHold(walletOf(request), parseId(request.params.id)),
+    async (request) => ledger.holds.void(walletOf(request), parseId(request.params.id)),
   )
 }
 

@@ -26,7 +26,7 @@ import {
   type Locked,
   type Reversible,
 } from './moves.repository.ts'
-import { toTransaction } from './transactions.repository.ts'
+import { toTransaction } from './transactions.shape.ts'
 
 /**
  * The ledger's write rules, for one move or a whole batch of them: the one place that decides

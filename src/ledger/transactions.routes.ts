@@ -97,7 +97,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     '/wallet/transactions',
     { ...wallet, schema: { tags, body: SendBody, headers: IdempotencyHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
     async (request, reply) => {
-      const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.transfers.send(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -116,7 +116,12 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.refund(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
+      const result = await ledger.reversals.refund(
+        walletOf(request),
+        parseId(request.params.id),
+        request.body,
+        request.headers['idempotency-key'],
+      )
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -139,7 +144,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.sendBatch(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.batches.send(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
