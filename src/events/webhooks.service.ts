@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
@@ -125,7 +125,7 @@ export async function removeWebhook(db: Db, walletId: number): Promise<void> {
  * wallet in progress, which may have queued a delivery its removal cannot see yet, commits first
  * and that delivery is cancelled with the rest; a move after it finds no webhook and queues none.
  */
-export async function removeWebhookIn(trx: Executor, walletId: number): Promise<void> {
+export async function removeWebhookIn(trx: Trx, walletId: number): Promise<void> {
   await takeWalletTurns(trx, [walletId])
   await repo.deleteWebhook(trx, walletId)
   await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed')
@@ -137,7 +137,7 @@ export async function removeWebhookIn(trx: Executor, walletId: number): Promise<
  * the same transaction (the worker: that attempt's outcome, so that the delivery reads failed only
  * once the webhook is gone). True when removed.
  */
-export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Executor) => Promise<void>): Promise<boolean> {
+export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Trx) => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])
     await withIt(trx)
