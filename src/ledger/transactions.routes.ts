@@ -79,7 +79,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   // instead of waiting for another turn's read.
   const arrivals = new WeakMap<object, number>()
   const markArrival = (request: object, _reply: unknown, done: () => void) => {
-    arrivals.set(request, arrivalMark())
+    arrivals.set(request, arrivalMark(db))
     done()
   }
   const historyPage = { onRequest: [markArrival, app.requireWalletAccess] }
