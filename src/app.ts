@@ -9,7 +9,7 @@ import adminRoutes from './admin/admin.routes.ts'
 import { isLiveOperatorSession } from './admin/admin.service.ts'
 import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
-import { outbox } from './events/outbox.ts'
+import { createOutbox } from './events/outbox.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
 import consolePlugin from './http/console.ts'
@@ -80,14 +80,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const metrics = new OperatorMetrics()
   const ledger = createLedger({
     database: options.database,
-    events: outbox,
+    events: createOutbox(),
     maxBatch: config.groupCommitMaxBatch,
     onBatch: metrics.observeBatch,
   })
   const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
   app.addHook('onClose', async () => ledger.close())
 
-  // Every API route gets its summary, description and error responses from the route index.
+  // Every API route gets its error responses from the route index (src/routes.ts).
   documentRoutes(app)
 
   // 1. Parsing and validation (bodies never coerced), then the one error handler.

@@ -5,7 +5,7 @@ import { openDatabase, type Database } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
-import { outbox } from './events/outbox.ts'
+import { createOutbox } from './events/outbox.ts'
 import { AppError, ERRORS } from './http/errors.ts'
 import { Address } from './http/schemas.ts'
 import * as assets from './ledger/assets.service.ts'
@@ -197,7 +197,8 @@ async function issueCsv(
   const total = entries.reduce((sum, entry) => sum + entry.quantity, 0)
   const asset = transactions[0].assets[0].asset.name
   console.log(
-    `issued ${total} ${asset} to ${new Set(walletIds).size} wallet(s) in ${transactions.length} transaction(s), ids ${transactions[0].id}-${transactions[transactions.length - 1].id}`,
+    `issued ${total} ${asset} to ${new Set(walletIds).size} wallet(s) in ${transactions.length} transaction(s), ` +
+      `ids ${transactions[0].id}-${transactions[transactions.length - 1].id}`,
   )
   return 0
 }
@@ -217,7 +218,8 @@ async function verify(database: Database): Promise<number> {
   const report = await verifyLedger(database.db, progressBar)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   console.log(
-    `checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ${count(report.assets, 'asset')} in ${seconds} s`,
+    `checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ` +
+      `${count(report.assets, 'asset')} in ${seconds} s`,
   )
   if (report.ok) {
     console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
@@ -247,7 +249,8 @@ async function repairAndVerify(database: Database): Promise<number> {
     console.log(`repair: every running balance is what the journal gives, nothing changed (${seconds} s)`)
   } else {
     console.log(
-      `repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`,
+      `repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ` +
+        `${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`,
     )
     for (const holding of repair.named) console.log(`  - wallet ${holding.wallet_id}, asset ${holding.asset_id}: ${changes(holding)}`)
     if (repair.holdings > repair.named.length) console.log(`  … and ${count(repair.holdings - repair.named.length, 'more holding')}`)
@@ -255,7 +258,8 @@ async function repairAndVerify(database: Database): Promise<number> {
   const status = await verify(database)
   if (status !== 0)
     console.log(
-      'the repair rewrites only running balances; the journal, holdings and holds are never changed (docs/operations.md#repairing-running-balances)',
+      'the repair rewrites only running balances; the journal, holdings and holds are never changed ' +
+        '(docs/operations.md#repairing-running-balances)',
     )
   return status
 }
@@ -278,7 +282,7 @@ async function withDatabase(config: Config, work: (database: Database) => Promis
 /** Issues or burns through the ledger, as the admin routes do (events recorded by the outbox). */
 function withLedger(config: Config, work: (ledger: Ledger, database: Database) => Promise<number>): Promise<number> {
   return withDatabase(config, async (database) => {
-    const ledger = createLedger({ database, events: outbox, maxBatch: config.groupCommitMaxBatch })
+    const ledger = createLedger({ database, events: createOutbox(), maxBatch: config.groupCommitMaxBatch })
     try {
       return await work(ledger, database)
     } finally {

@@ -26,7 +26,7 @@ export interface Config {
   /** Seconds between webhook retries, one entry per retry; the last entry ends the schedule. */
   webhookRetrySchedule: number[]
   webhookTimeoutMs: number
-  /** The most webhook attempts in flight at once to one receiving origin, counted across every instance (each origin's limit adapts below it: `events/origins.ts` OriginLimits). */
+  /** The most webhook attempts in flight at once to one receiving origin, over every instance (each origin's limit adapts below it). */
   webhookOriginConcurrency: number
   /** Where each origin's adaptive limit starts, and the least it falls to (the cap if lower). */
   webhookOriginMinConcurrency: number
@@ -45,7 +45,7 @@ export interface Config {
   trustProxy: boolean
   /** Most transfers committed together (`ledger/group-committer.ts`); undefined = the dialect's default. */
   groupCommitMaxBatch: number | undefined
-  /** Milliseconds between runs of the job that writes the expiry of holds (`ledger/hold-expiry.plugin.ts`); 0 = never (reads see expiry anyway). */
+  /** Milliseconds between runs of the job that writes holds' expiry (`ledger/hold-expiry.plugin.ts`); 0 = never (reads see it anyway). */
   holdExpiryIntervalMs: number
 }
 
@@ -80,6 +80,11 @@ export type TargetSessionAttrs = 'any' | 'read-write' | 'primary'
 export interface PostgresUrl {
   hosts: PostgresHost[]
   targetSessionAttrs: TargetSessionAttrs
+  /**
+   * Whether queries run as named statements of their connection (`prepared_statements`, on by
+   * default); `off` sends each unnamed, for a pooler in transaction mode that does not track them.
+   */
+  preparedStatements: boolean
   /** A single-host URL for `host` that node-postgres reads: the same user, database and parameters. */
   urlFor(host: PostgresHost): string
 }
@@ -121,6 +126,10 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
     throw new Error(`has target_session_attrs=${given}: ${why}`)
   }
   const targetSessionAttrs = (given ?? (hosts.length > 1 ? 'read-write' : 'any')) as TargetSessionAttrs
+  const prepared = params.get('prepared_statements')
+  params.delete('prepared_statements')
+  if (prepared !== null && prepared !== 'on' && prepared !== 'off')
+    throw new Error(`has prepared_statements=${prepared}: must be on or off`)
   const query = params.size > 0 ? `?${params.toString()}` : ''
   const urlFor = (host: PostgresHost) =>
     `${scheme}://${userinfo === undefined ? '' : `${userinfo}@`}${host.host}:${host.port}${path}${query}`
@@ -131,7 +140,7 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
       throw new Error('is not a valid URL')
     }
   }
-  return { hosts, targetSessionAttrs, urlFor }
+  return { hosts, targetSessionAttrs, preparedStatements: prepared !== 'off', urlFor }
 }
 
 /** Bounded waits on PostgreSQL, in milliseconds; 0 leaves one to the server's setting (the `coffer` command). */

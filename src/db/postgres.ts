@@ -93,8 +93,8 @@ class HostSelector {
  * Kysely sends every query unnamed, so PostgreSQL would parse and plan each one on every call,
  * and planning costs more than running the small queries of a transfer or a history page. A
  * named statement is parsed once per connection and, after PostgreSQL's first five custom plans,
- * usually planned once (a generic plan); `docs/performance.md#postgresql-statements-prepared-per-connection`
- * has the measurements, `docs/decisions.md#postgresql-prepared-statements` the decisions.
+ * usually planned once (a generic plan); `docs/decisions.md#postgresql-prepared-statements` has
+ * the decisions.
  * Queries without parameters (begin, commit, savepoints) stay on the simple protocol.
  */
 
@@ -155,7 +155,7 @@ class PreparedStatements {
     // Written now, so it reaches the server after every statement already sent and before the
     // next; a connection that is gone writes nothing. node-postgres keeps the texts it has parsed
     // per connection (`parsedStatements`, not part of its typed API) and would otherwise keep them
-    // all; `test/postgres-statements.test.ts` checks that both sides stay bounded.
+    // all; `test/db/postgres-statements.test.ts` checks that both sides stay bounded.
     this.#connection.close({ type: 'S', name }, false)
     delete (this.#connection as unknown as { parsedStatements: Record<string, string> }).parsedStatements[name]
   }
@@ -172,11 +172,8 @@ const JSON_ONLY_ESCAPES = /[\u0000-\u001f\ud800-\udfff]/
  * unquoted `null` is NULL to PostgreSQL, whatever its case). Anything else (a string with a control
  * character or a surrogate, a non-finite number, an object, a nested array) goes to node-postgres.
  *
- * A batch of transfers sends every row as such arrays (`unnest` in `db/dialect.ts`): node-postgres
- * converts each element on its own and escapes it with two regular expressions, which took about
- * a tenth of the service's CPU in a batch of 31 transfers (a transaction's stored body is 400
- * characters of JSON, every quote escaped). Measured in a loop (`docs/performance.md#postgresql-transfers-round-six-engineer-p`):
- * 31 such bodies 66-69 µs by node-postgres, 31-32 µs so; 62 ids 6-8 µs, 1.4-2.2 µs.
+ * A batch of transfers sends every row as such arrays (`unnest` in `db/dialect.ts`), where
+ * node-postgres's element-by-element escaping was a noticeable share of the service's CPU.
  */
 export function arrayLiteral(values: unknown[]): unknown {
   for (const value of values) {
@@ -199,7 +196,7 @@ interface SchemaGeneration {
 }
 
 /** The pool's clients: named statements, host selection, and errors that never crash the process. */
-function clientClass(selector: HostSelector, schema: SchemaGeneration, state: StorageState): typeof pg.Client {
+function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared: boolean, state: StorageState): typeof pg.Client {
   return class CofferClient extends pg.Client {
     #host: PostgresHost | undefined
     /** What broke the connection, reported as the cause of the next query's failure. */
@@ -258,7 +255,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, state: St
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined)
-        return this.#runNamed(config, values)
+        return prepared ? this.#runNamed(config, values) : this.#runUnnamed(config, values)
       const result: unknown = super.query(config, values, callback)
       if (callback !== undefined || typeof (result as Promise<unknown> | undefined)?.catch !== 'function') return result
       return (result as Promise<unknown>).catch((error: Error) => {
@@ -300,6 +297,16 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, state: St
       }
     }
 
+    /** Runs `text` unnamed (`prepared_statements=off`): parsed and planned on every run, as behind a pooler that mixes sessions. */
+    async #runUnnamed(text: string, given: unknown[]): Promise<unknown> {
+      const values = given.map((value) => (Array.isArray(value) ? arrayLiteral(value) : value))
+      try {
+        return await super.query({ text, values })
+      } catch (error) {
+        throw this.#failed(error as Error)
+      }
+    }
+
     /** `error` of a query, with what broke the connection as its cause; a server that stopped taking writes ends it. */
     #failed(error: Error & { code?: string }): Error {
       if (this.#lostWith !== undefined && error.cause === undefined) error.cause = this.#lostWith
@@ -327,7 +334,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
-    Client: clientClass(selector, { value: 0 }, state),
+    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements, state),
     // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,
