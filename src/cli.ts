@@ -182,7 +182,7 @@ async function issueCsv(
   if (problems.length > 0) throw new CsvError(problems)
   let transactions
   try {
-    transactions = await ledger.issueToMany({
+    transactions = await ledger.issuance.issueToMany({
       asset_id: assetId,
       entries: entries.map((entry, i) => ({ wallet_id: walletIds[i], quantity: entry.quantity })),
       memo,
@@ -357,7 +357,7 @@ async function run(
       return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
-        console.log(JSON.stringify(await ledger.issue(walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
+        console.log(JSON.stringify(await ledger.issuance.issue(walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
         return 0
       })
     case 'burn':
@@ -365,7 +365,7 @@ async function run(
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
         const quantity = rest[2] === undefined ? undefined : positiveInteger(rest[2], '<quantity>')
-        const transaction = await ledger.burn(walletId, assetId, quantity)
+        const transaction = await ledger.issuance.burn(walletId, assetId, quantity)
         console.log(transaction ? JSON.stringify(transaction) : 'nothing to burn')
         return 0
       })
