@@ -1,5 +1,4 @@
 import type { Context } from '@opentelemetry/api'
-import { sql } from 'kysely'
 import type { Db, Trx } from '../db/database.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
