@@ -35,6 +35,7 @@ const WEBHOOKS = 'src/events/webhooks.routes.ts'
 const STREAM = 'src/events/stream.routes.ts'
 const OPERATIONS = 'src/http/observability.ts'
 const ADMIN = 'src/admin/admin.routes.ts'
+const JOURNAL = 'src/journal/journal.routes.ts'
 
 export const ROUTES: Record<string, RouteDoc> = {
   // Accounts: registration, login, the user and their sessions.
@@ -441,6 +442,54 @@ export const ROUTES: Record<string, RouteDoc> = {
     summary: 'End the operator session',
     description: 'Ends the operator session and clears its cookie.',
     errors: [],
+  },
+  // The journal: one order of every transaction, its feed, checkpoints and proofs.
+  'GET /admin/journal': {
+    auth: 'admin',
+    file: JOURNAL,
+    summary: 'Follow the journal',
+    description:
+      "Every transaction after position `after` (default 0), in position order, each once: `{entries, next}` with `next` the last entry's position (or `after`). With `wait` (seconds, up to 30) it answers as soon as there is an entry, or empty when the time is up.",
+    errors: [],
+  },
+  'GET /admin/journal/stream': {
+    auth: 'admin',
+    file: JOURNAL,
+    summary: 'The journal as Server-Sent Events',
+    description:
+      'The feed as Server-Sent Events: `id` is the position, `data` the Transaction. Resumes after `Last-Event-ID` (or `after`).',
+    errors: [],
+  },
+  'GET /journal/key': {
+    auth: 'none',
+    file: JOURNAL,
+    summary: 'The checkpoint signing key',
+    description: 'The Ed25519 public key that signs checkpoints, base64 of its raw 32 bytes.',
+    errors: [],
+  },
+  'GET /journal/checkpoint': {
+    auth: 'any',
+    file: JOURNAL,
+    summary: 'The latest signed checkpoint',
+    description:
+      "The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the Ed25519 signature of `coffer-checkpoint/v1\\n{size}\\n{root}\\n{signed_at}\\n`.",
+    errors: ['J000'],
+  },
+  'GET /journal/consistency': {
+    auth: 'any',
+    file: JOURNAL,
+    summary: 'Prove the journal only grew',
+    description:
+      "The RFC 9162 consistency proof between the trees of sizes `from` and `to` (1 ≤ from ≤ to ≤ the latest checkpoint's size).",
+    errors: [],
+  },
+  'GET /wallet/transactions/:id/proof': {
+    auth: 'wallet',
+    file: JOURNAL,
+    summary: 'Prove a transaction is in the journal',
+    description:
+      "The transaction (sent or received by the wallet), its leaf index (position - 1), the latest signed checkpoint and the RFC 9162 audit path from its leaf to that checkpoint's root. `J000` with `Retry-After` until a checkpoint covers it.",
+    errors: ['T000', 'J000'],
   },
   'GET /admin/overview': {
     auth: 'admin',
