@@ -232,3 +232,15 @@ export async function countUnpositioned(executor: Executor): Promise<number> {
   )
   return Number(rows[0].count)
 }
+
+/**
+ * SQLite after a restore: the sequencer takes ids above `last_transaction_id`, so it is set below
+ * the lowest restored transaction without a position (a backup of PostgreSQL may hold some whose
+ * ids lie below positioned ones). PostgreSQL's trigger queued every restored transaction already.
+ */
+export async function lowerSqliteWatermark(executor: Executor): Promise<void> {
+  if (isPostgres(executor)) return
+  await sql`update journal_state set last_transaction_id = min(last_transaction_id,
+    coalesce((select min(t.id) - 1 from transactions t where not exists (select 1 from journal_entries j where j.transaction_id = t.id)), last_transaction_id))
+    where id = 1`.execute(executor)
+}

@@ -80,3 +80,8 @@ export async function proveInclusion(db: Db, walletId: number, transactionId: nu
   const path = await withNodes(db, (read) => inclusionProof(read, leafIndex, checkpoint.size))
   return { transaction, leaf_index: leafIndex, checkpoint, audit_path: path.map((hash) => hash.toString('hex')) }
 }
+
+/** After a restore wrote the rows of a backup: the sequencer positions what the backup held unpositioned. */
+export async function alignJournalAfterRestore(executor: Executor): Promise<void> {
+  await journal.lowerSqliteWatermark(executor)
+}
