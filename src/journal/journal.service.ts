@@ -85,3 +85,27 @@ export async function proveInclusion(db: Db, walletId: number, transactionId: nu
 export async function alignJournalAfterRestore(executor: Executor): Promise<void> {
   await journal.lowerSqliteWatermark(executor)
 }
+
+/**
+ * The journal from `after` on, page by page (`coffer export`); with `follow`, waits for more at
+ * the end instead of stopping, until `signal` aborts.
+ */
+export async function* readJournalPages(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<Transaction[]> {
+  let next = after
+  while (!signal.aborted) {
+    const page = await readFeed(db, next, 1000)
+    if (page.entries.length > 0) {
+      next = page.next
+      yield page.entries
+      continue
+    }
+    if (!follow) return
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, 200)
+      signal.addEventListener('abort', () => {
+        clearTimeout(timer)
+        resolve(undefined)
+      })
+    })
+  }
+}
