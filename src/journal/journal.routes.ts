@@ -17,6 +17,11 @@ const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, c
   const { db } = database
   const tags = ['journal']
   const retryAfterSeconds = Math.ceil(config.checkpointIntervalMs / 1000)
+  // Open streams end when the app closes, so that closing never waits on a client.
+  const streams = new Set<() => void>()
+  app.addHook('onClose', async () => {
+    for (const end of streams) end()
+  })
 
   app.get(
     '/admin/journal',
@@ -58,11 +63,12 @@ const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, c
       })
       res.write(': connected\n\n')
       let open = true
-      res.once('close', () => (open = false))
-      app.addHook('onClose', async () => {
+      const end = () => {
         open = false
         if (!res.writableEnded) res.end()
-      })
+      }
+      streams.add(end)
+      res.once('close', () => (open = false))
       let quietSince = Date.now()
       while (open) {
         let page: journal.FeedPage
@@ -85,6 +91,7 @@ const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, c
         }
         await new Promise((resolve) => setTimeout(resolve, STREAM_POLL_MS))
       }
+      streams.delete(end)
       if (!res.writableEnded) res.end()
     },
   )
