@@ -4,7 +4,7 @@ import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import { openPostgres, openSqlite, type Database } from '../src/db/database.ts'
-import { freePort, startPostgres as startServer } from '../test/helpers/postgres.ts'
+import { freePort, startPostgres as startServer } from '../scripts/lib/postgres.ts'
 
 export { freePort }
 
@@ -60,7 +60,7 @@ export async function startPostgres(): Promise<BenchPostgres> {
   }
 }
 
-/** pgbench's scale (`pgbench -i -s 10`: a million accounts), as issue 20 measures it. */
+/** pgbench's scale (`pgbench -i -s 10`: a million accounts), the keyed transfers' reference. */
 export const PGBENCH_SCALE = 10
 
 export interface PgbenchResult {
@@ -107,7 +107,7 @@ export async function initPgbench(server: BenchPostgres, database: string, scale
 
 /**
  * The built-in tpcb-like script at `clients` clients for `seconds` seconds, two threads, prepared
- * statements (`pgbench -c <clients> -j 2 -T <seconds> -M prepared`): issue 20's reference.
+ * statements (`pgbench -c <clients> -j 2 -T <seconds> -M prepared`): the keyed transfers' reference.
  */
 export async function runTpcb(
   server: BenchPostgres,

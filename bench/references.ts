@@ -2,13 +2,13 @@ import path from 'node:path'
 import SQLite from 'better-sqlite3'
 
 /**
- * Issue 20's reference for SQLite: what an application gets from a plain durable loop, with no
+ * The reference for SQLite's keyed transfers: what an application gets from a plain durable loop, with no
  * HTTP and no batching. A single-threaded in-process program on better-sqlite3 (WAL,
  * `synchronous = FULL`, as the service runs SQLite), one database transaction per transfer:
  * update two balances, insert a journal row, read a balance back, commit.
  */
 
-/** Accounts the loop moves units between (as many as the wallets of issue 20's load). */
+/** Accounts the loop moves units between (as many as the keyed wallets). */
 const ACCOUNTS = 100
 
 export interface LoopResult {

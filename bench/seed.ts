@@ -17,7 +17,7 @@ export interface Seeded {
   shortHistory: BenchUser
   longHistory: BenchUser
   historyPartner: BenchUser
-  /** Issue 20's load, once `seedKeyedWallets` has made it. */
+  /** The keyed wallets' load, once `seedKeyedWallets` has made it. */
   keyed?: KeyedLoad
 }
 
@@ -90,13 +90,13 @@ export async function seedThroughApi(
   return { asset, traders: users, shortHistory, longHistory, historyPartner }
 }
 
-/** A wallet and a wallet key for it (`POST /wallet/sessions`): what issue 20's load sends with. */
+/** A wallet and a wallet key for it (`POST /wallet/sessions`): what the keyed load sends with. */
 export interface KeyedWallet {
   walletId: number
   key: string
 }
 
-/** Issue 20's load: wallets with a key each, several users each, holding several assets. */
+/** The keyed load: wallets with a key each, several users each, holding several assets. */
 export interface KeyedLoad {
   wallets: KeyedWallet[]
   /** Names of the assets every wallet holds (`gold` first). */
@@ -104,11 +104,11 @@ export interface KeyedLoad {
   assetIds: number[]
 }
 
-/** The assets of issue 20's load besides `gold`, so that transactions carry 1 to 3 of them. */
+/** The assets of the keyed load besides `gold`, so that transactions carry 1 to 3 of them. */
 const MORE_ASSETS = ['silver', 'bronze']
 
 /**
- * Turns already seeded users into issue 20's load through the API: each user's primary wallet (so
+ * Turns already seeded users into the keyed load through the API: each user's primary wallet (so
  * that every transaction in its history names both users) gets `usersPerWallet - 1` other users
  * assigned (`POST /wallet/users`), a wallet key (`POST /wallet/sessions`), and an issuance of
  * silver and bronze besides its gold.

@@ -62,7 +62,7 @@ export async function startService(options: ServiceOptions, track: (pid: number)
     clearTimeout(timer)
   }
 
-  const deadline = Date.now() + 30_000
+  const deadline = Date.now() + 60_000
   for (;;) {
     if (exited) throw new Error(`the service exited during start; see ${logFile}:\n${fs.readFileSync(logFile, 'utf8').slice(-2000)}`)
     try {
@@ -73,7 +73,7 @@ export async function startService(options: ServiceOptions, track: (pid: number)
     }
     if (Date.now() > deadline) {
       await stop()
-      throw new Error(`the service did not answer /healthz within 30 s; see ${logFile}`)
+      throw new Error(`the service did not answer /healthz within 60 s; see ${logFile}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 100))
   }

@@ -1,5 +1,5 @@
 /**
- * The webhook scenario of the bench (`npm run bench -- --scenario=webhooks`): receivers on
+ * The webhook scenario of the bench (`npm run bench -- webhooks`): receivers on
  * 127.0.0.1 (each port is an origin of its own) that answer after a set delay and note how late
  * each event arrives, and the readings of the service's /metrics the report needs.
  */

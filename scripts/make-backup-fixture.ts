@@ -1,7 +1,7 @@
 /**
  * Writes the backup fixture of this release (test/fixtures/backup-<version>.coffer.gz and its
  * credentials, .json): a small ledger built through the API on SQLite, backed up by `coffer
- * backup`'s code. test/operations-upgrade.test.ts restores every fixture into the current code.
+ * backup`'s code. test/operations/upgrade.test.ts restores every fixture into the current code.
  * Run at each release, before its schema changes land:  npx tsx scripts/make-backup-fixture.ts
  */
 import fs from 'node:fs'

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { build } from 'vite'
-import { startPostgres } from '../test/helpers/postgres.ts'
+import { startPostgres } from './lib/postgres.ts'
 
 const args = process.argv.slice(2)
 const storageArg = args[0] === 'sqlite' || args[0] === 'postgres' ? args.shift() : undefined
@@ -40,7 +40,7 @@ function run(storage: string, env: Record<string, string>): Promise<number> {
   })
 }
 
-// The console is served from its build (test/admin.test.ts, the browser tests): build it first.
+// The console is served from its build (test/accounts/operators.test.ts, the browser tests): build it first.
 await build({ configFile: path.resolve('console/vite.config.ts'), logLevel: 'warn' })
 
 let failed = false

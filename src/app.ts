@@ -107,7 +107,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await sequencer.stop()
   })
 
-  // Every API route gets its summary, description and error responses from the route index.
+  // Every API route gets its error responses from the route index (src/routes.ts).
   documentRoutes(app)
 
   // 1. Parsing and validation (bodies never coerced), then the one error handler.

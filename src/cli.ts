@@ -203,7 +203,8 @@ async function issueCsv(
   const total = entries.reduce((sum, entry) => sum + entry.quantity, 0)
   const asset = transactions[0].assets[0].asset.name
   console.log(
-    `issued ${total} ${asset} to ${new Set(walletIds).size} wallet(s) in ${transactions.length} transaction(s), ids ${transactions[0].id}-${transactions[transactions.length - 1].id}`,
+    `issued ${total} ${asset} to ${new Set(walletIds).size} wallet(s) in ${transactions.length} transaction(s), ` +
+      `ids ${transactions[0].id}-${transactions[transactions.length - 1].id}`,
   )
   return 0
 }
@@ -282,7 +283,8 @@ async function verifyLedgerOnly(database: Database): Promise<number> {
   const report = await verifyLedger(database.db, progressBar)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   console.log(
-    `checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ${count(report.assets, 'asset')} in ${seconds} s`,
+    `checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ` +
+      `${count(report.assets, 'asset')} in ${seconds} s`,
   )
   if (report.ok) {
     console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
@@ -313,7 +315,8 @@ function repairAndVerify(config: Config): (database: Database) => Promise<number
       console.log(`repair: every running balance is what the journal gives, nothing changed (${seconds} s)`)
     } else {
       console.log(
-        `repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`,
+        `repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ` +
+          `${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`,
       )
       for (const holding of repair.named) console.log(`  - wallet ${holding.wallet_id}, asset ${holding.asset_id}: ${changes(holding)}`)
       if (repair.holdings > repair.named.length) console.log(`  … and ${count(repair.holdings - repair.named.length, 'more holding')}`)
@@ -321,7 +324,8 @@ function repairAndVerify(config: Config): (database: Database) => Promise<number
     const status = await verify(config)(database)
     if (status !== 0)
       console.log(
-        'the repair rewrites only running balances; the journal, holdings and holds are never changed (docs/operations.md#repairing-running-balances)',
+        'the repair rewrites only running balances; the journal, holdings and holds are never changed ' +
+          '(docs/operations.md#repairing-running-balances)',
       )
     return status
   }

@@ -31,7 +31,7 @@ export interface Config {
   /** Seconds between webhook retries, one entry per retry; the last entry ends the schedule. */
   webhookRetrySchedule: number[]
   webhookTimeoutMs: number
-  /** The most webhook attempts in flight at once to one receiving origin, counted across every instance (each origin's limit adapts below it: `events/origins.ts` OriginLimits). */
+  /** The most webhook attempts in flight at once to one receiving origin, over every instance (each origin's limit adapts below it). */
   webhookOriginConcurrency: number
   /** Where each origin's adaptive limit starts, and the least it falls to (the cap if lower). */
   webhookOriginMinConcurrency: number
@@ -50,7 +50,7 @@ export interface Config {
   trustProxy: boolean
   /** Most transfers committed together (`ledger/group-committer.ts`); undefined = the dialect's default. */
   groupCommitMaxBatch: number | undefined
-  /** Milliseconds between runs of the job that writes the expiry of holds (`ledger/hold-expiry.plugin.ts`); 0 = never (reads see expiry anyway). */
+  /** Milliseconds between runs of the job that writes holds' expiry (`ledger/hold-expiry.plugin.ts`); 0 = never (reads see it anyway). */
   holdExpiryIntervalMs: number
 }
 

@@ -9,11 +9,9 @@ import { resolveAdminKey } from './http/admin-key.ts'
 
 /**
  * Standard output for the service's JSON log lines, holding them back until `release`: the start
- * banner goes out first as plain lines, then the logs begin (those written meanwhile included).
- * After that, the lines of one turn of the event loop go out as one write: a line per request
- * (`http/observability.ts`) was a write system call per request, about a twentieth of the CPU of
- * a balances read under load (`docs/performance.md#per-request-costs-of-every-authenticated-read`).
- * The lines are written before the next turn's I/O and when the process exits.
+ * banner goes out first as plain lines, then the logs begin. After that, the lines of one turn of
+ * the event loop go out as one write (a system call per line cost every request), before the next
+ * turn's I/O and when the process exits.
  */
 class HeldLog {
   #held: string[] | undefined = []

@@ -1,2 +1,2 @@
-/** This release of Coffer, as `/healthz`, the API reference and backups name it; equal to package.json's (test/operations-upgrade.test.ts). */
+/** This release of Coffer, as `/healthz`, the API reference and backups name it; equal to package.json's. */
 export const VERSION = '0.2.0'

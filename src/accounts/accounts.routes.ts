@@ -24,7 +24,20 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
 
   app.post(
     '/users/:username/sessions',
-    { schema: { tags, params: S.LoginParams, body: S.LoginBody, response: responses(201, S.LoginResult) } },
+    {
+      schema: {
+        summary: 'Log in',
+        description:
+          'Checks the password and opens a user session on the primary wallet. Sets the session cookie, or ' +
+          'with `return_token: true` answers the token instead (`Authorization: Bearer <token>`). An ' +
+          'unknown username and a wrong password get the same answer. Limited per client address and per ' +
+          'username.',
+        tags,
+        params: S.LoginParams,
+        body: S.LoginBody,
+        response: responses(201, S.LoginResult),
+      },
+    },
     async (request, reply) => {
       await limiter.hit(`login-ip:${request.ip}`, `login-user:${request.params.username.toLowerCase()}`)
       const { session, token } = await accounts.logIn(db, config, request.params.username, request.body.password)
@@ -38,43 +51,105 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
 
   app.put(
     '/user/username',
-    { ...user, schema: { tags, body: S.UsernameBody, response: responses(200, S.UsernameResult) } },
+    {
+      ...user,
+      schema: {
+        summary: 'Change your username',
+        description: 'Renames the caller; the old name becomes free.',
+        tags,
+        body: S.UsernameBody,
+        response: responses(200, S.UsernameResult),
+      },
+    },
     async (request) => accounts.changeUsername(db, userAuth(request), request.body.username),
   )
 
-  app.put('/user/password', { ...user, schema: { tags, body: S.PasswordBody, response: responses(200, Empty) } }, async (request) => {
-    await accounts.changePassword(db, userAuth(request), request.body.password)
-    return {}
-  })
-
-  app.get('/user/session', { ...user, schema: { tags, response: responses(200, S.CurrentSession) } }, async (request) =>
-    accounts.describeSession(db, userAuth(request)),
+  app.put(
+    '/user/password',
+    {
+      ...user,
+      schema: {
+        summary: 'Change your password',
+        description: "Sets a new password and ends every other session of the caller's; this one stays.",
+        tags,
+        body: S.PasswordBody,
+        response: responses(200, Empty),
+      },
+    },
+    async (request) => {
+      await accounts.changePassword(db, userAuth(request), request.body.password)
+      return {}
+    },
   )
 
-  app.get('/user/sessions', { ...user, schema: { tags, response: responses(200, Type.Array(S.SessionSummary)) } }, async (request) =>
-    accounts.listSessions(db, config, userAuth(request)),
+  app.get(
+    '/user/session',
+    {
+      ...user,
+      schema: {
+        summary: 'The current session',
+        description: 'The session, its user and its active wallet (the wallet the `/wallet` routes act on).',
+        tags,
+        response: responses(200, S.CurrentSession),
+      },
+    },
+    async (request) => accounts.describeSession(db, userAuth(request)),
   )
 
-  app.delete('/user/session', { ...user, schema: { tags } }, async (request, reply) => {
-    const auth = userAuth(request)
-    await accounts.endSession(db, auth, auth.sessionId)
-    clearSessionCookie(reply, config)
-    return reply.status(204).send()
-  })
+  app.get(
+    '/user/sessions',
+    {
+      ...user,
+      schema: {
+        summary: 'Your live sessions',
+        description: 'Every session of the caller that has neither expired nor been idle too long, the current one ' + 'marked.',
+        tags,
+        response: responses(200, Type.Array(S.SessionSummary)),
+      },
+    },
+    async (request) => accounts.listSessions(db, config, userAuth(request)),
+  )
 
-  app.delete('/user/sessions/:sessionid', { ...user, schema: { tags, params: IdParams('sessionid') } }, async (request, reply) => {
-    const auth = userAuth(request)
-    const sessionId = parseId(request.params.sessionid)
-    await accounts.endSession(db, auth, sessionId)
-    if (sessionId === auth.sessionId) clearSessionCookie(reply, config)
-    return reply.status(204).send()
-  })
+  app.delete(
+    '/user/session',
+    { ...user, schema: { summary: 'Log out', description: 'Ends the current session and clears its cookie.', tags } },
+    async (request, reply) => {
+      const auth = userAuth(request)
+      await accounts.endSession(db, auth, auth.sessionId)
+      clearSessionCookie(reply, config)
+      return reply.status(204).send()
+    },
+  )
 
-  app.delete('/user/sessions', { ...user, schema: { tags } }, async (request, reply) => {
-    await accounts.endAllSessions(db, userAuth(request))
-    clearSessionCookie(reply, config)
-    return reply.status(204).send()
-  })
+  app.delete(
+    '/user/sessions/:sessionid',
+    {
+      ...user,
+      schema: {
+        summary: 'End one of your sessions',
+        description: "Ends one session of the caller's (this one too, clearing its cookie).",
+        tags,
+        params: IdParams('sessionid'),
+      },
+    },
+    async (request, reply) => {
+      const auth = userAuth(request)
+      const sessionId = parseId(request.params.sessionid)
+      await accounts.endSession(db, auth, sessionId)
+      if (sessionId === auth.sessionId) clearSessionCookie(reply, config)
+      return reply.status(204).send()
+    },
+  )
+
+  app.delete(
+    '/user/sessions',
+    { ...user, schema: { summary: 'Log out everywhere', description: 'Ends every session of the caller, this one included.', tags } },
+    async (request, reply) => {
+      await accounts.endAllSessions(db, userAuth(request))
+      clearSessionCookie(reply, config)
+      return reply.status(204).send()
+    },
+  )
 }
 
 export default accountsRoutes

@@ -22,8 +22,11 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     '/admin/sessions',
     {
       schema: {
-        tags,
         summary: 'Open an operator session with the admin key',
+        description:
+          'Exchanges the admin key for an operator session cookie (12 hours, never extended), for the ' +
+          'console. Limited per client address.',
+        tags,
         body: S.OperatorLoginBody,
         response: responses(201, S.OperatorSession),
       },
@@ -38,7 +41,15 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
 
   app.delete(
     '/admin/session',
-    { ...operator, schema: { tags, summary: 'End the operator session', response: NoContent } },
+    {
+      ...operator,
+      schema: {
+        summary: 'End the operator session',
+        description: 'Ends the operator session and clears its cookie.',
+        tags,
+        response: NoContent,
+      },
+    },
     async (request, reply) => {
       const token = request.cookies[OPERATOR_COOKIE]
       if (token) await admin.endOperatorSession(db, token)
@@ -49,7 +60,15 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
 
   app.get(
     '/admin/overview',
-    { ...operator, schema: { tags, summary: 'Counts and what circulates of each asset', response: responses(200, S.Overview) } },
+    {
+      ...operator,
+      schema: {
+        summary: 'Counts and what circulates of each asset',
+        description: 'Counts of users, wallets and transactions, and per asset what circulates and how many wallets ' + 'hold it.',
+        tags,
+        response: responses(200, S.Overview),
+      },
+    },
     async () => admin.describeOverview(db),
   )
 
@@ -58,8 +77,9 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     {
       ...operator,
       schema: {
-        tags,
         summary: 'Find wallets by id, address or owner',
+        description: 'A page of user wallets matching the search (deleted ones included, marked).',
+        tags,
         querystring: S.WalletSearchQuery,
         response: responses(200, Type.Array(S.AdminWallet)),
       },
@@ -77,8 +97,9 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     {
       ...operator,
       schema: {
-        tags,
         summary: 'A wallet with its owner, users and holdings',
+        description: 'One user wallet as the operator sees it.',
+        tags,
         params: IdParams('id'),
         response: responses(200, S.AdminWalletDetail),
       },
@@ -91,8 +112,9 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     {
       ...operator,
       schema: {
-        tags,
         summary: 'The whole journal, newest first',
+        description: "Every transaction, or one wallet's, filtered as a wallet's history is; the `Link` header gives " + 'the next page.',
+        tags,
         querystring: S.JournalQuery,
         response: responses(200, Type.Array(Transaction)),
       },
@@ -126,7 +148,15 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
 
   app.get(
     '/admin/verification',
-    { ...operator, schema: { tags, summary: 'Check the whole ledger as `coffer verify` does', response: responses(200, S.VerifyReport) } },
+    {
+      ...operator,
+      schema: {
+        summary: 'Check the whole ledger as `coffer verify` does',
+        description: 'Recomputes every holding from the journal and checks the ledger rules; lists any problem found.',
+        tags,
+        response: responses(200, S.VerifyReport),
+      },
+    },
     async () => admin.verifyLedgerNow(db),
   )
 }

@@ -37,9 +37,8 @@ function chunks<T>(items: T[], size: number): T[][] {
 /**
  * A lookup written once as SQL text, one per dialect, where `$keys` stands for the keys
  * (`any($1::<type>[])` on PostgreSQL, as `anyOf` in dialect.ts writes them; one key, `(?)`, on
- * SQLite). Every authenticated request makes such a lookup: building and compiling it with
- * Kysely's query builder each time cost more CPU than SQLite took to answer it
- * (`docs/performance.md#read-path-one-statement-per-page`). On PostgreSQL the lookups of one turn
+ * SQLite). Every authenticated request makes such a lookup, and building it with Kysely's query
+ * builder each time cost more than SQLite took to answer it. On PostgreSQL the lookups of one turn
  * of the event loop go as one statement, whatever their kind (`lookUpTurn`): under load a
  * request's lookups (its credential, a transfer's recipient and asset) cost a share of one round
  * trip. Nothing is cached: every lookup reads the database as it is, so a revoked session or a
@@ -57,12 +56,9 @@ export function coalescedStatement<K extends string | number, Row>(
     alone: text.replace('$keys', `any($1::${type}[])`),
     keyOf: keyOf as (row: unknown) => string | number,
   }
-  // SQLite answers in process, without a round trip: there each key is looked up at once, since
-  // batching only adds turns of the event loop (measured: half again the CPU per transfer). As a
-  // plain parameter, straight on the driver when no transaction is open (`readRows`): no Kysely
-  // pass, no json_each. Measured in a loop, CPU per lookup: 6.7-8.3 µs before, 4.2-4.8 µs so; a
-  // transfer by key makes three (its key, its recipient, its asset;
-  // docs/performance.md#transfers-round-three-engineer-t).
+  // SQLite answers in process, without a round trip: there each key is looked up at once (batching
+  // would only add turns of the event loop), as a plain parameter, straight on the driver when no
+  // transaction is open (`readRows`).
   const sqlite = text.replace('$keys', '(?)')
   const onSqlite = async (db: Executor, key: K): Promise<Row | undefined> =>
     (await readRows<Row>(db, sqlite, [key])).find((row) => keyOf(row) === key)
@@ -136,7 +132,9 @@ async function readLookups(db: Executor, parts: Part[]): Promise<Map<LookupKind,
   let found: unknown[][]
   if (parts.length === 1) found = [(await db.executeQuery(CompiledQuery.raw(parts[0].kind.alone, [parts[0].keys]))).rows]
   else {
-    const text = `select ${parts.map(({ kind }, i) => `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`).join(', ')}`
+    const column = ({ kind }: (typeof parts)[number], i: number) =>
+      `(select coalesce(json_agg(t), '[]') from (${kind.text.replace('$keys', `any($${i + 1}::${kind.type}[])`)}) t) as q${i}`
+    const text = `select ${parts.map(column).join(', ')}`
     const { rows } = await db.executeQuery<Record<string, unknown[]>>(
       CompiledQuery.raw(
         text,

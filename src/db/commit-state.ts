@@ -8,34 +8,13 @@ import { sqliteStatementsOf } from './sqlite-statements.ts'
 
 /**
  * The database's commit state: a text that stays the same only while nothing at all has been
- * committed to the database, by anyone (this process, another instance, the `coffer` CLI, a
- * restore). A value read from the database and kept with the state read BEFORE it was loaded may
- * be served again, without reading, for as long as the state read now is the same text: nothing
- * committed in between, so a read now would answer the same (`KeptReads` below;
- * `docs/decisions.md#reads-kept-while-nothing-was-committed` has the argument in full).
- *
- * - SQLite: `total_changes()` counts every row this connection has inserted, updated or deleted
- *   (triggers included; never decreasing, a rollback included), and `data_version` moves whenever
- *   ANY OTHER connection commits (another process, the CLI, the checkpointer's worker, which only
- *   copies pages and does not move it). Together they move on every commit; one statement, about
- *   3 µs in a loop, but a read transaction (two `fcntl` locks on the WAL index) that cost a busy
- *   service far more. Read once per turn of the event loop, as on PostgreSQL (`turnStateOf`).
- * - PostgreSQL: `pg_current_snapshot()` (xmin:xmax:in-progress ids) decides exactly which
- *   transactions a read sees. A commit either raises xmax (its id was at or past it) or removes
- *   its id from the in-progress list (xmax never goes down), so equal texts mean nothing committed
- *   between them. `pg_postmaster_start_time()` goes with it, so another server (a restart, a
- *   promoted standby, a restored cluster) never gives the same text. Read once per turn of the
- *   event loop for every request of that turn (`per-turn.ts` oncePerTurn): one round trip shared,
- *   taken after every request of the turn arrived, so every write acknowledged before one of them
- *   arrived is counted.
- *
- * Every state names its database object too: two stores (a test's, a restore's target) may well
- * count the same, and what was read from one is never served for the other.
- *
- * Undefined when the state cannot be known: inside a transaction (its own uncommitted writes
- * count already), when the statement failed (then the caller reads as ever, and meets the
- * storage's fault there), or just after this process wrote (`WRITING_RECHECK_MS`: taken as moved,
- * without a read). Undefined never serves anything from memory.
+ * committed, by anyone. A value kept with the state read BEFORE it was loaded may be served again
+ * without reading while the state now is the same text (`KeptReads` below). SQLite:
+ * `total_changes()` and `data_version`; PostgreSQL: `pg_current_snapshot()` and the server's start
+ * time; both read once per turn of the event loop. Every state names its database object, so one
+ * store's value is never served for another. Undefined (serve nothing from memory) inside a
+ * transaction, when the read failed, or just after this process wrote (`WRITING_RECHECK_MS`).
+ * Why it is sound: `docs/decisions.md#reads-kept-while-nothing-was-committed`.
  */
 export type CommitState = string
 
@@ -78,8 +57,8 @@ const SQLITE_OWN_WRITES = 'select total_changes() as c'
 
 /**
  * What this process has written, by a cheap count that moves when it commits: SQLite's
- * `total_changes()` (a function call, no read transaction: about 0.3 µs against about 3 µs for
- * the state, and far more in a busy service), PostgreSQL's count of transaction blocks ended.
+ * `total_changes()` (a function call, no read transaction), PostgreSQL's count of transaction
+ * blocks ended.
  */
 function ownWrites(db: Executor): number {
   if (isPostgres(db)) return transactionsEnded()
@@ -91,7 +70,7 @@ function ownWrites(db: Executor): number {
  * is then spent (the value is read as before anyway). So when it has written since the latest
  * read began, the state is taken as moved without reading it, for up to this long after that
  * read; then it is read again, so that the reads kept resume within this time once the writes
- * stop. Measured under a load of transfers: see docs/performance.md#reads-kept-while-nothing-was-committed-issue-20-engineer-m.
+ * stop.
  */
 const WRITING_RECHECK_MS = 50
 
@@ -106,12 +85,9 @@ const POSTGRES_STATE = "select pg_current_snapshot()::text || ' ' || pg_postmast
 /**
  * The state of each database, read once per turn of the event loop for every caller of that turn
  * (`oncePerTurn`): the read begins after every request of the turn arrived, and a caller after
- * the read joins the next turn's. On PostgreSQL a query per request filled the pool under load.
- * On SQLite, read per request before, a kept history page paid a read transaction each (two
- * `fcntl` locks) and wrote its answer within its own I/O callback, where each answer's `writev`
- * woke the client anew; the requests of a turn now go on, and answer, together. Measured: a kept
- * page 135-218 µs of service CPU before, 61-88 µs so, balances 124-196 µs before, 61-84 µs so
- * (docs/performance.md#sqlites-kept-page-round-six-engineer-s).
+ * the read joins the next turn's. A read per request would fill PostgreSQL's pool under load and
+ * cost SQLite a read transaction per request; so the requests of a turn go on, and answer,
+ * together (docs/performance.md#reads).
  */
 const turnStateOf = perDatabase((db: Executor) => oncePerTurn(() => (isPostgres(db) ? readPostgresState(db) : readSqliteState(db))))
 

@@ -68,10 +68,8 @@ export const SQLITE_PAGE_SIZE = 2048
 export function openSqlite(file: string, options: { backgroundCheckpoints?: boolean } = {}): Database {
   const sqlite = new SQLite(file)
   // New files only (an existing file keeps its page size). A transfer changes a few rows spread
-  // over many pages (two holdings; the sender's and the recipient's ranges in the (wallet, id)
-  // indexes of transactions and events), and every changed page goes whole into the log, is
-  // synced with it and copied back at the checkpoint: with 2 KB pages the service wrote a third
-  // fewer bytes per transfer than with SQLite's default 4 KB (`docs/performance.md#fifth-round-what-sqlite-writes-per-transfer`).
+  // over many pages, and every changed page is logged, synced and checkpointed whole: 2 KB pages
+  // write a third fewer bytes per transfer than the default 4 KB (docs/performance.md#the-write-path).
   sqlite.pragma(`page_size = ${SQLITE_PAGE_SIZE}`)
   sqlite.pragma('journal_mode = WAL')
   // A 201 means durably committed: fsync the WAL on every commit.

@@ -29,8 +29,7 @@ export async function inTransaction<T>(database: Database | Db, work: (trx: Tran
  * The rows of one read written as SQL text of the executor's dialect: on SQLite straight on the
  * driver when no transaction is open on the connection (`sqlite-statements.ts`
  * readOutsideTransaction, which sees every committed write and nothing else), else through Kysely.
- * The hot reads (a history page, balances) skip Kysely's pass per query so: its connection
- * handover, frozen query objects and promises (`docs/performance.md#per-request-costs-of-every-authenticated-read`).
+ * The hot reads (a history page, balances) so skip Kysely's pass per query.
  */
 export async function readRows<Row>(executor: Executor, text: string, parameters: unknown[]): Promise<Row[]> {
   return (
@@ -100,8 +99,7 @@ export interface Write {
  * PostgreSQL it is one statement over `unnest` arrays. On SQLite it is one prepared statement
  * over a one-row `r` of bound parameters, run once per row by `runWrites`
  * straight on the driver: no JSON built for the rows and parsed back by `json_each`, and no
- * Kysely pass per row (measured: half the CPU per inserted row of `transactions`, and 5-8 % less
- * service CPU per transfer; `docs/performance.md`). So that one text serves every row, `build`
+ * Kysely pass per row (half the CPU per inserted row). So that one text serves every row, `build`
  * must put every other value in as a literal (`sql.lit`), never as a parameter.
  */
 export function rowsWrite(

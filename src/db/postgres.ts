@@ -104,8 +104,8 @@ class HostSelector {
  * Kysely sends every query unnamed, so PostgreSQL would parse and plan each one on every call,
  * and planning costs more than running the small queries of a transfer or a history page. A
  * named statement is parsed once per connection and, after PostgreSQL's first five custom plans,
- * usually planned once (a generic plan); `docs/performance.md#postgresql-statements-prepared-per-connection`
- * has the measurements, `docs/decisions.md#postgresql-prepared-statements` the decisions.
+ * usually planned once (a generic plan); `docs/decisions.md#postgresql-prepared-statements` has
+ * the decisions.
  * Queries without parameters (begin, commit, savepoints) stay on the simple protocol.
  */
 
@@ -166,7 +166,7 @@ class PreparedStatements {
     // Written now, so it reaches the server after every statement already sent and before the
     // next; a connection that is gone writes nothing. node-postgres keeps the texts it has parsed
     // per connection (`parsedStatements`, not part of its typed API) and would otherwise keep them
-    // all; `test/postgres-statements.test.ts` checks that both sides stay bounded.
+    // all; `test/db/postgres-statements.test.ts` checks that both sides stay bounded.
     this.#connection.close({ type: 'S', name }, false)
     delete (this.#connection as unknown as { parsedStatements: Record<string, string> }).parsedStatements[name]
   }
@@ -183,11 +183,8 @@ const JSON_ONLY_ESCAPES = /[\u0000-\u001f\ud800-\udfff]/
  * unquoted `null` is NULL to PostgreSQL, whatever its case). Anything else (a string with a control
  * character or a surrogate, a non-finite number, an object, a nested array) goes to node-postgres.
  *
- * A batch of transfers sends every row as such arrays (`unnest` in `db/dialect.ts`): node-postgres
- * converts each element on its own and escapes it with two regular expressions, which took about
- * a tenth of the service's CPU in a batch of 31 transfers (a transaction's stored body is 400
- * characters of JSON, every quote escaped). Measured in a loop (`docs/performance.md#postgresql-transfers-round-six-engineer-p`):
- * 31 such bodies 66-69 µs by node-postgres, 31-32 µs so; 62 ids 6-8 µs, 1.4-2.2 µs.
+ * A batch of transfers sends every row as such arrays (`unnest` in `db/dialect.ts`), where
+ * node-postgres's element-by-element escaping was a noticeable share of the service's CPU.
  */
 export function arrayLiteral(values: unknown[]): unknown {
   for (const value of values) {

@@ -103,7 +103,7 @@ function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | type
   // `webhooks` for its wallet (two runs per transfer). Their ids are consecutive and the batch's own
   // (after the largest ever used: `moves.repository.ts` reserveIds), so the range holds only them.
   // Measured in process, batches of 20 transfers alternating with the run per event: 3.5-4 µs
-  // less statement time per transfer (docs/performance.md#transfers-round-three-engineer-t).
+  // less statement time per transfer (docs/performance.md#the-write-path).
   const ids = events.map((event) => event[0] as number)
   return [
     insert,

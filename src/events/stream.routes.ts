@@ -37,7 +37,7 @@ function responseSink(res: ServerResponse): EventSink {
   }
 }
 
-/** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth; src/events/README.md). */
+/** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth; docs/webhooks.md#the-event-stream). */
 const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (
   app,
   { database, config, hub },
@@ -51,10 +51,12 @@ const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Conf
       // A HEAD would hold a stream open with nothing ever sent: only GET (HEAD answers G006).
       exposeHeadRoute: false,
       schema: {
-        tags: ['events'],
+        summary: 'Stream the wallet events',
         description:
-          'Server-Sent Events: `id` is the event sequence number, `event` the type, `data` the event JSON (as delivered to webhooks). ' +
-          'Send `Last-Event-ID` to receive what followed that event first. Comment lines keep the stream alive.',
+          'Server-Sent Events: `id` is the event sequence number, `event` the type, `data` the event JSON ' +
+          '(as delivered to webhooks). Send `Last-Event-ID` to receive what followed that event first. ' +
+          'Comment lines keep the stream alive; a revoked credential ends it.',
+        tags: ['events'],
         headers: S.StreamHeaders,
         querystring: S.StreamQuery,
         // The stream is text/event-stream; its refusals are JSON like every error.

@@ -22,22 +22,60 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{
 
   app.put(
     '/wallet/webhook',
-    { ...user, schema: { tags, body: S.WebhookBody, response: responses(200, S.WebhookCreated) } },
+    {
+      ...user,
+      schema: {
+        summary: 'Set the wallet webhook',
+        description:
+          "Sets (or replaces) the active wallet's webhook with a new signing secret, shown only here; " +
+          'events still waiting go to the new URL. Each event is POSTed signed (Standard Webhooks) and ' +
+          'retried on failure.',
+        tags,
+        body: S.WebhookBody,
+        response: responses(200, S.WebhookCreated),
+      },
+    },
     async (request) => webhooks.setWebhook(db, config, secretsKey, userAuth(request), request.body.webhook),
   )
 
-  app.get('/wallet/webhook', { ...user, schema: { tags, response: responses(200, S.WebhookInfo) } }, async (request) =>
-    webhooks.getWebhook(db, userAuth(request).walletId),
+  app.get(
+    '/wallet/webhook',
+    {
+      ...user,
+      schema: {
+        summary: 'The wallet webhook',
+        description: 'The URL and when it was set, or `{"webhook": null}`. The secret is never shown again.',
+        tags,
+        response: responses(200, S.WebhookInfo),
+      },
+    },
+    async (request) => webhooks.getWebhook(db, userAuth(request).walletId),
   )
 
-  app.delete('/wallet/webhook', { ...user, schema: { tags } }, async (request, reply) => {
-    await webhooks.removeWebhook(db, userAuth(request).walletId)
-    return reply.status(204).send()
-  })
+  app.delete(
+    '/wallet/webhook',
+    {
+      ...user,
+      schema: { summary: 'Remove the wallet webhook', description: 'Removes the webhook and cancels every delivery still waiting.', tags },
+    },
+    async (request, reply) => {
+      await webhooks.removeWebhook(db, userAuth(request).walletId)
+      return reply.status(204).send()
+    },
+  )
 
   app.get(
     '/wallet/webhook/deliveries',
-    { ...user, schema: { tags, querystring: S.DeliveryQuery, response: responses(200, Type.Array(S.Delivery)) } },
+    {
+      ...user,
+      schema: {
+        summary: 'Webhook deliveries',
+        description: "The active wallet's deliveries, newest first, each with its attempts.",
+        tags,
+        querystring: S.DeliveryQuery,
+        response: responses(200, Type.Array(S.Delivery)),
+      },
+    },
     async (request, reply) => {
       const walletId = userAuth(request).walletId
       // The page is a bare array, so the backlog's summary travels in headers (as in GET /wallet/webhook's `backlog`).
@@ -50,7 +88,16 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{
 
   app.post(
     '/wallet/webhook/deliveries/:id/retry',
-    { ...user, schema: { tags, params: IdParams('id'), response: responses(202, S.Delivery) } },
+    {
+      ...user,
+      schema: {
+        summary: 'Retry a delivery',
+        description: "Makes a delivery due now, whatever its status, to the wallet's current webhook.",
+        tags,
+        params: IdParams('id'),
+        response: responses(202, S.Delivery),
+      },
+    },
     async (request, reply) => {
       const delivery = await webhooks.retryDelivery(db, userAuth(request).walletId, parseId(request.params.id))
       worker.wake()

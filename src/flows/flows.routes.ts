@@ -21,7 +21,18 @@ const flowsRoutes: FastifyPluginAsyncTypebox<FlowsRoutesOptions> = async (app, {
 
   app.post(
     '/users',
-    { schema: { tags: ['accounts'], body: RegisterBody, response: responses(201, RegisteredUser) } },
+    {
+      schema: {
+        summary: 'Register a user',
+        description:
+          'Creates the user and their primary wallet (a random address) in one step. Usernames are 2-32 ' +
+          'letters or digits, unique case-insensitively; passwords 8-32 characters. Limited per client ' +
+          'address and per username.',
+        tags: ['accounts'],
+        body: RegisterBody,
+        response: responses(201, RegisteredUser),
+      },
+    },
     async (request, reply) => {
       await limiter.hit(`register-ip:${request.ip}`, `register-user:${request.body.username.toLowerCase()}`)
       const user = await registerUser(db, request.body.username, request.body.password)
@@ -29,10 +40,26 @@ const flowsRoutes: FastifyPluginAsyncTypebox<FlowsRoutesOptions> = async (app, {
     },
   )
 
-  app.delete('/wallet', { onRequest: app.requireUser, schema: { tags: ['wallet'], response: NoContent } }, async (request, reply) => {
-    await deleteWallet(db, ledger, userAuth(request))
-    return reply.status(204).send(null)
-  })
+  app.delete(
+    '/wallet',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        summary: 'Delete the wallet',
+        description:
+          'Deletes the active wallet: its pending holds, sent and received, are voided; then what it holds ' +
+          "moves to the caller's primary wallet as one transaction (memo `wallet deleted`); its keys, " +
+          'webhook and assignments go. Its address stays taken and its history keeps naming it. Owner only; ' +
+          'not the primary wallet.',
+        tags: ['wallet'],
+        response: NoContent,
+      },
+    },
+    async (request, reply) => {
+      await deleteWallet(db, ledger, userAuth(request))
+      return reply.status(204).send(null)
+    },
+  )
 }
 
 export default flowsRoutes

@@ -13,16 +13,9 @@ declare module 'fastify' {
 }
 
 /**
- * Cookies with `@fastify/cookie`'s parser and serializer, without its hooks. `request.cookies`
- * parses the `Cookie` header the first time a route reads it (only the guards do, and only for a
- * request without an `Authorization` header); a cookie is set with `setCookie` / `clearCookie`
- * below, which write the `Set-Cookie` value the plugin wrote, byte for byte
- * (test/http-plugins.test.ts). Registered as a plugin, `@fastify/cookie` parsed the header (or made an
- * empty object and a map) in an `onRequest` hook and looked for cookies to write in an `onSend`
- * hook on every request: two hook steps of every response (0.1-0.2 µs of their own in CPU
- * profiles under HTTP load, besides the hook runner's turns), most of which carry no cookie.
- * (Set here in the handler, `Set-Cookie` comes before `Content-Type` among the headers rather
- * than after it; the order of different header fields means nothing in HTTP.)
+ * Cookies with `@fastify/cookie`'s parser and serializer, without its two hooks on every request.
+ * `request.cookies` parses the `Cookie` header the first time a guard reads it; `setCookie` /
+ * `clearCookie` below write the plugin's `Set-Cookie` value byte for byte (test/http/plugins.test.ts).
  */
 export default fp(async function cookies(app: FastifyInstance) {
   app.decorateRequest(PARSED, null)

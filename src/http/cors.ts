@@ -10,18 +10,10 @@ export interface CorsOptions {
 }
 
 /**
- * CORS for the configured origins only, with credentials: the headers `@fastify/cors` wrote with
- * `{origin: origins, credentials: true, methods, exposedHeaders}` (strict preflights, request
- * headers reflected), byte for byte, and the same `OPTIONS *` route. test/http-plugins.test.ts
- * compares the two answer by answer.
- *
- * Written here rather than registered from `@fastify/cors` because every request ran that
- * plugin's general path (a copy of its 14 options, Fastify's route options object, an origin
- * resolver and a cache lookup for `Vary`): 1.2-1.7 µs of the service's CPU per `GET /healthz`,
- * 2.1-2.8 µs per balances read, against 0.1-0.2 µs for this hook, in CPU profiles under HTTP load
- * (docs/performance.md, "The per-request floor, round two"). Here the headers every response
- * carries are computed once; what depends on the request is one lookup of its `Origin`. With no
- * `CORS_ORIGINS` no hook runs at all (the plugin's ran and wrote nothing).
+ * CORS for the configured origins only, with credentials: byte for byte the headers `@fastify/cors`
+ * writes with `{origin: origins, credentials: true, methods, exposedHeaders}` (test/http/plugins.test.ts
+ * compares them). Our own hook because the plugin's general path ran on every request; here the
+ * headers are computed once, and with no `CORS_ORIGINS` no hook runs at all.
  */
 export default fp<CorsOptions>(async function cors(app: FastifyInstance, { origins, methods, exposedHeaders }) {
   // Preflights reach this route only when CORS is off (the hook below answers them otherwise):

@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify'
 /**
  * The error table: every error code with its status and message (what the body's `message` says).
  * Adding a code without a status or message fails the type check, as does one without its meaning
- * below; test/errors.test.ts walks the whole table.
+ * below; test/http/errors.test.ts walks the whole table.
  */
 export const ERRORS = {
   G000: { status: 400, message: 'Invalid JSON Body' },
@@ -51,7 +51,9 @@ export type ErrorCode = keyof typeof ERRORS
 
 /** What each code means for a client, as the API reference explains it under each route's errors. */
 export const ERROR_MEANINGS: Record<ErrorCode, string> = {
-  G000: 'the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)',
+  G000:
+    'the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range ' +
+    '(also a malformed header)',
   G001: 'a path parameter is malformed, e.g. an id that is not a positive integer',
   G002: 'a query parameter is malformed or out of range, e.g. `limit=1000`',
   G003: 'this Idempotency-Key was used before for a different request',
@@ -102,9 +104,8 @@ export interface ErrorBody {
 
 /**
  * An error without a stack trace, for a refusal that is answered and never logged with its stack:
- * V8 captures the stack when an error is made, which cost 10-15 µs per refused request in CPU
- * profiles of the service (a request's stack runs deep through Fastify's hooks), more than the rest
- * of answering a 400 or a 401. Errors the service logs (5xx) keep their stack.
+ * capturing a request's deep stack cost more than the rest of answering a 4xx. Errors the service
+ * logs (5xx) keep their stack.
  */
 export function stacklessError(message: string): Error {
   const limit = Error.stackTraceLimit

@@ -25,7 +25,17 @@ const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, c
 
   app.get(
     '/admin/journal',
-    { onRequest: app.requireAdmin, schema: { tags, querystring: S.FeedQuery, response: responses(200, S.Feed) } },
+    {
+      onRequest: app.requireAdmin,
+      schema: {
+        tags,
+        summary: 'Follow the journal',
+        description:
+          "Every transaction after position `after` (default 0), in position order, each once: `{entries, next}` with `next` the last entry's position (or `after`). With `wait` (seconds, up to 30) it answers as soon as there is an entry, or empty when the time is up.",
+        querystring: S.FeedQuery,
+        response: responses(200, S.Feed),
+      },
+    },
     async (request) => {
       const { after = 0, limit = 100, wait = 0 } = request.query
       const left = new AbortController()
@@ -41,6 +51,9 @@ const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, c
       exposeHeadRoute: false,
       schema: {
         tags,
+        summary: 'The journal as Server-Sent Events',
+        description:
+          'The feed as Server-Sent Events: `id` is the position, `data` the Transaction. Resumes after `Last-Event-ID` (or `after`).',
         headers: S.StreamHeaders,
         querystring: S.StreamQuery,
         response: {
@@ -96,14 +109,34 @@ const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, c
     },
   )
 
-  app.get('/journal/key', { schema: { tags, response: responses(200, S.Key) } }, async () => ({
-    algorithm: 'Ed25519' as const,
-    public_key: signingKey.publicKeyBase64,
-  }))
+  app.get(
+    '/journal/key',
+    {
+      schema: {
+        tags,
+        summary: 'The checkpoint signing key',
+        description: 'The Ed25519 public key that signs checkpoints, base64 of its raw 32 bytes.',
+        response: responses(200, S.Key),
+      },
+    },
+    async () => ({
+      algorithm: 'Ed25519' as const,
+      public_key: signingKey.publicKeyBase64,
+    }),
+  )
 
   app.get(
     '/journal/checkpoint',
-    { onRequest: app.requireAnyCaller, schema: { tags, response: responses(200, S.Checkpoint) } },
+    {
+      onRequest: app.requireAnyCaller,
+      schema: {
+        tags,
+        summary: 'The latest signed checkpoint',
+        description:
+          "The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the base64 Ed25519 signature of `coffer-checkpoint/v1\\n{size}\\n{root}\\n{signed_at}\\n`. `J000` until the first is signed.",
+        response: responses(200, S.Checkpoint),
+      },
+    },
     async (_request, reply) => {
       const checkpoint = await journal.latestCheckpoint(db)
       if (!checkpoint) {
@@ -116,13 +149,33 @@ const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, c
 
   app.get(
     '/journal/consistency',
-    { onRequest: app.requireAnyCaller, schema: { tags, querystring: S.ConsistencyQuery, response: responses(200, S.Consistency) } },
+    {
+      onRequest: app.requireAnyCaller,
+      schema: {
+        tags,
+        summary: 'Prove the journal only grew',
+        description:
+          "The RFC 9162 consistency proof between the trees of sizes `from` and `to` (1 ≤ from ≤ to ≤ the latest checkpoint's size).",
+        querystring: S.ConsistencyQuery,
+        response: responses(200, S.Consistency),
+      },
+    },
     async (request) => journal.proveConsistency(db, request.query.from, request.query.to),
   )
 
   app.get(
     '/wallet/transactions/:id/proof',
-    { onRequest: app.requireWalletAccess, schema: { tags, params: IdParams('id'), response: responses(200, S.Proof) } },
+    {
+      onRequest: app.requireWalletAccess,
+      schema: {
+        tags,
+        summary: 'Prove a transaction is in the journal',
+        description:
+          "The transaction (sent or received by the wallet), its leaf index (position - 1), the latest signed checkpoint and the RFC 9162 audit path from its leaf to that checkpoint's root. `J000` with `Retry-After` until a checkpoint covers it.",
+        params: IdParams('id'),
+        response: responses(200, S.Proof),
+      },
+    },
     async (request) => journal.proveInclusion(db, walletOf(request), parseId(request.params.id), retryAfterSeconds),
   )
 }

@@ -112,7 +112,7 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
 /**
  * The text of `listHoldings`' query, written once per dialect: GET /wallet/assets is polled by
  * every dashboard, and building and compiling the query with Kysely on every call cost about as
- * much CPU as SQLite took to answer it (`docs/performance.md#read-path-one-statement-per-page`).
+ * much CPU as SQLite took to answer it (`docs/performance.md#reads`).
  */
 const HOLDINGS_SQLITE =
   'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and h.quantity > 0'

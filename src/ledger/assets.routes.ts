@@ -35,13 +35,33 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
   const tags = ['admin']
   const admin = { onRequest: app.requireAdmin }
 
-  app.get('/assets', { onRequest: app.requireAnyCaller, schema: { tags, response: responses(200, Type.Array(Asset)) } }, async () =>
-    assets.listAssets(db),
+  app.get(
+    '/assets',
+    {
+      onRequest: app.requireAnyCaller,
+      schema: {
+        summary: 'List assets',
+        description: 'Every live asset, for any caller.',
+        tags,
+        response: responses(200, Type.Array(Asset)),
+      },
+    },
+    async () => assets.listAssets(db),
   )
 
   app.post(
     '/assets',
-    { ...admin, schema: { tags, body: Type.Object({ name: AssetName, value: AssetValue }), response: responses(201, Asset) } },
+    {
+      ...admin,
+      schema: {
+        summary: 'Create an asset',
+        description:
+          'A new asset: a name of 1-32 letters, digits, `_` or `-`, unique case-insensitively, and a ' + 'display value per unit.',
+        tags,
+        body: Type.Object({ name: AssetName, value: AssetValue }),
+        response: responses(201, Asset),
+      },
+    },
     async (request, reply) => {
       const asset = await assets.createAsset(db, request.body.name, request.body.value)
       return reply.status(201).send(asset)
@@ -50,26 +70,60 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
 
   app.put(
     '/assets/:id/value',
-    { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ value: AssetValue }), response: responses(200, Asset) } },
+    {
+      ...admin,
+      schema: {
+        summary: "Change an asset's value",
+        description: 'Sets the display value per unit; holdings do not change.',
+        tags,
+        params: IdParams('id'),
+        body: Type.Object({ value: AssetValue }),
+        response: responses(200, Asset),
+      },
+    },
     async (request) => assets.revalueAsset(db, parseId(request.params.id), request.body.value),
   )
 
   app.put(
     '/assets/:id/name',
-    { ...admin, schema: { tags, params: IdParams('id'), body: Type.Object({ name: AssetName }), response: responses(200, Asset) } },
+    {
+      ...admin,
+      schema: {
+        summary: 'Rename an asset',
+        description: 'Renames the asset; history shows the new name.',
+        tags,
+        params: IdParams('id'),
+        body: Type.Object({ name: AssetName }),
+        response: responses(200, Asset),
+      },
+    },
     async (request) => assets.renameAsset(db, parseId(request.params.id), request.body.name),
   )
 
-  app.delete('/assets/:id', { ...admin, schema: { tags, params: IdParams('id') } }, async (request, reply) => {
-    await assets.deleteAsset(db, parseId(request.params.id))
-    return reply.status(204).send()
-  })
+  app.delete(
+    '/assets/:id',
+    {
+      ...admin,
+      schema: {
+        summary: 'Delete an asset',
+        description: 'Deletes an asset nobody holds; its name becomes free and history keeps it.',
+        tags,
+        params: IdParams('id'),
+      },
+    },
+    async (request, reply) => {
+      await assets.deleteAsset(db, parseId(request.params.id))
+      return reply.status(204).send()
+    },
+  )
 
   app.post(
     '/wallets/:walletid/assets',
     {
       ...admin,
       schema: {
+        summary: 'Issue units into a wallet',
+        description: 'Issues new units of an asset from `mint` into a user wallet, recorded as a transaction.',
         tags,
         params: IdParams('walletid'),
         body: Type.Object({
@@ -95,7 +149,20 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
     '/transactions/:id/reversal',
     {
       ...admin,
-      schema: { tags, params: IdParams('id'), body: ReversalBody, headers: IdempotencyHeaders, response: responses(201, Transaction) },
+      schema: {
+        summary: 'Reverse a transaction',
+        description:
+          "The operator's correction: moves back what any transaction but a reversal moved (an issuance " +
+          'back to `mint`, a burn out of it again), as a transaction of kind `reversal` naming it in ' +
+          '`reverses`: the listed quantities, or by default all that is not yet reversed. All reversals of ' +
+          'a transaction together never move back more of an asset than it moved. `Idempotency-Key` as for ' +
+          'transfers.',
+        tags,
+        params: IdParams('id'),
+        body: ReversalBody,
+        headers: IdempotencyHeaders,
+        response: responses(201, Transaction),
+      },
     },
     async (request, reply) => {
       const result = await ledger.reverse(parseId(request.params.id), request.body, request.headers['idempotency-key'])
@@ -109,7 +176,15 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
     {
       ...admin,
       bodyLimit: Math.max(ISSUANCE_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0),
-      schema: { tags, body: IssuanceBody, response: responses(201, Type.Object({ transactions: Type.Array(Transaction) })) },
+      schema: {
+        summary: 'Issue units into many wallets',
+        description:
+          'Issues new units of one asset from `mint` into up to 1,000 user wallets, all or nothing: one ' +
+          'transaction per entry, in order. An entry refused names itself in `detail` (`entries[i]: `).',
+        tags,
+        body: IssuanceBody,
+        response: responses(201, Type.Object({ transactions: Type.Array(Transaction) })),
+      },
     },
     async (request, reply) => {
       const transactions = await ledger.issueToMany(request.body)
@@ -122,6 +197,10 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
     {
       ...admin,
       schema: {
+        summary: 'Burn units of a wallet',
+        description:
+          'Moves `quantity` units (or all that pending holds leave free) back to `mint`, recorded as a ' +
+          'transaction; nothing free to burn is a 204 that changes nothing, more than is free `I002`.',
         tags,
         params: Type.Object({ walletid: IdString, assetid: IdString }),
         querystring: Type.Object({ quantity: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,15}$' })) }),

@@ -81,7 +81,7 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
  * statement that also reads its stamp, and kept. The check walks the page's own indexes for ids
  * only; building walks them too and then writes every transaction's labels, lines and JSON
  * (`docs/decisions.md#history-pages-served-from-a-checked-cache` has the design and its proof,
- * `docs/performance.md#history-pages-from-a-checked-cache` what it saves). `serialize` writes
+ * `docs/performance.md#reads` what it saves). `serialize` writes
  * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes);
  * `arrived` is the request's `arrivalMark` (`db/commit-state.ts`).
  */

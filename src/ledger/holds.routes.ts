@@ -50,7 +50,22 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
 
   app.post(
     '/wallet/holds',
-    { ...wallet, schema: { tags, body: HoldBody, headers: IdempotencyHeaders, response: responses(201, Hold) } },
+    {
+      ...wallet,
+      schema: {
+        summary: 'Hold assets for a recipient',
+        description:
+          'Reserves the listed assets in the wallet for the recipient (the body of a transfer, plus ' +
+          '`metadata` and `expires_in`: 60 to 2,592,000 seconds, a week by default). Nothing moves yet: the ' +
+          'assets stay in the wallet as `held` and cannot be spent until the hold is captured, voided or ' +
+          'expires. The same errors, in the same order, as a transfer; only what is free (`quantity - ' +
+          'held`) may be held. `Idempotency-Key` as for a transfer.',
+        tags,
+        body: HoldBody,
+        headers: IdempotencyHeaders,
+        response: responses(201, Hold),
+      },
+    },
     async (request, reply) => {
       const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
@@ -60,7 +75,18 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
 
   app.get(
     '/wallet/holds',
-    { ...wallet, schema: { tags, querystring: HoldListQuery, response: responses(200, Type.Array(Hold)) } },
+    {
+      ...wallet,
+      schema: {
+        summary: "The wallet's holds",
+        description:
+          'Holds the wallet sent or receives, newest first, filtered by `status` and `direction`. A pending ' +
+          'hold past its expiry is listed as expired. The `Link` header (`rel="next"`) gives the next page.',
+        tags,
+        querystring: HoldListQuery,
+        response: responses(200, Type.Array(Hold)),
+      },
+    },
     async (request, reply) => {
       const { holds, more } = await listWalletHolds(db, walletOf(request), request.query)
       if (more && holds.length > 0) {
@@ -74,15 +100,38 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
     },
   )
 
-  app.get('/wallet/holds/:id', { ...wallet, schema: { tags, params: IdParams('id'), response: responses(200, Hold) } }, async (request) =>
-    findWalletHold(db, walletOf(request), parseId(request.params.id)),
+  app.get(
+    '/wallet/holds/:id',
+    {
+      ...wallet,
+      schema: {
+        summary: 'One hold',
+        description: 'A hold the wallet sent or receives.',
+        tags,
+        params: IdParams('id'),
+        response: responses(200, Hold),
+      },
+    },
+    async (request) => findWalletHold(db, walletOf(request), parseId(request.params.id)),
   )
 
   app.post(
     '/wallet/holds/:id/capture',
     {
       ...wallet,
-      schema: { tags, params: IdParams('id'), body: CaptureBody, headers: IdempotencyHeaders, response: responses(201, Transaction) },
+      schema: {
+        summary: 'Capture a hold',
+        description:
+          'The sending wallet settles its hold: everything it holds (no body), or the quantities in ' +
+          '`assets` (each at most what is held), moves to the recipient as one transaction of kind ' +
+          '`capture`; the rest is released. `Idempotency-Key` as for a transfer. Checked in this order: ' +
+          'key, hold, status, quantities.',
+        tags,
+        params: IdParams('id'),
+        body: CaptureBody,
+        headers: IdempotencyHeaders,
+        response: responses(201, Transaction),
+      },
     },
     async (request, reply) => {
       const result = await ledger.capture(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
@@ -93,7 +142,16 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
 
   app.post(
     '/wallet/holds/:id/void',
-    { ...wallet, schema: { tags, params: IdParams('id'), response: responses(200, Hold) } },
+    {
+      ...wallet,
+      schema: {
+        summary: 'Void a hold',
+        description: 'Either side releases a pending hold: nothing moves, the sending wallet may spend it all again.',
+        tags,
+        params: IdParams('id'),
+        response: responses(200, Hold),
+      },
+    },
     async (request) => ledger.voidHold(walletOf(request), parseId(request.params.id)),
   )
 }

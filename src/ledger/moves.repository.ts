@@ -119,7 +119,7 @@ class HoldingRace extends Error {
  * it draws its ids (`lockMoves`, inside its locking statement), so the moves of one wallet, and
  * anything else that takes its turn (setting its webhook, deleting it), run one after the other
  * and commit in the order of their ids. An advisory lock writes nothing: locking the wallet rows
- * exclusively instead measured slower (`docs/performance.md#seventh-round-correctness-fixes-on-the-transfer-path-and-what-they-cost`).
+ * exclusively instead measured slower (`docs/performance.md#the-write-path`).
  */
 function walletTurns(walletIds: number[]): RawBuilder<unknown> {
   const ordered = [...new Set(walletIds)].sort((a, b) => a - b)
@@ -146,7 +146,7 @@ const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held from holding
  * it guards: the turns are taken first (`walletTurns`, in the order of $1), then wallets are
  * locked, then holdings, then ids are drawn. One text written once, run as it is: building it
  * with Kysely's template and compiling it again for every batch cost the service CPU for nothing
- * (docs/performance.md#postgresql-transfers-round-six-engineer-p).
+ * (docs/performance.md#the-write-path).
  */
 const LOCK_MOVES = `
   with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),
@@ -387,7 +387,7 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
  * the wallets' turns (`lockMoves`), so a holding inserted by the batch it waited for is invisible
  * to it, while rows updated meanwhile are read again by `for update`. Adding this batch's change
  * to such a row kept the holding right but wrote running balances counted from zero (a holding
- * of 100 whose last running balance said 60: `test/moves.test.ts` "a holding created while the
+ * of 100 whose last running balance said 60: `test/ledger/moves.test.ts` "a holding created while the
  * batch waited for its turn"). The race needs a wallet's first receipt of an asset to commit
  * while another batch of that wallet waits, so the retry is rare and costs nothing otherwise.
  * On SQLite (one writer, the batch reads inside its write transaction) the row is never there.

@@ -40,7 +40,7 @@ const REPAIRS_NAMED = 20
  * wallets' histories (but a single wallet's whole history is one range). PostgreSQL holds no
  * writer up (transfers write other rows), and each of its ranges pays a part that grows with the
  * ledger (the journal's lines are hashed when a range is wide), so its ranges are wider: 2 s and
- * 500 ms. Measured at 200,000 transactions between 5,000 wallets (`npm run bench:repair`).
+ * 500 ms. Measured at 200,000 transactions between 5,000 wallets (`npm run bench -- verify-repair`).
  */
 const FIRST_WIDTH = 100
 const READ_MS = { sqlite: { slow: 200, fast: 50 }, postgres: { slow: 2_000, fast: 500 } }

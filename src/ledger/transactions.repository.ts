@@ -103,7 +103,7 @@ type Page = { transactions: Transaction[]; more: boolean }
  * The text and parameters of one statement, written by hand for the executor's dialect (`?` on
  * SQLite, `$n` on PostgreSQL). The page queries are the hot read of the service: building them
  * with Kysely's query builder and compiling them cost more CPU than SQLite took to run them
- * (`docs/performance.md#read-path-one-statement-per-page`). `param` returns the placeholder of
+ * (`docs/performance.md#reads`). `param` returns the placeholder of
  * the value it appends, so the text is written in the order of its parameters.
  */
 class Statement {
@@ -234,7 +234,7 @@ function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_
     // SQLite: each side as it is, the sides one compound ordered by id. It merges them as it reads
     // them through their indexes (each already in id order there), taking only the rows the page
     // needs. Each side as an ordered subquery with its own limit was sorted again before the
-    // merge: a fifth of the statement (docs/performance.md#history-as-the-databases-text).
+    // merge: a fifth of the statement (docs/performance.md#reads).
     if (!q.postgres) return rows
     const order = rareKind === undefined ? `t.${column} desc, t.id desc` : `t.${column} desc, t.kind desc, t.id desc`
     return `select * from (${rows} order by ${order} limit ${q.count(take)}) as ${column === 'sending_wallet_id' ? 'sent' : 'received'}`
@@ -460,10 +460,10 @@ function fromTuple([
  * in the schema's order. The route sends the text as it is, so Node neither parses, shapes nor
  * serializes the page, and a page allocates one string instead of a hundred-odd objects. SQLite
  * spends about as long writing the text as Node spent on that round; the gain is in the garbage
- * and the turns of the event loop (`docs/performance.md#history-as-the-databases-text`).
+ * and the turns of the event loop (`docs/performance.md#reads`).
  *
  * The text is byte for byte what serializing the transactions by the schema writes
- * (`test/history-pages.test.ts` compares raw answers, awkward numbers and text included): strings
+ * (`test/ledger/history-pages.test.ts` compares raw answers, awkward numbers and text included): strings
  * through `json_quote` (the escapes of JSON.stringify), lines by asset name as `compareAssetNames`
  * orders them (names are ASCII), the stored metadata text as it is (written by JSON.stringify, a
  * fixed point of JSON.parse and JSON.stringify). A number whose text JavaScript may write
@@ -506,7 +506,7 @@ function rewriteMarkedNumbers(json: string): string {
  * read back as the same double and both writers use the same notation (plain between 1e-4 and
  * 1e15, exponent from 1e21 up). Otherwise SQLite's own text (17 digits at most, exact) between
  * marks, which `pageText` rewrites as JavaScript does. An asset's `value` is a double: 1 or 0.25
- * take the first ways, 0.1 + 0.2 or 1e-7 the last (`test/history-pages.test.ts` covers each, and
+ * take the first ways, 0.1 + 0.2 or 1e-7 the last (`test/ledger/history-pages.test.ts` covers each, and
  * 900,000 random doubles agreed when this was written).
  */
 function numberText(column: string): string {

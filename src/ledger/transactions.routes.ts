@@ -86,7 +86,20 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
 
   app.get(
     '/wallet/assets',
-    { ...wallet, schema: { tags, querystring: HoldingsQuery, response: { 200: Type.Array(Holding), '4xx': ErrorSchema } } },
+    {
+      ...wallet,
+      schema: {
+        summary: 'What the wallet holds',
+        description:
+          'Every asset the wallet holds more than zero of, by asset name (case-insensitively), with what ' +
+          'pending holds reserve of it (`held`; `quantity - held` may be spent). With `as_of` (a ' +
+          'timestamp), the holdings as they were at that instant, from running balances (`held` 0 there; ' +
+          "`[]` before the wallet's first transaction).",
+        tags,
+        querystring: HoldingsQuery,
+        response: { 200: Type.Array(Holding), '4xx': ErrorSchema },
+      },
+    },
     async (request) =>
       request.query.as_of === undefined
         ? history.listHoldings(db, walletOf(request))
@@ -95,7 +108,21 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
 
   app.post(
     '/wallet/transactions',
-    { ...wallet, schema: { tags, body: SendBody, headers: IdempotencyHeaders, response: { 201: Transaction, '4xx': ErrorSchema } } },
+    {
+      ...wallet,
+      schema: {
+        summary: 'Send assets',
+        description:
+          'Moves every listed asset to the recipient (a username, an address with `type: 1`, or a wallet id ' +
+          'with `type: 2`) as one transaction: all of it or nothing. With an `Idempotency-Key`, a repeat of ' +
+          'the same request answers the first response (`Idempotent-Replayed: true`) and moves nothing. ' +
+          'Checked in this order: key, recipient, own wallet, asset names, quantities.',
+        tags,
+        body: SendBody,
+        headers: IdempotencyHeaders,
+        response: { 201: Transaction, '4xx': ErrorSchema },
+      },
+    },
     async (request, reply) => {
       const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
@@ -108,6 +135,13 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     {
       ...wallet,
       schema: {
+        summary: 'Refund a transaction you received',
+        description:
+          'Moves back to the sender what the wallet received in a transfer or capture, as a transaction of ' +
+          'kind `reversal` naming it in `reverses`: the listed quantities, or by default all that is not ' +
+          'yet refunded. All refunds of a transaction together never move back more of an asset than it ' +
+          'moved. `Idempotency-Key` as for transfers. Checked in this order: key, transaction, asset names, ' +
+          'deleted sides, what is left, quantities.',
         tags,
         params: IdParams('id'),
         body: ReversalBody,
@@ -128,6 +162,13 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       ...wallet,
       bodyLimit: Math.max(BATCH_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0),
       schema: {
+        summary: 'Send a batch of transfers',
+        description:
+          'Up to 100 transfers (each the body of `POST /wallet/transactions`) from the wallet in one ' +
+          'request. `atomic: true` (the default): all commit together or none does; 201 `{transactions}` in ' +
+          "request order, or the first failing transfer's error, its `detail` starting `transfers[i]: `. " +
+          '`atomic: false`: each commits or fails alone; 200 `{results}` in request order, each `{status: ' +
+          '201, transaction}` or `{status, error}`. One `Idempotency-Key` covers the whole batch.',
         tags,
         body: BatchBody,
         headers: IdempotencyHeaders,
@@ -147,7 +188,20 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
 
   app.get(
     '/wallet/transactions',
-    { ...historyPage, schema: { tags, querystring: ListQuery, response: { 200: Type.Array(Transaction), '4xx': ErrorSchema } } },
+    {
+      ...historyPage,
+      schema: {
+        summary: "The wallet's history",
+        description:
+          'Transactions sent or received by the wallet, newest first, filtered by asset, direction, time, ' +
+          '`kind` and `metadata[KEY]=VALUE` (at most 5, all matching exactly). The `Link` header ' +
+          '(`rel="next"`) gives the next page; `after` lists what committed since a known id. With ' +
+          '`format=csv`, every matching transaction as a streamed `text/csv` statement (paging ignored).',
+        tags,
+        querystring: ListQuery,
+        response: { 200: Type.Array(Transaction), '4xx': ErrorSchema },
+      },
+    },
     async (request, reply) => {
       if (request.query.format === 'csv') {
         const walletId = walletOf(request)

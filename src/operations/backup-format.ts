@@ -213,7 +213,8 @@ function checkHeader(file: string, value: unknown): BackupHeader {
     throw new BackupError(`${file} is not a Coffer backup`)
   if (header.coffer_backup > BACKUP_FORMAT) {
     throw new BackupError(
-      `${file} has backup format ${header.coffer_backup}, newer than this Coffer reads (${BACKUP_FORMAT}): restore it with Coffer ${header.coffer_version ?? 'of that version'} or later`,
+      `${file} has backup format ${header.coffer_backup}, newer than this Coffer reads (${BACKUP_FORMAT}): ` +
+        `restore it with Coffer ${header.coffer_version ?? 'of that version'} or later`,
     )
   }
   if (!Array.isArray(header.migrations) || typeof header.tables !== 'object' || header.tables === null)

@@ -54,7 +54,8 @@ export async function backupCommand(config: Config, file: string): Promise<void>
     })
     const seconds = ((Date.now() - started) / 1000).toFixed(1)
     console.log(
-      `backup written to ${file}: ${summary.rows} rows (${describe(summary.tables)}), ${(summary.bytes / 1024 / 1024).toFixed(1)} MB, in ${seconds} s`,
+      `backup written to ${file}: ${summary.rows} rows (${describe(summary.tables)}), ` +
+        `${(summary.bytes / 1024 / 1024).toFixed(1)} MB, in ${seconds} s`,
     )
   } finally {
     await database.close()
@@ -71,7 +72,8 @@ export async function restoreCommand(config: Config, file: string): Promise<void
     if (key?.id !== sealedWith) {
       const have = key ? `this store's key is ${key.id}` : `no SECRETS_KEY is set and ${config.dataDir} has no secrets-key file`
       throw new BackupError(
-        `the backup's webhook secrets are encrypted with key ${sealedWith} and ${have}: set SECRETS_KEY to the source's key (or copy its secrets-key file into DATA_DIR), then restore again`,
+        `the backup's webhook secrets are encrypted with key ${sealedWith} and ${have}: set SECRETS_KEY to the source's key ` +
+          '(or copy its secrets-key file into DATA_DIR), then restore again',
       )
     }
   }
@@ -82,13 +84,15 @@ export async function restoreCommand(config: Config, file: string): Promise<void
     const seconds = ((Date.now() - started) / 1000).toFixed(1)
     const target = database.dialect === 'postgres' ? 'PostgreSQL' : `SQLite (${config.dataDir})`
     console.log(
-      `restored ${summary.rows} rows (${describe(summary.tables)}) into ${target} in ${seconds} s, from a backup of ${checked.header.created_at}`,
+      `restored ${summary.rows} rows (${describe(summary.tables)}) into ${target} in ${seconds} s, ` +
+        `from a backup of ${checked.header.created_at}`,
     )
     if (summary.upgraded.length > 0) console.log(`schema brought up to date: ${summary.upgraded.join(', ')}`)
     // The admin key is never in a backup; without the source's, the service would make a new one.
     if (!config.adminApiKey && !fs.existsSync(adminKeyFile(config))) {
       console.log(
-        `note: the admin key is not in backups: copy admin-key from the source's data directory into ${config.dataDir} (or set ADMIN_API_KEY) to keep using it`,
+        `note: the admin key is not in backups: copy admin-key from the source's data directory into ${config.dataDir} ` +
+          '(or set ADMIN_API_KEY) to keep using it',
       )
     }
   } finally {
@@ -141,7 +145,8 @@ export async function rotateSecretsKeyCommand(config: Config, newKeyText: string
     next = secretsKeyFrom(decoded)
   } else if (config.secretsKey) {
     throw new SecretsKeyError(
-      'SECRETS_KEY is set: put a new key in NEW_SECRETS_KEY (e.g. `openssl rand -base64 32`), rotate, then set SECRETS_KEY to it on every instance',
+      'SECRETS_KEY is set: put a new key in NEW_SECRETS_KEY (e.g. `openssl rand -base64 32`), rotate, ' +
+        'then set SECRETS_KEY to it on every instance',
     )
   }
   const database = openDatabase(config)

@@ -6,7 +6,8 @@ import { listBacklogs } from '../events/webhooks.service.ts'
 /**
  * The metrics an operator watches beyond requests and latency (`docs/operations.md#metrics-and-alerts`):
  * transfers committed and refused by code, the sizes of the batches they commit in, the webhook
- * backlog and the age of its oldest delivery (in all, per receiving origin and per webhook), and the PostgreSQL pool's use. (Event-stream clients,
+ * backlog and the age of its oldest delivery (in all, per receiving origin and per webhook), and
+ * the PostgreSQL pool's use. (Event-stream clients,
  * webhook attempts and retention are counted where they happen: `coffer_event_streams`,
  * `coffer_webhook_attempts_total`, `coffer_retention_pruned_rows_total`.) Made before the ledger,
  * which reports its batches here; registered on the app's /metrics by `registerOperatorMetrics`.
@@ -125,10 +126,8 @@ export async function registerOperatorMetrics(
       },
     })
   }
-  // Transfers are counted by an `onSend` hook of their route alone, refusals by its guard and its
-  // schema included: as a global hook it ran for every response and read `request.routeOptions`
-  // (an object Fastify builds per call) to find the route: 0.05-0.25 µs of each request's CPU in
-  // profiles under HTTP load, and a hook step. A callback, not a promise (`http/observability.ts`).
+  // Transfers are counted by an `onSend` hook of their route alone (refusals by its guard and
+  // schema included), so other requests pay no hook step.
   const countTransfer: onSendHookHandler = (_request, reply, payload, done) => {
     if (reply.statusCode === 201)
       metrics.transfers.inc({ outcome: reply.getHeader('idempotent-replayed') ? 'replayed' : 'committed', code: '' })

@@ -38,7 +38,8 @@ function checkMigrations(file: string, header: BackupHeader): void {
   header.migrations.forEach((name, i) => {
     if (MIGRATION_NAMES[i] !== name) {
       throw new BackupError(
-        `${file} was made by a newer Coffer (${header.coffer_version}): its schema has migration ${name}, which this release does not know; restore it with that version or later`,
+        `${file} was made by a newer Coffer (${header.coffer_version}): its schema has migration ${name}, ` +
+          'which this release does not know; restore it with that version or later',
       )
     }
   })

@@ -10,7 +10,7 @@ import { migrateToLatest } from '../../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { hashToken } from '../../src/http/tokens.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
-import { createDatabase } from './postgres.ts'
+import { createDatabase } from '../../scripts/lib/postgres.ts'
 
 export const STORAGE = (process.env.TEST_STORAGE ?? 'sqlite') as 'sqlite' | 'postgres'
 export const ADMIN_KEY = 'cfa_test_admin_key_for_the_suite_only'

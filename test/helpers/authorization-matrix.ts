@@ -4,8 +4,8 @@ import type { Database } from '../../src/db/database.ts'
 import { ADMIN_KEY } from './app.ts'
 
 /**
- * The authorization matrix (issue 5): every route of the service × every kind of caller → the
- * expected status and error code. test/authorization.test.ts runs every cell on both storages.
+ * The authorization matrix: every route of the service × every kind of caller → the
+ * expected status and error code. test/http/authorization.test.ts runs every cell on both storages.
  *
  * The world every cell runs in: user `owner` owns wallet W (not their primary) and has W active;
  * `assigned` is assigned to W and has W active; `unrelated` has nothing to do with W (their own

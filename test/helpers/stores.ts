@@ -11,7 +11,7 @@ import { migrateToLatest } from '../../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { hashToken } from '../../src/http/tokens.ts'
 import { ADMIN_KEY } from './app.ts'
-import { createDatabase } from './postgres.ts'
+import { createDatabase } from '../../scripts/lib/postgres.ts'
 
 export type StoreKind = 'sqlite' | 'postgres'
 

@@ -4,8 +4,8 @@ import { isPostgres } from '../dialect.ts'
 /**
  * The transaction as it was answered is stored once, on its row (`transactions.body`), instead of
  * inside each of its two events' payloads: an event's payload is now composed when it is read
- * (`eventPayload` in `events/outbox.ts`), byte for byte what was stored before. A batch's writes
- * log about a fifth less on PostgreSQL (`docs/performance.md#third-round-the-batchs-timeline`).
+ * (`eventPayload` in `events/outbox.ts`), byte for byte what was stored before, so a batch logs
+ * less.
  *
  * Existing events keep their exact bytes: each transaction's body is cut out of the payload of
  * one of its events, where it follows `,"data":` (the fields before it are fixed-format strings that

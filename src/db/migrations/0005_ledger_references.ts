@@ -2,23 +2,11 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * PostgreSQL: the journal's references are kept by the write path and by a refusal to delete what
- * they point at, instead of a foreign key check per inserted row.
- *
- * A PostgreSQL foreign key is a trigger that runs a locking query for every inserted row: eight
- * per transfer (its transaction's two wallets, its line's transaction and asset, each event's
- * wallet and transaction), measured at a quarter to a third of the database's CPU per transfer.
- * Each re-checks what the batch already holds: the ledger reads and locks both wallets before it
- * writes (`ledger/moves.ts`, a missing wallet answers W000), resolves each asset by name first,
- * and inserts a transaction, its lines and its events in one statement.
- *
- * What a foreign key also did, refusing to delete a wallet, asset or transaction something still
- * refers to, is kept by a stricter rule: these rows are never deleted (wallets and assets are
- * deleted by marking them), and a trigger refuses DELETE and TRUNCATE on them. `coffer verify`
- * checks every reference (`ledger/verify.ts`). Other foreign keys stay as they are.
- *
- * SQLite checks a foreign key in process with one index probe; it keeps them (dropping one there
- * means rebuilding the table).
+ * PostgreSQL: the journal's references are kept by the write path, which has locked both wallets
+ * and resolved every asset before it writes, and by a trigger refusing DELETE and TRUNCATE on
+ * wallets, assets and transactions, instead of a foreign key's locking query per inserted row.
+ * `coffer verify` checks every reference. SQLite keeps its foreign keys (an in-process probe;
+ * dropping one means rebuilding the table). Why: `docs/decisions.md#ledger`.
  */
 export const LEDGER_REFERENCES = [
   { table: 'transactions', column: 'sending_wallet_id', parent: 'wallets' },
@@ -44,9 +32,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     end
     $$`.execute(db)
   for (const table of KEPT_TABLES) {
-    await sql`create trigger ${sql.id(`${table}_never_deleted`)} before delete or truncate on ${sql.table(table)} for each statement execute function coffer_refuse_delete()`.execute(
-      db,
-    )
+    await sql`create trigger ${sql.id(`${table}_never_deleted`)} before delete or truncate on ${sql.table(table)}
+      for each statement execute function coffer_refuse_delete()`.execute(db)
   }
   for (const { table, column } of LEDGER_REFERENCES) {
     await db.schema.alterTable(table).dropConstraint(constraintName(table, column)).execute()

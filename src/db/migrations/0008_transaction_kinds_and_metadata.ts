@@ -53,9 +53,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     update transactions set kind = 'sweep'
     where memo = 'wallet deleted' and kind = 'transfer'
       and exists (select 1 from wallets where wallets.id = transactions.sending_wallet_id and wallets.deleted_at is not null)
-      and not exists (select 1 from transactions as later where later.sending_wallet_id = transactions.sending_wallet_id and later.id > transactions.id)`.execute(
-    db,
-  )
+      and not exists (select 1 from transactions as later
+        where later.sending_wallet_id = transactions.sending_wallet_id and later.id > transactions.id)`.execute(db)
 
   // The body ends with the closing brace of the object; the two fields go before it.
   await sql`
@@ -107,9 +106,8 @@ export async function down(db: Kysely<any>): Promise<void> {
     ['idempotency_keys', 'response_body'],
   ] as const) {
     const start = isPostgres(db) ? sql`strpos(${sql.ref(column)}, ',"kind":"')` : sql`instr(${sql.ref(column)}, ',"kind":"')`
-    await sql`update ${sql.table(table)} set ${sql.ref(column)} = substr(${sql.ref(column)}, 1, ${start} - 1) || '}' where ${start} > 0`.execute(
-      db,
-    )
+    await sql`update ${sql.table(table)} set ${sql.ref(column)} = substr(${sql.ref(column)}, 1, ${start} - 1) || '}'
+      where ${start} > 0`.execute(db)
   }
   for (const column of ['metadata', 'hold_id', 'reverses', 'kind']) await db.schema.alterTable('transactions').dropColumn(column).execute()
 }

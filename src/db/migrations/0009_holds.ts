@@ -140,9 +140,8 @@ async function rebuildSqliteEvents(db: Kysely<any>, withHolds: boolean): Promise
 export async function down(db: Kysely<any>): Promise<void> {
   // Hold events have no transaction: they go, with their deliveries.
   const holdEvents = sql`select id from events where transaction_id is null`
-  await sql`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id in (${holdEvents}))`.execute(
-    db,
-  )
+  await sql`delete from webhook_attempts
+    where delivery_id in (select id from webhook_deliveries where event_id in (${holdEvents}))`.execute(db)
   await sql`delete from webhook_deliveries where event_id in (${holdEvents})`.execute(db)
   if (isPostgres(db)) {
     await sql`delete from events where transaction_id is null`.execute(db)

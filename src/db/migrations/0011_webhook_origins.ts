@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely'
 
 /**
- * Webhook delivery per receiving origin (`src/events/README.md`, "Delivery at scale"):
+ * Webhook delivery per receiving origin (`docs/webhooks.md#delivery-at-scale`):
  *
  * - `webhooks.origin`: the origin (`scheme://host:port`) of the webhook's URL, written when the
  *   webhook is set. Deliveries are queued, limited and backed off per origin; a delivery's origin is

@@ -2,28 +2,13 @@ import type { Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * `webhook_deliveries` keeps only what its readers use (`docs/decisions.md`, "Webhook deliveries
- * without what no reader uses"). Every transfer to or from a wallet with a webhook inserts a row
- * here in its own write statement, and every index and foreign key of the table is paid for per
- * row there (`docs/performance.md`, "What a delivery row costs a transfer").
- *
- * - `webhook_deliveries_due` (status, next_attempt_at) goes, on both storages. The worker reads
- *   one wallet's due deliveries at a time (`webhook_deliveries_pending`) and the retention job now
- *   pages through deliveries in id order (the primary key); this index had no reader left but the
- *   PostgreSQL planner, which took it for the worker's look at the due origins and so read the
- *   whole backlog each round.
- * - PostgreSQL: the foreign keys from `event_id` to `events` and from `wallet_id` to `wallets` go.
- *   Each was a locking query per inserted row, re-checking what the transfer's statement already
- *   holds: a delivery is only ever inserted with its event, in the statement that inserts the
- *   event, for the event's wallet (`events/outbox.ts`); wallets are never deleted on PostgreSQL
- *   (migration 0005); an event is deleted only by the retention job, and only once no delivery
- *   refers to it. `coffer verify` checks both references (`DELIVERY_REFERENCES`). SQLite checks a
- *   foreign key in process with one index probe and keeps them, as in migration 0005.
- *
- * What stays: the primary key; `webhook_deliveries_wallet` (the delivery log, newest first);
- * `webhook_deliveries_event` (the retention job's look for deliveries of an old event);
- * `webhook_deliveries_pending` (the worker's claims, the due origins, the backlog);
- * `webhook_deliveries_leased` (the leases per origin; not written by an insert, which has none).
+ * `webhook_deliveries` keeps only what its readers use, since every index and foreign key is paid
+ * per row by the transfers' write statement (`docs/decisions.md#events-and-webhooks`):
+ * - `webhook_deliveries_due` goes (no reader left; PostgreSQL's planner took it and read the
+ *   whole backlog each round).
+ * - PostgreSQL: the foreign keys from `event_id` and `wallet_id` go; a delivery is only inserted
+ *   with its event, for its wallet (`events/outbox.ts`), and `coffer verify` checks both.
+ * What stays: the primary key and the `_wallet`, `_event`, `_pending` and `_leased` indexes.
  */
 export const DELIVERY_REFERENCES = [
   { table: 'webhook_deliveries', column: 'event_id', parent: 'events' },

@@ -2,24 +2,12 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * `page_generation`: one row whose `generation` changes whenever anything a history page prints
- * besides the journal's own rows changes, so that a page kept in memory can be checked against the
- * database in one statement (`docs/decisions.md`, "History pages served from a checked cache").
- *
- * A page prints, besides a transaction's own row and its lines' quantities (never updated), the
- * address of both wallets (`wallets.address`, looked up by id), the username of the user whose
- * primary wallet each is (`users.username`, looked up by `users.primary_wallet_id`), and each
- * line's asset name and value (`assets.name`, `assets.value`, by id). The triggers below bump the
- * generation on every insert and delete of those tables and every update that names one of those
- * columns (so that a password change, a session or a transfer's lock never does); on the journal
- * tables on any update or delete, which nothing does (they are append-only) but which must not go
- * unseen if something ever did. Triggers, not the application, so that every writer bumps it: each
- * instance, the CLI, a restore, a script. On PostgreSQL they fire once per statement; SQLite has
- * only row triggers.
- *
- * The generation starts at the time of creation in microseconds and grows by one per bump, so a
- * store created again (a restore into a new database while an instance keeps running) starts past
- * every generation of the one before it, unless that one saw more than a million bumps a second.
+ * `page_generation`: one row whose `generation` moves whenever anything a history page prints
+ * besides the journal's own rows could change (usernames, primary wallets, addresses, asset
+ * names and values; any update or delete of the journal), so a kept page is checked in one
+ * statement (`docs/decisions.md#history-pages-served-from-a-checked-cache`). Triggers, so every
+ * writer moves it. It starts at the clock in microseconds, so a store created again starts past
+ * every generation of the one before.
  */
 const LABELED = [
   { table: 'users', columns: ['username', 'primary_wallet_id'] },
@@ -57,7 +45,8 @@ export async function up(db: Kysely<any>): Promise<void> {
           : `insert or ${update} or delete or truncate`
       await sql
         .raw(
-          `create trigger ${triggerName(table, '')} after ${events} on ${table} for each statement execute function coffer_bump_page_generation()`,
+          `create trigger ${triggerName(table, '')} after ${events} on ${table} ` +
+            'for each statement execute function coffer_bump_page_generation()',
         )
         .execute(db)
     }

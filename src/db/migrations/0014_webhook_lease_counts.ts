@@ -2,8 +2,7 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * Webhook leases counted per instance and origin, not per delivery (`docs/decisions.md`, "Webhook
- * leases counted per instance and origin").
+ * Webhook leases counted per instance and origin, not per delivery (`docs/decisions.md#events-and-webhooks`).
  *
  * - `webhook_lease_counts`: one row per delivery worker (`instance`, a random id it takes at
  *   start) and receiving origin while that worker has attempts in flight there: how many
@@ -12,8 +11,7 @@ import { isPostgres } from '../dialect.ts'
  *   rows still within their `lease_until`. Operational: never carried by a backup.
  * - `webhook_deliveries_leased` goes. It was read by every claim to count the live leases per
  *   origin, and it read every lease of the last 20 s (the attempt timeout plus a margin) until
- *   vacuum removed its dead entries: 2,728 entries for 128 live leases (`docs/performance.md`,
- *   "Webhooks at scale, round four"). Without it the lease (an update of `lease_until` alone)
+ *   vacuum removed its dead entries. Without it the lease (an update of `lease_until` alone)
  *   changes no indexed column of the delivery row.
  * - PostgreSQL: `webhook_deliveries` leaves a tenth of each new page free (`fillfactor` 90), so
  *   that the lease, taken a few milliseconds after the transfer inserted the row, can be a

@@ -1,0 +1,899 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import zlib from 'node:zlib'
+import { after, before, describe, it } from 'node:test'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { runTipBot } from '../../examples/tip-bot/tip-bot.ts'
+import { ADMIN_KEY, buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
+import { createAsset, createUser, issue, sendTransaction } from '../helpers/factories.ts'
+import { startReceiver, type Receiver } from '../helpers/receiver.ts'
+
+/**
+ * The console in Chromium (playwright-core, Debian's binary), as people use it: found by role and
+ * label, so accessible names matter. A person's whole day on the storage under test, then the CSP,
+ * keyboard-only sending and a 360 px phone. Screenshots go to test-results/screenshots/<storage>/
+ * (and to docs/screenshots/ with UPDATE_SCREENSHOTS=1). Skipped without a browser unless
+ * REQUIRE_BROWSER=1 (CI).
+ */
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const available = fs.existsSync(CHROMIUM)
+if (!available && process.env.REQUIRE_BROWSER === '1') throw new Error(`REQUIRE_BROWSER=1 but there is no browser at ${CHROMIUM}`)
+
+const SHOTS = path.resolve('test-results', 'screenshots', STORAGE)
+const DOC_SHOTS = path.resolve('docs', 'screenshots')
+
+async function shoot(page: Page, name: string): Promise<void> {
+  fs.mkdirSync(SHOTS, { recursive: true })
+  const file = path.join(SHOTS, `${name}.png`)
+  await page.screenshot({ path: file, fullPage: true })
+  if (process.env.UPDATE_SCREENSHOTS === '1' && STORAGE === 'sqlite') {
+    fs.mkdirSync(DOC_SHOTS, { recursive: true })
+    fs.copyFileSync(file, path.join(DOC_SHOTS, `${name}.png`))
+  }
+}
+
+/** Everything a page did wrong: script errors, console errors (CSP violations among them), requests elsewhere. */
+interface Watch {
+  problems: string[]
+}
+
+function watch(page: Page, origin: string): Watch {
+  const result: Watch = { problems: [] }
+  page.on('pageerror', (error) => result.problems.push(`script error: ${error.message}`))
+  page.on('console', (message) => {
+    // A refused request is logged by the browser as a failed resource load; the console shows the
+    // person the refusal itself, so only other errors count.
+    if (message.type() === 'error' && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text()))
+      result.problems.push(`console: ${message.text()}`)
+  })
+  page.on('request', (request) => {
+    if (!request.url().startsWith(`${origin}/`) && !request.url().startsWith('data:'))
+      result.problems.push(`request elsewhere: ${request.url()}`)
+  })
+  return result
+}
+
+const startedAt = Date.now()
+function step(name: string): void {
+  if (process.env.BROWSER_STEPS === '1') console.log(`${((Date.now() - startedAt) / 1000).toFixed(1)} s: ${name}`)
+}
+
+const LAUNCH = { executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] }
+
+describe(
+  'the console in a browser',
+  { skip: !available && `no browser at ${CHROMIUM} (set REQUIRE_BROWSER=1 to make this a failure)` },
+  () => {
+    let t: TestApp
+    let origin: string
+    let browser: Browser
+    let receiver: Receiver
+    const contexts: BrowserContext[] = []
+    const watches: Watch[] = []
+    const suffix = `${process.pid % 10000}`
+    const alice = `alice${suffix}`
+    const bob = `bob${suffix}`
+    const password = 'correct horse'
+
+    async function open(viewport = { width: 1280, height: 900 }): Promise<Page> {
+      const context = await browser.newContext({ viewport, locale: 'en-US' })
+      contexts.push(context)
+      const page = await context.newPage()
+      watches.push(watch(page, origin))
+      return page
+    }
+
+    async function register(page: Page, username: string): Promise<void> {
+      await page.goto(`${origin}/`)
+      await page.getByRole('link', { name: 'New here? Create an account' }).click()
+      await page.getByLabel('Username').fill(username)
+      await page.getByLabel('Password', { exact: true }).fill(password)
+      await page.getByLabel('Repeat the password').fill(password)
+      await page.getByRole('button', { name: 'Create account' }).click()
+      await page.getByRole('heading', { level: 1, name: 'Balances' }).waitFor()
+    }
+
+    async function signIn(page: Page, username: string): Promise<void> {
+      await page.goto(`${origin}/console/`)
+      await page.getByLabel('Username').fill(username)
+      await page.getByLabel('Password').fill(password)
+      await page.getByRole('button', { name: 'Sign in' }).click()
+      await page.getByRole('heading', { level: 1, name: 'Balances' }).waitFor()
+    }
+
+    async function go(page: Page, link: string, heading = link): Promise<void> {
+      await page.getByRole('navigation').getByRole('link', { name: link, exact: true }).click()
+      await page.getByRole('heading', { level: 1, name: heading }).waitFor()
+    }
+
+    async function confirmDialog(page: Page, action: string): Promise<void> {
+      const dialog = page.getByRole('dialog')
+      await dialog.waitFor()
+      await dialog.getByRole('button', { name: action }).click()
+      await dialog.waitFor({ state: 'hidden' })
+    }
+
+    async function send(page: Page, kind: string, recipient: string, quantity: string, memo = ''): Promise<void> {
+      await go(page, 'Send')
+      await page.getByLabel('Send to a').selectOption({ label: kind })
+      await page.getByLabel(kind, { exact: true }).fill(recipient)
+      await page.getByLabel('Asset 1').selectOption({ index: 0 })
+      await page.getByLabel('Quantity 1').fill(quantity)
+      if (memo) await page.getByLabel('Memo (optional)').fill(memo)
+      await page.getByRole('button', { name: 'Send', exact: true }).click()
+      await page.getByRole('status').filter({ hasText: 'Sent ' }).waitFor()
+    }
+
+    async function address(page: Page): Promise<string> {
+      return (await page.locator('.who strong').nth(1).textContent()) as string
+    }
+
+    before(async () => {
+      t = await buildTestApp()
+      origin = (await t.app.listen({ port: 0, host: '127.0.0.1' })).replace('127.0.0.1', 'localhost')
+      browser = await chromium.launch(LAUNCH)
+      receiver = await startReceiver()
+    })
+
+    after(async () => {
+      for (const context of contexts) await context.close()
+      await browser?.close()
+      await receiver?.close()
+      await t.close()
+    })
+
+    it('a whole day: operator and two people, from the first asset to the ledger check', { timeout: 240_000 }, async () => {
+      try {
+        await wholeDay()
+      } catch (error) {
+        for (const [index, context] of contexts.entries())
+          for (const page of context.pages()) await shoot(page, `failure-${index}`).catch(() => undefined)
+        throw error
+      }
+    })
+
+    async function wholeDay(): Promise<void> {
+      // An operator signs in (a wrong key first), creates an asset.
+      step('An operator signs in (a wrong key first)')
+      const operator = await open()
+      const started = Date.now()
+      await operator.goto(`${origin}/`)
+      await operator.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor()
+      console.log(`first screen of the console ready ${Date.now() - started} ms after the request (cold browser context)`)
+      assert.equal(new URL(operator.url()).pathname, '/console/')
+      await operator.getByRole('link', { name: 'Operator sign-in' }).click()
+      await operator.getByLabel('Admin key').fill('not the admin key, but long enough')
+      await operator.getByRole('button', { name: 'Sign in' }).click()
+      await operator.getByRole('alert').filter({ hasText: 'The admin key is wrong' }).waitFor()
+      await shoot(operator, 'operator-sign-in-refused')
+      await operator.getByLabel('Admin key').fill(ADMIN_KEY)
+      await operator.getByRole('button', { name: 'Sign in' }).click()
+      await operator.getByRole('heading', { level: 1, name: 'Overview' }).waitFor()
+      assert.equal(await operator.getByLabel('Admin key').count(), 0)
+      const cookies = await operator.context().cookies()
+      const adminCookie = cookies.find((cookie) => cookie.name === 'coffer_admin')
+      assert.ok(adminCookie?.httpOnly && adminCookie.sameSite === 'Strict', JSON.stringify(cookies))
+      assert.ok(!cookies.some((cookie) => cookie.value.includes(ADMIN_KEY)), 'the browser never keeps the admin key')
+      await go(operator, 'Assets')
+      await operator.getByLabel('Asset name').fill('gold')
+      await operator.getByLabel('Value each').fill('1.5')
+      await operator.getByRole('button', { name: 'Create asset' }).click()
+      await operator.getByRole('status').filter({ hasText: 'Asset gold created' }).waitFor()
+      await operator.getByLabel('Asset name').fill('gold')
+      await operator.getByLabel('Value each').fill('2')
+      await operator.getByRole('button', { name: 'Create asset' }).click()
+      await operator.getByRole('alert').filter({ hasText: 'An asset with that name already exists' }).waitFor()
+
+      // Two people register.
+      step('Two people register.')
+      const alicePage = await open()
+      await register(alicePage, alice)
+      await alicePage.getByText('This wallet holds nothing yet').waitFor()
+      await shoot(alicePage, 'balances-empty')
+      const bobPage = await open()
+      await register(bobPage, bob)
+      const bobAddress = await address(bobPage)
+
+      // The operator finds alice's wallet and issues gold to it.
+      step("The operator finds alice's wallet and is")
+      await go(operator, 'Wallets')
+      await operator.getByLabel('Find a wallet').fill(alice)
+      await operator.getByRole('link', { name: await address(alicePage) }).click()
+      await operator.getByRole('heading', { level: 1, name: `Wallet ${await address(alicePage)}` }).waitFor()
+      await operator.getByLabel('Quantity to issue').fill('100')
+      await operator.getByRole('button', { name: 'Issue', exact: true }).click()
+      await operator.getByRole('status').filter({ hasText: 'Issued 100 gold' }).waitFor()
+      await shoot(operator, 'operator-wallet')
+
+      // Bob watches his history; alice sends by username, then by address: it appears live.
+      step('Bob watches his history; alice sends by ')
+      await go(bobPage, 'History')
+      await bobPage.getByText('No transactions yet.').waitFor()
+      await bobPage.getByText('Live: new transactions appear by themselves.').waitFor()
+      await go(alicePage, 'Balances')
+      await alicePage.getByRole('row', { name: /gold 100 1\.5/ }).waitFor()
+      await send(alicePage, 'Username', bob, '5', 'lunch')
+      await bobPage.getByText(`Received from ${alice}`).first().waitFor({ timeout: 10_000 })
+      await bobPage.getByText('“lunch”').waitFor()
+      await send(alicePage, 'Wallet address', bobAddress, '3')
+      await bobPage.getByText('+3 gold').waitFor({ timeout: 10_000 })
+      await shoot(bobPage, 'history-live')
+      // A refused send shows the error table's words, and the form keeps what was typed.
+      step("A refused send shows the error table's w")
+      await go(alicePage, 'Send')
+      await alicePage.getByLabel('Send to a').selectOption({ label: 'Username' })
+      await alicePage.getByLabel('Username', { exact: true }).fill(bob)
+      await alicePage.getByLabel('Quantity 1').fill('1000')
+      await alicePage.getByRole('button', { name: 'Send', exact: true }).click()
+      await alicePage.getByRole('alert').filter({ hasText: 'There is not enough in this wallet for that.' }).waitFor()
+      await alicePage.getByLabel('Quantity 1').fill('1.5')
+      await alicePage.getByRole('button', { name: 'Send', exact: true }).click()
+      await alicePage.getByRole('alert').filter({ hasText: 'The quantity of gold is a whole number of at least 1.' }).waitFor()
+      await shoot(alicePage, 'send-refused')
+
+      // Alice makes a second wallet, funds it, shares it with bob, and gives the tip bot a key.
+      step('Alice makes a second wallet, funds it, s')
+      const savings = `savings${String.fromCharCode(...[...suffix].map((digit) => 97 + Number(digit)))}`
+      await go(alicePage, 'Wallets')
+      await alicePage.getByLabel('Address (optional)').fill(savings)
+      await alicePage.getByRole('button', { name: 'Create wallet' }).click()
+      await alicePage
+        .getByRole('status')
+        .filter({ hasText: `Wallet ${savings} created.` })
+        .waitFor()
+      await send(alicePage, 'Wallet address', savings, '20')
+      await go(alicePage, 'Wallets')
+      await alicePage.getByRole('button', { name: `Use wallet ${savings}` }).click()
+      await alicePage.locator('.who').getByText(savings).waitFor()
+      await shoot(alicePage, 'wallets')
+      await go(alicePage, 'Sharing')
+      await alicePage.getByLabel('Username to share with').fill(bob)
+      await alicePage.getByRole('button', { name: 'Share', exact: true }).click()
+      await alicePage
+        .getByRole('status')
+        .filter({ hasText: `${bob} can now use wallet ${savings}` })
+        .waitFor()
+      await go(alicePage, 'Keys')
+      await alicePage.getByLabel('Key name').fill('tip bot')
+      await alicePage.getByRole('button', { name: 'Create key' }).click()
+      const key = (await alicePage.locator('code.token').textContent()) as string
+      assert.match(key, /^cfw_/)
+      await shoot(alicePage, 'keys-created')
+      const lines: string[] = []
+      const stopBot = new AbortController()
+      const bot = runTipBot({ baseUrl: origin, key, log: (line) => lines.push(line), signal: stopBot.signal })
+      try {
+        const deadline = Date.now() + 10_000
+        while (!lines.includes('listening for transfers') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+        await send(bobPage, 'Wallet address', savings, '2')
+        await go(bobPage, 'History')
+        await bobPage.getByText(/thanks for transaction \d+/).waitFor({ timeout: 10_000 })
+        // The key shows its use; revoking it (confirmed) stops the bot.
+        await go(alicePage, 'Balances')
+        await go(alicePage, 'Keys')
+        await alicePage.getByText(/last used/).waitFor()
+        await alicePage.getByRole('button', { name: 'Revoke key “tip bot”' }).click()
+        await confirmDialog(alicePage, 'Revoke key')
+        await alicePage.getByText('This wallet has no keys.').waitFor()
+        await Promise.race([
+          bot,
+          new Promise((_, reject) => setTimeout(() => reject(new Error(`the bot kept running: ${lines.join(' | ')}`)), 25_000)),
+        ])
+        assert.ok(
+          lines.some((line) => line.includes('refused the key')),
+          lines.join(' | '),
+        )
+      } finally {
+        stopBot.abort()
+      }
+
+      // A webhook on the savings wallet: set, its secret shown once, a delivery seen.
+      step('A webhook on the savings wallet: set, it')
+      await go(alicePage, 'Webhook')
+      await alicePage.getByText('No webhook is set.').waitFor()
+      await alicePage.getByLabel('Webhook address').fill(`${receiver.url}/hook`)
+      await alicePage.getByRole('button', { name: 'Set webhook' }).click()
+      assert.match((await alicePage.locator('code.token').textContent()) as string, /^whsec_/)
+      await send(bobPage, 'Wallet address', savings, '1')
+      await receiver.waitFor(1, 10_000)
+      await go(alicePage, 'Webhook')
+      for (let attempt = 0; attempt < 50 && !(await alicePage.getByText('transaction.received · Delivered').count()); attempt++) {
+        await alicePage.getByRole('button', { name: 'Refresh deliveries' }).click()
+        await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+      await alicePage.getByText('transaction.received · Delivered').waitFor()
+      await alicePage
+        .getByText(/Attempts of delivery/)
+        .first()
+        .click()
+      await alicePage
+        .getByText(/answered 200/)
+        .first()
+        .waitFor()
+      await shoot(alicePage, 'webhook')
+
+      // Deleting the savings wallet (confirmed) sweeps it into her primary wallet.
+      step('Deleting the savings wallet (confirmed) ')
+      await go(alicePage, 'Wallets')
+      await alicePage.getByRole('button', { name: `Delete wallet ${savings}` }).click()
+      await alicePage.getByRole('dialog').getByText('Everything it holds moves to your primary wallet').waitFor()
+      await shoot(alicePage, 'confirm-delete')
+      await confirmDialog(alicePage, 'Delete wallet')
+      await alicePage
+        .getByRole('status')
+        .filter({ hasText: `Wallet ${savings} deleted` })
+        .waitFor()
+      await go(alicePage, 'Balances')
+      // 100 − 5 − 3 − 20 back in primary, then the savings wallet's 20 + 2 + 1 − 1 (the tip) swept in.
+      step('100 − 5 − 3 − 20 back in primary, then t')
+      await alicePage.getByRole('row', { name: /gold 94 / }).waitFor()
+      await shoot(alicePage, 'balances')
+
+      // Signing out everywhere ends her other session too: it returns to sign-in with a message.
+      step('Signing out everywhere ends her other se')
+      const aliceElsewhere = await open()
+      await signIn(aliceElsewhere, alice)
+      await go(alicePage, 'Account')
+      await shoot(alicePage, 'account')
+      await alicePage.getByRole('button', { name: 'Sign out everywhere' }).click()
+      await confirmDialog(alicePage, 'Sign out everywhere')
+      await alicePage.getByText('You are signed out everywhere.').waitFor()
+      // Her next step there (or the live stream there, whichever notices first) meets the ended session.
+      await aliceElsewhere.evaluate(() => {
+        location.hash = '#/history'
+      })
+      await aliceElsewhere.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor()
+      await aliceElsewhere.getByText('Your session has ended. Please sign in again.').waitFor()
+
+      // The operator reads the journal and runs the verification.
+      step('The operator reads the journal and runs ')
+      await go(operator, 'Journal')
+      await operator.getByText(`From mint to ${alice}`).first().waitFor()
+      await shoot(operator, 'operator-journal')
+      await go(operator, 'Overview')
+      await operator.getByRole('row', { name: /gold/ }).waitFor()
+      await shoot(operator, 'operator-overview')
+      await go(operator, 'Verification')
+      await operator.getByRole('button', { name: 'Run the check' }).click()
+      await operator.getByText('The ledger is consistent.').waitFor()
+      await shoot(operator, 'operator-verification')
+      await operator.getByRole('button', { name: 'Sign out' }).click()
+      await operator.getByRole('heading', { level: 1, name: 'Operator sign-in' }).waitFor()
+
+      for (const page of [operator, alicePage, bobPage, aliceElsewhere]) {
+        assert.equal(await page.locator('script:not([src])').count(), 0, 'no inline script')
+      }
+      assert.deepEqual(
+        watches.flatMap((w) => w.problems),
+        [],
+      )
+    }
+
+    it('holds its Content-Security-Policy: no inline script runs, no request leaves the origin', async () => {
+      const page = await open()
+      const response = await page.goto(`${origin}/console/`)
+      assert.match(String(response?.headers()['content-security-policy']), /script-src 'self'/)
+      await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor()
+      // A script the page did not ship is refused by the browser.
+      const violations: string[] = []
+      page.on('console', (message) => violations.push(message.text()))
+      const ran = await page.evaluate(() => {
+        const script = document.createElement('script')
+        script.textContent = 'window.injected = true'
+        document.body.append(script)
+        return (window as unknown as { injected?: boolean }).injected === true
+      })
+      assert.equal(ran, false, 'an inline script ran')
+      assert.ok(
+        violations.some((text) => /Content Security Policy/i.test(text)),
+        violations.join(' | '),
+      )
+      watches.pop()
+    })
+
+    it('sends with the keyboard alone, with visible focus', async () => {
+      const page = await open()
+      await page.goto(`${origin}/console/`)
+      await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor()
+      const typeInto = async (label: string, text: string) => {
+        const seen: string[] = []
+        for (let tab = 0; tab < 40; tab++) {
+          await page.keyboard.press('Tab')
+          const focused = await page.evaluate(() => {
+            const element = document.activeElement as unknown as { labels?: { textContent: string }[]; textContent: string } | null
+            return element?.labels?.[0]?.textContent ?? element?.textContent ?? ''
+          })
+          seen.push(focused)
+          if (focused === label) {
+            const outline = await page.evaluate(() => getComputedStyle(document.activeElement as Element).outlineStyle)
+            assert.notEqual(outline, 'none', `no visible focus on ${label}`)
+            if (text) await page.keyboard.type(text)
+            return
+          }
+        }
+        throw new Error(`Tab never reached ${label}: ${seen.join(' → ')}`)
+      }
+      await typeInto('Username', bob)
+      await typeInto('Password', password)
+      await page.keyboard.press('Enter')
+      await page.getByRole('heading', { level: 1, name: 'Balances' }).waitFor()
+      await typeInto('Send', '')
+      await page.keyboard.press('Enter')
+      await page.getByRole('heading', { level: 1, name: 'Send' }).waitFor()
+      await typeInto('Username', alice)
+      await typeInto('Quantity 1', '1')
+      await typeInto('Memo (optional)', 'by keyboard')
+      await page.keyboard.press('Enter')
+      await page
+        .getByRole('status')
+        .filter({ hasText: `Sent 1 gold to ${alice}` })
+        .waitFor()
+    })
+
+    it('fits a 360 px phone without horizontal scrolling', async () => {
+      const page = await open({ width: 360, height: 740 })
+      await signIn(page, bob)
+      for (const [link, heading] of [
+        ['Balances', 'Balances'],
+        ['Send', 'Send'],
+        ['History', 'History'],
+        ['Batch', 'Batch send'],
+        ['Holds', 'Holds'],
+        ['Wallets', 'Wallets'],
+        ['Sharing', 'Sharing'],
+        ['Keys', 'Keys'],
+        ['Webhook', 'Webhook'],
+        ['Account', 'Account'],
+      ]) {
+        await go(page, link, heading)
+        await page.waitForLoadState('networkidle').catch(() => undefined)
+        const width = await page.evaluate(() => document.documentElement.scrollWidth)
+        assert.ok(width <= 360, `${heading} is ${width} px wide at 360 px`)
+        if (heading === 'History' || heading === 'Send') await shoot(page, `phone-${heading.toLowerCase()}`)
+      }
+      const operator = await open({ width: 360, height: 740 })
+      await operator.goto(`${origin}/console/#/operator`)
+      await operator.getByLabel('Admin key').fill(ADMIN_KEY)
+      await operator.getByRole('button', { name: 'Sign in' }).click()
+      for (const link of ['Overview', 'Assets', 'Wallets', 'Journal', 'Verification']) {
+        await go(operator, link)
+        const width = await operator.evaluate(() => document.documentElement.scrollWidth)
+        assert.ok(width <= 360, `operator ${link} is ${width} px wide at 360 px`)
+      }
+    })
+
+    it(
+      'the rest of the tools: assets managed and burned, access taken and handed over, keys, webhook, account',
+      { timeout: 180_000 },
+      async () => {
+        const operator = await open()
+        await operator.goto(`${origin}/console/#/operator`)
+        await operator.getByLabel('Admin key').fill(ADMIN_KEY)
+        await operator.getByRole('button', { name: 'Sign in' }).click()
+        await operator.getByRole('heading', { level: 1, name: 'Overview' }).waitFor()
+        // An asset created, renamed, revalued; issued to bob, so it cannot be deleted until burned.
+        await go(operator, 'Assets')
+        await operator.getByLabel('Asset name').fill('silver')
+        await operator.getByLabel('Value each').fill('0.25')
+        await operator.getByRole('button', { name: 'Create asset' }).click()
+        await operator.getByLabel('New name for silver').fill('argent')
+        await operator.getByRole('button', { name: 'Rename' }).nth(1).click()
+        await operator.getByText('Renamed to argent.').waitFor()
+        await operator.getByLabel('New value of argent').fill('3')
+        await operator.getByRole('listitem').filter({ hasText: 'argent' }).getByRole('button', { name: 'Set value' }).click()
+        await operator.getByText('Value set to 3.').waitFor()
+        await go(operator, 'Wallets')
+        await operator.getByLabel('Find a wallet').fill(bob)
+        // Only once the search has answered: before it, the list shows every wallet.
+        await operator
+          .getByRole('listitem')
+          .filter({ hasText: `owner ${bob}` })
+          .getByRole('link')
+          .first()
+          .click()
+        await operator.getByLabel('Asset to issue').selectOption({ label: 'argent' })
+        await operator.getByLabel('Quantity to issue').fill('1234567')
+        await operator.getByRole('button', { name: 'Issue', exact: true }).click()
+        await operator.getByText('Issued 1,234,567 argent').waitFor()
+        await go(operator, 'Assets')
+        await operator.getByRole('button', { name: 'Delete asset argent' }).click()
+        await confirmDialog(operator, 'Delete asset')
+        await operator.getByRole('alert').filter({ hasText: 'cannot be deleted while any wallet holds some of it' }).waitFor()
+        await go(operator, 'Wallets')
+        await operator.getByLabel('Find a wallet').fill(bob)
+        // Only once the search has answered: before it, the list shows every wallet.
+        await operator
+          .getByRole('listitem')
+          .filter({ hasText: `owner ${bob}` })
+          .getByRole('link')
+          .first()
+          .click()
+        await operator.getByLabel('Asset to burn').selectOption({ label: 'argent (1,234,567 held)' })
+        await operator.getByRole('button', { name: 'Burn', exact: true }).click()
+        await operator.getByRole('dialog').getByText('1,234,567 argent leave wallet').waitFor()
+        await confirmDialog(operator, 'Burn')
+        await operator.getByText('Burned 1,234,567 argent').waitFor()
+        await go(operator, 'Assets')
+        await operator.getByRole('button', { name: 'Delete asset argent' }).click()
+        await confirmDialog(operator, 'Delete asset')
+        await operator.getByRole('button', { name: 'Delete asset argent' }).waitFor({ state: 'detached' })
+
+        // Alice (signed in again) shares a new wallet with bob, takes his access away, shares again and hands it over.
+        const page = await open()
+        await signIn(page, alice)
+        const shared = `shared${String.fromCharCode(...[...suffix].map((digit) => 97 + Number(digit)))}`
+        await go(page, 'Wallets')
+        await page.getByLabel('Address (optional)').fill(shared)
+        await page.getByRole('button', { name: 'Create wallet' }).click()
+        await page.getByRole('button', { name: `Use wallet ${shared}` }).click()
+        await page.locator('.who').getByText(shared).waitFor()
+        await go(page, 'Sharing')
+        await page.getByText('Nobody else may use this wallet.').waitFor()
+        await page.getByLabel('Username to share with').fill(bob)
+        await page.getByRole('button', { name: 'Share', exact: true }).click()
+        await page.getByRole('button', { name: `Remove ${bob}` }).click()
+        await confirmDialog(page, 'Remove access')
+        await page.getByText(`${bob} can no longer use this wallet.`).waitFor()
+        await page.getByLabel('Username to share with').fill('nosuchuser')
+        await page.getByRole('button', { name: 'Share', exact: true }).click()
+        await page.getByRole('alert').filter({ hasText: 'There is no user with that username.' }).waitFor()
+        await page.getByLabel('Username to share with').fill(bob)
+        await page.getByRole('button', { name: 'Share', exact: true }).click()
+        await page.getByLabel('New owner').selectOption({ label: bob })
+        await page.getByRole('button', { name: 'Hand over' }).click()
+        await confirmDialog(page, 'Hand over')
+        await page.getByText(`${bob} now owns wallet ${shared}.`).waitFor()
+        await page.getByText('You are a user of it').waitFor()
+
+        // Keys: two made, all revoked at once (confirmed).
+        await go(page, 'Keys')
+        for (const name of ['one', 'two']) {
+          await page.getByLabel('Key name').fill(name)
+          await page.getByRole('button', { name: 'Create key' }).click()
+          await page.getByRole('heading', { level: 3, name: name }).waitFor()
+        }
+        await page.getByRole('button', { name: 'Revoke all keys' }).click()
+        await confirmDialog(page, 'Revoke all keys')
+        await page.getByText('This wallet has no keys.').waitFor()
+
+        // Webhook: a delivery sent again, then the webhook removed (confirmed).
+        await go(page, 'Wallets')
+        await page
+          .getByRole('button', { name: /^Use wallet [a-z]+$/ })
+          .first()
+          .click()
+        await page.locator('.who').getByText('(primary)').waitFor()
+        await go(page, 'Webhook')
+        await page.getByLabel('Webhook address').fill('ftp://example.com/hook')
+        await page.getByRole('button', { name: 'Set webhook' }).click()
+        await page.getByRole('alert').filter({ hasText: 'http:// or https://' }).waitFor()
+        await page.getByLabel('Webhook address').fill(`${receiver.url}/second`)
+        await page.getByRole('button', { name: 'Set webhook' }).click()
+        await page.locator('code.token').waitFor()
+        const before = receiver.requests.length
+        await send(page, 'Username', bob, '1')
+        await receiver.waitFor(before + 1, 10_000)
+        await go(page, 'Webhook')
+        for (let attempt = 0; attempt < 50 && !(await page.getByText('transaction.sent · Delivered').count()); attempt++) {
+          await page.getByRole('button', { name: 'Refresh deliveries' }).click()
+          await new Promise((resolve) => setTimeout(resolve, 200))
+        }
+        await page
+          .getByRole('button', { name: /^Deliver \d+ again$/ })
+          .first()
+          .click()
+        await page.getByText(/will be attempted again now/).waitFor()
+        await receiver.waitFor(before + 2, 10_000)
+        await page.getByRole('button', { name: 'Remove webhook' }).click()
+        await confirmDialog(page, 'Remove webhook')
+        await page.getByText('No webhook is set.').waitFor()
+
+        // Account: a second session ended from here, the username and the password changed.
+        const other = await open()
+        await signIn(other, alice)
+        await go(page, 'Account')
+        await page
+          .getByRole('button', { name: /^End session \d+$/ })
+          .first()
+          .click()
+        await page.getByText(/Session \d+ ended\./).waitFor()
+        await other.evaluate(() => {
+          location.hash = '#/history'
+        })
+        await other.getByText('Your session has ended. Please sign in again.').waitFor()
+        await page.getByLabel('New password', { exact: true }).fill('short')
+        await page.getByRole('button', { name: 'Change password' }).click()
+        await page.getByRole('alert').filter({ hasText: 'A password is 8 to 32 characters long.' }).waitFor()
+        await page.getByLabel('New password', { exact: true }).fill('a better password')
+        await page.getByLabel('Repeat the new password').fill('a better password')
+        await page.getByRole('button', { name: 'Change password' }).click()
+        await page.getByText('Your password is changed.').waitFor()
+        await page.getByLabel('New username').fill(`${alice}x`)
+        await page.getByRole('button', { name: 'Change username' }).click()
+        await page.getByText(`Your username is now ${alice}x.`).waitFor()
+        await page.locator('.who').getByText(`${alice}x`).waitFor()
+        await page.getByRole('button', { name: 'Sign out of this session' }).click()
+        await page.getByText('You are signed out.').waitFor()
+        await page.getByLabel('Username').fill(`${alice}x`)
+        await page.getByLabel('Password').fill(password)
+        await page.getByRole('button', { name: 'Sign in' }).click()
+        await page.getByRole('alert').filter({ hasText: 'Wrong username or password.' }).waitFor()
+        await page.getByLabel('Password').fill('a better password')
+        await page.getByRole('button', { name: 'Sign in' }).click()
+        await page.getByRole('heading', { level: 1, name: 'Balances' }).waitFor()
+        await shoot(page, 'balances-after')
+        assert.deepEqual(
+          watches.flatMap((w) => w.problems),
+          [],
+        )
+      },
+    )
+
+    it(
+      'part two: balances at a date, metadata and kind shown and filtered, a statement downloaded, batches sent, a refund and a reversal',
+      { timeout: 180_000 },
+      async () => {
+        const copper = await createAsset(t, { name: `copper${suffix}` })
+        const carol = await createUser(t.app, `carol${suffix}`)
+        const dave = await createUser(t.app, `dave${suffix}`)
+        await issue(t, carol.walletId, copper.id, 100)
+        await sendTransaction(t, carol, {
+          recipient: dave.username,
+          assets: { [copper.name]: 10 },
+          memo: 'order',
+          metadata: { order: 'A-1' },
+        })
+        const page = await open()
+        await signIn(page, carol.username)
+        const localMinute = (date: Date) => new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
+
+        // Balances at a date: nothing long ago, 90 copper a minute from now.
+        await page.getByLabel('Date and time').fill('2020-01-01T00:00')
+        await page.getByRole('button', { name: 'Show balances then' }).click()
+        await page.getByText('Nothing then.').waitFor()
+        await page.getByLabel('Date and time').fill(localMinute(new Date(Date.now() + 60_000)))
+        await page.getByRole('button', { name: 'Show balances then' }).click()
+        await page
+          .getByRole('table', { name: /on / })
+          .getByRole('row', { name: new RegExp(`${copper.name} 90 1`) })
+          .waitFor()
+        await shoot(page, 'balances-at-date')
+
+        // History: metadata shown; kind and metadata filters; the statement of what they choose.
+        await go(page, 'History')
+        await page.getByText('order', { exact: true }).first().waitFor()
+        await page.getByRole('definition').filter({ hasText: 'A-1' }).waitFor()
+        await page.getByLabel('Kind').selectOption({ label: 'Issuance' })
+        await page.getByText('Issuance ·').waitFor()
+        await page.getByText('Sent to').waitFor({ state: 'detached' })
+        await page.getByLabel('Kind').selectOption({ label: 'Every kind' })
+        await page.getByLabel('Metadata key').fill('order')
+        await page.getByLabel('Metadata value').fill('A-2')
+        await page.getByText('No transactions match these filters.').waitFor()
+        await page.getByLabel('Metadata value').fill('A-1')
+        await page.getByText(`Sent to ${dave.username}`).waitFor()
+        await shoot(page, 'history-filters')
+        const [download] = await Promise.all([
+          page.waitForEvent('download'),
+          page.getByRole('link', { name: 'Download statement (CSV)' }).click(),
+        ])
+        assert.match(download.suggestedFilename(), /^statement-wallet-\d+-\d{4}-\d{2}-\d{2}\.csv$/)
+        const statement = fs.readFileSync(await download.path(), 'utf8').split('\r\n')
+        assert.equal(
+          statement[0],
+          'id,created_at,kind,direction,counterparty_wallet_address,counterparty_username,asset,quantity,memo,metadata',
+        )
+        assert.equal(statement.length, 3, statement.join('\n'))
+        assert.match(statement[1], new RegExp(`,transfer,sent,[a-z]+,${dave.username},${copper.name},-10,order,"{""order"":""A-1""}"$`))
+
+        // A batch pasted, all or nothing: confirmed, then both sent.
+        await go(page, 'Batch', 'Batch send')
+        await page
+          .getByLabel('Transfers')
+          .fill(
+            `recipient,asset,quantity,memo\n${dave.username},${copper.name},2,first\n${dave.username},${copper.name},3,"second, with a comma"\n`,
+          )
+        await page.getByRole('button', { name: 'Send batch' }).click()
+        await page
+          .getByRole('dialog')
+          .getByText('5 ' + copper.name + ' in all')
+          .waitFor()
+        await confirmDialog(page, 'Send batch')
+        await page.getByText('2 of 2 transfers sent.').waitFor()
+        // All or nothing with one line too large: nothing is sent, and the line is named.
+        await page.getByLabel('Transfers').fill(`${dave.username},${copper.name},1\n${dave.username},${copper.name},1000`)
+        await page.getByRole('button', { name: 'Send batch' }).click()
+        await confirmDialog(page, 'Send batch')
+        await page
+          .getByRole('alert')
+          .filter({ hasText: 'Nothing was sent: line 2 was refused. There is not enough in this wallet for that.' })
+          .waitFor()
+        // Each on its own, from an uploaded file: one sent, one refused in words.
+        await page.getByLabel('All or nothing').uncheck()
+        await page.getByLabel('Or upload a CSV file').setInputFiles({
+          name: 'pay.csv',
+          mimeType: 'text/csv',
+          buffer: Buffer.from(`${dave.username},${copper.name},4,upload\r\nnosuchuser${suffix},${copper.name},1\r\n`),
+        })
+        await page.getByRole('button', { name: 'Send batch' }).click()
+        await confirmDialog(page, 'Send batch')
+        await page.getByText('1 of 2 transfers sent.').waitFor()
+        await page.getByText('Line 2: not sent. There is no user with that username.').waitFor()
+        await shoot(page, 'batch-result')
+        const uploaded = Number(/Line 1: sent .* \(transaction (\d+)\)/.exec((await page.locator('main').textContent()) ?? '')?.[1])
+        // A line that is not a transfer is refused before anything is sent.
+        await page.getByLabel('Transfers').fill(`${dave.username},${copper.name},1.5`)
+        await page.getByRole('button', { name: 'Send batch' }).click()
+        await page.getByRole('alert').filter({ hasText: 'Line 1: the quantity is a whole number of at least 1.' }).waitFor()
+        await go(page, 'Balances')
+        await page.getByRole('row', { name: new RegExp(`${copper.name} 81 1`) }).waitFor()
+
+        // Dave refunds part of what carol sent him, from the transaction's detail; confirmed.
+        const davePage = await open()
+        await signIn(davePage, dave.username)
+        await go(davePage, 'History')
+        const ordered = davePage.getByRole('listitem').filter({ hasText: 'A-1' })
+        await ordered.getByText(/^Refund transaction \d+$/).click()
+        await ordered.getByLabel(`${copper.name} to move back`).fill('11')
+        await ordered.getByRole('button', { name: 'Refund', exact: true }).click()
+        await ordered.getByRole('alert').filter({ hasText: 'no more can go back' }).waitFor()
+        await ordered.getByLabel(`${copper.name} to move back`).fill('3')
+        await ordered.getByRole('button', { name: 'Refund', exact: true }).click()
+        await davePage.getByRole('dialog').getByText(`Moves back to ${carol.username}: 3 ${copper.name}`).waitFor()
+        await shoot(davePage, 'confirm-refund')
+        await confirmDialog(davePage, 'Refund')
+        await davePage.getByText(`3 ${copper.name} moved back to ${carol.username}`).waitFor()
+        await davePage
+          .getByText(/^Reversal of transaction \d+ ·/)
+          .first()
+          .waitFor()
+        await shoot(davePage, 'history-refund')
+        // What a wallet sent, or anything it did not receive as a transfer, has no refund.
+        assert.equal(
+          await davePage
+            .getByRole('listitem')
+            .filter({ hasText: 'Reversal of transaction' })
+            .getByText(/^Refund transaction/)
+            .count(),
+          0,
+        )
+
+        // The operator reverses the uploaded transfer from the journal; a second reversal is refused in words.
+        const operator = await open()
+        await operator.goto(`${origin}/console/#/operator`)
+        await operator.getByLabel('Admin key').fill(ADMIN_KEY)
+        await operator.getByRole('button', { name: 'Sign in' }).click()
+        await go(operator, 'Journal')
+        const entry = operator
+          .getByRole('listitem')
+          .filter({ hasText: `transaction ${uploaded}` })
+          .filter({ hasText: 'upload' })
+        await entry.getByText(`Reverse transaction ${uploaded}`).click()
+        await entry.getByLabel('Memo (optional)').fill('sent by mistake')
+        await entry.getByRole('button', { name: 'Reverse', exact: true }).click()
+        await operator.getByRole('dialog').getByText(`Moves back to ${carol.username}: everything of it not yet moved back`).waitFor()
+        await confirmDialog(operator, 'Reverse')
+        await entry.getByText(`4 ${copper.name} moved back to ${carol.username}`).waitFor()
+        await entry.getByRole('button', { name: 'Reverse', exact: true }).click()
+        await confirmDialog(operator, 'Reverse')
+        await entry.getByRole('alert').filter({ hasText: 'That cannot be moved back' }).waitFor()
+        await operator.getByLabel('Kind').selectOption({ label: 'Reversal' })
+        await operator.getByText(`Reversal of transaction ${uploaded}`).waitFor()
+        await shoot(operator, 'operator-reversal')
+        await go(page, 'History')
+        await go(page, 'Balances')
+        // 81 + 3 refunded by dave + 4 reversed by the operator.
+        await page.getByRole('row', { name: new RegExp(`${copper.name} 88 1`) }).waitFor()
+        assert.deepEqual(
+          watches.flatMap((w) => w.problems),
+          [],
+        )
+      },
+    )
+
+    it('holds: placed, captured in part and whole, voided by the recipient, held shown in the balances', { timeout: 180_000 }, async () => {
+      const tin = await createAsset(t, { name: `tin${suffix}` })
+      const erin = await createUser(t.app, `erin${suffix}`)
+      const frank = await createUser(t.app, `frank${suffix}`)
+      await issue(t, erin.walletId, tin.id, 50)
+      const page = await open()
+      await signIn(page, erin.username)
+      await go(page, 'Holds')
+      await page.getByText('No pending holds.').waitFor()
+      const place = async (quantity: string, memo: string) => {
+        await page.getByLabel('Recipient username').fill(frank.username)
+        await page.getByLabel('Asset to hold').selectOption({ index: 0 })
+        await page.getByLabel('Quantity to hold').fill(quantity)
+        await page.getByLabel('Expires after').selectOption({ label: '1 day' })
+        await page.getByLabel('Memo (optional)').fill(memo)
+        await page.getByRole('button', { name: 'Place hold' }).click()
+        const done = await page
+          .getByRole('status')
+          .filter({ hasText: `${quantity} ${tin.name} reserved for ${frank.username}` })
+          .textContent()
+        return Number(/Hold (\d+) placed/.exec(done ?? '')?.[1])
+      }
+      const partly = await place('10', 'deposit')
+      const whole = await place('20', 'escrow')
+      // What is held shows beside what the wallet owns.
+      await go(page, 'Balances')
+      await page.getByRole('row', { name: new RegExp(`${tin.name} 50 30 1`) }).waitFor()
+      await go(page, 'Holds')
+
+      // Part of the first: more than is held is refused before anything is sent, then 4 captured (confirmed).
+      const first = page.getByRole('listitem').filter({ hasText: `hold ${partly}` })
+      await first.getByText(`Capture part of hold ${partly}`).click()
+      await first.getByLabel(`${tin.name} to capture`).fill('11')
+      await first.getByRole('button', { name: 'Capture these' }).click()
+      await first
+        .getByRole('alert')
+        .filter({ hasText: `At most 10 ${tin.name} is held.` })
+        .waitFor()
+      await first.getByLabel(`${tin.name} to capture`).fill('4')
+      await first.getByRole('button', { name: 'Capture these' }).click()
+      await page.getByRole('dialog').getByText(`4 ${tin.name} go to ${frank.username}`).waitFor()
+      await confirmDialog(page, 'Capture')
+      await page
+        .getByRole('status')
+        .filter({ hasText: `Hold ${partly} captured: 4 ${tin.name} paid` })
+        .waitFor()
+      // The whole second one; a cancelled confirmation captures nothing.
+      await page.getByRole('button', { name: `Capture hold ${whole}` }).click()
+      await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click()
+      await page.getByRole('button', { name: `Capture hold ${whole}` }).click()
+      await confirmDialog(page, 'Capture')
+      await page
+        .getByRole('status')
+        .filter({ hasText: `Hold ${whole} captured: 20 ${tin.name} paid` })
+        .waitFor()
+      const third = await place('7', 'maybe')
+      await shoot(page, 'holds')
+
+      // Frank sees it from the other side: he may void it, not capture it.
+      const frankPage = await open()
+      await signIn(frankPage, frank.username)
+      await go(frankPage, 'Holds')
+      const held = frankPage.getByRole('listitem').filter({ hasText: `hold ${third}` })
+      await held.getByText(`Held for you by ${erin.username}`).waitFor()
+      assert.equal(await held.getByRole('button', { name: /^Capture/ }).count(), 0)
+      await held.getByRole('button', { name: `Void hold ${third}` }).click()
+      await frankPage.getByRole('dialog').getByText(`go back to ${erin.username}`).waitFor()
+      await confirmDialog(frankPage, 'Void')
+      await frankPage
+        .getByRole('status')
+        .filter({ hasText: `Hold ${third} voided` })
+        .waitFor()
+      await frankPage.getByLabel('Status').selectOption({ label: 'Every status' })
+      await frankPage
+        .getByRole('listitem')
+        .filter({ hasText: `hold ${third}` })
+        .getByText('Voided')
+        .waitFor()
+      await frankPage
+        .getByRole('listitem')
+        .filter({ hasText: `hold ${whole}` })
+        .getByText('Captured')
+        .waitFor()
+      await go(frankPage, 'History')
+      await frankPage.getByText(`Capture of hold ${whole}`).waitFor()
+
+      // Erin: 50 − 4 − 20, nothing held any more.
+      await go(page, 'Balances')
+      await page.getByRole('row', { name: new RegExp(`${tin.name} 26 1`) }).waitFor()
+      assert.deepEqual(
+        watches.flatMap((w) => w.problems),
+        [],
+      )
+    })
+
+    it('stays within its budget: at most 150 KB of gzipped JavaScript', async () => {
+      const dist = path.resolve('console', 'dist', 'assets')
+      const scripts = fs.readdirSync(dist).filter((file) => file.endsWith('.js'))
+      const gzipped = scripts.reduce((sum, file) => sum + zlib.gzipSync(fs.readFileSync(path.join(dist, file)), { level: 9 }).length, 0)
+      console.log(`console JavaScript: ${scripts.length} file(s), ${(gzipped / 1024).toFixed(1)} KB gzipped`)
+      assert.ok(gzipped <= 150 * 1024, `${gzipped} bytes gzipped`)
+    })
+  },
+)

@@ -1,0 +1,224 @@
+/**
+ * What the out-of-process suites share (`crash-test.ts`, `fault-test.ts`): the real service as a
+ * child process, HTTP calls to it, the `coffer` command, seeding users with funds, and the check
+ * that every acknowledged transfer is stored exactly once, with the id it was acknowledged with.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import type { Database } from '../../src/db/database.ts'
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** The service (`src/main.ts`) as a child process; its log lines are kept when `keepLog` is set. */
+export class Service {
+  private child: ChildProcess | undefined
+  private exited: Promise<void> = Promise.resolve()
+  /** Set when the process ended without being told to (`kill`). */
+  diedWith: string | undefined
+  readonly log: string[] = []
+  readonly url: string
+
+  constructor(
+    private readonly env: NodeJS.ProcessEnv,
+    readonly port: number,
+    private readonly keepLog = false,
+  ) {
+    this.url = `http://127.0.0.1:${port}`
+  }
+
+  async start(): Promise<void> {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: this.env,
+      stdio: ['ignore', this.keepLog ? 'pipe' : 'ignore', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString()).slice(-4000)
+    })
+    let partial = ''
+    child.stdout?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString()).split('\n')
+      partial = lines.pop() ?? ''
+      this.log.push(...lines)
+    })
+    this.child = child
+    let expected = false
+    this.kill = async (signal: NodeJS.Signals = 'SIGKILL') => {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      expected = true
+      child.kill(signal)
+      await this.exited
+    }
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        if (!expected) this.diedWith = `exit ${code ?? signal}: ${stderr.slice(-1500)}`
+        resolve()
+      }),
+    )
+    const deadline = Date.now() + 60_000
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`the service exited at start (${child.exitCode}):\n${stderr}`)
+      try {
+        const response = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(1000) })
+        if (response.ok) return
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`the service did not become ready:\n${stderr}`)
+      await sleep(50)
+    }
+  }
+
+  /** Ends the process with `signal` (replaced by `start`). */
+  kill: (signal?: NodeJS.Signals) => Promise<void> = async () => {}
+}
+
+export interface Answer {
+  status: number
+  headers: Headers
+  body: Record<string, unknown>
+}
+
+export async function call(
+  url: string,
+  init: { method: string; headers?: Record<string, string>; body?: unknown; timeoutMs?: number },
+): Promise<Answer> {
+  const response = await fetch(url, {
+    method: init.method,
+    headers: { 'content-type': 'application/json', ...init.headers },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    signal: AbortSignal.timeout(init.timeoutMs ?? 15_000),
+  })
+  const text = await response.text()
+  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
+}
+
+/** Runs `bin/coffer.js` with `args`; resolves to its exit status and output. */
+export async function runCoffer(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/coffer.js', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    child.on('exit', (code) => resolve({ code: code ?? 1, output }))
+  })
+}
+
+export interface SeededUser {
+  id: number
+  username: string
+  walletId: number
+  auth: Record<string, string>
+}
+
+/** Registers `count` users, creates `asset`, and issues `initial` units of it to each. */
+export async function seedUsers(
+  url: string,
+  adminKey: string,
+  options: { tag: string; count: number; asset: string; initial: number },
+): Promise<SeededUser[]> {
+  const users: SeededUser[] = []
+  for (let i = 0; i < options.count; i++) {
+    const username = `${options.tag}u${i}`.slice(0, 32)
+    const registered = await call(`${url}/users`, { method: 'POST', body: { username, password: 'load test password' } })
+    if (registered.status !== 201) throw new Error(`register: ${registered.status} ${JSON.stringify(registered.body)}`)
+    const login = await call(`${url}/users/${username}/sessions`, {
+      method: 'POST',
+      body: { password: 'load test password', return_token: true },
+    })
+    if (login.status !== 201) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`)
+    users.push({
+      id: registered.body.id as number,
+      username,
+      walletId: registered.body.primary_wallet_id as number,
+      auth: { authorization: `Bearer ${login.body.token}` },
+    })
+  }
+  const admin = { authorization: `Bearer ${adminKey}` }
+  const asset = await call(`${url}/assets`, { method: 'POST', headers: admin, body: { name: options.asset, value: 1 } })
+  if (asset.status !== 201) throw new Error(`asset: ${asset.status} ${JSON.stringify(asset.body)}`)
+  for (const user of users) {
+    const issued = await call(`${url}/wallets/${user.walletId}/assets`, {
+      method: 'POST',
+      headers: admin,
+      body: { id: asset.body.id, quantity: options.initial },
+    })
+    if (issued.status !== 201) throw new Error(`issue: ${issued.status} ${JSON.stringify(issued.body)}`)
+  }
+  return users
+}
+
+/** One transfer of the load: request number → what was sent and, once answered 201, its id. */
+export interface Sent {
+  transactionId?: number
+  from: number
+  to: number
+  quantity: number
+}
+
+/** The n-th transfer of a load: every pair of users in turn, never a user to themself. */
+export function transferFor(users: SeededUser[], n: number): { from: SeededUser; to: SeededUser; quantity: number } {
+  const count = users.length
+  return { from: users[n % count], to: users[((n % count) + 1 + (Math.floor(n / count) % (count - 1))) % count], quantity: 1 + (n % 5) }
+}
+
+/** Each user's holding of `asset` through the API equals what the acknowledged transfers say. */
+export async function checkHoldings(
+  url: string,
+  users: SeededUser[],
+  sent: Map<number, Sent>,
+  asset: string,
+  initial: number,
+  problems: string[],
+): Promise<void> {
+  const expected = new Map<number, number>(users.map((user) => [user.walletId, initial]))
+  for (const transfer of sent.values()) {
+    if (transfer.transactionId === undefined) continue
+    expected.set(transfer.from, (expected.get(transfer.from) ?? 0) - transfer.quantity)
+    expected.set(transfer.to, (expected.get(transfer.to) ?? 0) + transfer.quantity)
+  }
+  for (const user of users) {
+    const holdings = await call(`${url}/wallet/assets`, { method: 'GET', headers: user.auth })
+    if (holdings.status !== 200) {
+      problems.push(`reading ${user.username}'s holdings answered ${holdings.status} ${JSON.stringify(holdings.body)}`)
+      continue
+    }
+    const list = holdings.body as unknown as { asset: { name: string }; quantity: number }[]
+    const held = list.find((holding) => holding.asset.name === asset)?.quantity ?? 0
+    if (held !== expected.get(user.walletId))
+      problems.push(`${user.username} holds ${held}, the acknowledged transfers say ${expected.get(user.walletId)}`)
+  }
+}
+
+/**
+ * Straight from the database: every request whose memo is `<memoPrefix><n>` is stored exactly
+ * once, with the id it was acknowledged with, and none exists that was never sent. Returns every
+ * stored transaction (for further checks) and how many of them belong to the load.
+ */
+export async function checkExactlyOnce(
+  database: Database,
+  memoPrefix: string,
+  sent: Map<number, Sent>,
+  problems: string[],
+): Promise<{ rows: { id: number; sending_wallet_id: number; receiving_wallet_id: number }[]; transfers: number }> {
+  const rows = await database.db.selectFrom('transactions').select(['id', 'memo', 'sending_wallet_id', 'receiving_wallet_id']).execute()
+  const byRequest = new Map<number, number[]>()
+  let transfers = 0
+  for (const row of rows) {
+    if (!row.memo.startsWith(memoPrefix)) continue
+    transfers += 1
+    const n = Number(row.memo.slice(memoPrefix.length))
+    byRequest.set(n, [...(byRequest.get(n) ?? []), row.id])
+  }
+  for (const [n, transfer] of sent) {
+    const ids = byRequest.get(n) ?? []
+    if (transfer.transactionId === undefined) problems.push(`request ${n} was never answered`)
+    if (ids.length > 1) problems.push(`request ${n} exists ${ids.length} times: transactions ${ids.join(', ')}`)
+    if (ids.length === 0) problems.push(`acknowledged request ${n} (transaction ${transfer.transactionId}) is missing`)
+    if (ids.length === 1 && ids[0] !== transfer.transactionId)
+      problems.push(`request ${n} was acknowledged as ${transfer.transactionId} but stored as ${ids[0]}`)
+  }
+  for (const n of byRequest.keys()) if (!sent.has(n)) problems.push(`transaction for request ${n} exists though it was never sent`)
+  return { rows, transfers }
+}
