@@ -2138,7 +2138,7 @@ export interface paths {
         };
         /**
          * The latest signed checkpoint
-         * @description The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n`.
+         * @description The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n`. `J000` until the first is signed.
          */
         get: {
             parameters: {

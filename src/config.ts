@@ -1,6 +1,6 @@
 import path from 'node:path'
 import { decodeSecretsKey } from './secrets/secrets-key.ts'
-import { parseSigningKey, type SigningKey } from './journal/signing-key.ts'
+import { parseSigningKey, type SigningKey } from './secrets/signing-key.ts'
 
 /** Typed, validated configuration. Built once at start from the environment (README, Configuration). */
 export interface Config {

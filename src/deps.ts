@@ -2,7 +2,7 @@ import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
 import type { AttemptLimiter } from './http/rate-limit.ts'
 import type { JournalSequencer } from './journal/sequencer.ts'
-import type { SigningKey } from './journal/signing-key.ts'
+import type { SigningKey } from './secrets/signing-key.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
 import type { SecretsKey } from './secrets/secret-box.ts'
 

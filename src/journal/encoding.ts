@@ -30,7 +30,7 @@ export const GENESIS_HASH = '0'.repeat(64)
  * ["coffer-transaction/v1", position, id, kind, created_at, sending_wallet_id, receiving_wallet_id,
  * memo, [[asset_id, quantity]…] by asset id, reverses or null, hold_id or null, [[key, value]…] by key].
  */
-export function encodeTransaction(position: number, transaction: EncodedTransaction): string {
+function encodeTransaction(position: number, transaction: EncodedTransaction): string {
   const assets = [...transaction.assets].sort((a, b) => a[0] - b[0] || a[1] - b[1])
   const metadata = Object.entries(transaction.metadata).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   return JSON.stringify([

@@ -172,12 +172,6 @@ export async function listCheckpoints(executor: Executor): Promise<Checkpoint[]>
   return rows.map((row) => ({ ...row, size: Number(row.size) }))
 }
 
-/** The position of a transaction; undefined before it has one. */
-export async function findPosition(executor: Executor, transactionId: number): Promise<number | undefined> {
-  const row = await executor.selectFrom('journal_entries').select('position').where('transaction_id', '=', transactionId).executeTakeFirst()
-  return row && Number(row.position)
-}
-
 /** The hashes of these complete subtrees (level 0: the entries' own hashes, which the caller hashes as leaves), keyed `level:idx`. */
 export async function readNodes(executor: Executor, keys: { level: number; idx: number }[]): Promise<Map<string, string>> {
   const found = new Map<string, string>()

@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { Deps } from '../deps.ts'
+import type { Config } from '../config.ts'
+import type { Database } from '../db/database.ts'
+import type { SigningKey } from '../secrets/signing-key.ts'
 import { walletOf } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { ErrorSchema, IdParams, parseId, responses } from '../http/schemas.ts'
@@ -13,7 +15,10 @@ const STREAM_POLL_MS = 200
 const STREAM_BATCH = 500
 
 /** The journal's routes: the operator's feed (JSON and SSE), the checkpoints, the proofs (`journal/README.md`). */
-const journalRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, signingKey }) => {
+const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; signingKey: SigningKey }> = async (
+  app,
+  { database, config, signingKey },
+) => {
   const { db } = database
   const tags = ['journal']
   const retryAfterSeconds = Math.ceil(config.checkpointIntervalMs / 1000)

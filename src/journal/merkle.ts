@@ -21,7 +21,7 @@ export function leafHash(leaf: Uint8Array): Hash {
   return sha256(Buffer.of(0), leaf)
 }
 
-export function nodeHash(left: Uint8Array, right: Uint8Array): Hash {
+function nodeHash(left: Uint8Array, right: Uint8Array): Hash {
   return sha256(Buffer.of(1), left, right)
 }
 

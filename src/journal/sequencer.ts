@@ -3,7 +3,7 @@ import { inTransaction, nowIso } from '../db/dialect.ts'
 import { chainHash } from './encoding.ts'
 import * as journal from './journal.repository.ts'
 import { appendLeaf, leafHash, rootOf, type Node } from './merkle.ts'
-import { signCheckpoint, type SigningKey } from './signing-key.ts'
+import { signCheckpoint, type SigningKey } from '../secrets/signing-key.ts'
 
 /**
  * The one sequencer of the journal (`docs/journal.md`): in one database transaction it takes
@@ -39,7 +39,7 @@ const DEFAULT_POLL_MS = 200
 const WAKE_DELAY_MS = 20
 
 /** One round: positions what waits (up to the batch) and signs a checkpoint when one is due. */
-export async function sequenceRound(options: SequencerOptions): Promise<RoundResult> {
+async function sequenceRound(options: SequencerOptions): Promise<RoundResult> {
   const { database, key, checkpointIntervalMs } = options
   const batch = options.batch ?? DEFAULT_BATCH
   return inTransaction(database, async (trx) => {

@@ -3,7 +3,7 @@ import type { Executor } from '../db/database.ts'
 import { chainHash, GENESIS_HASH } from './encoding.ts'
 import * as journal from './journal.repository.ts'
 import { appendLeaf, EMPTY_ROOT, leafHash, rootOf, type Frontier } from './merkle.ts'
-import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from './signing-key.ts'
+import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from '../secrets/signing-key.ts'
 
 export interface JournalReport {
   ok: boolean

@@ -58,7 +58,7 @@ export function resolveSigningKey(configured: SigningKey | undefined, dataDir: s
 }
 
 /** The UTF-8 text a checkpoint's signature covers. */
-export function checkpointText(checkpoint: { size: number; root: string; signed_at: string }): string {
+function checkpointText(checkpoint: { size: number; root: string; signed_at: string }): string {
   return `coffer-checkpoint/v1\n${checkpoint.size}\n${checkpoint.root}\n${checkpoint.signed_at}\n`
 }
 
