@@ -16,11 +16,11 @@ import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
 import { openPostgres } from './postgres.ts'
 import { makeDataDirectory, makePrivate } from '../secrets/private-files.ts'
-import { registerSqliteStatements, type SqliteStatements } from './sqlite-statements.ts'
+import { attachStorageState, StorageState, type SqliteStatements } from './storage-state.ts'
 import type { DB } from './tables.ts'
 
 export { openPostgres }
-export type { Database, Db, Executor } from './database.types.ts'
+export type { Database, Db, Executor, Trx } from './database.types.ts'
 
 export interface DatabaseOptions {
   databaseUrl: string | undefined
@@ -148,10 +148,12 @@ class ImmediateSqliteDialect extends SqliteDialect {
     this.#statements = statements
   }
 
-  /** The adapter is shared by the database and its transactions: it names the statement cache (`sqlite-statements.ts`). */
+  /** The adapter is shared by the database and its transactions: it carries the storage state, with the statement cache. */
   override createAdapter(): DialectAdapter {
     const adapter = super.createAdapter()
-    registerSqliteStatements(adapter, this.#statements)
+    const state = new StorageState()
+    state.statements = this.#statements
+    attachStorageState(adapter, state)
     return adapter
   }
 

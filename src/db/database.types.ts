@@ -4,7 +4,10 @@ import type { DB } from './tables.ts'
 /** What the rest of the service sees of the storage, whichever it is (`database.ts` opens it). */
 type Dialect = 'sqlite' | 'postgres'
 export type Db = Kysely<DB>
-export type Executor = Kysely<DB> | Transaction<DB>
+/** A database transaction: what a function that locks rows or writes several of them must be given. */
+export type Trx = Transaction<DB>
+/** A database or a transaction: for reads that are right in either. */
+export type Executor = Db | Trx
 
 export interface Database {
   db: Db

@@ -1,25 +1,14 @@
-import { Kysely, PostgresDialect, type Driver } from 'kysely'
+import { Kysely, PostgresDialect, type DialectAdapter, type Driver, type PostgresDialectConfig } from 'kysely'
 import pg from 'pg'
 import { DEFAULT_POSTGRES_TIMEOUTS, parsePostgresUrl, type PostgresHost, type PostgresTimeouts, type PostgresUrl } from '../config.ts'
 import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
 import { isStaleStatement } from './retry.ts'
+import { attachStorageState, StorageState } from './storage-state.ts'
 import type { DB } from './tables.ts'
 
 // Quantities are bigint columns capped at 2^53-1 by the ledger rules, so they fit a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value))
-
-/** Transaction blocks this process's connections have left (committed or rolled back), over every pool. */
-let endedTransactions = 0
-
-/**
- * How many transaction blocks this process's PostgreSQL connections have ended: a hint for
- * `commit-state.ts` that this process has likely committed something since it last looked (a
- * write outside a block is not counted; the hint only ever spares a query).
- */
-export function transactionsEnded(): number {
-  return endedTransactions
-}
 
 /** Whether the session can write: not a standby in recovery, and not read-only by default. */
 const WRITABLE = `select pg_is_in_recovery() as in_recovery, current_setting('transaction_read_only') = 'on' as read_only`
@@ -227,7 +216,13 @@ const PROBE_WRITE = `select pg_logical_emit_message(true, 'coffer-ready-probe', 
  * The pool's clients: named statements, host selection, a bound on every statement's answer
  * (`queryTimeoutMs`, 0 = none), and errors that never crash the process.
  */
-function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared: boolean, queryTimeoutMs: number): typeof pg.Client {
+function clientClass(
+  selector: HostSelector,
+  schema: SchemaGeneration,
+  prepared: boolean,
+  queryTimeoutMs: number,
+  state: StorageState,
+): typeof pg.Client {
   return class CofferClient extends pg.Client implements ProbingClient {
     #host: PostgresHost | undefined
     /** What broke the connection, reported as the cause of the next query's failure. */
@@ -240,7 +235,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
       super(config)
       this.#statements = new PreparedStatements(this.connection, schema.value)
       this.connection.on('readyForQuery', (message: { status: string }) => {
-        if (message.status === 'I' && (this.#transactionStatus === 'T' || this.#transactionStatus === 'E')) endedTransactions++
+        if (message.status === 'I' && (this.#transactionStatus === 'T' || this.#transactionStatus === 'E')) state.transactionsEnded++
         this.#transactionStatus = message.status
       })
       // A connection lost while checked out (a restart, a failover) emits 'error' with no query to
@@ -433,10 +428,13 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   const parsed = parsePostgresUrl(url)
   const limits = { ...DEFAULT_POSTGRES_TIMEOUTS, ...timeouts }
   const selector = new HostSelector(parsed, limits.connectTimeoutMs)
+  // Counts the transaction blocks the pool's connections end: a hint for `commit-state.ts` that
+  // this process has likely committed something since it last looked.
+  const state = new StorageState()
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
-    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements, limits.queryTimeoutMs),
+    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements, limits.queryTimeoutMs, state),
     // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,
@@ -448,7 +446,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   })
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {})
-  const db = new Kysely<DB>({ dialect: new KeptErrorPostgresDialect({ pool }) })
+  const db = new Kysely<DB>({ dialect: new KeptErrorPostgresDialect({ pool }, state) })
   // A good probe is kept briefly; a failed one is not, so recovery shows at once. Callers at the same time share one probe.
   let readyUntil = 0
   let probing: Promise<void> | undefined
@@ -511,6 +509,20 @@ async function probeWrite(pool: pg.Pool, timeoutMs: number): Promise<void> {
  * a connection that can no longer be queried when it comes back.)
  */
 class KeptErrorPostgresDialect extends PostgresDialect {
+  readonly #state: StorageState
+
+  constructor(config: PostgresDialectConfig, state: StorageState) {
+    super(config)
+    this.#state = state
+  }
+
+  /** The adapter is shared by the database and its transactions: it carries the storage state. */
+  override createAdapter(): DialectAdapter {
+    const adapter = super.createAdapter()
+    attachStorageState(adapter, this.#state)
+    return adapter
+  }
+
   override createDriver(): Driver {
     const driver = super.createDriver()
     const rollback = driver.rollbackTransaction.bind(driver)

@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
@@ -123,7 +123,7 @@ export async function removeWebhook(db: Db, walletId: number): Promise<void> {
  * `removeWebhook` in the caller's transaction, after the wallet's turn: a move in progress commits
  * first and its delivery is cancelled with the rest; a move after it queues none.
  */
-export async function removeWebhookIn(trx: Executor, walletId: number): Promise<void> {
+export async function removeWebhookIn(trx: Trx, walletId: number): Promise<void> {
   await takeWalletTurns(trx, [walletId])
   await repo.deleteWebhook(trx, walletId)
   await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed')
@@ -134,7 +134,7 @@ export async function removeWebhookIn(trx: Executor, walletId: number): Promise<
  * replaced meanwhile. `withIt` writes in the same transaction (the attempt's outcome, so the
  * delivery reads failed only once the webhook is gone). True when removed.
  */
-export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Executor) => Promise<void>): Promise<boolean> {
+export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Trx) => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])
     await withIt(trx)

@@ -1,6 +1,5 @@
 import type { Context } from '@opentelemetry/api'
-import { sql } from 'kysely'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Trx } from '../db/database.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
 import type { BatchTracing } from '../telemetry/tracing.ts'
@@ -201,29 +200,31 @@ export class GroupCommitter {
   }
 }
 
-type Work = (trx: Executor) => Promise<Outcome[][]>
+type Work = (trx: Trx) => Promise<Outcome[][]>
 type Early = (work: Work) => Promise<Outcome[][]>
 
 /**
  * A transaction begun before its work is known: BEGIN goes out at once on a connection of its own,
  * and the function returned hands the work in, then commits (or rolls back if the work throws).
- * The connection goes back to the pool in every case, as with `db.transaction()`.
  */
 function beginEarly(db: Db): Early {
   let hand!: (work: Work) => void
   const handed = new Promise<Work>((resolve) => (hand = resolve))
-  const done = db.connection().execute(async (connection) => {
-    await sql`begin`.execute(connection)
+  const done = (async () => {
+    const trx = await db.startTransaction().execute()
     const work = await handed
     try {
-      const result = await work(connection)
-      await sql`commit`.execute(connection)
+      const result = await work(trx)
+      await trx.commit().execute()
       return result
     } catch (error) {
-      await sql`rollback`.execute(connection).catch(() => undefined)
+      await trx
+        .rollback()
+        .execute()
+        .catch(() => undefined)
       throw error
     }
-  })
+  })()
   // A failed BEGIN fails the batch that takes this transaction, not the process.
   done.catch(() => undefined)
   return (work) => {

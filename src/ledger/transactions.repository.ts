@@ -1,6 +1,7 @@
 import type { Executor } from '../db/database.ts'
 import { isPostgres, readRows } from '../db/dialect.ts'
 import { toAsset } from './assets.repository.ts'
+import { shapeTransaction } from './transactions.shape.ts'
 import {
   compareAssetNames,
   JOURNAL_SCOPE,
@@ -29,49 +30,6 @@ export async function labelWallets(db: Executor, walletIds: number[]): Promise<M
     .where('wallets.id', 'in', ids)
     .execute()
   return new Map(rows.map((row) => [row.id, row.username ? { address: row.address, username: row.username } : { address: row.address }]))
-}
-
-/** A transaction's own fields, as stored (`metadata` parsed). */
-export interface TransactionFields {
-  id: number
-  sending_wallet_id: number
-  receiving_wallet_id: number
-  memo: string
-  created_at: string
-  kind: TransactionKind
-  reverses: number | null
-  hold_id: number | null
-  metadata: Metadata
-}
-
-export function toTransaction(row: TransactionFields, lines: Line[], labels: Map<number, WalletLabel>): Transaction {
-  return shapeTransaction(row, lines, labels.get(row.sending_wallet_id), labels.get(row.receiving_wallet_id))
-}
-
-function shapeTransaction(
-  row: TransactionFields,
-  lines: Line[],
-  sender: WalletLabel | undefined,
-  receiver: WalletLabel | undefined,
-): Transaction {
-  // Fields in the order of the stored answers (`body`), which migration 0008 extended at the end.
-  return {
-    id: row.id,
-    sending_wallet_id: row.sending_wallet_id,
-    receiving_wallet_id: row.receiving_wallet_id,
-    sending_wallet_address: sender?.address ?? '',
-    receiving_wallet_address: receiver?.address ?? '',
-    created_at: row.created_at,
-    memo: row.memo,
-    assets: lines.map((line) => ({ quantity: line.quantity, asset: line.asset })),
-    ...(sender?.username ? { sending_username: sender.username } : {}),
-    ...(receiver?.username ? { receiving_username: receiver.username } : {}),
-    kind: row.kind,
-    // Each link only on its own kind.
-    ...(row.kind === 'reversal' && row.reverses !== null ? { reverses: row.reverses } : {}),
-    ...(row.kind === 'capture' && row.hold_id !== null ? { hold_id: row.hold_id } : {}),
-    metadata: row.metadata,
-  }
 }
 
 export interface TransactionFilter {
@@ -319,6 +277,17 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
   )
 }
 
+/**
+ * The journal in order: up to `limit` transactions positioned after `after`, by position. Reads
+ * only positioned rows, so a reader never sees a position appear behind one it has seen.
+ */
+export async function listByPosition(db: Executor, after: number, limit: number): Promise<Transaction[]> {
+  const q = new Statement(db)
+  const positions = `select j.transaction_id from journal_entries j where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
+  const transactions = await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id in (${positions})`)
+  return transactions.sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
+}
+
 /** One transaction by id, as answered; undefined when there is none. */
 export async function findTransaction(db: Executor, id: number): Promise<Transaction | undefined> {
   const q = new Statement(db)
@@ -350,6 +319,8 @@ type TransactionTuple = [
   holdId: number | null,
   metadata: Metadata | null,
   lines: [quantity: number, assetId: number, name: string, value: number][],
+  position: number | null,
+  hash: string | null,
 ]
 
 /**
@@ -387,8 +358,12 @@ function tupleOf(array: string, aggregate: string, metadata: string): string {
   // A subquery per side, so that each wallet's user is one index probe (a join can scan every user).
   const username = (column: string) => `(select u.username from users u where u.primary_wallet_id = page.${column})`
   const lines = `(select ${aggregate}(${array}(ta.quantity, a.id, a.name, a.value)) from transaction_assets ta inner join assets a on a.id = ta.asset_id where ta.transaction_id = page.id)`
-  return `${array}(page.id, page.sending_wallet_id, page.receiving_wallet_id, ${address('sending_wallet_id')}, ${address('receiving_wallet_id')}, ${username('sending_wallet_id')}, ${username('receiving_wallet_id')}, page.created_at, page.memo, page.kind, page.reverses, page.hold_id, ${metadata}, ${lines})`
+  return `${array}(page.id, page.sending_wallet_id, page.receiving_wallet_id, ${address('sending_wallet_id')}, ${address('receiving_wallet_id')}, ${username('sending_wallet_id')}, ${username('receiving_wallet_id')}, page.created_at, page.memo, page.kind, page.reverses, page.hold_id, ${metadata}, ${lines}, ${JOURNAL_POSITION}, ${JOURNAL_HASH})`
 }
+
+/** A transaction's place and hash in the journal (`page.id`), null before the sequencer gives them. */
+const JOURNAL_POSITION = '(select j.position from journal_entries j where j.transaction_id = page.id)'
+const JOURNAL_HASH = '(select j.hash from journal_entries j where j.transaction_id = page.id)'
 
 function label(address: string | null, username: string | null): WalletLabel | undefined {
   return address === null ? undefined : username === null ? { address } : { address, username }
@@ -409,6 +384,8 @@ function fromTuple([
   holdId,
   metadata,
   lines,
+  position,
+  hash,
 ]: TransactionTuple): Transaction {
   const assets: Line[] = (lines ?? [])
     .map(([quantity, assetId, name, value]) => ({ quantity, asset: { id: assetId, name, value } satisfies Asset }))
@@ -423,6 +400,8 @@ function fromTuple([
     reverses,
     hold_id: holdId,
     metadata: metadata ?? {},
+    position,
+    hash,
   }
   return shapeTransaction(row, assets, label(sendingAddress, sendingUsername), label(receivingAddress, receivingUsername))
 }
@@ -512,6 +491,8 @@ const TRANSACTION_TEXT = (() => {
     `',"assets":[' || ${lines} || ']'`,
     `',"kind":' || json_quote(p.kind)`,
     `',"metadata":' || coalesce(p.metadata, '{}')`,
+    `',"position":' || coalesce((select j.position from journal_entries j where j.transaction_id = p.id), 'null')`,
+    `',"hash":' || coalesce((select json_quote(j.hash) from journal_entries j where j.transaction_id = p.id), 'null')`,
     // The optional fields after the required ones, as the schema's serializer writes them.
     username('sending_username', 'sending_wallet_id'),
     username('receiving_username', 'receiving_wallet_id'),

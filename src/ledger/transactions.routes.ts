@@ -79,7 +79,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   // instead of waiting for another turn's read.
   const arrivals = new WeakMap<object, number>()
   const markArrival = (request: object, _reply: unknown, done: () => void) => {
-    arrivals.set(request, arrivalMark())
+    arrivals.set(request, arrivalMark(db))
     done()
   }
   const historyPage = { onRequest: [markArrival, app.requireWalletAccess] }
@@ -124,7 +124,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.transfers.send(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -150,7 +150,12 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.refund(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
+      const result = await ledger.reversals.refund(
+        walletOf(request),
+        parseId(request.params.id),
+        request.body,
+        request.headers['idempotency-key'],
+      )
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -180,7 +185,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.sendBatch(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.batches.send(walletOf(request), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },

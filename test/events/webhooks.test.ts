@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import dns from 'node:dns'
 import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
-import type { Executor } from '../../src/db/database.ts'
+import type { Trx } from '../../src/db/database.ts'
 import { holdRow, nowIso } from '../../src/db/dialect.ts'
 import { recordAttempts } from '../../src/events/deliveries.repository.ts'
 import { upsertWebhook } from '../../src/events/webhooks.repository.ts'
@@ -224,7 +224,7 @@ describe('webhook delivery', () => {
     await issue(t, payer.walletId, assetId, 10)
     // As PUT /wallet/webhook does it: hold the wallet, take its turn, store the webhook; committed
     // after 300 ms.
-    const setting = async (trx: Executor) => {
+    const setting = async (trx: Trx) => {
       await holdRow(trx, 'wallets', payee.walletId)
       await takeWalletTurns(trx, [payee.walletId])
       await upsertWebhook(trx, { walletId: payee.walletId, url: `${receiver.url}/payee`, secret: newWebhookSecret(), createdAt: nowIso() })
@@ -244,7 +244,7 @@ describe('webhook delivery', () => {
     await issue(t, payer.walletId, assetId, 10)
     const moved: { id?: number } = {}
     // A transfer to the payee in progress: its rows written, not committed for 300 ms.
-    const transfer = async (trx: Executor) => {
+    const transfer = async (trx: Trx) => {
       moved.id = (
         await moveAssets(
           trx,

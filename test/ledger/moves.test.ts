@@ -314,10 +314,10 @@ describe(`batched moves (${STORAGE})`, () => {
     async () => {
       const [a, b] = [await fundedUser(t, [[gold, 30]]), await createUser(t.app)]
       let begunEarly = 0
-      // The committer's database, counting the connections it reserves for a transaction begun early.
+      // The committer's database, counting the transactions it begins early.
       const counted = new Proxy(db, {
         get(target, key) {
-          if (key === 'connection') return () => (begunEarly++, target.connection())
+          if (key === 'startTransaction') return () => (begunEarly++, target.startTransaction())
           const value: unknown = Reflect.get(target, key)
           return typeof value === 'function' ? value.bind(target) : value
         },
