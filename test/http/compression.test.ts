@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import zlib from 'node:zlib'
 import { after, before, describe, it } from 'node:test'
-import { COMPRESS_FROM_BYTES } from '../src/http/compression.ts'
-import { buildTestApp, type TestApp } from './helpers/app.ts'
-import { createAsset, createUser, fundedUser, transfer } from './helpers/factories.ts'
+import { COMPRESS_FROM_BYTES } from '../../src/http/compression.ts'
+import { buildTestApp, type TestApp } from '../helpers/app.ts'
+import { createAsset, createUser, fundedUser, transfer } from '../helpers/factories.ts'
 
 /** The console's files go precompressed to a browser that accepts it, hashed ones cached for good. */
 describe('compression of the console', () => {
