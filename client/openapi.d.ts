@@ -4,281 +4,6 @@
  */
 
 export interface paths {
-    "/admin/journal": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Follow the journal
-         * @description Every transaction after position `after` (default 0), in position order, each once: `{entries, next}` with `next` the last entry's position (or `after`). With `wait` (seconds, up to 30) it answers as soon as there is an entry, or empty when the time is up.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description the last position seen */
-                    after?: number;
-                    limit?: number;
-                    /** @description seconds to wait for an entry when none is there yet */
-                    wait?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            entries: {
-                                assets: {
-                                    asset: {
-                                        id: number;
-                                        name: string;
-                                        value: number;
-                                    };
-                                    quantity: number;
-                                }[];
-                                /**
-                                 * Format: date-time
-                                 * @example 2026-11-21T22:25:29.123Z
-                                 */
-                                created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
-                                /** @description only on a capture: the id of the hold it settles */
-                                hold_id?: number;
-                                id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
-                                memo: string;
-                                /** @description {} when none */
-                                metadata: {
-                                    [key: string]: string;
-                                };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
-                                receiving_username?: string;
-                                receiving_wallet_address: string;
-                                receiving_wallet_id: number;
-                                /** @description only on a reversal: the id of the transaction it reverses */
-                                reverses?: number;
-                                sending_username?: string;
-                                sending_wallet_address: string;
-                                sending_wallet_id: number;
-                            }[];
-                            /** @description the last entry's position, or `after` when there is none */
-                            next: number;
-                        };
-                    };
-                };
-                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/admin/journal/stream": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The journal as Server-Sent Events
-         * @description The feed as Server-Sent Events: `id` is the position, `data` the Transaction. Resumes after `Last-Event-ID` (or `after`).
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description the last position seen, as Last-Event-ID */
-                    after?: number;
-                };
-                header?: {
-                    "last-event-id"?: string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description the journal as Server-Sent Events */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "text/event-stream": string;
-                    };
-                };
-                /**
-                 * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
-                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
-                 */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/admin/overview": {
         parameters: {
             query?: never;
@@ -337,7 +62,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -355,7 +80,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -373,7 +98,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -434,7 +159,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -452,7 +177,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -470,7 +195,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -539,7 +264,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -557,7 +282,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -575,7 +300,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -593,7 +318,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -611,7 +336,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -681,8 +406,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -692,8 +415,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -716,7 +437,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -734,7 +455,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -752,7 +473,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -770,7 +491,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -834,7 +555,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -852,7 +573,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -870,7 +591,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -939,7 +660,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -957,7 +678,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -975,7 +696,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -993,7 +714,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1089,7 +810,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1107,7 +828,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1125,7 +846,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1143,7 +864,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1161,7 +882,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1225,7 +946,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1243,7 +964,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1261,7 +982,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1317,7 +1038,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1338,7 +1059,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1356,7 +1077,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1374,7 +1095,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1392,7 +1113,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1451,7 +1172,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1472,7 +1193,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1490,7 +1211,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1508,7 +1229,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1526,7 +1247,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1544,7 +1265,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1616,7 +1337,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1637,7 +1358,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1655,7 +1376,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1673,7 +1394,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1691,7 +1412,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1709,7 +1430,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1783,7 +1504,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1804,7 +1525,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1822,7 +1543,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1840,7 +1561,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1858,7 +1579,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1905,7 +1626,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1923,7 +1644,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2000,8 +1721,6 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
@@ -2011,8 +1730,6 @@ export interface paths {
                                 metadata: {
                                     [key: string]: string;
                                 };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
@@ -2039,7 +1756,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2060,7 +1777,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2078,7 +1795,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2096,7 +1813,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2114,7 +1831,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2123,331 +1840,6 @@ export interface paths {
                 };
             };
         };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/journal/checkpoint": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The latest signed checkpoint
-         * @description The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n`. `J000` until the first is signed.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            root: string;
-                            /** @description base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n` */
-                            signature: string;
-                            /**
-                             * Format: date-time
-                             * @example 2026-11-21T22:25:29.123Z
-                             */
-                            signed_at: string;
-                            size: number;
-                        };
-                    };
-                };
-                /**
-                 * @description - `A000` Session Required: no credential was sent
-                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
-                 */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `J000` Not In Journal Yet: no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/journal/consistency": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Prove the journal only grew
-         * @description The RFC 9162 consistency proof between the trees of sizes `from` and `to` (1 ≤ from ≤ to ≤ the latest checkpoint's size).
-         */
-        get: {
-            parameters: {
-                query: {
-                    from: number;
-                    to: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            from: number;
-                            proof: string[];
-                            to: number;
-                        };
-                    };
-                };
-                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /**
-                 * @description - `A000` Session Required: no credential was sent
-                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
-                 */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/journal/key": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The checkpoint signing key
-         * @description The Ed25519 public key that signs checkpoints, base64 of its raw 32 bytes.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @enum {string} */
-                            algorithm: "Ed25519";
-                            /** @description base64 of the raw 32-byte public key */
-                            public_key: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2485,7 +1877,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2503,7 +1895,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2581,8 +1973,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -2592,8 +1982,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -2622,7 +2010,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2643,7 +2031,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2664,7 +2052,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2686,7 +2074,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2704,7 +2092,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2722,7 +2110,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2784,7 +2172,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2802,7 +2190,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2820,7 +2208,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2884,7 +2272,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2905,7 +2293,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2923,7 +2311,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2941,7 +2329,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2959,7 +2347,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3031,7 +2419,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3049,7 +2437,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3067,7 +2455,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3112,7 +2500,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3130,7 +2518,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3148,7 +2536,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3166,7 +2554,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3184,7 +2572,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3258,7 +2646,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3279,7 +2667,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3297,7 +2685,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3315,7 +2703,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3333,7 +2721,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3351,7 +2739,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3425,7 +2813,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3443,7 +2831,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3461,7 +2849,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3506,7 +2894,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3524,7 +2912,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3542,7 +2930,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3560,7 +2948,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3618,7 +3006,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3639,7 +3027,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3657,7 +3045,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3675,7 +3063,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3693,7 +3081,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3711,7 +3099,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3776,7 +3164,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3797,7 +3185,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3815,7 +3203,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3833,7 +3221,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3851,7 +3239,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3869,7 +3257,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3935,7 +3323,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3956,7 +3344,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3974,7 +3362,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3992,7 +3380,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4010,7 +3398,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4028,7 +3416,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4092,7 +3480,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4110,7 +3498,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4128,7 +3516,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4182,7 +3570,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4203,7 +3591,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4221,7 +3609,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4239,7 +3627,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4257,7 +3645,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4275,7 +3663,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4345,7 +3733,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4363,7 +3751,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4381,7 +3769,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4399,7 +3787,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4417,7 +3805,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4492,7 +3880,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4510,7 +3898,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4528,7 +3916,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4546,7 +3934,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4564,7 +3952,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4624,7 +4012,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4645,7 +4033,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4663,7 +4051,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4681,7 +4069,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4699,7 +4087,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4717,7 +4105,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4787,7 +4175,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4808,7 +4196,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4826,7 +4214,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4844,7 +4232,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4910,7 +4298,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4931,7 +4319,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4949,7 +4337,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4967,7 +4355,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5066,7 +4454,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5087,7 +4475,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5105,7 +4493,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5123,7 +4511,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5235,7 +4623,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5256,7 +4644,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5274,7 +4662,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5295,7 +4683,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5316,7 +4704,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5334,7 +4722,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5352,7 +4740,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5446,7 +4834,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5467,7 +4855,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5485,7 +4873,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5503,7 +4891,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5521,7 +4909,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5594,8 +4982,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -5605,8 +4991,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -5634,7 +5018,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5655,7 +5039,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5673,7 +5057,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5691,7 +5075,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5713,7 +5097,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5731,7 +5115,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5749,7 +5133,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5845,7 +5229,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5866,7 +5250,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5884,7 +5268,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5902,7 +5286,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5920,7 +5304,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5938,7 +5322,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5956,7 +5340,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6027,7 +5411,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6048,7 +5432,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6066,7 +5450,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6084,7 +5468,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6102,7 +5486,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6120,7 +5504,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6190,7 +5574,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6208,7 +5592,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6226,7 +5610,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6244,7 +5628,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6300,7 +5684,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6321,7 +5705,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6339,7 +5723,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6357,7 +5741,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6375,7 +5759,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6393,7 +5777,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6436,7 +5820,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6454,7 +5838,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6472,7 +5856,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6490,7 +5874,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6508,7 +5892,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6566,7 +5950,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6587,7 +5971,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6605,7 +5989,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6626,7 +6010,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6644,7 +6028,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6662,7 +6046,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6730,8 +6114,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -6741,8 +6123,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -6765,7 +6145,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6786,7 +6166,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6804,7 +6184,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6822,7 +6202,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6887,8 +6267,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -6898,8 +6276,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -6928,7 +6304,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6949,7 +6325,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6967,7 +6343,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6988,7 +6364,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7009,7 +6385,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7027,7 +6403,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7045,7 +6421,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7054,210 +6430,6 @@ export interface paths {
                 };
             };
         };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/wallet/transactions/{id}/proof": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Prove a transaction is in the journal
-         * @description The transaction (sent or received by the wallet), its leaf index (position - 1), the latest signed checkpoint and the RFC 9162 audit path from its leaf to that checkpoint's root. `J000` with `Retry-After` until a checkpoint covers it.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description positive integer id */
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            audit_path: string[];
-                            checkpoint: {
-                                root: string;
-                                /** @description base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n` */
-                                signature: string;
-                                /**
-                                 * Format: date-time
-                                 * @example 2026-11-21T22:25:29.123Z
-                                 */
-                                signed_at: string;
-                                size: number;
-                            };
-                            leaf_index: number;
-                            /** @description a ledger entry moving one or more assets between two wallets */
-                            transaction: {
-                                assets: {
-                                    asset: {
-                                        id: number;
-                                        name: string;
-                                        value: number;
-                                    };
-                                    quantity: number;
-                                }[];
-                                /**
-                                 * Format: date-time
-                                 * @example 2026-11-21T22:25:29.123Z
-                                 */
-                                created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
-                                /** @description only on a capture: the id of the hold it settles */
-                                hold_id?: number;
-                                id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
-                                memo: string;
-                                /** @description {} when none */
-                                metadata: {
-                                    [key: string]: string;
-                                };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
-                                receiving_username?: string;
-                                receiving_wallet_address: string;
-                                receiving_wallet_id: number;
-                                /** @description only on a reversal: the id of the transaction it reverses */
-                                reverses?: number;
-                                sending_username?: string;
-                                sending_wallet_address: string;
-                                sending_wallet_id: number;
-                            };
-                        };
-                    };
-                };
-                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /**
-                 * @description - `A000` Session Required: no credential was sent
-                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
-                 */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `T000` Transaction Not Found: no such transaction, or not one the caller may refund (only the receiving wallet of a transfer or capture may) */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `J000` Not In Journal Yet: no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -7325,8 +6497,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -7336,8 +6506,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -7366,7 +6534,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7387,7 +6555,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7405,7 +6573,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7426,7 +6594,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7448,7 +6616,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7466,7 +6634,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7484,7 +6652,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7576,8 +6744,6 @@ export interface paths {
                                      * @example 2026-11-21T22:25:29.123Z
                                      */
                                     created_at: string;
-                                    /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                    hash: string | null;
                                     /** @description only on a capture: the id of the hold it settles */
                                     hold_id?: number;
                                     id: number;
@@ -7587,8 +6753,6 @@ export interface paths {
                                     metadata: {
                                         [key: string]: string;
                                     };
-                                    /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                    position: number | null;
                                     receiving_username?: string;
                                     receiving_wallet_address: string;
                                     receiving_wallet_id: number;
@@ -7605,7 +6769,7 @@ export interface paths {
                                      * @example I002
                                      * @enum {string}
                                      */
-                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                                     detail?: string;
                                     message: string;
                                 };
@@ -7635,8 +6799,6 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
@@ -7646,8 +6808,6 @@ export interface paths {
                                 metadata: {
                                     [key: string]: string;
                                 };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
@@ -7677,7 +6837,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7698,7 +6858,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7716,7 +6876,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7737,7 +6897,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7758,7 +6918,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7776,7 +6936,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7794,7 +6954,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7855,7 +7015,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7873,7 +7033,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7891,7 +7051,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7909,7 +7069,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7965,7 +7125,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7986,7 +7146,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8004,7 +7164,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8025,7 +7185,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8043,7 +7203,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8061,7 +7221,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8079,7 +7239,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8141,7 +7301,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8162,7 +7322,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8180,7 +7340,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8201,7 +7361,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8219,7 +7379,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8237,7 +7397,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8311,7 +7471,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8329,7 +7489,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8347,7 +7507,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8406,7 +7566,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8427,7 +7587,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8445,7 +7605,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8463,7 +7623,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8481,7 +7641,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8499,7 +7659,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8543,7 +7703,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8561,7 +7721,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8579,7 +7739,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8597,7 +7757,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8693,7 +7853,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8714,7 +7874,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8732,7 +7892,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8750,7 +7910,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8850,7 +8010,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8871,7 +8031,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8889,7 +8049,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8907,7 +8067,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8925,7 +8085,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8943,7 +8103,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9014,8 +8174,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -9025,8 +8183,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -9053,7 +8209,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9074,7 +8230,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9092,7 +8248,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9110,7 +8266,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9128,7 +8284,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9195,7 +8351,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9216,7 +8372,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9234,7 +8390,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9252,7 +8408,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9270,7 +8426,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002";
                             detail?: string;
                             message: string;
                             request_id: string;
