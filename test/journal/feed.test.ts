@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { buildTestApp, expectError, type TestApp } from './helpers/app.ts'
-import { createAsset, fundedUser, transfer, type TestUser } from './helpers/factories.ts'
+import { buildTestApp, expectError, type TestApp } from '../helpers/app.ts'
+import { createAsset, fundedUser, transfer, type TestUser } from '../helpers/factories.ts'
 
 interface FeedEntry {
   id: number

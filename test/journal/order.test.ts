@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import type { FastifyInstance } from 'fastify'
-import { buildSameStoreApp, buildTestApp, journalSettled, STORAGE, type TestApp } from './helpers/app.ts'
-import { createAsset, fundedUser, type TestUser } from './helpers/factories.ts'
+import { buildSameStoreApp, buildTestApp, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
+import { createAsset, fundedUser, type TestUser } from '../helpers/factories.ts'
 
 interface Entry {
   id: number

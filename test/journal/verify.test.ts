@@ -2,11 +2,11 @@ import assert from 'node:assert/strict'
 import { createPublicKey, verify } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
-import { verifyJournal, findSigningKey } from '../src/journal/verify-journal.ts'
-import { leafHash, verifyConsistency, verifyInclusion } from '../src/journal/merkle.ts'
-import { buildTestApp, expectError, journalCovered, STORAGE, type TestApp } from './helpers/app.ts'
-import { runCoffer } from './helpers/cli.ts'
-import { createAsset, createUser, fundedUser, sendTransaction, type TestUser } from './helpers/factories.ts'
+import { verifyJournal, findSigningKey } from '../../src/journal/verify-journal.ts'
+import { leafHash, verifyConsistency, verifyInclusion } from '../../src/journal/merkle.ts'
+import { buildTestApp, expectError, journalCovered, STORAGE, type TestApp } from '../helpers/app.ts'
+import { runCoffer } from '../helpers/cli.ts'
+import { createAsset, createUser, fundedUser, sendTransaction, type TestUser } from '../helpers/factories.ts'
 
 interface Proof {
   transaction: { id: number; position: number; hash: string }

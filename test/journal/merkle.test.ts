@@ -13,7 +13,7 @@ import {
   type Frontier,
   type Hash,
   type NodeReader,
-} from '../src/journal/merkle.ts'
+} from '../../src/journal/merkle.ts'
 
 /**
  * The published test vectors of RFC 6962 trees, from Certificate Transparency's reference
