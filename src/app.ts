@@ -5,6 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
 import { authenticateUserSession, keptUserSessions } from './accounts/accounts.service.ts'
+import { SessionEndings } from './accounts/session-endings.ts'
 import adminRoutes from './admin/admin.routes.ts'
 import { isLiveOperatorSession } from './admin/admin.service.ts'
 import type { AppOptions, Deps } from './deps.ts'
@@ -99,7 +100,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
   })
-  const deps: Deps = { ...options, database, ledger, limiter: createAttemptLimiter(config.authRateLimit, database) }
+  const deps: Deps = {
+    ...options,
+    database,
+    ledger,
+    limiter: createAttemptLimiter(config.authRateLimit, database),
+    sessionEndings: new SessionEndings(),
+  }
   app.addHook('onClose', async () => ledger.close())
 
   // Every API route gets its error responses from the route index (src/routes.ts).

@@ -1,3 +1,4 @@
+import type { SessionEndings } from './accounts/session-endings.ts'
 import type { Tracing } from './telemetry/tracing.ts'
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
@@ -27,4 +28,6 @@ export interface Deps extends AppOptions {
   ledger: Ledger
   /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
   limiter: AttemptLimiter
+  /** User sessions ended by this instance, announced to its open event streams. */
+  sessionEndings: SessionEndings
 }

@@ -133,7 +133,10 @@ export function holdOutcome(
   return prefix + (parts.join(', ') || 'nothing moved')
 }
 
-/** A browser and its system, from a user agent: "Chrome on Linux", "Safari on iPhone". */
+/**
+ * A browser and its system, from a user agent: "Chrome on Linux", "Safari on iPhone"; a program
+ * that is no browser by its own name ("curl", "curl on Linux").
+ */
 export function deviceName(userAgent: string): string {
   const browser = /Edg\//.test(userAgent)
     ? 'Edge'
@@ -143,7 +146,9 @@ export function deviceName(userAgent: string): string {
         ? 'Chrome'
         : /Safari\//.test(userAgent)
           ? 'Safari'
-          : 'A browser'
+          : /^Mozilla\//.test(userAgent)
+            ? 'A browser'
+            : (/^[^\s/;()]+/.exec(userAgent)?.[0] ?? 'A program')
   const system = /iPhone/.test(userAgent)
     ? 'iPhone'
     : /iPad/.test(userAgent)
@@ -156,6 +161,19 @@ export function deviceName(userAgent: string): string {
             ? 'a Mac'
             : /Linux/.test(userAgent)
               ? 'Linux'
-              : 'another system'
-  return `${browser} on ${system}`
+              : undefined
+  if (system) return `${browser} on ${system}`
+  return browser === 'A browser' ? 'A browser on another system' : browser
+}
+
+/** The places a person is signed in (Account). */
+export const SESSION_TEXT = {
+  /** A session's heading: its device, and whether it is this one. */
+  title: (device: string | undefined, current: boolean) =>
+    current ? `This device: ${device ?? deviceName(navigator.userAgent)}` : (device ?? 'Unnamed device'),
+  times: (lastUsed: string, signedIn: string) => `Last used ${lastUsed} · signed in ${signedIn}`,
+  end: 'End session',
+  /** The end button's name for a screen reader: which session it ends. */
+  endLabel: (device: string, lastUsed: string) => `End session: ${device}, last used ${lastUsed}`,
+  ended: (device: string) => `Session ended: ${device}.`,
 }

@@ -60,6 +60,10 @@ function step(name: string): void {
   if (process.env.BROWSER_STEPS === '1') console.log(`${((Date.now() - startedAt) / 1000).toFixed(1)} s: ${name}`)
 }
 
+/** A phone's browser, for a session the console must name. */
+const ANDROID_CHROME =
+  'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36'
+
 const LAUNCH = { executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] }
 
 describe(
@@ -77,8 +81,8 @@ describe(
     const bob = `bob${suffix}`
     const password = 'correct horse'
 
-    async function open(viewport = { width: 1280, height: 900 }): Promise<Page> {
-      const context = await browser.newContext({ viewport, locale: 'en-US' })
+    async function open(viewport = { width: 1280, height: 900 }, userAgent?: string): Promise<Page> {
+      const context = await browser.newContext({ viewport, locale: 'en-US', ...(userAgent ? { userAgent } : {}) })
       contexts.push(context)
       const page = await context.newPage()
       watches.push(watch(page, origin))
@@ -345,17 +349,18 @@ describe(
       step('Signing out everywhere ends her other se')
       const aliceElsewhere = await open()
       await signIn(aliceElsewhere, alice)
+      await go(aliceElsewhere, 'History')
+      await aliceElsewhere.getByText('Live: new transactions appear by themselves.').waitFor()
       await go(alicePage, 'Account')
       await shoot(alicePage, 'account')
       await alicePage.getByRole('button', { name: 'Sign out everywhere' }).click()
       await confirmDialog(alicePage, 'Sign out everywhere')
       await alicePage.getByText('You are signed out everywhere.').waitFor()
-      // Her next step there (or the live stream there, whichever notices first) meets the ended session.
-      await aliceElsewhere.evaluate(() => {
-        location.hash = '#/history'
-      })
-      await aliceElsewhere.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor()
+      // The other device, left on History, is taken back to sign-in by its live stream, which the
+      // service ends with the session: well before the stream's 15 s keep-alive check would.
+      await aliceElsewhere.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor({ timeout: 10_000 })
       await aliceElsewhere.getByText('Your session has ended. Please sign in again.').waitFor()
+      assert.equal(await aliceElsewhere.getByRole('heading', { name: 'History' }).count(), 0, 'no history left on screen')
 
       // The operator reads the journal and runs the verification.
       step('The operator reads the journal and runs ')
@@ -605,17 +610,17 @@ describe(
         await confirmDialog(page, 'Remove webhook')
         await page.getByText('No webhook is set.').waitFor()
 
-        // Account: a second session ended from here, the username and the password changed.
-        const other = await open()
+        // Account: a second session, on a phone, ended from here; the username and the password changed.
+        const other = await open({ width: 360, height: 740 }, ANDROID_CHROME)
         await signIn(other, alice)
         await go(page, 'Account')
-        await page
-          .getByRole('button', { name: /^End session \d+$/ })
-          .first()
-          .click()
-        await page.getByText(/Session \d+ ended\./).waitFor()
-        // This device is named by its browser and system, so a person can tell which one to end.
+        // Each session is named by its browser and system, so a person can tell which one to end.
         await page.getByRole('heading', { name: /^This device: Chrome on / }).waitFor()
+        await page.getByRole('heading', { name: 'Chrome on Android' }).waitFor()
+        await shoot(page, 'account-sessions')
+        await page.getByRole('button', { name: /^End session: Chrome on Android, last used / }).click()
+        await page.getByText('Session ended: Chrome on Android.').waitFor()
+        await page.getByRole('heading', { name: 'Chrome on Android' }).waitFor({ state: 'detached' })
         await other.evaluate(() => {
           location.hash = '#/history'
         })

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
 import { formatTime } from '../format.ts'
-import { deviceName } from '../text.ts'
+import { deviceName, SESSION_TEXT } from '../text.ts'
 import { Done, ErrorNotice, Field, Loading, Page, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, checkPassword, checkUsername } from '../validate.ts'
 import { signOutHere, type ScreenProps } from './user-app.tsx'
@@ -42,11 +42,11 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
     })
   }
 
-  const end = (id: number) =>
+  const end = (id: number, device: string) =>
     run(async () => {
       await call(coffer.DELETE('/user/sessions/{sessionid}', { params: { path: { sessionid: String(id) } } }))
       await sessions.reload()
-      setDone(`Session ${id} ended.`)
+      setDone(SESSION_TEXT.ended(device))
     })
 
   const endEverywhere = async () => {
@@ -100,19 +100,27 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
       {sessions.loading && <Loading what="sessions" />}
       {sessions.data && (
         <ul class="cards">
-          {sessions.data.map((item) => (
-            <li key={item.id}>
-              <h3>{item.current ? `This device: ${deviceName(navigator.userAgent)}` : `Another sign-in (session ${item.id})`}</h3>
-              <p class="meta">
-                Last used {formatTime(item.last_used_at)} · signed in {formatTime(item.created_at)}
-              </p>
-              {!item.current && (
-                <button type="button" disabled={pending} onClick={() => end(item.id)} aria-label={`End session ${item.id}`}>
-                  End session
-                </button>
-              )}
-            </li>
-          ))}
+          {sessions.data.map((item) => {
+            const device = item.user_agent === undefined ? undefined : deviceName(item.user_agent)
+            const title = SESSION_TEXT.title(device, item.current)
+            const lastUsed = formatTime(item.last_used_at)
+            return (
+              <li key={item.id}>
+                <h3>{title}</h3>
+                <p class="meta">{SESSION_TEXT.times(lastUsed, formatTime(item.created_at))}</p>
+                {!item.current && (
+                  <button
+                    type="button"
+                    disabled={pending}
+                    onClick={() => end(item.id, title)}
+                    aria-label={SESSION_TEXT.endLabel(title, lastUsed)}
+                  >
+                    {SESSION_TEXT.end}
+                  </button>
+                )}
+              </li>
+            )
+          })}
         </ul>
       )}
       <div class="actions">
