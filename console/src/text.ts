@@ -76,6 +76,26 @@ export const MOVED_BACK_TEXT = {
   correction: { all: 'Corrected', part: 'Partly corrected' },
 }
 
+/** Transactions in a list, a table and a detail view. */
+export const TRANSACTION_TEXT = {
+  caption: 'Transactions, newest first',
+  column: { when: 'When', transaction: 'Transaction', amount: 'Amount', status: 'Status', details: 'Details' },
+  sentTo: (party: string) => `Sent to ${party}`,
+  receivedFrom: (party: string) => `Received from ${party}`,
+  between: (from: string, to: string) => `From ${from} to ${to}`,
+  sent: 'Sent',
+  received: 'Received',
+  number: (id: number) => `transaction ${id}`,
+  details: 'Details',
+  hideDetails: 'Hide details',
+  ofTransaction: (id: number) => `of transaction ${id}`,
+  detailOf: (id: number) => `Transaction ${id}`,
+  fact: { kind: 'Kind', when: 'When', from: 'From', to: 'To', assets: 'Assets', memo: 'Memo' },
+  none: 'none',
+  movedBackHeading: (word: 'refund' | 'correction') => (word === 'refund' ? 'Refunds' : 'Corrections'),
+  reversalLine: (name: string, id: number, assets: string, when: string) => `${name}: transaction ${id}, ${assets}, ${when}`,
+}
+
 /** Quantities of one asset, in the words the console uses for them everywhere. */
 export const HOLDING_TEXT = {
   owned: 'Owned',

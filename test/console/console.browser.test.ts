@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import zlib from 'node:zlib'
 import { after, before, describe, it } from 'node:test'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core'
 import { runTipBot } from '../../examples/tip-bot/tip-bot.ts'
 import { ADMIN_KEY, buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, sendTransaction } from '../helpers/factories.ts'
@@ -120,6 +120,13 @@ describe(
     async function openFilters(page: Page): Promise<void> {
       const fold = page.locator('.filter-bar details')
       if (!(await fold.evaluate((details) => (details as HTMLDetailsElement).open))) await fold.locator('summary').click()
+    }
+
+    /** Opens a transaction's detail (in a list or a table) unless it is open. */
+    async function openDetails(transaction: Locator): Promise<void> {
+      const toggle = transaction.getByRole('button', { name: /^(Details|Hide details) of transaction \d+$/ })
+      if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click()
+      await transaction.getByRole('region', { name: /^Transaction \d+$/ }).waitFor()
     }
 
     async function confirmDialog(page: Page, action: string): Promise<void> {
@@ -761,7 +768,13 @@ describe(
         const davePage = await open()
         await signIn(davePage, dave.username)
         await go(davePage, 'History')
-        const ordered = davePage.getByRole('listitem').filter({ hasText: 'A-1' })
+        // At 1280 px transactions are a table, each a row group that opens to everything about it.
+        const ordered = davePage.getByRole('rowgroup').filter({ hasText: 'A-1' })
+        await openDetails(ordered)
+        await ordered
+          .getByRole('region', { name: /^Transaction \d+$/ })
+          .getByText('“order”')
+          .waitFor()
         await ordered.getByText(/^Refund transaction \d+$/).click()
         await ordered.getByLabel(`${copper.name} to move back`).fill('11')
         await ordered.getByRole('button', { name: 'Refund', exact: true }).click()
@@ -777,16 +790,15 @@ describe(
           .first()
           .waitFor()
         await ordered.getByText('Partly refunded', { exact: true }).waitFor()
+        // Its detail lists the refund.
+        await openDetails(ordered)
+        await ordered.getByText(new RegExp(`^Refund: transaction \\d+, 3 ${copper.name}, `)).waitFor()
         await shoot(davePage, 'history-refund')
         // What a wallet sent, or anything it did not receive as a transfer, has no refund.
-        assert.equal(
-          await davePage
-            .getByRole('listitem')
-            .filter({ hasText: 'Refund of transaction' })
-            .getByText(/^Refund transaction/)
-            .count(),
-          0,
-        )
+        const refund = davePage.getByRole('rowgroup').filter({ hasText: 'Refund of transaction' })
+        await openDetails(refund)
+        await refund.getByRole('region').waitFor()
+        assert.equal(await refund.getByText(/^Refund transaction/).count(), 0)
 
         // The operator corrects the uploaded transfer from the journal; then it is marked, and no second correction is offered.
         const operator = await open()
@@ -795,19 +807,22 @@ describe(
         await operator.getByRole('button', { name: 'Sign in' }).click()
         await go(operator, 'Journal')
         const entry = operator
-          .getByRole('listitem')
+          .getByRole('rowgroup')
           .filter({ hasText: `transaction ${uploaded}` })
           .filter({ hasText: 'upload' })
+        await openDetails(entry)
         await entry.getByText(`Correct transaction ${uploaded}`).click()
         await entry.getByLabel('Memo (optional)').fill('sent by mistake')
         await entry.getByRole('button', { name: 'Correct', exact: true }).click()
         await operator.getByRole('dialog').getByText(`Moves back to ${carol.username}: everything of it not yet moved back`).waitFor()
         await confirmDialog(operator, 'Correct')
         const corrected = operator
-          .getByRole('listitem')
+          .getByRole('rowgroup')
           .filter({ hasText: `transaction ${uploaded}` })
           .filter({ hasText: 'upload' })
         await corrected.getByText(/^(Refunded|Corrected)$/).waitFor()
+        await openDetails(corrected)
+        await corrected.getByText(/^(Refund|Correction): transaction \d+, 4 /).waitFor()
         assert.equal(await corrected.getByText(`Correct transaction ${uploaded}`).count(), 0)
         await openFilters(operator)
         await operator.getByLabel('Kind').selectOption({ label: 'Refund or correction' })
