@@ -197,3 +197,90 @@ export const SESSION_TEXT = {
   endLabel: (device: string, lastUsed: string) => `End session: ${device}, last used ${lastUsed}`,
   ended: (device: string) => `Session ended: ${device}.`,
 }
+
+/** Signing in and creating an account. */
+export const SIGN_IN_TEXT = {
+  brand: 'Coffer',
+  signIn: 'Sign in',
+  register: 'Create an account',
+  username: 'Username',
+  usernameHint: '2 to 32 letters or digits',
+  password: 'Password',
+  passwordHint: '8 to 32 characters',
+  repeat: 'Repeat the password',
+  passwordsDiffer: 'The two passwords differ.',
+  createAccount: 'Create account',
+  toSignIn: 'I already have an account: sign in',
+  toRegister: 'New here? Create an account',
+  operator: 'Operator sign-in',
+}
+
+/** The live stream of a screen, as its status line says it. */
+export const LIVE_TEXT = {
+  live: 'Live: new transactions appear by themselves.',
+  reconnecting: 'Reconnecting to live updates…',
+  connecting: 'Connecting to live updates…',
+}
+
+/** A wallet's history. */
+export const HISTORY_TEXT = {
+  title: 'History',
+  intro: 'Transactions of wallet ',
+  newestFirst: ', newest first.',
+  newReceived: (assets: string, from: string) => `New: received ${assets} from ${from}.`,
+  newSent: (assets: string, to: string) => `New: sent ${assets} to ${to}.`,
+  filters: 'Filters',
+  direction: 'Direction',
+  directions: [
+    ['', 'Sent and received'],
+    ['sent', 'Sent'],
+    ['received', 'Received'],
+  ] as [string, string][],
+  sentOnly: 'Sent only',
+  receivedOnly: 'Received only',
+  perPage: 'Per page',
+  statement: 'Download statement (CSV)',
+  statementHint: 'every transaction these filters choose, one row per asset, for a spreadsheet',
+  noneYet: 'No transactions yet.',
+  noneMatch: 'No transactions match these filters.',
+}
+
+/** A refund or a correction of one transaction. */
+export const REVERSE_TEXT = {
+  summary: (verb: string, id: number) => `${verb} transaction ${id}`,
+  tooMuch: (quantity: string, asset: string) => `The transaction moved ${quantity} ${asset}: no more can go back.`,
+  memoTooLong: 'A memo is at most 64 characters.',
+  everything: 'everything of it not yet moved back',
+  confirmTitle: (verb: string, id: number) => `${verb} transaction ${id}?`,
+  confirmBody: (to: string, what: string) => `Moves back to ${to}: ${what}, as a new recorded transaction.`,
+  final: 'This cannot be undone.',
+  done: (assets: string, to: string, id: number) => `${assets} moved back to ${to} (transaction ${id}).`,
+  quantity: (asset: string) => `${asset} to move back`,
+  quantityHint: (moved: string) => `empty: all of it not yet moved back (it moved ${moved})`,
+  memo: 'Memo (optional)',
+  memoHint: 'at most 64 characters, seen by both sides',
+}
+
+/** The person's account: username, password, sessions. */
+export const ACCOUNT_TEXT = {
+  title: 'Account',
+  username: 'Username',
+  newUsername: 'New username',
+  usernameHint: (now: string) => `now ${now}; 2 to 32 letters or digits`,
+  changeUsername: 'Change username',
+  renamed: (username: string) => `Your username is now ${username}.`,
+  password: 'Password',
+  newPassword: 'New password',
+  passwordHint: '8 to 32 characters; other sessions end',
+  repeat: 'Repeat the new password',
+  passwordsDiffer: 'The two passwords differ.',
+  changePassword: 'Change password',
+  passwordChanged: 'Your password is changed. You were signed out everywhere else.',
+  sessions: 'Where you are signed in',
+  loadingSessions: 'sessions',
+  everywhereTitle: 'Sign out everywhere?',
+  everywhereBody: 'Every session of yours ends, this one included, on every device.',
+  everywhere: 'Sign out everywhere',
+  signedOutEverywhere: 'You are signed out everywhere.',
+  signOutHere: 'Sign out of this session',
+}
