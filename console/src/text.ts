@@ -111,6 +111,14 @@ export const EVENT_TEXT: Record<string, string> = {
   'transaction.sent': 'Money sent',
 }
 
+/** What became of a webhook delivery, shown in its badge. */
+export const DELIVERY_STATUS_TEXT = {
+  pending: 'Waiting to be delivered',
+  delivered: 'Delivered',
+  failed: 'Failed (no more attempts)',
+  cancelled: 'Cancelled',
+} as const
+
 /** A filter's choice of kind: every kind, or one. */
 export const KIND_OPTIONS: [string, string][] = [['', 'Every kind'], ...Object.entries(KIND_TEXT)]
 
