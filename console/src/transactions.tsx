@@ -83,6 +83,14 @@ function describe(transaction: Transaction, walletId: number | undefined, moved:
       ...(walletId === undefined
         ? []
         : [{ text: sent ? TRANSACTION_TEXT.sent : TRANSACTION_TEXT.received, tone: sent ? 'sent' : 'received' }]),
+      ...(transaction.kind === 'transfer'
+        ? []
+        : [
+            {
+              text: transaction.kind === 'reversal' ? REVERSAL_TEXT[reversalWord(transaction)] : KIND_TEXT[transaction.kind],
+              tone: 'kind',
+            },
+          ]),
       ...(entry ? [{ text: MOVED_BACK_TEXT[entry.word][allMovedBack(transaction, moved) ? 'all' : 'part'], tone: 'moved' }] : []),
     ],
   }
