@@ -2,6 +2,7 @@ import type { SessionEndings } from './accounts/session-endings.ts'
 import type { Tracing } from './telemetry/tracing.ts'
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
+import type { WebhooksService } from './events/webhooks.service.ts'
 import type { AttemptLimiter } from './http/rate-limit.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
 import type { SecretsKey } from './secrets/secret-box.ts'
@@ -26,6 +27,7 @@ export interface AppOptions {
  */
 export interface Deps extends AppOptions {
   ledger: Ledger
+  webhooks: WebhooksService
   /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
   limiter: AttemptLimiter
   /** User sessions ended by this instance, announced to its open event streams. */
