@@ -15,6 +15,8 @@ export interface PlotSeries {
 export interface Plot {
   title: string
   subtitle?: string
+  /** A warning under the plot (figures taken on a busy machine). */
+  note?: string
   xLabel: string
   yLabel: string
   target?: { y: number; label: string }
@@ -38,7 +40,11 @@ export function plotSvg(plot: Plot): string {
   const xs = points.map((point) => point.x)
   const [xMin, xMax] = [Math.min(...xs), Math.max(...xs)]
   const [logMin, logMax] = [Math.floor(Math.log10(xMin)), Math.max(Math.ceil(Math.log10(xMax)), Math.floor(Math.log10(xMin)) + 1)]
-  const yMax = Math.max(plot.target ? plot.target.y * 1.2 : 0, ...points.map((point) => point.y)) * 1.1 || 1
+  // Five ticks of a round step (0.1, 0.2, 0.5, 1, 2, 5, … ).
+  const highest = Math.max(plot.target ? plot.target.y * 1.2 : 0, ...points.map((point) => point.y)) || 1
+  const magnitude = 10 ** Math.floor(Math.log10(highest / 5))
+  const step = [1, 2, 5, 10].map((factor) => factor * magnitude).find((candidate) => candidate * 5 >= highest) ?? 10 * magnitude
+  const yMax = step * 5
   const plotWidth = width - margin.left - margin.right
   const plotHeight = height - margin.top - margin.bottom
   const x = (value: number) => margin.left + ((Math.log10(value) - logMin) / (logMax - logMin)) * plotWidth
@@ -49,6 +55,7 @@ export function plotSvg(plot: Plot): string {
     `<text x="${margin.left}" y="24" font-size="15" font-weight="bold">${escape(plot.title)}</text>`,
   ]
   if (plot.subtitle) out.push(`<text x="${margin.left}" y="42" fill="#555">${escape(plot.subtitle)}</text>`)
+  if (plot.note) out.push(`<text x="${margin.left}" y="${height - 2}" fill="#b00" font-weight="bold">${escape(plot.note)}</text>`)
   // Axes, with a tick at every power of ten and five on the y axis.
   out.push(
     `<line x1="${margin.left}" y1="${margin.top + plotHeight}" x2="${margin.left + plotWidth}" y2="${margin.top + plotHeight}" stroke="black"/>`,

@@ -194,10 +194,10 @@ export function transferScript(kind: 'batched' | 'set-based', batch: number): st
       lines.push(`insert into journal (from_id, to_id, quantity, created_at) values (:f${i}, :t${i}, 1, now());`)
     }
   } else {
-    const moves = indexes.map((i) => `(:f${i}, :t${i})`).join(', ')
+    const moves = indexes.map((i) => `(:f${i}::integer, :t${i}::integer)`).join(', ')
     lines.push(
       `update balances b set quantity = b.quantity + d.delta from (select id, sum(delta) as delta from (values ${indexes
-        .flatMap((i) => [`(:f${i}, -1)`, `(:t${i}, 1)`])
+        .flatMap((i) => [`(:f${i}::integer, -1)`, `(:t${i}::integer, 1)`])
         .join(', ')}) v(id, delta) group by id) d where b.id = d.id;`,
     )
     lines.push(`insert into journal (from_id, to_id, quantity, created_at) select f, t, 1, now() from (values ${moves}) v(f, t);`)

@@ -285,7 +285,7 @@ function targets(storage: 'sqlite' | 'postgres', checkpoints: Checkpoint[]): str
 let failed = false
 try {
   const load = os.loadavg()[0]
-  const stamp = `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'CPU'}, node ${process.version}, load average ${load.toFixed(1)} at the start`
+  const stamp = `${os.cpus().length} cores, node ${process.version}, load average ${load.toFixed(1)} at the start`
   const runs: { storage: 'sqlite' | 'postgres'; checkpoints: Checkpoint[] }[] = []
   for (const storage of storages) runs.push({ storage, checkpoints: await runStorage(storage) })
   const busyMachine = load >= 2 ? ' A busy machine: these figures only show that the scenario runs; they are not results.' : ''
@@ -306,7 +306,8 @@ try {
     path.join(OUT, 'ledger-size.svg'),
     plotSvg({
       title: `Cost of a read against the ledger's size (× its cost at ${thousands(runs[0].checkpoints[0].transactions)})`,
-      subtitle: `${stamp}${busyMachine ? ': a busy machine, not results' : ''}`,
+      subtitle: stamp,
+      note: busyMachine ? 'A busy machine: these figures only show that the scenario runs; they are not results.' : undefined,
       xLabel: 'transactions in the ledger',
       yLabel: '× cost at the first checkpoint',
       target: { y: TARGETS.readGrowth, label: `target ${TARGETS.readGrowth} ×` },
