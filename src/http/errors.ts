@@ -40,6 +40,7 @@ export const ERRORS = {
   H000: { status: 404, message: 'Hold Not Found' },
   H001: { status: 409, message: 'Hold Not Pending' },
   H002: { status: 400, message: 'Capture Exceeds Hold' },
+  J000: { status: 409, message: 'Not In Journal Yet' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -87,6 +88,7 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   H000: 'no such hold, or a hold the wallet is not a side of (a capture: not the sending wallet)',
   H001: 'the hold is captured, voided or expired already',
   H002: 'the capture asks for more of an asset than the hold holds, or for an asset the hold lacks',
+  J000: 'no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds',
 }
 
 export interface ErrorBody {

@@ -1,6 +1,7 @@
 import type client from 'prom-client'
 import { readCommitState } from '../db/commit-state.ts'
 import type { Db } from '../db/database.ts'
+import type { Executor } from '../db/database.types.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
 import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
@@ -216,4 +217,14 @@ function storedTime(stamp?: string): string | undefined {
   // The format allows a leap second (23:59:60), which no stored timestamp can be.
   if (Number.isNaN(time)) throw new AppError('G002', `${stamp} is not a valid time`)
   return new Date(Math.min(Math.max(time, 0), LAST_STORABLE)).toISOString()
+}
+
+/** The journal in order: up to `limit` transactions positioned after `after` (the journal's feed). */
+export function listJournalAfter(db: Executor, after: number, limit: number): Promise<Transaction[]> {
+  return transactions.listByPosition(db, after, limit)
+}
+
+/** One transaction by id, as answered; undefined when there is none. */
+export function findTransactionById(db: Executor, id: number): Promise<Transaction | undefined> {
+  return transactions.findTransaction(db, id)
 }
