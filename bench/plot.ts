@@ -82,7 +82,7 @@ export function plotSvg(plot: Plot): string {
   if (plot.target)
     out.push(
       `<line x1="${margin.left}" y1="${y(plot.target.y)}" x2="${margin.left + plotWidth}" y2="${y(plot.target.y)}" stroke="#999" stroke-dasharray="2 3"/>`,
-      `<text x="${margin.left + plotWidth - 4}" y="${y(plot.target.y) - 4}" text-anchor="end" fill="#777">${escape(plot.target.label)}</text>`,
+      `<text x="${margin.left + 6}" y="${y(plot.target.y) - 4}" fill="#777">${escape(plot.target.label)}</text>`,
     )
   plot.series.forEach((series, index) => {
     const colour = COLOURS[(series.colour ?? index) % COLOURS.length]
