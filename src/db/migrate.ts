@@ -16,6 +16,7 @@ import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliverie
 import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts'
 import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
 import * as journal from './migrations/0015_journal.ts'
+import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -34,6 +35,7 @@ const migrations: Record<string, Migration> = {
   '0013_page_label_generation': pageLabelGeneration,
   '0014_webhook_lease_counts': webhookLeaseCounts,
   '0015_journal': journal,
+  '0026_session_user_agents': sessionUserAgents,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }
