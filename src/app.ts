@@ -98,6 +98,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onBatch: metrics.observeBatch,
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
+    clock: options.clock,
   })
   const deps: Deps = { ...options, database, ledger, limiter: createAttemptLimiter(config.authRateLimit, database) }
   app.addHook('onClose', async () => ledger.close())

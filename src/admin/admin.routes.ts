@@ -12,7 +12,7 @@ import * as S from './admin.schemas.ts'
 import * as admin from './admin.service.ts'
 
 /** The console's operator sessions and the operator's read routes. */
-const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, adminKeyHash, limiter }) => {
+const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, adminKeyHash, limiter, ledger }) => {
   const { db } = database
   // Key attempts here are limited per client address like logins (AUTH_RATE_LIMIT), wrong or right,
   // counted with the wrong admin keys of every other route (`http/auth.ts`).
@@ -70,7 +70,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
         response: responses(200, S.Overview),
       },
     },
-    async () => admin.describeOverview(db),
+    async () => admin.describeOverview(db, ledger.clock()),
   )
 
   app.get(
@@ -105,7 +105,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
         response: responses(200, S.AdminWalletDetail),
       },
     },
-    async (request) => admin.describeWallet(db, parseId(request.params.id)),
+    async (request) => admin.describeWallet(db, parseId(request.params.id), ledger.clock()),
   )
 
   app.get(

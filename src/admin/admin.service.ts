@@ -37,8 +37,8 @@ export async function endOperatorSession(db: Db, token: string): Promise<void> {
 }
 
 /** GET /admin/overview: counts, and per asset what circulates and how many wallets hold it. */
-export async function describeOverview(db: Db) {
-  const [counts, assets] = await Promise.all([admin.countRecords(db), admin.listCirculation(db)])
+export async function describeOverview(db: Db, now: string) {
+  const [counts, assets] = await Promise.all([admin.countRecords(db), admin.listCirculation(db, now)])
   return { ...counts, assets }
 }
 
@@ -58,10 +58,10 @@ export async function searchWallets(db: Db, search: admin.WalletSearch) {
 }
 
 /** GET /admin/wallets/{id}: the wallet, its owner, assigned users and holdings. Throws W002 for an unknown id or `mint`. */
-export async function describeWallet(db: Db, walletId: number) {
+export async function describeWallet(db: Db, walletId: number, now: string) {
   const row = await admin.findWallet(db, walletId)
   if (!row) throw new AppError('W002', `no user wallet ${walletId}`)
-  const [users, holdings] = await Promise.all([wallets.listWalletUsers(db, walletId), history.listHoldings(db, walletId)])
+  const [users, holdings] = await Promise.all([wallets.listWalletUsers(db, walletId), history.listHoldings(db, walletId, now)])
   const owner = { id: row.user_id as number, username: row.username }
   return {
     wallet: {

@@ -10,9 +10,9 @@ import * as transactions from './transactions.repository.ts'
 
 /** What a wallet holds and its history: the ledger's reads. */
 
-/** GET /wallet/assets: the wallet's holdings above zero, by asset name. */
-export function listHoldings(db: Executor, walletId: number) {
-  return assets.listHoldings(db, walletId)
+/** GET /wallet/assets: the wallet's holdings above zero at `now` (expired units not counted), by asset name. */
+export function listHoldings(db: Executor, walletId: number, now: string) {
+  return assets.listHoldings(db, walletId, now)
 }
 
 /**

@@ -102,7 +102,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     },
     async (request) =>
       request.query.as_of === undefined
-        ? history.listHoldings(db, walletOf(request))
+        ? history.listHoldings(db, walletOf(request), ledger.clock())
         : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
   )
 

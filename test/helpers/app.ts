@@ -39,8 +39,11 @@ export async function openTestDatabase(): Promise<{ database: Database; url: str
   return { database, url: undefined, dataDir }
 }
 
-/** Builds the app on a fresh database. `close()` checks the ledger with `verifyLedger` first. */
-export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * Builds the app on a fresh database. `close()` checks the ledger with `verifyLedger` first.
+ * `clock`: the ledger's time, for tests that move it past expiries.
+ */
+export async function buildTestApp(env: Record<string, string> = {}, options: { clock?: () => string } = {}): Promise<TestApp> {
   const { database, url, dataDir } = await openTestDatabase()
   const config = loadConfig({
     DATA_DIR: dataDir,
@@ -56,6 +59,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     database,
     adminKeyHash: hashToken(ADMIN_KEY),
     secretsKey: await prepareWebhookSecrets(database.db, config),
+    clock: options.clock,
   })
   return {
     app,
@@ -64,7 +68,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     admin: { authorization: `Bearer ${ADMIN_KEY}` },
     async close() {
       await app.close()
-      const report = await verifyLedger(database.db)
+      const report = await verifyLedger(database.db, undefined, options.clock?.())
       await database.close()
       fs.rmSync(dataDir, { recursive: true, force: true })
       if (!report.ok) throw new Error(`ledger verification failed after the suite:\n${report.problems.join('\n')}`)
