@@ -39,6 +39,8 @@ export interface paths {
                                 };
                                 /** @description what all wallets but mint hold */
                                 circulating: number;
+                                /** @description units held that expire within 30 days */
+                                expiring_30d: number;
                                 /** @description wallets but mint holding a non-zero quantity */
                                 holders: number;
                             }[];
@@ -370,7 +372,7 @@ export interface paths {
                     before?: number;
                     /** @description refused (G002): the journal has no side */
                     direction?: unknown;
-                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -409,7 +411,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -767,9 +769,18 @@ export interface paths {
                                     name: string;
                                     value: number;
                                 };
+                                /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                                expiring: {
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    expires_at: string;
+                                    quantity: number;
+                                }[];
                                 /** @description what pending holds reserve of it; `quantity - held` may be spent */
                                 held: number;
-                                /** @description everything the wallet owns of the asset, held or not */
+                                /** @description everything the wallet owns of the asset, held or not (expired units not counted) */
                                 quantity: number;
                             }[];
                             owner: {
@@ -1690,6 +1701,11 @@ export interface paths {
                             quantity: number;
                             wallet_id: number;
                         }[];
+                        /**
+                         * Format: date-time
+                         * @description when the issued units expire: at least a minute and at most 10 years ahead
+                         */
+                        expires_at?: string;
                         /** @description every transaction's memo; "issue" when none */
                         memo?: string;
                         /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
@@ -1724,7 +1740,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -1976,7 +1992,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -4157,9 +4173,18 @@ export interface paths {
                                 name: string;
                                 value: number;
                             };
+                            /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                            expiring: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                expires_at: string;
+                                quantity: number;
+                            }[];
                             /** @description what pending holds reserve of it; `quantity - held` may be spent */
                             held: number;
-                            /** @description everything the wallet owns of the asset, held or not */
+                            /** @description everything the wallet owns of the asset, held or not (expired units not counted) */
                             quantity: number;
                         }[];
                     };
@@ -4985,7 +5010,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -6080,7 +6105,7 @@ export interface paths {
                     direction?: "sent" | "received";
                     /** @description `csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored) */
                     format?: "json" | "csv";
-                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -6117,7 +6142,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -6270,7 +6295,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -6500,7 +6525,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -6747,7 +6772,7 @@ export interface paths {
                                     /** @description only on a capture: the id of the hold it settles */
                                     hold_id?: number;
                                     id: number;
-                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                     memo: string;
                                     /** @description {} when none */
                                     metadata: {
@@ -6802,7 +6827,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -8144,6 +8169,11 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /**
+                         * Format: date-time
+                         * @description when the issued units expire: at least a minute and at most 10 years ahead
+                         */
+                        expires_at?: string;
                         id: number;
                         /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
                         metadata?: {
@@ -8177,7 +8207,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {

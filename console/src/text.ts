@@ -54,6 +54,7 @@ export const KIND_TEXT: Record<Transaction['kind'], string> = {
   sweep: 'Deleted wallet swept',
   capture: 'Capture',
   reversal: 'Refund or correction',
+  expiry: 'Expired',
 }
 
 /** The wallet every issuance comes from and every burn goes to. */

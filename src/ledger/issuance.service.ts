@@ -41,7 +41,7 @@ const MIN_EXPIRY_MS = 60_000
 const MAX_EXPIRY_MS = 10 * 365.25 * 86_400_000
 
 /** `expires_at` as stored (ISO, UTC, milliseconds). Throws G000 unless it is a minute to 10 years after `now`. */
-export function expiryInstant(expiresAt: string, now: string): string {
+function expiryInstant(expiresAt: string, now: string): string {
   const time = Date.parse(expiresAt)
   const ahead = time - Date.parse(now)
   if (Number.isNaN(time) || ahead < MIN_EXPIRY_MS || ahead > MAX_EXPIRY_MS)

@@ -75,5 +75,3 @@ export function expiringOf(lots: readonly Lot[] | undefined, now: string): { qua
     return quantity > 0 ? [{ quantity, expires_at: lot.expiresAt }] : []
   })
 }
-
-export const sumOf = (parts: readonly { quantity: number }[]) => parts.reduce((sum, part) => sum + part.quantity, 0)
