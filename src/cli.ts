@@ -233,12 +233,7 @@ async function verify(database: Database): Promise<number> {
   return 1
 }
 
-/**
- * `coffer verify --repair`: rewrites the running balances the journal does not give
- * (`repairRunningBalances`), prints what it changed, then verifies the whole ledger: the exit
- * status is verify's, so anything still wrong (a holding the journal does not give, which the
- * repair never rewrites) fails it.
- */
+/** `coffer verify --repair`: rewrites the running balances, then verifies; the exit status is verify's. */
 async function repairAndVerify(database: Database): Promise<number> {
   const started = Date.now()
   const repair = await repairRunningBalances(database.db, (done, total) => progressBar(done, total, 'wallets'))
@@ -265,8 +260,7 @@ async function repairAndVerify(database: Database): Promise<number> {
 }
 
 async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
-  // An operator's command (migrate, verify, backup, restore) may run statements far longer than a
-  // request's: on PostgreSQL only its lock waits and its connecting stay bounded.
+  // An operator's command may run long statements: only lock waits and connecting stay bounded.
   const database = openDatabase({
     ...config,
     postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 },

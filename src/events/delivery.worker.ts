@@ -31,25 +31,15 @@ export interface DeliveryWorkerOptions {
   circuits?: Pick<CircuitOptions, 'now'>
 }
 
-/**
- * The least time between the starts of two rounds, so that attempts ending close together share
- * one commit: each round is a commit (on SQLite a sync the transfers wait behind) and a handful of
- * statements on the database the transfers are limited by (`docs/performance.md#webhooks`).
- */
+/** Least time between round starts, so endings close together share one commit (`docs/performance.md#webhooks`). */
 const ROUND_GAP_MS = { sqlite: 100, postgres: 50 }
 
-/**
- * An eighth of the instance's slots ending starts a round by itself; fewer wait for the next poll,
- * so that an origin backed up at its limit, whose attempts end one by one, does not cost a round
- * per ending (`docs/performance.md#webhooks`).
- */
+/** An eighth of the slots ending starts a round by itself; fewer wait for the poll, not a round per ending. */
 const ROUND_BATCH_SHARE = 8
 
 /**
- * Delivers queued webhook events in rounds, each one database transaction: it writes the outcomes
- * of the attempts that ended, then claims due deliveries under a lease for the free slots
- * (`ClaimPlan`), and sends them (`WebhookSender`). An attempt keeps its slot until its outcome is
- * written. Never throws out of its loop; a receiver that hangs costs one slot for `webhookTimeoutMs`.
+ * Delivers webhooks in rounds of one transaction each: writes the outcomes of ended attempts, then
+ * claims for the free slots (`ClaimPlan`) and sends (`WebhookSender`). Never throws out of its loop.
  */
 export class DeliveryWorker {
   private readonly db
@@ -113,11 +103,7 @@ export class DeliveryWorker {
     this.timer.wake()
   }
 
-  /**
-   * Stops claiming, lets attempts in flight finish for up to `graceMs`, then aborts the rest, logs
-   * them as attempts and gives their leases back, so another instance takes them at once (the
-   * receiver may then see that event twice).
-   */
+  /** Stops claiming; attempts still in flight after `graceMs` are aborted and their leases given back. */
   async stop(graceMs = Math.min(this.config.webhookTimeoutMs / 2, 5_000)): Promise<void> {
     if (!this.timer.running) return
     // Rounds go on without claiming, so that what ends is still written, from now on at once.
@@ -138,11 +124,7 @@ export class DeliveryWorker {
     await this.sender.close()
   }
 
-  /**
-   * One round, one transaction (one commit however many deliveries it moves): writes the outcomes
-   * of the attempts that ended, then claims for the free slots. If storage fails, the outcomes stay
-   * queued (their attempts keep their slots) and the round is tried again with backoff.
-   */
+  /** One round, one commit; if storage fails the outcomes stay queued and the round is retried with backoff. */
   private async round(): Promise<void> {
     if (!this.backoff.ready()) {
       // What ended still waits to be written, also once the poll has stopped (shutdown).
@@ -196,10 +178,8 @@ export class DeliveryWorker {
   }
 
   /**
-   * Tells the attempts of a committed round they are written, and writes each 410 Gone with the
-   * webhook's removal and the cancellation of what is still queued for it, in a transaction of its
-   * own, so the delivery never reads failed while the webhook is set. Should that fail, the next
-   * round writes the outcome alone. Returns `walletId url` of the webhooks removed.
+   * Releases a committed round's attempts; a 410 Gone removes the webhook in one transaction with its
+   * queued deliveries, so none reads failed while it is set. Returns `walletId url` of those removed.
    */
   private async settle(ended: Ended[]): Promise<Set<string>> {
     const gone = new Set<string>()
@@ -252,12 +232,7 @@ export class DeliveryWorker {
     })
   }
 
-  /**
-   * Whether `origin` has due deliveries waiting for slots and half of its attempts here have ended,
-   * while fewer than a batch of endings are in flight (so endings alone could never start a round):
-   * an origin held to a few slots is then served at its receiver's pace, not the poll's. Half, so
-   * the receiver is not left idle while the round claims.
-   */
+  /** An origin held to a few slots, half of them ended, starts a round: served at its receiver's pace, not the poll's. */
   private slotsAwaited(origin: string): boolean {
     if (this.inFlight.size >= this.roundBatch || !this.claimer.waitingOrigins.has(origin)) return false
     let ended = 0

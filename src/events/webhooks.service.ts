@@ -17,11 +17,7 @@ const RESOLVE_TIMEOUT_MS = 5_000
 /** Attempts listed per delivery (the most recent ones); `attempts` still counts them all. */
 const MAX_LISTED_ATTEMPTS = 50
 
-/**
- * Checks a webhook URL as PUT /wallet/webhook receives it and returns its normalized form.
- * Throws W010 when it is not an absolute http(s) URL of at most 512 characters, carries
- * credentials, or (unless `webhookAllowPrivate`) names or resolves to a non-public address.
- */
+/** The normalized URL; W010 unless an absolute http(s) URL (≤ 512 characters, no credentials) of a public host. */
 async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
   const form = checkWebhookUrlForm(raw.trim())
   if ('reason' in form) throw new AppError('W010', form.reason)
@@ -110,30 +106,19 @@ export async function getWebhook(
   return hook ? { webhook: hook.url, created_at: hook.created_at, backlog: await findBacklog(db, walletId) } : { webhook: null }
 }
 
-/**
- * DELETE /wallet/webhook (and wallet deletion, in its transaction): removes the wallet's webhook
- * and cancels every delivery still waiting, so nothing is sent after this returns (an attempt
- * already on the wire may still arrive). Idempotent.
- */
+/** DELETE /wallet/webhook: removes it and cancels every waiting delivery. Idempotent. */
 export async function removeWebhook(db: Db, walletId: number): Promise<void> {
   await inTransaction(db, (trx) => removeWebhookIn(trx, walletId))
 }
 
-/**
- * `removeWebhook` in the caller's transaction, after the wallet's turn: a move in progress commits
- * first and its delivery is cancelled with the rest; a move after it queues none.
- */
+/** `removeWebhook` in the caller's transaction, after the wallet's turn, so no move in progress escapes it. */
 export async function removeWebhookIn(trx: Trx, walletId: number): Promise<void> {
   await takeWalletTurns(trx, [walletId])
   await repo.deleteWebhook(trx, walletId)
   await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed')
 }
 
-/**
- * The receiver at `url` answered 410 Gone: the webhook is removed as by its owner, unless it was
- * replaced meanwhile. `withIt` writes in the same transaction (the attempt's outcome, so the
- * delivery reads failed only once the webhook is gone). True when removed.
- */
+/** After a 410 Gone: removes the webhook unless replaced meanwhile, with `withIt` in the same transaction. */
 export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Trx) => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])

@@ -15,11 +15,7 @@ export function listHoldings(db: Executor, walletId: number, now: string) {
   return assets.listHoldings(db, walletId, now)
 }
 
-/**
- * GET /wallet/assets?as_of=…: the wallet's holdings above zero as they stood at that instant, by
- * asset name, nothing held (`held` 0); `[]` before the wallet's first transaction. G002 when
- * `asOf` names no instant.
- */
+/** GET /wallet/assets?as_of=…: holdings above zero at that instant, by asset name. Throws G002. */
 export function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
   return assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string)
 }
@@ -43,11 +39,7 @@ const MAX_METADATA_FILTERS = 5
 const METADATA_FILTER = /^metadata\[(.*)\]$/s
 const METADATA_KEY_PATTERN = new RegExp(METADATA_KEY)
 
-/**
- * The `metadata[KEY]=VALUE` parameters of a query (the rest of it is the route's schema's), in
- * the order given. Throws G002 for more than 5, a key or value no metadata can have, a key given
- * twice, or a bare `metadata`.
- */
+/** The `metadata[KEY]=VALUE` parameters, in order. Throws G002 for more than 5, a bad or repeated key, a bare `metadata`. */
 export function metadataFilters(query: Record<string, unknown>): [key: string, value: string][] {
   const filters: [string, string][] = []
   for (const [name, value] of Object.entries(query)) {
@@ -70,20 +62,9 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
 }
 
 /**
- * GET /wallet/transactions: a page, newest first, as the bytes of the answer; whether there is a
- * next page, and the page's last id.
- *
- * Served from `pages` without any statement while the database's commit state is the one the
- * kept page was built or confirmed at (`db/commit-state.ts`: nothing committed since, by anyone).
- * Otherwise served from `pages` when the database confirms, in ONE statement (one snapshot of committed
- * data), that the page kept there is still the page: the same ids for the rows it reads and the
- * same label generation (`transactions.repository.ts` PageStamp). Otherwise built as ever, in one
- * statement that also reads its stamp, and kept. The check walks the page's own indexes for ids
- * only; building walks them too and then writes every transaction's labels, lines and JSON
- * (`docs/decisions.md#history-pages-served-from-a-checked-cache` has the design and its proof,
- * `docs/performance.md#reads` what it saves). `serialize` writes
- * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes);
- * `arrived` is the request's `arrivalMark` (`db/commit-state.ts`).
+ * GET /wallet/transactions: a page as the bytes of the answer, whether there is a next, its last id.
+ * A kept page is served while nothing was committed since, or once its stamp is confirmed; else it
+ * is built and kept (`docs/decisions.md#history-pages-served-from-a-checked-cache`).
  */
 export async function answerWalletTransactions(
   db: Db,
@@ -93,8 +74,7 @@ export async function answerWalletTransactions(
   serialize: (page: Transaction[]) => string,
   arrived?: number,
 ): Promise<CachedPage> {
-  // Read before anything else, so that it is never later than what the page is built from; the
-  // state the request's credential lookup read serves, when read after the request arrived.
+  // First, so it is never later than what the page is built from.
   const state = await readCommitState(db, arrived)
   const filter = await journalFilter(db, query)
   if (!filter)
@@ -146,12 +126,8 @@ export async function answerWalletTransactions(
 const STATEMENT_CHUNK = 200
 
 /**
- * GET /wallet/transactions?format=csv: the statement, as CSV text in pieces (the header, then the
- * rows of each chunk of transactions), newest first, every transaction the filters choose (paging
- * parameters are ignored). Reads in keyset chunks of `chunk` through the query of a history page,
- * each a read of committed rows: a transaction committed after the export began has a larger id
- * than its first chunk (a wallet's ids grow in commit order) and is never half included. G002
- * for a filter that names no instant.
+ * GET /wallet/transactions?format=csv: every transaction the filters choose as CSV pieces, read in
+ * keyset chunks, so one committed meanwhile is never half included. Throws G002.
  */
 export async function* exportWalletTransactions(
   db: Db,
@@ -210,8 +186,7 @@ async function journalFilter(db: Db, query: ListQuery) {
   }
 }
 
-// Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written
-// the same way; one past year 9999 (a later offset, say) is held at the last such instant.
+// Timestamps compare as text, so a bound past year 9999 is held at the last storable instant.
 const LAST_STORABLE = Date.parse('9999-12-31T23:59:59.999Z')
 
 /** A query's timestamp (any offset) as stored timestamps are written; G002 if it names no instant. */

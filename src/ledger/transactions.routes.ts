@@ -74,9 +74,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   // History pages answered before, each checked against the database before it is served again.
   const pages = new PageCache()
   if (app.hasDecorator('metrics')) app.metrics.registerMetric(pages.lookups)
-  // When each request for a history page arrived, before its credential is looked up: the page
-  // then uses the commit state that lookup waited for (db/commit-state.ts readCommitState)
-  // instead of waiting for another turn's read.
+  // Taken before the credential lookup, so the page can use the commit state that lookup read.
   const arrivals = new WeakMap<object, number>()
   const markArrival = (request: object, _reply: unknown, done: () => void) => {
     arrivals.set(request, arrivalMark(db))
@@ -249,8 +247,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
           }),
         )
       }
-      // The bytes the schema's layout gives (written by the storage, or by the schema's serializer
-      // once when the page was built): sent as they are, not serialized again.
+      // Already in the schema's layout: not serialized again.
       return reply.type(JSON_TYPE).send(page.body as never)
     },
   )
