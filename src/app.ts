@@ -112,7 +112,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
-  await registerOperatorMetrics(app, { metrics, database })
+  await registerOperatorMetrics(app, { metrics, database, clock: ledger.clock })
   // Large answers compressed for clients that accept it.
   await app.register(compression)
 

@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import type { Db } from '../db/database.ts'
+import type { Db, Executor } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { MINT_WALLET_ID, type EventWriter } from './ledger.types.ts'
 import { findLots, holdingKey, takeWalletTurns } from './moves.repository.ts'
@@ -23,6 +23,14 @@ export interface ExpiryServiceDeps {
 export interface ExpiryService {
   /** Writes the expiry of up to `limit` lots whose instant has passed; answers how many it looked at. */
   expireDue(limit: number): Promise<number>
+}
+
+/** Seconds since the instant of the oldest lot whose expired units are not yet returned to mint (0 when none): the job's lag. */
+export async function findExpiryLagSeconds(db: Executor, now: string): Promise<number> {
+  const { rows } = await sql<{ oldest: string | null }>`
+    select min(expires_at) as oldest from lots where quantity > held and expires_at <= ${now}`.execute(db)
+  const oldest = rows[0]?.oldest
+  return oldest ? Math.max(0, (Date.parse(now) - Date.parse(oldest)) / 1000) : 0
 }
 
 export function createExpiryService({ db, events, clock }: ExpiryServiceDeps): ExpiryService {

@@ -2,6 +2,7 @@ import type { FastifyInstance, onSendHookHandler } from 'fastify'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
 import { listBacklogs } from '../events/webhooks.service.ts'
+import { findExpiryLagSeconds } from '../ledger/expiry.service.ts'
 
 /**
  * The metrics an operator watches beyond requests (`docs/operations.md#metrics-and-alerts`): transfers,
@@ -28,7 +29,7 @@ export class OperatorMetrics {
 /** Registers the metrics on the app's registry, with the gauges read from storage at each scrape. */
 export async function registerOperatorMetrics(
   app: FastifyInstance,
-  { metrics, database }: { metrics: OperatorMetrics; database: Database },
+  { metrics, database, clock }: { metrics: OperatorMetrics; database: Database; clock: () => string },
 ): Promise<void> {
   if (!app.hasDecorator('metrics')) return
   const registry = app.metrics
@@ -68,6 +69,14 @@ export async function registerOperatorMetrics(
     backlog.set(backlogs.reduce((sum, row) => sum + row.pending, 0))
     oldest.set(Math.max(0, ...backlogs.map((row) => row.oldest_pending_age_seconds)))
   }
+  new client.Gauge({
+    name: 'coffer_expiry_lag_seconds',
+    help: 'How long ago the oldest expired units not yet returned to mint expired (0 when none; the job writes them within seconds)',
+    registers: [registry],
+    async collect() {
+      this.set(await findExpiryLagSeconds(database.db, clock()).catch(() => 0))
+    },
+  })
   if (database.poolUse) {
     const poolUse = database.poolUse.bind(database)
     new client.Gauge({
