@@ -8,7 +8,7 @@ import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { createOutbox } from './events/outbox.ts'
 import { AppError, ERRORS } from './http/errors.ts'
 import { Address } from './http/schemas.ts'
-import * as assets from './ledger/assets.service.ts'
+import { createAssetsService } from './ledger/assets.service.ts'
 import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { repairRunningBalances } from './ledger/repair.ts'
@@ -86,9 +86,8 @@ async function resolveWallet(database: Database, ref: string | undefined): Promi
 
 async function resolveAsset(database: Database, ref: string | undefined): Promise<number> {
   if (ref === undefined) throw new UsageError('missing <asset>')
-  const asset = /^\d+$/.test(ref)
-    ? await assets.findLiveAssetById(database.db, Number(ref))
-    : await assets.findLiveAssetByName(database.db, ref)
+  const assets = createAssetsService({ db: database.db })
+  const asset = /^\d+$/.test(ref) ? await assets.findLiveAssetById(Number(ref)) : await assets.findLiveAssetByName(ref)
   if (!asset) throw new AppError('I000', `no asset ${ref}`)
   return asset.id
 }
@@ -323,24 +322,23 @@ async function run(
     case 'asset':
       return withDatabase(config, async (database) => {
         const [action, first, second] = rest
+        const assets = createAssetsService({ db: database.db })
         if (action === 'list') {
-          for (const asset of await assets.listAssets(database.db)) console.log(`${asset.id}\t${asset.name}\t${asset.value}`)
+          for (const asset of await assets.listAssets()) console.log(`${asset.id}\t${asset.name}\t${asset.value}`)
           return 0
         }
         if (action === 'create') {
-          console.log(
-            JSON.stringify(await assets.createAsset(database.db, assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))),
-          )
+          console.log(JSON.stringify(await assets.createAsset(assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))))
           return 0
         }
         if (action === 'set-value') {
           const id = await resolveAsset(database, first)
-          console.log(JSON.stringify(await assets.revalueAsset(database.db, id, nonNegativeNumber(second, '<value>'))))
+          console.log(JSON.stringify(await assets.revalueAsset(id, nonNegativeNumber(second, '<value>'))))
           return 0
         }
         if (action === 'rename') {
           const id = await resolveAsset(database, first)
-          console.log(JSON.stringify(await assets.renameAsset(database.db, id, assetName(second, '<new-name>'))))
+          console.log(JSON.stringify(await assets.renameAsset(id, assetName(second, '<new-name>'))))
           return 0
         }
         throw new UsageError('asset needs one of: list, create, set-value, rename')

@@ -14,7 +14,7 @@ import { answered, INTERRUPTED, isDelivered, WebhookSender } from './delivery.se
 import { goneAnswer, writeOutcomes, type AttemptEnd, type Ended } from './outcomes.ts'
 import { OriginCircuits, OriginLimits, type CircuitOptions } from './origins.ts'
 import { RoundTimer } from './round-timer.ts'
-import { removeGoneWebhook } from './webhooks.service.ts'
+import type { WebhooksService } from './webhooks.service.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
 import { traceAttempt, type Tracing } from '../telemetry/tracing.ts'
 
@@ -22,6 +22,8 @@ export interface DeliveryWorkerOptions {
   database: Database
   config: Config
   secretsKey: SecretsKey
+  /** Removes a webhook whose receiver answered 410 Gone. */
+  webhooks: Pick<WebhooksService, 'removeGoneWebhook'>
   log: FastifyBaseLogger
   registry?: client.Registry
   pollMs?: number
@@ -45,6 +47,7 @@ export class DeliveryWorker {
   private readonly db
   private readonly config: Config
   private readonly secretsKey: SecretsKey
+  private readonly webhooks: DeliveryWorkerOptions['webhooks']
   private readonly log: FastifyBaseLogger
   private readonly timer: RoundTimer
   /** Ended attempts that start a round by themselves. */
@@ -70,6 +73,7 @@ export class DeliveryWorker {
     const config = (this.config = options.config)
     this.db = options.database.db
     this.secretsKey = options.secretsKey
+    this.webhooks = options.webhooks
     this.log = options.log
     this.tracing = options.tracing
     this.timer = new RoundTimer(() => this.round(), { gapMs: ROUND_GAP_MS[options.database.dialect], pollMs: options.pollMs ?? 250 })
@@ -189,20 +193,20 @@ export class DeliveryWorker {
         continue
       }
       const walletId = end.claim.wallet_id
-      const removed = await removeGoneWebhook(this.db, walletId, end.url, (trx) =>
-        writeOutcomes(trx, [end], this.config.webhookRetrySchedule),
-      ).then(
-        (removed) => {
-          end.written()
-          return removed
-        },
-        (error) => {
-          this.log.warn({ err: error, wallet: walletId }, 'webhook worker: removing a webhook gone (410) failed')
-          this.ended.push({ ...end, removalFailed: true })
-          this.timer.again()
-          return false
-        },
-      )
+      const removed = await this.webhooks
+        .removeGoneWebhook(walletId, end.url, (trx) => writeOutcomes(trx, [end], this.config.webhookRetrySchedule))
+        .then(
+          (removed) => {
+            end.written()
+            return removed
+          },
+          (error) => {
+            this.log.warn({ err: error, wallet: walletId }, 'webhook worker: removing a webhook gone (410) failed')
+            this.ended.push({ ...end, removalFailed: true })
+            this.timer.again()
+            return false
+          },
+        )
       if (removed) gone.add(`${walletId} ${end.url}`)
     }
     return gone

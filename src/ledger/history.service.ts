@@ -1,5 +1,7 @@
+import type client from 'prom-client'
 import { readCommitState } from '../db/commit-state.ts'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db } from '../db/database.ts'
+import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
 import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
@@ -8,16 +10,53 @@ import type { CachedPage, PageCache } from './page-cache.ts'
 import { statementHeader, statementRows } from './statement-csv.ts'
 import * as transactions from './transactions.repository.ts'
 
-/** What a wallet holds and its history: the ledger's reads. */
-
-/** GET /wallet/assets: the wallet's holdings above zero at `now` (expired units not counted), by asset name. */
-export function listHoldings(db: Executor, walletId: number, now: string) {
-  return assets.listHoldings(db, walletId, now)
+export interface HistoryServiceDeps {
+  db: Db
+  /** History pages kept in this process, each checked against the database before it is served again. */
+  pages: PageCache
+  /** The ledger's clock: units expired by then are not counted (the system clock by default). */
+  clock?: () => string
 }
 
-/** GET /wallet/assets?as_of=…: holdings above zero at that instant, by asset name. Throws G002. */
-export function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
-  return assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string)
+/** What a wallet holds and its history: the ledger's reads. */
+export interface HistoryService {
+  /** GET /wallet/assets: the wallet's holdings above zero (expired units not counted), by asset name. */
+  listHoldings(walletId: number): ReturnType<typeof assets.listHoldings>
+  /** GET /wallet/assets?as_of=…: holdings above zero at that instant, by asset name. Throws G002. */
+  listHoldingsAsOf(walletId: number, asOf: string): ReturnType<typeof assets.listHoldingsAsOf>
+  /**
+   * GET /wallet/transactions: a page as the bytes of the answer, whether there is a next, its last id.
+   * A kept page is served while nothing was committed since, or once its stamp is confirmed; else it
+   * is built and kept (`docs/decisions.md#history-pages-served-from-a-checked-cache`). `serialize`
+   * writes transactions as the route's schema does; `arrived` is the request's `arrivalMark`.
+   */
+  answerWalletTransactions(
+    walletId: number,
+    query: ListQuery,
+    serialize: (page: Transaction[]) => string,
+    arrived?: number,
+  ): Promise<CachedPage>
+  /**
+   * GET /wallet/transactions?format=csv: every transaction the filters choose as CSV pieces, read in
+   * keyset chunks, so one committed meanwhile is never half included. Throws G002.
+   */
+  exportWalletTransactions(walletId: number, query: ListQuery, chunk?: number): AsyncGenerator<string>
+  /** GET /admin/transactions: a page of the journal, or of one wallet's history (deleted wallets included). */
+  listJournal(query: JournalQuery): ReturnType<typeof listJournal>
+  /** The page cache's lookups by outcome, for /metrics. */
+  readonly pageLookups: client.Counter
+}
+
+export function createHistoryService({ db, pages, clock = nowIso }: HistoryServiceDeps): HistoryService {
+  return {
+    listHoldings: (walletId) => assets.listHoldings(db, walletId, clock()),
+    listHoldingsAsOf: (walletId, asOf) => assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string),
+    answerWalletTransactions: (walletId, query, serialize, arrived) =>
+      answerWalletTransactions(db, pages, walletId, query, serialize, arrived),
+    exportWalletTransactions: (walletId, query, chunk) => exportWalletTransactions(db, walletId, query, chunk),
+    listJournal: (query) => listJournal(db, query),
+    pageLookups: pages.lookups,
+  }
 }
 
 export interface ListQuery {
@@ -33,6 +72,8 @@ export interface ListQuery {
   /** `metadata[KEY]=VALUE` filters, as `metadataFilters` reads them from the query. */
   metadata?: [key: string, value: string][]
 }
+
+export type JournalQuery = Omit<ListQuery, 'direction'> & { walletId?: number }
 
 /** Most `metadata[KEY]=VALUE` filters in one query. */
 const MAX_METADATA_FILTERS = 5
@@ -61,12 +102,7 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
   return Object.fromEntries(filters.map(([key, value]) => [`metadata[${key}]`, value]))
 }
 
-/**
- * GET /wallet/transactions: a page as the bytes of the answer, whether there is a next, its last id.
- * A kept page is served while nothing was committed since, or once its stamp is confirmed; else it
- * is built and kept (`docs/decisions.md#history-pages-served-from-a-checked-cache`).
- */
-export async function answerWalletTransactions(
+async function answerWalletTransactions(
   db: Db,
   pages: PageCache,
   walletId: number,
@@ -125,16 +161,7 @@ export async function answerWalletTransactions(
 /** How many transactions a statement reads at a time: what it holds in memory at once. */
 const STATEMENT_CHUNK = 200
 
-/**
- * GET /wallet/transactions?format=csv: every transaction the filters choose as CSV pieces, read in
- * keyset chunks, so one committed meanwhile is never half included. Throws G002.
- */
-export async function* exportWalletTransactions(
-  db: Db,
-  walletId: number,
-  query: ListQuery,
-  chunk = STATEMENT_CHUNK,
-): AsyncGenerator<string> {
+async function* exportWalletTransactions(db: Db, walletId: number, query: ListQuery, chunk = STATEMENT_CHUNK): AsyncGenerator<string> {
   const filter = await journalFilter(db, { ...query, limit: chunk, offset: 0, before: undefined, after: undefined })
   yield statementHeader()
   if (!filter) return
@@ -152,11 +179,7 @@ export async function* exportWalletTransactions(
   }
 }
 
-/**
- * GET /admin/transactions: a page of the whole journal, or of one wallet's history when `walletId`
- * is given (deleted wallets included), newest first, and whether there is a next page.
- */
-export async function listJournal(db: Db, query: Omit<ListQuery, 'direction'> & { walletId?: number }) {
+async function listJournal(db: Db, query: JournalQuery) {
   const filter = await journalFilter(db, query)
   if (!filter) return { transactions: [], more: false }
   if (query.walletId !== undefined) return transactions.listTransactions(db, { ...filter, walletId: query.walletId })

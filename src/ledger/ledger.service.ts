@@ -1,12 +1,15 @@
 import type { Database } from '../db/database.ts'
-import { createBatchesService, type BatchesService } from './batches.service.ts'
-import { GroupCommitter } from './group-committer.ts'
-import { createExpiryService, type ExpiryService } from './expiry.service.ts'
-import { createHoldsService, type HoldsService } from './holds.service.ts'
 import { nowIso } from '../db/dialect.ts'
+import { createAssetsService, type AssetsService } from './assets.service.ts'
+import { createBatchesService, type BatchesService } from './batches.service.ts'
+import { createExpiryService, type ExpiryService } from './expiry.service.ts'
+import { GroupCommitter } from './group-committer.ts'
+import { createHistoryService, type HistoryService } from './history.service.ts'
+import { createHoldsService, type HoldsService } from './holds.service.ts'
 import { Idempotency } from './idempotency.ts'
 import { createIssuanceService, type IssuanceService } from './issuance.service.ts'
 import type { EventWriter } from './ledger.types.ts'
+import { PageCache } from './page-cache.ts'
 import { createReversalsService, type ReversalsService } from './reversals.service.ts'
 import { createTransfersService, type TransfersService } from './transfers.service.ts'
 import type { BatchTracing } from '../telemetry/tracing.ts'
@@ -28,6 +31,8 @@ export interface Ledger {
   holds: HoldsService
   reversals: ReversalsService
   issuance: IssuanceService
+  assets: AssetsService
+  history: HistoryService
   expiry: ExpiryService
   /** The ledger's time: of its transactions and holds, and what has expired by then. */
   clock: () => string
@@ -75,6 +80,8 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing, ide
     holds: createHoldsService({ db, events, committer, idempotency, clock }),
     reversals: createReversalsService({ db, events, idempotency, clock }),
     issuance: createIssuanceService({ db, events, clock }),
+    assets: createAssetsService({ db }),
+    history: createHistoryService({ db, pages: new PageCache(), clock }),
     expiry: createExpiryService({ db, events, clock }),
     clock,
     close: () => committer.close(),

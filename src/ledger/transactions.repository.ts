@@ -153,7 +153,7 @@ function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_
             and (t.${column}, t.kind, t.id) ${upTo} (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(last)})
             and ${NOT_TRANSFER}`
     } else {
-      // SQLite seeks the same index entries with an equality, and ran the page twice as fast so.
+      // SQLite seeks the same index entries faster with an equality.
       range = `t.${column} = ${q.param(walletId)}`
       if (rareKind !== undefined) range += ` and t.kind = ${q.param(rareKind)} and ${NOT_TRANSFER}`
       range += ` and t.id > ${q.param(after ?? 0)} and t.id ${upTo} ${q.param(last)}`

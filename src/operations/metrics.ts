@@ -1,8 +1,8 @@
 import type { FastifyInstance, onSendHookHandler } from 'fastify'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
-import { listBacklogs } from '../events/webhooks.service.ts'
 import { findExpiryLagSeconds } from '../ledger/expiry.service.ts'
+import type { WebhooksService } from '../events/webhooks.service.ts'
 
 /**
  * The metrics an operator watches beyond requests (`docs/operations.md#metrics-and-alerts`): transfers,
@@ -29,7 +29,12 @@ export class OperatorMetrics {
 /** Registers the metrics on the app's registry, with the gauges read from storage at each scrape. */
 export async function registerOperatorMetrics(
   app: FastifyInstance,
-  { metrics, database, clock }: { metrics: OperatorMetrics; database: Database; clock: () => string },
+  {
+    metrics,
+    database,
+    webhooks,
+    clock,
+  }: { metrics: OperatorMetrics; database: Database; webhooks: Pick<WebhooksService, 'listBacklogs'>; clock: () => string },
 ): Promise<void> {
   if (!app.hasDecorator('metrics')) return
   const registry = app.metrics
@@ -40,7 +45,7 @@ export async function registerOperatorMetrics(
   const readBacklogs = () =>
     (reading ??= (async () => {
       try {
-        setBacklogs(await listBacklogs(database.db))
+        setBacklogs(await webhooks.listBacklogs())
       } catch {
         // Storage unreachable: /readyz says so; the scrape still answers with the other metrics.
       } finally {
@@ -61,7 +66,7 @@ export async function registerOperatorMetrics(
   // No series per origin: it would tell whoever reads /metrics who the users are.
   const origins = gauge('coffer_webhook_backlogged_origins', 'Receiving origins with webhook deliveries pending')
   const largest = gauge('coffer_webhook_largest_origin_backlog', 'Webhook deliveries pending for the receiving origin with the most')
-  function setBacklogs(backlogs: Awaited<ReturnType<typeof listBacklogs>>): void {
+  function setBacklogs(backlogs: Awaited<ReturnType<WebhooksService['listBacklogs']>>): void {
     const byOrigin = new Map<string, number>()
     for (const { origin, pending } of backlogs) byOrigin.set(origin, (byOrigin.get(origin) ?? 0) + pending)
     origins.set(byOrigin.size)

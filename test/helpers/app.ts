@@ -3,6 +3,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../src/app.ts'
+import type { AppOptions } from '../../src/deps.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { openPostgres, openSqlite, type Database, type Db, type Trx } from '../../src/db/database.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
@@ -40,10 +41,14 @@ export async function openTestDatabase(): Promise<{ database: Database; url: str
 }
 
 /**
- * Builds the app on a fresh database. `close()` checks the ledger with `verifyLedger` first.
- * `clock`: the ledger's time, for tests that move it past expiries.
+ * Builds the app on a fresh database, with `env` over the suite's configuration and `parts` (where
+ * the log goes, traces, the ledger's clock for tests that move it past expiries). `close()` checks
+ * the ledger with `verifyLedger` first, at the ledger's time.
  */
-export async function buildTestApp(env: Record<string, string> = {}, options: { clock?: () => string } = {}): Promise<TestApp> {
+export async function buildTestApp(
+  env: Record<string, string> = {},
+  parts: Pick<AppOptions, 'logStream' | 'tracing' | 'clock'> = {},
+): Promise<TestApp> {
   const { database, url, dataDir } = await openTestDatabase()
   const config = loadConfig({
     DATA_DIR: dataDir,
@@ -59,7 +64,7 @@ export async function buildTestApp(env: Record<string, string> = {}, options: { 
     database,
     adminKeyHash: hashToken(ADMIN_KEY),
     secretsKey: await prepareWebhookSecrets(database.db, config),
-    clock: options.clock,
+    ...parts,
   })
   return {
     app,
@@ -68,7 +73,7 @@ export async function buildTestApp(env: Record<string, string> = {}, options: { 
     admin: { authorization: `Bearer ${ADMIN_KEY}` },
     async close() {
       await app.close()
-      const report = await verifyLedger(database.db, undefined, options.clock?.())
+      const report = await verifyLedger(database.db, undefined, parts.clock?.())
       await database.close()
       fs.rmSync(dataDir, { recursive: true, force: true })
       if (!report.ok) throw new Error(`ledger verification failed after the suite:\n${report.problems.join('\n')}`)
