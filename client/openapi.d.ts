@@ -56,7 +56,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -314,6 +314,8 @@ export interface paths {
                                 };
                                 /** @description what all wallets but mint hold */
                                 circulating: number;
+                                /** @description units held that expire within 30 days */
+                                expiring_30d: number;
                                 /** @description wallets but mint holding a non-zero quantity */
                                 holders: number;
                             }[];
@@ -645,7 +647,7 @@ export interface paths {
                     before?: number;
                     /** @description refused (G002): the journal has no side */
                     direction?: unknown;
-                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -686,7 +688,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -1046,9 +1048,18 @@ export interface paths {
                                     name: string;
                                     value: number;
                                 };
+                                /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                                expiring: {
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    expires_at: string;
+                                    quantity: number;
+                                }[];
                                 /** @description what pending holds reserve of it; `quantity - held` may be spent */
                                 held: number;
-                                /** @description everything the wallet owns of the asset, held or not */
+                                /** @description everything the wallet owns of the asset, held or not (expired units not counted) */
                                 quantity: number;
                             }[];
                             owner: {
@@ -1969,6 +1980,11 @@ export interface paths {
                             quantity: number;
                             wallet_id: number;
                         }[];
+                        /**
+                         * Format: date-time
+                         * @description when the issued units expire: at least a minute and at most 10 years ahead
+                         */
+                        expires_at?: string;
                         /** @description every transaction's memo; "issue" when none */
                         memo?: string;
                         /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
@@ -2005,7 +2021,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -2586,7 +2602,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -4771,9 +4787,18 @@ export interface paths {
                                 name: string;
                                 value: number;
                             };
+                            /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                            expiring: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                expires_at: string;
+                                quantity: number;
+                            }[];
                             /** @description what pending holds reserve of it; `quantity - held` may be spent */
                             held: number;
-                            /** @description everything the wallet owns of the asset, held or not */
+                            /** @description everything the wallet owns of the asset, held or not (expired units not counted) */
                             quantity: number;
                         }[];
                     };
@@ -5601,7 +5626,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -6698,7 +6723,7 @@ export interface paths {
                     direction?: "sent" | "received";
                     /** @description `csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored) */
                     format?: "json" | "csv";
-                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -6737,7 +6762,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -6894,7 +6919,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -7125,7 +7150,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -7332,7 +7357,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -7583,7 +7608,7 @@ export interface paths {
                                     /** @description only on a capture: the id of the hold it settles */
                                     hold_id?: number;
                                     id: number;
-                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                     memo: string;
                                     /** @description {} when none */
                                     metadata: {
@@ -7642,7 +7667,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -8986,6 +9011,11 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /**
+                         * Format: date-time
+                         * @description when the issued units expire: at least a minute and at most 10 years ahead
+                         */
+                        expires_at?: string;
                         id: number;
                         /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
                         metadata?: {
@@ -9021,7 +9051,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {

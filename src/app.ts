@@ -116,6 +116,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
+    clock: options.clock,
   })
   const deps: Deps = {
     ...options,
@@ -128,7 +129,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     sessionEndings: new SessionEndings(),
   }
   // The operator's sessions (the auth guards) and read views.
-  const admin = createAdminService({ db: database.db, adminKeyHash: options.adminKeyHash, history: ledger.history })
+  const admin = createAdminService({ db: database.db, adminKeyHash: options.adminKeyHash, history: ledger.history, clock: ledger.clock })
   app.addHook('onReady', async () => sequencer.start())
   app.addHook('onClose', async () => {
     await ledger.close()
@@ -144,7 +145,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
-  await registerOperatorMetrics(app, { metrics, database, webhooks: deps.webhooks })
+  await registerOperatorMetrics(app, { metrics, database, webhooks: deps.webhooks, clock: ledger.clock })
   // Large answers compressed for clients that accept it.
   await app.register(compression)
 

@@ -55,6 +55,7 @@ export const KIND_TEXT: Record<Transaction['kind'], string> = {
   sweep: 'Deleted wallet swept',
   capture: 'Capture',
   reversal: 'Refund or correction',
+  expiry: 'Expired, back to mint',
 }
 
 /** The wallet every issuance comes from and every burn goes to. */
@@ -104,6 +105,14 @@ export const HOLDING_TEXT = {
   available: 'Available to spend',
   /** An asset to choose, with what of it may be spent: "gold (930 available)". */
   choice: (name: string, available: string) => `${name} (${available} available)`,
+}
+
+/** Units that expire, in words: "12 expire on 3 March". */
+export const EXPIRY_TEXT = {
+  expire: (quantity: string, day: string) => `${quantity} expire on ${day}`,
+  field: 'Expires (optional)',
+  hint: 'leave empty for units that never expire; at least a minute and at most 10 years ahead',
+  issued: (quantity: string, name: string, address: string, day: string) => `Issued ${quantity} ${name} to ${address}, expiring on ${day}.`,
 }
 
 /** Webhook event types as a person reads them. */

@@ -19,6 +19,7 @@ export const Overview = Type.Object({
       asset: Asset,
       circulating: Type.Integer({ description: 'what all wallets but mint hold' }),
       holders: Type.Integer({ description: 'wallets but mint holding a non-zero quantity' }),
+      expiring_30d: Type.Integer({ description: 'units held that expire within 30 days' }),
     }),
   ),
 })

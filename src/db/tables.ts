@@ -61,6 +61,8 @@ export interface AssetsTable {
   value: number
   created_at: string
   deleted_at: string | null
+  /** 1 once the asset has had an issuance with `expires_at` (migration 0023). */
+  expiring: Generated<number>
 }
 
 export interface HoldingsTable {
@@ -69,6 +71,32 @@ export interface HoldingsTable {
   quantity: number
   /** What pending holds reserve of `quantity` (those past their expiry included until the expiry job settles them). */
   held: Generated<number>
+  /** 1 once the holding has had units with an expiry: only such holdings have `lots` (migration 0023). */
+  dated: Generated<number>
+}
+
+/** A dated holding's units that expire at one instant, and what pending holds reserve of them. */
+export interface LotsTable {
+  wallet_id: number
+  asset_id: number
+  expires_at: string
+  quantity: number
+  held: Generated<number>
+}
+
+/** The units with an expiry that a transaction moved (`transaction_lots`) or a hold reserved (`hold_lots`). */
+export interface TransactionLotsTable {
+  transaction_id: number
+  asset_id: number
+  expires_at: string
+  quantity: number
+}
+
+export interface HoldLotsTable {
+  hold_id: number
+  asset_id: number
+  expires_at: string
+  quantity: number
 }
 
 /** A hold (`ledger/holds.service.ts`): reserved in the sending wallet until captured, voided or expired. */
@@ -263,6 +291,9 @@ export interface DB {
   wallet_sessions: WalletSessionsTable
   assets: AssetsTable
   holdings: HoldingsTable
+  lots: LotsTable
+  transaction_lots: TransactionLotsTable
+  hold_lots: HoldLotsTable
   holds: HoldsTable
   hold_assets: HoldAssetsTable
   transactions: TransactionsTable

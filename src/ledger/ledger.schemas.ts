@@ -17,6 +17,12 @@ export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: META
   description: 'string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters',
 })
 
+/** An issuance's `expires_at`: a time a minute to 10 years ahead (the service checks the range, G000). */
+export const ExpiresAt = Type.String({
+  format: 'date-time',
+  description: 'when the issued units expire: at least a minute and at most 10 years ahead',
+})
+
 /** Every kind of transaction (`ledger.types.ts` TRANSACTION_KINDS). */
 export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
 
@@ -64,8 +70,11 @@ export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTE
 
 export const Holding = Type.Object({
   asset: Asset,
-  quantity: Type.Integer({ description: 'everything the wallet owns of the asset, held or not' }),
+  quantity: Type.Integer({ description: 'everything the wallet owns of the asset, held or not (expired units not counted)' }),
   held: Type.Integer({ description: 'what pending holds reserve of it; `quantity - held` may be spent' }),
+  expiring: Type.Array(Type.Object({ quantity: Type.Integer(), expires_at: Timestamp }), {
+    description: 'the units of it that have an expiry, soonest first (`[]` when none)',
+  }),
 })
 
 export const Transaction = Type.Object(

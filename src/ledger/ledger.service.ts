@@ -1,6 +1,8 @@
 import type { Database } from '../db/database.ts'
+import { nowIso } from '../db/dialect.ts'
 import { createAssetsService, type AssetsService } from './assets.service.ts'
 import { createBatchesService, type BatchesService } from './batches.service.ts'
+import { createExpiryService, type ExpiryService } from './expiry.service.ts'
 import { GroupCommitter } from './group-committer.ts'
 import { createHistoryService, type HistoryService } from './history.service.ts'
 import { createHoldsService, type HoldsService } from './holds.service.ts'
@@ -31,6 +33,9 @@ export interface Ledger {
   issuance: IssuanceService
   assets: AssetsService
   history: HistoryService
+  expiry: ExpiryService
+  /** The ledger's time: of its transactions and holds, and what has expired by then. */
+  clock: () => string
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
 }
@@ -47,6 +52,8 @@ export interface LedgerDeps {
   tracing?: BatchTracing
   /** How long a key's first request holds it (G004) before a repeat may run; `Idempotency`'s default if not given. */
   idempotencyLeaseMs?: number
+  /** Now, as a stored timestamp; the system clock unless given (tests move it past expiries). */
+  clock?: () => string
 }
 
 /**
@@ -55,7 +62,7 @@ export interface LedgerDeps {
  */
 export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
 
-export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs }: LedgerDeps): Ledger {
+export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs, clock = nowIso }: LedgerDeps): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, {
@@ -63,17 +70,20 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing, ide
     beginEarly: dialect === 'postgres',
     onBatch,
     tracing,
+    clock,
   })
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db, idempotencyLeaseMs)
   return {
-    transfers: createTransfersService({ db, events, committer, idempotency }),
+    transfers: createTransfersService({ db, events, committer, idempotency, clock }),
     batches: createBatchesService({ db, committer, idempotency }),
-    holds: createHoldsService({ db, events, committer, idempotency }),
-    reversals: createReversalsService({ db, events, idempotency }),
-    issuance: createIssuanceService({ db, events }),
+    holds: createHoldsService({ db, events, committer, idempotency, clock }),
+    reversals: createReversalsService({ db, events, idempotency, clock }),
+    issuance: createIssuanceService({ db, events, clock }),
     assets: createAssetsService({ db }),
-    history: createHistoryService({ db, pages: new PageCache() }),
+    history: createHistoryService({ db, pages: new PageCache(), clock }),
+    expiry: createExpiryService({ db, events, clock }),
+    clock,
     close: () => committer.close(),
   }
 }

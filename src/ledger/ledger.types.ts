@@ -27,9 +27,10 @@ export interface Line {
 /**
  * What a transaction is: a wallet's send (`transfer`), units created or taken back by mint
  * (`issuance`, `burn`), a deleted wallet's holdings moved to its owner (`sweep`), a settled hold
- * (`capture`), or a refund or operator's correction of an earlier transaction (`reversal`).
+ * (`capture`), a refund or operator's correction of an earlier transaction (`reversal`), or units
+ * returned to mint at their expiry (`expiry`).
  */
-export const TRANSACTION_KINDS = ['transfer', 'issuance', 'burn', 'sweep', 'capture', 'reversal'] as const
+export const TRANSACTION_KINDS = ['transfer', 'issuance', 'burn', 'sweep', 'capture', 'reversal', 'expiry'] as const
 export type TransactionKind = (typeof TRANSACTION_KINDS)[number]
 
 /** A transaction's metadata: string values by key (`ledger.schemas.ts` Metadata says which). */

@@ -19,6 +19,7 @@ export interface TransfersServiceDeps {
   committer: GroupCommitter
   /** One key space per wallet, shared with batches, holds and refunds. */
   idempotency: Idempotency
+  clock: () => string
 }
 
 export interface TransfersService {
@@ -37,7 +38,7 @@ export interface TransfersService {
   sweep(trx: Trx, from: number, to: number, memo: string): Promise<Transaction | undefined>
 }
 
-export function createTransfersService({ db, events, committer, idempotency }: TransfersServiceDeps): TransfersService {
+export function createTransfersService({ db, events, committer, idempotency, clock }: TransfersServiceDeps): TransfersService {
   return {
     send(walletId, request, idempotencyKey) {
       return idempotency.once(walletId, idempotencyKey, request, async (key) => {
@@ -46,8 +47,11 @@ export function createTransfersService({ db, events, committer, idempotency }: T
       })
     },
     async sweep(trx, from, to, memo) {
-      const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
-      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
+      // What may be spent: expired units stay behind and return to mint at their expiry.
+      const lines = (await listHoldings(trx, from, clock())).flatMap(({ asset, quantity, held }) =>
+        quantity - held > 0 ? [{ asset, quantity: quantity - held }] : [],
+      )
+      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo: memo, kind: 'sweep' }, events, clock)
     },
   }
 }
