@@ -13,6 +13,8 @@ const LAYERS = [
   ['wallets', '^src/wallets/'],
   ['ledger', '^src/ledger/'],
   ['events', '^src/events/'],
+  ['monitors', '^src/monitors/'],
+  ['schedules', '^src/schedules/'],
   ['operations', '^src/operations/'],
   ['deps', '^src/deps[.]ts$'],
   ['flows', '^src/flows/'],

@@ -27,7 +27,10 @@ import holdExpiry from './ledger/hold-expiry.plugin.ts'
 import holdsRoutes from './ledger/holds.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
+import monitors from './monitors/monitors.plugin.ts'
+import { watchBalances } from './monitors/monitors.service.ts'
 import { documentRoutes } from './routes.ts'
+import schedules from './schedules/schedules.plugin.ts'
 import { traceBatches, traceFields, traceRequests, traceStatements } from './telemetry/tracing.ts'
 import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
@@ -91,9 +94,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
   const metrics = new OperatorMetrics()
+  // The outbox, with the hook of balance monitors, which decide crossings in each move's transaction.
+  const created = createOutbox()
+  const outbox = { ...created, watchBalances: watchBalances(created) }
   const ledger = createLedger({
     database,
-    events: createOutbox(),
+    events: outbox,
     maxBatch: config.groupCommitMaxBatch,
     onBatch: metrics.observeBatch,
     tracing: tracing && traceBatches(tracing),
@@ -169,6 +175,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(retention, deps)
   // Background writing of holds' expiry and their hold.expired events (reads never wait for it).
   await app.register(holdExpiry, deps)
+  // Balance monitors' routes.
+  await app.register(monitors, deps)
+  // Scheduled transfers: their routes, and the runner of due occurrences (started on ready, stopped on close).
+  await app.register(schedules, { ...deps, events: outbox })
 
   await app.ready()
   return app

@@ -15,6 +15,9 @@ import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
 import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliveries.ts'
 import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts'
 import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
+import * as schedules from './migrations/0020_schedules.ts'
+import * as transactionSchedule from './migrations/0021_transaction_schedule.ts'
+import * as monitors from './migrations/0022_monitors.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -32,6 +35,9 @@ const migrations: Record<string, Migration> = {
   '0012_lean_webhook_deliveries': leanWebhookDeliveries,
   '0013_page_label_generation': pageLabelGeneration,
   '0014_webhook_lease_counts': webhookLeaseCounts,
+  '0020_schedules': schedules,
+  '0021_transaction_schedule': transactionSchedule,
+  '0022_monitors': monitors,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

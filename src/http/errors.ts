@@ -44,6 +44,10 @@ export const ERRORS = {
   H000: { status: 404, message: 'Hold Not Found' },
   H001: { status: 409, message: 'Hold Not Pending' },
   H002: { status: 400, message: 'Capture Exceeds Hold' },
+  R000: { status: 404, message: 'Schedule Not Found' },
+  R001: { status: 409, message: 'Schedule Ended' },
+  M000: { status: 404, message: 'Monitor Not Found' },
+  M001: { status: 409, message: 'Too Many Monitors' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -91,6 +95,10 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   H000: 'no such hold, or a hold the wallet is not a side of (a capture: not the sending wallet)',
   H001: 'the hold is captured, voided or expired already',
   H002: 'the capture asks for more of an asset than the hold holds, or for an asset the hold lacks',
+  R000: 'no such schedule, or a schedule of another wallet',
+  R001: 'the schedule is finished or cancelled: it can no longer be paused, resumed or cancelled',
+  M000: 'no such monitor on this wallet',
+  M001: 'a wallet has at most 20 monitors',
 }
 
 export interface ErrorBody {

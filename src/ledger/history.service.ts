@@ -36,6 +36,7 @@ export interface ListQuery {
   kind?: TransactionKind
   /** `metadata[KEY]=VALUE` filters, as `metadataFilters` reads them from the query. */
   metadata?: [key: string, value: string][]
+  schedule_id?: number
 }
 
 /** Most `metadata[KEY]=VALUE` filters in one query. */
@@ -113,6 +114,7 @@ export async function answerWalletTransactions(
     wanted.until,
     wanted.kind,
     wanted.metadata,
+    wanted.scheduleId,
   ])
   const kept = pages.get(key)
   if (kept && state !== undefined && kept.state === state) {
@@ -207,6 +209,7 @@ async function journalFilter(db: Db, query: ListQuery) {
     until,
     kind: query.kind,
     metadata: query.metadata,
+    scheduleId: query.schedule_id,
   }
 }
 

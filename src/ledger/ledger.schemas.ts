@@ -88,6 +88,7 @@ export const Transaction = Type.Object(
     kind: Kind,
     reverses: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a reversal: the id of the transaction it reverses' })),
     hold_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a capture: the id of the hold it settles' })),
+    schedule_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on the run of a schedule: the id of that schedule' })),
     metadata: Type.Record(Type.String(), Type.String(), { description: '{} when none' }),
   },
   { description: 'a ledger entry moving one or more assets between two wallets' },

@@ -13,6 +13,7 @@ export interface TransactionFields {
   reverses: number | null
   hold_id: number | null
   metadata: Metadata
+  schedule_id?: number | null
 }
 
 export function toTransaction(row: TransactionFields, lines: Line[], labels: Map<number, WalletLabel>): Transaction {
@@ -41,6 +42,7 @@ export function shapeTransaction(
     // Each link only on its own kind.
     ...(row.kind === 'reversal' && row.reverses !== null ? { reverses: row.reverses } : {}),
     ...(row.kind === 'capture' && row.hold_id !== null ? { hold_id: row.hold_id } : {}),
+    ...(row.schedule_id != null ? { schedule_id: row.schedule_id } : {}),
     metadata: row.metadata,
   }
 }
