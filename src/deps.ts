@@ -1,6 +1,7 @@
 import type { Tracing } from './telemetry/tracing.ts'
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
+import type { WebhooksService } from './events/webhooks.service.ts'
 import type { AttemptLimiter } from './http/rate-limit.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
 import type { SecretsKey } from './secrets/secret-box.ts'
@@ -25,6 +26,7 @@ export interface AppOptions {
  */
 export interface Deps extends AppOptions {
   ledger: Ledger
+  webhooks: WebhooksService
   /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
   limiter: AttemptLimiter
 }

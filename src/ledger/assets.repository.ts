@@ -70,29 +70,19 @@ export async function updateAsset(db: Executor, assetId: number, changes: { name
   return row && toAsset(row)
 }
 
-/**
- * True when any wallet other than mint holds a non-zero quantity. Holdings of an asset sum to
- * zero and only mint's may be negative, so that is exactly when mint's own holding is not zero:
- * one row read by primary key, however many wallets ever held the asset.
- */
+/** Whether any wallet holds the asset: exactly when mint's holding is not zero (holdings sum to zero). */
 export async function isAssetHeld(db: Executor, assetId: number): Promise<boolean> {
   return (await findHolding(db, MINT_WALLET_ID, assetId)) !== 0
 }
 
-/**
- * Locks the live asset row for the rest of the transaction (PostgreSQL; SQLite serializes
- * writers), for deleting it. Undefined when it is gone or deleted.
- */
+/** Locks the live asset row for deleting it; undefined when it is gone. */
 export async function lockAsset(trx: Trx, assetId: number): Promise<Asset | undefined> {
   const query = trx.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null)
   const row = await forUpdate(query, trx).executeTakeFirst()
   return row && toAsset(row)
 }
 
-/**
- * Holds the asset row shared against its deletion for the rest of the transaction, waiting for
- * one in progress (`lockAsset`); read the asset after this to see what that committed.
- */
+/** Holds the asset row against its deletion, waiting for one in progress; read the asset after it. */
 export async function holdAsset(trx: Trx, assetId: number): Promise<void> {
   await holdRow(trx, 'assets', assetId)
 }
@@ -109,11 +99,7 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
     .execute()
 }
 
-/**
- * The text of `listHoldings`' query, written once per dialect: GET /wallet/assets is polled by
- * every dashboard, and building and compiling the query with Kysely on every call cost about as
- * much CPU as SQLite took to answer it (`docs/performance.md#reads`).
- */
+/** Written once per dialect: a hot polled read, where Kysely cost as much as SQLite (`docs/performance.md#reads`). */
 const HOLDINGS_SQLITE =
   'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held ' +
   'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and h.quantity > 0'
@@ -121,11 +107,7 @@ const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
 
 type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & { quantity: number; wallet_id: number; asset_id: number; held: number }
 
-/**
- * Holdings of a wallet with a quantity above zero, ordered by asset name (compareAssetNames),
- * each with what pending, unexpired holds reserve of it (`held`; a held holding has a quantity
- * of at least what is held, so it is listed even when nothing of it is free).
- */
+/** Holdings above zero by asset name, each with what pending holds reserve of it. */
 export async function listHoldings(db: Executor, walletId: number) {
   const rows = await readRows<HoldingRow>(db, isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId])
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
@@ -133,11 +115,7 @@ export async function listHoldings(db: Executor, walletId: number) {
   return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: held.get(holdingKey(walletId, row.id)) ?? 0 }))
 }
 
-/**
- * The wallet's holdings above zero as they stood at `asOf` (a stored timestamp), by asset name:
- * for each asset it ever held, the last running balance at or before that instant (migration
- * 0010), one index probe each.
- */
+/** Holdings above zero at `asOf`: the last running balance of each asset, one index probe each. */
 export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
   const rows = await db
     .selectFrom('holdings')

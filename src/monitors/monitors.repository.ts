@@ -58,6 +58,17 @@ export async function findWatching(trx: Trx, walletIds: number[], assetIds: numb
   return rows
 }
 
+/** What the wallet owns of the asset and what pending holds reserve of it (zeros without a holding). */
+export async function findHolding(trx: Trx, walletId: number, assetId: number): Promise<{ quantity: number; held: number }> {
+  const row = await trx
+    .selectFrom('holdings')
+    .select(['quantity', 'held'])
+    .where('wallet_id', '=', walletId)
+    .where('asset_id', '=', assetId)
+    .executeTakeFirst()
+  return { quantity: Number(row?.quantity ?? 0), held: Number(row?.held ?? 0) }
+}
+
 export async function setMonitorStates(trx: Trx, states: { id: number; state: string }[]): Promise<void> {
   for (const { id, state } of states) await trx.updateTable('monitors').set({ state }).where('id', '=', id).execute()
 }

@@ -1,9 +1,7 @@
 import type { Db, Trx } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { findLiveAssetByName } from '../ledger/assets.service.ts'
-import { listHoldings } from '../ledger/history.service.ts'
-import { takeWalletTurns } from '../ledger/ledger.service.ts'
+import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
 import { MINT_WALLET_ID, type Asset, type EventWriter, type HoldingChange, type WalletEvent } from '../ledger/ledger.types.ts'
 import * as repository from './monitors.repository.ts'
 
@@ -58,18 +56,18 @@ export interface MonitorsService {
   remove(walletId: number, id: number): Promise<void>
 }
 
-export function createMonitorsService({ db }: { db: Db }): MonitorsService {
+export function createMonitorsService({ db, ledger }: { db: Db; ledger: Pick<Ledger, 'assets'> }): MonitorsService {
   return {
     async create(walletId, body) {
       if ((body.below === undefined) === (body.above === undefined)) throw new AppError('G000', 'give exactly one of below and above')
-      const asset = await findLiveAssetByName(db, body.asset)
+      const asset = await ledger.assets.findLiveAssetByName(body.asset)
       if (!asset) throw new AppError('I001', `no asset named "${body.asset}"`)
       const thresholds = { below: body.below ?? null, above: body.above ?? null }
       return inTransaction(db, async (trx) => {
         await takeWalletTurns(trx, [walletId])
         if ((await repository.countMonitors(trx, walletId)) >= MAX_MONITORS)
           throw new AppError('M001', `a wallet has at most ${MAX_MONITORS} monitors`)
-        const holding = (await listHoldings(trx, walletId)).find((h) => h.asset.id === asset.id) ?? { quantity: 0, held: 0 }
+        const holding = await repository.findHolding(trx, walletId, asset.id)
         const row = { ...thresholds, state: isCrossed(thresholds, spendable(holding)) ? 'crossed' : 'normal', created_at: nowIso() }
         const id = await repository.insertMonitor(trx, { wallet_id: walletId, asset_id: asset.id, ...row })
         return toMonitor({ id, ...row }, asset.name)
