@@ -45,6 +45,10 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   H001: 'That hold is no longer pending: it has already been captured, voided, or it expired.',
   H002: 'You cannot capture more than the hold reserves, or an asset it does not reserve.',
   J000: 'This transaction is not in the signed journal yet. Try again in a few seconds.',
+  R000: 'That scheduled payment does not exist, or it belongs to another wallet.',
+  R001: 'That scheduled payment has already finished or been cancelled, so it cannot be changed any more.',
+  M000: 'That alert does not exist on this wallet.',
+  M001: 'A wallet can have at most 20 alerts. Delete one before adding another.',
 }
 
 /** The kinds of transaction, as a person reads them. */

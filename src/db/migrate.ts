@@ -16,8 +16,11 @@ import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliverie
 import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts'
 import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
 import * as journal from './migrations/0015_journal.ts'
-import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
+import * as schedules from './migrations/0020_schedules.ts'
+import * as transactionSchedule from './migrations/0021_transaction_schedule.ts'
+import * as monitors from './migrations/0022_monitors.ts'
 import * as expiringUnits from './migrations/0023_expiring_units.ts'
+import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -36,8 +39,11 @@ const migrations: Record<string, Migration> = {
   '0013_page_label_generation': pageLabelGeneration,
   '0014_webhook_lease_counts': webhookLeaseCounts,
   '0015_journal': journal,
-  '0026_session_user_agents': sessionUserAgents,
+  '0020_schedules': schedules,
+  '0021_transaction_schedule': transactionSchedule,
+  '0022_monitors': monitors,
   '0023_expiring_units': expiringUnits,
+  '0026_session_user_agents': sessionUserAgents,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

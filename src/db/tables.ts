@@ -138,6 +138,8 @@ export interface TransactionsTable {
   hold_id: number | null
   /** The metadata object as JSON; null when it is empty. */
   metadata: string | null
+  /** The schedule whose run recorded it (migration 0021). */
+  schedule_id: number | null
 }
 
 /** One metadata key of a transaction, for filtering: a row per side's wallet and one for the journal (`wallet_id` 0). */
@@ -238,6 +240,55 @@ export interface OperatorSessionsTable {
   expires_at: string
 }
 
+/** A scheduled or recurring transfer (migration 0020, `schedules/`). */
+export interface SchedulesTable {
+  id: Generated<number>
+  wallet_id: number
+  /** The wallet key that created it, when one did. */
+  key_id: number | null
+  /** The transfer's body as given (JSON). */
+  request: string
+  start_at: string
+  every: string | null
+  count: number | null
+  end_at: string | null
+  time_zone: string
+  status: string
+  /** Index of the next occurrence to run (0 for `start_at`). */
+  next_occurrence: number
+  /** That occurrence's instant; null once finished or cancelled. */
+  next_run_at: string | null
+  runs: number
+  failures: number
+  refusals_in_a_row: number
+  /** `{at, transaction_id, error}` as JSON, null before the first run. */
+  last_run: string | null
+  created_at: string
+  updated_at: string
+}
+
+/** One occurrence of a schedule that ran, written with its transfer: its key makes the run happen once. */
+export interface ScheduleRunsTable {
+  schedule_id: number
+  occurrence: number
+  due_at: string
+  ran_at: string
+  transaction_id: number | null
+  /** The refusal's error body (JSON) when it moved nothing. */
+  error: string | null
+}
+
+/** A balance monitor (migration 0022, `monitors/`). */
+export interface MonitorsTable {
+  id: Generated<number>
+  wallet_id: number
+  asset_id: number
+  below: number | null
+  above: number | null
+  state: string
+  created_at: string
+}
+
 export interface RateLimitHitsTable {
   key: string
   window_start: number
@@ -313,6 +364,9 @@ export interface DB {
   journal_state: JournalStateTable
   journal_checkpoints: JournalCheckpointsTable
   journal_pending: JournalPendingTable
+  schedules: SchedulesTable
+  schedule_runs: ScheduleRunsTable
+  monitors: MonitorsTable
 }
 
 export type UserRow = Selectable<UsersTable>

@@ -41,6 +41,10 @@ export const ERRORS = {
   H001: { status: 409, message: 'Hold Not Pending' },
   H002: { status: 400, message: 'Capture Exceeds Hold' },
   J000: { status: 409, message: 'Not In Journal Yet' },
+  R000: { status: 404, message: 'Schedule Not Found' },
+  R001: { status: 409, message: 'Schedule Ended' },
+  M000: { status: 404, message: 'Monitor Not Found' },
+  M001: { status: 409, message: 'Too Many Monitors' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -89,6 +93,10 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   H001: 'the hold is captured, voided or expired already',
   H002: 'the capture asks for more of an asset than the hold holds, or for an asset the hold lacks',
   J000: 'no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds',
+  R000: 'no such schedule, or a schedule of another wallet',
+  R001: 'the schedule is finished or cancelled: it can no longer be paused, resumed or cancelled',
+  M000: 'no such monitor on this wallet',
+  M001: 'a wallet has at most 20 monitors',
 }
 
 export interface ErrorBody {

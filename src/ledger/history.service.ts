@@ -72,6 +72,7 @@ export interface ListQuery {
   kind?: TransactionKind
   /** `metadata[KEY]=VALUE` filters, as `metadataFilters` reads them from the query. */
   metadata?: [key: string, value: string][]
+  schedule_id?: number
 }
 
 export type JournalQuery = Omit<ListQuery, 'direction'> & { walletId?: number }
@@ -130,6 +131,7 @@ async function answerWalletTransactions(
     wanted.until,
     wanted.kind,
     wanted.metadata,
+    wanted.scheduleId,
   ])
   const kept = pages.get(key)
   if (kept && state !== undefined && kept.state === state) {
@@ -207,6 +209,7 @@ async function journalFilter(db: Db, query: ListQuery) {
     until,
     kind: query.kind,
     metadata: query.metadata,
+    scheduleId: query.schedule_id,
   }
 }
 

@@ -92,6 +92,7 @@ export const Transaction = Type.Object(
     kind: Kind,
     reverses: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a reversal: the id of the transaction it reverses' })),
     hold_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a capture: the id of the hold it settles' })),
+    schedule_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on the run of a schedule: the id of that schedule' })),
     metadata: Type.Record(Type.String(), Type.String(), { description: '{} when none' }),
     position: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], {
       description: 'the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit',

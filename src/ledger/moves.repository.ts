@@ -708,6 +708,7 @@ function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: str
       t.reverses ?? null,
       t.hold_id ?? null,
       metadata,
+      t.schedule_id ?? null,
     ]
   })
   const lines = moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
@@ -726,8 +727,10 @@ function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: str
       TRANSACTION_COLUMNS,
       rows,
       (r) => sql`
-      insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata)
-      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${r}`,
+      insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata,
+        schedule_id)
+      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata, schedule_id
+      from ${r}`,
     ),
     rowsWrite(
       trx,
@@ -773,6 +776,7 @@ const TRANSACTION_COLUMNS = [
   ['reverses', 'bigint'],
   ['hold_id', 'bigint'],
   ['metadata', 'text'],
+  ['schedule_id', 'bigint'],
 ] as const
 const METADATA_COLUMNS = [
   ['wallet_id', 'bigint'],

@@ -29,6 +29,7 @@ import {
   type LotLine,
   type Reversible,
 } from './moves.repository.ts'
+import { holdingChanges } from './holding-changes.ts'
 import { toTransaction } from './transactions.shape.ts'
 
 /**
@@ -68,6 +69,8 @@ export interface Move {
   reverses?: number
   /** A capture's hold. */
   holdId?: number
+  /** The schedule whose run this is. */
+  scheduleId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
   idempotency?: { key: string; requestHash: string; walletId?: number }
   /**
@@ -430,6 +433,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
             reverses: move.reverses ?? null,
             hold_id: move.settle?.hold.id ?? move.holdId ?? null,
             metadata: move.metadata ?? {},
+            schedule_id: move.scheduleId ?? null,
           },
           lines,
           locked.wallets,
@@ -452,6 +456,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
     keys: idempotencyRecords(units, outcomes, written),
   }
   await writeMoves(trx, batch, locked, events)
+  if (events.watchBalances) await events.watchBalances(trx, holdingChanges(locked, written))
   return outcomes
 }
 
