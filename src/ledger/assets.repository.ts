@@ -181,7 +181,8 @@ async function findExpiredAsOf(db: Executor, walletId: number, asOf: string): Pr
       select l.asset_id, l.expires_at,
         sum(case when t.receiving_wallet_id = ${walletId} then l.quantity else -l.quantity end) as quantity
       from transactions t join transaction_lots l on l.transaction_id = t.id
-      where (t.sending_wallet_id = ${walletId} or t.receiving_wallet_id = ${walletId}) and t.created_at <= ${asOf} and l.expires_at <= ${asOf}
+      where (t.sending_wallet_id = ${walletId} or t.receiving_wallet_id = ${walletId})
+        and t.created_at <= ${asOf} and l.expires_at <= ${asOf}
       group by l.asset_id, l.expires_at
     ) as by_lot where quantity > 0 group by asset_id`.execute(db)
   return new Map(rows.map((row) => [Number(row.asset_id), Number(row.quantity)]))

@@ -271,7 +271,8 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
  */
 export async function listByPosition(db: Executor, after: number, limit: number): Promise<Transaction[]> {
   const q = new Statement(db)
-  const positions = `select j.transaction_id from journal_entries j where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
+  const positions = `select j.transaction_id from journal_entries j
+    where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
   const transactions = await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id in (${positions})`)
   return transactions.sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
 }

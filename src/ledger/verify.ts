@@ -332,7 +332,8 @@ async function verifyLots(db: Executor, now: string): Promise<string[]> {
     where coalesce(s.quantity, 0) <> coalesce(j.quantity, 0)`.execute(db)
   for (const row of rows)
     problems.push(
-      `wallet ${row.wallet_id} has ${row.stored ?? 0} of asset ${row.asset_id} expiring ${row.expires_at}, the journal says ${row.journal ?? 0}`,
+      `wallet ${row.wallet_id} has ${row.stored ?? 0} of asset ${row.asset_id} expiring ${row.expires_at}, ` +
+        `the journal says ${row.journal ?? 0}`,
     )
   const { rows: held } = await sql<{
     wallet_id: number
