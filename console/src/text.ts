@@ -392,6 +392,7 @@ export const SCHEDULE_TEXT = {
   none: 'No scheduled payments yet.',
   noneMatch: 'No scheduled payments match this filter.',
   column: { payment: 'Payment', calendar: 'When', next: 'Next run', status: 'Status', runs: 'Runs' },
+  filters: 'Schedule filters',
   statusFilter: 'Status',
   statusChip: (status: string) => `Status: ${status}`,
   everyStatus: 'Every status',

@@ -42,11 +42,10 @@ function ScheduleList({ session, refresh }: ScreenProps) {
       <p>
         {T.intro(session.wallet_address)} <span class="live">{LIVE_TEXT[live]}</span>
       </p>
-      <ScheduleForm session={session} refresh={refresh} created={page.reload} />
       <section aria-labelledby="schedule-list">
         <h2 id="schedule-list">{T.listTitle}</h2>
         <FilterBar
-          label={T.statusFilter}
+          label={T.filters}
           chips={status ? [{ label: T.statusChip(STATUS[status as Schedule['status']]), clear: () => setStatus('') }] : []}
         >
           <Select
@@ -100,9 +99,8 @@ function ScheduleList({ session, refresh }: ScreenProps) {
                 <p>{describeCalendar(schedule)}.</p>
                 <p class="meta">
                   <StatusBadge status={schedule.status} />
-                  {schedule.next_run_at ? T.next(formatRun(schedule.next_run_at, schedule.time_zone)) : T.noNext}
-                  {' · '}
-                  {T.runs(schedule.runs, schedule.failures)}
+                  <span>{schedule.next_run_at ? T.next(formatRun(schedule.next_run_at, schedule.time_zone)) : T.noNext}</span>
+                  <span> · {T.runs(schedule.runs, schedule.failures)}</span>
                 </p>
               </li>
             ))}
@@ -110,6 +108,7 @@ function ScheduleList({ session, refresh }: ScreenProps) {
         )}
         <CursorPager cursors={cursors} setCursors={setCursors} next={page.data?.next} />
       </section>
+      <ScheduleForm session={session} refresh={refresh} created={page.reload} />
     </Page>
   )
 }
