@@ -64,7 +64,13 @@ export function Alerts({ session }: ScreenProps) {
       setDone('')
       check(asset !== '', T.needAsset)
       const line = parseThreshold(threshold)
-      const monitor = await call(coffer.POST('/wallet/monitors', { body: { asset, [direction]: line } }))
+      const monitor = await call(coffer.POST('/wallet/monitors', { body: { asset, [direction]: line } })).catch(
+        async (refused: unknown) => {
+          // Refused (the limit reached elsewhere, an asset gone): show the alerts as they are now.
+          await loaded.reload()
+          throw refused
+        },
+      )
       setThreshold('')
       await loaded.reload()
       setDone(T.added(T.sentence(monitor.asset, monitor.below, monitor.above)))
@@ -91,6 +97,30 @@ export function Alerts({ session }: ScreenProps) {
       {loaded.loading && <Loading what={T.loading} />}
       {data && (
         <>
+          <section aria-labelledby="alert-list">
+            <h2 id="alert-list">{T.listTitle}</h2>
+            {done && <Done>{done}</Done>}
+            {data.monitors.length === 0 && <Empty>{T.none}</Empty>}
+            {data.monitors.length > 0 && (
+              <ul class="cards alerts">
+                {data.monitors.map((monitor) => {
+                  const sentence = T.sentence(monitor.asset, monitor.below, monitor.above)
+                  return (
+                    <li key={monitor.id} class={monitor.state}>
+                      <p class="what">{sentence}</p>
+                      <p class="meta">
+                        <span class={`badge alert-${monitor.state}`}>{T.state(monitor.state, monitor.below, monitor.above)}</span>
+                        {T.available(formatQuantity(available(monitor.asset)))} · {T.since(formatTime(monitor.created_at))}
+                      </p>
+                      <button type="button" disabled={pending} aria-label={T.removeLabel(sentence)} onClick={() => void remove(monitor)}>
+                        {T.remove}
+                      </button>
+                    </li>
+                  )
+                })}
+              </ul>
+            )}
+          </section>
           <section aria-labelledby="new-alert">
             <h2 id="new-alert">{T.newTitle}</h2>
             {data.assets.length === 0 && <Empty>{T.noAssets}</Empty>}
@@ -119,30 +149,6 @@ export function Alerts({ session }: ScreenProps) {
               </button>
               {data.monitors.length >= 20 && <p class="hint">{T.most}</p>}
             </form>
-          </section>
-          <section aria-labelledby="alert-list">
-            <h2 id="alert-list">{T.listTitle}</h2>
-            {done && <Done>{done}</Done>}
-            {data.monitors.length === 0 && <Empty>{T.none}</Empty>}
-            {data.monitors.length > 0 && (
-              <ul class="cards alerts">
-                {data.monitors.map((monitor) => {
-                  const sentence = T.sentence(monitor.asset, monitor.below, monitor.above)
-                  return (
-                    <li key={monitor.id} class={monitor.state}>
-                      <p class="what">{sentence}</p>
-                      <p class="meta">
-                        <span class={`badge alert-${monitor.state}`}>{T.state(monitor.state, monitor.below, monitor.above)}</span>
-                        {T.available(formatQuantity(available(monitor.asset)))} · {T.since(formatTime(monitor.created_at))}
-                      </p>
-                      <button type="button" disabled={pending} aria-label={T.removeLabel(sentence)} onClick={() => void remove(monitor)}>
-                        {T.remove}
-                      </button>
-                    </li>
-                  )
-                })}
-              </ul>
-            )}
           </section>
         </>
       )}
