@@ -419,6 +419,7 @@ export const SCHEDULE_TEXT = {
   asset: 'Asset',
   quantity: 'Quantity',
   quantityHint: 'a whole number, paid at each run',
+  quantityOf: (asset: string) => `The quantity of ${asset}`,
   memo: 'Memo (optional)',
   memoHint: 'at most 64 characters, seen by both sides',
   when: 'When',
@@ -492,7 +493,6 @@ export const SCHEDULE_TEXT = {
   resumed: (id: number, next: string) => `Scheduled payment ${id} is active again; next run ${next}.`,
   cancelTitle: (id: number) => `Cancel scheduled payment ${id}?`,
   cancelBody: 'It never runs again. Payments it already made stay as they are.',
-  keep: 'Keep it',
   cancelled: (id: number) => `Scheduled payment ${id} is cancelled.`,
   loadingOne: 'the scheduled payment',
 }

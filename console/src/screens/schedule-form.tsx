@@ -109,7 +109,7 @@ export function ScheduleForm({ session, created }: ScreenProps & { created: () =
       check(to !== '', T.needRecipient)
       const target = kind === '0' ? checkUsername(to) : kind === '1' ? checkAddress(to) : String(parseId(to))
       check(asset !== '', T.needAsset)
-      const amount = parseQuantity(quantity, `The quantity of ${asset}`)
+      const amount = parseQuantity(quantity, T.quantityOf(asset))
       check(memo.length <= 64, T.memoTooLong)
       const calendar = calendarOf(fields, Date.now())
       const schedule = await call(
