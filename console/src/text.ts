@@ -480,9 +480,10 @@ export const SCHEDULE_TEXT = {
   noUpcoming: 'No runs ahead: it is not active.',
   history: 'Runs so far',
   historyIntro: 'Each run is an ordinary payment from this wallet. A refused run moves nothing; three in a row pause the schedule.',
-  paidRun: (assets: string, to: string, id: number) => `Paid ${assets} to ${to} (transaction ${id})`,
-  noPaidRuns: 'No run has paid anything yet.',
-  lastRefused: (when: string) => `Last refused run, ${when}:`,
+  paidRun: (what: string, id: number) => `paid ${what} (transaction ${id}).`,
+  noRuns: 'It has not run yet.',
+  ranLate: (due: string, ran: string) => `${due} (run late, ${ran})`,
+  refusedRun: (when: string) => `${when}: refused, nothing moved:`,
   refusedCount: (failures: number) =>
     failures === 1 ? '1 run was refused in all.' : `${formatQuantity(failures)} runs were refused in all.`,
   pausedAfterRefusals: 'Paused after its runs were refused. Make sure the wallet holds enough, then resume it.',

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, callPage, coffer } from '../api.ts'
 import { formatRun } from '../calendar.ts'
-import { formatAssets, formatTime } from '../format.ts'
+import { formatTime } from '../format.ts'
 import { useAnyWalletEvents } from '../live.ts'
 import { CursorPager, type Cursors } from '../transactions.tsx'
 import { describeCalendar, runRefusal, scheduleRecipient, SCHEDULE_STATUS_TEXT as STATUS, SCHEDULE_TEXT as T, LIVE_TEXT } from '../text.ts'
@@ -129,8 +129,8 @@ function ScheduleDetail({ session, id }: ScreenProps & { id: string }) {
   const runs = useLoad(
     () =>
       callPage(
-        coffer.GET('/wallet/transactions', {
-          params: { query: { schedule_id: Number(id), limit: 20, ...(before !== undefined ? { before } : {}) } },
+        coffer.GET('/wallet/schedules/{id}/runs', {
+          params: { path: { id }, query: { limit: 20, ...(before !== undefined ? { before } : {}) } },
         }),
       ),
     [id, before, schedule.data?.runs],
@@ -248,25 +248,22 @@ function ScheduleDetail({ session, id }: ScreenProps & { id: string }) {
           <section aria-labelledby="run-history">
             <h2 id="run-history">{T.history}</h2>
             <p class="meta">{T.historyIntro}</p>
-            {data.last_run?.error && (
-              <div class="notice error" role="group" aria-label={T.lastRefused(formatTime(data.last_run.at))}>
-                <Refusal when={T.lastRefused(formatTime(data.last_run.at))} error={runRefusal(data.last_run.error)} />
-                <p>{T.refusedCount(data.failures)}</p>
-              </div>
-            )}
+            {data.failures > 0 && <p>{T.refusedCount(data.failures)}</p>}
             <ErrorNotice error={runs.error} />
             {runs.loading && <Loading what={T.history.toLowerCase()} />}
-            {runs.data && runs.data.data.length === 0 && <Empty>{T.noPaidRuns}</Empty>}
+            {runs.data && runs.data.data.length === 0 && <Empty>{T.noRuns}</Empty>}
             {runs.data && runs.data.data.length > 0 && (
               <ul class="cards runs">
-                {runs.data.data.map((transaction) => (
-                  <li key={transaction.id}>
-                    <time dateTime={transaction.created_at}>{formatTime(transaction.created_at)}</time>
-                    {': '}
-                    {T.paidRun(
-                      formatAssets(transaction.assets),
-                      transaction.receiving_username ?? transaction.receiving_wallet_address,
-                      transaction.id,
+                {runs.data.data.map((run) => (
+                  <li key={run.occurrence} class={run.error ? 'refused' : undefined}>
+                    {run.error ? (
+                      <Refusal when={T.refusedRun(runTime(run))} error={runRefusal(run.error)} />
+                    ) : (
+                      <p>
+                        <time dateTime={run.due_at}>{runTime(run)}</time>
+                        {': '}
+                        {T.paidRun(scheduleWhat(data), run.transaction_id ?? 0)}
+                      </p>
                     )}
                   </li>
                 ))}
@@ -278,6 +275,12 @@ function ScheduleDetail({ session, id }: ScreenProps & { id: string }) {
       )}
     </Page>
   )
+}
+
+/** When a run fell due, and when it ran if that was later (caught up after the service was down). */
+function runTime(run: { due_at: string; ran_at: string }): string {
+  const late = Date.parse(run.ran_at) - Date.parse(run.due_at) > 60_000
+  return late ? T.ranLate(formatTime(run.due_at), formatTime(run.ran_at)) : formatTime(run.due_at)
 }
 
 /** `#/schedules` lists and makes them; `#/schedules/<id>` is one of them. */
