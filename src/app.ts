@@ -22,6 +22,7 @@ import { createAttemptLimiter } from './http/rate-limit.ts'
 import { OperatorMetrics, registerOperatorMetrics } from './operations/metrics.ts'
 import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
+import { listAssets } from './ledger/assets.service.ts'
 import holdExpiry from './ledger/hold-expiry.plugin.ts'
 import holdsRoutes from './ledger/holds.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
@@ -141,7 +142,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(transactionsRoutes, deps)
   await app.register(holdsRoutes, deps)
   await app.register(assetsRoutes, deps)
-  await app.register(walletsRoutes, deps)
+  await app.register(walletsRoutes, { ...deps, assets: () => listAssets(db) })
   // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
   await app.register(events, deps)
   // The operator's sessions and read routes; then the web console at /console/ (and / leading there).

@@ -50,6 +50,10 @@ export interface WalletSessionsTable {
   token_hash: string
   created_at: string
   last_used_at: string | null
+  /** The key's scopes, comma-separated (`wallets/key-policy.ts`). */
+  scopes: Generated<string>
+  /** The key's limits as JSON, assets by id; null without limits. */
+  limits: string | null
 }
 
 export interface AssetsTable {

@@ -48,6 +48,7 @@ const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Conf
     '/wallet/events',
     {
       onRequest: app.requireWalletAccess,
+      config: { scope: 'read' },
       // A HEAD would hold a stream open with nothing ever sent: only GET (HEAD answers G006).
       exposeHeadRoute: false,
       schema: {

@@ -44,6 +44,9 @@ export const ERRORS = {
   H000: { status: 404, message: 'Hold Not Found' },
   H001: { status: 409, message: 'Hold Not Pending' },
   H002: { status: 400, message: 'Capture Exceeds Hold' },
+  K000: { status: 403, message: 'Key Scope Missing' },
+  K001: { status: 403, message: 'Key Limit Reached' },
+  K002: { status: 403, message: 'Recipient Not Allowed' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -91,6 +94,9 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   H000: 'no such hold, or a hold the wallet is not a side of (a capture: not the sending wallet)',
   H001: 'the hold is captured, voided or expired already',
   H002: 'the capture asks for more of an asset than the hold holds, or for an asset the hold lacks',
+  K000: "the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)",
+  K001: 'the request would take the wallet key past one of its caps; `detail` names the cap (`per_transfer` or `per_day`)',
+  K002: "the wallet key's `recipients` do not include this recipient",
 }
 
 export interface ErrorBody {

@@ -4,6 +4,7 @@ import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { Transaction } from './ledger.types.ts'
 import { committed, firstFailure, transactionOf, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
+import type { KeyLimits } from '../http/key-scopes.ts'
 import { Lookups, resolveTransfer } from './transfers.service.ts'
 
 /**
@@ -61,7 +62,7 @@ export interface TransferPath {
 
 /**
  * Sends the batch's transfers from the wallet. Atomic: answers 201 `{transactions}` in request
- * order, or throws the first failing transfer's error (U003, W000, G000, W013, I001, I002, I003)
+ * order, or throws the first failing transfer's error (U003, W000, G000, W013, K002, I001, I003, K001, I002)
  * with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in request
  * order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
  */
@@ -70,10 +71,11 @@ export function sendBatch(
   walletId: number,
   request: BatchRequest,
   idempotencyKey?: string,
+  limits?: KeyLimits,
 ): Promise<Answer<BatchBody>> {
   const atomic = request.atomic ?? true
   return path.idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
-    const lookups = new Lookups(path.db)
+    const lookups = new Lookups(path.db, limits)
     const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
     // A database fault while resolving fails the whole request, as it would a transfer.
     for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason

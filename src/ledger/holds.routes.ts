@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Database } from '../db/database.ts'
-import { walletOf } from '../http/auth.ts'
+import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import { DEFAULT_EXPIRES_IN, findWalletHold, listWalletHolds } from './holds.service.ts'
@@ -46,12 +46,14 @@ const HoldListQuery = Type.Object({
 const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, { database, ledger }) => {
   const { db } = database
   const tags = ['holds']
-  const wallet = { onRequest: app.requireWalletAccess }
+  // Each wallet-auth route names the scope a wallet key needs for it (http/key-scopes.ts).
+  const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
+  const hold = { onRequest: app.requireWalletAccess, config: { scope: 'hold' as const } }
 
   app.post(
     '/wallet/holds',
     {
-      ...wallet,
+      ...hold,
       schema: {
         summary: 'Hold assets for a recipient',
         description:
@@ -67,7 +69,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
       },
     },
     async (request, reply) => {
-      const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -76,7 +78,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.get(
     '/wallet/holds',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: "The wallet's holds",
         description:
@@ -103,7 +105,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.get(
     '/wallet/holds/:id',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: 'One hold',
         description: 'A hold the wallet sent or receives.',
@@ -118,7 +120,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.post(
     '/wallet/holds/:id/capture',
     {
-      ...wallet,
+      ...hold,
       schema: {
         summary: 'Capture a hold',
         description:
@@ -143,7 +145,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.post(
     '/wallet/holds/:id/void',
     {
-      ...wallet,
+      ...hold,
       schema: {
         summary: 'Void a hold',
         description: 'Either side releases a pending hold: nothing moves, the sending wallet may spend it all again.',

@@ -7,6 +7,7 @@ import { canonicalAssets, canonicalTransfer, hashRequest, type Answer, type Idem
 import type { EventWriter, Hold, HoldStatus, Line, Transaction } from './ledger.types.ts'
 import { takeWalletTurns } from './moves.repository.ts'
 import { applyMove, transactionOf, type Move } from './moves.ts'
+import type { KeyLimits } from '../http/key-scopes.ts'
 import { Lookups, resolveTransfer } from './transfers.service.ts'
 
 /**
@@ -122,9 +123,9 @@ export class HoldsService {
    * arrive alongside it. Answers 201 with the pending Hold. Throws what a transfer throws, in its
    * order: G003/G004, U003/W000/G000, W013, I001, then W000, I002 (only what is free may be held), I003.
    */
-  create(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>> {
+  create(walletId: number, request: HoldRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<Hold>> {
     return this.#idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (idempotency) => {
-      const move = await resolveTransfer(new Lookups(this.#db), walletId, request)
+      const move = await resolveTransfer(new Lookups(this.#db, limits), walletId, request)
       const [outcome] = await this.#committer.runUnit({
         moves: [{ ...move, idempotency, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }],
         atomic: true,

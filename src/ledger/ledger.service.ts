@@ -1,3 +1,4 @@
+import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Database, Executor } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
 import { sendBatch, type BatchBody, type BatchRequest } from './batches.service.ts'
@@ -23,9 +24,9 @@ export type { ReversalRequest } from './reversals.service.ts'
  */
 export interface Ledger {
   /** POST /wallet/transactions (`transfers.service.ts`). */
-  send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult>
+  send(walletId: number, request: SendRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<SendResult>
   /** POST /wallet/transactions/batch (`batches.service.ts`). */
-  sendBatch(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>>
+  sendBatch(walletId: number, request: BatchRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<BatchBody>>
   /** POST /wallets/{id}/assets (`issuance.service.ts`). */
   issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction>
   /** POST /issuances and `coffer issue --csv` (`issuance.service.ts`). */
@@ -39,11 +40,17 @@ export interface Ledger {
    */
   sweep(trx: Executor, from: number, to: number, memo: string): Promise<Transaction | undefined>
   /** POST /wallet/transactions/{id}/refund (`reversals.service.ts`). */
-  refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
+  refund(
+    walletId: number,
+    transactionId: number,
+    request: ReversalRequest,
+    idempotencyKey?: string,
+    limits?: KeyLimits,
+  ): Promise<SendResult>
   /** POST /transactions/{id}/reversal (`reversals.service.ts`). */
   reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
   /** POST /wallet/holds (`holds.service.ts`). */
-  hold(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>>
+  hold(walletId: number, request: HoldRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<Hold>>
   /** POST /wallet/holds/{id}/capture (`holds.service.ts`). */
   capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<Answer<Transaction>>
   /** POST /wallet/holds/{id}/void (`holds.service.ts`). */
@@ -87,8 +94,9 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
   const transfers = new TransfersService(db, committer, idempotency)
   const holds = new HoldsService(db, events, committer, idempotency)
   return {
-    send: (walletId, request, idempotencyKey) => transfers.send(walletId, request, idempotencyKey),
-    sendBatch: (walletId, request, idempotencyKey) => sendBatch({ db, committer, idempotency }, walletId, request, idempotencyKey),
+    send: (walletId, request, idempotencyKey, limits) => transfers.send(walletId, request, idempotencyKey, limits),
+    sendBatch: (walletId, request, idempotencyKey, limits) =>
+      sendBatch({ db, committer, idempotency }, walletId, request, idempotencyKey, limits),
     issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
     issueToMany: (request) => issueToMany(db, events, request),
     burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
@@ -96,10 +104,10 @@ export function createLedger({ database, events, maxBatch, onBatch }: LedgerOpti
       const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
-    refund: (walletId, transactionId, request, idempotencyKey) =>
-      refund({ db, events, idempotency }, walletId, transactionId, request, idempotencyKey),
+    refund: (walletId, transactionId, request, idempotencyKey, limits) =>
+      refund({ db, events, idempotency }, walletId, transactionId, request, idempotencyKey, limits),
     reverse: (transactionId, request, idempotencyKey) => reverse({ db, events, idempotency }, transactionId, request, idempotencyKey),
-    hold: (walletId, request, idempotencyKey) => holds.create(walletId, request, idempotencyKey),
+    hold: (walletId, request, idempotencyKey, limits) => holds.create(walletId, request, idempotencyKey, limits),
     capture: (walletId, holdId, request, idempotencyKey) => holds.capture(walletId, holdId, request, idempotencyKey),
     voidHold: (walletId, holdId) => holds.void(walletId, holdId),
     expireDueHolds: (limit) => holds.expireDueHolds(limit),

@@ -14,6 +14,8 @@ import { MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transa
 import { findReversible } from './moves.repository.ts'
 import { moveAssets } from './moves.ts'
 import { findTransaction } from './transactions.repository.ts'
+import type { KeyLimits } from '../http/key-scopes.ts'
+import { checkPerTransfer, checkRecipient } from '../wallets/key-policy.ts'
 import { Lookups, resolveLines } from './transfers.service.ts'
 
 /**
@@ -62,8 +64,8 @@ export interface ReversalPath {
 /**
  * POST /wallet/transactions/{id}/refund: the wallet gives back what it received (all of what is
  * left by default). Throws, in this order: G003/G004 (key), T000 (not a transfer or capture this
- * wallet received), I001 (an asset name), then from the ledger's rules W000 (a side deleted),
- * T001 (more than is left), I002, I003.
+ * wallet received), I001 (an asset name), K002 / K001 (the key's recipients and `per_transfer`
+ * caps), then from the ledger's rules W000 (a side deleted), T001 (more than is left), I002, I003.
  */
 export function refund(
   path: ReversalPath,
@@ -71,13 +73,14 @@ export function refund(
   transactionId: number,
   request: ReversalRequest,
   idempotencyKey?: string,
+  limits?: KeyLimits,
 ): Promise<SendResult> {
   return path.idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
     const original = await findTransaction(path.db, transactionId)
     if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
       throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
     }
-    return { status: 201, body: await moveBack(path, original, request, idempotency) }
+    return { status: 201, body: await moveBack(path, original, request, idempotency, limits) }
   })
 }
 
@@ -105,6 +108,7 @@ async function moveBack(
   original: Transaction,
   request: ReversalRequest,
   idempotency?: IdempotencyRecord,
+  limits?: KeyLimits,
 ): Promise<Transaction> {
   if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
   const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(db), request.assets)
@@ -122,6 +126,9 @@ async function moveBack(
       await holdAsset(trx, line.asset.id)
       if (!(await findAssetById(trx, line.asset.id))) throw new AppError('I001', `the asset ${line.asset.name} has been deleted`)
     }
+    // A refund through a wallet key pays the original sender: the key's recipients and caps apply.
+    checkRecipient(limits, original.sending_wallet_id)
+    checkPerTransfer(limits, lines)
     const move = {
       from: original.receiving_wallet_id,
       to: original.sending_wallet_id,

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { arrivalMark } from '../db/commit-state.ts'
 import type { Database } from '../db/database.ts'
-import { walletOf } from '../http/auth.ts'
+import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
 import * as history from './history.service.ts'
@@ -70,7 +70,9 @@ const HoldingsQuery = Type.Object({
 const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> = async (app, { database, ledger }) => {
   const { db } = database
   const tags = ['wallet']
-  const wallet = { onRequest: app.requireWalletAccess }
+  // Each wallet-auth route names the scope a wallet key needs for it (http/key-scopes.ts).
+  const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
+  const send = { onRequest: app.requireWalletAccess, config: { scope: 'send' as const } }
   // History pages answered before, each checked against the database before it is served again.
   const pages = new PageCache()
   if (app.hasDecorator('metrics')) app.metrics.registerMetric(pages.lookups)
@@ -82,12 +84,12 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     arrivals.set(request, arrivalMark())
     done()
   }
-  const historyPage = { onRequest: [markArrival, app.requireWalletAccess] }
+  const historyPage = { onRequest: [markArrival, app.requireWalletAccess], config: { scope: 'read' as const } }
 
   app.get(
     '/wallet/assets',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: 'What the wallet holds',
         description:
@@ -109,7 +111,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   app.post(
     '/wallet/transactions',
     {
-      ...wallet,
+      ...send,
       schema: {
         summary: 'Send assets',
         description:
@@ -124,7 +126,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -133,7 +135,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   app.post(
     '/wallet/transactions/:id/refund',
     {
-      ...wallet,
+      ...send,
       schema: {
         summary: 'Refund a transaction you received',
         description:
@@ -150,7 +152,13 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.refund(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
+      const result = await ledger.refund(
+        walletOf(request),
+        parseId(request.params.id),
+        request.body,
+        request.headers['idempotency-key'],
+        keyLimitsOf(request),
+      )
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -159,7 +167,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   app.post(
     '/wallet/transactions/batch',
     {
-      ...wallet,
+      ...send,
       bodyLimit: Math.max(BATCH_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0),
       schema: {
         summary: 'Send a batch of transfers',
@@ -180,7 +188,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.sendBatch(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.sendBatch(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },

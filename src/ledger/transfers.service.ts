@@ -2,6 +2,8 @@ import { findPrimaryWalletByUsername } from '../accounts/accounts.service.ts'
 import type { Db, Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { Address, IdString, Username } from '../http/schemas.ts'
+import type { KeyLimits } from '../http/key-scopes.ts'
+import { checkPerTransfer, checkRecipient } from '../wallets/key-policy.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
@@ -48,9 +50,12 @@ export class Lookups {
   readonly #db: Executor
   readonly #recipients = new Map<string, Promise<number>>()
   readonly #assets = new Map<string, Promise<Asset | undefined>>()
+  /** The limits of the wallet key making the request (none for a user session). */
+  readonly limits: KeyLimits | undefined
 
-  constructor(db: Executor) {
+  constructor(db: Executor, limits?: KeyLimits) {
     this.#db = db
+    this.limits = limits
   }
 
   /** `resolveRecipient`, once per recipient and type. */
@@ -87,7 +92,8 @@ export async function resolveLines(lookups: Lookups, requested: Record<string, n
 
 /**
  * A transfer's request resolved into the move it makes from `walletId`. Throws, in this order:
- * U003/W000/G000 (recipient), W013 (to itself), I001 (an asset name), I003 (one asset's quantities).
+ * U003/W000/G000 (recipient), W013 (to itself), K002 (not a recipient of the key), I001 (an asset
+ * name), I003 (one asset's quantities), K001 (over the key's `per_transfer` cap).
  */
 export async function resolveTransfer(lookups: Lookups, walletId: number, request: SendRequest): Promise<Move> {
   // Both lookups at once; their errors still come in the documented order.
@@ -97,7 +103,9 @@ export async function resolveTransfer(lookups: Lookups, walletId: number, reques
   ])
   if (recipient.status === 'rejected') throw recipient.reason
   if (recipient.value === walletId) throw new AppError('W013')
+  checkRecipient(lookups.limits, recipient.value)
   if (found.status === 'rejected') throw found.reason
+  checkPerTransfer(lookups.limits, found.value)
   return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata }
 }
 
@@ -118,9 +126,9 @@ export class TransfersService {
    * returns the first response and moves nothing. Throws, in this order: G003/G004 (key),
    * U003/W000/G000 (recipient), W013 (to itself), I001, then from the ledger's rules W000, I002, I003.
    */
-  send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult> {
+  send(walletId: number, request: SendRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<SendResult> {
     return this.#idempotency.once(walletId, idempotencyKey, request, async (idempotency) => {
-      const move = await resolveTransfer(new Lookups(this.#db), walletId, request)
+      const move = await resolveTransfer(new Lookups(this.#db, limits), walletId, request)
       return this.#committer.run({ ...move, idempotency })
     })
   }

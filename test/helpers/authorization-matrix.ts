@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import type { LightMyRequestResponse } from 'fastify'
 import type { Database } from '../../src/db/database.ts'
+import type { KeyScope } from '../../src/http/key-scopes.ts'
 import { ADMIN_KEY } from './app.ts'
 
 /**
@@ -48,6 +49,8 @@ export interface World {
   walletW: number
   walletX: number
   keyW: { id: number; token: string }
+  /** Keys of W with every scope but one, by the scope each lacks: refused (K000) exactly on the routes needing it. */
+  keysWithout: Record<KeyScope, string>
   keyOther: { id: number; token: string }
   revokedUserToken: string
   revokedKeyToken: string
