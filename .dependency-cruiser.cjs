@@ -6,6 +6,7 @@
 const LAYERS = [
   ['secrets', '^src/secrets/'],
   ['config', '^src/(version|config)[.]ts$'],
+  ['telemetry', '^src/telemetry/'],
   ['db', '^src/db/'],
   ['http', '^src/http/'],
   ['accounts', '^src/accounts/'],

@@ -82,34 +82,45 @@ export function percentile(values: number[], fraction: number): number {
 }
 
 export interface BacklogReading {
-  /** Pending deliveries per origin. */
-  byOrigin: Map<string, number>
   total: number
   /** Age of the oldest pending delivery, in seconds. */
   oldestSeconds: number
-  /** This instance's in-flight limit and attempts in flight per origin, and the worker's rounds so far. */
-  limits: Map<string, number>
-  inFlight: Map<string, number>
+  /** Receiving origins with a backlog, and the largest backlog of one of them. */
+  origins: number
+  largestOrigin: number
+  /** This instance's lowest in-flight limit of a busy origin (undefined while none is busy), its attempts in flight, and the worker's rounds so far. */
+  lowestLimit: number | undefined
+  inFlight: number
   rounds: number
 }
 
-/** The webhook backlog as the service's /metrics shows it. */
-export async function readBacklog(base: string): Promise<BacklogReading> {
-  const text = await (await fetch(`${base}/metrics`)).text()
-  const reading: BacklogReading = { byOrigin: new Map(), total: 0, oldestSeconds: 0, limits: new Map(), inFlight: new Map(), rounds: 0 }
-  const perOrigin = {
-    coffer_webhook_origin_backlog: reading.byOrigin,
-    coffer_webhook_origin_limit: reading.limits,
-    coffer_webhook_in_flight: reading.inFlight,
-  }
+export const EMPTY_READING: BacklogReading = {
+  total: 0,
+  oldestSeconds: 0,
+  origins: 0,
+  largestOrigin: 0,
+  lowestLimit: undefined,
+  inFlight: 0,
+  rounds: 0,
+}
+
+/** The webhook backlog as the service's /metrics shows it (read with the admin key). */
+export async function readBacklog(base: string, adminKey: string): Promise<BacklogReading> {
+  const text = await (await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text()
+  const values = new Map<string, number>()
   for (const line of text.split('\n')) {
-    const origin = /^(\w+)\{origin="([^"]*)"\} (\S+)$/.exec(line)
-    if (origin && origin[1] in perOrigin) perOrigin[origin[1] as keyof typeof perOrigin].set(origin[2], Number(origin[3]))
-    if (line.startsWith('coffer_webhook_backlog ')) reading.total = Number(line.split(' ')[1])
-    if (line.startsWith('coffer_webhook_oldest_pending_seconds ')) reading.oldestSeconds = Number(line.split(' ')[1])
-    if (line.startsWith('coffer_webhook_rounds_total ')) reading.rounds = Number(line.split(' ')[1])
+    const series = /^(\w+) (\S+)$/.exec(line)
+    if (series) values.set(series[1], Number(series[2]))
   }
-  return reading
+  return {
+    total: values.get('coffer_webhook_backlog') ?? 0,
+    oldestSeconds: values.get('coffer_webhook_oldest_pending_seconds') ?? 0,
+    origins: values.get('coffer_webhook_backlogged_origins') ?? 0,
+    largestOrigin: values.get('coffer_webhook_largest_origin_backlog') ?? 0,
+    lowestLimit: values.get('coffer_webhook_lowest_origin_limit'),
+    inFlight: values.get('coffer_webhook_in_flight') ?? 0,
+    rounds: values.get('coffer_webhook_rounds_total') ?? 0,
+  }
 }
 
 /** Sets (or, with `url` null, removes) the webhook of the wallet whose user session `token` is. */
@@ -124,21 +135,12 @@ export async function putWebhook(base: string, token: string, url: string | null
 }
 
 /** Samples the backlog every `everyMs` until `stop()` is called; returns the readings. */
-export function sampleBacklog(base: string, everyMs = 1_000): { stop(): Promise<BacklogReading[]> } {
+export function sampleBacklog(base: string, adminKey: string, everyMs = 1_000): { stop(): Promise<BacklogReading[]> } {
   const readings: BacklogReading[] = []
   let running = true
   const loop = (async () => {
     while (running) {
-      readings.push(
-        await readBacklog(base).catch(() => ({
-          byOrigin: new Map(),
-          total: NaN,
-          oldestSeconds: NaN,
-          limits: new Map(),
-          inFlight: new Map(),
-          rounds: NaN,
-        })),
-      )
+      readings.push(await readBacklog(base, adminKey).catch(() => ({ ...EMPTY_READING, total: NaN, oldestSeconds: NaN, rounds: NaN })))
       await new Promise((resolve) => setTimeout(resolve, everyMs))
     }
   })()

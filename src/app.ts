@@ -9,7 +9,7 @@ import adminRoutes from './admin/admin.routes.ts'
 import { isLiveOperatorSession } from './admin/admin.service.ts'
 import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
-import { outbox } from './events/outbox.ts'
+import { createOutbox } from './events/outbox.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
 import consolePlugin from './http/console.ts'
@@ -28,6 +28,7 @@ import holdsRoutes from './ledger/holds.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
 import { documentRoutes } from './routes.ts'
+import { traceBatches, traceFields, traceRequests, traceStatements } from './telemetry/tracing.ts'
 import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
 import { authenticateWalletKey, keptWalletKeys } from './wallets/wallets.service.ts'
@@ -35,12 +36,14 @@ import { authenticateWalletKey, keptWalletKeys } from './wallets/wallets.service
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
-  const { config } = options
+  const { config, tracing } = options
   const app = Fastify({
     logger: {
       level: config.logLevel,
       redact: ['req.headers.authorization', 'req.headers.cookie'],
       ...(options.logStream ? { stream: options.logStream } : {}),
+      // With traces on, every line written inside a span names it (the request's line included).
+      ...(tracing ? { mixin: traceFields } : {}),
     },
     // observability.ts writes one line per request instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
@@ -76,16 +79,27 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     schemaErrorFormatter: schemaError,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // With traces on: a span per request (its hooks first, so they cover every other) and per
+  // statement (the database seen through a Kysely plugin).
+  let database = options.database
+  if (tracing) {
+    traceRequests(app, tracing)
+    const system = database.dialect === 'postgres' ? 'postgresql' : 'sqlite'
+    database = { ...database, db: database.db.withPlugin(traceStatements(tracing, system)) }
+  }
+
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
   const metrics = new OperatorMetrics()
   const ledger = createLedger({
-    database: options.database,
-    events: outbox,
+    database,
+    events: createOutbox(),
     maxBatch: config.groupCommitMaxBatch,
     onBatch: metrics.observeBatch,
+    tracing: tracing && traceBatches(tracing),
+    idempotencyLeaseMs: config.idempotencyLeaseMs,
   })
-  const deps: Deps = { ...options, ledger, limiter: createAttemptLimiter(config.authRateLimit, options.database) }
+  const deps: Deps = { ...options, database, ledger, limiter: createAttemptLimiter(config.authRateLimit, database) }
   app.addHook('onClose', async () => ledger.close())
 
   // Every API route gets its error responses from the route index (src/routes.ts).
@@ -97,7 +111,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
-  await registerOperatorMetrics(app, { metrics, database: options.database })
+  await registerOperatorMetrics(app, { metrics, database })
 
   // 3. Browser security: cookies, CORS for the configured origins only, then the auth guards (with CSRF).
   await app.register(cookies)
@@ -112,6 +126,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(auth, {
     config,
     adminKeyHash: deps.adminKeyHash,
+    limiter: deps.limiter,
     credentials: {
       userSession: (hash) => authenticateUserSession(db, config, hash, sessions),
       walletKey: (hash) => authenticateWalletKey(db, hash, keys),

@@ -5,7 +5,7 @@ import { openDatabase, type Database } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
-import { outbox } from './events/outbox.ts'
+import { createOutbox } from './events/outbox.ts'
 import { AppError, ERRORS } from './http/errors.ts'
 import { Address } from './http/schemas.ts'
 import * as assets from './ledger/assets.service.ts'
@@ -182,7 +182,7 @@ async function issueCsv(
   if (problems.length > 0) throw new CsvError(problems)
   let transactions
   try {
-    transactions = await ledger.issueToMany({
+    transactions = await ledger.issuance.issueToMany({
       asset_id: assetId,
       entries: entries.map((entry, i) => ({ wallet_id: walletIds[i], quantity: entry.quantity })),
       memo,
@@ -269,7 +269,7 @@ async function withDatabase(config: Config, work: (database: Database) => Promis
   // request's: on PostgreSQL only its lock waits and its connecting stay bounded.
   const database = openDatabase({
     ...config,
-    postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 },
+    postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 },
   })
   try {
     await migrateToLatest(database.db)
@@ -282,7 +282,7 @@ async function withDatabase(config: Config, work: (database: Database) => Promis
 /** Issues or burns through the ledger, as the admin routes do (events recorded by the outbox). */
 function withLedger(config: Config, work: (ledger: Ledger, database: Database) => Promise<number>): Promise<number> {
   return withDatabase(config, async (database) => {
-    const ledger = createLedger({ database, events: outbox, maxBatch: config.groupCommitMaxBatch })
+    const ledger = createLedger({ database, events: createOutbox(), maxBatch: config.groupCommitMaxBatch })
     try {
       return await work(ledger, database)
     } finally {
@@ -357,7 +357,7 @@ async function run(
       return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
-        console.log(JSON.stringify(await ledger.issue(walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
+        console.log(JSON.stringify(await ledger.issuance.issue(walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
         return 0
       })
     case 'burn':
@@ -365,7 +365,7 @@ async function run(
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
         const quantity = rest[2] === undefined ? undefined : positiveInteger(rest[2], '<quantity>')
-        const transaction = await ledger.burn(walletId, assetId, quantity)
+        const transaction = await ledger.issuance.burn(walletId, assetId, quantity)
         console.log(transaction ? JSON.stringify(transaction) : 'nothing to burn')
         return 0
       })

@@ -7,10 +7,14 @@ export interface Config {
   host: string
   /** `undefined` selects the embedded SQLite file in `dataDir`; one host or several (`parsePostgresUrl`). */
   databaseUrl: string | undefined
-  /** PostgreSQL: statement, lock, idle-in-transaction and connect timeouts. */
+  /** PostgreSQL: statement, lock, idle-in-transaction, connect, client-side query and readiness probe timeouts. */
   postgresTimeouts: PostgresTimeouts
+  /** How long an Idempotency-Key's first request holds the key in this process (G004) before a retry may run (`ledger/idempotency.ts`). */
+  idempotencyLeaseMs: number
   dataDir: string
   adminApiKey: string | undefined
+  /** Bearer token a Prometheus scraper sends to `/metrics` (the admin key is taken there too); undefined = admin key only. */
+  metricsToken: string | undefined
   /** SECRETS_KEY decoded (32 bytes); undefined selects the key file in `dataDir` (`secrets/secrets-key.ts`). */
   secretsKey: Buffer | undefined
   corsOrigins: string[]
@@ -143,7 +147,7 @@ export function parsePostgresUrl(raw: string): PostgresUrl {
   return { hosts, targetSessionAttrs, preparedStatements: prepared !== 'off', urlFor }
 }
 
-/** Bounded waits on PostgreSQL, in milliseconds; 0 leaves one to the server's setting (the `coffer` command). */
+/** Bounded waits on PostgreSQL, in milliseconds; 0 leaves one to the server's setting, or unbounded (the `coffer` command). */
 export interface PostgresTimeouts {
   /** Longest any statement may run (`statement_timeout`). */
   statementTimeoutMs: number
@@ -153,6 +157,13 @@ export interface PostgresTimeouts {
   idleInTransactionTimeoutMs: number
   /** Longest to wait for a new connection, and for a free one from the pool. */
   connectTimeoutMs: number
+  /**
+   * Longest the client waits for the answer to any statement, COMMIT included, whatever the server
+   * does (a frozen or unreachable server runs no `statement_timeout`); the connection is then destroyed.
+   */
+  queryTimeoutMs: number
+  /** Longest the readiness probe waits for its committing write (`/readyz`). */
+  readyProbeTimeoutMs: number
 }
 
 export const DEFAULT_POSTGRES_TIMEOUTS: PostgresTimeouts = {
@@ -160,7 +171,13 @@ export const DEFAULT_POSTGRES_TIMEOUTS: PostgresTimeouts = {
   lockTimeoutMs: 5_000,
   idleInTransactionTimeoutMs: 30_000,
   connectTimeoutMs: 5_000,
+  // Past statement_timeout, so the server's own timeout, a clean error, normally ends a statement first.
+  queryTimeoutMs: 20_000,
+  readyProbeTimeoutMs: 2_000,
 }
+
+/** How long a key's first request holds it (`Config.idempotencyLeaseMs`): past the bounds of a request's storage calls. */
+export const DEFAULT_IDEMPOTENCY_LEASE_MS = 30_000
 
 type Env = Record<string, string | undefined>
 
@@ -236,6 +253,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (adminApiKey !== undefined && adminApiKey !== '' && adminApiKey.length < 24) {
     throw new ConfigError('ADMIN_API_KEY', 'must be at least 24 characters long')
   }
+  const metricsToken = env.METRICS_TOKEN || undefined
+  if (metricsToken !== undefined && (metricsToken.length < 24 || /\s/.test(metricsToken))) {
+    throw new ConfigError('METRICS_TOKEN', 'must be at least 24 characters long, without spaces')
+  }
   const cookieName = env.SESSION_COOKIE_NAME || 'coffer_session'
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
     throw new ConfigError('SESSION_COOKIE_NAME', 'must be 1-64 letters, digits, "_" or "-"')
@@ -260,9 +281,13 @@ export function loadConfig(env: Env = process.env): Config {
         86_400_000,
       ),
       connectTimeoutMs: integer(env, 'PG_CONNECT_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.connectTimeoutMs, 1, 600_000),
+      queryTimeoutMs: integer(env, 'PG_QUERY_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.queryTimeoutMs, 1, 86_400_000),
+      readyProbeTimeoutMs: integer(env, 'PG_READY_PROBE_TIMEOUT_MS', DEFAULT_POSTGRES_TIMEOUTS.readyProbeTimeoutMs, 1, 600_000),
     },
+    idempotencyLeaseMs: integer(env, 'IDEMPOTENCY_LEASE_MS', DEFAULT_IDEMPOTENCY_LEASE_MS, 1, 3_600_000),
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminApiKey: adminApiKey || undefined,
+    metricsToken,
     secretsKey,
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     sessionCookieName: cookieName,

@@ -1,3 +1,4 @@
+import type { Tracing } from './telemetry/tracing.ts'
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
 import type { AttemptLimiter } from './http/rate-limit.ts'
@@ -14,6 +15,8 @@ export interface AppOptions {
   secretsKey: SecretsKey
   /** Where the JSON log lines go; standard output by default. */
   logStream?: { write(line: string): void }
+  /** OpenTelemetry traces, when the `OTEL_*` variables ask for them (`telemetry/sdk.ts`); none otherwise. */
+  tracing?: Tracing
 }
 
 /**

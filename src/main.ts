@@ -6,6 +6,8 @@ import { migrateToLatest } from './db/migrate.ts'
 import { prepareWebhookSecrets } from './events/webhook-secrets.ts'
 import { secretsKeyFile } from './secrets/secrets-key.ts'
 import { resolveAdminKey } from './http/admin-key.ts'
+import { startTracing } from './telemetry/sdk.ts'
+import { VERSION } from './version.ts'
 
 /**
  * Standard output for the service's JSON log lines, holding them back until `release`: the start
@@ -59,6 +61,7 @@ function banner(url: string, storage: string, adminKeyFile: string | undefined, 
 /** Starts the service: config → storage → server → signals. Resolves once it is listening. */
 export async function serve(config: Config): Promise<void> {
   const adminKey = resolveAdminKey(config)
+  const tracing = await startTracing(process.env, VERSION)
   const log = new HeldLog()
   const database = openDatabase({ ...config, backgroundCheckpoints: true })
   let app
@@ -71,7 +74,7 @@ export async function serve(config: Config): Promise<void> {
       await database.close()
       throw error
     }
-    app = await buildApp({ config, database, adminKeyHash: adminKey.hash, secretsKey, logStream: log })
+    app = await buildApp({ config, database, adminKeyHash: adminKey.hash, secretsKey, logStream: log, tracing })
   } catch (error) {
     log.release()
     throw error
@@ -87,6 +90,7 @@ export async function serve(config: Config): Promise<void> {
     try {
       await app.close()
       await database.close()
+      await tracing?.shutdown()
       app.log.info('stopped')
     } finally {
       process.exit(0)

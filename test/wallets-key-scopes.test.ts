@@ -76,6 +76,7 @@ describe('wallet key scopes and limits', () => {
       await app.register(auth, {
         config: loadConfig({ DATA_DIR: '/nonexistent', ADMIN_API_KEY: 'an admin key for this test only' }),
         adminKeyHash: '',
+        limiter: { hit: () => undefined, check: () => undefined },
         credentials: { userSession: async () => undefined, walletKey: async () => undefined, operatorSession: async () => false },
       })
       assert.throws(() => app.get('/wallet/unscoped', { onRequest: app.requireWalletAccess }, async () => ({})), /needs a key scope/)

@@ -62,7 +62,7 @@ async function setUp(root: string, label: string, url: string): Promise<Subject>
     load('src/http/tokens.ts'),
     load('src/ledger/ledger.service.ts'),
     load('src/events/outbox.ts'),
-    load('src/ledger/transfers.service.ts'),
+    load('src/ledger/lookups.ts'),
   ])
   const database = openPostgres(url, 20)
   await migrateToLatest(database.db)
@@ -109,7 +109,7 @@ async function setUp(root: string, label: string, url: string): Promise<Subject>
     keys,
     sizes,
     send: (walletId, request) =>
-      lookupsOnly ? resolveTransfer(new Lookups(database.db), walletId, request) : ledger.send(walletId, request),
+      lookupsOnly ? resolveTransfer(new Lookups(database.db), walletId, request) : ledger.transfers.send(walletId, request),
     close: () =>
       app
         .close()

@@ -181,6 +181,7 @@ async function runPhase(
   seeded: Seeded,
   receivers: { name: string; receiver: BenchReceiver }[],
   client: pg.Client,
+  adminKey: string,
 ): Promise<PhaseResult> {
   const count = instances.length
   const from = await lastDeliveryId(client)
@@ -190,7 +191,7 @@ async function runPhase(
     receiver.maxInFlight = receiver.inFlight
   }
   const receivedBefore = receivers.reduce((sum, { receiver }) => sum + receiver.received, 0)
-  const rounds = async () => Promise.all(instances.map(async (instance) => (await readBacklog(instance.url)).rounds))
+  const rounds = async () => Promise.all(instances.map(async (instance) => (await readBacklog(instance.url, adminKey)).rounds))
   const roundsBefore = { at: Date.now(), rounds: await rounds() }
   log(`${count} instance${count > 1 ? 's' : ''}: ${CONNECTIONS} connections of transfers for ${SECONDS} s`)
 
@@ -377,9 +378,9 @@ async function main(): Promise<void> {
     await putWebhook(instances[0].url, trader.token, index < 20 ? `${a.url}/w/${trader.walletId}` : `${b.url}/w/${trader.walletId}`)
   }
 
-  const phases = [await runPhase(instances, loads, seeded, receivers, client)]
+  const phases = [await runPhase(instances, loads, seeded, receivers, client, adminKey)]
   while (instances.length < INSTANCES) await startInstance()
-  phases.push(await runPhase(instances, loads, seeded, receivers, client))
+  phases.push(await runPhase(instances, loads, seeded, receivers, client, adminKey))
 
   for (const instance of instances) await instance.stop()
   const database = openDatabase({ databaseUrl, dataDir: dataRoot })

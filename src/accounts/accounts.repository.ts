@@ -1,6 +1,6 @@
 import { sql, type Selectable } from 'kysely'
 import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
-import type { Executor } from '../db/database.ts'
+import type { Executor, Trx } from '../db/database.ts'
 import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
 import { withRetries } from '../db/retry.ts'
 import type { UserRow, UserSessionsTable } from '../db/tables.ts'
@@ -41,7 +41,7 @@ export async function findUserById(db: Executor, userId: number): Promise<UserRo
  * writers): a change of the user's password or primary wallet in progress holds it for update,
  * so this waits for it; read the user after this to see what it committed.
  */
-export async function holdUser(db: Executor, userId: number): Promise<void> {
+export async function holdUser(db: Trx, userId: number): Promise<void> {
   await holdRow(db, 'users', userId)
 }
 

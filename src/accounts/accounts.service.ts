@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts'
 import { KeptReads, readKept } from '../db/commit-state.ts'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import type { UserRow } from '../db/tables.ts'
 import type { UserAuth } from '../http/auth.ts'
@@ -18,18 +18,18 @@ export function hashNewPassword(password: string): Promise<string> {
  * Creates a user without a primary wallet yet, in the caller's transaction (registration,
  * `flows/registration.ts`). Throws U000 when the username is taken, case-insensitively.
  */
-export async function createUser(trx: Executor, username: string, passwordHash: string): Promise<UserRow> {
+export async function createUser(trx: Trx, username: string, passwordHash: string): Promise<UserRow> {
   if (await repo.findUserByUsername(trx, username)) throw new AppError('U000', `username "${username}" is taken`)
   return repo.insertUser(trx, username, passwordHash)
 }
 
 /** Makes `walletId` the user's primary wallet, in the caller's transaction; the caller checks ownership. */
-export async function recordPrimaryWallet(trx: Executor, userId: number, walletId: number): Promise<void> {
+export async function recordPrimaryWallet(trx: Trx, userId: number, walletId: number): Promise<void> {
   await repo.updateUser(trx, userId, { primary_wallet_id: walletId })
 }
 
 /** Makes `walletId` the session's active wallet, in the caller's transaction; the caller checks access. */
-export async function recordActiveWallet(trx: Executor, sessionId: number, walletId: number): Promise<void> {
+export async function recordActiveWallet(trx: Trx, sessionId: number, walletId: number): Promise<void> {
   await repo.setSessionWallet(trx, sessionId, walletId)
 }
 

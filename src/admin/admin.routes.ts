@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Deps } from '../deps.ts'
-import { clearOperatorCookie, OPERATOR_COOKIE, setOperatorCookie } from '../http/auth.ts'
+import { adminKeyAttempts, clearOperatorCookie, OPERATOR_COOKIE, setOperatorCookie } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
@@ -14,7 +14,8 @@ import * as admin from './admin.service.ts'
 /** The console's operator sessions and the operator's read routes. */
 const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, adminKeyHash, limiter }) => {
   const { db } = database
-  // Key attempts are limited per client address like logins (AUTH_RATE_LIMIT), wrong or right.
+  // Key attempts here are limited per client address like logins (AUTH_RATE_LIMIT), wrong or right,
+  // counted with the wrong admin keys of every other route (`http/auth.ts`).
   const tags = ['admin']
   const operator = { onRequest: app.requireAdmin }
 
@@ -32,7 +33,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
       },
     },
     async (request, reply) => {
-      await limiter.hit(`admin-key-ip:${request.ip}`)
+      await limiter.hit(adminKeyAttempts(request))
       const session = await admin.openOperatorSession(db, adminKeyHash, request.body.key)
       setOperatorCookie(reply, config, session.token)
       return reply.status(201).send({ expires_at: session.expiresAt })

@@ -50,7 +50,6 @@ export function coalescedStatement<K extends string | number, Row>(
   keyOf: (row: Row) => K,
 ): (db: Executor, key: K) => Promise<Row | undefined> {
   const kind: LookupKind = {
-    index: kinds++,
     text,
     type,
     alone: text.replace('$keys', `any($1::${type}[])`),
@@ -67,16 +66,13 @@ export function coalescedStatement<K extends string | number, Row>(
 
 /** One `coalescedStatement`: its text, the type of its keys, and how a row names its key. */
 interface LookupKind {
-  /** In the order of creation: a turn's statement lists its kinds in this order, so its text repeats. */
-  index: number
+  /** A turn's statement lists its kinds in the order of their texts, so that its own text repeats. */
   text: string
   type: 'bigint' | 'text'
   /** The text run when a turn has lookups of this kind only. */
   alone: string
   keyOf: (row: unknown) => string | number
 }
-
-let kinds = 0
 
 /** Most keys of one kind in one statement. */
 const MAX_KEYS_PER_KIND = 256
@@ -116,7 +112,7 @@ function lookUpTurn(db: Executor, lookups: Lookup[]): Promise<unknown[]> {
   // statement then looks up the n-th slice of the keys of every kind that has one, and each
   // lookup is answered by its own statement (its rows, or its error) once all have ended.
   const statements: Part[][] = []
-  for (const [kind, keys] of [...positions].sort(([a], [b]) => a.index - b.index)) {
+  for (const [kind, keys] of [...positions].sort(([a], [b]) => (a.text < b.text ? -1 : a.text > b.text ? 1 : 0))) {
     chunks([...keys.keys()], MAX_KEYS_PER_KIND).forEach((slice, i) => (statements[i] ??= []).push({ kind, keys: slice }))
   }
   return Promise.allSettled(statements.map((parts) => readLookups(db, parts))).then((found) =>

@@ -3,8 +3,8 @@ import { CompiledQuery } from 'kysely'
 import type { Executor } from './database.types.ts'
 import { isPostgres } from './dialect.ts'
 import { oncePerTurn, perDatabase } from './per-turn.ts'
-import { transactionsEnded } from './postgres.ts'
 import { sqliteStatementsOf } from './sqlite-statements.ts'
+import { storageStateOf, type LatestCommitState } from './storage-state.ts'
 
 /**
  * The database's commit state: a text that stays the same only while nothing at all has been
@@ -18,38 +18,9 @@ import { sqliteStatementsOf } from './sqlite-statements.ts'
  */
 export type CommitState = string
 
-/** One serial number per database object (a Kysely instance and its transactions share an adapter). */
-const serials = new WeakMap<object, number>()
-let lastSerial = 0
-
-function serialOf(executor: Executor): number {
-  const adapter = executor.getExecutor().adapter
-  let serial = serials.get(adapter)
-  if (serial === undefined) serials.set(adapter, (serial = ++lastSerial))
-  return serial
-}
-
-/**
- * A count that moves on every request's arrival (`arrivalMark`) and on the start of every read of
- * the state: a state read whose mark is above a request's was read after that request arrived.
- */
-let clock = 0
-
-/**
- * The latest state read of each database (by its adapter), with what was noted as its read began:
- * the mark, this process's own writes (`ownWrites`) and the time.
- */
-interface Latest {
-  state: CommitState
-  mark: number
-  writes: number
-  at: number
-}
-const latest = new WeakMap<object, Latest>()
-
-function remember(db: Executor, state: CommitState, began: Omit<Latest, 'state'>): CommitState {
-  const adapter = db.getExecutor().adapter
-  if ((latest.get(adapter)?.mark ?? 0) < began.mark) latest.set(adapter, { state, ...began })
+function remember(db: Executor, state: CommitState, began: Omit<LatestCommitState, 'state'>): CommitState {
+  const storage = storageStateOf(db)
+  if ((storage.latest?.mark ?? 0) < began.mark) storage.latest = { state, ...began }
   return state
 }
 
@@ -61,7 +32,7 @@ const SQLITE_OWN_WRITES = 'select total_changes() as c'
  * blocks ended.
  */
 function ownWrites(db: Executor): number {
-  if (isPostgres(db)) return transactionsEnded()
+  if (isPostgres(db)) return storageStateOf(db).transactionsEnded
   return (sqliteStatementsOf(db)?.prepare(SQLITE_OWN_WRITES).get() as { c: number } | undefined)?.c ?? 0
 }
 
@@ -75,8 +46,8 @@ function ownWrites(db: Executor): number {
 const WRITING_RECHECK_MS = 50
 
 /** A mark taken as a request arrives, for `readCommitState(db, since)` later in that request. */
-export function arrivalMark(): number {
-  return ++clock
+export function arrivalMark(db: Executor): number {
+  return ++storageStateOf(db).clock
 }
 
 const SQLITE_STATE = 'select total_changes() as c, data_version as v from pragma_data_version'
@@ -93,18 +64,20 @@ const turnStateOf = perDatabase((db: Executor) => oncePerTurn(() => (isPostgres(
 
 /** Marked as the query is sent. */
 async function readPostgresState(db: Executor): Promise<CommitState> {
-  const began = { mark: ++clock, writes: transactionsEnded(), at: Date.now() }
+  const storage = storageStateOf(db)
+  const began = { mark: ++storage.clock, writes: storage.transactionsEnded, at: Date.now() }
   const { rows } = await db.executeQuery<{ state: string }>(CompiledQuery.raw(POSTGRES_STATE, []))
-  return remember(db, `${serialOf(db)} ${rows[0].state}`, began)
+  return remember(db, `${storage.id} ${rows[0].state}`, began)
 }
 
 function readSqliteState(db: Executor): CommitState | undefined {
   try {
     const statements = sqliteStatementsOf(db)
     if (!statements || statements.inTransaction()) return undefined
-    const began = { mark: ++clock, writes: 0, at: Date.now() }
+    const storage = storageStateOf(db)
+    const began = { mark: ++storage.clock, writes: 0, at: Date.now() }
     const { c, v } = statements.prepare(SQLITE_STATE).get() as { c: number; v: number }
-    return remember(db, `${serialOf(db)} ${c} ${v}`, { ...began, writes: c })
+    return remember(db, `${storage.id} ${c} ${v}`, { ...began, writes: c })
   } catch {
     return undefined
   }
@@ -122,7 +95,7 @@ function readSqliteState(db: Executor): CommitState | undefined {
 export async function readCommitState(db: Executor, since?: number): Promise<CommitState | undefined> {
   if (db.isTransaction) return undefined
   if (since !== undefined) {
-    const last = latest.get(db.getExecutor().adapter)
+    const last = storageStateOf(db).latest
     if (last && last.mark > since) return last.state
   }
   try {
@@ -130,7 +103,7 @@ export async function readCommitState(db: Executor, since?: number): Promise<Com
     // A transaction open on SQLite's one connection: its writes are counted before they are
     // committed (checked again when the turn's state is read).
     if (statements?.inTransaction()) return undefined
-    const last = latest.get(db.getExecutor().adapter)
+    const last = storageStateOf(db).latest
     if (last && ownWrites(db) !== last.writes && Date.now() - last.at < WRITING_RECHECK_MS) return undefined
     if (!statements && !isPostgres(db)) return undefined
     return await turnStateOf(db)()

@@ -15,11 +15,12 @@ import { startCheckpointer } from './checkpointer.ts'
 import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
 import { openPostgres } from './postgres.ts'
-import { registerSqliteStatements, type SqliteStatements } from './sqlite-statements.ts'
+import { makeDataDirectory, makePrivate } from '../secrets/private-files.ts'
+import { attachStorageState, StorageState, type SqliteStatements } from './storage-state.ts'
 import type { DB } from './tables.ts'
 
 export { openPostgres }
-export type { Database, Db, Executor } from './database.types.ts'
+export type { Database, Db, Executor, Trx } from './database.types.ts'
 
 export interface DatabaseOptions {
   databaseUrl: string | undefined
@@ -34,7 +35,7 @@ export interface DatabaseOptions {
 /** Opens PostgreSQL when a URL is given, else the embedded SQLite file in the data directory. */
 export function openDatabase(options: DatabaseOptions): Database {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 20, options.postgresTimeouts)
-  fs.mkdirSync(options.dataDir, { recursive: true })
+  makeDataDirectory(options.dataDir)
   return openSqlite(path.join(options.dataDir, 'coffer.sqlite'), { backgroundCheckpoints: options.backgroundCheckpoints })
 }
 
@@ -66,12 +67,17 @@ function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase
 export const SQLITE_PAGE_SIZE = 2048
 
 export function openSqlite(file: string, options: { backgroundCheckpoints?: boolean } = {}): Database {
+  // Made 0600 before SQLite opens it: SQLite gives the WAL and SHM files the database file's mode.
+  const onDisk = file !== ':memory:' && !file.startsWith('file:')
+  if (onDisk) makePrivate(file, { create: true })
   const sqlite = new SQLite(file)
   // New files only (an existing file keeps its page size). A transfer changes a few rows spread
   // over many pages, and every changed page is logged, synced and checkpointed whole: 2 KB pages
   // write a third fewer bytes per transfer than the default 4 KB (docs/performance.md#the-write-path).
   sqlite.pragma(`page_size = ${SQLITE_PAGE_SIZE}`)
   sqlite.pragma('journal_mode = WAL')
+  // WAL and SHM files an earlier version left with the umask's mode.
+  if (onDisk) for (const suffix of ['-wal', '-shm']) makePrivate(file + suffix)
   // A 201 means durably committed: fsync the WAL on every commit.
   sqlite.pragma('synchronous = FULL')
   sqlite.pragma('foreign_keys = ON')
@@ -142,10 +148,12 @@ class ImmediateSqliteDialect extends SqliteDialect {
     this.#statements = statements
   }
 
-  /** The adapter is shared by the database and its transactions: it names the statement cache (`sqlite-statements.ts`). */
+  /** The adapter is shared by the database and its transactions: it carries the storage state, with the statement cache. */
   override createAdapter(): DialectAdapter {
     const adapter = super.createAdapter()
-    registerSqliteStatements(adapter, this.#statements)
+    const state = new StorageState()
+    state.statements = this.#statements
+    attachStorageState(adapter, state)
     return adapter
   }
 

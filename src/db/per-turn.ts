@@ -1,4 +1,5 @@
 import type { Executor } from './database.types.ts'
+import { storageStateOf } from './storage-state.ts'
 
 /**
  * Work that callers hand in during one turn of the event loop, done once for all of them: the
@@ -45,10 +46,14 @@ export function oncePerTurn<R>(read: () => R | Promise<R>): () => Promise<R> {
   return () => call(undefined)
 }
 
-/** `make`'s result for each database (an app, a test, a CLI run each have their own batches). */
+/**
+ * `make`'s result for each executor (a database, or a transaction on it), kept in the database's
+ * storage state: an app, a test, a CLI run each have their own batches.
+ */
 export function perDatabase<T>(make: (db: Executor) => T): (db: Executor) => T {
-  const made = new WeakMap<Executor, T>()
+  const key = Symbol('per database')
   return (db) => {
+    const made = storageStateOf(db).part(key, () => new WeakMap<Executor, T>())
     let forDb = made.get(db)
     if (forDb === undefined) made.set(db, (forDb = make(db)))
     return forDb

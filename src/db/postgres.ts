@@ -1,25 +1,14 @@
-import { Kysely, PostgresDialect, type Driver } from 'kysely'
+import { Kysely, PostgresDialect, type DialectAdapter, type Driver, type PostgresDialectConfig } from 'kysely'
 import pg from 'pg'
 import { DEFAULT_POSTGRES_TIMEOUTS, parsePostgresUrl, type PostgresHost, type PostgresTimeouts, type PostgresUrl } from '../config.ts'
 import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
 import { isStaleStatement } from './retry.ts'
+import { attachStorageState, StorageState } from './storage-state.ts'
 import type { DB } from './tables.ts'
 
 // Quantities are bigint columns capped at 2^53-1 by the ledger rules, so they fit a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value))
-
-/** Transaction blocks this process's connections have left (committed or rolled back), over every pool. */
-let endedTransactions = 0
-
-/**
- * How many transaction blocks this process's PostgreSQL connections have ended: a hint for
- * `commit-state.ts` that this process has likely committed something since it last looked (a
- * write outside a block is not counted; the hint only ever spares a query).
- */
-export function transactionsEnded(): number {
-  return endedTransactions
-}
 
 /** Whether the session can write: not a standby in recovery, and not read-only by default. */
 const WRITABLE = `select pg_is_in_recovery() as in_recovery, current_setting('transaction_read_only') = 'on' as read_only`
@@ -79,7 +68,12 @@ class HostSelector {
   async #look(): Promise<PostgresHost> {
     let lastError: unknown
     for (const host of this.#url.hosts) {
-      const probe = new pg.Client({ connectionString: this.#url.urlFor(host), connectionTimeoutMillis: this.#connectTimeoutMs })
+      // Its query bounded too: a silent host must not hold every new connection's look.
+      const probe = new pg.Client({
+        connectionString: this.#url.urlFor(host),
+        connectionTimeoutMillis: this.#connectTimeoutMs,
+        query_timeout: this.#connectTimeoutMs,
+      })
       probe.on('error', () => {})
       try {
         await probe.connect()
@@ -92,7 +86,12 @@ class HostSelector {
       } catch (error) {
         lastError = error
       } finally {
-        void probe.end().catch(() => {})
+        // Ended politely, and destroyed if a silent server never lets it end.
+        const ending = setTimeout(() => probe.connection.stream.destroy(), this.#connectTimeoutMs)
+        void probe
+          .end()
+          .catch(() => {})
+          .finally(() => clearTimeout(ending))
       }
     }
     const wanted = this.checksWrites ? 'accepts writes' : 'accepts connections'
@@ -206,9 +205,25 @@ interface SchemaGeneration {
   value: number
 }
 
-/** The pool's clients: named statements, host selection, and errors that never crash the process. */
-function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared: boolean): typeof pg.Client {
-  return class CofferClient extends pg.Client {
+/**
+ * The smallest write that commits as a transfer does: a transactional message in the WAL (no
+ * table; logical decoding sees it under this prefix), so its COMMIT waits for a synchronous
+ * standby. An id alone (`txid_current()`) writes no WAL and commits without waiting.
+ */
+const PROBE_WRITE = `select pg_logical_emit_message(true, 'coffer-ready-probe', '')`
+
+/**
+ * The pool's clients: named statements, host selection, a bound on every statement's answer
+ * (`queryTimeoutMs`, 0 = none), and errors that never crash the process.
+ */
+function clientClass(
+  selector: HostSelector,
+  schema: SchemaGeneration,
+  prepared: boolean,
+  queryTimeoutMs: number,
+  state: StorageState,
+): typeof pg.Client {
+  return class CofferClient extends pg.Client implements ProbingClient {
     #host: PostgresHost | undefined
     /** What broke the connection, reported as the cause of the next query's failure. */
     #lostWith: unknown
@@ -220,7 +235,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
       super(config)
       this.#statements = new PreparedStatements(this.connection, schema.value)
       this.connection.on('readyForQuery', (message: { status: string }) => {
-        if (message.status === 'I' && (this.#transactionStatus === 'T' || this.#transactionStatus === 'E')) endedTransactions++
+        if (message.status === 'I' && (this.#transactionStatus === 'T' || this.#transactionStatus === 'E')) state.transactionsEnded++
         this.#transactionStatus = message.status
       })
       // A connection lost while checked out (a restart, a failover) emits 'error' with no query to
@@ -266,12 +281,74 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined)
-        return prepared ? this.#runNamed(config, values) : this.#runUnnamed(config, values)
-      const result: unknown = super.query(config, values, callback)
-      if (callback !== undefined || typeof (result as Promise<unknown> | undefined)?.catch !== 'function') return result
-      return (result as Promise<unknown>).catch((error: Error) => {
-        throw this.#failed(error)
-      })
+        return this.#runBounded(config, values)
+      if (typeof values === 'function') [values, callback] = [undefined, values]
+      const disarm = this.#arm(queryTimeoutMs)
+      if (typeof callback === 'function') {
+        const answer = callback as (error: Error | null, result?: unknown) => void
+        return super.query(config, values, (error: Error | null, result: unknown) => {
+          disarm?.()
+          answer(error, result)
+        })
+      }
+      const result: unknown = super.query(config, values)
+      if (typeof (result as Promise<unknown> | undefined)?.then !== 'function') {
+        // A submittable (a cursor) paces itself: not bounded here.
+        disarm?.()
+        return result
+      }
+      return (result as Promise<unknown>).then(
+        (rows) => {
+          disarm?.()
+          return rows
+        },
+        (error: Error) => {
+          disarm?.()
+          throw this.#failed(error)
+        },
+      )
+    }
+
+    async probeWrite(timeoutMs: number): Promise<void> {
+      const disarm = this.#arm(timeoutMs)
+      try {
+        const { rows } = await super.query<Writability>(WRITABLE)
+        // Whatever target_session_attrs allows: ready means a write would be taken now.
+        if (rows[0].in_recovery || rows[0].read_only)
+          throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
+        await super.query(PROBE_WRITE)
+      } catch (error) {
+        throw this.#failed(error as Error)
+      } finally {
+        disarm?.()
+      }
+    }
+
+    /**
+     * Starts the bound on one statement's answer: past it the connection is destroyed, which fails
+     * the statement (and any queued behind it) as a storage fault, and the pool drops the client
+     * when it comes back, so a silent server holds neither the request nor the pool slot. Returns
+     * the function that stops it once the answer came.
+     */
+    #arm(timeoutMs: number): (() => void) | undefined {
+      if (timeoutMs <= 0) return undefined
+      const timer = setTimeout(() => {
+        const fault = new StorageFault(`PostgreSQL did not answer within ${timeoutMs} ms; the connection was closed`, 'QUERY_TIMEOUT')
+        // A silent host is forgotten, so the next connection looks again (a multi-host URL finds the promoted standby).
+        if (this.#host) selector.forget(this.#host)
+        this.connection.stream.destroy(fault)
+      }, timeoutMs)
+      return () => clearTimeout(timer)
+    }
+
+    /** A statement with values, named or not (`prepared`), within the bound on its answer. */
+    async #runBounded(text: string, given: unknown[]): Promise<unknown> {
+      const disarm = this.#arm(queryTimeoutMs)
+      try {
+        return await (prepared ? this.#runNamed(text, given) : this.#runUnnamed(text, given))
+      } finally {
+        disarm?.()
+      }
     }
 
     /**
@@ -320,7 +397,7 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
 
     /** `error` of a query, with what broke the connection as its cause; a server that stopped taking writes ends it. */
     #failed(error: Error & { code?: string }): Error {
-      if (this.#lostWith !== undefined && error.cause === undefined) error.cause = this.#lostWith
+      if (this.#lostWith !== undefined && this.#lostWith !== error && error.cause === undefined) error.cause = this.#lostWith
       if (error.code === READ_ONLY_TRANSACTION && this.#host) {
         // The server stopped taking writes (demoted after a failover): this connection is done.
         selector.forget(this.#host)
@@ -331,6 +408,18 @@ function clientClass(selector: HostSelector, schema: SchemaGeneration, prepared:
   }
 }
 
+/** The readiness probe of the pool's clients (`clientClass`). */
+interface ProbingClient {
+  /**
+   * Whether this connection's server takes a write and commits it within `timeoutMs` (a primary
+   * waiting for a synchronous standby that has gone does not); past it the connection is destroyed.
+   */
+  probeWrite(timeoutMs: number): Promise<void>
+}
+
+/** How long a good readiness probe is believed, so that /readyz stays cheap however often it is asked. */
+const READY_PROBE_KEPT_MS = 1_000
+
 /**
  * PostgreSQL from a `DATABASE_URL` of one host or several (`parsePostgresUrl`), with a pool of
  * `poolSize` connections and bounded waits (`timeouts`).
@@ -339,10 +428,13 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   const parsed = parsePostgresUrl(url)
   const limits = { ...DEFAULT_POSTGRES_TIMEOUTS, ...timeouts }
   const selector = new HostSelector(parsed, limits.connectTimeoutMs)
+  // Counts the transaction blocks the pool's connections end: a hint for `commit-state.ts` that
+  // this process has likely committed something since it last looked.
+  const state = new StorageState()
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
-    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements),
+    Client: clientClass(selector, { value: 0 }, parsed.preparedStatements, limits.queryTimeoutMs, state),
     // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,
@@ -354,15 +446,21 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   })
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {})
-  const db = new Kysely<DB>({ dialect: new KeptErrorPostgresDialect({ pool }) })
+  const db = new Kysely<DB>({ dialect: new KeptErrorPostgresDialect({ pool }, state) })
+  // A good probe is kept briefly; a failed one is not, so recovery shows at once. Callers at the same time share one probe.
+  let readyUntil = 0
+  let probing: Promise<void> | undefined
   return {
     db,
     dialect: 'postgres',
-    async checkWritable() {
-      const { rows } = await pool.query<Writability>(WRITABLE)
-      // Whatever target_session_attrs allows: ready means a write would be taken now.
-      if (rows[0].in_recovery || rows[0].read_only)
-        throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
+    checkWritable() {
+      if (Date.now() < readyUntil) return Promise.resolve()
+      probing ??= probeWrite(pool, limits.readyProbeTimeoutMs)
+        .then(() => {
+          readyUntil = Date.now() + READY_PROBE_KEPT_MS
+        })
+        .finally(() => (probing = undefined))
+      return probing
     },
     poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
@@ -372,11 +470,59 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
 }
 
 /**
+ * Whether a write commits now, within `timeoutMs` in all: a free connection from the pool (a pool
+ * full of connections waiting on a silent server is not ready), then a committing statement on it.
+ */
+async function probeWrite(pool: pg.Pool, timeoutMs: number): Promise<void> {
+  const started = Date.now()
+  const connecting = pool.connect()
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StorageFault(`no PostgreSQL connection free within ${timeoutMs} ms`, 'CONNECT_TIMEOUT')), timeoutMs)
+  })
+  let client: pg.PoolClient
+  try {
+    client = await Promise.race([connecting, late])
+  } catch (error) {
+    // A connection that comes after all goes straight back.
+    connecting.then(
+      (came) => came.release(),
+      () => {},
+    )
+    throw error
+  } finally {
+    clearTimeout(timer)
+  }
+  try {
+    await (client as unknown as ProbingClient).probeWrite(Math.max(1, timeoutMs - (Date.now() - started)))
+    client.release()
+  } catch (error) {
+    // Not reused: it timed out, or its server does not take writes.
+    client.release(true)
+    throw error
+  }
+}
+
+/**
  * When a transaction fails because its connection was lost, its ROLLBACK fails too; the error
  * that ended the transaction is the one its caller must see, not the ROLLBACK's. (The pool drops
  * a connection that can no longer be queried when it comes back.)
  */
 class KeptErrorPostgresDialect extends PostgresDialect {
+  readonly #state: StorageState
+
+  constructor(config: PostgresDialectConfig, state: StorageState) {
+    super(config)
+    this.#state = state
+  }
+
+  /** The adapter is shared by the database and its transactions: it carries the storage state. */
+  override createAdapter(): DialectAdapter {
+    const adapter = super.createAdapter()
+    attachStorageState(adapter, this.#state)
+    return adapter
+  }
+
   override createDriver(): Driver {
     const driver = super.createDriver()
     const rollback = driver.rollbackTransaction.bind(driver)

@@ -1,27 +1,15 @@
-import type SQLite from 'better-sqlite3'
 import type { Executor } from './database.types.ts'
+import { storageStateOf, type SqliteStatements } from './storage-state.ts'
 
 /**
- * The prepared-statement cache of each SQLite database (`database.ts` withStatementCache), by the
- * Kysely adapter that a database and every transaction on it share. `runWrites` (`dialect.ts`)
- * runs the ledger's row-by-row writes through it directly, inside the Kysely transaction that
- * holds the one connection.
+ * The prepared-statement cache of a SQLite database (`database.ts` withStatementCache), kept in its
+ * storage state. `runWrites` (`dialect.ts`) runs the ledger's row-by-row writes through it
+ * directly, inside the Kysely transaction that holds the one connection.
  */
-const caches = new WeakMap<object, SqliteStatements>()
-
-export interface SqliteStatements {
-  prepare(sql: string): SQLite.Statement
-  /** Whether a transaction is open on the connection (`BEGIN` … `COMMIT`/`ROLLBACK`). */
-  inTransaction(): boolean
-}
-
-export function registerSqliteStatements(adapter: object, statements: SqliteStatements): void {
-  caches.set(adapter, statements)
-}
 
 /** The statement cache behind this executor; undefined for PostgreSQL (or a SQLite database opened elsewhere). */
 export function sqliteStatementsOf(executor: Executor): SqliteStatements | undefined {
-  return caches.get(executor.getExecutor().adapter)
+  return storageStateOf(executor).statements
 }
 
 /**

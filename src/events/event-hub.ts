@@ -46,17 +46,12 @@ export function formatEvent(event: StreamEvent): string {
 }
 
 /**
- * Fans the outbox out to the SSE streams of this instance. One poller per instance reads every
- * new event (`id > watermark`) and hands each to the streams of its wallet, so the cost does not
- * grow with the number of streams, and events written by any instance reach every instance.
- *
- * The watermark only passes an id once every smaller id is either visible or known never to
- * commit. On PostgreSQL ids are taken before commit, so a transaction can commit id 11 while id
- * 10 is still in flight; the poller then waits for 10 until every transaction that could hold it
- * has ended (snapshot `xmin` passes the `xmax` seen when the gap appeared) and skips it only if
- * it never appeared (rolled back). So a stream's ids only increase, and resuming after
- * `Last-Event-ID: N` is simply "this wallet's events with id > N": nothing committed late is lost.
- * SQLite commits one writer at a time in id order, so there are no such gaps there.
+ * Fans the outbox out to this instance's SSE streams: one poller reads every new event and hands
+ * it to its wallet's streams, so the cost does not grow with the streams, and events written by
+ * any instance reach every instance. The watermark passes an id only once every smaller id is
+ * visible or known never to commit: on PostgreSQL ids are taken before commit, so a gap waits
+ * until every transaction that could fill it has ended (snapshot `xmin` passes the `xmax` seen at
+ * the gap). So stream ids only increase, and resuming after `Last-Event-ID: N` loses nothing.
  */
 export class EventHub {
   private readonly db: Db

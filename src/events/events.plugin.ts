@@ -6,6 +6,7 @@ import { DeliveryWorker } from './delivery.worker.ts'
 import { EventHub } from './event-hub.ts'
 import streamRoutes from './stream.routes.ts'
 import webhooksRoutes from './webhooks.routes.ts'
+import type { Tracing } from '../telemetry/tracing.ts'
 
 /**
  * The events domain: webhook routes, the event stream, and the two background parts they need,
@@ -18,6 +19,8 @@ export interface EventsOptions {
   config: Config
   /** Seals and opens the webhook secrets. */
   secretsKey: SecretsKey
+  /** Traces each delivery attempt, when traces are on. */
+  tracing?: Tracing
 }
 
 export default async function events(app: FastifyInstance, deps: EventsOptions): Promise<void> {
@@ -26,6 +29,7 @@ export default async function events(app: FastifyInstance, deps: EventsOptions):
     database: deps.database,
     config: deps.config,
     secretsKey: deps.secretsKey,
+    tracing: deps.tracing,
     log: app.log.child({ component: 'webhooks' }),
     registry,
   })

@@ -6,28 +6,26 @@ import { MINT_WALLET_ID, type EventWriter, type Hold, type HoldEventType, type T
 
 export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventType
 
-/**
- * `evt_` and 32 hex digits: the time in milliseconds (12 digits), then 80 random bits. Ids that
- * grow with time are appended at the end of the unique index instead of landing on a random
- * page of it, so a batch of events dirties (and logs) a few index pages rather than one each.
- */
-function newEventId(): string {
-  if (randomOffset + RANDOM_BYTES > randomPool.length) {
-    crypto.randomFillSync(randomPool)
-    randomOffset = 0
-  }
-  const random = randomPool.toString('hex', randomOffset, (randomOffset += RANDOM_BYTES))
-  return `evt_${Date.now().toString(16).padStart(12, '0')}${random}`
-}
+/** The random part of an event id: 80 bits, 20 hex digits. */
+const RANDOM_BYTES = 10
 
 /**
- * The random part of event ids (80 bits, 20 hex digits), drawn from a pool refilled 4 KB at a time:
- * one call into the random generator per 409 events instead of a UUID formatted and cut per event
- * (1.5-5 % of the write batch's CPU in profiles of it; `docs/performance.md`).
+ * Makes event ids: `evt_`, the time in milliseconds (12 hex digits), 80 random bits. Ids growing
+ * with time land at the end of the unique index, so a batch dirties a few index pages, not one
+ * each. The random bits come from a pool refilled 4 KB at a time, not a generator call per event.
  */
-const RANDOM_BYTES = 10
-const randomPool = Buffer.alloc(4096)
-let randomOffset = randomPool.length
+function eventIdMaker(): () => string {
+  const pool = Buffer.alloc(4096)
+  let offset = pool.length
+  return () => {
+    if (offset + RANDOM_BYTES > pool.length) {
+      crypto.randomFillSync(pool)
+      offset = 0
+    }
+    const random = pool.toString('hex', offset, (offset += RANDOM_BYTES))
+    return `evt_${Date.now().toString(16).padStart(12, '0')}${random}`
+  }
+}
 
 /** The wallets that get an event for a transfer between these two: both sides, never mint. */
 function eventWallets(from: number, to: number): { walletId: number; type: EventType }[] {
@@ -38,28 +36,23 @@ function eventWallets(from: number, to: number): { walletId: number; type: Event
 }
 
 /**
- * An event's payload as sent on the stream and to webhooks: `{ type, id, created_at, data }` with
- * the transaction's stored body as `data` (a hold's event: the Hold stored on the event's row), the text `JSON.stringify` gives for that object. Stored
- * events hold only the fields around it (migration 0004): both events of a transfer carry the
- * same transaction, which is stored once, on its row. (Every transaction written by the ledger
- * has a body; only the bench's directly inserted history has none, and no events.)
+ * An event's payload as sent on the stream and to webhooks: `{ type, id, created_at, data }`, with
+ * `data` the transaction's body stored once on its row (a hold's event: the Hold on the event's
+ * row), so both events of a transfer share it, byte for byte on every attempt.
  */
 export function eventPayload(event: { type: string; event_id: string; created_at: string; body: string | null }): string {
   return `{"type":${JSON.stringify(event.type)},"id":${JSON.stringify(event.event_id)},"created_at":${JSON.stringify(event.created_at)},"data":${event.body}}`
 }
 
 /**
- * Transactional outbox: the writes of `transaction.sent` for the sender and
- * `transaction.received` for the receiver (never for mint), to run with the transfer, and of a
- * webhook delivery for each event whose wallet has a webhook. A rolled-back transfer therefore
- * emits nothing and a committed one never loses its events. Called by the ledger
- * (`ledger/moves.repository.ts`, through `outbox` below) with the transactions of a batch and one
- * reserved sequence id per event (in the order of `eventWallets`), holding its wallets' turns:
- * the webhooks are read by the delivery insert itself, so a webhook set just before (whose turn
- * the batch waited for) gets its deliveries. The events' data is the transaction's body, which
- * the ledger writes on the transaction's row.
+ * Transactional outbox: `transaction.sent` for the sender and `transaction.received` for the
+ * receiver (never for mint), and a webhook delivery for each event whose wallet has a webhook,
+ * written with the transfer: a rolled-back transfer emits nothing, a committed one loses nothing.
+ * `ids`: one reserved sequence id per event, in the order of `eventWallets`. The ledger holds the
+ * wallets' turns, and the delivery insert reads the webhooks itself, so a webhook set just before
+ * gets its deliveries.
  */
-function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[] {
+function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[], newEventId: () => string): Write[] {
   const events: unknown[][] = []
   for (const transaction of transactions) {
     for (const { walletId, type } of eventWallets(transaction.sending_wallet_id, transaction.receiving_wallet_id)) {
@@ -98,12 +91,10 @@ function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | type
       ),
     ]
   }
-  // SQLite runs a batch's writes one after the other (`runWrites`), so the events are in their
-  // table by now: one statement reads them back by id, instead of one run per event, each probing
-  // `webhooks` for its wallet (two runs per transfer). Their ids are consecutive and the batch's own
-  // (after the largest ever used: `moves.repository.ts` reserveIds), so the range holds only them.
-  // Measured in process, batches of 20 transfers alternating with the run per event: 3.5-4 µs
-  // less statement time per transfer (docs/performance.md#the-write-path).
+  // SQLite runs a batch's writes in order (`runWrites`), so the events are in their table by now:
+  // one statement reads them back by id rather than a run per event. Their ids are consecutive and
+  // the batch's own (`moves.repository.ts` reserveIds), so the range holds only them
+  // (`docs/performance.md#the-write-path`).
   const ids = events.map((event) => event[0] as number)
   return [
     insert,
@@ -132,13 +123,16 @@ function holdWallets(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id
 }
 
 /**
- * The writes of `hold.created`, `hold.captured`, `hold.voided` or `hold.expired` to both sides of
- * each hold, with webhook deliveries as for transactions. The data of a hold's event is the Hold
- * as it is after that event, stored on the event's row (a hold changes; its events do not). The
- * event's time is when it happened: the hold's creation, or its settlement (for an expiry, the
- * expiry time, whenever the expiry was written).
+ * The writes of a hold's events to both its sides, with deliveries as for transactions. The data
+ * is the Hold as it is after that event, stored on the event's row (a hold changes; its events do
+ * not); the time is when it happened (creation, or settlement: for an expiry, the expiry time).
  */
-function holdEventWrites(executor: Executor, holdEvents: { type: HoldEventType; hold: Hold }[], ids: number[]): Write[] {
+function holdEventWrites(
+  executor: Executor,
+  holdEvents: { type: HoldEventType; hold: Hold }[],
+  ids: number[],
+  newEventId: () => string,
+): Write[] {
   const events: unknown[][] = []
   for (const { type, hold } of holdEvents) {
     const body = JSON.stringify(hold)
@@ -157,10 +151,13 @@ const HOLD_EVENT_COLUMNS = [
   ['body', 'text'],
 ] as const
 
-/** The event writer `buildApp` (and the CLI) hand to the ledger (`ledger/ledger.types.ts` EventWriter). */
-export const outbox: EventWriter = {
-  countEvents: (from, to) => eventWallets(from, to).length,
-  eventWrites: transactionEventWrites,
-  countHoldEvents: (hold) => holdWallets(hold).length,
-  holdEventWrites,
+/** The event writer `buildApp` (and the CLI) hand to the ledger (`ledger/ledger.types.ts` EventWriter), with its own id maker. */
+export function createOutbox(): EventWriter {
+  const newEventId = eventIdMaker()
+  return {
+    countEvents: (from, to) => eventWallets(from, to).length,
+    eventWrites: (executor, transactions, ids) => transactionEventWrites(executor, transactions, ids, newEventId),
+    countHoldEvents: (hold) => holdWallets(hold).length,
+    holdEventWrites: (executor, events, ids) => holdEventWrites(executor, events, ids, newEventId),
+  }
 }

@@ -36,12 +36,10 @@ export async function findSecretsKeyIds(db: Executor): Promise<string[]> {
 }
 
 /**
- * Run at start, before anything is served: finds the secrets key and checks it against the sealed
- * webhook secrets, then seals any still in clear (written before this release, or by an older
- * instance). Generates the key file on first start when nothing is sealed yet. Finishes a rotation
- * that was interrupted between the database's switch and the key file's (`rotateWebhookSecrets`).
- * Throws SecretsKeyError, naming SECRETS_KEY and changing nothing, when the key is missing or is
- * not the one the secrets are sealed with.
+ * Run at start, before anything is served: finds the secrets key (generating the key file on a
+ * first start), checks it against the sealed webhook secrets, seals any still in clear, and
+ * finishes an interrupted rotation. Throws SecretsKeyError, changing nothing, when the key is
+ * missing or not the one the secrets are sealed with.
  */
 export async function prepareWebhookSecrets(db: Db, source: KeySource): Promise<SecretsKey> {
   const sealedWith = await findSecretsKeyIds(db)

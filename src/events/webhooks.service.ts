@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
@@ -9,6 +9,7 @@ import type { SecretsKey } from '../secrets/secret-box.ts'
 import { newWebhookSecret } from './signature.ts'
 import { sealWebhookSecret } from './webhook-secrets.ts'
 import { AddressNotAllowedError, assertPublicHost, checkWebhookUrlForm } from './ssrf.ts'
+import type { DeliveryStatus } from './deliveries.repository.ts'
 import * as repo from './webhooks.repository.ts'
 
 /** How long the set-time DNS check may take before the URL is refused. */
@@ -45,10 +46,8 @@ async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
 
 /**
  * PUT /wallet/webhook: sets (or replaces) the active wallet's webhook with a new signing secret,
- * and points events still waiting for delivery at it. Returns the secret, which is never shown
- * again. Throws W010 (see checkWebhookUrl), and W000 when the caller may no longer use the wallet:
- * like every lasting grant, the webhook waits for a removal or deletion in progress and never
- * outlives it (`wallets.service.ts` holdUsableWallet).
+ * shown only in this answer, and points the deliveries still waiting at it. Throws W010
+ * (checkWebhookUrl), and W000 when the caller may no longer use the wallet (`holdUsableWallet`).
  */
 export async function setWebhook(
   db: Db,
@@ -121,23 +120,21 @@ export async function removeWebhook(db: Db, walletId: number): Promise<void> {
 }
 
 /**
- * `removeWebhook` in the caller's transaction. It takes the wallet's turn first: a move of the
- * wallet in progress, which may have queued a delivery its removal cannot see yet, commits first
- * and that delivery is cancelled with the rest; a move after it finds no webhook and queues none.
+ * `removeWebhook` in the caller's transaction, after the wallet's turn: a move in progress commits
+ * first and its delivery is cancelled with the rest; a move after it queues none.
  */
-export async function removeWebhookIn(trx: Executor, walletId: number): Promise<void> {
+export async function removeWebhookIn(trx: Trx, walletId: number): Promise<void> {
   await takeWalletTurns(trx, [walletId])
   await repo.deleteWebhook(trx, walletId)
   await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed')
 }
 
 /**
- * The receiver at `url` answered 410 Gone: the wallet's webhook is removed, as by its owner, unless
- * it was replaced meanwhile (then it stays, and so does what is queued for it). `withIt` writes in
- * the same transaction (the worker: that attempt's outcome, so that the delivery reads failed only
- * once the webhook is gone). True when removed.
+ * The receiver at `url` answered 410 Gone: the webhook is removed as by its owner, unless it was
+ * replaced meanwhile. `withIt` writes in the same transaction (the attempt's outcome, so the
+ * delivery reads failed only once the webhook is gone). True when removed.
  */
-export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Executor) => Promise<void>): Promise<boolean> {
+export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Trx) => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])
     await withIt(trx)
@@ -152,7 +149,7 @@ export interface DeliveryView {
   event_id: string
   type: string
   url: string
-  status: repo.DeliveryStatus
+  status: DeliveryStatus
   attempts: number
   next_attempt_at: string | null
   last_status_code: number | null
@@ -171,7 +168,7 @@ function toDeliveryView(row: DeliveryRow, attempts: AttemptRow[]): DeliveryView 
     event_id: row.event_id,
     type: row.type,
     url: row.url,
-    status: row.status as repo.DeliveryStatus,
+    status: row.status as DeliveryStatus,
     attempts: row.attempts,
     next_attempt_at: row.status === 'pending' ? row.next_attempt_at : null,
     last_status_code: row.last_status_code,
@@ -205,7 +202,7 @@ async function withAttempts(db: Executor, rows: DeliveryRow[]): Promise<Delivery
 export async function listDeliveries(
   db: Db,
   walletId: number,
-  query: { limit?: number; offset?: number; status?: repo.DeliveryStatus },
+  query: { limit?: number; offset?: number; status?: DeliveryStatus },
 ): Promise<DeliveryView[]> {
   const rows = await repo.listDeliveries(db, walletId, { limit: query.limit ?? 20, offset: query.offset ?? 0, status: query.status })
   return withAttempts(db, rows)

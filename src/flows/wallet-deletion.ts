@@ -21,14 +21,14 @@ export async function deleteWallet(db: Db, ledger: Ledger, auth: UserAuth): Prom
     // in progress finishes first, and none can then wait on this wallet's row while holding them.
     // With them the turns of the wallets on the other side of its holds, which are settled below.
     const primary = (await findUserById(trx, auth.userId))?.primary_wallet_id
-    const counterparties = await ledger.findHoldCounterparties(trx, auth.walletId)
+    const counterparties = await ledger.holds.findCounterparties(trx, auth.walletId)
     await takeWalletTurns(trx, [auth.walletId, ...(primary ? [primary] : []), ...counterparties])
     const { walletId, primaryWalletId } = await lockWalletForDeletion(trx, auth)
     // The webhook goes first so that the holds' events and the sweep below queue no delivery to it.
     await removeWebhookIn(trx, walletId)
     // Its pending holds, both directions, are voided first: the sweep then moves everything.
-    await ledger.settleHoldsOf(trx, walletId)
-    await ledger.sweep(trx, walletId, primaryWalletId, 'wallet deleted')
+    await ledger.holds.settleAllOf(trx, walletId)
+    await ledger.transfers.sweep(trx, walletId, primaryWalletId, 'wallet deleted')
     await finishWalletDeletion(trx, walletId)
   })
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Config } from '../config.ts'
+import { makeDataDirectory, writePrivateFile } from '../secrets/private-files.ts'
 import { createToken, hashToken } from './tokens.ts'
 
 export interface AdminKey {
@@ -20,9 +21,9 @@ export function adminKeyFile(config: Config): string {
 export function resolveAdminKey(config: Config): AdminKey {
   if (config.adminApiKey) return { hash: hashToken(config.adminApiKey), file: undefined }
   const file = adminKeyFile(config)
-  fs.mkdirSync(config.dataDir, { recursive: true })
+  makeDataDirectory(config.dataDir)
   try {
-    fs.writeFileSync(file, `${createToken('admin')}\n`, { mode: 0o600, flag: 'wx' })
+    writePrivateFile(file, `${createToken('admin')}\n`)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
   }

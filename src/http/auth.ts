@@ -4,6 +4,7 @@ import type { Config } from '../config.ts'
 import { clearCookie, setCookie } from './cookies.ts'
 import { AppError } from './errors.ts'
 import { isKeyScope, type KeyLimits, type KeyScope } from './key-scopes.ts'
+import type { AttemptLimiter } from './rate-limit.ts'
 import { hashToken, sameHash, tokenKind } from './tokens.ts'
 
 /** Who is calling. A user session acts on its active wallet; a wallet key on its own wallet. */
@@ -30,6 +31,8 @@ declare module 'fastify' {
     requireAnyCaller: (request: FastifyRequest) => Promise<void>
     /** Every route guarded by `requireWalletAccess`, with the scope a wallet key needs for it. */
     walletRoutes: { method: string; url: string; scope: KeyScope }[]
+    /** `/metrics`: `METRICS_TOKEN` or the admin key, as a Bearer header; anything else A003. */
+    requireMetricsReader: (request: FastifyRequest) => Promise<void>
   }
 }
 
@@ -39,6 +42,8 @@ export interface AuthOptions {
   adminKeyHash: string
   /** How tokens are looked up: handed in by `buildApp` from the accounts, wallets and admin services. */
   credentials: CredentialLookups
+  /** Counts wrong admin keys per client address, whatever route or header carries them. */
+  limiter: AttemptLimiter
 }
 
 /**
@@ -122,8 +127,26 @@ function checkCsrf(request: FastifyRequest, config: Config): void {
   if (request.headers['sec-fetch-site'] === 'cross-site') throw new AppError('A004', 'the request comes from another site')
 }
 
-export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { config, adminKeyHash, credentials }) {
+/** The limiter's key for admin-key attempts, shared with `POST /admin/sessions`. */
+export function adminKeyAttempts(request: FastifyRequest): string {
+  return `admin-key-ip:${request.ip}`
+}
+
+export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, { config, adminKeyHash, credentials, limiter }) {
   app.decorateRequest('auth', undefined)
+  const metricsTokenHash = config.metricsToken === undefined ? undefined : hashToken(config.metricsToken)
+
+  /**
+   * Whether `token` is the admin key. A wrong one counts as an attempt of the client's address; a
+   * right one is refused too (G005) while that address is over the limit, so that a guess past the
+   * limit tells nothing. (Right keys are not counted: scripts of the operator call often.)
+   */
+  async function isAdminKey(request: FastifyRequest, token: string | undefined): Promise<boolean> {
+    const right = token !== undefined && sameHash(hashToken(token), adminKeyHash)
+    if (right) await limiter.check(adminKeyAttempts(request))
+    else await limiter.hit(adminKeyAttempts(request))
+    return right
+  }
 
   async function userFromToken(token: string, viaCookie: boolean): Promise<Auth | undefined> {
     const session = await credentials.userSession(hashToken(token))
@@ -156,18 +179,22 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     }
     const credential = readCredential(request, config.sessionCookieName)
     if (!credential) throw new AppError('A000')
-    // ADMIN_API_KEY may be any long secret, not only one in our token format, so compare it first.
-    if (accept.has('admin') && credential.bearer && sameHash(hashToken(credential.token), adminKeyHash)) {
-      request.auth = { kind: 'admin' }
-      return request.auth
-    }
     const kind = tokenKind(credential.token)
+    // ADMIN_API_KEY may be any long secret, not only one in our token format, so compare it first;
+    // a token of no known kind where the admin key is taken may be a guess at it, and counts.
+    if (accept.has('admin') && credential.bearer && (kind === undefined || sameHash(hashToken(credential.token), adminKeyHash))) {
+      if (await isAdminKey(request, credential.token)) {
+        request.auth = { kind: 'admin' }
+        return request.auth
+      }
+    }
     if (kind === undefined) throw new AppError('A001', 'the token is malformed')
     if (kind === 'operator') throw new AppError('A001', 'an operator session is only taken as its cookie')
     if (!accept.has(kind)) throw new AppError('A001', `a ${kind} token cannot be used on this route`)
     if (kind === 'wallet' && credential.viaCookie) throw new AppError('A001', 'wallet keys go in the Authorization header')
     let auth: Auth | undefined
-    if (kind === 'admin') auth = credential.bearer && sameHash(hashToken(credential.token), adminKeyHash) ? { kind: 'admin' } : undefined
+    // An admin key that got here is wrong (or not a Bearer header): it counts as an attempt.
+    if (kind === 'admin') await limiter.hit(adminKeyAttempts(request))
     else if (kind === 'user') auth = await userFromToken(credential.token, credential.viaCookie)
     else auth = await walletFromToken(credential.token)
     if (!auth) throw new AppError('A001', 'the session is unknown, revoked or expired')
@@ -207,11 +234,22 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   app.decorate('requireAdmin', async (request: FastifyRequest) => {
     if (hasHeader(request)) {
       const credential = readCredential(request, config.sessionCookieName)
-      if (!credential?.bearer || !sameHash(hashToken(credential.token), adminKeyHash)) throw new AppError('A003')
+      if (!(await isAdminKey(request, credential?.bearer ? credential.token : undefined))) throw new AppError('A003')
     } else if (!(await hasOperatorSession(request))) {
       throw new AppError('A003', request.cookies?.[OPERATOR_COOKIE] ? 'the operator session has ended or expired' : undefined)
     }
     request.auth = { kind: 'admin' }
+  })
+  // Scrapers hold METRICS_TOKEN rather than the admin key; a wrong token counts like a wrong admin key.
+  app.decorate('requireMetricsReader', async (request: FastifyRequest) => {
+    const credential = hasHeader(request) ? readCredential(request, config.sessionCookieName) : undefined
+    if (!credential) throw new AppError('A003', 'send METRICS_TOKEN or the admin key as a Bearer header')
+    const token = credential.bearer ? credential.token : undefined
+    if (metricsTokenHash !== undefined && token !== undefined && sameHash(hashToken(token), metricsTokenHash)) {
+      await limiter.check(adminKeyAttempts(request))
+      return
+    }
+    if (!(await isAdminKey(request, token))) throw new AppError('A003')
   })
 })
 

@@ -3,6 +3,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify'
 import { describeStorageFault, isStorageUnavailable, RETRY_AFTER_SECONDS } from '../db/faults.ts'
+import { SECURITY_HEADER_LINES, SECURITY_HEADERS } from './security-headers.ts'
 import { AppError, errorBody, ERRORS, sendError, stacklessError, type ErrorCode } from './errors.ts'
 
 /** Which code of the error table a failed schema check gets, by the part of the request that failed. */
@@ -36,7 +37,7 @@ const FRAMEWORK_CODES: Record<string, { code: ErrorCode; detail: string }> = {
  */
 export function answerRouterError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const { code, detail } = (error.code ? FRAMEWORK_CODES[error.code] : undefined) ?? FRAMEWORK_CODES.FST_ERR_BAD_URL
-  sendError(reply.header('x-request-id', request.id), code, detail)
+  sendError(reply.header('x-request-id', request.id).headers(SECURITY_HEADERS), code, detail)
 }
 
 /**
@@ -129,7 +130,7 @@ export function answerClientError(error: Error & { code?: string }, socket: Sock
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        `X-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+        `X-Request-Id: ${requestId}\r\n${SECURITY_HEADER_LINES}Connection: close\r\n\r\n${body}`,
     )
   }
   socket.destroy(error)

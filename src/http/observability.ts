@@ -5,6 +5,7 @@ import type { Database } from '../db/database.ts'
 import { describeStorageFault } from '../db/faults.ts'
 import { VERSION } from '../version.ts'
 import { AppError } from './errors.ts'
+import { SECURITY_HEADERS } from './security-headers.ts'
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
 
@@ -113,7 +114,7 @@ export default fp(async function observability(app: FastifyInstance) {
   // The per-request hooks here take a callback rather than returning a promise: every request
   // runs them, and an async hook costs a promise and a turn of the microtask queue each.
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
+    reply.header('x-request-id', request.id).headers(SECURITY_HEADERS)
     if (!closing) return done()
     reply.header('connection', 'close')
     done(new AppError('S001', 'the service is shutting down'))
@@ -216,8 +217,9 @@ export async function operationsRoutes(app: FastifyInstance, { database }: { dat
       version: VERSION,
     }),
   )
-  // Ready while the storage can take a write: not while PostgreSQL is unreachable or read-only
-  // (a standby, the old primary after a failover), nor while SQLite's disk is full or read-only.
+  // Ready while the storage can take a write: not while PostgreSQL is unreachable, read-only (a
+  // standby, the old primary after a failover) or cannot commit in time (a primary waiting for a
+  // lost synchronous standby), nor while SQLite's disk is full or read-only.
   const readiness = 'Answers while the storage can take a write; S001 while it cannot (take the instance out of the balancer).'
   app.get('/readyz', { schema: { tags, summary: 'Readiness', description: readiness } }, async (request) => {
     try {
@@ -229,7 +231,8 @@ export async function operationsRoutes(app: FastifyInstance, { database }: { dat
     }
     return { status: 'ready' }
   })
-  app.get('/metrics', { schema: { tags, hide: true } }, async (_request, reply) => {
+  // Behind a token: the figures describe the service's use, not for anyone who can reach the port.
+  app.get('/metrics', { onRequest: app.requireMetricsReader, schema: { tags, hide: true } }, async (_request, reply) => {
     reply.type(app.metrics.contentType)
     return app.metrics.metrics()
   })

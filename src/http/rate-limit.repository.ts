@@ -20,3 +20,14 @@ export async function countHit(db: Executor, key: string, windowStart: number): 
     .executeTakeFirstOrThrow()
   return Number(row.hits)
 }
+
+/** The count of the key in the window starting at `windowStart` (0 when it has none there). */
+export async function readHits(db: Executor, key: string, windowStart: number): Promise<number> {
+  const row = await db
+    .selectFrom('rate_limit_hits')
+    .select('hits')
+    .where('key', '=', key)
+    .where('window_start', '=', windowStart)
+    .executeTakeFirst()
+  return Number(row?.hits ?? 0)
+}

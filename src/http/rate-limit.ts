@@ -1,10 +1,12 @@
 import type { Database, Executor } from '../db/database.ts'
 import { AppError } from './errors.ts'
-import { countHit } from './rate-limit.repository.ts'
+import { countHit, readHits } from './rate-limit.repository.ts'
 
 /** Counts login, registration and admin-key attempts; throws G005 with Retry-After past the limit. */
 export interface AttemptLimiter {
   hit(...keys: string[]): void | Promise<void>
+  /** Throws G005 while the key is over its limit, without counting an attempt (a right admin key). */
+  check(key: string): void | Promise<void>
 }
 
 function tooMany(retryAfterSeconds: number): AppError {
@@ -42,6 +44,13 @@ class SharedRateLimiter implements AttemptLimiter {
       if ((await countHit(this.db, key, windowStart)) > this.perMinute) throw tooMany(Math.ceil((windowStart + 60_000 - now) / 1000))
     }
   }
+
+  async check(key: string): Promise<void> {
+    if (this.perMinute === 0) return
+    const now = this.now()
+    const windowStart = Math.floor(now / 60_000) * 60_000
+    if ((await readHits(this.db, key, windowStart)) > this.perMinute) throw tooMany(Math.ceil((windowStart + 60_000 - now) / 1000))
+  }
 }
 
 /**
@@ -74,6 +83,14 @@ export class RateLimiter implements AttemptLimiter {
         throw tooMany(Math.ceil((window.start + 60_000 - now) / 1000))
       }
     }
+  }
+
+  check(key: string): void {
+    if (this.perMinute === 0) return
+    const now = this.now()
+    const window = this.windows.get(key)
+    if (window && now - window.start < 60_000 && window.count > this.perMinute)
+      throw tooMany(Math.ceil((window.start + 60_000 - now) / 1000))
   }
 
   private sweep(now: number): void {

@@ -1,4 +1,4 @@
-import type { Executor } from '../db/database.ts'
+import type { Executor, Trx } from '../db/database.ts'
 import { coalescedStatement } from '../db/coalesce.ts'
 import { forUpdate, holdRow, isPostgres, nowIso, readRows } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
@@ -83,9 +83,9 @@ export async function isAssetHeld(db: Executor, assetId: number): Promise<boolea
  * Locks the live asset row for the rest of the transaction (PostgreSQL; SQLite serializes
  * writers), for deleting it. Undefined when it is gone or deleted.
  */
-export async function lockAsset(db: Executor, assetId: number): Promise<Asset | undefined> {
-  const query = db.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null)
-  const row = await forUpdate(query, db).executeTakeFirst()
+export async function lockAsset(trx: Trx, assetId: number): Promise<Asset | undefined> {
+  const query = trx.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null)
+  const row = await forUpdate(query, trx).executeTakeFirst()
   return row && toAsset(row)
 }
 
@@ -93,8 +93,8 @@ export async function lockAsset(db: Executor, assetId: number): Promise<Asset | 
  * Holds the asset row shared against its deletion for the rest of the transaction, waiting for
  * one in progress (`lockAsset`); read the asset after this to see what that committed.
  */
-export async function holdAsset(db: Executor, assetId: number): Promise<void> {
-  await holdRow(db, 'assets', assetId)
+export async function holdAsset(trx: Trx, assetId: number): Promise<void> {
+  await holdRow(trx, 'assets', assetId)
 }
 
 /** Marks the asset deleted and frees its name; the row stays for the history that names it. */

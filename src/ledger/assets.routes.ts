@@ -135,7 +135,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       },
     },
     async (request, reply) => {
-      const transaction = await ledger.issue(
+      const transaction = await ledger.issuance.issue(
         parseId(request.params.walletid),
         request.body.id,
         request.body.quantity,
@@ -165,7 +165,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       },
     },
     async (request, reply) => {
-      const result = await ledger.reverse(parseId(request.params.id), request.body, request.headers['idempotency-key'])
+      const result = await ledger.reversals.reverse(parseId(request.params.id), request.body, request.headers['idempotency-key'])
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -187,7 +187,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       },
     },
     async (request, reply) => {
-      const transactions = await ledger.issueToMany(request.body)
+      const transactions = await ledger.issuance.issueToMany(request.body)
       return reply.status(201).send({ transactions })
     },
   )
@@ -210,7 +210,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       const raw = request.query.quantity
       const quantity = raw === undefined ? undefined : Number(raw)
       if (quantity !== undefined && !Number.isSafeInteger(quantity)) throw new AppError('G002', 'quantity must be a positive safe integer')
-      await ledger.burn(parseId(request.params.walletid), parseId(request.params.assetid), quantity)
+      await ledger.issuance.burn(parseId(request.params.walletid), parseId(request.params.assetid), quantity)
       return reply.status(204).send()
     },
   )

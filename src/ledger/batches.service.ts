@@ -1,11 +1,11 @@
+import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db } from '../db/database.ts'
 import { AppError, ERROR_MEANINGS, ERRORS, type ErrorCode } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { Transaction } from './ledger.types.ts'
 import { committed, firstFailure, transactionOf, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
-import type { KeyLimits } from '../http/key-scopes.ts'
-import { Lookups, resolveTransfer } from './transfers.service.ts'
+import { Lookups, resolveTransfer } from './lookups.ts'
 
 /**
  * POST /wallet/transactions/batch: up to 100 transfers of one wallet in one request, the way
@@ -52,36 +52,37 @@ type Reply = { status: number; body: BatchBody }
 /** The unit's Idempotency-Key record with the response it stores, when the request has a key. */
 type Keyed = (respond: (outcomes: Outcome[]) => Reply) => UnitIdempotency | undefined
 
-/** What a batch goes through: the transfers' own parts (`ledger.service.ts` createLedger builds them once). */
-export interface TransferPath {
+export interface BatchesServiceDeps {
   db: Db
   committer: GroupCommitter
   /** Shared with single transfers: one key space per wallet, one set of keys in flight (G004). */
   idempotency: Idempotency
 }
 
-/**
- * Sends the batch's transfers from the wallet. Atomic: answers 201 `{transactions}` in request
- * order, or throws the first failing transfer's error (U003, W000, G000, W013, K002, I001, I003, K001, I002)
- * with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in request
- * order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
- */
-export function sendBatch(
-  path: TransferPath,
-  walletId: number,
-  request: BatchRequest,
-  idempotencyKey?: string,
-  limits?: KeyLimits,
-): Promise<Answer<BatchBody>> {
-  const atomic = request.atomic ?? true
-  return path.idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
-    const lookups = new Lookups(path.db, limits)
-    const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
-    // A database fault while resolving fails the whole request, as it would a transfer.
-    for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
-    const keyed: Keyed = (respond) => record && { walletId, ...record, respond }
-    return atomic ? sendAtomic(path.committer, resolved, keyed) : sendEach(path.committer, resolved, keyed)
-  })
+export interface BatchesService {
+  /**
+   * Sends the batch's transfers from the wallet. Atomic: answers 201 `{transactions}` in request
+   * order, or throws the first failing transfer's error (U003, W000, G000, W013, K002, I001, I003,
+   * K001, I002) with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in
+   * request order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
+   */
+  send(walletId: number, request: BatchRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<BatchBody>>
+}
+
+export function createBatchesService({ db, committer, idempotency }: BatchesServiceDeps): BatchesService {
+  return {
+    send(walletId, request, idempotencyKey, limits) {
+      const atomic = request.atomic ?? true
+      return idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
+        const lookups = new Lookups(db, limits)
+        const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
+        // A database fault while resolving fails the whole request, as it would a transfer.
+        for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
+        const keyed: Keyed = (respond) => record && { walletId, ...record, respond }
+        return atomic ? sendAtomic(committer, resolved, keyed) : sendEach(committer, resolved, keyed)
+      })
+    },
+  }
 }
 
 async function sendAtomic(committer: GroupCommitter, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {

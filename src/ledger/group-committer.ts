@@ -1,7 +1,8 @@
-import { sql } from 'kysely'
-import type { Db, Executor } from '../db/database.ts'
+import type { Context } from '@opentelemetry/api'
+import type { Db, Trx } from '../db/database.ts'
 import { commitOutcomeUnknown, isStorageUnavailable } from '../db/faults.ts'
 import { isRetryable, withRetries } from '../db/retry.ts'
+import type { BatchTracing } from '../telemetry/tracing.ts'
 import { IdempotencyConflict, type EventWriter, type Transaction } from './ledger.types.ts'
 import { applyUnits, transactionOf, type Move, type Outcome, type Unit } from './moves.ts'
 
@@ -47,6 +48,8 @@ interface Member {
   unit: Unit
   resolve: (outcomes: Outcome[]) => void
   reject: (error: unknown) => void
+  /** The trace context it was queued in, when traces are on. */
+  context?: Context
 }
 
 export interface GroupCommitOptions {
@@ -56,6 +59,8 @@ export interface GroupCommitOptions {
   beginEarly: boolean
   /** Told each batch's size as it starts (metrics). */
   onBatch?: (size: number) => void
+  /** Runs each batch in a span of the traces, when they are on. */
+  tracing?: BatchTracing
 }
 
 export class GroupCommitter {
@@ -66,6 +71,7 @@ export class GroupCommitter {
   /** PostgreSQL: begin the next batch's transaction while this batch runs. */
   readonly #beginEarly: boolean
   readonly #onBatch: ((size: number) => void) | undefined
+  readonly #tracing: BatchTracing | undefined
   #queue: Member[] = []
   #busy = false
   /** A batch has been taken from the queue and is running: members queued now wait for the next. */
@@ -82,6 +88,7 @@ export class GroupCommitter {
     this.#maxBatch = options.maxBatch
     this.#beginEarly = options.beginEarly
     this.#onBatch = options.onBatch
+    this.#tracing = options.tracing
   }
 
   /** Applies `move` as one member of the next batch; settles after that batch's commit. */
@@ -97,7 +104,7 @@ export class GroupCommitter {
    */
   runUnit(unit: Unit): Promise<Outcome[]> {
     return new Promise<Outcome[]>((resolve, reject) => {
-      this.#queue.push({ unit, resolve, reject })
+      this.#queue.push({ unit, resolve, reject, context: this.#tracing?.capture() })
       // This member will be in the next batch, which therefore exists and takes the transaction.
       if (this.#running && this.#beginEarly && !this.#early) this.#early = beginEarly(this.#db)
       this.#schedule()
@@ -125,9 +132,18 @@ export class GroupCommitter {
     // (or while the last commit was running) joins the same batch.
     setImmediate(() => {
       const batch = this.#queue.splice(0, this.#takeCount())
-      this.#onBatch?.(batch.reduce((count, member) => count + member.unit.moves.length, 0))
+      const size = batch.reduce((count, member) => count + member.unit.moves.length, 0)
+      this.#onBatch?.(size)
       this.#running = true
-      void this.#commit(batch).finally(() => {
+      const tracing = this.#tracing
+      const committed = tracing
+        ? tracing.run(
+            batch.map((member) => member.context as Context),
+            size,
+            () => this.#commit(batch),
+          )
+        : this.#commit(batch)
+      void committed.finally(() => {
         this.#running = false
         this.#busy = false
         this.#schedule()
@@ -184,29 +200,31 @@ export class GroupCommitter {
   }
 }
 
-type Work = (trx: Executor) => Promise<Outcome[][]>
+type Work = (trx: Trx) => Promise<Outcome[][]>
 type Early = (work: Work) => Promise<Outcome[][]>
 
 /**
  * A transaction begun before its work is known: BEGIN goes out at once on a connection of its own,
  * and the function returned hands the work in, then commits (or rolls back if the work throws).
- * The connection goes back to the pool in every case, as with `db.transaction()`.
  */
 function beginEarly(db: Db): Early {
   let hand!: (work: Work) => void
   const handed = new Promise<Work>((resolve) => (hand = resolve))
-  const done = db.connection().execute(async (connection) => {
-    await sql`begin`.execute(connection)
+  const done = (async () => {
+    const trx = await db.startTransaction().execute()
     const work = await handed
     try {
-      const result = await work(connection)
-      await sql`commit`.execute(connection)
+      const result = await work(trx)
+      await trx.commit().execute()
       return result
     } catch (error) {
-      await sql`rollback`.execute(connection).catch(() => undefined)
+      await trx
+        .rollback()
+        .execute()
+        .catch(() => undefined)
       throw error
     }
-  })
+  })()
   // A failed BEGIN fails the batch that takes this transaction, not the process.
   done.catch(() => undefined)
   return (work) => {

@@ -23,7 +23,7 @@ export default async function holdExpiry(app: FastifyInstance, { config, ledger 
   let stopped = false
   const run = async () => {
     try {
-      while (!stopped && (await ledger.expireDueHolds(PASS)) === PASS);
+      while (!stopped && (await ledger.holds.expireDue(PASS)) === PASS);
     } catch (error) {
       log.error({ err: error }, 'expiring holds failed; the next run tries again')
     }

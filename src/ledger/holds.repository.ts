@@ -1,5 +1,5 @@
 import type { ExpressionBuilder, Selectable } from 'kysely'
-import type { Executor } from '../db/database.ts'
+import type { Executor, Trx } from '../db/database.ts'
 import { forUpdate } from '../db/dialect.ts'
 import type { DB, HoldsTable } from '../db/tables.ts'
 import type { Hold, HoldStatus, Line, WalletLabel } from './ledger.types.ts'
@@ -90,7 +90,7 @@ export async function findHold(db: Executor, holdId: number, now: string): Promi
  * expiry reads as expired before the expiry is written). Taken after its wallets' turns, like
  * every settlement.
  */
-export async function lockHold(trx: Executor, holdId: number, now: string): Promise<{ hold: Hold; unsettled: boolean } | undefined> {
+export async function lockHold(trx: Trx, holdId: number, now: string): Promise<{ hold: Hold; unsettled: boolean } | undefined> {
   const row = await forUpdate(trx.selectFrom('holds').select(HOLD_COLUMNS).where('id', '=', holdId), trx).executeTakeFirst()
   return row ? { hold: (await hydrate(trx, [row], now))[0], unsettled: row.status === 'pending' } : undefined
 }

@@ -1,15 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Database } from '../db/database.ts'
 import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
-import { DEFAULT_EXPIRES_IN, findWalletHold, listWalletHolds } from './holds.service.ts'
+import { DEFAULT_EXPIRES_IN } from './holds.service.ts'
 import { CursorId, Hold, HoldStatus, Quantity, SendBody, IdempotencyHeaders, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface HoldsRoutesOptions {
-  database: Database
   ledger: Ledger
 }
 
@@ -43,8 +41,7 @@ const HoldListQuery = Type.Object({
 })
 
 /** Holds (two-phase transfers), wallet auth: create, list, read, capture, void (`holds.service.ts`). */
-const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, { database, ledger }) => {
-  const { db } = database
+const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, { ledger }) => {
   const tags = ['holds']
   // Each wallet-auth route names the scope a wallet key needs for it (http/key-scopes.ts).
   const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
@@ -69,7 +66,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
       },
     },
     async (request, reply) => {
-      const result = await ledger.hold(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
+      const result = await ledger.holds.create(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -90,7 +87,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
       },
     },
     async (request, reply) => {
-      const { holds, more } = await listWalletHolds(db, walletOf(request), request.query)
+      const { holds, more } = await ledger.holds.list(walletOf(request), request.query)
       if (more && holds.length > 0) {
         const { limit, after, status, direction } = request.query
         reply.header(
@@ -114,7 +111,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
         response: responses(200, Hold),
       },
     },
-    async (request) => findWalletHold(db, walletOf(request), parseId(request.params.id)),
+    async (request) => ledger.holds.find(walletOf(request), parseId(request.params.id)),
   )
 
   app.post(
@@ -136,7 +133,12 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
       },
     },
     async (request, reply) => {
-      const result = await ledger.capture(walletOf(request), parseId(request.params.id), request.body, request.headers['idempotency-key'])
+      const result = await ledger.holds.capture(
+        walletOf(request),
+        parseId(request.params.id),
+        request.body,
+        request.headers['idempotency-key'],
+      )
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -154,7 +156,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
         response: responses(200, Hold),
       },
     },
-    async (request) => ledger.voidHold(walletOf(request), parseId(request.params.id)),
+    async (request) => ledger.holds.void(walletOf(request), parseId(request.params.id)),
   )
 }
 

@@ -1,4 +1,5 @@
-import type { Db, Executor } from '../db/database.ts'
+import type { KeyLimits } from '../http/key-scopes.ts'
+import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
@@ -7,8 +8,7 @@ import { canonicalAssets, canonicalTransfer, hashRequest, type Answer, type Idem
 import type { EventWriter, Hold, HoldStatus, Line, Transaction } from './ledger.types.ts'
 import { takeWalletTurns } from './moves.repository.ts'
 import { applyMove, transactionOf, type Move } from './moves.ts'
-import type { KeyLimits } from '../http/key-scopes.ts'
-import { Lookups, resolveTransfer } from './transfers.service.ts'
+import { Lookups, resolveTransfer } from './lookups.ts'
 
 /**
  * Holds (two-phase transfers): POST /wallet/holds reserves assets in the sending wallet for a
@@ -88,54 +88,22 @@ export interface HoldListQuery {
   direction?: 'sent' | 'received'
 }
 
-/** GET /wallet/holds: a page of the holds the wallet is either side of, newest first, and whether there is a next page. */
-export function listWalletHolds(db: Executor, walletId: number, query: HoldListQuery) {
-  return holds.listHolds(
-    db,
-    { walletId, limit: query.limit ?? 10, before: query.before, after: query.after, status: query.status, direction: query.direction },
-    nowIso(),
-  )
+export interface HoldsServiceDeps {
+  db: Db
+  events: EventWriter
+  committer: GroupCommitter
+  /** Shared with transfers: one key space per wallet. */
+  idempotency: Idempotency
 }
 
-/** GET /wallet/holds/{id}: one hold the wallet is a side of. Throws H000 otherwise. */
-export async function findWalletHold(db: Executor, walletId: number, holdId: number): Promise<Hold> {
-  const hold = await holds.findHold(db, holdId, nowIso())
-  if (!hold || (hold.sending_wallet_id !== walletId && hold.receiving_wallet_id !== walletId))
-    throw new AppError('H000', `no hold ${holdId} of this wallet`)
-  return hold
-}
-
-export class HoldsService {
-  readonly #db: Db
-  readonly #events: EventWriter
-  readonly #committer: GroupCommitter
-  readonly #idempotency: Idempotency
-
-  constructor(db: Db, events: EventWriter, committer: GroupCommitter, idempotency: Idempotency) {
-    this.#db = db
-    this.#events = events
-    this.#committer = committer
-    this.#idempotency = idempotency
-  }
-
+export interface HoldsService {
   /**
    * POST /wallet/holds: reserves the assets for the recipient, committed with the transfers that
    * arrive alongside it. Answers 201 with the pending Hold. Throws what a transfer throws, in its
-   * order: G003/G004, U003/W000/G000, W013, I001, then W000, I002 (only what is free may be held), I003.
+   * order: G003/G004, U003/W000/G000, W013, K002, I001, K001, then W000, I002 (only what is free may
+   * be held), I003.
    */
-  create(walletId: number, request: HoldRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<Hold>> {
-    return this.#idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (idempotency) => {
-      const move = await resolveTransfer(new Lookups(this.#db, limits), walletId, request)
-      const [outcome] = await this.#committer.runUnit({
-        moves: [{ ...move, idempotency, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }],
-        atomic: true,
-      })
-      if (!outcome.ok) throw outcome.error
-      if (!outcome.hold) throw new Error('the hold was not recorded')
-      return { status: 201, body: outcome.hold }
-    })
-  }
-
+  create(walletId: number, request: HoldRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<Hold>>
   /**
    * POST /wallet/holds/{id}/capture (the sending wallet): moves what is asked (everything by
    * default) to the recipient as one Transaction of kind `capture` and releases the rest. Answers
@@ -143,100 +111,135 @@ export class HoldsService {
    * caller is not its sender), H001 (not pending), H002 (more than held, or an asset it lacks),
    * then the ledger's W000, I003.
    */
-  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<Answer<Transaction>> {
-    return this.#idempotency.answerOnce(walletId, idempotencyKey, captureFingerprint(holdId, request), async (idempotency) => {
-      const found = await holds.findHold(this.#db, holdId, nowIso())
-      if (!found || found.sending_wallet_id !== walletId) throw new AppError('H000', `no hold ${holdId} sent by this wallet`)
-      const applied = await this.#settle(found, (hold, now) => ({
-        from: hold.sending_wallet_id,
-        to: hold.receiving_wallet_id,
-        lines: captureLines(hold, request.assets),
-        memo: hold.memo,
-        kind: 'capture',
-        metadata: hold.metadata,
-        idempotency,
-        settle: { hold, status: 'captured', at: now },
-      }))
-      return { status: 201, body: transactionOf(applied) }
-    })
-  }
-
+  capture(walletId: number, holdId: number, request: CaptureRequest, idempotencyKey?: string): Promise<Answer<Transaction>>
   /** POST /wallet/holds/{id}/void (either side): releases everything. Answers the voided Hold. Throws H000, H001. */
-  async void(walletId: number, holdId: number): Promise<Hold> {
-    const found = await holds.findHold(this.#db, holdId, nowIso())
-    if (!found || (found.sending_wallet_id !== walletId && found.receiving_wallet_id !== walletId))
-      throw new AppError('H000', `no hold ${holdId} of this wallet`)
-    const { hold } = await this.#settle(found, (pending, now) => releaseOf(pending, 'voided', now))
-    if (!hold) throw new Error('the void recorded no hold')
-    return hold
-  }
+  void(walletId: number, holdId: number): Promise<Hold>
+  /** GET /wallet/holds: a page of the holds the wallet is either side of, newest first, and whether there is a next page. */
+  list(walletId: number, query: HoldListQuery): ReturnType<typeof holds.listHolds>
+  /** GET /wallet/holds/{id}: one hold the wallet is a side of. Throws H000 otherwise. */
+  find(walletId: number, holdId: number): Promise<Hold>
+  /**
+   * Writes the expiry of up to `limit` pending holds whose time has come (each in a transaction of
+   * its own, settled at its `expires_at`, with `hold.expired` to both sides); answers how many. A
+   * hold captured or voided meanwhile is left as it is.
+   */
+  expireDue(limit: number): Promise<number>
+  /** The wallets on the other side of the wallet's unsettled holds (wallet deletion takes their turns first). */
+  findCounterparties(db: Executor, walletId: number): Promise<number[]>
+  /**
+   * Settles every unsettled hold the wallet is either side of, in the caller's transaction (wallet
+   * deletion, before its sweep): pending ones are voided, those past their expiry expired. The
+   * caller holds the turns of the wallet and of every counterparty (`findCounterparties`); one
+   * that appeared since has its turn taken here.
+   */
+  settleAllOf(trx: Trx, walletId: number): Promise<void>
+}
 
+export function createHoldsService({ db, events, committer, idempotency }: HoldsServiceDeps): HoldsService {
   /**
    * Settles one hold in a transaction of its own: its wallets' turns, its row locked and found
    * pending and unexpired now (else H001), then the settlement through the ledger's rules.
    */
-  async #settle(found: Hold, moveOf: (hold: Hold, now: string) => Move) {
-    return inTransaction(this.#db, async (trx) => {
+  const settle = (found: Hold, moveOf: (hold: Hold, now: string) => Move) =>
+    inTransaction(db, async (trx) => {
       await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
       const now = nowIso()
       const locked = await holds.lockHold(trx, found.id, now)
       if (!locked || locked.hold.status !== 'pending') throw new AppError('H001', `hold ${found.id} is ${locked?.hold.status ?? 'gone'}`)
-      return applyMove(trx, moveOf(locked.hold, now), this.#events)
+      return applyMove(trx, moveOf(locked.hold, now), events)
     })
-  }
-
-  /**
-   * Writes the expiry of up to `limit` pending holds whose time has come (each in a transaction
-   * of its own, settled at its `expires_at`, with `hold.expired` to both sides). Answers how many
-   * it expired; a hold captured or voided meanwhile is left as it is.
-   */
-  async expireDueHolds(limit: number): Promise<number> {
-    let expired = 0
-    for (const holdId of await holds.findDueHolds(this.#db, nowIso(), limit)) {
-      const found = await holds.findHold(this.#db, holdId, nowIso())
-      if (!found) continue
-      const done = await inTransaction(this.#db, async (trx) => {
-        await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
-        return this.#expireLocked(trx, holdId)
-      })
-      if (done) expired++
-    }
-    return expired
-  }
 
   /** Expires the hold if it is still stored as pending and past its expiry; true when it did. */
-  async #expireLocked(trx: Executor, holdId: number): Promise<boolean> {
+  const expireLocked = async (trx: Trx, holdId: number): Promise<boolean> => {
     const locked = await holds.lockHold(trx, holdId, nowIso())
     if (!locked?.unsettled || locked.hold.status !== 'expired') return false
     const { hold } = locked
-    await applyMove(trx, releaseOf(hold, 'expired', hold.expires_at), this.#events)
+    await applyMove(trx, releaseOf(hold, 'expired', hold.expires_at), events)
     return true
   }
 
-  /** The wallets on the other side of the wallet's unsettled holds (wallet deletion takes their turns first). */
-  async findCounterparties(db: Executor, walletId: number): Promise<number[]> {
-    return [...new Set((await holds.findPendingHoldsOf(db, walletId)).map((hold) => hold.counterparty))]
-  }
+  return {
+    create(walletId, request, idempotencyKey, limits) {
+      return idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (record) => {
+        const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
+        const [outcome] = await committer.runUnit({
+          moves: [{ ...move, idempotency: record, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }],
+          atomic: true,
+        })
+        if (!outcome.ok) throw outcome.error
+        if (!outcome.hold) throw new Error('the hold was not recorded')
+        return { status: 201, body: outcome.hold }
+      })
+    },
 
-  /**
-   * Settles every unsettled hold the wallet is either side of, in the caller's transaction
-   * (wallet deletion, before its sweep): pending ones are voided, those past their expiry
-   * expired. The caller holds the turns of the wallet and of every counterparty
-   * (`findCounterparties`); one that appeared since has its turn taken here.
-   */
-  async settleHoldsOf(trx: Executor, walletId: number): Promise<void> {
-    const pending = await holds.findPendingHoldsOf(trx, walletId)
-    await takeWalletTurns(trx, [walletId, ...pending.map((hold) => hold.counterparty)])
-    for (const { id } of pending) {
-      const now = nowIso()
-      const locked = await holds.lockHold(trx, id, now)
-      if (!locked?.unsettled) continue
-      const { hold } = locked
-      if (hold.status === 'pending') {
-        await applyMove(trx, releaseOf(hold, 'voided', now), this.#events)
-      } else {
-        await this.#expireLocked(trx, id)
+    capture(walletId, holdId, request, idempotencyKey) {
+      return idempotency.answerOnce(walletId, idempotencyKey, captureFingerprint(holdId, request), async (record) => {
+        const found = await holds.findHold(db, holdId, nowIso())
+        if (!found || found.sending_wallet_id !== walletId) throw new AppError('H000', `no hold ${holdId} sent by this wallet`)
+        const applied = await settle(found, (hold, now) => ({
+          from: hold.sending_wallet_id,
+          to: hold.receiving_wallet_id,
+          lines: captureLines(hold, request.assets),
+          memo: hold.memo,
+          kind: 'capture',
+          metadata: hold.metadata,
+          idempotency: record,
+          settle: { hold, status: 'captured', at: now },
+        }))
+        return { status: 201, body: transactionOf(applied) }
+      })
+    },
+
+    async void(walletId, holdId) {
+      const found = await holds.findHold(db, holdId, nowIso())
+      if (!found || (found.sending_wallet_id !== walletId && found.receiving_wallet_id !== walletId))
+        throw new AppError('H000', `no hold ${holdId} of this wallet`)
+      const { hold } = await settle(found, (pending, now) => releaseOf(pending, 'voided', now))
+      if (!hold) throw new Error('the void recorded no hold')
+      return hold
+    },
+
+    list(walletId, query) {
+      const filter = { walletId, limit: query.limit ?? 10, before: query.before, after: query.after, status: query.status }
+      return holds.listHolds(db, { ...filter, direction: query.direction }, nowIso())
+    },
+
+    async find(walletId, holdId) {
+      const hold = await holds.findHold(db, holdId, nowIso())
+      if (!hold || (hold.sending_wallet_id !== walletId && hold.receiving_wallet_id !== walletId))
+        throw new AppError('H000', `no hold ${holdId} of this wallet`)
+      return hold
+    },
+
+    async expireDue(limit) {
+      let expired = 0
+      for (const holdId of await holds.findDueHolds(db, nowIso(), limit)) {
+        const found = await holds.findHold(db, holdId, nowIso())
+        if (!found) continue
+        const done = await inTransaction(db, async (trx) => {
+          await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
+          return expireLocked(trx, holdId)
+        })
+        if (done) expired++
       }
-    }
+      return expired
+    },
+
+    async findCounterparties(reader, walletId) {
+      return [...new Set((await holds.findPendingHoldsOf(reader, walletId)).map((hold) => hold.counterparty))]
+    },
+
+    async settleAllOf(trx, walletId) {
+      const pending = await holds.findPendingHoldsOf(trx, walletId)
+      await takeWalletTurns(trx, [walletId, ...pending.map((hold) => hold.counterparty)])
+      for (const { id } of pending) {
+        const now = nowIso()
+        const locked = await holds.lockHold(trx, id, now)
+        if (!locked?.unsettled) continue
+        const { hold } = locked
+        if (hold.status === 'pending') await applyMove(trx, releaseOf(hold, 'voided', now), events)
+        else await expireLocked(trx, id)
+      }
+    },
   }
 }

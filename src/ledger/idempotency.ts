@@ -1,4 +1,5 @@
 import crypto from 'node:crypto'
+import { DEFAULT_IDEMPOTENCY_LEASE_MS } from '../config.ts'
 import type { Executor } from '../db/database.ts'
 import { isUniqueViolation } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
@@ -15,9 +16,14 @@ import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.t
  *   when at least one of its transfers did).
  * - A repeat finds it (`replay`): the same request is answered with the stored response and the
  *   `Idempotent-Replayed` header; a different request under the same key is G003.
- * - While the first request still runs in this process, a repeat is G004.
- * - Another instance storing the same key first fails the write (IdempotencyConflict, or a unique
- *   violation for a transfer that ran alone); the request then answers with that stored response.
+ * - While the first request still runs in this process, a repeat is G004, for the length of its
+ *   lease at most (`leaseMs`). Past it the repeat looks for the stored response again and, if the
+ *   first attempt has not committed, runs afresh: a first attempt that hung (a silent server, a
+ *   COMMIT whose outcome is unknown) never holds its key for longer.
+ * - Two attempts that both run (on two instances, or a repeat past the lease) both write the key
+ *   with their transfer; the key's unique index lets one commit, and the other fails the write
+ *   (IdempotencyConflict, or a unique violation for a transfer that ran alone) and answers with
+ *   that stored response. So the lease only spares work: nothing is spent twice without it.
  */
 
 export interface SendRequest {
@@ -104,13 +110,20 @@ async function replay<T>(db: Executor, walletId: number, key: string, requestHas
   return { status: stored.status_code, body: JSON.parse(stored.response_body) as T, replayed: true }
 }
 
+/** A key's first request running in this process, until when it holds the key. */
+interface Lease {
+  until: number
+}
+
 export class Idempotency {
   readonly #db: Executor
-  /** Keys whose first request is still running in this process (G004). */
-  readonly #inFlight = new Set<string>()
+  readonly #leaseMs: number
+  /** Keys whose first request is still running in this process (G004 until the lease ends). */
+  readonly #inFlight = new Map<string, Lease>()
 
-  constructor(db: Executor) {
+  constructor(db: Executor, leaseMs = DEFAULT_IDEMPOTENCY_LEASE_MS) {
     this.#db = db
+    this.#leaseMs = leaseMs
   }
 
   /**
@@ -144,8 +157,12 @@ export class Idempotency {
     const previous = await replay<T>(this.#db, walletId, key, requestHash)
     if (previous) return previous
     const flightKey = `${walletId}:${key}`
-    if (this.#inFlight.has(flightKey)) throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
-    this.#inFlight.add(flightKey)
+    const now = Date.now()
+    const holder = this.#inFlight.get(flightKey)
+    if (holder !== undefined && holder.until > now)
+      throw new AppError('G004', 'the first request with this Idempotency-Key is still running')
+    const lease = { until: now + this.#leaseMs }
+    this.#inFlight.set(flightKey, lease)
     try {
       return { ...(await work({ key, requestHash, walletId })), replayed: false }
     } catch (error) {
@@ -156,7 +173,8 @@ export class Idempotency {
       }
       throw error
     } finally {
-      this.#inFlight.delete(flightKey)
+      // A repeat past the lease may hold the key now: only this attempt's own lease is ended.
+      if (this.#inFlight.get(flightKey) === lease) this.#inFlight.delete(flightKey)
     }
   }
 }

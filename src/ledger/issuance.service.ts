@@ -21,12 +21,50 @@ async function adminAsset(db: Executor, assetId: number) {
   return asset
 }
 
-/**
- * POST /wallets/{id}/assets: issues new units from mint. Throws W002, I003. The asset is read
- * after holding its row, so an issuance racing the asset's deletion waits for it and then finds
- * it gone: a deleted asset is never held (`assets.service.ts` deleteAsset).
- */
-export async function issueAsset(
+export interface IssuanceRequest {
+  asset_id: number
+  entries: { wallet_id: number; quantity: number }[]
+  memo?: string
+  metadata?: Metadata
+}
+
+export interface IssuanceServiceDeps {
+  db: Db
+  events: EventWriter
+}
+
+export interface IssuanceService {
+  /**
+   * POST /wallets/{id}/assets: issues new units from mint. Throws W002, I003. The asset is read
+   * after holding its row, so an issuance racing the asset's deletion waits for it and then finds
+   * it gone: a deleted asset is never held (`assets.service.ts` deleteAsset).
+   */
+  issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction>
+  /**
+   * POST /issuances and `coffer issue --csv`: new units of one asset from mint into many wallets,
+   * all or nothing: one Transaction per entry, in the entries' order, in one database transaction
+   * (one atomic unit of moves, `moves.ts`). Throws W002 (`entries[i]: ` for the first entry whose
+   * wallet is unknown, deleted or mint; no prefix for an unknown asset), then I003 (`entries[i]: `
+   * for the first entry that would push a holding past 2^53-1).
+   */
+  issueToMany(request: IssuanceRequest): Promise<Transaction[]>
+  /**
+   * DELETE /wallets/{id}/assets/{assetId}: burns `quantity` (or all that is free: what pending
+   * holds do not reserve) back to mint. Returns the Transaction, or undefined when there was
+   * nothing free to burn. Throws W002, I002 (more than is free).
+   */
+  burn(walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined>
+}
+
+export function createIssuanceService({ db, events }: IssuanceServiceDeps): IssuanceService {
+  return {
+    issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
+    issueToMany: (request) => issueToMany(db, events, request),
+    burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
+  }
+}
+
+async function issueAsset(
   db: Db,
   events: EventWriter,
   walletId: number,
@@ -46,21 +84,7 @@ export async function issueAsset(
   })
 }
 
-export interface IssuanceRequest {
-  asset_id: number
-  entries: { wallet_id: number; quantity: number }[]
-  memo?: string
-  metadata?: Metadata
-}
-
-/**
- * POST /issuances: new units of one asset from mint into many wallets, all or nothing: one
- * Transaction per entry, in the entries' order, in one database transaction (the entries as one
- * atomic unit of moves, `moves.ts`). Throws W002 (`entries[i]: ` for the first entry whose wallet
- * is unknown, deleted or mint; no prefix for an unknown asset, which no entry causes), then I003
- * (`entries[i]: ` for the first entry that would push a holding past 2^53-1).
- */
-export async function issueToMany(db: Db, events: EventWriter, request: IssuanceRequest): Promise<Transaction[]> {
+async function issueToMany(db: Db, events: EventWriter, request: IssuanceRequest): Promise<Transaction[]> {
   const live = await findLiveWalletIds(
     db,
     request.entries.map((entry) => entry.wallet_id),
@@ -93,12 +117,7 @@ export async function issueToMany(db: Db, events: EventWriter, request: Issuance
   })
 }
 
-/**
- * DELETE /wallets/{id}/assets/{assetId}: burns `quantity` (or all that is free: what pending holds
- * do not reserve) back to mint. Returns the Transaction, or undefined when there was nothing
- * free to burn. Throws W002, I002 (more than is free).
- */
-export async function burnAsset(
+async function burnAsset(
   db: Db,
   events: EventWriter,
   walletId: number,

@@ -1,5 +1,5 @@
 import { CompiledQuery, sql, type RawBuilder } from 'kysely'
-import type { Executor } from '../db/database.ts'
+import type { Executor, Trx } from '../db/database.ts'
 import { anyOf, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
 import {
   IdempotencyConflict,
@@ -127,8 +127,8 @@ function walletTurns(walletIds: number[]): RawBuilder<unknown> {
 }
 
 /** Waits for and takes the turns of these wallets (`walletTurns`). Nothing on SQLite, which has one writer. */
-export async function takeWalletTurns(executor: Executor, walletIds: number[]): Promise<void> {
-  if (isPostgres(executor)) await walletTurns(walletIds).execute(executor)
+export async function takeWalletTurns(trx: Trx, walletIds: number[]): Promise<void> {
+  if (isPostgres(trx)) await walletTurns(walletIds).execute(trx)
 }
 
 type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null }
@@ -172,7 +172,7 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held:
  * commits later). The statement's snapshot predates the turns it waits for: a holding that the
  * batch it waited for created is not among those read, and the write finds it (`holdingWrites`).
  */
-export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: number): Promise<Locked> {
+export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: number): Promise<Locked> {
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))].sort((a, b) => a - b)
   // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
   // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
@@ -221,7 +221,7 @@ export async function lockMoves(trx: Executor, moves: MoveRecord[], eventCount: 
  * changes a hold takes its wallets' turns first (PostgreSQL; SQLite has one writer).
  */
 export async function findHeld(
-  trx: Executor,
+  db: Executor,
   holdings: { wallet_id: number; asset_id: number; held: number }[],
   settled: number[] = [],
   now = nowIso(),
@@ -235,9 +235,9 @@ export async function findHeld(
     select holds.sending_wallet_id as wallet_id, hold_assets.asset_id, sum(hold_assets.quantity) as quantity
     from holds join hold_assets on hold_assets.hold_id = holds.id
     where holds.status = 'pending' and holds.expires_at <= ${now}
-      and ${anyOf(trx, sql.ref('holds.sending_wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('hold_assets.asset_id'), assetIds)}
-      and not ${anyOf(trx, sql.ref('holds.id'), settled)}
-    group by holds.sending_wallet_id, hold_assets.asset_id`.execute(trx)
+      and ${anyOf(db, sql.ref('holds.sending_wallet_id'), walletIds)} and ${anyOf(db, sql.ref('hold_assets.asset_id'), assetIds)}
+      and not ${anyOf(db, sql.ref('holds.id'), settled)}
+    group by holds.sending_wallet_id, hold_assets.asset_id`.execute(db)
   for (const row of rows) {
     const key = holdingKey(Number(row.wallet_id), Number(row.asset_id))
     if (held.has(key)) held.set(key, (held.get(key) ?? 0) - Number(row.quantity))
@@ -246,7 +246,7 @@ export async function findHeld(
 }
 
 /** Ids for the batch's new holds: drawn from the sequence (PostgreSQL), or after the largest ever used (SQLite, one writer). */
-export async function reserveHoldIds(trx: Executor, count: number): Promise<number[]> {
+export async function reserveHoldIds(trx: Trx, count: number): Promise<number[]> {
   if (isPostgres(trx)) {
     const { rows } = await sql<{ id: string }>`select nextval('holds_id_seq') as id from generate_series(1, ${count}::int)`.execute(trx)
     return rows.map((row) => Number(row.id)).sort((x, y) => x - y)
@@ -271,7 +271,7 @@ export interface Reversible {
  * reversal of a transaction moves between its two wallets, so no other reversal of it can commit
  * meanwhile, and on PostgreSQL this statement's snapshot already sees every one that did.
  */
-export async function findReversible(trx: Executor, transactionIds: number[]): Promise<Map<number, Reversible>> {
+export async function findReversible(trx: Trx, transactionIds: number[]): Promise<Map<number, Reversible>> {
   const { rows: moved } = await sql<{ id: number; kind: string; asset_id: number; quantity: number }>`
     select transactions.id, transactions.kind, transaction_assets.asset_id, transaction_assets.quantity
     from transactions join transaction_assets on transaction_assets.transaction_id = transactions.id
@@ -297,7 +297,7 @@ export async function findReversible(trx: Executor, transactionIds: number[]): P
 }
 
 /** SQLite: ids for the batch's new transactions and events, after the largest ever used. */
-export async function reserveIds(trx: Executor, transactions: number, events: number): Promise<Ids> {
+export async function reserveIds(trx: Trx, transactions: number, events: number): Promise<Ids> {
   // SQLite has one writer, and this transaction is it from its first write until commit; the next
   // ids follow the largest ever used (AUTOINCREMENT keeps that in sqlite_sequence).
   const { rows } = await sql<{ transactions: number; events: number }>`
@@ -348,7 +348,7 @@ export interface IdempotencyRow {
  * meanwhile would leave its range (the batch is run again), and IdempotencyConflict naming the
  * units whose key another request stored meanwhile.
  */
-export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
+export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
   const recorded = batch.moves.filter((written) => written.transaction)
   const transactions = recorded.map((written) => written.transaction as Transaction)
   // Each transaction as answered, stored on its row (its events' data).
@@ -395,7 +395,7 @@ export async function writeMoves(trx: Executor, batch: BatchWrites, locked: Lock
  * overdraft check.
  */
 function holdingWrites(
-  trx: Executor,
+  trx: Trx,
   deltas: Map<string, number>,
   heldDeltas: Map<string, number>,
   locked: Locked,
@@ -452,7 +452,7 @@ const HOLDING_COLUMNS = [
 ] as const
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
-function holdWrites(trx: Executor, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
+function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
   const created = batch.moves.flatMap(({ move, hold }) => (move.reserve && hold ? [hold] : []))
   const settled = batch.moves.flatMap(({ move, hold }) => (move.settle && hold ? [hold] : []))
   const writes: Write[] = []
@@ -524,7 +524,7 @@ const SETTLEMENT_COLUMNS = [
 ] as const
 
 /** The writes of the moves that record a transaction (`recorded`, each with its transaction). */
-function transactionWrites(trx: Executor, recorded: BatchWrites['moves'], bodies: string[]): Write[] {
+function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: string[]): Write[] {
   const moves = recorded.map((written) => ({ ...written, transaction: written.transaction as Transaction }))
   const rows = moves.map(({ transaction: t }, i) => {
     const metadata = Object.keys(t.metadata).length === 0 ? null : JSON.stringify(t.metadata)
@@ -629,7 +629,7 @@ const LINE_COLUMNS = [
  * IdempotencyConflict, naming the units, for keys that another request stored meanwhile.
  */
 function idempotencyWrite(
-  trx: Executor,
+  trx: Trx,
   keyed: IdempotencyRow[],
 ): { write: Write; check: (stored: Record<string, unknown>[]) => void } | undefined {
   if (keyed.length === 0) return undefined

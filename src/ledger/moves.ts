@@ -1,4 +1,4 @@
-import type { Executor } from '../db/database.ts'
+import type { Trx } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import {
@@ -26,7 +26,7 @@ import {
   type Locked,
   type Reversible,
 } from './moves.repository.ts'
-import { toTransaction } from './transactions.repository.ts'
+import { toTransaction } from './transactions.shape.ts'
 
 /**
  * The ledger's write rules, for one move or a whole batch of them: the one place that decides
@@ -279,7 +279,7 @@ function recordsTransaction(move: Move): boolean {
  * when the batch as a whole cannot commit (a database error, a retryable race, or an
  * IdempotencyConflict naming units), and the caller must then roll the transaction back.
  */
-export async function applyUnits(trx: Executor, units: Unit[], events: EventWriter): Promise<Outcome[][]> {
+export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): Promise<Outcome[][]> {
   const moves = units.flatMap((unit) => unit.moves)
   const locked = await lockMoves(
     trx,
@@ -416,7 +416,7 @@ function toNewHold(id: number, move: Move, expiresIn: number, lines: Line[], cre
 }
 
 /** Applies the moves in order, each a unit of its own: one outcome per move (`applyUnits`). */
-export async function applyMoves(trx: Executor, moves: Move[], events: EventWriter): Promise<Outcome[]> {
+export async function applyMoves(trx: Trx, moves: Move[], events: EventWriter): Promise<Outcome[]> {
   const outcomes = await applyUnits(
     trx,
     moves.map((move) => ({ moves: [move], atomic: true })),
@@ -426,13 +426,13 @@ export async function applyMoves(trx: Executor, moves: Move[], events: EventWrit
 }
 
 /** One move in the caller's transaction (issue, burn, wallet deletion, a hold's settlement); throws the move's error. */
-export async function applyMove(trx: Executor, move: Move, events: EventWriter): Promise<Applied> {
+export async function applyMove(trx: Trx, move: Move, events: EventWriter): Promise<Applied> {
   const [outcome] = await applyMoves(trx, [move], events)
   if (!outcome.ok) throw outcome.error
   return outcome
 }
 
 /** One move that moves something, in the caller's transaction (issue, burn, wallet deletion); throws the move's error. */
-export async function moveAssets(trx: Executor, move: Move, events: EventWriter): Promise<Transaction> {
+export async function moveAssets(trx: Trx, move: Move, events: EventWriter): Promise<Transaction> {
   return transactionOf(await applyMove(trx, move, events))
 }

@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Trx } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { withRetries } from '../db/retry.ts'
 import { runningBalanceDifferences, type WalletRange } from './verify.ts'
@@ -120,7 +120,7 @@ export async function repairRunningBalances(db: Db, progress?: (done: number, to
  * A row another repair inserted since the snapshot is not inserted twice: on PostgreSQL the
  * insert then fails as a serialization failure, and the range runs again.
  */
-async function repairWallets(trx: Executor, wallets: WalletRange): Promise<HoldingRepair[]> {
+async function repairWallets(trx: Trx, wallets: WalletRange): Promise<HoldingRepair[]> {
   const found = await countDifferences(trx, wallets)
   if (found.length === 0) return found
   const differences = runningBalanceDifferences(wallets)
@@ -143,7 +143,7 @@ async function repairWallets(trx: Executor, wallets: WalletRange): Promise<Holdi
 }
 
 /** The differences of the wallets in `wallets`, counted by holding (wallet and asset). */
-async function countDifferences(trx: Executor, wallets: WalletRange): Promise<HoldingRepair[]> {
+async function countDifferences(trx: Trx, wallets: WalletRange): Promise<HoldingRepair[]> {
   const { rows } = await sql<{
     wallet_id: number | string
     asset_id: number | string

@@ -1,3 +1,5 @@
+import { checkPerTransfer, checkRecipient } from '../wallets/key-policy.ts'
+import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
@@ -14,9 +16,7 @@ import { MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transa
 import { findReversible } from './moves.repository.ts'
 import { moveAssets } from './moves.ts'
 import { findTransaction } from './transactions.repository.ts'
-import type { KeyLimits } from '../http/key-scopes.ts'
-import { checkPerTransfer, checkRecipient } from '../wallets/key-policy.ts'
-import { Lookups, resolveLines } from './transfers.service.ts'
+import { Lookups, resolveLines } from './lookups.ts'
 
 /**
  * Refunds and reversals: a transaction of kind `reversal` that moves some or all of what an
@@ -54,57 +54,61 @@ function fingerprint(route: 'refund' | 'reversal', transactionId: number, reques
   ])
 }
 
-/** What a refund or reversal runs with: the storage, the event writer, the wallets' Idempotency-Keys. */
-export interface ReversalPath {
+export interface ReversalsServiceDeps {
   db: Db
   events: EventWriter
+  /** A refund's key among the refunding wallet's keys, the operator's among mint's. */
   idempotency: Idempotency
 }
 
-/**
- * POST /wallet/transactions/{id}/refund: the wallet gives back what it received (all of what is
- * left by default). Throws, in this order: G003/G004 (key), T000 (not a transfer or capture this
- * wallet received), I001 (an asset name), K002 / K001 (the key's recipients and `per_transfer`
- * caps), then from the ledger's rules W000 (a side deleted), T001 (more than is left), I002, I003.
- */
-export function refund(
-  path: ReversalPath,
-  walletId: number,
-  transactionId: number,
-  request: ReversalRequest,
-  idempotencyKey?: string,
-  limits?: KeyLimits,
-): Promise<SendResult> {
-  return path.idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (idempotency) => {
-    const original = await findTransaction(path.db, transactionId)
-    if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
-      throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
-    }
-    return { status: 201, body: await moveBack(path, original, request, idempotency, limits) }
-  })
+export interface ReversalsService {
+  /**
+   * POST /wallet/transactions/{id}/refund: the wallet gives back what it received (all of what is
+   * left by default). Throws, in this order: G003/G004 (key), T000 (not a transfer or capture this
+   * wallet received), I001 (an asset name), K002 / K001 (the recipients and `per_transfer` caps of
+   * the wallet key making it, if any), then from the ledger's rules W000 (a side deleted), T001
+   * (more than is left), I002, I003.
+   */
+  refund(
+    walletId: number,
+    transactionId: number,
+    request: ReversalRequest,
+    idempotencyKey?: string,
+    limits?: KeyLimits,
+  ): Promise<SendResult>
+  /**
+   * POST /transactions/{id}/reversal: the operator moves back what a transaction moved (all of
+   * what is left by default). Throws G003/G004 (key), T000 (no such transaction), T001 (a
+   * reversal), I001, then as a refund: W000, T001, I002, I003.
+   */
+  reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
 }
 
-/**
- * POST /transactions/{id}/reversal: the operator moves back what a transaction moved (all of
- * what is left by default). Throws G003/G004 (key), T000 (no such transaction), T001 (a
- * reversal), I001, then as a refund: W000, T001, I002, I003.
- */
-export function reverse(path: ReversalPath, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult> {
-  return path.idempotency.answerOnce(
-    MINT_WALLET_ID,
-    idempotencyKey,
-    fingerprint('reversal', transactionId, request),
-    async (idempotency) => {
-      const original = await findTransaction(path.db, transactionId)
-      if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
-      return { status: 201, body: await moveBack(path, original, request, idempotency) }
+export function createReversalsService({ db, events, idempotency }: ReversalsServiceDeps): ReversalsService {
+  return {
+    refund(walletId, transactionId, request, idempotencyKey, limits) {
+      return idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (record) => {
+        const original = await findTransaction(db, transactionId)
+        if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
+          throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
+        }
+        return { status: 201, body: await moveBack(db, events, original, request, record, limits) }
+      })
     },
-  )
+    reverse(transactionId, request, idempotencyKey) {
+      return idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (record) => {
+        const original = await findTransaction(db, transactionId)
+        if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
+        return { status: 201, body: await moveBack(db, events, original, request, record) }
+      })
+    },
+  }
 }
 
 /** The reversal of `original`: its receiver sends back the requested quantities, or all that is left. */
 async function moveBack(
-  { db, events }: ReversalPath,
+  db: Db,
+  events: EventWriter,
   original: Transaction,
   request: ReversalRequest,
   idempotency?: IdempotencyRecord,

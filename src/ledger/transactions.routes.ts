@@ -81,7 +81,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   // instead of waiting for another turn's read.
   const arrivals = new WeakMap<object, number>()
   const markArrival = (request: object, _reply: unknown, done: () => void) => {
-    arrivals.set(request, arrivalMark())
+    arrivals.set(request, arrivalMark(db))
     done()
   }
   const historyPage = { onRequest: [markArrival, app.requireWalletAccess], config: { scope: 'read' as const } }
@@ -126,7 +126,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
+      const result = await ledger.transfers.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -152,7 +152,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.refund(
+      const result = await ledger.reversals.refund(
         walletOf(request),
         parseId(request.params.id),
         request.body,
@@ -188,7 +188,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.sendBatch(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
+      const result = await ledger.batches.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },

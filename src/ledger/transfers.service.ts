@@ -1,135 +1,55 @@
-import { findPrimaryWalletByUsername } from '../accounts/accounts.service.ts'
-import type { Db, Executor } from '../db/database.ts'
-import { AppError } from '../http/errors.ts'
-import { Address, IdString, Username } from '../http/schemas.ts'
 import type { KeyLimits } from '../http/key-scopes.ts'
-import { checkPerTransfer, checkRecipient } from '../wallets/key-policy.ts'
-import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
-import { findAssetByName } from './assets.repository.ts'
+import type { Db, Trx } from '../db/database.ts'
+import { listHoldings } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import type { Idempotency, SendRequest, SendResult } from './idempotency.ts'
-import { MAX_QUANTITY, type Asset, type Line } from './ledger.types.ts'
-import type { Move } from './moves.ts'
+import type { EventWriter, Transaction } from './ledger.types.ts'
+import { Lookups, resolveTransfer } from './lookups.ts'
+import { moveAssets } from './moves.ts'
 
 /**
- * POST /wallet/transactions, the transfer. The way through, one file after the other:
- *   transactions.routes.ts → transfers.service.ts (here: recipient and assets)
- *   → idempotency.ts (repeats) → group-committer.ts (batches, one commit)
- *   → moves.ts (the rules) → moves.repository.ts (the statements)
- *   → the event writer (events/outbox.ts, handed to the ledger by buildApp).
+ * POST /wallet/transactions, the transfer, one file after the other: transactions.routes.ts →
+ * transfers.service.ts (recipient and assets, `lookups.ts`) → idempotency.ts (repeats) →
+ * group-committer.ts (batches, one commit) → moves.ts (the rules) → moves.repository.ts (the
+ * statements) → the event writer (events/outbox.ts, handed to the ledger by buildApp).
  */
 
-const USERNAME = new RegExp(Username.pattern as string)
-const ADDRESS = new RegExp(Address.pattern as string)
-const WALLET_ID = new RegExp(IdString.pattern as string)
-
-/** Resolves the recipient of a transfer. Throws U003 (unknown username), W000 (unknown wallet), G000 (a malformed wallet id). */
-async function resolveRecipient(db: Executor, recipient: string | number, type: 0 | 1 | 2): Promise<number> {
-  const text = String(recipient)
-  if (type === 0) {
-    const walletId = USERNAME.test(text) ? await findPrimaryWalletByUsername(db, text) : undefined
-    if (walletId === undefined) throw new AppError('U003', `no user "${text}"`)
-    return walletId
-  }
-  if (type === 1) {
-    const wallet = ADDRESS.test(text) ? await findLiveWalletByAddress(db, text) : undefined
-    if (!wallet) throw new AppError('W000', `no wallet at address "${text}"`)
-    return wallet.id
-  }
-  if (!WALLET_ID.test(text) || !Number.isSafeInteger(Number(text))) throw new AppError('G000', 'recipient must be a wallet id')
-  const wallet = await findLiveWalletById(db, Number(text))
-  if (!wallet) throw new AppError('W000', `no wallet ${text}`)
-  return wallet.id
+export interface TransfersServiceDeps {
+  db: Db
+  events: EventWriter
+  committer: GroupCommitter
+  /** One key space per wallet, shared with batches, holds and refunds. */
+  idempotency: Idempotency
 }
 
-/**
- * The recipients and assets of one request, each looked up once however often it is named: a
- * batch of 100 transfers to a few recipients makes a few lookups, not 100.
- */
-export class Lookups {
-  readonly #db: Executor
-  readonly #recipients = new Map<string, Promise<number>>()
-  readonly #assets = new Map<string, Promise<Asset | undefined>>()
-  /** The limits of the wallet key making the request (none for a user session). */
-  readonly limits: KeyLimits | undefined
-
-  constructor(db: Executor, limits?: KeyLimits) {
-    this.#db = db
-    this.limits = limits
-  }
-
-  /** `resolveRecipient`, once per recipient and type. */
-  recipient(recipient: string | number, type: 0 | 1 | 2): Promise<number> {
-    const key = `${type}:${String(recipient)}`
-    let found = this.#recipients.get(key)
-    if (!found) this.#recipients.set(key, (found = resolveRecipient(this.#db, recipient, type)))
-    return found
-  }
-
-  /** The live asset of this name (case-insensitive), once per name. */
-  asset(name: string): Promise<Asset | undefined> {
-    const key = name.toLowerCase()
-    let found = this.#assets.get(key)
-    if (!found) this.#assets.set(key, (found = findAssetByName(this.#db, name)))
-    return found
-  }
-}
-
-/** Resolves asset names to live assets. Throws I001 naming the first unknown one, I003 when one asset's quantities add up past the limit. */
-export async function resolveLines(lookups: Lookups, requested: Record<string, number>): Promise<Line[]> {
-  const names = Object.keys(requested)
-  const found = await Promise.all(names.map((name) => lookups.asset(name)))
-  const lines = new Map<number, Line>()
-  names.forEach((name, index) => {
-    const asset = found[index]
-    if (!asset) throw new AppError('I001', `no asset named "${name}"`)
-    const quantity = (lines.get(asset.id)?.quantity ?? 0) + requested[name]
-    if (!Number.isSafeInteger(quantity)) throw new AppError('I003', `the quantity of ${asset.name} exceeds ${MAX_QUANTITY}`)
-    lines.set(asset.id, { asset, quantity })
-  })
-  return [...lines.values()]
-}
-
-/**
- * A transfer's request resolved into the move it makes from `walletId`. Throws, in this order:
- * U003/W000/G000 (recipient), W013 (to itself), K002 (not a recipient of the key), I001 (an asset
- * name), I003 (one asset's quantities), K001 (over the key's `per_transfer` cap).
- */
-export async function resolveTransfer(lookups: Lookups, walletId: number, request: SendRequest): Promise<Move> {
-  // Both lookups at once; their errors still come in the documented order.
-  const [recipient, found] = await Promise.allSettled([
-    lookups.recipient(request.recipient, request.type ?? 0),
-    resolveLines(lookups, request.assets),
-  ])
-  if (recipient.status === 'rejected') throw recipient.reason
-  if (recipient.value === walletId) throw new AppError('W013')
-  checkRecipient(lookups.limits, recipient.value)
-  if (found.status === 'rejected') throw found.reason
-  checkPerTransfer(lookups.limits, found.value)
-  return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata }
-}
-
-export class TransfersService {
-  readonly #db: Db
-  readonly #committer: GroupCommitter
-  readonly #idempotency: Idempotency
-
-  constructor(db: Db, committer: GroupCommitter, idempotency: Idempotency) {
-    this.#db = db
-    this.#committer = committer
-    this.#idempotency = idempotency
-  }
-
+export interface TransfersService {
   /**
    * Sends assets from the wallet to a recipient, all or nothing, committed together with the
    * transfers that arrive alongside it. With an Idempotency-Key, a repeat of the same request
    * returns the first response and moves nothing. Throws, in this order: G003/G004 (key),
-   * U003/W000/G000 (recipient), W013 (to itself), I001, then from the ledger's rules W000, I002, I003.
+   * U003/W000/G000 (recipient), W013 (to itself), K002, I001, K001 (the limits of the wallet key
+   * making it, if any), then from the ledger's rules W000, I002, I003.
    */
-  send(walletId: number, request: SendRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<SendResult> {
-    return this.#idempotency.once(walletId, idempotencyKey, request, async (idempotency) => {
-      const move = await resolveTransfer(new Lookups(this.#db, limits), walletId, request)
-      return this.#committer.run({ ...move, idempotency })
-    })
+  send(walletId: number, request: SendRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<SendResult>
+  /**
+   * Moves every positive holding of `from` to `to` as one Transaction of kind `sweep`, in the
+   * caller's database transaction (wallet deletion); undefined when `from` holds nothing. Throws
+   * I003 when a holding of `to` would overflow.
+   */
+  sweep(trx: Trx, from: number, to: number, memo: string): Promise<Transaction | undefined>
+}
+
+export function createTransfersService({ db, events, committer, idempotency }: TransfersServiceDeps): TransfersService {
+  return {
+    send(walletId, request, idempotencyKey, limits) {
+      return idempotency.once(walletId, idempotencyKey, request, async (key) => {
+        const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
+        return committer.run({ ...move, idempotency: key })
+      })
+    },
+    async sweep(trx, from, to, memo) {
+      const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
+      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
+    },
   }
 }

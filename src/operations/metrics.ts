@@ -6,8 +6,8 @@ import { listBacklogs } from '../events/webhooks.service.ts'
 /**
  * The metrics an operator watches beyond requests and latency (`docs/operations.md#metrics-and-alerts`):
  * transfers committed and refused by code, the sizes of the batches they commit in, the webhook
- * backlog and the age of its oldest delivery (in all, per receiving origin and per webhook), and
- * the PostgreSQL pool's use. (Event-stream clients,
+ * backlog and the age of its oldest delivery, how many receiving origins it waits on and the largest of theirs (no
+ * label names a user, an origin or a wallet), and the PostgreSQL pool's use. (Event-stream clients,
  * webhook attempts and retention are counted where they happen: `coffer_event_streams`,
  * `coffer_webhook_attempts_total`, `coffer_retention_pruned_rows_total`.) Made before the ledger,
  * which reports its batches here; registered on the app's /metrics by `registerOperatorMetrics`.
@@ -29,9 +29,6 @@ export class OperatorMetrics {
   /** For `createLedger`'s `onBatch`. */
   readonly observeBatch = (size: number): void => this.batchSizes.observe(size)
 }
-
-/** Per-webhook backlog series are kept to the largest ones, so that /metrics stays small with many webhooks. */
-const MAX_WEBHOOK_SERIES = 100
 
 /** Registers the metrics on the app's registry, with the gauges read from storage at each scrape. */
 export async function registerOperatorMetrics(
@@ -55,11 +52,10 @@ export async function registerOperatorMetrics(
         reading = undefined
       }
     })())
-  const gauge = (name: string, help: string, labelNames: string[] = []) =>
+  const gauge = (name: string, help: string) =>
     new client.Gauge({
       name,
       help,
-      labelNames,
       registers: [registry],
       async collect() {
         await readBacklogs()
@@ -67,39 +63,16 @@ export async function registerOperatorMetrics(
     })
   const backlog = gauge('coffer_webhook_backlog', 'Webhook deliveries pending (waiting for their first attempt or a retry)')
   const oldest = gauge('coffer_webhook_oldest_pending_seconds', 'Age of the oldest pending webhook delivery (0 when none)')
-  const originBacklog = gauge('coffer_webhook_origin_backlog', 'Webhook deliveries pending per receiving origin', ['origin'])
-  const originOldest = gauge(
-    'coffer_webhook_origin_oldest_pending_seconds',
-    'Age of the oldest pending webhook delivery per receiving origin',
-    ['origin'],
-  )
-  const webhookBacklog = gauge(
-    'coffer_webhook_wallet_backlog',
-    `Webhook deliveries pending per webhook (wallet id and origin), for the ${MAX_WEBHOOK_SERIES} largest backlogs`,
-    ['wallet', 'origin'],
-  )
-  const webhookOldest = gauge(
-    'coffer_webhook_wallet_oldest_pending_seconds',
-    `Age of the oldest pending delivery per webhook (wallet id and origin), for the ${MAX_WEBHOOK_SERIES} largest backlogs`,
-    ['wallet', 'origin'],
-  )
+  // No series per origin or per webhook: a webhook's host and port, or its wallet, would tell
+  // whoever reads /metrics who the service's users are. A holder sees their own backlog on
+  // `GET /wallet/webhook`; the worker's log names an origin whose circuit opens.
+  const origins = gauge('coffer_webhook_backlogged_origins', 'Receiving origins with webhook deliveries pending')
+  const largest = gauge('coffer_webhook_largest_origin_backlog', 'Webhook deliveries pending for the receiving origin with the most')
   function setBacklogs(backlogs: Awaited<ReturnType<typeof listBacklogs>>): void {
-    // Series of origins and webhooks whose backlog is gone go away with it.
-    for (const labelled of [originBacklog, originOldest, webhookBacklog, webhookOldest]) labelled.reset()
-    const origins = new Map<string, { pending: number; age: number }>()
-    for (const { origin, pending, oldest_pending_age_seconds: age } of backlogs) {
-      const sum = origins.get(origin) ?? { pending: 0, age: 0 }
-      origins.set(origin, { pending: sum.pending + pending, age: Math.max(sum.age, age) })
-    }
-    for (const [origin, { pending, age }] of origins) {
-      originBacklog.set({ origin }, pending)
-      originOldest.set({ origin }, age)
-    }
-    for (const row of [...backlogs].sort((a, b) => b.pending - a.pending).slice(0, MAX_WEBHOOK_SERIES)) {
-      const labels = { wallet: String(row.wallet_id), origin: row.origin }
-      webhookBacklog.set(labels, row.pending)
-      webhookOldest.set(labels, row.oldest_pending_age_seconds)
-    }
+    const byOrigin = new Map<string, number>()
+    for (const { origin, pending } of backlogs) byOrigin.set(origin, (byOrigin.get(origin) ?? 0) + pending)
+    origins.set(byOrigin.size)
+    largest.set(Math.max(0, ...byOrigin.values()))
     backlog.set(backlogs.reduce((sum, row) => sum + row.pending, 0))
     oldest.set(Math.max(0, ...backlogs.map((row) => row.oldest_pending_age_seconds)))
   }

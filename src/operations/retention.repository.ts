@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import type { Executor } from '../db/database.ts'
+import type { Trx } from '../db/database.ts'
 import { anyOf, forUpdate, isPostgres } from '../db/dialect.ts'
 
 /** SQL of the retention job: each function deletes at most one batch and says how many rows went. */
@@ -13,7 +13,7 @@ const FINAL_STATUSES = ['delivered', 'failed', 'cancelled']
 const RETENTION_LOCK = sql`pg_try_advisory_xact_lock(1129727570, 1)`
 
 /** Takes the job's turn for this database transaction (PostgreSQL); false when another instance holds it. SQLite has one writer. */
-export async function takeRetentionTurn(trx: Executor): Promise<boolean> {
+export async function takeRetentionTurn(trx: Trx): Promise<boolean> {
   if (!isPostgres(trx)) return true
   const { rows } = await sql<{ taken: boolean }>`select ${RETENTION_LOCK} as taken`.execute(trx)
   return rows[0].taken
@@ -26,7 +26,7 @@ export async function takeRetentionTurn(trx: Executor): Promise<boolean> {
  * older than `before` once, not the whole table.
  */
 async function findOldRows(
-  trx: Executor,
+  trx: Trx,
   table: 'events' | 'webhook_deliveries',
   afterId: number,
   before: string,
@@ -52,7 +52,7 @@ async function findOldRows(
  * (migration 0012: no index by status any more).
  */
 export async function deleteEndedDeliveries(
-  trx: Executor,
+  trx: Trx,
   afterId: number,
   before: string,
   limit: number,
@@ -86,7 +86,7 @@ export async function deleteEndedDeliveries(
 
 /** The next page of events after `afterId` (`findOldRows`). */
 export async function findOldEvents(
-  trx: Executor,
+  trx: Trx,
   afterId: number,
   before: string,
   limit: number,
@@ -95,7 +95,7 @@ export async function findOldEvents(
 }
 
 /** Deletes those of the events that no delivery refers to any more (a pending one keeps its event). */
-export async function deleteUnreferencedEvents(trx: Executor, ids: number[]): Promise<number> {
+export async function deleteUnreferencedEvents(trx: Trx, ids: number[]): Promise<number> {
   if (ids.length === 0) return 0
   const result = await trx
     .deleteFrom('events')
@@ -109,7 +109,7 @@ export async function deleteUnreferencedEvents(trx: Executor, ids: number[]): Pr
   return Number(result.numDeletedRows)
 }
 
-export async function deleteIdempotencyKeys(trx: Executor, before: string, limit: number): Promise<number> {
+export async function deleteIdempotencyKeys(trx: Trx, before: string, limit: number): Promise<number> {
   const result = await sql`
     delete from idempotency_keys where (wallet_id, key) in (
       select wallet_id, key from idempotency_keys where created_at < ${before} limit ${limit})`.execute(trx)
@@ -117,12 +117,7 @@ export async function deleteIdempotencyKeys(trx: Executor, before: string, limit
 }
 
 /** User sessions past their lifetime, or idle for longer than allowed (`idleBefore`, when there is an idle limit). */
-export async function deleteExpiredUserSessions(
-  trx: Executor,
-  now: string,
-  idleBefore: string | undefined,
-  limit: number,
-): Promise<number> {
+export async function deleteExpiredUserSessions(trx: Trx, now: string, idleBefore: string | undefined, limit: number): Promise<number> {
   const ids = (
     await trx
       .selectFrom('user_sessions')
@@ -142,7 +137,7 @@ export async function deleteExpiredUserSessions(
 }
 
 /** Counters of rate-limit windows that ended before `beforeMs`. */
-export async function deleteEndedRateLimitWindows(trx: Executor, beforeMs: number): Promise<number> {
+export async function deleteEndedRateLimitWindows(trx: Trx, beforeMs: number): Promise<number> {
   const result = await trx.deleteFrom('rate_limit_hits').where('window_start', '<', beforeMs).executeTakeFirst()
   return Number(result.numDeletedRows)
 }

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import client from 'prom-client'
-import type { Database, Executor } from '../db/database.ts'
+import type { Database, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import * as repo from './retention.repository.ts'
 
@@ -65,7 +65,7 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
   let tookTurn = false
   let stopped = false
   /** Runs one batch under the job's turn and returns what it did; undefined once another instance has the turn. */
-  const inTurn = async <T>(work: (trx: Executor) => Promise<T>): Promise<T | undefined> => {
+  const inTurn = async <T>(work: (trx: Trx) => Promise<T>): Promise<T | undefined> => {
     if (stopped) return undefined
     const batch = await inTransaction(db, async (trx) => ((await repo.takeRetentionTurn(trx)) ? { done: await work(trx) } : undefined))
     if (batch === undefined) stopped = true

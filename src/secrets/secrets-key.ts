@@ -1,5 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
+import { makeDataDirectory, writePrivateFile } from './private-files.ts'
 import { generateSecretsKey, secretsKeyFrom, type SecretsKey } from './secret-box.ts'
 
 /**
@@ -72,9 +73,9 @@ export function loadNextSecretsKey(source: KeySource): SecretsKey | undefined {
 /** Generates the key file (mode 0600); an existing one is kept. */
 export function createSecretsKeyFile(source: KeySource): LoadedKey {
   const file = secretsKeyFile(source)
-  fs.mkdirSync(source.dataDir, { recursive: true })
+  makeDataDirectory(source.dataDir)
   try {
-    fs.writeFileSync(file, `${encodeSecretsKey(generateSecretsKey())}\n`, { mode: 0o600, flag: 'wx' })
+    writePrivateFile(file, `${encodeSecretsKey(generateSecretsKey())}\n`)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
   }
@@ -83,7 +84,7 @@ export function createSecretsKeyFile(source: KeySource): LoadedKey {
 
 /** Writes a new key where a rotation keeps it until the database has switched (mode 0600). */
 export function writeNextSecretsKeyFile(source: KeySource, key: SecretsKey): void {
-  fs.writeFileSync(nextSecretsKeyFile(source), `${encodeSecretsKey(key)}\n`, { mode: 0o600 })
+  writePrivateFile(nextSecretsKeyFile(source), `${encodeSecretsKey(key)}\n`, 'w')
 }
 
 /** Makes the rotated key the key file (after the database switched to it). */

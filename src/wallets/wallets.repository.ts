@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import type { Executor } from '../db/database.ts'
+import type { Executor, Trx } from '../db/database.ts'
 import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
 import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
 import { withRetries } from '../db/retry.ts'
@@ -112,7 +112,7 @@ export async function canUseWallet(db: Executor, userId: number, walletId: numbe
  * writers anyway), so that a transfer touching it waits for an ownership change or a deletion,
  * and reads the row as it is once the lock is held. Undefined when the wallet is gone or deleted.
  */
-export async function lockWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
+export async function lockWallet(db: Trx, walletId: number): Promise<WalletRow | undefined> {
   const query = db
     .selectFrom('wallets')
     .selectAll()
@@ -131,12 +131,12 @@ export async function lockWallet(db: Executor, walletId: number): Promise<Wallet
  * wait for it. (Setting the webhook also takes the wallet's turn, `takeWalletTurns`, so that it
  * and a transfer of the wallet run one after the other.)
  */
-export async function holdWallet(db: Executor, walletId: number): Promise<void> {
+export async function holdWallet(db: Trx, walletId: number): Promise<void> {
   await holdRow(db, 'wallets', walletId)
 }
 
 /** `canUseWallet`, read once the wallet is held (`holdWallet`): for a request that then writes. */
-export async function holdUsableWallet(db: Executor, userId: number, walletId: number): Promise<boolean> {
+export async function holdUsableWallet(db: Trx, userId: number, walletId: number): Promise<boolean> {
   await holdWallet(db, walletId)
   return canUseWallet(db, userId, walletId)
 }

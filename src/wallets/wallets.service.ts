@@ -1,6 +1,6 @@
 import { describeSession, findUserById, findUserByUsername, recordActiveWallet, recordPrimaryWallet } from '../accounts/accounts.service.ts'
 import { KeptReads, readKept } from '../db/commit-state.ts'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction, isUniqueViolation } from '../db/dialect.ts'
 import type { WalletRow } from '../db/tables.ts'
 import type { UserAuth } from '../http/auth.ts'
@@ -76,7 +76,7 @@ export function findLiveWalletByAddress(db: Executor, address: string): Promise<
  * against a change of access in progress (`wallets.repository.ts` holdWallet): for a request that
  * then grants something lasting in the same transaction.
  */
-export function holdUsableWallet(trx: Executor, userId: number, walletId: number): Promise<boolean> {
+export function holdUsableWallet(trx: Trx, userId: number, walletId: number): Promise<boolean> {
   return wallets.holdUsableWallet(trx, userId, walletId)
 }
 
@@ -128,14 +128,20 @@ export async function listAssignedWallets(db: Db, userId: number) {
  * answers a request that raced such a change.
  */
 
+/** The active wallet when the caller owns it or is assigned to it. Throws W000. */
+async function usableWallet(db: Executor, auth: UserAuth): Promise<number> {
+  if (!(await wallets.canUseWallet(db, auth.userId, auth.walletId)))
+    throw new AppError('W000', "your session's active wallet is not available to you")
+  return auth.walletId
+}
+
 /**
- * The active wallet when the caller owns it or is assigned to it. Throws W000. With `hold`, for a
- * request that then writes something lasting, it is read once the wallet row is held
- * (`holdWallet`), so a change of access in progress is waited for and seen.
+ * `usableWallet` for a request that then writes something lasting: read once the wallet row is
+ * held (`holdWallet`), so a change of access in progress is waited for and seen.
  */
-async function usableWallet(db: Executor, auth: UserAuth, { hold = false } = {}): Promise<number> {
-  const usable = hold ? wallets.holdUsableWallet : wallets.canUseWallet
-  if (!(await usable(db, auth.userId, auth.walletId))) throw new AppError('W000', "your session's active wallet is not available to you")
+async function heldUsableWallet(trx: Trx, auth: UserAuth): Promise<number> {
+  if (!(await wallets.holdUsableWallet(trx, auth.userId, auth.walletId)))
+    throw new AppError('W000', "your session's active wallet is not available to you")
   return auth.walletId
 }
 
@@ -144,7 +150,7 @@ async function usableWallet(db: Executor, auth: UserAuth, { hold = false } = {})
  * Throws W000 when it has been deleted, W006 when the caller does not own it (status 400, as the
  * interface requires for POST /wallet/users).
  */
-async function lockOwnedWallet(trx: Executor, auth: UserAuth): Promise<WalletRow> {
+async function lockOwnedWallet(trx: Trx, auth: UserAuth): Promise<WalletRow> {
   const wallet = await wallets.lockWallet(trx, auth.walletId)
   if (!wallet) throw new AppError('W000', "your session's active wallet no longer exists")
   if (wallet.user_id !== auth.userId) throw new AppError('W006', 'only the owner of the wallet may do this')
@@ -234,7 +240,7 @@ export async function createWalletSession(db: Db, auth: UserAuth, body: NewKey, 
   const limits = await limitsToStore(body.limits, assets, (ids) => wallets.findLiveWalletIds(db, ids))
   const key = await inTransaction(db, async (trx) => {
     // Not while the user is being removed from it: removal revokes the keys they created first.
-    const walletId = await usableWallet(trx, auth, { hold: true })
+    const walletId = await heldUsableWallet(trx, auth)
     const token = createToken('wallet')
     const scopes = normalScopes(body.scopes).join(',')
     const row = await wallets.insertWalletSession(trx, {
@@ -299,7 +305,7 @@ export async function setActiveWallet(db: Db, auth: UserAuth, walletId: number) 
  * locks the active wallet and checks that it may be deleted. Returns it and the caller's primary
  * wallet, where its holdings go. Throws, in this order: W000, W006, W008 (it is the primary wallet).
  */
-export async function lockWalletForDeletion(trx: Executor, auth: UserAuth): Promise<{ walletId: number; primaryWalletId: number }> {
+export async function lockWalletForDeletion(trx: Trx, auth: UserAuth): Promise<{ walletId: number; primaryWalletId: number }> {
   const wallet = await lockOwnedWallet(trx, auth)
   const owner = await findUserById(trx, auth.userId)
   if (!owner?.primary_wallet_id) throw new AppError('W000', 'you have no primary wallet')
@@ -312,7 +318,7 @@ export async function lockWalletForDeletion(trx: Executor, auth: UserAuth): Prom
  * moves sessions that had it active to their user's primary wallet, and marks it deleted. The row
  * stays, so history keeps its address and the address is never reused.
  */
-export async function finishWalletDeletion(trx: Executor, walletId: number): Promise<void> {
+export async function finishWalletDeletion(trx: Trx, walletId: number): Promise<void> {
   await wallets.deleteWalletSessions(trx, walletId)
   await wallets.deleteWalletUsers(trx, walletId)
   await wallets.moveSessionsToPrimary(trx, walletId)

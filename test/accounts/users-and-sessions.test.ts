@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import * as repo from '../../src/accounts/accounts.repository.ts'
-import type { Executor } from '../../src/db/database.ts'
+import type { Trx } from '../../src/db/database.ts'
 import { hashPassword } from '../../src/accounts/passwords.ts'
 import { createToken } from '../../src/http/tokens.ts'
 import { ADMIN_KEY, awayFromTheMinute, buildTestApp, expectError, whileOpen, type TestApp } from '../helpers/app.ts'
@@ -436,7 +436,7 @@ describe('PUT /user/password', () => {
     const user = await createUser(t.app, uniqueName('Pw'))
     const newHash = await hashPassword('new password 2')
     // What PUT /user/password changes, not yet committed while the login arrives.
-    const change = async (trx: Executor) => {
+    const change = async (trx: Trx) => {
       await repo.updateUser(trx, user.id, { password_hash: newHash })
       await repo.deleteUserSessions(trx, user.id)
     }

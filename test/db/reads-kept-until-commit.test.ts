@@ -7,7 +7,7 @@ import { CompiledQuery } from 'kysely'
 import { arrivalMark, KeptReads, readCommitState, readKept } from '../../src/db/commit-state.ts'
 import { openPostgres, openSqlite } from '../../src/db/database.ts'
 import { sqliteStatementsOf } from '../../src/db/sqlite-statements.ts'
-import { buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { ADMIN_KEY, buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, transfer, uniqueName, type TestUser } from '../helpers/factories.ts'
 
 /**
@@ -61,7 +61,7 @@ async function page(app: FastifyInstance, headers: Record<string, string>, url =
 
 /** The page lookups of `app` by outcome, from /metrics. */
 async function lookups(app: FastifyInstance): Promise<Record<'unchanged' | 'hit' | 'stale' | 'miss', number>> {
-  const text = (await app.inject({ method: 'GET', url: '/metrics' })).body
+  const text = (await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).body
   const count = (outcome: string) =>
     Number(
       / (\d+)$/.exec(
@@ -179,13 +179,13 @@ describe(`the commit state (${STORAGE})`, () => {
 
   it('serves a request the state read after it arrived, and never one read before', async () => {
     const { db } = t.database
-    const arrived = arrivalMark()
+    const arrived = arrivalMark(db)
     const read = await settledState()
     await writeElsewhere('update assets set value = value + 1 where id = ?', [gold.id])
     // Read after the request arrived: the request is answered as the database was then.
     assert.equal(await readCommitState(db, arrived), read)
     // A request arriving now is not: the commit above shows.
-    const now = await settledState(() => readCommitState(db, arrivalMark()))
+    const now = await settledState(() => readCommitState(db, arrivalMark(db)))
     assert.notEqual(now, read)
   })
 
@@ -203,15 +203,15 @@ describe(`the commit state (${STORAGE})`, () => {
     }
     try {
       // A request arrives and asks; another connection commits; 31 more arrive: all in one turn.
-      const first = readCommitState(db, arrivalMark())
+      const first = readCommitState(db, arrivalMark(db))
       void writeElsewhere('update assets set value = value + 1 where id = ?', [gold.id])
-      const later = Array.from({ length: 31 }, () => readCommitState(db, arrivalMark()))
+      const later = Array.from({ length: 31 }, () => readCommitState(db, arrivalMark(db)))
       const states = await Promise.all([first, ...later])
       assert.equal(reads, 1, 'one read for the turn')
       assert.equal(new Set(states).size, 1, 'the same state for every request of the turn')
       assert.ok(states[0] !== undefined && states[0] !== before, 'read after the commit that came before the later requests')
       // A request of the next turn is not served the turn's state without a read of its own.
-      await readCommitState(db, arrivalMark())
+      await readCommitState(db, arrivalMark(db))
       assert.equal(reads, 2)
     } finally {
       statements.prepare = prepare

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
-import { retryDelayMs } from '../../src/events/delivery.worker.ts'
+import { retryDelayMs } from '../../src/events/delivery.sender.ts'
 import { formatEvent } from '../../src/events/event-hub.ts'
 import { newWebhookSecret, webhookHeaders } from '../../src/events/signature.ts'
 import { checkWebhookUrlForm, isPublicAddress } from '../../src/events/ssrf.ts'

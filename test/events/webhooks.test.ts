@@ -2,16 +2,19 @@ import assert from 'node:assert/strict'
 import dns from 'node:dns'
 import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
-import type { Executor } from '../../src/db/database.ts'
+import type { Trx } from '../../src/db/database.ts'
 import { holdRow, nowIso } from '../../src/db/dialect.ts'
-import { recordAttempts, upsertWebhook } from '../../src/events/webhooks.repository.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { recordAttempts } from '../../src/events/deliveries.repository.ts'
+import { upsertWebhook } from '../../src/events/webhooks.repository.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { takeWalletTurns } from '../../src/ledger/ledger.service.ts'
 import { moveAssets } from '../../src/ledger/moves.ts'
 import { newWebhookSecret } from '../../src/events/signature.ts'
 import { buildTestApp, expectError, whileOpen, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil, type Answer, type Receiver } from '../helpers/receiver.ts'
+
+const outbox = createOutbox()
 
 /**
  * Fast retries for the suite: three retries a tenth of a second apart, 300 ms timeout. Every
@@ -221,7 +224,7 @@ describe('webhook delivery', () => {
     await issue(t, payer.walletId, assetId, 10)
     // As PUT /wallet/webhook does it: hold the wallet, take its turn, store the webhook; committed
     // after 300 ms.
-    const setting = async (trx: Executor) => {
+    const setting = async (trx: Trx) => {
       await holdRow(trx, 'wallets', payee.walletId)
       await takeWalletTurns(trx, [payee.walletId])
       await upsertWebhook(trx, { walletId: payee.walletId, url: `${receiver.url}/payee`, secret: newWebhookSecret(), createdAt: nowIso() })
@@ -241,7 +244,7 @@ describe('webhook delivery', () => {
     await issue(t, payer.walletId, assetId, 10)
     const moved: { id?: number } = {}
     // A transfer to the payee in progress: its rows written, not committed for 300 ms.
-    const transfer = async (trx: Executor) => {
+    const transfer = async (trx: Trx) => {
       moved.id = (
         await moveAssets(
           trx,
@@ -285,7 +288,7 @@ describe('webhook delivery', () => {
     assert.equal(page.length, 1)
     assert.equal(page[0].id, log[1].id)
     assert.equal((await deliveries(t, alice, '?status=failed')).length, 0)
-    const metrics = await t.app.inject({ method: 'GET', url: '/metrics' })
+    const metrics = await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })
     assert.match(metrics.body, /coffer_webhook_attempts_total\{outcome="delivered"\} [1-9]/)
   })
 

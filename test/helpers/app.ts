@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
-import { openPostgres, openSqlite, type Database, type Db, type Executor } from '../../src/db/database.ts'
+import { openPostgres, openSqlite, type Database, type Db, type Trx } from '../../src/db/database.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { hashToken } from '../../src/http/tokens.ts'
@@ -134,7 +134,7 @@ export function expectError(response: LightMyRequestResponse, status: number, co
  * request that does not wait for the change to finish, and returns the request's answer. On
  * PostgreSQL the request runs beside the open transaction; SQLite runs it after the commit.
  */
-export async function whileOpen<T>(db: Db, change: (trx: Executor) => Promise<void>, request: () => Promise<T>, holdMs = 300): Promise<T> {
+export async function whileOpen<T>(db: Db, change: (trx: Trx) => Promise<void>, request: () => Promise<T>, holdMs = 300): Promise<T> {
   let pending: Promise<T> | undefined
   await db.transaction().execute(async (trx) => {
     await change(trx)

@@ -178,10 +178,10 @@ function ids(list: unknown): number[] {
 }
 
 export const ROUTES: RouteCase[] = [
-  // Operations and docs: public.
+  // Operations and docs: public, but for the metrics (METRICS_TOKEN or the admin key).
   { method: 'GET', route: '/healthz', expect: everyone(200) },
   { method: 'GET', route: '/readyz', expect: everyone(200) },
-  { method: 'GET', route: '/metrics', expect: everyone(200) },
+  { method: 'GET', route: '/metrics', expect: adminOnly(200) },
   { method: 'GET', route: '/openapi.json', expect: everyone(200) },
   { method: 'GET', route: '/docs', expect: everyone(200) },
 

@@ -570,7 +570,7 @@ describe('abuse', () => {
   })
 
   it('answered none of the above with a 500', async () => {
-    const metrics = await t.app.inject({ method: 'GET', url: '/metrics' })
+    const metrics = await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })
     const errors = metrics.body.split('\n').filter((line) => line.startsWith('coffer_http_requests_total') && /status="5\d\d"/.test(line))
     assert.deepEqual(errors, [])
   })

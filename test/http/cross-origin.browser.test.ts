@@ -117,7 +117,7 @@ describe(
 
     /** How many answers the API gave to POST /wallet/transactions with this status. */
     async function answered(status: number): Promise<number> {
-      const metrics = (await t.app.inject({ method: 'GET', url: '/metrics' })).body
+      const metrics = (await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })).body
       const line = metrics
         .split('\n')
         .find((entry) => entry.startsWith(`coffer_http_requests_total{method="POST",route="/wallet/transactions",status="${status}"}`))

@@ -186,7 +186,7 @@ describe('HTTP layer', () => {
 
     it('serves Prometheus metrics that count requests by route and status', async () => {
       await t.app.inject({ method: 'GET', url: '/healthz' })
-      const response = await t.app.inject({ method: 'GET', url: '/metrics' })
+      const response = await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })
       assert.equal(response.statusCode, 200)
       assert.match(String(response.headers['content-type']), /^text\/plain/)
       assert.match(response.body, /^# HELP /m)
@@ -195,7 +195,7 @@ describe('HTTP layer', () => {
     })
 
     it('counts and times every request of a route, across readings of /metrics', async () => {
-      const read = async () => (await t.app.inject({ method: 'GET', url: '/metrics' })).body.split('\n')
+      const read = async () => (await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })).body.split('\n')
       const value = (lines: string[], prefix: string) => Number(lines.find((line) => line.startsWith(prefix))?.split(' ')[1] ?? 0)
       const counted = '/wallet/assets'
       const before = await read()

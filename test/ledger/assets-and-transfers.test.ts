@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import type { Executor } from '../../src/db/database.ts'
+import type { Trx } from '../../src/db/database.ts'
 import * as assets from '../../src/ledger/assets.repository.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { moveAssets } from '../../src/ledger/moves.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildTestApp, expectError, whileOpen, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, sendTransaction, uniqueName, type TestUser } from '../helpers/factories.ts'
+
+const outbox = createOutbox()
 
 const MAX = Number.MAX_SAFE_INTEGER
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -238,7 +240,7 @@ describe('admin: assets', () => {
   it("refuses an issuance that races the asset's deletion: a deleted asset is never held", async () => {
     const asset = await createAsset(t)
     // What DELETE /assets/{id} changes, not yet committed while the issuance arrives.
-    const deletion = async (trx: Executor) => {
+    const deletion = async (trx: Trx) => {
       assert.ok(await assets.lockAsset(trx, asset.id))
       assert.equal(await assets.isAssetHeld(trx, asset.id), false)
       await assets.markAssetDeleted(trx, asset.id)
@@ -519,7 +521,7 @@ describe('POST /wallet/transactions', () => {
   it("numbers a wallet's transactions in commit order: a transfer waits for a move of its wallet that drew a lower id", async () => {
     const issued: { id?: number } = {}
     // An issuance to bob in progress: its id drawn, not committed for 300 ms.
-    const issuance = async (trx: Executor) => {
+    const issuance = async (trx: Trx) => {
       issued.id = (
         await moveAssets(
           trx,

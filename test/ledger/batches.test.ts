@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { outbox } from '../../src/events/outbox.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { GroupCommitter } from '../../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../../src/ledger/ledger.service.ts'
 import { MAX_QUANTITY, MINT_WALLET_ID, type Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildPeerApp, expectError, STORAGE } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, type TestUser } from '../helpers/factories.ts'
 import { assertRefusedUnchanged, ledgerApp, ledgerState } from '../helpers/ledger-fixture.ts'
+
+const outbox = createOutbox()
 
 /**
  * Batches: POST /wallet/transactions/batch (atomic or not, one Idempotency-Key for the whole

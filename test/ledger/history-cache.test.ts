@@ -53,7 +53,7 @@ async function freshPage(url = PAGE, headers = key.auth) {
 
 /** The lookups of the page cache by outcome, from /metrics. */
 async function lookups(): Promise<Record<string, number>> {
-  const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body
+  const text = (await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })).body
   const count = (outcome: string) =>
     Number(
       / (\d+)$/.exec(

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { readWalletEvents } from '../../src/events/events.repository.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { createLedger, type Ledger } from '../../src/ledger/ledger.service.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import type { Asset, Hold, Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, uniqueName, type TestUser } from '../helpers/factories.ts'
+
+const outbox = createOutbox()
 
 /** Holds (two-phase transfers) through the HTTP API, on either storage. */
 describe(`holds (${STORAGE})`, () => {
@@ -397,9 +399,9 @@ describe(`holds (${STORAGE})`, () => {
       assert.deepEqual(await holdings(alice), { [gold.name]: [9, 9] })
       assert.deepEqual((await verifyLedger(t.database.db)).problems, [])
       // The job writes it: the same answer, and hold.expired to both sides.
-      assert.ok((await ledger.expireDueHolds(100)) >= 1)
+      assert.ok((await ledger.holds.expireDue(100)) >= 1)
       assert.deepEqual(await readHold(alice, hold.id), seen)
-      assert.equal(await ledger.expireDueHolds(100), 0)
+      assert.equal(await ledger.holds.expireDue(100), 0)
       for (const user of [alice, bob]) {
         const expired = (await eventsOf(user)).filter((event) => event.type === 'hold.expired')
         assert.deepEqual(
@@ -608,11 +610,11 @@ describe(`holds (${STORAGE})`, () => {
           .execute()
         const [captured] = await Promise.all([
           post(alice, `/wallet/holds/${hold.id}/capture`),
-          ledger.expireDueHolds(100),
-          ledger.expireDueHolds(100),
+          ledger.holds.expireDue(100),
+          ledger.holds.expireDue(100),
         ])
         await new Promise((resolve) => setTimeout(resolve, 20))
-        await ledger.expireDueHolds(100)
+        await ledger.holds.expireDue(100)
         const settled = await readHold(alice, hold.id)
         if (captured.statusCode === 201) {
           assert.equal(settled.status, 'captured')

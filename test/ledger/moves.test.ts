@@ -4,13 +4,15 @@ import { sql } from 'kysely'
 import type { Db, Executor } from '../../src/db/database.ts'
 import { inTransaction } from '../../src/db/dialect.ts'
 import { readWalletEvents } from '../../src/events/events.repository.ts'
-import { outbox } from '../../src/events/outbox.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
 import { GroupCommitter } from '../../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../../src/ledger/ledger.service.ts'
 import { IdempotencyConflict, MAX_QUANTITY, MINT_WALLET_ID, type Asset, type Line } from '../../src/ledger/ledger.types.ts'
 import { applyMoves, type Move, type Outcome } from '../../src/ledger/moves.ts'
 import { buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, type TestUser } from '../helpers/factories.ts'
+
+const outbox = createOutbox()
 
 /**
  * The ledger's batch path (moves.ts, group-committer.ts) driven directly: a batch must end exactly
@@ -312,10 +314,10 @@ describe(`batched moves (${STORAGE})`, () => {
     async () => {
       const [a, b] = [await fundedUser(t, [[gold, 30]]), await createUser(t.app)]
       let begunEarly = 0
-      // The committer's database, counting the connections it reserves for a transaction begun early.
+      // The committer's database, counting the transactions it begins early.
       const counted = new Proxy(db, {
         get(target, key) {
-          if (key === 'connection') return () => (begunEarly++, target.connection())
+          if (key === 'startTransaction') return () => (begunEarly++, target.startTransaction())
           const value: unknown = Reflect.get(target, key)
           return typeof value === 'function' ? value.bind(target) : value
         },

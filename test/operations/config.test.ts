@@ -113,13 +113,22 @@ describe('loadConfig', () => {
       PG_LOCK_TIMEOUT_MS: '2000',
       PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '60000',
       PG_CONNECT_TIMEOUT_MS: '3000',
+      PG_QUERY_TIMEOUT_MS: '25000',
+      PG_READY_PROBE_TIMEOUT_MS: '1500',
+      IDEMPOTENCY_LEASE_MS: '45000',
     })
     assert.deepEqual(config.postgresTimeouts, {
       statementTimeoutMs: 20_000,
       lockTimeoutMs: 2_000,
       idleInTransactionTimeoutMs: 60_000,
       connectTimeoutMs: 3_000,
+      queryTimeoutMs: 25_000,
+      readyProbeTimeoutMs: 1_500,
     })
+    assert.equal(config.idempotencyLeaseMs, 45_000)
+    // The client's own bound outlasts the server's, which ends a statement with a clean error first.
+    assert.ok(defaults.queryTimeoutMs > defaults.statementTimeoutMs)
+    assert.ok(loadConfig({}).idempotencyLeaseMs > defaults.queryTimeoutMs)
   })
 
   const bad: [string, string, string][] = [

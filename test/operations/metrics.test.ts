@@ -36,7 +36,7 @@ describe(`operator metrics on ${STORAGE}`, () => {
     await t.close()
   })
 
-  const metrics = async () => (await t.app.inject({ method: 'GET', url: '/metrics' })).body
+  const metrics = async () => (await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })).body
 
   it('counts transfers committed, replayed and refused by code, and the batches they commit in', async () => {
     const send = (quantity: number, key?: string) =>

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import type { Executor } from '../../src/db/database.ts'
+import type { Trx } from '../../src/db/database.ts'
 import * as wallets from '../../src/wallets/wallets.repository.ts'
 import { buildTestApp, expectError, STORAGE, whileOpen, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, type TestUser } from '../helpers/factories.ts'
@@ -657,7 +657,7 @@ describe('DELETE /wallet', () => {
  */
 describe('access changes racing with requests', () => {
   /** Runs `change` holding the wallet as the owner's operations do, and `request` while it is open. */
-  function whileHeld<T>(walletId: number, change: (trx: Executor) => Promise<void>, request: () => Promise<T>): Promise<T> {
+  function whileHeld<T>(walletId: number, change: (trx: Trx) => Promise<void>, request: () => Promise<T>): Promise<T> {
     return whileOpen(
       t.database.db,
       async (trx) => {
@@ -669,7 +669,7 @@ describe('access changes racing with requests', () => {
   }
 
   /** What DELETE /wallet/users/{userid} changes (wallets.service.ts removeUser). */
-  const removal = (walletId: number, userId: number) => async (trx: Executor) => {
+  const removal = (walletId: number, userId: number) => async (trx: Trx) => {
     assert.ok(await wallets.deleteWalletUser(trx, walletId, userId))
     await wallets.deleteWalletSessions(trx, walletId, userId)
     await wallets.moveSessionsToPrimary(trx, walletId, userId)
@@ -726,7 +726,7 @@ describe('access changes racing with requests', () => {
   it("a wallet made primary while it is being handed over is refused: a primary wallet is always its user's own", async () => {
     const { owner, member, wallet } = await sharedWallet()
     // What PUT /wallet/owner changes (wallets.service.ts transferOwnership).
-    const handover = async (trx: Executor) => {
+    const handover = async (trx: Trx) => {
       assert.ok(await wallets.deleteWalletUser(trx, wallet.id, member.id))
       await wallets.setWalletOwner(trx, wallet.id, member.id)
       await wallets.insertWalletUser(trx, wallet.id, owner.id)
