@@ -68,6 +68,7 @@ describe('wallet key scopes and limits', () => {
         'POST /wallet/holds/:id/capture': 'hold',
         'POST /wallet/holds/:id/void': 'hold',
         'GET /wallet/events': 'read',
+        'GET /wallet/transactions/:id/proof': 'read',
       })
     })
 

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks'
-import { dayBound } from './format.ts'
-import { KIND_OPTIONS } from './text.ts'
-import { Field, Select } from './ui.tsx'
+import { dayBound, formatDay } from './format.ts'
+import { KIND_OPTIONS, KIND_TEXT } from './text.ts'
+import { Field, Select, type Chip } from './ui.tsx'
 
 /** The filters a wallet's history and the operator's journal share, as query parameters (`metadata[KEY]` among them). */
 export type TransactionQuery = Record<string, string>
@@ -37,6 +37,16 @@ export function useTransactionFilters() {
       setMetadataValue,
     },
     query,
+    /** The active filters, each removable. */
+    chips: [
+      ...(asset.trim() ? [{ label: `Asset: ${asset.trim()}`, clear: () => setAsset('') }] : []),
+      ...(dayBound(since, false) ? [{ label: `From ${formatDay(since)}`, clear: () => setSince('') }] : []),
+      ...(dayBound(until, true) ? [{ label: `To ${formatDay(until)}`, clear: () => setUntil('') }] : []),
+      ...(kind ? [{ label: `Kind: ${KIND_TEXT[kind as keyof typeof KIND_TEXT] ?? kind}`, clear: () => setKind('') }] : []),
+      ...(metadataKey.trim()
+        ? [{ label: `${metadataKey.trim()} = ${metadataValue}`, clear: () => (setMetadataKey(''), setMetadataValue('')) }]
+        : []),
+    ] satisfies Chip[],
     /** Changes whenever a filter does (pages start again from the first). */
     key: JSON.stringify([asset.trim(), since, until, kind, metadataKey.trim(), metadataValue]),
     /** Whether anything was typed in a filter (the empty list says "match these filters"). */

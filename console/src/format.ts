@@ -28,3 +28,16 @@ export function dayBound(value: string, end: boolean): string | undefined {
   const date = end ? new Date(year, month - 1, day, 23, 59, 59, 999) : new Date(year, month - 1, day)
   return Number.isNaN(date.getTime()) ? undefined : date.toISOString()
 }
+
+/** The service's own detail of a refusal, its numbers grouped as everywhere else: "holds 975 of gold, 1,000,000 requested". */
+export function formatDetail(detail: string): string {
+  return detail.replace(/\d{4,}/g, (digits) => (Number.isSafeInteger(Number(digits)) ? formatQuantity(Number(digits)) : digits))
+}
+
+const day = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium' })
+
+/** An `<input type="date">` value as the reader writes a day. */
+export function formatDay(value: string): string {
+  const start = dayBound(value, false)
+  return start ? day.format(new Date(start)) : value
+}

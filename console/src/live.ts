@@ -1,5 +1,5 @@
 import { useContext, useEffect, useRef, useState } from 'preact/hooks'
-import { followEvents, type WalletEvent } from './api.ts'
+import { coffer, followEvents, type WalletEvent } from './api.ts'
 import { ERROR_TEXT } from './text.ts'
 import { SessionEndsContext } from './ui.tsx'
 
@@ -16,11 +16,36 @@ export function useWalletEvents(walletId: number, onEvent: (event: WalletEvent) 
   handler.current = onEvent
   useEffect(() => {
     const controller = new AbortController()
+    // A stream learns of a session ended elsewhere only at its next keep-alive: a dropped stream and
+    // a person coming back to the page ask at once.
+    const check = () => {
+      if (document.visibilityState !== 'visible') return
+      void coffer.GET('/user/session').then(
+        ({ response }) => {
+          if (response.status === 401 && !controller.signal.aborted) session.ended(ERROR_TEXT.A001)
+        },
+        () => undefined,
+      )
+    }
     void followEvents(
-      { baseUrl: location.origin, signal: controller.signal, onStatus: setStatus, onRefused: () => session.ended(ERROR_TEXT.A001) },
+      {
+        baseUrl: location.origin,
+        signal: controller.signal,
+        onStatus: (next) => {
+          setStatus(next)
+          if (next === 'reconnecting') check()
+        },
+        onRefused: () => session.ended(ERROR_TEXT.A001),
+      },
       (event) => handler.current(event),
     )
-    return () => controller.abort()
+    addEventListener('focus', check)
+    document.addEventListener('visibilitychange', check)
+    return () => {
+      controller.abort()
+      removeEventListener('focus', check)
+      document.removeEventListener('visibilitychange', check)
+    }
   }, [walletId, session])
   return status
 }

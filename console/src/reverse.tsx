@@ -11,7 +11,7 @@ export interface ReverseBody {
 }
 
 /**
- * A refund (by the receiver) or an operator's reversal of one transaction, under it: quantities
+ * A refund (by the receiver) or an operator's correction of one transaction, under it: quantities
  * per asset, empty for everything not yet moved back, and a memo; confirmed before it is sent.
  * `send` posts it with the attempt's Idempotency-Key, so a repeated click moves nothing twice.
  */
@@ -23,7 +23,7 @@ export function ReverseForm({
   done,
 }: {
   transaction: Transaction
-  /** "Refund" or "Reverse". */
+  /** "Refund" (the receiver) or "Correct" (the operator). */
   verb: string
   /** Who gets the assets back, as a person reads it. */
   to: string
@@ -33,7 +33,7 @@ export function ReverseForm({
   const [quantities, setQuantities] = useState<Record<string, string>>({})
   const [memo, setMemo] = useState('')
   const [made, setMade] = useState<Transaction | undefined>()
-  const { run, pending, error } = useAction(verb === 'Reverse' ? ['A003'] : undefined)
+  const { run, pending, error } = useAction(verb === 'Correct' ? ['A003'] : undefined)
   const confirm = useConfirm()
   const attemptKey = useMemo(newAttemptKey, [JSON.stringify(quantities), memo, made])
 
@@ -63,6 +63,7 @@ export function ReverseForm({
           </>
         ),
         action: verb,
+        tone: 'danger',
       })
       if (!yes) return
       const reversal = await send({ ...(partial ? { assets } : {}), ...(memo ? { memo } : {}) }, attemptKey)

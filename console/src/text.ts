@@ -44,6 +44,7 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   H000: 'That hold does not exist, or this wallet is not a side of it.',
   H001: 'That hold is no longer pending: it has already been captured, voided, or it expired.',
   H002: 'You cannot capture more than the hold reserves, or an asset it does not reserve.',
+  J000: 'This transaction is not in the signed journal yet. Try again in a few seconds.',
   K000: 'This key is not allowed to do that: its scopes leave it out.',
   K001: 'That goes over a limit of this key.',
   K002: 'This key may not pay that wallet.',
@@ -56,7 +57,42 @@ export const KIND_TEXT: Record<Transaction['kind'], string> = {
   burn: 'Burn',
   sweep: 'Deleted wallet swept',
   capture: 'Capture',
-  reversal: 'Reversal',
+  reversal: 'Refund or correction',
+}
+
+/** The wallet every issuance comes from and every burn goes to. */
+const MINT_WALLET_ID = 1
+
+/**
+ * A reversal as a person reads it: a correction when it moves an issuance or a burn back (only the
+ * operator can), a refund otherwise (the receiver giving back a transfer or a capture).
+ */
+export function reversalWord(transaction: Pick<Transaction, 'sending_wallet_id' | 'receiving_wallet_id'>): 'refund' | 'correction' {
+  return transaction.sending_wallet_id === MINT_WALLET_ID || transaction.receiving_wallet_id === MINT_WALLET_ID ? 'correction' : 'refund'
+}
+
+/** A reversal's own name in a list: "Refund of transaction 12". */
+export const REVERSAL_TEXT = { refund: 'Refund', correction: 'Correction' }
+
+/** The mark on a transaction that was moved back, in whole or in part. */
+export const MOVED_BACK_TEXT = {
+  refund: { all: 'Refunded', part: 'Partly refunded' },
+  correction: { all: 'Corrected', part: 'Partly corrected' },
+}
+
+/** Quantities of one asset, in the words the console uses for them everywhere. */
+export const HOLDING_TEXT = {
+  owned: 'Owned',
+  reserved: 'Reserved by holds',
+  available: 'Available to spend',
+  /** An asset to choose, with what of it may be spent: "gold (930 available)". */
+  choice: (name: string, available: string) => `${name} (${available} available)`,
+}
+
+/** Webhook event types as a person reads them. */
+export const EVENT_TEXT: Record<string, string> = {
+  'transaction.received': 'Money received',
+  'transaction.sent': 'Money sent',
 }
 
 /** A filter's choice of kind: every kind, or one. */
@@ -78,4 +114,52 @@ export function describeError(error: unknown): ShownError {
 /** A value the console refused before sending it. */
 export class InputError extends Error {
   override name = 'InputError'
+}
+
+/** What became of a hold, by what actually moved: "25 gold paid, 15 gold released". */
+export function holdOutcome(
+  status: 'pending' | 'captured' | 'voided' | 'expired',
+  reserved: { quantity: number; asset: { name: string } }[],
+  paid: Map<string, number> | undefined,
+  format: (quantity: number) => string,
+): string {
+  if (status === 'pending') return 'Pending'
+  const released = reserved
+    .map((line) => ({ name: line.asset.name, quantity: line.quantity - (paid?.get(line.asset.name) ?? 0) }))
+    .filter((line) => line.quantity > 0)
+  const list = (lines: { name: string; quantity: number }[]) => lines.map((line) => `${format(line.quantity)} ${line.name}`).join(', ')
+  const paidLines = [...(paid ?? new Map<string, number>())].map(([name, quantity]) => ({ name, quantity }))
+  const parts = [
+    ...(paidLines.length > 0 ? [`${list(paidLines)} paid`] : []),
+    ...(released.length > 0 ? [`${list(released)} released`] : []),
+  ]
+  const prefix = status === 'captured' ? '' : status === 'voided' ? 'Voided: ' : 'Expired: '
+  return prefix + (parts.join(', ') || 'nothing moved')
+}
+
+/** A browser and its system, from a user agent: "Chrome on Linux", "Safari on iPhone". */
+export function deviceName(userAgent: string): string {
+  const browser = /Edg\//.test(userAgent)
+    ? 'Edge'
+    : /Firefox\//.test(userAgent)
+      ? 'Firefox'
+      : /Chrom(e|ium)\//.test(userAgent)
+        ? 'Chrome'
+        : /Safari\//.test(userAgent)
+          ? 'Safari'
+          : 'A browser'
+  const system = /iPhone/.test(userAgent)
+    ? 'iPhone'
+    : /iPad/.test(userAgent)
+      ? 'iPad'
+      : /Android/.test(userAgent)
+        ? 'Android'
+        : /Windows/.test(userAgent)
+          ? 'Windows'
+          : /Mac OS X/.test(userAgent)
+            ? 'a Mac'
+            : /Linux/.test(userAgent)
+              ? 'Linux'
+              : 'another system'
+  return `${browser} on ${system}`
 }

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact'
 import type { Transaction } from './api.ts'
 import { formatQuantity, formatTime } from './format.ts'
-import { KIND_TEXT, type ShownError } from './text.ts'
+import { KIND_TEXT, MOVED_BACK_TEXT, REVERSAL_TEXT, reversalWord, type ShownError } from './text.ts'
 import { Empty, ErrorNotice, Loading, Pager } from './ui.tsx'
 
 /** Who the other side of a transaction is, as a person reads it. */
@@ -9,15 +9,11 @@ function party(username: string | undefined, address: string): string {
   return username ? `${username} (${address})` : address
 }
 
-/**
- * Transactions as a list, newest first. Seen from `walletId` each says "Sent to" or "Received
- * from"; without one (the operator's journal) it names both sides.
- */
-/** What kind of transaction it is, when it is not a plain transfer: "Issuance", "Reversal of transaction 12", … */
+/** What kind of transaction it is, when it is not a plain transfer: "Issuance", "Refund of transaction 12", … */
 function kindLabel(transaction: Transaction): string | undefined {
   if (transaction.kind === 'transfer') return undefined
   if (transaction.kind === 'reversal' && transaction.reverses !== undefined)
-    return `${KIND_TEXT.reversal} of transaction ${transaction.reverses}`
+    return `${REVERSAL_TEXT[reversalWord(transaction)]} of transaction ${transaction.reverses}`
   if (transaction.kind === 'capture' && transaction.hold_id !== undefined) return `${KIND_TEXT.capture} of hold ${transaction.hold_id}`
   return KIND_TEXT[transaction.kind]
 }
@@ -38,14 +34,41 @@ export function MetadataList({ metadata }: { metadata: Record<string, string> })
   )
 }
 
+/** Per transaction id, what its refunds and corrections moved back so far, per asset name. */
+type MovedBack = Map<number, { word: 'refund' | 'correction'; assets: Map<string, number> }>
+
+/** Sums the reversals among `reversals` by the transaction each moves back. */
+function movedBack(reversals: Transaction[]): MovedBack {
+  const moved: MovedBack = new Map()
+  for (const reversal of reversals) {
+    if (reversal.reverses === undefined) continue
+    const entry = moved.get(reversal.reverses) ?? { word: reversalWord(reversal), assets: new Map<string, number>() }
+    for (const line of reversal.assets) entry.assets.set(line.asset.name, (entry.assets.get(line.asset.name) ?? 0) + line.quantity)
+    moved.set(reversal.reverses, entry)
+  }
+  return moved
+}
+
+/** Whether all of `transaction` has been moved back (then no further refund or correction is offered). */
+export function allMovedBack(transaction: Transaction, moved: MovedBack): boolean {
+  const entry = moved.get(transaction.id)
+  return !!entry && transaction.assets.every((line) => (entry.assets.get(line.asset.name) ?? 0) >= line.quantity)
+}
+
+/**
+ * Transactions as a list, newest first. Seen from `walletId` each says "Sent to" or "Received
+ * from"; without one (the operator's journal) it names both sides.
+ */
 function TransactionList({
   transactions,
   walletId,
   actions,
+  moved,
 }: {
   transactions: Transaction[]
   walletId?: number
   actions?: (transaction: Transaction) => ComponentChildren
+  moved: MovedBack
 }) {
   return (
     <ul class="transactions">
@@ -75,6 +98,15 @@ function TransactionList({
               ))}
             </p>
             <p class="meta">
+              {moved.has(transaction.id) && (
+                <span class="badge">
+                  {
+                    MOVED_BACK_TEXT[(moved.get(transaction.id) as { word: 'refund' | 'correction' }).word][
+                      allMovedBack(transaction, moved) ? 'all' : 'part'
+                    ]
+                  }
+                </span>
+              )}
               {kindLabel(transaction) && <span class="kind">{kindLabel(transaction)} · </span>}
               <time dateTime={transaction.created_at}>{formatTime(transaction.created_at)}</time>
               <span> · transaction {transaction.id}</span>
@@ -104,7 +136,7 @@ export function TransactionPage({
   empty,
   actions,
 }: {
-  page: { data?: { data: Transaction[]; next: number | undefined }; loading: boolean; error: ShownError | undefined }
+  page: { data?: { data: Transaction[]; next: number | undefined; moved: MovedBack }; loading: boolean; error: ShownError | undefined }
   cursors: Cursors
   setCursors: (cursors: Cursors) => void
   walletId?: number
@@ -117,7 +149,9 @@ export function TransactionPage({
       <ErrorNotice error={page.error} />
       {page.loading && <Loading what="transactions" />}
       {page.data && page.data.data.length === 0 && <Empty>{empty}</Empty>}
-      {page.data && page.data.data.length > 0 && <TransactionList transactions={page.data.data} walletId={walletId} actions={actions} />}
+      {page.data && page.data.data.length > 0 && (
+        <TransactionList transactions={page.data.data} walletId={walletId} actions={actions} moved={page.data.moved} />
+      )}
       <CursorPager cursors={cursors} setCursors={setCursors} next={page.data?.next} />
     </>
   )
@@ -142,4 +176,14 @@ export function CursorPager({
       onOlder={() => setCursors([...cursors, next])}
     />
   )
+}
+
+/** Adds to a page of transactions what was moved back of each (its refunds and corrections since the oldest shown). */
+export async function withMovedBack<P extends { data: Transaction[] }>(
+  page: P,
+  reversalsAfter: (after: number) => Promise<{ data: Transaction[] }>,
+): Promise<P & { moved: MovedBack }> {
+  if (page.data.length === 0) return { ...page, moved: new Map() }
+  const reversals = await reversalsAfter(Math.min(...page.data.map((transaction) => transaction.id)))
+  return { ...page, moved: movedBack(reversals.data) }
 }

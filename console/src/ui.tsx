@@ -2,6 +2,7 @@ import type { ComponentChildren } from 'preact'
 import { createContext } from 'preact'
 import { useCallback, useContext, useEffect, useId, useRef, useState } from 'preact/hooks'
 import { CofferError } from './api.ts'
+import { formatDetail } from './format.ts'
 import { describeError, type ShownError } from './text.ts'
 
 /** Small building blocks every screen uses: fields, messages, confirmations, actions. */
@@ -106,7 +107,7 @@ export function ErrorNotice({ error }: { error: ShownError | undefined }) {
       <p>{error.text}</p>
       {(error.detail || error.code) && (
         <p class="detail">
-          {error.detail && <span>{error.detail}</span>}
+          {error.detail && <span>{formatDetail(error.detail)}</span>}
           {error.code && <span class="code"> (code {error.code})</span>}
         </p>
       )}
@@ -250,6 +251,8 @@ export interface ConfirmRequest {
   title: string
   body: ComponentChildren
   action: string
+  /** `danger` for what takes something away (voids, deletions, refunds); otherwise the button is the usual primary one. */
+  tone?: 'danger'
 }
 
 const ConfirmContext = createContext<(request: ConfirmRequest) => Promise<boolean>>(async () => false)
@@ -292,7 +295,7 @@ export function ConfirmHost({ children }: { children: ComponentChildren }) {
               <button type="button" onClick={() => answer(false)}>
                 Cancel
               </button>
-              <button type="submit" class="danger">
+              <button type="submit" class={request.tone === 'danger' ? 'danger' : 'primary'}>
                 {request.action}
               </button>
             </div>
@@ -300,6 +303,37 @@ export function ConfirmHost({ children }: { children: ComponentChildren }) {
         )}
       </dialog>
     </ConfirmContext.Provider>
+  )
+}
+
+/** An active filter as a person reads it ("Kind: Issuance"), and how to remove it. */
+export interface Chip {
+  label: string
+  clear: () => void
+}
+
+/** Filters folded behind one "Filter" control; the active ones shown as chips that remove them. */
+export function FilterBar({ label, chips, children }: { label: string; chips: Chip[]; children: ComponentChildren }) {
+  return (
+    <div class="filter-bar">
+      {chips.length > 0 && (
+        <ul class="chips" aria-label="Active filters">
+          {chips.map((chip) => (
+            <li key={chip.label}>
+              <button type="button" onClick={chip.clear} aria-label={`Remove filter ${chip.label}`}>
+                {chip.label} <span aria-hidden="true">✕</span>
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <details>
+        <summary>{chips.length > 0 ? `Filter (${chips.length} active)` : 'Filter'}</summary>
+        <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label={label}>
+          {children}
+        </form>
+      </details>
+    </div>
   )
 }
 
@@ -332,7 +366,10 @@ export function Pager({
   )
 }
 
-/** The bar atop every signed-in screen: the name, who is signed in, sign-out and the navigation. */
+/**
+ * The navigation of every signed-in screen: a side bar on a desktop; on a phone a compact top bar
+ * whose "Menu" button opens who is signed in, sign-out and the links.
+ */
 export function TopBar(props: {
   brand: string
   home: string
@@ -345,26 +382,36 @@ export function TopBar(props: {
   current: string
   operator?: boolean
 }) {
+  const [open, setOpen] = useState(false)
+  const id = useId()
+  useEffect(() => setOpen(false), [props.current])
   return (
     <header class={props.operator ? 'top operator' : 'top'}>
-      <a class="brand" href={props.home}>
-        {props.brand}
-      </a>
-      <p class="who">{props.who}</p>
-      <button type="button" disabled={props.pending} onClick={props.signOut}>
-        Sign out
-      </button>
-      <nav aria-label={props.navLabel}>
-        <ul>
-          {props.links.map(([path, label]) => (
-            <li key={path}>
-              <a href={`${props.base}${path}`} aria-current={props.current === path ? 'page' : undefined}>
-                {label}
-              </a>
-            </li>
-          ))}
-        </ul>
-      </nav>
+      <div class="top-row">
+        <a class="brand" href={props.home}>
+          {props.brand}
+        </a>
+        <button type="button" class="menu" aria-expanded={open} aria-controls={id} onClick={() => setOpen(!open)}>
+          Menu
+        </button>
+      </div>
+      <div id={id} class={open ? 'top-panel open' : 'top-panel'}>
+        <nav aria-label={props.navLabel}>
+          <ul>
+            {props.links.map(([path, label]) => (
+              <li key={path}>
+                <a href={`${props.base}${path}`} aria-current={props.current === path ? 'page' : undefined} onClick={() => setOpen(false)}>
+                  {label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <p class="who">{props.who}</p>
+        <button type="button" disabled={props.pending} onClick={props.signOut}>
+          Sign out
+        </button>
+      </div>
     </header>
   )
 }

@@ -26,7 +26,8 @@ function consoleDirectory(): string {
 /**
  * The web console at `/console/` (same origin as the API, which it calls), and `/` sending people
  * there. Bundles have content hashes in their names and are cached for good; the page itself is
- * revalidated, so a new build shows at once.
+ * revalidated, so a new build shows at once. The build writes brotli and gzip copies of each file,
+ * sent as they are to a browser that accepts them (`Content-Encoding`, `Vary: Accept-Encoding`).
  */
 export default fp<{ root?: string }>(async function consolePlugin(app: FastifyInstance, options) {
   const root = options.root ?? consoleDirectory()
@@ -39,12 +40,15 @@ export default fp<{ root?: string }>(async function consolePlugin(app: FastifyIn
     // Without the trailing slash, so that /console is redirected to /console/.
     prefix: '/console',
     redirect: true,
-    index: 'index.html',
+    // The page itself is the route below: @fastify/static finds no precompressed copy of a folder's index.
+    index: false,
     wildcard: true,
     dotfiles: 'ignore',
+    preCompressed: true,
     setHeaders(reply, file) {
       reply.headers(CONSOLE_HEADERS)
       reply.header('cache-control', file.includes(`${path.sep}assets${path.sep}`) ? 'public, max-age=31536000, immutable' : 'no-cache')
     },
   })
+  app.get('/console/', { schema: { hide: true } }, async (_request, reply) => reply.sendFile('index.html'))
 })

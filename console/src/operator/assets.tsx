@@ -117,6 +117,7 @@ function AssetCard({
         </p>
       ),
       action: 'Delete asset',
+      tone: 'danger',
     })
     if (yes) await run(async () => (await call(coffer.DELETE('/assets/{id}', { params: { path: { id } } })), await changed()))
   }

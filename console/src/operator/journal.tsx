@@ -2,8 +2,8 @@ import { useEffect, useState } from 'preact/hooks'
 import { call, callPage, coffer } from '../api.ts'
 import { TransactionFilterFields, useTransactionFilters } from '../filters.tsx'
 import { ReverseForm } from '../reverse.tsx'
-import { TransactionPage, type Cursors } from '../transactions.tsx'
-import { Page, useLoad } from '../ui.tsx'
+import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
+import { FilterBar, Page, useLoad } from '../ui.tsx'
 
 /** The whole journal, newest first, with filters and pages; or one wallet's history (`wallet`). */
 export function JournalList({ wallet }: { wallet?: number }) {
@@ -13,33 +13,36 @@ export function JournalList({ wallet }: { wallet?: number }) {
   const filters = JSON.stringify([shared.key, wallet])
   useEffect(() => setCursors([undefined]), [filters])
   const page = useLoad(
-    () =>
-      callPage(
-        coffer.GET('/admin/transactions', {
-          params: {
-            query: {
-              limit: 20,
-              ...(before !== undefined ? { before } : {}),
-              ...(wallet !== undefined ? { wallet } : {}),
-              ...shared.query,
+    async () =>
+      withMovedBack(
+        await callPage(
+          coffer.GET('/admin/transactions', {
+            params: {
+              query: {
+                limit: 20,
+                ...(before !== undefined ? { before } : {}),
+                ...(wallet !== undefined ? { wallet } : {}),
+                ...shared.query,
+              },
             },
-          },
-        }),
+          }),
+        ),
+        (after) => callPage(coffer.GET('/admin/transactions', { params: { query: { kind: 'reversal', after, limit: 100 } } })),
       ),
     [filters, before],
     ['A003'],
   )
   return (
     <>
-      <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Journal filters">
+      <FilterBar label="Journal filters" chips={shared.chips}>
         <TransactionFilterFields fields={shared.fields} />
-      </form>
+      </FilterBar>
       <TransactionPage
         actions={(transaction) =>
-          transaction.kind === 'reversal' ? null : (
+          transaction.kind === 'reversal' || (page.data && allMovedBack(transaction, page.data.moved)) ? null : (
             <ReverseForm
               transaction={transaction}
-              verb="Reverse"
+              verb="Correct"
               to={transaction.sending_username ?? transaction.sending_wallet_address}
               send={(body, key) =>
                 call(

@@ -66,27 +66,29 @@ export function OperatorApp({ route }: { route: string[] }) {
   }
   return (
     <SessionEndsContext.Provider value={ends}>
-      <TopBar
-        brand="Coffer operator"
-        home="#/operator"
-        who="Operator session (ends after 12 hours)"
-        signOut={() =>
-          run(async () => {
-            await call(coffer.DELETE('/admin/session'))
-            ends.ended('You are signed out of the operator console.')
-          })
-        }
-        pending={pending}
-        navLabel="Operator"
-        links={SCREENS}
-        base="#/operator/"
-        current={screen}
-        operator
-      />
-      <main id="main">
-        <ErrorNotice error={error} />
-        {(screens[screen] ?? screens[''])()}
-      </main>
+      <div class="shell">
+        <TopBar
+          brand="Coffer operator"
+          home="#/operator"
+          who="Operator session (ends after 12 hours)"
+          signOut={() =>
+            run(async () => {
+              await call(coffer.DELETE('/admin/session'))
+              ends.ended('You are signed out of the operator console.')
+            })
+          }
+          pending={pending}
+          navLabel="Operator"
+          links={SCREENS}
+          base="#/operator/"
+          current={screen}
+          operator
+        />
+        <main id="main">
+          <ErrorNotice error={error} />
+          {(screens[screen] ?? screens[''])()}
+        </main>
+      </div>
     </SessionEndsContext.Provider>
   )
 }

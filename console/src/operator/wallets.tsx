@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, callPage, coffer } from '../api.ts'
+import { HOLDING_TEXT } from '../text.ts'
 import { formatQuantity, formatTime } from '../format.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, parseQuantity } from '../validate.ts'
@@ -110,6 +111,7 @@ export function WalletDetail({ id }: { id: string }) {
         </p>
       ),
       action: 'Burn',
+      tone: 'danger',
     })
     if (!yes) return
     await run(async () => {
@@ -218,7 +220,7 @@ export function WalletDetail({ id }: { id: string }) {
                     onValue={setBurnAsset}
                     options={detail.data.holdings.map((holding) => [
                       String(holding.asset.id),
-                      `${holding.asset.name} (${formatQuantity(holding.quantity)} held)`,
+                      HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
                     ])}
                   />
                   <Field

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
 import { formatTime } from '../format.ts'
+import { deviceName } from '../text.ts'
 import { Done, ErrorNotice, Field, Loading, Page, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, checkPassword, checkUsername } from '../validate.ts'
 import { signOutHere, type ScreenProps } from './user-app.tsx'
@@ -53,6 +54,7 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
       title: 'Sign out everywhere?',
       body: <p>Every session of yours ends, this one included, on every device.</p>,
       action: 'Sign out everywhere',
+      tone: 'danger',
     })
     if (!yes) return
     await run(async () => {
@@ -100,12 +102,9 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
         <ul class="cards">
           {sessions.data.map((item) => (
             <li key={item.id}>
-              <h3>
-                Session {item.id}
-                {item.current ? ' (this one)' : ''}
-              </h3>
+              <h3>{item.current ? `This device: ${deviceName(navigator.userAgent)}` : `Another sign-in (session ${item.id})`}</h3>
               <p class="meta">
-                Signed in {formatTime(item.created_at)} · last active {formatTime(item.last_used_at)}
+                Last used {formatTime(item.last_used_at)} · signed in {formatTime(item.created_at)}
               </p>
               {!item.current && (
                 <button type="button" disabled={pending} onClick={() => end(item.id)} aria-label={`End session ${item.id}`}>

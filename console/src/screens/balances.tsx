@@ -2,11 +2,12 @@ import { useState } from 'preact/hooks'
 import { call, coffer, type Holding } from '../api.ts'
 import { formatQuantity, formatTime, formatValue } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
+import { HOLDING_TEXT } from '../text.ts'
 import { Empty, ErrorNotice, Field, Loading, Page, useAction, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
-/** Holdings as a table: asset, quantity, what of it is held for pending holds, value each. */
+/** Holdings as a table: asset, what is owned, what of it holds reserve and what is left to spend, value each. */
 function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; caption: string; withHeld: boolean }) {
   return (
     <table class="holdings">
@@ -15,11 +16,16 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; c
         <tr>
           <th scope="col">Asset</th>
           <th scope="col" class="number">
-            Quantity
+            {HOLDING_TEXT.owned}
           </th>
           {withHeld && (
             <th scope="col" class="number">
-              Held
+              {HOLDING_TEXT.reserved}
+            </th>
+          )}
+          {withHeld && (
+            <th scope="col" class="number">
+              {HOLDING_TEXT.available}
             </th>
           )}
           <th scope="col" class="number">
@@ -33,6 +39,7 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; c
             <th scope="row">{holding.asset.name}</th>
             <td class="number">{formatQuantity(holding.quantity)}</td>
             {withHeld && <td class="number">{formatQuantity(holding.held)}</td>}
+            {withHeld && <td class="number">{formatQuantity(holding.quantity - holding.held)}</td>}
             <td class="number">{formatValue(holding.asset.value)}</td>
           </tr>
         ))}

@@ -1,7 +1,7 @@
 import { useId, useMemo, useState } from 'preact/hooks'
 import { call, CofferError, coffer, newAttemptKey, type ErrorCode, type Transaction } from '../api.ts'
 import { parseCsv } from '../csv.ts'
-import { formatQuantity } from '../format.ts'
+import { formatDetail, formatQuantity } from '../format.ts'
 import { ERROR_TEXT, InputError } from '../text.ts'
 import { Done, ErrorNotice, Page, Select, useAction, useConfirm } from '../ui.tsx'
 import { ASSET_NAME, check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
@@ -93,6 +93,8 @@ export function Batch({ session }: ScreenProps) {
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
+      // What an earlier batch did is no longer the latest news once another is tried.
+      setOutcomes(undefined)
       const planned = planTransfers(text, kind)
       const yes = await confirm({
         title: `Send ${planned.length} transfer${planned.length === 1 ? '' : 's'}?`,
@@ -202,7 +204,7 @@ export function Batch({ session }: ScreenProps) {
               ) : (
                 <li key={outcome.line} class="refused">
                   Line {outcome.line}: not sent. {ERROR_TEXT[outcome.code]}
-                  {outcome.detail ? ` (${outcome.detail})` : ''}
+                  {outcome.detail ? ` (${formatDetail(outcome.detail)})` : ''}
                 </li>
               ),
             )}

@@ -4,8 +4,8 @@ import { TransactionFilterFields, useTransactionFilters, type TransactionQuery }
 import { formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
 import { ReverseForm } from '../reverse.tsx'
-import { TransactionPage, type Cursors } from '../transactions.tsx'
-import { Page, Select, useLoad } from '../ui.tsx'
+import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
+import { FilterBar, Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
 /** The statement of what the filters choose (`format=csv`): the browser downloads it with the session's cookie. */
@@ -27,11 +27,14 @@ export function History({ session }: ScreenProps) {
   const chosen: TransactionQuery = { ...(direction ? { direction } : {}), ...shared.query }
 
   const page = useLoad(
-    () =>
-      callPage(
-        coffer.GET('/wallet/transactions', {
-          params: { query: { limit: Number(limit), ...(before !== undefined ? { before } : {}), ...chosen } },
-        }),
+    async () =>
+      withMovedBack(
+        await callPage(
+          coffer.GET('/wallet/transactions', {
+            params: { query: { limit: Number(limit), ...(before !== undefined ? { before } : {}), ...chosen } },
+          }),
+        ),
+        (after) => callPage(coffer.GET('/wallet/transactions', { params: { query: { kind: 'reversal', after, limit: 100 } } })),
       ),
     [filters, before, session.wallet_id],
   )
@@ -64,7 +67,13 @@ export function History({ session }: ScreenProps) {
       <p role="status" class="news">
         {news}
       </p>
-      <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Filters">
+      <FilterBar
+        label="Filters"
+        chips={[
+          ...(direction ? [{ label: direction === 'sent' ? 'Sent only' : 'Received only', clear: () => setDirection('') }] : []),
+          ...shared.chips,
+        ]}
+      >
         <Select
           label="Direction"
           value={direction}
@@ -87,7 +96,7 @@ export function History({ session }: ScreenProps) {
             ['100', '100'],
           ]}
         />
-      </form>
+      </FilterBar>
       <p>
         <a class="button-link" href={statementLink(chosen)} download>
           Download statement (CSV)
@@ -96,7 +105,9 @@ export function History({ session }: ScreenProps) {
       </p>
       <TransactionPage
         actions={(transaction) =>
-          transaction.receiving_wallet_id === session.wallet_id && (transaction.kind === 'transfer' || transaction.kind === 'capture') ? (
+          transaction.receiving_wallet_id === session.wallet_id &&
+          (transaction.kind === 'transfer' || transaction.kind === 'capture') &&
+          !(page.data && allMovedBack(transaction, page.data.moved)) ? (
             <ReverseForm
               transaction={transaction}
               verb="Refund"

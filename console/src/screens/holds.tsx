@@ -1,9 +1,10 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, callPage, coffer, newAttemptKey, type paths } from '../api.ts'
 import { formatAssets, formatQuantity, formatTime } from '../format.ts'
+import { HOLDING_TEXT, holdOutcome } from '../text.ts'
 import { useWalletEvents } from '../live.ts'
 import { CursorPager, MetadataList, type Cursors } from '../transactions.tsx'
-import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
+import { Done, Empty, ErrorNotice, Field, FilterBar, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parsePart, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
@@ -22,7 +23,7 @@ const EXPIRIES: [string, string][] = [
   ['2592000', '30 days'],
 ]
 
-const STATUS_TEXT: Record<Hold['status'], string> = {
+const HOLD_STATUS_TEXT: Record<Hold['status'], string> = {
   pending: 'Pending',
   captured: 'Captured',
   voided: 'Voided',
@@ -47,7 +48,7 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
   const attemptKey = useMemo(newAttemptKey, [kind, recipient, asset, quantity, expires, memo, session.wallet_id, made])
   const options: [string, string][] = (holdings.data ?? []).map((holding) => [
     holding.asset.name,
-    `${holding.asset.name} (${formatQuantity(holding.quantity - holding.held)} free)`,
+    HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
   ])
   useEffect(() => {
     if (!asset && options[0]) setAsset(options[0][0])
@@ -177,22 +178,32 @@ export function Holds({ session, refresh }: ScreenProps) {
   const before = cursors[cursors.length - 1]
   const filters = JSON.stringify([status, direction])
   useEffect(() => setCursors([undefined]), [filters, session.wallet_id])
-  const page = useLoad(
-    () =>
-      callPage(
-        coffer.GET('/wallet/holds', {
-          params: {
-            query: {
-              limit: 20,
-              ...(before !== undefined ? { before } : {}),
-              ...(status ? { status: status as Hold['status'] } : {}),
-              ...(direction ? { direction: direction as 'sent' | 'received' } : {}),
-            },
+  const page = useLoad(async () => {
+    const holds = await callPage(
+      coffer.GET('/wallet/holds', {
+        params: {
+          query: {
+            limit: 20,
+            ...(before !== undefined ? { before } : {}),
+            ...(status ? { status: status as Hold['status'] } : {}),
+            ...(direction ? { direction: direction as 'sent' | 'received' } : {}),
           },
-        }),
-      ),
-    [filters, before, session.wallet_id],
-  )
+        },
+      }),
+    )
+    // What each captured hold paid: its capture transaction, found by id in the wallet's history.
+    const paid = new Map<number, Map<string, number>>()
+    await Promise.all(
+      holds.data.map(async (hold) => {
+        const id = hold.transaction_id
+        if (hold.status !== 'captured' || id === null || id < 2) return
+        const found = await callPage(coffer.GET('/wallet/transactions', { params: { query: { before: id + 1, after: id - 1, limit: 1 } } }))
+        const capture = found.data.find((transaction) => transaction.id === id)
+        if (capture) paid.set(hold.id, new Map(capture.assets.map((line) => [line.asset.name, line.quantity])))
+      }),
+    )
+    return { ...holds, paid }
+  }, [filters, before, session.wallet_id])
   useWalletEvents(session.wallet_id, () => void page.reload())
   const { run, pending, error, done, setDone } = useAction()
   const confirm = useConfirm()
@@ -250,6 +261,7 @@ export function Holds({ session, refresh }: ScreenProps) {
         </>
       ),
       action: 'Void',
+      tone: 'danger',
     })
     if (!yes) return
     await run(async () => {
@@ -269,7 +281,15 @@ export function Holds({ session, refresh }: ScreenProps) {
       <PlaceHold session={session} refresh={refresh} placed={page.reload} />
       <section aria-labelledby="hold-list">
         <h2 id="hold-list">Holds of this wallet</h2>
-        <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label="Hold filters">
+        <FilterBar
+          label="Hold filters"
+          chips={[
+            ...(status ? [{ label: `Status: ${HOLD_STATUS_TEXT[status as Hold['status']]}`, clear: () => setStatus('') }] : []),
+            ...(direction
+              ? [{ label: direction === 'sent' ? 'Placed by this wallet' : 'For this wallet', clear: () => setDirection('') }]
+              : []),
+          ]}
+        >
           <Select
             label="Status"
             value={status}
@@ -292,7 +312,7 @@ export function Holds({ session, refresh }: ScreenProps) {
               ['received', 'For this wallet'],
             ]}
           />
-        </form>
+        </FilterBar>
         {done && <Done>{done}</Done>}
         <ErrorNotice error={error} />
         <ErrorNotice error={page.error} />
@@ -319,7 +339,9 @@ export function Holds({ session, refresh }: ScreenProps) {
                     ))}
                   </p>
                   <p class="meta">
-                    <span class="kind">{STATUS_TEXT[hold.status]}</span>
+                    <span class={`badge ${hold.status}`}>
+                      {holdOutcome(hold.status, hold.assets, page.data?.paid.get(hold.id), formatQuantity)}
+                    </span>
                     <span> · hold {hold.id}</span>
                     {hold.status === 'pending' ? (
                       <span> · expires {formatTime(hold.expires_at)}</span>

@@ -31,6 +31,7 @@ export function Keys({ session }: ScreenProps) {
       title: `Revoke ${label}?`,
       body: <p>Whatever uses this key loses access to wallet {session.wallet_address} at once. This cannot be undone.</p>,
       action: 'Revoke key',
+      tone: 'danger',
     })
     if (!yes) return
     await run(async () => {
@@ -46,6 +47,7 @@ export function Keys({ session }: ScreenProps) {
       title: 'Revoke every key of this wallet?',
       body: <p>Every bot and app using a key of wallet {session.wallet_address} loses access at once. This cannot be undone.</p>,
       action: 'Revoke all keys',
+      tone: 'danger',
     })
     if (!yes) return
     await run(async () => {

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, coffer, newAttemptKey, type Transaction } from '../api.ts'
 import { formatAssets, formatQuantity } from '../format.ts'
+import { HOLDING_TEXT } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -67,7 +68,7 @@ export function Send({ session }: ScreenProps) {
 
   const options: [string, string][] = (holdings.data ?? []).map((holding) => [
     holding.asset.name,
-    `${holding.asset.name} (${formatQuantity(holding.quantity)} held)`,
+    HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
   ])
   return (
     <Page title="Send">

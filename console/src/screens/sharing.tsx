@@ -34,6 +34,7 @@ export function Sharing({ session, refresh }: ScreenProps) {
         </p>
       ),
       action: 'Remove access',
+      tone: 'danger',
     })
     if (yes)
       await act(
@@ -61,6 +62,7 @@ export function Sharing({ session, refresh }: ScreenProps) {
         </>
       ),
       action: 'Hand over',
+      tone: 'danger',
     })
     if (!sure) return
     await run(async () => {

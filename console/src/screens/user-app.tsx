@@ -57,7 +57,7 @@ export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { 
     account: () => <Account {...props} signedOut={signedOut} />,
   }
   return (
-    <>
+    <div class="shell">
       <a class="skip" href="#main" onClick={(event) => (event.preventDefault(), document.getElementById('page-title')?.focus())}>
         Skip to content
       </a>
@@ -86,6 +86,6 @@ export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { 
         <ErrorNotice error={error} />
         {(screens[screen] ?? screens[''])()}
       </main>
-    </>
+    </div>
   )
 }

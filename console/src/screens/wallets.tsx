@@ -53,6 +53,7 @@ export function Wallets({ session, refresh }: ScreenProps) {
         </>
       ),
       action: 'Delete wallet',
+      tone: 'danger',
     })
     if (!yes) return
     await act(async () => {

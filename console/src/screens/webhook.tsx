@@ -1,6 +1,8 @@
-import { useState } from 'preact/hooks'
+import { useEffect, useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
 import { formatTime } from '../format.ts'
+import { useWalletEvents } from '../live.ts'
+import { EVENT_TEXT } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Secret, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -19,6 +21,14 @@ export function Webhook({ session }: ScreenProps) {
     () => call(coffer.GET('/wallet/webhook/deliveries', { params: { query: { limit: 50 } } })),
     [session.wallet_id],
   )
+  // New events queue deliveries, and a waiting delivery changes by itself: the list follows both.
+  useWalletEvents(session.wallet_id, () => void deliveries.reload())
+  const waiting = deliveries.data?.some((delivery) => delivery.status === 'pending') ?? false
+  useEffect(() => {
+    if (!waiting) return
+    const timer = setTimeout(() => void deliveries.reload(), 2000)
+    return () => clearTimeout(timer)
+  }, [deliveries.data])
   const [url, setUrl] = useState('')
   const [secret, setSecret] = useState<string | undefined>()
   const [done, setDone] = useState('')
@@ -50,6 +60,7 @@ export function Webhook({ session }: ScreenProps) {
         </p>
       ),
       action: 'Remove webhook',
+      tone: 'danger',
     })
     if (!yes) return
     await run(async () => {
@@ -125,10 +136,10 @@ export function Webhook({ session }: ScreenProps) {
             {deliveries.data.map((delivery) => (
               <li key={delivery.id}>
                 <h3>
-                  {delivery.type} · {STATUS_TEXT[delivery.status]}
+                  {EVENT_TEXT[delivery.type] ?? delivery.type} · {STATUS_TEXT[delivery.status]}
                 </h3>
                 <p class="meta">
-                  Delivery {delivery.id} of event {delivery.event_id}, queued {formatTime(delivery.created_at)}, {delivery.attempts} attempt
+                  Delivery {delivery.id}, queued {formatTime(delivery.created_at)}, {delivery.attempts} attempt
                   {delivery.attempts === 1 ? '' : 's'}
                   {delivery.next_attempt_at && `, next ${formatTime(delivery.next_attempt_at)}`}
                 </p>
