@@ -4,281 +4,6 @@
  */
 
 export interface paths {
-    "/admin/journal": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Follow the journal
-         * @description Every transaction after position `after` (default 0), in position order, each once: `{entries, next}` with `next` the last entry's position (or `after`). With `wait` (seconds, up to 30) it answers as soon as there is an entry, or empty when the time is up.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description the last position seen */
-                    after?: number;
-                    limit?: number;
-                    /** @description seconds to wait for an entry when none is there yet */
-                    wait?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            entries: {
-                                assets: {
-                                    asset: {
-                                        id: number;
-                                        name: string;
-                                        value: number;
-                                    };
-                                    quantity: number;
-                                }[];
-                                /**
-                                 * Format: date-time
-                                 * @example 2026-11-21T22:25:29.123Z
-                                 */
-                                created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
-                                /** @description only on a capture: the id of the hold it settles */
-                                hold_id?: number;
-                                id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
-                                memo: string;
-                                /** @description {} when none */
-                                metadata: {
-                                    [key: string]: string;
-                                };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
-                                receiving_username?: string;
-                                receiving_wallet_address: string;
-                                receiving_wallet_id: number;
-                                /** @description only on a reversal: the id of the transaction it reverses */
-                                reverses?: number;
-                                sending_username?: string;
-                                sending_wallet_address: string;
-                                sending_wallet_id: number;
-                            }[];
-                            /** @description the last entry's position, or `after` when there is none */
-                            next: number;
-                        };
-                    };
-                };
-                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/admin/journal/stream": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The journal as Server-Sent Events
-         * @description The feed as Server-Sent Events: `id` is the position, `data` the Transaction. Resumes after `Last-Event-ID` (or `after`).
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description the last position seen, as Last-Event-ID */
-                    after?: number;
-                };
-                header?: {
-                    "last-event-id"?: string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description the journal as Server-Sent Events */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "text/event-stream": string;
-                    };
-                };
-                /**
-                 * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
-                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
-                 */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/admin/overview": {
         parameters: {
             query?: never;
@@ -337,7 +62,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -355,7 +80,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -373,7 +98,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -434,7 +159,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -452,7 +177,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -470,7 +195,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -539,7 +264,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -557,7 +282,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -575,7 +300,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -593,7 +318,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -611,7 +336,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -681,8 +406,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -692,8 +415,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -716,7 +437,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -734,7 +455,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -752,7 +473,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -770,7 +491,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -834,7 +555,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -852,7 +573,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -870,7 +591,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -939,7 +660,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -957,7 +678,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -975,7 +696,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -993,7 +714,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1089,7 +810,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1107,7 +828,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1125,7 +846,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1143,7 +864,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1161,7 +882,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1225,7 +946,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1243,7 +964,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1261,7 +982,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1317,7 +1038,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1338,7 +1059,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1356,7 +1077,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1374,7 +1095,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1392,7 +1113,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1451,7 +1172,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1472,7 +1193,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1490,7 +1211,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1508,7 +1229,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1526,7 +1247,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1544,7 +1265,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1616,7 +1337,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1637,7 +1358,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1655,7 +1376,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1673,7 +1394,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1691,7 +1412,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1709,7 +1430,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1783,7 +1504,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1804,7 +1525,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1822,7 +1543,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1840,7 +1561,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1858,7 +1579,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1905,7 +1626,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1923,7 +1644,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2000,8 +1721,6 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
@@ -2011,8 +1730,6 @@ export interface paths {
                                 metadata: {
                                     [key: string]: string;
                                 };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
@@ -2039,7 +1756,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2060,7 +1777,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2078,7 +1795,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2096,7 +1813,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2114,7 +1831,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2123,331 +1840,6 @@ export interface paths {
                 };
             };
         };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/journal/checkpoint": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The latest signed checkpoint
-         * @description The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n`. `J000` until the first is signed.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            root: string;
-                            /** @description base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n` */
-                            signature: string;
-                            /**
-                             * Format: date-time
-                             * @example 2026-11-21T22:25:29.123Z
-                             */
-                            signed_at: string;
-                            size: number;
-                        };
-                    };
-                };
-                /**
-                 * @description - `A000` Session Required: no credential was sent
-                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
-                 */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `J000` Not In Journal Yet: no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/journal/consistency": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Prove the journal only grew
-         * @description The RFC 9162 consistency proof between the trees of sizes `from` and `to` (1 ≤ from ≤ to ≤ the latest checkpoint's size).
-         */
-        get: {
-            parameters: {
-                query: {
-                    from: number;
-                    to: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            from: number;
-                            proof: string[];
-                            to: number;
-                        };
-                    };
-                };
-                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /**
-                 * @description - `A000` Session Required: no credential was sent
-                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
-                 */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/journal/key": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The checkpoint signing key
-         * @description The Ed25519 public key that signs checkpoints, base64 of its raw 32 bytes.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @enum {string} */
-                            algorithm: "Ed25519";
-                            /** @description base64 of the raw 32-byte public key */
-                            public_key: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2485,7 +1877,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2503,7 +1895,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2581,8 +1973,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -2592,8 +1982,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -2622,7 +2010,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2643,7 +2031,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2664,7 +2052,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2686,7 +2074,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2704,7 +2092,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2722,7 +2110,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2784,7 +2172,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2802,7 +2190,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2820,7 +2208,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2884,7 +2272,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2905,7 +2293,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2923,7 +2311,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2941,7 +2329,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2959,7 +2347,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3031,7 +2419,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3049,7 +2437,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3067,7 +2455,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3112,7 +2500,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3130,7 +2518,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3148,7 +2536,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3166,7 +2554,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3184,7 +2572,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3258,7 +2646,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3279,7 +2667,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3297,7 +2685,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3315,7 +2703,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3333,7 +2721,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3351,7 +2739,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3425,7 +2813,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3443,7 +2831,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3461,7 +2849,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3506,7 +2894,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3524,7 +2912,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3542,7 +2930,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3560,7 +2948,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3618,7 +3006,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3639,7 +3027,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3657,7 +3045,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3675,7 +3063,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3693,7 +3081,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3711,7 +3099,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3776,7 +3164,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3797,7 +3185,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3815,7 +3203,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3833,7 +3221,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3851,7 +3239,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3869,7 +3257,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3935,7 +3323,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3956,7 +3344,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3974,7 +3362,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3992,7 +3380,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4010,7 +3398,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4028,7 +3416,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4092,7 +3480,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4110,7 +3498,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4128,7 +3516,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4182,7 +3570,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4203,7 +3591,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4221,7 +3609,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4239,7 +3627,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4257,7 +3645,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4275,7 +3663,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4345,7 +3733,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4363,7 +3751,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4381,7 +3769,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4399,7 +3787,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4417,7 +3805,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4492,7 +3880,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4510,7 +3898,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4528,7 +3916,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4546,7 +3934,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4564,7 +3952,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4624,7 +4012,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4645,7 +4033,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4663,7 +4051,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4681,7 +4069,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4699,7 +4087,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4717,7 +4105,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4787,7 +4175,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4808,7 +4196,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4826,7 +4214,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4844,7 +4232,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4862,7 +4250,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4928,7 +4316,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4949,7 +4337,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4967,7 +4355,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4985,7 +4373,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5003,7 +4391,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5102,7 +4490,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5123,7 +4511,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5141,7 +4529,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5159,7 +4547,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5177,7 +4565,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5289,7 +4677,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5310,7 +4698,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5333,7 +4721,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5354,7 +4742,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5375,7 +4763,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5393,7 +4781,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5411,7 +4799,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5505,7 +4893,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5526,7 +4914,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5544,7 +4932,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5562,7 +4950,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5580,7 +4968,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5598,7 +4986,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5671,8 +5059,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -5682,8 +5068,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -5711,7 +5095,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5732,7 +5116,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5753,7 +5137,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5771,7 +5155,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5793,7 +5177,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5811,7 +5195,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5829,7 +5213,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5925,7 +5309,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5946,7 +5330,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5967,7 +5351,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5985,7 +5369,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6003,7 +5387,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6021,7 +5405,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6039,7 +5423,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6110,7 +5494,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6131,7 +5515,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6149,7 +5533,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6167,7 +5551,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6185,7 +5569,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6203,7 +5587,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6287,7 +5671,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6305,7 +5689,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6323,7 +5707,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6341,7 +5725,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6425,7 +5809,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6446,7 +5830,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6464,7 +5848,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6482,7 +5866,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6500,7 +5884,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6518,7 +5902,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6561,7 +5945,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6579,7 +5963,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6597,7 +5981,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6615,7 +5999,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6633,7 +6017,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6691,7 +6075,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6712,7 +6096,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6730,7 +6114,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6751,7 +6135,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6769,7 +6153,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6787,7 +6171,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6855,8 +6239,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -6866,8 +6248,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -6890,7 +6270,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6911,7 +6291,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6929,7 +6309,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6947,7 +6327,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6965,7 +6345,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7030,8 +6410,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -7041,8 +6419,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -7071,7 +6447,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7092,7 +6468,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7115,7 +6491,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7136,7 +6512,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7157,7 +6533,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7175,7 +6551,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7193,7 +6569,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7202,228 +6578,6 @@ export interface paths {
                 };
             };
         };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/wallet/transactions/{id}/proof": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Prove a transaction is in the journal
-         * @description The transaction (sent or received by the wallet), its leaf index (position - 1), the latest signed checkpoint and the RFC 9162 audit path from its leaf to that checkpoint's root. `J000` with `Retry-After` until a checkpoint covers it.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description positive integer id */
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            audit_path: string[];
-                            checkpoint: {
-                                root: string;
-                                /** @description base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n` */
-                                signature: string;
-                                /**
-                                 * Format: date-time
-                                 * @example 2026-11-21T22:25:29.123Z
-                                 */
-                                signed_at: string;
-                                size: number;
-                            };
-                            leaf_index: number;
-                            /** @description a ledger entry moving one or more assets between two wallets */
-                            transaction: {
-                                assets: {
-                                    asset: {
-                                        id: number;
-                                        name: string;
-                                        value: number;
-                                    };
-                                    quantity: number;
-                                }[];
-                                /**
-                                 * Format: date-time
-                                 * @example 2026-11-21T22:25:29.123Z
-                                 */
-                                created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
-                                /** @description only on a capture: the id of the hold it settles */
-                                hold_id?: number;
-                                id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
-                                memo: string;
-                                /** @description {} when none */
-                                metadata: {
-                                    [key: string]: string;
-                                };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
-                                receiving_username?: string;
-                                receiving_wallet_address: string;
-                                receiving_wallet_id: number;
-                                /** @description only on a reversal: the id of the transaction it reverses */
-                                reverses?: number;
-                                sending_username?: string;
-                                sending_wallet_address: string;
-                                sending_wallet_id: number;
-                            };
-                        };
-                    };
-                };
-                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /**
-                 * @description - `A000` Session Required: no credential was sent
-                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
-                 */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...) */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `T000` Transaction Not Found: no such transaction, or not one the caller may refund (only the receiving wallet of a transfer or capture may) */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `J000` Not In Journal Yet: no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -7491,8 +6645,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -7502,8 +6654,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -7532,7 +6682,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7553,7 +6703,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7576,7 +6726,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7597,7 +6747,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7619,7 +6769,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7637,7 +6787,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7655,7 +6805,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7747,8 +6897,6 @@ export interface paths {
                                      * @example 2026-11-21T22:25:29.123Z
                                      */
                                     created_at: string;
-                                    /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                    hash: string | null;
                                     /** @description only on a capture: the id of the hold it settles */
                                     hold_id?: number;
                                     id: number;
@@ -7758,8 +6906,6 @@ export interface paths {
                                     metadata: {
                                         [key: string]: string;
                                     };
-                                    /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                    position: number | null;
                                     receiving_username?: string;
                                     receiving_wallet_address: string;
                                     receiving_wallet_id: number;
@@ -7776,7 +6922,7 @@ export interface paths {
                                      * @example I002
                                      * @enum {string}
                                      */
-                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                                     detail?: string;
                                     message: string;
                                 };
@@ -7806,8 +6952,6 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
-                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                                hash: string | null;
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
@@ -7817,8 +6961,6 @@ export interface paths {
                                 metadata: {
                                     [key: string]: string;
                                 };
-                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                                position: number | null;
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
@@ -7848,7 +6990,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7869,7 +7011,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7892,7 +7034,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7913,7 +7055,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7934,7 +7076,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7952,7 +7094,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7970,7 +7112,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8031,7 +7173,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8049,7 +7191,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8067,7 +7209,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8085,7 +7227,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8141,7 +7283,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8162,7 +7304,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8180,7 +7322,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8201,7 +7343,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8219,7 +7361,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8237,7 +7379,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8255,7 +7397,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8317,7 +7459,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8338,7 +7480,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8356,7 +7498,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8377,7 +7519,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8395,7 +7537,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8413,7 +7555,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8487,7 +7629,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8505,7 +7647,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8523,7 +7665,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8582,7 +7724,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8603,7 +7745,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8621,7 +7763,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8639,7 +7781,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8657,7 +7799,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8675,7 +7817,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8719,7 +7861,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8737,7 +7879,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8755,7 +7897,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8773,7 +7915,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8869,7 +8011,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8890,7 +8032,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8908,7 +8050,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8926,7 +8068,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9026,7 +8168,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9047,7 +8189,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9065,7 +8207,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9083,7 +8225,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9101,7 +8243,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9119,7 +8261,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9190,8 +8332,6 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
-                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
-                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -9201,8 +8341,6 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
-                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
-                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -9229,7 +8367,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9250,7 +8388,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9268,7 +8406,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9286,7 +8424,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9304,7 +8442,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9371,7 +8509,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9392,7 +8530,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9410,7 +8548,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9428,7 +8566,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9446,7 +8584,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;

@@ -2,7 +2,7 @@ import { Kysely, PostgresDialect, type DialectAdapter, type Driver, type Postgre
 import pg from 'pg'
 import { DEFAULT_POSTGRES_TIMEOUTS, parsePostgresUrl, type PostgresHost, type PostgresTimeouts, type PostgresUrl } from '../config.ts'
 import type { Database } from './database.types.ts'
-import { StorageFault } from './faults.ts'
+import { isStorageUnavailable, StorageFault } from './faults.ts'
 import { isStaleStatement } from './retry.ts'
 import { attachStorageState, StorageState } from './storage-state.ts'
 import type { DB } from './tables.ts'
@@ -244,6 +244,7 @@ function clientClass(
       // the client when it comes back (it is no longer queryable).
       this.on('error', (error) => {
         this.#lostWith ??= error
+        state.readyUntil = 0
         if (this.#host) selector.forget(this.#host)
       })
     }
@@ -397,6 +398,8 @@ function clientClass(
 
     /** `error` of a query, with what broke the connection as its cause; a server that stopped taking writes ends it. */
     #failed(error: Error & { code?: string }): Error {
+      // /readyz must not answer from a good probe while requests are failing on the storage.
+      if (isStorageUnavailable(error)) state.readyUntil = 0
       if (this.#lostWith !== undefined && this.#lostWith !== error && error.cause === undefined) error.cause = this.#lostWith
       if (error.code === READ_ONLY_TRANSACTION && this.#host) {
         // The server stopped taking writes (demoted after a failover): this connection is done.
@@ -448,16 +451,15 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   pool.on('error', () => {})
   const db = new Kysely<DB>({ dialect: new KeptErrorPostgresDialect({ pool }, state) })
   // A good probe is kept briefly; a failed one is not, so recovery shows at once. Callers at the same time share one probe.
-  let readyUntil = 0
   let probing: Promise<void> | undefined
   return {
     db,
     dialect: 'postgres',
     checkWritable() {
-      if (Date.now() < readyUntil) return Promise.resolve()
+      if (Date.now() < state.readyUntil) return Promise.resolve()
       probing ??= probeWrite(pool, limits.readyProbeTimeoutMs)
         .then(() => {
-          readyUntil = Date.now() + READY_PROBE_KEPT_MS
+          state.readyUntil = Date.now() + READY_PROBE_KEPT_MS
         })
         .finally(() => (probing = undefined))
       return probing

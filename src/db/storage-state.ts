@@ -19,6 +19,8 @@ export class StorageState {
   clock = 0
   /** The latest commit state read, with what was noted as its read began (`commit-state.ts`). */
   latest: LatestCommitState | undefined
+  /** PostgreSQL: until when a good readiness probe is believed; a lost connection or a storage fault ends it at once. */
+  readyUntil = 0
   readonly #parts = new Map<symbol, unknown>()
 
   /** The part kept under `key`, made on first use (the per-turn batches of `coalesce.ts`, `commit-state.ts`). */

@@ -36,7 +36,10 @@ export interface AttemptRecord {
   statusCode: number | null
   latencyMs: number
   error: string | null
-  /** What the delivery becomes while it is still pending under that lease; none for an attempt given back at shutdown (due again at once). */
+  /**
+   * What the delivery becomes while it is still pending under that lease; none for an attempt
+   * given back at shutdown (due again at once).
+   */
   next?: { status: DeliveryStatus; nextAttemptAt: string | null }
 }
 
@@ -79,7 +82,8 @@ export async function recordAttempts(db: Executor, attempts: AttemptRecord[], no
       ATTEMPT_COLUMNS,
       rows,
       (r) =>
-        sql`insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, error) select r_id, r_at, r_code, r_latency, r_error from ${r}`,
+        sql`insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, error)
+          select r_id, r_at, r_code, r_latency, r_error from ${r}`,
     ),
     rowsWrite(
       db,
@@ -171,9 +175,8 @@ export async function writeLeaseCounts(
         LEASE_COUNT_COLUMNS,
         counts,
         // `where true`: SQLite reads `on conflict` after a bare `select … from` as a join's.
-        (
-          r,
-        ) => sql`insert into webhook_lease_counts (instance, origin, leased, lease_until) select r_instance, r_origin, r_leased, r_until from ${r} where true
+        (r) => sql`insert into webhook_lease_counts (instance, origin, leased, lease_until)
+          select r_instance, r_origin, r_leased, r_until from ${r} where true
           on conflict (instance, origin) do update set leased = excluded.leased, lease_until = excluded.lease_until`,
       ),
     )

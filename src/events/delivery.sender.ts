@@ -33,7 +33,10 @@ export function retryDelayMs(seconds: number, random = Math.random()): number {
   return Math.round(seconds * 1000 * (0.8 + 0.4 * random))
 }
 
-/** After `attempts` attempts, the last with `outcome`: delivered (2xx), failed (410, or `schedule` used up), or pending until the next retry. */
+/**
+ * After `attempts` attempts, the last with `outcome`: delivered (2xx), failed (410, or `schedule`
+ * used up), or pending until the next retry.
+ */
 export function nextState(
   attempts: number,
   outcome: Outcome,

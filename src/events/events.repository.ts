@@ -33,10 +33,8 @@ function toSnapshot(row: SnapshotRow): Snapshot {
 /** The current snapshot's bounds on PostgreSQL; undefined on SQLite, whose commits are serial. */
 export async function readSnapshot(db: Executor): Promise<Snapshot | undefined> {
   if (!isPostgres(db)) return undefined
-  const { rows } =
-    await sql<SnapshotRow>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(
-      db,
-    )
+  const { rows } = await sql<SnapshotRow>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
+      pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(db)
   return toSnapshot(rows[0])
 }
 
@@ -57,7 +55,8 @@ export async function readHead(db: Executor): Promise<{ maxId: number; snapshot:
 }
 
 /** The columns an event's payload is composed from: the event's own and its transaction's body (a hold's event carries its own). */
-const EVENT_FIELDS = sql`events.id, events.wallet_id, events.type, events.event_id, events.created_at, coalesce(events.body, transactions.body) as body`
+const EVENT_FIELDS = sql`events.id, events.wallet_id, events.type, events.event_id, events.created_at,
+  coalesce(events.body, transactions.body) as body`
 const EVENTS = sql`events left join transactions on transactions.id = events.transaction_id`
 
 type EventRow = { id: number | string; wallet_id: number | string; type: string; event_id: string; created_at: string; body: string | null }

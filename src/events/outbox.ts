@@ -41,7 +41,8 @@ function eventWallets(from: number, to: number): { walletId: number; type: Event
  * row), so both events of a transfer share it, byte for byte on every attempt.
  */
 export function eventPayload(event: { type: string; event_id: string; created_at: string; body: string | null }): string {
-  return `{"type":${JSON.stringify(event.type)},"id":${JSON.stringify(event.event_id)},"created_at":${JSON.stringify(event.created_at)},"data":${event.body}}`
+  const head = `{"type":${JSON.stringify(event.type)},"id":${JSON.stringify(event.event_id)}`
+  return `${head},"created_at":${JSON.stringify(event.created_at)},"data":${event.body}}`
 }
 
 /**

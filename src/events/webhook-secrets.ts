@@ -52,7 +52,8 @@ export async function prepareWebhookSecrets(db: Db, source: KeySource): Promise<
   if (!key) {
     if (sealedWith.length > 0) {
       throw new SecretsKeyError(
-        `the webhook secrets in the database are encrypted with key ${sealedWith[0]}, but no SECRETS_KEY is set and ${source.dataDir} has no secrets-key file: set SECRETS_KEY to that key`,
+        `the webhook secrets in the database are encrypted with key ${sealedWith[0]}, ` +
+          `but no SECRETS_KEY is set and ${source.dataDir} has no secrets-key file: set SECRETS_KEY to that key`,
       )
     }
     key = createSecretsKeyFile(source)
@@ -61,7 +62,8 @@ export async function prepareWebhookSecrets(db: Db, source: KeySource): Promise<
   if (foreign) {
     const from = key.file ? `the key in ${key.file}` : 'SECRETS_KEY'
     throw new SecretsKeyError(
-      `SECRETS_KEY is wrong: the webhook secrets in the database are encrypted with key ${foreign}, ${from} is key ${key.id}; set SECRETS_KEY to the key they were encrypted with (nothing was changed)`,
+      `SECRETS_KEY is wrong: the webhook secrets in the database are encrypted with key ${foreign}, ${from} is key ${key.id}; ` +
+        'set SECRETS_KEY to the key they were encrypted with (nothing was changed)',
     )
   }
   await sealClearSecrets(db, key)
@@ -91,7 +93,8 @@ export async function resealWebhookSecrets(db: Db, from: SecretsKey, to: Secrets
         clear = openWebhookSecret(from, row.wallet_id, row.secret)
       } catch (error) {
         throw new SecretsKeyError(
-          `the webhook secret of wallet ${row.wallet_id} does not open with the current SECRETS_KEY (${(error as Error).message}); nothing was changed`,
+          `the webhook secret of wallet ${row.wallet_id} does not open with the current SECRETS_KEY ` +
+            `(${(error as Error).message}); nothing was changed`,
         )
       }
       await repo.replaceWebhookSecret(trx, row.wallet_id, row.secret, sealWebhookSecret(to, row.wallet_id, clear))

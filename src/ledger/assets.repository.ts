@@ -115,7 +115,8 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
  * much CPU as SQLite took to answer it (`docs/performance.md#reads`).
  */
 const HOLDINGS_SQLITE =
-  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and h.quantity > 0'
+  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held ' +
+  'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and h.quantity > 0'
 const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
 
 type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & { quantity: number; wallet_id: number; asset_id: number; held: number }

@@ -41,7 +41,10 @@ export interface CaptureRequest {
 
 export const DEFAULT_EXPIRES_IN = 604_800
 
-/** What tells a hold request apart under one Idempotency-Key: a transfer's fields (metadata included) and its expiry; never a transfer's. */
+/**
+ * What tells a hold request apart under one Idempotency-Key: a transfer's fields (metadata
+ * included) and its expiry; never a transfer's.
+ */
 function holdFingerprint(request: HoldRequest): string {
   return hashRequest(['hold', canonicalTransfer(request), request.expires_in ?? DEFAULT_EXPIRES_IN])
 }

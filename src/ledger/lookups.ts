@@ -63,7 +63,10 @@ export class Lookups {
   }
 }
 
-/** Resolves asset names to live assets. Throws I001 naming the first unknown one, I003 when one asset's quantities add up past the limit. */
+/**
+ * Resolves asset names to live assets. Throws I001 naming the first unknown one, I003 when one
+ * asset's quantities add up past the limit.
+ */
 export async function resolveLines(lookups: Lookups, requested: Record<string, number>): Promise<Line[]> {
   const names = Object.keys(requested)
   const found = await Promise.all(names.map((name) => lookups.asset(name)))

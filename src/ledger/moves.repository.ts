@@ -153,11 +153,14 @@ const LOCK_MOVES = `
   w as materialized (${SELECT_WALLETS}
     where wallets.id = any($1::bigint[]) and (select taken from t) >= 0 order by wallets.id for key share of wallets),
   h as materialized (${SELECT_HOLDINGS}
-    where wallet_id = any($1::bigint[]) and asset_id = any($2::bigint[]) and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
+    where wallet_id = any($1::bigint[]) and asset_id = any($2::bigint[]) and (select count(*) from w) >= 0
+    order by wallet_id, asset_id for update)
   select coalesce((select json_agg(w) from w), '[]') as wallets,
          coalesce((select json_agg(h) from h), '[]') as holdings,
-         array(select nextval('transactions_id_seq') from generate_series(1, $3::int) where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
-         array(select nextval('events_id_seq') from generate_series(1, $4::int) where (select count(*) from w) + (select count(*) from h) >= 0) as events`
+         array(select nextval('transactions_id_seq') from generate_series(1, $3::int)
+           where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
+         array(select nextval('events_id_seq') from generate_series(1, $4::int)
+           where (select count(*) from w) + (select count(*) from h) >= 0) as events`
 
 type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number }
 
@@ -196,9 +199,9 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
       )
     ).rows
     holdingRows = (
-      await sql<HoldingRow>`${sql.raw(SELECT_HOLDINGS)} where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)} order by wallet_id, asset_id`.execute(
-        trx,
-      )
+      await sql<HoldingRow>`${sql.raw(SELECT_HOLDINGS)}
+        where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}
+        order by wallet_id, asset_id`.execute(trx)
     ).rows
   }
   const wallets = new Map<number, WalletState>()
@@ -252,9 +255,8 @@ export async function reserveHoldIds(trx: Trx, count: number): Promise<number[]>
     return rows.map((row) => Number(row.id)).sort((x, y) => x - y)
   }
   const { rows } = await sql<{ last: number }>`
-    select max(coalesce((select seq from sqlite_sequence where name = 'holds'), 0), coalesce((select max(id) from holds), 0)) as last`.execute(
-    trx,
-  )
+    select max(coalesce((select seq from sqlite_sequence where name = 'holds'), 0),
+               coalesce((select max(id) from holds), 0)) as last`.execute(trx)
   return Array.from({ length: count }, (_, i) => rows[0].last + 1 + i)
 }
 
@@ -301,10 +303,10 @@ export async function reserveIds(trx: Trx, transactions: number, events: number)
   // SQLite has one writer, and this transaction is it from its first write until commit; the next
   // ids follow the largest ever used (AUTOINCREMENT keeps that in sqlite_sequence).
   const { rows } = await sql<{ transactions: number; events: number }>`
-    select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0), coalesce((select max(id) from transactions), 0)) as transactions,
-           max(coalesce((select seq from sqlite_sequence where name = 'events'), 0), coalesce((select max(id) from events), 0)) as events`.execute(
-    trx,
-  )
+    select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0),
+               coalesce((select max(id) from transactions), 0)) as transactions,
+           max(coalesce((select seq from sqlite_sequence where name = 'events'), 0),
+               coalesce((select max(id) from events), 0)) as events`.execute(trx)
   const after = (last: number, count: number) => Array.from({ length: count }, (_, i) => last + 1 + i)
   return { transactions: after(rows[0].transactions, transactions), events: after(rows[0].events, events) }
 }

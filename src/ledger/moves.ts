@@ -249,7 +249,8 @@ function checkMove(
       if (quantity - reserved < line.quantity) {
         const detail =
           reserved > 0
-            ? `wallet holds ${quantity} of ${line.asset.name} of which ${reserved} held: ${quantity - reserved} free, ${line.quantity} requested`
+            ? `wallet holds ${quantity} of ${line.asset.name} of which ${reserved} held: ` +
+              `${quantity - reserved} free, ${line.quantity} requested`
             : `wallet holds ${quantity} of ${line.asset.name}, ${line.quantity} requested`
         return new AppError('I002', detail)
       }

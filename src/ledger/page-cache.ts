@@ -46,7 +46,9 @@ export class PageCache {
    */
   readonly lookups = new client.Counter({
     name: 'coffer_history_page_cache_lookups_total',
-    help: 'GET /wallet/transactions pages: served from memory with nothing committed to the database since (unchanged), served after the database confirmed them (hit), built again because the database had changed (stale), or built (miss)',
+    help:
+      'GET /wallet/transactions pages: served from memory with nothing committed to the database since (unchanged), ' +
+      'served after the database confirmed them (hit), built again because the database had changed (stale), or built (miss)',
     labelNames: ['outcome'],
     registers: [],
   })

@@ -151,7 +151,8 @@ const GENERATION = '(select generation from page_generation)'
 export async function readPageStamp(db: Executor, filter: TransactionFilter): Promise<PageStamp> {
   const { q, selection } = pageSelection(db, filter, 't.id')
   const text = q.postgres
-    ? `select coalesce(string_agg(page.id::text, ',' order by page.id desc), '') as ids, ${GENERATION} as generation from (${selection}) as page`
+    ? `select coalesce(string_agg(page.id::text, ',' order by page.id desc), '') as ids, ${GENERATION} as generation
+      from (${selection}) as page`
     : `select coalesce(group_concat(id, ',' order by id desc), '') as ids, ${GENERATION} as generation from (${selection})`
   const [row] = await readRows<PageStamp>(db, text, q.params)
   return { ids: row.ids, generation: Number(row.generation) }
@@ -175,8 +176,11 @@ function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_
       // in bench/). The same with a kind other than transfer, as (wallet, kind, id) triples.
       range =
         rareKind === undefined
-          ? `(t.${column}, t.id) > (${q.param(walletId)}, ${q.param(after ?? 0)}) and (t.${column}, t.id) ${upTo} (${q.param(walletId)}, ${q.param(last)})`
-          : `(t.${column}, t.kind, t.id) > (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(after ?? 0)}) and (t.${column}, t.kind, t.id) ${upTo} (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(last)}) and ${NOT_TRANSFER}`
+          ? `(t.${column}, t.id) > (${q.param(walletId)}, ${q.param(after ?? 0)})
+            and (t.${column}, t.id) ${upTo} (${q.param(walletId)}, ${q.param(last)})`
+          : `(t.${column}, t.kind, t.id) > (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(after ?? 0)})
+            and (t.${column}, t.kind, t.id) ${upTo} (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(last)})
+            and ${NOT_TRANSFER}`
     } else {
       // SQLite seeks the same index entries with an equality, and ran the page twice as fast so.
       range = `t.${column} = ${q.param(walletId)}`
@@ -243,12 +247,15 @@ function selectionByMetadata(
   if (direction === 'received') conditions.push(`t.receiving_wallet_id = ${q.param(scope)}`)
   for (const [otherKey, otherValue] of others) {
     conditions.push(
-      `exists (select 1 from transaction_metadata o where o.wallet_id = ${q.param(scope)} and o.key = ${q.param(otherKey)} and o.value = ${q.param(otherValue)} and o.transaction_id = m.transaction_id)`,
+      `exists (select 1 from transaction_metadata o where o.wallet_id = ${q.param(scope)}
+        and o.key = ${q.param(otherKey)} and o.value = ${q.param(otherValue)} and o.transaction_id = m.transaction_id)`,
     )
   }
   return {
     q,
-    selection: `select ${fields} from transaction_metadata m inner join transactions t on t.id = m.transaction_id where ${conditions.join(' and ')} order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
+    selection: `select ${fields} from transaction_metadata m inner join transactions t on t.id = m.transaction_id
+      where ${conditions.join(' and ')}
+      order by m.transaction_id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
   }
 }
 
@@ -272,20 +279,10 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
   return pageOf(
     db,
     q,
-    `select ${STORED_FIELDS} from transactions t${where} order by t.id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
+    `select ${STORED_FIELDS} from transactions t${where}
+      order by t.id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
     filter.limit,
   )
-}
-
-/**
- * The journal in order: up to `limit` transactions positioned after `after`, by position. Reads
- * only positioned rows, so a reader never sees a position appear behind one it has seen.
- */
-export async function listByPosition(db: Executor, after: number, limit: number): Promise<Transaction[]> {
-  const q = new Statement(db)
-  const positions = `select j.transaction_id from journal_entries j where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
-  const transactions = await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id in (${positions})`)
-  return transactions.sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
 }
 
 /** One transaction by id, as answered; undefined when there is none. */
@@ -319,8 +316,6 @@ type TransactionTuple = [
   holdId: number | null,
   metadata: Metadata | null,
   lines: [quantity: number, assetId: number, name: string, value: number][],
-  position: number | null,
-  hash: string | null,
 ]
 
 /**
@@ -346,8 +341,12 @@ async function queryTransactions(
 ): Promise<{ transactions: Transaction[]; generation: number }> {
   const generation = stamped ? `, ${GENERATION} as generation` : ''
   const text = q.postgres
-    ? `with page as (${selection}) select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')} order by page.id desc), '[]')::text as page${generation} from page`
-    : `with page as (${selection}) select json_group_array(${tupleOf('json_array', 'json_group_array', 'json(page.metadata)')} order by page.id desc) as page${generation} from page`
+    ? `with page as (${selection})
+      select coalesce(json_agg(${tupleOf('json_build_array', 'json_agg', 'page.metadata::json')}
+      order by page.id desc), '[]')::text as page${generation} from page`
+    : `with page as (${selection})
+      select json_group_array(${tupleOf('json_array', 'json_group_array', 'json(page.metadata)')}
+      order by page.id desc) as page${generation} from page`
   const [row] = await readRows<{ page: string; generation?: number }>(db, text, q.params)
   return { transactions: (JSON.parse(row.page) as TransactionTuple[]).map(fromTuple), generation: Number(row.generation) }
 }
@@ -357,13 +356,14 @@ function tupleOf(array: string, aggregate: string, metadata: string): string {
   const address = (column: string) => `(select w.address from wallets w where w.id = page.${column})`
   // A subquery per side, so that each wallet's user is one index probe (a join can scan every user).
   const username = (column: string) => `(select u.username from users u where u.primary_wallet_id = page.${column})`
-  const lines = `(select ${aggregate}(${array}(ta.quantity, a.id, a.name, a.value)) from transaction_assets ta inner join assets a on a.id = ta.asset_id where ta.transaction_id = page.id)`
-  return `${array}(page.id, page.sending_wallet_id, page.receiving_wallet_id, ${address('sending_wallet_id')}, ${address('receiving_wallet_id')}, ${username('sending_wallet_id')}, ${username('receiving_wallet_id')}, page.created_at, page.memo, page.kind, page.reverses, page.hold_id, ${metadata}, ${lines}, ${JOURNAL_POSITION}, ${JOURNAL_HASH})`
+  const lines = `(select ${aggregate}(${array}(ta.quantity, a.id, a.name, a.value))
+    from transaction_assets ta inner join assets a on a.id = ta.asset_id where ta.transaction_id = page.id)`
+  return `${array}(page.id, page.sending_wallet_id, page.receiving_wallet_id,
+    ${address('sending_wallet_id')}, ${address('receiving_wallet_id')},
+    ${username('sending_wallet_id')}, ${username('receiving_wallet_id')},
+    page.created_at, page.memo, page.kind, page.reverses, page.hold_id,
+    ${metadata}, ${lines})`
 }
-
-/** A transaction's place and hash in the journal (`page.id`), null before the sequencer gives them. */
-const JOURNAL_POSITION = '(select j.position from journal_entries j where j.transaction_id = page.id)'
-const JOURNAL_HASH = '(select j.hash from journal_entries j where j.transaction_id = page.id)'
 
 function label(address: string | null, username: string | null): WalletLabel | undefined {
   return address === null ? undefined : username === null ? { address } : { address, username }
@@ -384,8 +384,6 @@ function fromTuple([
   holdId,
   metadata,
   lines,
-  position,
-  hash,
 ]: TransactionTuple): Transaction {
   const assets: Line[] = (lines ?? [])
     .map(([quantity, assetId, name, value]) => ({ quantity, asset: { id: assetId, name, value } satisfies Asset }))
@@ -400,8 +398,6 @@ function fromTuple([
     reverses,
     hold_id: holdId,
     metadata: metadata ?? {},
-    position,
-    hash,
   }
   return shapeTransaction(row, assets, label(sendingAddress, sendingUsername), label(receivingAddress, receivingUsername))
 }
@@ -425,7 +421,8 @@ function fromTuple([
  */
 async function pageText(db: Executor, q: Statement, selection: string, limit: number): Promise<PageAnswer> {
   const text = `with page as materialized (${selection})
-    select '[' || coalesce(group_concat(${TRANSACTION_TEXT}, ',' order by p.id desc), '') || ']' as json, min(p.id) as last, (select count(*) from page) as found,
+    select '[' || coalesce(group_concat(${TRANSACTION_TEXT}, ',' order by p.id desc), '') || ']' as json,
+      min(p.id) as last, (select count(*) from page) as found,
       (select coalesce(group_concat(id, ',' order by id desc), '') from page) as ids, ${GENERATION} as generation
     from (select * from page order by id desc limit ${q.count(limit)}) as p`
   const [{ json, last, found, ids, generation }] = await readRows<{
@@ -445,7 +442,10 @@ async function pageText(db: Executor, q: Statement, selection: string, limit: nu
 
 const MARK = '\u0001'
 
-/** The text with every number written between marks (`numberText`) as JavaScript writes it: the marked parts are every other piece between marks. */
+/**
+ * The text with every number written between marks (`numberText`) as JavaScript writes it: the
+ * marked parts are every other piece between marks.
+ */
 function rewriteMarkedNumbers(json: string): string {
   return json
     .split(MARK)
@@ -464,8 +464,10 @@ function rewriteMarkedNumbers(json: string): string {
  */
 function numberText(column: string): string {
   const fifteen = `printf('%.15g', ${column})`
-  return `case when ${column} = cast(${column} as integer) and abs(${column}) <= ${Number.MAX_SAFE_INTEGER} then cast(cast(${column} as integer) as text)
-    when (abs(${column}) >= 1e-4 and abs(${column}) < 1e15 or abs(${column}) >= 1e21) and cast(${fifteen} as real) = ${column} then ${fifteen}
+  return `case when ${column} = cast(${column} as integer) and abs(${column}) <= ${Number.MAX_SAFE_INTEGER}
+      then cast(cast(${column} as integer) as text)
+    when (abs(${column}) >= 1e-4 and abs(${column}) < 1e15 or abs(${column}) >= 1e21)
+      and cast(${fifteen} as real) = ${column} then ${fifteen}
     else char(1) || json_quote(${column}) || char(1) end`
 }
 
@@ -477,9 +479,13 @@ const TRANSACTION_TEXT = (() => {
   const address = (column: string) => `coalesce((select json_quote(w.address) from wallets w where w.id = p.${column}), '""')`
   // A subquery per side, so that each wallet's user is one index probe (a join can scan every user).
   const username = (field: string, column: string) =>
-    `coalesce((select ',"${field}":' || json_quote(u.username) from users u where u.primary_wallet_id = p.${column} and u.username <> ''), '')`
-  const line = `'{"quantity":' || ${QUANTITY_TEXT} || ',"asset":{"id":' || a.id || ',"name":' || json_quote(a.name) || ',"value":' || ${numberText('a.value')} || '}}'`
-  const lines = `coalesce((select group_concat(${line}, ',' order by lower(a.name), a.name) from transaction_assets ta inner join assets a on a.id = ta.asset_id where ta.transaction_id = p.id), '')`
+    `coalesce((select ',"${field}":' || json_quote(u.username) from users u
+      where u.primary_wallet_id = p.${column} and u.username <> ''), '')`
+  const line = `'{"quantity":' || ${QUANTITY_TEXT} || ',"asset":{"id":' || a.id
+    || ',"name":' || json_quote(a.name) || ',"value":' || ${numberText('a.value')} || '}}'`
+  const lines = `coalesce((select group_concat(${line}, ',' order by lower(a.name), a.name)
+    from transaction_assets ta inner join assets a on a.id = ta.asset_id
+    where ta.transaction_id = p.id), '')`
   return [
     `'{"id":' || p.id`,
     `',"sending_wallet_id":' || p.sending_wallet_id`,
@@ -491,8 +497,6 @@ const TRANSACTION_TEXT = (() => {
     `',"assets":[' || ${lines} || ']'`,
     `',"kind":' || json_quote(p.kind)`,
     `',"metadata":' || coalesce(p.metadata, '{}')`,
-    `',"position":' || coalesce((select j.position from journal_entries j where j.transaction_id = p.id), 'null')`,
-    `',"hash":' || coalesce((select json_quote(j.hash) from journal_entries j where j.transaction_id = p.id), 'null')`,
     // The optional fields after the required ones, as the schema's serializer writes them.
     username('sending_username', 'sending_wallet_id'),
     username('receiving_username', 'receiving_wallet_id'),

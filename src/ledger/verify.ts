@@ -161,12 +161,14 @@ async function checkRunningBalances(db: Executor): Promise<{ problems: string[];
     from (${runningBalanceDifferences()}) as found
     order by transaction_id, wallet_id, asset_id
     limit ${sql.lit(RUNNING_BALANCES_NAMED)}`.execute(db)
+  const balance = (row: Row) => `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${row.asset_id}`
   const problems = rows.map((row) =>
     row.stored === null
-      ? `transaction ${row.transaction_id} has no running balance of wallet ${row.wallet_id} in asset ${row.asset_id} (the journal says ${row.journal})`
+      ? `transaction ${row.transaction_id} has no running balance of wallet ${row.wallet_id} in asset ${row.asset_id} ` +
+        `(the journal says ${row.journal})`
       : row.journal === null
-        ? `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${row.asset_id} says ${row.stored}, but no line of the journal gives it`
-        : `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${row.asset_id} says ${row.stored}, the journal says ${row.journal}`,
+        ? `${balance(row)} says ${row.stored}, but no line of the journal gives it`
+        : `${balance(row)} says ${row.stored}, the journal says ${row.journal}`,
   )
   const more = rows.length > 0 ? Number(rows[0].wrong) - rows.length : 0
   if (more > 0) problems.push(`and ${more} more running balances that the journal does not give`)
@@ -244,10 +246,10 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
         add(transaction.sending_wallet_id, line.asset_id, -line.quantity)
         add(transaction.receiving_wallet_id, line.asset_id, line.quantity)
       }
-      if ((transaction.kind === 'reversal') !== (transaction.reverses !== null))
-        problems.push(
-          `transaction ${transaction.id} of kind ${transaction.kind} ${transaction.reverses === null ? 'names no original' : `names an original (${transaction.reverses})`}`,
-        )
+      if ((transaction.kind === 'reversal') !== (transaction.reverses !== null)) {
+        const names = transaction.reverses === null ? 'names no original' : `names an original (${transaction.reverses})`
+        problems.push(`transaction ${transaction.id} of kind ${transaction.kind} ${names}`)
+      }
       if (transaction.kind === 'reversal' && transaction.reverses !== null) reversals.add(transaction, own)
     }
     done += transactions.length
@@ -367,10 +369,12 @@ async function verifyHolds(
         when holds.status <> 'captured' and holds.transaction_id is not null then 'names a transaction'
         when holds.status = 'captured' and t.id is null then 'names a missing transaction'
         when t.kind <> 'capture' then 'names a transaction that is no capture'
-        when t.sending_wallet_id <> holds.sending_wallet_id or t.receiving_wallet_id <> holds.receiving_wallet_id then 'names a transaction between other wallets'
+        when t.sending_wallet_id <> holds.sending_wallet_id or t.receiving_wallet_id <> holds.receiving_wallet_id
+          then 'names a transaction between other wallets'
         when exists (select 1 from transaction_assets l
                      where l.transaction_id = t.id
-                       and l.quantity > coalesce((select h.quantity from hold_assets h where h.hold_id = holds.id and h.asset_id = l.asset_id), 0))
+                       and l.quantity > coalesce((select h.quantity from hold_assets h where h.hold_id = holds.id
+                         and h.asset_id = l.asset_id), 0))
           then 'names a transaction that moved more than it held'
       end as reason
     from holds left join transactions t on t.id = holds.transaction_id

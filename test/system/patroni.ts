@@ -94,8 +94,6 @@ function patroniVersion(): number[] {
 /** Runs whose failure is known, with why: run and reported with their problems, not counted as a failure. */
 function knownFailing(version: number[]): Map<string, string> {
   const known = new Map<string, string>()
-  const unbounded = 'on the multi-host URL nothing on the client side bounds a query to a server that stopped answering'
-  known.set('frozen-primary/multi-host', unbounded)
   known.set(
     'dead-patroni/multi-host',
     'the orphaned primary (no watchdog here) still takes connections, and its Patroni, restarted, clears ' +

@@ -4,8 +4,8 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import axeCore from 'axe-core'
 import { chromium, type Browser, type Page } from 'playwright-core'
-import { ADMIN_KEY, buildTestApp, type TestApp } from './helpers/app.ts'
-import { createAsset, createUser, issue, transfer } from './helpers/factories.ts'
+import { ADMIN_KEY, buildTestApp, type TestApp } from '../helpers/app.ts'
+import { createAsset, createUser, issue, transfer } from '../helpers/factories.ts'
 
 /**
  * Every screen of the console, holder's and operator's, in light and in dark, checked by axe-core
