@@ -12,6 +12,7 @@ const LAYERS = [
   ['accounts', '^src/accounts/'],
   ['wallets', '^src/wallets/'],
   ['ledger', '^src/ledger/'],
+  ['journal', '^src/journal/'],
   ['events', '^src/events/'],
   ['operations', '^src/operations/'],
   ['deps', '^src/deps[.]ts$'],

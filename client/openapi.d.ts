@@ -4,6 +4,281 @@
  */
 
 export interface paths {
+    "/admin/journal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow the journal
+         * @description Every transaction after position `after` (default 0), in position order, each once: `{entries, next}` with `next` the last entry's position (or `after`). With `wait` (seconds, up to 30) it answers as soon as there is an entry, or empty when the time is up.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the last position seen */
+                    after?: number;
+                    limit?: number;
+                    /** @description seconds to wait for an entry when none is there yet */
+                    wait?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            entries: {
+                                assets: {
+                                    asset: {
+                                        id: number;
+                                        name: string;
+                                        value: number;
+                                    };
+                                    quantity: number;
+                                }[];
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                created_at: string;
+                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                                hash: string | null;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
+                                id: number;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
+                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                                position: number | null;
+                                receiving_username?: string;
+                                receiving_wallet_address: string;
+                                receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
+                                sending_username?: string;
+                                sending_wallet_address: string;
+                                sending_wallet_id: number;
+                            }[];
+                            /** @description the last entry's position, or `after` when there is none */
+                            next: number;
+                        };
+                    };
+                };
+                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/journal/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The journal as Server-Sent Events
+         * @description The feed as Server-Sent Events: `id` is the position, `data` the Transaction. Resumes after `Last-Event-ID` (or `after`).
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the last position seen, as Last-Event-ID */
+                    after?: number;
+                };
+                header?: {
+                    "last-event-id"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the journal as Server-Sent Events */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/event-stream": string;
+                    };
+                };
+                /**
+                 * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
+                 */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/overview": {
         parameters: {
             query?: never;
@@ -62,7 +337,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -80,7 +355,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -98,7 +373,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -159,7 +434,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -177,7 +452,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -195,7 +470,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -264,7 +539,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -282,7 +557,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -300,7 +575,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -318,7 +593,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -336,7 +611,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -406,6 +681,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -415,6 +692,8 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
+                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -437,7 +716,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -455,7 +734,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -473,7 +752,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -491,7 +770,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -555,7 +834,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -573,7 +852,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -591,7 +870,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -660,7 +939,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -678,7 +957,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -696,7 +975,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -714,7 +993,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -810,7 +1089,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -828,7 +1107,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -846,7 +1125,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -864,7 +1143,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -882,7 +1161,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -946,7 +1225,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -964,7 +1243,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -982,7 +1261,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1038,7 +1317,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1059,7 +1338,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1077,7 +1356,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1095,7 +1374,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1113,7 +1392,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1172,7 +1451,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1193,7 +1472,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1211,7 +1490,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1229,7 +1508,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1247,7 +1526,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1265,7 +1544,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1337,7 +1616,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1358,7 +1637,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1376,7 +1655,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1394,7 +1673,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1412,7 +1691,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1430,7 +1709,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1504,7 +1783,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1525,7 +1804,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1543,7 +1822,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1561,7 +1840,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1579,7 +1858,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1626,7 +1905,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1644,7 +1923,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1721,6 +2000,8 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
+                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                                hash: string | null;
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
@@ -1730,6 +2011,8 @@ export interface paths {
                                 metadata: {
                                     [key: string]: string;
                                 };
+                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                                position: number | null;
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
@@ -1756,7 +2039,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1777,7 +2060,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1795,7 +2078,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1813,7 +2096,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1831,7 +2114,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1840,6 +2123,331 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/journal/checkpoint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The latest signed checkpoint
+         * @description The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n`. `J000` until the first is signed.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            root: string;
+                            /** @description base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n` */
+                            signature: string;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            signed_at: string;
+                            size: number;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `J000` Not In Journal Yet: no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/journal/consistency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prove the journal only grew
+         * @description The RFC 9162 consistency proof between the trees of sizes `from` and `to` (1 ≤ from ≤ to ≤ the latest checkpoint's size).
+         */
+        get: {
+            parameters: {
+                query: {
+                    from: number;
+                    to: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            from: number;
+                            proof: string[];
+                            to: number;
+                        };
+                    };
+                };
+                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/journal/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The checkpoint signing key
+         * @description The Ed25519 public key that signs checkpoints, base64 of its raw 32 bytes.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            algorithm: "Ed25519";
+                            /** @description base64 of the raw 32-byte public key */
+                            public_key: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1877,7 +2485,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1895,7 +2503,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1973,6 +2581,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -1982,6 +2592,8 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
+                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -2010,7 +2622,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2031,7 +2643,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2052,7 +2664,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2074,7 +2686,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2092,7 +2704,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2110,7 +2722,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2172,7 +2784,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2190,7 +2802,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2208,7 +2820,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2272,7 +2884,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2293,7 +2905,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2311,7 +2923,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2329,7 +2941,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2347,7 +2959,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2419,7 +3031,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2437,7 +3049,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2455,7 +3067,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2500,7 +3112,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2518,7 +3130,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2536,7 +3148,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2554,7 +3166,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2572,7 +3184,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2646,7 +3258,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2667,7 +3279,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2685,7 +3297,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2703,7 +3315,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2721,7 +3333,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2739,7 +3351,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2813,7 +3425,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2831,7 +3443,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2849,7 +3461,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2894,7 +3506,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2912,7 +3524,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2930,7 +3542,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2948,7 +3560,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3006,7 +3618,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3027,7 +3639,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3045,7 +3657,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3063,7 +3675,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3081,7 +3693,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3099,7 +3711,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3164,7 +3776,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3185,7 +3797,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3203,7 +3815,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3221,7 +3833,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3239,7 +3851,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3257,7 +3869,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3323,7 +3935,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3344,7 +3956,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3362,7 +3974,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3380,7 +3992,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3398,7 +4010,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3416,7 +4028,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3480,7 +4092,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3498,7 +4110,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3516,7 +4128,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3570,7 +4182,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3591,7 +4203,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3609,7 +4221,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3627,7 +4239,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3645,7 +4257,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3663,7 +4275,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3733,7 +4345,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3751,7 +4363,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3769,7 +4381,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3787,7 +4399,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3805,7 +4417,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3880,7 +4492,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3898,7 +4510,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3916,7 +4528,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3934,7 +4546,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3952,7 +4564,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4012,7 +4624,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4033,7 +4645,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4051,7 +4663,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4069,7 +4681,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4087,7 +4699,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4105,7 +4717,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4175,7 +4787,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4196,7 +4808,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4214,7 +4826,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4232,7 +4844,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4250,7 +4862,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4316,7 +4928,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4337,7 +4949,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4355,7 +4967,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4373,7 +4985,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4391,7 +5003,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4490,7 +5102,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4511,7 +5123,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4529,7 +5141,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4547,7 +5159,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4565,7 +5177,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4677,7 +5289,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4698,7 +5310,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4721,7 +5333,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4742,7 +5354,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4763,7 +5375,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4781,7 +5393,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4799,7 +5411,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4893,7 +5505,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4914,7 +5526,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4932,7 +5544,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4950,7 +5562,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4968,7 +5580,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4986,7 +5598,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5059,6 +5671,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -5068,6 +5682,8 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
+                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -5095,7 +5711,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5116,7 +5732,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5137,7 +5753,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5155,7 +5771,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5177,7 +5793,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5195,7 +5811,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5213,7 +5829,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5309,7 +5925,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5330,7 +5946,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5351,7 +5967,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5369,7 +5985,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5387,7 +6003,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5405,7 +6021,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5423,7 +6039,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5494,7 +6110,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5515,7 +6131,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5533,7 +6149,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5551,7 +6167,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5569,7 +6185,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5587,7 +6203,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5671,7 +6287,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5689,7 +6305,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5707,7 +6323,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5725,7 +6341,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5809,7 +6425,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5830,7 +6446,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5848,7 +6464,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5866,7 +6482,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5884,7 +6500,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5902,7 +6518,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5945,7 +6561,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5963,7 +6579,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5981,7 +6597,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5999,7 +6615,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6017,7 +6633,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6075,7 +6691,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6096,7 +6712,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6114,7 +6730,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6135,7 +6751,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6153,7 +6769,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6171,7 +6787,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6239,6 +6855,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -6248,6 +6866,8 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
+                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -6270,7 +6890,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6291,7 +6911,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6309,7 +6929,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6327,7 +6947,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6345,7 +6965,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6410,6 +7030,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -6419,6 +7041,8 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
+                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -6447,7 +7071,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6468,7 +7092,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6491,7 +7115,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6512,7 +7136,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6533,7 +7157,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6551,7 +7175,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6569,7 +7193,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6578,6 +7202,228 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/transactions/{id}/proof": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prove a transaction is in the journal
+         * @description The transaction (sent or received by the wallet), its leaf index (position - 1), the latest signed checkpoint and the RFC 9162 audit path from its leaf to that checkpoint's root. `J000` with `Retry-After` until a checkpoint covers it.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            audit_path: string[];
+                            checkpoint: {
+                                root: string;
+                                /** @description base64 Ed25519 signature of `coffer-checkpoint/v1\n{size}\n{root}\n{signed_at}\n` */
+                                signature: string;
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                signed_at: string;
+                                size: number;
+                            };
+                            leaf_index: number;
+                            /** @description a ledger entry moving one or more assets between two wallets */
+                            transaction: {
+                                assets: {
+                                    asset: {
+                                        id: number;
+                                        name: string;
+                                        value: number;
+                                    };
+                                    quantity: number;
+                                }[];
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                created_at: string;
+                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                                hash: string | null;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
+                                id: number;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
+                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                                position: number | null;
+                                receiving_username?: string;
+                                receiving_wallet_address: string;
+                                receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
+                                sending_username?: string;
+                                sending_wallet_address: string;
+                                sending_wallet_id: number;
+                            };
+                        };
+                    };
+                };
+                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...) */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `T000` Transaction Not Found: no such transaction, or not one the caller may refund (only the receiving wallet of a transfer or capture may) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `J000` Not In Journal Yet: no signed checkpoint covers the transaction yet; retry after the `Retry-After` seconds */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -6645,6 +7491,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -6654,6 +7502,8 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
+                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -6682,7 +7532,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6703,7 +7553,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6726,7 +7576,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6747,7 +7597,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6769,7 +7619,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6787,7 +7637,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6805,7 +7655,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6897,6 +7747,8 @@ export interface paths {
                                      * @example 2026-11-21T22:25:29.123Z
                                      */
                                     created_at: string;
+                                    /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                                    hash: string | null;
                                     /** @description only on a capture: the id of the hold it settles */
                                     hold_id?: number;
                                     id: number;
@@ -6906,6 +7758,8 @@ export interface paths {
                                     metadata: {
                                         [key: string]: string;
                                     };
+                                    /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                                    position: number | null;
                                     receiving_username?: string;
                                     receiving_wallet_address: string;
                                     receiving_wallet_id: number;
@@ -6922,7 +7776,7 @@ export interface paths {
                                      * @example I002
                                      * @enum {string}
                                      */
-                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                                     detail?: string;
                                     message: string;
                                 };
@@ -6952,6 +7806,8 @@ export interface paths {
                                  * @example 2026-11-21T22:25:29.123Z
                                  */
                                 created_at: string;
+                                /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                                hash: string | null;
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
@@ -6961,6 +7817,8 @@ export interface paths {
                                 metadata: {
                                     [key: string]: string;
                                 };
+                                /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                                position: number | null;
                                 receiving_username?: string;
                                 receiving_wallet_address: string;
                                 receiving_wallet_id: number;
@@ -6990,7 +7848,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7011,7 +7869,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7034,7 +7892,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7055,7 +7913,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7076,7 +7934,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7094,7 +7952,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7112,7 +7970,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7173,7 +8031,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7191,7 +8049,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7209,7 +8067,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7227,7 +8085,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7283,7 +8141,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7304,7 +8162,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7322,7 +8180,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7343,7 +8201,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7361,7 +8219,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7379,7 +8237,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7397,7 +8255,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7459,7 +8317,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7480,7 +8338,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7498,7 +8356,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7519,7 +8377,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7537,7 +8395,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7555,7 +8413,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7629,7 +8487,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7647,7 +8505,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7665,7 +8523,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7724,7 +8582,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7745,7 +8603,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7763,7 +8621,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7781,7 +8639,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7799,7 +8657,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7817,7 +8675,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7861,7 +8719,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7879,7 +8737,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7897,7 +8755,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7915,7 +8773,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8011,7 +8869,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8032,7 +8890,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8050,7 +8908,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8068,7 +8926,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8168,7 +9026,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8189,7 +9047,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8207,7 +9065,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8225,7 +9083,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8243,7 +9101,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8261,7 +9119,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8332,6 +9190,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             created_at: string;
+                            /** @description hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned */
+                            hash: string | null;
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
@@ -8341,6 +9201,8 @@ export interface paths {
                             metadata: {
                                 [key: string]: string;
                             };
+                            /** @description the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit */
+                            position: number | null;
                             receiving_username?: string;
                             receiving_wallet_address: string;
                             receiving_wallet_id: number;
@@ -8367,7 +9229,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8388,7 +9250,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8406,7 +9268,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8424,7 +9286,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8442,7 +9304,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8509,7 +9371,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8530,7 +9392,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8548,7 +9410,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8566,7 +9428,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8584,7 +9446,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "K000" | "K001" | "K002";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002";
                             detail?: string;
                             message: string;
                             request_id: string;

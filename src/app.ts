@@ -28,6 +28,9 @@ import holdExpiry from './ledger/hold-expiry.plugin.ts'
 import holdsRoutes from './ledger/holds.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
+import journalRoutes from './journal/journal.routes.ts'
+import { JournalSequencer } from './journal/sequencer.ts'
+import { resolveSigningKey } from './secrets/signing-key.ts'
 import { documentRoutes } from './routes.ts'
 import { traceBatches, traceFields, traceRequests, traceStatements } from './telemetry/tracing.ts'
 import { VERSION } from './version.ts'
@@ -91,17 +94,34 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
+  // The journal's sequencer positions what commits, off the request path: woken by each batch of
+  // transfers committed here, and polling for the rest.
   const metrics = new OperatorMetrics()
+  const signingKey = resolveSigningKey(config.signingKey, config.dataDir)
+  const sequencer = new JournalSequencer({
+    database: options.database,
+    key: signingKey,
+    checkpointIntervalMs: config.checkpointIntervalMs,
+    onProgress: (positioned, size) => app.log.info({ positioned, size }, 'journal: positioning the history'),
+    onError: (error) => app.log.error({ err: error }, 'journal: a sequencer round failed'),
+  })
   const ledger = createLedger({
     database,
     events: createOutbox(),
     maxBatch: config.groupCommitMaxBatch,
-    onBatch: metrics.observeBatch,
+    onBatch: (size) => {
+      metrics.observeBatch(size)
+      sequencer.wake()
+    },
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
   })
-  const deps: Deps = { ...options, database, ledger, limiter: createAttemptLimiter(config.authRateLimit, database) }
-  app.addHook('onClose', async () => ledger.close())
+  const deps: Deps = { ...options, database, ledger, sequencer, signingKey, limiter: createAttemptLimiter(config.authRateLimit, database) }
+  app.addHook('onReady', async () => sequencer.start())
+  app.addHook('onClose', async () => {
+    await ledger.close()
+    await sequencer.stop()
+  })
 
   // Every API route gets its error responses from the route index (src/routes.ts).
   documentRoutes(app)
@@ -170,6 +190,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(retention, deps)
   // Background writing of holds' expiry and their hold.expired events (reads never wait for it).
   await app.register(holdExpiry, deps)
+  // The journal: the operator's feed, checkpoints and proofs (the sequencer runs from ready to close).
+  await app.register(journalRoutes, deps)
 
   await app.ready()
   return app

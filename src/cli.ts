@@ -13,6 +13,8 @@ import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { repairRunningBalances } from './ledger/repair.ts'
 import { verifyLedger } from './ledger/verify.ts'
+import { readJournalPages } from './journal/journal.service.ts'
+import { findSigningKey, verifyJournal } from './journal/verify-journal.ts'
 import {
   BackupError,
   backupCommand,
@@ -39,7 +41,11 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
                                       lines (\`-\` reads standard input), all or nothing
   burn <wallet> <asset> [quantity]    burn units (default: the whole holding) back to mint
   admin-key                           print the admin key (generating it on first use)
-  verify                              recompute every holding from the journal and check the ledger
+  verify                              recompute every holding from the journal and check the ledger,
+                                      then every journal hash, checkpoint root and signature
+  export [--after P] [--follow]       write the journal after position P (default 0) to standard
+                                      output, one Transaction (JSON) a line; --follow keeps
+                                      writing new entries until interrupted
   verify --repair                     first rewrite the running balances (balances in time) that
                                       the journal does not give, from the journal, then verify;
                                       never changes the journal, holdings or holds
@@ -213,7 +219,66 @@ function progressBar(done: number, total: number, noun = 'transactions'): void {
 
 const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`
 
-async function verify(database: Database): Promise<number> {
+/** `coffer verify`: the ledger, then the journal. */
+function verify(config: Config): (database: Database) => Promise<number> {
+  return async (database) => {
+    const ledgerStatus = await verifyLedgerOnly(database)
+    const journalStatus = await verifyJournalOnly(config, database)
+    return ledgerStatus || journalStatus
+  }
+}
+
+async function verifyJournalOnly(config: Config, database: Database): Promise<number> {
+  const started = Date.now()
+  const report = await verifyJournal(database.db, findSigningKey(config.signingKey, config.dataDir), (done, total) =>
+    progressBar(done, total, 'journal entries'),
+  )
+  const seconds = ((Date.now() - started) / 1000).toFixed(1)
+  console.log(
+    `checked ${count(report.entries, 'journal entry')}, ${count(report.checkpoints, 'checkpoint')} in ${seconds} s` +
+      (report.unpositioned > 0 ? ` (${count(report.unpositioned, 'transaction')} not positioned yet)` : ''),
+  )
+  if (!report.signaturesChecked)
+    console.log('no signing key found (SIGNING_KEY or DATA_DIR/signing-key): checkpoint signatures not checked')
+  if (report.ok) {
+    console.log('journal OK: every hash, checkpoint root and signature matches the transactions')
+    return 0
+  }
+  if (report.firstMismatch !== undefined) console.log(`journal: position ${report.firstMismatch} is the first that no longer matches`)
+  console.log(`journal has ${report.problems.length} problem(s):`)
+  for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
+  return 1
+}
+
+/** `coffer export`: the journal as NDJSON on standard output; ends cleanly on SIGINT, SIGTERM or a closed pipe. */
+async function exportJournal(database: Database, after: number, follow: boolean): Promise<number> {
+  const stop = new AbortController()
+  const end = () => stop.abort()
+  process.once('SIGINT', end)
+  process.once('SIGTERM', end)
+  const closed = (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') stop.abort()
+  }
+  process.stdout.on('error', closed)
+  try {
+    for await (const entries of readJournalPages(database.db, after, follow, stop.signal)) {
+      const text = entries.map((entry) => `${JSON.stringify(entry)}\n`).join('')
+      if (!process.stdout.write(text) && !stop.signal.aborted) {
+        await new Promise((resolve) => {
+          process.stdout.once('drain', resolve)
+          stop.signal.addEventListener('abort', resolve)
+        })
+      }
+      if (stop.signal.aborted) break
+    }
+    return 0
+  } finally {
+    process.off('SIGINT', end)
+    process.off('SIGTERM', end)
+  }
+}
+
+async function verifyLedgerOnly(database: Database): Promise<number> {
   const started = Date.now()
   const report = await verifyLedger(database.db, progressBar)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
@@ -239,29 +304,31 @@ async function verify(database: Database): Promise<number> {
  * status is verify's, so anything still wrong (a holding the journal does not give, which the
  * repair never rewrites) fails it.
  */
-async function repairAndVerify(database: Database): Promise<number> {
-  const started = Date.now()
-  const repair = await repairRunningBalances(database.db, (done, total) => progressBar(done, total, 'wallets'))
-  const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  const changes = (r: { rewritten: number; added: number; removed: number }) =>
-    `${r.rewritten} rewritten, ${r.added} added, ${r.removed} removed`
-  if (repair.holdings === 0) {
-    console.log(`repair: every running balance is what the journal gives, nothing changed (${seconds} s)`)
-  } else {
-    console.log(
-      `repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ` +
-        `${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`,
-    )
-    for (const holding of repair.named) console.log(`  - wallet ${holding.wallet_id}, asset ${holding.asset_id}: ${changes(holding)}`)
-    if (repair.holdings > repair.named.length) console.log(`  … and ${count(repair.holdings - repair.named.length, 'more holding')}`)
+function repairAndVerify(config: Config): (database: Database) => Promise<number> {
+  return async (database) => {
+    const started = Date.now()
+    const repair = await repairRunningBalances(database.db, (done, total) => progressBar(done, total, 'wallets'))
+    const seconds = ((Date.now() - started) / 1000).toFixed(1)
+    const changes = (r: { rewritten: number; added: number; removed: number }) =>
+      `${r.rewritten} rewritten, ${r.added} added, ${r.removed} removed`
+    if (repair.holdings === 0) {
+      console.log(`repair: every running balance is what the journal gives, nothing changed (${seconds} s)`)
+    } else {
+      console.log(
+        `repair: ${count(repair.rewritten + repair.added + repair.removed, 'running balance')} of ` +
+          `${count(repair.holdings, 'holding')} changed in ${seconds} s (${changes(repair)}):`,
+      )
+      for (const holding of repair.named) console.log(`  - wallet ${holding.wallet_id}, asset ${holding.asset_id}: ${changes(holding)}`)
+      if (repair.holdings > repair.named.length) console.log(`  … and ${count(repair.holdings - repair.named.length, 'more holding')}`)
+    }
+    const status = await verify(config)(database)
+    if (status !== 0)
+      console.log(
+        'the repair rewrites only running balances; the journal, holdings and holds are never changed ' +
+          '(docs/operations.md#repairing-running-balances)',
+      )
+    return status
   }
-  const status = await verify(database)
-  if (status !== 0)
-    console.log(
-      'the repair rewrites only running balances; the journal, holdings and holds are never changed ' +
-        '(docs/operations.md#repairing-running-balances)',
-    )
-  return status
 }
 
 async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
@@ -295,7 +362,7 @@ async function run(
   config: Config,
   command: string | undefined,
   rest: string[],
-  flags: { status?: boolean; repair?: boolean; csv?: string; memo?: string } = {},
+  flags: { status?: boolean; repair?: boolean; csv?: string; memo?: string; after?: string; follow?: boolean } = {},
 ): Promise<number> {
   switch (command) {
     case 'serve': {
@@ -314,7 +381,12 @@ async function run(
       console.log(readAdminKey(config))
       return 0
     case 'verify':
-      return withDatabase(config, flags.repair ? repairAndVerify : verify)
+      return withDatabase(config, flags.repair ? repairAndVerify(config) : verify(config))
+    case 'export': {
+      const after = flags.after === undefined ? 0 : Number(flags.after)
+      if (!Number.isSafeInteger(after) || after < 0) throw new UsageError('--after takes a position (an integer, 0 or more)')
+      return withDatabase(config, (database) => exportJournal(database, after, flags.follow === true))
+    }
     case 'backup':
       if (!rest[0]) throw new UsageError('missing <file>')
       await backupCommand(config, rest[0])
@@ -325,7 +397,7 @@ async function run(
     case 'restore':
       if (!rest[0]) throw new UsageError('missing <file>')
       await restoreCommand(config, rest[0])
-      return withDatabase(config, verify)
+      return withDatabase(config, verify(config))
     case 'asset':
       return withDatabase(config, async (database) => {
         const [action, first, second] = rest
@@ -386,6 +458,8 @@ export async function main(argv: string[]): Promise<number> {
       repair: { type: 'boolean' },
       csv: { type: 'string' },
       memo: { type: 'string' },
+      after: { type: 'string' },
+      follow: { type: 'boolean' },
     },
   })
   if (values.help || positionals.length === 0 || positionals[0] === 'help') {
@@ -400,6 +474,8 @@ export async function main(argv: string[]): Promise<number> {
       repair: values.repair === true,
       csv: text(values.csv),
       memo: text(values.memo),
+      after: text(values.after),
+      follow: values.follow === true,
     })
   } catch (error) {
     if (error instanceof UsageError) {

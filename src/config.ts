@@ -1,5 +1,6 @@
 import path from 'node:path'
 import { decodeSecretsKey } from './secrets/secrets-key.ts'
+import { parseSigningKey, type SigningKey } from './secrets/signing-key.ts'
 
 /** Typed, validated configuration. Built once at start from the environment (README, Configuration). */
 export interface Config {
@@ -17,6 +18,10 @@ export interface Config {
   metricsToken: string | undefined
   /** SECRETS_KEY decoded (32 bytes); undefined selects the key file in `dataDir` (`secrets/secrets-key.ts`). */
   secretsKey: Buffer | undefined
+  /** SIGNING_KEY parsed; undefined selects the key file in `dataDir` (`journal/signing-key.ts`). */
+  signingKey: SigningKey | undefined
+  /** How long a new journal entry may wait for a signed checkpoint to cover it. */
+  checkpointIntervalMs: number
   corsOrigins: string[]
   sessionCookieName: string
   cookieSecure: boolean
@@ -264,6 +269,12 @@ export function loadConfig(env: Env = process.env): Config {
   const secretsKey = env.SECRETS_KEY ? decodeSecretsKey(env.SECRETS_KEY) : undefined
   if (env.SECRETS_KEY && !secretsKey)
     throw new ConfigError('SECRETS_KEY', 'must be 32 random bytes, base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`')
+  const signingKey = env.SIGNING_KEY ? parseSigningKey(env.SIGNING_KEY) : undefined
+  if (env.SIGNING_KEY && !signingKey)
+    throw new ConfigError(
+      'SIGNING_KEY',
+      'must be an Ed25519 private key: its 32-byte seed as base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`, or a PKCS#8 PEM from `openssl genpkey -algorithm ed25519`',
+    )
   const host = env.HOST || '0.0.0.0'
   if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')
   return {
@@ -289,6 +300,8 @@ export function loadConfig(env: Env = process.env): Config {
     adminApiKey: adminApiKey || undefined,
     metricsToken,
     secretsKey,
+    signingKey,
+    checkpointIntervalMs: integer(env, 'CHECKPOINT_INTERVAL_MS', 5_000, 100, 10_000),
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     sessionCookieName: cookieName,
     cookieSecure: boolean(env, 'COOKIE_SECURE', false),

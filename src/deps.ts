@@ -2,6 +2,8 @@ import type { Tracing } from './telemetry/tracing.ts'
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
 import type { AttemptLimiter } from './http/rate-limit.ts'
+import type { JournalSequencer } from './journal/sequencer.ts'
+import type { SigningKey } from './secrets/signing-key.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
 import type { SecretsKey } from './secrets/secret-box.ts'
 
@@ -27,4 +29,8 @@ export interface Deps extends AppOptions {
   ledger: Ledger
   /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
   limiter: AttemptLimiter
+  /** Positions committed transactions and signs checkpoints (`journal/sequencer.ts`). */
+  sequencer: JournalSequencer
+  /** Signs the journal's checkpoints (SIGNING_KEY or the data directory's key file). */
+  signingKey: SigningKey
 }

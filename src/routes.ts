@@ -29,6 +29,7 @@ const WEBHOOKS = 'src/events/webhooks.routes.ts'
 const STREAM = 'src/events/stream.routes.ts'
 const OPERATIONS = 'src/http/observability.ts'
 const ADMIN = 'src/admin/admin.routes.ts'
+const JOURNAL = 'src/journal/journal.routes.ts'
 
 export const ROUTES: Record<string, RouteDoc> = {
   // Accounts: registration, login, the user and their sessions.
@@ -117,6 +118,13 @@ export const ROUTES: Record<string, RouteDoc> = {
   'GET /admin/wallets/:id': { auth: 'admin', file: ADMIN, errors: ['W002'] },
   'GET /admin/transactions': { auth: 'admin', file: ADMIN, errors: [] },
   'GET /admin/verification': { auth: 'admin', file: ADMIN, errors: [] },
+  // The journal: its feed (admin), the signing key, checkpoints and proofs.
+  'GET /admin/journal': { auth: 'admin', file: JOURNAL, errors: [] },
+  'GET /admin/journal/stream': { auth: 'admin', file: JOURNAL, errors: [] },
+  'GET /journal/key': { auth: 'none', file: JOURNAL, errors: [] },
+  'GET /journal/checkpoint': { auth: 'any', file: JOURNAL, errors: ['J000'] },
+  'GET /journal/consistency': { auth: 'any', file: JOURNAL, errors: [] },
+  'GET /wallet/transactions/:id/proof': { auth: 'wallet', file: JOURNAL, errors: ['T000', 'J000'] },
 }
 
 /** The codes of a guard. A cookie-authenticated write must also come from this site (A004). */

@@ -44,6 +44,7 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   H000: 'That hold does not exist, or this wallet is not a side of it.',
   H001: 'That hold is no longer pending: it has already been captured, voided, or it expired.',
   H002: 'You cannot capture more than the hold reserves, or an asset it does not reserve.',
+  J000: 'This transaction is not in the signed journal yet. Try again in a few seconds.',
   K000: 'This key is not allowed to do that: its scopes leave it out.',
   K001: 'That goes over a limit of this key.',
   K002: 'This key may not pay that wallet.',

@@ -15,6 +15,7 @@ import * as webhookOrigins from './migrations/0011_webhook_origins.ts'
 import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliveries.ts'
 import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts'
 import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
+import * as journal from './migrations/0015_journal.ts'
 import * as walletKeyScopes from './migrations/0016_wallet_key_scopes.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
@@ -33,6 +34,7 @@ const migrations: Record<string, Migration> = {
   '0012_lean_webhook_deliveries': leanWebhookDeliveries,
   '0013_page_label_generation': pageLabelGeneration,
   '0014_webhook_lease_counts': webhookLeaseCounts,
+  '0015_journal': journal,
   '0016_wallet_key_scopes': walletKeyScopes,
 }
 

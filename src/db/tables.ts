@@ -224,6 +224,45 @@ export interface RateLimitHitsTable {
   hits: number
 }
 
+/** A transaction's place in the journal (migration 0015), written after it committed. */
+export interface JournalEntriesTable {
+  position: number
+  transaction_id: number
+  /** Hex SHA-256 chained on the previous position's (`journal/encoding.ts`). */
+  hash: string
+}
+
+/** A complete subtree of the journal's Merkle tree above the leaves: leaves [idx·2^level, (idx+1)·2^level). */
+export interface JournalNodesTable {
+  level: number
+  idx: number
+  hash: string
+}
+
+/** The sequencer's state: one row. */
+export interface JournalStateTable {
+  id: number
+  size: number
+  /** SQLite: the highest positioned transaction id (ids are commit order there). */
+  last_transaction_id: number
+  /** The hash of position `size` (64 zeros at 0). */
+  head: string
+  /** JSON array of [level, hex] of the complete subtrees of the tree of `size` leaves, largest first. */
+  frontier: string
+}
+
+export interface JournalCheckpointsTable {
+  size: number
+  root: string
+  signed_at: string
+  signature: string
+}
+
+/** PostgreSQL: committed transactions waiting for a position. */
+export interface JournalPendingTable {
+  transaction_id: number
+}
+
 export interface DB {
   users: UsersTable
   user_sessions: UserSessionsTable
@@ -246,6 +285,11 @@ export interface DB {
   webhook_lease_counts: WebhookLeaseCountsTable
   rate_limit_hits: RateLimitHitsTable
   operator_sessions: OperatorSessionsTable
+  journal_entries: JournalEntriesTable
+  journal_nodes: JournalNodesTable
+  journal_state: JournalStateTable
+  journal_checkpoints: JournalCheckpointsTable
+  journal_pending: JournalPendingTable
 }
 
 export type UserRow = Selectable<UsersTable>

@@ -222,3 +222,13 @@ function storedTime(stamp?: string): string | undefined {
   if (Number.isNaN(time)) throw new AppError('G002', `${stamp} is not a valid time`)
   return new Date(Math.min(Math.max(time, 0), LAST_STORABLE)).toISOString()
 }
+
+/** The journal in order: up to `limit` transactions positioned after `after` (the journal's feed). */
+export function listJournalAfter(db: Executor, after: number, limit: number): Promise<Transaction[]> {
+  return transactions.listByPosition(db, after, limit)
+}
+
+/** One transaction by id, as answered; undefined when there is none. */
+export function findTransactionById(db: Executor, id: number): Promise<Transaction | undefined> {
+  return transactions.findTransaction(db, id)
+}

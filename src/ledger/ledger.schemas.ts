@@ -89,6 +89,12 @@ export const Transaction = Type.Object(
     reverses: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a reversal: the id of the transaction it reverses' })),
     hold_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a capture: the id of the hold it settles' })),
     metadata: Type.Record(Type.String(), Type.String(), { description: '{} when none' }),
+    position: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], {
+      description: 'the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit',
+    }),
+    hash: Type.Union([Type.String({ pattern: '^[0-9a-f]{64}$' }), Type.Null()], {
+      description: "hex SHA-256 chained on the previous position's hash (docs/journal.md); null until positioned",
+    }),
   },
   { description: 'a ledger entry moving one or more assets between two wallets' },
 )

@@ -63,6 +63,10 @@ export interface Transaction {
   hold_id?: number
   /** `{}` when none. */
   metadata: Metadata
+  /** The place in the journal (from 1, gap-free, commit order); null until the journal's sequencer gives it one. */
+  position: number | null
+  /** The journal's hash chained on the previous position's (`journal/encoding.ts`); null until positioned. */
+  hash: string | null
 }
 
 export type HoldStatus = 'pending' | 'captured' | 'voided' | 'expired'

@@ -285,6 +285,17 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
   )
 }
 
+/**
+ * The journal in order: up to `limit` transactions positioned after `after`, by position. Reads
+ * only positioned rows, so a reader never sees a position appear behind one it has seen.
+ */
+export async function listByPosition(db: Executor, after: number, limit: number): Promise<Transaction[]> {
+  const q = new Statement(db)
+  const positions = `select j.transaction_id from journal_entries j where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
+  const transactions = await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id in (${positions})`)
+  return transactions.sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
+}
+
 /** One transaction by id, as answered; undefined when there is none. */
 export async function findTransaction(db: Executor, id: number): Promise<Transaction | undefined> {
   const q = new Statement(db)
@@ -316,6 +327,8 @@ type TransactionTuple = [
   holdId: number | null,
   metadata: Metadata | null,
   lines: [quantity: number, assetId: number, name: string, value: number][],
+  position: number | null,
+  hash: string | null,
 ]
 
 /**
@@ -362,8 +375,12 @@ function tupleOf(array: string, aggregate: string, metadata: string): string {
     ${address('sending_wallet_id')}, ${address('receiving_wallet_id')},
     ${username('sending_wallet_id')}, ${username('receiving_wallet_id')},
     page.created_at, page.memo, page.kind, page.reverses, page.hold_id,
-    ${metadata}, ${lines})`
+    ${metadata}, ${lines}, ${JOURNAL_POSITION}, ${JOURNAL_HASH})`
 }
+
+/** A transaction's place and hash in the journal (`page.id`), null before the sequencer gives them. */
+const JOURNAL_POSITION = '(select j.position from journal_entries j where j.transaction_id = page.id)'
+const JOURNAL_HASH = '(select j.hash from journal_entries j where j.transaction_id = page.id)'
 
 function label(address: string | null, username: string | null): WalletLabel | undefined {
   return address === null ? undefined : username === null ? { address } : { address, username }
@@ -384,6 +401,8 @@ function fromTuple([
   holdId,
   metadata,
   lines,
+  position,
+  hash,
 ]: TransactionTuple): Transaction {
   const assets: Line[] = (lines ?? [])
     .map(([quantity, assetId, name, value]) => ({ quantity, asset: { id: assetId, name, value } satisfies Asset }))
@@ -398,6 +417,8 @@ function fromTuple([
     reverses,
     hold_id: holdId,
     metadata: metadata ?? {},
+    position,
+    hash,
   }
   return shapeTransaction(row, assets, label(sendingAddress, sendingUsername), label(receivingAddress, receivingUsername))
 }
@@ -497,6 +518,8 @@ const TRANSACTION_TEXT = (() => {
     `',"assets":[' || ${lines} || ']'`,
     `',"kind":' || json_quote(p.kind)`,
     `',"metadata":' || coalesce(p.metadata, '{}')`,
+    `',"position":' || coalesce((select j.position from journal_entries j where j.transaction_id = p.id), 'null')`,
+    `',"hash":' || coalesce((select json_quote(j.hash) from journal_entries j where j.transaction_id = p.id), 'null')`,
     // The optional fields after the required ones, as the schema's serializer writes them.
     username('sending_username', 'sending_wallet_id'),
     username('receiving_username', 'receiving_wallet_id'),

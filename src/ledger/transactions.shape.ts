@@ -13,6 +13,9 @@ export interface TransactionFields {
   reverses: number | null
   hold_id: number | null
   metadata: Metadata
+  /** The journal's (`journal_entries`); absent or null before the sequencer positions it. */
+  position?: number | null
+  hash?: string | null
 }
 
 export function toTransaction(row: TransactionFields, lines: Line[], labels: Map<number, WalletLabel>): Transaction {
@@ -42,5 +45,7 @@ export function shapeTransaction(
     ...(row.kind === 'reversal' && row.reverses !== null ? { reverses: row.reverses } : {}),
     ...(row.kind === 'capture' && row.hold_id !== null ? { hold_id: row.hold_id } : {}),
     metadata: row.metadata,
+    position: row.position ?? null,
+    hash: row.hash ?? null,
   }
 }

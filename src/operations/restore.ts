@@ -1,6 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
+import { alignJournalAfterRestore } from '../journal/journal.service.ts'
 import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../db/migrate.ts'
 import { withRetries } from '../db/retry.ts'
@@ -93,6 +94,7 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
         500,
       )
       if (isPostgres(trx)) await moveSequences(trx)
+      if (tables.has('journal_state')) await alignJournalAfterRestore(trx)
     }),
   )
   const upgraded = await migrateToLatest(db)
@@ -111,6 +113,11 @@ async function insertSection(trx: Transaction<DB>, { table, columns, rows }: Bac
       await any.updateTable('wallets').set(rest).where('id', '=', MINT_WALLET_ID).execute()
       values = values.filter((row) => row !== mint)
     }
+  }
+  if (table === 'journal_state') {
+    // The journal's migration created its one state row already: it takes the backup's.
+    for (const { id, ...rest } of values) await any.updateTable('journal_state').set(rest).where('id', '=', id).execute()
+    return
   }
   if (values.length > 0) await any.insertInto(table).values(values).execute()
 }

@@ -39,6 +39,8 @@ const OPERATIONAL_TABLES = new Set([
   'rate_limit_hits',
   'page_generation',
   'webhook_lease_counts',
+  // PostgreSQL's queue of transactions awaiting a position: a restore's trigger fills it anew.
+  'journal_pending',
 ])
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
@@ -65,17 +67,19 @@ export async function findExistingData(db: Db): Promise<string[]> {
   const found: string[] = []
   for (const table of await listDataTables(db)) {
     const count =
-      table === 'wallets'
-        ? Number(
-            (
-              await db
-                .selectFrom('wallets')
-                .select((eb) => eb.fn.countAll<number>().as('count'))
-                .where('id', '<>', MINT_WALLET_ID)
-                .executeTakeFirstOrThrow()
-            ).count,
-          )
-        : await countRows(db, table)
+      table === 'journal_state'
+        ? Number((await db.selectFrom('journal_state').select('size').where('id', '=', 1).executeTakeFirst())?.size ?? 0)
+        : table === 'wallets'
+          ? Number(
+              (
+                await db
+                  .selectFrom('wallets')
+                  .select((eb) => eb.fn.countAll<number>().as('count'))
+                  .where('id', '<>', MINT_WALLET_ID)
+                  .executeTakeFirstOrThrow()
+              ).count,
+            )
+          : await countRows(db, table)
     if (count > 0) found.push(`${count} ${table}`)
   }
   return found

@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { sql } from 'kysely'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { openPostgres, openSqlite, type Database, type Db, type Trx } from '../../src/db/database.ts'
@@ -152,4 +153,25 @@ export async function whileOpen<T>(db: Db, change: (trx: Trx) => Promise<void>, 
 export async function awayFromTheMinute(marginMs = 20_000): Promise<void> {
   const left = 60_000 - (Date.now() % 60_000)
   if (left < marginMs) await new Promise((resolve) => setTimeout(resolve, left + 50))
+}
+
+/** Waits until the journal's sequencer has positioned every committed transaction (it runs within a second of each commit). */
+export async function journalSettled(db: Db): Promise<void> {
+  for (;;) {
+    const { rows } = await sql<{ waiting: number }>`select count(*) as waiting from transactions t
+      where not exists (select 1 from journal_entries j where j.transaction_id = t.id)`.execute(db)
+    if (Number(rows[0].waiting) === 0) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+/** Waits until every committed transaction is positioned and a signed checkpoint covers it (within the checkpoint interval). */
+export async function journalCovered(db: Db): Promise<void> {
+  await journalSettled(db)
+  const { rows } = await sql<{ size: number }>`select size from journal_state where id = 1`.execute(db)
+  for (;;) {
+    const latest = await sql<{ size: number }>`select coalesce(max(size), 0) as size from journal_checkpoints`.execute(db)
+    if (Number(latest.rows[0].size) >= Number(rows[0].size)) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
 }

@@ -536,6 +536,21 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', route: '/admin/wallets/:id', url: (world) => `/admin/wallets/${world.walletW}`, expect: adminOnly(200) },
   { method: 'GET', route: '/admin/transactions', expect: adminOnly(200) },
   { method: 'GET', route: '/admin/verification', expect: adminOnly(200) },
+
+  // The journal: the feed (admin), the key (public), checkpoints and consistency (any caller), proofs (wallet auth).
+  { method: 'GET', route: '/admin/journal', url: () => '/admin/journal?limit=5', expect: adminOnly(200) },
+  { method: 'GET', route: '/admin/journal/stream', expect: adminOnly(200), stream: true },
+  { method: 'GET', route: '/journal/key', expect: everyone(200) },
+  { method: 'GET', route: '/journal/checkpoint', expect: anyCaller(200) },
+  { method: 'GET', route: '/journal/consistency', url: () => '/journal/consistency?from=1&to=1', expect: anyCaller(200) },
+  {
+    method: 'GET',
+    route: '/wallet/transactions/:id/proof',
+    url: (world) => `/wallet/transactions/${world.receivedByW}/proof`,
+    // Either side may prove it (X sent it to W); a wallet of neither side finds no such transaction.
+    expect: { ...walletAuth(200), unrelated: error(404, 'T000') },
+    check: (response, { world }) => assert.equal(response.json().transaction.id, world.receivedByW),
+  },
 ]
 
 /** Routes that serve files or exist only for browsers; not API routes of their own. */

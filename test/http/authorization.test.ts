@@ -10,7 +10,7 @@ import { inTransaction } from '../../src/db/dialect.ts'
 import { KEY_SCOPES, type KeyScope } from '../../src/http/key-scopes.ts'
 import { createToken, hashToken } from '../../src/http/tokens.ts'
 import { createWalletFor } from '../../src/wallets/wallets.service.ts'
-import { buildTestApp, type TestApp } from '../helpers/app.ts'
+import { buildTestApp, journalCovered, type TestApp } from '../helpers/app.ts'
 import {
   CALLERS,
   IDOR_CASES,
@@ -295,7 +295,7 @@ describe('authorization matrix', () => {
   }
 
   before(async () => {
-    t = await buildTestApp()
+    t = await buildTestApp({ CHECKPOINT_INTERVAL_MS: '100' })
     // Durability is not under test here, and the matrix builds dozens of worlds: skip fsync.
     if (t.database.dialect === 'sqlite') await sql`pragma synchronous = off`.execute(t.database.db)
     await t.app.listen({ port: 0, host: '127.0.0.1' })
@@ -303,6 +303,8 @@ describe('authorization matrix', () => {
     passwordHash = await hashPassword(PASSWORD)
     goldId = (await ok(call('POST', '/assets', t.admin, { name: 'gold', value: 1 }), 201)).id as number
     shared = await buildWorld()
+    // The proofs asked for below need a signed checkpoint over the shared world's transactions.
+    await journalCovered(t.database.db)
   })
   after(async () => {
     const idorChecks = IDOR_CASES.length

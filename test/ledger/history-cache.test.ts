@@ -11,7 +11,7 @@ import { answerWalletTransactions } from '../../src/ledger/history.service.ts'
 import { PageCache } from '../../src/ledger/page-cache.ts'
 import { createBackup } from '../../src/operations/backup.ts'
 import { checkBackup, restoreBackup } from '../../src/operations/restore.ts'
-import { buildSameStoreApp, buildTestApp, expectError, openTestDatabase, STORAGE, type TestApp } from '../helpers/app.ts'
+import { buildSameStoreApp, buildTestApp, expectError, journalSettled, openTestDatabase, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, transfer, uniqueName, type TestUser } from '../helpers/factories.ts'
 
 /**
@@ -36,6 +36,8 @@ const openPeer = () => buildSameStoreApp(t)
 const PAGE = '/wallet/transactions?limit=3'
 
 async function page(app: FastifyInstance, url = PAGE, headers = key.auth) {
+  // Positions come within a second of commit: pages are compared once the journal has them all.
+  await journalSettled(t.database.db)
   const response = await app.inject({ method: 'GET', url, headers })
   assert.equal(response.statusCode, 200, response.body)
   return { body: response.body, link: response.headers.link, type: response.headers['content-type'] }

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
-import { loadConfig } from '../src/config.ts'
-import auth from '../src/http/auth.ts'
-import { buildTestApp, type TestApp } from './helpers/app.ts'
-import { createAsset, createUser, issue, type TestUser } from './helpers/factories.ts'
+import { loadConfig } from '../../src/config.ts'
+import auth from '../../src/http/auth.ts'
+import { buildTestApp, type TestApp } from '../helpers/app.ts'
+import { createAsset, createUser, issue, type TestUser } from '../helpers/factories.ts'
 
 /** Wallet keys with scopes and limits: what a key may do (K000), whom it may pay (K002), how much at once (K001). */
 

@@ -1,0 +1,240 @@
+import { sql } from 'kysely'
+import type { Executor } from '../db/database.ts'
+import { isPostgres } from '../db/dialect.ts'
+import type { EncodedTransaction } from './encoding.ts'
+import type { Frontier, Node } from './merkle.ts'
+
+/** The journal's SQL (migration 0015). */
+
+export interface JournalState {
+  size: number
+  lastTransactionId: number
+  head: string
+  frontier: Frontier
+}
+
+export interface Checkpoint {
+  size: number
+  root: string
+  signed_at: string
+  signature: string
+}
+
+/** The sequencer's state; `lock` holds its row for the rest of the transaction (PostgreSQL), undefined when another holds it. */
+export async function readState(executor: Executor, lock: boolean): Promise<JournalState | undefined> {
+  const locking = lock && isPostgres(executor) ? sql` for update skip locked` : sql``
+  const { rows } = await sql<{
+    size: number
+    last_transaction_id: number
+    head: string
+    frontier: string
+  }>`select size, last_transaction_id, head, frontier from journal_state where id = 1${locking}`.execute(executor)
+  const row = rows[0]
+  if (!row) return undefined
+  const frontier = (JSON.parse(row.frontier) as [number, number, string][]).map(([level, idx, hash]) => ({
+    level,
+    idx,
+    hash: Buffer.from(hash, 'hex'),
+  }))
+  return { size: Number(row.size), lastTransactionId: Number(row.last_transaction_id), head: row.head, frontier }
+}
+
+export async function writeState(trx: Executor, state: JournalState): Promise<void> {
+  const frontier = JSON.stringify(state.frontier.map((node) => [node.level, node.idx, node.hash.toString('hex')]))
+  await trx
+    .updateTable('journal_state')
+    .set({ size: state.size, last_transaction_id: state.lastTransactionId, head: state.head, frontier })
+    .where('id', '=', 1)
+    .execute()
+}
+
+/**
+ * Ids of committed transactions without a position, lowest first. PostgreSQL: the queue the
+ * trigger fills (ids there are not commit order); SQLite: the ids above the last positioned one.
+ */
+export async function findUnpositioned(executor: Executor, state: JournalState, limit: number): Promise<number[]> {
+  if (isPostgres(executor)) {
+    const rows = await executor.selectFrom('journal_pending').select('transaction_id').orderBy('transaction_id').limit(limit).execute()
+    return rows.map((row) => Number(row.transaction_id))
+  }
+  const rows = await executor
+    .selectFrom('transactions')
+    .select('id')
+    .where('id', '>', state.lastTransactionId)
+    .orderBy('id')
+    .limit(limit)
+    .execute()
+  return rows.map((row) => Number(row.id))
+}
+
+/** Whether any committed transaction waits for a position: one cheap read, outside a transaction. */
+export async function hasUnpositioned(executor: Executor): Promise<boolean> {
+  if (isPostgres(executor)) return (await executor.selectFrom('journal_pending').select('transaction_id').limit(1).execute()).length > 0
+  const { rows } = await sql<{
+    waiting: number
+  }>`select exists (select 1 from transactions where id > (select last_transaction_id from journal_state where id = 1)) as waiting`.execute(
+    executor,
+  )
+  return Number(rows[0]?.waiting) === 1
+}
+
+/** PostgreSQL: the queue's rows, positioned now (or found positioned already, after a restore). */
+export async function removePending(trx: Executor, ids: number[]): Promise<void> {
+  if (ids.length > 0 && isPostgres(trx)) await trx.deleteFrom('journal_pending').where('transaction_id', 'in', ids).execute()
+}
+
+/** Of these ids, those that already have a position. */
+export async function findPositioned(executor: Executor, ids: number[]): Promise<Set<number>> {
+  if (ids.length === 0) return new Set()
+  const rows = await executor.selectFrom('journal_entries').select('transaction_id').where('transaction_id', 'in', ids).execute()
+  return new Set(rows.map((row) => Number(row.transaction_id)))
+}
+
+/** The stored fields the encoding takes, of these transactions, by id. */
+export async function loadEncoded(executor: Executor, ids: number[]): Promise<Map<number, EncodedTransaction>> {
+  const found = new Map<number, EncodedTransaction>()
+  if (ids.length === 0) return found
+  const rows = await executor
+    .selectFrom('transactions')
+    .select(['id', 'kind', 'created_at', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'reverses', 'hold_id', 'metadata'])
+    .where('id', 'in', ids)
+    .execute()
+  for (const row of rows) found.set(Number(row.id), toEncoded(row))
+  const lines = await executor
+    .selectFrom('transaction_assets')
+    .select(['transaction_id', 'asset_id', 'quantity'])
+    .where('transaction_id', 'in', ids)
+    .execute()
+  for (const line of lines) found.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
+  return found
+}
+
+function toEncoded(row: {
+  id: number
+  kind: string
+  created_at: string
+  sending_wallet_id: number
+  receiving_wallet_id: number
+  memo: string
+  reverses: number | null
+  hold_id: number | null
+  metadata: string | null
+}): EncodedTransaction {
+  return {
+    id: Number(row.id),
+    kind: row.kind,
+    created_at: row.created_at,
+    sending_wallet_id: Number(row.sending_wallet_id),
+    receiving_wallet_id: Number(row.receiving_wallet_id),
+    memo: row.memo,
+    assets: [],
+    reverses: row.reverses === null ? null : Number(row.reverses),
+    hold_id: row.hold_id === null ? null : Number(row.hold_id),
+    metadata: row.metadata ? (JSON.parse(row.metadata) as Record<string, string>) : {},
+  }
+}
+
+const CHUNK = 500
+
+export async function insertEntries(trx: Executor, entries: { position: number; transaction_id: number; hash: string }[]): Promise<void> {
+  for (let i = 0; i < entries.length; i += CHUNK)
+    await trx
+      .insertInto('journal_entries')
+      .values(entries.slice(i, i + CHUNK))
+      .execute()
+}
+
+export async function insertNodes(trx: Executor, nodes: Node[]): Promise<void> {
+  const rows = nodes.map((node) => ({ level: node.level, idx: node.idx, hash: node.hash.toString('hex') }))
+  for (let i = 0; i < rows.length; i += CHUNK)
+    await trx
+      .insertInto('journal_nodes')
+      .values(rows.slice(i, i + CHUNK))
+      .execute()
+}
+
+/** What a history page prints changed (a position given): pages kept in memory are read again (migration 0013). */
+export async function bumpPageGeneration(trx: Executor): Promise<void> {
+  await sql`update page_generation set generation = generation + 1`.execute(trx)
+}
+
+export async function findLatestCheckpoint(executor: Executor): Promise<Checkpoint | undefined> {
+  const row = await executor.selectFrom('journal_checkpoints').selectAll().orderBy('size', 'desc').limit(1).executeTakeFirst()
+  return row && { ...row, size: Number(row.size) }
+}
+
+export async function insertCheckpoint(trx: Executor, checkpoint: Checkpoint): Promise<void> {
+  await trx.insertInto('journal_checkpoints').values(checkpoint).execute()
+}
+
+export async function listCheckpoints(executor: Executor): Promise<Checkpoint[]> {
+  const rows = await executor.selectFrom('journal_checkpoints').selectAll().orderBy('size').execute()
+  return rows.map((row) => ({ ...row, size: Number(row.size) }))
+}
+
+/** The hashes of these complete subtrees (level 0: the entries' own hashes, which the caller hashes as leaves), keyed `level:idx`. */
+export async function readNodes(executor: Executor, keys: { level: number; idx: number }[]): Promise<Map<string, string>> {
+  const found = new Map<string, string>()
+  const leaves = keys.filter((key) => key.level === 0).map((key) => key.idx + 1)
+  const inner = keys.filter((key) => key.level > 0)
+  if (leaves.length > 0) {
+    const rows = await executor.selectFrom('journal_entries').select(['position', 'hash']).where('position', 'in', leaves).execute()
+    for (const row of rows) found.set(`0:${Number(row.position) - 1}`, row.hash)
+  }
+  if (inner.length > 0) {
+    const rows = await executor
+      .selectFrom('journal_nodes')
+      .select(['level', 'idx', 'hash'])
+      .where((eb) => eb.or(inner.map((key) => eb.and([eb('level', '=', key.level), eb('idx', '=', key.idx)]))))
+      .execute()
+    for (const row of rows) found.set(`${Number(row.level)}:${Number(row.idx)}`, row.hash)
+  }
+  return found
+}
+
+/** Entries from `after` on, in order, with their transactions' encoded fields (`coffer verify`). */
+export async function readEntriesWithFields(
+  executor: Executor,
+  after: number,
+  limit: number,
+): Promise<{ position: number; transaction_id: number; hash: string; fields: EncodedTransaction | undefined }[]> {
+  const entries = await executor
+    .selectFrom('journal_entries')
+    .select(['position', 'transaction_id', 'hash'])
+    .where('position', '>', after)
+    .orderBy('position')
+    .limit(limit)
+    .execute()
+  const fields = await loadEncoded(
+    executor,
+    entries.map((entry) => Number(entry.transaction_id)),
+  )
+  return entries.map((entry) => ({
+    position: Number(entry.position),
+    transaction_id: Number(entry.transaction_id),
+    hash: entry.hash,
+    fields: fields.get(Number(entry.transaction_id)),
+  }))
+}
+
+/** How many transactions have no position yet (`coffer verify`). */
+export async function countUnpositioned(executor: Executor): Promise<number> {
+  const { rows } = await sql<{
+    count: number
+  }>`select count(*) as count from transactions t where not exists (select 1 from journal_entries j where j.transaction_id = t.id)`.execute(
+    executor,
+  )
+  return Number(rows[0].count)
+}
+
+/**
+ * SQLite after a restore: the sequencer takes ids above `last_transaction_id`, so it is set below
+ * the lowest restored transaction without a position (a backup of PostgreSQL may hold some whose
+ * ids lie below positioned ones). PostgreSQL's trigger queued every restored transaction already.
+ */
+export async function lowerSqliteWatermark(executor: Executor): Promise<void> {
+  if (isPostgres(executor)) return
+  await sql`update journal_state set last_transaction_id = min(last_transaction_id,
+    coalesce((select min(t.id) - 1 from transactions t where not exists (select 1 from journal_entries j where j.transaction_id = t.id)), last_transaction_id))
+    where id = 1`.execute(executor)
+}

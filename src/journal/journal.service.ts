@@ -1,0 +1,111 @@
+import type { Db, Executor } from '../db/database.ts'
+import { AppError } from '../http/errors.ts'
+import { findTransactionById, listJournalAfter } from '../ledger/history.service.ts'
+import type { Transaction } from '../ledger/ledger.types.ts'
+import * as journal from './journal.repository.ts'
+import { consistencyProof, inclusionProof, leafHash, nodesRead, type NodeReader } from './merkle.ts'
+
+export type { Checkpoint } from './journal.repository.ts'
+
+/** How often a waiting feed request looks again. */
+const WAIT_POLL_MS = 100
+
+export interface FeedPage {
+  entries: Transaction[]
+  next: number
+}
+
+/** The journal after `after`, in order: every transaction once (`GET /admin/journal`, the stream, `coffer export`). */
+export async function readFeed(db: Executor, after: number, limit: number): Promise<FeedPage> {
+  const entries = await listJournalAfter(db, after, limit)
+  return { entries, next: entries.at(-1)?.position ?? after }
+}
+
+/** `readFeed`, waiting up to `waitSeconds` for a first entry; `signal` ends the wait early (the client left). */
+export async function waitForFeed(
+  db: Executor,
+  after: number,
+  limit: number,
+  waitSeconds: number,
+  signal?: AbortSignal,
+): Promise<FeedPage> {
+  const until = Date.now() + waitSeconds * 1000
+  for (;;) {
+    const page = await readFeed(db, after, limit)
+    if (page.entries.length > 0 || Date.now() >= until || signal?.aborted) return page
+    await new Promise((resolve) => setTimeout(resolve, Math.min(WAIT_POLL_MS, Math.max(0, until - Date.now()))))
+  }
+}
+
+export async function latestCheckpoint(db: Executor): Promise<journal.Checkpoint | undefined> {
+  return journal.findLatestCheckpoint(db)
+}
+
+/** Runs a tree algorithm on the stored nodes it needs, read in one pass. */
+async function withNodes<T>(db: Executor, work: (read: NodeReader) => T): Promise<T> {
+  const stored = await journal.readNodes(db, nodesRead(work))
+  return work((level, idx) => {
+    const hex = stored.get(`${level}:${idx}`)
+    if (hex === undefined) throw new Error(`journal node ${level}:${idx} is missing`)
+    return level === 0 ? leafHash(Buffer.from(hex, 'hex')) : Buffer.from(hex, 'hex')
+  })
+}
+
+/** GET /journal/consistency: the RFC 9162 proof that the tree of `to` extends the tree of `from`. */
+export async function proveConsistency(db: Db, from: number, to: number): Promise<{ from: number; to: number; proof: string[] }> {
+  const latest = await journal.findLatestCheckpoint(db)
+  if (from > to || to > (latest?.size ?? 0)) {
+    throw new AppError('G002', `from and to must satisfy 1 ≤ from ≤ to ≤ ${latest?.size ?? 0} (the latest checkpoint's size)`)
+  }
+  const proof = await withNodes(db, (read) => consistencyProof(read, from, to))
+  return { from, to, proof: proof.map((hash) => hash.toString('hex')) }
+}
+
+/**
+ * GET /wallet/transactions/{id}/proof: the transaction (of the wallet, either side; T000
+ * otherwise), its leaf index and its audit path to the latest checkpoint (J000 until one covers it).
+ */
+export async function proveInclusion(db: Db, walletId: number, transactionId: number, retryAfterSeconds: number) {
+  const transaction = await findTransactionById(db, transactionId)
+  if (!transaction || (transaction.sending_wallet_id !== walletId && transaction.receiving_wallet_id !== walletId)) {
+    throw new AppError('T000', `no transaction ${transactionId} of this wallet`)
+  }
+  const checkpoint = await journal.findLatestCheckpoint(db)
+  if (transaction.position === null || !checkpoint || checkpoint.size < transaction.position) {
+    throw new AppError('J000', 'no signed checkpoint covers this transaction yet', {
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    })
+  }
+  const leafIndex = transaction.position - 1
+  const path = await withNodes(db, (read) => inclusionProof(read, leafIndex, checkpoint.size))
+  return { transaction, leaf_index: leafIndex, checkpoint, audit_path: path.map((hash) => hash.toString('hex')) }
+}
+
+/** After a restore wrote the rows of a backup: the sequencer positions what the backup held unpositioned. */
+export async function alignJournalAfterRestore(executor: Executor): Promise<void> {
+  await journal.lowerSqliteWatermark(executor)
+}
+
+/**
+ * The journal from `after` on, page by page (`coffer export`); with `follow`, waits for more at
+ * the end instead of stopping, until `signal` aborts.
+ */
+export async function* readJournalPages(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<Transaction[]> {
+  let next = after
+  while (!signal.aborted) {
+    const page = await readFeed(db, next, 1000)
+    if (page.entries.length > 0) {
+      next = page.next
+      yield page.entries
+      continue
+    }
+    if (!follow) return
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, 200)
+      signal.addEventListener('abort', () => {
+        clearTimeout(timer)
+        resolve(undefined)
+      })
+    })
+  }
+}

@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict'
+import { createPublicKey, verify } from 'node:crypto'
+import { after, before, describe, it } from 'node:test'
+import { sql } from 'kysely'
+import { verifyJournal, findSigningKey } from '../../src/journal/verify-journal.ts'
+import { leafHash, verifyConsistency, verifyInclusion } from '../../src/journal/merkle.ts'
+import { buildTestApp, expectError, journalCovered, STORAGE, type TestApp } from '../helpers/app.ts'
+import { runCoffer } from '../helpers/cli.ts'
+import { createAsset, createUser, fundedUser, sendTransaction, type TestUser } from '../helpers/factories.ts'
+
+interface Proof {
+  transaction: { id: number; position: number; hash: string }
+  leaf_index: number
+  checkpoint: { size: number; root: string; signed_at: string; signature: string }
+  audit_path: string[]
+}
+
+describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
+  let t: TestApp
+  let alice: TestUser
+  let bob: TestUser
+  let sent: number[]
+  before(async () => {
+    t = await buildTestApp({ CHECKPOINT_INTERVAL_MS: '100' })
+    const gold = await createAsset(t, { name: 'gold' })
+    alice = await fundedUser(t, [[gold, 1000]])
+    bob = await createUser(t.app)
+    sent = []
+    for (let i = 0; i < 11; i++)
+      sent.push((await sendTransaction(t, alice, { recipient: bob.username, assets: { gold: i + 1 }, memo: `memo ${i}` })).id)
+    await journalCovered(t.database.db)
+  })
+  after(() => t.close())
+
+  const env = () => ({ DATA_DIR: t.config.dataDir, DATABASE_URL: t.config.databaseUrl, ADMIN_API_KEY: 'x'.repeat(24), LOG_LEVEL: 'silent' })
+
+  it('proves a transaction against a signed checkpoint that verifies with the published key', async () => {
+    const key = (await t.app.inject({ method: 'GET', url: '/journal/key' })).json() as { algorithm: string; public_key: string }
+    assert.equal(key.algorithm, 'Ed25519')
+    const publicKey = createPublicKey({
+      key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(key.public_key, 'base64').toString('base64url') },
+      format: 'jwk',
+    })
+    for (const id of [sent[0], sent[5], sent[10]]) {
+      for (const who of [alice, bob]) {
+        const response = await t.app.inject({ method: 'GET', url: `/wallet/transactions/${id}/proof`, headers: who.auth })
+        assert.equal(response.statusCode, 200, response.body)
+        const proof = response.json() as Proof
+        assert.equal(proof.leaf_index, proof.transaction.position - 1)
+        const { size, root, signed_at, signature } = proof.checkpoint
+        const text = `coffer-checkpoint/v1\n${size}\n${root}\n${signed_at}\n`
+        assert.ok(verify(null, Buffer.from(text), publicKey, Buffer.from(signature, 'base64')), 'the checkpoint signature verifies')
+        const leaf = leafHash(Buffer.from(proof.transaction.hash, 'hex'))
+        const path = proof.audit_path.map((hex) => Buffer.from(hex, 'hex'))
+        assert.ok(verifyInclusion(proof.leaf_index, size, leaf, path, Buffer.from(root, 'hex')), 'the audit path leads to the root')
+      }
+    }
+    const stranger = await createUser(t.app)
+    expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions/${sent[0]}/proof`, headers: stranger.auth }), 404, 'T000')
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/transactions/987654/proof', headers: alice.auth }), 404, 'T000')
+  })
+
+  it('proves that a later checkpoint extends an earlier one; refuses sizes out of range with G002', async () => {
+    const latest = (await t.app.inject({ method: 'GET', url: '/journal/checkpoint', headers: alice.auth })).json() as Proof['checkpoint']
+    const { rows } = await sql<{
+      size: number
+      root: string
+    }>`select size, root from journal_checkpoints where size > 0 order by size`.execute(t.database.db)
+    for (const old of rows) {
+      const response = await t.app.inject({
+        method: 'GET',
+        url: `/journal/consistency?from=${old.size}&to=${latest.size}`,
+        headers: bob.auth,
+      })
+      assert.equal(response.statusCode, 200, response.body)
+      const { proof } = response.json() as { proof: string[] }
+      const hashes = proof.map((hex) => Buffer.from(hex, 'hex'))
+      assert.ok(verifyConsistency(Number(old.size), latest.size, hashes, Buffer.from(old.root, 'hex'), Buffer.from(latest.root, 'hex')))
+    }
+    for (const query of [`from=0&to=1`, `from=2&to=1`, `from=1&to=${latest.size + 1}`, 'from=1', 'from=a&to=2']) {
+      expectError(await t.app.inject({ method: 'GET', url: `/journal/consistency?${query}`, headers: bob.auth }), 400, 'G002')
+    }
+  })
+
+  it('finds a memo, a quantity or a wallet changed in the database and names its position; coffer verify says so', async () => {
+    const db = t.database.db
+    const key = findSigningKey(t.config.signingKey, t.config.dataDir)
+    assert.ok(key)
+    assert.equal((await verifyJournal(db, key)).ok, true)
+    const target = sent[6]
+    const position = Number(
+      (await db.selectFrom('journal_entries').select('position').where('transaction_id', '=', target).executeTakeFirstOrThrow()).position,
+    )
+    const changes: [string, () => Promise<unknown>, () => Promise<unknown>][] = [
+      [
+        'memo',
+        () => db.updateTable('transactions').set({ memo: 'rewritten' }).where('id', '=', target).execute(),
+        () => db.updateTable('transactions').set({ memo: 'memo 6' }).where('id', '=', target).execute(),
+      ],
+      [
+        'quantity',
+        () => db.updateTable('transaction_assets').set({ quantity: 70 }).where('transaction_id', '=', target).execute(),
+        () => db.updateTable('transaction_assets').set({ quantity: 7 }).where('transaction_id', '=', target).execute(),
+      ],
+      [
+        'wallet',
+        async () =>
+          db
+            .updateTable('transactions')
+            .set({ receiving_wallet_id: (await createUser(t.app)).walletId })
+            .where('id', '=', target)
+            .execute(),
+        () => db.updateTable('transactions').set({ receiving_wallet_id: bob.walletId }).where('id', '=', target).execute(),
+      ],
+    ]
+    for (const [what, change, undo] of changes) {
+      await change()
+      const report = await verifyJournal(db, key)
+      assert.equal(report.ok, false, what)
+      assert.equal(report.firstMismatch, position, what)
+      if (what === 'memo') {
+        const run = await runCoffer(env(), 'verify')
+        assert.equal(run.code, 1, run.stdout + run.stderr)
+        assert.match(run.stdout, new RegExp(`position ${position} is the first that no longer matches`))
+      }
+      await undo()
+      assert.equal((await verifyJournal(db, key)).ok, true, `${what} put back`)
+    }
+  })
+
+  it('exports the journal as one Transaction a line, from a position on', async () => {
+    const run = await runCoffer(env(), 'export', '--after', '3')
+    assert.equal(run.code, 0, run.stderr)
+    const lines = run.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { position: number })
+    const size = Number((await t.database.db.selectFrom('journal_state').select('size').executeTakeFirstOrThrow()).size)
+    assert.deepEqual(
+      lines.map((line) => line.position),
+      Array.from({ length: size - 3 }, (_, i) => i + 4),
+    )
+  })
+})
