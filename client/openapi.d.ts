@@ -6256,6 +6256,10 @@ export interface paths {
                             last_used_at: string | null;
                             /** @description what the key may move; each part optional */
                             limits: {
+                                /** @description a cap by asset name on what the key moves or holds over any rolling 24 hours */
+                                per_day?: {
+                                    [key: string]: number;
+                                };
                                 /** @description a cap by asset name */
                                 per_transfer?: {
                                     [key: string]: number;
@@ -6353,7 +6357,7 @@ export interface paths {
         put?: never;
         /**
          * Create a wallet key
-         * @description A key (`cfw_…`) to the active wallet, for a program, with what it may do (`scopes`) and move (`limits`: `per_transfer` caps by asset name, `recipients` the only wallets it may pay). A route outside its scopes answers K000, a recipient outside `recipients` K002, a transfer over a cap K001. Scopes and limits never change: revoke the key and create another. The token is shown only here; present it as `Authorization: Bearer <token>`.
+         * @description A key (`cfw_…`) to the active wallet, for a program, with what it may do (`scopes`) and move (`limits`: `per_transfer` and `per_day` caps by asset name, `recipients` the only wallets it may pay). A route outside its scopes answers K000, a recipient outside `recipients` K002, a transfer over a cap K001. Scopes and limits never change: revoke the key and create another. The token is shown only here; present it as `Authorization: Bearer <token>`.
          */
         post: {
             parameters: {
@@ -6367,6 +6371,10 @@ export interface paths {
                     "application/json": {
                         /** @description what the key may move; each part optional */
                         limits?: {
+                            /** @description a cap by asset name on what the key moves or holds over any rolling 24 hours */
+                            per_day?: {
+                                [key: string]: number;
+                            };
                             /** @description a cap by asset name */
                             per_transfer?: {
                                 [key: string]: number;
@@ -6392,6 +6400,10 @@ export interface paths {
                             id: number;
                             /** @description what the key may move; each part optional */
                             limits: {
+                                /** @description a cap by asset name on what the key moves or holds over any rolling 24 hours */
+                                per_day?: {
+                                    [key: string]: number;
+                                };
                                 /** @description a cap by asset name */
                                 per_transfer?: {
                                     [key: string]: number;

@@ -17,6 +17,7 @@ import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts
 import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
 import * as journal from './migrations/0015_journal.ts'
 import * as walletKeyScopes from './migrations/0016_wallet_key_scopes.ts'
+import * as keyUses from './migrations/0017_key_uses.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -36,6 +37,7 @@ const migrations: Record<string, Migration> = {
   '0014_webhook_lease_counts': webhookLeaseCounts,
   '0015_journal': journal,
   '0016_wallet_key_scopes': walletKeyScopes,
+  '0017_key_uses': keyUses,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

@@ -56,6 +56,17 @@ export interface WalletSessionsTable {
   limits: string | null
 }
 
+/** What a wallet key with a `per_day` cap moved or holds (migration 0017). */
+export interface KeyUsesTable {
+  id: Generated<number>
+  key_id: number
+  asset_id: number
+  quantity: number
+  created_at: string
+  /** A hold's use: it counts what the hold reserves or captured. */
+  hold_id: number | null
+}
+
 export interface AssetsTable {
   id: Generated<number>
   name: string
@@ -269,6 +280,7 @@ export interface DB {
   wallets: WalletsTable
   wallet_users: WalletUsersTable
   wallet_sessions: WalletSessionsTable
+  key_uses: KeyUsesTable
   assets: AssetsTable
   holdings: HoldingsTable
   holds: HoldsTable

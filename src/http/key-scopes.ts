@@ -11,6 +11,8 @@ export const DEFAULT_KEY_SCOPES: readonly KeyScope[] = ['read', 'send', 'hold']
 
 /** A key's limits, assets by id. Each part is absent when the key has none of it. */
 export interface KeyLimits {
+  /** The key's id: what it moves is counted against its `per_day` caps. */
+  keyId: number
   perTransfer?: ReadonlyMap<number, number>
   perDay?: ReadonlyMap<number, number>
   recipients?: ReadonlySet<number>

@@ -3,7 +3,7 @@ import { findPrimaryWalletByUsername } from '../accounts/accounts.service.ts'
 import type { Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { Address, IdString, Username } from '../http/schemas.ts'
-import { checkPerTransfer, checkRecipient } from '../wallets/key-policy.ts'
+import { checkPerTransfer, checkRecipient, perDayCharge } from '../wallets/key-policy.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { SendRequest } from './idempotency.ts'
@@ -97,5 +97,13 @@ export async function resolveTransfer(lookups: Lookups, walletId: number, reques
   checkRecipient(lookups.limits, recipient.value)
   if (found.status === 'rejected') throw found.reason
   checkPerTransfer(lookups.limits, found.value)
-  return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata }
+  return {
+    from: walletId,
+    to: recipient.value,
+    lines: found.value,
+    memo: request.memo ?? '',
+    kind: 'transfer',
+    metadata: request.metadata,
+    key: perDayCharge(lookups.limits),
+  }
 }

@@ -27,6 +27,8 @@ import {
   type Reversible,
 } from './moves.repository.ts'
 import { toTransaction } from './transactions.shape.ts'
+import type { KeyCharge } from '../wallets/key-policy.ts'
+import { readKeyUsage, recordKeyUses, type KeyUse } from '../wallets/key-usage.ts'
 
 /**
  * The ledger's write rules, for one move or a whole batch of them: the one place that decides
@@ -42,7 +44,8 @@ import { toTransaction } from './transactions.shape.ts'
  *    locked in id order; on PostgreSQL with the wallets' turns and the ids of the new rows.
  * 2. check (here): each move in order against those balances in memory, exactly as one transfer
  *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
- *    reversal, or less than asked is left of it: `findReversible`), then I002 (only
+ *    reversal, or less than asked is left of it: `findReversible`), then K001 (past the `per_day`
+ *    cap of its wallet key, read after the turns: `wallets/key-usage.ts`), then I002 (only
  *    `quantity - held` may be spent) / I003 per line in (wallet, asset) order. A move that fails
  *    changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
  *    member, burn, reversal, sweep) passes through this one check.
@@ -77,6 +80,11 @@ export interface Move {
    * `from` is released, then `lines` (a capture's) move as a transfer's would.
    */
   settle?: Settlement
+  /**
+   * The wallet key it is made through, when that key has `per_day` caps: checked against what the
+   * key used in the last 24 hours (K001), and counted when it is written.
+   */
+  key?: KeyCharge
 }
 
 export interface Settlement {
@@ -152,6 +160,7 @@ function planMoves(
   units: Unit[],
   locked: Locked,
   reversible: Map<number, Reversible>,
+  keyUsage: Map<string, number>,
 ): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number>; heldDeltas: Map<string, number> } {
   const balances = new Map(locked.holdings)
   const held = new Map(locked.held)
@@ -166,7 +175,7 @@ function planMoves(
       // What the hold being settled reserves is free again before the move is checked.
       const undoRelease: (() => void)[] = []
       for (const line of move.settle?.hold.assets ?? []) addTo(held, holdingKey(move.from, line.asset.id), -line.quantity, undoRelease)
-      const error = checkMove(move, locked, balances, held, reversible)
+      const error = checkMove(move, locked, balances, held, reversible, keyUsage)
       if (error) {
         for (const step of undoRelease.reverse()) step()
         failed.set(index, (failed.get(index) ?? new Map<number, AppError>()).set(member, error))
@@ -179,6 +188,8 @@ function planMoves(
       // What a reversal takes back is no longer left for the next.
       const left = move.reverses === undefined ? undefined : reversible.get(move.reverses)?.left
       if (left) for (const line of move.lines) addTo(left, line.asset.id, -line.quantity, undo)
+      // What a capped key moves or holds counts for its next move at once.
+      for (const line of chargedLines(move)) addTo(keyUsage, holdingKey(move.key?.keyId ?? 0, line.asset.id), line.quantity, undo)
       const after: [number, number, number][] = []
       if (move.reserve) {
         for (const line of move.lines) {
@@ -224,6 +235,7 @@ function checkMove(
   balances: Map<string, number>,
   held: Map<string, number>,
   reversible: Map<number, Reversible>,
+  keyUsage: Map<string, number>,
 ): AppError | undefined {
   if (move.lines.length === 0) return undefined
   for (const walletId of [move.from, move.to]) {
@@ -240,6 +252,15 @@ function checkMove(
           `${left} of ${line.asset.name} is left to reverse of transaction ${move.reverses}, ${line.quantity} requested`,
         )
     }
+  }
+  for (const line of chargedLines(move)) {
+    const cap = move.key?.perDay.get(line.asset.id) ?? 0
+    const used = keyUsage.get(holdingKey(move.key?.keyId ?? 0, line.asset.id)) ?? 0
+    if (used + line.quantity > cap)
+      return new AppError(
+        'K001',
+        `per_day cap of ${line.asset.name} is ${cap}: ${Math.max(cap - used, 0)} left, ${line.quantity} requested`,
+      )
   }
   for (const { walletId, line, delta } of changesOf(move)) {
     const key = holdingKey(walletId, line.asset.id)
@@ -259,6 +280,13 @@ function checkMove(
     }
   }
   return undefined
+}
+
+/** The lines of a move that count against its key's `per_day` caps: those of a capped asset. */
+function chargedLines(move: Move): Line[] {
+  const key = move.key
+  if (key === undefined || move.settle) return []
+  return move.lines.filter((line) => key.perDay.has(line.asset.id))
 }
 
 /** How many events a move records: its transaction's, and its hold's. */
@@ -290,7 +318,14 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): 
   // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
   const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
-  const { failed, planned, deltas, heldDeltas } = planMoves(units, locked, reversible)
+  // Capped keys: what each used in the last day, read now that the batch holds its senders' turns
+  // (a key moves only from its own wallet), so no two moves of one key count at once.
+  const keyIds = [...new Set(moves.flatMap((move) => (move.key ? [move.key.keyId] : [])))]
+  const keyUsage = new Map<string, number>()
+  if (keyIds.length > 0)
+    for (const [keyId, byAsset] of await readKeyUsage(trx, keyIds, Date.now()))
+      for (const [assetId, used] of byAsset) keyUsage.set(holdingKey(keyId, assetId), used)
+  const { failed, planned, deltas, heldDeltas } = planMoves(units, locked, reversible, keyUsage)
   const outcomes: Outcome[][] = units.map((unit, index) =>
     unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })),
   )
@@ -338,6 +373,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): 
     keys: idempotencyRecords(units, outcomes, written),
   }
   await writeMoves(trx, batch, locked, events)
+  if (keyIds.length > 0) await recordKeyUses(trx, keyUses(written))
   return outcomes
 }
 
@@ -369,6 +405,19 @@ function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: Batch
     keys.push({ index, walletId, key, requestHash, status, body: JSON.stringify(body), createdAt: transactionOf(first).created_at })
   })
   return keys
+}
+
+/** What the written moves of capped keys count against them (`key_uses`). */
+function keyUses(written: { move: Move; hold?: Hold; transaction?: Transaction }[]): KeyUse[] {
+  return written.flatMap(({ move, hold, transaction }) =>
+    chargedLines(move).map((line) => ({
+      keyId: move.key?.keyId ?? 0,
+      assetId: line.asset.id,
+      quantity: line.quantity,
+      createdAt: hold?.created_at ?? transaction?.created_at ?? nowIso(),
+      holdId: move.reserve ? (hold?.id ?? null) : null,
+    })),
+  )
 }
 
 /** The move of a failed atomic unit that failed it, with its index in the unit and its error. */

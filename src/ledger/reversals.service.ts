@@ -1,4 +1,4 @@
-import { checkPerTransfer, checkRecipient } from '../wallets/key-policy.ts'
+import { checkPerTransfer, checkRecipient, perDayCharge } from '../wallets/key-policy.ts'
 import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
@@ -142,6 +142,7 @@ async function moveBack(
       reverses: original.id,
       metadata: request.metadata,
       idempotency,
+      key: perDayCharge(limits),
     }
     return moveAssets(trx, move, events)
   })

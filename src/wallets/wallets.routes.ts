@@ -185,7 +185,7 @@ const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (ap
         summary: 'Create a wallet key',
         description:
           'A key (`cfw_…`) to the active wallet, for a program, with what it may do (`scopes`) and move ' +
-          '(`limits`: `per_transfer` caps by asset name, `recipients` the only wallets it may pay). A route ' +
+          '(`limits`: `per_transfer` and `per_day` caps by asset name, `recipients` the only wallets it may pay). A route ' +
           'outside its scopes answers K000, a recipient outside `recipients` K002, a transfer over a cap K001. ' +
           'Scopes and limits never change: revoke the key and create another. The token is shown only here; ' +
           'present it as `Authorization: Bearer <token>`.',

@@ -25,6 +25,7 @@ const Caps = Type.Record(Type.String({ minLength: 1, maxLength: 32 }), Cap, { de
 const Limits = Type.Object(
   {
     per_transfer: Type.Optional(Caps),
+    per_day: Type.Optional({ ...Caps, description: 'a cap by asset name on what the key moves or holds over any rolling 24 hours' }),
     recipients: Type.Optional(Type.Array(Id, { minItems: 1, maxItems: 100, description: 'the only wallets the key may pay' })),
   },
   { description: 'what the key may move; each part optional' },

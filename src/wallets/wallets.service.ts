@@ -8,6 +8,7 @@ import { AppError } from '../http/errors.ts'
 import { createToken, hashToken } from '../http/tokens.ts'
 import type { KeyLimits, KeyScope } from '../http/key-scopes.ts'
 import { randomAddress } from './addresses.ts'
+import { readKeyUsage } from './key-usage.ts'
 import { describeKey, limitsToStore, normalScopes, readPolicy, type AssetCatalogue, type LimitsBody } from './key-policy.ts'
 import * as wallets from './wallets.repository.ts'
 
@@ -52,7 +53,7 @@ const policies = new WeakMap<wallets.WalletKeyRow, ReturnType<typeof readPolicy>
 
 function policyOf(key: wallets.WalletKeyRow): ReturnType<typeof readPolicy> {
   let policy = policies.get(key)
-  if (policy === undefined) policies.set(key, (policy = readPolicy(key.scopes, key.limits)))
+  if (policy === undefined) policies.set(key, (policy = readPolicy(key.id, key.scopes, key.limits)))
   return policy
 }
 
@@ -253,14 +254,20 @@ export async function createWalletSession(db: Db, auth: UserAuth, body: NewKey, 
     })
     return { ...row, token }
   })
-  return describeKey(key, key.limits === null ? new Map<number, string>() : await assetNames(assets))
+  return describeKey(key, key.limits === null ? new Map<number, string>() : await assetNames(assets), undefined)
 }
 
 /** GET /wallet/sessions: every key of the active wallet, whoever created it, without tokens. Throws W000. */
 export async function listWalletSessions(db: Db, auth: UserAuth, assets: AssetCatalogue) {
   const keys = await wallets.listWalletSessions(db, await usableWallet(db, auth))
-  const names = keys.some((key) => key.limits !== null) ? await assetNames(assets) : new Map<number, string>()
-  return keys.map((key) => describeKey(key, names))
+  const limited = keys.filter((key) => key.limits !== null)
+  const names = limited.length > 0 ? await assetNames(assets) : new Map<number, string>()
+  const usage = await readKeyUsage(
+    db,
+    limited.map((key) => key.id),
+    Date.now(),
+  )
+  return keys.map((key) => describeKey(key, names, usage.get(key.id)))
 }
 
 async function assetNames(assets: AssetCatalogue): Promise<Map<number, string>> {

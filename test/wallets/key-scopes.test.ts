@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { loadConfig } from '../../src/config.ts'
 import auth from '../../src/http/auth.ts'
-import { buildTestApp, type TestApp } from '../helpers/app.ts'
+import { buildPeerApp, buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, type TestUser } from '../helpers/factories.ts'
 
 /** Wallet keys with scopes and limits: what a key may do (K000), whom it may pay (K002), how much at once (K001). */
@@ -122,6 +122,9 @@ describe('wallet key scopes and limits', () => {
         [{ limits: { recipients: ['abc'] } }, 400, 'G000'],
         [{ limits: { recipients: [987654321] } }, 404, 'W000'],
         [{ limits: { per_week: { gold: 5 } } }, 400, 'G000'],
+        [{ limits: { per_day: { unobtainium: 5 } } }, 400, 'I001'],
+        [{ limits: { per_day: { gold: -5 } } }, 400, 'G000'],
+        [{ limits: { per_day: { gold: 2.5 } } }, 400, 'G000'],
       ]
       for (const [body, status, code] of cases) expectCode(await call('POST', '/wallet/sessions', owner.auth, body), status, code)
       assert.deepEqual((await call('GET', '/wallet/sessions', owner.auth)).json(), [])
@@ -216,6 +219,137 @@ describe('wallet key scopes and limits', () => {
       assert.equal((await call('POST', refund, bot.auth, { assets: { gold: 10 } })).statusCode, 201)
       // Moved: 10, then 5 + 5 of the non-atomic batch; 20 received, 10 refunded.
       assert.equal((await holdings(owner)).gold, 1000 - 10 - 10 + 20 - 10)
+    })
+  })
+
+  describe('per_day (K001)', () => {
+    const gold = (user: TestUser, quantity: number) => ({ recipient: user.username, assets: { gold: quantity } })
+    const used = async (owner: TestUser, id: unknown) =>
+      ((await call('GET', '/wallet/sessions', owner.auth)).json() as { id: unknown; used: Record<string, number> }[]).find(
+        (entry) => entry.id === id,
+      )?.used
+
+    it('counts transfers, batch members, refunds and holds over a day, says what is left, and shows used', async () => {
+      const owner = await funded()
+      const bob = await funded()
+      const bot = await key(owner, { limits: { per_day: { gold: 100 } } })
+      assert.deepEqual(bot.object.used, { gold: 0 })
+      assert.equal((await call('POST', '/wallet/transactions', bot.auth, gold(bob, 40))).statusCode, 201)
+      // Other assets, and other keys of the wallet, are not counted.
+      assert.equal(
+        (await call('POST', '/wallet/transactions', bot.auth, { recipient: bob.username, assets: { silver: 500 } })).statusCode,
+        201,
+      )
+      assert.equal((await call('POST', '/wallet/transactions', owner.auth, gold(bob, 300))).statusCode, 201)
+      const over = expectCode(await call('POST', '/wallet/transactions', bot.auth, gold(bob, 61)), 403, 'K001')
+      assert.match(over.detail, /per_day/)
+      assert.match(over.detail, /60 left/)
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 40 })
+
+      // An atomic batch counts as a whole; a non-atomic one member by member.
+      const atomic = await call('POST', '/wallet/transactions/batch', bot.auth, { transfers: [gold(bob, 30), gold(bob, 31)] })
+      assert.match(expectCode(atomic, 403, 'K001').detail, /^transfers\[1\]: per_day/)
+      const each = await call('POST', '/wallet/transactions/batch', bot.auth, {
+        atomic: false,
+        transfers: [gold(bob, 30), gold(bob, 31), gold(bob, 20)],
+      })
+      assert.deepEqual(
+        (each.json().results as { error?: { code: string } }[]).map((result) => result.error?.code ?? 'ok'),
+        ['ok', 'K001', 'ok'],
+      )
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 90 })
+
+      // A refund through the key counts too.
+      const received = await call('POST', '/wallet/transactions', bob.auth, gold(owner, 50))
+      expectCode(await call('POST', `/wallet/transactions/${received.json().id}/refund`, bot.auth, { assets: { gold: 11 } }), 403, 'K001')
+      assert.equal(
+        (await call('POST', `/wallet/transactions/${received.json().id}/refund`, bot.auth, { assets: { gold: 10 } })).statusCode,
+        201,
+      )
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 100 })
+      expectCode(await call('POST', '/wallet/transactions', bot.auth, gold(bob, 1)), 403, 'K001')
+      // A refusal and an idempotent replay count nothing.
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 100 })
+      assert.equal((await holdings(owner)).gold, 1000 - 40 - 300 - 30 - 20 + 50 - 10)
+    })
+
+    it('counts a hold while pending and what it captured; what a void or a partial capture releases stops counting', async () => {
+      const owner = await funded()
+      const bob = await funded()
+      const bot = await key(owner, { limits: { per_day: { gold: 100 } } })
+      const first = await call('POST', '/wallet/holds', bot.auth, gold(bob, 60))
+      assert.equal(first.statusCode, 201, first.body)
+      expectCode(await call('POST', '/wallet/holds', bot.auth, gold(bob, 41)), 403, 'K001')
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 60 })
+      const capture = await call('POST', `/wallet/holds/${first.json().id}/capture`, bot.auth, { assets: { gold: 25 } })
+      assert.equal(capture.statusCode, 201, capture.body)
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 25 })
+      const second = await call('POST', '/wallet/holds', bot.auth, gold(bob, 75))
+      assert.equal(second.statusCode, 201, second.body)
+      expectCode(await call('POST', '/wallet/transactions', bot.auth, gold(bob, 1)), 403, 'K001')
+      assert.equal((await call('POST', `/wallet/holds/${second.json().id}/void`, bot.auth)).statusCode, 200)
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 25 })
+      assert.equal((await call('POST', '/wallet/transactions', bot.auth, gold(bob, 75))).statusCode, 201)
+    })
+
+    it('is a rolling day: what was moved more than 24 hours ago counts no more', async () => {
+      const owner = await funded()
+      const bob = await funded()
+      const bot = await key(owner, { limits: { per_day: { gold: 100 } } })
+      assert.equal((await call('POST', '/wallet/transactions', bot.auth, gold(bob, 70))).statusCode, 201)
+      assert.equal((await call('POST', '/wallet/transactions', bot.auth, gold(bob, 30))).statusCode, 201)
+      // The first use, moved back to 24 hours and a second ago; the second, to 23 hours ago.
+      const { db } = t.database
+      const uses = await db.selectFrom('key_uses').select(['id']).where('key_id', '=', Number(bot.object.id)).orderBy('id').execute()
+      const ago = (ms: number) => new Date(Date.now() - ms).toISOString()
+      await db
+        .updateTable('key_uses')
+        .set({ created_at: ago(24 * 3600_000 + 1000) })
+        .where('id', '=', uses[0].id)
+        .execute()
+      await db
+        .updateTable('key_uses')
+        .set({ created_at: ago(23 * 3600_000) })
+        .where('id', '=', uses[1].id)
+        .execute()
+      assert.deepEqual(await used(owner, bot.object.id), { gold: 30 })
+      expectCode(await call('POST', '/wallet/transactions', bot.auth, gold(bob, 71)), 403, 'K001')
+      assert.equal((await call('POST', '/wallet/transactions', bot.auth, gold(bob, 70))).statusCode, 201)
+    })
+
+    it('holds under parallel requests, through one instance and several, never moving more than the cap', async () => {
+      const owner = await funded()
+      const bob = await createUser(t.app)
+      const bot = await key(owner, { limits: { per_day: { gold: 100 } } })
+      const peers = STORAGE === 'postgres' ? [await buildPeerApp(t), await buildPeerApp(t)] : []
+      try {
+        const apps = [t.app, ...peers.map((peer) => peer.app)]
+        const sizes = Array.from({ length: 50 }, (_, index) => 1 + ((index * 7) % 9))
+        const responses = await Promise.all(
+          sizes.map((quantity, index) =>
+            apps[index % apps.length].inject({
+              method: 'POST',
+              url: index % 5 === 0 ? '/wallet/holds' : '/wallet/transactions',
+              headers: bot.auth,
+              payload: gold(bob, quantity),
+            }),
+          ),
+        )
+        let accepted = 0
+        responses.forEach((response, index) => {
+          if (response.statusCode === 201) accepted += sizes[index]
+          else assert.equal(response.json().code, 'K001', response.body)
+        })
+        assert.ok(accepted <= 100, `${accepted} moved or held through a key capped at 100`)
+        // Whatever was refused was refused for want of room: nothing smaller than what is left was turned away.
+        const left = 100 - accepted
+        responses.forEach((response, index) => {
+          if (response.statusCode !== 201) assert.ok(sizes[index] > left, `${sizes[index]} refused with ${left} left`)
+        })
+        assert.deepEqual(await used(owner, bot.object.id), { gold: accepted })
+      } finally {
+        for (const peer of peers) await peer.close()
+      }
     })
   })
 })
