@@ -57,7 +57,7 @@ export const ROUTES: Record<string, RouteDoc> = {
   'GET /wallet/sessions': { auth: 'user', file: WALLETS, errors: ['W000'] },
   'DELETE /wallet/sessions': { auth: 'user', file: WALLETS, errors: ['W000'] },
   'DELETE /wallet/sessions/:sessionid': { auth: 'user', file: WALLETS, errors: ['W000', 'W005'] },
-  'DELETE /wallet': { auth: 'user', file: FLOWS, errors: ['W000', 'W006', 'W008', 'I003'] },
+  'DELETE /wallet': { auth: 'user', file: FLOWS, errors: ['W000', 'W006', 'W008', 'C001', 'I003'] },
   // Holdings and transfers (a user session acts on its active wallet; a wallet key on its wallet).
   'GET /wallet/assets': { auth: 'wallet', file: TRANSACTIONS, errors: [] },
   'POST /wallet/transactions': {
@@ -100,6 +100,7 @@ export const ROUTES: Record<string, RouteDoc> = {
   },
   'POST /issuances': { auth: 'admin', file: ASSETS, errors: ['W002', 'I003'] },
   'DELETE /wallets/:walletid/assets/:assetid': { auth: 'admin', file: ASSETS, errors: ['W002', 'I002'] },
+  'PUT /wallets/:walletid/credit': { auth: 'admin', file: ASSETS, errors: ['W002'] },
   // Events: webhooks and the event stream.
   'PUT /wallet/webhook': { auth: 'user', file: WEBHOOKS, errors: ['W010', 'W000'] },
   'GET /wallet/webhook': { auth: 'user', file: WEBHOOKS, errors: [] },

@@ -48,6 +48,7 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   K000: 'This key is not allowed to do that: its scopes leave it out.',
   K001: 'That goes over a limit of this key.',
   K002: 'This key may not pay that wallet.',
+  C001: 'This wallet owes on credit. Pay the debt back before deleting it.',
 }
 
 /** The kinds of transaction, as a person reads them. */

@@ -50,8 +50,9 @@ export async function countRecords(db: Executor): Promise<{ users: number; walle
 }
 
 /**
- * Every live asset with what the wallets other than `mint` hold of it and how many hold some.
- * What they hold is what `mint` issued net of burns: the negative of mint's own holding.
+ * Every live asset with what the wallets other than `mint` hold of it, how many hold some, and
+ * what those below zero owe on credit. What they hold is what `mint` issued net of burns: the
+ * negative of mint's own holding, debts counted against it.
  */
 export async function listCirculation(db: Executor) {
   const rows = await db
@@ -63,6 +64,9 @@ export async function listCirculation(db: Executor) {
     .select((eb) => [
       eb.fn.coalesce(eb.fn.sum<number | string>('holdings.quantity'), sql<number>`0`).as('circulating'),
       eb.fn.count<number | string>('holdings.wallet_id').as('holders'),
+      eb.fn
+        .coalesce(eb.fn.sum<number | string>(sql`case when holdings.quantity < 0 then -holdings.quantity else 0 end`), sql<number>`0`)
+        .as('owed'),
     ])
     .where('assets.deleted_at', 'is', null)
     .groupBy(['assets.id', 'assets.name', 'assets.value'])
@@ -72,6 +76,7 @@ export async function listCirculation(db: Executor) {
     asset: { id: row.id, name: row.name, value: row.value },
     circulating: Number(row.circulating),
     holders: Number(row.holders),
+    owed: Number(row.owed),
   }))
 }
 

@@ -18,6 +18,7 @@ import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
 import * as journal from './migrations/0015_journal.ts'
 import * as walletKeyScopes from './migrations/0016_wallet_key_scopes.ts'
 import * as keyUses from './migrations/0017_key_uses.ts'
+import * as creditLimits from './migrations/0018_credit_limits.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -38,6 +39,7 @@ const migrations: Record<string, Migration> = {
   '0015_journal': journal,
   '0016_wallet_key_scopes': walletKeyScopes,
   '0017_key_uses': keyUses,
+  '0018_credit_limits': creditLimits,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

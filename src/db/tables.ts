@@ -82,6 +82,19 @@ export interface HoldingsTable {
   quantity: number
   /** What pending holds reserve of `quantity` (those past their expiry included until the expiry job settles them). */
   held: Generated<number>
+  /** How far below zero the holding may go (migration 0018); 0 without credit. */
+  credit_limit: Generated<number>
+}
+
+/** Every credit limit ever set (migration 0018): `coffer verify` checks each transaction against the one in force. */
+export interface CreditLimitsTable {
+  id: Generated<number>
+  wallet_id: number
+  asset_id: number
+  credit_limit: number
+  set_at: string
+  /** The last transaction id drawn when it was set: later transactions of the wallet committed under it. */
+  after_transaction: number
 }
 
 /** A hold (`ledger/holds.service.ts`): reserved in the sending wallet until captured, voided or expired. */
@@ -281,6 +294,7 @@ export interface DB {
   wallet_users: WalletUsersTable
   wallet_sessions: WalletSessionsTable
   key_uses: KeyUsesTable
+  credit_limits: CreditLimitsTable
   assets: AssetsTable
   holdings: HoldingsTable
   holds: HoldsTable

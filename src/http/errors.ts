@@ -48,6 +48,7 @@ export const ERRORS = {
   K000: { status: 403, message: 'Key Scope Missing' },
   K001: { status: 403, message: 'Key Limit Reached' },
   K002: { status: 403, message: 'Recipient Not Allowed' },
+  C001: { status: 409, message: 'Wallet In Debt' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -99,6 +100,7 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   K000: "the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)",
   K001: 'the request would take the wallet key past one of its caps; `detail` names the cap (`per_transfer` or `per_day`)',
   K002: "the wallet key's `recipients` do not include this recipient",
+  C001: 'the wallet owes on credit (a holding below zero): it cannot be deleted until the debt is paid',
 }
 
 export interface ErrorBody {

@@ -2,8 +2,9 @@ import type { Executor, Trx } from '../db/database.ts'
 import { coalescedStatement } from '../db/coalesce.ts'
 import { forUpdate, holdRow, isPostgres, nowIso, readRows } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
-import { compareAssetNames, MINT_WALLET_ID, type Asset } from './ledger.types.ts'
+import { compareAssetNames, MINT_WALLET_ID, type Asset, type TransactionKind } from './ledger.types.ts'
 import { findHeld, holdingKey } from './moves.repository.ts'
+import { spendable } from './spendable.ts'
 
 export function toAsset(row: Pick<AssetRow, 'id' | 'name' | 'value'>): Asset {
   return { id: row.id, name: row.name, value: row.value }
@@ -72,11 +73,23 @@ export async function updateAsset(db: Executor, assetId: number, changes: { name
 
 /**
  * True when any wallet other than mint holds a non-zero quantity. Holdings of an asset sum to
- * zero and only mint's may be negative, so that is exactly when mint's own holding is not zero:
- * one row read by primary key, however many wallets ever held the asset.
+ * zero, so without credit (only mint's may be negative) that is exactly when mint's own holding is
+ * not zero: one row read by primary key. An asset ever lent on credit may have debts and claims
+ * that cancel out in mint's holding, so its holdings are looked at too.
  */
 export async function isAssetHeld(db: Executor, assetId: number): Promise<boolean> {
-  return (await findHolding(db, MINT_WALLET_ID, assetId)) !== 0
+  if ((await findHolding(db, MINT_WALLET_ID, assetId)) !== 0) return true
+  const lent = await db.selectFrom('credit_limits').select('id').where('asset_id', '=', assetId).limit(1).executeTakeFirst()
+  if (!lent) return false
+  const held = await db
+    .selectFrom('holdings')
+    .select('wallet_id')
+    .where('asset_id', '=', assetId)
+    .where('wallet_id', '<>', MINT_WALLET_ID)
+    .where('quantity', '<>', 0)
+    .limit(1)
+    .executeTakeFirst()
+  return held !== undefined
 }
 
 /**
@@ -115,28 +128,39 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
  * much CPU as SQLite took to answer it (`docs/performance.md#reads`).
  */
 const HOLDINGS_SQLITE =
-  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held ' +
-  'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and h.quantity > 0'
+  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held, h.credit_limit ' +
+  'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and (h.quantity <> 0 or h.held > 0 or h.credit_limit > 0)'
 const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
 
-type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & { quantity: number; wallet_id: number; asset_id: number; held: number }
+type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & {
+  quantity: number
+  wallet_id: number
+  asset_id: number
+  held: number
+  credit_limit: number
+}
 
 /**
- * Holdings of a wallet with a quantity above zero, ordered by asset name (compareAssetNames),
- * each with what pending, unexpired holds reserve of it (`held`; a held holding has a quantity
- * of at least what is held, so it is listed even when nothing of it is free).
+ * Holdings of a wallet that are not zero (below zero on credit), held or on credit, ordered by asset
+ * name (compareAssetNames), each with what pending, unexpired holds reserve of it (`held`, listed
+ * even when nothing of it is free) and its `credit_limit`.
  */
 export async function listHoldings(db: Executor, walletId: number) {
   const rows = await readRows<HoldingRow>(db, isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId])
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
   const held = await findHeld(db, rows)
-  return rows.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: held.get(holdingKey(walletId, row.id)) ?? 0 }))
+  return rows.map((row) => ({
+    asset: toAsset(row),
+    quantity: Number(row.quantity),
+    held: held.get(holdingKey(walletId, row.id)) ?? 0,
+    credit_limit: Number(row.credit_limit),
+  }))
 }
 
 /**
- * The wallet's holdings above zero as they stood at `asOf` (a stored timestamp), by asset name:
- * for each asset it ever held, the last running balance at or before that instant (migration
- * 0010), one index probe each.
+ * The wallet's holdings that were not zero at `asOf` (a stored timestamp), by asset name: for each
+ * asset it ever held, the last running balance at or before that instant (migration 0010), one
+ * index probe each, with the credit limit set last before it (migration 0018).
  */
 export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
   const rows = await db
@@ -156,12 +180,21 @@ export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: str
         .orderBy('running_balances.transaction_id', 'desc')
         .limit(1)
         .as('quantity'),
+      eb
+        .selectFrom('credit_limits')
+        .select('credit_limits.credit_limit')
+        .where('credit_limits.wallet_id', '=', walletId)
+        .whereRef('credit_limits.asset_id', '=', 'holdings.asset_id')
+        .where('credit_limits.set_at', '<=', asOf)
+        .orderBy('credit_limits.id', 'desc')
+        .limit(1)
+        .as('credit_limit'),
     ])
     .where('holdings.wallet_id', '=', walletId)
     .execute()
-  const then = rows.filter((row) => row.quantity !== null && Number(row.quantity) > 0)
+  const then = rows.filter((row) => row.quantity !== null && Number(row.quantity) !== 0)
   then.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
-  return then.map((row) => ({ asset: toAsset(row), quantity: Number(row.quantity), held: 0 }))
+  return then.map((row) => ({ asset: toAsset(row), quantity: Number(row.quantity), held: 0, credit_limit: Number(row.credit_limit ?? 0) }))
 }
 
 async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
@@ -174,15 +207,22 @@ async function findHolding(db: Executor, walletId: number, assetId: number): Pro
   return row?.quantity ?? 0
 }
 
-/** What of a holding pending, unexpired holds leave free to spend: `quantity - held`. */
-export async function findFreeQuantity(db: Executor, walletId: number, assetId: number): Promise<number> {
+/**
+ * What the wallet may spend of the asset now (`spendable.ts`: what pending, unexpired holds leave
+ * free, plus its credit limit unless it is a burn). For anything that must know before it moves
+ * (a burn of everything, a scheduled transfer); the move itself checks again under the turns.
+ */
+export async function findSpendable(db: Executor, walletId: number, assetId: number, kind: TransactionKind): Promise<number> {
   const row = await db
     .selectFrom('holdings')
-    .select(['wallet_id', 'asset_id', 'quantity', 'held'])
+    .select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit'])
     .where('wallet_id', '=', walletId)
     .where('asset_id', '=', assetId)
     .executeTakeFirst()
   if (!row) return 0
   const held = await findHeld(db, [row])
-  return row.quantity - (held.get(holdingKey(walletId, assetId)) ?? 0)
+  return spendable(
+    { quantity: Number(row.quantity), held: held.get(holdingKey(walletId, assetId)) ?? 0, creditLimit: Number(row.credit_limit) },
+    kind,
+  )
 }

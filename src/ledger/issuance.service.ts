@@ -129,7 +129,7 @@ async function burnAsset(
   return inTransaction(db, async (trx) => {
     // The turns the burn takes anyway, first: what is free cannot change before it is burned.
     await takeWalletTurns(trx, [MINT_WALLET_ID, walletId])
-    const amount = quantity ?? (await assets.findFreeQuantity(trx, walletId, assetId))
+    const amount = quantity ?? (await assets.findSpendable(trx, walletId, assetId, 'burn'))
     if (amount <= 0) return undefined
     return moveAssets(trx, { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn', kind: 'burn' }, events)
   })

@@ -1,5 +1,6 @@
 import type { Database } from '../db/database.ts'
 import { createBatchesService, type BatchesService } from './batches.service.ts'
+import { createCreditService, type CreditService } from './credit.service.ts'
 import { GroupCommitter } from './group-committer.ts'
 import { createHoldsService, type HoldsService } from './holds.service.ts'
 import { Idempotency } from './idempotency.ts'
@@ -26,6 +27,7 @@ export interface Ledger {
   holds: HoldsService
   reversals: ReversalsService
   issuance: IssuanceService
+  credit: CreditService
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
 }
@@ -67,6 +69,7 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing, ide
     holds: createHoldsService({ db, events, committer, idempotency }),
     reversals: createReversalsService({ db, events, idempotency }),
     issuance: createIssuanceService({ db, events }),
+    credit: createCreditService({ db }),
     close: () => committer.close(),
   }
 }

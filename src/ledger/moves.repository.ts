@@ -93,6 +93,8 @@ export interface Locked {
    * hold frees its assets at its expiry whether or not the expiry job has run (`findHeld`).
    */
   held: Map<string, number>
+  /** Credit limits by `holdingKey`, where there is one. */
+  credit: Map<string, number>
   /** PostgreSQL: ids taken with the locks, enough for every move. */
   reserved?: Ids
 }
@@ -138,7 +140,7 @@ type WalletRow = { id: number; address: string; deleted_at: string | null; usern
 const SELECT_WALLETS = `select wallets.id, wallets.address, wallets.deleted_at,
     (select users.username from users where users.primary_wallet_id = wallets.id) as username
   from wallets`
-const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held from holdings'
+const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held, credit_limit from holdings'
 
 /**
  * `lockMoves` on PostgreSQL: $1 the wallets in id order, $2 the assets, $3 and $4 how many
@@ -162,7 +164,7 @@ const LOCK_MOVES = `
          array(select nextval('events_id_seq') from generate_series(1, $4::int)
            where (select count(*) from w) + (select count(*) from h) >= 0) as events`
 
-type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number }
+type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number }
 
 /**
  * Reads and locks every wallet and holding the moves touch, in id order, so that concurrent
@@ -213,7 +215,10 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
   const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
   const settled = moves.flatMap((move) => (move.settle ? [move.settle.hold.id] : []))
   const held = await findHeld(trx, holdingRows, settled)
-  return { wallets, holdings, held, reserved }
+  const credit = new Map<string, number>()
+  for (const row of holdingRows)
+    if (Number(row.credit_limit) > 0) credit.set(holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.credit_limit))
+  return { wallets, holdings, held, credit, reserved }
 }
 
 /**

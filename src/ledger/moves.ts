@@ -26,6 +26,7 @@ import {
   type Locked,
   type Reversible,
 } from './moves.repository.ts'
+import { insufficientDetail, spendable } from './spendable.ts'
 import { toTransaction } from './transactions.shape.ts'
 import type { KeyCharge } from '../wallets/key-policy.ts'
 import { readKeyUsage, recordKeyUses, type KeyUse } from '../wallets/key-usage.ts'
@@ -45,9 +46,9 @@ import { readKeyUsage, recordKeyUses, type KeyUse } from '../wallets/key-usage.t
  * 2. check (here): each move in order against those balances in memory, exactly as one transfer
  *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
  *    reversal, or less than asked is left of it: `findReversible`), then K001 (past the `per_day`
- *    cap of its wallet key, read after the turns: `wallets/key-usage.ts`), then I002 (only
- *    `quantity - held` may be spent) / I003 per line in (wallet, asset) order. A move that fails
- *    changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
+ *    cap of its wallet key, read after the turns: `wallets/key-usage.ts`), then I002 (beyond what
+ *    `spendable.ts` allows: `quantity - held + credit_limit`) / I003 per line in (wallet, asset)
+ *    order. A move that fails changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
  *    member, burn, reversal, sweep) passes through this one check.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
  *    table (holdings, transactions, lines, running balances, the events of the event writer,
@@ -225,7 +226,7 @@ function changesOf(move: Move) {
 /**
  * The rules of one move, in order: W000 (a wallet deleted), T001 (a reversal), then per line in
  * (wallet, asset) order I002 (a sender may spend only what pending holds leave free,
- * `quantity - held`; mint has no limit) or I003 (a holding would pass the limit). A hold is
+ * `spendable`: what holds leave free plus any credit; mint has no limit) or I003 (a holding would pass the limit). A hold is
  * checked as the transfer it may become. Releasing a hold (a void or an expiry: no lines) needs
  * nothing.
  */
@@ -266,15 +267,9 @@ function checkMove(
     const key = holdingKey(walletId, line.asset.id)
     const quantity = balances.get(key) ?? 0
     if (delta < 0 && walletId !== MINT_WALLET_ID) {
-      const reserved = held.get(key) ?? 0
-      if (quantity - reserved < line.quantity) {
-        const detail =
-          reserved > 0
-            ? `wallet holds ${quantity} of ${line.asset.name} of which ${reserved} held: ` +
-              `${quantity - reserved} free, ${line.quantity} requested`
-            : `wallet holds ${quantity} of ${line.asset.name}, ${line.quantity} requested`
-        return new AppError('I002', detail)
-      }
+      const holding = { quantity, held: held.get(key) ?? 0, creditLimit: locked.credit.get(key) ?? 0 }
+      if (spendable(holding, move.kind) < line.quantity)
+        return new AppError('I002', insufficientDetail(holding, move.kind, line.asset.name, line.quantity))
     } else if (Math.abs(quantity + delta) > MAX_QUANTITY) {
       return new AppError('I003', `the holding of ${line.asset.name} would exceed ${MAX_QUANTITY}`)
     }

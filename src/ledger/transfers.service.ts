@@ -48,7 +48,9 @@ export function createTransfersService({ db, events, committer, idempotency }: T
       })
     },
     async sweep(trx, from, to, memo) {
-      const lines = (await listHoldings(trx, from)).map(({ asset, quantity }) => ({ asset, quantity }))
+      const lines = (await listHoldings(trx, from))
+        .filter(({ quantity }) => quantity > 0)
+        .map(({ asset, quantity }) => ({ asset, quantity }))
       return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
     },
   }

@@ -177,7 +177,8 @@ async function checkRunningBalances(db: Executor): Promise<{ problems: string[];
 
 /**
  * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
- * its journal sum, each asset sums to zero counting mint, no holding but mint's is negative, and
+ * its journal sum, each asset sums to zero counting mint, no transaction took a holding but mint's
+ * below minus the credit limit in force when it committed (`verifyCredit`), and
  * every transaction has positive lines between two different wallets, each holding's last running
  * balance (balances in time) is the holding, the holds' rules hold (`verifyHolds`), and every reference of the
  * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
@@ -258,7 +259,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
 
   problems.push(...(await reversals.check(db)))
 
-  const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).execute()
+  const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit']).execute()
   const sums = new Map<number, number>()
   for (const holding of holdings) {
     const key = `${holding.wallet_id}:${holding.asset_id}`
@@ -266,8 +267,6 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     expected.delete(key)
     if (journal !== holding.quantity)
       problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
-    if (holding.quantity < 0 && holding.wallet_id !== MINT_WALLET_ID)
-      problems.push(`wallet ${holding.wallet_id} holds a negative ${holding.quantity} of asset ${holding.asset_id}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
   }
   // Balances in time (migration 0010): each holding's last running balance is the holding.
@@ -297,6 +296,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
   }
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
   problems.push(...(await verifyHolds(db, holdings)))
+  problems.push(...(await verifyCredit(db)))
   // On PostgreSQL the write path, not a foreign key, keeps these (migrations 0005, 0009 and 0012).
   for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES, ...DELIVERY_REFERENCES]) {
     const { rows } = await sql<{ count: number | string }>`
@@ -323,18 +323,56 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
 }
 
 /**
+ * Credit: no transaction took its sender's holding (mint's aside) below minus the credit limit in
+ * force when it committed: the last limit set before it drew its id (`credit_limits`, migration
+ * 0018), or none. A receiver's holding only rises, and a limit lowered below a debt binds only the
+ * spends after it.
+ */
+async function verifyCredit(db: Executor): Promise<string[]> {
+  const { rows } = await sql<{
+    wallet_id: number
+    asset_id: number
+    transaction_id: number
+    quantity: number | string
+    in_force: number | string
+  }>`
+    select * from (
+      select r.wallet_id, r.asset_id, r.transaction_id, r.quantity,
+        coalesce((select c.credit_limit from credit_limits c
+          where c.wallet_id = r.wallet_id and c.asset_id = r.asset_id and c.after_transaction < r.transaction_id
+          order by c.after_transaction desc, c.id desc limit 1), 0) as in_force
+      from running_balances r join transactions t on t.id = r.transaction_id and t.sending_wallet_id = r.wallet_id
+      where r.quantity < 0 and r.wallet_id <> ${MINT_WALLET_ID}
+    ) as spends
+    where quantity < -in_force
+    order by transaction_id, wallet_id, asset_id`.execute(db)
+  return rows.map(
+    (row) =>
+      `transaction ${row.transaction_id} took wallet ${row.wallet_id}'s holding of asset ${row.asset_id} to ${row.quantity}, ` +
+      `below its credit limit of ${row.in_force}`,
+  )
+}
+
+/**
  * The holds' rules: for every wallet and asset, `held` is what its unsettled holds reserve (the
  * column), so what is held now (the column less holds past their expiry) is the sum of its
- * pending, unexpired holds, and `0 <= held <= quantity`; and every captured hold names a capture
+ * pending, unexpired holds, and `0 <= held <= quantity + credit_limit` (the largest limit the
+ * holding has had: lowering a limit leaves holds placed under it pending); and every captured hold names a capture
  * from its sender to its recipient that takes no more than it held, while no other hold names a
  * transaction; and every transaction of kind `capture` names the hold it captured.
  */
 async function verifyHolds(
   db: Executor,
-  holdings: { wallet_id: number; asset_id: number; quantity: number; held: number }[],
+  holdings: { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number }[],
 ): Promise<string[]> {
   const problems: string[] = []
   const now = new Date().toISOString()
+  const largestLimits = await db
+    .selectFrom('credit_limits')
+    .select((eb) => ['wallet_id', 'asset_id', eb.fn.max('credit_limit').as('largest')])
+    .groupBy(['wallet_id', 'asset_id'])
+    .execute()
+  const largest = new Map(largestLimits.map((row) => [`${row.wallet_id}:${row.asset_id}`, Number(row.largest)]))
   const lines = await db
     .selectFrom('hold_assets')
     .innerJoin('holds', 'holds.id', 'hold_assets.hold_id')
@@ -356,7 +394,8 @@ async function verifyHolds(
     if (column !== reserved)
       problems.push(`wallet ${holding.wallet_id} has ${column} of asset ${holding.asset_id} held, its unsettled holds reserve ${reserved}`)
     const heldNow = column - (reserved - (live.get(key) ?? 0))
-    if (heldNow < 0 || (heldNow > Number(holding.quantity) && holding.wallet_id !== MINT_WALLET_ID))
+    const credit = Math.max(Number(holding.credit_limit), largest.get(key) ?? 0)
+    if (heldNow < 0 || (heldNow > Number(holding.quantity) + credit && holding.wallet_id !== MINT_WALLET_ID))
       problems.push(`wallet ${holding.wallet_id} has ${heldNow} of asset ${holding.asset_id} held of ${holding.quantity}`)
   }
   for (const [key, reserved] of unsettled) {

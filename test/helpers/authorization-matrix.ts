@@ -521,6 +521,13 @@ export const ROUTES: RouteCase[] = [
     expect: adminOnly(204),
   },
   {
+    method: 'PUT',
+    route: '/wallets/:walletid/credit',
+    url: (world) => `/wallets/${world.walletX}/credit`,
+    body: (world) => ({ asset_id: world.goldId, limit: 0 }),
+    expect: adminOnly(200),
+  },
+  {
     method: 'POST',
     route: '/transactions/:id/reversal',
     url: (world) => `/transactions/${world.receivedByW}/reversal`,

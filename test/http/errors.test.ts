@@ -58,6 +58,7 @@ const CONTRACT: Record<string, [number, string]> = {
   K000: [403, 'Key Scope Missing'],
   K001: [403, 'Key Limit Reached'],
   K002: [403, 'Recipient Not Allowed'],
+  C001: [409, 'Wallet In Debt'],
 }
 
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
@@ -97,7 +98,7 @@ describe('the error table', () => {
 
   it('gives every code a well-formed name, an error status and a non-empty message', () => {
     for (const [code, entry] of Object.entries(ERRORS)) {
-      assert.match(code, /^[GSUWAIHTJK]\d{3}$/)
+      assert.match(code, /^[GSUWAIHTJKC]\d{3}$/)
       assert.ok(Number.isInteger(entry.status) && entry.status >= 400 && entry.status <= 599, `${code} status ${entry.status}`)
       assert.ok(entry.message.trim().length > 0, `${code} message`)
     }
