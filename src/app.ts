@@ -6,10 +6,11 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 
 import accountsRoutes from './accounts/accounts.routes.ts'
 import { authenticateUserSession, keptUserSessions } from './accounts/accounts.service.ts'
 import adminRoutes from './admin/admin.routes.ts'
-import { isLiveOperatorSession } from './admin/admin.service.ts'
+import { createAdminService } from './admin/admin.service.ts'
 import type { AppOptions, Deps } from './deps.ts'
 import events from './events/events.plugin.ts'
 import { createOutbox } from './events/outbox.ts'
+import { createWebhooksService } from './events/webhooks.service.ts'
 import flowsRoutes from './flows/flows.routes.ts'
 import auth from './http/auth.ts'
 import compression from './http/compression.ts'
@@ -23,7 +24,6 @@ import { createAttemptLimiter } from './http/rate-limit.ts'
 import { OperatorMetrics, registerOperatorMetrics } from './operations/metrics.ts'
 import retention from './operations/retention.plugin.ts'
 import assetsRoutes from './ledger/assets.routes.ts'
-import { listAssets } from './ledger/assets.service.ts'
 import holdExpiry from './ledger/hold-expiry.plugin.ts'
 import holdsRoutes from './ledger/holds.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
@@ -116,7 +116,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
   })
-  const deps: Deps = { ...options, database, ledger, sequencer, signingKey, limiter: createAttemptLimiter(config.authRateLimit, database) }
+  const deps: Deps = {
+    ...options,
+    database,
+    ledger,
+    sequencer,
+    signingKey,
+    webhooks: createWebhooksService({ db: database.db, config, secretsKey: options.secretsKey }),
+    limiter: createAttemptLimiter(config.authRateLimit, database),
+  }
+  // The operator's sessions (the auth guards) and read views.
+  const admin = createAdminService({ db: database.db, adminKeyHash: options.adminKeyHash, history: ledger.history })
   app.addHook('onReady', async () => sequencer.start())
   app.addHook('onClose', async () => {
     await ledger.close()
@@ -132,7 +142,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
-  await registerOperatorMetrics(app, { metrics, database })
+  await registerOperatorMetrics(app, { metrics, database, webhooks: deps.webhooks })
   // Large answers compressed for clients that accept it.
   await app.register(compression)
 
@@ -153,7 +163,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     credentials: {
       userSession: (hash) => authenticateUserSession(db, config, hash, sessions),
       walletKey: (hash) => authenticateWalletKey(db, hash, keys),
-      operatorSession: (hash) => isLiveOperatorSession(db, hash),
+      operatorSession: (hash) => admin.isLiveOperatorSession(hash),
     },
   })
 
@@ -180,11 +190,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(transactionsRoutes, deps)
   await app.register(holdsRoutes, deps)
   await app.register(assetsRoutes, deps)
-  await app.register(walletsRoutes, { ...deps, assets: () => listAssets(db) })
+  await app.register(walletsRoutes, { ...deps, assets: () => ledger.assets.listAssets() })
   // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
   await app.register(events, deps)
   // The operator's sessions and read routes; then the web console at /console/ (and / leading there).
-  await app.register(adminRoutes, deps)
+  await app.register(adminRoutes, { ...deps, admin })
   await app.register(consolePlugin)
   // Background pruning of operational records (never the journal), started on ready, stopped on close.
   await app.register(retention, deps)

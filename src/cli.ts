@@ -8,7 +8,7 @@ import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { createOutbox } from './events/outbox.ts'
 import { AppError, ERRORS } from './http/errors.ts'
 import { Address } from './http/schemas.ts'
-import * as assets from './ledger/assets.service.ts'
+import { createAssetsService } from './ledger/assets.service.ts'
 import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { repairRunningBalances } from './ledger/repair.ts'
@@ -92,9 +92,8 @@ async function resolveWallet(database: Database, ref: string | undefined): Promi
 
 async function resolveAsset(database: Database, ref: string | undefined): Promise<number> {
   if (ref === undefined) throw new UsageError('missing <asset>')
-  const asset = /^\d+$/.test(ref)
-    ? await assets.findLiveAssetById(database.db, Number(ref))
-    : await assets.findLiveAssetByName(database.db, ref)
+  const assets = createAssetsService({ db: database.db })
+  const asset = /^\d+$/.test(ref) ? await assets.findLiveAssetById(Number(ref)) : await assets.findLiveAssetByName(ref)
   if (!asset) throw new AppError('I000', `no asset ${ref}`)
   return asset.id
 }
@@ -298,12 +297,7 @@ async function verifyLedgerOnly(database: Database): Promise<number> {
   return 1
 }
 
-/**
- * `coffer verify --repair`: rewrites the running balances the journal does not give
- * (`repairRunningBalances`), prints what it changed, then verifies the whole ledger: the exit
- * status is verify's, so anything still wrong (a holding the journal does not give, which the
- * repair never rewrites) fails it.
- */
+/** `coffer verify --repair`: rewrites the running balances, then verifies; the exit status is verify's. */
 function repairAndVerify(config: Config): (database: Database) => Promise<number> {
   return async (database) => {
     const started = Date.now()
@@ -332,8 +326,7 @@ function repairAndVerify(config: Config): (database: Database) => Promise<number
 }
 
 async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
-  // An operator's command (migrate, verify, backup, restore) may run statements far longer than a
-  // request's: on PostgreSQL only its lock waits and its connecting stay bounded.
+  // An operator's command may run long statements: only lock waits and connecting stay bounded.
   const database = openDatabase({
     ...config,
     postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 },
@@ -401,24 +394,23 @@ async function run(
     case 'asset':
       return withDatabase(config, async (database) => {
         const [action, first, second] = rest
+        const assets = createAssetsService({ db: database.db })
         if (action === 'list') {
-          for (const asset of await assets.listAssets(database.db)) console.log(`${asset.id}\t${asset.name}\t${asset.value}`)
+          for (const asset of await assets.listAssets()) console.log(`${asset.id}\t${asset.name}\t${asset.value}`)
           return 0
         }
         if (action === 'create') {
-          console.log(
-            JSON.stringify(await assets.createAsset(database.db, assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))),
-          )
+          console.log(JSON.stringify(await assets.createAsset(assetName(first, '<name>'), nonNegativeNumber(second, '<value>'))))
           return 0
         }
         if (action === 'set-value') {
           const id = await resolveAsset(database, first)
-          console.log(JSON.stringify(await assets.revalueAsset(database.db, id, nonNegativeNumber(second, '<value>'))))
+          console.log(JSON.stringify(await assets.revalueAsset(id, nonNegativeNumber(second, '<value>'))))
           return 0
         }
         if (action === 'rename') {
           const id = await resolveAsset(database, first)
-          console.log(JSON.stringify(await assets.renameAsset(database.db, id, assetName(second, '<new-name>'))))
+          console.log(JSON.stringify(await assets.renameAsset(id, assetName(second, '<new-name>'))))
           return 0
         }
         throw new UsageError('asset needs one of: list, create, set-value, rename')

@@ -67,32 +67,20 @@ export class ConfigError extends Error {
   }
 }
 
-/**
- * `DATABASE_URL` for PostgreSQL in libpq's URI form, one host or several:
- * `postgres://user:password@h1:5432,h2:5432/db?target_session_attrs=read-write`. node-postgres
- * reads a single host only, so the host list is taken apart here: each host gets a URL of its own
- * (everything else unchanged) for the driver, and `db/postgres.ts` picks the host to connect to.
- */
+/** `DATABASE_URL` in libpq's form with one host or several, taken apart here as node-postgres reads only one. */
 
 export interface PostgresHost {
   host: string
   port: number
 }
 
-/**
- * Which server a connection may use (libpq's values that make sense for a service that writes):
- * `any` the first that accepts the connection, `read-write` one that accepts writes (not a standby
- * in recovery, `transaction_read_only` off), `primary` one not in recovery.
- */
+/** libpq's values that make sense for a service that writes. */
 export type TargetSessionAttrs = 'any' | 'read-write' | 'primary'
 
 export interface PostgresUrl {
   hosts: PostgresHost[]
   targetSessionAttrs: TargetSessionAttrs
-  /**
-   * Whether queries run as named statements of their connection (`prepared_statements`, on by
-   * default); `off` sends each unnamed, for a pooler in transaction mode that does not track them.
-   */
+  /** `prepared_statements=off` sends queries unnamed, for a pooler in transaction mode. */
   preparedStatements: boolean
   /** A single-host URL for `host` that node-postgres reads: the same user, database and parameters. */
   urlFor(host: PostgresHost): string
@@ -103,11 +91,7 @@ const REFUSED_TARGETS = ['read-only', 'standby', 'prefer-standby']
 /** A host name, an IPv4 address, a bracketed IPv6 address, or a percent-encoded socket directory. */
 const HOST = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)$/
 
-/**
- * Parses a PostgreSQL URL; throws an Error whose message says what is wrong (the caller names the
- * variable). Without `target_session_attrs`, a URL of several hosts means `read-write` (the
- * service writes: a standby is never what it wants), one host means `any`, as for libpq.
- */
+/** Throws an Error saying what is wrong; several hosts default to `read-write`, one to `any`. */
 export function parsePostgresUrl(raw: string): PostgresUrl {
   const match = /^(postgres(?:ql)?):\/\/(?:([^@/?#]*)@)?([^/?#]*)(.*)$/.exec(raw)
   if (!match) throw new Error('must start with postgres:// or postgresql://')
@@ -162,10 +146,7 @@ export interface PostgresTimeouts {
   idleInTransactionTimeoutMs: number
   /** Longest to wait for a new connection, and for a free one from the pool. */
   connectTimeoutMs: number
-  /**
-   * Longest the client waits for the answer to any statement, COMMIT included, whatever the server
-   * does (a frozen or unreachable server runs no `statement_timeout`); the connection is then destroyed.
-   */
+  /** Longest wait for any answer, COMMIT included (a frozen server runs no `statement_timeout`). */
   queryTimeoutMs: number
   /** Longest the readiness probe waits for its committing write (`/readyz`). */
   readyProbeTimeoutMs: number

@@ -1,6 +1,7 @@
 import type { Tracing } from './telemetry/tracing.ts'
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
+import type { WebhooksService } from './events/webhooks.service.ts'
 import type { AttemptLimiter } from './http/rate-limit.ts'
 import type { JournalSequencer } from './journal/sequencer.ts'
 import type { SigningKey } from './secrets/signing-key.ts'
@@ -27,6 +28,7 @@ export interface AppOptions {
  */
 export interface Deps extends AppOptions {
   ledger: Ledger
+  webhooks: WebhooksService
   /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
   limiter: AttemptLimiter
   /** Positions committed transactions and signs checkpoints (`journal/sequencer.ts`). */

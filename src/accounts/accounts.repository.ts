@@ -17,11 +17,7 @@ export async function findUserByUsername(db: Executor, username: string): Promis
   return db.selectFrom('users').selectAll().where('username_key', '=', username.toLowerCase()).executeTakeFirst()
 }
 
-/**
- * The primary wallet of the user with this username (case-insensitive), or undefined (no such
- * user, or no primary wallet). Lookups of concurrent requests share one query (`coalesce.ts`):
- * transfers resolve their recipient with it.
- */
+/** The primary wallet of the user with this username (case-insensitive); concurrent lookups share one query. */
 const primaryWalletByKey = coalescedStatement(
   'select username_key, primary_wallet_id from users where username_key = $keys and primary_wallet_id is not null',
   'text',
@@ -36,11 +32,7 @@ export async function findUserById(db: Executor, userId: number): Promise<UserRo
   return db.selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst()
 }
 
-/**
- * Holds the user row shared for the rest of the transaction (PostgreSQL; SQLite serializes
- * writers): a change of the user's password or primary wallet in progress holds it for update,
- * so this waits for it; read the user after this to see what it committed.
- */
+/** Holds the user row against a password or primary-wallet change in progress; read the user after it. */
 export async function holdUser(db: Trx, userId: number): Promise<void> {
   await holdRow(db, 'users', userId)
 }
@@ -71,10 +63,7 @@ export async function insertUserSession(db: Executor, session: { userId: number;
 
 const SESSION_COLUMNS = ['id', 'user_id', 'wallet_id', 'last_used_at', 'expires_at', 'token_hash'] as const
 
-/**
- * The user session with this token hash, live or not. Lookups of concurrent requests share one
- * query (`coalesce.ts`): every authenticated request makes one.
- */
+/** The user session with this token hash, live or not; concurrent lookups share one query. */
 const userSessionByHash = coalescedStatement(
   `select ${SESSION_COLUMNS.join(', ')} from user_sessions where token_hash = $keys`,
   'text',
@@ -111,10 +100,7 @@ export async function findSessionWithWallet(db: Executor, sessionId: number) {
     .executeTakeFirst()
 }
 
-/**
- * Marks the session as used now. The sessions marked in the same turn of the event loop are
- * written by one statement (`db/coalesce.ts` batchedWrites); the promise settles once that statement has.
- */
+/** Marks the session as used now; one statement for all the sessions of a turn. */
 export const touchUserSession = batchedWrites<number>(async (db, sessionIds) => {
   const now = nowIso()
   await withRetries(() =>

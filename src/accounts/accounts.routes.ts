@@ -14,10 +14,7 @@ export interface AccountsRoutesOptions {
   limiter: AttemptLimiter
 }
 
-/**
- * Login and the `/user` routes about the user and their sessions. (Registration is in
- * `flows/flows.routes.ts`; the `/user` routes about wallets in `wallets/wallets.routes.ts`.)
- */
+/** Login and the `/user` routes about the user and their sessions (registration is in `flows/`). */
 const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (app, { database, config, limiter }) => {
   const { db } = database
   const tags = ['accounts']

@@ -14,10 +14,7 @@ export function hashNewPassword(password: string): Promise<string> {
   return hashPassword(password)
 }
 
-/**
- * Creates a user without a primary wallet yet, in the caller's transaction (registration,
- * `flows/registration.ts`). Throws U000 when the username is taken, case-insensitively.
- */
+/** Creates a user without a primary wallet yet, in the caller's transaction. Throws U000 for a taken username. */
 export async function createUser(trx: Trx, username: string, passwordHash: string): Promise<UserRow> {
   if (await repo.findUserByUsername(trx, username)) throw new AppError('U000', `username "${username}" is taken`)
   return repo.insertUser(trx, username, passwordHash)
@@ -41,10 +38,7 @@ export function findUserByUsername(db: Executor, username: string): Promise<User
   return repo.findUserByUsername(db, username)
 }
 
-/**
- * The primary wallet of the user with this username (case-insensitive), or undefined. Lookups of
- * concurrent requests share one query (`db/coalesce.ts`): transfers resolve their recipient with it.
- */
+/** The primary wallet of the user with this username (case-insensitive), or undefined. */
 export function findPrimaryWalletByUsername(db: Executor, username: string): Promise<number | undefined> {
   return repo.findPrimaryWalletByUsername(db, username)
 }
@@ -52,43 +46,27 @@ export function findPrimaryWalletByUsername(db: Executor, username: string): Pro
 // Writing last_used_at on every request would turn every read into a write; once a minute is enough.
 const TOUCH_INTERVAL_MS = 60_000
 
-/**
- * The one rule of a user session's life: it has not expired, and (when SESSION_IDLE_DAYS is not
- * 0) it was used within the idle timeout.
- */
+/** The one rule of a session's life: not expired, and used within SESSION_IDLE_DAYS (unless 0). */
 function isLive(session: { expires_at: string; last_used_at: string }, config: Config, now: number): boolean {
   const idleLimit = config.sessionIdleDays * 86_400_000
   return Date.parse(session.expires_at) > now && !(idleLimit > 0 && Date.parse(session.last_used_at) + idleLimit <= now)
 }
 
-/**
- * The one session lookup: the live user session with this token hash (every guard of a route,
- * `http/auth.ts`) or this id (the event stream checking that its session still acts on its
- * wallet), else undefined.
- */
+/** The one session lookup: the live user session by token hash or by id, else undefined. */
 export async function findLiveUserSession(db: Executor, config: Config, by: { tokenHash: string } | { sessionId: number }) {
   const session =
     'tokenHash' in by ? await repo.findUserSessionByTokenHash(db, by.tokenHash) : await repo.findUserSessionById(db, by.sessionId)
   return session && isLive(session, config, Date.now()) ? session : undefined
 }
 
-/**
- * Session rows by token hash, each kept while the database's commit state has not moved since it
- * was read (`db/commit-state.ts`): a request then skips the lookup. Ending a session, a password
- * change and marking a session used are commits, so the next request reads the row again. One per
- * app (`app.ts`), 10,000 sessions at most (about 300 bytes each).
- */
+/** Session rows by token hash, kept while nothing was committed since they were read; one per app. */
 export type KeptUserSessions = KeptReads<string, repo.UserSessionRow>
 
 export function keptUserSessions(): KeptUserSessions {
   return new KeptReads(10_000)
 }
 
-/**
- * Authenticates a request's user token (by its hash): the live session, marked as used (at most
- * once a minute), as `{ sessionId, userId, walletId }`; undefined when there is none. The row is
- * taken from `kept` while nothing has been committed since it was read.
- */
+/** The live session of a token hash, marked as used at most once a minute; undefined when there is none. */
 export async function authenticateUserSession(
   db: Db,
   config: Config,
@@ -117,8 +95,7 @@ export async function logIn(db: Db, config: Config, username: string, password: 
   const token = createToken('user')
   const expiresAt = new Date(Date.now() + config.sessionLifetimeDays * 86_400_000).toISOString()
   const session = await inTransaction(db, async (trx) => {
-    // A password change ends the user's other sessions: one committed since the check above must
-    // not be outlived by this session, so the password must still be the one checked.
+    // A password change ends other sessions, so the password must still be the one checked.
     await repo.holdUser(trx, user.id)
     const current = await repo.findUserById(trx, user.id)
     if (current?.password_hash !== user.password_hash || current.primary_wallet_id === null) throw new AppError('U001')

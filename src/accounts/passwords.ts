@@ -11,10 +11,7 @@ export function verifyPassword(passwordHash: string, password: string): Promise<
   return verify(passwordHash, password).catch(() => false)
 }
 
-/**
- * A hash made with OPTIONS (of a password nobody has), fixed here so that even the first unknown
- * username costs one verification and no more: made at first use, it cost a hash as well.
- */
+/** A fixed hash of a password nobody has, so an unknown username costs one verification like a known one. */
 export const DECOY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$M+qr1rHQyFXjah4vKtyytw$PjUDu7CacQ6U76hOLyPlq79N0zL457Rdt7mzSK2P1+Q'
 
 /** Spends the same time as a real check, so an unknown username answers like a wrong password. */

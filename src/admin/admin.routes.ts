@@ -9,11 +9,10 @@ import { metadataFilters, metadataParameters } from '../ledger/history.service.t
 import { Transaction } from '../ledger/ledger.schemas.ts'
 import { NoContent } from '../wallets/wallets.schemas.ts'
 import * as S from './admin.schemas.ts'
-import * as admin from './admin.service.ts'
+import type { AdminService } from './admin.service.ts'
 
 /** The console's operator sessions and the operator's read routes. */
-const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, config, adminKeyHash, limiter }) => {
-  const { db } = database
+const adminRoutes: FastifyPluginAsyncTypebox<Deps & { admin: AdminService }> = async (app, { config, limiter, admin }) => {
   // Key attempts here are limited per client address like logins (AUTH_RATE_LIMIT), wrong or right,
   // counted with the wrong admin keys of every other route (`http/auth.ts`).
   const tags = ['admin']
@@ -34,7 +33,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     },
     async (request, reply) => {
       await limiter.hit(adminKeyAttempts(request))
-      const session = await admin.openOperatorSession(db, adminKeyHash, request.body.key)
+      const session = await admin.openOperatorSession(request.body.key)
       setOperatorCookie(reply, config, session.token)
       return reply.status(201).send({ expires_at: session.expiresAt })
     },
@@ -53,7 +52,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     },
     async (request, reply) => {
       const token = request.cookies[OPERATOR_COOKIE]
-      if (token) await admin.endOperatorSession(db, token)
+      if (token) await admin.endOperatorSession(token)
       clearOperatorCookie(reply, config)
       return reply.status(204).send(null)
     },
@@ -70,7 +69,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
         response: responses(200, S.Overview),
       },
     },
-    async () => admin.describeOverview(db),
+    async () => admin.describeOverview(),
   )
 
   app.get(
@@ -87,7 +86,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
     },
     async (request, reply) => {
       const { q, limit = 20, offset = 0 } = request.query
-      const { wallets, more } = await admin.searchWallets(db, { q, limit, offset })
+      const { wallets, more } = await admin.searchWallets({ q, limit, offset })
       if (more) reply.header('link', nextPageLink('/admin/wallets', { q, limit, offset: offset + limit }))
       return wallets
     },
@@ -105,7 +104,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
         response: responses(200, S.AdminWalletDetail),
       },
     },
-    async (request) => admin.describeWallet(db, parseId(request.params.id)),
+    async (request) => admin.describeWallet(parseId(request.params.id)),
   )
 
   app.get(
@@ -124,7 +123,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
       const { direction, wallet, ...filters } = request.query
       if (direction !== undefined) throw new AppError('G002', 'the journal has no direction')
       const metadata = metadataFilters(request.query)
-      const { transactions, more } = await admin.listJournal(db, { ...filters, metadata, walletId: wallet })
+      const { transactions, more } = await admin.listJournal({ ...filters, metadata, walletId: wallet })
       if (more && transactions.length > 0) {
         const { limit, after, asset, since, until, kind } = filters
         const before = transactions[transactions.length - 1].id
@@ -158,7 +157,7 @@ const adminRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { database, con
         response: responses(200, S.VerifyReport),
       },
     },
-    async () => admin.verifyLedgerNow(db),
+    async () => admin.verifyLedgerNow(),
   )
 }
 

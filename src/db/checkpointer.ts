@@ -2,12 +2,8 @@ import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 
 /**
- * SQLite in WAL mode copies the log back into the database file ("checkpoint") from inside a
- * commit once the log passes 1000 pages; under load that commit then also writes and fsyncs
- * megabytes of pages, and every request waiting behind it waits too (it was the slowest tenth
- * of all batches in bench/). A server therefore checkpoints from a worker thread with its own
- * connection instead: a passive checkpoint never blocks the writer or readers, and the log is
- * still synced before and the database file after each one (synchronous = FULL).
+ * A server checkpoints the WAL from a worker thread with its own connection, so no commit (and no
+ * request waiting behind it) pays for copying the log back; a passive checkpoint blocks no one.
  */
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads')

@@ -39,12 +39,7 @@ export function openDatabase(options: DatabaseOptions): Database {
   return openSqlite(path.join(options.dataDir, 'coffer.sqlite'), { backgroundCheckpoints: options.backgroundCheckpoints })
 }
 
-/**
- * Kysely prepares every query anew, and preparing costs SQLite more than running the small
- * queries of this service; so prepared statements are kept, by SQL text, for reuse. SQLite
- * re-prepares a kept statement by itself after a schema change. The cache is bounded because
- * `in (…)` lists of different lengths give different texts.
- */
+/** Prepared statements kept by SQL text: preparing costs SQLite more than running the small queries. */
 function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase & SqliteStatements {
   const statements = new Map<string, SQLite.Statement>()
   return {
@@ -54,7 +49,6 @@ function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase
       let statement = statements.get(sql)
       if (!statement) {
         statement = sqlite.prepare(sql)
-        // Oldest first out: the hot statements are few and come straight back.
         if (statements.size >= size) statements.delete(statements.keys().next().value as string)
         statements.set(sql, statement)
       }
@@ -71,22 +65,17 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
   const onDisk = file !== ':memory:' && !file.startsWith('file:')
   if (onDisk) makePrivate(file, { create: true })
   const sqlite = new SQLite(file)
-  // New files only (an existing file keeps its page size). A transfer changes a few rows spread
-  // over many pages, and every changed page is logged, synced and checkpointed whole: 2 KB pages
-  // write a third fewer bytes per transfer than the default 4 KB (docs/performance.md#the-write-path).
+  // New files only; smaller pages write fewer bytes per transfer (docs/performance.md#the-write-path).
   sqlite.pragma(`page_size = ${SQLITE_PAGE_SIZE}`)
   sqlite.pragma('journal_mode = WAL')
-  // WAL and SHM files an earlier version left with the umask's mode.
   if (onDisk) for (const suffix of ['-wal', '-shm']) makePrivate(file + suffix)
   // A 201 means durably committed: fsync the WAL on every commit.
   sqlite.pragma('synchronous = FULL')
   sqlite.pragma('foreign_keys = ON')
-  // Another process (the `coffer` CLI, a second server) holding the write lock makes us wait.
   sqlite.pragma('busy_timeout = 10000')
   const checkpointer = options.backgroundCheckpoints ? startCheckpointer(file) : undefined
   if (checkpointer) {
-    // Commits checkpoint by themselves only if the background checkpoints fall far behind: past
-    // 40 MB of log (the threshold counts pages, of this file's size).
+    // Commits checkpoint by themselves only past 40 MB of log.
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number
     sqlite.pragma(`wal_autocheckpoint = ${Math.round((40 * 1024 * 1024) / pageSize)}`)
   }
@@ -110,11 +99,7 @@ export function openSqlite(file: string, options: { backgroundCheckpoints?: bool
 /** Bytes the readiness probe writes: a few pages of log, as a small batch of transfers needs. */
 const PROBE_BYTES = 64 * 1024
 
-/**
- * Whether the database's filesystem takes a write now: writes, syncs and removes a small file
- * beside the database. SQLite itself cannot be asked without writing to the ledger, and `select 1`
- * still answers on a full or read-only disk.
- */
+/** Whether the disk takes a synced write now: `select 1` still answers on a full or read-only disk. */
 async function probeWrite(file: string): Promise<void> {
   let handle: fs.promises.FileHandle | undefined
   try {
@@ -131,12 +116,8 @@ async function probeWrite(file: string): Promise<void> {
 }
 
 /**
- * SQLite transactions that may write begin `IMMEDIATE`: they take the write lock first, waiting
- * out another process that holds it (the `coffer` CLI beside a server) through the busy timeout.
- * A deferred transaction that read first is refused at once when it starts writing while the
- * other holds the lock: SQLite cannot wait then, since the other's commit would leave it reading
- * a stale snapshot. Read-only transactions (`setAccessMode('read only')`, `coffer verify`) stay
- * deferred and never hold writers up.
+ * Writing transactions begin `IMMEDIATE`, so they wait out another process's write lock instead of
+ * failing at their first write; read-only ones stay deferred and never hold writers up.
  */
 class ImmediateSqliteDialect extends SqliteDialect {
   readonly #sqlite: SQLite.Database
@@ -148,7 +129,7 @@ class ImmediateSqliteDialect extends SqliteDialect {
     this.#statements = statements
   }
 
-  /** The adapter is shared by the database and its transactions: it carries the storage state, with the statement cache. */
+  /** Shared by the database and its transactions, so it carries the storage state. */
   override createAdapter(): DialectAdapter {
     const adapter = super.createAdapter()
     const state = new StorageState()
@@ -162,9 +143,7 @@ class ImmediateSqliteDialect extends SqliteDialect {
     driver.beginTransaction = async (connection, settings) => {
       await connection.executeQuery(CompiledQuery.raw(settings.accessMode === 'read only' ? 'begin' : 'begin immediate'))
     }
-    // After some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, SQLITE_NOMEM) SQLite has already
-    // rolled the transaction back by itself; a second ROLLBACK would then fail ("no transaction is
-    // active") and its error would replace the real one. So it is only sent while one is open.
+    // SQLite rolls back by itself after some errors; a second ROLLBACK's error would hide the real one.
     const rollback = driver.rollbackTransaction.bind(driver)
     driver.rollbackTransaction = async (connection) => {
       if (this.#sqlite.inTransaction) await rollback(connection)

@@ -4,8 +4,6 @@ import { withRetries } from './retry.ts'
 import { readOutsideTransaction, sqliteStatementsOf } from './sqlite-statements.ts'
 import type { DB } from './tables.ts'
 
-/** Dialect differences live here, one small helper each. */
-
 export function nowIso(): string {
   return new Date().toISOString()
 }
@@ -16,21 +14,13 @@ export function isUniqueViolation(error: unknown): boolean {
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
 }
 
-/**
- * Runs `work` in one database transaction, retrying it on the races `isRetryable` names
- * (`retry.ts`) so that callers never see them. `work` must be safe to run again from the start.
- */
+/** Runs `work` in one transaction, retried on the races of `retry.ts`; it must be safe to run again. */
 export async function inTransaction<T>(database: Database | Db, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
   const db = 'db' in database ? database.db : database
   return withRetries(() => db.transaction().execute(work))
 }
 
-/**
- * The rows of one read written as SQL text of the executor's dialect: on SQLite straight on the
- * driver when no transaction is open on the connection (`sqlite-statements.ts`
- * readOutsideTransaction, which sees every committed write and nothing else), else through Kysely.
- * The hot reads (a history page, balances) so skip Kysely's pass per query.
- */
+/** The rows of a read in the dialect's SQL text; on SQLite straight on the driver outside a transaction, skipping Kysely. */
 export async function readRows<Row>(executor: Executor, text: string, parameters: unknown[]): Promise<Row[]> {
   return (
     readOutsideTransaction<Row>(executor, text, parameters) ?? (await executor.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows
@@ -42,27 +32,17 @@ export function forUpdate<Q extends { forUpdate(): Q }>(query: Q, executor: Exec
   return isPostgres(executor) ? query.forUpdate() : query
 }
 
-/**
- * Holds one row shared for the rest of the transaction (`SELECT … FOR SHARE` on PostgreSQL): waits
- * for a transaction that holds it for update to end. Nothing to do on SQLite, which serializes
- * writers.
- */
+/** `SELECT … FOR SHARE` of one row on PostgreSQL; SQLite serializes writers already. */
 export async function holdRow(executor: Executor, table: 'users' | 'wallets' | 'assets', id: number): Promise<void> {
   if (isPostgres(executor)) await executor.selectFrom(table).select('id').where('id', '=', id).forShare().execute()
 }
 
-/**
- * True when the executor talks to PostgreSQL: for the helpers here, which are given only an
- * executor (a database or a transaction). Long-lived parts are told by `Database.dialect`.
- */
+/** For helpers given only an executor; long-lived parts read `Database.dialect`. */
 export function isPostgres(executor: Executor): boolean {
   return executor.getExecutor().adapter instanceof PostgresAdapter
 }
 
-/**
- * `column` is one of `values`, as one statement text whatever the number of values: `= any($1)`
- * with an array on PostgreSQL, `in (select value from json_each(?))` on SQLite.
- */
+/** `column` is one of `values`, in one statement text whatever their number. */
 export function anyOf(
   executor: Executor,
   column: Expression<unknown>,
@@ -76,10 +56,7 @@ export function anyOf(
 
 type Columns = readonly (readonly [name: string, type: 'bigint' | 'text'])[]
 
-/**
- * PostgreSQL: a table of `rows` for `insert … select … from`, named `r`, with the given columns, as
- * one statement text whatever the number of rows: `unnest` of one array per column.
- */
+/** PostgreSQL: `rows` as a table `r` (`unnest` of one array per column), one text whatever their number. */
 function unnestRows(columns: Columns, rows: unknown[][]): RawBuilder<unknown> {
   const names = sql.raw(columns.map(([name]) => name).join(', '))
   const arrays = columns.map(([, type], i) => sql`${rows.map((row) => row[i])}::${sql.raw(type)}[]`)
@@ -95,12 +72,8 @@ export interface Write {
 }
 
 /**
- * A write of `rows` (a table named `r` with these columns), made by `build` from that table. On
- * PostgreSQL it is one statement over `unnest` arrays. On SQLite it is one prepared statement
- * over a one-row `r` of bound parameters, run once per row by `runWrites`
- * straight on the driver: no JSON built for the rows and parsed back by `json_each`, and no
- * Kysely pass per row (half the CPU per inserted row). So that one text serves every row, `build`
- * must put every other value in as a literal (`sql.lit`), never as a parameter.
+ * A write of `rows` as a table `r`: one `unnest` statement on PostgreSQL; on SQLite one prepared
+ * statement run per row on the driver, so `build` must give every other value as a literal (`sql.lit`).
  */
 export function rowsWrite(
   executor: Executor,
@@ -116,11 +89,8 @@ export function rowsWrite(
 }
 
 /**
- * Runs data-changing statements and returns the rows each gives back. On PostgreSQL they go as
- * one statement, one data-modifying CTE each, so a batch of writes costs one round trip, and none
- * may read what another writes (each sees the database as it was before the statement). SQLite
- * runs them one after the other, in process (a `rowsWrite` once per row), so there a write sees
- * the rows of those before it.
+ * Runs writes and returns the rows each gives back: on PostgreSQL as CTEs of one statement (one
+ * round trip; none sees another's rows), on SQLite one after the other.
  */
 export async function runWrites(executor: Executor, writes: Write[]): Promise<Record<string, unknown>[][]> {
   const statements = writes.map(({ statement, returning }) => (returning ? sql`${statement} returning ${sql.raw(returning)}` : statement))
@@ -148,7 +118,7 @@ export async function runWrites(executor: Executor, writes: Write[]): Promise<Re
   return writes.map((_, i) => rows[0][`w${i}`] ?? [])
 }
 
-/** SQLite: a `rowsWrite` statement run once per row, inside the caller's transaction (which holds the one connection). */
+/** SQLite: a `rowsWrite` statement run once per row in the caller's transaction. */
 function runPerRow(executor: Executor, statement: RawBuilder<unknown>, rows: unknown[][], returning: boolean): Record<string, unknown>[] {
   const statements = sqliteStatementsOf(executor)
   const compiled = statement.compile(executor)

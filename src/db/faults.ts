@@ -1,8 +1,6 @@
 /**
- * Storage faults: failures that come from the database being unable to take a request right now
- * (down, restarting, in recovery, read-only, out of connections or disk, locked, timed out), not
- * from the request. They are answered `503 S001` with `Retry-After`, so that a client retries
- * (with its Idempotency-Key); every other database error stays a bug (`500 S000`).
+ * Storage faults: the database cannot take a request right now (down, read-only, full, locked,
+ * timed out). Answered `503 S001` with `Retry-After`; any other database error is a bug (`500 S000`).
  */
 
 /** A storage fault found by the service itself (a read-only server, a COMMIT whose outcome is unknown). */
@@ -17,11 +15,7 @@ export class StorageFault extends Error {
   }
 }
 
-/**
- * The COMMIT of a transaction failed in a way that does not say whether it took effect (the reply
- * to COMMIT may be what was lost): the request is answered `503 S001`, never run again by the
- * service, and the client's retry with its Idempotency-Key finds the outcome.
- */
+/** A COMMIT that may or may not have taken effect: never run again; the client's retry with its Idempotency-Key finds out. */
 export function commitOutcomeUnknown(cause: unknown): StorageFault {
   const reason = describeStorageFault(cause)
   return new StorageFault(
@@ -47,17 +41,13 @@ const NODE_CODES = new Set([
 ])
 
 /**
- * PostgreSQL SQLSTATEs of storage faults, by class or code: 08 connection exception, 53
- * insufficient resources (disk full, out of memory, too many connections), 57 operator
- * intervention (shutdown, crash, starting up, statement_timeout's 57014), 58 system error (I/O);
- * 25006 read-only transaction (a standby, or the old primary after a failover), 25P03
- * idle_in_transaction_session_timeout, 55P03 lock_timeout, and 40001/40P01 once the service's own
- * retries of a serialization failure or deadlock are used up.
+ * SQLSTATE classes 08 connection, 53 resources, 57 operator intervention, 58 I/O; read-only (25006),
+ * idle/lock timeouts, and serialization failures or deadlocks once our own retries are used up.
  */
 const PG_CLASSES = new Set(['08', '53', '57', '58'])
 const PG_CODES = new Set(['25006', '25P03', '55P03', '40001', '40P01'])
 
-/** SQLite result codes (extended ones start with these): locked past the busy timeout, disk full, I/O, read-only, cannot open. */
+/** SQLite result codes; extended ones start with these. */
 const SQLITE_PREFIXES = [
   'SQLITE_BUSY',
   'SQLITE_LOCKED',
@@ -103,10 +93,7 @@ function chain(error: unknown): unknown[] {
   return found
 }
 
-/**
- * True when a query failed because the storage cannot take it right now, not because of the
- * query: the request may be retried (S001).
- */
+/** True when the storage, not the query, failed: the request may be retried (S001). */
 export function isStorageUnavailable(error: unknown): boolean {
   return chain(error).some((link) => {
     if (link instanceof StorageFault) return true
@@ -116,11 +103,7 @@ export function isStorageUnavailable(error: unknown): boolean {
   })
 }
 
-/**
- * The real cause of a storage fault, for the one log line that reports it: the first code in the
- * error's chain (`SQLITE_FULL`, `57P01`, `ECONNREFUSED`, …) and the message that goes with it, or
- * else a name for what the driver said in words (`CONNECTION_LOST`, `CONNECT_TIMEOUT`, …).
- */
+/** The first fault code in the error's chain and its message, for the one log line that reports it. */
 export function describeStorageFault(error: unknown): { code: string | undefined; message: string } {
   const links = chain(error)
   for (const link of links) {
@@ -142,11 +125,7 @@ export function describeStorageFault(error: unknown): { code: string | undefined
 /** Seconds a client is asked to wait before retrying a request answered `503 S001`. */
 export const RETRY_AFTER_SECONDS = 1
 
-/**
- * Paces a background loop (event polling, webhook delivery) through a storage outage: after a
- * failure the loop skips its rounds for a doubling pause (from `minMs` up to `maxMs`), and it
- * logs once when the outage starts and once when it ends, not on every round.
- */
+/** Paces a background loop through a storage outage: doubling pauses, one log line at its start and one at its end. */
 export class Backoff {
   #failures = 0
   #resumeAt = 0

@@ -25,10 +25,8 @@ const READ_ONLY_TRANSACTION = '25006'
 const RESULT_TYPE_CHANGED = '0A000'
 
 /**
- * Chooses the host new connections go to, as libpq does for a multi-host URL: the hosts in the
- * given order, the first that fits `target_session_attrs`. The choice is kept while connections to
- * it succeed; once one fails, or lands on a server that no longer takes writes, it is forgotten and
- * the next connection looks again from the first host (after a failover: the promoted standby).
+ * Chooses the host for new connections as libpq does: the first, in order, that fits
+ * `target_session_attrs`; kept until a connection to it fails or cannot write (after a failover).
  */
 class HostSelector {
   readonly #url: PostgresUrl
@@ -39,7 +37,6 @@ class HostSelector {
   constructor(url: PostgresUrl, connectTimeoutMs: number) {
     this.#url = url
     this.#connectTimeoutMs = connectTimeoutMs
-    // One host: nothing to choose; whether it takes writes is still checked per connection.
     if (url.hosts.length === 1) this.#chosen = url.hosts[0]
   }
 
@@ -53,7 +50,6 @@ class HostSelector {
     return !in_recovery && !read_only
   }
 
-  /** The host for the next connection. */
   choose(): Promise<PostgresHost> {
     if (this.#chosen) return Promise.resolve(this.#chosen)
     this.#looking ??= this.#look().finally(() => (this.#looking = undefined))
@@ -86,7 +82,6 @@ class HostSelector {
       } catch (error) {
         lastError = error
       } finally {
-        // Ended politely, and destroyed if a silent server never lets it end.
         const ending = setTimeout(() => probe.connection.stream.destroy(), this.#connectTimeoutMs)
         void probe
           .end()
@@ -100,33 +95,17 @@ class HostSelector {
 }
 
 /**
- * Kysely sends every query unnamed, so PostgreSQL would parse and plan each one on every call,
- * and planning costs more than running the small queries of a transfer or a history page. A
- * named statement is parsed once per connection and, after PostgreSQL's first five custom plans,
- * usually planned once (a generic plan); `docs/decisions.md#postgresql-prepared-statements` has
- * the decisions.
- * Queries without parameters (begin, commit, savepoints) stay on the simple protocol.
- */
-
-/**
- * Named statements one connection keeps at most. The hot paths use about ten texts; a statement
- * costs the server 40-200 KB of memory, so 100 per connection bound it to a few MB whatever texts
- * clients cause (filter combinations, page sizes and offsets written into history's text, `in (…)`
- * lists of different lengths).
+ * Named statements one connection keeps at most: planning costs more than running the small hot
+ * queries, and the bound keeps the server's memory for them small whatever texts clients cause
+ * (`docs/decisions.md#postgresql-prepared-statements`).
  */
 export const MAX_PREPARED_STATEMENTS = 100
 
-/**
- * The named statements of one connection, by SQL text, least recently used first. Past the bound
- * the least recently used is closed on the server (a protocol Close written ahead of the next
- * statement, no round trip of its own) and forgotten by node-postgres, so both sides stay bounded.
- * Names are never reused on a connection.
- */
+/** The named statements of one connection by SQL text, least recently used first and closed past the bound. */
 class PreparedStatements {
   readonly #names = new Map<string, string>()
   readonly #connection: pg.Connection
   #made = 0
-  /** The statements' schema generation (`SchemaGeneration`) when they were prepared. */
   #generation: number
 
   constructor(connection: pg.Connection, generation: number) {
@@ -142,7 +121,6 @@ class PreparedStatements {
     }
     let name = this.#names.get(text)
     if (name !== undefined) {
-      // Moved to the most recently used end.
       this.#names.delete(text)
     } else {
       if (this.#names.size >= MAX_PREPARED_STATEMENTS) this.drop(this.#names.keys().next().value as string)
@@ -152,7 +130,6 @@ class PreparedStatements {
     return name
   }
 
-  /** Closes every statement (`drop`). */
   dropAll(): void {
     for (const text of [...this.#names.keys()]) this.drop(text)
   }
@@ -162,10 +139,7 @@ class PreparedStatements {
     const name = this.#names.get(text)
     if (name === undefined) return
     this.#names.delete(text)
-    // Written now, so it reaches the server after every statement already sent and before the
-    // next; a connection that is gone writes nothing. node-postgres keeps the texts it has parsed
-    // per connection (`parsedStatements`, not part of its typed API) and would otherwise keep them
-    // all; `test/db/postgres-statements.test.ts` checks that both sides stay bounded.
+    // node-postgres's own per-connection cache (`parsedStatements`, untyped) must forget it too.
     this.#connection.close({ type: 'S', name }, false)
     delete (this.#connection as unknown as { parsedStatements: Record<string, string> }).parsedStatements[name]
   }
@@ -176,14 +150,8 @@ class PreparedStatements {
 const JSON_ONLY_ESCAPES = /[\u0000-\u001f\ud800-\udfff]/
 
 /**
- * `values` as PostgreSQL's text for an array (`{…}`), as node-postgres would send it, built with
- * one `JSON.stringify`: for strings, numbers, booleans and nulls the two notations agree once the
- * brackets become braces (each string in double quotes with `"` and `\` escaped by a backslash; an
- * unquoted `null` is NULL to PostgreSQL, whatever its case). Anything else (a string with a control
- * character or a surrogate, a non-finite number, an object, a nested array) goes to node-postgres.
- *
- * A batch of transfers sends every row as such arrays (`unnest` in `db/dialect.ts`), where
- * node-postgres's element-by-element escaping was a noticeable share of the service's CPU.
+ * `values` as PostgreSQL's array text (`{…}`) from one `JSON.stringify`, which agrees with it for
+ * plain strings, numbers, booleans and nulls; anything else is left to node-postgres's slower escaping.
  */
 export function arrayLiteral(values: unknown[]): unknown {
   for (const value of values) {
@@ -195,21 +163,12 @@ export function arrayLiteral(values: unknown[]): unknown {
   return `{${json.slice(1, -1)}}`
 }
 
-/**
- * A count shared by the connections of one pool, raised when one of them finds that the schema
- * changed under its named statements ("cached plan must not change result type": a migration,
- * perhaps by another instance, changed the columns of a `select *`). Every connection then drops
- * all its named statements before its next one, instead of each failing once per statement.
- */
+/** Raised when a migration changed the schema under the named statements: every connection then drops all of its own. */
 interface SchemaGeneration {
   value: number
 }
 
-/**
- * The smallest write that commits as a transfer does: a transactional message in the WAL (no
- * table; logical decoding sees it under this prefix), so its COMMIT waits for a synchronous
- * standby. An id alone (`txid_current()`) writes no WAL and commits without waiting.
- */
+/** The smallest write whose COMMIT waits for a synchronous standby as a transfer's does (a WAL message, no table). */
 const PROBE_WRITE = `select pg_logical_emit_message(true, 'coffer-ready-probe', '')`
 
 /**
@@ -225,10 +184,9 @@ function clientClass(
 ): typeof pg.Client {
   return class CofferClient extends pg.Client implements ProbingClient {
     #host: PostgresHost | undefined
-    /** What broke the connection, reported as the cause of the next query's failure. */
     #lostWith: unknown
     readonly #statements: PreparedStatements
-    /** The transaction status of the server's last ReadyForQuery: I idle, T in a transaction block, E in a failed one. */
+    /** Of the last ReadyForQuery: I idle, T in a transaction block, E in a failed one. */
     #transactionStatus = ''
 
     constructor(config?: string | pg.ClientConfig) {
@@ -238,10 +196,7 @@ function clientClass(
         if (message.status === 'I' && (this.#transactionStatus === 'T' || this.#transactionStatus === 'E')) state.transactionsEnded++
         this.#transactionStatus = message.status
       })
-      // A connection lost while checked out (a restart, a failover) emits 'error' with no query to
-      // fail; the pool listens only while the client is idle. Without this listener that error
-      // would end the process. The next query on this client fails instead, and the pool drops
-      // the client when it comes back (it is no longer queryable).
+      // A connection lost while checked out must not end the process: its next query fails instead.
       this.on('error', (error) => {
         this.#lostWith ??= error
         state.readyUntil = 0
@@ -249,7 +204,6 @@ function clientClass(
       })
     }
 
-    // As pg's own: a promise of the client, or the callback (the pool's way) called with it.
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override connect(callback?: any): any {
       const connecting = this.#connectToChosenHost().then(() => this)
@@ -271,8 +225,7 @@ function clientClass(
           throw new StorageFault(`${host.host}:${host.port} does not accept writes`, 'READ_ONLY_SERVER')
         }
       } catch (error) {
-        // Landed on a standby or the old primary: dropped, never used; the next connection looks
-        // again. Not waited for: a connection that never opened may never report its end.
+        // Not awaited: a connection that never opened may never report its end.
         selector.forget(host)
         void this.end().catch(() => {})
         throw error
@@ -294,7 +247,7 @@ function clientClass(
       }
       const result: unknown = super.query(config, values)
       if (typeof (result as Promise<unknown> | undefined)?.then !== 'function') {
-        // A submittable (a cursor) paces itself: not bounded here.
+        // A cursor paces itself.
         disarm?.()
         return result
       }
@@ -314,7 +267,6 @@ function clientClass(
       const disarm = this.#arm(timeoutMs)
       try {
         const { rows } = await super.query<Writability>(WRITABLE)
-        // Whatever target_session_attrs allows: ready means a write would be taken now.
         if (rows[0].in_recovery || rows[0].read_only)
           throw new StorageFault('the database does not accept writes (a standby, or read-only)', 'READ_ONLY_SERVER')
         await super.query(PROBE_WRITE)
@@ -325,24 +277,17 @@ function clientClass(
       }
     }
 
-    /**
-     * Starts the bound on one statement's answer: past it the connection is destroyed, which fails
-     * the statement (and any queued behind it) as a storage fault, and the pool drops the client
-     * when it comes back, so a silent server holds neither the request nor the pool slot. Returns
-     * the function that stops it once the answer came.
-     */
+    /** Bounds one answer: past it the connection is destroyed, so a silent server holds neither request nor pool slot. */
     #arm(timeoutMs: number): (() => void) | undefined {
       if (timeoutMs <= 0) return undefined
       const timer = setTimeout(() => {
         const fault = new StorageFault(`PostgreSQL did not answer within ${timeoutMs} ms; the connection was closed`, 'QUERY_TIMEOUT')
-        // A silent host is forgotten, so the next connection looks again (a multi-host URL finds the promoted standby).
         if (this.#host) selector.forget(this.#host)
         this.connection.stream.destroy(fault)
       }, timeoutMs)
       return () => clearTimeout(timer)
     }
 
-    /** A statement with values, named or not (`prepared`), within the bound on its answer. */
     async #runBounded(text: string, given: unknown[]): Promise<unknown> {
       const disarm = this.#arm(queryTimeoutMs)
       try {
@@ -353,14 +298,10 @@ function clientClass(
     }
 
     /**
-     * Runs `text` as this connection's named statement for it. When the server can no longer run
-     * that statement (`isStaleStatement`) it is dropped (with all the others when the server lost
-     * it), and run once more, prepared anew, if it ran outside a transaction block: it failed
-     * before running, so it changed nothing. Inside a block the error goes to the caller, whose
-     * transaction `withRetries` runs again.
+     * Runs `text` as a named statement. A stale one is dropped and, outside a transaction block, run
+     * once more (it failed before running); inside one the caller's `withRetries` runs it again.
      */
     async #runNamed(text: string, given: unknown[]): Promise<unknown> {
-      // Read before sending: queries of one connection are sent one after another (Kysely, the pool).
       const outsideBlock = this.#transactionStatus === 'I'
       const values = given.map((value) => (Array.isArray(value) ? arrayLiteral(value) : value))
       try {
@@ -371,10 +312,7 @@ function clientClass(
           schema.value += 1
           this.#statements.drop(text)
         } else {
-          // The server session lost this statement, so most likely all of them (DEALLOCATE ALL, a
-          // pooler that switched server sessions): all are prepared anew, so that a transaction
-          // fails once on this connection rather than once per statement it runs, which could
-          // outlast `withRetries`. Closing a statement the server does not have is no error.
+          // The session lost it, so likely all (DEALLOCATE ALL, a pooler): fail once, not once per statement.
           this.#statements.dropAll()
         }
         if (!outsideBlock) throw this.#failed(error as Error)
@@ -386,7 +324,6 @@ function clientClass(
       }
     }
 
-    /** Runs `text` unnamed (`prepared_statements=off`): parsed and planned on every run, as behind a pooler that mixes sessions. */
     async #runUnnamed(text: string, given: unknown[]): Promise<unknown> {
       const values = given.map((value) => (Array.isArray(value) ? arrayLiteral(value) : value))
       try {
@@ -396,13 +333,12 @@ function clientClass(
       }
     }
 
-    /** `error` of a query, with what broke the connection as its cause; a server that stopped taking writes ends it. */
+    /** A query's error, caused by what broke the connection; a server that stopped taking writes ends it. */
     #failed(error: Error & { code?: string }): Error {
       // /readyz must not answer from a good probe while requests are failing on the storage.
       if (isStorageUnavailable(error)) state.readyUntil = 0
       if (this.#lostWith !== undefined && this.#lostWith !== error && error.cause === undefined) error.cause = this.#lostWith
       if (error.code === READ_ONLY_TRANSACTION && this.#host) {
-        // The server stopped taking writes (demoted after a failover): this connection is done.
         selector.forget(this.#host)
         void this.end().catch(() => {})
       }
@@ -411,34 +347,24 @@ function clientClass(
   }
 }
 
-/** The readiness probe of the pool's clients (`clientClass`). */
 interface ProbingClient {
-  /**
-   * Whether this connection's server takes a write and commits it within `timeoutMs` (a primary
-   * waiting for a synchronous standby that has gone does not); past it the connection is destroyed.
-   */
+  /** Whether the server commits a write within `timeoutMs`; past it the connection is destroyed. */
   probeWrite(timeoutMs: number): Promise<void>
 }
 
-/** How long a good readiness probe is believed, so that /readyz stays cheap however often it is asked. */
+/** How long a good readiness probe is believed, so /readyz stays cheap. */
 const READY_PROBE_KEPT_MS = 1_000
 
-/**
- * PostgreSQL from a `DATABASE_URL` of one host or several (`parsePostgresUrl`), with a pool of
- * `poolSize` connections and bounded waits (`timeouts`).
- */
+/** PostgreSQL from a `DATABASE_URL` of one host or several, with a pool of `poolSize` and bounded waits. */
 export function openPostgres(url: string, poolSize: number, timeouts: Partial<PostgresTimeouts> = {}): Database {
   const parsed = parsePostgresUrl(url)
   const limits = { ...DEFAULT_POSTGRES_TIMEOUTS, ...timeouts }
   const selector = new HostSelector(parsed, limits.connectTimeoutMs)
-  // Counts the transaction blocks the pool's connections end: a hint for `commit-state.ts` that
-  // this process has likely committed something since it last looked.
   const state = new StorageState()
   const pool = new pg.Pool({
     connectionString: parsed.urlFor(parsed.hosts[0]),
     max: poolSize,
     Client: clientClass(selector, { value: 0 }, parsed.preparedStatements, limits.queryTimeoutMs, state),
-    // Sent at connection start, so every session has them without a round trip.
     statement_timeout: limits.statementTimeoutMs,
     lock_timeout: limits.lockTimeoutMs,
     idle_in_transaction_session_timeout: limits.idleInTransactionTimeoutMs,
@@ -450,7 +376,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {})
   const db = new Kysely<DB>({ dialect: new KeptErrorPostgresDialect({ pool }, state) })
-  // A good probe is kept briefly; a failed one is not, so recovery shows at once. Callers at the same time share one probe.
+  // A failed probe is not kept, so recovery shows at once.
   let probing: Promise<void> | undefined
   return {
     db,
@@ -471,10 +397,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
   }
 }
 
-/**
- * Whether a write commits now, within `timeoutMs` in all: a free connection from the pool (a pool
- * full of connections waiting on a silent server is not ready), then a committing statement on it.
- */
+/** Whether a free pool connection commits a write within `timeoutMs` in all. */
 async function probeWrite(pool: pg.Pool, timeoutMs: number): Promise<void> {
   const started = Date.now()
   const connecting = pool.connect()
@@ -486,7 +409,6 @@ async function probeWrite(pool: pg.Pool, timeoutMs: number): Promise<void> {
   try {
     client = await Promise.race([connecting, late])
   } catch (error) {
-    // A connection that comes after all goes straight back.
     connecting.then(
       (came) => came.release(),
       () => {},
@@ -505,11 +427,7 @@ async function probeWrite(pool: pg.Pool, timeoutMs: number): Promise<void> {
   }
 }
 
-/**
- * When a transaction fails because its connection was lost, its ROLLBACK fails too; the error
- * that ended the transaction is the one its caller must see, not the ROLLBACK's. (The pool drops
- * a connection that can no longer be queried when it comes back.)
- */
+/** A lost connection fails the ROLLBACK too; the caller sees the error that ended the transaction, not that one. */
 class KeptErrorPostgresDialect extends PostgresDialect {
   readonly #state: StorageState
 
@@ -518,7 +436,7 @@ class KeptErrorPostgresDialect extends PostgresDialect {
     this.#state = state
   }
 
-  /** The adapter is shared by the database and its transactions: it carries the storage state. */
+  /** Shared by the database and its transactions, so it carries the storage state. */
   override createAdapter(): DialectAdapter {
     const adapter = super.createAdapter()
     attachStorageState(adapter, this.#state)

@@ -126,10 +126,7 @@ export interface TransactionsTable {
   receiving_wallet_id: number
   memo: string
   created_at: string
-  /**
-   * The transaction as answered when it was recorded (JSON), which its events carry as `data`.
-   * Null only for rows written outside the ledger (the bench's direct history), which have no events.
-   */
+  /** The transaction as answered (JSON), its events' `data`; null only for rows the bench writes directly. */
   body: string | null
   /** `ledger/ledger.types.ts` TransactionKind (migration 0008). */
   kind: string
@@ -141,10 +138,7 @@ export interface TransactionsTable {
   metadata: string | null
 }
 
-/**
- * One metadata key of a transaction, for filtering (migration 0008): a row for each side's wallet
- * and one for the whole journal (`wallet_id` 0).
- */
+/** One metadata key of a transaction, for filtering: a row per side's wallet and one for the journal (`wallet_id` 0). */
 export interface TransactionMetadataTable {
   wallet_id: number
   key: string
@@ -182,7 +176,7 @@ export interface WebhooksTable {
   url: string
   /** The URL's origin (`scheme://host:port`): deliveries are queued, limited and backed off per origin. */
   origin: Generated<string>
-  /** The `whsec_` signing secret; kept in clear because every delivery is signed with it. */
+  /** The `whsec_` signing secret, sealed under the secrets key (`secrets/secret-box.ts`). */
   secret: string
   created_at: string
 }

@@ -24,11 +24,7 @@ export interface InFlightView {
   walletLoad: ReadonlyMap<number, number>
 }
 
-/**
- * Claims due deliveries under a lease, in a round's transaction, as `ClaimPlan` shares them out,
- * and keeps this worker's rows of `webhook_lease_counts` (how many attempts it has in flight per
- * origin, which the other instances count against each origin's limit).
- */
+/** Claims due deliveries under a lease as `ClaimPlan` shares them, and keeps this worker's lease counts. */
 export class DeliveryClaimer {
   /** This worker's name in `webhook_lease_counts`: new at each start of the process. */
   readonly instance = randomUUID()

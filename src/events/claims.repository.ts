@@ -9,12 +9,8 @@ import { eventPayload } from './outbox.ts'
 /** SQL of the worker's claims: a round's opening, the due origins and deliveries, and their leases. */
 
 /**
- * Opens a round, as the first statement of its transaction (nothing on SQLite, whose single writer
- * serializes rounds already). With `claims`, an advisory lock serializes claims across instances,
- * so that counting an origin's leases and taking the next ones is one step. The round commits
- * without waiting for the disk (`synchronous_commit = off`, this transaction only), leaving the
- * disk to the transfers: a lease or outcome lost in a crash of the database server leaves the
- * delivery pending, sent again once its lease expires, which at-least-once delivery allows.
+ * PostgreSQL: an advisory lock serializes claims across instances (with `claims`), and the round
+ * commits without waiting for the disk: a lease lost in a crash only means a second attempt.
  */
 export async function startRound(trx: Transaction<DB>, options: { claims: boolean }): Promise<void> {
   if (!isPostgres(trx)) return
@@ -25,20 +21,13 @@ export async function startRound(trx: Transaction<DB>, options: { claims: boolea
 /** The advisory lock key of the webhook claims (any fixed number; "coffer wh" in ASCII). */
 const CLAIM_LOCK_KEY = sql.lit(0x636f66666572_7768n)
 
-/**
- * The origins with deliveries due now, with how many of their wallets have some; asked before a
- * round's transaction when it has nothing to write, so that an idle poll costs one statement.
- */
+/** The origins with deliveries due now and how many wallets have some: an idle poll costs one statement. */
 export async function listDueOrigins(db: Executor, now: string): Promise<{ origin: string; wallets: number }[]> {
   const rows = await dueOrigins(db, now).orderBy('origin').execute()
   return rows.map((row) => ({ origin: row.origin, wallets: Number(row.wallets) }))
 }
 
-/**
- * Each webhook's wallet's first due delivery, one index probe per wallet however long its backlog.
- * `(… limit 1) is not null`, not `exists (…)`: PostgreSQL turns the latter into a join that reads
- * every due delivery of every wallet.
- */
+/** One index probe per wallet; `(… limit 1) is not null`, as PostgreSQL plans `exists` as a join over every due row. */
 function dueOrigins(db: Executor, now: string) {
   return db
     .selectFrom('webhooks')
@@ -61,11 +50,7 @@ function dueOrigins(db: Executor, now: string) {
     .groupBy('webhooks.origin')
 }
 
-/**
- * The claim's view, under the claims' lock: the origins with deliveries due, and the attempts the
- * other workers have in flight per origin (their live rows of `webhook_lease_counts`; this worker
- * knows its own). One statement, a `union all` of the two, to save a round trip per round.
- */
+/** The due origins and the other workers' live leases per origin, in one statement. */
 export async function findDueOriginsAndLeases(
   db: Executor,
   query: { now: string; instance: string },
@@ -90,11 +75,7 @@ export async function findDueOriginsAndLeases(
   return { due, leased }
 }
 
-/**
- * Up to `perWallet` due deliveries (pending, due, not under a live lease) of each wallet whose
- * webhook is at `origin`, oldest first: one short index range per wallet, however long its
- * backlog. A lateral join on PostgreSQL; on SQLite, in process, a statement per wallet.
- */
+/** Up to `perWallet` due deliveries of each wallet at `origin`, oldest first: one short index range per wallet. */
 export async function findDueDeliveries(db: Executor, query: { origin: string; now: string; perWallet: number }): Promise<DueDelivery[]> {
   const due = (walletId: Expression<number>) =>
     db
@@ -141,11 +122,8 @@ export interface DeliveryWork {
 export type LeasedDelivery = Claim & { work: DeliveryWork | undefined }
 
 /**
- * Leases the given deliveries until `leaseUntil` (those still pending and not under another live
- * lease) and returns them with what their attempts need: the event, and the wallet's webhook now
- * (null once removed). A dead instance's lease expires and the row is claimable again. The lease
- * sets `lease_until` alone, which no index holds, so on PostgreSQL it is mostly a heap-only update;
- * there the reads join the update's rows in one statement (SQLite has no update in a `with`).
+ * Leases those still pending and free until `leaseUntil`, with their event and the wallet's current
+ * webhook (null once removed). A dead instance's lease expires and the row is claimable again.
  */
 export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now: string; leaseUntil: string }): Promise<LeasedDelivery[]> {
   if (lease.ids.length === 0) return []

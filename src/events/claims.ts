@@ -1,10 +1,6 @@
 import type { LeaseCount } from './deliveries.repository.ts'
 
-/**
- * The arithmetic of a claim: how many due deliveries each origin may take this round, how they are
- * shared among its wallets, and what the worker's lease counts become. Pure, no I/O: the worker
- * (`delivery.worker.ts`) reads the rows this asks for, and the tests drive it with plain numbers.
- */
+/** The arithmetic of a claim: slots per origin, fair shares among wallets, lease counts. Pure, no I/O. */
 
 export interface DueDelivery {
   id: number
@@ -12,18 +8,12 @@ export interface DueDelivery {
   next_attempt_at: string
 }
 
-/**
- * How many deliveries of each wallet one claim reads, relative to the origin's slots shared among
- * its wallets: enough for the fair pick to fill the slots when a few wallets have all the work,
- * few enough that an origin with thousands of wallets reads about one row per wallet.
- */
+/** Rows read per wallet relative to its share of slots: enough for the fair pick, few for many wallets. */
 export const READ_AHEAD = 4
 
 /**
- * Picks up to `slots` of `due` for one origin, one at a time, always from the wallet with the fewest
- * attempts in flight (`load`, counting the ones picked here), on a tie the one whose next delivery
- * has waited longest; each wallet's oldest first. So a wallet with one event waits for at most one
- * slot, whatever the others have queued.
+ * Picks up to `slots` of `due`, each from the wallet with the fewest in flight (ties: longest
+ * waiting), so a wallet with one event waits for at most one slot whatever the others queued.
  */
 export function pickFairly(due: DueDelivery[], load: ReadonlyMap<number, number>, slots: number): DueDelivery[] {
   const queues = new Map<number, DueDelivery[]>()
@@ -53,12 +43,7 @@ function oldestFirst(a: DueDelivery, b: DueDelivery): number {
   return a.next_attempt_at < b.next_attempt_at ? -1 : a.next_attempt_at > b.next_attempt_at ? 1 : a.id - b.id
 }
 
-/**
- * Shares `total` slots among origins max-min fairly: an origin asking for no more than an equal
- * share of what is left gets it all, and what it leaves is shared among the others. Whole slots;
- * the remainder goes one each to the first in `asks` (the worker rotates that order). So each of
- * `n` origins with work can have `total / n` slots, however slow the others.
- */
+/** Shares `total` slots among origins max-min fairly, the remainder to the first in `asks` (rotated by the worker). */
 export function shareSlots(asks: number[], total: number): number[] {
   const shares = asks.map(() => 0)
   let left = total
@@ -103,12 +88,7 @@ export interface OriginAsk {
   perWallet: number
 }
 
-/**
- * A claim over the due origins, in turn: each gets no more than what its limit leaves once every
- * instance's leases are counted, what its circuit allows, and its fair share of this instance's
- * slots (`shareSlots`, over the due origins and those only holding slots). `next()` gives the next
- * origin to read; `take()` picks among what was read and counts it.
- */
+/** A claim over the due origins: each within its limit over all instances, its circuit, and its fair share of slots. */
 export class ClaimPlan {
   /** Origins whose limit left due deliveries behind: their limits may grow. */
   readonly pressed = new Set<string>()
@@ -173,12 +153,7 @@ export interface LeaseCountChange {
   keepOnly?: string[]
 }
 
-/**
- * Per origin, the leases that still count (`live`) plus those just `claimed`, until the newest of
- * them ends, compared with the rows as last committed (`before`). `unsure`: a round failed after it
- * may have written them, so every row is written again. `fallbackUntil`: the longest a lease taken
- * now lasts, for a count whose lease end is not known.
- */
+/** The lease-count rows to write per origin; `unsure` (a round may have committed) writes them all again. */
 export function leaseCountChange(
   before: ReadonlyMap<string, LeaseCount>,
   live: ReadonlyMap<string, number>,

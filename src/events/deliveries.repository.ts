@@ -36,10 +36,7 @@ export interface AttemptRecord {
   statusCode: number | null
   latencyMs: number
   error: string | null
-  /**
-   * What the delivery becomes while it is still pending under that lease; none for an attempt
-   * given back at shutdown (due again at once).
-   */
+  /** None for an attempt given back at shutdown (due again at once). */
   next?: { status: DeliveryStatus; nextAttemptAt: string | null }
 }
 
@@ -55,12 +52,7 @@ const ATTEMPT_COLUMNS = [
   ['r_next', 'text'],
 ] as const
 
-/**
- * Writes a round's attempts: logs each and counts it on its delivery, and moves the delivery to
- * `next` only while it is still pending under the attempt's lease; drops the lease while it is
- * ours (one leased again by another instance keeps its own). Set-based: one statement on
- * PostgreSQL, two prepared statements run per row on SQLite (`rowsWrite`).
- */
+/** Logs a round's attempts and moves each delivery to `next`, only while still pending under our lease. */
 export async function recordAttempts(db: Executor, attempts: AttemptRecord[], now: string): Promise<void> {
   if (attempts.length === 0) return
   const rows = attempts.map((a) => [
@@ -103,11 +95,7 @@ export async function recordAttempts(db: Executor, attempts: AttemptRecord[], no
   ])
 }
 
-/**
- * Moves a leased delivery to its next state and drops the lease, but only while it is still
- * pending under our lease: a delivery cancelled or re-leased meanwhile is left as it is.
- * Returns false when it was not ours any more.
- */
+/** Moves a delivery on while still pending under our lease; false when it was not ours any more. */
 export async function settleDelivery(
   db: Executor,
   claim: Claim,
@@ -140,11 +128,7 @@ const LEASE_COUNT_COLUMNS = [
   ['r_until', 'text'],
 ] as const
 
-/**
- * Writes a worker's counts of attempts in flight per origin, in the round that changed them:
- * `counts` upserted, `gone` deleted, so the table holds only busy origins. With `keepOnly` (the
- * worker is unsure of its last rows), its rows for any other origin are deleted first.
- */
+/** A worker's in-flight counts per origin: `counts` upserted, `gone` deleted; `keepOnly` rewrites them all. */
 export async function writeLeaseCounts(
   db: Executor,
   instance: string,

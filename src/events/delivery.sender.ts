@@ -47,11 +47,7 @@ export function nextState(
   return { status: 'pending', nextAttemptAt: new Date(Date.now() + retryDelayMs(schedule[attempts - 1])).toISOString() }
 }
 
-/**
- * Sends signed webhook POSTs over keep-alive connections, one pool per origin as wide as the
- * origins' cap. Unless private addresses are allowed, every new connection goes through the
- * guarded lookup, which connects to the addresses it checked (no DNS rebinding).
- */
+/** Signed webhook POSTs over keep-alive pools per origin, every new connection through the guarded lookup. */
 export class WebhookSender {
   readonly #agent: Dispatcher
   readonly #timeoutMs: number

@@ -14,7 +14,7 @@ import { answered, INTERRUPTED, isDelivered, WebhookSender } from './delivery.se
 import { goneAnswer, writeOutcomes, type AttemptEnd, type Ended } from './outcomes.ts'
 import { OriginCircuits, OriginLimits, type CircuitOptions } from './origins.ts'
 import { RoundTimer } from './round-timer.ts'
-import { removeGoneWebhook } from './webhooks.service.ts'
+import type { WebhooksService } from './webhooks.service.ts'
 import { openWebhookSecret } from './webhook-secrets.ts'
 import { traceAttempt, type Tracing } from '../telemetry/tracing.ts'
 
@@ -22,6 +22,8 @@ export interface DeliveryWorkerOptions {
   database: Database
   config: Config
   secretsKey: SecretsKey
+  /** Removes a webhook whose receiver answered 410 Gone. */
+  webhooks: Pick<WebhooksService, 'removeGoneWebhook'>
   log: FastifyBaseLogger
   registry?: client.Registry
   pollMs?: number
@@ -31,30 +33,21 @@ export interface DeliveryWorkerOptions {
   circuits?: Pick<CircuitOptions, 'now'>
 }
 
-/**
- * The least time between the starts of two rounds, so that attempts ending close together share
- * one commit: each round is a commit (on SQLite a sync the transfers wait behind) and a handful of
- * statements on the database the transfers are limited by (`docs/performance.md#webhooks`).
- */
+/** Least time between round starts, so endings close together share one commit (`docs/performance.md#webhooks`). */
 const ROUND_GAP_MS = { sqlite: 100, postgres: 50 }
 
-/**
- * An eighth of the instance's slots ending starts a round by itself; fewer wait for the next poll,
- * so that an origin backed up at its limit, whose attempts end one by one, does not cost a round
- * per ending (`docs/performance.md#webhooks`).
- */
+/** An eighth of the slots ending starts a round by itself; fewer wait for the poll, not a round per ending. */
 const ROUND_BATCH_SHARE = 8
 
 /**
- * Delivers queued webhook events in rounds, each one database transaction: it writes the outcomes
- * of the attempts that ended, then claims due deliveries under a lease for the free slots
- * (`ClaimPlan`), and sends them (`WebhookSender`). An attempt keeps its slot until its outcome is
- * written. Never throws out of its loop; a receiver that hangs costs one slot for `webhookTimeoutMs`.
+ * Delivers webhooks in rounds of one transaction each: writes the outcomes of ended attempts, then
+ * claims for the free slots (`ClaimPlan`) and sends (`WebhookSender`). Never throws out of its loop.
  */
 export class DeliveryWorker {
   private readonly db
   private readonly config: Config
   private readonly secretsKey: SecretsKey
+  private readonly webhooks: DeliveryWorkerOptions['webhooks']
   private readonly log: FastifyBaseLogger
   private readonly timer: RoundTimer
   /** Ended attempts that start a round by themselves. */
@@ -80,6 +73,7 @@ export class DeliveryWorker {
     const config = (this.config = options.config)
     this.db = options.database.db
     this.secretsKey = options.secretsKey
+    this.webhooks = options.webhooks
     this.log = options.log
     this.tracing = options.tracing
     this.timer = new RoundTimer(() => this.round(), { gapMs: ROUND_GAP_MS[options.database.dialect], pollMs: options.pollMs ?? 250 })
@@ -113,11 +107,7 @@ export class DeliveryWorker {
     this.timer.wake()
   }
 
-  /**
-   * Stops claiming, lets attempts in flight finish for up to `graceMs`, then aborts the rest, logs
-   * them as attempts and gives their leases back, so another instance takes them at once (the
-   * receiver may then see that event twice).
-   */
+  /** Stops claiming; attempts still in flight after `graceMs` are aborted and their leases given back. */
   async stop(graceMs = Math.min(this.config.webhookTimeoutMs / 2, 5_000)): Promise<void> {
     if (!this.timer.running) return
     // Rounds go on without claiming, so that what ends is still written, from now on at once.
@@ -138,11 +128,7 @@ export class DeliveryWorker {
     await this.sender.close()
   }
 
-  /**
-   * One round, one transaction (one commit however many deliveries it moves): writes the outcomes
-   * of the attempts that ended, then claims for the free slots. If storage fails, the outcomes stay
-   * queued (their attempts keep their slots) and the round is tried again with backoff.
-   */
+  /** One round, one commit; if storage fails the outcomes stay queued and the round is retried with backoff. */
   private async round(): Promise<void> {
     if (!this.backoff.ready()) {
       // What ended still waits to be written, also once the poll has stopped (shutdown).
@@ -196,10 +182,8 @@ export class DeliveryWorker {
   }
 
   /**
-   * Tells the attempts of a committed round they are written, and writes each 410 Gone with the
-   * webhook's removal and the cancellation of what is still queued for it, in a transaction of its
-   * own, so the delivery never reads failed while the webhook is set. Should that fail, the next
-   * round writes the outcome alone. Returns `walletId url` of the webhooks removed.
+   * Releases a committed round's attempts; a 410 Gone removes the webhook in one transaction with its
+   * queued deliveries, so none reads failed while it is set. Returns `walletId url` of those removed.
    */
   private async settle(ended: Ended[]): Promise<Set<string>> {
     const gone = new Set<string>()
@@ -209,20 +193,20 @@ export class DeliveryWorker {
         continue
       }
       const walletId = end.claim.wallet_id
-      const removed = await removeGoneWebhook(this.db, walletId, end.url, (trx) =>
-        writeOutcomes(trx, [end], this.config.webhookRetrySchedule),
-      ).then(
-        (removed) => {
-          end.written()
-          return removed
-        },
-        (error) => {
-          this.log.warn({ err: error, wallet: walletId }, 'webhook worker: removing a webhook gone (410) failed')
-          this.ended.push({ ...end, removalFailed: true })
-          this.timer.again()
-          return false
-        },
-      )
+      const removed = await this.webhooks
+        .removeGoneWebhook(walletId, end.url, (trx) => writeOutcomes(trx, [end], this.config.webhookRetrySchedule))
+        .then(
+          (removed) => {
+            end.written()
+            return removed
+          },
+          (error) => {
+            this.log.warn({ err: error, wallet: walletId }, 'webhook worker: removing a webhook gone (410) failed')
+            this.ended.push({ ...end, removalFailed: true })
+            this.timer.again()
+            return false
+          },
+        )
       if (removed) gone.add(`${walletId} ${end.url}`)
     }
     return gone
@@ -252,12 +236,7 @@ export class DeliveryWorker {
     })
   }
 
-  /**
-   * Whether `origin` has due deliveries waiting for slots and half of its attempts here have ended,
-   * while fewer than a batch of endings are in flight (so endings alone could never start a round):
-   * an origin held to a few slots is then served at its receiver's pace, not the poll's. Half, so
-   * the receiver is not left idle while the round claims.
-   */
+  /** An origin held to a few slots, half of them ended, starts a round: served at its receiver's pace, not the poll's. */
   private slotsAwaited(origin: string): boolean {
     if (this.inFlight.size >= this.roundBatch || !this.claimer.waitingOrigins.has(origin)) return false
     let ended = 0

@@ -46,12 +46,8 @@ export function formatEvent(event: StreamEvent): string {
 }
 
 /**
- * Fans the outbox out to this instance's SSE streams: one poller reads every new event and hands
- * it to its wallet's streams, so the cost does not grow with the streams, and events written by
- * any instance reach every instance. The watermark passes an id only once every smaller id is
- * visible or known never to commit: on PostgreSQL ids are taken before commit, so a gap waits
- * until every transaction that could fill it has ended (snapshot `xmin` passes the `xmax` seen at
- * the gap). So stream ids only increase, and resuming after `Last-Event-ID: N` loses nothing.
+ * One poller fans the outbox out to this instance's SSE streams. Its watermark passes an id only
+ * once no smaller one can still commit, so resuming after `Last-Event-ID: N` loses nothing.
  */
 export class EventHub {
   private readonly db: Db
@@ -156,10 +152,7 @@ export class EventHub {
     }
   }
 
-  /**
-   * Starts polling from the current head, at the first subscriber; polling then goes on until
-   * the app closes, so that later streams do not wait for the head again.
-   */
+  /** Polls from the first subscriber until the app closes. */
   private start(): Promise<void> {
     if (this.timer) return Promise.resolve()
     if (!this.starting) {
@@ -189,10 +182,7 @@ export class EventHub {
     this.generation += 1
   }
 
-  /**
-   * The highest id below which nothing can still appear: the visible maximum, once every
-   * transaction that was running when it was read has ended (PostgreSQL; bounded wait).
-   */
+  /** The highest id below which nothing can still appear. */
   private async findHead(): Promise<number> {
     const { maxId, snapshot } = await readHead(this.db)
     if (snapshot) {

@@ -6,6 +6,7 @@ import { DeliveryWorker } from './delivery.worker.ts'
 import { EventHub } from './event-hub.ts'
 import streamRoutes from './stream.routes.ts'
 import webhooksRoutes from './webhooks.routes.ts'
+import type { WebhooksService } from './webhooks.service.ts'
 import type { Tracing } from '../telemetry/tracing.ts'
 
 /**
@@ -19,6 +20,7 @@ export interface EventsOptions {
   config: Config
   /** Seals and opens the webhook secrets. */
   secretsKey: SecretsKey
+  webhooks: WebhooksService
   /** Traces each delivery attempt, when traces are on. */
   tracing?: Tracing
 }
@@ -29,6 +31,7 @@ export default async function events(app: FastifyInstance, deps: EventsOptions):
     database: deps.database,
     config: deps.config,
     secretsKey: deps.secretsKey,
+    webhooks: deps.webhooks,
     tracing: deps.tracing,
     log: app.log.child({ component: 'webhooks' }),
     registry,

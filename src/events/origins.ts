@@ -1,7 +1,4 @@
-/**
- * Webhook delivery per receiving origin: what an origin is, its circuit breaker, and its adaptive
- * in-flight limit. Pure rules, no I/O: the worker applies them, the tests drive them with a mocked clock.
- */
+/** Per receiving origin: what it is, its circuit breaker and its adaptive in-flight limit. Pure rules, no I/O. */
 
 /** The origin (`scheme://host:port`, default ports left out) deliveries to `url` are queued and limited by. */
 export function webhookOrigin(url: string): string {
@@ -36,10 +33,8 @@ interface Circuit {
 const CIRCUIT_DEFAULTS = { failureThreshold: 5, openMs: 5_000, maxOpenMs: 300_000 }
 
 /**
- * One circuit breaker per origin, in this instance. After `failureThreshold` failed attempts in a
- * row it opens: nothing is sent there for `openMs`, doubled at each reopening up to `maxOpenMs`;
- * its deliveries keep their place and spend no retries. Then one attempt goes through (half-open):
- * any answer closes it (even 4xx: the receiver is there), a failure opens it again.
+ * A circuit per origin: opens after `failureThreshold` failures in a row (deliveries keep their place
+ * and retries), then lets one attempt through; any answer closes it, a failure reopens it for longer.
  */
 export class OriginCircuits {
   readonly #circuits = new Map<string, Circuit>()
@@ -153,12 +148,8 @@ const SLOW_CUT = 0.9
 const BASELINE_WINDOW_MS = 30_000
 
 /**
- * Each origin's in-flight limit, adapted to how its receiver copes (AIMD, as TCP's congestion
- * window). It starts at `floor`; an answer in good time (within twice the origin's quickest of the
- * last 30-60 s, plus 20 ms) adds one while more is due than it lets out, up to `cap`; a failure
- * halves it and an answer slowed by the load takes a tenth off, each at most once per round trip.
- * An answer slow although sent at the floor resets the baseline instead. Each instance adapts its
- * own and compares it with every instance's leases, so the cap holds over all of them.
+ * Each origin's in-flight limit, adapted as TCP's window (AIMD) between `floor` and `cap`: a timely
+ * answer adds one, a failure halves it, an answer slowed by the load takes a tenth off.
  */
 export class OriginLimits {
   readonly #limits = new Map<string, OriginLimit>()
@@ -217,8 +208,7 @@ export class OriginLimits {
     entry.windowMin = Math.min(entry.windowMin, attempt.latencyMs)
     if (attempt.latencyMs > SLOW_FACTOR * baseline + SLOW_SLACK_MS) {
       if (entry.limit > this.#floor || attempt.startedAt <= entry.cutAt) return this.#cut(entry, attempt.startedAt, SLOW_CUT)
-      // Slow although sent at the floor: not this load's doing, the receiver is slower now. Its
-      // answer time becomes the baseline, so the limit may grow again instead of staying at the floor.
+      // Slow even at the floor: the receiver is slower now, so this becomes the baseline.
       entry.windowMin = attempt.latencyMs
       entry.previousMin = Infinity
       entry.windowStart = now

@@ -9,11 +9,7 @@ export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventT
 /** The random part of an event id: 80 bits, 20 hex digits. */
 const RANDOM_BYTES = 10
 
-/**
- * Makes event ids: `evt_`, the time in milliseconds (12 hex digits), 80 random bits. Ids growing
- * with time land at the end of the unique index, so a batch dirties a few index pages, not one
- * each. The random bits come from a pool refilled 4 KB at a time, not a generator call per event.
- */
+/** `evt_`, the time in ms, 80 random bits: ids growing with time dirty few index pages. */
 function eventIdMaker(): () => string {
   const pool = Buffer.alloc(4096)
   let offset = pool.length
@@ -35,23 +31,15 @@ function eventWallets(from: number, to: number): { walletId: number; type: Event
   return sides
 }
 
-/**
- * An event's payload as sent on the stream and to webhooks: `{ type, id, created_at, data }`, with
- * `data` the transaction's body stored once on its row (a hold's event: the Hold on the event's
- * row), so both events of a transfer share it, byte for byte on every attempt.
- */
+/** `{ type, id, created_at, data }` as sent on the stream and to webhooks, the same bytes on every attempt. */
 export function eventPayload(event: { type: string; event_id: string; created_at: string; body: string | null }): string {
   const head = `{"type":${JSON.stringify(event.type)},"id":${JSON.stringify(event.event_id)}`
   return `${head},"created_at":${JSON.stringify(event.created_at)},"data":${event.body}}`
 }
 
 /**
- * Transactional outbox: `transaction.sent` for the sender and `transaction.received` for the
- * receiver (never for mint), and a webhook delivery for each event whose wallet has a webhook,
- * written with the transfer: a rolled-back transfer emits nothing, a committed one loses nothing.
- * `ids`: one reserved sequence id per event, in the order of `eventWallets`. The ledger holds the
- * wallets' turns, and the delivery insert reads the webhooks itself, so a webhook set just before
- * gets its deliveries.
+ * The outbox: `transaction.sent` and `.received` (never for mint), and a delivery for each wallet
+ * with a webhook, written with the transfer, so a rolled-back transfer emits nothing.
  */
 function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[], newEventId: () => string): Write[] {
   const events: unknown[][] = []
@@ -63,10 +51,7 @@ function transactionEventWrites(executor: Executor, transactions: Transaction[],
   return eventRowWrites(executor, EVENT_COLUMNS, events)
 }
 
-/**
- * The two writes of a set of events: the event rows (with `columns`, `id`, `wallet_id` and
- * `created_at` among them), and a pending delivery for each whose wallet has a webhook.
- */
+/** The event rows, and a pending delivery for each whose wallet has a webhook. */
 function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | typeof HOLD_EVENT_COLUMNS, events: unknown[][]): Write[] {
   if (events.length === 0) return []
   const names = sql.raw(columns.map(([name]) => name).join(', '))
@@ -92,10 +77,7 @@ function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | type
       ),
     ]
   }
-  // SQLite runs a batch's writes in order (`runWrites`), so the events are in their table by now:
-  // one statement reads them back by id rather than a run per event. Their ids are consecutive and
-  // the batch's own (`moves.repository.ts` reserveIds), so the range holds only them
-  // (`docs/performance.md#the-write-path`).
+  // SQLite has written the events by now; their ids are the batch's own range, read back at once.
   const ids = events.map((event) => event[0] as number)
   return [
     insert,
@@ -123,11 +105,7 @@ function holdWallets(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id
   return [hold.sending_wallet_id, hold.receiving_wallet_id].filter((walletId) => walletId !== MINT_WALLET_ID)
 }
 
-/**
- * The writes of a hold's events to both its sides, with deliveries as for transactions. The data
- * is the Hold as it is after that event, stored on the event's row (a hold changes; its events do
- * not); the time is when it happened (creation, or settlement: for an expiry, the expiry time).
- */
+/** A hold's events to both its sides; each carries the Hold as it was after that event. */
 function holdEventWrites(
   executor: Executor,
   holdEvents: { type: HoldEventType; hold: Hold }[],

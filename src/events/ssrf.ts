@@ -1,11 +1,7 @@
 import dns from 'node:dns'
 import net from 'node:net'
 
-/**
- * The SSRF guard for webhook targets (W010): a webhook may only reach public unicast
- * addresses. It is applied when the webhook is set and again on every connection (the resolver
- * below), so a name that later resolves somewhere private (DNS rebinding) is still refused.
- */
+/** The SSRF guard (W010): public unicast addresses only, checked when set and on every connection (DNS rebinding). */
 
 interface Range {
   bytes: number[]
@@ -97,11 +93,7 @@ function isPublicIpv6(bytes: number[]): boolean {
   return inRange(bytes, IPV6_GLOBAL) && !IPV6_BLOCKED.some((blocked) => inRange(bytes, blocked))
 }
 
-/**
- * True when `address` (an IPv4 or IPv6 literal, brackets allowed) is a public unicast address:
- * not loopback, private, link-local, CGNAT, multicast, documentation, reserved or unspecified,
- * including those written as IPv4-mapped, NAT64 or 6to4 IPv6. Anything unparsable is not public.
- */
+/** True for a public unicast IP literal, also through IPv4-mapped, NAT64 or 6to4 forms; unparsable is not public. */
 export function isPublicAddress(address: string): boolean {
   const v4 = ipv4Bytes(address)
   if (v4) return isPublicIpv4(v4)
@@ -153,10 +145,7 @@ async function resolveAll(hostname: string): Promise<dns.LookupAddress[]> {
   return dns.promises.lookup(hostname, { all: true, verbatim: true })
 }
 
-/**
- * Checks that a host (name or literal) only reaches public addresses. Throws
- * AddressNotAllowedError naming the first non-public address, or the resolver's error.
- */
+/** Throws AddressNotAllowedError (or the resolver's error) unless every address of the host is public. */
 export async function assertPublicHost(hostname: string): Promise<void> {
   const literal = ipLiteral(hostname)
   if (literal !== undefined) {
@@ -172,11 +161,7 @@ export async function assertPublicHost(hostname: string): Promise<void> {
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
 
-/**
- * A `lookup` for `net.connect` / `tls.connect` that resolves the name itself, refuses it when
- * any address is not public, and hands the checked addresses to the socket, so the connection
- * goes to exactly what was checked (no second resolution for a rebinding attacker to answer).
- */
+/** A socket `lookup` that connects to exactly the addresses it checked (no second resolution to rebind). */
 export function guardedLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
   if (isLocalName(hostname)) {
     callback(new AddressNotAllowedError(hostname), '', 0)

@@ -1,22 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Config } from '../config.ts'
-import type { Database } from '../db/database.ts'
 import { userAuth } from '../http/auth.ts'
-import type { SecretsKey } from '../secrets/secret-box.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import type { DeliveryWorker } from './delivery.worker.ts'
 import * as S from './events.schemas.ts'
-import * as webhooks from './webhooks.service.ts'
+import type { WebhooksService } from './webhooks.service.ts'
 
 /** The webhook routes of the interface (user auth, active wallet) and the delivery log. */
 const webhooksRoutes: FastifyPluginAsyncTypebox<{
-  database: Database
-  config: Config
-  secretsKey: SecretsKey
+  webhooks: WebhooksService
   worker: DeliveryWorker
-}> = async (app, { database, config, secretsKey, worker }) => {
-  const { db } = database
+}> = async (app, { webhooks, worker }) => {
   const tags = ['webhooks']
   const user = { onRequest: app.requireUser }
 
@@ -35,7 +29,7 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{
         response: responses(200, S.WebhookCreated),
       },
     },
-    async (request) => webhooks.setWebhook(db, config, secretsKey, userAuth(request), request.body.webhook),
+    async (request) => webhooks.setWebhook(userAuth(request), request.body.webhook),
   )
 
   app.get(
@@ -49,7 +43,7 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{
         response: responses(200, S.WebhookInfo),
       },
     },
-    async (request) => webhooks.getWebhook(db, userAuth(request).walletId),
+    async (request) => webhooks.getWebhook(userAuth(request).walletId),
   )
 
   app.delete(
@@ -59,7 +53,7 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{
       schema: { summary: 'Remove the wallet webhook', description: 'Removes the webhook and cancels every delivery still waiting.', tags },
     },
     async (request, reply) => {
-      await webhooks.removeWebhook(db, userAuth(request).walletId)
+      await webhooks.removeWebhook(userAuth(request).walletId)
       return reply.status(204).send()
     },
   )
@@ -79,10 +73,10 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{
     async (request, reply) => {
       const walletId = userAuth(request).walletId
       // The page is a bare array, so the backlog's summary travels in headers (as in GET /wallet/webhook's `backlog`).
-      const backlog = await webhooks.findBacklog(db, walletId)
+      const backlog = await webhooks.findBacklog(walletId)
       reply.header('coffer-backlog-pending', String(backlog.pending))
       reply.header('coffer-backlog-oldest-age-seconds', backlog.oldest_pending_age_seconds.toFixed(3))
-      return webhooks.listDeliveries(db, walletId, request.query)
+      return webhooks.listDeliveries(walletId, request.query)
     },
   )
 
@@ -99,7 +93,7 @@ const webhooksRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request, reply) => {
-      const delivery = await webhooks.retryDelivery(db, userAuth(request).walletId, parseId(request.params.id))
+      const delivery = await webhooks.retryDelivery(userAuth(request).walletId, parseId(request.params.id))
       worker.wake()
       return reply.status(202).send(delivery)
     },

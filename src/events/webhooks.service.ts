@@ -17,11 +17,7 @@ const RESOLVE_TIMEOUT_MS = 5_000
 /** Attempts listed per delivery (the most recent ones); `attempts` still counts them all. */
 const MAX_LISTED_ATTEMPTS = 50
 
-/**
- * Checks a webhook URL as PUT /wallet/webhook receives it and returns its normalized form.
- * Throws W010 when it is not an absolute http(s) URL of at most 512 characters, carries
- * credentials, or (unless `webhookAllowPrivate`) names or resolves to a non-public address.
- */
+/** The normalized URL; W010 unless an absolute http(s) URL (≤ 512 characters, no credentials) of a public host. */
 async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
   const form = checkWebhookUrlForm(raw.trim())
   if ('reason' in form) throw new AppError('W010', form.reason)
@@ -44,12 +40,7 @@ async function checkWebhookUrl(config: Config, raw: string): Promise<string> {
   return normalized
 }
 
-/**
- * PUT /wallet/webhook: sets (or replaces) the active wallet's webhook with a new signing secret,
- * shown only in this answer, and points the deliveries still waiting at it. Throws W010
- * (checkWebhookUrl), and W000 when the caller may no longer use the wallet (`holdUsableWallet`).
- */
-export async function setWebhook(
+async function setWebhook(
   db: Db,
   config: Config,
   secretsKey: SecretsKey,
@@ -85,14 +76,12 @@ function toBacklog(pending: number, oldest: string | null, now = Date.now()): Ba
   return { pending, oldest_pending_at: oldest, oldest_pending_age_seconds: oldest ? Math.max(0, (now - Date.parse(oldest)) / 1000) : 0 }
 }
 
-/** The wallet's webhook backlog: deliveries pending and the age of the oldest (GET /wallet/webhook, the delivery log's headers). */
-export async function findBacklog(db: Executor, walletId: number): Promise<Backlog> {
+async function findBacklog(db: Executor, walletId: number): Promise<Backlog> {
   const [row] = await repo.findBacklogs(db, walletId)
   return toBacklog(row?.pending ?? 0, row?.oldest ?? null)
 }
 
-/** Every webhook's backlog with its origin, for /metrics (`operations/metrics.ts`): only wallets with deliveries pending. */
-export async function listBacklogs(db: Executor): Promise<(Backlog & { origin: string; wallet_id: number })[]> {
+async function listBacklogs(db: Executor): Promise<(Backlog & { origin: string; wallet_id: number })[]> {
   const now = Date.now()
   return (await repo.findBacklogs(db)).map((row) => ({
     origin: row.origin,
@@ -101,8 +90,7 @@ export async function listBacklogs(db: Executor): Promise<(Backlog & { origin: s
   }))
 }
 
-/** GET /wallet/webhook: the URL, when it was set and its backlog, or `{webhook: null}`. The secret is never shown. */
-export async function getWebhook(
+async function getWebhook(
   db: Db,
   walletId: number,
 ): Promise<{ webhook: string; created_at: string; backlog: Backlog } | { webhook: null }> {
@@ -110,31 +98,18 @@ export async function getWebhook(
   return hook ? { webhook: hook.url, created_at: hook.created_at, backlog: await findBacklog(db, walletId) } : { webhook: null }
 }
 
-/**
- * DELETE /wallet/webhook (and wallet deletion, in its transaction): removes the wallet's webhook
- * and cancels every delivery still waiting, so nothing is sent after this returns (an attempt
- * already on the wire may still arrive). Idempotent.
- */
-export async function removeWebhook(db: Db, walletId: number): Promise<void> {
+async function removeWebhook(db: Db, walletId: number): Promise<void> {
   await inTransaction(db, (trx) => removeWebhookIn(trx, walletId))
 }
 
-/**
- * `removeWebhook` in the caller's transaction, after the wallet's turn: a move in progress commits
- * first and its delivery is cancelled with the rest; a move after it queues none.
- */
+/** `removeWebhook` in the caller's transaction, after the wallet's turn, so no move in progress escapes it. */
 export async function removeWebhookIn(trx: Trx, walletId: number): Promise<void> {
   await takeWalletTurns(trx, [walletId])
   await repo.deleteWebhook(trx, walletId)
   await repo.cancelPendingDeliveries(trx, walletId, nowIso(), 'webhook removed')
 }
 
-/**
- * The receiver at `url` answered 410 Gone: the webhook is removed as by its owner, unless it was
- * replaced meanwhile. `withIt` writes in the same transaction (the attempt's outcome, so the
- * delivery reads failed only once the webhook is gone). True when removed.
- */
-export async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Trx) => Promise<void>): Promise<boolean> {
+async function removeGoneWebhook(db: Db, walletId: number, url: string, withIt: (trx: Trx) => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await takeWalletTurns(trx, [walletId])
     await withIt(trx)
@@ -157,6 +132,12 @@ export interface DeliveryView {
   created_at: string
   updated_at: string
   attempt_log: { attempted_at: string; status_code: number | null; latency_ms: number; error: string | null }[]
+}
+
+export interface DeliveryQuery {
+  limit?: number
+  offset?: number
+  status?: DeliveryStatus
 }
 
 type DeliveryRow = Awaited<ReturnType<typeof repo.listDeliveries>>[number]
@@ -198,22 +179,12 @@ async function withAttempts(db: Executor, rows: DeliveryRow[]): Promise<Delivery
   return rows.map((row) => toDeliveryView(row, byDelivery.get(row.id) ?? []))
 }
 
-/** GET /wallet/webhook/deliveries: the wallet's deliveries, newest first, each with its attempts. */
-export async function listDeliveries(
-  db: Db,
-  walletId: number,
-  query: { limit?: number; offset?: number; status?: DeliveryStatus },
-): Promise<DeliveryView[]> {
+async function listDeliveries(db: Db, walletId: number, query: DeliveryQuery): Promise<DeliveryView[]> {
   const rows = await repo.listDeliveries(db, walletId, { limit: query.limit ?? 20, offset: query.offset ?? 0, status: query.status })
   return withAttempts(db, rows)
 }
 
-/**
- * POST /wallet/webhook/deliveries/{id}/retry: makes the delivery due now, whatever its status,
- * to the wallet's current webhook. Returns it as queued. Throws G006 when the wallet has no such
- * delivery (also one of another wallet) or no webhook is set any more.
- */
-export async function retryDelivery(db: Db, walletId: number, deliveryId: number): Promise<DeliveryView> {
+async function retryDelivery(db: Db, walletId: number, deliveryId: number): Promise<DeliveryView> {
   return inTransaction(db, async (trx) => {
     const delivery = await repo.findDelivery(trx, walletId, deliveryId)
     if (!delivery) throw new AppError('G006', `this wallet has no webhook delivery ${deliveryId}`)
@@ -224,4 +195,51 @@ export async function retryDelivery(db: Db, walletId: number, deliveryId: number
     const [view] = await withAttempts(trx, [queued])
     return view
   })
+}
+
+export interface WebhooksServiceDeps {
+  db: Db
+  config: Config
+  /** Seals the signing secrets at rest. */
+  secretsKey: SecretsKey
+}
+
+export interface WebhooksService {
+  /**
+   * PUT /wallet/webhook: sets (or replaces) the active wallet's webhook with a new signing secret,
+   * shown only in this answer, and points the deliveries still waiting at it. Throws W010
+   * (checkWebhookUrl), and W000 when the caller may no longer use the wallet (`holdUsableWallet`).
+   */
+  setWebhook(auth: UserAuth, url: string): Promise<{ webhook: string; secret: string }>
+  /** GET /wallet/webhook: the URL, when it was set and its backlog, or `{webhook: null}`. The secret is never shown. */
+  getWebhook(walletId: number): ReturnType<typeof getWebhook>
+  /** DELETE /wallet/webhook: removes it and cancels every waiting delivery. Idempotent. */
+  removeWebhook(walletId: number): Promise<void>
+  /** After a 410 Gone: removes the webhook unless replaced meanwhile, with `withIt` in the same transaction. */
+  removeGoneWebhook(walletId: number, url: string, withIt: (trx: Trx) => Promise<void>): Promise<boolean>
+  /** The wallet's webhook backlog: deliveries pending and the age of the oldest (GET /wallet/webhook, the delivery log's headers). */
+  findBacklog(walletId: number): Promise<Backlog>
+  /** Every webhook's backlog with its origin, for /metrics (`operations/metrics.ts`): only wallets with deliveries pending. */
+  listBacklogs(): ReturnType<typeof listBacklogs>
+  /** GET /wallet/webhook/deliveries: the wallet's deliveries, newest first, each with its attempts. */
+  listDeliveries(walletId: number, query: DeliveryQuery): Promise<DeliveryView[]>
+  /**
+   * POST /wallet/webhook/deliveries/{id}/retry: makes the delivery due now, whatever its status,
+   * to the wallet's current webhook. Returns it as queued. Throws G006 when the wallet has no such
+   * delivery (also one of another wallet) or no webhook is set any more.
+   */
+  retryDelivery(walletId: number, deliveryId: number): Promise<DeliveryView>
+}
+
+export function createWebhooksService({ db, config, secretsKey }: WebhooksServiceDeps): WebhooksService {
+  return {
+    setWebhook: (auth, url) => setWebhook(db, config, secretsKey, auth, url),
+    getWebhook: (walletId) => getWebhook(db, walletId),
+    removeWebhook: (walletId) => removeWebhook(db, walletId),
+    removeGoneWebhook: (walletId, url, withIt) => removeGoneWebhook(db, walletId, url, withIt),
+    findBacklog: (walletId) => findBacklog(db, walletId),
+    listBacklogs: () => listBacklogs(db),
+    listDeliveries: (walletId, query) => listDeliveries(db, walletId, query),
+    retryDelivery: (walletId, deliveryId) => retryDelivery(db, walletId, deliveryId),
+  }
 }

@@ -20,11 +20,7 @@ declare module 'fastify' {
     auth: Auth | undefined
   }
   interface FastifyInstance {
-    /**
-     * Guards, used as `onRequest`: credentials are checked before the body is read or anything is
-     * validated, so a caller without them learns nothing of a route's rules. Each sets
-     * `request.auth` or throws the A-code of the error table.
-     */
+    /** `onRequest` guards, before the body is read, so a caller without credentials learns nothing of a route's rules. */
     requireUser: (request: FastifyRequest) => Promise<void>
     requireWalletAccess: (request: FastifyRequest) => Promise<void>
     requireAdmin: (request: FastifyRequest) => Promise<void>
@@ -46,12 +42,7 @@ export interface AuthOptions {
   limiter: AttemptLimiter
 }
 
-/**
- * The lookups of user sessions and wallet keys, by the SHA-256 of their token. Each answers only
- * a live credential (and marks it as used); the rule of what is live is written once, in its
- * domain (`accounts.service.ts` findLiveUserSession, `wallets.service.ts` findLiveWalletKey,
- * `admin.service.ts` isLiveOperatorSession).
- */
+/** Lookups by the token's SHA-256 answering only live credentials; what is live is decided in each credential's own domain. */
 export interface CredentialLookups {
   userSession(tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined>
   walletKey(
@@ -113,10 +104,7 @@ function ownOrigin(request: FastifyRequest): string {
   return `${request.protocol}://${request.host}`
 }
 
-/**
- * Cookie-authenticated writes must come from our own origin or one in CORS_ORIGINS (A004).
- * Header-authenticated requests cannot be forged cross-site, so they are not checked.
- */
+/** Cookie-authenticated writes must come from our own origin or CORS_ORIGINS (A004); headers cannot be forged cross-site. */
 function checkCsrf(request: FastifyRequest, config: Config): void {
   if (SAFE_METHODS.has(request.method)) return
   const origin = request.headers.origin
@@ -136,11 +124,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   app.decorateRequest('auth', undefined)
   const metricsTokenHash = config.metricsToken === undefined ? undefined : hashToken(config.metricsToken)
 
-  /**
-   * Whether `token` is the admin key. A wrong one counts as an attempt of the client's address; a
-   * right one is refused too (G005) while that address is over the limit, so that a guess past the
-   * limit tells nothing. (Right keys are not counted: scripts of the operator call often.)
-   */
+  /** A wrong admin key counts as an attempt; past the limit even the right one is refused (G005), so a guess tells nothing. */
   async function isAdminKey(request: FastifyRequest, token: string | undefined): Promise<boolean> {
     const right = token !== undefined && sameHash(hashToken(token), adminKeyHash)
     if (right) await limiter.check(adminKeyAttempts(request))
@@ -158,10 +142,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     return key && { kind: 'wallet', walletId: key.walletId, walletSessionId: key.keyId, scopes: key.scopes, limits: key.limits }
   }
 
-  /**
-   * True when the request carries a live operator session cookie (the console's, opened by
-   * `POST /admin/sessions`); a cookie-authenticated write must then pass the CSRF guard (A004).
-   */
+  /** A live operator session cookie; its writes must pass the CSRF guard (A004). */
   async function hasOperatorSession(request: FastifyRequest): Promise<boolean> {
     const token = request.cookies?.[OPERATOR_COOKIE]
     if (!token || tokenKind(token) !== 'operator') return false
@@ -180,8 +161,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
     const credential = readCredential(request, config.sessionCookieName)
     if (!credential) throw new AppError('A000')
     const kind = tokenKind(credential.token)
-    // ADMIN_API_KEY may be any long secret, not only one in our token format, so compare it first;
-    // a token of no known kind where the admin key is taken may be a guess at it, and counts.
+    // ADMIN_API_KEY may be any secret, so it is compared first; an unknown token kind counts as a guess.
     if (accept.has('admin') && credential.bearer && (kind === undefined || sameHash(hashToken(credential.token), adminKeyHash))) {
       if (await isAdminKey(request, credential.token)) {
         request.auth = { kind: 'admin' }

@@ -5,10 +5,7 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
-/**
- * Headers of every console response: the page may load scripts, styles and data only from this
- * origin, never inline, and no other site may frame it.
- */
+/** Scripts, styles and data from this origin only, never inline; no framing. */
 const CONSOLE_HEADERS = {
   'content-security-policy':
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
@@ -24,10 +21,8 @@ function consoleDirectory(): string {
 }
 
 /**
- * The web console at `/console/` (same origin as the API, which it calls), and `/` sending people
- * there. Bundles have content hashes in their names and are cached for good; the page itself is
- * revalidated, so a new build shows at once. The build writes brotli and gzip copies of each file,
- * sent as they are to a browser that accepts them (`Content-Encoding`, `Vary: Accept-Encoding`).
+ * The console at `/console/` (and `/` redirecting there): hashed bundles cached for good, the page
+ * revalidated so a new build shows at once, precompressed copies sent as they are.
  */
 export default fp<{ root?: string }>(async function consolePlugin(app: FastifyInstance, options) {
   const root = options.root ?? consoleDirectory()

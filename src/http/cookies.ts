@@ -12,11 +12,7 @@ declare module 'fastify' {
   }
 }
 
-/**
- * Cookies with `@fastify/cookie`'s parser and serializer, without its two hooks on every request.
- * `request.cookies` parses the `Cookie` header the first time a guard reads it; `setCookie` /
- * `clearCookie` below write the plugin's `Set-Cookie` value byte for byte (test/http/plugins.test.ts).
- */
+/** `@fastify/cookie`'s parser and serializer without its hooks on every request: cookies are parsed when first read. */
 export default fp(async function cookies(app: FastifyInstance) {
   app.decorateRequest(PARSED, null)
   app.decorateRequest('cookies', {

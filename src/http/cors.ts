@@ -10,22 +10,18 @@ export interface CorsOptions {
 }
 
 /**
- * CORS for the configured origins only, with credentials: byte for byte the headers `@fastify/cors`
- * writes with `{origin: origins, credentials: true, methods, exposedHeaders}` (test/http/plugins.test.ts
- * compares them). Our own hook because the plugin's general path ran on every request; here the
- * headers are computed once, and with no `CORS_ORIGINS` no hook runs at all.
+ * CORS for the configured origins, with credentials: `@fastify/cors`'s headers byte for byte, computed
+ * once, and no hook at all without `CORS_ORIGINS`.
  */
 export default fp<CorsOptions>(async function cors(app: FastifyInstance, { origins, methods, exposedHeaders }) {
-  // Preflights reach this route only when CORS is off (the hook below answers them otherwise):
-  // they get the API's 404 like any unknown route.
+  // Reached only when CORS is off: a preflight gets the API's 404.
   app.options('*', { schema: { hide: true } }, (_request, reply) => reply.callNotFound())
   if (origins.length === 0) return
 
   const allowed = new Set(origins)
   const exposed = exposedHeaders.join(', ')
   const allowedMethods = methods.join(', ')
-  // Every response, Origin or not, says it varies by Origin: a cache must not hand one origin's
-  // answer (with its Access-Control-Allow-Origin) to another.
+  // Every response varies by Origin, so a cache never hands one origin's answer to another.
   app.addHook('onRequest', (request, reply, done) => {
     const origin = request.headers.origin
     reply.header('vary', 'Origin')
@@ -34,8 +30,7 @@ export default fp<CorsOptions>(async function cors(app: FastifyInstance, { origi
     reply.header('access-control-expose-headers', exposed)
     if (request.method !== 'OPTIONS') return done()
 
-    // A preflight is answered here, before any guard: the browser sends it without credentials.
-    // An empty Origin or method counts as none.
+    // Preflights come without credentials, so they are answered before any guard.
     if (!origin || !request.headers['access-control-request-method']) {
       reply.status(400).type('text/plain').send('Invalid Preflight Request')
       return

@@ -14,10 +14,7 @@ const VALIDATION_CODES: Record<string, ErrorCode> = {
   headers: 'G000',
 }
 
-/**
- * Fastify's own errors, mapped to codes of the error table: one mapping per Fastify code, for the
- * error handler and the router's refusals (`answerRouterError`) alike.
- */
+/** Fastify's own errors by their code, for the error handler and the router's refusals alike. */
 const FRAMEWORK_CODES: Record<string, { code: ErrorCode; detail: string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'G000', detail: 'body is not valid JSON' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'G000', detail: 'body is empty' },
@@ -31,19 +28,13 @@ const FRAMEWORK_CODES: Record<string, { code: ErrorCode; detail: string }> = {
   FST_ERR_ASYNC_CONSTRAINT: { code: 'S000', detail: 'the route could not be chosen' },
 }
 
-/**
- * Answers a request the router refused before any hook ran (malformed percent-encoding, a path
- * parameter over 512 characters): with the error table's layout and a request id, like every error.
- */
+/** A request the router refused before any hook ran, answered like every error. */
 export function answerRouterError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const { code, detail } = (error.code ? FRAMEWORK_CODES[error.code] : undefined) ?? FRAMEWORK_CODES.FST_ERR_BAD_URL
   sendError(reply.header('x-request-id', request.id).headers(SECURITY_HEADERS), code, detail)
 }
 
-/**
- * The first schema error in words. An error inside an item of a list names the item first
- * (`transfers[3]: assets.gold must be >= 1`), as the services do for items they refuse.
- */
+/** The first schema error in words, naming a list's item first (`transfers[3]: …`) as the services do. */
 function describeValidation(error: FastifyError): string {
   const first = error.validation?.[0]
   if (!first) return error.message
@@ -56,11 +47,7 @@ function describeValidation(error: FastifyError): string {
   return `${prefix}${where || 'value'} ${first.message ?? 'is invalid'}`
 }
 
-/**
- * Fastify's `schemaErrorFormatter`: the error a failed schema check throws, named as Fastify's own
- * names it (`body/assets/gold must be integer`), without a stack trace (`stacklessError`); the
- * error handler answers it from its `validation` list.
- */
+/** Fastify's `schemaErrorFormatter`: Fastify's own wording, without a stack trace. */
 export function schemaError(errors: FastifySchemaValidationError[], dataVar: string): Error {
   const first = errors[0]
   return stacklessError(first ? `${dataVar}${first.instancePath ?? ''} ${first.message ?? 'is invalid'}` : `${dataVar} is invalid`)
@@ -89,8 +76,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
       return sendError(reply, 'G000', 'malformed request')
     }
     if (isStorageUnavailable(error)) {
-      // One line naming the real cause (SQLITE_FULL, 57P01, ECONNREFUSED, …); the client is told
-      // only to come back, with the request's Idempotency-Key.
+      // The log names the cause; the client is only told to come back with its Idempotency-Key.
       const cause = describeStorageFault(error)
       request.log.error(
         { cause: cause.code, reason: cause.message },
@@ -107,12 +93,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
   })
 }
 
-/**
- * Answers a request that Node's HTTP parser refused before Fastify saw it (a malformed request
- * line or header, a header block over the size limit, a client too slow to send its request):
- * with the error body (`errors.ts`) and a request id, like every other error, instead of
- * Fastify's default body: `G000` with its status from the table (400), the detail naming the cause.
- */
+/** A request Node's HTTP parser refused before Fastify saw it, answered `G000` like every error. */
 export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
   const detail =

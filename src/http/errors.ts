@@ -1,9 +1,5 @@
 import type { FastifyReply } from 'fastify'
-/**
- * The error table: every error code with its status and message (what the body's `message` says).
- * Adding a code without a status or message fails the type check, as does one without its meaning
- * below; test/http/errors.test.ts walks the whole table.
- */
+/** The error table; a code without status, message or meaning fails the type check. */
 export const ERRORS = {
   G000: { status: 400, message: 'Invalid JSON Body' },
   G001: { status: 400, message: 'Invalid URL Parameter' },
@@ -110,11 +106,7 @@ export interface ErrorBody {
   request_id: string
 }
 
-/**
- * An error without a stack trace, for a refusal that is answered and never logged with its stack:
- * capturing a request's deep stack cost more than the rest of answering a 4xx. Errors the service
- * logs (5xx) keep their stack.
- */
+/** For refusals never logged with a stack, which would cost more than answering the 4xx; 5xx keep theirs. */
 export function stacklessError(message: string): Error {
   const limit = Error.stackTraceLimit
   Error.stackTraceLimit = 0
@@ -144,11 +136,7 @@ export class AppError extends Error {
   }
 }
 
-/**
- * Answers with the error body and the table's status for the code. The body is written here, in
- * the documented field order (`code`, `message`, `detail`, `request_id`): a route's response
- * serializer would put the optional `detail` after `request_id`.
- */
+/** The error body in the documented field order (a route's serializer would put `detail` last). */
 export function sendError(reply: FastifyReply, code: ErrorCode, detail?: string): FastifyReply {
   return reply
     .status(ERRORS[code].status)

@@ -19,12 +19,7 @@ interface RouteSeries {
   count: number
 }
 
-/**
- * The request metrics, `coffer_http_requests_total` and `coffer_http_request_duration_seconds`.
- * Every request adds to its route's series in plain numbers here; prom-client gets them only when
- * /metrics is read, since its own `inc` and `observe` cost every request more than figures read
- * every few seconds are worth.
- */
+/** Request counts and durations in plain numbers, handed to prom-client only when /metrics is read. */
 class RequestMetrics {
   readonly #series = new Map<string, RouteSeries>()
 
@@ -43,8 +38,7 @@ class RequestMetrics {
         }
       },
     })
-    // prom-client has no way to add many observations at once, so the histogram is shown from the
-    // series here, in prom-client's form (`Histogram#get`): cumulative buckets, then _sum and _count.
+    // In prom-client's form (`Histogram#get`), which cannot take many observations at once.
     const name = 'coffer_http_request_duration_seconds'
     registry.registerMetric({
       name,
@@ -104,15 +98,13 @@ export default fp(async function observability(app: FastifyInstance) {
   const requestMetrics = new RequestMetrics(registry)
   app.decorate('metrics', registry)
 
-  // Requests that reach us on a kept-alive connection during shutdown get 503 S001 and the
-  // connection is closed, so the client retries elsewhere.
+  // During shutdown: 503 S001 and the connection closed, so the client retries elsewhere.
   let closing = false
   app.addHook('preClose', async () => {
     closing = true
   })
 
-  // The per-request hooks here take a callback rather than returning a promise: every request
-  // runs them, and an async hook costs a promise and a turn of the microtask queue each.
+  // Callback hooks: an async one costs every request a promise.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id).headers(SECURITY_HEADERS)
     if (!closing) return done()
@@ -123,10 +115,7 @@ export default fp(async function observability(app: FastifyInstance) {
   function recordRequest(request: FastifyRequest, status: number, elapsedMs: number): void {
     const route = request.routeOptions.url ?? 'unmatched'
     requestMetrics.record(request.method, route, status, elapsedMs / 1000)
-    // Deliberately no headers, query or body: they carry tokens and passwords. Written by the
-    // root logger with the request id as the first field: the same line, byte for byte, as
-    // `request.log` (pino's child with the id bound) writes, without making that child
-    // (`requestLoggerFactory` below).
+    // No headers, query or body: they carry secrets. The root logger writes `request.log`'s line without making the child.
     app.log.info({ reqId: request.id, method: request.method, route, status, ms: Math.round(elapsedMs * 10) / 10 }, 'request')
   }
   app.decorate('recordRequest', recordRequest)
@@ -139,11 +128,7 @@ export default fp(async function observability(app: FastifyInstance) {
 type Bindings = Parameters<FastifyBaseLogger['child']>[0]
 type ChildOptions = NonNullable<Parameters<FastifyBaseLogger['child']>[1]>
 
-/**
- * `request.log`, made lazily: pino's child logger with the request id bound, created the first
- * time something logs through it (an error, a storage fault, a failing stream) rather than for
- * every request; the one line every request writes comes from the root logger (`recordRequest`).
- */
+/** `request.log` as pino's child with the request id, made only when something logs through it. */
 class RequestLogger implements FastifyBaseLogger {
   #child: FastifyBaseLogger | undefined
 
@@ -203,10 +188,7 @@ export function requestLoggerFactory(logger: FastifyBaseLogger, bindings: Bindin
     : new RequestLogger(logger, bindings)
 }
 
-/**
- * The operations routes: health, readiness, metrics. Registered after the API reference, so that
- * `/openapi.json` lists the first two.
- */
+/** Health, readiness and metrics; after the API reference, so it lists the first two. */
 export async function operationsRoutes(app: FastifyInstance, { database }: { database: Database }): Promise<void> {
   const tags = ['operations']
   app.get(
@@ -217,9 +199,6 @@ export async function operationsRoutes(app: FastifyInstance, { database }: { dat
       version: VERSION,
     }),
   )
-  // Ready while the storage can take a write: not while PostgreSQL is unreachable, read-only (a
-  // standby, the old primary after a failover) or cannot commit in time (a primary waiting for a
-  // lost synchronous standby), nor while SQLite's disk is full or read-only.
   const readiness = 'Answers while the storage can take a write; S001 while it cannot (take the instance out of the balancer).'
   app.get('/readyz', { schema: { tags, summary: 'Readiness', description: readiness } }, async (request) => {
     try {
@@ -241,10 +220,7 @@ export async function operationsRoutes(app: FastifyInstance, { database }: { dat
 declare module 'fastify' {
   interface FastifyInstance {
     metrics: client.Registry
-    /**
-     * Counts and logs a finished request. Called for every response; a route that takes the
-     * response over (the event stream) calls it itself when its client goes away first.
-     */
+    /** Counts and logs a finished request; a route that takes the response over calls it itself. */
     recordRequest: (request: FastifyRequest, status: number, elapsedMs: number) => void
   }
 }

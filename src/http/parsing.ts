@@ -18,11 +18,7 @@ function refuseUnstorable(key: string, value: unknown): unknown {
   return value
 }
 
-/**
- * True when plain `JSON.parse` gives what `refuseUnstorable` would, so the costly reviver can be
- * left out. NUL or a lone surrogate can only come from a `\u` escape (the text is valid UTF-8 and
- * JSON refuses raw control characters), and `__proto__` needs the word or an escape.
- */
+/** True when the costly reviver can be left out: NUL and lone surrogates need a `\u` escape, `__proto__` the word. */
 function canParsePlainly(text: string): boolean {
   return !text.includes('\\u') && !text.includes('__proto__')
 }
@@ -40,11 +36,7 @@ function integerFields(schema: unknown): string[] {
   return Object.keys(properties).filter((name) => properties[name].type === 'integer')
 }
 
-/**
- * How requests are read: JSON bodies (strict UTF-8, no `__proto__`, no text either storage cannot
- * keep), schema validation with bodies never coerced ("5" is not 5) while paths and queries are,
- * and a missing body read as `{}`.
- */
+/** Strict UTF-8 JSON bodies storable on both storages, never coerced ("5" is not 5); paths and queries are. */
 export function registerParsing(app: FastifyInstance): void {
   const bodyAjv = buildAjv(false)
   const urlAjv = buildAjv(true)
@@ -54,8 +46,7 @@ export function registerParsing(app: FastifyInstance): void {
     // A bodiless DELETE (or POST with an empty body) is accepted; the schema decides if a body was needed.
     if ((body as Buffer).length === 0) return done(null, undefined)
     try {
-      // JSON is UTF-8: invalid bytes are refused, not silently replaced; NUL and lone surrogates
-      // cannot be stored as PostgreSQL text, so no string may carry them.
+      // Invalid bytes are refused, not replaced; PostgreSQL text cannot store NUL or lone surrogates.
       const text = UTF8.decode(body as Buffer)
       done(null, canParsePlainly(text) ? JSON.parse(text) : JSON.parse(text, refuseUnstorable))
     } catch {
@@ -63,19 +54,13 @@ export function registerParsing(app: FastifyInstance): void {
       done(error, undefined)
     }
   })
-  // One hook, taking a callback rather than returning a promise: every request runs it, and an
-  // async hook costs a promise and a turn of the microtask queue each.
+  // A callback hook: an async one costs every request a promise.
   app.addHook('preValidation', (request, _reply, done) => {
-    // A missing body reads as `{}`: routes whose fields are all optional (POST /user/wallets)
-    // accept a bodiless request, and the others name the missing field.
+    // A missing body reads as `{}`, so the schema names the missing field.
     if (request.body === undefined && (request.method === 'POST' || request.method === 'PUT')) request.body = {}
     done(refusedUrlValue(request))
   })
-  // Query integers are coerced from text, which would also take `0x10`, `1e1`, ` 2` or `2.0`:
-  // only decimal digits are a number here. Checked by a hook of each route whose query has
-  // integers (history, holds, the lists), after the hook above, with the fields found once when
-  // the route is registered: in the hook above it read `request.routeOptions` (an object Fastify
-  // builds per call) on every request with a query.
+  // Coercion would take `0x10`, `1e1` or `2.0`: only decimal digits are a query integer here.
   app.addHook('onRoute', (route) => {
     const fields = integerFields(route.schema?.querystring)
     if (fields.length === 0) return
@@ -99,10 +84,7 @@ function hasUncleanValue(part: Record<string, unknown>): boolean {
   return false
 }
 
-/**
- * G001 / G002 for a path or query value that is not clean text; undefined when every value
- * passes. Every request runs this, so it allocates nothing.
- */
+/** G001 / G002 for a path or query value that is not clean text; allocates nothing, as every request runs it. */
 function refusedUrlValue(request: FastifyRequest): AppError | undefined {
   // Path and query values decode %00 and %ED%A0%80 too: refused like malformed ids and queries.
   if (request.params && hasUncleanValue(request.params as Record<string, unknown>))

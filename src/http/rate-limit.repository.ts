@@ -1,11 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 
-/**
- * Counts one attempt for the key in the window starting at `windowStart` (a key last seen in an
- * earlier window starts again at 1) and returns its count, in one statement: concurrent attempts
- * on any instance are counted exactly (the upsert locks the key's row until it commits).
- */
+/** Counts one attempt in the key's window and returns the count; one upsert, exact across instances. */
 export async function countHit(db: Executor, key: string, windowStart: number): Promise<number> {
   const row = await db
     .insertInto('rate_limit_hits')

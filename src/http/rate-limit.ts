@@ -13,20 +13,12 @@ function tooMany(retryAfterSeconds: number): AppError {
   return new AppError('G005', 'too many attempts, try again later', { headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) } })
 }
 
-/**
- * The limiter for the storage: on PostgreSQL, where several instances may serve, attempts are
- * counted in the database so the limit holds across all of them; a single SQLite process counts
- * in memory, without a write per attempt.
- */
+/** PostgreSQL counts attempts in the database, so the limit holds across instances; SQLite's one process in memory. */
 export function createAttemptLimiter(perMinute: number, database: Database): AttemptLimiter {
   return database.dialect === 'postgres' ? new SharedRateLimiter(perMinute, database.db) : new RateLimiter(perMinute)
 }
 
-/**
- * Fixed one-minute windows per key, aligned to the clock's minutes so that every instance agrees
- * on them, counted in the database (`rate_limit_hits`) with one statement per attempt. The
- * retention job removes ended windows.
- */
+/** Fixed one-minute windows per key, aligned to the clock, counted in `rate_limit_hits`. */
 class SharedRateLimiter implements AttemptLimiter {
   constructor(
     private readonly perMinute: number,
@@ -38,8 +30,7 @@ class SharedRateLimiter implements AttemptLimiter {
     if (this.perMinute === 0) return
     const now = this.now()
     const windowStart = Math.floor(now / 60_000) * 60_000
-    // Key by key, stopping at the first one over its limit, as RateLimiter does: an address already
-    // refused does not also use up the username's attempts. Each count is its own statement.
+    // Stops at the first key over its limit, so a refused address does not use up the username's attempts.
     for (const key of keys) {
       if ((await countHit(this.db, key, windowStart)) > this.perMinute) throw tooMany(Math.ceil((windowStart + 60_000 - now) / 1000))
     }
@@ -53,11 +44,7 @@ class SharedRateLimiter implements AttemptLimiter {
   }
 }
 
-/**
- * Fixed one-minute windows per key (client address, username), in memory: for one process. (N
- * such instances behind a balancer would allow N times the limit; PostgreSQL deployments use
- * SharedRateLimiter.)
- */
+/** Fixed one-minute windows per key, in memory: for one process only. */
 export class RateLimiter implements AttemptLimiter {
   private windows = new Map<string, { start: number; count: number }>()
 

@@ -1,8 +1,4 @@
-/**
- * Headers of every response, errors included: browsers take a body only as the type it is sent
- * as (never sniffing JSON into HTML or script), and no other site may frame any page. The
- * console adds its own strict Content-Security-Policy, with `frame-ancestors 'none'` too (`console.ts`).
- */
+/** On every response: no type sniffing, no framing (the console adds its own CSP). */
 export const SECURITY_HEADERS = {
   'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',

@@ -2,9 +2,8 @@ import crypto from 'node:crypto'
 import zlib from 'node:zlib'
 
 /**
- * Secrets handed to clients. Each has a visible prefix naming its kind, 30 random base62
- * characters (178 bits) and a 6-character CRC32 checksum, so a scanner (or we) can tell a real
- * token from a typo without a database lookup. Only the SHA-256 hash is ever stored.
+ * Tokens: a prefix naming the kind, 178 random bits and a CRC32 checksum, so a scanner tells a real
+ * token from a typo without a lookup. Only their SHA-256 is stored.
  */
 export const TOKEN_PREFIXES = {
   user: 'cfu_',

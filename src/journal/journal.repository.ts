@@ -192,6 +192,38 @@ export async function readNodes(executor: Executor, keys: { level: number; idx: 
   return found
 }
 
+/**
+ * The stored complete subtrees (level ≥ 1) that the leaves after the first `after` up to the first
+ * `upTo` complete, keyed `level:idx` (`coffer verify`): one range of indexes per level.
+ */
+export async function readNodesCompleted(executor: Executor, after: number, upTo: number): Promise<Map<string, string>> {
+  const found = new Map<string, string>()
+  const ranges: [level: number, first: number, last: number][] = []
+  for (let level = 1; 2 ** level <= upTo; level++) {
+    const span = 2 ** level
+    // A subtree at this level is complete once its last leaf is in: (idx + 1) · span in (after, upTo].
+    const first = Math.floor(after / span)
+    const last = Math.floor(upTo / span) - 1
+    if (first <= last) ranges.push([level, first, last])
+  }
+  if (ranges.length === 0) return found
+  const rows = await executor
+    .selectFrom('journal_nodes')
+    .select(['level', 'idx', 'hash'])
+    .where((eb) =>
+      eb.or(ranges.map(([level, first, last]) => eb.and([eb('level', '=', level), eb('idx', '>=', first), eb('idx', '<=', last)]))),
+    )
+    .execute()
+  for (const row of rows) found.set(`${Number(row.level)}:${Number(row.idx)}`, row.hash)
+  return found
+}
+
+/** How many complete subtrees are stored (`coffer verify`). */
+export async function countNodes(executor: Executor): Promise<number> {
+  const { rows } = await sql<{ count: number }>`select count(*) as count from journal_nodes`.execute(executor)
+  return Number(rows[0].count)
+}
+
 /** Entries from `after` on, in order, with their transactions' encoded fields (`coffer verify`). */
 export async function readEntriesWithFields(
   executor: Executor,

@@ -71,12 +71,7 @@ export async function updateAsset(db: Executor, assetId: number, changes: { name
   return row && toAsset(row)
 }
 
-/**
- * True when any wallet other than mint holds a non-zero quantity. Holdings of an asset sum to
- * zero, so without credit (only mint's may be negative) that is exactly when mint's own holding is
- * not zero: one row read by primary key. An asset ever lent on credit may have debts and claims
- * that cancel out in mint's holding, so its holdings are looked at too.
- */
+/** Whether any wallet holds the asset: mint's holding is not zero, or (credit) debts and claims cancel out in it. */
 export async function isAssetHeld(db: Executor, assetId: number): Promise<boolean> {
   if ((await findHolding(db, MINT_WALLET_ID, assetId)) !== 0) return true
   const lent = await db.selectFrom('credit_limits').select('id').where('asset_id', '=', assetId).limit(1).executeTakeFirst()
@@ -92,20 +87,14 @@ export async function isAssetHeld(db: Executor, assetId: number): Promise<boolea
   return held !== undefined
 }
 
-/**
- * Locks the live asset row for the rest of the transaction (PostgreSQL; SQLite serializes
- * writers), for deleting it. Undefined when it is gone or deleted.
- */
+/** Locks the live asset row for deleting it; undefined when it is gone. */
 export async function lockAsset(trx: Trx, assetId: number): Promise<Asset | undefined> {
   const query = trx.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null)
   const row = await forUpdate(query, trx).executeTakeFirst()
   return row && toAsset(row)
 }
 
-/**
- * Holds the asset row shared against its deletion for the rest of the transaction, waiting for
- * one in progress (`lockAsset`); read the asset after this to see what that committed.
- */
+/** Holds the asset row against its deletion, waiting for one in progress; read the asset after it. */
 export async function holdAsset(trx: Trx, assetId: number): Promise<void> {
   await holdRow(trx, 'assets', assetId)
 }
@@ -122,11 +111,7 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
     .execute()
 }
 
-/**
- * The text of `listHoldings`' query, written once per dialect: GET /wallet/assets is polled by
- * every dashboard, and building and compiling the query with Kysely on every call cost about as
- * much CPU as SQLite took to answer it (`docs/performance.md#reads`).
- */
+/** Written once per dialect: a hot polled read, where Kysely cost as much as SQLite (`docs/performance.md#reads`). */
 const HOLDINGS_SQLITE =
   'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held, h.credit_limit ' +
   'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and (h.quantity <> 0 or h.held > 0 or h.credit_limit > 0)'
@@ -140,11 +125,7 @@ type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & {
   credit_limit: number
 }
 
-/**
- * Holdings of a wallet that are not zero (below zero on credit), held or on credit, ordered by asset
- * name (compareAssetNames), each with what pending, unexpired holds reserve of it (`held`, listed
- * even when nothing of it is free) and its `credit_limit`.
- */
+/** Holdings not zero, held or on credit, by asset name, each with what pending holds reserve and its `credit_limit`. */
 export async function listHoldings(db: Executor, walletId: number) {
   const rows = await readRows<HoldingRow>(db, isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId])
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
@@ -157,11 +138,7 @@ export async function listHoldings(db: Executor, walletId: number) {
   }))
 }
 
-/**
- * The wallet's holdings that were not zero at `asOf` (a stored timestamp), by asset name: for each
- * asset it ever held, the last running balance at or before that instant (migration 0010), one
- * index probe each, with the credit limit set last before it (migration 0018).
- */
+/** Holdings not zero at `asOf`: the last running balance of each asset, with the credit limit set last before it. */
 export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
   const rows = await db
     .selectFrom('holdings')

@@ -1,14 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { Database } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { Id, IdParams, IdString, parseId, responses } from '../http/schemas.ts'
-import * as assets from './assets.service.ts'
 import { Asset, AssetName, AssetValue, IdempotencyHeaders, Metadata, Quantity, ReversalBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface AssetsRoutesOptions {
-  database: Database
   ledger: Ledger
 }
 
@@ -30,8 +27,8 @@ const IssuanceBody = Type.Object({
 const ISSUANCE_BODY_LIMIT = 256 * 1024
 
 /** Asset management and issuance: the admin routes (admin key), and the asset list any caller may read. */
-const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app, { database, ledger }) => {
-  const { db } = database
+const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app, { ledger }) => {
+  const { assets } = ledger
   const tags = ['admin']
   const admin = { onRequest: app.requireAdmin }
 
@@ -46,7 +43,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
         response: responses(200, Type.Array(Asset)),
       },
     },
-    async () => assets.listAssets(db),
+    async () => assets.listAssets(),
   )
 
   app.post(
@@ -63,7 +60,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       },
     },
     async (request, reply) => {
-      const asset = await assets.createAsset(db, request.body.name, request.body.value)
+      const asset = await assets.createAsset(request.body.name, request.body.value)
       return reply.status(201).send(asset)
     },
   )
@@ -81,7 +78,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
         response: responses(200, Asset),
       },
     },
-    async (request) => assets.revalueAsset(db, parseId(request.params.id), request.body.value),
+    async (request) => assets.revalueAsset(parseId(request.params.id), request.body.value),
   )
 
   app.put(
@@ -97,7 +94,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
         response: responses(200, Asset),
       },
     },
-    async (request) => assets.renameAsset(db, parseId(request.params.id), request.body.name),
+    async (request) => assets.renameAsset(parseId(request.params.id), request.body.name),
   )
 
   app.delete(
@@ -112,7 +109,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       },
     },
     async (request, reply) => {
-      await assets.deleteAsset(db, parseId(request.params.id))
+      await assets.deleteAsset(parseId(request.params.id))
       return reply.status(204).send()
     },
   )

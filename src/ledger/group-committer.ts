@@ -7,40 +7,16 @@ import { IdempotencyConflict, type EventWriter, type Transaction } from './ledge
 import { applyUnits, transactionOf, type Move, type Outcome, type Unit } from './moves.ts'
 
 /**
- * Group commit for transfers.
+ * Group commit: transfers arriving while a commit is in flight are applied together in one
+ * transaction, one batch at a time in arrival order, and answered after its one durable commit
+ * (`docs/performance.md#the-write-path`).
  *
- * A durable commit (an fsync) costs far more than the few row changes of one transfer, and on
- * PostgreSQL every statement costs a round trip; so transfers that arrive while a commit is in
- * flight wait, and are then applied together in one database transaction by `moves.ts` (a few
- * set-based statements for the whole batch) and acknowledged after its one durable commit:
- *
- * - All or nothing per transfer: the moves are checked in order against the locked balances, and
- *   one that fails is left out of the writes and fails alone with its own error. A member may be
- *   a unit of several transfers (a batch request, `moves.ts` Unit): an atomic one is checked as a
- *   whole in its place in the order, and fails alone too, without failing its neighbours.
- * - Durability: no member's promise settles before the commit has returned, so a 201 still means
- *   durably committed; if the commit fails, every member fails with that error. Whether such a
- *   batch committed is unknown (the reply to COMMIT may be what was lost), so it is never run again
- *   (a client retries with its Idempotency-Key); only a deadlock or serialization failure, which
- *   PostgreSQL reports having rolled back, is.
- * - Ordering: one batch runs at a time, and members are applied in arrival order. (Several
- *   batches in flight measured slower on PostgreSQL too: they wait on each other's row locks,
- *   and each pays its round trips for fewer transfers; docs/performance.md.)
- * - Wiring: `buildApp` makes one committer per app from its config (`ledger.service.ts`
- *   createLedger) and `app.close` waits for the batches in flight (`close`).
- * - PostgreSQL: while a batch runs, the transaction of the next one is begun on another connection
- *   as soon as its first member arrives, so that batch starts with its locking read, not with a
- *   BEGIN round trip. Nothing else about the next batch starts early.
- * - PostgreSQL: a deadlock or serialization failure (with another instance) aborts the whole
- *   batch, which is then run again from the start, with the pause and the limit of every retry
- *   (`db/retry.ts`).
- * - Any other database error before the commit, in a batch of several, runs each member again as
- *   a batch of its own, so that only the transfer that causes it fails; but not a storage fault
- *   (`db/faults.ts`: the database down, out of disk, timed out), which fails the whole batch at
- *   once with `503 S001`. A failed COMMIT fails every member as a storage fault: its outcome is
- *   unknown, and the clients' retries with their Idempotency-Keys find it.
- * - An Idempotency-Key stored meanwhile by another instance fails its member with
- *   IdempotencyConflict (the caller answers with the stored response); the rest run again.
+ * - Each member (a transfer, or an atomic unit of several) succeeds or fails alone.
+ * - A failed COMMIT fails every member as a storage fault (S001): its outcome is unknown, so it is
+ *   never run again; only a deadlock or serialization failure reruns the batch.
+ * - Any other error before the commit reruns each member alone, so only its cause fails; a storage
+ *   fault fails the batch at once. A key stored meanwhile by another instance fails its member only.
+ * - PostgreSQL: the next batch's BEGIN is sent while the current one runs.
  */
 
 /** A unit (`moves.ts`) waiting for its batch: a transfer, or the transfers of a batch request. */
@@ -98,10 +74,7 @@ export class GroupCommitter {
     return transactionOf(outcome)
   }
 
-  /**
-   * Applies the unit's moves as one member of the next batch, checked in arrival order with the
-   * other members; resolves after that batch's commit with one outcome per move (`moves.ts` Unit).
-   */
+  /** Applies the unit as one member of the next batch; resolves after its commit with one outcome per move. */
   runUnit(unit: Unit): Promise<Outcome[]> {
     return new Promise<Outcome[]>((resolve, reject) => {
       this.#queue.push({ unit, resolve, reject, context: this.#tracing?.capture() })
@@ -128,8 +101,7 @@ export class GroupCommitter {
     if (!this.#busy && this.#queue.length === 0) for (const resolve of this.#idle.splice(0)) resolve()
     if (this.#busy || this.#queue.length === 0) return
     this.#busy = true
-    // After the I/O callbacks of this turn of the event loop: every request that arrived together
-    // (or while the last commit was running) joins the same batch.
+    // After this turn's I/O, so every request that arrived together joins the batch.
     setImmediate(() => {
       const batch = this.#queue.splice(0, this.#takeCount())
       const size = batch.reduce((count, member) => count + member.unit.moves.length, 0)
@@ -203,10 +175,7 @@ export class GroupCommitter {
 type Work = (trx: Trx) => Promise<Outcome[][]>
 type Early = (work: Work) => Promise<Outcome[][]>
 
-/**
- * A transaction begun before its work is known: BEGIN goes out at once on a connection of its own,
- * and the function returned hands the work in, then commits (or rolls back if the work throws).
- */
+/** BEGIN sent at once on a connection of its own; the function returned hands the work in and commits. */
 function beginEarly(db: Db): Early {
   let hand!: (work: Work) => void
   const handed = new Promise<Work>((resolve) => (hand = resolve))

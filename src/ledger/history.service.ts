@@ -1,5 +1,7 @@
+import type client from 'prom-client'
 import { readCommitState } from '../db/commit-state.ts'
-import type { Db, Executor } from '../db/database.ts'
+import type { Db } from '../db/database.ts'
+import type { Executor } from '../db/database.types.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
 import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
@@ -8,20 +10,51 @@ import type { CachedPage, PageCache } from './page-cache.ts'
 import { statementHeader, statementRows } from './statement-csv.ts'
 import * as transactions from './transactions.repository.ts'
 
-/** What a wallet holds and its history: the ledger's reads. */
-
-/** GET /wallet/assets: the wallet's holdings above zero, by asset name. */
-export function listHoldings(db: Executor, walletId: number) {
-  return assets.listHoldings(db, walletId)
+export interface HistoryServiceDeps {
+  db: Db
+  /** History pages kept in this process, each checked against the database before it is served again. */
+  pages: PageCache
 }
 
-/**
- * GET /wallet/assets?as_of=…: the wallet's holdings above zero as they stood at that instant, by
- * asset name, nothing held (`held` 0); `[]` before the wallet's first transaction. G002 when
- * `asOf` names no instant.
- */
-export function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
-  return assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string)
+/** What a wallet holds and its history: the ledger's reads. */
+export interface HistoryService {
+  /** GET /wallet/assets: the wallet's holdings above zero, by asset name. */
+  listHoldings(walletId: number): ReturnType<typeof assets.listHoldings>
+  /** GET /wallet/assets?as_of=…: holdings above zero at that instant, by asset name. Throws G002. */
+  listHoldingsAsOf(walletId: number, asOf: string): ReturnType<typeof assets.listHoldingsAsOf>
+  /**
+   * GET /wallet/transactions: a page as the bytes of the answer, whether there is a next, its last id.
+   * A kept page is served while nothing was committed since, or once its stamp is confirmed; else it
+   * is built and kept (`docs/decisions.md#history-pages-served-from-a-checked-cache`). `serialize`
+   * writes transactions as the route's schema does; `arrived` is the request's `arrivalMark`.
+   */
+  answerWalletTransactions(
+    walletId: number,
+    query: ListQuery,
+    serialize: (page: Transaction[]) => string,
+    arrived?: number,
+  ): Promise<CachedPage>
+  /**
+   * GET /wallet/transactions?format=csv: every transaction the filters choose as CSV pieces, read in
+   * keyset chunks, so one committed meanwhile is never half included. Throws G002.
+   */
+  exportWalletTransactions(walletId: number, query: ListQuery, chunk?: number): AsyncGenerator<string>
+  /** GET /admin/transactions: a page of the journal, or of one wallet's history (deleted wallets included). */
+  listJournal(query: JournalQuery): ReturnType<typeof listJournal>
+  /** The page cache's lookups by outcome, for /metrics. */
+  readonly pageLookups: client.Counter
+}
+
+export function createHistoryService({ db, pages }: HistoryServiceDeps): HistoryService {
+  return {
+    listHoldings: (walletId) => assets.listHoldings(db, walletId),
+    listHoldingsAsOf: (walletId, asOf) => assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string),
+    answerWalletTransactions: (walletId, query, serialize, arrived) =>
+      answerWalletTransactions(db, pages, walletId, query, serialize, arrived),
+    exportWalletTransactions: (walletId, query, chunk) => exportWalletTransactions(db, walletId, query, chunk),
+    listJournal: (query) => listJournal(db, query),
+    pageLookups: pages.lookups,
+  }
 }
 
 export interface ListQuery {
@@ -38,16 +71,14 @@ export interface ListQuery {
   metadata?: [key: string, value: string][]
 }
 
+export type JournalQuery = Omit<ListQuery, 'direction'> & { walletId?: number }
+
 /** Most `metadata[KEY]=VALUE` filters in one query. */
 const MAX_METADATA_FILTERS = 5
 const METADATA_FILTER = /^metadata\[(.*)\]$/s
 const METADATA_KEY_PATTERN = new RegExp(METADATA_KEY)
 
-/**
- * The `metadata[KEY]=VALUE` parameters of a query (the rest of it is the route's schema's), in
- * the order given. Throws G002 for more than 5, a key or value no metadata can have, a key given
- * twice, or a bare `metadata`.
- */
+/** The `metadata[KEY]=VALUE` parameters, in order. Throws G002 for more than 5, a bad or repeated key, a bare `metadata`. */
 export function metadataFilters(query: Record<string, unknown>): [key: string, value: string][] {
   const filters: [string, string][] = []
   for (const [name, value] of Object.entries(query)) {
@@ -69,23 +100,7 @@ export function metadataParameters(filters: [key: string, value: string][]): Rec
   return Object.fromEntries(filters.map(([key, value]) => [`metadata[${key}]`, value]))
 }
 
-/**
- * GET /wallet/transactions: a page, newest first, as the bytes of the answer; whether there is a
- * next page, and the page's last id.
- *
- * Served from `pages` without any statement while the database's commit state is the one the
- * kept page was built or confirmed at (`db/commit-state.ts`: nothing committed since, by anyone).
- * Otherwise served from `pages` when the database confirms, in ONE statement (one snapshot of committed
- * data), that the page kept there is still the page: the same ids for the rows it reads and the
- * same label generation (`transactions.repository.ts` PageStamp). Otherwise built as ever, in one
- * statement that also reads its stamp, and kept. The check walks the page's own indexes for ids
- * only; building walks them too and then writes every transaction's labels, lines and JSON
- * (`docs/decisions.md#history-pages-served-from-a-checked-cache` has the design and its proof,
- * `docs/performance.md#reads` what it saves). `serialize` writes
- * transactions as the route's schema does (PostgreSQL answers objects; SQLite writes the bytes);
- * `arrived` is the request's `arrivalMark` (`db/commit-state.ts`).
- */
-export async function answerWalletTransactions(
+async function answerWalletTransactions(
   db: Db,
   pages: PageCache,
   walletId: number,
@@ -93,8 +108,7 @@ export async function answerWalletTransactions(
   serialize: (page: Transaction[]) => string,
   arrived?: number,
 ): Promise<CachedPage> {
-  // Read before anything else, so that it is never later than what the page is built from; the
-  // state the request's credential lookup read serves, when read after the request arrived.
+  // First, so it is never later than what the page is built from.
   const state = await readCommitState(db, arrived)
   const filter = await journalFilter(db, query)
   if (!filter)
@@ -145,20 +159,7 @@ export async function answerWalletTransactions(
 /** How many transactions a statement reads at a time: what it holds in memory at once. */
 const STATEMENT_CHUNK = 200
 
-/**
- * GET /wallet/transactions?format=csv: the statement, as CSV text in pieces (the header, then the
- * rows of each chunk of transactions), newest first, every transaction the filters choose (paging
- * parameters are ignored). Reads in keyset chunks of `chunk` through the query of a history page,
- * each a read of committed rows: a transaction committed after the export began has a larger id
- * than its first chunk (a wallet's ids grow in commit order) and is never half included. G002
- * for a filter that names no instant.
- */
-export async function* exportWalletTransactions(
-  db: Db,
-  walletId: number,
-  query: ListQuery,
-  chunk = STATEMENT_CHUNK,
-): AsyncGenerator<string> {
+async function* exportWalletTransactions(db: Db, walletId: number, query: ListQuery, chunk = STATEMENT_CHUNK): AsyncGenerator<string> {
   const filter = await journalFilter(db, { ...query, limit: chunk, offset: 0, before: undefined, after: undefined })
   yield statementHeader()
   if (!filter) return
@@ -176,11 +177,7 @@ export async function* exportWalletTransactions(
   }
 }
 
-/**
- * GET /admin/transactions: a page of the whole journal, or of one wallet's history when `walletId`
- * is given (deleted wallets included), newest first, and whether there is a next page.
- */
-export async function listJournal(db: Db, query: Omit<ListQuery, 'direction'> & { walletId?: number }) {
+async function listJournal(db: Db, query: JournalQuery) {
   const filter = await journalFilter(db, query)
   if (!filter) return { transactions: [], more: false }
   if (query.walletId !== undefined) return transactions.listTransactions(db, { ...filter, walletId: query.walletId })
@@ -210,8 +207,7 @@ async function journalFilter(db: Db, query: ListQuery) {
   }
 }
 
-// Stored timestamps are `YYYY-MM-DDTHH:mm:ss.sssZ` and compared as text, so a bound is written
-// the same way; one past year 9999 (a later offset, say) is held at the last such instant.
+// Timestamps compare as text, so a bound past year 9999 is held at the last storable instant.
 const LAST_STORABLE = Date.parse('9999-12-31T23:59:59.999Z')
 
 /** A query's timestamp (any offset) as stored timestamps are written; G002 if it names no instant. */

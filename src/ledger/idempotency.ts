@@ -7,23 +7,13 @@ import { findIdempotencyKey } from './idempotency.repository.ts'
 import { IdempotencyConflict, type Metadata, type Transaction } from './ledger.types.ts'
 
 /**
- * Idempotency-Keys of POST /wallet/transactions, POST /wallet/transactions/batch, refunds, POST
- * /wallet/holds and a hold's capture (one key space per wallet; the operator's reversals use
- * mint's): a repeat of a request answers with the first response and moves nothing.
+ * Idempotency-Keys, one key space per wallet: a repeat answers the first response and moves nothing.
  *
- * - The first request's response is stored with its transfer, in the same database transaction
- *   (`moves.repository.ts`), so a key is stored exactly when its transfer committed (a batch's
- *   when at least one of its transfers did).
- * - A repeat finds it (`replay`): the same request is answered with the stored response and the
- *   `Idempotent-Replayed` header; a different request under the same key is G003.
- * - While the first request still runs in this process, a repeat is G004, for the length of its
- *   lease at most (`leaseMs`). Past it the repeat looks for the stored response again and, if the
- *   first attempt has not committed, runs afresh: a first attempt that hung (a silent server, a
- *   COMMIT whose outcome is unknown) never holds its key for longer.
- * - Two attempts that both run (on two instances, or a repeat past the lease) both write the key
- *   with their transfer; the key's unique index lets one commit, and the other fails the write
- *   (IdempotencyConflict, or a unique violation for a transfer that ran alone) and answers with
- *   that stored response. So the lease only spares work: nothing is spent twice without it.
+ * - The response is stored in the transfer's own transaction, so the key exists exactly when it committed.
+ * - A different request under the key is G003; a repeat while the first runs here is G004, for at
+ *   most the lease, after which it looks again and may run afresh.
+ * - Of two attempts that both run, the key's unique index lets one commit; the other answers its
+ *   response. The lease only spares work: nothing is spent twice without it.
  */
 
 export interface SendRequest {
@@ -51,12 +41,7 @@ export interface IdempotencyRecord {
   walletId?: number
 }
 
-/**
- * What an Idempotency-Key's request is, for telling a retry from a different request: the fields
- * that decide what the transfer does, written one way. Unknown fields are ignored (the API drops
- * them), a missing memo is the empty one, a wallet id may be a string or a number, and asset
- * names are case-insensitive (quantities of one asset named twice add up, as the transfer does).
- */
+/** The fields that decide what a transfer does, written one way, to tell a retry from a different request. */
 export function canonicalTransfer(request: SendRequest): unknown[] {
   const type = request.type ?? 0
   const lines = canonicalAssets(request.assets)
@@ -67,10 +52,7 @@ export function canonicalTransfer(request: SendRequest): unknown[] {
   return fields
 }
 
-/**
- * Asset quantities written one way for a fingerprint: names lower-cased (they are
- * case-insensitive), quantities of one asset named twice added up, as the move does, by name.
- */
+/** Names lower-cased, one asset named twice added up, as the move does. */
 export function canonicalAssets(requested: Record<string, number>): [string, number][] {
   const assets = new Map<string, number>()
   for (const [name, quantity] of Object.entries(requested)) {
@@ -85,10 +67,7 @@ export function canonicalMetadata(metadata: Metadata | undefined): [string, stri
   return Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
-/**
- * The fingerprint of a request's fields written one way; the fields start with what the request
- * is (a batch, a refund…), so that requests of two routes never match.
- */
+/** The fields start with the request's kind, so requests of two routes never match. */
 export function hashRequest(canonical: unknown[]): string {
   return crypto.createHash('sha256').update(JSON.stringify(canonical)).digest('hex')
 }
@@ -126,27 +105,19 @@ export class Idempotency {
     this.#leaseMs = leaseMs
   }
 
-  /**
-   * Runs `transfer` once per key: with no key, simply runs it; with a key, answers a repeat from
-   * the stored response (throws G003, G004 as above) and otherwise runs it with the record to
-   * store. Answers 201 with the transfer's Transaction.
-   */
+  /** Runs `transfer` once per key, answering 201 with its Transaction; throws G003, G004. */
   async once(
     walletId: number,
     key: string | undefined,
     request: SendRequest,
     transfer: (record?: IdempotencyRecord) => Promise<Transaction>,
   ): Promise<SendResult> {
-    // Without a key nothing is compared, so the request is not fingerprinted (a SHA-256 of its
-    // canonical JSON: about 1 % of the service's time in a CPU profile of plain transfers).
+    // Without a key, no fingerprint to pay for.
     if (key === undefined) return { status: 201, body: await transfer(), replayed: false }
     return this.answerOnce(walletId, key, fingerprintTransfer(request), async (record) => ({ status: 201, body: await transfer(record) }))
   }
 
-  /**
-   * Runs `work` once per key, as `once`, for any request: `requestHash` tells a retry from a
-   * different request, and `work` answers the response, which it stores with its writes.
-   */
+  /** `once` for any request: `work` answers the response and stores it with its writes. */
   async answerOnce<T>(
     walletId: number,
     key: string | undefined,

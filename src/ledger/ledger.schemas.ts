@@ -8,11 +8,7 @@ export const AssetName = Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', descrip
 // 1e309 parses as Infinity, which no JSON answer could carry: finite values only.
 export const AssetValue = Type.Number({ minimum: 0, maximum: Number.MAX_VALUE, description: 'display valuation per unit' })
 
-/**
- * Metadata in a request (transfers, holds, batches, refunds, issuance): at most 20 keys of 1-40
- * ASCII letters, digits, `_`, `-` or `.`, each a string of at most 500 characters; anything else
- * is G000. Every key is checked (`propertyNames`), not dropped as an unknown field would be.
- */
+/** Metadata keys: checked (`propertyNames`), not dropped as unknown fields are; anything else is G000. */
 export const METADATA_KEY = '^[A-Za-z0-9_.-]{1,40}$'
 export const METADATA_VALUE_LENGTH = 500
 export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: METADATA_VALUE_LENGTH }), {
@@ -52,8 +48,7 @@ export const SendBody = Type.Object(
       Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { default: 0, description: '0 username, 1 address, 2 wallet id' }),
     ),
     memo: Type.Optional(Type.String({ maxLength: 64 })),
-    // Every quantity is checked whatever its key (a key that is no asset name answers I001 later):
-    // keyed by the asset-name pattern, a value under any other key went unchecked.
+    // Every quantity is checked whatever its key; an unknown name answers I001 later.
     assets: Type.Record(Type.String(), Quantity, { minProperties: 1, maxProperties: 64, description: 'asset name → quantity' }),
     metadata: Type.Optional(Metadata),
   },

@@ -1,11 +1,14 @@
 import type { Database } from '../db/database.ts'
+import { createAssetsService, type AssetsService } from './assets.service.ts'
 import { createBatchesService, type BatchesService } from './batches.service.ts'
 import { createCreditService, type CreditService } from './credit.service.ts'
 import { GroupCommitter } from './group-committer.ts'
+import { createHistoryService, type HistoryService } from './history.service.ts'
 import { createHoldsService, type HoldsService } from './holds.service.ts'
 import { Idempotency } from './idempotency.ts'
 import { createIssuanceService, type IssuanceService } from './issuance.service.ts'
 import type { EventWriter } from './ledger.types.ts'
+import { PageCache } from './page-cache.ts'
 import { createReversalsService, type ReversalsService } from './reversals.service.ts'
 import { createTransfersService, type TransfersService } from './transfers.service.ts'
 import type { BatchTracing } from '../telemetry/tracing.ts'
@@ -27,6 +30,8 @@ export interface Ledger {
   holds: HoldsService
   reversals: ReversalsService
   issuance: IssuanceService
+  assets: AssetsService
+  history: HistoryService
   credit: CreditService
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
@@ -69,6 +74,8 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing, ide
     holds: createHoldsService({ db, events, committer, idempotency }),
     reversals: createReversalsService({ db, events, idempotency }),
     issuance: createIssuanceService({ db, events }),
+    assets: createAssetsService({ db }),
+    history: createHistoryService({ db, pages: new PageCache() }),
     credit: createCreditService({ db }),
     close: () => committer.close(),
   }

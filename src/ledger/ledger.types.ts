@@ -1,21 +1,12 @@
 import type { Executor } from '../db/database.ts'
 import type { Write } from '../db/dialect.ts'
 
-/**
- * The ledger's shared types and constants: what other folders (events, flows, the CLI) may use
- * besides the ledger's services.
- */
+/** The ledger's types and constants that other folders may use besides its services. */
 
-/**
- * The reserved system wallet that issues and takes back units: the first wallet row, so its id is
- * 1 on both dialects (migration 0001 creates it first and checks the id it got).
- */
+/** The reserved wallet that issues and takes back units: the first wallet row (migration 0001). */
 export const MINT_WALLET_ID = 1
 
-/**
- * The `wallet_id` of the metadata rows that index the whole journal (migration 0008): each
- * transaction's metadata is written once for each side and once under this id, which no wallet has.
- */
+/** The `wallet_id`, which no wallet has, of the metadata rows that index the whole journal. */
 export const JOURNAL_SCOPE = 0
 
 /** The largest quantity a holding or a line may reach: JSON numbers are exact up to 2^53-1. */
@@ -98,11 +89,7 @@ export interface WalletLabel {
   username?: string
 }
 
-/**
- * The one order of asset names, for holdings and the lines of a transaction: case-insensitive,
- * then by exact name. Sorted in process rather than by the database, whose collation differs
- * between SQLite (binary) and PostgreSQL (the server's locale).
- */
+/** Case-insensitive, then exact; sorted in process, as the storages' collations differ. */
 export function compareAssetNames(a: string, b: string): number {
   const x = a.toLowerCase()
   const y = b.toLowerCase()
@@ -110,19 +97,11 @@ export function compareAssetNames(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0
 }
 
-/**
- * What the ledger is handed to record the events of the transactions it writes (the events
- * module's outbox, `events/outbox.ts`): the ledger never imports the events module. The writes
- * run in the same database transaction as the transfer, so a rolled-back transfer emits nothing
- * and a committed one never loses its events.
- */
+/** The outbox the ledger is handed (it never imports events), written in the transfer's own transaction. */
 export interface EventWriter {
   /** How many events a transaction between these two wallets records (the ledger reserves their ids). */
   countEvents(from: number, to: number): number
-  /**
-   * The statements that record the events of these transactions, `ids` holding one reserved
-   * sequence id per event, in transaction order.
-   */
+  /** `ids`: one reserved sequence id per event, in transaction order. */
   eventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[]
   /** How many events a hold between these two wallets records when it is created or settled. */
   countHoldEvents(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id'>): number
@@ -130,10 +109,7 @@ export interface EventWriter {
   holdEventWrites(executor: Executor, events: { type: HoldEventType; hold: Hold }[], ids: number[]): Write[]
 }
 
-/**
- * An Idempotency-Key that another request stored first, found while writing a batch: the batch is
- * rolled back and run again without these moves, which answer with the stored response.
- */
+/** A key another request stored first: the batch runs again without these moves, which answer its response. */
 export class IdempotencyConflict extends Error {
   constructor(readonly indexes: number[]) {
     super('an Idempotency-Key of this batch was stored by another request')

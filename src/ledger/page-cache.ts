@@ -4,11 +4,8 @@ import type { CommitState } from '../db/commit-state.ts'
 import type { PageStamp } from './transactions.repository.ts'
 
 /**
- * History pages answered before, kept in this process's memory with the stamp they were read with
- * (`transactions.repository.ts` PageStamp). An entry is never served on its own say: the service
- * checks its stamp against the database first (`history.service.ts` answerWalletTransactions), so
- * this is a store of bytes that spares building a page, not a source of truth. Bounded by entries
- * and by bytes, the least recently used going first.
+ * History pages kept in memory with their stamp, never served on their own say: a store of bytes
+ * that spares building a page, not a source of truth.
  */
 export interface CachedPage {
   /** The answer's bytes, as the route sends them. */
@@ -16,11 +13,7 @@ export interface CachedPage {
   more: boolean
   lastId: number | undefined
   stamp: PageStamp
-  /**
-   * The database's commit state read before the page was built or last confirmed: while the state
-   * read now is the same, nothing has been committed since, and the page is served without its
-   * stamp check (`history.service.ts`). Undefined when it could not be read.
-   */
+  /** Read before the page was built or confirmed: while unchanged, the page is served without a check. */
   state: CommitState | undefined
 }
 
@@ -29,10 +22,7 @@ export interface PageCacheLimits {
   maxBytes: number
 }
 
-/**
- * 10,000 pages within 32 MiB: a wallet's polled first page for 10,000 wallets, or fewer of larger
- * pages. A ten-transaction page is about 5 KiB.
- */
+/** A polled first page (about 5 KiB) for 10,000 wallets. */
 const DEFAULT_LIMITS: PageCacheLimits = { maxEntries: 10_000, maxBytes: 32 * 1024 * 1024 }
 
 /** What an entry costs besides its body: its key, stamp and the cache's own bookkeeping (an estimate). */
@@ -40,10 +30,7 @@ const ENTRY_OVERHEAD = 200
 
 export class PageCache {
   readonly #pages: LRUCache<string, CachedPage>
-  /**
-   * Lookups by outcome, for /metrics: `unchanged` (served: nothing committed since it was kept),
-   * `hit` (served once its stamp matched), `stale` (its stamp no longer matched), `miss`.
-   */
+  /** `unchanged` (nothing committed since), `hit` (stamp matched), `stale`, `miss`. */
   readonly lookups = new client.Counter({
     name: 'coffer_history_page_cache_lookups_total',
     help:

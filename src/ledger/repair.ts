@@ -30,40 +30,19 @@ export interface RunningBalancesRepair {
 const REPAIRS_NAMED = 20
 
 /**
- * How the repair sizes its ranges of wallets. Each wallet's running balances depend on its own
- * lines only, so ranges of wallets are repaired independently. A range is first read (one
- * read-only snapshot, which holds nothing up), and written only if it has anything to repair, in a
- * transaction that reads the differences again and writes them: on SQLite that transaction holds
- * the one writer, which a serving process waits up to 10 s for. So on SQLite the width follows
- * the time of the read (a write costs about four reads of its range): halved when a read took
- * over 200 ms, doubled when under 50 ms, which keeps a write well under a second whatever the
- * wallets' histories (but a single wallet's whole history is one range). PostgreSQL holds no
- * writer up (transfers write other rows), and each of its ranges pays a part that grows with the
- * ledger (the journal's lines are hashed when a range is wide), so its ranges are wider: 2 s and
- * 500 ms. Measured at 200,000 transactions between 5,000 wallets (`npm run bench -- verify-repair`).
+ * Ranges of wallets are repaired independently; a range's width follows how long its read took, so
+ * a write on SQLite (which holds the one writer) stays well under a second. PostgreSQL holds no
+ * writer up, so its ranges are wider.
  */
 const FIRST_WIDTH = 100
 const READ_MS = { sqlite: { slow: 200, fast: 50 }, postgres: { slow: 2_000, fast: 500 } }
 const MAX_WIDTH = 100_000
 
 /**
- * `coffer verify --repair`: rewrites the running balances (balances in time, migration 0010) that
- * the journal does not give, from the journal, which is the truth: a row whose quantity is wrong
- * gets the journal's running sum, a side of a line without its row gets one, and a row that no
- * line gives is removed. Nothing else is written: never the journal, holdings or holds. Returns
- * what it changed; a second run finds nothing and changes nothing. Calls `progress(done, total)`
- * in wallets.
- *
- * Safe beside a serving instance (`docs/decisions.md#repairing-running-balances`): each range of
- * wallets with anything to repair is one transaction (PostgreSQL: repeatable read, one snapshot
- * for its reads and writes, run again from the start on a serialization failure; SQLite: the one
- * writer) that reads the differences and writes exactly those. The right quantity of a row
- * depends only on its wallet's lines of the asset up to its transaction, and a wallet's
- * transactions commit in id order (their ids are drawn under the wallet's turn), so a snapshot
- * that holds a transaction holds all it depends on: the value written is final. Transfers
- * committing meanwhile write rows of their own, new transactions, never one of those the repair
- * writes; they read holdings, never running balances, so they neither disturb the repair nor are
- * disturbed by it.
+ * `coffer verify --repair`: rewrites the running balances the journal does not give, from the
+ * journal; nothing else is written, and a second run changes nothing. Returns what it changed.
+ * Safe beside a serving instance: each range is one transaction over one snapshot
+ * (`docs/decisions.md#repairing-running-balances`).
  */
 export async function repairRunningBalances(db: Db, progress?: (done: number, total: number) => void): Promise<RunningBalancesRepair> {
   // Every wallet that has a row or could have one (a row naming no wallet is repaired too).
@@ -113,13 +92,7 @@ export async function repairRunningBalances(db: Db, progress?: (done: number, to
   return repair
 }
 
-/**
- * Repairs the running balances of the wallets in `wallets`, inside the caller's transaction:
- * counts the differences by holding, then removes, rewrites and adds exactly those rows (each
- * statement reads the same differences: one snapshot, or the one writer). Returns the counts.
- * A row another repair inserted since the snapshot is not inserted twice: on PostgreSQL the
- * insert then fails as a serialization failure, and the range runs again.
- */
+/** Removes, rewrites and adds exactly the differing rows of `wallets` in the caller's transaction; returns the counts. */
 async function repairWallets(trx: Trx, wallets: WalletRange): Promise<HoldingRepair[]> {
   const found = await countDifferences(trx, wallets)
   if (found.length === 0) return found

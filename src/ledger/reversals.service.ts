@@ -19,18 +19,9 @@ import { findTransaction } from './transactions.repository.ts'
 import { Lookups, resolveLines } from './lookups.ts'
 
 /**
- * Refunds and reversals: a transaction of kind `reversal` that moves some or all of what an
- * earlier one moved back the other way, naming it in `reverses`.
- *
- * - `POST /wallet/transactions/{id}/refund`: the receiving wallet of a transfer or capture gives
- *   back; `POST /transactions/{id}/reversal`: the operator's correction of any transaction but a
- *   reversal (an issuance goes back to mint, a burn comes out of it again).
- * - Either way it is one move through `moves.ts`, like every other, which checks under the turns
- *   of both wallets (`findReversible`) that the original is no reversal and that all its reversals
- *   together never move back more of an asset than it moved (T001), before the wallet's balance
- *   (I002): two refunds racing are checked one after the other.
- * - Idempotency-Keys as for transfers: a refund's among the refunding wallet's keys, the
- *   operator's among the keys of mint, which no one else uses (`docs/decisions.md#refunds-and-reversals`).
+ * Refunds (by the receiving wallet) and reversals (by the operator): one move of kind `reversal`
+ * back the other way, checked under both wallets' turns so all reversals together never exceed
+ * the original (T001). The operator's keys are mint's (`docs/decisions.md#refunds-and-reversals`).
  */
 
 export interface ReversalRequest {

@@ -53,11 +53,8 @@ type Narrowing = Pick<TransactionFilter, 'assetId' | 'since' | 'until' | 'kind' 
 type Page = { transactions: Transaction[]; more: boolean }
 
 /**
- * The text and parameters of one statement, written by hand for the executor's dialect (`?` on
- * SQLite, `$n` on PostgreSQL). The page queries are the hot read of the service: building them
- * with Kysely's query builder and compiling them cost more CPU than SQLite took to run them
- * (`docs/performance.md#reads`). `param` returns the placeholder of
- * the value it appends, so the text is written in the order of its parameters.
+ * One statement's text and parameters, by hand for the dialect: building the hot page queries with
+ * Kysely cost more than running them (`docs/performance.md#reads`).
  */
 class Statement {
   readonly params: unknown[] = []
@@ -72,12 +69,7 @@ class Statement {
     return this.postgres ? `$${this.params.length}` : '?'
   }
 
-  /**
-   * A row count (LIMIT, OFFSET) written into the text. SQLite ran a page with its counts written
-   * out three times faster than with them as parameters (it then knows how few rows each ordered
-   * part needs); the counts are a few (page sizes 1-100 and 200, offsets mostly 0), so the kept
-   * statements stay few.
-   */
+  /** LIMIT and OFFSET written into the text, so SQLite plans for how few rows it needs; their values are few. */
   count(value: number): string {
     if (!Number.isSafeInteger(value) || value < 0) throw new Error(`not a row count: ${value}`)
     return String(value)
@@ -88,26 +80,15 @@ class Statement {
 const STORED_FIELDS = 't.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, t.kind, t.reverses, t.hold_id, t.metadata'
 
 /**
- * One page of a wallet's transactions, newest first, plus whether more exist; the one query of
- * history (the JSON list, the admin's view of a wallet and the CSV statement page through it).
- * The cost follows the page size, not the length of the history, whatever the filters:
- * - unfiltered, or by asset, time or `transfer`: each side (sent, received) is read through its
- *   own (wallet, id) index;
- * - by another kind: through the partial (wallet, kind, id) index of each side (migration 0008);
- * - by metadata: through the (wallet, key, value, transaction) key of `transaction_metadata`,
- *   which holds a row for each side, so one walk covers both.
+ * One page of a wallet's transactions, newest first, and whether more exist: the one query of
+ * history, costing by the page size, not the history's length, whatever the filters.
  */
 export function listTransactions(db: Executor, filter: TransactionFilter): Promise<Page> {
   const { q, selection } = pageSelection(db, filter)
   return pageOf(db, q, selection, filter.limit)
 }
 
-/**
- * A page as `listTransactions` reads it, answered as the JSON text of the route's answer when the
- * storage writes it (SQLite: `pageText`), else as the transactions (PostgreSQL), which the route
- * serializes by its schema. Either way the bytes sent are the same. With the page comes its
- * `PageStamp`, read by the same statement (one snapshot), for `readPageStamp` to check it by later.
- */
+/** A page as the route's JSON text (SQLite) or as transactions (PostgreSQL), the same bytes, with its `PageStamp`. */
 export async function listTransactionsAnswer(db: Executor, filter: TransactionFilter): Promise<PageAnswer> {
   const { q, selection } = pageSelection(db, filter)
   if (!q.postgres) return pageText(db, q, selection, filter.limit)
@@ -129,11 +110,8 @@ export type PageAnswer = ({ json: string } | { transactions: Transaction[] }) & 
 }
 
 /**
- * What a page of `listTransactions` is the same page by, as long as both parts are equal: the ids
- * of the rows it reads (the page's and the one past it, which says whether more exist), newest
- * first, comma-separated; and the label generation (migration 0013), which every change to an
- * address, username or asset a page prints moves on. Journal rows are never updated, so the same
- * ids are the same transactions and lines (`docs/decisions.md#history-pages-served-from-a-checked-cache`).
+ * A page is the same while its row ids and the label generation are: journal rows are never
+ * updated (`docs/decisions.md#history-pages-served-from-a-checked-cache`).
  */
 export interface PageStamp {
   ids: string
@@ -143,11 +121,7 @@ export interface PageStamp {
 /** The label generation, in a statement that reads a page: the same snapshot as the page. */
 const GENERATION = '(select generation from page_generation)'
 
-/**
- * The stamp of the page `filter` selects in the committed data now: ONE statement, the page's own
- * selection reading only ids (through the same indexes, no labels, no lines, no JSON) and the
- * generation, so both come from one snapshot.
- */
+/** The stamp of the page `filter` selects now, ids and generation from one statement (one snapshot). */
 export async function readPageStamp(db: Executor, filter: TransactionFilter): Promise<PageStamp> {
   const { q, selection } = pageSelection(db, filter, 't.id')
   const text = q.postgres
@@ -170,10 +144,7 @@ function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_
     const last = before ?? Number.MAX_SAFE_INTEGER
     let range: string
     if (q.postgres) {
-      // The wallet is bounded as a range of (wallet, id) pairs, not `wallet = ?`: given an
-      // equality, PostgreSQL may instead walk the primary key backwards, through every newer
-      // transaction of other wallets, when this wallet holds a large share of all rows (measured
-      // in bench/). The same with a kind other than transfer, as (wallet, kind, id) triples.
+      // A range of (wallet, id) pairs: given `wallet = ?`, PostgreSQL may walk the primary key instead.
       range =
         rareKind === undefined
           ? `(t.${column}, t.id) > (${q.param(walletId)}, ${q.param(after ?? 0)})
@@ -182,16 +153,13 @@ function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_
             and (t.${column}, t.kind, t.id) ${upTo} (${q.param(walletId)}, ${q.param(rareKind)}, ${q.param(last)})
             and ${NOT_TRANSFER}`
     } else {
-      // SQLite seeks the same index entries with an equality, and ran the page twice as fast so.
+      // SQLite seeks the same index entries faster with an equality.
       range = `t.${column} = ${q.param(walletId)}`
       if (rareKind !== undefined) range += ` and t.kind = ${q.param(rareKind)} and ${NOT_TRANSFER}`
       range += ` and t.id > ${q.param(after ?? 0)} and t.id ${upTo} ${q.param(last)}`
     }
     const rows = `select ${fields} from transactions t where ${[range, ...narrowing(q, filter)].join(' and ')}`
-    // SQLite: each side as it is, the sides one compound ordered by id. It merges them as it reads
-    // them through their indexes (each already in id order there), taking only the rows the page
-    // needs. Each side as an ordered subquery with its own limit was sorted again before the
-    // merge: a fifth of the statement (docs/performance.md#reads).
+    // SQLite merges the two sides as it reads their indexes, with no second sort (docs/performance.md#reads).
     if (!q.postgres) return rows
     const order = rareKind === undefined ? `t.${column} desc, t.id desc` : `t.${column} desc, t.kind desc, t.id desc`
     return `select * from (${rows} order by ${order} limit ${q.count(take)}) as ${column === 'sending_wallet_id' ? 'sent' : 'received'}`
@@ -206,11 +174,7 @@ function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_
   return { q, selection: q.postgres ? `select * from (${sides}) as page ${page}` : `${sides} ${page}` }
 }
 
-/**
- * The predicate of the partial indexes of kinds (migration 0008), written out as they are: the
- * planners use such an index only for a query that states it (SQLite matches its terms as written;
- * PostgreSQL cannot prove it from a parameter).
- */
+/** The partial indexes' predicate as written: planners use them only for a query that states it literally. */
 const NOT_TRANSFER = `kind <> 'transfer'`
 
 /** The conditions of the filters other than the wallet and the id range, on `transactions t`. */
@@ -226,11 +190,7 @@ function narrowing(q: Statement, filter: Narrowing): string[] {
   return conditions
 }
 
-/**
- * A page of the transactions of `scope` (a wallet, or JOURNAL_SCOPE for the whole journal) that
- * carry every metadata entry of the filter: walks the first entry's (scope, key, value,
- * transaction) key backwards and probes that key once per further entry.
- */
+/** A page carrying every metadata entry: walks the first entry's key, probing once per further entry. */
 function selectionByMetadata(
   db: Executor,
   scope: number,
@@ -259,12 +219,7 @@ function selectionByMetadata(
   }
 }
 
-/**
- * One page of the whole journal (every wallet), newest first, plus whether more exist: the
- * operator's view. Walks the primary key backwards, so a page costs the same at any journal size
- * when unfiltered; a kind other than transfer walks its partial (kind, id) index, and metadata the
- * journal's rows of `transaction_metadata`; other filters narrow the walk as for a wallet.
- */
+/** One page of the whole journal, newest first, and whether more exist: the operator's view. */
 export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walletId' | 'direction'>): Promise<Page> {
   if (filter.metadata && filter.metadata.length > 0) {
     const { q, selection } = selectionByMetadata(db, JOURNAL_SCOPE, filter)
@@ -308,10 +263,7 @@ async function pageOf(db: Executor, q: Statement, selection: string, limit: numb
   return { transactions: transactions.slice(0, limit), more: transactions.length > limit }
 }
 
-/**
- * A transaction as `readTransactions`' statement answers it: its own fields, its wallets' labels
- * and its lines, in the order of `TRANSACTIONS_JSON` below.
- */
+/** In the order of `TRANSACTIONS_JSON`. */
 type TransactionTuple = [
   id: number,
   sendingWalletId: number,
@@ -332,14 +284,8 @@ type TransactionTuple = [
 ]
 
 /**
- * The transactions of `selection` (rows of `transactions` with STORED_FIELDS, newest first),
- * each with its lines and its wallets' addresses and usernames, read by ONE statement that answers
- * them as one JSON text built by the database: one round trip on PostgreSQL, one snapshot of
- * committed data on both storages (three statements outside a transaction were not one on
- * PostgreSQL), and one string for Node to parse instead of rows of three queries to join. The
- * numbers keep their exact values through the JSON (integers as they are; PostgreSQL writes a
- * double precision in its shortest exact form, SQLite with up to 17 digits), and the answer is
- * still serialized by the route's schema, so its bytes are those of the rows read one by one.
+ * The transactions of `selection` with their lines and labels as one JSON text built by the
+ * database: one round trip and one snapshot; numbers keep their exact values through it.
  */
 async function readTransactions(db: Executor, q: Statement, selection: string): Promise<Transaction[]> {
   return (await queryTransactions(db, q, selection, false)).transactions
@@ -424,21 +370,9 @@ function fromTuple([
 }
 
 /**
- * A page of `selection` on SQLite as the bytes of the route's answer. SQLite writes the JSON text
- * of every transaction field by field, in the order the serializer of the response schema
- * (`ledger.schemas.ts` Transaction) writes them: the required fields, then the optional ones, each
- * in the schema's order. The route sends the text as it is, so Node neither parses, shapes nor
- * serializes the page, and a page allocates one string instead of a hundred-odd objects. SQLite
- * spends about as long writing the text as Node spent on that round; the gain is in the garbage
- * and the turns of the event loop (`docs/performance.md#reads`).
- *
- * The text is byte for byte what serializing the transactions by the schema writes
- * (`test/ledger/history-pages.test.ts` compares raw answers, awkward numbers and text included): strings
- * through `json_quote` (the escapes of JSON.stringify), lines by asset name as `compareAssetNames`
- * orders them (names are ASCII), the stored metadata text as it is (written by JSON.stringify, a
- * fixed point of JSON.parse and JSON.stringify). A number whose text JavaScript may write
- * otherwise (`numberText`) comes between two U+0001 marks, which no JSON text holds unescaped,
- * and is rewritten here as JavaScript writes it.
+ * SQLite: a page as the bytes of the route's answer, written by SQLite in the schema's field order,
+ * byte for byte what the serializer writes, so Node sends one string (`docs/performance.md#reads`).
+ * Numbers JavaScript may write otherwise come between U+0001 marks and are rewritten here.
  */
 async function pageText(db: Executor, q: Statement, selection: string, limit: number): Promise<PageAnswer> {
   const text = `with page as materialized (${selection})
@@ -463,10 +397,7 @@ async function pageText(db: Executor, q: Statement, selection: string, limit: nu
 
 const MARK = '\u0001'
 
-/**
- * The text with every number written between marks (`numberText`) as JavaScript writes it: the
- * marked parts are every other piece between marks.
- */
+/** Every number between marks (`numberText`) written as JavaScript writes it. */
 function rewriteMarkedNumbers(json: string): string {
   return json
     .split(MARK)
@@ -475,13 +406,8 @@ function rewriteMarkedNumbers(json: string): string {
 }
 
 /**
- * The SQL text of a number as JavaScript writes it, for the numbers whose texts agree: a safe
- * integer's digits, a double's 15 significant digits (`%.15g`, trailing zeros dropped) when they
- * read back as the same double and both writers use the same notation (plain between 1e-4 and
- * 1e15, exponent from 1e21 up). Otherwise SQLite's own text (17 digits at most, exact) between
- * marks, which `pageText` rewrites as JavaScript does. An asset's `value` is a double: 1 or 0.25
- * take the first ways, 0.1 + 0.2 or 1e-7 the last (`test/ledger/history-pages.test.ts` covers each, and
- * 900,000 random doubles agreed when this was written).
+ * SQL for a number's text as JavaScript writes it where the two agree (safe integers, doubles exact
+ * in 15 digits); otherwise SQLite's exact text between marks, for `pageText` to rewrite.
  */
 function numberText(column: string): string {
   const fifteen = `printf('%.15g', ${column})`

@@ -6,10 +6,9 @@ import type { Database } from '../db/database.ts'
 import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
-import * as history from './history.service.ts'
+import { metadataFilters, metadataParameters } from './history.service.ts'
 import { CursorId, Holding, IdempotencyHeaders, Kind, ReversalBody, SendBody, Transaction } from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
-import { PageCache } from './page-cache.ts'
 
 export interface TransactionsRoutesOptions {
   database: Database
@@ -73,12 +72,9 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   // Each wallet-auth route names the scope a wallet key needs for it (http/key-scopes.ts).
   const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
   const send = { onRequest: app.requireWalletAccess, config: { scope: 'send' as const } }
-  // History pages answered before, each checked against the database before it is served again.
-  const pages = new PageCache()
-  if (app.hasDecorator('metrics')) app.metrics.registerMetric(pages.lookups)
-  // When each request for a history page arrived, before its credential is looked up: the page
-  // then uses the commit state that lookup waited for (db/commit-state.ts readCommitState)
-  // instead of waiting for another turn's read.
+  const { history } = ledger
+  if (app.hasDecorator('metrics')) app.metrics.registerMetric(history.pageLookups)
+  // Taken before the credential lookup, so the page can use the commit state that lookup read.
   const arrivals = new WeakMap<object, number>()
   const markArrival = (request: object, _reply: unknown, done: () => void) => {
     arrivals.set(request, arrivalMark(db))
@@ -104,8 +100,8 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     },
     async (request) =>
       request.query.as_of === undefined
-        ? history.listHoldings(db, walletOf(request))
-        : history.listHoldingsAsOf(db, walletOf(request), request.query.as_of),
+        ? history.listHoldings(walletOf(request))
+        : history.listHoldingsAsOf(walletOf(request), request.query.as_of),
   )
 
   app.post(
@@ -213,7 +209,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     async (request, reply) => {
       if (request.query.format === 'csv') {
         const walletId = walletOf(request)
-        const rows = history.exportWalletTransactions(db, walletId, { ...request.query, metadata: history.metadataFilters(request.query) })
+        const rows = history.exportWalletTransactions(walletId, { ...request.query, metadata: metadataFilters(request.query) })
         // The header row is read before anything is sent, so a bad filter is still a G002.
         const first = await rows.next()
         const date = new Date().toISOString().slice(0, 10)
@@ -225,10 +221,8 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
             .send(Readable.from(prepend(first.value ?? '', rows)) as never)
         )
       }
-      const metadata = history.metadataFilters(request.query)
+      const metadata = metadataFilters(request.query)
       const page = await history.answerWalletTransactions(
-        db,
-        pages,
         walletOf(request),
         { ...request.query, metadata },
         (transactions) => String(reply.serialize(transactions)),
@@ -248,12 +242,11 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
             since,
             until,
             kind,
-            ...history.metadataParameters(metadata),
+            ...metadataParameters(metadata),
           }),
         )
       }
-      // The bytes the schema's layout gives (written by the storage, or by the schema's serializer
-      // once when the page was built): sent as they are, not serialized again.
+      // Already in the schema's layout: not serialized again.
       return reply.type(JSON_TYPE).send(page.body as never)
     },
   )

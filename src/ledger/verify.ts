@@ -22,11 +22,7 @@ export interface VerifyReport {
 
 const BATCH = 5_000
 
-/**
- * What the reversals of the journal moved back, by original: checked once the journal is read
- * against the originals (`check`), which must exist, be no reversal themselves, and have moved,
- * in the other direction, at least as much of each asset as all their reversals together.
- */
+/** What reversals moved back, by original, which must exist, be no reversal, and have moved at least as much. */
 class ReversalTally {
   readonly #byOriginal = new Map<number, { from: number; to: number; ids: number[]; assets: Map<number, number> }>()
 
@@ -97,12 +93,8 @@ export interface WalletRange {
 }
 
 /**
- * Where the running balances and the journal differ, row by row (of the wallets in `wallets`, or
- * all): `wallet_id, asset_id, created_at, transaction_id`, `journal` (what the journal gives, null
- * for a row that no line of the journal gives) and `stored` (the row's quantity, null for a side of
- * a line that has no row). The journal's running sums are migration 0010's fill (`runningSums`);
- * each row is matched through the table's key, the transaction's time included. What
- * `coffer verify` names and `coffer verify --repair` rewrites (`repair.ts`).
+ * Where running balances and the journal differ, row by row: `journal` null for a row no line gives,
+ * `stored` null for a line without its row. What verify names and repair rewrites.
  */
 export function runningBalanceDifferences(wallets?: WalletRange) {
   const inRange = (column: string) => (wallets ? sql`${sql.ref(column)} between ${wallets.from} and ${wallets.to}` : sql`true`)
@@ -111,9 +103,7 @@ export function runningBalanceDifferences(wallets?: WalletRange) {
     from transactions t join transaction_assets l on l.transaction_id = t.id
     where t.id = r.transaction_id and t.created_at = r.created_at and l.asset_id = r.asset_id
       and r.wallet_id in (t.sending_wallet_id, t.receiving_wallet_id)`
-  // Rows no line gives. For the whole ledger, `not exists` (PostgreSQL hashes the journal once);
-  // for a range, the lines are counted per row (a subquery in the select list, never made a
-  // join), or PostgreSQL would hash the whole journal for every range.
+  // For a range, a count per row: PostgreSQL would otherwise hash the whole journal every time.
   const unmatched = wallets
     ? sql`
       select wallet_id, asset_id, created_at, transaction_id, quantity from (
@@ -124,9 +114,7 @@ export function runningBalanceDifferences(wallets?: WalletRange) {
     : sql`
       select r.wallet_id, r.asset_id, r.created_at, r.transaction_id, r.quantity
       from running_balances r where not exists (select 1 ${linesOf})`
-  // Two halves rather than one full join, each reaching the rows it compares through a key, so a
-  // range of wallets costs its own rows, not the ledger's (`repair.ts`): SQLite matched a full
-  // join of a range by scanning it.
+  // Two halves, each through a key, so a range costs its own rows (SQLite scans a full join).
   return sql`
     select c.wallet_id, c.asset_id, c.created_at, c.transaction_id, c.quantity as journal, r.quantity as stored
     from (${runningSums(wallets)}) as c
@@ -139,13 +127,8 @@ export function runningBalanceDifferences(wallets?: WalletRange) {
 }
 
 /**
- * Balances in time, row by row: each running balance is the sum of its wallet's lines of that
- * asset up to and including its transaction, in id order, which is each wallet's commit order
- * (ids are drawn while the batch holds the wallet's turn, `moves.repository.ts` lockMoves); every
- * side of every line has its row, and every row is such a side. The holding check above sees only
- * the last row of each holding: a row in the middle written wrong (as PostgreSQL batches that
- * waited for a wallet's first receipt of an asset once wrote them, counted from zero:
- * `docs/decisions.md#balances-in-time-and-statements`) is found only here.
+ * Each running balance is its wallet's sum of lines up to its transaction, in id order (the wallet's
+ * commit order); the holding check sees only the last row, so a wrong row in the middle shows only here.
  */
 async function checkRunningBalances(db: Executor): Promise<{ problems: string[]; wrong: number }> {
   type Row = {
@@ -176,21 +159,12 @@ async function checkRunningBalances(db: Executor): Promise<{ problems: string[];
 }
 
 /**
- * Recomputes every holding from the journal and checks the ledger's rules: each holding equals
- * its journal sum, each asset sums to zero counting mint, no transaction took a holding but mint's
- * below minus the credit limit in force when it committed (`verifyCredit`), and
- * every transaction has positive lines between two different wallets, each holding's last running
- * balance (balances in time) is the holding, the holds' rules hold (`verifyHolds`), and every reference of the
- * journal (a transaction's wallets, a line's transaction and asset, an event's wallet and
- * transaction) and of a webhook delivery (its event and wallet) names an existing row. Reads in
- * batches of transactions, calling `progress(done, total)` after each, all in one read-only
- * snapshot (a transaction of its own unless given one): transfers committing meanwhile, beside a
- * running server, are either wholly in what it reads or wholly out.
+ * Recomputes every holding from the journal and checks the ledger's rules (sums, credit limits,
+ * lines, running balances, holds, references), in one read-only snapshot, so a transfer is wholly in or out.
  */
 export async function verifyLedger(db: Executor, progress?: (done: number, total: number) => void): Promise<VerifyReport> {
   if (!db.isTransaction) {
-    // Only reads: run again from the start after a race `withRetries` names (a statement the
-    // server can no longer run, as after another instance's migration); `progress` starts over.
+    // Only reads, so a retry starts over.
     return withRetries(() =>
       (db as Db)
         .transaction()
@@ -354,12 +328,8 @@ async function verifyCredit(db: Executor): Promise<string[]> {
 }
 
 /**
- * The holds' rules: for every wallet and asset, `held` is what its unsettled holds reserve (the
- * column), so what is held now (the column less holds past their expiry) is the sum of its
- * pending, unexpired holds, and `0 <= held <= quantity + credit_limit` (the largest limit the
- * holding has had: lowering a limit leaves holds placed under it pending); and every captured hold names a capture
- * from its sender to its recipient that takes no more than it held, while no other hold names a
- * transaction; and every transaction of kind `capture` names the hold it captured.
+ * `held` is what unsettled holds reserve, within `0..quantity + credit_limit` (the largest limit the
+ * holding has had); each captured hold names a capture between its sides of no more than it held, and each capture its hold.
  */
 async function verifyHolds(
   db: Executor,

@@ -12,8 +12,7 @@ import zlib from 'node:zlib'
  *   …
  *   {"end":true,"rows":N,"sha256":"…"}                   SHA-256 of every byte before this line
  *
- * The header's counts and the trailer's checksum let a restore refuse a truncated or altered
- * file before it writes anything. A reader refuses a format number above its own.
+ * The counts and checksum let a restore refuse a truncated or altered file before writing anything.
  */
 export const BACKUP_FORMAT = 1
 
@@ -143,11 +142,7 @@ export interface BackupSection {
   rows: unknown[][]
 }
 
-/**
- * Reads a backup: the header, then its rows in chunks of at most `chunk` per table, checking as it
- * goes that every line has the expected shape. The checksum and the counts can only be known at
- * the end, so a restore reads the file twice: once to check it (`checkBackup`), once to write.
- */
+/** Reads a backup in chunks of at most `chunk` rows per table, checking each line's shape. */
 export async function readBackup(
   file: string,
   onHeader: (header: BackupHeader) => void,

@@ -23,21 +23,15 @@ export interface BackupSummary {
 export type Progress = (table: string, done: number, total: number) => void
 
 /**
- * Writes a backup of the whole store to `file` while the service keeps running. Everything is
- * read in one snapshot (PostgreSQL: one REPEATABLE READ read-only transaction; SQLite: one read
- * transaction, which WAL mode keeps at the instant of its first read while writers go on), so the
- * file is one consistent instant of the ledger: a transfer committing meanwhile is wholly in it
- * or wholly out. Written to `file.partial` and renamed at the end, so `file` is only ever a
- * complete backup. Throws BackupError when the store holds no Coffer schema.
+ * Backs up the whole store while the service runs, read in one snapshot so a transfer is wholly in
+ * or out; `file` appears only complete. Throws BackupError when the store holds no Coffer schema.
  */
 export async function createBackup(database: Database, file: string, options: BackupOptions = {}): Promise<BackupSummary> {
   const partial = `${file}.partial`
   if (!fs.existsSync(path.dirname(path.resolve(file)))) throw new BackupError(`could not write ${file}: its directory does not exist`)
   let writer: BackupWriter | undefined
   try {
-    // The snapshot only reads: after a race `withRetries` names (a statement the server can no
-    // longer run, as after another instance's migration) it is read again from the start, into
-    // the partial file started afresh.
+    // Only reads, so a retried snapshot starts the partial file afresh.
     const { written, summary } = await withRetries(async () => {
       await writer?.discard()
       writer = new BackupWriter(partial)
@@ -109,10 +103,7 @@ function writeSnapshot(
     })
 }
 
-/**
- * A table's rows in pages, inside the snapshot: through a cursor on PostgreSQL, by rowid on
- * SQLite (every Coffer table has one), so a large table is never held in memory at once.
- */
+/** A table's rows in pages (a cursor on PostgreSQL, by rowid on SQLite), never all in memory. */
 async function* readTable(trx: Transaction<DB>, table: string): AsyncGenerator<Record<string, unknown>[]> {
   if (isPostgres(trx)) {
     await sql`declare coffer_backup no scroll cursor for select * from ${sql.table(table)}`.execute(trx)

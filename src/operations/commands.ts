@@ -100,10 +100,7 @@ export async function restoreCommand(config: Config, file: string): Promise<void
   }
 }
 
-/**
- * `coffer migrate --status`: every migration of this release, applied (with when) or pending, and
- * any the store has that this release does not know. Exit status 0 when nothing is pending.
- */
+/** `coffer migrate --status`: applied, pending and unknown migrations; exit 0 when nothing is pending. */
 export async function migrateStatusCommand(config: Config): Promise<number> {
   const file = path.join(config.dataDir, 'coffer.sqlite')
   if (!config.databaseUrl && !fs.existsSync(file)) {
@@ -128,11 +125,8 @@ export async function migrateStatusCommand(config: Config): Promise<number> {
 }
 
 /**
- * `coffer rotate-secrets-key`: re-seals every webhook secret under a new key in one database
- * transaction (the secrets receivers verify with do not change). The new key is NEW_SECRETS_KEY
- * when given, else generated; with a key file it goes to `secrets-key.next` first and replaces
- * `secrets-key` once the database has switched (a start in between finishes the swap). With
- * SECRETS_KEY, NEW_SECRETS_KEY is required and becomes every instance's SECRETS_KEY.
+ * `coffer rotate-secrets-key`: re-seals every webhook secret in one transaction. A key file goes
+ * through `secrets-key.next` so a start in between finishes the swap; with SECRETS_KEY, NEW_SECRETS_KEY is required.
  */
 export async function rotateSecretsKeyCommand(config: Config, newKeyText: string | undefined): Promise<void> {
   let next: SecretsKey | undefined

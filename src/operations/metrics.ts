@@ -1,16 +1,11 @@
 import type { FastifyInstance, onSendHookHandler } from 'fastify'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
-import { listBacklogs } from '../events/webhooks.service.ts'
+import type { WebhooksService } from '../events/webhooks.service.ts'
 
 /**
- * The metrics an operator watches beyond requests and latency (`docs/operations.md#metrics-and-alerts`):
- * transfers committed and refused by code, the sizes of the batches they commit in, the webhook
- * backlog and the age of its oldest delivery, how many receiving origins it waits on and the largest of theirs (no
- * label names a user, an origin or a wallet), and the PostgreSQL pool's use. (Event-stream clients,
- * webhook attempts and retention are counted where they happen: `coffer_event_streams`,
- * `coffer_webhook_attempts_total`, `coffer_retention_pruned_rows_total`.) Made before the ledger,
- * which reports its batches here; registered on the app's /metrics by `registerOperatorMetrics`.
+ * The metrics an operator watches beyond requests (`docs/operations.md#metrics-and-alerts`): transfers,
+ * batch sizes, the webhook backlog, the pool's use. No label names a user, an origin or a wallet.
  */
 export class OperatorMetrics {
   readonly transfers = new client.Counter({
@@ -33,19 +28,18 @@ export class OperatorMetrics {
 /** Registers the metrics on the app's registry, with the gauges read from storage at each scrape. */
 export async function registerOperatorMetrics(
   app: FastifyInstance,
-  { metrics, database }: { metrics: OperatorMetrics; database: Database },
+  { metrics, database, webhooks }: { metrics: OperatorMetrics; database: Database; webhooks: Pick<WebhooksService, 'listBacklogs'> },
 ): Promise<void> {
   if (!app.hasDecorator('metrics')) return
   const registry = app.metrics
   registry.registerMetric(metrics.transfers)
   registry.registerMetric(metrics.batchSizes)
-  // The backlog gauges are read from storage together, once per scrape: every gauge's collect
-  // waits for the same read (the registry may collect them in any order, or at once).
+  // One storage read per scrape for all the backlog gauges.
   let reading: Promise<void> | undefined
   const readBacklogs = () =>
     (reading ??= (async () => {
       try {
-        setBacklogs(await listBacklogs(database.db))
+        setBacklogs(await webhooks.listBacklogs())
       } catch {
         // Storage unreachable: /readyz says so; the scrape still answers with the other metrics.
       } finally {
@@ -63,12 +57,10 @@ export async function registerOperatorMetrics(
     })
   const backlog = gauge('coffer_webhook_backlog', 'Webhook deliveries pending (waiting for their first attempt or a retry)')
   const oldest = gauge('coffer_webhook_oldest_pending_seconds', 'Age of the oldest pending webhook delivery (0 when none)')
-  // No series per origin or per webhook: a webhook's host and port, or its wallet, would tell
-  // whoever reads /metrics who the service's users are. A holder sees their own backlog on
-  // `GET /wallet/webhook`; the worker's log names an origin whose circuit opens.
+  // No series per origin: it would tell whoever reads /metrics who the users are.
   const origins = gauge('coffer_webhook_backlogged_origins', 'Receiving origins with webhook deliveries pending')
   const largest = gauge('coffer_webhook_largest_origin_backlog', 'Webhook deliveries pending for the receiving origin with the most')
-  function setBacklogs(backlogs: Awaited<ReturnType<typeof listBacklogs>>): void {
+  function setBacklogs(backlogs: Awaited<ReturnType<WebhooksService['listBacklogs']>>): void {
     const byOrigin = new Map<string, number>()
     for (const { origin, pending } of backlogs) byOrigin.set(origin, (byOrigin.get(origin) ?? 0) + pending)
     origins.set(byOrigin.size)
@@ -99,8 +91,7 @@ export async function registerOperatorMetrics(
       },
     })
   }
-  // Transfers are counted by an `onSend` hook of their route alone (refusals by its guard and
-  // schema included), so other requests pay no hook step.
+  // A hook of the transfer route alone, so other requests pay nothing.
   const countTransfer: onSendHookHandler = (_request, reply, payload, done) => {
     if (reply.statusCode === 201)
       metrics.transfers.inc({ outcome: reply.getHeader('idempotent-replayed') ? 'replayed' : 'committed', code: '' })

@@ -16,11 +16,7 @@ export interface CheckedBackup {
   rows: number
 }
 
-/**
- * Reads a whole backup without writing anything: the format is one this release reads, every
- * line has its shape, the counts and the checksum match, and its schema is one this release can
- * bring up to date. Throws BackupError with a one-line reason otherwise.
- */
+/** Reads a whole backup without writing: format, shapes, counts, checksum, schema. Throws BackupError. */
 export async function checkBackup(file: string): Promise<CheckedBackup> {
   let header: BackupHeader | undefined
   const trailer = await readBackup(
@@ -54,12 +50,8 @@ export interface RestoreSummary {
 }
 
 /**
- * Restores a checked backup into an empty store of either kind: the schema is set to the backup's
- * migrations, every row goes in with its id in one database transaction, PostgreSQL's id
- * sequences are moved past the restored ids, and then the migrations since the backup run. Hashes
- * of passwords and tokens are restored as they were, so sessions, wallet keys and the admin key
- * keep working. Throws BackupError, writing nothing, when the store holds data already (anything
- * but the reserved mint wallet) or a schema newer than this release.
+ * Restores a checked backup into an empty store of either kind in one transaction, ids and hashes as
+ * they were, then migrates. Throws BackupError, writing nothing, into a store with data or a newer schema.
  */
 export async function restoreBackup(database: Database, checked: CheckedBackup, progress?: Progress): Promise<RestoreSummary> {
   const { db } = database
@@ -74,9 +66,7 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
   }
   // The rows go into the schema they were read from (an empty store is moved down to it if it is newer).
   await migrateTo(db, checked.header.migrations[checked.header.migrations.length - 1])
-  // One transaction that writes only into the empty store: after a race `withRetries` names (a
-  // statement the server can no longer run) it was rolled back whole and runs again from the
-  // start of the file; `progress` starts over.
+  // A retried transaction runs again from the start of the file.
   await withRetries(() =>
     db.transaction().execute(async (trx) => {
       let done = 0
@@ -122,13 +112,7 @@ async function insertSection(trx: Transaction<DB>, { table, columns, rows }: Bac
   if (values.length > 0) await any.insertInto(table).values(values).execute()
 }
 
-/**
- * Moves the history pages' label generation (migration 0013, never in a backup) past every value it
- * had and past the clock in microseconds, where a store made anew starts it: no history page an
- * instance kept from before the restore is served again, even where the restored journal has the
- * same ids (`docs/decisions.md#history-pages-served-from-a-checked-cache`). The triggers of the
- * restored rows moved it already when the backup had migration 0013; this holds for every backup.
- */
+/** Moves the page generation past every earlier value, so no history page kept from before is served again. */
 async function movePageGeneration(db: Kysely<DB>): Promise<void> {
   const larger = isPostgres(db) ? sql`greatest` : sql`max`
   await sql`update page_generation set generation = ${larger}(generation + 1, cast(${Date.now() * 1000} as bigint))`.execute(db)

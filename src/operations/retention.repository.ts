@@ -6,10 +6,7 @@ import { anyOf, forUpdate, isPostgres } from '../db/dialect.ts'
 
 const FINAL_STATUSES = ['delivered', 'failed', 'cancelled']
 
-/**
- * One key for the job on PostgreSQL, in the two-number space of advisory locks, apart from the
- * one-number keys that order each wallet's moves (`db/dialect.ts` walletTurns).
- */
+/** Two-number advisory lock space, apart from the wallets' one-number keys. */
 const RETENTION_LOCK = sql`pg_try_advisory_xact_lock(1129727570, 1)`
 
 /** Takes the job's turn for this database transaction (PostgreSQL); false when another instance holds it. SQLite has one writer. */
@@ -19,12 +16,7 @@ export async function takeRetentionTurn(trx: Trx): Promise<boolean> {
   return rows[0].taken
 }
 
-/**
- * The next page of `table`'s rows after `afterId`, in id order (the order they were written): the
- * ids of those written before `before`, the page's last id, and whether the page reached rows
- * written after `before` (or the end). Read through the primary key, so that a run reads the rows
- * older than `before` once, not the whole table.
- */
+/** The next page by id of rows older than `before`, and whether it reached newer ones: old rows read once. */
 async function findOldRows(
   trx: Trx,
   table: 'events' | 'webhook_deliveries',
@@ -45,12 +37,7 @@ async function findOldRows(
   return { ids, lastId: rows.length > 0 ? Number(rows[rows.length - 1].id) : afterId, reachedNewer }
 }
 
-/**
- * The next page of deliveries after `afterId` (`findOldRows`): deletes those of them that ended
- * (delivered, given up, cancelled) before `before`, with their attempt logs. A delivery queued
- * after `before` cannot have ended before it, so the page that reaches one is the last
- * (migration 0012: no index by status any more).
- */
+/** Deletes a page of deliveries that ended before `before`, with their attempts. */
 export async function deleteEndedDeliveries(
   trx: Trx,
   afterId: number,

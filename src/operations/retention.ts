@@ -31,21 +31,9 @@ const HOUR = 3_600_000
 const DAY = 24 * HOUR
 
 /**
- * Prunes everything the policy no longer keeps, as of `now`, in batches of a few thousand rows,
- * each its own short database transaction, so writers are never held up for long. Safe with
- * several instances: on PostgreSQL each batch takes the job's advisory lock and a run stops when
- * another instance holds it (deleting the same rows twice would be harmless, only wasted work);
- * SQLite has one writer. Of runs that overlap, one always goes to the end (a run stops only for
- * another that is still running), and each row removed is counted by the run that removed it.
- * Returns what this run removed, up to where another instance took over if one did; undefined
- * when another instance was at it from this run's first batch.
- *
- * A batch that meets a race `withRetries` names (a statement the server can no longer run, as
- * after another instance's migration) is rolled back and run again: it is one transaction that
- * only deletes, and its rows are counted once it has committed.
- *
- * An event goes only once no delivery refers to it (a delivery still pending keeps its event), so
- * a webhook retried by hand after weeks still finds what it sends.
+ * Prunes what the policy no longer keeps in short batches, so writers are never held up. On
+ * PostgreSQL a run stops when another instance holds the job's lock (undefined if from the first
+ * batch). An event goes only once no delivery refers to it.
  */
 export async function pruneOnce(database: Database, policy: RetentionPolicy, now = Date.now()): Promise<PruneReport | undefined> {
   const { db } = database

@@ -3,11 +3,7 @@ import type { Db, Executor } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 
-/**
- * What a backup holds and in which order a restore writes it: parents before the rows that refer
- * to them. Tables the database has beyond these (added by a later migration) follow in name order;
- * purely operational ones are never carried (`OPERATIONAL_TABLES`).
- */
+/** Restore order, parents first; tables beyond these follow in name order. */
 const TABLE_ORDER = [
   'users',
   'wallets',
@@ -27,12 +23,7 @@ const TABLE_ORDER = [
   'webhook_attempts',
 ]
 
-/**
- * Kept out of backups: the migration bookkeeping (a restore runs the migrations itself), counters
- * that only throttle, the history pages' generation (a restore moves it on itself: `restore.ts`),
- * and the webhook attempts in flight per worker (`webhook_lease_counts`: they describe running
- * processes, not data; a restored delivery's lease lapses as its instance's count does).
- */
+/** Never in a backup: they describe running processes or bookkeeping a restore redoes, not data. */
 const OPERATIONAL_TABLES = new Set([
   'coffer_migrations',
   'coffer_migrations_lock',
@@ -59,10 +50,7 @@ export async function countRows(db: Executor, table: string): Promise<number> {
   return Number(rows[0].count)
 }
 
-/**
- * Rows of the store that a restore would collide with: every row of every data table except the
- * reserved `mint` wallet the first migration creates. Empty when the store may be restored into.
- */
+/** Rows a restore would collide with (all but the `mint` wallet); empty when the store may be restored into. */
 export async function findExistingData(db: Db): Promise<string[]> {
   const found: string[] = []
   for (const table of await listDataTables(db)) {

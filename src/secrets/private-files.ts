@@ -1,10 +1,6 @@
 import fs from 'node:fs'
 
-/**
- * Files of the data directory (the SQLite database and its WAL and SHM files, the key files) are
- * readable by the service's own user only: mode 0600 set explicitly, since a creation mode is
- * narrowed by the umask but never widened or fixed by it.
- */
+/** Data files are the service user's only, set explicitly: the umask never fixes a mode. */
 const PRIVATE_FILE_MODE = 0o600
 
 /** Creates the data directory owner-only (0700) when it does not exist yet; an existing one is left as it is. */
@@ -23,11 +19,7 @@ export function writePrivateFile(file: string, content: string, flag: 'wx' | 'w'
   }
 }
 
-/**
- * Creates `file` empty with mode 0600 if it does not exist, and narrows an existing one to 0600
- * (a database made by an earlier version with the umask's mode). Files of another user are left
- * alone: only their owner may change their mode.
- */
+/** Creates `file` or narrows it to 0600; another user's file is left alone. */
 export function makePrivate(file: string, { create = false }: { create?: boolean } = {}): void {
   if (create) fs.closeSync(fs.openSync(file, 'a', PRIVATE_FILE_MODE))
   let stat: fs.Stats

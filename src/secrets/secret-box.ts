@@ -5,9 +5,7 @@ import crypto from 'node:crypto'
  *
  *   v1:<key id>:<12-byte IV, base64url>:<ciphertext and 16-byte tag, base64url>
  *
- * The key id (the first 16 hex digits of the key's SHA-256) tells which key sealed a value, so a
- * wrong key is named as such instead of failing as corruption. `context` (e.g. the wallet id) is
- * authenticated with the value: a sealed secret copied onto another row does not open there.
+ * The key id names a wrong key as such; `context` (the wallet id) is authenticated, so a copy on another row does not open.
  */
 export interface SecretsKey {
   id: string
@@ -44,11 +42,7 @@ export function seal(secretsKey: SecretsKey, clear: string, context: string): st
 
 class SecretUnreadableError extends Error {}
 
-/**
- * The clear value of a sealed one. A value still in clear (written before secrets were sealed,
- * e.g. by an older instance during a rolling upgrade) is returned as it is; the next start seals it.
- * Throws SecretUnreadableError when it was sealed with another key or altered.
- */
+/** The clear value (a value still in clear as it is, sealed at the next start); SecretUnreadableError otherwise. */
 export function open(secretsKey: SecretsKey, stored: string, context: string): string {
   if (!isSealed(stored)) return stored
   const [, keyId, iv, body] = stored.split(':')

@@ -3,11 +3,7 @@ import path from 'node:path'
 import { makeDataDirectory, writePrivateFile } from './private-files.ts'
 import { generateSecretsKey, secretsKeyFrom, type SecretsKey } from './secret-box.ts'
 
-/**
- * Where the secrets key comes from: SECRETS_KEY (32 bytes, base64 or hex; several instances share
- * it by config), else `DATA_DIR/secrets-key`, generated on first start with mode 0600 like the
- * admin key. Never in the database, so a database dump or a backup alone cannot sign a delivery.
- */
+/** SECRETS_KEY, else `DATA_DIR/secrets-key`; never in the database, so a dump alone cannot sign a delivery. */
 export interface KeySource {
   secretsKey: Buffer | undefined
   dataDir: string

@@ -7,11 +7,7 @@ type Env = Record<string, string | undefined>
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const
 type Protocol = (typeof PROTOCOLS)[number]
 
-/**
- * Whether the standard variables ask for traces: `OTEL_TRACES_EXPORTER=otlp`, or an OTLP endpoint
- * (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) with the exporter unset;
- * never with `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`. Throws on a protocol it cannot speak.
- */
+/** Whether the standard `OTEL_*` variables ask for traces; throws on a protocol it cannot speak. */
 export function tracingWanted(env: Env): { protocol: Protocol; url: string } | undefined {
   if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined
   const exporters = (env.OTEL_TRACES_EXPORTER ?? '')
@@ -31,12 +27,7 @@ export function tracingWanted(env: Env): { protocol: Protocol; url: string } | u
   return { protocol: protocol as Protocol, url }
 }
 
-/**
- * Starts the OpenTelemetry SDK when the environment asks for traces, else returns undefined
- * without loading it. The exporter and the batch processor read the rest of the standard
- * variables themselves (headers, timeout, compression, `OTEL_BSP_*`), the provider the sampler
- * (`OTEL_TRACES_SAMPLER`); the service is named by `OTEL_SERVICE_NAME`, else `coffer`.
- */
+/** Starts the OpenTelemetry SDK when asked for, else loads nothing; the SDK reads the other standard variables. */
 export async function startTracing(env: Env, version: string): Promise<Tracing | undefined> {
   const wanted = tracingWanted(env)
   if (!wanted) return undefined

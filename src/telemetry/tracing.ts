@@ -12,10 +12,7 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, RootOperationNode, UnknownRow } from 'kysely'
 
-/**
- * OpenTelemetry traces, when the `OTEL_*` variables ask for them (`sdk.ts` startTracing); without
- * them there is no `Tracing` and nothing here runs: no hook, no plugin, no wrapper.
- */
+/** OpenTelemetry traces; without them nothing here runs. */
 export interface Tracing {
   readonly tracer: Tracer
   /** Exports what is queued now (tests; the shutdown does it too). */
@@ -55,11 +52,7 @@ export function traceFields(): { trace_id?: string; span_id?: string } {
 
 const requestSpans = new WeakMap<FastifyRequest, { span: Span; context: Context }>()
 
-/**
- * A server span per request, from its arrival to its response, named by method and route. The
- * span is made the active context again where the request's work goes on after Node's events
- * (the body read): before the handler, and for the last hooks, so the request's log line carries it.
- */
+/** A server span per request, made active again after the body read, so the handler and log line carry it. */
 export function traceRequests(app: FastifyInstance, tracing: Tracing): void {
   app.addHook('onRequest', (request, _reply, done) => {
     const span = tracing.tracer.startSpan(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
@@ -117,11 +110,7 @@ function operationOf(node: RootOperationNode): string {
   return node.kind.replace(/QueryNode$/, '').toLowerCase()
 }
 
-/**
- * For the group committer: each member's context is kept as it queues, and the batch runs in a
- * span that is a child of the first member's and linked to the others', so a transfer's trace
- * shows the commit it was part of, with its statements.
- */
+/** A batch's span: child of its first member's, linked to the others', so each transfer's trace shows its commit. */
 export interface BatchTracing {
   capture(): Context
   run<T>(members: Context[], size: number, work: () => Promise<T>): Promise<T>
@@ -140,10 +129,7 @@ export function traceBatches(tracing: Tracing): BatchTracing {
   }
 }
 
-/**
- * A webhook delivery attempt, in a span of its own trace: its attempt number and the receiver's
- * status (no URL: the receiver is the user's). Without traces, just `send()`.
- */
+/** A delivery attempt in a trace of its own, without the URL (the receiver is the user's). */
 export function traceAttempt<T extends { statusCode: number | null }>(
   tracing: Tracing | undefined,
   attempt: number,

@@ -9,7 +9,7 @@ import { openSqlite, SQLITE_PAGE_SIZE, type Db } from '../../src/db/database.ts'
 import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../../src/db/migrate.ts'
 import { readEventsAfter } from '../../src/events/events.repository.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
-import { buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
+import { buildTestApp, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createUser, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil } from '../helpers/receiver.ts'
 
@@ -119,10 +119,11 @@ describe(`migrations (${STORAGE})`, () => {
 
     await migrateTo(db, '0003_holdings_without_asset_index')
     const stored = await sql<{ id: number; payload: string }>`select id, payload from events order by id`.execute(db)
-    // Before 0008 the data carried no kind or metadata, which 0008 adds at the end of it.
+    // Before 0008 the data carried no kind or metadata, which 0008 adds at the end of it, nor the
+    // journal's position and hash, which 0015 adds after them.
     assert.deepEqual(
       stored.rows.map((row) => row.payload),
-      before.map((event) => event.payload.replace(/,"kind":"[a-z]+","metadata":\{\}\}\}$/, '}}')),
+      before.map((event) => event.payload.replace(/,"kind":"[a-z]+","metadata":\{\},"position":null,"hash":null\}\}$/, '}}')),
     )
 
     assert.deepEqual(await migrateToLatest(db), MIGRATION_NAMES.slice(MIGRATION_NAMES.indexOf('0004_transaction_body')))
@@ -237,6 +238,8 @@ describe(`migrations (${STORAGE})`, () => {
     const bodies = async () =>
       (await sql<{ body: string }>`select body from transactions order by id`.execute(db)).rows.map((row) => row.body)
     const events = (await readEventsAfter(db, 0, 1000)).rows
+    // The journal's positions and hashes follow the commits within a second; compared once given.
+    await journalSettled(db)
     const [kindsBefore, bodiesBefore, journalBefore] = [await kinds(), await bodies(), await journal()]
     assert.deepEqual(
       kindsBefore.slice(-5).map(([, kind]) => kind),
@@ -247,6 +250,8 @@ describe(`migrations (${STORAGE})`, () => {
     const columns = (await sql<{ body: string }>`select body from transactions order by id`.execute(db)).rows
     assert.ok(columns.every((row) => !row.body.includes('"kind"')))
     await migrateToLatest(db)
+    // The upgrade positions the history again in id order: the same positions and hashes.
+    await journalSettled(db)
     assert.deepEqual(await kinds(), kindsBefore)
     assert.deepEqual(await bodies(), bodiesBefore)
     assert.deepEqual((await readEventsAfter(db, 0, 1000)).rows, events)

@@ -12,7 +12,7 @@ import { AppError } from '../../src/http/errors.ts'
 import { Idempotency } from '../../src/ledger/idempotency.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { generateSecretsKey } from '../../src/secrets/secret-box.ts'
-import { ADMIN_KEY, expectError, openTestDatabase, STORAGE } from '../helpers/app.ts'
+import { ADMIN_KEY, expectError, journalCovered, openTestDatabase, STORAGE } from '../helpers/app.ts'
 import { createAsset, createUser, issue, type TestUser } from '../helpers/factories.ts'
 import { createDatabase, runStatement, startPostgres } from '../../scripts/lib/postgres.ts'
 
@@ -274,6 +274,9 @@ describe('PostgreSQL storage calls are bounded', { skip: STORAGE !== 'postgres' 
 
   it('answers 503 S001 for a COMMIT whose answer never came, and the retry with its key gets the committed answer', async () => {
     const w = await frozenWorld(SHORT)
+    // The journal's sequencer commits on its own after other commits: once it has positioned and
+    // signed what there is, it stays idle, so the next COMMIT through the proxy is the transfer's.
+    await journalCovered(w.database.db)
     w.proxy.freezeAfterNextCommit()
     const lost = await send(w, 'commit-lost')
     expectUnavailable(lost)

@@ -8,6 +8,7 @@ import { pickFairly, shareSlots, type DueDelivery } from '../../src/events/claim
 import { OriginCircuits, OriginLimits, webhookOrigin, type CircuitState } from '../../src/events/origins.ts'
 import { createOutbox } from '../../src/events/outbox.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
+import { createWebhooksService } from '../../src/events/webhooks.service.ts'
 import { moveAssets } from '../../src/ledger/moves.ts'
 import { buildTestApp, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
@@ -534,10 +535,12 @@ describe('a failing origin backs off alone (circuit breaker, mocked clock)', () 
       error: record('error'),
     } as unknown as FastifyBaseLogger
     const registry = new client.Registry()
+    const secretsKey = await prepareWebhookSecrets(t.database.db, t.config)
     worker = new DeliveryWorker({
       database: t.database,
       config: t.config,
-      secretsKey: await prepareWebhookSecrets(t.database.db, t.config),
+      secretsKey,
+      webhooks: createWebhooksService({ db: t.database.db, config: t.config, secretsKey }),
       log,
       registry,
       pollMs: 20,
@@ -699,10 +702,12 @@ describe('removing webhooks under load', () => {
 async function workerPollingWhenWoken(t: TestApp): Promise<DeliveryWorker> {
   await t.app.close()
   const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as FastifyBaseLogger
+  const secretsKey = await prepareWebhookSecrets(t.database.db, t.config)
   return new DeliveryWorker({
     database: t.database,
     config: t.config,
-    secretsKey: await prepareWebhookSecrets(t.database.db, t.config),
+    secretsKey,
+    webhooks: createWebhooksService({ db: t.database.db, config: t.config, secretsKey }),
     log,
     registry: new client.Registry(),
     pollMs: 3_600_000,

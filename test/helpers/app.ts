@@ -4,6 +4,7 @@ import path from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { sql } from 'kysely'
 import { buildApp } from '../../src/app.ts'
+import type { AppOptions } from '../../src/deps.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { openPostgres, openSqlite, type Database, type Db, type Trx } from '../../src/db/database.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
@@ -40,8 +41,14 @@ export async function openTestDatabase(): Promise<{ database: Database; url: str
   return { database, url: undefined, dataDir }
 }
 
-/** Builds the app on a fresh database. `close()` checks the ledger with `verifyLedger` first. */
-export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * Builds the app on a fresh database, with `env` over the suite's configuration and `parts` (where
+ * the log goes, traces). `close()` checks the ledger with `verifyLedger` first.
+ */
+export async function buildTestApp(
+  env: Record<string, string> = {},
+  parts: Pick<AppOptions, 'logStream' | 'tracing'> = {},
+): Promise<TestApp> {
   const { database, url, dataDir } = await openTestDatabase()
   const config = loadConfig({
     DATA_DIR: dataDir,
@@ -57,6 +64,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     database,
     adminKeyHash: hashToken(ADMIN_KEY),
     secretsKey: await prepareWebhookSecrets(database.db, config),
+    ...parts,
   })
   return {
     app,

@@ -125,3 +125,29 @@ export async function setWebhook(t: Pick<Api, 'app'>, user: { auth: Record<strin
   assert.equal(response.statusCode, 200, response.body)
   return response.json().secret
 }
+
+/**
+ * The transaction `answered` when it was made, as a later read must show it: the same in every
+ * field, with the journal's `position` and `hash` the read has if the answer had none yet (they are
+ * null until the sequencer positions it, within a second of commit, and never change after).
+ */
+function asJournalled(answered: Transaction, read: Transaction | undefined): Transaction {
+  if (answered.position !== null || read === undefined) return answered
+  return { ...answered, position: read.position, hash: read.hash }
+}
+
+/** Asserts that `read` is the transaction `answered` when it was made (`asJournalled`). */
+export function assertSameTransaction(read: Transaction, answered: Transaction): void {
+  assert.equal(read.position === null, read.hash === null, 'a position and its hash come together')
+  assert.deepEqual(read, asJournalled(answered, read))
+}
+
+/** Asserts that `read` are the transactions `answered` when they were made, in the same order (`asJournalled`). */
+export function assertSameTransactions(read: Transaction[], answered: Transaction[]): void {
+  for (const transaction of read)
+    assert.equal(transaction.position === null, transaction.hash === null, 'a position and its hash come together')
+  assert.deepEqual(
+    read,
+    answered.map((transaction, i) => asJournalled(transaction, read[i])),
+  )
+}

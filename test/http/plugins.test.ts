@@ -1,20 +1,15 @@
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
 import http from 'node:http'
 import { after, before, describe, it } from 'node:test'
 import fastifyCookie from '@fastify/cookie'
 import fastifyCors from '@fastify/cors'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
-import type { Database } from '../../src/db/database.ts'
-import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { clearOperatorCookie, clearSessionCookie, setOperatorCookie, setSessionCookie } from '../../src/http/auth.ts'
 import cookies from '../../src/http/cookies.ts'
 import cors from '../../src/http/cors.ts'
 import { requestLoggerFactory } from '../../src/http/observability.ts'
-import { hashToken } from '../../src/http/tokens.ts'
-import { ADMIN_KEY, openTestDatabase } from '../helpers/app.ts'
+import { buildTestApp, type TestApp } from '../helpers/app.ts'
 
 /**
  * `src/http/cors.ts` and `src/http/cookies.ts` replace the hooks of `@fastify/cors` and
@@ -199,32 +194,15 @@ describe('cookies (src/http/cookies.ts) as @fastify/cookie read and wrote them',
 
 describe('the request log', () => {
   const lines: string[] = []
-  let database: Database
-  let dataDir: string
+  let t: TestApp
   let app: FastifyInstance
 
   before(async () => {
-    const opened = await openTestDatabase()
-    ;({ database, dataDir } = opened)
-    const config = loadConfig({
-      DATA_DIR: dataDir,
-      DATABASE_URL: opened.url,
-      ADMIN_API_KEY: ADMIN_KEY,
-      LOG_LEVEL: 'info',
-      AUTH_RATE_LIMIT: '0',
-    })
-    app = await buildApp({
-      config,
-      database,
-      adminKeyHash: hashToken(ADMIN_KEY),
-      secretsKey: await prepareWebhookSecrets(database.db, config),
-      logStream: { write: (line: string) => void lines.push(line) },
-    })
+    t = await buildTestApp({ LOG_LEVEL: 'info' }, { logStream: { write: (line: string) => void lines.push(line) } })
+    app = t.app
   })
   after(async () => {
-    await app.close()
-    await database.close()
-    fs.rmSync(dataDir, { recursive: true, force: true })
+    await t.close()
   })
 
   /** The line without what changes from run to run. */

@@ -128,6 +128,24 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
     }
   })
 
+  it('finds a stored subtree that proofs are read from changed, or missing, in the database', async () => {
+    const db = t.database.db
+    const key = findSigningKey(t.config.signingKey, t.config.dataDir)
+    // The subtree over positions 1 to 4: complete, as at least 11 transactions are positioned.
+    const node = await db.selectFrom('journal_nodes').select('hash').where('level', '=', 2).where('idx', '=', 0).executeTakeFirstOrThrow()
+    const other = (node.hash[0] === '0' ? '1' : '0') + node.hash.slice(1)
+    await db.updateTable('journal_nodes').set({ hash: other }).where('level', '=', 2).where('idx', '=', 0).execute()
+    const changed = await verifyJournal(db, key)
+    assert.equal(changed.ok, false)
+    assert.equal(changed.firstMismatch, undefined, 'every transaction still gives its hash')
+    assert.ok(changed.problems.some((problem) => /the stored subtree over positions 1 to 4 is not the tree of their hashes/.test(problem)))
+    await db.deleteFrom('journal_nodes').where('level', '=', 2).where('idx', '=', 0).execute()
+    const missing = await verifyJournal(db, key)
+    assert.ok(missing.problems.some((problem) => /the stored subtree over positions 1 to 4 is missing/.test(problem)))
+    await db.insertInto('journal_nodes').values({ level: 2, idx: 0, hash: node.hash }).execute()
+    assert.deepEqual((await verifyJournal(db, key)).problems, [])
+  })
+
   it('exports the journal as one Transaction a line, from a position on', async () => {
     const run = await runCoffer(env(), 'export', '--after', '3')
     assert.equal(run.code, 0, run.stderr)

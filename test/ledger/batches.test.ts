@@ -6,7 +6,7 @@ import { GroupCommitter } from '../../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../../src/ledger/ledger.service.ts'
 import { MAX_QUANTITY, MINT_WALLET_ID, type Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildPeerApp, expectError, STORAGE } from '../helpers/app.ts'
-import { createAsset, createUser, fundedUser, issue, type TestUser } from '../helpers/factories.ts'
+import { assertSameTransactions, createAsset, createUser, fundedUser, issue, type TestUser } from '../helpers/factories.ts'
 import { assertRefusedUnchanged, ledgerApp, ledgerState } from '../helpers/ledger-fixture.ts'
 
 const outbox = createOutbox()
@@ -119,7 +119,7 @@ describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
     ])
     // Each transaction is recorded as a single transfer's would be: the history answers the same objects.
     const history = await t.app.inject({ method: 'GET', url: '/wallet/transactions', headers: payer.auth })
-    assert.deepEqual((history.json() as Transaction[]).filter((tx) => ids.includes(tx.id)).reverse(), transactions)
+    assertSameTransactions((history.json() as Transaction[]).filter((tx) => ids.includes(tx.id)).reverse(), transactions)
   })
 
   it('checks each transfer against what the earlier ones of the batch left', async () => {

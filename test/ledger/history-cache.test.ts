@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import type { Database, Db } from '../../src/db/database.ts'
 import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
-import { answerWalletTransactions } from '../../src/ledger/history.service.ts'
+import { createHistoryService } from '../../src/ledger/history.service.ts'
 import { PageCache } from '../../src/ledger/page-cache.ts'
 import { createBackup } from '../../src/operations/backup.ts'
 import { checkBackup, restoreBackup } from '../../src/operations/restore.ts'
@@ -332,11 +332,17 @@ describe(`a restore under a running instance's kept pages (${STORAGE})`, () => {
       const pages = new PageCache()
       const answer = async (db: Db) =>
         (
-          await answerWalletTransactions(db, pages, alice.walletId, { limit: 5 }, (transactions) => JSON.stringify(transactions))
+          await createHistoryService({ db, pages }).answerWalletTransactions(alice.walletId, { limit: 5 }, (transactions) =>
+            JSON.stringify(transactions),
+          )
         ).body.toString()
       const fresh = async (db: Db) =>
         (
-          await answerWalletTransactions(db, new PageCache(), alice.walletId, { limit: 5 }, (transactions) => JSON.stringify(transactions))
+          await createHistoryService({ db, pages: new PageCache() }).answerWalletTransactions(
+            alice.walletId,
+            { limit: 5 },
+            (transactions) => JSON.stringify(transactions),
+          )
         ).body.toString()
       for (const file of [first, second]) {
         const store = await openTestDatabase()

@@ -6,7 +6,7 @@ import { createOutbox } from '../../src/events/outbox.ts'
 import { createLedger, type Ledger } from '../../src/ledger/ledger.service.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import type { Asset, Hold, Transaction } from '../../src/ledger/ledger.types.ts'
-import { buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { buildTestApp, expectError, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, issue, uniqueName, type TestUser } from '../helpers/factories.ts'
 
 const outbox = createOutbox()
@@ -71,8 +71,12 @@ describe(`holds (${STORAGE})`, () => {
     )
   }
 
-  /** What a client can see of a wallet: its holdings, its holds and its history. */
+  /**
+   * What a client can see of a wallet: its holdings, its holds and its history, once the journal
+   * has positioned every committed transaction (positions come within a second of a commit).
+   */
   async function snapshot(...users: TestUser[]): Promise<string> {
+    await journalSettled(t.database.db)
     const seen = []
     for (const user of users)
       seen.push(

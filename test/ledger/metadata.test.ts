@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { readEventsAfter } from '../../src/events/events.repository.ts'
 import type { Transaction } from '../../src/ledger/ledger.types.ts'
-import { expectError } from '../helpers/app.ts'
-import { createUser, fundedUser, issue, sendTransaction, type TestUser } from '../helpers/factories.ts'
+import { expectError, journalSettled } from '../helpers/app.ts'
+import { assertSameTransaction, createUser, fundedUser, issue, sendTransaction, type TestUser } from '../helpers/factories.ts'
 import { ledgerApp } from '../helpers/ledger-fixture.ts'
 
 /** Transaction kinds and metadata: what every Transaction carries, what requests may set, and the filters of history. */
@@ -58,13 +58,15 @@ describe('transaction kinds and metadata', () => {
       204,
     )
 
+    // Read once the journal has positioned them, so that both reads below see the same positions.
+    await journalSettled(t.database.db)
     const history = (await list('/wallet/transactions', alice.auth)).transactions
     assert.deepEqual(
       history.map((transaction) => transaction.kind),
       ['burn', 'transfer', 'transfer', 'issuance'],
     )
-    assert.deepEqual(history[1], tagged)
-    assert.deepEqual(history[3], issued)
+    assertSameTransaction(history[1], tagged)
+    assertSameTransaction(history[3], issued)
     const journal = (await list(`/admin/transactions?wallet=${alice.walletId}`, t.admin)).transactions
     assert.deepEqual(journal, history)
     const events = (await readEventsAfter(t.database.db, 0, 10_000)).rows.filter((event) => event.wallet_id === bob.walletId)

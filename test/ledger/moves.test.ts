@@ -9,7 +9,7 @@ import { GroupCommitter } from '../../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../../src/ledger/ledger.service.ts'
 import { IdempotencyConflict, MAX_QUANTITY, MINT_WALLET_ID, type Asset, type Line } from '../../src/ledger/ledger.types.ts'
 import { applyMoves, type Move, type Outcome } from '../../src/ledger/moves.ts'
-import { buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
+import { buildTestApp, journalCovered, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, type TestUser } from '../helpers/factories.ts'
 
 const outbox = createOutbox()
@@ -339,6 +339,8 @@ describe(`batched moves (${STORAGE})`, () => {
       assert.equal((results[30] as PromiseRejectedResult).reason.code, 'I002')
       assert.equal(begunEarly, 1)
       assert.deepEqual([await holding(a.walletId, gold), await holding(b.walletId, gold)], [0, 30])
+      // The journal's sequencer positions and signs these in transactions of its own; once it has, it is idle.
+      await journalCovered(db)
       const { rows } = await sql<{
         open: number
       }>`select count(*)::int as open from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`.execute(

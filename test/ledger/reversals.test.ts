@@ -6,7 +6,7 @@ import { readEventsAfter } from '../../src/events/events.repository.ts'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { buildTestApp, expectError, STORAGE } from '../helpers/app.ts'
-import { createAsset, createUser, fundedUser, issue, sendTransaction, type TestUser } from '../helpers/factories.ts'
+import { assertSameTransaction, createAsset, createUser, fundedUser, issue, sendTransaction, type TestUser } from '../helpers/factories.ts'
 import { ledgerApp, ledgerState } from '../helpers/ledger-fixture.ts'
 
 /** Refunds (POST /wallet/transactions/{id}/refund) and the operator's reversals (POST /transactions/{id}/reversal). */
@@ -77,7 +77,7 @@ describe('POST /wallet/transactions/{id}/refund', () => {
     const [listed] = (
       await t.app.inject({ method: 'GET', url: '/wallet/transactions?kind=reversal', headers: alice.auth })
     ).json() as Transaction[]
-    assert.deepEqual(listed, refunded)
+    assertSameTransaction(listed, refunded)
     // Nothing is left to refund.
     expectError(await refund(bob, paid.id), 409, 'T001')
     expectError(await refund(bob, paid.id, {}), 409, 'T001')

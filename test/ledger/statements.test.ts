@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../../src/db/migrate.ts'
-import { exportWalletTransactions } from '../../src/ledger/history.service.ts'
+import { createHistoryService } from '../../src/ledger/history.service.ts'
+import { PageCache } from '../../src/ledger/page-cache.ts'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, sendTransaction, uniqueName, type TestUser } from '../helpers/factories.ts'
@@ -246,7 +247,8 @@ describe(`GET /wallet/transactions?format=csv (${STORAGE})`, () => {
     await issue(t, carol.walletId, gold.id, 100)
     for (let i = 0; i < 9; i++) await sendTransaction(t, carol, { recipient: alice.username, assets: { [gold.name]: 1 } })
     const chunks: string[] = []
-    const rows = exportWalletTransactions(t.database.db, carol.walletId, {}, 3)
+    const history = createHistoryService({ db: t.database.db, pages: new PageCache() })
+    const rows = history.exportWalletTransactions(carol.walletId, {}, 3)
     chunks.push((await rows.next()).value as string)
     chunks.push((await rows.next()).value as string)
     // The export has begun: a transfer now is newer than everything it will read.

@@ -1,17 +1,11 @@
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import type { FastifyInstance } from 'fastify'
-import { buildApp } from '../../src/app.ts'
-import { loadConfig } from '../../src/config.ts'
-import type { Database } from '../../src/db/database.ts'
-import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
-import { hashToken } from '../../src/http/tokens.ts'
 import { startTracing, tracingWanted } from '../../src/telemetry/sdk.ts'
 import type { Tracing } from '../../src/telemetry/tracing.ts'
-import { ADMIN_KEY, openTestDatabase } from '../helpers/app.ts'
+import { buildTestApp, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, transfer } from '../helpers/factories.ts'
 
 /** A span as OTLP/JSON carries it (ids in hex). */
@@ -67,8 +61,7 @@ describe('OpenTelemetry traces', () => {
     const lines: Record<string, unknown>[] = []
     let receiver: Awaited<ReturnType<typeof startReceiver>>
     let tracing: Tracing
-    let database: Database
-    let dataDir: string
+    let t: TestApp
     let app: FastifyInstance
 
     before(async () => {
@@ -78,34 +71,16 @@ describe('OpenTelemetry traces', () => {
         'test',
       )) as Tracing
       assert.ok(tracing)
-      const opened = await openTestDatabase()
-      ;({ database, dataDir } = opened)
-      const config = loadConfig({
-        DATA_DIR: dataDir,
-        DATABASE_URL: opened.url,
-        ADMIN_API_KEY: ADMIN_KEY,
-        LOG_LEVEL: 'info',
-        AUTH_RATE_LIMIT: '0',
-      })
-      app = await buildApp({
-        config,
-        database,
-        adminKeyHash: hashToken(ADMIN_KEY),
-        secretsKey: await prepareWebhookSecrets(database.db, config),
-        logStream: { write: (line: string) => void lines.push(JSON.parse(line)) },
-        tracing,
-      })
+      t = await buildTestApp({ LOG_LEVEL: 'info' }, { logStream: { write: (line: string) => void lines.push(JSON.parse(line)) }, tracing })
+      app = t.app
     })
     after(async () => {
-      await app.close()
+      await t.close()
       await tracing.shutdown()
-      await database.close()
       await receiver.close()
-      fs.rmSync(dataDir, { recursive: true, force: true })
     })
 
     it("show a transfer's request with its statements and its group commit, and the log line names the trace", async () => {
-      const t = { app, admin: { authorization: `Bearer ${ADMIN_KEY}` } }
       const gold = await createAsset(t, { name: 'gold' })
       const [alice, bob] = [await createUser(app), await createUser(app)]
       await issue(t, alice.walletId, gold.id, 10)

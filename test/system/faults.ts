@@ -26,18 +26,7 @@ import path from 'node:path'
 import pg from 'pg'
 import { openDatabase } from '../../src/db/database.ts'
 import { freePort } from '../../scripts/lib/postgres.ts'
-import {
-  call,
-  checkExactlyOnce,
-  checkHoldings,
-  runCoffer,
-  seedUsers,
-  Service,
-  sleep,
-  transferFor,
-  type SeededUser,
-  type Sent,
-} from './harness.ts'
+import { checkExactlyOnce, checkHoldings, runCoffer, seedUsers, Service, sleep, TransferLoad, type Reply } from './harness.ts'
 
 const PG_BIN = process.env.PG_BIN ?? debianPostgres()
 const ADMIN_KEY = 'cfa_fault_test_admin_key_not_secret'
@@ -182,89 +171,7 @@ function serverRoot(): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The load: CONCURRENCY clients, each sending one transfer after another and retrying each, with
-// its Idempotency-Key, until it is acknowledged.
-
-interface Reply {
-  /** When the answer (or the failure to get one) came, ms since the epoch. */
-  at: number
-  ms: number
-  /** 0: no answer (connection refused or reset, or no answer within the hang limit). */
-  status: number
-  code?: string
-  retryAfter: string | null
-}
-
-class Load {
-  readonly sent = new Map<number, Sent>()
-  readonly replies: Reply[] = []
-  readonly problems: string[] = []
-  private next = 0
-  private stopping = false
-  private clients: Promise<void>[] = []
-
-  constructor(
-    private readonly url: string,
-    private readonly users: SeededUser[],
-    private readonly tag: string,
-  ) {}
-
-  start(): void {
-    this.clients = Array.from({ length: CONCURRENCY }, () => this.client())
-  }
-
-  /** Sends no new transfers; resolves once every one sent is acknowledged (or given up on). */
-  async stop(): Promise<void> {
-    this.stopping = true
-    await Promise.all(this.clients)
-  }
-
-  private async client(): Promise<void> {
-    while (!this.stopping) await this.send(this.next++)
-  }
-
-  private async send(n: number): Promise<void> {
-    const { from, to, quantity } = transferFor(this.users, n)
-    const transfer: Sent = { from: from.walletId, to: to.walletId, quantity }
-    this.sent.set(n, transfer)
-    const first = Date.now()
-    while (Date.now() - first < REQUEST_LIMIT_MS) {
-      const started = Date.now()
-      let reply: Reply
-      try {
-        const answer = await call(`${this.url}/wallet/transactions`, {
-          method: 'POST',
-          headers: { ...from.auth, 'idempotency-key': `${this.tag}-${n}` },
-          body: { recipient: to.username, type: 0, memo: `${this.tag} #${n}`, assets: { [ASSET]: quantity } },
-          timeoutMs: HANG_MS + 1_000,
-        })
-        reply = {
-          at: Date.now(),
-          ms: Date.now() - started,
-          status: answer.status,
-          code: answer.body.code as string | undefined,
-          retryAfter: answer.headers.get('retry-after'),
-        }
-        if (answer.status === 201) {
-          transfer.transactionId = answer.body.id as number
-          this.replies.push(reply)
-          return
-        }
-      } catch {
-        reply = { at: Date.now(), ms: Date.now() - started, status: 0, retryAfter: null }
-      }
-      this.replies.push(reply)
-      if (reply.status !== 0 && reply.status !== 503 && !(reply.status === 409 && reply.code === 'G004')) {
-        this.problems.push(`request ${n}: unexpected ${reply.status} ${reply.code ?? ''}`)
-        return
-      }
-      // Retry with the same key: soon after a refusal (a client may wait Retry-After; this one
-      // retries sooner, to measure the recovery finely), at once after a lost answer.
-      await sleep(reply.status === 503 ? 200 : 50)
-    }
-    this.problems.push(`request ${n} still unacknowledged after ${REQUEST_LIMIT_MS / 1000} s`)
-  }
-}
+// Readiness while the load runs.
 
 /** Polls /readyz every 50 ms. */
 class Readiness {
@@ -397,7 +304,15 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
   try {
     const tag = `fault${name.replace(/[^a-z]/g, '')}${Date.now().toString(36)}`
     const users = await seedUsers(service.url, ADMIN_KEY, { tag, count: USERS, asset: ASSET, initial: INITIAL })
-    const load = new Load(service.url, users, tag)
+    const load = new TransferLoad({
+      url: service.url,
+      users,
+      asset: ASSET,
+      tag,
+      clients: CONCURRENCY,
+      attemptTimeoutMs: HANG_MS + 1_000,
+      requestLimitMs: REQUEST_LIMIT_MS,
+    })
     const readiness = new Readiness(service.url)
     load.start()
     readiness.start()

@@ -1,7 +1,8 @@
 /**
- * What the out-of-process suites share (`crash-test.ts`, `fault-test.ts`): the real service as a
- * child process, HTTP calls to it, the `coffer` command, seeding users with funds, and the check
- * that every acknowledged transfer is stored exactly once, with the id it was acknowledged with.
+ * What the out-of-process suites share (`crash.ts`, `faults.ts`, `patroni.ts`): the real service as
+ * a child process, HTTP calls to it, the `coffer` command, seeding users with funds, a load of
+ * retried transfers, and the check that every acknowledged transfer is stored exactly once, with
+ * the id it was acknowledged with.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { Database } from '../../src/db/database.ts'
@@ -221,4 +222,107 @@ export async function checkExactlyOnce(
   }
   for (const n of byRequest.keys()) if (!sent.has(n)) problems.push(`transaction for request ${n} exists though it was never sent`)
   return { rows, transfers }
+}
+
+/** One answer to a load's transfer, or the failure to get one. */
+export interface Reply {
+  /** When it came, ms since the epoch. */
+  at: number
+  ms: number
+  /** 0: no answer (connection refused or reset, or none within the attempt's timeout). */
+  status: number
+  code?: string
+  retryAfter: string | null
+}
+
+export interface TransferLoadOptions {
+  url: string
+  users: SeededUser[]
+  asset: string
+  /** Names the load's Idempotency-Keys and memos (`<tag> #<n>`). */
+  tag: string
+  clients: number
+  attemptTimeoutMs: number
+  /** How long one transfer is retried before it is reported unacknowledged. */
+  requestLimitMs?: number
+}
+
+/**
+ * `clients` clients, each sending one transfer after another and retrying each with its
+ * Idempotency-Key until it is acknowledged: after no answer, 503 S001 or 409 G004, the retries the
+ * contract allows; any other answer is a problem.
+ */
+export class TransferLoad {
+  readonly sent = new Map<number, Sent>()
+  readonly replies: Reply[] = []
+  readonly problems: string[] = []
+  readonly tag: string
+  private next = 0
+  private stopping = false
+  /** Once set, a request unacknowledged by then is given up on (reported). */
+  private giveUpAt = Infinity
+  private running: Promise<void>[] = []
+
+  constructor(private readonly options: TransferLoadOptions) {
+    this.tag = options.tag
+  }
+
+  start(): void {
+    this.running = Array.from({ length: this.options.clients }, () => this.client())
+  }
+
+  /** Sends nothing new; waits up to `graceMs` for the transfers already sent to be acknowledged. */
+  async stop(graceMs = Infinity): Promise<void> {
+    this.stopping = true
+    this.giveUpAt = Date.now() + graceMs
+    await Promise.all(this.running)
+  }
+
+  private async client(): Promise<void> {
+    while (!this.stopping) await this.send(this.next++)
+  }
+
+  private async send(n: number): Promise<void> {
+    const { url, users, asset, attemptTimeoutMs, requestLimitMs = 60_000 } = this.options
+    const { from, to, quantity } = transferFor(users, n)
+    const transfer: Sent = { from: from.walletId, to: to.walletId, quantity }
+    this.sent.set(n, transfer)
+    const first = Date.now()
+    while (Date.now() - first < requestLimitMs && Date.now() < this.giveUpAt) {
+      const started = Date.now()
+      let reply: Reply
+      try {
+        const answer = await call(`${url}/wallet/transactions`, {
+          method: 'POST',
+          headers: { ...from.auth, 'idempotency-key': `${this.tag}-${n}` },
+          body: { recipient: to.username, type: 0, memo: `${this.tag} #${n}`, assets: { [asset]: quantity } },
+          timeoutMs: attemptTimeoutMs,
+        })
+        reply = {
+          at: Date.now(),
+          ms: Date.now() - started,
+          status: answer.status,
+          code: answer.body.code as string | undefined,
+          retryAfter: answer.headers.get('retry-after'),
+        }
+        if (answer.status === 201) {
+          transfer.transactionId = answer.body.id as number
+          this.replies.push(reply)
+          return
+        }
+      } catch {
+        reply = { at: Date.now(), ms: Date.now() - started, status: 0, retryAfter: null }
+      }
+      this.replies.push(reply)
+      const retried =
+        reply.status === 0 || (reply.status === 503 && reply.code === 'S001') || (reply.status === 409 && reply.code === 'G004')
+      if (!retried) {
+        this.problems.push(`request ${n}: unexpected ${reply.status} ${reply.code ?? ''}`)
+        return
+      }
+      // Sooner than Retry-After, to measure the recovery finely; at once after a lost answer.
+      await sleep(reply.status === 503 ? 200 : 50)
+    }
+    this.problems.push(`request ${n} still unacknowledged after ${((Date.now() - first) / 1000).toFixed(0)} s`)
+  }
 }

@@ -32,14 +32,14 @@ import pg from 'pg'
 import { openDatabase } from '../../src/db/database.ts'
 import { freePort } from '../../scripts/lib/postgres.ts'
 import {
-  call,
   checkExactlyOnce,
   checkHoldings,
   runCoffer,
   seedUsers,
   Service,
   sleep,
-  transferFor,
+  TransferLoad,
+  type Reply,
   type SeededUser,
   type Sent,
 } from './harness.ts'
@@ -561,86 +561,6 @@ class Cluster {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The load, per instance.
-
-interface Reply {
-  at: number
-  ms: number
-  /** 0: no answer within ATTEMPT_TIMEOUT_MS, or the connection failed. */
-  status: number
-  code?: string
-}
-
-class Load {
-  readonly sent = new Map<number, Sent>()
-  readonly replies: Reply[] = []
-  readonly problems: string[] = []
-  private next = 0
-  private stopping = false
-  /** Once set, a request unacknowledged by then is given up on (reported). */
-  private giveUpAt = Infinity
-  private clients: Promise<void>[] = []
-
-  constructor(
-    private readonly url: string,
-    private readonly users: SeededUser[],
-    private readonly asset: string,
-    readonly tag: string,
-  ) {}
-
-  start(): void {
-    this.clients = Array.from({ length: CLIENTS }, () => this.client())
-  }
-
-  /** Sends nothing new; waits up to `graceMs` for the requests already sent to be acknowledged. */
-  async stop(graceMs: number): Promise<void> {
-    this.stopping = true
-    this.giveUpAt = Date.now() + graceMs
-    await Promise.all(this.clients)
-  }
-
-  private async client(): Promise<void> {
-    while (!this.stopping) await this.send(this.next++)
-  }
-
-  private async send(n: number): Promise<void> {
-    const { from, to, quantity } = transferFor(this.users, n)
-    const transfer: Sent = { from: from.walletId, to: to.walletId, quantity }
-    this.sent.set(n, transfer)
-    const first = Date.now()
-    while (Date.now() - first < REQUEST_LIMIT_MS && Date.now() < this.giveUpAt) {
-      const begun = Date.now()
-      let reply: Reply
-      try {
-        const answer = await call(`${this.url}/wallet/transactions`, {
-          method: 'POST',
-          headers: { ...from.auth, 'idempotency-key': `${this.tag}-${n}` },
-          body: { recipient: to.username, type: 0, memo: `${this.tag} #${n}`, assets: { [this.asset]: quantity } },
-          timeoutMs: ATTEMPT_TIMEOUT_MS,
-        })
-        reply = { at: Date.now(), ms: Date.now() - begun, status: answer.status, code: answer.body.code as string | undefined }
-        if (answer.status === 201) {
-          transfer.transactionId = answer.body.id as number
-          this.replies.push(reply)
-          return
-        }
-      } catch {
-        reply = { at: Date.now(), ms: Date.now() - begun, status: 0 }
-      }
-      this.replies.push(reply)
-      const retried =
-        reply.status === 0 || (reply.status === 503 && reply.code === 'S001') || (reply.status === 409 && reply.code === 'G004')
-      if (!retried) {
-        this.problems.push(`request ${n}: answered ${reply.status} ${reply.code ?? ''}`)
-        return
-      }
-      await sleep(reply.status === 503 ? 200 : 50)
-    }
-    this.problems.push(`request ${n} still unacknowledged after ${((Date.now() - first) / 1000).toFixed(0)} s`)
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Instances of the service, one per path, seeded once.
 
 interface Instance {
@@ -786,12 +706,15 @@ async function runScenario(
   }
   const loads = instances.map(
     (instance) =>
-      new Load(
-        instance.service.url,
-        instance.users,
-        instance.asset,
-        `${name.replace(/[^a-z]/g, '')}${instance.path.replace(/[^a-z]/g, '')}${Date.now().toString(36)}`,
-      ),
+      new TransferLoad({
+        url: instance.service.url,
+        users: instance.users,
+        asset: instance.asset,
+        tag: `${name.replace(/[^a-z]/g, '')}${instance.path.replace(/[^a-z]/g, '')}${Date.now().toString(36)}`,
+        clients: CLIENTS,
+        attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
+        requestLimitMs: REQUEST_LIMIT_MS,
+      }),
   )
   for (const load of loads) load.start()
   await sleep(WARM_UP_MS)

@@ -1,11 +1,7 @@
 import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
-/**
- * The reserved system wallet: the first wallet row, so its id is 1 on both dialects. The ledger
- * names it (`ledger/ledger.types.ts` MINT_WALLET_ID); a migration keeps its own copy of what it
- * created, as it stays as written once it has run.
- */
+/** The reserved `mint` wallet: the first row, so its id is 1 on both dialects (a migration keeps its own copy). */
 const MINT_WALLET_ID = 1
 const MINT_ADDRESS = 'mint'
 

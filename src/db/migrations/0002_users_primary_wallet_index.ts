@@ -1,10 +1,6 @@
 import type { Kysely } from 'kysely'
 
-/**
- * Transactions name the user whose primary wallet each side is (`labelWallets`), a lookup by
- * `users.primary_wallet_id` on every transfer and every page of history. Without this index each
- * lookup scanned the whole users table, so transfers slowed down as users signed up.
- */
+/** Every transfer and history page looks users up by `primary_wallet_id`; without an index, a scan. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('users_primary_wallet_id').on('users').column('primary_wallet_id').execute()

@@ -2,11 +2,8 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * PostgreSQL: the journal's references are kept by the write path, which has locked both wallets
- * and resolved every asset before it writes, and by a trigger refusing DELETE and TRUNCATE on
- * wallets, assets and transactions, instead of a foreign key's locking query per inserted row.
- * `coffer verify` checks every reference. SQLite keeps its foreign keys (an in-process probe;
- * dropping one means rebuilding the table). Why: `docs/decisions.md#ledger`.
+ * PostgreSQL: the journal's references are kept by the write path and a trigger refusing DELETE
+ * and TRUNCATE, not by foreign keys; SQLite keeps its own (`docs/decisions.md#ledger`).
  */
 export const LEDGER_REFERENCES = [
   { table: 'transactions', column: 'sending_wallet_id', parent: 'wallets' },

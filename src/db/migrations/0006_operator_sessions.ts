@@ -1,10 +1,6 @@
 import type { Kysely } from 'kysely'
 
-/**
- * Operator sessions of the console: `POST /admin/sessions` trades the admin key for a 12-hour
- * cookie, so that the browser never keeps the key. Only the token's SHA-256 is stored; ending a
- * session deletes its row.
- */
+/** Operator sessions of the console, so the browser never keeps the admin key; only the token's SHA-256 is stored. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema

@@ -2,31 +2,11 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * Transaction kinds and metadata (`docs/decisions.md#transaction-kinds-and-metadata`).
- *
- * `transactions` gains:
- * - `kind`: transfer, issuance, burn, sweep, capture or reversal. Existing rows are classified
- *   from their sides: sent by mint → issuance, received by mint → burn, the deleted wallet's last
- *   send with the memo "wallet deleted" → sweep (wallet deletion records nothing else that marks
- *   it; the wallet sends nothing after it), anything else → transfer.
- * - `reverses` (a reversal's original) and `hold_id` (a capture's hold), null on other kinds.
- * - `metadata`: the JSON object as answered, null when empty.
- *
- * Filtered pages of history cost about an unfiltered page at any length of history:
- * - `kind=`: partial indexes `(sending_wallet_id, kind, id)`, `(receiving_wallet_id, kind, id)`
- *   and `(kind, id)` over the rows that are not transfers, the rare kinds; a page of `transfer`,
- *   nearly every row, reads the unfiltered indexes and skips the few others. Transfers, the hot
- *   write path, add no index entry.
- * - `metadata[KEY]=VALUE`: the side table `transaction_metadata(wallet_id, key, value,
- *   transaction_id)`, its primary key in that order, with one row per key for each side of the
- *   transaction and one for the whole journal (wallet_id 0, no wallet has it). A filtered page
- *   walks that key backwards from the first filter's (wallet, key, value) and probes the key for
- *   each further filter; a transaction without metadata writes no row.
- * - `reverses`: a partial index, so that what is left to reverse of a transaction is one probe.
- *
- * The stored answer of each transaction (`body`, the data of its events) and the stored answers
- * of Idempotency-Keys (only transfers stored any so far) gain `kind` and `metadata: {}` at their
- * end, where the ledger now writes them, so old events and replays show them too.
+ * Transaction kinds, links and metadata (`docs/decisions.md#transaction-kinds-and-metadata`).
+ * Existing rows are classified from their sides (the memo "wallet deleted" marks a sweep). Partial
+ * indexes over the rare kinds and the `transaction_metadata` side table (one row per key per side,
+ * and one for the whole journal as wallet 0) keep filtered pages as cheap as unfiltered ones;
+ * stored bodies and idempotent answers gain `kind` and `metadata: {}`.
  */
 
 const MINT_WALLET_ID = 1
@@ -56,7 +36,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       and not exists (select 1 from transactions as later
         where later.sending_wallet_id = transactions.sending_wallet_id and later.id > transactions.id)`.execute(db)
 
-  // The body ends with the closing brace of the object; the two fields go before it.
   await sql`
     update transactions set body = substr(body, 1, length(body) - 1) || ',"kind":"' || kind || '","metadata":{}}'
     where body is not null`.execute(db)
@@ -100,7 +79,7 @@ export async function down(db: Kysely<any>): Promise<void> {
   for (const index of ['transactions_reverses', 'transactions_kind', 'transactions_receiving_kind', 'transactions_sending_kind'])
     await db.schema.dropIndex(index).execute()
   await db.schema.dropTable('transaction_metadata').execute()
-  // `,"kind":"` first appears where the ledger put it: a string before it escapes its quotes.
+  // The first `,"kind":"` is the ledger's: a string before it escapes its quotes.
   for (const [table, column] of [
     ['transactions', 'body'],
     ['idempotency_keys', 'response_body'],

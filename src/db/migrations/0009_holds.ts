@@ -2,22 +2,9 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * Holds (two-phase transfers, `ledger/holds.service.ts`):
- *
- * - `holds` and their lines `hold_assets`: a hold is pending until it is captured, voided or
- *   expired; `status` is stored, and a pending row past its `expires_at` reads as expired
- *   whether or not the expiry job has written that yet.
- * - `holdings.held`: what pending holds reserve of the holding, kept by every write of a hold
- *   in the same statement as the rest of the batch; what may be spent is `quantity - held`, less
- *   nothing for holds past their expiry (the write path subtracts those itself).
- * - On PostgreSQL, as for the journal (migration 0005), a hold's references to wallets, assets
- *   and its capture's transaction are kept by the write path, which locks or has just written
- *   each, and by those rows never being deleted, not by foreign keys (`HOLD_REFERENCES`, checked
- *   by `coffer verify`); SQLite keeps its foreign keys.
- * - `events.body` and a nullable `events.transaction_id`: a hold's events carry the Hold as it
- *   was at the event, stored on the event's row; a transaction's events still carry their
- *   transaction's body. SQLite cannot drop a NOT NULL, so it rebuilds `events` as its
- *   documented twelve steps do (foreign keys off while the table is swapped, then checked).
+ * Holds: `holds`, `hold_assets` and `holdings.held` (spendable is `quantity - held`); references
+ * without foreign keys on PostgreSQL, as in 0005. Hold events carry their own `body`, so SQLite
+ * rebuilds `events` to make `transaction_id` nullable.
  */
 export const HOLD_REFERENCES = [
   { table: 'holds', column: 'sending_wallet_id', parent: 'wallets' },
@@ -32,7 +19,6 @@ export async function up(db: Kysely<any>): Promise<void> {
   const idType = postgres ? 'bigserial' : 'integer'
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const id = (col: any) => (postgres ? col.primaryKey() : col.primaryKey().autoIncrement())
-  // A reference to a row that is never deleted: a foreign key on SQLite only (see above).
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const refers = (target: string) => (col: any) => (postgres ? col : col.references(target))
 
@@ -51,11 +37,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addCheckConstraint('holds_distinct_wallets', sql`sending_wallet_id <> receiving_wallet_id`)
     .addCheckConstraint('holds_status', sql`status in ('pending', 'captured', 'voided', 'expired')`)
     .execute()
-  // Each side's list, newest first (GET /wallet/holds), like a wallet's history.
+
   await db.schema.createIndex('holds_sending').on('holds').columns(['sending_wallet_id', 'id']).execute()
   await db.schema.createIndex('holds_receiving').on('holds').columns(['receiving_wallet_id', 'id']).execute()
-  // Pending holds only: a wallet's expired-but-unwritten holds (the write path, holdings reads)
-  // and the expiry job's due holds; settled holds leave these indexes.
+  // Pending holds only: settled holds leave these indexes.
   await db.schema
     .createIndex('holds_pending_sending')
     .on('holds')
@@ -91,11 +76,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await rebuildSqliteEvents(db, true)
 }
 
-/**
- * SQLite: `events` again with `transaction_id` nullable and `body` (up), or as before (down),
- * keeping every row, its id and the id sequence. Foreign keys are off while the table is
- * swapped (deliveries refer to it), then checked before they are back on.
- */
+/** SQLite: `events` rebuilt with or without `body`, keeping rows and ids; foreign keys checked after the swap. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function rebuildSqliteEvents(db: Kysely<any>, withHolds: boolean): Promise<void> {
   await sql`pragma foreign_keys = off`.execute(db)
@@ -138,7 +119,6 @@ async function rebuildSqliteEvents(db: Kysely<any>, withHolds: boolean): Promise
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function down(db: Kysely<any>): Promise<void> {
-  // Hold events have no transaction: they go, with their deliveries.
   const holdEvents = sql`select id from events where transaction_id is null`
   await sql`delete from webhook_attempts
     where delivery_id in (select id from webhook_deliveries where event_id in (${holdEvents}))`.execute(db)

@@ -1,18 +1,8 @@
 import { sql, type Kysely } from 'kysely'
 
 /**
- * Webhook delivery per receiving origin (`docs/webhooks.md#delivery-at-scale`):
- *
- * - `webhooks.origin`: the origin (`scheme://host:port`) of the webhook's URL, written when the
- *   webhook is set. Deliveries are queued, limited and backed off per origin; a delivery's origin is
- *   its wallet's webhook's (a pending delivery always goes to the wallet's current webhook). Rows set
- *   before this migration get theirs here; `''` (the default) would only group a row written
- *   without one, which then still gets delivered.
- * - `webhook_deliveries_pending`: one wallet's due deliveries, oldest first, for the worker's claim,
- *   which takes a few from each wallet of an origin so that none waits behind another's backlog.
- *   Partial: only pending rows, so delivered ones leave it.
- * - `webhook_deliveries_leased`: the deliveries under a lease (in flight on some instance), counted
- *   per origin at each claim so that no origin's limit is exceeded across instances.
+ * Webhook delivery per receiving origin (`docs/webhooks.md#delivery-at-scale`): `webhooks.origin`,
+ * a partial index of each wallet's pending deliveries for the claim, and one of leased deliveries.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {
@@ -26,7 +16,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     try {
       origin = new URL(hook.url).origin
     } catch {
-      // Every stored URL was checked when it was set; an unparsable one keeps the default.
+      // Checked when set; an unparsable one keeps the default.
     }
     await db.updateTable('webhooks').set({ origin }).where('wallet_id', '=', hook.wallet_id).execute()
   }

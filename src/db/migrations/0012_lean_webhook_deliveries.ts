@@ -2,13 +2,8 @@ import type { Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * `webhook_deliveries` keeps only what its readers use, since every index and foreign key is paid
- * per row by the transfers' write statement (`docs/decisions.md#events-and-webhooks`):
- * - `webhook_deliveries_due` goes (no reader left; PostgreSQL's planner took it and read the
- *   whole backlog each round).
- * - PostgreSQL: the foreign keys from `event_id` and `wallet_id` go; a delivery is only inserted
- *   with its event, for its wallet (`events/outbox.ts`), and `coffer verify` checks both.
- * What stays: the primary key and the `_wallet`, `_event`, `_pending` and `_leased` indexes.
+ * `webhook_deliveries` keeps only what its readers use, as the transfers' write pays for every
+ * index and foreign key (`docs/decisions.md#events-and-webhooks`).
  */
 export const DELIVERY_REFERENCES = [
   { table: 'webhook_deliveries', column: 'event_id', parent: 'events' },

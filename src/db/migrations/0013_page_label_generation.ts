@@ -2,12 +2,9 @@ import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
 
 /**
- * `page_generation`: one row whose `generation` moves whenever anything a history page prints
- * besides the journal's own rows could change (usernames, primary wallets, addresses, asset
- * names and values; any update or delete of the journal), so a kept page is checked in one
- * statement (`docs/decisions.md#history-pages-served-from-a-checked-cache`). Triggers, so every
- * writer moves it. It starts at the clock in microseconds, so a store created again starts past
- * every generation of the one before.
+ * A generation moved by triggers whenever anything a history page prints besides the journal could
+ * change (`docs/decisions.md#history-pages-served-from-a-checked-cache`); it starts at the clock so
+ * a store created again starts past the old one.
  */
 const LABELED = [
   { table: 'users', columns: ['username', 'primary_wallet_id'] },
