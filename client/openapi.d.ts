@@ -3410,6 +3410,8 @@ export interface paths {
                              * @example 2026-11-21T22:25:29.123Z
                              */
                             last_used_at: string;
+                            /** @description the `User-Agent` the session signed in with (its first 256 characters); absent when none was sent */
+                            user_agent?: string;
                             user_id: number;
                             wallet_id: number;
                         }[];

@@ -5,6 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify'
 import accountsRoutes from './accounts/accounts.routes.ts'
 import { authenticateUserSession, keptUserSessions } from './accounts/accounts.service.ts'
+import { SessionEndings } from './accounts/session-endings.ts'
 import adminRoutes from './admin/admin.routes.ts'
 import { createAdminService } from './admin/admin.service.ts'
 import type { AppOptions, Deps } from './deps.ts'
@@ -124,6 +125,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     signingKey,
     webhooks: createWebhooksService({ db: database.db, config, secretsKey: options.secretsKey }),
     limiter: createAttemptLimiter(config.authRateLimit, database),
+    sessionEndings: new SessionEndings(),
   }
   // The operator's sessions (the auth guards) and read views.
   const admin = createAdminService({ db: database.db, adminKeyHash: options.adminKeyHash, history: ledger.history })

@@ -1,3 +1,4 @@
+import type { SessionEndings } from './accounts/session-endings.ts'
 import type { Tracing } from './telemetry/tracing.ts'
 import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
@@ -35,4 +36,6 @@ export interface Deps extends AppOptions {
   sequencer: JournalSequencer
   /** Signs the journal's checkpoints (SIGNING_KEY or the data directory's key file). */
   signingKey: SigningKey
+  /** User sessions ended by this instance, announced to its open event streams. */
+  sessionEndings: SessionEndings
 }

@@ -12,6 +12,13 @@ export function formatValue(value: number): string {
   return decimal.format(value)
 }
 
+const fullDateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'long', timeStyle: 'medium' })
+
+/** A moment to the second, for a detail view. */
+export function formatFullTime(iso: string): string {
+  return fullDateTime.format(new Date(iso))
+}
+
 export function formatTime(iso: string | null | undefined): string {
   return iso ? dateTime.format(new Date(iso)) : '—'
 }

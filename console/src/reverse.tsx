@@ -1,6 +1,7 @@
 import { useMemo, useState } from 'preact/hooks'
 import { newAttemptKey, type Transaction } from './api.ts'
 import { formatAssets, formatQuantity } from './format.ts'
+import { REVERSE_TEXT as T } from './text.ts'
 import { Done, ErrorNotice, Field, useAction, useConfirm } from './ui.tsx'
 import { check, parsePart } from './validate.ts'
 
@@ -40,26 +41,20 @@ export function ReverseForm({
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
-      const assets = parsePart(
-        transaction.assets,
-        quantities,
-        (line) => `The transaction moved ${formatQuantity(line.quantity)} ${line.asset.name}: no more can go back.`,
-      )
-      check(memo.length <= 64, 'A memo is at most 64 characters.')
+      const assets = parsePart(transaction.assets, quantities, (line) => T.tooMuch(formatQuantity(line.quantity), line.asset.name))
+      check(memo.length <= 64, T.memoTooLong)
       const partial = Object.keys(assets).length > 0
       const what = partial
         ? Object.entries(assets)
             .map(([name, quantity]) => `${formatQuantity(quantity)} ${name}`)
             .join(', ')
-        : 'everything of it not yet moved back'
+        : T.everything
       const yes = await confirm({
-        title: `${verb} transaction ${transaction.id}?`,
+        title: T.confirmTitle(verb, transaction.id),
         body: (
           <>
-            <p>
-              Moves back to {to}: {what}, as a new recorded transaction.
-            </p>
-            <p>This cannot be undone.</p>
+            <p>{T.confirmBody(to, what)}</p>
+            <p>{T.final}</p>
           </>
         ),
         action: verb,
@@ -76,34 +71,21 @@ export function ReverseForm({
 
   return (
     <details class="reverse">
-      <summary>
-        {verb} transaction {transaction.id}
-      </summary>
-      {made && (
-        <Done>
-          {formatAssets(made.assets)} moved back to {to} (transaction {made.id}).
-        </Done>
-      )}
+      <summary>{T.summary(verb, transaction.id)}</summary>
+      {made && <Done>{T.done(formatAssets(made.assets), to, made.id)}</Done>}
       <form onSubmit={submit} noValidate>
         {transaction.assets.map((line) => (
           <Field
             key={line.asset.id}
-            label={`${line.asset.name} to move back`}
+            label={T.quantity(line.asset.name)}
             value={quantities[line.asset.name] ?? ''}
             onValue={(value) => setQuantities({ ...quantities, [line.asset.name]: value })}
             inputMode="numeric"
             autoComplete="off"
-            hint={`empty: all of it not yet moved back (it moved ${formatQuantity(line.quantity)})`}
+            hint={T.quantityHint(formatQuantity(line.quantity))}
           />
         ))}
-        <Field
-          label="Memo (optional)"
-          value={memo}
-          onValue={setMemo}
-          maxLength={64}
-          autoComplete="off"
-          hint="at most 64 characters, seen by both sides"
-        />
+        <Field label={T.memo} value={memo} onValue={setMemo} maxLength={64} autoComplete="off" hint={T.memoHint} />
         <ErrorNotice error={error} />
         <button type="submit" disabled={pending}>
           {verb}

@@ -81,6 +81,26 @@ export const MOVED_BACK_TEXT = {
   correction: { all: 'Corrected', part: 'Partly corrected' },
 }
 
+/** Transactions in a list, a table and a detail view. */
+export const TRANSACTION_TEXT = {
+  caption: 'Transactions, newest first',
+  column: { when: 'When', transaction: 'Transaction', amount: 'Amount', status: 'Status', details: 'Details' },
+  sentTo: (party: string) => `Sent to ${party}`,
+  receivedFrom: (party: string) => `Received from ${party}`,
+  between: (from: string, to: string) => `From ${from} to ${to}`,
+  sent: 'Sent',
+  received: 'Received',
+  number: (id: number) => `transaction ${id}`,
+  details: 'Details',
+  hideDetails: 'Hide details',
+  ofTransaction: (id: number) => `of transaction ${id}`,
+  detailOf: (id: number) => `Transaction ${id}`,
+  fact: { kind: 'Kind', when: 'When', from: 'From', to: 'To', assets: 'Assets', memo: 'Memo' },
+  none: 'none',
+  movedBackHeading: (word: 'refund' | 'correction') => (word === 'refund' ? 'Refunds' : 'Corrections'),
+  reversalLine: (name: string, id: number, assets: string, when: string) => `${name}: transaction ${id}, ${assets}, ${when}`,
+}
+
 /** Quantities of one asset, in the words the console uses for them everywhere. */
 export const HOLDING_TEXT = {
   owned: 'Owned',
@@ -95,6 +115,14 @@ export const EVENT_TEXT: Record<string, string> = {
   'transaction.received': 'Money received',
   'transaction.sent': 'Money sent',
 }
+
+/** What became of a webhook delivery, shown in its badge. */
+export const DELIVERY_STATUS_TEXT = {
+  pending: 'Waiting to be delivered',
+  delivered: 'Delivered',
+  failed: 'Failed (no more attempts)',
+  cancelled: 'Cancelled',
+} as const
 
 /** A filter's choice of kind: every kind, or one. */
 export const KIND_OPTIONS: [string, string][] = [['', 'Every kind'], ...Object.entries(KIND_TEXT)]
@@ -138,7 +166,10 @@ export function holdOutcome(
   return prefix + (parts.join(', ') || 'nothing moved')
 }
 
-/** A browser and its system, from a user agent: "Chrome on Linux", "Safari on iPhone". */
+/**
+ * A browser and its system, from a user agent: "Chrome on Linux", "Safari on iPhone"; a program
+ * that is no browser by its own name ("curl", "curl on Linux").
+ */
 export function deviceName(userAgent: string): string {
   const browser = /Edg\//.test(userAgent)
     ? 'Edge'
@@ -148,7 +179,9 @@ export function deviceName(userAgent: string): string {
         ? 'Chrome'
         : /Safari\//.test(userAgent)
           ? 'Safari'
-          : 'A browser'
+          : /^Mozilla\//.test(userAgent)
+            ? 'A browser'
+            : (/^[^\s/;()]+/.exec(userAgent)?.[0] ?? 'A program')
   const system = /iPhone/.test(userAgent)
     ? 'iPhone'
     : /iPad/.test(userAgent)
@@ -161,6 +194,106 @@ export function deviceName(userAgent: string): string {
             ? 'a Mac'
             : /Linux/.test(userAgent)
               ? 'Linux'
-              : 'another system'
-  return `${browser} on ${system}`
+              : undefined
+  if (system) return `${browser} on ${system}`
+  return browser === 'A browser' ? 'A browser on another system' : browser
+}
+
+/** The places a person is signed in (Account). */
+export const SESSION_TEXT = {
+  /** A session's heading: its device, and whether it is this one. */
+  title: (device: string | undefined, current: boolean) =>
+    current ? `This device: ${device ?? deviceName(navigator.userAgent)}` : (device ?? 'Unnamed device'),
+  times: (lastUsed: string, signedIn: string) => `Last used ${lastUsed} · signed in ${signedIn}`,
+  end: 'End session',
+  /** The end button's name for a screen reader: which session it ends. */
+  endLabel: (device: string, lastUsed: string) => `End session: ${device}, last used ${lastUsed}`,
+  ended: (device: string) => `Session ended: ${device}.`,
+}
+
+/** Signing in and creating an account. */
+export const SIGN_IN_TEXT = {
+  brand: 'Coffer',
+  signIn: 'Sign in',
+  register: 'Create an account',
+  username: 'Username',
+  usernameHint: '2 to 32 letters or digits',
+  password: 'Password',
+  passwordHint: '8 to 32 characters',
+  repeat: 'Repeat the password',
+  passwordsDiffer: 'The two passwords differ.',
+  createAccount: 'Create account',
+  toSignIn: 'I already have an account: sign in',
+  toRegister: 'New here? Create an account',
+  operator: 'Operator sign-in',
+}
+
+/** The live stream of a screen, as its status line says it. */
+export const LIVE_TEXT = {
+  live: 'Live: new transactions appear by themselves.',
+  reconnecting: 'Reconnecting to live updates…',
+  connecting: 'Connecting to live updates…',
+}
+
+/** A wallet's history. */
+export const HISTORY_TEXT = {
+  title: 'History',
+  intro: 'Transactions of wallet ',
+  newestFirst: ', newest first.',
+  newReceived: (assets: string, from: string) => `New: received ${assets} from ${from}.`,
+  newSent: (assets: string, to: string) => `New: sent ${assets} to ${to}.`,
+  filters: 'Filters',
+  direction: 'Direction',
+  directions: [
+    ['', 'Sent and received'],
+    ['sent', 'Sent'],
+    ['received', 'Received'],
+  ] as [string, string][],
+  sentOnly: 'Sent only',
+  receivedOnly: 'Received only',
+  perPage: 'Per page',
+  statement: 'Download statement (CSV)',
+  statementHint: 'every transaction these filters choose, one row per asset, for a spreadsheet',
+  noneYet: 'No transactions yet.',
+  noneMatch: 'No transactions match these filters.',
+}
+
+/** A refund or a correction of one transaction. */
+export const REVERSE_TEXT = {
+  summary: (verb: string, id: number) => `${verb} transaction ${id}`,
+  tooMuch: (quantity: string, asset: string) => `The transaction moved ${quantity} ${asset}: no more can go back.`,
+  memoTooLong: 'A memo is at most 64 characters.',
+  everything: 'everything of it not yet moved back',
+  confirmTitle: (verb: string, id: number) => `${verb} transaction ${id}?`,
+  confirmBody: (to: string, what: string) => `Moves back to ${to}: ${what}, as a new recorded transaction.`,
+  final: 'This cannot be undone.',
+  done: (assets: string, to: string, id: number) => `${assets} moved back to ${to} (transaction ${id}).`,
+  quantity: (asset: string) => `${asset} to move back`,
+  quantityHint: (moved: string) => `empty: all of it not yet moved back (it moved ${moved})`,
+  memo: 'Memo (optional)',
+  memoHint: 'at most 64 characters, seen by both sides',
+}
+
+/** The person's account: username, password, sessions. */
+export const ACCOUNT_TEXT = {
+  title: 'Account',
+  username: 'Username',
+  newUsername: 'New username',
+  usernameHint: (now: string) => `now ${now}; 2 to 32 letters or digits`,
+  changeUsername: 'Change username',
+  renamed: (username: string) => `Your username is now ${username}.`,
+  password: 'Password',
+  newPassword: 'New password',
+  passwordHint: '8 to 32 characters; other sessions end',
+  repeat: 'Repeat the new password',
+  passwordsDiffer: 'The two passwords differ.',
+  changePassword: 'Change password',
+  passwordChanged: 'Your password is changed. You were signed out everywhere else.',
+  sessions: 'Where you are signed in',
+  loadingSessions: 'sessions',
+  everywhereTitle: 'Sign out everywhere?',
+  everywhereBody: 'Every session of yours ends, this one included, on every device.',
+  everywhere: 'Sign out everywhere',
+  signedOutEverywhere: 'You are signed out everywhere.',
+  signOutHere: 'Sign out of this session',
 }

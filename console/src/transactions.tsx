@@ -1,10 +1,11 @@
 import type { ComponentChildren } from 'preact'
+import { useId, useState } from 'preact/hooks'
 import type { Transaction } from './api.ts'
-import { formatQuantity, formatTime } from './format.ts'
-import { KIND_TEXT, MOVED_BACK_TEXT, REVERSAL_TEXT, reversalWord, type ShownError } from './text.ts'
-import { Empty, ErrorNotice, Loading, Pager } from './ui.tsx'
+import { formatAssets, formatFullTime, formatQuantity, formatTime } from './format.ts'
+import { KIND_TEXT, MOVED_BACK_TEXT, REVERSAL_TEXT, reversalWord, TRANSACTION_TEXT, type ShownError } from './text.ts'
+import { Empty, ErrorNotice, Loading, Pager, useWide } from './ui.tsx'
 
-/** Who the other side of a transaction is, as a person reads it. */
+/** Who a side of a transaction is, as a person reads it. */
 function party(username: string | undefined, address: string): string {
   return username ? `${username} (${address})` : address
 }
@@ -34,16 +35,17 @@ export function MetadataList({ metadata }: { metadata: Record<string, string> })
   )
 }
 
-/** Per transaction id, what its refunds and corrections moved back so far, per asset name. */
-type MovedBack = Map<number, { word: 'refund' | 'correction'; assets: Map<string, number> }>
+/** Per transaction id, its refunds and corrections so far: the word for them, what they moved back per asset name, and each one. */
+type MovedBack = Map<number, { word: 'refund' | 'correction'; assets: Map<string, number>; reversals: Transaction[] }>
 
 /** Sums the reversals among `reversals` by the transaction each moves back. */
 function movedBack(reversals: Transaction[]): MovedBack {
   const moved: MovedBack = new Map()
   for (const reversal of reversals) {
     if (reversal.reverses === undefined) continue
-    const entry = moved.get(reversal.reverses) ?? { word: reversalWord(reversal), assets: new Map<string, number>() }
+    const entry = moved.get(reversal.reverses) ?? { word: reversalWord(reversal), assets: new Map<string, number>(), reversals: [] }
     for (const line of reversal.assets) entry.assets.set(line.asset.name, (entry.assets.get(line.asset.name) ?? 0) + line.quantity)
+    entry.reversals.push(reversal)
     moved.set(reversal.reverses, entry)
   }
   return moved
@@ -55,65 +57,247 @@ export function allMovedBack(transaction: Transaction, moved: MovedBack): boolea
   return !!entry && transaction.assets.every((line) => (entry.assets.get(line.asset.name) ?? 0) >= line.quantity)
 }
 
-/**
- * Transactions as a list, newest first. Seen from `walletId` each says "Sent to" or "Received
- * from"; without one (the operator's journal) it names both sides.
- */
-function TransactionList({
-  transactions,
-  walletId,
-  actions,
-  moved,
-}: {
+interface ListProps {
   transactions: Transaction[]
   walletId?: number
   actions?: (transaction: Transaction) => ComponentChildren
   moved: MovedBack
+}
+
+/** One transaction as the list and the table show it, seen from `walletId` (or from outside, the journal). */
+function describe(transaction: Transaction, walletId: number | undefined, moved: MovedBack) {
+  const sent = walletId !== undefined && transaction.sending_wallet_id === walletId
+  const from = party(transaction.sending_username, transaction.sending_wallet_address)
+  const to = party(transaction.receiving_username, transaction.receiving_wallet_address)
+  const entry = moved.get(transaction.id)
+  return {
+    side: walletId === undefined ? 'journal' : sent ? 'sent' : 'received',
+    sign: walletId === undefined ? '' : sent ? '−' : '+',
+    what:
+      walletId === undefined
+        ? TRANSACTION_TEXT.between(from, to)
+        : sent
+          ? TRANSACTION_TEXT.sentTo(to)
+          : TRANSACTION_TEXT.receivedFrom(from),
+    badges: [
+      ...(walletId === undefined
+        ? []
+        : [{ text: sent ? TRANSACTION_TEXT.sent : TRANSACTION_TEXT.received, tone: sent ? 'sent' : 'received' }]),
+      ...(transaction.kind === 'transfer'
+        ? []
+        : [
+            {
+              text: transaction.kind === 'reversal' ? REVERSAL_TEXT[reversalWord(transaction)] : KIND_TEXT[transaction.kind],
+              tone: 'kind',
+            },
+          ]),
+      ...(entry ? [{ text: MOVED_BACK_TEXT[entry.word][allMovedBack(transaction, moved) ? 'all' : 'part'], tone: 'moved' }] : []),
+    ],
+  }
+}
+
+function Badges({ badges }: { badges: { text: string; tone: string }[] }) {
+  return (
+    <>
+      {badges.map((badge) => (
+        <span key={badge.text} class={`badge ${badge.tone}`}>
+          {badge.text}
+        </span>
+      ))}
+    </>
+  )
+}
+
+function Amounts({ transaction, sign }: { transaction: Transaction; sign: string }) {
+  return (
+    <>
+      {transaction.assets.map((line) => (
+        <span key={line.asset.id} class="amount">
+          {sign}
+          {formatQuantity(line.quantity)} {line.asset.name}
+        </span>
+      ))}
+    </>
+  )
+}
+
+/** The button that shows or hides everything about one transaction. */
+function DetailToggle({
+  transaction,
+  open,
+  toggle,
+  controls,
+}: {
+  transaction: Transaction
+  open: boolean
+  toggle: () => void
+  controls: string
 }) {
+  return (
+    <button type="button" class="details-toggle" aria-expanded={open} aria-controls={controls} onClick={toggle}>
+      {open ? TRANSACTION_TEXT.hideDetails : TRANSACTION_TEXT.details}
+      <span class="visually-hidden"> {TRANSACTION_TEXT.ofTransaction(transaction.id)}</span>
+    </button>
+  )
+}
+
+/**
+ * Everything about one transaction beyond its row (which shows its metadata): its sides, assets,
+ * memo, what it relates to, its refunds or corrections; then its actions.
+ */
+function TransactionDetail({
+  transaction,
+  moved,
+  actions,
+  id,
+}: {
+  transaction: Transaction
+  moved: MovedBack
+  actions?: ComponentChildren
+  id: string
+}) {
+  const reversals = moved.get(transaction.id)?.reversals ?? []
+  const facts: [string, ComponentChildren][] = [
+    [TRANSACTION_TEXT.fact.kind, kindLabel(transaction) ?? KIND_TEXT.transfer],
+    [TRANSACTION_TEXT.fact.when, formatFullTime(transaction.created_at)],
+    [TRANSACTION_TEXT.fact.from, party(transaction.sending_username, transaction.sending_wallet_address)],
+    [TRANSACTION_TEXT.fact.to, party(transaction.receiving_username, transaction.receiving_wallet_address)],
+    [TRANSACTION_TEXT.fact.assets, formatAssets(transaction.assets)],
+    [TRANSACTION_TEXT.fact.memo, transaction.memo ? `“${transaction.memo}”` : TRANSACTION_TEXT.none],
+  ]
+  return (
+    <div class="transaction-detail" id={id} role="region" aria-label={TRANSACTION_TEXT.detailOf(transaction.id)}>
+      <dl class="facts">
+        {facts.map(([term, value]) => (
+          <div key={term}>
+            <dt>{term}</dt>
+            <dd>{value}</dd>
+          </div>
+        ))}
+      </dl>
+      {reversals.length > 0 && (
+        <>
+          <h3>{TRANSACTION_TEXT.movedBackHeading(moved.get(transaction.id)?.word ?? 'refund')}</h3>
+          <ul class="plain">
+            {reversals.map((reversal) => (
+              <li key={reversal.id}>
+                {TRANSACTION_TEXT.reversalLine(
+                  REVERSAL_TEXT[reversalWord(reversal)],
+                  reversal.id,
+                  formatAssets(reversal.assets),
+                  formatTime(reversal.created_at),
+                )}
+                {reversal.memo && ` · “${reversal.memo}”`}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+      {actions}
+    </div>
+  )
+}
+
+/**
+ * Transactions, newest first: a table on a wide screen, compact rows on a phone. Seen from
+ * `walletId` each says "Sent to" or "Received from"; without one (the operator's journal) it
+ * names both sides. Each opens to everything about it, with its actions (a refund, a correction).
+ */
+function TransactionList({ transactions, walletId, actions, moved }: ListProps) {
+  const wide = useWide()
+  const [open, setOpen] = useState<Set<number>>(new Set())
+  const base = useId()
+  const toggle = (id: number) =>
+    setOpen((now) => {
+      const next = new Set(now)
+      if (!next.delete(id)) next.add(id)
+      return next
+    })
+  if (wide) {
+    return (
+      <table class="transactions-table">
+        <caption class="visually-hidden">{TRANSACTION_TEXT.caption}</caption>
+        <thead>
+          <tr>
+            <th scope="col">{TRANSACTION_TEXT.column.when}</th>
+            <th scope="col">{TRANSACTION_TEXT.column.transaction}</th>
+            <th scope="col" class="number">
+              {TRANSACTION_TEXT.column.amount}
+            </th>
+            <th scope="col">{TRANSACTION_TEXT.column.status}</th>
+            <th scope="col">
+              <span class="visually-hidden">{TRANSACTION_TEXT.column.details}</span>
+            </th>
+          </tr>
+        </thead>
+        {transactions.map((transaction) => {
+          const shown = describe(transaction, walletId, moved)
+          const isOpen = open.has(transaction.id)
+          const detailId = `${base}-${transaction.id}`
+          return (
+            <tbody key={transaction.id} class={shown.side}>
+              <tr>
+                <td class="when">
+                  <time dateTime={transaction.created_at}>{formatTime(transaction.created_at)}</time>
+                </td>
+                <td>
+                  <span class="what">{shown.what}</span>
+                  <span class="meta">
+                    {[kindLabel(transaction), TRANSACTION_TEXT.number(transaction.id), transaction.memo && `“${transaction.memo}”`]
+                      .filter(Boolean)
+                      .join(' · ')}
+                  </span>
+                  <MetadataList metadata={transaction.metadata} />
+                </td>
+                <td class="number amounts">
+                  <Amounts transaction={transaction} sign={shown.sign} />
+                </td>
+                <td>
+                  <Badges badges={shown.badges} />
+                </td>
+                <td class="number">
+                  <DetailToggle transaction={transaction} open={isOpen} toggle={() => toggle(transaction.id)} controls={detailId} />
+                </td>
+              </tr>
+              {isOpen && (
+                <tr class="detail-row">
+                  <td colSpan={5}>
+                    <TransactionDetail transaction={transaction} moved={moved} actions={actions?.(transaction)} id={detailId} />
+                  </td>
+                </tr>
+              )}
+            </tbody>
+          )
+        })}
+      </table>
+    )
+  }
   return (
     <ul class="transactions">
       {transactions.map((transaction) => {
-        const sent = walletId !== undefined && transaction.sending_wallet_id === walletId
-        const sign = walletId === undefined ? '' : sent ? '−' : '+'
+        const shown = describe(transaction, walletId, moved)
+        const isOpen = open.has(transaction.id)
+        const detailId = `${base}-${transaction.id}`
         return (
-          <li key={transaction.id} class={walletId === undefined ? 'journal' : sent ? 'sent' : 'received'}>
+          <li key={transaction.id} class={shown.side}>
             <p class="what">
-              {walletId === undefined ? (
-                <>
-                  <span>From {party(transaction.sending_username, transaction.sending_wallet_address)}</span>{' '}
-                  <span>to {party(transaction.receiving_username, transaction.receiving_wallet_address)}</span>
-                </>
-              ) : sent ? (
-                <span>Sent to {party(transaction.receiving_username, transaction.receiving_wallet_address)}</span>
-              ) : (
-                <span>Received from {party(transaction.sending_username, transaction.sending_wallet_address)}</span>
-              )}
+              <span>{shown.what}</span>
             </p>
-            <p class="amounts">
-              {transaction.assets.map((line) => (
-                <span key={line.asset.id} class="amount">
-                  {sign}
-                  {formatQuantity(line.quantity)} {line.asset.name}
-                </span>
-              ))}
-            </p>
+            <div class="amounts-line">
+              <p class="amounts">
+                <Amounts transaction={transaction} sign={shown.sign} />
+              </p>
+              <DetailToggle transaction={transaction} open={isOpen} toggle={() => toggle(transaction.id)} controls={detailId} />
+            </div>
             <p class="meta">
-              {moved.has(transaction.id) && (
-                <span class="badge">
-                  {
-                    MOVED_BACK_TEXT[(moved.get(transaction.id) as { word: 'refund' | 'correction' }).word][
-                      allMovedBack(transaction, moved) ? 'all' : 'part'
-                    ]
-                  }
-                </span>
-              )}
+              <Badges badges={shown.badges.filter((badge) => badge.tone === 'moved')} />
               {kindLabel(transaction) && <span class="kind">{kindLabel(transaction)} · </span>}
               <time dateTime={transaction.created_at}>{formatTime(transaction.created_at)}</time>
-              <span> · transaction {transaction.id}</span>
+              <span> · {TRANSACTION_TEXT.number(transaction.id)}</span>
               {transaction.memo && <span class="memo"> · “{transaction.memo}”</span>}
             </p>
             <MetadataList metadata={transaction.metadata} />
-            {actions?.(transaction)}
+            {isOpen && <TransactionDetail transaction={transaction} moved={moved} actions={actions?.(transaction)} id={detailId} />}
           </li>
         )
       })}

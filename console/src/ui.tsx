@@ -7,6 +7,18 @@ import { describeError, type ShownError } from './text.ts'
 
 /** Small building blocks every screen uses: fields, messages, confirmations, actions. */
 
+/** Whether the screen is wide enough for the side navigation and tables (the stylesheet's 64 rem). */
+export function useWide(): boolean {
+  const query = matchMedia('(min-width: 64rem)')
+  const [wide, setWide] = useState(query.matches)
+  useEffect(() => {
+    const changed = () => setWide(query.matches)
+    query.addEventListener('change', changed)
+    return () => query.removeEventListener('change', changed)
+  }, [])
+  return wide
+}
+
 export function Page({ title, children }: { title: string; children: ComponentChildren }) {
   const heading = useRef<HTMLHeadingElement>(null)
   useEffect(() => {

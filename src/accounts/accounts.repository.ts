@@ -45,7 +45,10 @@ export async function updateUser(
   await db.updateTable('users').set(changes).where('id', '=', userId).execute()
 }
 
-export async function insertUserSession(db: Executor, session: { userId: number; walletId: number; tokenHash: string; expiresAt: string }) {
+export async function insertUserSession(
+  db: Executor,
+  session: { userId: number; walletId: number; tokenHash: string; expiresAt: string; userAgent?: string | null },
+) {
   const now = nowIso()
   return db
     .insertInto('user_sessions')
@@ -56,6 +59,7 @@ export async function insertUserSession(db: Executor, session: { userId: number;
       created_at: now,
       last_used_at: now,
       expires_at: session.expiresAt,
+      user_agent: session.userAgent ?? null,
     })
     .returning(['id', 'user_id', 'wallet_id', 'created_at'])
     .executeTakeFirstOrThrow()
@@ -116,7 +120,7 @@ export const touchUserSession = batchedWrites<number>(async (db, sessionIds) => 
 export async function listUserSessions(db: Executor, userId: number) {
   return db
     .selectFrom('user_sessions')
-    .select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at', 'expires_at'])
+    .select(['id', 'user_id', 'wallet_id', 'created_at', 'last_used_at', 'expires_at', 'user_agent'])
     .where('user_id', '=', userId)
     .orderBy('id')
     .execute()

@@ -7,15 +7,18 @@ import type { AttemptLimiter } from '../http/rate-limit.ts'
 import { Empty, IdParams, parseId, responses } from '../http/schemas.ts'
 import * as S from './accounts.schemas.ts'
 import * as accounts from './accounts.service.ts'
+import type { SessionEndings } from './session-endings.ts'
 
 export interface AccountsRoutesOptions {
   database: Database
   config: Config
   limiter: AttemptLimiter
+  /** Told of every session these routes end, for the event streams opened with them. */
+  sessionEndings: SessionEndings
 }
 
 /** Login and the `/user` routes about the user and their sessions (registration is in `flows/`). */
-const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (app, { database, config, limiter }) => {
+const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (app, { database, config, limiter, sessionEndings }) => {
   const { db } = database
   const tags = ['accounts']
 
@@ -37,7 +40,13 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
     },
     async (request, reply) => {
       await limiter.hit(`login-ip:${request.ip}`, `login-user:${request.params.username.toLowerCase()}`)
-      const { session, token } = await accounts.logIn(db, config, request.params.username, request.body.password)
+      const { session, token } = await accounts.logIn(
+        db,
+        config,
+        request.params.username,
+        request.body.password,
+        request.headers['user-agent'],
+      )
       if (request.body.return_token) return reply.status(201).send({ ...session, token })
       setSessionCookie(reply, config, token)
       return reply.status(201).send(session)
@@ -74,7 +83,9 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
       },
     },
     async (request) => {
-      await accounts.changePassword(db, userAuth(request), request.body.password)
+      const auth = userAuth(request)
+      await accounts.changePassword(db, auth, request.body.password)
+      sessionEndings.announce({ userId: auth.userId, except: auth.sessionId })
       return {}
     },
   )
@@ -113,6 +124,7 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
     async (request, reply) => {
       const auth = userAuth(request)
       await accounts.endSession(db, auth, auth.sessionId)
+      sessionEndings.announce({ sessionId: auth.sessionId })
       clearSessionCookie(reply, config)
       return reply.status(204).send()
     },
@@ -133,6 +145,7 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
       const auth = userAuth(request)
       const sessionId = parseId(request.params.sessionid)
       await accounts.endSession(db, auth, sessionId)
+      sessionEndings.announce({ sessionId })
       if (sessionId === auth.sessionId) clearSessionCookie(reply, config)
       return reply.status(204).send()
     },
@@ -142,7 +155,9 @@ const accountsRoutes: FastifyPluginAsyncTypebox<AccountsRoutesOptions> = async (
     '/user/sessions',
     { ...user, schema: { summary: 'Log out everywhere', description: 'Ends every session of the caller, this one included.', tags } },
     async (request, reply) => {
-      await accounts.endAllSessions(db, userAuth(request))
+      const auth = userAuth(request)
+      await accounts.endAllSessions(db, auth)
+      sessionEndings.announce({ userId: auth.userId })
       clearSessionCookie(reply, config)
       return reply.status(204).send()
     },

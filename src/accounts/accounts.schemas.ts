@@ -33,4 +33,7 @@ export const SessionSummary = Type.Object({
   created_at: Timestamp,
   last_used_at: Timestamp,
   current: Type.Boolean(),
+  user_agent: Type.Optional(
+    Type.String({ description: 'the `User-Agent` the session signed in with (its first 256 characters); absent when none was sent' }),
+  ),
 })

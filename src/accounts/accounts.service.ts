@@ -81,11 +81,15 @@ export async function authenticateUserSession(
   return { sessionId: session.id, userId: session.user_id, walletId: session.wallet_id }
 }
 
+/** What is kept of a session's `User-Agent`: enough to name a browser and its system. */
+const USER_AGENT_CHARS = 256
+
 /**
- * POST /users/{username}/sessions: checks the password and opens a session on the primary wallet.
- * Returns the session and its token. Throws U001 alike for an unknown user and a wrong password.
+ * POST /users/{username}/sessions: checks the password and opens a session on the primary wallet,
+ * noting the client's user agent (to name it in the session list). Returns the session and its
+ * token. Throws U001 alike for an unknown user and a wrong password.
  */
-export async function logIn(db: Db, config: Config, username: string, password: string) {
+export async function logIn(db: Db, config: Config, username: string, password: string, userAgent?: string) {
   const user = await repo.findUserByUsername(db, username)
   if (!user) {
     await verifyDecoy(password)
@@ -99,7 +103,13 @@ export async function logIn(db: Db, config: Config, username: string, password: 
     await repo.holdUser(trx, user.id)
     const current = await repo.findUserById(trx, user.id)
     if (current?.password_hash !== user.password_hash || current.primary_wallet_id === null) throw new AppError('U001')
-    return repo.insertUserSession(trx, { userId: user.id, walletId: current.primary_wallet_id, tokenHash: hashToken(token), expiresAt })
+    return repo.insertUserSession(trx, {
+      userId: user.id,
+      walletId: current.primary_wallet_id,
+      tokenHash: hashToken(token),
+      expiresAt,
+      userAgent: userAgent?.trim().slice(0, USER_AGENT_CHARS) || null,
+    })
   })
   return { session: { id: session.id, user_id: session.user_id, wallet_id: session.wallet_id }, token }
 }
@@ -111,7 +121,10 @@ export async function describeSession(db: Db, auth: UserAuth) {
   return { ...row, primary_wallet_id: row.primary_wallet_id as number, wallet_user_id: row.wallet_user_id as number }
 }
 
-/** GET /user/sessions: the user's live sessions (neither expired nor idle too long), the current one marked. */
+/**
+ * GET /user/sessions: the user's live sessions (neither expired nor idle too long), the current one
+ * marked, each with the user agent it signed in with when one was sent.
+ */
 export async function listSessions(db: Db, config: Config, auth: UserAuth) {
   const now = Date.now()
   const rows = await repo.listUserSessions(db, auth.userId)
@@ -124,6 +137,7 @@ export async function listSessions(db: Db, config: Config, auth: UserAuth) {
       created_at: row.created_at,
       last_used_at: row.last_used_at,
       current: row.id === auth.sessionId,
+      ...(row.user_agent === null ? {} : { user_agent: row.user_agent }),
     }))
 }
 

@@ -19,6 +19,7 @@ import * as journal from './migrations/0015_journal.ts'
 import * as walletKeyScopes from './migrations/0016_wallet_key_scopes.ts'
 import * as keyUses from './migrations/0017_key_uses.ts'
 import * as creditLimits from './migrations/0018_credit_limits.ts'
+import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -40,6 +41,7 @@ const migrations: Record<string, Migration> = {
   '0016_wallet_key_scopes': walletKeyScopes,
   '0017_key_uses': keyUses,
   '0018_credit_limits': creditLimits,
+  '0026_session_user_agents': sessionUserAgents,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

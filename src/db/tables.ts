@@ -24,6 +24,8 @@ export interface UserSessionsTable {
   created_at: string
   last_used_at: string
   expires_at: string
+  /** The `User-Agent` it signed in with (at most 256 characters); null when none was sent. */
+  user_agent: string | null
 }
 
 export interface WalletsTable {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import type { SessionEndings } from '../accounts/session-endings.ts'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import type { SecretsKey } from '../secrets/secret-box.ts'
@@ -23,6 +24,8 @@ export interface EventsOptions {
   webhooks: WebhooksService
   /** Traces each delivery attempt, when traces are on. */
   tracing?: Tracing
+  /** Sessions ended here: their streams end at once. */
+  sessionEndings: SessionEndings
 }
 
 export default async function events(app: FastifyInstance, deps: EventsOptions): Promise<void> {

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { findLiveUserSession } from '../accounts/accounts.service.ts'
+import { isEnded, type SessionEndings } from '../accounts/session-endings.ts'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
@@ -38,10 +39,12 @@ function responseSink(res: ServerResponse): EventSink {
 }
 
 /** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth; docs/webhooks.md#the-event-stream). */
-const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Config; hub: EventHub }> = async (
-  app,
-  { database, config, hub },
-) => {
+const streamRoutes: FastifyPluginAsyncTypebox<{
+  database: Database
+  config: Config
+  hub: EventHub
+  sessionEndings: SessionEndings
+}> = async (app, { database, config, hub, sessionEndings }) => {
   const { db } = database
 
   app.get(
@@ -88,7 +91,8 @@ const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Conf
       res.write(`retry: ${RETRY_MS}\n: connected\n\n`)
 
       // A revoked key, or a session ended, expired, idle too long or moved to another wallet, ends
-      // the stream at the next keep-alive: the same lookups as the guards'.
+      // the stream at the next keep-alive: the same lookups as the guards'. A session ended through
+      // this instance ends it at once, so a signed-out device stops receiving.
       const stillAllowed = async () => {
         if (auth?.kind === 'user') return (await findLiveUserSession(db, config, { sessionId: auth.sessionId }))?.wallet_id === walletId
         if (auth?.kind === 'wallet') return (await findLiveWalletKey(db, { id: auth.walletSessionId })) !== undefined
@@ -101,11 +105,18 @@ const streamRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Conf
           .then((allowed) => (allowed ? res.write(': keep-alive\n\n') : res.end()))
           .catch((error) => request.log.warn({ err: error }, 'event stream: access check failed'))
       }, KEEP_ALIVE_MS)
+      const stopListening =
+        auth?.kind === 'user'
+          ? sessionEndings.listen((ending) => {
+              if (isEnded(ending, auth) && !res.writableEnded) res.end()
+            })
+          : undefined
       res.on('close', () => {
         // Fastify logs a response that the server ended; a stream its client left is logged here.
         if (!res.writableEnded) app.recordRequest(request, res.statusCode, reply.elapsedTime)
         closed = true
         clearInterval(keepAlive)
+        stopListening?.()
         unsubscribe?.()
       })
       try {

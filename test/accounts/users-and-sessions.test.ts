@@ -306,12 +306,36 @@ describe('GET /user/session and GET /user/sessions', () => {
     assert.equal(current.length, 1)
     assert.equal(current[0].id, (await get('/user/session', user.auth)).json().id)
     for (const session of sessions) {
-      assert.deepEqual(Object.keys(session).sort(), ['created_at', 'current', 'id', 'last_used_at', 'user_id', 'wallet_id'])
+      // Every session here signed in with light-my-request's own User-Agent.
+      assert.deepEqual(Object.keys(session).sort(), ['created_at', 'current', 'id', 'last_used_at', 'user_agent', 'user_id', 'wallet_id'])
       assert.equal(session.user_id, user.id)
       assert.match(session.created_at, ISO_MS)
       assert.match(session.last_used_at, ISO_MS)
     }
     assert.ok(!response.body.includes('cfu_'), 'tokens are never listed')
+  })
+
+  it('names each session by the User-Agent it signed in with, its first 256 characters, none when none was sent', async () => {
+    const signIn = async (userAgent: string) => {
+      const response = await t.app.inject({
+        method: 'POST',
+        url: `/users/${user.username}/sessions`,
+        payload: { password: user.password, return_token: true },
+        headers: { 'user-agent': userAgent },
+      })
+      assert.equal(response.statusCode, 201, response.body)
+      assert.equal(response.json().user_agent, undefined, 'a new session answers the shape it always had')
+      return response.json().id as number
+    }
+    const android = 'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36'
+    const phone = await signIn(android)
+    const long = await signIn(`Bot/1 ${'x'.repeat(400)}`)
+    const silent = await signIn('')
+    const listed = (await get('/user/sessions', user.auth)).json() as { id: number; user_agent?: string }[]
+    const byId = new Map(listed.map((session) => [session.id, session]))
+    assert.equal(byId.get(phone)?.user_agent, android)
+    assert.equal(byId.get(long)?.user_agent, `Bot/1 ${'x'.repeat(250)}`)
+    assert.ok(byId.has(silent) && !('user_agent' in (byId.get(silent) ?? {})), 'no user_agent when none was sent')
   })
 
   it('neither accepts nor lists a session idle for longer than SESSION_IDLE_DAYS', async () => {

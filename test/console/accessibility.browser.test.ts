@@ -93,6 +93,12 @@ describe('the console reads well in light and dark', { skip: !available && `no b
       await page.getByRole('button', { name: 'Sign in' }).click()
       for (const [link, heading] of HOLDER) {
         await go(page, link, heading)
+        // A transaction's detail is checked open.
+        if (heading === 'History')
+          await page
+            .getByRole('button', { name: /^Details of transaction/ })
+            .first()
+            .click()
         found.push(...(await check(page)).map((violation) => `${heading}: ${violation}`))
       }
       await page.goto(`${origin}/console/#/operator`)

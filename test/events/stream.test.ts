@@ -191,6 +191,52 @@ describe('GET /wallet/events', () => {
     assert.equal(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), undefined)
   })
 
+  it('ends the streams of sessions ended here at once: one session, the others on a password change, all of them', async () => {
+    const dana = await createUser(t.app)
+    const signIn = async () => {
+      const login = await t.app.inject({
+        method: 'POST',
+        url: `/users/${dana.username}/sessions`,
+        payload: { password: dana.password, return_token: true },
+      })
+      assert.equal(login.statusCode, 201, login.body)
+      const { id, token } = login.json()
+      return { id: id as number, auth: { authorization: `Bearer ${token}` } }
+    }
+    const [laptop, phone, tablet] = [await signIn(), await signIn(), await signIn()]
+    const [laptopStream, phoneStream, tabletStream, danaStream, bobStream] = [
+      await open(laptop.auth),
+      await open(phone.auth),
+      await open(tablet.auth),
+      await open(dana.auth),
+      await open(bob.auth),
+    ]
+    const connected = [laptopStream, phoneStream, tabletStream, danaStream, bobStream]
+    await waitUntil(() => connected.every((stream) => stream.comments.includes('connected')))
+    // Each stream would otherwise run until its next keep-alive check, 15 s after it opened.
+    const ends = (stream: Stream, what: string) => waitUntil(() => stream.ended(), 5_000, `${what}'s stream to end`)
+
+    assert.equal((await t.app.inject({ method: 'DELETE', url: `/user/sessions/${tablet.id}`, headers: laptop.auth })).statusCode, 204)
+    await ends(tabletStream, 'the ended session')
+    const password = await t.app.inject({
+      method: 'PUT',
+      url: '/user/password',
+      headers: laptop.auth,
+      payload: { password: 'a new horse' },
+    })
+    assert.equal(password.statusCode, 200, password.body)
+    await Promise.all([ends(phoneStream, 'the phone'), ends(danaStream, 'the first session')])
+    assert.equal(laptopStream.ended(), false, 'the session that changed the password keeps its stream')
+
+    assert.equal((await t.app.inject({ method: 'DELETE', url: '/user/sessions', headers: laptop.auth })).statusCode, 204)
+    await ends(laptopStream, 'the last session')
+    expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: laptop.auth }), 401, 'A001')
+    assert.equal(bobStream.ended(), false, "another user's stream goes on")
+    // And it still delivers.
+    await transfer(t, alice, bob.username, { gold: 1 })
+    await waitUntil(() => bobStream.frames.length > 0)
+  })
+
   it('counts a stream its client leaves as a request, like any other', async () => {
     const served = async () => {
       const metrics = (await t.app.inject({ method: 'GET', url: '/metrics', headers: t.admin })).body

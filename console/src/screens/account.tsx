@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
 import { formatTime } from '../format.ts'
-import { deviceName } from '../text.ts'
+import { ACCOUNT_TEXT as T, deviceName, SESSION_TEXT } from '../text.ts'
 import { Done, ErrorNotice, Field, Loading, Page, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, checkPassword, checkUsername } from '../validate.ts'
 import { signOutHere, type ScreenProps } from './user-app.tsx'
@@ -24,7 +24,7 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
       const answer = await call(coffer.PUT('/user/username', { body: { username: name } }))
       setUsername('')
       await refresh()
-      setDone(`Your username is now ${answer.username}.`)
+      setDone(T.renamed(answer.username))
     })
   }
 
@@ -33,94 +33,102 @@ export function Account({ session, refresh, signedOut }: ScreenProps & { signedO
     void run(async () => {
       setDone('')
       checkPassword(password)
-      check(password === repeat, 'The two passwords differ.')
+      check(password === repeat, T.passwordsDiffer)
       await call(coffer.PUT('/user/password', { body: { password } }))
       setPassword('')
       setRepeat('')
       await sessions.reload()
-      setDone('Your password is changed. You were signed out everywhere else.')
+      setDone(T.passwordChanged)
     })
   }
 
-  const end = (id: number) =>
+  const end = (id: number, device: string) =>
     run(async () => {
       await call(coffer.DELETE('/user/sessions/{sessionid}', { params: { path: { sessionid: String(id) } } }))
       await sessions.reload()
-      setDone(`Session ${id} ended.`)
+      setDone(SESSION_TEXT.ended(device))
     })
 
   const endEverywhere = async () => {
     const yes = await confirm({
-      title: 'Sign out everywhere?',
-      body: <p>Every session of yours ends, this one included, on every device.</p>,
-      action: 'Sign out everywhere',
+      title: T.everywhereTitle,
+      body: <p>{T.everywhereBody}</p>,
+      action: T.everywhere,
       tone: 'danger',
     })
     if (!yes) return
     await run(async () => {
       await call(coffer.DELETE('/user/sessions'))
-      signedOut('You are signed out everywhere.')
+      signedOut(T.signedOutEverywhere)
     })
   }
 
   return (
-    <Page title="Account">
+    <Page title={T.title}>
       {done && <Done>{done}</Done>}
       <ErrorNotice error={error} />
-      <h2>Username</h2>
+      <h2>{T.username}</h2>
       <form onSubmit={rename} noValidate>
         <Field
-          label="New username"
+          label={T.newUsername}
           value={username}
           onValue={setUsername}
           autoComplete="username"
-          hint={`now ${session.username}; 2 to 32 letters or digits`}
+          hint={T.usernameHint(session.username)}
         />
         <button type="submit" disabled={pending}>
-          Change username
+          {T.changeUsername}
         </button>
       </form>
-      <h2>Password</h2>
+      <h2>{T.password}</h2>
       <form onSubmit={changePassword} noValidate>
         <Field
-          label="New password"
+          label={T.newPassword}
           type="password"
           value={password}
           onValue={setPassword}
           autoComplete="new-password"
-          hint="8 to 32 characters; other sessions end"
+          hint={T.passwordHint}
         />
-        <Field label="Repeat the new password" type="password" value={repeat} onValue={setRepeat} autoComplete="new-password" />
+        <Field label={T.repeat} type="password" value={repeat} onValue={setRepeat} autoComplete="new-password" />
         <button type="submit" disabled={pending}>
-          Change password
+          {T.changePassword}
         </button>
       </form>
-      <h2>Where you are signed in</h2>
+      <h2>{T.sessions}</h2>
       <ErrorNotice error={sessions.error} />
-      {sessions.loading && <Loading what="sessions" />}
+      {sessions.loading && <Loading what={T.loadingSessions} />}
       {sessions.data && (
         <ul class="cards">
-          {sessions.data.map((item) => (
-            <li key={item.id}>
-              <h3>{item.current ? `This device: ${deviceName(navigator.userAgent)}` : `Another sign-in (session ${item.id})`}</h3>
-              <p class="meta">
-                Last used {formatTime(item.last_used_at)} · signed in {formatTime(item.created_at)}
-              </p>
-              {!item.current && (
-                <button type="button" disabled={pending} onClick={() => end(item.id)} aria-label={`End session ${item.id}`}>
-                  End session
-                </button>
-              )}
-            </li>
-          ))}
+          {sessions.data.map((item) => {
+            const device = item.user_agent === undefined ? undefined : deviceName(item.user_agent)
+            const title = SESSION_TEXT.title(device, item.current)
+            const lastUsed = formatTime(item.last_used_at)
+            return (
+              <li key={item.id}>
+                <h3>{title}</h3>
+                <p class="meta">{SESSION_TEXT.times(lastUsed, formatTime(item.created_at))}</p>
+                {!item.current && (
+                  <button
+                    type="button"
+                    disabled={pending}
+                    onClick={() => end(item.id, title)}
+                    aria-label={SESSION_TEXT.endLabel(title, lastUsed)}
+                  >
+                    {SESSION_TEXT.end}
+                  </button>
+                )}
+              </li>
+            )
+          })}
         </ul>
       )}
       <div class="actions">
         <button type="button" disabled={pending} onClick={() => run(async () => signedOut(await signOutHere()))}>
-          Sign out of this session
+          {T.signOutHere}
         </button>
         <button type="button" class="danger" disabled={pending} onClick={endEverywhere}>
-          Sign out everywhere
+          {T.everywhere}
         </button>
       </div>
     </Page>

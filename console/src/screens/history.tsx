@@ -5,6 +5,7 @@ import { formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
 import { ReverseForm } from '../reverse.tsx'
 import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
+import { HISTORY_TEXT as T, LIVE_TEXT } from '../text.ts'
 import { FilterBar, Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
@@ -46,47 +47,33 @@ export function History({ session }: ScreenProps) {
     const transaction = event.data
     setNews(
       event.type === 'transaction.received'
-        ? `New: received ${formatAssets(transaction.assets)} from ${transaction.sending_username ?? transaction.sending_wallet_address}.`
-        : `New: sent ${formatAssets(transaction.assets)} to ${transaction.receiving_username ?? transaction.receiving_wallet_address}.`,
+        ? T.newReceived(formatAssets(transaction.assets), transaction.sending_username ?? transaction.sending_wallet_address)
+        : T.newSent(formatAssets(transaction.assets), transaction.receiving_username ?? transaction.receiving_wallet_address),
     )
     if (firstPage) void page.reload()
   })
 
   return (
-    <Page title="History">
+    <Page title={T.title}>
       <p>
-        Transactions of wallet <strong>{session.wallet_address}</strong>, newest first.{' '}
-        <span class="live">
-          {live === 'live'
-            ? 'Live: new transactions appear by themselves.'
-            : live === 'reconnecting'
-              ? 'Reconnecting to live updates…'
-              : 'Connecting to live updates…'}
-        </span>
+        {T.intro}
+        <strong>{session.wallet_address}</strong>
+        {T.newestFirst} <span class="live">{LIVE_TEXT[live]}</span>
       </p>
       <p role="status" class="news">
         {news}
       </p>
       <FilterBar
-        label="Filters"
+        label={T.filters}
         chips={[
-          ...(direction ? [{ label: direction === 'sent' ? 'Sent only' : 'Received only', clear: () => setDirection('') }] : []),
+          ...(direction ? [{ label: direction === 'sent' ? T.sentOnly : T.receivedOnly, clear: () => setDirection('') }] : []),
           ...shared.chips,
         ]}
       >
-        <Select
-          label="Direction"
-          value={direction}
-          onValue={setDirection}
-          options={[
-            ['', 'Sent and received'],
-            ['sent', 'Sent'],
-            ['received', 'Received'],
-          ]}
-        />
+        <Select label={T.direction} value={direction} onValue={setDirection} options={T.directions} />
         <TransactionFilterFields fields={shared.fields} />
         <Select
-          label="Per page"
+          label={T.perPage}
           value={limit}
           onValue={setLimit}
           options={[
@@ -99,9 +86,9 @@ export function History({ session }: ScreenProps) {
       </FilterBar>
       <p>
         <a class="button-link" href={statementLink(chosen)} download>
-          Download statement (CSV)
+          {T.statement}
         </a>{' '}
-        <small class="hint">every transaction these filters choose, one row per asset, for a spreadsheet</small>
+        <small class="hint">{T.statementHint}</small>
       </p>
       <TransactionPage
         actions={(transaction) =>
@@ -128,7 +115,7 @@ export function History({ session }: ScreenProps) {
         cursors={cursors}
         setCursors={setCursors}
         walletId={session.wallet_id}
-        empty={firstPage && Object.keys(chosen).length === 0 ? 'No transactions yet.' : 'No transactions match these filters.'}
+        empty={firstPage && Object.keys(chosen).length === 0 ? T.noneYet : T.noneMatch}
       />
     </Page>
   )

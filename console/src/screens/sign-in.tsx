@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
+import { SIGN_IN_TEXT as T } from '../text.ts'
 import { Done, ErrorNotice, Field, Page, useAction } from '../ui.tsx'
 import { check, checkPassword, checkUsername } from '../validate.ts'
 
@@ -16,7 +17,7 @@ export function SignIn({ message, register, signedIn }: { message?: string; regi
       checkUsername(username)
       if (register) {
         checkPassword(password)
-        check(password === repeat, 'The two passwords differ.')
+        check(password === repeat, T.passwordsDiffer)
         await call(coffer.POST('/users', { body: { username, password } }))
       }
       await call(coffer.POST('/users/{username}/sessions', { params: { path: { username } }, body: { password } }))
@@ -26,38 +27,36 @@ export function SignIn({ message, register, signedIn }: { message?: string; regi
 
   return (
     <main class="narrow">
-      <p class="brand">Coffer</p>
-      <Page title={register ? 'Create an account' : 'Sign in'}>
+      <p class="brand">{T.brand}</p>
+      <Page title={register ? T.register : T.signIn}>
         {message && <Done>{message}</Done>}
         <form onSubmit={submit} noValidate>
           <Field
-            label="Username"
+            label={T.username}
             value={username}
             onValue={setUsername}
             autoComplete="username"
             required
-            hint={register ? '2 to 32 letters or digits' : undefined}
+            hint={register ? T.usernameHint : undefined}
           />
           <Field
-            label="Password"
+            label={T.password}
             type="password"
             value={password}
             onValue={setPassword}
             autoComplete={register ? 'new-password' : 'current-password'}
             required
-            hint={register ? '8 to 32 characters' : undefined}
+            hint={register ? T.passwordHint : undefined}
           />
-          {register && (
-            <Field label="Repeat the password" type="password" value={repeat} onValue={setRepeat} autoComplete="new-password" required />
-          )}
+          {register && <Field label={T.repeat} type="password" value={repeat} onValue={setRepeat} autoComplete="new-password" required />}
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
-            {register ? 'Create account' : 'Sign in'}
+            {register ? T.createAccount : T.signIn}
           </button>
         </form>
-        <p>{register ? <a href="#/">I already have an account: sign in</a> : <a href="#/register">New here? Create an account</a>}</p>
+        <p>{register ? <a href="#/">{T.toSignIn}</a> : <a href="#/register">{T.toRegister}</a>}</p>
         <p>
-          <a href="#/operator">Operator sign-in</a>
+          <a href="#/operator">{T.operator}</a>
         </p>
       </Page>
     </main>

@@ -2,17 +2,10 @@ import { useEffect, useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
 import { formatTime } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { EVENT_TEXT } from '../text.ts'
+import { DELIVERY_STATUS_TEXT, EVENT_TEXT } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Secret, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
-
-const STATUS_TEXT = {
-  pending: 'Waiting to be delivered',
-  delivered: 'Delivered',
-  failed: 'Failed (no more attempts)',
-  cancelled: 'Cancelled',
-} as const
 
 /** The active wallet's webhook: an address that receives its events, and the log of deliveries. */
 export function Webhook({ session }: ScreenProps) {
@@ -136,7 +129,9 @@ export function Webhook({ session }: ScreenProps) {
             {deliveries.data.map((delivery) => (
               <li key={delivery.id}>
                 <h3>
-                  {EVENT_TEXT[delivery.type] ?? delivery.type} · {STATUS_TEXT[delivery.status]}
+                  {EVENT_TEXT[delivery.type] ?? delivery.type}
+                  <span class="visually-hidden"> ·</span>{' '}
+                  <span class={`badge ${delivery.status}`}>{DELIVERY_STATUS_TEXT[delivery.status]}</span>
                 </h3>
                 <p class="meta">
                   Delivery {delivery.id}, queued {formatTime(delivery.created_at)}, {delivery.attempts} attempt

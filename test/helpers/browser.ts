@@ -1,0 +1,166 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core'
+import { buildTestApp, STORAGE, type TestApp } from './app.ts'
+import { startReceiver, type Receiver } from './receiver.ts'
+
+/**
+ * The console in Chromium (playwright-core, Debian's binary), for the browser tests: one test app,
+ * one browser, and the steps a person takes, found by role and label. Screenshots go to
+ * test-results/screenshots/<storage>/ (and to docs/screenshots/ with UPDATE_SCREENSHOTS=1).
+ */
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+export const available = fs.existsSync(CHROMIUM)
+if (!available && process.env.REQUIRE_BROWSER === '1') throw new Error(`REQUIRE_BROWSER=1 but there is no browser at ${CHROMIUM}`)
+
+const SHOTS = path.resolve('test-results', 'screenshots', STORAGE)
+const DOC_SHOTS = path.resolve('docs', 'screenshots')
+
+export async function shoot(page: Page, name: string): Promise<void> {
+  fs.mkdirSync(SHOTS, { recursive: true })
+  const file = path.join(SHOTS, `${name}.png`)
+  await page.screenshot({ path: file, fullPage: true })
+  if (process.env.UPDATE_SCREENSHOTS === '1' && STORAGE === 'sqlite') {
+    fs.mkdirSync(DOC_SHOTS, { recursive: true })
+    fs.copyFileSync(file, path.join(DOC_SHOTS, `${name}.png`))
+  }
+}
+
+/** Everything a page did wrong: script errors, console errors (CSP violations among them), requests elsewhere. */
+export interface Watch {
+  problems: string[]
+}
+
+function watch(page: Page, origin: string): Watch {
+  const result: Watch = { problems: [] }
+  page.on('pageerror', (error) => result.problems.push(`script error: ${error.message}`))
+  page.on('console', (message) => {
+    // A refused request is logged by the browser as a failed resource load; the console shows the
+    // person the refusal itself, so only other errors count.
+    if (message.type() === 'error' && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text()))
+      result.problems.push(`console: ${message.text()}`)
+  })
+  page.on('request', (request) => {
+    if (!request.url().startsWith(`${origin}/`) && !request.url().startsWith('data:'))
+      result.problems.push(`request elsewhere: ${request.url()}`)
+  })
+  return result
+}
+
+/** A phone's browser, for a session the console must name. */
+export const ANDROID_CHROME =
+  'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36'
+
+const LAUNCH = { executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] }
+
+/** A browser on a test app of the storage under test, and a person's steps in the console. */
+export function consoleBrowser() {
+  const state = {} as { t: TestApp; origin: string; browser: Browser; receiver: Receiver }
+  const contexts: BrowserContext[] = []
+  const watches: Watch[] = []
+  const password = 'correct horse'
+
+  async function open(viewport = { width: 1280, height: 900 }, userAgent?: string): Promise<Page> {
+    const context = await state.browser.newContext({ viewport, locale: 'en-US', ...(userAgent ? { userAgent } : {}) })
+    contexts.push(context)
+    const page = await context.newPage()
+    watches.push(watch(page, state.origin))
+    return page
+  }
+
+  async function register(page: Page, username: string): Promise<void> {
+    await page.goto(`${state.origin}/`)
+    await page.getByRole('link', { name: 'New here? Create an account' }).click()
+    await page.getByLabel('Username').fill(username)
+    await page.getByLabel('Password', { exact: true }).fill(password)
+    await page.getByLabel('Repeat the password').fill(password)
+    await page.getByRole('button', { name: 'Create account' }).click()
+    await page.getByRole('heading', { level: 1, name: 'Balances' }).waitFor()
+  }
+
+  async function signIn(page: Page, username: string): Promise<void> {
+    await page.goto(`${state.origin}/console/`)
+    await page.getByLabel('Username').fill(username)
+    await page.getByLabel('Password').fill(password)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.getByRole('heading', { level: 1, name: 'Balances' }).waitFor()
+  }
+
+  async function go(page: Page, link: string, heading = link): Promise<void> {
+    // On a phone the links are behind the top bar's menu.
+    await page.locator('header.top').waitFor()
+    const menu = page.getByRole('button', { name: 'Menu' })
+    if (await menu.isVisible()) await menu.click()
+    await page.getByRole('navigation').getByRole('link', { name: link, exact: true }).click()
+    await page.getByRole('heading', { level: 1, name: heading }).waitFor()
+  }
+
+  /** Opens the screen's filters, folded behind one "Filter" control. */
+  async function openFilters(page: Page): Promise<void> {
+    const fold = page.locator('.filter-bar details')
+    if (!(await fold.evaluate((details) => (details as HTMLDetailsElement).open))) await fold.locator('summary').click()
+  }
+
+  /** Opens a transaction's detail (in a list or a table) unless it is open. */
+  async function openDetails(transaction: Locator): Promise<void> {
+    const toggle = transaction.getByRole('button', { name: /^(Details|Hide details) of transaction \d+$/ })
+    if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click()
+    await transaction.getByRole('region', { name: /^Transaction \d+$/ }).waitFor()
+  }
+
+  async function confirmDialog(page: Page, action: string): Promise<void> {
+    const dialog = page.getByRole('dialog')
+    await dialog.waitFor()
+    await dialog.getByRole('button', { name: action }).click()
+    await dialog.waitFor({ state: 'hidden' })
+  }
+
+  async function send(page: Page, kind: string, recipient: string, quantity: string, memo = ''): Promise<void> {
+    await go(page, 'Send')
+    await page.getByLabel('Send to a').selectOption({ label: kind })
+    await page.getByLabel(kind, { exact: true }).fill(recipient)
+    await page.getByLabel('Asset 1').selectOption({ index: 0 })
+    await page.getByLabel('Quantity 1').fill(quantity)
+    if (memo) await page.getByLabel('Memo (optional)').fill(memo)
+    await page.getByRole('button', { name: 'Send', exact: true }).click()
+    await page.getByRole('status').filter({ hasText: 'Sent ' }).waitFor()
+  }
+
+  async function address(page: Page): Promise<string> {
+    return (await page.locator('.who strong').nth(1).textContent()) as string
+  }
+
+  /** Before the tests: the app, listening on localhost, the browser and a webhook receiver. */
+  async function start(): Promise<void> {
+    state.t = await buildTestApp()
+    state.origin = (await state.t.app.listen({ port: 0, host: '127.0.0.1' })).replace('127.0.0.1', 'localhost')
+    state.browser = await chromium.launch(LAUNCH)
+    state.receiver = await startReceiver()
+  }
+
+  async function stop(): Promise<void> {
+    for (const context of contexts) await context.close()
+    await state.browser?.close()
+    await state.receiver?.close()
+    await state.t?.close()
+  }
+
+  return {
+    state,
+    contexts,
+    watches,
+    password,
+    start,
+    stop,
+    open,
+    register,
+    signIn,
+    go,
+    openFilters,
+    openDetails,
+    confirmDialog,
+    send,
+    address,
+  }
+}
