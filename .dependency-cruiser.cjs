@@ -14,6 +14,8 @@ const LAYERS = [
   ['ledger', '^src/ledger/'],
   ['journal', '^src/journal/'],
   ['events', '^src/events/'],
+  ['monitors', '^src/monitors/'],
+  ['schedules', '^src/schedules/'],
   ['operations', '^src/operations/'],
   ['deps', '^src/deps[.]ts$'],
   ['flows', '^src/flows/'],

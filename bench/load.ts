@@ -114,7 +114,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
           const transfers = Array.from({ length: size }, () => {
             let recipient = recipients[randomIndex(recipients.length)]
             while (recipient === sender.name) recipient = recipients[randomIndex(recipients.length)]
-            return { recipient, assets: { gold: 1 } }
+            return { recipient, ...(job.recipientType ? { type: job.recipientType } : {}), assets: { gold: 1 } }
           })
           request.headers = { ...request.headers, 'content-type': 'application/json', authorization: `Bearer ${sender.token}` }
           request.body = JSON.stringify({ transfers, atomic: true })

@@ -123,17 +123,7 @@ export async function runTpcb(
     (seconds + 60) * 1000,
     track,
   )
-  const tps = /tps = ([\d.]+)/.exec(output)
-  const latency = /latency average = ([\d.]+) ms/.exec(output)
-  const processed = /number of transactions actually processed: (\d+)/.exec(output)
-  const failed = /number of failed transactions: (\d+)/.exec(output)
-  if (!tps) throw new Error(`could not read pgbench output:\n${output}`)
-  return {
-    tps: Number(tps[1]),
-    latencyMs: latency ? Number(latency[1]) : NaN,
-    transactions: processed ? Number(processed[1]) : NaN,
-    failed: failed ? Number(failed[1]) : 0,
-  }
+  return parsePgbench(output)
 }
 
 /** A fresh store for a bench run in this process: a new SQLite file, or a new database on a throwaway server. */
@@ -161,5 +151,90 @@ export async function openBenchStore(storage: 'sqlite' | 'postgres', name: strin
       await postgres?.stop()
       fs.rmSync(dataDir, { recursive: true, force: true })
     },
+  }
+}
+
+/** Accounts the batched pgbench scripts move units between (as many as the bulk scenario's wallets). */
+const SCRIPT_ACCOUNTS = 100
+
+/** The tables of the batched pgbench scripts, made in `database`: a balance per account and a journal. */
+export async function initTransferTables(server: BenchPostgres, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: server.url(database) })
+  await client.connect()
+  try {
+    await client.query(`
+      create table balances (id integer primary key, quantity bigint not null);
+      create table journal (id bigserial primary key, from_id integer not null, to_id integer not null, quantity bigint not null, created_at timestamptz not null);
+      insert into balances select id, 1000000000000 from generate_series(1, ${SCRIPT_ACCOUNTS}) id;`)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
+ * A pgbench script of `batch` transfers per transaction, each from a random account to another:
+ * `batched` sends them one statement at a time (debit, credit, journal row), as a plain program
+ * would; `set-based` sends one statement per table for the whole batch. Both lock the batch's
+ * accounts in id order first, as Coffer does, so that 32 clients never deadlock.
+ */
+export function transferScript(kind: 'batched' | 'set-based', batch: number): string {
+  const lines: string[] = []
+  const indexes = Array.from({ length: batch }, (_, i) => i + 1)
+  for (const i of indexes) {
+    lines.push(`\\set f${i} random(1, ${SCRIPT_ACCOUNTS})`)
+    lines.push(`\\set t${i} 1 + (:f${i} + random(0, ${SCRIPT_ACCOUNTS - 2})) % ${SCRIPT_ACCOUNTS}`)
+  }
+  const ids = indexes.flatMap((i) => [`:f${i}`, `:t${i}`]).join(', ')
+  lines.push('begin;')
+  lines.push(`select id from balances where id in (${ids}) order by id for update;`)
+  if (kind === 'batched') {
+    for (const i of indexes) {
+      lines.push(`update balances set quantity = quantity - 1 where id = :f${i};`)
+      lines.push(`update balances set quantity = quantity + 1 where id = :t${i};`)
+      lines.push(`insert into journal (from_id, to_id, quantity, created_at) values (:f${i}, :t${i}, 1, now());`)
+    }
+  } else {
+    const moves = indexes.map((i) => `(:f${i}::integer, :t${i}::integer)`).join(', ')
+    lines.push(
+      `update balances b set quantity = b.quantity + d.delta from (select id, sum(delta) as delta from (values ${indexes
+        .flatMap((i) => [`(:f${i}::integer, -1)`, `(:t${i}::integer, 1)`])
+        .join(', ')}) v(id, delta) group by id) d where b.id = d.id;`,
+    )
+    lines.push(`insert into journal (from_id, to_id, quantity, created_at) select f, t, 1, now() from (values ${moves}) v(f, t);`)
+  }
+  lines.push('commit;')
+  return lines.join('\n') + '\n'
+}
+
+/** A custom script at `clients` clients for `seconds` seconds, two threads, prepared statements; `tps` counts the script's transactions. */
+export async function runPgbenchScript(
+  server: BenchPostgres,
+  database: string,
+  scriptFile: string,
+  clients: number,
+  seconds: number,
+  track: (pid: number) => void,
+): Promise<PgbenchResult> {
+  const output = await runPgbench(
+    server,
+    database,
+    ['-n', '-f', scriptFile, '-c', String(clients), '-j', '2', '-T', String(seconds), '-M', 'prepared'],
+    (seconds + 60) * 1000,
+    track,
+  )
+  return parsePgbench(output)
+}
+
+function parsePgbench(output: string): PgbenchResult {
+  const tps = /tps = ([\d.]+)/.exec(output)
+  const latency = /latency average = ([\d.]+) ms/.exec(output)
+  const processed = /number of transactions actually processed: (\d+)/.exec(output)
+  const failed = /number of failed transactions: (\d+)/.exec(output)
+  if (!tps) throw new Error(`could not read pgbench output:\n${output}`)
+  return {
+    tps: Number(tps[1]),
+    latencyMs: latency ? Number(latency[1]) : NaN,
+    transactions: processed ? Number(processed[1]) : NaN,
+    failed: failed ? Number(failed[1]) : 0,
   }
 }

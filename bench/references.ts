@@ -59,3 +59,46 @@ export function runSqliteLoop(dir: string, seconds: number): LoopResult {
     db.close()
   }
 }
+
+/**
+ * The reference for the batch route on SQLite: the same program, with `batch` transfers (debit,
+ * credit, journal row each, among 100 accounts at random) per durable commit.
+ */
+export function runSqliteBatchedLoop(dir: string, seconds: number, batch: number): LoopResult & { transfersPerSecond: number } {
+  const db = new SQLite(path.join(dir, 'reference-batched.sqlite'))
+  try {
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = FULL')
+    db.exec(`
+      create table balances (id integer primary key, quantity integer not null);
+      create table journal (id integer primary key, from_id integer not null, to_id integer not null, quantity integer not null, created_at text not null);`)
+    const open = db.prepare('insert into balances (id, quantity) values (?, 1000000000)')
+    db.transaction(() => {
+      for (let id = 1; id <= ACCOUNTS; id++) open.run(id)
+    })()
+    const debit = db.prepare('update balances set quantity = quantity - ? where id = ?')
+    const credit = db.prepare('update balances set quantity = quantity + ? where id = ?')
+    const record = db.prepare('insert into journal (from_id, to_id, quantity, created_at) values (?, ?, ?, ?)')
+    const transfers = db.transaction(() => {
+      const at = new Date().toISOString()
+      for (let i = 0; i < batch; i++) {
+        const from = 1 + Math.floor(Math.random() * ACCOUNTS)
+        const to = 1 + ((from + Math.floor(Math.random() * (ACCOUNTS - 1))) % ACCOUNTS)
+        debit.run(1, from)
+        credit.run(1, to)
+        record.run(from, to, 1, at)
+      }
+    })
+    const started = performance.now()
+    const until = started + seconds * 1000
+    let commits = 0
+    while (performance.now() < until) {
+      transfers()
+      commits++
+    }
+    const elapsed = (performance.now() - started) / 1000
+    return { commits, seconds: elapsed, commitsPerSecond: commits / elapsed, transfersPerSecond: (commits * batch) / elapsed }
+  } finally {
+    db.close()
+  }
+}

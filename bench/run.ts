@@ -40,6 +40,16 @@ const SCENARIOS: Scenario[] = [
     program: 'several-instances.ts',
     load: 'webhook delivery under transfer load, one instance then three sharing the work (PostgreSQL)',
   },
+  {
+    name: 'bulk',
+    program: 'bulk.ts',
+    load: 'atomic batches of 100 transfers by key beside the storage’s batched references (in-process loop; pgbench), single transfers',
+  },
+  {
+    name: 'ledger-size',
+    program: 'ledger-size.ts',
+    load: 'a ledger built to 10 million transactions through the API, its reads, verify, backup, restore and size at checkpoints',
+  },
   { name: 'statements', program: 'statements.ts', load: 'balances in time and a whole CSV statement at 100,000 transactions of history' },
   { name: 'retention-size', program: 'retention-size.ts', load: 'database size per million transfers, before and after the retention job' },
   { name: 'verify-repair', program: 'verify-repair.ts', load: '`coffer verify` and `--repair` on a ledger of 200,000 transactions' },

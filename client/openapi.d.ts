@@ -56,7 +56,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -69,6 +69,8 @@ export interface paths {
                                 receiving_wallet_id: number;
                                 /** @description only on a reversal: the id of the transaction it reverses */
                                 reverses?: number;
+                                /** @description only on the run of a schedule: the id of that schedule */
+                                schedule_id?: number;
                                 sending_username?: string;
                                 sending_wallet_address: string;
                                 sending_wallet_id: number;
@@ -89,7 +91,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -107,7 +109,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -125,7 +127,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -143,7 +145,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -208,7 +210,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -226,7 +228,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -244,7 +246,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -262,7 +264,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -314,6 +316,8 @@ export interface paths {
                                 };
                                 /** @description what all wallets but mint hold, debts counted against it */
                                 circulating: number;
+                                /** @description units held that expire within 30 days */
+                                expiring_30d: number;
                                 /** @description wallets but mint holding a non-zero quantity */
                                 holders: number;
                                 /** @description what wallets below zero owe on credit, together */
@@ -339,7 +343,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -357,7 +361,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -375,7 +379,171 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Schedules in trouble
+         * @description Every schedule, of any wallet, that is paused or has had a run refused (but cancelled ones), latest change first.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            assets: {
+                                [key: string]: number;
+                            };
+                            count: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            end_at: string | null;
+                            every: string | null;
+                            /** @description occurrences refused */
+                            failures: number;
+                            id: number;
+                            last_run: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                at: string;
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                    detail?: string;
+                                    message: string;
+                                    request_id: string;
+                                } | null;
+                                transaction_id: number | null;
+                            } | null;
+                            memo: string | null;
+                            metadata: {
+                                [key: string]: string;
+                            } | null;
+                            /** @description null when paused, finished or cancelled */
+                            next_run_at: string | null;
+                            recipient: string | number;
+                            /** @description occurrences done, whether they moved or were refused */
+                            runs: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            start_at: string;
+                            status: "active" | "paused" | "finished" | "cancelled";
+                            time_zone: string;
+                            type: number;
+                            wallet_id: number;
+                        }[];
+                    };
+                };
+                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `A003` Invalid Admin Key: the admin key (or the operator session) is missing or wrong */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -436,7 +604,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -454,7 +622,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -472,7 +640,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -541,7 +709,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -559,7 +727,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -577,7 +745,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -595,7 +763,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -613,7 +781,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -647,7 +815,7 @@ export interface paths {
                     before?: number;
                     /** @description refused (G002): the journal has no side */
                     direction?: unknown;
-                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                     limit?: number;
                     offset?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -688,7 +856,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -701,6 +869,8 @@ export interface paths {
                             receiving_wallet_id: number;
                             /** @description only on a reversal: the id of the transaction it reverses */
                             reverses?: number;
+                            /** @description only on the run of a schedule: the id of that schedule */
+                            schedule_id?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -718,7 +888,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -736,7 +906,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -754,7 +924,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -772,7 +942,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -836,7 +1006,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -854,7 +1024,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -872,7 +1042,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -941,7 +1111,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -959,7 +1129,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -977,7 +1147,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -995,7 +1165,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1050,9 +1220,18 @@ export interface paths {
                                 };
                                 /** @description how far below zero the holding may go (0 when none) */
                                 credit_limit: number;
+                                /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                                expiring: {
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    expires_at: string;
+                                    quantity: number;
+                                }[];
                                 /** @description what pending holds reserve of it; `quantity - held + credit_limit` may be spent */
                                 held: number;
-                                /** @description everything the wallet owns of the asset, held or not; below zero when it owes on credit */
+                                /** @description everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit */
                                 quantity: number;
                             }[];
                             owner: {
@@ -1093,7 +1272,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1111,7 +1290,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1129,7 +1308,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1147,7 +1326,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1165,7 +1344,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1229,7 +1408,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1247,7 +1426,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1265,7 +1444,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1321,7 +1500,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1342,7 +1521,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1360,7 +1539,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1378,7 +1557,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1396,7 +1575,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1455,7 +1634,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1476,7 +1655,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1494,7 +1673,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1512,7 +1691,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1530,7 +1709,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1548,7 +1727,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1620,7 +1799,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1641,7 +1820,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1659,7 +1838,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1677,7 +1856,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1695,7 +1874,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1713,7 +1892,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1787,7 +1966,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1808,7 +1987,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1826,7 +2005,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1844,7 +2023,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1862,7 +2041,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1909,7 +2088,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1927,7 +2106,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -1973,6 +2152,11 @@ export interface paths {
                             quantity: number;
                             wallet_id: number;
                         }[];
+                        /**
+                         * Format: date-time
+                         * @description when the issued units expire: at least a minute and at most 10 years ahead
+                         */
+                        expires_at?: string;
                         /** @description every transaction's memo; "issue" when none */
                         memo?: string;
                         /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
@@ -2009,7 +2193,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -2022,6 +2206,8 @@ export interface paths {
                                 receiving_wallet_id: number;
                                 /** @description only on a reversal: the id of the transaction it reverses */
                                 reverses?: number;
+                                /** @description only on the run of a schedule: the id of that schedule */
+                                schedule_id?: number;
                                 sending_username?: string;
                                 sending_wallet_address: string;
                                 sending_wallet_id: number;
@@ -2043,7 +2229,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2064,7 +2250,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2082,7 +2268,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2100,7 +2286,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2118,7 +2304,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2186,7 +2372,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2204,7 +2390,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2222,7 +2408,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2240,7 +2426,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2304,7 +2490,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2325,7 +2511,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2343,7 +2529,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2361,7 +2547,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2423,7 +2609,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2441,7 +2627,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2489,7 +2675,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2507,7 +2693,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2590,7 +2776,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -2603,6 +2789,8 @@ export interface paths {
                             receiving_wallet_id: number;
                             /** @description only on a reversal: the id of the transaction it reverses */
                             reverses?: number;
+                            /** @description only on the run of a schedule: the id of that schedule */
+                            schedule_id?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -2626,7 +2814,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2647,7 +2835,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2668,7 +2856,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2690,7 +2878,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2708,7 +2896,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2726,7 +2914,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2788,7 +2976,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2806,7 +2994,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2824,7 +3012,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2888,7 +3076,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2909,7 +3097,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2927,7 +3115,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2945,7 +3133,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -2963,7 +3151,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3035,7 +3223,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3053,7 +3241,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3071,7 +3259,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3116,7 +3304,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3134,7 +3322,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3152,7 +3340,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3170,7 +3358,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3188,7 +3376,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3262,7 +3450,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3283,7 +3471,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3301,7 +3489,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3319,7 +3507,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3337,7 +3525,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3355,7 +3543,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3431,7 +3619,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3449,7 +3637,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3467,7 +3655,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3512,7 +3700,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3530,7 +3718,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3548,7 +3736,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3566,7 +3754,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3624,7 +3812,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3645,7 +3833,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3663,7 +3851,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3681,7 +3869,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3699,7 +3887,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3717,7 +3905,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3782,7 +3970,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3803,7 +3991,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3821,7 +4009,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3839,7 +4027,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3857,7 +4045,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3875,7 +4063,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3941,7 +4129,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3962,7 +4150,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3980,7 +4168,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -3998,7 +4186,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4016,7 +4204,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4034,7 +4222,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4098,7 +4286,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4116,7 +4304,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4134,7 +4322,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4188,7 +4376,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4209,7 +4397,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4227,7 +4415,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4245,7 +4433,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4263,7 +4451,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4281,7 +4469,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4351,7 +4539,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4369,7 +4557,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4387,7 +4575,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4405,7 +4593,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4423,7 +4611,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4498,7 +4686,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4516,7 +4704,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4534,7 +4722,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4552,7 +4740,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4570,7 +4758,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4630,7 +4818,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4651,7 +4839,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4669,7 +4857,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4687,7 +4875,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4705,7 +4893,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4723,7 +4911,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4741,7 +4929,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4795,9 +4983,18 @@ export interface paths {
                             };
                             /** @description how far below zero the holding may go (0 when none) */
                             credit_limit: number;
+                            /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                            expiring: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                expires_at: string;
+                                quantity: number;
+                            }[];
                             /** @description what pending holds reserve of it; `quantity - held + credit_limit` may be spent */
                             held: number;
-                            /** @description everything the wallet owns of the asset, held or not; below zero when it owes on credit */
+                            /** @description everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit */
                             quantity: number;
                         }[];
                     };
@@ -4813,7 +5010,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4834,7 +5031,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4852,7 +5049,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4870,7 +5067,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4888,7 +5085,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4954,7 +5151,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4975,7 +5172,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -4993,7 +5190,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5011,7 +5208,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5029,7 +5226,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5128,7 +5325,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5149,7 +5346,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5167,7 +5364,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5185,7 +5382,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5203,7 +5400,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5315,7 +5512,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5336,7 +5533,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5359,7 +5556,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5380,7 +5577,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5401,7 +5598,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5419,7 +5616,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5437,7 +5634,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5531,7 +5728,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5552,7 +5749,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5570,7 +5767,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5588,7 +5785,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5606,7 +5803,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5624,7 +5821,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5702,7 +5899,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -5715,6 +5912,8 @@ export interface paths {
                             receiving_wallet_id: number;
                             /** @description only on a reversal: the id of the transaction it reverses */
                             reverses?: number;
+                            /** @description only on the run of a schedule: the id of that schedule */
+                            schedule_id?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -5737,7 +5936,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5758,7 +5957,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5779,7 +5978,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5797,7 +5996,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5819,7 +6018,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5837,7 +6036,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5855,7 +6054,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5951,7 +6150,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5972,7 +6171,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -5993,7 +6192,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6011,7 +6210,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6029,7 +6228,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6047,7 +6246,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6065,7 +6264,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6075,6 +6274,447 @@ export interface paths {
             };
         };
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/monitors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The wallet's monitors
+         * @description Every monitor of the wallet, oldest first, with its state.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            above: number | null;
+                            asset: string;
+                            below: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            id: number;
+                            state: "normal" | "crossed";
+                        }[];
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...) */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Watch a balance
+         * @description Tells the wallet (a `balance.crossed` event, to its webhook and stream) when what it can spend of the asset (`quantity - held`) goes below `below`, or above `above` (exactly one of the two), and `balance.restored` when it comes back. `state` says where it stands now. At most 20 per wallet.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description tell when what can be spent rises above this */
+                        above?: number;
+                        /** @description the asset, by name */
+                        asset: string;
+                        /** @description tell when what can be spent drops below this */
+                        below?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            above: number | null;
+                            asset: string;
+                            below: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            id: number;
+                            state: "normal" | "crossed";
+                        };
+                    };
+                };
+                /**
+                 * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `I001` Invalid Asset: an asset name in the transfer names no asset
+                 */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
+                 *     - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)
+                 */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `M001` Too Many Monitors: a wallet has at most 20 monitors */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/monitors/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Stop watching a balance
+         * @description Deletes the monitor; no event is sent for it any more.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description done */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
+                 *     - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)
+                 */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `M000` Monitor Not Found: no such monitor on this wallet */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -6136,7 +6776,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6157,7 +6797,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6175,7 +6815,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6193,7 +6833,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6211,7 +6851,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6229,7 +6869,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6238,6 +6878,1452 @@ export interface paths {
                 };
             };
         };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The wallet's schedules
+         * @description Newest first, filtered by `status`. The `Link` header (`rel="next"`) gives the next page.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    after?: number;
+                    before?: number;
+                    limit?: number;
+                    status?: "active" | "paused" | "finished" | "cancelled";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            assets: {
+                                [key: string]: number;
+                            };
+                            count: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            end_at: string | null;
+                            every: string | null;
+                            /** @description occurrences refused */
+                            failures: number;
+                            id: number;
+                            last_run: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                at: string;
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                    detail?: string;
+                                    message: string;
+                                    request_id: string;
+                                } | null;
+                                transaction_id: number | null;
+                            } | null;
+                            memo: string | null;
+                            metadata: {
+                                [key: string]: string;
+                            } | null;
+                            /** @description null when paused, finished or cancelled */
+                            next_run_at: string | null;
+                            recipient: string | number;
+                            /** @description occurrences done, whether they moved or were refused */
+                            runs: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            start_at: string;
+                            status: "active" | "paused" | "finished" | "cancelled";
+                            time_zone: string;
+                            type: number;
+                            wallet_id: number;
+                        }[];
+                    };
+                };
+                /** @description - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000` */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...) */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Schedule a transfer
+         * @description The body of a transfer plus when it runs: `start_at` (now or later, at most 10 years ahead), `every` (whole days, weeks or months, `P1D` to `P1Y`; absent: once), `count` or `end_at` (not both) and `time_zone` (IANA, `UTC` by default). Occurrence n is `start_at` as a wall-clock time in that zone plus n × `every`. Each run is an ordinary transfer from the wallet, and runs exactly once. The recipient and asset names are checked now, the balance at each run.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description asset name → quantity */
+                        assets: {
+                            [key: string]: number;
+                        };
+                        /** @description how many runs; not with `end_at` */
+                        count?: number;
+                        /**
+                         * Format: date-time
+                         * @description no run after this time; not with `count`
+                         */
+                        end_at?: string;
+                        /** @description ISO 8601 duration of whole days, weeks or months, `P1D` to `P1Y` (`P1D`, `P2W`, `P1M`, `P1Y`); absent: it runs once */
+                        every?: string;
+                        memo?: string;
+                        /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
+                        metadata?: {
+                            [key: string]: string;
+                        };
+                        recipient: string | number;
+                        /**
+                         * Format: date-time
+                         * @description the first run: now or later, at most 10 years ahead
+                         */
+                        start_at: string;
+                        /**
+                         * @description IANA time zone of the calendar, e.g. `Europe/Paris`
+                         * @default UTC
+                         */
+                        time_zone?: string;
+                        /**
+                         * @description 0 username, 1 address, 2 wallet id
+                         * @default 0
+                         */
+                        type?: 0 | 1 | 2;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            assets: {
+                                [key: string]: number;
+                            };
+                            count: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            end_at: string | null;
+                            every: string | null;
+                            /** @description occurrences refused */
+                            failures: number;
+                            id: number;
+                            last_run: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                at: string;
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                    detail?: string;
+                                    message: string;
+                                    request_id: string;
+                                } | null;
+                                transaction_id: number | null;
+                            } | null;
+                            memo: string | null;
+                            metadata: {
+                                [key: string]: string;
+                            } | null;
+                            /** @description null when paused, finished or cancelled */
+                            next_run_at: string | null;
+                            recipient: string | number;
+                            /** @description occurrences done, whether they moved or were refused */
+                            runs: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            start_at: string;
+                            status: "active" | "paused" | "finished" | "cancelled";
+                            time_zone: string;
+                            type: number;
+                            wallet_id: number;
+                        };
+                    };
+                };
+                /**
+                 * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `I001` Invalid Asset: an asset name in the transfer names no asset
+                 *     - `I003` Quantity Overflow: a quantity or a resulting holding would exceed 2^53-1
+                 *     - `W013` Can't Send To Same Wallet: a wallet cannot send to itself
+                 */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
+                 *     - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)
+                 */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `U003` User Not Found: no user has this username or id (or the user is not assigned to the wallet)
+                 *     - `W000` Wallet Not Found: no such wallet, or a wallet the caller may not use (deleted, or access removed)
+                 */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/schedules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One schedule
+         * @description A schedule of the wallet, with its next run, how many runs it has done and refused, and its last run.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            assets: {
+                                [key: string]: number;
+                            };
+                            count: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            end_at: string | null;
+                            every: string | null;
+                            /** @description occurrences refused */
+                            failures: number;
+                            id: number;
+                            last_run: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                at: string;
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                    detail?: string;
+                                    message: string;
+                                    request_id: string;
+                                } | null;
+                                transaction_id: number | null;
+                            } | null;
+                            memo: string | null;
+                            metadata: {
+                                [key: string]: string;
+                            } | null;
+                            /** @description null when paused, finished or cancelled */
+                            next_run_at: string | null;
+                            recipient: string | number;
+                            /** @description occurrences done, whether they moved or were refused */
+                            runs: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            start_at: string;
+                            status: "active" | "paused" | "finished" | "cancelled";
+                            time_zone: string;
+                            type: number;
+                            wallet_id: number;
+                        };
+                    };
+                };
+                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...) */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R000` Schedule Not Found: no such schedule, or a schedule of another wallet */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Cancel a schedule
+         * @description For good: it never runs again.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            assets: {
+                                [key: string]: number;
+                            };
+                            count: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            end_at: string | null;
+                            every: string | null;
+                            /** @description occurrences refused */
+                            failures: number;
+                            id: number;
+                            last_run: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                at: string;
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                    detail?: string;
+                                    message: string;
+                                    request_id: string;
+                                } | null;
+                                transaction_id: number | null;
+                            } | null;
+                            memo: string | null;
+                            metadata: {
+                                [key: string]: string;
+                            } | null;
+                            /** @description null when paused, finished or cancelled */
+                            next_run_at: string | null;
+                            recipient: string | number;
+                            /** @description occurrences done, whether they moved or were refused */
+                            runs: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            start_at: string;
+                            status: "active" | "paused" | "finished" | "cancelled";
+                            time_zone: string;
+                            type: number;
+                            wallet_id: number;
+                        };
+                    };
+                };
+                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
+                 *     - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)
+                 */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R000` Schedule Not Found: no such schedule, or a schedule of another wallet */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R001` Schedule Ended: the schedule is finished or cancelled: it can no longer be paused, resumed or cancelled */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/schedules/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a schedule
+         * @description Nothing runs until it is resumed; pausing a paused schedule changes nothing.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            assets: {
+                                [key: string]: number;
+                            };
+                            count: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            end_at: string | null;
+                            every: string | null;
+                            /** @description occurrences refused */
+                            failures: number;
+                            id: number;
+                            last_run: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                at: string;
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                    detail?: string;
+                                    message: string;
+                                    request_id: string;
+                                } | null;
+                                transaction_id: number | null;
+                            } | null;
+                            memo: string | null;
+                            metadata: {
+                                [key: string]: string;
+                            } | null;
+                            /** @description null when paused, finished or cancelled */
+                            next_run_at: string | null;
+                            recipient: string | number;
+                            /** @description occurrences done, whether they moved or were refused */
+                            runs: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            start_at: string;
+                            status: "active" | "paused" | "finished" | "cancelled";
+                            time_zone: string;
+                            type: number;
+                            wallet_id: number;
+                        };
+                    };
+                };
+                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
+                 *     - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)
+                 */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R000` Schedule Not Found: no such schedule, or a schedule of another wallet */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R001` Schedule Ended: the schedule is finished or cancelled: it can no longer be paused, resumed or cancelled */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/schedules/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a schedule
+         * @description It runs again from its next occurrence from now on (those missed while paused do not run; a one-off whose time passed runs at once); resuming an active schedule changes nothing.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            assets: {
+                                [key: string]: number;
+                            };
+                            count: number | null;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            created_at: string;
+                            end_at: string | null;
+                            every: string | null;
+                            /** @description occurrences refused */
+                            failures: number;
+                            id: number;
+                            last_run: {
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                at: string;
+                                error: {
+                                    /**
+                                     * @example I002
+                                     * @enum {string}
+                                     */
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                    detail?: string;
+                                    message: string;
+                                    request_id: string;
+                                } | null;
+                                transaction_id: number | null;
+                            } | null;
+                            memo: string | null;
+                            metadata: {
+                                [key: string]: string;
+                            } | null;
+                            /** @description null when paused, finished or cancelled */
+                            next_run_at: string | null;
+                            recipient: string | number;
+                            /** @description occurrences done, whether they moved or were refused */
+                            runs: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            start_at: string;
+                            status: "active" | "paused" | "finished" | "cancelled";
+                            time_zone: string;
+                            type: number;
+                            wallet_id: number;
+                        };
+                    };
+                };
+                /** @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
+                 *     - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)
+                 */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R000` Schedule Not Found: no such schedule, or a schedule of another wallet */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R001` Schedule Ended: the schedule is finished or cancelled: it can no longer be paused, resumed or cancelled */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wallet/schedules/{id}/upcoming": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The next runs of a schedule
+         * @description When the next `count` runs (5 by default, at most 50) of an active schedule fall due; none for any other.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    count?: number;
+                };
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            runs: string[];
+                        };
+                    };
+                };
+                /**
+                 * @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer
+                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
+                 */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...) */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R000` Schedule Not Found: no such schedule, or a schedule of another wallet */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -6317,7 +8403,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6335,7 +8421,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6353,7 +8439,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6371,7 +8457,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6463,7 +8549,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6484,7 +8570,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6502,7 +8588,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6520,7 +8606,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6538,7 +8624,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6556,7 +8642,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6599,7 +8685,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6617,7 +8703,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6635,7 +8721,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6653,7 +8739,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6671,7 +8757,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6729,7 +8815,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6750,7 +8836,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6768,7 +8854,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6789,7 +8875,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6807,7 +8893,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6825,7 +8911,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6859,9 +8945,11 @@ export interface paths {
                     direction?: "sent" | "received";
                     /** @description `csv`: every matching transaction as a text/csv statement, one row per transaction and asset (paging parameters ignored) */
                     format?: "json" | "csv";
-                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                    kind?: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                     limit?: number;
                     offset?: number;
+                    /** @description only the runs of this schedule */
+                    schedule_id?: number;
                     /** @example 2026-11-21T22:25:29.123Z */
                     since?: string;
                     /** @example 2026-11-21T22:25:29.123Z */
@@ -6898,7 +8986,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -6911,6 +8999,8 @@ export interface paths {
                             receiving_wallet_id: number;
                             /** @description only on a reversal: the id of the transaction it reverses */
                             reverses?: number;
+                            /** @description only on the run of a schedule: the id of that schedule */
+                            schedule_id?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -6928,7 +9018,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6949,7 +9039,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6967,7 +9057,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -6985,7 +9075,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7003,7 +9093,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7073,7 +9163,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -7086,6 +9176,8 @@ export interface paths {
                             receiving_wallet_id: number;
                             /** @description only on a reversal: the id of the transaction it reverses */
                             reverses?: number;
+                            /** @description only on the run of a schedule: the id of that schedule */
+                            schedule_id?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -7109,7 +9201,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7130,7 +9222,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7153,7 +9245,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7174,7 +9266,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7195,7 +9287,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7213,7 +9305,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7231,7 +9323,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7309,7 +9401,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -7322,6 +9414,8 @@ export interface paths {
                                 receiving_wallet_id: number;
                                 /** @description only on a reversal: the id of the transaction it reverses */
                                 reverses?: number;
+                                /** @description only on the run of a schedule: the id of that schedule */
+                                schedule_id?: number;
                                 sending_username?: string;
                                 sending_wallet_address: string;
                                 sending_wallet_id: number;
@@ -7340,7 +9434,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7361,7 +9455,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7379,7 +9473,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7397,7 +9491,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7415,7 +9509,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7433,7 +9527,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7451,7 +9545,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7534,7 +9628,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -7547,6 +9641,8 @@ export interface paths {
                             receiving_wallet_id: number;
                             /** @description only on a reversal: the id of the transaction it reverses */
                             reverses?: number;
+                            /** @description only on the run of a schedule: the id of that schedule */
+                            schedule_id?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -7570,7 +9666,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7591,7 +9687,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7614,7 +9710,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7635,7 +9731,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7657,7 +9753,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7675,7 +9771,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7693,7 +9789,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7790,7 +9886,7 @@ export interface paths {
                                     /** @description only on a capture: the id of the hold it settles */
                                     hold_id?: number;
                                     id: number;
-                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                     memo: string;
                                     /** @description {} when none */
                                     metadata: {
@@ -7803,6 +9899,8 @@ export interface paths {
                                     receiving_wallet_id: number;
                                     /** @description only on a reversal: the id of the transaction it reverses */
                                     reverses?: number;
+                                    /** @description only on the run of a schedule: the id of that schedule */
+                                    schedule_id?: number;
                                     sending_username?: string;
                                     sending_wallet_address: string;
                                     sending_wallet_id: number;
@@ -7814,7 +9912,7 @@ export interface paths {
                                      * @example I002
                                      * @enum {string}
                                      */
-                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                                    code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                                     detail?: string;
                                     message: string;
                                 };
@@ -7849,7 +9947,7 @@ export interface paths {
                                 /** @description only on a capture: the id of the hold it settles */
                                 hold_id?: number;
                                 id: number;
-                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                                 memo: string;
                                 /** @description {} when none */
                                 metadata: {
@@ -7862,6 +9960,8 @@ export interface paths {
                                 receiving_wallet_id: number;
                                 /** @description only on a reversal: the id of the transaction it reverses */
                                 reverses?: number;
+                                /** @description only on the run of a schedule: the id of that schedule */
+                                schedule_id?: number;
                                 sending_username?: string;
                                 sending_wallet_address: string;
                                 sending_wallet_id: number;
@@ -7886,7 +9986,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7907,7 +10007,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7930,7 +10030,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7951,7 +10051,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7972,7 +10072,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -7990,7 +10090,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8008,7 +10108,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8069,7 +10169,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8087,7 +10187,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8105,7 +10205,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8123,7 +10223,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8179,7 +10279,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8200,7 +10300,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8218,7 +10318,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8239,7 +10339,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8257,7 +10357,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8275,7 +10375,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8293,7 +10393,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8355,7 +10455,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8376,7 +10476,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8394,7 +10494,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8415,7 +10515,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8433,7 +10533,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8451,7 +10551,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8525,7 +10625,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8543,7 +10643,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8561,7 +10661,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8620,7 +10720,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8641,7 +10741,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8659,7 +10759,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8677,7 +10777,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8695,7 +10795,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8713,7 +10813,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8757,7 +10857,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8775,7 +10875,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8793,7 +10893,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8811,7 +10911,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8907,7 +11007,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8928,7 +11028,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8946,7 +11046,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -8964,7 +11064,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9064,7 +11164,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9085,7 +11185,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9103,7 +11203,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9121,7 +11221,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9139,7 +11239,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9157,7 +11257,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9198,6 +11298,11 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /**
+                         * Format: date-time
+                         * @description when the issued units expire: at least a minute and at most 10 years ahead
+                         */
+                        expires_at?: string;
                         id: number;
                         /** @description string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters */
                         metadata?: {
@@ -9233,7 +11338,7 @@ export interface paths {
                             /** @description only on a capture: the id of the hold it settles */
                             hold_id?: number;
                             id: number;
-                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal";
+                            kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
                             memo: string;
                             /** @description {} when none */
                             metadata: {
@@ -9246,6 +11351,8 @@ export interface paths {
                             receiving_wallet_id: number;
                             /** @description only on a reversal: the id of the transaction it reverses */
                             reverses?: number;
+                            /** @description only on the run of a schedule: the id of that schedule */
+                            schedule_id?: number;
                             sending_username?: string;
                             sending_wallet_address: string;
                             sending_wallet_id: number;
@@ -9267,7 +11374,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9288,7 +11395,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9306,7 +11413,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9324,7 +11431,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9342,7 +11449,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9409,7 +11516,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9430,7 +11537,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9448,7 +11555,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9466,7 +11573,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9484,7 +11591,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9556,7 +11663,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9577,7 +11684,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9595,7 +11702,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9613,7 +11720,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;
@@ -9631,7 +11738,7 @@ export interface paths {
                              * @example I002
                              * @enum {string}
                              */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001";
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C001" | "R000" | "R001" | "M000" | "M001";
                             detail?: string;
                             message: string;
                             request_id: string;

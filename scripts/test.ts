@@ -30,7 +30,7 @@ function run(storage: string, env: Record<string, string>): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=spec', ...files],
+      ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', '--test-reporter=spec', ...files],
       {
         stdio: 'inherit',
         env: { ...process.env, TEST_STORAGE: storage, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', ...env },

@@ -32,7 +32,10 @@ import transactionsRoutes from './ledger/transactions.routes.ts'
 import journalRoutes from './journal/journal.routes.ts'
 import { JournalSequencer } from './journal/sequencer.ts'
 import { resolveSigningKey } from './secrets/signing-key.ts'
+import monitors from './monitors/monitors.plugin.ts'
+import { watchBalances } from './monitors/monitors.service.ts'
 import { documentRoutes } from './routes.ts'
+import schedules from './schedules/schedules.plugin.ts'
 import { traceBatches, traceFields, traceRequests, traceStatements } from './telemetry/tracing.ts'
 import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
@@ -106,9 +109,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onProgress: (positioned, size) => app.log.info({ positioned, size }, 'journal: positioning the history'),
     onError: (error) => app.log.error({ err: error }, 'journal: a sequencer round failed'),
   })
+  // The outbox, with the hook of balance monitors, which decide crossings in each move's transaction.
+  const created = createOutbox()
+  const outbox = { ...created, watchBalances: watchBalances(created) }
   const ledger = createLedger({
     database,
-    events: createOutbox(),
+    events: outbox,
     maxBatch: config.groupCommitMaxBatch,
     onBatch: (size) => {
       metrics.observeBatch(size)
@@ -116,6 +122,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
+    clock: options.clock,
   })
   const deps: Deps = {
     ...options,
@@ -128,7 +135,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     sessionEndings: new SessionEndings(),
   }
   // The operator's sessions (the auth guards) and read views.
-  const admin = createAdminService({ db: database.db, adminKeyHash: options.adminKeyHash, history: ledger.history })
+  const admin = createAdminService({ db: database.db, adminKeyHash: options.adminKeyHash, history: ledger.history, clock: ledger.clock })
   app.addHook('onReady', async () => sequencer.start())
   app.addHook('onClose', async () => {
     await ledger.close()
@@ -144,7 +151,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 2. Request ids, logs, metrics.
   await app.register(observability)
-  await registerOperatorMetrics(app, { metrics, database, webhooks: deps.webhooks })
+  await registerOperatorMetrics(app, { metrics, database, webhooks: deps.webhooks, clock: ledger.clock })
   // Large answers compressed for clients that accept it.
   await app.register(compression)
 
@@ -204,6 +211,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(holdExpiry, deps)
   // The journal: the operator's feed, checkpoints and proofs (the sequencer runs from ready to close).
   await app.register(journalRoutes, deps)
+  // Balance monitors' routes.
+  await app.register(monitors, deps)
+  // Scheduled transfers: their routes, and the runner of due occurrences (started on ready, stopped on close).
+  await app.register(schedules, { ...deps, events: outbox })
 
   await app.ready()
   return app

@@ -6,6 +6,7 @@ import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { createOutbox } from './events/outbox.ts'
+import { watchBalances } from './monitors/monitors.service.ts'
 import { AppError, ERRORS } from './http/errors.ts'
 import { Address } from './http/schemas.ts'
 import { createAssetsService } from './ledger/assets.service.ts'
@@ -342,7 +343,12 @@ async function withDatabase(config: Config, work: (database: Database) => Promis
 /** Issues or burns through the ledger, as the admin routes do (events recorded by the outbox). */
 function withLedger(config: Config, work: (ledger: Ledger, database: Database) => Promise<number>): Promise<number> {
   return withDatabase(config, async (database) => {
-    const ledger = createLedger({ database, events: createOutbox(), maxBatch: config.groupCommitMaxBatch })
+    const outbox = createOutbox()
+    const ledger = createLedger({
+      database,
+      events: { ...outbox, watchBalances: watchBalances(outbox) },
+      maxBatch: config.groupCommitMaxBatch,
+    })
     try {
       return await work(ledger, database)
     } finally {

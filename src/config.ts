@@ -254,7 +254,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (env.SIGNING_KEY && !signingKey)
     throw new ConfigError(
       'SIGNING_KEY',
-      'must be an Ed25519 private key: its 32-byte seed as base64 (44 characters) or hex (64), e.g. from `openssl rand -base64 32`, or a PKCS#8 PEM from `openssl genpkey -algorithm ed25519`',
+      'must be an Ed25519 private key: its 32-byte seed as base64 (44 characters) or hex (64), ' +
+        'e.g. from `openssl rand -base64 32`, or a PKCS#8 PEM from `openssl genpkey -algorithm ed25519`',
     )
   const host = env.HOST || '0.0.0.0'
   if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address')

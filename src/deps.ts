@@ -21,6 +21,8 @@ export interface AppOptions {
   logStream?: { write(line: string): void }
   /** OpenTelemetry traces, when the `OTEL_*` variables ask for them (`telemetry/sdk.ts`); none otherwise. */
   tracing?: Tracing
+  /** The ledger's clock, now as a stored timestamp; the system clock unless given (tests move it past expiries). */
+  clock?: () => string
 }
 
 /**

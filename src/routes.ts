@@ -30,6 +30,8 @@ const STREAM = 'src/events/stream.routes.ts'
 const OPERATIONS = 'src/http/observability.ts'
 const ADMIN = 'src/admin/admin.routes.ts'
 const JOURNAL = 'src/journal/journal.routes.ts'
+const SCHEDULES = 'src/schedules/schedules.routes.ts'
+const MONITORS = 'src/monitors/monitors.routes.ts'
 
 export const ROUTES: Record<string, RouteDoc> = {
   // Accounts: registration, login, the user and their sessions.
@@ -86,6 +88,19 @@ export const ROUTES: Record<string, RouteDoc> = {
   'GET /wallet/holds/:id': { auth: 'wallet', file: HOLDS, errors: ['H000'] },
   'POST /wallet/holds/:id/capture': { auth: 'wallet', file: HOLDS, errors: ['G003', 'G004', 'H000', 'H001', 'H002', 'I003'] },
   'POST /wallet/holds/:id/void': { auth: 'wallet', file: HOLDS, errors: ['H000', 'H001'] },
+  // Scheduled and recurring transfers.
+  'POST /wallet/schedules': { auth: 'wallet', file: SCHEDULES, errors: ['U003', 'W000', 'W013', 'I001', 'I003'] },
+  'GET /wallet/schedules': { auth: 'wallet', file: SCHEDULES, errors: [] },
+  'GET /wallet/schedules/:id': { auth: 'wallet', file: SCHEDULES, errors: ['R000'] },
+  'GET /wallet/schedules/:id/upcoming': { auth: 'wallet', file: SCHEDULES, errors: ['R000'] },
+  'POST /wallet/schedules/:id/pause': { auth: 'wallet', file: SCHEDULES, errors: ['R000', 'R001'] },
+  'POST /wallet/schedules/:id/resume': { auth: 'wallet', file: SCHEDULES, errors: ['R000', 'R001'] },
+  'DELETE /wallet/schedules/:id': { auth: 'wallet', file: SCHEDULES, errors: ['R000', 'R001'] },
+  'GET /admin/schedules': { auth: 'admin', file: SCHEDULES, errors: [] },
+  // Balance monitors.
+  'POST /wallet/monitors': { auth: 'wallet', file: MONITORS, errors: ['I001', 'M001'] },
+  'GET /wallet/monitors': { auth: 'wallet', file: MONITORS, errors: [] },
+  'DELETE /wallet/monitors/:id': { auth: 'wallet', file: MONITORS, errors: ['M000'] },
   // Assets and issuance.
   'GET /assets': { auth: 'any', file: ASSETS, errors: [] },
   'POST /assets': { auth: 'admin', file: ASSETS, errors: ['I004'] },

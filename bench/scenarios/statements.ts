@@ -34,7 +34,13 @@ const REPEATS = 200
 const ADMIN_KEY = 'cfa_bench_statements_admin_key'
 
 // The history is written without events: nothing here reads them.
-const noEvents: EventWriter = { countEvents: () => 0, eventWrites: () => [], countHoldEvents: () => 0, holdEventWrites: () => [] }
+const noEvents: EventWriter = {
+  countEvents: () => 0,
+  eventWrites: () => [],
+  countHoldEvents: () => 0,
+  holdEventWrites: () => [],
+  recordEvents: async () => undefined,
+}
 
 const log = (line: string) => console.log(`[statements ${storage}] ${line}`)
 

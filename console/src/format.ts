@@ -42,6 +42,13 @@ export function formatDetail(detail: string): string {
 }
 
 const day = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium' })
+const dayOfYear = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'long' })
+
+/** An instant as the day a person reads: "3 March", with the year when it is not this year's. */
+export function formatExpiryDay(iso: string): string {
+  const date = new Date(iso)
+  return date.getFullYear() === new Date().getFullYear() ? dayOfYear.format(date) : day.format(date)
+}
 
 /** An `<input type="date">` value as the reader writes a day. */
 export function formatDay(value: string): string {

@@ -49,6 +49,10 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   K001: 'That goes over a limit of this key.',
   K002: 'This key may not pay that wallet.',
   C001: 'This wallet owes on credit. Pay the debt back before deleting it.',
+  R000: 'That scheduled payment does not exist, or it belongs to another wallet.',
+  R001: 'That scheduled payment has already finished or been cancelled, so it cannot be changed any more.',
+  M000: 'That alert does not exist on this wallet.',
+  M001: 'A wallet can have at most 20 alerts. Delete one before adding another.',
 }
 
 /** The kinds of transaction, as a person reads them. */
@@ -59,6 +63,7 @@ export const KIND_TEXT: Record<Transaction['kind'], string> = {
   sweep: 'Deleted wallet swept',
   capture: 'Capture',
   reversal: 'Refund or correction',
+  expiry: 'Expired, back to mint',
 }
 
 /** The wallet every issuance comes from and every burn goes to. */
@@ -108,6 +113,14 @@ export const HOLDING_TEXT = {
   available: 'Available to spend',
   /** An asset to choose, with what of it may be spent: "gold (930 available)". */
   choice: (name: string, available: string) => `${name} (${available} available)`,
+}
+
+/** Units that expire, in words: "12 expire on 3 March". */
+export const EXPIRY_TEXT = {
+  expire: (quantity: string, day: string) => `${quantity} expire on ${day}`,
+  field: 'Expires (optional)',
+  hint: 'leave empty for units that never expire; at least a minute and at most 10 years ahead',
+  issued: (quantity: string, name: string, address: string, day: string) => `Issued ${quantity} ${name} to ${address}, expiring on ${day}.`,
 }
 
 /** Webhook event types as a person reads them. */

@@ -51,10 +51,11 @@ export async function countRecords(db: Executor): Promise<{ users: number; walle
 
 /**
  * Every live asset with what the wallets other than `mint` hold of it, how many hold some, and
- * what those below zero owe on credit. What they hold is what `mint` issued net of burns: the
- * negative of mint's own holding, debts counted against it.
+ * what those below zero owe on credit. What they hold is what `mint` issued net of burns and
+ * expiries, debts counted against it, less units that have expired and wait for their expiry to be
+ * written; with what of it expires within 30 days.
  */
-export async function listCirculation(db: Executor) {
+export async function listCirculation(db: Executor, now: string) {
   const rows = await db
     .selectFrom('assets')
     .leftJoin('holdings', (join) =>
@@ -72,12 +73,30 @@ export async function listCirculation(db: Executor) {
     .groupBy(['assets.id', 'assets.name', 'assets.value'])
     .orderBy('assets.id')
     .execute()
+  const lots = await listLotTotals(db, now)
   return rows.map((row) => ({
     asset: { id: row.id, name: row.name, value: row.value },
-    circulating: Number(row.circulating),
+    circulating: Number(row.circulating) - (lots.get(row.id)?.expired ?? 0),
     holders: Number(row.holders),
     owed: Number(row.owed),
+    expiring_30d: lots.get(row.id)?.soon ?? 0,
   }))
+}
+
+const THIRTY_DAYS_MS = 30 * 86_400_000
+
+/**
+ * By asset: units that have expired by `now` and wait for their expiry to be written (what no
+ * hold reserves), and units that expire within 30 days of `now`.
+ */
+async function listLotTotals(db: Executor, now: string): Promise<Map<number, { expired: number; soon: number }>> {
+  const soon = new Date(Date.parse(now) + THIRTY_DAYS_MS).toISOString()
+  const { rows } = await sql<{ asset_id: number; expired: number | string | null; soon: number | string | null }>`
+    select asset_id,
+      sum(case when expires_at <= ${now} then quantity - held else 0 end) as expired,
+      sum(case when expires_at > ${now} and expires_at <= ${soon} then quantity else 0 end) as soon
+    from lots where quantity > 0 group by asset_id`.execute(db)
+  return new Map(rows.map((row) => [Number(row.asset_id), { expired: Number(row.expired ?? 0), soon: Number(row.soon ?? 0) }]))
 }
 
 // Wallets.

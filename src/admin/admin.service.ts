@@ -13,12 +13,14 @@ export interface AdminServiceDeps {
   /** SHA-256 of the admin key. */
   adminKeyHash: string
   history: Pick<HistoryService, 'listHoldings' | 'listJournal'>
+  /** The ledger's clock (what has expired, what expires within 30 days). */
+  clock: () => string
 }
 
 /** The operator's sessions and read views. */
 export type AdminService = ReturnType<typeof createAdminService>
 
-export function createAdminService({ db, adminKeyHash, history }: AdminServiceDeps) {
+export function createAdminService({ db, adminKeyHash, history, clock }: AdminServiceDeps) {
   return {
     /**
      * Opens an operator session for the console in exchange for the admin key: returns its token
@@ -50,7 +52,7 @@ export function createAdminService({ db, adminKeyHash, history }: AdminServiceDe
 
     /** GET /admin/overview: counts, and per asset what circulates and how many wallets hold it. */
     async describeOverview() {
-      const [counts, assets] = await Promise.all([admin.countRecords(db), admin.listCirculation(db)])
+      const [counts, assets] = await Promise.all([admin.countRecords(db), admin.listCirculation(db, clock())])
       return { ...counts, assets }
     },
 

@@ -19,6 +19,10 @@ import * as journal from './migrations/0015_journal.ts'
 import * as walletKeyScopes from './migrations/0016_wallet_key_scopes.ts'
 import * as keyUses from './migrations/0017_key_uses.ts'
 import * as creditLimits from './migrations/0018_credit_limits.ts'
+import * as schedules from './migrations/0020_schedules.ts'
+import * as transactionSchedule from './migrations/0021_transaction_schedule.ts'
+import * as monitors from './migrations/0022_monitors.ts'
+import * as expiringUnits from './migrations/0023_expiring_units.ts'
 import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
@@ -41,6 +45,10 @@ const migrations: Record<string, Migration> = {
   '0016_wallet_key_scopes': walletKeyScopes,
   '0017_key_uses': keyUses,
   '0018_credit_limits': creditLimits,
+  '0020_schedules': schedules,
+  '0021_transaction_schedule': transactionSchedule,
+  '0022_monitors': monitors,
+  '0023_expiring_units': expiringUnits,
   '0026_session_user_agents': sessionUserAgents,
 }
 

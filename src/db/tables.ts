@@ -76,6 +76,8 @@ export interface AssetsTable {
   value: number
   created_at: string
   deleted_at: string | null
+  /** 1 once the asset has had an issuance with `expires_at` (migration 0023). */
+  expiring: Generated<number>
 }
 
 export interface HoldingsTable {
@@ -86,6 +88,8 @@ export interface HoldingsTable {
   held: Generated<number>
   /** How far below zero the holding may go (migration 0018); 0 without credit. */
   credit_limit: Generated<number>
+  /** 1 once the holding has had units with an expiry: only such holdings have `lots` (migration 0023). */
+  dated: Generated<number>
 }
 
 /** Every credit limit ever set (migration 0018): `coffer verify` checks each transaction against the one in force. */
@@ -97,6 +101,30 @@ export interface CreditLimitsTable {
   set_at: string
   /** The last transaction id drawn when it was set: later transactions of the wallet committed under it. */
   after_transaction: number
+}
+
+/** A dated holding's units that expire at one instant, and what pending holds reserve of them. */
+export interface LotsTable {
+  wallet_id: number
+  asset_id: number
+  expires_at: string
+  quantity: number
+  held: Generated<number>
+}
+
+/** The units with an expiry that a transaction moved (`transaction_lots`) or a hold reserved (`hold_lots`). */
+export interface TransactionLotsTable {
+  transaction_id: number
+  asset_id: number
+  expires_at: string
+  quantity: number
+}
+
+export interface HoldLotsTable {
+  hold_id: number
+  asset_id: number
+  expires_at: string
+  quantity: number
 }
 
 /** A hold (`ledger/holds.service.ts`): reserved in the sending wallet until captured, voided or expired. */
@@ -138,6 +166,8 @@ export interface TransactionsTable {
   hold_id: number | null
   /** The metadata object as JSON; null when it is empty. */
   metadata: string | null
+  /** The schedule whose run recorded it (migration 0021). */
+  schedule_id: number | null
 }
 
 /** One metadata key of a transaction, for filtering: a row per side's wallet and one for the journal (`wallet_id` 0). */
@@ -238,6 +268,55 @@ export interface OperatorSessionsTable {
   expires_at: string
 }
 
+/** A scheduled or recurring transfer (migration 0020, `schedules/`). */
+export interface SchedulesTable {
+  id: Generated<number>
+  wallet_id: number
+  /** The wallet key that created it, when one did. */
+  key_id: number | null
+  /** The transfer's body as given (JSON). */
+  request: string
+  start_at: string
+  every: string | null
+  count: number | null
+  end_at: string | null
+  time_zone: string
+  status: string
+  /** Index of the next occurrence to run (0 for `start_at`). */
+  next_occurrence: number
+  /** That occurrence's instant; null once finished or cancelled. */
+  next_run_at: string | null
+  runs: number
+  failures: number
+  refusals_in_a_row: number
+  /** `{at, transaction_id, error}` as JSON, null before the first run. */
+  last_run: string | null
+  created_at: string
+  updated_at: string
+}
+
+/** One occurrence of a schedule that ran, written with its transfer: its key makes the run happen once. */
+export interface ScheduleRunsTable {
+  schedule_id: number
+  occurrence: number
+  due_at: string
+  ran_at: string
+  transaction_id: number | null
+  /** The refusal's error body (JSON) when it moved nothing. */
+  error: string | null
+}
+
+/** A balance monitor (migration 0022, `monitors/`). */
+export interface MonitorsTable {
+  id: Generated<number>
+  wallet_id: number
+  asset_id: number
+  below: number | null
+  above: number | null
+  state: string
+  created_at: string
+}
+
 export interface RateLimitHitsTable {
   key: string
   window_start: number
@@ -293,6 +372,9 @@ export interface DB {
   credit_limits: CreditLimitsTable
   assets: AssetsTable
   holdings: HoldingsTable
+  lots: LotsTable
+  transaction_lots: TransactionLotsTable
+  hold_lots: HoldLotsTable
   holds: HoldsTable
   hold_assets: HoldAssetsTable
   transactions: TransactionsTable
@@ -312,6 +394,9 @@ export interface DB {
   journal_state: JournalStateTable
   journal_checkpoints: JournalCheckpointsTable
   journal_pending: JournalPendingTable
+  schedules: SchedulesTable
+  schedule_runs: ScheduleRunsTable
+  monitors: MonitorsTable
 }
 
 export type UserRow = Selectable<UsersTable>

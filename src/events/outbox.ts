@@ -2,7 +2,14 @@ import crypto from 'node:crypto'
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { isPostgres, rowsWrite, type Write } from '../db/dialect.ts'
-import { MINT_WALLET_ID, type EventWriter, type Hold, type HoldEventType, type Transaction } from '../ledger/ledger.types.ts'
+import {
+  MINT_WALLET_ID,
+  type EventWriter,
+  type Hold,
+  type HoldEventType,
+  type Transaction,
+  type WalletEvent,
+} from '../ledger/ledger.types.ts'
 
 export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventType
 
@@ -130,6 +137,47 @@ const HOLD_EVENT_COLUMNS = [
   ['body', 'text'],
 ] as const
 
+/**
+ * Events whose data is their own (a schedule's run, a monitor's crossing), each with a webhook
+ * delivery when its wallet has a webhook, in the caller's transaction. Few and rare beside
+ * transfers: their ids come from the sequence as they are inserted, one statement per event.
+ */
+async function recordEvents(executor: Executor, events: WalletEvent[], newEventId: () => string): Promise<void> {
+  for (const event of events) {
+    const row = await executor
+      .insertInto('events')
+      .values({
+        event_id: newEventId(),
+        wallet_id: event.walletId,
+        type: event.type,
+        transaction_id: null,
+        created_at: event.createdAt,
+        body: JSON.stringify(event.data),
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    await executor
+      .insertInto('webhook_deliveries')
+      .columns(['event_id', 'wallet_id', 'url', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at'])
+      .expression((eb) =>
+        eb
+          .selectFrom('webhooks')
+          .select([
+            sql.lit(Number(row.id)).as('event_id'),
+            'webhooks.wallet_id',
+            'webhooks.url',
+            sql.lit('pending').as('status'),
+            sql.lit(0).as('attempts'),
+            sql.val(event.createdAt).as('next_attempt_at'),
+            sql.val(event.createdAt).as('created_at'),
+            sql.val(event.createdAt).as('updated_at'),
+          ])
+          .where('webhooks.wallet_id', '=', event.walletId),
+      )
+      .execute()
+  }
+}
+
 /** The event writer `buildApp` (and the CLI) hand to the ledger (`ledger/ledger.types.ts` EventWriter), with its own id maker. */
 export function createOutbox(): EventWriter {
   const newEventId = eventIdMaker()
@@ -138,5 +186,6 @@ export function createOutbox(): EventWriter {
     eventWrites: (executor, transactions, ids) => transactionEventWrites(executor, transactions, ids, newEventId),
     countHoldEvents: (hold) => holdWallets(hold).length,
     holdEventWrites: (executor, events, ids) => holdEventWrites(executor, events, ids, newEventId),
+    recordEvents: (executor, events) => recordEvents(executor, events, newEventId),
   }
 }

@@ -4,6 +4,7 @@ import { inTransaction } from '../db/dialect.ts'
 import { removeWebhookIn } from '../events/webhooks.service.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
+import { cancelSchedulesOf } from '../schedules/schedules.service.ts'
 import { finishWalletDeletion, lockWalletForDeletion } from '../wallets/wallets.service.ts'
 
 /**
@@ -32,6 +33,7 @@ export async function deleteWallet(db: Db, ledger: Ledger, auth: UserAuth): Prom
     // Its pending holds, both directions, are voided first: the sweep then moves everything.
     await ledger.holds.settleAllOf(trx, walletId)
     await ledger.transfers.sweep(trx, walletId, primaryWalletId, 'wallet deleted')
+    await cancelSchedulesOf(trx, walletId)
     await finishWalletDeletion(trx, walletId)
   })
 }

@@ -45,6 +45,10 @@ export const ERRORS = {
   K001: { status: 403, message: 'Key Limit Reached' },
   K002: { status: 403, message: 'Recipient Not Allowed' },
   C001: { status: 409, message: 'Wallet In Debt' },
+  R000: { status: 404, message: 'Schedule Not Found' },
+  R001: { status: 409, message: 'Schedule Ended' },
+  M000: { status: 404, message: 'Monitor Not Found' },
+  M001: { status: 409, message: 'Too Many Monitors' },
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof ERRORS
@@ -97,6 +101,10 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   K001: 'the request would take the wallet key past one of its caps; `detail` names the cap (`per_transfer` or `per_day`)',
   K002: "the wallet key's `recipients` do not include this recipient",
   C001: 'the wallet owes on credit (a holding below zero): it cannot be deleted until the debt is paid',
+  R000: 'no such schedule, or a schedule of another wallet',
+  R001: 'the schedule is finished or cancelled: it can no longer be paused, resumed or cancelled',
+  M000: 'no such monitor on this wallet',
+  M001: 'a wallet has at most 20 monitors',
 }
 
 export interface ErrorBody {

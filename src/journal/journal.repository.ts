@@ -267,6 +267,7 @@ export async function countUnpositioned(executor: Executor): Promise<number> {
 export async function lowerSqliteWatermark(executor: Executor): Promise<void> {
   if (isPostgres(executor)) return
   await sql`update journal_state set last_transaction_id = min(last_transaction_id,
-    coalesce((select min(t.id) - 1 from transactions t where not exists (select 1 from journal_entries j where j.transaction_id = t.id)), last_transaction_id))
+    coalesce((select min(t.id) - 1 from transactions t
+      where not exists (select 1 from journal_entries j where j.transaction_id = t.id)), last_transaction_id))
     where id = 1`.execute(executor)
 }

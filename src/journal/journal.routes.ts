@@ -36,7 +36,9 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
         tags,
         summary: 'Follow the journal',
         description:
-          "Every transaction after position `after` (default 0), in position order, each once: `{entries, next}` with `next` the last entry's position (or `after`). With `wait` (seconds, up to 30) it answers as soon as there is an entry, or empty when the time is up.",
+          'Every transaction after position `after` (default 0), in position order, each once: `{entries, next}` with `next` ' +
+          "the last entry's position (or `after`). With `wait` (seconds, up to 30) it answers as soon as there is an entry, " +
+          'or empty when the time is up.',
         querystring: S.FeedQuery,
         response: responses(200, S.Feed),
       },
@@ -138,7 +140,8 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
         tags,
         summary: 'The latest signed checkpoint',
         description:
-          "The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the base64 Ed25519 signature of `coffer-checkpoint/v1\\n{size}\\n{root}\\n{signed_at}\\n`. `J000` until the first is signed.",
+          "The latest checkpoint: the journal's size, its RFC 9162 Merkle root, when it was signed, and the base64 Ed25519 " +
+          'signature of `coffer-checkpoint/v1\\n{size}\\n{root}\\n{signed_at}\\n`. `J000` until the first is signed.',
         response: responses(200, S.Checkpoint),
       },
     },
@@ -177,7 +180,8 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
         tags,
         summary: 'Prove a transaction is in the journal',
         description:
-          "The transaction (sent or received by the wallet), its leaf index (position - 1), the latest signed checkpoint and the RFC 9162 audit path from its leaf to that checkpoint's root. `J000` with `Retry-After` until a checkpoint covers it.",
+          'The transaction (sent or received by the wallet), its leaf index (position - 1), the latest signed checkpoint and ' +
+          "the RFC 9162 audit path from its leaf to that checkpoint's root. `J000` with `Retry-After` until a checkpoint covers it.",
         params: IdParams('id'),
         response: responses(200, S.Proof),
       },

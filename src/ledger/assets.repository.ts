@@ -1,9 +1,11 @@
 import type { Executor, Trx } from '../db/database.ts'
+import { sql } from 'kysely'
 import { coalescedStatement } from '../db/coalesce.ts'
 import { forUpdate, holdRow, isPostgres, nowIso, readRows } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
 import { compareAssetNames, MINT_WALLET_ID, type Asset, type TransactionKind } from './ledger.types.ts'
-import { findHeld, holdingKey } from './moves.repository.ts'
+import { expiredOf, expiringOf, type Lot } from './lots.ts'
+import { findHeld, findLots, holdingKey } from './moves.repository.ts'
 import { spendable } from './spendable.ts'
 
 export function toAsset(row: Pick<AssetRow, 'id' | 'name' | 'value'>): Asset {
@@ -99,6 +101,11 @@ export async function holdAsset(trx: Trx, assetId: number): Promise<void> {
   await holdRow(trx, 'assets', assetId)
 }
 
+/** Marks the asset as one that has had an issuance with `expires_at`. */
+export async function markAssetExpiring(db: Executor, assetId: number): Promise<void> {
+  await db.updateTable('assets').set({ expiring: 1 }).where('id', '=', assetId).where('expiring', '=', 0).execute()
+}
+
 /** Marks the asset deleted and frees its name; the row stays for the history that names it. */
 export async function markAssetDeleted(db: Executor, assetId: number): Promise<void> {
   await db
@@ -113,7 +120,7 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
 
 /** Written once per dialect: a hot polled read, where Kysely cost as much as SQLite (`docs/performance.md#reads`). */
 const HOLDINGS_SQLITE =
-  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held, h.credit_limit ' +
+  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held, h.credit_limit, h.dated ' +
   'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and (h.quantity <> 0 or h.held > 0 or h.credit_limit > 0)'
 const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
 
@@ -123,19 +130,28 @@ type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & {
   asset_id: number
   held: number
   credit_limit: number
+  dated: number
 }
 
-/** Holdings not zero, held or on credit, by asset name, each with what pending holds reserve and its `credit_limit`. */
-export async function listHoldings(db: Executor, walletId: number) {
+/**
+ * Holdings not zero, held or on credit, by asset name, each with what pending holds reserve of it,
+ * its `credit_limit` and its units with an expiry; units expired by `now` are not counted, whether
+ * or not their expiry is written.
+ */
+export async function listHoldings(db: Executor, walletId: number, now: string) {
   const rows = await readRows<HoldingRow>(db, isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId])
   rows.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
-  const held = await findHeld(db, rows)
-  return rows.map((row) => ({
-    asset: toAsset(row),
-    quantity: Number(row.quantity),
-    held: held.get(holdingKey(walletId, row.id)) ?? 0,
-    credit_limit: Number(row.credit_limit),
-  }))
+  const held = await findHeld(db, rows, [], now)
+  const dated = rows.filter((row) => Number(row.dated) === 1)
+  const lots = dated.length === 0 ? new Map<string, Lot[]>() : (await findLots(db, dated, [], now)).lots
+  return rows.flatMap((row) => {
+    const key = holdingKey(walletId, row.id)
+    const reserved = held.get(key) ?? 0
+    const quantity = Number(row.quantity) - expiredOf(lots.get(key), now)
+    const creditLimit = Number(row.credit_limit)
+    if (quantity === 0 && reserved === 0 && creditLimit === 0) return []
+    return [{ asset: toAsset(row), quantity, held: reserved, credit_limit: creditLimit, expiring: expiringOf(lots.get(key), now) }]
+  })
 }
 
 /** Holdings not zero at `asOf`: the last running balance of each asset, with the credit limit set last before it. */
@@ -147,6 +163,7 @@ export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: str
       'assets.id',
       'assets.name',
       'assets.value',
+      'holdings.dated',
       eb
         .selectFrom('running_balances')
         .select('running_balances.quantity')
@@ -169,9 +186,36 @@ export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: str
     ])
     .where('holdings.wallet_id', '=', walletId)
     .execute()
-  const then = rows.filter((row) => row.quantity !== null && Number(row.quantity) !== 0)
+  const lapsed = rows.some((row) => Number(row.dated) === 1) ? await findExpiredAsOf(db, walletId, asOf) : new Map<number, number>()
+  const then = rows
+    .map((row) => ({ ...row, quantity: row.quantity === null ? 0 : Number(row.quantity) - (lapsed.get(row.id) ?? 0) }))
+    .filter((row) => row.quantity !== 0)
   then.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
-  return then.map((row) => ({ asset: toAsset(row), quantity: Number(row.quantity), held: 0, credit_limit: Number(row.credit_limit ?? 0) }))
+  return then.map((row) => ({
+    asset: toAsset(row),
+    quantity: row.quantity,
+    held: 0,
+    credit_limit: Number(row.credit_limit ?? 0),
+    expiring: [],
+  }))
+}
+
+/**
+ * By asset, the wallet's units that had expired by `asOf` and were still in its holding then
+ * (their expiry not yet written): its units by expiry at that instant, from what its transactions
+ * moved (`transaction_lots`), for the instants that had passed.
+ */
+async function findExpiredAsOf(db: Executor, walletId: number, asOf: string): Promise<Map<number, number>> {
+  const { rows } = await sql<{ asset_id: number; quantity: number | string }>`
+    select asset_id, sum(quantity) as quantity from (
+      select l.asset_id, l.expires_at,
+        sum(case when t.receiving_wallet_id = ${walletId} then l.quantity else -l.quantity end) as quantity
+      from transactions t join transaction_lots l on l.transaction_id = t.id
+      where (t.sending_wallet_id = ${walletId} or t.receiving_wallet_id = ${walletId})
+        and t.created_at <= ${asOf} and l.expires_at <= ${asOf}
+      group by l.asset_id, l.expires_at
+    ) as by_lot where quantity > 0 group by asset_id`.execute(db)
+  return new Map(rows.map((row) => [Number(row.asset_id), Number(row.quantity)]))
 }
 
 async function findHolding(db: Executor, walletId: number, assetId: number): Promise<number> {
@@ -185,21 +229,20 @@ async function findHolding(db: Executor, walletId: number, assetId: number): Pro
 }
 
 /**
- * What the wallet may spend of the asset now (`spendable.ts`: what pending, unexpired holds leave
- * free, plus its credit limit unless it is a burn). For anything that must know before it moves
- * (a burn of everything, a scheduled transfer); the move itself checks again under the turns.
+ * What the wallet may spend of the asset now (`spendable.ts`: what it owns less expired units and
+ * what pending, unexpired holds reserve, plus its credit limit unless it is a burn). For anything
+ * that must know before it moves (a burn of everything); the move itself checks again under the turns.
  */
-export async function findSpendable(db: Executor, walletId: number, assetId: number, kind: TransactionKind): Promise<number> {
+export async function findSpendable(db: Executor, walletId: number, assetId: number, kind: TransactionKind, now: string): Promise<number> {
   const row = await db
     .selectFrom('holdings')
-    .select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit'])
+    .select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit', 'dated'])
     .where('wallet_id', '=', walletId)
     .where('asset_id', '=', assetId)
     .executeTakeFirst()
   if (!row) return 0
-  const held = await findHeld(db, [row])
-  return spendable(
-    { quantity: Number(row.quantity), held: held.get(holdingKey(walletId, assetId)) ?? 0, creditLimit: Number(row.credit_limit) },
-    kind,
-  )
+  const key = holdingKey(walletId, assetId)
+  const held = await findHeld(db, [row], [], now)
+  const expired = Number(row.dated) === 1 ? expiredOf((await findLots(db, [row], [], now)).lots.get(key), now) : 0
+  return spendable({ quantity: Number(row.quantity), held: held.get(key) ?? 0, creditLimit: Number(row.credit_limit), expired }, kind)
 }

@@ -2,7 +2,17 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { AppError } from '../http/errors.ts'
 import { Id, IdParams, IdString, parseId, responses } from '../http/schemas.ts'
-import { Asset, AssetName, AssetValue, IdempotencyHeaders, Metadata, Quantity, ReversalBody, Transaction } from './ledger.schemas.ts'
+import {
+  Asset,
+  AssetName,
+  AssetValue,
+  ExpiresAt,
+  IdempotencyHeaders,
+  Metadata,
+  Quantity,
+  ReversalBody,
+  Transaction,
+} from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface AssetsRoutesOptions {
@@ -21,6 +31,7 @@ const IssuanceBody = Type.Object({
   }),
   memo: Type.Optional(Type.String({ maxLength: 64, description: 'every transaction\'s memo; "issue" when none' })),
   metadata: Type.Optional(Metadata),
+  expires_at: Type.Optional(ExpiresAt),
 })
 
 /** 1,000 entries of a wallet id and a quantity (about 60 bytes each). */
@@ -127,6 +138,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
           id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
           quantity: Quantity,
           metadata: Type.Optional(Metadata),
+          expires_at: Type.Optional(ExpiresAt),
         }),
         response: responses(201, Transaction),
       },
@@ -137,6 +149,7 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
         request.body.id,
         request.body.quantity,
         request.body.metadata,
+        request.body.expires_at,
       )
       return reply.status(201).send(transaction)
     },

@@ -4,7 +4,8 @@ import { inTransaction, isPostgres, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetById, holdAsset } from './assets.repository.ts'
-import { takeWalletTurns } from './moves.repository.ts'
+import type { EventWriter } from './ledger.types.ts'
+import { findHeld, holdingKey, takeWalletTurns } from './moves.repository.ts'
 
 /** A credit limit as `PUT /wallets/{id}/credit` answers it. */
 export interface CreditLimit {
@@ -25,9 +26,9 @@ export interface CreditService {
   refuseDebt(trx: Trx, walletId: number): Promise<void>
 }
 
-export function createCreditService({ db }: { db: Db }): CreditService {
+export function createCreditService({ db, events, clock }: { db: Db; events: EventWriter; clock: () => string }): CreditService {
   return {
-    setLimit: (walletId, assetId, limit) => setLimit(db, walletId, assetId, limit),
+    setLimit: (walletId, assetId, limit) => setLimit(db, events, clock, walletId, assetId, limit),
     refuseDebt: async (trx, walletId) => {
       const owed = await trx
         .selectFrom('holdings')
@@ -41,14 +42,28 @@ export function createCreditService({ db }: { db: Db }): CreditService {
   }
 }
 
-async function setLimit(db: Db, walletId: number, assetId: number, limit: number): Promise<CreditLimit> {
+async function setLimit(
+  db: Db,
+  events: EventWriter,
+  clock: () => string,
+  walletId: number,
+  assetId: number,
+  limit: number,
+): Promise<CreditLimit> {
   return inTransaction(db, async (trx) => {
     // The wallet's turn, as every move of it takes: the limit changes between its moves, never
     // during one, and the last transaction id read below orders it among them.
     await takeWalletTurns(trx, [walletId])
     if (!(await findLiveWalletById(trx, walletId))) throw new AppError('W002', `no wallet ${walletId}`)
     await holdAsset(trx, assetId)
-    if (!(await findAssetById(trx, assetId))) throw new AppError('W002', `no asset ${assetId}`)
+    const asset = await findAssetById(trx, assetId)
+    if (!asset) throw new AppError('W002', `no asset ${assetId}`)
+    const before = await trx
+      .selectFrom('holdings')
+      .select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit'])
+      .where('wallet_id', '=', walletId)
+      .where('asset_id', '=', assetId)
+      .executeTakeFirst()
     const updated = await trx
       .updateTable('holdings')
       .set({ credit_limit: limit })
@@ -67,6 +82,13 @@ async function setLimit(db: Db, walletId: number, assetId: number, limit: number
         after_transaction: await lastTransactionId(trx),
       })
       .execute()
+    // A new limit is a change of what the wallet can spend: balance monitors follow it as they follow moves.
+    if (events.watchBalances && Number(before?.credit_limit ?? 0) !== limit) {
+      const quantity = Number(before?.quantity ?? 0)
+      const held = before ? ((await findHeld(trx, [before], [], clock())).get(holdingKey(walletId, assetId)) ?? 0) : 0
+      const state = { quantity, held, creditLimit: Number(before?.credit_limit ?? 0) }
+      await events.watchBalances(trx, [{ walletId, asset, before: state, after: { ...state, creditLimit: limit } }])
+    }
     return { wallet_id: walletId, asset_id: assetId, limit }
   })
 }

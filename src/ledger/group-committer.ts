@@ -37,6 +37,8 @@ export interface GroupCommitOptions {
   onBatch?: (size: number) => void
   /** Runs each batch in a span of the traces, when they are on. */
   tracing?: BatchTracing
+  /** The ledger's clock (`ledger.service.ts`). */
+  clock?: () => string
 }
 
 export class GroupCommitter {
@@ -48,6 +50,7 @@ export class GroupCommitter {
   readonly #beginEarly: boolean
   readonly #onBatch: ((size: number) => void) | undefined
   readonly #tracing: BatchTracing | undefined
+  readonly #clock: (() => string) | undefined
   #queue: Member[] = []
   #busy = false
   /** A batch has been taken from the queue and is running: members queued now wait for the next. */
@@ -65,6 +68,7 @@ export class GroupCommitter {
     this.#beginEarly = options.beginEarly
     this.#onBatch = options.onBatch
     this.#tracing = options.tracing
+    this.#clock = options.clock
   }
 
   /** Applies `move` as one member of the next batch; settles after that batch's commit. */
@@ -146,7 +150,7 @@ export class GroupCommitter {
           const outcomes = await withRetries(() => {
             applied = false
             return this.#transact(async (trx) => {
-              const result = await applyUnits(trx, units, this.#events)
+              const result = await applyUnits(trx, units, this.#events, this.#clock)
               applied = true
               return result
             })

@@ -2,6 +2,7 @@ import type client from 'prom-client'
 import { readCommitState } from '../db/commit-state.ts'
 import type { Db } from '../db/database.ts'
 import type { Executor } from '../db/database.types.ts'
+import { nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import * as assets from './assets.repository.ts'
 import { METADATA_KEY, METADATA_VALUE_LENGTH } from './ledger.schemas.ts'
@@ -14,11 +15,13 @@ export interface HistoryServiceDeps {
   db: Db
   /** History pages kept in this process, each checked against the database before it is served again. */
   pages: PageCache
+  /** The ledger's clock: units expired by then are not counted (the system clock by default). */
+  clock?: () => string
 }
 
 /** What a wallet holds and its history: the ledger's reads. */
 export interface HistoryService {
-  /** GET /wallet/assets: the wallet's holdings above zero, by asset name. */
+  /** GET /wallet/assets: the wallet's holdings above zero (expired units not counted), by asset name. */
   listHoldings(walletId: number): ReturnType<typeof assets.listHoldings>
   /** GET /wallet/assets?as_of=…: holdings above zero at that instant, by asset name. Throws G002. */
   listHoldingsAsOf(walletId: number, asOf: string): ReturnType<typeof assets.listHoldingsAsOf>
@@ -45,9 +48,9 @@ export interface HistoryService {
   readonly pageLookups: client.Counter
 }
 
-export function createHistoryService({ db, pages }: HistoryServiceDeps): HistoryService {
+export function createHistoryService({ db, pages, clock = nowIso }: HistoryServiceDeps): HistoryService {
   return {
-    listHoldings: (walletId) => assets.listHoldings(db, walletId),
+    listHoldings: (walletId) => assets.listHoldings(db, walletId, clock()),
     listHoldingsAsOf: (walletId, asOf) => assets.listHoldingsAsOf(db, walletId, storedTime(asOf) as string),
     answerWalletTransactions: (walletId, query, serialize, arrived) =>
       answerWalletTransactions(db, pages, walletId, query, serialize, arrived),
@@ -69,6 +72,7 @@ export interface ListQuery {
   kind?: TransactionKind
   /** `metadata[KEY]=VALUE` filters, as `metadataFilters` reads them from the query. */
   metadata?: [key: string, value: string][]
+  schedule_id?: number
 }
 
 export type JournalQuery = Omit<ListQuery, 'direction'> & { walletId?: number }
@@ -127,6 +131,7 @@ async function answerWalletTransactions(
     wanted.until,
     wanted.kind,
     wanted.metadata,
+    wanted.scheduleId,
   ])
   const kept = pages.get(key)
   if (kept && state !== undefined && kept.state === state) {
@@ -204,6 +209,7 @@ async function journalFilter(db: Db, query: ListQuery) {
     until,
     kind: query.kind,
     metadata: query.metadata,
+    scheduleId: query.schedule_id,
   }
 }
 

@@ -6,7 +6,8 @@ import type { Ledger } from './ledger.service.ts'
 const PASS = 100
 
 /**
- * The job that writes the expiry of holds (`holds.service.ts` expireDueHolds): every
+ * The job that writes the expiry of holds (`holds.service.ts` expireDueHolds), then of units
+ * (`expiry.service.ts`: the released units of a hold past their expiry go in the same run): every
  * `HOLD_EXPIRY_INTERVAL_MS` (1 s by default) it settles the pending holds whose time has come as
  * `expired` and emits their `hold.expired` events. Reads and the write path do not wait for it (a
  * hold past its expiry is never pending or held to them), so it only decides how soon the
@@ -24,6 +25,7 @@ export default async function holdExpiry(app: FastifyInstance, { config, ledger 
   const run = async () => {
     try {
       while (!stopped && (await ledger.holds.expireDue(PASS)) === PASS);
+      while (!stopped && (await ledger.expiry.expireDue(PASS)) === PASS);
     } catch (error) {
       log.error({ err: error }, 'expiring holds failed; the next run tries again')
     }

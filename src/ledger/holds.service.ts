@@ -1,6 +1,6 @@
 import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Executor, Trx } from '../db/database.ts'
-import { inTransaction, nowIso } from '../db/dialect.ts'
+import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import * as holds from './holds.repository.ts'
@@ -97,6 +97,7 @@ export interface HoldsServiceDeps {
   committer: GroupCommitter
   /** Shared with transfers: one key space per wallet. */
   idempotency: Idempotency
+  clock: () => string
 }
 
 export interface HoldsService {
@@ -138,7 +139,7 @@ export interface HoldsService {
   settleAllOf(trx: Trx, walletId: number): Promise<void>
 }
 
-export function createHoldsService({ db, events, committer, idempotency }: HoldsServiceDeps): HoldsService {
+export function createHoldsService({ db, events, committer, idempotency, clock }: HoldsServiceDeps): HoldsService {
   /**
    * Settles one hold in a transaction of its own: its wallets' turns, its row locked and found
    * pending and unexpired now (else H001), then the settlement through the ledger's rules.
@@ -146,18 +147,18 @@ export function createHoldsService({ db, events, committer, idempotency }: Holds
   const settle = (found: Hold, moveOf: (hold: Hold, now: string) => Move) =>
     inTransaction(db, async (trx) => {
       await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
-      const now = nowIso()
+      const now = clock()
       const locked = await holds.lockHold(trx, found.id, now)
       if (!locked || locked.hold.status !== 'pending') throw new AppError('H001', `hold ${found.id} is ${locked?.hold.status ?? 'gone'}`)
-      return applyMove(trx, moveOf(locked.hold, now), events)
+      return applyMove(trx, moveOf(locked.hold, now), events, clock)
     })
 
   /** Expires the hold if it is still stored as pending and past its expiry; true when it did. */
   const expireLocked = async (trx: Trx, holdId: number): Promise<boolean> => {
-    const locked = await holds.lockHold(trx, holdId, nowIso())
+    const locked = await holds.lockHold(trx, holdId, clock())
     if (!locked?.unsettled || locked.hold.status !== 'expired') return false
     const { hold } = locked
-    await applyMove(trx, releaseOf(hold, 'expired', hold.expires_at), events)
+    await applyMove(trx, releaseOf(hold, 'expired', hold.expires_at), events, clock)
     return true
   }
 
@@ -177,7 +178,7 @@ export function createHoldsService({ db, events, committer, idempotency }: Holds
 
     capture(walletId, holdId, request, idempotencyKey) {
       return idempotency.answerOnce(walletId, idempotencyKey, captureFingerprint(holdId, request), async (record) => {
-        const found = await holds.findHold(db, holdId, nowIso())
+        const found = await holds.findHold(db, holdId, clock())
         if (!found || found.sending_wallet_id !== walletId) throw new AppError('H000', `no hold ${holdId} sent by this wallet`)
         const applied = await settle(found, (hold, now) => ({
           from: hold.sending_wallet_id,
@@ -194,7 +195,7 @@ export function createHoldsService({ db, events, committer, idempotency }: Holds
     },
 
     async void(walletId, holdId) {
-      const found = await holds.findHold(db, holdId, nowIso())
+      const found = await holds.findHold(db, holdId, clock())
       if (!found || (found.sending_wallet_id !== walletId && found.receiving_wallet_id !== walletId))
         throw new AppError('H000', `no hold ${holdId} of this wallet`)
       const { hold } = await settle(found, (pending, now) => releaseOf(pending, 'voided', now))
@@ -204,11 +205,11 @@ export function createHoldsService({ db, events, committer, idempotency }: Holds
 
     list(walletId, query) {
       const filter = { walletId, limit: query.limit ?? 10, before: query.before, after: query.after, status: query.status }
-      return holds.listHolds(db, { ...filter, direction: query.direction }, nowIso())
+      return holds.listHolds(db, { ...filter, direction: query.direction }, clock())
     },
 
     async find(walletId, holdId) {
-      const hold = await holds.findHold(db, holdId, nowIso())
+      const hold = await holds.findHold(db, holdId, clock())
       if (!hold || (hold.sending_wallet_id !== walletId && hold.receiving_wallet_id !== walletId))
         throw new AppError('H000', `no hold ${holdId} of this wallet`)
       return hold
@@ -216,8 +217,8 @@ export function createHoldsService({ db, events, committer, idempotency }: Holds
 
     async expireDue(limit) {
       let expired = 0
-      for (const holdId of await holds.findDueHolds(db, nowIso(), limit)) {
-        const found = await holds.findHold(db, holdId, nowIso())
+      for (const holdId of await holds.findDueHolds(db, clock(), limit)) {
+        const found = await holds.findHold(db, holdId, clock())
         if (!found) continue
         const done = await inTransaction(db, async (trx) => {
           await takeWalletTurns(trx, [found.sending_wallet_id, found.receiving_wallet_id])
@@ -236,11 +237,11 @@ export function createHoldsService({ db, events, committer, idempotency }: Holds
       const pending = await holds.findPendingHoldsOf(trx, walletId)
       await takeWalletTurns(trx, [walletId, ...pending.map((hold) => hold.counterparty)])
       for (const { id } of pending) {
-        const now = nowIso()
+        const now = clock()
         const locked = await holds.lockHold(trx, id, now)
         if (!locked?.unsettled) continue
         const { hold } = locked
-        if (hold.status === 'pending') await applyMove(trx, releaseOf(hold, 'voided', now), events)
+        if (hold.status === 'pending') await applyMove(trx, releaseOf(hold, 'voided', now), events, clock)
         else await expireLocked(trx, id)
       }
     },

@@ -1,10 +1,10 @@
-import type { Db, Executor } from '../db/database.ts'
+import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findLiveWalletById, findLiveWalletIds } from '../wallets/wallets.service.ts'
 import * as assets from './assets.repository.ts'
 import { itemError } from './batches.service.ts'
-import { MINT_WALLET_ID, type EventWriter, type Metadata, type Transaction } from './ledger.types.ts'
+import { MINT_WALLET_ID, type Asset, type EventWriter, type Metadata, type Transaction } from './ledger.types.ts'
 import { takeWalletTurns } from './moves.repository.ts'
 import { applyUnits, committed, firstFailure, moveAssets, type Move } from './moves.ts'
 
@@ -26,11 +26,32 @@ export interface IssuanceRequest {
   entries: { wallet_id: number; quantity: number }[]
   memo?: string
   metadata?: Metadata
+  /** When every entry's units expire. */
+  expires_at?: string
 }
 
 export interface IssuanceServiceDeps {
   db: Db
   events: EventWriter
+  clock: () => string
+}
+
+/** How far ahead an issuance's `expires_at` may be: at least a minute, at most 10 years. */
+const MIN_EXPIRY_MS = 60_000
+const MAX_EXPIRY_MS = 10 * 365.25 * 86_400_000
+
+/** `expires_at` as stored (ISO, UTC, milliseconds). Throws G000 unless it is a minute to 10 years after `now`. */
+function expiryInstant(expiresAt: string, now: string): string {
+  const time = Date.parse(expiresAt)
+  const ahead = time - Date.parse(now)
+  if (Number.isNaN(time) || ahead < MIN_EXPIRY_MS || ahead > MAX_EXPIRY_MS)
+    throw new AppError('G000', `expires_at must be a time at least a minute and at most 10 years ahead`)
+  return new Date(time).toISOString()
+}
+
+/** The asset as one that has had expiring units (once, under the asset's row held by the caller). */
+async function markExpiring(trx: Trx, asset: Asset): Promise<void> {
+  await assets.markAssetExpiring(trx, asset.id)
 }
 
 export interface IssuanceService {
@@ -39,9 +60,10 @@ export interface IssuanceService {
    * after holding its row, so an issuance racing the asset's deletion waits for it and then finds
    * it gone: a deleted asset is never held (`assets.service.ts` deleteAsset).
    */
-  issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata): Promise<Transaction>
+  issue(walletId: number, assetId: number, quantity: number, metadata?: Metadata, expiresAt?: string): Promise<Transaction>
   /**
-   * POST /issuances and `coffer issue --csv`: new units of one asset from mint into many wallets,
+   * POST /issuances and `coffer issue --csv`: new units of one asset from mint into many wallets
+   * (with `expires_at`, units that expire then; G000 unless a minute to 10 years ahead),
    * all or nothing: one Transaction per entry, in the entries' order, in one database transaction
    * (one atomic unit of moves, `moves.ts`). Throws W002 (`entries[i]: ` for the first entry whose
    * wallet is unknown, deleted or mint; no prefix for an unknown asset), then I003 (`entries[i]: `
@@ -56,45 +78,42 @@ export interface IssuanceService {
   burn(walletId: number, assetId: number, quantity?: number): Promise<Transaction | undefined>
 }
 
-export function createIssuanceService({ db, events }: IssuanceServiceDeps): IssuanceService {
+export function createIssuanceService({ db, events, clock }: IssuanceServiceDeps): IssuanceService {
   return {
-    issue: (walletId, assetId, quantity, metadata) => issueAsset(db, events, walletId, assetId, quantity, metadata),
-    issueToMany: (request) => issueToMany(db, events, request),
-    burn: (walletId, assetId, quantity) => burnAsset(db, events, walletId, assetId, quantity),
+    issue: (walletId, assetId, quantity, metadata, expiresAt) =>
+      issueToMany(
+        db,
+        events,
+        clock,
+        { asset_id: assetId, entries: [{ wallet_id: walletId, quantity }], metadata, expires_at: expiresAt },
+        true,
+      ).then(([transaction]) => transaction),
+    issueToMany: (request) => issueToMany(db, events, clock, request),
+    burn: (walletId, assetId, quantity) => burnAsset(db, events, clock, walletId, assetId, quantity),
   }
 }
 
-async function issueAsset(
+/** One issuance or many; `single` answers as POST /wallets/{id}/assets does (no `entries[i]: `). */
+async function issueToMany(
   db: Db,
   events: EventWriter,
-  walletId: number,
-  assetId: number,
-  quantity: number,
-  metadata?: Metadata,
-): Promise<Transaction> {
-  await adminWallet(db, walletId)
-  return inTransaction(db, async (trx) => {
-    await assets.holdAsset(trx, assetId)
-    const asset = await adminAsset(trx, assetId)
-    return moveAssets(
-      trx,
-      { from: MINT_WALLET_ID, to: walletId, lines: [{ asset, quantity }], memo: 'issue', kind: 'issuance', metadata },
-      events,
-    )
-  })
-}
-
-async function issueToMany(db: Db, events: EventWriter, request: IssuanceRequest): Promise<Transaction[]> {
+  clock: () => string,
+  request: IssuanceRequest,
+  single = false,
+): Promise<Transaction[]> {
+  const expiresAt = request.expires_at === undefined ? undefined : expiryInstant(request.expires_at, clock())
+  const entryError = (index: number, error: AppError) => (single ? error : itemError('entries', index, error))
   const live = await findLiveWalletIds(
     db,
     request.entries.map((entry) => entry.wallet_id),
   )
   request.entries.forEach((entry, index) => {
-    if (!live.has(entry.wallet_id)) throw itemError('entries', index, new AppError('W002', `no wallet ${entry.wallet_id}`))
+    if (!live.has(entry.wallet_id)) throw entryError(index, new AppError('W002', `no wallet ${entry.wallet_id}`))
   })
   return inTransaction(db, async (trx) => {
     await assets.holdAsset(trx, request.asset_id)
     const asset = await adminAsset(trx, request.asset_id)
+    if (expiresAt !== undefined) await markExpiring(trx, asset)
     const memo = request.memo ?? 'issue'
     const moves = request.entries.map((entry): Move => ({
       from: MINT_WALLET_ID,
@@ -103,16 +122,16 @@ async function issueToMany(db: Db, events: EventWriter, request: IssuanceRequest
       memo,
       kind: 'issuance',
       metadata: request.metadata,
+      lots: expiresAt === undefined ? undefined : [{ assetId: asset.id, expiresAt, quantity: entry.quantity }],
     }))
-    const [outcomes] = await applyUnits(trx, [{ moves, atomic: true }], events)
+    const [outcomes] = await applyUnits(trx, [{ moves, atomic: true }], events, clock)
     const failure = firstFailure(outcomes)
     // A wallet deleted since it was looked up is W000 to the ledger, W002 on an admin route.
-    if (failure)
-      throw itemError(
-        'entries',
-        failure.index,
-        failure.error instanceof AppError && failure.error.code === 'W000' ? new AppError('W002', failure.error.detail) : failure.error,
-      )
+    if (failure) {
+      const error = failure.error
+      if (!(error instanceof AppError)) throw error
+      throw entryError(failure.index, error.code === 'W000' ? new AppError('W002', error.detail) : error)
+    }
     return committed(outcomes)
   })
 }
@@ -120,6 +139,7 @@ async function issueToMany(db: Db, events: EventWriter, request: IssuanceRequest
 async function burnAsset(
   db: Db,
   events: EventWriter,
+  clock: () => string,
   walletId: number,
   assetId: number,
   quantity?: number,
@@ -129,8 +149,9 @@ async function burnAsset(
   return inTransaction(db, async (trx) => {
     // The turns the burn takes anyway, first: what is free cannot change before it is burned.
     await takeWalletTurns(trx, [MINT_WALLET_ID, walletId])
-    const amount = quantity ?? (await assets.findSpendable(trx, walletId, assetId, 'burn'))
+    const amount = quantity ?? (await assets.findSpendable(trx, walletId, assetId, 'burn', clock()))
     if (amount <= 0) return undefined
-    return moveAssets(trx, { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn', kind: 'burn' }, events)
+    const move: Move = { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn', kind: 'burn' }
+    return moveAssets(trx, move, events, clock)
   })
 }

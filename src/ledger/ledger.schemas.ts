@@ -17,6 +17,12 @@ export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: META
   description: 'string values by key: at most 20 keys of 1-40 letters, digits, "_", "-" or "."; values at most 500 characters',
 })
 
+/** An issuance's `expires_at`: a time a minute to 10 years ahead (the service checks the range, G000). */
+export const ExpiresAt = Type.String({
+  format: 'date-time',
+  description: 'when the issued units expire: at least a minute and at most 10 years ahead',
+})
+
 /** Every kind of transaction (`ledger.types.ts` TRANSACTION_KINDS). */
 export const Kind = Type.Union(TRANSACTION_KINDS.map((kind) => Type.Literal(kind)))
 
@@ -64,9 +70,14 @@ export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTE
 
 export const Holding = Type.Object({
   asset: Asset,
-  quantity: Type.Integer({ description: 'everything the wallet owns of the asset, held or not; below zero when it owes on credit' }),
+  quantity: Type.Integer({
+    description: 'everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit',
+  }),
   held: Type.Integer({ description: 'what pending holds reserve of it; `quantity - held + credit_limit` may be spent' }),
   credit_limit: Type.Integer({ description: 'how far below zero the holding may go (0 when none)' }),
+  expiring: Type.Array(Type.Object({ quantity: Type.Integer(), expires_at: Timestamp }), {
+    description: 'the units of it that have an expiry, soonest first (`[]` when none)',
+  }),
 })
 
 export const Transaction = Type.Object(
@@ -84,6 +95,7 @@ export const Transaction = Type.Object(
     kind: Kind,
     reverses: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a reversal: the id of the transaction it reverses' })),
     hold_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on a capture: the id of the hold it settles' })),
+    schedule_id: Type.Optional(Type.Integer({ minimum: 1, description: 'only on the run of a schedule: the id of that schedule' })),
     metadata: Type.Record(Type.String(), Type.String(), { description: '{} when none' }),
     position: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], {
       description: 'the place in the journal (from 1, gap-free, commit order); null until given, within a second of commit',

@@ -1,7 +1,9 @@
 import type { Database } from '../db/database.ts'
+import { nowIso } from '../db/dialect.ts'
 import { createAssetsService, type AssetsService } from './assets.service.ts'
 import { createBatchesService, type BatchesService } from './batches.service.ts'
 import { createCreditService, type CreditService } from './credit.service.ts'
+import { createExpiryService, type ExpiryService } from './expiry.service.ts'
 import { GroupCommitter } from './group-committer.ts'
 import { createHistoryService, type HistoryService } from './history.service.ts'
 import { createHoldsService, type HoldsService } from './holds.service.ts'
@@ -33,6 +35,9 @@ export interface Ledger {
   assets: AssetsService
   history: HistoryService
   credit: CreditService
+  expiry: ExpiryService
+  /** The ledger's time: of its transactions and holds, and what has expired by then. */
+  clock: () => string
   /** Waits for the transfers in flight to commit (the app is closing). */
   close(): Promise<void>
 }
@@ -49,6 +54,8 @@ export interface LedgerDeps {
   tracing?: BatchTracing
   /** How long a key's first request holds it (G004) before a repeat may run; `Idempotency`'s default if not given. */
   idempotencyLeaseMs?: number
+  /** Now, as a stored timestamp; the system clock unless given (tests move it past expiries). */
+  clock?: () => string
 }
 
 /**
@@ -57,7 +64,7 @@ export interface LedgerDeps {
  */
 export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
 
-export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs }: LedgerDeps): Ledger {
+export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs, clock = nowIso }: LedgerDeps): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, {
@@ -65,18 +72,21 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing, ide
     beginEarly: dialect === 'postgres',
     onBatch,
     tracing,
+    clock,
   })
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db, idempotencyLeaseMs)
   return {
-    transfers: createTransfersService({ db, events, committer, idempotency }),
+    transfers: createTransfersService({ db, events, committer, idempotency, clock }),
     batches: createBatchesService({ db, committer, idempotency }),
-    holds: createHoldsService({ db, events, committer, idempotency }),
-    reversals: createReversalsService({ db, events, idempotency }),
-    issuance: createIssuanceService({ db, events }),
+    holds: createHoldsService({ db, events, committer, idempotency, clock }),
+    reversals: createReversalsService({ db, events, idempotency, clock }),
+    issuance: createIssuanceService({ db, events, clock }),
     assets: createAssetsService({ db }),
-    history: createHistoryService({ db, pages: new PageCache() }),
-    credit: createCreditService({ db }),
+    history: createHistoryService({ db, pages: new PageCache(), clock }),
+    credit: createCreditService({ db, events, clock }),
+    expiry: createExpiryService({ db, events, clock }),
+    clock,
     close: () => committer.close(),
   }
 }

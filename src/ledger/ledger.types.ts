@@ -1,4 +1,4 @@
-import type { Executor } from '../db/database.ts'
+import type { Executor, Trx } from '../db/database.ts'
 import type { Write } from '../db/dialect.ts'
 
 /** The ledger's types and constants that other folders may use besides its services. */
@@ -27,9 +27,10 @@ export interface Line {
 /**
  * What a transaction is: a wallet's send (`transfer`), units created or taken back by mint
  * (`issuance`, `burn`), a deleted wallet's holdings moved to its owner (`sweep`), a settled hold
- * (`capture`), or a refund or operator's correction of an earlier transaction (`reversal`).
+ * (`capture`), a refund or operator's correction of an earlier transaction (`reversal`), or units
+ * returned to mint at their expiry (`expiry`).
  */
-export const TRANSACTION_KINDS = ['transfer', 'issuance', 'burn', 'sweep', 'capture', 'reversal'] as const
+export const TRANSACTION_KINDS = ['transfer', 'issuance', 'burn', 'sweep', 'capture', 'reversal', 'expiry'] as const
 export type TransactionKind = (typeof TRANSACTION_KINDS)[number]
 
 /** A transaction's metadata: string values by key (`ledger.schemas.ts` Metadata says which). */
@@ -52,6 +53,8 @@ export interface Transaction {
   reverses?: number
   /** Only on a `capture`: the id of the hold it settles. */
   hold_id?: number
+  /** Only on the run of a schedule: its id. */
+  schedule_id?: number
   /** `{}` when none. */
   metadata: Metadata
   /** The place in the journal (from 1, gap-free, commit order); null until the journal's sequencer gives it one. */
@@ -107,6 +110,36 @@ export interface EventWriter {
   countHoldEvents(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id'>): number
   /** The statements that record these hold events (the Hold as it is after each), one reserved id per event, in order. */
   holdEventWrites(executor: Executor, events: { type: HoldEventType; hold: Hold }[], ids: number[]): Write[]
+  /** Records events that carry their own data (a schedule's, a monitor's), with their webhook deliveries, in the caller's transaction. */
+  recordEvents(executor: Executor, events: WalletEvent[]): Promise<void>
+  /**
+   * Told, inside the transaction of every batch of moves and after its writes, each change of a
+   * holding in the order of the moves (balance monitors, `monitors/`); absent when nothing watches.
+   */
+  watchBalances?: (trx: Trx, changes: HoldingChange[]) => Promise<void>
+}
+
+/** An event for one wallet whose `data` is its own (not a transaction's or a hold's). */
+export interface WalletEvent {
+  walletId: number
+  type: string
+  createdAt: string
+  data: unknown
+}
+
+/** A holding as balance monitors see it: what it owns, what pending holds reserve, its credit limit. */
+export interface HoldingState {
+  quantity: number
+  held: number
+  creditLimit: number
+}
+
+/** What one move (or a change of its credit limit) did to one holding, before and after. */
+export interface HoldingChange {
+  walletId: number
+  asset: Asset
+  before: HoldingState
+  after: HoldingState
 }
 
 /** A key another request stored first: the batch runs again without these moves, which answer its response. */

@@ -11,6 +11,7 @@ import {
   type Transaction,
   type WalletLabel,
 } from './ledger.types.ts'
+import { addParts, type Lot, type LotPart } from './lots.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -97,11 +98,27 @@ export interface Locked {
   credit: Map<string, number>
   /** PostgreSQL: ids taken with the locks, enough for every move. */
   reserved?: Ids
+  /** When the batch happens, read once it holds its wallets' turns: the time of its transactions and holds. */
+  now: string
+  /** The holdings (`holdingKey`) that have had units with an expiry: only these have lots. */
+  dated: Set<string>
+  /** Their lots, soonest first, `held` as `held` above (holds past their expiry not counted). */
+  lots: Map<string, Lot[]>
+  /** What each hold being settled reserved of units with an expiry, by hold id and asset id. */
+  holdLots: Map<number, Map<number, LotPart[]>>
 }
 
 export type Ids = { transactions: number[]; events: number[] }
 
 export const holdingKey = (walletId: number, assetId: number) => `${walletId}:${assetId}`
+export const lotKey = (walletId: number, assetId: number, expiresAt: string) => `${walletId}:${assetId}:${expiresAt}`
+
+/** Units of one asset and expiry instant, of a transaction or a hold. */
+export interface LotLine {
+  assetId: number
+  expiresAt: string
+  quantity: number
+}
 
 /**
  * A holding this batch found absent but another batch created before the write: run the batch
@@ -140,7 +157,7 @@ type WalletRow = { id: number; address: string; deleted_at: string | null; usern
 const SELECT_WALLETS = `select wallets.id, wallets.address, wallets.deleted_at,
     (select users.username from users where users.primary_wallet_id = wallets.id) as username
   from wallets`
-const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held, credit_limit from holdings'
+const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held, credit_limit, dated from holdings'
 
 /**
  * `lockMoves` on PostgreSQL: $1 the wallets in id order, $2 the assets, $3 and $4 how many
@@ -164,7 +181,7 @@ const LOCK_MOVES = `
          array(select nextval('events_id_seq') from generate_series(1, $4::int)
            where (select count(*) from w) + (select count(*) from h) >= 0) as events`
 
-type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number }
+type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number; dated: number }
 
 /**
  * Reads and locks every wallet and holding the moves touch, in id order, so that concurrent
@@ -177,7 +194,7 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held:
  * commits later). The statement's snapshot predates the turns it waits for: a holding that the
  * batch it waited for created is not among those read, and the write finds it (`holdingWrites`).
  */
-export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: number): Promise<Locked> {
+export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: number, clock: () => string): Promise<Locked> {
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))].sort((a, b) => a - b)
   // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
   // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
@@ -214,11 +231,75 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
   }
   const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
   const settled = moves.flatMap((move) => (move.settle ? [move.settle.hold.id] : []))
-  const held = await findHeld(trx, holdingRows, settled)
+  // The batch's one instant, read once it holds its turns: its transactions' time, and what has expired by then.
+  const now = clock()
+  const held = await findHeld(trx, holdingRows, settled, now)
+  const datedRows = holdingRows.filter((row) => Number(row.dated) === 1)
+  const dated = new Set(datedRows.map((row) => holdingKey(Number(row.wallet_id), Number(row.asset_id))))
+  const { lots, holdLots } =
+    datedRows.length === 0 ? { lots: new Map<string, Lot[]>(), holdLots: new Map() } : await findLots(trx, datedRows, settled, now)
   const credit = new Map<string, number>()
   for (const row of holdingRows)
     if (Number(row.credit_limit) > 0) credit.set(holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.credit_limit))
-  return { wallets, holdings, held, credit, reserved }
+  return { wallets, holdings, held, credit, reserved, dated, lots, holdLots, now }
+}
+
+type LotRow = { wallet_id: number; asset_id: number; expires_at: string; quantity: number | string; held: number | string }
+
+/**
+ * The lots of these dated holdings, by `holdingKey`, soonest first, each with what pending holds
+ * reserve of it less what holds past their expiry (not in `settled`) still count in it, as
+ * `findHeld` does for holdings; and what the holds in `settled` reserved of units with an expiry.
+ * Read after the wallets' turns (a fresh statement, so on PostgreSQL it sees what the batches
+ * waited for committed).
+ */
+export async function findLots(
+  db: Executor,
+  holdings: { wallet_id: number; asset_id: number }[],
+  settled: number[],
+  now: string,
+): Promise<{ lots: Map<string, Lot[]>; holdLots: Map<number, Map<number, LotPart[]>> }> {
+  const walletIds = [...new Set(holdings.map((row) => Number(row.wallet_id)))]
+  const assetIds = [...new Set(holdings.map((row) => Number(row.asset_id)))]
+  const wanted = new Set(holdings.map((row) => holdingKey(Number(row.wallet_id), Number(row.asset_id))))
+  const { rows } = await sql<LotRow>`
+    select wallet_id, asset_id, expires_at, quantity, held from lots
+    where ${anyOf(db, sql.ref('wallet_id'), walletIds)} and ${anyOf(db, sql.ref('asset_id'), assetIds)} and quantity > 0`.execute(db)
+  const lots = new Map<string, Lot[]>()
+  for (const row of rows) {
+    const key = holdingKey(Number(row.wallet_id), Number(row.asset_id))
+    if (!wanted.has(key)) continue
+    lots.set(key, addParts(lots.get(key), [{ expiresAt: row.expires_at, quantity: Number(row.quantity) }], 1, 'quantity'))
+    lots.set(key, addParts(lots.get(key), [{ expiresAt: row.expires_at, quantity: Number(row.held) }], 1, 'held'))
+  }
+  if (rows.some((row) => Number(row.held) > 0)) {
+    const { rows: lapsed } = await sql<LotRow>`
+      select holds.sending_wallet_id as wallet_id, hold_lots.asset_id, hold_lots.expires_at, sum(hold_lots.quantity) as held, 0 as quantity
+      from holds join hold_lots on hold_lots.hold_id = holds.id
+      where holds.status = 'pending' and holds.expires_at <= ${now}
+        and ${anyOf(db, sql.ref('holds.sending_wallet_id'), walletIds)} and ${anyOf(db, sql.ref('hold_lots.asset_id'), assetIds)}
+        and not ${anyOf(db, sql.ref('holds.id'), settled)}
+      group by holds.sending_wallet_id, hold_lots.asset_id, hold_lots.expires_at`.execute(db)
+    for (const row of lapsed) {
+      const key = holdingKey(Number(row.wallet_id), Number(row.asset_id))
+      if (lots.has(key)) lots.set(key, addParts(lots.get(key), [{ expiresAt: row.expires_at, quantity: Number(row.held) }], -1, 'held'))
+    }
+  }
+  const holdLots = new Map<number, Map<number, LotPart[]>>()
+  if (settled.length > 0) {
+    const { rows: reserved } = await sql<{ hold_id: number; asset_id: number; expires_at: string; quantity: number | string }>`
+      select hold_id, asset_id, expires_at, quantity from hold_lots where ${anyOf(db, sql.ref('hold_id'), settled)}`.execute(db)
+    for (const row of reserved) {
+      const byAsset = holdLots.get(Number(row.hold_id)) ?? new Map<number, LotPart[]>()
+      const parts = [...(byAsset.get(Number(row.asset_id)) ?? []), { expiresAt: row.expires_at, quantity: Number(row.quantity) }]
+      byAsset.set(
+        Number(row.asset_id),
+        parts.sort((a, b) => (a.expiresAt < b.expiresAt ? -1 : 1)),
+      )
+      holdLots.set(Number(row.hold_id), byAsset)
+    }
+  }
+  return { lots, holdLots }
 }
 
 /**
@@ -327,9 +408,15 @@ export interface BatchWrites {
     transaction?: Transaction
     hold?: Hold
     balances: [wallet: number, asset: number, quantity: number][]
+    /** The units with an expiry it moved (its transaction's) or reserved (its hold's). */
+    lots: LotLine[]
   }[]
   /** Net change by `holdingKey`. */
   deltas: Map<string, number>
+  /** Net change of each lot, by `lotKey`: its quantity and what holds reserve of it. */
+  lotDeltas: Map<string, { quantity: number; held: number }>
+  /** Holdings (`holdingKey`) that get their first units with an expiry in this batch. */
+  newlyDated: Set<string>
   /** Net change of what pending holds reserve, by `holdingKey`. */
   heldDeltas: Map<string, number>
   /** One reserved sequence id per event, in transaction order. */
@@ -360,7 +447,7 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
   const transactions = recorded.map((written) => written.transaction as Transaction)
   // Each transaction as answered, stored on its row (its events' data).
   const bodies = transactions.map((transaction) => JSON.stringify(transaction))
-  const holdings = holdingWrites(trx, batch.deltas, batch.heldDeltas, locked)
+  const holdings = holdingWrites(trx, batch, locked)
   const holds = holdWrites(trx, batch)
   const keys = idempotencyWrite(trx, batch.keys)
   // Event ids: the transactions' events first, then the holds' (`moves.ts` counts both).
@@ -372,6 +459,7 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
     ...holdings.writes,
     ...(recorded.length > 0 ? transactionWrites(trx, recorded, bodies) : []),
     ...holds.writes,
+    ...lotWrites(trx, batch),
     ...events.eventWrites(trx, transactions, batch.eventIds.slice(0, transactionEvents)),
     ...events.holdEventWrites(trx, holdEvents, batch.eventIds.slice(transactionEvents)),
     ...(keys ? [keys.write] : []),
@@ -403,21 +491,21 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
  */
 function holdingWrites(
   trx: Trx,
-  deltas: Map<string, number>,
-  heldDeltas: Map<string, number>,
+  { deltas, heldDeltas, newlyDated }: BatchWrites,
   locked: Locked,
 ): { writes: Write[]; created?: { index: number; count: number } } {
-  const changed: [number, number, number, number][] = []
-  const created: [number, number, number, number][] = []
-  for (const key of new Set([...deltas.keys(), ...heldDeltas.keys()])) {
+  const changed: [number, number, number, number, number][] = []
+  const created: [number, number, number, number, number][] = []
+  for (const key of new Set([...deltas.keys(), ...heldDeltas.keys(), ...newlyDated])) {
     const [walletId, assetId] = key.split(':').map(Number)
     const delta = deltas.get(key) ?? 0
     const held = heldDeltas.get(key) ?? 0
+    const dated = newlyDated.has(key) ? 1 : 0
     // A new holding starts with what the batch moved into it and what a hold of the same batch
     // reserves of that (a transfer funds it and a hold reserves part, both in one batch).
-    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta, held])
+    if (!locked.holdings.has(key)) created.push([walletId, assetId, delta, held, dated])
     // An existing holding that ends where it started needs no write.
-    else if (delta !== 0 || held !== 0) changed.push([walletId, assetId, delta, held])
+    else if (delta !== 0 || held !== 0 || dated !== 0) changed.push([walletId, assetId, delta, held, dated])
   }
   // In (wallet, asset) order, like every lock the ledger takes.
   for (const rows of [changed, created]) rows.sort((a, b) => a[0] - b[0] || a[1] - b[1])
@@ -429,7 +517,8 @@ function holdingWrites(
         HOLDING_COLUMNS,
         changed,
         (r) => sql`
-        update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held
+        update holdings set quantity = holdings.quantity + r.quantity, held = holdings.held + r.held,
+          dated = case when r.dated = 1 then 1 else holdings.dated end
         from ${r}
         where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
       ),
@@ -442,8 +531,8 @@ function holdingWrites(
       HOLDING_COLUMNS,
       created,
       (r) => sql`
-        insert into holdings (wallet_id, asset_id, quantity, held)
-        select wallet_id, asset_id, quantity, held from ${r} where true
+        insert into holdings (wallet_id, asset_id, quantity, held, dated)
+        select wallet_id, asset_id, quantity, held, dated from ${r} where true
         on conflict (wallet_id, asset_id) do nothing`,
       'wallet_id',
     ),
@@ -456,6 +545,84 @@ const HOLDING_COLUMNS = [
   ['asset_id', 'bigint'],
   ['quantity', 'bigint'],
   ['held', 'bigint'],
+  ['dated', 'bigint'],
+] as const
+
+/**
+ * The batch's changes of lots (one upsert adding each net change; a lot is only ever changed
+ * under its wallet's turn), the units with an expiry its transactions moved and its new holds
+ * reserved. A batch of holdings without lots writes none of these.
+ */
+function lotWrites(trx: Trx, batch: BatchWrites): Write[] {
+  const writes: Write[] = []
+  const changes = [...batch.lotDeltas].filter(([, change]) => change.quantity !== 0 || change.held !== 0)
+  if (changes.length > 0) {
+    const rows = changes.map(([key, change]) => {
+      const [walletId, assetId, ...time] = key.split(':')
+      return [Number(walletId), Number(assetId), time.join(':'), change.quantity, change.held]
+    })
+    writes.push(
+      rowsWrite(
+        trx,
+        LOT_COLUMNS,
+        rows,
+        (r) => sql`
+        insert into lots (wallet_id, asset_id, expires_at, quantity, held)
+        select wallet_id, asset_id, expires_at, quantity, held from ${r} where true
+        on conflict (wallet_id, asset_id, expires_at)
+        do update set quantity = lots.quantity + excluded.quantity, held = lots.held + excluded.held`,
+      ),
+    )
+  }
+  const moved = batch.moves.flatMap(({ transaction, lots }) =>
+    transaction ? lots.map((lot) => [transaction.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
+  )
+  if (moved.length > 0)
+    writes.push(
+      rowsWrite(
+        trx,
+        TRANSACTION_LOT_COLUMNS,
+        moved,
+        (r) => sql`
+        insert into transaction_lots (transaction_id, asset_id, expires_at, quantity)
+        select transaction_id, asset_id, expires_at, quantity from ${r}`,
+      ),
+    )
+  const reserved = batch.moves.flatMap(({ move, hold, lots }) =>
+    move.reserve && hold ? lots.map((lot) => [hold.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
+  )
+  if (reserved.length > 0)
+    writes.push(
+      rowsWrite(
+        trx,
+        HOLD_LOT_COLUMNS,
+        reserved,
+        (r) => sql`
+        insert into hold_lots (hold_id, asset_id, expires_at, quantity)
+        select hold_id, asset_id, expires_at, quantity from ${r}`,
+      ),
+    )
+  return writes
+}
+
+const LOT_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['expires_at', 'text'],
+  ['quantity', 'bigint'],
+  ['held', 'bigint'],
+] as const
+const TRANSACTION_LOT_COLUMNS = [
+  ['transaction_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['expires_at', 'text'],
+  ['quantity', 'bigint'],
+] as const
+const HOLD_LOT_COLUMNS = [
+  ['hold_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['expires_at', 'text'],
+  ['quantity', 'bigint'],
 ] as const
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
@@ -546,6 +713,7 @@ function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: str
       t.reverses ?? null,
       t.hold_id ?? null,
       metadata,
+      t.schedule_id ?? null,
     ]
   })
   const lines = moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
@@ -564,8 +732,10 @@ function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: str
       TRANSACTION_COLUMNS,
       rows,
       (r) => sql`
-      insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata)
-      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata from ${r}`,
+      insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata,
+        schedule_id)
+      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata, schedule_id
+      from ${r}`,
     ),
     rowsWrite(
       trx,
@@ -611,6 +781,7 @@ const TRANSACTION_COLUMNS = [
   ['reverses', 'bigint'],
   ['hold_id', 'bigint'],
   ['metadata', 'text'],
+  ['schedule_id', 'bigint'],
 ] as const
 const METADATA_COLUMNS = [
   ['wallet_id', 'bigint'],

@@ -14,18 +14,22 @@ import {
   type TransactionKind,
   type WalletLabel,
 } from './ledger.types.ts'
+import { addParts, expiredOf, takeFirst, takeSoonest, type Lot, type LotPart } from './lots.ts'
 import {
   findReversible,
   holdingKey,
   lockMoves,
+  lotKey,
   reserveHoldIds,
   reserveIds,
   writeMoves,
   type BatchWrites,
   type IdempotencyRow,
   type Locked,
+  type LotLine,
   type Reversible,
 } from './moves.repository.ts'
+import { holdingChanges } from './holding-changes.ts'
 import { insufficientDetail, spendable } from './spendable.ts'
 import { toTransaction } from './transactions.shape.ts'
 import type { KeyCharge } from '../wallets/key-policy.ts'
@@ -47,7 +51,7 @@ import { readKeyUsage, recordKeyUses, type KeyUse } from '../wallets/key-usage.t
  *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
  *    reversal, or less than asked is left of it: `findReversible`), then K001 (past the `per_day`
  *    cap of its wallet key, read after the turns: `wallets/key-usage.ts`), then I002 (beyond what
- *    `spendable.ts` allows: `quantity - held + credit_limit`) / I003 per line in (wallet, asset)
+ *    `spendable.ts` allows: `quantity - expired - held + credit_limit`) / I003 per line in (wallet, asset)
  *    order. A move that fails changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
  *    member, burn, reversal, sweep) passes through this one check.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
@@ -69,6 +73,8 @@ export interface Move {
   reverses?: number
   /** A capture's hold. */
   holdId?: number
+  /** The schedule whose run this is. */
+  scheduleId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
   idempotency?: { key: string; requestHash: string; walletId?: number }
   /**
@@ -86,6 +92,10 @@ export interface Move {
    * key used in the last 24 hours (K001), and counted when it is written.
    */
   key?: KeyCharge
+  /** Units with an expiry that mint gives out: an issuance with `expires_at`, a reversal out of mint. */
+  lots?: LotLine[]
+  /** An expiry (kind `expiry`): the instant whose expired units of its one line return to mint. */
+  expire?: string
 }
 
 export interface Settlement {
@@ -142,7 +152,83 @@ interface Planned {
   createdAt: string
   /** Each holding the move changes, as it stands right after it: [wallet, asset, quantity]. */
   balances: [number, number, number][]
+  /** The units with an expiry it moves or reserves. */
+  lots: LotLine[]
 }
+
+/**
+ * The lots of the batch's dated holdings as the moves change them, and the net change of each
+ * lot to write. Only holdings that have had units with an expiry are ever touched here.
+ */
+class LotBook {
+  readonly lots: Map<string, Lot[]>
+  readonly dated: Set<string>
+  readonly newlyDated = new Set<string>()
+  readonly deltas = new Map<string, { quantity: number; held: number }>()
+
+  constructor(
+    locked: Locked,
+    readonly now: string,
+  ) {
+    this.lots = new Map(locked.lots)
+    this.dated = new Set(locked.dated)
+  }
+
+  /** Units of the holding that have expired and are not yet returned to mint. */
+  expired(key: string): number {
+    return this.dated.has(key) ? expiredOf(this.lots.get(key), this.now) : 0
+  }
+
+  /** The dated units a spend or a hold of `quantity` from the holding takes, soonest-expiring first. */
+  soonest(walletId: number, assetId: number, quantity: number): LotPart[] {
+    const key = holdingKey(walletId, assetId)
+    return this.dated.has(key) ? takeSoonest(this.lots.get(key), quantity, this.now) : []
+  }
+
+  /** Adds `parts` (negative: `sign` -1) to the holding's lots' quantity or held, remembering how to undo it. */
+  change(walletId: number, assetId: number, parts: LotPart[], sign: 1 | -1, field: 'quantity' | 'held', undo: (() => void)[]): void {
+    if (parts.length === 0 || walletId === MINT_WALLET_ID) return
+    const key = holdingKey(walletId, assetId)
+    const before = this.lots.get(key)
+    this.lots.set(key, addParts(before, parts, sign, field))
+    undo.push(() => (before === undefined ? this.lots.delete(key) : this.lots.set(key, before)))
+    if (!this.dated.has(key)) {
+      this.dated.add(key)
+      this.newlyDated.add(key)
+      undo.push(() => {
+        this.dated.delete(key)
+        this.newlyDated.delete(key)
+      })
+    }
+    for (const part of parts) {
+      const at = lotKey(walletId, assetId, part.expiresAt)
+      const previous = this.deltas.get(at)
+      undo.push(() => (previous === undefined ? this.deltas.delete(at) : this.deltas.set(at, previous)))
+      const next = { ...(previous ?? { quantity: 0, held: 0 }) }
+      next[field] += sign * part.quantity
+      this.deltas.set(at, next)
+    }
+  }
+}
+
+/**
+ * The units with an expiry a move (not a hold) takes of each line: an expiry's, its lot; what
+ * mint gives out, as the move says; a capture's, the first of what its hold reserved; any other
+ * spend's, the free unexpired units that expire soonest.
+ */
+function lotsMoved(move: Move, book: LotBook, holdLots: Locked['holdLots']): LotLine[] {
+  return move.lines.flatMap(({ asset, quantity }) => {
+    let parts: LotPart[]
+    if (move.expire) parts = [{ expiresAt: move.expire, quantity }]
+    else if (move.from === MINT_WALLET_ID) parts = (move.lots ?? []).filter((lot) => lot.assetId === asset.id)
+    else if (move.settle) parts = takeFirst(holdLots.get(move.settle.hold.id)?.get(asset.id), quantity)
+    else parts = book.soonest(move.from, asset.id, quantity)
+    return parts.map((part) => ({ assetId: asset.id, ...part }))
+  })
+}
+
+const partsOf = (lines: LotLine[], assetId: number): LotPart[] =>
+  lines.filter((line) => line.assetId === assetId).map(({ expiresAt, quantity }) => ({ expiresAt, quantity }))
 
 /** Adds `delta` to the value under `key`, remembering the value before (to undo a unit). */
 function addTo<K>(map: Map<K, number>, key: K, delta: number, undo: (() => void)[]): void {
@@ -162,7 +248,14 @@ function planMoves(
   locked: Locked,
   reversible: Map<number, Reversible>,
   keyUsage: Map<string, number>,
-): { failed: Map<number, Map<number, AppError>>; planned: Planned[]; deltas: Map<string, number>; heldDeltas: Map<string, number> } {
+): {
+  failed: Map<number, Map<number, AppError>>
+  planned: Planned[]
+  deltas: Map<string, number>
+  heldDeltas: Map<string, number>
+  book: LotBook
+} {
+  const book = new LotBook(locked, locked.now)
   const balances = new Map(locked.holdings)
   const held = new Map(locked.held)
   const failed = new Map<number, Map<number, AppError>>()
@@ -176,7 +269,7 @@ function planMoves(
       // What the hold being settled reserves is free again before the move is checked.
       const undoRelease: (() => void)[] = []
       for (const line of move.settle?.hold.assets ?? []) addTo(held, holdingKey(move.from, line.asset.id), -line.quantity, undoRelease)
-      const error = checkMove(move, locked, balances, held, reversible, keyUsage)
+      const error = checkMove(move, locked, balances, held, reversible, keyUsage, book)
       if (error) {
         for (const step of undoRelease.reverse()) step()
         failed.set(index, (failed.get(index) ?? new Map<number, AppError>()).set(member, error))
@@ -185,6 +278,12 @@ function planMoves(
         return
       }
       undo.push(...undoRelease)
+      // Its units with an expiry are released once the move passed: those a capture takes move
+      // with their expiry even if it has passed; the others expire at once if it has.
+      for (const line of move.settle?.hold.assets ?? []) {
+        const reserved = move.settle ? locked.holdLots.get(move.settle.hold.id)?.get(line.asset.id) : undefined
+        book.change(move.from, line.asset.id, reserved ?? [], -1, 'held', undo)
+      }
       for (const line of move.settle?.hold.assets ?? []) addTo(heldDeltas, holdingKey(move.from, line.asset.id), -line.quantity, undo)
       // What a reversal takes back is no longer left for the next.
       const left = move.reverses === undefined ? undefined : reversible.get(move.reverses)?.left
@@ -192,12 +291,22 @@ function planMoves(
       // What a capped key moves or holds counts for its next move at once.
       for (const line of chargedLines(move)) addTo(keyUsage, holdingKey(move.key?.keyId ?? 0, line.asset.id), line.quantity, undo)
       const after: [number, number, number][] = []
+      let lots: LotLine[]
       if (move.reserve) {
+        lots = move.lines.flatMap(({ asset, quantity }) =>
+          book.soonest(move.from, asset.id, quantity).map((part) => ({ assetId: asset.id, ...part })),
+        )
         for (const line of move.lines) {
           addTo(held, holdingKey(move.from, line.asset.id), line.quantity, undo)
           addTo(heldDeltas, holdingKey(move.from, line.asset.id), line.quantity, undo)
+          book.change(move.from, line.asset.id, partsOf(lots, line.asset.id), 1, 'held', undo)
         }
       } else {
+        lots = lotsMoved(move, book, locked.holdLots)
+        for (const line of move.lines) {
+          book.change(move.from, line.asset.id, partsOf(lots, line.asset.id), -1, 'quantity', undo)
+          book.change(move.to, line.asset.id, partsOf(lots, line.asset.id), 1, 'quantity', undo)
+        }
         for (const { walletId, line, delta } of changesOf(move)) {
           const key = holdingKey(walletId, line.asset.id)
           addTo(balances, key, delta, undo)
@@ -206,11 +315,11 @@ function planMoves(
         }
       }
       const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
-      passed.push({ index, member, move, lines, createdAt: nowIso(), balances: after })
+      passed.push({ index, member, move, lines, createdAt: locked.now, balances: after, lots })
     }
     planned.push(...passed)
   })
-  return { failed, planned, deltas, heldDeltas }
+  return { failed, planned, deltas, heldDeltas, book }
 }
 
 /** Both sides of every line, in the fixed order in which they are checked: wallet id, then asset id. */
@@ -225,8 +334,8 @@ function changesOf(move: Move) {
 
 /**
  * The rules of one move, in order: W000 (a wallet deleted), T001 (a reversal), then per line in
- * (wallet, asset) order I002 (a sender may spend only what pending holds leave free,
- * `spendable`: what holds leave free plus any credit; mint has no limit) or I003 (a holding would pass the limit). A hold is
+ * (wallet, asset) order I002 (a sender may spend only what `spendable` allows: what it owns
+ * less expired units and what holds reserve, plus any credit; mint has no limit) or I003 (a holding would pass the limit). A hold is
  * checked as the transfer it may become. Releasing a hold (a void or an expiry: no lines) needs
  * nothing.
  */
@@ -237,8 +346,11 @@ function checkMove(
   held: Map<string, number>,
   reversible: Map<number, Reversible>,
   keyUsage: Map<string, number>,
+  book: LotBook,
 ): AppError | undefined {
   if (move.lines.length === 0) return undefined
+  // An expiry takes what has expired, measured under the same turns (`expiry.service.ts`), from a deleted wallet too.
+  if (move.expire) return undefined
   for (const walletId of [move.from, move.to]) {
     if (!locked.wallets.get(walletId)?.live) return new AppError('W000', `wallet ${walletId} has been deleted`)
   }
@@ -267,7 +379,7 @@ function checkMove(
     const key = holdingKey(walletId, line.asset.id)
     const quantity = balances.get(key) ?? 0
     if (delta < 0 && walletId !== MINT_WALLET_ID) {
-      const holding = { quantity, held: held.get(key) ?? 0, creditLimit: locked.credit.get(key) ?? 0 }
+      const holding = { quantity, held: held.get(key) ?? 0, creditLimit: locked.credit.get(key) ?? 0, expired: book.expired(key) }
       if (spendable(holding, move.kind) < line.quantity)
         return new AppError('I002', insufficientDetail(holding, move.kind, line.asset.name, line.quantity))
     } else if (Math.abs(quantity + delta) > MAX_QUANTITY) {
@@ -303,12 +415,13 @@ function recordsTransaction(move: Move): boolean {
  * when the batch as a whole cannot commit (a database error, a retryable race, or an
  * IdempotencyConflict naming units), and the caller must then roll the transaction back.
  */
-export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): Promise<Outcome[][]> {
+export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, clock: () => string = nowIso): Promise<Outcome[][]> {
   const moves = units.flatMap((unit) => unit.moves)
   const locked = await lockMoves(
     trx,
     moves,
     moves.reduce((count, move) => count + countEvents(move, events), 0),
+    clock,
   )
   // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
   const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
@@ -318,9 +431,9 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): 
   const keyIds = [...new Set(moves.flatMap((move) => (move.key ? [move.key.keyId] : [])))]
   const keyUsage = new Map<string, number>()
   if (keyIds.length > 0)
-    for (const [keyId, byAsset] of await readKeyUsage(trx, keyIds, Date.now()))
+    for (const [keyId, byAsset] of await readKeyUsage(trx, keyIds, Date.parse(locked.now)))
       for (const [assetId, used] of byAsset) keyUsage.set(holdingKey(keyId, assetId), used)
-  const { failed, planned, deltas, heldDeltas } = planMoves(units, locked, reversible, keyUsage)
+  const { failed, planned, deltas, heldDeltas, book } = planMoves(units, locked, reversible, keyUsage)
   const outcomes: Outcome[][] = units.map((unit, index) =>
     unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })),
   )
@@ -335,7 +448,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): 
   const holdIds = holdCount > 0 ? await reserveHoldIds(trx, holdCount) : []
   let nextTransaction = 0
   let nextHold = 0
-  const written = planned.map(({ index, member, move, lines, createdAt, balances }) => {
+  const written = planned.map(({ index, member, move, lines, createdAt, balances, lots }) => {
     const transaction = recordsTransaction(move)
       ? toTransaction(
           {
@@ -348,6 +461,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): 
             reverses: move.reverses ?? null,
             hold_id: move.settle?.hold.id ?? move.holdId ?? null,
             metadata: move.metadata ?? {},
+            schedule_id: move.scheduleId ?? null,
           },
           lines,
           locked.wallets,
@@ -357,18 +471,21 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter): 
     if (move.reserve) hold = toNewHold(holdIds[nextHold++], move, move.reserve.expiresIn, lines, createdAt, locked.wallets)
     else if (move.settle)
       hold = { ...move.settle.hold, status: move.settle.status, settled_at: move.settle.at, transaction_id: transaction?.id ?? null }
-    return { index, member, move, lines, balances, transaction, hold }
+    return { index, member, move, lines, balances, transaction, hold, lots }
   })
   for (const { index, member, transaction, hold } of written) outcomes[index][member] = { ok: true, transaction, hold }
   const batch: BatchWrites = {
     moves: written,
     deltas,
     heldDeltas,
+    lotDeltas: book.deltas,
+    newlyDated: book.newlyDated,
     eventIds: ids.events,
     keys: idempotencyRecords(units, outcomes, written),
   }
   await writeMoves(trx, batch, locked, events)
   if (keyIds.length > 0) await recordKeyUses(trx, keyUses(written))
+  if (events.watchBalances) await events.watchBalances(trx, holdingChanges(locked, written))
   return outcomes
 }
 
@@ -461,23 +578,24 @@ function toNewHold(id: number, move: Move, expiresIn: number, lines: Line[], cre
 }
 
 /** Applies the moves in order, each a unit of its own: one outcome per move (`applyUnits`). */
-export async function applyMoves(trx: Trx, moves: Move[], events: EventWriter): Promise<Outcome[]> {
+export async function applyMoves(trx: Trx, moves: Move[], events: EventWriter, clock: () => string = nowIso): Promise<Outcome[]> {
   const outcomes = await applyUnits(
     trx,
     moves.map((move) => ({ moves: [move], atomic: true })),
     events,
+    clock,
   )
   return outcomes.map(([outcome]) => outcome)
 }
 
 /** One move in the caller's transaction (issue, burn, wallet deletion, a hold's settlement); throws the move's error. */
-export async function applyMove(trx: Trx, move: Move, events: EventWriter): Promise<Applied> {
-  const [outcome] = await applyMoves(trx, [move], events)
+export async function applyMove(trx: Trx, move: Move, events: EventWriter, clock: () => string = nowIso): Promise<Applied> {
+  const [outcome] = await applyMoves(trx, [move], events, clock)
   if (!outcome.ok) throw outcome.error
   return outcome
 }
 
 /** One move that moves something, in the caller's transaction (issue, burn, wallet deletion); throws the move's error. */
-export async function moveAssets(trx: Trx, move: Move, events: EventWriter): Promise<Transaction> {
-  return transactionOf(await applyMove(trx, move, events))
+export async function moveAssets(trx: Trx, move: Move, events: EventWriter, clock: () => string = nowIso): Promise<Transaction> {
+  return transactionOf(await applyMove(trx, move, events, clock))
 }

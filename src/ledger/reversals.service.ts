@@ -1,6 +1,7 @@
+import { sql } from 'kysely'
 import { checkPerTransfer, checkRecipient, perDayCharge } from '../wallets/key-policy.ts'
 import type { KeyLimits } from '../http/key-scopes.ts'
-import type { Db } from '../db/database.ts'
+import type { Db, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findAssetById, holdAsset } from './assets.repository.ts'
@@ -13,8 +14,8 @@ import {
   type SendResult,
 } from './idempotency.ts'
 import { MINT_WALLET_ID, type EventWriter, type Line, type Metadata, type Transaction } from './ledger.types.ts'
-import { findReversible } from './moves.repository.ts'
-import { moveAssets } from './moves.ts'
+import { findReversible, takeWalletTurns, type LotLine } from './moves.repository.ts'
+import { moveAssets, type Move } from './moves.ts'
 import { findTransaction } from './transactions.repository.ts'
 import { Lookups, resolveLines } from './lookups.ts'
 
@@ -50,6 +51,7 @@ export interface ReversalsServiceDeps {
   events: EventWriter
   /** A refund's key among the refunding wallet's keys, the operator's among mint's. */
   idempotency: Idempotency
+  clock: () => string
 }
 
 export interface ReversalsService {
@@ -75,7 +77,7 @@ export interface ReversalsService {
   reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
 }
 
-export function createReversalsService({ db, events, idempotency }: ReversalsServiceDeps): ReversalsService {
+export function createReversalsService({ db, events, idempotency, clock }: ReversalsServiceDeps): ReversalsService {
   return {
     refund(walletId, transactionId, request, idempotencyKey, limits) {
       return idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (record) => {
@@ -83,14 +85,14 @@ export function createReversalsService({ db, events, idempotency }: ReversalsSer
         if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
           throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
         }
-        return { status: 201, body: await moveBack(db, events, original, request, record, limits) }
+        return { status: 201, body: await moveBack(db, events, clock, original, request, record, limits) }
       })
     },
     reverse(transactionId, request, idempotencyKey) {
       return idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (record) => {
         const original = await findTransaction(db, transactionId)
         if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
-        return { status: 201, body: await moveBack(db, events, original, request, record) }
+        return { status: 201, body: await moveBack(db, events, clock, original, request, record) }
       })
     },
   }
@@ -100,6 +102,7 @@ export function createReversalsService({ db, events, idempotency }: ReversalsSer
 async function moveBack(
   db: Db,
   events: EventWriter,
+  clock: () => string,
   original: Transaction,
   request: ReversalRequest,
   idempotency?: IdempotencyRecord,
@@ -124,7 +127,7 @@ async function moveBack(
     // A refund through a wallet key pays the original sender: the key's recipients and caps apply.
     checkRecipient(limits, original.sending_wallet_id)
     checkPerTransfer(limits, lines)
-    const move = {
+    const move: Move = {
       from: original.receiving_wallet_id,
       to: original.sending_wallet_id,
       lines,
@@ -135,6 +138,43 @@ async function moveBack(
       idempotency,
       key: perDayCharge(limits),
     }
-    return moveAssets(trx, move, events)
+    if (move.from === MINT_WALLET_ID) move.lots = await lotsComingBack(trx, original, lines, clock)
+    return moveAssets(trx, move, events, clock)
   })
+}
+
+/**
+ * Out of mint (a burn or an expiry reversed), units come back with the expiry they had: of what
+ * is left to reverse, the units that never expire first, then those that expire latest; units
+ * whose expiry has passed cannot come back (T001). Measured under the turns of both wallets,
+ * which every reversal of the original takes.
+ */
+async function lotsComingBack(trx: Trx, original: Transaction, lines: Line[], clock: () => string): Promise<LotLine[]> {
+  await takeWalletTurns(trx, [original.sending_wallet_id, original.receiving_wallet_id])
+  const { rows } = await sql<{ asset_id: number; expires_at: string; quantity: number | string }>`
+    select transaction_lots.asset_id, transaction_lots.expires_at,
+      sum(case when transactions.id = ${original.id} then transaction_lots.quantity else -transaction_lots.quantity end) as quantity
+    from transaction_lots join transactions on transactions.id = transaction_lots.transaction_id
+    where transactions.id = ${original.id} or transactions.reverses = ${original.id}
+    group by transaction_lots.asset_id, transaction_lots.expires_at`.execute(trx)
+  if (rows.length === 0) return []
+  const left = (await findReversible(trx, [original.id])).get(original.id)?.left ?? new Map<number, number>()
+  const now = clock()
+  const lots: LotLine[] = []
+  for (const line of lines) {
+    const dated = rows
+      .filter((row) => Number(row.asset_id) === line.asset.id && Number(row.quantity) > 0)
+      .map((row) => ({ expiresAt: row.expires_at, quantity: Number(row.quantity) }))
+    const undated = (left.get(line.asset.id) ?? 0) - dated.reduce((sum, part) => sum + part.quantity, 0)
+    let wanted = line.quantity - Math.max(0, Math.min(undated, line.quantity))
+    for (const part of dated.filter((candidate) => candidate.expiresAt > now).sort((a, b) => (a.expiresAt < b.expiresAt ? 1 : -1))) {
+      if (wanted === 0) break
+      const take = Math.min(part.quantity, wanted)
+      lots.push({ assetId: line.asset.id, expiresAt: part.expiresAt, quantity: take })
+      wanted -= take
+    }
+    if (wanted > 0)
+      throw new AppError('T001', `${wanted} of ${line.asset.name} that transaction ${original.id} moved has expired and cannot come back`)
+  }
+  return lots
 }

@@ -45,10 +45,12 @@ export interface TransactionFilter {
   kind?: TransactionKind
   /** Metadata entries that must all match exactly (at most 5). */
   metadata?: [key: string, value: string][]
+  /** Only the runs of this schedule. */
+  scheduleId?: number
 }
 
 /** What every page query of history filters on besides its wallet and its id range. */
-type Narrowing = Pick<TransactionFilter, 'assetId' | 'since' | 'until' | 'kind' | 'metadata'>
+type Narrowing = Pick<TransactionFilter, 'assetId' | 'since' | 'until' | 'kind' | 'metadata' | 'scheduleId'>
 
 type Page = { transactions: Transaction[]; more: boolean }
 
@@ -77,7 +79,8 @@ class Statement {
 }
 
 /** The columns of `transactions` a page selection answers, for `pageOf`. */
-const STORED_FIELDS = 't.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, t.kind, t.reverses, t.hold_id, t.metadata'
+const STORED_FIELDS =
+  't.id, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.created_at, t.kind, t.reverses, t.hold_id, t.metadata, t.schedule_id'
 
 /**
  * One page of a wallet's transactions, newest first, and whether more exist: the one query of
@@ -135,6 +138,7 @@ export async function readPageStamp(db: Executor, filter: TransactionFilter): Pr
 /** The statement selecting `listTransactions`' page (one more row than the page, to tell if more exist). */
 function pageSelection(db: Executor, filter: TransactionFilter, fields = STORED_FIELDS): { q: Statement; selection: string } {
   if (filter.metadata && filter.metadata.length > 0) return selectionByMetadata(db, filter.walletId, filter, filter.direction, fields)
+  if (filter.scheduleId !== undefined) return selectionBySchedule(db, filter, fields)
   const q = new Statement(db)
   const take = filter.offset + filter.limit + 1
   const rareKind = filter.kind !== undefined && filter.kind !== 'transfer' ? filter.kind : undefined
@@ -183,11 +187,32 @@ function narrowing(q: Statement, filter: Narrowing): string[] {
   if (filter.since !== undefined) conditions.push(`t.created_at >= ${q.param(filter.since)}`)
   if (filter.until !== undefined) conditions.push(`t.created_at <= ${q.param(filter.until)}`)
   if (filter.kind !== undefined) conditions.push(`t.kind = ${q.param(filter.kind)}`)
+  if (filter.scheduleId !== undefined) conditions.push(`t.schedule_id = ${q.param(filter.scheduleId)}`)
   if (filter.assetId !== undefined)
     conditions.push(
       `exists (select 1 from transaction_assets ta where ta.transaction_id = t.id and ta.asset_id = ${q.param(filter.assetId)})`,
     )
   return conditions
+}
+
+/**
+ * A page of a wallet's transactions recorded by one schedule's runs: walks the (schedule, id)
+ * index of those runs backwards (migration 0021), whatever the length of the wallet's history.
+ */
+function selectionBySchedule(db: Executor, filter: TransactionFilter, fields: string): { q: Statement; selection: string } {
+  const q = new Statement(db)
+  const conditions = narrowing(q, filter)
+  const wallet = q.param(filter.walletId)
+  if (filter.direction === 'sent') conditions.push(`t.sending_wallet_id = ${wallet}`)
+  else if (filter.direction === 'received') conditions.push(`t.receiving_wallet_id = ${wallet}`)
+  else conditions.push(`(t.sending_wallet_id = ${wallet} or t.receiving_wallet_id = ${q.param(filter.walletId)})`)
+  if (filter.after !== undefined) conditions.push(`t.id > ${q.param(filter.after)}`)
+  if (filter.before !== undefined) conditions.push(`t.id < ${q.param(filter.before)}`)
+  return {
+    q,
+    selection: `select ${fields} from transactions t where ${conditions.join(' and ')}
+      order by t.schedule_id desc, t.id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
+  }
 }
 
 /** A page carrying every metadata entry: walks the first entry's key, probing once per further entry. */
@@ -246,7 +271,8 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
  */
 export async function listByPosition(db: Executor, after: number, limit: number): Promise<Transaction[]> {
   const q = new Statement(db)
-  const positions = `select j.transaction_id from journal_entries j where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
+  const positions = `select j.transaction_id from journal_entries j
+    where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
   const transactions = await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id in (${positions})`)
   return transactions.sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
 }
@@ -281,6 +307,7 @@ type TransactionTuple = [
   lines: [quantity: number, assetId: number, name: string, value: number][],
   position: number | null,
   hash: string | null,
+  scheduleId: number | null,
 ]
 
 /**
@@ -321,7 +348,7 @@ function tupleOf(array: string, aggregate: string, metadata: string): string {
     ${address('sending_wallet_id')}, ${address('receiving_wallet_id')},
     ${username('sending_wallet_id')}, ${username('receiving_wallet_id')},
     page.created_at, page.memo, page.kind, page.reverses, page.hold_id,
-    ${metadata}, ${lines}, ${JOURNAL_POSITION}, ${JOURNAL_HASH})`
+    ${metadata}, ${lines}, ${JOURNAL_POSITION}, ${JOURNAL_HASH}, page.schedule_id)`
 }
 
 /** A transaction's place and hash in the journal (`page.id`), null before the sequencer gives them. */
@@ -349,6 +376,7 @@ function fromTuple([
   lines,
   position,
   hash,
+  scheduleId,
 ]: TransactionTuple): Transaction {
   const assets: Line[] = (lines ?? [])
     .map(([quantity, assetId, name, value]) => ({ quantity, asset: { id: assetId, name, value } satisfies Asset }))
@@ -365,6 +393,7 @@ function fromTuple([
     metadata: metadata ?? {},
     position,
     hash,
+    schedule_id: scheduleId,
   }
   return shapeTransaction(row, assets, label(sendingAddress, sendingUsername), label(receivingAddress, receivingUsername))
 }
@@ -452,6 +481,7 @@ const TRANSACTION_TEXT = (() => {
     // Each link only on its own kind, as shapeTransaction.
     `case when p.kind = 'reversal' and p.reverses is not null then ',"reverses":' || p.reverses else '' end`,
     `case when p.kind = 'capture' and p.hold_id is not null then ',"hold_id":' || p.hold_id else '' end`,
+    `case when p.schedule_id is not null then ',"schedule_id":' || p.schedule_id else '' end`,
     `'}'`,
   ].join(' || ')
 })()

@@ -49,6 +49,9 @@ const ListQuery = Type.Object(
     since: Type.Optional(Timestamp),
     until: Type.Optional(Timestamp),
     kind: Type.Optional(Kind),
+    schedule_id: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'only the runs of this schedule' }),
+    ),
     format: Type.Optional(
       Type.Union([Type.Literal('json'), Type.Literal('csv')], {
         description:
@@ -230,7 +233,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       )
       if (page.more && page.lastId !== undefined) {
         // The next page continues below this one's last id, with the same filters; offset is spent.
-        const { limit, after, asset, direction, since, until, kind } = request.query
+        const { limit, after, asset, direction, since, until, kind, schedule_id } = request.query
         reply.header(
           'link',
           nextPageLink('/wallet/transactions', {
@@ -242,6 +245,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
             since,
             until,
             kind,
+            schedule_id,
             ...metadataParameters(metadata),
           }),
         )

@@ -16,6 +16,7 @@ export interface TransactionFields {
   /** The journal's (`journal_entries`); absent or null before the sequencer positions it. */
   position?: number | null
   hash?: string | null
+  schedule_id?: number | null
 }
 
 export function toTransaction(row: TransactionFields, lines: Line[], labels: Map<number, WalletLabel>): Transaction {
@@ -44,6 +45,7 @@ export function shapeTransaction(
     // Each link only on its own kind.
     ...(row.kind === 'reversal' && row.reverses !== null ? { reverses: row.reverses } : {}),
     ...(row.kind === 'capture' && row.hold_id !== null ? { hold_id: row.hold_id } : {}),
+    ...(row.schedule_id != null ? { schedule_id: row.schedule_id } : {}),
     metadata: row.metadata,
     position: row.position ?? null,
     hash: row.hash ?? null,

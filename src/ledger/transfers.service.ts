@@ -20,6 +20,7 @@ export interface TransfersServiceDeps {
   committer: GroupCommitter
   /** One key space per wallet, shared with batches, holds and refunds. */
   idempotency: Idempotency
+  clock: () => string
 }
 
 export interface TransfersService {
@@ -32,6 +33,16 @@ export interface TransfersService {
    */
   send(walletId: number, request: SendRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<SendResult>
   /**
+   * The run of a schedule: the transfer `request` from the wallet in the caller's database
+   * transaction, so that the run and its record commit together, checked by the same rules as
+   * `send` and recorded with `scheduleId`. Throws `send`'s refusals (but for the key's).
+   */
+  sendWithin(trx: Trx, walletId: number, request: SendRequest, scheduleId: number): Promise<Transaction>
+  /** What `send` checks before the balances: U003/W000/G000 (recipient), W013 (to itself), I001, I003. Moves nothing. */
+  check(walletId: number, request: SendRequest): Promise<void>
+  /** The wallet the request's recipient names now, in the caller's transaction. Throws U003/W000/G000. */
+  recipientOf(trx: Trx, request: Pick<SendRequest, 'recipient' | 'type'>): Promise<number>
+  /**
    * Moves every positive holding of `from` to `to` as one Transaction of kind `sweep`, in the
    * caller's database transaction (wallet deletion); undefined when `from` holds nothing. Throws
    * I003 when a holding of `to` would overflow.
@@ -39,7 +50,7 @@ export interface TransfersService {
   sweep(trx: Trx, from: number, to: number, memo: string): Promise<Transaction | undefined>
 }
 
-export function createTransfersService({ db, events, committer, idempotency }: TransfersServiceDeps): TransfersService {
+export function createTransfersService({ db, events, committer, idempotency, clock }: TransfersServiceDeps): TransfersService {
   return {
     send(walletId, request, idempotencyKey, limits) {
       return idempotency.once(walletId, idempotencyKey, request, async (key) => {
@@ -47,11 +58,20 @@ export function createTransfersService({ db, events, committer, idempotency }: T
         return committer.run({ ...move, idempotency: key })
       })
     },
+    async sendWithin(trx, walletId, request, scheduleId) {
+      const move = await resolveTransfer(new Lookups(trx), walletId, request)
+      return moveAssets(trx, { ...move, scheduleId }, events, clock)
+    },
+    async check(walletId, request) {
+      await resolveTransfer(new Lookups(db), walletId, request)
+    },
+    recipientOf: (trx, request) => new Lookups(trx).recipient(request.recipient, request.type ?? 0),
     async sweep(trx, from, to, memo) {
-      const lines = (await listHoldings(trx, from))
-        .filter(({ quantity }) => quantity > 0)
-        .map(({ asset, quantity }) => ({ asset, quantity }))
-      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo, kind: 'sweep' }, events)
+      // What may be spent: expired units stay behind and return to mint at their expiry.
+      const lines = (await listHoldings(trx, from, clock())).flatMap(({ asset, quantity, held }) =>
+        quantity - held > 0 ? [{ asset, quantity: quantity - held }] : [],
+      )
+      return lines.length === 0 ? undefined : moveAssets(trx, { from, to, lines, memo: memo, kind: 'sweep' }, events, clock)
     },
   }
 }

@@ -162,7 +162,11 @@ async function checkRunningBalances(db: Executor): Promise<{ problems: string[];
  * Recomputes every holding from the journal and checks the ledger's rules (sums, credit limits,
  * lines, running balances, holds, references), in one read-only snapshot, so a transfer is wholly in or out.
  */
-export async function verifyLedger(db: Executor, progress?: (done: number, total: number) => void): Promise<VerifyReport> {
+export async function verifyLedger(
+  db: Executor,
+  progress?: (done: number, total: number) => void,
+  now = new Date().toISOString(),
+): Promise<VerifyReport> {
   if (!db.isTransaction) {
     // Only reads, so a retry starts over.
     return withRetries(() =>
@@ -170,7 +174,7 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
         .transaction()
         .setIsolationLevel('repeatable read')
         .setAccessMode('read only')
-        .execute((trx) => verifyLedger(trx, progress)),
+        .execute((trx) => verifyLedger(trx, progress, now)),
     )
   }
   const problems: string[] = []
@@ -269,8 +273,9 @@ export async function verifyLedger(db: Executor, progress?: (done: number, total
     }
   }
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
-  problems.push(...(await verifyHolds(db, holdings)))
+  problems.push(...(await verifyHolds(db, holdings, now)))
   problems.push(...(await verifyCredit(db)))
+  problems.push(...(await verifyLots(db, now)))
   // On PostgreSQL the write path, not a foreign key, keeps these (migrations 0005, 0009 and 0012).
   for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES, ...DELIVERY_REFERENCES]) {
     const { rows } = await sql<{ count: number | string }>`
@@ -328,15 +333,98 @@ async function verifyCredit(db: Executor): Promise<string[]> {
 }
 
 /**
+ * Units by expiry (`docs/expiry.md`): every lot is what the transactions that moved units of its
+ * expiry into and out of its wallet add up to, and what unsettled holds reserve of it; every
+ * wallet's lots add up to no more than its holding and its reserved lots to no more than its
+ * `held`, and only holdings marked dated have any; no unit moved after its expiry but to expire
+ * (an `expiry`) or as a hold reserved it before (a `capture`).
+ */
+async function verifyLots(db: Executor, now: string): Promise<string[]> {
+  const problems: string[] = []
+  const { rows } = await sql<{
+    wallet_id: number
+    asset_id: number
+    expires_at: string
+    stored: string | number | null
+    journal: string | number | null
+  }>`
+    select coalesce(s.wallet_id, j.wallet_id) as wallet_id, coalesce(s.asset_id, j.asset_id) as asset_id,
+      coalesce(s.expires_at, j.expires_at) as expires_at, s.quantity as stored, j.quantity as journal
+    from lots s full outer join (
+      select wallet_id, asset_id, expires_at, sum(quantity) as quantity from (
+        select t.receiving_wallet_id as wallet_id, l.asset_id, l.expires_at, l.quantity
+        from transactions t join transaction_lots l on l.transaction_id = t.id where t.receiving_wallet_id <> ${MINT_WALLET_ID}
+        union all
+        select t.sending_wallet_id, l.asset_id, l.expires_at, -l.quantity
+        from transactions t join transaction_lots l on l.transaction_id = t.id where t.sending_wallet_id <> ${MINT_WALLET_ID}
+      ) as sides group by wallet_id, asset_id, expires_at
+    ) as j on j.wallet_id = s.wallet_id and j.asset_id = s.asset_id and j.expires_at = s.expires_at
+    where coalesce(s.quantity, 0) <> coalesce(j.quantity, 0)`.execute(db)
+  for (const row of rows)
+    problems.push(
+      `wallet ${row.wallet_id} has ${row.stored ?? 0} of asset ${row.asset_id} expiring ${row.expires_at}, ` +
+        `the journal says ${row.journal ?? 0}`,
+    )
+  const { rows: held } = await sql<{
+    wallet_id: number
+    asset_id: number
+    expires_at: string
+    held: string | number
+    reserved: string | number
+  }>`
+    select lots.wallet_id, lots.asset_id, lots.expires_at, lots.held, coalesce(r.quantity, 0) as reserved
+    from lots left join (
+      select holds.sending_wallet_id as wallet_id, hold_lots.asset_id, hold_lots.expires_at, sum(hold_lots.quantity) as quantity
+      from holds join hold_lots on hold_lots.hold_id = holds.id where holds.status = 'pending'
+      group by holds.sending_wallet_id, hold_lots.asset_id, hold_lots.expires_at
+    ) as r on r.wallet_id = lots.wallet_id and r.asset_id = lots.asset_id and r.expires_at = lots.expires_at
+    where lots.held <> coalesce(r.quantity, 0)`.execute(db)
+  for (const row of held)
+    problems.push(
+      `wallet ${row.wallet_id} has ${row.held} of asset ${row.asset_id} expiring ${row.expires_at} held, its holds reserve ${row.reserved}`,
+    )
+  const { rows: totals } = await sql<{
+    wallet_id: number
+    asset_id: number
+    dated: number
+    quantity: string | number
+    held: string | number
+    lots: string | number
+    lots_held: string | number
+  }>`
+    select h.wallet_id, h.asset_id, h.dated, h.quantity, h.held, sum(lots.quantity) as lots, sum(lots.held) as lots_held
+    from lots join holdings h on h.wallet_id = lots.wallet_id and h.asset_id = lots.asset_id
+    group by h.wallet_id, h.asset_id, h.dated, h.quantity, h.held`.execute(db)
+  for (const row of totals) {
+    const where = `wallet ${row.wallet_id}, asset ${row.asset_id}`
+    if (Number(row.lots) > 0 && Number(row.dated) !== 1) problems.push(`${where}: units with an expiry in a holding not marked dated`)
+    if (Number(row.lots) > Number(row.quantity))
+      problems.push(`${where}: ${row.lots} units by expiry, more than the holding of ${row.quantity}`)
+    if (Number(row.lots_held) > Number(row.held))
+      problems.push(`${where}: ${row.lots_held} reserved units by expiry, more than ${row.held} held`)
+  }
+  const { rows: late } = await sql<{ id: number; kind: string; expires_at: string }>`
+    select t.id, t.kind, l.expires_at from transactions t join transaction_lots l on l.transaction_id = t.id
+    where t.created_at > l.expires_at and t.kind not in ('expiry', 'capture') limit 20`.execute(db)
+  for (const row of late) problems.push(`transaction ${row.id} (${row.kind}) moved units after their expiry ${row.expires_at}`)
+  const { rows: lingering } = await sql<{ n: string | number }>`
+    select count(*) as n from lots where quantity > held and expires_at <= ${new Date(Date.parse(now) - 3_600_000).toISOString()}`.execute(
+    db,
+  )
+  if (Number(lingering[0].n) > 0) problems.push(`${lingering[0].n} lots expired more than an hour ago and were never returned to mint`)
+  return problems
+}
+
+/**
  * `held` is what unsettled holds reserve, within `0..quantity + credit_limit` (the largest limit the
  * holding has had); each captured hold names a capture between its sides of no more than it held, and each capture its hold.
  */
 async function verifyHolds(
   db: Executor,
   holdings: { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number }[],
+  now: string,
 ): Promise<string[]> {
   const problems: string[] = []
-  const now = new Date().toISOString()
   const largestLimits = await db
     .selectFrom('credit_limits')
     .select((eb) => ['wallet_id', 'asset_id', eb.fn.max('credit_limit').as('largest')])

@@ -1,6 +1,7 @@
 import type { FastifyInstance, onSendHookHandler } from 'fastify'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
+import { findExpiryLagSeconds } from '../ledger/expiry.service.ts'
 import type { WebhooksService } from '../events/webhooks.service.ts'
 
 /**
@@ -28,7 +29,12 @@ export class OperatorMetrics {
 /** Registers the metrics on the app's registry, with the gauges read from storage at each scrape. */
 export async function registerOperatorMetrics(
   app: FastifyInstance,
-  { metrics, database, webhooks }: { metrics: OperatorMetrics; database: Database; webhooks: Pick<WebhooksService, 'listBacklogs'> },
+  {
+    metrics,
+    database,
+    webhooks,
+    clock,
+  }: { metrics: OperatorMetrics; database: Database; webhooks: Pick<WebhooksService, 'listBacklogs'>; clock: () => string },
 ): Promise<void> {
   if (!app.hasDecorator('metrics')) return
   const registry = app.metrics
@@ -68,6 +74,14 @@ export async function registerOperatorMetrics(
     backlog.set(backlogs.reduce((sum, row) => sum + row.pending, 0))
     oldest.set(Math.max(0, ...backlogs.map((row) => row.oldest_pending_age_seconds)))
   }
+  new client.Gauge({
+    name: 'coffer_expiry_lag_seconds',
+    help: 'How long ago the oldest expired units not yet returned to mint expired (0 when none; the job writes them within seconds)',
+    registers: [registry],
+    async collect() {
+      this.set(await findExpiryLagSeconds(database.db, clock()).catch(() => 0))
+    },
+  })
   if (database.poolUse) {
     const poolUse = database.poolUse.bind(database)
     new client.Gauge({

@@ -233,10 +233,8 @@ describe('webhook delivery', () => {
     // The transfer waited for the webhook (it commits after it), so its event is delivered there.
     const [delivery] = await settled(t, payee, 1)
     assert.equal(delivery.status, 'delivered')
-    assert.equal(
-      receiver.requests.filter((request) => request.path === '/payee' && JSON.parse(request.body).data.id === transaction.id).length,
-      1,
-    )
+    // At least once: a retry after a slow answer may deliver it again.
+    assert.ok(receiver.requests.some((request) => request.path === '/payee' && JSON.parse(request.body).data.id === transaction.id))
   })
 
   it('sets a webhook only once a transfer of its wallet in progress has committed', async () => {

@@ -43,11 +43,12 @@ export async function openTestDatabase(): Promise<{ database: Database; url: str
 
 /**
  * Builds the app on a fresh database, with `env` over the suite's configuration and `parts` (where
- * the log goes, traces). `close()` checks the ledger with `verifyLedger` first.
+ * the log goes, traces, the ledger's clock for tests that move it past expiries). `close()` checks
+ * the ledger with `verifyLedger` first, at the ledger's time.
  */
 export async function buildTestApp(
   env: Record<string, string> = {},
-  parts: Pick<AppOptions, 'logStream' | 'tracing'> = {},
+  parts: Pick<AppOptions, 'logStream' | 'tracing' | 'clock'> = {},
 ): Promise<TestApp> {
   const { database, url, dataDir } = await openTestDatabase()
   const config = loadConfig({
@@ -73,7 +74,7 @@ export async function buildTestApp(
     admin: { authorization: `Bearer ${ADMIN_KEY}` },
     async close() {
       await app.close()
-      const report = await verifyLedger(database.db)
+      const report = await verifyLedger(database.db, undefined, parts.clock?.())
       await database.close()
       fs.rmSync(dataDir, { recursive: true, force: true })
       if (!report.ok) throw new Error(`ledger verification failed after the suite:\n${report.problems.join('\n')}`)

@@ -64,6 +64,10 @@ export interface World {
   spareAssetId: number
   /** A pending hold W → X (sent by W, received by X). */
   holdW: number
+  /** An active monthly schedule of W, first due in an hour. */
+  scheduleW: number
+  /** A monitor of W's gold. */
+  monitorW: number
   /** A webhook delivery of W and one of X (both wallets have a webhook). */
   deliveryW: number
   deliveryX: number
@@ -481,6 +485,69 @@ export const ROUTES: RouteCase[] = [
     fresh: true,
     check: (response, { walletId }) =>
       assert.ok(response.json().sending_wallet_id === walletId || response.json().receiving_wallet_id === walletId),
+  },
+
+  // Schedules (wallet auth): only the paying wallet's callers see or change them; anyone else gets R000.
+  {
+    method: 'POST',
+    route: '/wallet/schedules',
+    body: (world) => ({
+      recipient: world.target.username,
+      assets: { [world.goldName]: 1 },
+      start_at: new Date(Date.now() + 3_600_000).toISOString(),
+    }),
+    expect: walletAuth(201),
+    check: (response, { walletId }) => assert.equal(response.json().wallet_id, walletId),
+  },
+  {
+    method: 'GET',
+    route: '/wallet/schedules',
+    expect: walletAuth(200),
+    check: (response, { walletId }) => {
+      for (const schedule of response.json() as { wallet_id: number }[]) assert.equal(schedule.wallet_id, walletId)
+    },
+  },
+  ...(['', '/upcoming'] as const).map((suffix): RouteCase => ({
+    method: 'GET',
+    route: `/wallet/schedules/:id${suffix}`,
+    url: (world) => `/wallet/schedules/${world.scheduleW}${suffix}`,
+    expect: { ...walletAuth(200), keyOther: error(404, 'R000'), unrelated: error(404, 'R000') },
+  })),
+  ...(['pause', 'resume'] as const).map((action): RouteCase => ({
+    method: 'POST',
+    route: `/wallet/schedules/:id/${action}`,
+    url: (world) => `/wallet/schedules/${world.scheduleW}/${action}`,
+    expect: { ...walletAuth(200), keyOther: error(404, 'R000'), unrelated: error(404, 'R000') },
+    fresh: true,
+    check: (response, { walletId }) => assert.equal(response.json().wallet_id, walletId),
+  })),
+  {
+    method: 'DELETE',
+    route: '/wallet/schedules/:id',
+    url: (world) => `/wallet/schedules/${world.scheduleW}`,
+    expect: { ...walletAuth(200), keyOther: error(404, 'R000'), unrelated: error(404, 'R000') },
+    fresh: true,
+    check: (response, { walletId }) => {
+      assert.equal(response.json().status, 'cancelled')
+      assert.equal(response.json().wallet_id, walletId)
+    },
+  },
+  { method: 'GET', route: '/admin/schedules', expect: adminOnly(200) },
+
+  // Monitors (wallet auth): each caller sees and deletes only its wallet's; anyone else gets M000.
+  {
+    method: 'POST',
+    route: '/wallet/monitors',
+    body: (world) => ({ asset: world.goldName, above: 1000 }),
+    expect: walletAuth(201),
+  },
+  { method: 'GET', route: '/wallet/monitors', expect: walletAuth(200) },
+  {
+    method: 'DELETE',
+    route: '/wallet/monitors/:id',
+    url: (world) => `/wallet/monitors/${world.monitorW}`,
+    expect: { ...walletAuth(204), keyOther: error(404, 'M000'), unrelated: error(404, 'M000') },
+    fresh: true,
   },
 
   // Assets and issuance (admin; the asset list for any authenticated caller).

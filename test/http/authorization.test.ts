@@ -124,8 +124,8 @@ describe('authorization matrix', () => {
     }
     const spareAssetId = (await ok(call('POST', '/assets', t.admin, { name: unique('spare'), value: 1 }), 201)).id as number
 
-    const keyW = await ok(call('POST', '/wallet/sessions', as(owner), { name: 'key of W' }), 201)
-    const keyOther = await ok(call('POST', '/wallet/sessions', as(other), { name: 'key of X' }), 201)
+    const keyW = await ok(call('POST', '/wallet/sessions', as(owner), { name: 'key of W', scopes: [...KEY_SCOPES] }), 201)
+    const keyOther = await ok(call('POST', '/wallet/sessions', as(other), { name: 'key of X', scopes: [...KEY_SCOPES] }), 201)
     const keysWithout = {} as Record<KeyScope, string>
     for (const missing of KEY_SCOPES) {
       const scopes = KEY_SCOPES.filter((scope) => scope !== missing)
@@ -147,6 +147,14 @@ describe('authorization matrix', () => {
       await ok(call('POST', '/wallet/transactions', as(other), { recipient: String(walletW), type: 2, assets: { gold: 10 } }), 201)
     ).id as number
     const holdW = (await ok(call('POST', '/wallet/holds', as(owner), { recipient: other.username, assets: { gold: 2 } }), 201)).id as number
+    const startAt = new Date(Date.now() + 3_600_000).toISOString()
+    const scheduleW = (
+      await ok(
+        call('POST', '/wallet/schedules', as(owner), { recipient: other.username, assets: { gold: 1 }, start_at: startAt, every: 'P1M' }),
+        201,
+      )
+    ).id as number
+    const monitorW = (await ok(call('POST', '/wallet/monitors', as(owner), { asset: 'gold', below: 5 }), 201)).id as number
     const delivery = async (walletId: number) =>
       (
         await t.database.db
@@ -176,6 +184,8 @@ describe('authorization matrix', () => {
       goldName: 'gold',
       spareAssetId,
       holdW,
+      scheduleW,
+      monitorW,
       deliveryW: await delivery(walletW),
       deliveryX: await delivery(walletX),
       receivedByW,

@@ -59,6 +59,10 @@ const CONTRACT: Record<string, [number, string]> = {
   K001: [403, 'Key Limit Reached'],
   K002: [403, 'Recipient Not Allowed'],
   C001: [409, 'Wallet In Debt'],
+  R000: [404, 'Schedule Not Found'],
+  R001: [409, 'Schedule Ended'],
+  M000: [404, 'Monitor Not Found'],
+  M001: [409, 'Too Many Monitors'],
 }
 
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
@@ -98,7 +102,7 @@ describe('the error table', () => {
 
   it('gives every code a well-formed name, an error status and a non-empty message', () => {
     for (const [code, entry] of Object.entries(ERRORS)) {
-      assert.match(code, /^[GSUWAIHTJKC]\d{3}$/)
+      assert.match(code, /^[GSUWAIHTJKCRM]\d{3}$/)
       assert.ok(Number.isInteger(entry.status) && entry.status >= 400 && entry.status <= 599, `${code} status ${entry.status}`)
       assert.ok(entry.message.trim().length > 0, `${code} message`)
     }
@@ -297,6 +301,28 @@ describe('every code, provoked through HTTP', () => {
       })
     },
     H000: () => inject({ method: 'GET', url: '/wallet/holds/987654', headers: alice.auth }),
+    R000: () => inject({ method: 'GET', url: '/wallet/schedules/987654', headers: alice.auth }),
+    R001: async () => {
+      const start_at = new Date(Date.now() + 3_600_000).toISOString()
+      const created = await inject({
+        method: 'POST',
+        url: '/wallet/schedules',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { gold: 1 }, start_at },
+      })
+      assert.equal(created.statusCode, 201, created.body)
+      const cancelled = await inject({ method: 'DELETE', url: `/wallet/schedules/${created.json().id}`, headers: alice.auth })
+      assert.equal(cancelled.statusCode, 200, cancelled.body)
+      return inject({ method: 'POST', url: `/wallet/schedules/${created.json().id}/pause`, headers: alice.auth })
+    },
+    M000: () => inject({ method: 'DELETE', url: '/wallet/monitors/987654', headers: alice.auth }),
+    M001: async () => {
+      for (let above = 0; above < 20; above++) {
+        const made = await inject({ method: 'POST', url: '/wallet/monitors', headers: alice.auth, payload: { asset: 'gold', above } })
+        assert.equal(made.statusCode, 201, made.body)
+      }
+      return inject({ method: 'POST', url: '/wallet/monitors', headers: alice.auth, payload: { asset: 'gold', above: 20 } })
+    },
     H001: async () => {
       const hold = await inject({
         method: 'POST',

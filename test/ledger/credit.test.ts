@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
+import { readWalletEvents } from '../../src/events/events.repository.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { buildPeerApp, buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, type TestUser } from '../helpers/factories.ts'
@@ -8,7 +9,7 @@ import { createAsset, createUser, issue, type TestUser } from '../helpers/factor
 /** Credit limits: a wallet's holding may go down to minus its limit, and never further. */
 
 type Asset = { id: number; name: string }
-type Holding = { asset: Asset; quantity: number; held: number; credit_limit: number }
+type Holding = { asset: Asset; quantity: number; held: number; credit_limit: number; expiring: unknown[] }
 
 describe('credit limits', () => {
   let t: TestApp
@@ -45,7 +46,13 @@ describe('credit limits', () => {
     assert.equal(set.statusCode, 200, set.body)
     assert.deepEqual(set.json(), { wallet_id: alice.walletId, asset_id: gold.id, limit: 50 })
     // A holding of 0 with credit is listed, with its limit.
-    assert.deepEqual(await goldOf(alice), { asset: { id: gold.id, name: 'gold', value: 1 }, quantity: 0, held: 0, credit_limit: 50 })
+    assert.deepEqual(await goldOf(alice), {
+      asset: { id: gold.id, name: 'gold', value: 1 },
+      quantity: 0,
+      held: 0,
+      credit_limit: 50,
+      expiring: [],
+    })
     assert.equal((await setLimit(alice.walletId, 0)).statusCode, 200)
     assert.deepEqual(await holdings(alice), [])
     expectCode(await setLimit(987654321, 5), 404, 'W002')
@@ -66,7 +73,13 @@ describe('credit limits', () => {
     assert.match(refused.detail, /credit limit of 50/)
     assert.match(refused.detail, /20 can be spent/)
     assert.equal((await send(alice, bob, 20)).statusCode, 201)
-    assert.deepEqual(await goldOf(alice), { asset: { id: gold.id, name: 'gold', value: 1 }, quantity: -50, held: 0, credit_limit: 50 })
+    assert.deepEqual(await goldOf(alice), {
+      asset: { id: gold.id, name: 'gold', value: 1 },
+      quantity: -50,
+      held: 0,
+      credit_limit: 50,
+      expiring: [],
+    })
     // The operator's view of the wallet, the overview, balances in time and the statement.
     const admin = (await call('GET', `/admin/wallets/${alice.walletId}`, t.admin)).json()
     assert.deepEqual(
@@ -125,6 +138,30 @@ describe('credit limits', () => {
     assert.equal((await send(alice, bob, 5)).statusCode, 201)
     expectCode(await send(alice, bob, 1), 400, 'I002')
     assert.equal((await verifyLedger(t.database.db)).ok, true)
+  })
+
+  it('is what balance monitors watch: a change of the limit crosses and restores like a move', async () => {
+    const alice = await createUser(t.app)
+    const bob = await createUser(t.app)
+    await issue(t, alice.walletId, gold.id, 10)
+    const watched = await call('POST', '/wallet/monitors', alice.auth, { asset: 'gold', below: 30 })
+    assert.equal(watched.statusCode, 201, watched.body)
+    assert.equal(watched.json().state, 'crossed')
+    await setLimit(alice.walletId, 25) // 35 can be spent: restored
+    assert.equal((await send(alice, bob, 10)).statusCode, 201) // 25: crossed
+    await setLimit(alice.walletId, 40) // 40: restored
+    await setLimit(alice.walletId, 40) // no change, no event
+    const events = (await readWalletEvents(t.database.db, alice.walletId, 0, Number.MAX_SAFE_INTEGER, 1000))
+      .filter((event) => event.type.startsWith('balance.'))
+      .map((event) => JSON.parse(event.payload))
+    assert.deepEqual(
+      events.map((event) => [event.type, event.data.holding.quantity, event.data.holding.credit_limit]),
+      [
+        ['balance.restored', 10, 25],
+        ['balance.crossed', 0, 25],
+        ['balance.restored', 0, 40],
+      ],
+    )
   })
 
   it('refuses to delete a wallet that owes (C001), and deletes it once the debt is paid', async () => {

@@ -47,6 +47,7 @@ import {
 const HOST = '127.0.0.1'
 const DEPLOY = path.resolve('deploy/patroni')
 const ADMIN_KEY = 'cfa_patroni_test_admin_key_not_secret'
+const SIGNING_KEY = crypto.randomBytes(32).toString('base64')
 const CLIENTS = 12
 const USERS = 6
 const INITIAL = 1_000_000
@@ -582,6 +583,8 @@ async function startInstance(cluster: Cluster, root: string, pathName: PathName)
     DATA_DIR: path.join(root, `service-${pathName}`),
     DATABASE_URL: cluster.url(pathName),
     ADMIN_API_KEY: ADMIN_KEY,
+    // Instances of one database sign its journal with one key (docs/journal.md).
+    SIGNING_KEY,
     AUTH_RATE_LIMIT: '0',
     LOG_LEVEL: 'warn',
   }

@@ -69,6 +69,16 @@ describe('wallet key scopes and limits', () => {
         'POST /wallet/holds/:id/void': 'hold',
         'GET /wallet/events': 'read',
         'GET /wallet/transactions/:id/proof': 'read',
+        'POST /wallet/schedules': 'schedule',
+        'GET /wallet/schedules': 'read',
+        'GET /wallet/schedules/:id': 'read',
+        'GET /wallet/schedules/:id/upcoming': 'read',
+        'POST /wallet/schedules/:id/pause': 'schedule',
+        'POST /wallet/schedules/:id/resume': 'schedule',
+        'DELETE /wallet/schedules/:id': 'schedule',
+        'POST /wallet/monitors': 'monitor',
+        'GET /wallet/monitors': 'read',
+        'DELETE /wallet/monitors/:id': 'monitor',
       })
     })
 

@@ -347,7 +347,9 @@ describe('POST /wallet/sessions', () => {
 
     const holdings = await call('GET', '/wallet/assets', bearer(key.token))
     assert.equal(holdings.statusCode, 200, holdings.body)
-    assert.deepEqual(holdings.json(), [{ asset: { id: asset.id, name: asset.name, value: 1 }, quantity: 10, held: 0, credit_limit: 0 }])
+    assert.deepEqual(holdings.json(), [
+      { asset: { id: asset.id, name: asset.name, value: 1 }, quantity: 10, held: 0, credit_limit: 0, expiring: [] },
+    ])
     const sent = await call('POST', '/wallet/transactions', bearer(key.token), { recipient: friend.username, assets: { [asset.name]: 4 } })
     assert.equal(sent.statusCode, 201, sent.body)
     assert.equal(sent.json().sending_wallet_id, wallet.id)

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, callPage, coffer } from '../api.ts'
-import { HOLDING_TEXT } from '../text.ts'
-import { formatQuantity, formatTime } from '../format.ts'
+import { EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
+import { formatExpiryDay, formatQuantity, formatTime } from '../format.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, parseQuantity } from '../validate.ts'
 import { JournalList } from './journal.tsx'
@@ -66,6 +66,7 @@ export function WalletDetail({ id }: { id: string }) {
   const assets = useLoad(() => call(coffer.GET('/assets')), [], ['A003'])
   const [issueAsset, setIssueAsset] = useState('')
   const [issueQuantity, setIssueQuantity] = useState('')
+  const [issueExpiry, setIssueExpiry] = useState('')
   const [burnAsset, setBurnAsset] = useState('')
   const [burnQuantity, setBurnQuantity] = useState('')
   const [done, setDone] = useState('')
@@ -81,11 +82,19 @@ export function WalletDetail({ id }: { id: string }) {
       const asset = assets.data?.find((candidate) => String(candidate.id) === (issueAsset || String(assets.data?.[0]?.id)))
       check(asset !== undefined, 'Choose the asset to issue.')
       const quantity = parseQuantity(issueQuantity)
-      await call(coffer.POST('/wallets/{walletid}/assets', { params: { path: { walletid: id } }, body: { id: asset!.id, quantity } }))
+      // `datetime-local` is the operator's local time; the service takes an instant.
+      const expiresAt = issueExpiry ? new Date(issueExpiry).toISOString() : undefined
+      const body = { id: asset!.id, quantity, ...(expiresAt ? { expires_at: expiresAt } : {}) }
+      await call(coffer.POST('/wallets/{walletid}/assets', { params: { path: { walletid: id } }, body }))
       setIssueQuantity('')
+      setIssueExpiry('')
       await detail.reload()
       setHistory(history + 1)
-      setDone(`Issued ${formatQuantity(quantity)} ${asset!.name} to ${wallet?.address}.`)
+      setDone(
+        expiresAt
+          ? EXPIRY_TEXT.issued(formatQuantity(quantity), asset!.name, wallet?.address ?? '', formatExpiryDay(expiresAt))
+          : `Issued ${formatQuantity(quantity)} ${asset!.name} to ${wallet?.address}.`,
+      )
     })
   }
 
@@ -204,6 +213,13 @@ export function WalletDetail({ id }: { id: string }) {
                       inputMode="numeric"
                       autoComplete="off"
                       hint="a whole number, created from mint"
+                    />
+                    <Field
+                      label={EXPIRY_TEXT.field}
+                      type="datetime-local"
+                      value={issueExpiry}
+                      onValue={setIssueExpiry}
+                      hint={EXPIRY_TEXT.hint}
                     />
                     <button type="submit" class="primary" disabled={pending}>
                       Issue

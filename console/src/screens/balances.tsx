@@ -1,8 +1,8 @@
 import { useState } from 'preact/hooks'
 import { call, coffer, type Holding } from '../api.ts'
-import { formatQuantity, formatTime, formatValue } from '../format.ts'
+import { formatExpiryDay, formatQuantity, formatTime, formatValue } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { HOLDING_TEXT } from '../text.ts'
+import { EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
 import { Empty, ErrorNotice, Field, Loading, Page, useAction, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -36,7 +36,14 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; c
       <tbody>
         {holdings.map((holding) => (
           <tr key={holding.asset.id}>
-            <th scope="row">{holding.asset.name}</th>
+            <th scope="row">
+              {holding.asset.name}
+              {(holding.expiring ?? []).map((lot) => (
+                <small key={lot.expires_at} class="hint expiring">
+                  {EXPIRY_TEXT.expire(formatQuantity(lot.quantity), formatExpiryDay(lot.expires_at))}
+                </small>
+              ))}
+            </th>
             <td class="number">{formatQuantity(holding.quantity)}</td>
             {withHeld && <td class="number">{formatQuantity(holding.held)}</td>}
             {withHeld && <td class="number">{formatQuantity(holding.quantity - holding.held)}</td>}

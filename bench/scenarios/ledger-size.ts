@@ -1,0 +1,325 @@
+/**
+ * A ledger grown to ten million transactions, measured as it grows (`npm run bench -- ledger-size
+ * [--transactions=N] [--checkpoints=a,b,…] [--storage=sqlite|postgres] [--out=DIR]`).
+ *
+ * For each storage: the service as a child process on a fresh store, 100 wallets with a key each
+ * (through the API), then the ledger is built from outside through the API only: atomic batches of
+ * 100 transfers by key (`POST /wallet/transactions/batch`, each with an Idempotency-Key), one in
+ * ten sent by the busy wallet, and one issuance of 1 gold to every wallet (`POST /issuances`)
+ * after every 99 batches. At each checkpoint (10,000, 100,000, 1,000,000, 10,000,000 transactions,
+ * as far as `--transactions`, 10 million by default) it measures, with no other load:
+ * - the busy wallet's history page, first and deep (before its 100th transaction), its balances,
+ *   and its balances `as_of` the start of the build: the median of 50 requests each;
+ * - the busy wallet's whole CSV statement (once);
+ * - `coffer verify` (transactions/s);
+ * - the retention job as 31 days later (events pruned, idempotency keys expired), then `coffer
+ *   backup` of the live store and `coffer restore` into an empty one, each timed; the restored
+ *   store is a compact copy, so its size is the store's size per transfer once retention has run.
+ * Writes the table as markdown and a plot of each read's cost against the first checkpoint's, by
+ * ledger size (`ledger-size.md`, `ledger-size.svg` in `--out`, a temp directory by default).
+ */
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { sql } from 'kysely'
+import { request } from 'undici'
+import { loadConfig } from '../../src/config.ts'
+import { openDatabase, type Database } from '../../src/db/database.ts'
+import { createToken } from '../../src/http/tokens.ts'
+import { verifyLedger } from '../../src/ledger/verify.ts'
+import { backupCommand, restoreCommand } from '../../src/operations/commands.ts'
+import { pruneOnce } from '../../src/operations/retention.ts'
+import { benchCleanups } from '../cleanups.ts'
+import { startPostgres, type BenchPostgres } from '../postgres.ts'
+import { seedKeyedWallets, seedThroughApi } from '../seed.ts'
+import { startService } from '../service.ts'
+import { plotSvg } from '../plot.ts'
+
+const args = process.argv.slice(2)
+const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
+const storageArg = option('storage')
+const storages = (storageArg ? [storageArg] : ['sqlite', 'postgres']) as ('sqlite' | 'postgres')[]
+const TRANSACTIONS = Number(option('transactions') ?? 10_000_000)
+if (!Number.isInteger(TRANSACTIONS) || TRANSACTIONS < 1000) throw new Error('--transactions: a whole number, 1,000 or more')
+const CHECKPOINTS = (option('checkpoints')?.split(',').map(Number) ?? [10_000, 100_000, 1_000_000, 10_000_000])
+  .filter((count) => count < TRANSACTIONS)
+  .concat(TRANSACTIONS)
+const OUT = option('out') ?? fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-ledger-size-'))
+const WALLETS = 100
+const BATCH = 100
+const CONCURRENCY = 8
+const REPEATS = 50
+/** The targets at the largest checkpoint. */
+const TARGETS = { readGrowth: 1.5, verifyPerSecond: 100_000, backupSeconds: 600, restoreSeconds: 600, sqliteBytesPerTransfer: 600 }
+
+const cleanups = benchCleanups()
+const started = Date.now()
+const log = (message: string) => console.error(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`)
+
+interface Checkpoint {
+  transactions: number
+  /** Median ms of each read. */
+  historyFirst: number
+  historyDeep: number
+  balance: number
+  asOf: number
+  statementMs: number
+  statementRows: number
+  verifyPerSecond: number
+  backupSeconds: number
+  restoreSeconds: number
+  bytesPerTransaction: number
+}
+
+async function call(base: string, method: 'GET' | 'POST', url: string, token: string, body?: unknown, key?: string): Promise<string> {
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` }
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  if (key) headers['idempotency-key'] = key
+  const response = await request(`${base}${url}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  const text = await response.body.text()
+  if (response.statusCode >= 300) throw new Error(`${method} ${url}: ${response.statusCode} ${text.slice(0, 500)}`)
+  return text
+}
+
+async function median(repeats: number, work: () => Promise<unknown>): Promise<number> {
+  const times: number[] = []
+  for (let i = 0; i < repeats; i++) {
+    const at = performance.now()
+    await work()
+    times.push(performance.now() - at)
+  }
+  times.sort((a, b) => a - b)
+  return times[Math.floor(times.length / 2)]
+}
+
+async function storeSize(database: Database): Promise<number> {
+  if (database.dialect === 'postgres')
+    return Number((await sql<{ size: string }>`select pg_database_size(current_database()) as size`.execute(database.db)).rows[0].size)
+  await sql`pragma wal_checkpoint(truncate)`.execute(database.db)
+  const { rows } = await sql<{
+    pages: number
+    size: number
+  }>`select page_count as pages, page_size as size from pragma_page_count(), pragma_page_size()`.execute(database.db)
+  return rows[0].pages * rows[0].size
+}
+
+async function runStorage(storage: 'sqlite' | 'postgres'): Promise<Checkpoint[]> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `coffer-bench-ledger-${storage}-`))
+  cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }))
+  let server: BenchPostgres | undefined
+  let databaseUrl: string | undefined
+  if (storage === 'postgres') {
+    log('postgres: starting an embedded server')
+    server = await startPostgres()
+    cleanups.push(() => (server as BenchPostgres).stop())
+    databaseUrl = await server.createDatabase('coffer')
+  }
+  const adminKey = createToken('admin')
+  const service = await startService({ dataDir, databaseUrl, adminKey }, cleanups.track)
+  let stopService = service.stop
+  cleanups.push(() => stopService())
+  const base = service.url
+  log(`${storage}: seeding ${WALLETS} wallets with a key each through the API`)
+  const seeded = await seedThroughApi(base, adminKey, WALLETS)
+  const keyed = await seedKeyedWallets(base, adminKey, seeded, seeded.traders, 1)
+  const wallets = keyed.wallets
+  const busy = wallets[0]
+  const store = openDatabase({ databaseUrl, dataDir })
+  cleanups.push(() => store.close())
+  const count = async () =>
+    Number(
+      (
+        await store.db
+          .selectFrom('transactions')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    )
+
+  let step = 0
+  /** One request of the build: a batch of 100 transfers (the busy wallet sends one in ten), or after every 99 an issuance. */
+  const buildStep = async () => {
+    const index = step++
+    if (index % 100 === 99) {
+      const entries = wallets.map((wallet) => ({ wallet_id: wallet.walletId, quantity: 1 }))
+      await call(base, 'POST', '/issuances', adminKey, { asset_id: seeded.asset.id, entries })
+      return
+    }
+    const sender = index % 10 === 0 ? busy : wallets[1 + Math.floor(Math.random() * (WALLETS - 1))]
+    const transfers = Array.from({ length: BATCH }, () => {
+      let recipient = wallets[Math.floor(Math.random() * WALLETS)]
+      while (recipient === sender) recipient = wallets[Math.floor(Math.random() * WALLETS)]
+      return { recipient: String(recipient.walletId), type: 2, assets: { gold: 1 } }
+    })
+    await call(base, 'POST', '/wallet/transactions/batch', sender.key, { transfers, atomic: true }, `build-${index}`)
+  }
+  let built = await count()
+  const build = async (until: number) => {
+    const at = Date.now()
+    const from = built
+    while (built < until) {
+      const steps = Math.max(1, Math.min(CONCURRENCY, Math.ceil((until - built) / BATCH)))
+      await Promise.all(Array.from({ length: steps }, buildStep))
+      built += steps * BATCH
+      if (Math.floor(built / 1_000_000) > Math.floor((built - steps * BATCH) / 1_000_000)) log(`${storage}:   ${built} transactions`)
+    }
+    built = await count()
+    log(`${storage}: built to ${built} transactions (${((built - from) / ((Date.now() - at) / 1000)).toFixed(0)}/s through the API)`)
+  }
+
+  // The start of the build: `as_of` looks back to it, and the deep history page starts before the busy wallet's 100th transaction.
+  await build(Math.min(2_000, CHECKPOINTS[0]))
+  const asOf = new Date().toISOString()
+  await new Promise((resolve) => setTimeout(resolve, 10))
+  const early = JSON.parse(await call(base, 'GET', '/wallet/transactions?limit=100', busy.key)) as { id: number }[]
+  const deepBefore = early[early.length - 1].id
+
+  const checkpoints: Checkpoint[] = []
+  for (const target of CHECKPOINTS) {
+    await build(target)
+    const historyFirst = await median(REPEATS, () => call(base, 'GET', '/wallet/transactions?limit=10', busy.key))
+    const historyDeep = await median(REPEATS, () => call(base, 'GET', `/wallet/transactions?limit=10&before=${deepBefore}`, busy.key))
+    const balance = await median(REPEATS, () => call(base, 'GET', '/wallet/assets', busy.key))
+    const balanceAsOf = await median(REPEATS, () => call(base, 'GET', `/wallet/assets?as_of=${encodeURIComponent(asOf)}`, busy.key))
+    let statementRows = 0
+    const statementMs = await median(1, async () => {
+      statementRows = (await call(base, 'GET', '/wallet/transactions?format=csv', busy.key)).split('\n').filter(Boolean).length - 1
+    })
+    let at = performance.now()
+    const report = await verifyLedger(store.db)
+    const verifySeconds = (performance.now() - at) / 1000
+    if (!report.ok) throw new Error(`coffer verify failed at ${built}: ${report.problems.slice(0, 5).join('; ')}`)
+    const config = loadConfig({ DATA_DIR: dataDir, DATABASE_URL: databaseUrl, ADMIN_API_KEY: adminKey, LOG_LEVEL: 'silent' })
+    // The retention job as 31 days later: events past retention and expired idempotency keys go.
+    const pruned = await pruneOnce(
+      store,
+      {
+        eventRetentionDays: config.eventRetentionDays,
+        idempotencyRetentionHours: config.idempotencyRetentionHours,
+        sessionIdleDays: 0,
+      },
+      Date.now() + 31 * 86_400_000,
+    )
+    const file = path.join(dataDir, `backup-${target}`)
+    at = performance.now()
+    await backupCommand(config, file)
+    const backupSeconds = (performance.now() - at) / 1000
+    const restoreDir = path.join(dataDir, `restore-${target}`)
+    fs.mkdirSync(restoreDir)
+    const restoreUrl = server ? await server.createDatabase(`restore${target}`) : undefined
+    at = performance.now()
+    await restoreCommand(loadConfig({ DATA_DIR: restoreDir, DATABASE_URL: restoreUrl, ADMIN_API_KEY: adminKey, LOG_LEVEL: 'silent' }), file)
+    const restoreSeconds = (performance.now() - at) / 1000
+    const restored = openDatabase({ databaseUrl: restoreUrl, dataDir: restoreDir })
+    const bytes = await storeSize(restored).finally(() => restored.close())
+    fs.rmSync(file, { force: true })
+    fs.rmSync(restoreDir, { recursive: true, force: true })
+    const checkpoint: Checkpoint = {
+      transactions: report.transactions,
+      historyFirst,
+      historyDeep,
+      balance,
+      asOf: balanceAsOf,
+      statementMs,
+      statementRows,
+      verifyPerSecond: report.transactions / verifySeconds,
+      backupSeconds,
+      restoreSeconds,
+      bytesPerTransaction: bytes / report.transactions,
+    }
+    checkpoints.push(checkpoint)
+    log(`${storage}: at ${report.transactions}: ${JSON.stringify({ ...checkpoint, pruned })}`)
+  }
+  await service.stop()
+  stopService = async () => {}
+  return checkpoints
+}
+
+const ms = (value: number) => value.toFixed(value < 10 ? 2 : 0)
+const thousands = (value: number) => Math.round(value).toLocaleString('en')
+
+function markdown(storage: string, checkpoints: Checkpoint[]): string[] {
+  const first = checkpoints[0]
+  const growth = (checkpoint: Checkpoint, key: 'historyFirst' | 'historyDeep' | 'balance' | 'asOf') =>
+    `${ms(checkpoint[key])} (${(checkpoint[key] / first[key]).toFixed(2)} ×)`
+  return [
+    `| ${storage}: transactions | history page, first, ms | history page, deep, ms | balances, ms | as_of, ms | statement of the busy wallet | coffer verify, transactions/s | backup, s | restore, s | bytes per transaction after retention |`,
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...checkpoints.map(
+      (checkpoint) =>
+        `| ${thousands(checkpoint.transactions)} | ${growth(checkpoint, 'historyFirst')} | ${growth(checkpoint, 'historyDeep')} | ${growth(checkpoint, 'balance')} | ${growth(checkpoint, 'asOf')} | ${thousands(checkpoint.statementRows)} rows in ${(checkpoint.statementMs / 1000).toFixed(1)} s | ${thousands(checkpoint.verifyPerSecond)} | ${checkpoint.backupSeconds.toFixed(1)} | ${checkpoint.restoreSeconds.toFixed(1)} | ${thousands(checkpoint.bytesPerTransaction)} |`,
+    ),
+  ]
+}
+
+function targets(storage: 'sqlite' | 'postgres', checkpoints: Checkpoint[]): string[] {
+  const [first, last] = [checkpoints[0], checkpoints[checkpoints.length - 1]]
+  const rows: [string, string, string, boolean][] = []
+  for (const key of ['historyFirst', 'historyDeep', 'balance', 'asOf'] as const) {
+    const growth = last[key] / first[key]
+    rows.push([
+      `${key} at ${thousands(last.transactions)} ÷ at ${thousands(first.transactions)}`,
+      growth.toFixed(2),
+      `≤ ${TARGETS.readGrowth}`,
+      growth <= TARGETS.readGrowth,
+    ])
+  }
+  rows.push([
+    'coffer verify, transactions/s',
+    thousands(last.verifyPerSecond),
+    `≥ ${thousands(TARGETS.verifyPerSecond)}`,
+    last.verifyPerSecond >= TARGETS.verifyPerSecond,
+  ])
+  rows.push(['backup, s', last.backupSeconds.toFixed(1), `≤ ${TARGETS.backupSeconds}`, last.backupSeconds <= TARGETS.backupSeconds])
+  rows.push(['restore, s', last.restoreSeconds.toFixed(1), `≤ ${TARGETS.restoreSeconds}`, last.restoreSeconds <= TARGETS.restoreSeconds])
+  if (storage === 'sqlite')
+    rows.push([
+      'bytes per transaction after retention',
+      thousands(last.bytesPerTransaction),
+      `≤ ${TARGETS.sqliteBytesPerTransfer}`,
+      last.bytesPerTransaction <= TARGETS.sqliteBytesPerTransfer,
+    ])
+  return rows.map(([name, value, target, ok]) => `${storage}: ${name}: ${value} (target ${target}: ${ok ? 'met' : 'MISSED'})`)
+}
+
+let failed = false
+try {
+  const load = os.loadavg()[0]
+  const stamp = `${os.cpus().length} cores, node ${process.version}, load average ${load.toFixed(1)} at the start`
+  const runs: { storage: 'sqlite' | 'postgres'; checkpoints: Checkpoint[] }[] = []
+  for (const storage of storages) runs.push({ storage, checkpoints: await runStorage(storage) })
+  const busyMachine = load >= 2 ? ' A busy machine: these figures only show that the scenario runs; they are not results.' : ''
+  const lines = [`Ledger size: ${stamp}.${busyMachine}`, '']
+  for (const run of runs) lines.push(...markdown(run.storage, run.checkpoints), '')
+  for (const run of runs) lines.push(...targets(run.storage, run.checkpoints))
+  fs.mkdirSync(OUT, { recursive: true })
+  fs.writeFileSync(path.join(OUT, 'ledger-size.md'), lines.join('\n') + '\n')
+  const series = runs.flatMap((run) =>
+    (['historyFirst', 'historyDeep', 'balance', 'asOf'] as const).map((key, colour) => ({
+      colour,
+      name: `${run.storage}: ${{ historyFirst: 'history page, first', historyDeep: 'history page, deep', balance: 'balances', asOf: 'as_of' }[key]}`,
+      dashed: run.storage === 'postgres',
+      points: run.checkpoints.map((checkpoint) => ({ x: checkpoint.transactions, y: checkpoint[key] / run.checkpoints[0][key] })),
+    })),
+  )
+  fs.writeFileSync(
+    path.join(OUT, 'ledger-size.svg'),
+    plotSvg({
+      title: `Cost of a read against the ledger's size (× its cost at ${thousands(runs[0].checkpoints[0].transactions)})`,
+      subtitle: stamp,
+      note: busyMachine ? 'A busy machine: these figures only show that the scenario runs; they are not results.' : undefined,
+      xLabel: 'transactions in the ledger',
+      yLabel: '× cost at the first checkpoint',
+      target: { y: TARGETS.readGrowth, label: `target ${TARGETS.readGrowth} ×` },
+      series,
+    }),
+  )
+  console.log(lines.join('\n'))
+  console.log(`\nwritten: ${path.join(OUT, 'ledger-size.md')}, ${path.join(OUT, 'ledger-size.svg')}`)
+} catch (error) {
+  failed = true
+  if (!cleanups.interrupted) console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
+} finally {
+  await cleanups.cleanUp()
+}
+process.exit(cleanups.interrupted ? 130 : failed ? 1 : 0)

@@ -1,0 +1,24 @@
+import type { FastifyInstance } from 'fastify'
+import type { Database } from '../db/database.ts'
+import type { Ledger } from '../ledger/ledger.service.ts'
+import type { EventWriter } from '../ledger/ledger.types.ts'
+import { startScheduleRunner } from './runner.ts'
+import schedulesRoutes from './schedules.routes.ts'
+import { createSchedulesService } from './schedules.service.ts'
+
+/** How often each instance looks for due schedules. */
+const RUNNER_INTERVAL_MS = 1000
+
+/** Wires schedules into the app: the routes, and the runner (started on ready, stopped on close). */
+export default async function schedules(
+  app: FastifyInstance,
+  deps: { database: Database; ledger: Ledger; events: EventWriter },
+): Promise<void> {
+  const service = createSchedulesService({ db: deps.database.db, ledger: deps.ledger, events: deps.events })
+  await app.register(schedulesRoutes, { schedules: service })
+  let runner: { stop(): Promise<void> } | undefined
+  app.addHook('onReady', async () => {
+    runner = startScheduleRunner(service, app.log.child({ component: 'schedules' }), RUNNER_INTERVAL_MS)
+  })
+  app.addHook('onClose', async () => runner?.stop())
+}
