@@ -107,15 +107,15 @@ export const ROUTES: Record<string, RouteDoc> = {
   'PUT /assets/:id/value': { auth: 'admin', file: ASSETS, errors: ['I000'] },
   'PUT /assets/:id/name': { auth: 'admin', file: ASSETS, errors: ['I000', 'I004'] },
   'DELETE /assets/:id': { auth: 'admin', file: ASSETS, errors: ['I000', 'I005'] },
-  'POST /wallets/:walletid/assets': { auth: 'admin', file: ASSETS, errors: ['W002', 'I003'] },
+  'POST /wallets/:walletid/assets': { auth: 'admin', file: ASSETS, errors: ['W002', 'C000', 'I003'] },
   'POST /transactions/:id/reversal': {
     auth: 'admin',
     file: ASSETS,
     errors: ['G003', 'G004', 'T000', 'T001', 'I001', 'W000', 'I002', 'I003'],
   },
-  'POST /issuances': { auth: 'admin', file: ASSETS, errors: ['W002', 'I003'] },
+  'POST /issuances': { auth: 'admin', file: ASSETS, errors: ['W002', 'C000', 'I003'] },
   'DELETE /wallets/:walletid/assets/:assetid': { auth: 'admin', file: ASSETS, errors: ['W002', 'I002'] },
-  'PUT /wallets/:walletid/credit': { auth: 'admin', file: ASSETS, errors: ['W002'] },
+  'PUT /wallets/:walletid/credit': { auth: 'admin', file: ASSETS, errors: ['W002', 'C000'] },
   // Events: webhooks and the event stream.
   'PUT /wallet/webhook': { auth: 'user', file: WEBHOOKS, errors: ['W010', 'W000'] },
   'GET /wallet/webhook': { auth: 'user', file: WEBHOOKS, errors: [] },

@@ -48,6 +48,7 @@ export const ERROR_TEXT: Record<ErrorCode, string> = {
   K000: 'This key is not allowed to do that: its scopes leave it out.',
   K001: 'That goes over a limit of this key.',
   K002: 'This key may not pay that wallet.',
+  C000: 'Credit and expiring units do not mix: this asset has units that expire, or a wallet has credit on it.',
   C001: 'This wallet owes on credit. Pay the debt back before deleting it.',
   R000: 'That scheduled payment does not exist, or it belongs to another wallet.',
   R001: 'That scheduled payment has already finished or been cancelled, so it cannot be changed any more.',

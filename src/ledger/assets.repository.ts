@@ -101,6 +101,25 @@ export async function holdAsset(trx: Trx, assetId: number): Promise<void> {
   await holdRow(trx, 'assets', assetId)
 }
 
+/** Whether the asset has ever been issued with `expires_at` (`markAssetExpiring`). */
+export async function isAssetExpiring(db: Executor, assetId: number): Promise<boolean> {
+  const row = await db.selectFrom('assets').select('expiring').where('id', '=', assetId).executeTakeFirst()
+  return Number(row?.expiring ?? 0) === 1
+}
+
+/** Whether a wallet (mint aside) has a credit limit on the asset, or owes some of it. */
+export async function hasCredit(db: Executor, assetId: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('holdings')
+    .select('wallet_id')
+    .where('asset_id', '=', assetId)
+    .where('wallet_id', '<>', MINT_WALLET_ID)
+    .where((eb) => eb.or([eb('credit_limit', '>', 0), eb('quantity', '<', 0)]))
+    .limit(1)
+    .executeTakeFirst()
+  return row !== undefined
+}
+
 /** Marks the asset as one that has had an issuance with `expires_at`. */
 export async function markAssetExpiring(db: Executor, assetId: number): Promise<void> {
   await db.updateTable('assets').set({ expiring: 1 }).where('id', '=', assetId).where('expiring', '=', 0).execute()

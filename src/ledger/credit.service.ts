@@ -3,7 +3,7 @@ import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction, isPostgres, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findLiveWalletById } from '../wallets/wallets.service.ts'
-import { findAssetById, holdAsset } from './assets.repository.ts'
+import { findAssetById, holdAsset, isAssetExpiring } from './assets.repository.ts'
 import type { EventWriter } from './ledger.types.ts'
 import { findHeld, holdingKey, takeWalletTurns } from './moves.repository.ts'
 
@@ -19,7 +19,7 @@ export interface CreditService {
    * PUT /wallets/{id}/credit (admin): the wallet's holding of the asset may go down to `-limit`
    * from now on (0 removes the credit). A limit below what the wallet owes is allowed: it then
    * spends nothing of that asset until it is back above `-limit`. Throws W002 (no such wallet, the
-   * mint, or no such asset).
+   * mint, or no such asset), C000 (a limit on an asset ever issued with an expiry).
    */
   setLimit(walletId: number, assetId: number, limit: number): Promise<CreditLimit>
   /** Throws C001 when the wallet owes (a holding below zero), in the caller's transaction (wallet deletion). */
@@ -58,6 +58,9 @@ async function setLimit(
     await holdAsset(trx, assetId)
     const asset = await findAssetById(trx, assetId)
     if (!asset) throw new AppError('W002', `no asset ${assetId}`)
+    // Credit and expiry don't mix: a debt of units that expire has no meaning (`docs/credit.md`).
+    if (limit > 0 && (await isAssetExpiring(trx, assetId)))
+      throw new AppError('C000', `${asset.name} has been issued with an expiry: it cannot be lent`)
     const before = await trx
       .selectFrom('holdings')
       .select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit'])

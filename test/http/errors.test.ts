@@ -58,6 +58,7 @@ const CONTRACT: Record<string, [number, string]> = {
   K000: [403, 'Key Scope Missing'],
   K001: [403, 'Key Limit Reached'],
   K002: [403, 'Recipient Not Allowed'],
+  C000: [409, 'Credit Not Allowed'],
   C001: [409, 'Wallet In Debt'],
   R000: [404, 'Schedule Not Found'],
   R001: [409, 'Schedule Ended'],
@@ -66,7 +67,7 @@ const CONTRACT: Record<string, [number, string]> = {
 }
 
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
-const TABLE_ONLY = new Set(['G004', 'W003', 'W005', 'W006', 'W007', 'W008', 'W010', 'W012', 'J000', 'C001'])
+const TABLE_ONLY = new Set(['G004', 'W003', 'W005', 'W006', 'W007', 'W008', 'W010', 'W012', 'J000', 'C000', 'C001'])
 
 /** Asserts the full error layout (`code`, `message`, `detail`, `request_id`) for `code`. */
 function assertError(response: LightMyRequestResponse, code: ErrorCode): void {

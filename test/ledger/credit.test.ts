@@ -164,6 +164,44 @@ describe('credit limits', () => {
     )
   })
 
+  it('does not mix with expiry: credit on an asset ever issued with an expiry, or an expiring issuance of an asset with credit, is C000', async () => {
+    const alice = await createUser(t.app)
+    const bob = await createUser(t.app)
+    const expiresAt = new Date(Date.now() + 86_400_000).toISOString()
+    const issueTo = (walletId: number, assetId: number, expiring: boolean) =>
+      call('POST', `/wallets/${walletId}/assets`, t.admin, { id: assetId, quantity: 5, ...(expiring ? { expires_at: expiresAt } : {}) })
+    // An asset once issued with an expiry takes no credit, even after those units are gone; 0 removes nothing and is fine.
+    const points = await createAsset(t)
+    assert.equal((await issueTo(alice.walletId, points.id, true)).statusCode, 201)
+    expectCode(await setLimit(bob.walletId, 10, points.id), 409, 'C000')
+    assert.equal((await setLimit(bob.walletId, 0, points.id)).statusCode, 200)
+    // An asset with a credit limit anywhere takes no expiring issuance, on either route; plain issuance is fine.
+    const tabs = await createAsset(t)
+    assert.equal((await setLimit(bob.walletId, 10, tabs.id)).statusCode, 200)
+    const before = await holdings(alice)
+    expectCode(await issueTo(alice.walletId, tabs.id, true), 409, 'C000')
+    expectCode(
+      await call('POST', '/issuances', t.admin, {
+        asset_id: tabs.id,
+        entries: [{ wallet_id: alice.walletId, quantity: 5 }],
+        expires_at: expiresAt,
+      }),
+      409,
+      'C000',
+    )
+    assert.deepEqual(await holdings(alice), before, 'a refused issuance moves nothing')
+    assert.equal((await issueTo(alice.walletId, tabs.id, false)).statusCode, 201)
+    // A debt left after its limit was removed still counts as credit.
+    assert.equal(
+      (await call('POST', '/wallet/transactions', bob.auth, { recipient: alice.username, assets: { [tabs.name]: 4 } })).statusCode,
+      201,
+    )
+    assert.equal((await setLimit(bob.walletId, 0, tabs.id)).statusCode, 200)
+    expectCode(await issueTo(alice.walletId, tabs.id, true), 409, 'C000')
+    // The refusals left the asset without an expiry: it still takes credit.
+    assert.equal((await setLimit(alice.walletId, 3, tabs.id)).statusCode, 200)
+  })
+
   it('refuses to delete a wallet that owes (C001), and deletes it once the debt is paid', async () => {
     const alice = await createUser(t.app)
     const bob = await createUser(t.app)
