@@ -199,7 +199,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(transactionsRoutes, deps)
   await app.register(holdsRoutes, deps)
   await app.register(assetsRoutes, deps)
-  await app.register(walletsRoutes, deps)
+  await app.register(walletsRoutes, { ...deps, assets: () => ledger.assets.listAssets() })
   // Webhook routes, the event stream, and the delivery worker (started on ready, stopped on close).
   await app.register(events, deps)
   // The operator's sessions and read routes; then the web console at /console/ (and / leading there).

@@ -287,7 +287,7 @@ async function verifyLedgerOnly(database: Database): Promise<number> {
       `${count(report.assets, 'asset')} in ${seconds} s`,
   )
   if (report.ok) {
-    console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing negative')
+    console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing below its credit limit')
     return 0
   }
   console.log(`ledger has ${report.problems.length} problem(s):`)

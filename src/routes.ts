@@ -55,31 +55,35 @@ export const ROUTES: Record<string, RouteDoc> = {
   'GET /wallet/users': { auth: 'user', file: WALLETS, errors: ['W000'] },
   'DELETE /wallet/users/:userid': { auth: 'user', file: WALLETS, errors: ['W000', 'W006', 'U003'] },
   'PUT /wallet/owner': { auth: 'user', file: WALLETS, errors: ['W000', 'W006', 'W012', 'W007'] },
-  'POST /wallet/sessions': { auth: 'user', file: WALLETS, errors: ['W000'] },
+  'POST /wallet/sessions': { auth: 'user', file: WALLETS, errors: ['W000', 'I001'] },
   'GET /wallet/sessions': { auth: 'user', file: WALLETS, errors: ['W000'] },
   'DELETE /wallet/sessions': { auth: 'user', file: WALLETS, errors: ['W000'] },
   'DELETE /wallet/sessions/:sessionid': { auth: 'user', file: WALLETS, errors: ['W000', 'W005'] },
-  'DELETE /wallet': { auth: 'user', file: FLOWS, errors: ['W000', 'W006', 'W008', 'I003'] },
+  'DELETE /wallet': { auth: 'user', file: FLOWS, errors: ['W000', 'W006', 'W008', 'C001', 'I003'] },
   // Holdings and transfers (a user session acts on its active wallet; a wallet key on its wallet).
   'GET /wallet/assets': { auth: 'wallet', file: TRANSACTIONS, errors: [] },
   'POST /wallet/transactions': {
     auth: 'wallet',
     file: TRANSACTIONS,
-    errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'I001', 'I002', 'I003'],
+    errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'K002', 'I001', 'I002', 'I003', 'K001'],
   },
   'POST /wallet/transactions/batch': {
     auth: 'wallet',
     file: TRANSACTIONS,
-    errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'I001', 'I002', 'I003'],
+    errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'K002', 'I001', 'I002', 'I003', 'K001'],
   },
   'GET /wallet/transactions': { auth: 'wallet', file: TRANSACTIONS, errors: [] },
   'POST /wallet/transactions/:id/refund': {
     auth: 'wallet',
     file: TRANSACTIONS,
-    errors: ['G003', 'G004', 'T000', 'I001', 'W000', 'T001', 'I002', 'I003'],
+    errors: ['G003', 'G004', 'T000', 'I001', 'K002', 'K001', 'W000', 'T001', 'I002', 'I003'],
   },
   // Holds: assets reserved for a recipient, captured (whole or in part), voided or expired.
-  'POST /wallet/holds': { auth: 'wallet', file: HOLDS, errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'I001', 'I002', 'I003'] },
+  'POST /wallet/holds': {
+    auth: 'wallet',
+    file: HOLDS,
+    errors: ['G003', 'G004', 'U003', 'W000', 'W013', 'K002', 'I001', 'I002', 'I003', 'K001'],
+  },
   'GET /wallet/holds': { auth: 'wallet', file: HOLDS, errors: [] },
   'GET /wallet/holds/:id': { auth: 'wallet', file: HOLDS, errors: ['H000'] },
   'POST /wallet/holds/:id/capture': { auth: 'wallet', file: HOLDS, errors: ['G003', 'G004', 'H000', 'H001', 'H002', 'I003'] },
@@ -103,14 +107,15 @@ export const ROUTES: Record<string, RouteDoc> = {
   'PUT /assets/:id/value': { auth: 'admin', file: ASSETS, errors: ['I000'] },
   'PUT /assets/:id/name': { auth: 'admin', file: ASSETS, errors: ['I000', 'I004'] },
   'DELETE /assets/:id': { auth: 'admin', file: ASSETS, errors: ['I000', 'I005'] },
-  'POST /wallets/:walletid/assets': { auth: 'admin', file: ASSETS, errors: ['W002', 'I003'] },
+  'POST /wallets/:walletid/assets': { auth: 'admin', file: ASSETS, errors: ['W002', 'C000', 'I003'] },
   'POST /transactions/:id/reversal': {
     auth: 'admin',
     file: ASSETS,
     errors: ['G003', 'G004', 'T000', 'T001', 'I001', 'W000', 'I002', 'I003'],
   },
-  'POST /issuances': { auth: 'admin', file: ASSETS, errors: ['W002', 'I003'] },
+  'POST /issuances': { auth: 'admin', file: ASSETS, errors: ['W002', 'C000', 'I003'] },
   'DELETE /wallets/:walletid/assets/:assetid': { auth: 'admin', file: ASSETS, errors: ['W002', 'I002'] },
+  'PUT /wallets/:walletid/credit': { auth: 'admin', file: ASSETS, errors: ['W002', 'C000'] },
   // Events: webhooks and the event stream.
   'PUT /wallet/webhook': { auth: 'user', file: WEBHOOKS, errors: ['W010', 'W000'] },
   'GET /wallet/webhook': { auth: 'user', file: WEBHOOKS, errors: [] },
@@ -148,6 +153,8 @@ function authCodes(auth: RouteAuth, method: string): ErrorCode[] {
       return write ? ['A003', 'A004'] : ['A003']
     case 'any':
       return ['A000', 'A001']
+    case 'wallet':
+      return write ? ['A000', 'A001', 'A004', 'K000'] : ['A000', 'A001', 'K000']
     default:
       return write ? ['A000', 'A001', 'A004'] : ['A000', 'A001']
   }

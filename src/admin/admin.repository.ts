@@ -50,9 +50,10 @@ export async function countRecords(db: Executor): Promise<{ users: number; walle
 }
 
 /**
- * Every live asset with what the wallets other than `mint` hold of it and how many hold some.
- * What they hold is what `mint` issued net of burns and expiries, less units that have expired
- * and wait for their expiry to be written; with what of it expires within 30 days.
+ * Every live asset with what the wallets other than `mint` hold of it, how many hold some, and
+ * what those below zero owe on credit. What they hold is what `mint` issued net of burns and
+ * expiries, debts counted against it, less units that have expired and wait for their expiry to be
+ * written; with what of it expires within 30 days.
  */
 export async function listCirculation(db: Executor, now: string) {
   const rows = await db
@@ -64,6 +65,9 @@ export async function listCirculation(db: Executor, now: string) {
     .select((eb) => [
       eb.fn.coalesce(eb.fn.sum<number | string>('holdings.quantity'), sql<number>`0`).as('circulating'),
       eb.fn.count<number | string>('holdings.wallet_id').as('holders'),
+      eb.fn
+        .coalesce(eb.fn.sum<number | string>(sql`case when holdings.quantity < 0 then -holdings.quantity else 0 end`), sql<number>`0`)
+        .as('owed'),
     ])
     .where('assets.deleted_at', 'is', null)
     .groupBy(['assets.id', 'assets.name', 'assets.value'])
@@ -74,6 +78,7 @@ export async function listCirculation(db: Executor, now: string) {
     asset: { id: row.id, name: row.name, value: row.value },
     circulating: Number(row.circulating) - (lots.get(row.id)?.expired ?? 0),
     holders: Number(row.holders),
+    owed: Number(row.owed),
     expiring_30d: lots.get(row.id)?.soon ?? 0,
   }))
 }

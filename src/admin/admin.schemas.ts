@@ -17,8 +17,9 @@ export const Overview = Type.Object({
   assets: Type.Array(
     Type.Object({
       asset: Asset,
-      circulating: Type.Integer({ description: 'what all wallets but mint hold' }),
+      circulating: Type.Integer({ description: 'what all wallets but mint hold, debts counted against it' }),
       holders: Type.Integer({ description: 'wallets but mint holding a non-zero quantity' }),
+      owed: Type.Integer({ description: 'what wallets below zero owe on credit, together' }),
       expiring_30d: Type.Integer({ description: 'units held that expire within 30 days' }),
     }),
   ),

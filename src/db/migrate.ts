@@ -16,6 +16,9 @@ import * as leanWebhookDeliveries from './migrations/0012_lean_webhook_deliverie
 import * as pageLabelGeneration from './migrations/0013_page_label_generation.ts'
 import * as webhookLeaseCounts from './migrations/0014_webhook_lease_counts.ts'
 import * as journal from './migrations/0015_journal.ts'
+import * as walletKeyScopes from './migrations/0016_wallet_key_scopes.ts'
+import * as keyUses from './migrations/0017_key_uses.ts'
+import * as creditLimits from './migrations/0018_credit_limits.ts'
 import * as schedules from './migrations/0020_schedules.ts'
 import * as transactionSchedule from './migrations/0021_transaction_schedule.ts'
 import * as monitors from './migrations/0022_monitors.ts'
@@ -39,6 +42,9 @@ const migrations: Record<string, Migration> = {
   '0013_page_label_generation': pageLabelGeneration,
   '0014_webhook_lease_counts': webhookLeaseCounts,
   '0015_journal': journal,
+  '0016_wallet_key_scopes': walletKeyScopes,
+  '0017_key_uses': keyUses,
+  '0018_credit_limits': creditLimits,
   '0020_schedules': schedules,
   '0021_transaction_schedule': transactionSchedule,
   '0022_monitors': monitors,

@@ -52,6 +52,21 @@ export interface WalletSessionsTable {
   token_hash: string
   created_at: string
   last_used_at: string | null
+  /** The key's scopes, comma-separated (`wallets/key-policy.ts`). */
+  scopes: Generated<string>
+  /** The key's limits as JSON, assets by id; null without limits. */
+  limits: string | null
+}
+
+/** What a wallet key with a `per_day` cap moved or holds (migration 0017). */
+export interface KeyUsesTable {
+  id: Generated<number>
+  key_id: number
+  asset_id: number
+  quantity: number
+  created_at: string
+  /** A hold's use: it counts what the hold reserves or captured. */
+  hold_id: number | null
 }
 
 export interface AssetsTable {
@@ -71,8 +86,21 @@ export interface HoldingsTable {
   quantity: number
   /** What pending holds reserve of `quantity` (those past their expiry included until the expiry job settles them). */
   held: Generated<number>
+  /** How far below zero the holding may go (migration 0018); 0 without credit. */
+  credit_limit: Generated<number>
   /** 1 once the holding has had units with an expiry: only such holdings have `lots` (migration 0023). */
   dated: Generated<number>
+}
+
+/** Every credit limit ever set (migration 0018): `coffer verify` checks each transaction against the one in force. */
+export interface CreditLimitsTable {
+  id: Generated<number>
+  wallet_id: number
+  asset_id: number
+  credit_limit: number
+  set_at: string
+  /** The last transaction id drawn when it was set: later transactions of the wallet committed under it. */
+  after_transaction: number
 }
 
 /** A dated holding's units that expire at one instant, and what pending holds reserve of them. */
@@ -340,6 +368,8 @@ export interface DB {
   wallets: WalletsTable
   wallet_users: WalletUsersTable
   wallet_sessions: WalletSessionsTable
+  key_uses: KeyUsesTable
+  credit_limits: CreditLimitsTable
   assets: AssetsTable
   holdings: HoldingsTable
   lots: LotsTable

@@ -52,6 +52,7 @@ const streamRoutes: FastifyPluginAsyncTypebox<{
     '/wallet/events',
     {
       onRequest: app.requireWalletAccess,
+      config: { scope: 'read' },
       // A HEAD would hold a stream open with nothing ever sent: only GET (HEAD answers G006).
       exposeHeadRoute: false,
       schema: {

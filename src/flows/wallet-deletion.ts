@@ -13,7 +13,8 @@ import { finishWalletDeletion, lockWalletForDeletion } from '../wallets/wallets.
  * to the caller's primary wallet as one Transaction (memo "wallet deleted"); its keys, webhook
  * (pending deliveries cancelled) and assignments are removed; sessions that had it active move to
  * their user's primary wallet. The row stays, marked deleted, so history keeps its address and
- * the address is never reused. Throws, in this order: W000, W006, W008 (primary wallet), and I003
+ * the address is never reused. Throws, in this order: W000, W006, W008 (primary wallet), C001 (it
+ * owes on credit), and I003
  * when a holding of the primary wallet would overflow (nothing is deleted then).
  */
 export async function deleteWallet(db: Db, ledger: Ledger, auth: UserAuth): Promise<void> {
@@ -25,6 +26,8 @@ export async function deleteWallet(db: Db, ledger: Ledger, auth: UserAuth): Prom
     const counterparties = await ledger.holds.findCounterparties(trx, auth.walletId)
     await takeWalletTurns(trx, [auth.walletId, ...(primary ? [primary] : []), ...counterparties])
     const { walletId, primaryWalletId } = await lockWalletForDeletion(trx, auth)
+    // A wallet that owes on credit cannot walk away from its debt.
+    await ledger.credit.refuseDebt(trx, walletId)
     // The webhook goes first so that the holds' events and the sweep below queue no delivery to it.
     await removeWebhookIn(trx, walletId)
     // Its pending holds, both directions, are voided first: the sweep then moves everything.

@@ -3,13 +3,14 @@ import fp from 'fastify-plugin'
 import type { Config } from '../config.ts'
 import { clearCookie, setCookie } from './cookies.ts'
 import { AppError } from './errors.ts'
+import { isKeyScope, type KeyLimits, type KeyScope } from './key-scopes.ts'
 import type { AttemptLimiter } from './rate-limit.ts'
 import { hashToken, sameHash, tokenKind } from './tokens.ts'
 
 /** Who is calling. A user session acts on its active wallet; a wallet key on its own wallet. */
 export type Auth =
   | { kind: 'user'; userId: number; sessionId: number; walletId: number; viaCookie: boolean }
-  | { kind: 'wallet'; walletId: number; walletSessionId: number }
+  | { kind: 'wallet'; walletId: number; walletSessionId: number; scopes: readonly KeyScope[]; limits: KeyLimits | undefined }
   | { kind: 'admin' }
 
 export type UserAuth = Extract<Auth, { kind: 'user' }>
@@ -24,6 +25,8 @@ declare module 'fastify' {
     requireWalletAccess: (request: FastifyRequest) => Promise<void>
     requireAdmin: (request: FastifyRequest) => Promise<void>
     requireAnyCaller: (request: FastifyRequest) => Promise<void>
+    /** Every route guarded by `requireWalletAccess`, with the scope a wallet key needs for it. */
+    walletRoutes: { method: string; url: string; scope: KeyScope }[]
     /** `/metrics`: `METRICS_TOKEN` or the admin key, as a Bearer header; anything else A003. */
     requireMetricsReader: (request: FastifyRequest) => Promise<void>
   }
@@ -42,7 +45,9 @@ export interface AuthOptions {
 /** Lookups by the token's SHA-256 answering only live credentials; what is live is decided in each credential's own domain. */
 export interface CredentialLookups {
   userSession(tokenHash: string): Promise<{ sessionId: number; userId: number; walletId: number } | undefined>
-  walletKey(tokenHash: string): Promise<{ keyId: number; walletId: number } | undefined>
+  walletKey(
+    tokenHash: string,
+  ): Promise<{ keyId: number; walletId: number; scopes: readonly KeyScope[]; limits: KeyLimits | undefined } | undefined>
   /** True for a live (not ended, not expired) operator session of the console. */
   operatorSession(tokenHash: string): Promise<boolean>
 }
@@ -81,6 +86,11 @@ export function userAuth(request: FastifyRequest): UserAuth {
   const auth = request.auth
   if (auth?.kind !== 'user') throw new AppError('A001', 'this route needs a user session')
   return auth
+}
+
+/** The limits of the wallet key making the request; undefined for a user session or a key without limits. */
+export function keyLimitsOf(request: FastifyRequest): KeyLimits | undefined {
+  return request.auth?.kind === 'wallet' ? request.auth.limits : undefined
 }
 
 /** The wallet the caller acts on; only call after `requireWalletAccess`. */
@@ -129,7 +139,7 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
 
   async function walletFromToken(token: string): Promise<Auth | undefined> {
     const key = await credentials.walletKey(hashToken(token))
-    return key && { kind: 'wallet', walletId: key.walletId, walletSessionId: key.keyId }
+    return key && { kind: 'wallet', walletId: key.walletId, walletSessionId: key.keyId, scopes: key.scopes, limits: key.limits }
   }
 
   /** A live operator session cookie; its writes must pass the CSRF guard (A004). */
@@ -180,8 +190,22 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   app.decorate('requireUser', async (request: FastifyRequest) => {
     await authenticate(request, USER)
   })
-  app.decorate('requireWalletAccess', async (request: FastifyRequest) => {
-    await authenticate(request, WALLET)
+  // A wallet key may only do what its scopes allow: the route's declared scope (key-scopes.ts).
+  const requireWalletAccess = async (request: FastifyRequest) => {
+    const auth = await authenticate(request, WALLET)
+    const scope = request.routeOptions.config.scope
+    if (auth.kind === 'wallet' && (scope === undefined || !auth.scopes.includes(scope)))
+      throw new AppError('K000', `this key's scopes do not include ${scope ?? 'this route'}`)
+  }
+  app.decorate('requireWalletAccess', requireWalletAccess)
+  // A wallet-auth route must declare its scope: one that does not cannot be registered.
+  const walletRoutes: { method: string; url: string; scope: KeyScope }[] = []
+  app.decorate('walletRoutes', walletRoutes)
+  app.addHook('onRoute', (route) => {
+    if (![route.onRequest ?? []].flat().includes(requireWalletAccess)) return
+    const scope = route.config?.scope
+    if (scope === undefined || !isKeyScope(scope)) throw new Error(`${String(route.method)} ${route.url} needs a key scope in its config`)
+    for (const method of [route.method].flat()) if (method !== 'HEAD') walletRoutes.push({ method, url: route.url, scope })
   })
   app.decorate('requireAnyCaller', async (request: FastifyRequest) => {
     await authenticate(request, ANY)

@@ -167,6 +167,7 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
     '/wallet/transactions/:id/proof',
     {
       onRequest: app.requireWalletAccess,
+      config: { scope: 'read' },
       schema: {
         tags,
         summary: 'Prove a transaction is in the journal',

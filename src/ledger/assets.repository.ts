@@ -3,9 +3,10 @@ import { sql } from 'kysely'
 import { coalescedStatement } from '../db/coalesce.ts'
 import { forUpdate, holdRow, isPostgres, nowIso, readRows } from '../db/dialect.ts'
 import type { AssetRow } from '../db/tables.ts'
-import { compareAssetNames, MINT_WALLET_ID, type Asset } from './ledger.types.ts'
+import { compareAssetNames, MINT_WALLET_ID, type Asset, type TransactionKind } from './ledger.types.ts'
 import { expiredOf, expiringOf, type Lot } from './lots.ts'
 import { findHeld, findLots, holdingKey } from './moves.repository.ts'
+import { spendable } from './spendable.ts'
 
 export function toAsset(row: Pick<AssetRow, 'id' | 'name' | 'value'>): Asset {
   return { id: row.id, name: row.name, value: row.value }
@@ -72,9 +73,20 @@ export async function updateAsset(db: Executor, assetId: number, changes: { name
   return row && toAsset(row)
 }
 
-/** Whether any wallet holds the asset: exactly when mint's holding is not zero (holdings sum to zero). */
+/** Whether any wallet holds the asset: mint's holding is not zero, or (credit) debts and claims cancel out in it. */
 export async function isAssetHeld(db: Executor, assetId: number): Promise<boolean> {
-  return (await findHolding(db, MINT_WALLET_ID, assetId)) !== 0
+  if ((await findHolding(db, MINT_WALLET_ID, assetId)) !== 0) return true
+  const lent = await db.selectFrom('credit_limits').select('id').where('asset_id', '=', assetId).limit(1).executeTakeFirst()
+  if (!lent) return false
+  const held = await db
+    .selectFrom('holdings')
+    .select('wallet_id')
+    .where('asset_id', '=', assetId)
+    .where('wallet_id', '<>', MINT_WALLET_ID)
+    .where('quantity', '<>', 0)
+    .limit(1)
+    .executeTakeFirst()
+  return held !== undefined
 }
 
 /** Locks the live asset row for deleting it; undefined when it is gone. */
@@ -87,6 +99,25 @@ export async function lockAsset(trx: Trx, assetId: number): Promise<Asset | unde
 /** Holds the asset row against its deletion, waiting for one in progress; read the asset after it. */
 export async function holdAsset(trx: Trx, assetId: number): Promise<void> {
   await holdRow(trx, 'assets', assetId)
+}
+
+/** Whether the asset has ever been issued with `expires_at` (`markAssetExpiring`). */
+export async function isAssetExpiring(db: Executor, assetId: number): Promise<boolean> {
+  const row = await db.selectFrom('assets').select('expiring').where('id', '=', assetId).executeTakeFirst()
+  return Number(row?.expiring ?? 0) === 1
+}
+
+/** Whether a wallet (mint aside) has a credit limit on the asset, or owes some of it. */
+export async function hasCredit(db: Executor, assetId: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('holdings')
+    .select('wallet_id')
+    .where('asset_id', '=', assetId)
+    .where('wallet_id', '<>', MINT_WALLET_ID)
+    .where((eb) => eb.or([eb('credit_limit', '>', 0), eb('quantity', '<', 0)]))
+    .limit(1)
+    .executeTakeFirst()
+  return row !== undefined
 }
 
 /** Marks the asset as one that has had an issuance with `expires_at`. */
@@ -108,8 +139,8 @@ export async function markAssetDeleted(db: Executor, assetId: number): Promise<v
 
 /** Written once per dialect: a hot polled read, where Kysely cost as much as SQLite (`docs/performance.md#reads`). */
 const HOLDINGS_SQLITE =
-  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held, h.dated ' +
-  'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and h.quantity > 0'
+  'select a.id, a.name, a.value, h.quantity, h.wallet_id, h.asset_id, h.held, h.credit_limit, h.dated ' +
+  'from holdings h inner join assets a on a.id = h.asset_id where h.wallet_id = ? and (h.quantity <> 0 or h.held > 0 or h.credit_limit > 0)'
 const HOLDINGS_POSTGRES = HOLDINGS_SQLITE.replace('?', '$1')
 
 type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & {
@@ -117,12 +148,14 @@ type HoldingRow = Pick<AssetRow, 'id' | 'name' | 'value'> & {
   wallet_id: number
   asset_id: number
   held: number
+  credit_limit: number
   dated: number
 }
 
 /**
- * Holdings above zero by asset name, each with what pending holds reserve of it and its units
- * with an expiry; units expired by `now` are not counted, whether or not their expiry is written.
+ * Holdings not zero, held or on credit, by asset name, each with what pending holds reserve of it,
+ * its `credit_limit` and its units with an expiry; units expired by `now` are not counted, whether
+ * or not their expiry is written.
  */
 export async function listHoldings(db: Executor, walletId: number, now: string) {
   const rows = await readRows<HoldingRow>(db, isPostgres(db) ? HOLDINGS_POSTGRES : HOLDINGS_SQLITE, [walletId])
@@ -134,12 +167,13 @@ export async function listHoldings(db: Executor, walletId: number, now: string) 
     const key = holdingKey(walletId, row.id)
     const reserved = held.get(key) ?? 0
     const quantity = Number(row.quantity) - expiredOf(lots.get(key), now)
-    if (quantity <= 0 && reserved === 0) return []
-    return [{ asset: toAsset(row), quantity, held: reserved, expiring: expiringOf(lots.get(key), now) }]
+    const creditLimit = Number(row.credit_limit)
+    if (quantity === 0 && reserved === 0 && creditLimit === 0) return []
+    return [{ asset: toAsset(row), quantity, held: reserved, credit_limit: creditLimit, expiring: expiringOf(lots.get(key), now) }]
   })
 }
 
-/** Holdings above zero at `asOf`: the last running balance of each asset, one index probe each. */
+/** Holdings not zero at `asOf`: the last running balance of each asset, with the credit limit set last before it. */
 export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: string) {
   const rows = await db
     .selectFrom('holdings')
@@ -159,15 +193,30 @@ export async function listHoldingsAsOf(db: Executor, walletId: number, asOf: str
         .orderBy('running_balances.transaction_id', 'desc')
         .limit(1)
         .as('quantity'),
+      eb
+        .selectFrom('credit_limits')
+        .select('credit_limits.credit_limit')
+        .where('credit_limits.wallet_id', '=', walletId)
+        .whereRef('credit_limits.asset_id', '=', 'holdings.asset_id')
+        .where('credit_limits.set_at', '<=', asOf)
+        .orderBy('credit_limits.id', 'desc')
+        .limit(1)
+        .as('credit_limit'),
     ])
     .where('holdings.wallet_id', '=', walletId)
     .execute()
   const lapsed = rows.some((row) => Number(row.dated) === 1) ? await findExpiredAsOf(db, walletId, asOf) : new Map<number, number>()
   const then = rows
     .map((row) => ({ ...row, quantity: row.quantity === null ? 0 : Number(row.quantity) - (lapsed.get(row.id) ?? 0) }))
-    .filter((row) => row.quantity > 0)
+    .filter((row) => row.quantity !== 0)
   then.sort((a, b) => compareAssetNames(a.name, b.name) || a.id - b.id)
-  return then.map((row) => ({ asset: toAsset(row), quantity: row.quantity, held: 0, expiring: [] }))
+  return then.map((row) => ({
+    asset: toAsset(row),
+    quantity: row.quantity,
+    held: 0,
+    credit_limit: Number(row.credit_limit ?? 0),
+    expiring: [],
+  }))
 }
 
 /**
@@ -198,11 +247,15 @@ async function findHolding(db: Executor, walletId: number, assetId: number): Pro
   return row?.quantity ?? 0
 }
 
-/** What of a holding may be spent now: `quantity - held`, less what has expired. */
-export async function findFreeQuantity(db: Executor, walletId: number, assetId: number, now: string): Promise<number> {
+/**
+ * What the wallet may spend of the asset now (`spendable.ts`: what it owns less expired units and
+ * what pending, unexpired holds reserve, plus its credit limit unless it is a burn). For anything
+ * that must know before it moves (a burn of everything); the move itself checks again under the turns.
+ */
+export async function findSpendable(db: Executor, walletId: number, assetId: number, kind: TransactionKind, now: string): Promise<number> {
   const row = await db
     .selectFrom('holdings')
-    .select(['wallet_id', 'asset_id', 'quantity', 'held', 'dated'])
+    .select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit', 'dated'])
     .where('wallet_id', '=', walletId)
     .where('asset_id', '=', assetId)
     .executeTakeFirst()
@@ -210,5 +263,5 @@ export async function findFreeQuantity(db: Executor, walletId: number, assetId: 
   const key = holdingKey(walletId, assetId)
   const held = await findHeld(db, [row], [], now)
   const expired = Number(row.dated) === 1 ? expiredOf((await findLots(db, [row], [], now)).lots.get(key), now) : 0
-  return Number(row.quantity) - (held.get(key) ?? 0) - expired
+  return spendable({ quantity: Number(row.quantity), held: held.get(key) ?? 0, creditLimit: Number(row.credit_limit), expired }, kind)
 }

@@ -224,6 +224,24 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
       return reply.status(204).send()
     },
   )
+
+  app.put(
+    '/wallets/:walletid/credit',
+    {
+      ...admin,
+      schema: {
+        summary: "Set a wallet's credit limit",
+        description:
+          "The wallet's holding of the asset may go down to `-limit` (0, the default, removes the credit). " +
+          'A limit below what the wallet owes is allowed: it then spends nothing of that asset until it is back above `-limit`.',
+        tags,
+        params: Type.Object({ walletid: IdString }),
+        body: Type.Object({ asset_id: Id, limit: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }) }),
+        response: responses(200, Type.Object({ wallet_id: Id, asset_id: Id, limit: Type.Integer() })),
+      },
+    },
+    async (request) => ledger.credit.setLimit(parseId(request.params.walletid), request.body.asset_id, request.body.limit),
+  )
 }
 
 export default assetsRoutes

@@ -1,3 +1,4 @@
+import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db } from '../db/database.ts'
 import { AppError, ERROR_MEANINGS, ERRORS, type ErrorCode } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
@@ -61,19 +62,19 @@ export interface BatchesServiceDeps {
 export interface BatchesService {
   /**
    * Sends the batch's transfers from the wallet. Atomic: answers 201 `{transactions}` in request
-   * order, or throws the first failing transfer's error (U003, W000, G000, W013, I001, I002, I003)
-   * with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in request
-   * order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
+   * order, or throws the first failing transfer's error (U003, W000, G000, W013, K002, I001, I003,
+   * K001, I002) with its detail starting `transfers[i]: `. Not atomic: answers 200 `{results}` in
+   * request order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
    */
-  send(walletId: number, request: BatchRequest, idempotencyKey?: string): Promise<Answer<BatchBody>>
+  send(walletId: number, request: BatchRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<BatchBody>>
 }
 
 export function createBatchesService({ db, committer, idempotency }: BatchesServiceDeps): BatchesService {
   return {
-    send(walletId, request, idempotencyKey) {
+    send(walletId, request, idempotencyKey, limits) {
       const atomic = request.atomic ?? true
       return idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
-        const lookups = new Lookups(db)
+        const lookups = new Lookups(db, limits)
         const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
         // A database fault while resolving fails the whole request, as it would a transfer.
         for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason

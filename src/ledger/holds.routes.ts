@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { walletOf } from '../http/auth.ts'
+import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import { DEFAULT_EXPIRES_IN } from './holds.service.ts'
@@ -43,12 +43,14 @@ const HoldListQuery = Type.Object({
 /** Holds (two-phase transfers), wallet auth: create, list, read, capture, void (`holds.service.ts`). */
 const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, { ledger }) => {
   const tags = ['holds']
-  const wallet = { onRequest: app.requireWalletAccess }
+  // Each wallet-auth route names the scope a wallet key needs for it (http/key-scopes.ts).
+  const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
+  const hold = { onRequest: app.requireWalletAccess, config: { scope: 'hold' as const } }
 
   app.post(
     '/wallet/holds',
     {
-      ...wallet,
+      ...hold,
       schema: {
         summary: 'Hold assets for a recipient',
         description:
@@ -64,7 +66,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
       },
     },
     async (request, reply) => {
-      const result = await ledger.holds.create(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.holds.create(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -73,7 +75,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.get(
     '/wallet/holds',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: "The wallet's holds",
         description:
@@ -100,7 +102,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.get(
     '/wallet/holds/:id',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: 'One hold',
         description: 'A hold the wallet sent or receives.',
@@ -115,7 +117,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.post(
     '/wallet/holds/:id/capture',
     {
-      ...wallet,
+      ...hold,
       schema: {
         summary: 'Capture a hold',
         description:
@@ -145,7 +147,7 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
   app.post(
     '/wallet/holds/:id/void',
     {
-      ...wallet,
+      ...hold,
       schema: {
         summary: 'Void a hold',
         description: 'Either side releases a pending hold: nothing moves, the sending wallet may spend it all again.',

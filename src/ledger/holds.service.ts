@@ -1,3 +1,4 @@
+import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
@@ -103,9 +104,10 @@ export interface HoldsService {
   /**
    * POST /wallet/holds: reserves the assets for the recipient, committed with the transfers that
    * arrive alongside it. Answers 201 with the pending Hold. Throws what a transfer throws, in its
-   * order: G003/G004, U003/W000/G000, W013, I001, then W000, I002 (only what is free may be held), I003.
+   * order: G003/G004, U003/W000/G000, W013, K002, I001, K001, then W000, I002 (only what is free may
+   * be held), I003.
    */
-  create(walletId: number, request: HoldRequest, idempotencyKey?: string): Promise<Answer<Hold>>
+  create(walletId: number, request: HoldRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<Hold>>
   /**
    * POST /wallet/holds/{id}/capture (the sending wallet): moves what is asked (everything by
    * default) to the recipient as one Transaction of kind `capture` and releases the rest. Answers
@@ -161,9 +163,9 @@ export function createHoldsService({ db, events, committer, idempotency, clock }
   }
 
   return {
-    create(walletId, request, idempotencyKey) {
+    create(walletId, request, idempotencyKey, limits) {
       return idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (record) => {
-        const move = await resolveTransfer(new Lookups(db), walletId, request)
+        const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
         const [outcome] = await committer.runUnit({
           moves: [{ ...move, idempotency: record, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }],
           atomic: true,

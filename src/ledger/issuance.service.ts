@@ -52,6 +52,10 @@ function expiryInstant(expiresAt: string, now: string): string {
 /** The asset as one that has had expiring units (once, under the asset's row held by the caller). */
 async function markExpiring(trx: Trx, asset: Asset): Promise<void> {
   await assets.markAssetExpiring(trx, asset.id)
+  // Credit and expiry don't mix: read after the mark, which waits for a credit limit being set
+  // (it holds the asset's row), so one of the two always sees the other.
+  if (await assets.hasCredit(trx, asset.id))
+    throw new AppError('C000', `${asset.name} has a credit limit or a debt: its units cannot expire`)
 }
 
 export interface IssuanceService {
@@ -149,7 +153,7 @@ async function burnAsset(
   return inTransaction(db, async (trx) => {
     // The turns the burn takes anyway, first: what is free cannot change before it is burned.
     await takeWalletTurns(trx, [MINT_WALLET_ID, walletId])
-    const amount = quantity ?? (await assets.findFreeQuantity(trx, walletId, assetId, clock()))
+    const amount = quantity ?? (await assets.findSpendable(trx, walletId, assetId, 'burn', clock()))
     if (amount <= 0) return undefined
     const move: Move = { from: walletId, to: MINT_WALLET_ID, lines: [{ asset, quantity: amount }], memo: 'burn', kind: 'burn' }
     return moveAssets(trx, move, events, clock)

@@ -70,8 +70,11 @@ export const CursorId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTE
 
 export const Holding = Type.Object({
   asset: Asset,
-  quantity: Type.Integer({ description: 'everything the wallet owns of the asset, held or not (expired units not counted)' }),
-  held: Type.Integer({ description: 'what pending holds reserve of it; `quantity - held` may be spent' }),
+  quantity: Type.Integer({
+    description: 'everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit',
+  }),
+  held: Type.Integer({ description: 'what pending holds reserve of it; `quantity - held + credit_limit` may be spent' }),
+  credit_limit: Type.Integer({ description: 'how far below zero the holding may go (0 when none)' }),
   expiring: Type.Array(Type.Object({ quantity: Type.Integer(), expires_at: Timestamp }), {
     description: 'the units of it that have an expiry, soonest first (`[]` when none)',
   }),

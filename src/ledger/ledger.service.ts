@@ -2,6 +2,7 @@ import type { Database } from '../db/database.ts'
 import { nowIso } from '../db/dialect.ts'
 import { createAssetsService, type AssetsService } from './assets.service.ts'
 import { createBatchesService, type BatchesService } from './batches.service.ts'
+import { createCreditService, type CreditService } from './credit.service.ts'
 import { createExpiryService, type ExpiryService } from './expiry.service.ts'
 import { GroupCommitter } from './group-committer.ts'
 import { createHistoryService, type HistoryService } from './history.service.ts'
@@ -33,6 +34,7 @@ export interface Ledger {
   issuance: IssuanceService
   assets: AssetsService
   history: HistoryService
+  credit: CreditService
   expiry: ExpiryService
   /** The ledger's time: of its transactions and holds, and what has expired by then. */
   clock: () => string
@@ -82,6 +84,7 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing, ide
     issuance: createIssuanceService({ db, events, clock }),
     assets: createAssetsService({ db }),
     history: createHistoryService({ db, pages: new PageCache(), clock }),
+    credit: createCreditService({ db, events, clock }),
     expiry: createExpiryService({ db, events, clock }),
     clock,
     close: () => committer.close(),

@@ -127,12 +127,19 @@ export interface WalletEvent {
   data: unknown
 }
 
-/** What one move did to one holding: what it owned and what pending holds reserved, before and after. */
+/** A holding as balance monitors see it: what it owns, what pending holds reserve, its credit limit. */
+export interface HoldingState {
+  quantity: number
+  held: number
+  creditLimit: number
+}
+
+/** What one move (or a change of its credit limit) did to one holding, before and after. */
 export interface HoldingChange {
   walletId: number
   asset: Asset
-  before: { quantity: number; held: number }
-  after: { quantity: number; held: number }
+  before: HoldingState
+  after: HoldingState
 }
 
 /** A key another request stored first: the batch runs again without these moves, which answer its response. */

@@ -1,7 +1,9 @@
+import type { KeyLimits } from '../http/key-scopes.ts'
 import { findPrimaryWalletByUsername } from '../accounts/accounts.service.ts'
 import type { Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { Address, IdString, Username } from '../http/schemas.ts'
+import { checkPerTransfer, checkRecipient, perDayCharge } from '../wallets/key-policy.ts'
 import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { SendRequest } from './idempotency.ts'
@@ -36,9 +38,12 @@ export class Lookups {
   readonly #db: Executor
   readonly #recipients = new Map<string, Promise<number>>()
   readonly #assets = new Map<string, Promise<Asset | undefined>>()
+  /** The limits of the wallet key making the request (none for a user session). */
+  readonly limits: KeyLimits | undefined
 
-  constructor(db: Executor) {
+  constructor(db: Executor, limits?: KeyLimits) {
     this.#db = db
+    this.limits = limits
   }
 
   /** `resolveRecipient`, once per recipient and type. */
@@ -78,7 +83,8 @@ export async function resolveLines(lookups: Lookups, requested: Record<string, n
 
 /**
  * A transfer's request resolved into the move it makes from `walletId`. Throws, in this order:
- * U003/W000/G000 (recipient), W013 (to itself), I001 (an asset name), I003 (one asset's quantities).
+ * U003/W000/G000 (recipient), W013 (to itself), K002 (not a recipient of the key), I001 (an asset
+ * name), I003 (one asset's quantities), K001 (over the key's `per_transfer` cap).
  */
 export async function resolveTransfer(lookups: Lookups, walletId: number, request: SendRequest): Promise<Move> {
   // Both lookups at once; their errors still come in the documented order.
@@ -88,6 +94,16 @@ export async function resolveTransfer(lookups: Lookups, walletId: number, reques
   ])
   if (recipient.status === 'rejected') throw recipient.reason
   if (recipient.value === walletId) throw new AppError('W013')
+  checkRecipient(lookups.limits, recipient.value)
   if (found.status === 'rejected') throw found.reason
-  return { from: walletId, to: recipient.value, lines: found.value, memo: request.memo ?? '', kind: 'transfer', metadata: request.metadata }
+  checkPerTransfer(lookups.limits, found.value)
+  return {
+    from: walletId,
+    to: recipient.value,
+    lines: found.value,
+    memo: request.memo ?? '',
+    kind: 'transfer',
+    metadata: request.metadata,
+    key: perDayCharge(lookups.limits),
+  }
 }

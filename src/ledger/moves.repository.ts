@@ -94,6 +94,8 @@ export interface Locked {
    * hold frees its assets at its expiry whether or not the expiry job has run (`findHeld`).
    */
   held: Map<string, number>
+  /** Credit limits by `holdingKey`, where there is one. */
+  credit: Map<string, number>
   /** PostgreSQL: ids taken with the locks, enough for every move. */
   reserved?: Ids
   /** When the batch happens, read once it holds its wallets' turns: the time of its transactions and holds. */
@@ -155,7 +157,7 @@ type WalletRow = { id: number; address: string; deleted_at: string | null; usern
 const SELECT_WALLETS = `select wallets.id, wallets.address, wallets.deleted_at,
     (select users.username from users where users.primary_wallet_id = wallets.id) as username
   from wallets`
-const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held, dated from holdings'
+const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held, credit_limit, dated from holdings'
 
 /**
  * `lockMoves` on PostgreSQL: $1 the wallets in id order, $2 the assets, $3 and $4 how many
@@ -179,7 +181,7 @@ const LOCK_MOVES = `
          array(select nextval('events_id_seq') from generate_series(1, $4::int)
            where (select count(*) from w) + (select count(*) from h) >= 0) as events`
 
-type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number; dated: number }
+type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number; dated: number }
 
 /**
  * Reads and locks every wallet and holding the moves touch, in id order, so that concurrent
@@ -236,7 +238,10 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
   const dated = new Set(datedRows.map((row) => holdingKey(Number(row.wallet_id), Number(row.asset_id))))
   const { lots, holdLots } =
     datedRows.length === 0 ? { lots: new Map<string, Lot[]>(), holdLots: new Map() } : await findLots(trx, datedRows, settled, now)
-  return { wallets, holdings, held, reserved, dated, lots, holdLots, now }
+  const credit = new Map<string, number>()
+  for (const row of holdingRows)
+    if (Number(row.credit_limit) > 0) credit.set(holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.credit_limit))
+  return { wallets, holdings, held, credit, reserved, dated, lots, holdLots, now }
 }
 
 type LotRow = { wallet_id: number; asset_id: number; expires_at: string; quantity: number | string; held: number | string }

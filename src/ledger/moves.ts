@@ -30,7 +30,10 @@ import {
   type Reversible,
 } from './moves.repository.ts'
 import { holdingChanges } from './holding-changes.ts'
+import { insufficientDetail, spendable } from './spendable.ts'
 import { toTransaction } from './transactions.shape.ts'
+import type { KeyCharge } from '../wallets/key-policy.ts'
+import { readKeyUsage, recordKeyUses, type KeyUse } from '../wallets/key-usage.ts'
 
 /**
  * The ledger's write rules, for one move or a whole batch of them: the one place that decides
@@ -46,9 +49,10 @@ import { toTransaction } from './transactions.shape.ts'
  *    locked in id order; on PostgreSQL with the wallets' turns and the ids of the new rows.
  * 2. check (here): each move in order against those balances in memory, exactly as one transfer
  *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
- *    reversal, or less than asked is left of it: `findReversible`), then I002 (only
- *    `quantity - held` may be spent) / I003 per line in (wallet, asset) order. A move that fails
- *    changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
+ *    reversal, or less than asked is left of it: `findReversible`), then K001 (past the `per_day`
+ *    cap of its wallet key, read after the turns: `wallets/key-usage.ts`), then I002 (beyond what
+ *    `spendable.ts` allows: `quantity - expired - held + credit_limit`) / I003 per line in (wallet, asset)
+ *    order. A move that fails changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
  *    member, burn, reversal, sweep) passes through this one check.
  * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
  *    table (holdings, transactions, lines, running balances, the events of the event writer,
@@ -83,6 +87,11 @@ export interface Move {
    * `from` is released, then `lines` (a capture's) move as a transfer's would.
    */
   settle?: Settlement
+  /**
+   * The wallet key it is made through, when that key has `per_day` caps: checked against what the
+   * key used in the last 24 hours (K001), and counted when it is written.
+   */
+  key?: KeyCharge
   /** Units with an expiry that mint gives out: an issuance with `expires_at`, a reversal out of mint. */
   lots?: LotLine[]
   /** An expiry (kind `expiry`): the instant whose expired units of its one line return to mint. */
@@ -238,6 +247,7 @@ function planMoves(
   units: Unit[],
   locked: Locked,
   reversible: Map<number, Reversible>,
+  keyUsage: Map<string, number>,
 ): {
   failed: Map<number, Map<number, AppError>>
   planned: Planned[]
@@ -259,7 +269,7 @@ function planMoves(
       // What the hold being settled reserves is free again before the move is checked.
       const undoRelease: (() => void)[] = []
       for (const line of move.settle?.hold.assets ?? []) addTo(held, holdingKey(move.from, line.asset.id), -line.quantity, undoRelease)
-      const error = checkMove(move, locked, balances, held, reversible, book)
+      const error = checkMove(move, locked, balances, held, reversible, keyUsage, book)
       if (error) {
         for (const step of undoRelease.reverse()) step()
         failed.set(index, (failed.get(index) ?? new Map<number, AppError>()).set(member, error))
@@ -278,6 +288,8 @@ function planMoves(
       // What a reversal takes back is no longer left for the next.
       const left = move.reverses === undefined ? undefined : reversible.get(move.reverses)?.left
       if (left) for (const line of move.lines) addTo(left, line.asset.id, -line.quantity, undo)
+      // What a capped key moves or holds counts for its next move at once.
+      for (const line of chargedLines(move)) addTo(keyUsage, holdingKey(move.key?.keyId ?? 0, line.asset.id), line.quantity, undo)
       const after: [number, number, number][] = []
       let lots: LotLine[]
       if (move.reserve) {
@@ -322,8 +334,8 @@ function changesOf(move: Move) {
 
 /**
  * The rules of one move, in order: W000 (a wallet deleted), T001 (a reversal), then per line in
- * (wallet, asset) order I002 (a sender may spend only what pending holds leave free,
- * `quantity - held`; mint has no limit) or I003 (a holding would pass the limit). A hold is
+ * (wallet, asset) order I002 (a sender may spend only what `spendable` allows: what it owns
+ * less expired units and what holds reserve, plus any credit; mint has no limit) or I003 (a holding would pass the limit). A hold is
  * checked as the transfer it may become. Releasing a hold (a void or an expiry: no lines) needs
  * nothing.
  */
@@ -333,6 +345,7 @@ function checkMove(
   balances: Map<string, number>,
   held: Map<string, number>,
   reversible: Map<number, Reversible>,
+  keyUsage: Map<string, number>,
   book: LotBook,
 ): AppError | undefined {
   if (move.lines.length === 0) return undefined
@@ -353,26 +366,34 @@ function checkMove(
         )
     }
   }
+  for (const line of chargedLines(move)) {
+    const cap = move.key?.perDay.get(line.asset.id) ?? 0
+    const used = keyUsage.get(holdingKey(move.key?.keyId ?? 0, line.asset.id)) ?? 0
+    if (used + line.quantity > cap)
+      return new AppError(
+        'K001',
+        `per_day cap of ${line.asset.name} is ${cap}: ${Math.max(cap - used, 0)} left, ${line.quantity} requested`,
+      )
+  }
   for (const { walletId, line, delta } of changesOf(move)) {
     const key = holdingKey(walletId, line.asset.id)
     const quantity = balances.get(key) ?? 0
     if (delta < 0 && walletId !== MINT_WALLET_ID) {
-      // What may be spent: what the wallet owns less what holds reserve and what has expired.
-      const reserved = held.get(key) ?? 0
-      const owned = quantity - book.expired(key)
-      if (owned - reserved < line.quantity) {
-        const detail =
-          reserved > 0
-            ? `wallet holds ${owned} of ${line.asset.name} of which ${reserved} held: ` +
-              `${owned - reserved} free, ${line.quantity} requested`
-            : `wallet holds ${owned} of ${line.asset.name}, ${line.quantity} requested`
-        return new AppError('I002', detail)
-      }
+      const holding = { quantity, held: held.get(key) ?? 0, creditLimit: locked.credit.get(key) ?? 0, expired: book.expired(key) }
+      if (spendable(holding, move.kind) < line.quantity)
+        return new AppError('I002', insufficientDetail(holding, move.kind, line.asset.name, line.quantity))
     } else if (Math.abs(quantity + delta) > MAX_QUANTITY) {
       return new AppError('I003', `the holding of ${line.asset.name} would exceed ${MAX_QUANTITY}`)
     }
   }
   return undefined
+}
+
+/** The lines of a move that count against its key's `per_day` caps: those of a capped asset. */
+function chargedLines(move: Move): Line[] {
+  const key = move.key
+  if (key === undefined || move.settle) return []
+  return move.lines.filter((line) => key.perDay.has(line.asset.id))
 }
 
 /** How many events a move records: its transaction's, and its hold's. */
@@ -405,7 +426,14 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
   // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
   const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
-  const { failed, planned, deltas, heldDeltas, book } = planMoves(units, locked, reversible)
+  // Capped keys: what each used in the last day, read now that the batch holds its senders' turns
+  // (a key moves only from its own wallet), so no two moves of one key count at once.
+  const keyIds = [...new Set(moves.flatMap((move) => (move.key ? [move.key.keyId] : [])))]
+  const keyUsage = new Map<string, number>()
+  if (keyIds.length > 0)
+    for (const [keyId, byAsset] of await readKeyUsage(trx, keyIds, Date.parse(locked.now)))
+      for (const [assetId, used] of byAsset) keyUsage.set(holdingKey(keyId, assetId), used)
+  const { failed, planned, deltas, heldDeltas, book } = planMoves(units, locked, reversible, keyUsage)
   const outcomes: Outcome[][] = units.map((unit, index) =>
     unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })),
   )
@@ -456,6 +484,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
     keys: idempotencyRecords(units, outcomes, written),
   }
   await writeMoves(trx, batch, locked, events)
+  if (keyIds.length > 0) await recordKeyUses(trx, keyUses(written))
   if (events.watchBalances) await events.watchBalances(trx, holdingChanges(locked, written))
   return outcomes
 }
@@ -488,6 +517,19 @@ function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: Batch
     keys.push({ index, walletId, key, requestHash, status, body: JSON.stringify(body), createdAt: transactionOf(first).created_at })
   })
   return keys
+}
+
+/** What the written moves of capped keys count against them (`key_uses`). */
+function keyUses(written: { move: Move; hold?: Hold; transaction?: Transaction }[]): KeyUse[] {
+  return written.flatMap(({ move, hold, transaction }) =>
+    chargedLines(move).map((line) => ({
+      keyId: move.key?.keyId ?? 0,
+      assetId: line.asset.id,
+      quantity: line.quantity,
+      createdAt: hold?.created_at ?? transaction?.created_at ?? nowIso(),
+      holdId: move.reserve ? (hold?.id ?? null) : null,
+    })),
+  )
 }
 
 /** The move of a failed atomic unit that failed it, with its index in the unit and its error. */

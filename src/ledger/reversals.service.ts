@@ -1,4 +1,6 @@
 import { sql } from 'kysely'
+import { checkPerTransfer, checkRecipient, perDayCharge } from '../wallets/key-policy.ts'
+import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
@@ -56,10 +58,17 @@ export interface ReversalsService {
   /**
    * POST /wallet/transactions/{id}/refund: the wallet gives back what it received (all of what is
    * left by default). Throws, in this order: G003/G004 (key), T000 (not a transfer or capture this
-   * wallet received), I001 (an asset name), then from the ledger's rules W000 (a side deleted),
-   * T001 (more than is left), I002, I003.
+   * wallet received), I001 (an asset name), K002 / K001 (the recipients and `per_transfer` caps of
+   * the wallet key making it, if any), then from the ledger's rules W000 (a side deleted), T001
+   * (more than is left), I002, I003.
    */
-  refund(walletId: number, transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
+  refund(
+    walletId: number,
+    transactionId: number,
+    request: ReversalRequest,
+    idempotencyKey?: string,
+    limits?: KeyLimits,
+  ): Promise<SendResult>
   /**
    * POST /transactions/{id}/reversal: the operator moves back what a transaction moved (all of
    * what is left by default). Throws G003/G004 (key), T000 (no such transaction), T001 (a
@@ -70,13 +79,13 @@ export interface ReversalsService {
 
 export function createReversalsService({ db, events, idempotency, clock }: ReversalsServiceDeps): ReversalsService {
   return {
-    refund(walletId, transactionId, request, idempotencyKey) {
+    refund(walletId, transactionId, request, idempotencyKey, limits) {
       return idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (record) => {
         const original = await findTransaction(db, transactionId)
         if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
           throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
         }
-        return { status: 201, body: await moveBack(db, events, clock, original, request, record) }
+        return { status: 201, body: await moveBack(db, events, clock, original, request, record, limits) }
       })
     },
     reverse(transactionId, request, idempotencyKey) {
@@ -97,6 +106,7 @@ async function moveBack(
   original: Transaction,
   request: ReversalRequest,
   idempotency?: IdempotencyRecord,
+  limits?: KeyLimits,
 ): Promise<Transaction> {
   if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
   const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(db), request.assets)
@@ -114,6 +124,9 @@ async function moveBack(
       await holdAsset(trx, line.asset.id)
       if (!(await findAssetById(trx, line.asset.id))) throw new AppError('I001', `the asset ${line.asset.name} has been deleted`)
     }
+    // A refund through a wallet key pays the original sender: the key's recipients and caps apply.
+    checkRecipient(limits, original.sending_wallet_id)
+    checkPerTransfer(limits, lines)
     const move: Move = {
       from: original.receiving_wallet_id,
       to: original.sending_wallet_id,
@@ -123,6 +136,7 @@ async function moveBack(
       reverses: original.id,
       metadata: request.metadata,
       idempotency,
+      key: perDayCharge(limits),
     }
     if (move.from === MINT_WALLET_ID) move.lots = await lotsComingBack(trx, original, lines, clock)
     return moveAssets(trx, move, events, clock)

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { arrivalMark } from '../db/commit-state.ts'
 import type { Database } from '../db/database.ts'
-import { walletOf } from '../http/auth.ts'
+import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
 import { metadataFilters, metadataParameters } from './history.service.ts'
@@ -72,7 +72,9 @@ const HoldingsQuery = Type.Object({
 const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> = async (app, { database, ledger }) => {
   const { db } = database
   const tags = ['wallet']
-  const wallet = { onRequest: app.requireWalletAccess }
+  // Each wallet-auth route names the scope a wallet key needs for it (http/key-scopes.ts).
+  const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
+  const send = { onRequest: app.requireWalletAccess, config: { scope: 'send' as const } }
   const { history } = ledger
   if (app.hasDecorator('metrics')) app.metrics.registerMetric(history.pageLookups)
   // Taken before the credential lookup, so the page can use the commit state that lookup read.
@@ -81,12 +83,12 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     arrivals.set(request, arrivalMark(db))
     done()
   }
-  const historyPage = { onRequest: [markArrival, app.requireWalletAccess] }
+  const historyPage = { onRequest: [markArrival, app.requireWalletAccess], config: { scope: 'read' as const } }
 
   app.get(
     '/wallet/assets',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: 'What the wallet holds',
         description:
@@ -108,7 +110,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   app.post(
     '/wallet/transactions',
     {
-      ...wallet,
+      ...send,
       schema: {
         summary: 'Send assets',
         description:
@@ -123,7 +125,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.transfers.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.transfers.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },
@@ -132,7 +134,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   app.post(
     '/wallet/transactions/:id/refund',
     {
-      ...wallet,
+      ...send,
       schema: {
         summary: 'Refund a transaction you received',
         description:
@@ -154,6 +156,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
         parseId(request.params.id),
         request.body,
         request.headers['idempotency-key'],
+        keyLimitsOf(request),
       )
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
@@ -163,7 +166,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
   app.post(
     '/wallet/transactions/batch',
     {
-      ...wallet,
+      ...send,
       bodyLimit: Math.max(BATCH_BODY_LIMIT, app.initialConfig.bodyLimit ?? 0),
       schema: {
         summary: 'Send a batch of transfers',
@@ -184,7 +187,7 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
       },
     },
     async (request, reply) => {
-      const result = await ledger.batches.send(walletOf(request), request.body, request.headers['idempotency-key'])
+      const result = await ledger.batches.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
     },

@@ -1,3 +1,4 @@
+import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Trx } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
 import type { GroupCommitter } from './group-committer.ts'
@@ -27,9 +28,10 @@ export interface TransfersService {
    * Sends assets from the wallet to a recipient, all or nothing, committed together with the
    * transfers that arrive alongside it. With an Idempotency-Key, a repeat of the same request
    * returns the first response and moves nothing. Throws, in this order: G003/G004 (key),
-   * U003/W000/G000 (recipient), W013 (to itself), I001, then from the ledger's rules W000, I002, I003.
+   * U003/W000/G000 (recipient), W013 (to itself), K002, I001, K001 (the limits of the wallet key
+   * making it, if any), then from the ledger's rules W000, I002, I003.
    */
-  send(walletId: number, request: SendRequest, idempotencyKey?: string): Promise<SendResult>
+  send(walletId: number, request: SendRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<SendResult>
   /**
    * The run of a schedule: the transfer `request` from the wallet in the caller's database
    * transaction, so that the run and its record commit together, checked by the same rules as
@@ -50,15 +52,15 @@ export interface TransfersService {
 
 export function createTransfersService({ db, events, committer, idempotency, clock }: TransfersServiceDeps): TransfersService {
   return {
-    send(walletId, request, idempotencyKey) {
+    send(walletId, request, idempotencyKey, limits) {
       return idempotency.once(walletId, idempotencyKey, request, async (key) => {
-        const move = await resolveTransfer(new Lookups(db), walletId, request)
+        const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
         return committer.run({ ...move, idempotency: key })
       })
     },
     async sendWithin(trx, walletId, request, scheduleId) {
       const move = await resolveTransfer(new Lookups(trx), walletId, request)
-      return moveAssets(trx, { ...move, scheduleId }, events)
+      return moveAssets(trx, { ...move, scheduleId }, events, clock)
     },
     async check(walletId, request) {
       await resolveTransfer(new Lookups(db), walletId, request)

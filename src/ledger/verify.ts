@@ -159,8 +159,8 @@ async function checkRunningBalances(db: Executor): Promise<{ problems: string[];
 }
 
 /**
- * Recomputes every holding from the journal and checks the ledger's rules (sums, signs, lines,
- * running balances, holds, references), in one read-only snapshot, so a transfer is wholly in or out.
+ * Recomputes every holding from the journal and checks the ledger's rules (sums, credit limits,
+ * lines, running balances, holds, references), in one read-only snapshot, so a transfer is wholly in or out.
  */
 export async function verifyLedger(
   db: Executor,
@@ -237,7 +237,7 @@ export async function verifyLedger(
 
   problems.push(...(await reversals.check(db)))
 
-  const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held']).execute()
+  const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit']).execute()
   const sums = new Map<number, number>()
   for (const holding of holdings) {
     const key = `${holding.wallet_id}:${holding.asset_id}`
@@ -245,8 +245,6 @@ export async function verifyLedger(
     expected.delete(key)
     if (journal !== holding.quantity)
       problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
-    if (holding.quantity < 0 && holding.wallet_id !== MINT_WALLET_ID)
-      problems.push(`wallet ${holding.wallet_id} holds a negative ${holding.quantity} of asset ${holding.asset_id}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
   }
   // Balances in time (migration 0010): each holding's last running balance is the holding.
@@ -276,6 +274,7 @@ export async function verifyLedger(
   }
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
   problems.push(...(await verifyHolds(db, holdings, now)))
+  problems.push(...(await verifyCredit(db)))
   problems.push(...(await verifyLots(db, now)))
   // On PostgreSQL the write path, not a foreign key, keeps these (migrations 0005, 0009 and 0012).
   for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES, ...DELIVERY_REFERENCES]) {
@@ -300,6 +299,37 @@ export async function verifyLedger(
     wrongRunningBalances: runningBalances.wrong,
     problems,
   }
+}
+
+/**
+ * Credit: no transaction took its sender's holding (mint's aside) below minus the credit limit in
+ * force when it committed: the last limit set before it drew its id (`credit_limits`, migration
+ * 0018), or none. A receiver's holding only rises, and a limit lowered below a debt binds only the
+ * spends after it.
+ */
+async function verifyCredit(db: Executor): Promise<string[]> {
+  const { rows } = await sql<{
+    wallet_id: number
+    asset_id: number
+    transaction_id: number
+    quantity: number | string
+    in_force: number | string
+  }>`
+    select * from (
+      select r.wallet_id, r.asset_id, r.transaction_id, r.quantity,
+        coalesce((select c.credit_limit from credit_limits c
+          where c.wallet_id = r.wallet_id and c.asset_id = r.asset_id and c.after_transaction < r.transaction_id
+          order by c.after_transaction desc, c.id desc limit 1), 0) as in_force
+      from running_balances r join transactions t on t.id = r.transaction_id and t.sending_wallet_id = r.wallet_id
+      where r.quantity < 0 and r.wallet_id <> ${MINT_WALLET_ID}
+    ) as spends
+    where quantity < -in_force
+    order by transaction_id, wallet_id, asset_id`.execute(db)
+  return rows.map(
+    (row) =>
+      `transaction ${row.transaction_id} took wallet ${row.wallet_id}'s holding of asset ${row.asset_id} to ${row.quantity}, ` +
+      `below its credit limit of ${row.in_force}`,
+  )
 }
 
 /**
@@ -386,15 +416,21 @@ async function verifyLots(db: Executor, now: string): Promise<string[]> {
 }
 
 /**
- * `held` is what unsettled holds reserve, within `0..quantity`; each captured hold names a capture
- * between its sides of no more than it held, and each capture its hold.
+ * `held` is what unsettled holds reserve, within `0..quantity + credit_limit` (the largest limit the
+ * holding has had); each captured hold names a capture between its sides of no more than it held, and each capture its hold.
  */
 async function verifyHolds(
   db: Executor,
-  holdings: { wallet_id: number; asset_id: number; quantity: number; held: number }[],
+  holdings: { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number }[],
   now: string,
 ): Promise<string[]> {
   const problems: string[] = []
+  const largestLimits = await db
+    .selectFrom('credit_limits')
+    .select((eb) => ['wallet_id', 'asset_id', eb.fn.max('credit_limit').as('largest')])
+    .groupBy(['wallet_id', 'asset_id'])
+    .execute()
+  const largest = new Map(largestLimits.map((row) => [`${row.wallet_id}:${row.asset_id}`, Number(row.largest)]))
   const lines = await db
     .selectFrom('hold_assets')
     .innerJoin('holds', 'holds.id', 'hold_assets.hold_id')
@@ -416,7 +452,8 @@ async function verifyHolds(
     if (column !== reserved)
       problems.push(`wallet ${holding.wallet_id} has ${column} of asset ${holding.asset_id} held, its unsettled holds reserve ${reserved}`)
     const heldNow = column - (reserved - (live.get(key) ?? 0))
-    if (heldNow < 0 || (heldNow > Number(holding.quantity) && holding.wallet_id !== MINT_WALLET_ID))
+    const credit = Math.max(Number(holding.credit_limit), largest.get(key) ?? 0)
+    if (heldNow < 0 || (heldNow > Number(holding.quantity) + credit && holding.wallet_id !== MINT_WALLET_ID))
       problems.push(`wallet ${holding.wallet_id} has ${heldNow} of asset ${holding.asset_id} held of ${holding.quantity}`)
   }
   for (const [key, reserved] of unsettled) {

@@ -59,14 +59,18 @@ export async function findWatching(trx: Trx, walletIds: number[], assetIds: numb
 }
 
 /** What the wallet owns of the asset and what pending holds reserve of it (zeros without a holding). */
-export async function findHolding(trx: Trx, walletId: number, assetId: number): Promise<{ quantity: number; held: number }> {
+export async function findHolding(
+  trx: Trx,
+  walletId: number,
+  assetId: number,
+): Promise<{ quantity: number; held: number; creditLimit: number }> {
   const row = await trx
     .selectFrom('holdings')
-    .select(['quantity', 'held'])
+    .select(['quantity', 'held', 'credit_limit'])
     .where('wallet_id', '=', walletId)
     .where('asset_id', '=', assetId)
     .executeTakeFirst()
-  return { quantity: Number(row?.quantity ?? 0), held: Number(row?.held ?? 0) }
+  return { quantity: Number(row?.quantity ?? 0), held: Number(row?.held ?? 0), creditLimit: Number(row?.credit_limit ?? 0) }
 }
 
 export async function setMonitorStates(trx: Trx, states: { id: number; state: string }[]): Promise<void> {

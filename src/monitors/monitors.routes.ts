@@ -9,12 +9,14 @@ import { Monitor, MonitorBody } from './monitors.schemas.ts'
 /** Balance monitors, wallet auth (`monitors.service.ts`). */
 const monitorsRoutes: FastifyPluginAsyncTypebox<{ monitors: MonitorsService }> = async (app, { monitors }) => {
   const tags = ['monitors']
-  const wallet = { onRequest: app.requireWalletAccess }
+  // Reading needs a key's `read` scope, adding and deleting a monitor its `monitor` scope.
+  const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
+  const change = { onRequest: app.requireWalletAccess, config: { scope: 'monitor' as const } }
 
   app.post(
     '/wallet/monitors',
     {
-      ...wallet,
+      ...change,
       schema: {
         summary: 'Watch a balance',
         description:
@@ -32,7 +34,7 @@ const monitorsRoutes: FastifyPluginAsyncTypebox<{ monitors: MonitorsService }> =
   app.get(
     '/wallet/monitors',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: "The wallet's monitors",
         description: 'Every monitor of the wallet, oldest first, with its state.',
@@ -46,7 +48,7 @@ const monitorsRoutes: FastifyPluginAsyncTypebox<{ monitors: MonitorsService }> =
   app.delete(
     '/wallet/monitors/:id',
     {
-      ...wallet,
+      ...change,
       schema: {
         summary: 'Stop watching a balance',
         description: 'Deletes the monitor; no event is sent for it any more.',

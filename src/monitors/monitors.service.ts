@@ -2,7 +2,15 @@ import type { Db, Trx } from '../db/database.ts'
 import { inTransaction, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
-import { MINT_WALLET_ID, type Asset, type EventWriter, type HoldingChange, type WalletEvent } from '../ledger/ledger.types.ts'
+import {
+  MINT_WALLET_ID,
+  type Asset,
+  type EventWriter,
+  type HoldingChange,
+  type HoldingState,
+  type WalletEvent,
+} from '../ledger/ledger.types.ts'
+import { spendable } from '../ledger/spendable.ts'
 import * as repository from './monitors.repository.ts'
 
 /** A balance monitor as the API answers it. */
@@ -25,9 +33,13 @@ function isCrossed(monitor: Thresholds, spendable: number): boolean {
   return monitor.below !== null ? spendable < Number(monitor.below) : spendable > Number(monitor.above)
 }
 
-/** What the wallet can spend of a holding: what it owns less what pending holds reserve. */
-function spendable(holding: { quantity: number; held: number }): number {
-  return holding.quantity - holding.held
+/**
+ * What the wallet can spend of a holding, by the ledger's one rule (`spendable.ts`): what it owns
+ * less what pending holds reserve, plus its credit. Units that expire count until their expiry is
+ * written (a move the monitors see).
+ */
+function canSpend(holding: HoldingState): number {
+  return spendable({ ...holding, expired: 0 }, 'transfer')
 }
 
 function toMonitor(
@@ -68,7 +80,7 @@ export function createMonitorsService({ db, ledger }: { db: Db; ledger: Pick<Led
         if ((await repository.countMonitors(trx, walletId)) >= MAX_MONITORS)
           throw new AppError('M001', `a wallet has at most ${MAX_MONITORS} monitors`)
         const holding = await repository.findHolding(trx, walletId, asset.id)
-        const row = { ...thresholds, state: isCrossed(thresholds, spendable(holding)) ? 'crossed' : 'normal', created_at: nowIso() }
+        const row = { ...thresholds, state: isCrossed(thresholds, canSpend(holding)) ? 'crossed' : 'normal', created_at: nowIso() }
         const id = await repository.insertMonitor(trx, { wallet_id: walletId, asset_id: asset.id, ...row })
         return toMonitor({ id, ...row }, asset.name)
       })
@@ -106,7 +118,7 @@ export function watchBalances(events: Pick<EventWriter, 'recordEvents'>): (trx: 
       let state = monitor.state
       for (const change of watched) {
         if (change.walletId !== Number(monitor.wallet_id) || change.asset.id !== Number(monitor.asset_id)) continue
-        const next = isCrossed(monitor, spendable(change.after)) ? 'crossed' : 'normal'
+        const next = isCrossed(monitor, canSpend(change.after)) ? 'crossed' : 'normal'
         if (next === state) continue
         state = next
         recorded.push({
@@ -123,6 +135,6 @@ export function watchBalances(events: Pick<EventWriter, 'recordEvents'>): (trx: 
   }
 }
 
-function holdingOf(asset: Asset, holding: { quantity: number; held: number }) {
-  return { asset, quantity: holding.quantity, held: holding.held }
+function holdingOf(asset: Asset, holding: HoldingState) {
+  return { asset, quantity: holding.quantity, held: holding.held, credit_limit: holding.creditLimit }
 }

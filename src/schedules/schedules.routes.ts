@@ -13,12 +13,14 @@ export interface SchedulesRoutesOptions {
 /** Scheduled and recurring transfers, wallet auth (`schedules.service.ts`); the operator's list of troubled ones. */
 const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async (app, { schedules }) => {
   const tags = ['schedules']
-  const wallet = { onRequest: app.requireWalletAccess }
+  // Reading needs a key's `read` scope, creating and changing a schedule its `schedule` scope.
+  const read = { onRequest: app.requireWalletAccess, config: { scope: 'read' as const } }
+  const change = { onRequest: app.requireWalletAccess, config: { scope: 'schedule' as const } }
 
   app.post(
     '/wallet/schedules',
     {
-      ...wallet,
+      ...change,
       schema: {
         summary: 'Schedule a transfer',
         description:
@@ -42,7 +44,7 @@ const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async
   app.get(
     '/wallet/schedules',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: "The wallet's schedules",
         description: 'Newest first, filtered by `status`. The `Link` header (`rel="next"`) gives the next page.',
@@ -64,7 +66,7 @@ const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async
   app.get(
     '/wallet/schedules/:id',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: 'One schedule',
         description: 'A schedule of the wallet, with its next run, how many runs it has done and refused, and its last run.',
@@ -79,7 +81,7 @@ const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async
   app.get(
     '/wallet/schedules/:id/upcoming',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: 'The next runs of a schedule',
         description: 'When the next `count` runs (5 by default, at most 50) of an active schedule fall due; none for any other.',
@@ -95,7 +97,7 @@ const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async
   app.get(
     '/wallet/schedules/:id/runs',
     {
-      ...wallet,
+      ...read,
       schema: {
         summary: 'The runs of a schedule',
         description:
@@ -130,7 +132,7 @@ const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async
     app.post(
       `/wallet/schedules/:id/${action}`,
       {
-        ...wallet,
+        ...change,
         schema: { summary, description, tags, params: IdParams('id'), response: responses(200, Schedule) },
       },
       async (request) => schedules[action](walletOf(request), parseId(request.params.id)),
@@ -140,7 +142,7 @@ const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async
   app.delete(
     '/wallet/schedules/:id',
     {
-      ...wallet,
+      ...change,
       schema: {
         summary: 'Cancel a schedule',
         description: 'For good: it never runs again.',

@@ -192,20 +192,26 @@ export async function deleteWalletUsers(db: Executor, walletId: number): Promise
  * query (`coalesce.ts`): every request with a wallet key makes one.
  */
 const liveKeyByHash = coalescedStatement(
-  'select ws.id, ws.wallet_id, ws.last_used_at, ws.token_hash from wallet_sessions ws inner join wallets w on w.id = ws.wallet_id ' +
+  'select ws.id, ws.wallet_id, ws.last_used_at, ws.scopes, ws.limits, ws.token_hash from wallet_sessions ws inner join wallets w on w.id = ws.wallet_id ' +
     'where ws.token_hash = $keys and w.deleted_at is null',
   'text',
   (row: WalletKeyRow & { token_hash: string }) => row.token_hash,
 )
 
-export type WalletKeyRow = { id: number; wallet_id: number; last_used_at: string | null }
+export type WalletKeyRow = { id: number; wallet_id: number; last_used_at: string | null; scopes: string; limits: string | null }
 
 export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id: number }): Promise<WalletKeyRow | undefined> {
   if ('tokenHash' in by) return liveKeyByHash(db, by.tokenHash)
   return db
     .selectFrom('wallet_sessions')
     .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
-    .select(['wallet_sessions.id', 'wallet_sessions.wallet_id', 'wallet_sessions.last_used_at'])
+    .select([
+      'wallet_sessions.id',
+      'wallet_sessions.wallet_id',
+      'wallet_sessions.last_used_at',
+      'wallet_sessions.scopes',
+      'wallet_sessions.limits',
+    ])
     .where('wallet_sessions.id', '=', by.id)
     .where('wallets.deleted_at', 'is', null)
     .executeTakeFirst()
@@ -226,7 +232,10 @@ export const touchWalletKey = batchedWrites<number>(async (db, keyIds) => {
   )
 })
 
-export async function insertWalletSession(db: Executor, key: { walletId: number; userId: number; name: string; tokenHash: string }) {
+export async function insertWalletSession(
+  db: Executor,
+  key: { walletId: number; userId: number; name: string; tokenHash: string; scopes: string; limits: string | null },
+) {
   return db
     .insertInto('wallet_sessions')
     .values({
@@ -236,15 +245,17 @@ export async function insertWalletSession(db: Executor, key: { walletId: number;
       token_hash: key.tokenHash,
       created_at: nowIso(),
       last_used_at: null,
+      scopes: key.scopes,
+      limits: key.limits,
     })
-    .returning(['id', 'wallet_id', 'name'])
+    .returning(['id', 'wallet_id', 'name', 'scopes', 'limits'])
     .executeTakeFirstOrThrow()
 }
 
 export async function listWalletSessions(db: Executor, walletId: number) {
   return db
     .selectFrom('wallet_sessions')
-    .select(['id', 'wallet_id', 'name', 'created_at', 'last_used_at'])
+    .select(['id', 'wallet_id', 'name', 'created_at', 'last_used_at', 'scopes', 'limits'])
     .where('wallet_id', '=', walletId)
     .orderBy('id')
     .execute()

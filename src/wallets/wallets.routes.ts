@@ -4,11 +4,14 @@ import { CurrentSession } from '../accounts/accounts.schemas.ts'
 import type { Database } from '../db/database.ts'
 import { userAuth } from '../http/auth.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
+import type { AssetCatalogue } from './key-policy.ts'
 import * as S from './wallets.schemas.ts'
 import * as wallets from './wallets.service.ts'
 
 export interface WalletsRoutesOptions {
   database: Database
+  /** The live assets, for the caps of wallet keys (assets live above wallets). */
+  assets: AssetCatalogue
 }
 
 /**
@@ -16,7 +19,7 @@ export interface WalletsRoutesOptions {
  * users, ownership, wallet keys), which act on the session's active wallet. The wallet-auth
  * routes (assets, transactions) are in ledger/; DELETE /wallet is in flows/.
  */
-const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (app, { database }) => {
+const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (app, { database, assets }) => {
   const { db } = database
   const user = { onRequest: app.requireUser }
 
@@ -181,15 +184,18 @@ const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (ap
       schema: {
         summary: 'Create a wallet key',
         description:
-          'A key (`cfw_…`) with read and write access to the active wallet, for a program. The token is ' +
-          'shown only here; present it as `Authorization: Bearer <token>`.',
+          'A key (`cfw_…`) to the active wallet, for a program, with what it may do (`scopes`) and move ' +
+          '(`limits`: `per_transfer` and `per_day` caps by asset name, `recipients` the only wallets it may pay). A route ' +
+          'outside its scopes answers K000, a recipient outside `recipients` K002, a transfer over a cap K001. ' +
+          'Scopes and limits never change: revoke the key and create another. The token is shown only here; ' +
+          'present it as `Authorization: Bearer <token>`.',
         tags,
         body: Type.Optional(S.NewWalletSessionBody),
         response: responses(201, S.NewWalletSession),
       },
     },
     async (request, reply) => {
-      const key = await wallets.createWalletSession(db, userAuth(request), request.body?.name ?? '')
+      const key = await wallets.createWalletSession(db, userAuth(request), request.body ?? {}, assets)
       return reply.status(201).send(key)
     },
   )
@@ -205,7 +211,7 @@ const walletsRoutes: FastifyPluginAsyncTypebox<WalletsRoutesOptions> = async (ap
         response: responses(200, Type.Array(S.WalletSession)),
       },
     },
-    async (request) => wallets.listWalletSessions(db, userAuth(request)),
+    async (request) => wallets.listWalletSessions(db, userAuth(request), assets),
   )
 
   app.delete(

@@ -6,7 +6,10 @@ import type { WalletRow } from '../db/tables.ts'
 import type { UserAuth } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { createToken, hashToken } from '../http/tokens.ts'
+import type { KeyLimits, KeyScope } from '../http/key-scopes.ts'
 import { randomAddress } from './addresses.ts'
+import { readKeyUsage } from './key-usage.ts'
+import { describeKey, limitsToStore, normalScopes, readPolicy, type AssetCatalogue, type LimitsBody } from './key-policy.ts'
 import * as wallets from './wallets.repository.ts'
 
 // Writing last_used_at on every request would turn every read into a write; once a minute is enough.
@@ -37,12 +40,21 @@ export async function authenticateWalletKey(
   db: Db,
   tokenHash: string,
   kept: KeptWalletKeys,
-): Promise<{ keyId: number; walletId: number } | undefined> {
+): Promise<{ keyId: number; walletId: number; scopes: readonly KeyScope[]; limits: KeyLimits | undefined } | undefined> {
   // Taken from `kept` while nothing has been committed since the row was read.
   const key = await readKept(db, kept, tokenHash, (hash) => wallets.findLiveWalletKey(db, { tokenHash: hash }))
   if (!key) return undefined
   if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id)
-  return { keyId: key.id, walletId: key.wallet_id }
+  return { keyId: key.id, walletId: key.wallet_id, ...policyOf(key) }
+}
+
+// A kept row is read once; its scopes and limits are parsed once too.
+const policies = new WeakMap<wallets.WalletKeyRow, ReturnType<typeof readPolicy>>()
+
+function policyOf(key: wallets.WalletKeyRow): ReturnType<typeof readPolicy> {
+  let policy = policies.get(key)
+  if (policy === undefined) policies.set(key, (policy = readPolicy(key.id, key.scopes, key.limits)))
+  return policy
 }
 
 /** A live (not deleted) user wallet by id; never the mint wallet. */
@@ -212,24 +224,54 @@ export async function transferOwnership(db: Db, auth: UserAuth, newOwnerId: numb
   })
 }
 
+/** What a new key may do: its scopes (absent: read, send, hold) and limits (`key-policy.ts`). */
+export interface NewKey {
+  name?: string
+  scopes?: KeyScope[]
+  limits?: LimitsBody
+}
+
 /**
- * POST /wallet/sessions: issues a key with read/write access to the active wallet, for the owner
- * or an assigned user. Returns `{id, wallet_id, name, token}`; only the token's hash is stored, so
- * this is the one time it is shown. Throws W000.
+ * POST /wallet/sessions: issues a key to the active wallet with the given scopes and limits, for
+ * the owner or an assigned user. Returns the key object with its `token`; only the token's hash is
+ * stored, so this is the one time it is shown. Throws W000 (also for a recipient that is no
+ * wallet), I001 (a cap on an unknown asset), G000 (an unknown limit).
  */
-export async function createWalletSession(db: Db, auth: UserAuth, name: string) {
-  return inTransaction(db, async (trx) => {
+export async function createWalletSession(db: Db, auth: UserAuth, body: NewKey, assets: AssetCatalogue) {
+  const limits = await limitsToStore(body.limits, assets, (ids) => wallets.findLiveWalletIds(db, ids))
+  const key = await inTransaction(db, async (trx) => {
     // Not while the user is being removed from it: removal revokes the keys they created first.
     const walletId = await heldUsableWallet(trx, auth)
     const token = createToken('wallet')
-    const key = await wallets.insertWalletSession(trx, { walletId, userId: auth.userId, name, tokenHash: hashToken(token) })
-    return { ...key, token }
+    const scopes = normalScopes(body.scopes).join(',')
+    const row = await wallets.insertWalletSession(trx, {
+      walletId,
+      userId: auth.userId,
+      name: body.name ?? '',
+      tokenHash: hashToken(token),
+      scopes,
+      limits,
+    })
+    return { ...row, token }
   })
+  return describeKey(key, key.limits === null ? new Map<number, string>() : await assetNames(assets), undefined)
 }
 
 /** GET /wallet/sessions: every key of the active wallet, whoever created it, without tokens. Throws W000. */
-export async function listWalletSessions(db: Db, auth: UserAuth) {
-  return wallets.listWalletSessions(db, await usableWallet(db, auth))
+export async function listWalletSessions(db: Db, auth: UserAuth, assets: AssetCatalogue) {
+  const keys = await wallets.listWalletSessions(db, await usableWallet(db, auth))
+  const limited = keys.filter((key) => key.limits !== null)
+  const names = limited.length > 0 ? await assetNames(assets) : new Map<number, string>()
+  const usage = await readKeyUsage(
+    db,
+    limited.map((key) => key.id),
+    Date.now(),
+  )
+  return keys.map((key) => describeKey(key, names, usage.get(key.id)))
+}
+
+async function assetNames(assets: AssetCatalogue): Promise<Map<number, string>> {
+  return new Map((await assets()).map((asset) => [asset.id, asset.name]))
 }
 
 /** DELETE /wallet/sessions/{id}: revokes one key of the active wallet. Throws W000, W005 (no such key on this wallet). */

@@ -247,10 +247,16 @@ describe('operator read routes', () => {
     assert.deepEqual(Object.keys(byName), ['gold', 'silver', 'unused'])
     assert.deepEqual(
       byName.gold,
-      { asset: { id: gold, name: 'gold', value: 2 }, circulating: 110, holders: 2, expiring_30d: 0 },
+      { asset: { id: gold, name: 'gold', value: 2 }, circulating: 110, holders: 2, owed: 0, expiring_30d: 0 },
       'alice and carol; bob sent all of his',
     )
-    assert.deepEqual(byName.silver, { asset: { id: silver, name: 'silver', value: 2 }, circulating: 7, holders: 1, expiring_30d: 0 })
+    assert.deepEqual(byName.silver, {
+      asset: { id: silver, name: 'silver', value: 2 },
+      circulating: 7,
+      holders: 1,
+      owed: 0,
+      expiring_30d: 0,
+    })
     assert.equal(byName.unused.circulating, 0)
     assert.equal(byName.unused.holders, 0)
     // A burn takes units out of circulation.

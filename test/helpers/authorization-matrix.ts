@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import type { LightMyRequestResponse } from 'fastify'
 import type { Database } from '../../src/db/database.ts'
+import type { KeyScope } from '../../src/http/key-scopes.ts'
 import { ADMIN_KEY } from './app.ts'
 
 /**
@@ -48,6 +49,8 @@ export interface World {
   walletW: number
   walletX: number
   keyW: { id: number; token: string }
+  /** Keys of W with every scope but one, by the scope each lacks: refused (K000) exactly on the routes needing it. */
+  keysWithout: Record<KeyScope, string>
   keyOther: { id: number; token: string }
   revokedUserToken: string
   revokedKeyToken: string
@@ -583,6 +586,13 @@ export const ROUTES: RouteCase[] = [
     route: '/wallets/:walletid/assets/:assetid',
     url: (world) => `/wallets/${world.walletW}/assets/${world.goldId}?quantity=1`,
     expect: adminOnly(204),
+  },
+  {
+    method: 'PUT',
+    route: '/wallets/:walletid/credit',
+    url: (world) => `/wallets/${world.walletX}/credit`,
+    body: (world) => ({ asset_id: world.goldId, limit: 0 }),
+    expect: adminOnly(200),
   },
   {
     method: 'POST',

@@ -7,6 +7,7 @@ import { sql } from 'kysely'
 import { insertUser, insertUserSession, updateUser } from '../../src/accounts/accounts.repository.ts'
 import { hashPassword } from '../../src/accounts/passwords.ts'
 import { inTransaction } from '../../src/db/dialect.ts'
+import { KEY_SCOPES, type KeyScope } from '../../src/http/key-scopes.ts'
 import { createToken, hashToken } from '../../src/http/tokens.ts'
 import { createWalletFor } from '../../src/wallets/wallets.service.ts'
 import { buildTestApp, journalCovered, type TestApp } from '../helpers/app.ts'
@@ -123,8 +124,13 @@ describe('authorization matrix', () => {
     }
     const spareAssetId = (await ok(call('POST', '/assets', t.admin, { name: unique('spare'), value: 1 }), 201)).id as number
 
-    const keyW = await ok(call('POST', '/wallet/sessions', as(owner), { name: 'key of W' }), 201)
-    const keyOther = await ok(call('POST', '/wallet/sessions', as(other), { name: 'key of X' }), 201)
+    const keyW = await ok(call('POST', '/wallet/sessions', as(owner), { name: 'key of W', scopes: [...KEY_SCOPES] }), 201)
+    const keyOther = await ok(call('POST', '/wallet/sessions', as(other), { name: 'key of X', scopes: [...KEY_SCOPES] }), 201)
+    const keysWithout = {} as Record<KeyScope, string>
+    for (const missing of KEY_SCOPES) {
+      const scopes = KEY_SCOPES.filter((scope) => scope !== missing)
+      keysWithout[missing] = (await ok(call('POST', '/wallet/sessions', as(owner), { name: `no ${missing}`, scopes }), 201)).token as string
+    }
     const revokedKey = await ok(call('POST', '/wallet/sessions', as(owner), { name: 'revoked' }), 201)
     await ok(call('DELETE', `/wallet/sessions/${revokedKey.id}`, as(owner)), 204)
 
@@ -169,6 +175,7 @@ describe('authorization matrix', () => {
       walletX,
       keyW: { id: keyW.id as number, token: keyW.token as string },
       keyOther: { id: keyOther.id as number, token: keyOther.token as string },
+      keysWithout,
       revokedUserToken: revokedUser.token,
       revokedKeyToken: revokedKey.token as string,
       ownerSecondSession: ownerSecond,
@@ -234,11 +241,16 @@ describe('authorization matrix', () => {
   }
 
   /** Runs one cell; returns what went wrong, or undefined. */
-  async function runCell(world: World, route: RouteCase, caller: Caller): Promise<string | undefined> {
+  async function runCell(
+    world: World,
+    route: RouteCase,
+    caller: Caller,
+    as?: { headers: Record<string, string>; expected: { status: number; code?: string } },
+  ): Promise<string | undefined> {
     cells++
-    const expected = route.expect[caller]
+    const expected = as?.expected ?? route.expect[caller]
     const url = route.url?.(world) ?? route.route
-    const headers = credentials(world, caller)
+    const headers = as?.headers ?? credentials(world, caller)
     let statusCode: number
     let body: string
     let response: LightMyRequestResponse | undefined
@@ -348,6 +360,27 @@ describe('authorization matrix', () => {
       assert.deepEqual(failures, [])
     })
   }
+
+  // Each wallet key lacking one scope: K000 on the routes that need it (changing nothing), and
+  // the answer of a key with every scope on all the others.
+  describe('wallet keys lacking a scope', () => {
+    for (const route of ROUTES.filter((route) => route.expect.keyW.status < 400)) {
+      it(`${route.method} ${route.route}`, async () => {
+        const scope = t.app.walletRoutes.find((wallet) => wallet.method === route.method && wallet.url === route.route)?.scope
+        const failures: string[] = []
+        for (const missing of KEY_SCOPES) {
+          const refused = missing === scope
+          const world = refused || !route.fresh ? shared : await buildWorld()
+          const before = refused ? await fingerprint() : ''
+          const expected = refused ? { status: 403, code: 'K000' } : route.expect.keyW
+          const failure = await runCell(world, route, 'keyW', { headers: bearer(world.keysWithout[missing]), expected })
+          if (failure) failures.push(`without ${missing}: ${failure}`)
+          if (refused && (await fingerprint()) !== before) failures.push(`without ${missing}: the refused request changed the stored state`)
+        }
+        assert.deepEqual(failures, [])
+      })
+    }
+  })
 
   describe('ids that belong to someone else (no IDOR)', () => {
     // Every case is refused, so they share one world; each checks the foreign object afterwards.

@@ -55,6 +55,11 @@ const CONTRACT: Record<string, [number, string]> = {
   H001: [409, 'Hold Not Pending'],
   H002: [400, 'Capture Exceeds Hold'],
   J000: [409, 'Not In Journal Yet'],
+  K000: [403, 'Key Scope Missing'],
+  K001: [403, 'Key Limit Reached'],
+  K002: [403, 'Recipient Not Allowed'],
+  C000: [409, 'Credit Not Allowed'],
+  C001: [409, 'Wallet In Debt'],
   R000: [404, 'Schedule Not Found'],
   R001: [409, 'Schedule Ended'],
   M000: [404, 'Monitor Not Found'],
@@ -62,7 +67,7 @@ const CONTRACT: Record<string, [number, string]> = {
 }
 
 /** Codes raised only by routes that other suites cover; here they are checked through the table alone. */
-const TABLE_ONLY = new Set(['G004', 'W003', 'W005', 'W006', 'W007', 'W008', 'W010', 'W012', 'J000'])
+const TABLE_ONLY = new Set(['G004', 'W003', 'W005', 'W006', 'W007', 'W008', 'W010', 'W012', 'J000', 'C000', 'C001'])
 
 /** Asserts the full error layout (`code`, `message`, `detail`, `request_id`) for `code`. */
 function assertError(response: LightMyRequestResponse, code: ErrorCode): void {
@@ -98,7 +103,7 @@ describe('the error table', () => {
 
   it('gives every code a well-formed name, an error status and a non-empty message', () => {
     for (const [code, entry] of Object.entries(ERRORS)) {
-      assert.match(code, /^[GSUWAIHTJRM]\d{3}$/)
+      assert.match(code, /^[GSUWAIHTJKCRM]\d{3}$/)
       assert.ok(Number.isInteger(entry.status) && entry.status >= 400 && entry.status <= 599, `${code} status ${entry.status}`)
       assert.ok(entry.message.trim().length > 0, `${code} message`)
     }
@@ -134,6 +139,12 @@ describe('every code, provoked through HTTP', () => {
   })
 
   const inject = (options: InjectOptions): Promise<LightMyRequestResponse> => t.app.inject(options)
+  /** A wallet key of alice's wallet with these scopes and limits, as headers. */
+  const newKey = async (body: object): Promise<Record<string, string>> => {
+    const created = await inject({ method: 'POST', url: '/wallet/sessions', headers: alice.auth, payload: body })
+    assert.equal(created.statusCode, 201, created.body)
+    return { authorization: `Bearer ${created.json().token}` }
+  }
 
   /** One request (or a short sequence whose last response is checked) per code. */
   const provoke: Partial<Record<ErrorCode, () => Promise<LightMyRequestResponse>>> = {
@@ -220,6 +231,33 @@ describe('every code, provoked through HTTP', () => {
     A004: () =>
       inject({ method: 'POST', url: '/user/wallets', headers: { cookie: aliceCookie, origin: 'https://evil.example.com' }, payload: {} }),
     I000: () => inject({ method: 'PUT', url: '/assets/987654/value', headers: t.admin, payload: { value: 2 } }),
+    K000: async () => {
+      const key = await newKey({ scopes: ['read'] })
+      return inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: key,
+        payload: { recipient: bob.username, assets: { gold: 1 } },
+      })
+    },
+    K001: async () => {
+      const key = await newKey({ limits: { per_transfer: { gold: 1 } } })
+      return inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: key,
+        payload: { recipient: bob.username, assets: { gold: 2 } },
+      })
+    },
+    K002: async () => {
+      const key = await newKey({ limits: { recipients: [alice.walletId] } })
+      return inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: key,
+        payload: { recipient: bob.username, assets: { gold: 1 } },
+      })
+    },
     I001: () =>
       inject({
         method: 'POST',

@@ -32,6 +32,8 @@ describe('service smoke', () => {
     })
     assert.equal(sent.statusCode, 201, sent.body)
     const holdings = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: bob.auth })
-    assert.deepEqual(holdings.json(), [{ asset: { id: asset.json().id, name: 'gold', value: 1 }, quantity: 4, held: 0, expiring: [] }])
+    assert.deepEqual(holdings.json(), [
+      { asset: { id: asset.json().id, name: 'gold', value: 1 }, quantity: 4, held: 0, credit_limit: 0, expiring: [] },
+    ])
   })
 })

@@ -680,7 +680,7 @@ describe('wallet keys on the wallet routes', () => {
   })
 
   it('reads and sends from the key’s own wallet, whatever the user’s active wallet', async () => {
-    assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 50, held: 0, expiring: [] }])
+    assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 50, held: 0, credit_limit: 0, expiring: [] }])
     const response = await t.app.inject({
       method: 'POST',
       url: '/wallet/transactions',
@@ -689,7 +689,7 @@ describe('wallet keys on the wallet routes', () => {
     })
     assert.equal(response.statusCode, 201, response.body)
     assert.equal(response.json().sending_wallet_id, side.id)
-    assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 42, held: 0, expiring: [] }])
+    assert.deepEqual(await holdingsOf(key), [{ asset: dust, quantity: 42, held: 0, credit_limit: 0, expiring: [] }])
     assert.deepEqual(await balances(owner), { [dust.name]: 5 }, 'the primary wallet is untouched')
     const listed = await t.app.inject({ method: 'GET', url: '/wallet/transactions?limit=1', headers: key })
     assert.equal(listed.json()[0].id, response.json().id)

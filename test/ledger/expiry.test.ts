@@ -36,7 +36,13 @@ describe(`expiring units (${STORAGE})`, () => {
   async function holdings(user: TestUser, query = '') {
     const response = await t.app.inject({ method: 'GET', url: `/wallet/assets${query}`, headers: user.auth })
     assert.equal(response.statusCode, 200, response.body)
-    return response.json() as { asset: Asset; quantity: number; held: number; expiring: { quantity: number; expires_at: string }[] }[]
+    return response.json() as {
+      asset: Asset
+      quantity: number
+      held: number
+      credit_limit: number
+      expiring: { quantity: number; expires_at: string }[]
+    }[]
   }
 
   async function holdingOf(user: TestUser, asset: Asset) {
@@ -95,6 +101,7 @@ describe(`expiring units (${STORAGE})`, () => {
       asset: points,
       quantity: 18,
       held: 0,
+      credit_limit: 0,
       expiring: [
         { quantity: 3, expires_at: soon },
         { quantity: 10, expires_at: later },
@@ -106,6 +113,7 @@ describe(`expiring units (${STORAGE})`, () => {
       asset: points,
       quantity: 5,
       held: 0,
+      credit_limit: 0,
       expiring: [
         { quantity: 3, expires_at: soon },
         { quantity: 2, expires_at: later },
@@ -125,6 +133,7 @@ describe(`expiring units (${STORAGE})`, () => {
       asset: points,
       quantity: 7,
       held: 0,
+      credit_limit: 0,
       expiring: [
         { quantity: 3, expires_at: soon },
         { quantity: 1, expires_at: later },
@@ -143,7 +152,7 @@ describe(`expiring units (${STORAGE})`, () => {
     const before = at(HOUR - 1000)
     offset += HOUR + 1000
     // Read and spend see the expiry at once.
-    assert.deepEqual(await holdingOf(alice, points), { asset: points, quantity: 4, held: 0, expiring: [] })
+    assert.deepEqual(await holdingOf(alice, points), { asset: points, quantity: 4, held: 0, credit_limit: 0, expiring: [] })
     assert.equal(await holdingOf(bob, points), undefined)
     const refused = await t.app.inject({
       method: 'POST',
@@ -169,7 +178,7 @@ describe(`expiring units (${STORAGE})`, () => {
       [7],
     )
     assert.equal((await history(bob, 'expiry')).length, 1)
-    assert.deepEqual(await holdingOf(alice, points), { asset: points, quantity: 4, held: 0, expiring: [] })
+    assert.deepEqual(await holdingOf(alice, points), { asset: points, quantity: 4, held: 0, credit_limit: 0, expiring: [] })
     await transfer(t, alice, bob.username, { [points.name]: 4 })
   })
 
@@ -197,6 +206,7 @@ describe(`expiring units (${STORAGE})`, () => {
       asset: points,
       quantity: 7,
       held: 7,
+      credit_limit: 0,
       expiring: [{ quantity: 7, expires_at: expiresAt }],
     })
     await runExpiry()
@@ -204,6 +214,7 @@ describe(`expiring units (${STORAGE})`, () => {
       asset: points,
       quantity: 7,
       held: 7,
+      credit_limit: 0,
       expiring: [{ quantity: 7, expires_at: expiresAt }],
     })
     const capture = await t.app.inject({ method: 'POST', url: `/wallet/holds/${captured}/capture`, headers: alice.auth })

@@ -303,7 +303,8 @@ describe('POST /wallet/sessions', () => {
     const named = await call('POST', '/wallet/sessions', owner.auth, { name: 'bookkeeping' })
     assert.equal(named.statusCode, 201, named.body)
     const key = named.json()
-    assert.deepEqual(Object.keys(key).sort(), ['id', 'name', 'token', 'wallet_id'])
+    assert.deepEqual(Object.keys(key).sort(), ['id', 'limits', 'name', 'scopes', 'token', 'used', 'wallet_id'])
+    assert.deepEqual([key.scopes, key.limits, key.used], [['read', 'send', 'hold'], {}, {}])
     assert.equal(key.wallet_id, wallet.id)
     assert.equal(key.name, 'bookkeeping')
     assert.match(key.token, /^cfw_[0-9A-Za-z]{36}$/)
@@ -346,7 +347,9 @@ describe('POST /wallet/sessions', () => {
 
     const holdings = await call('GET', '/wallet/assets', bearer(key.token))
     assert.equal(holdings.statusCode, 200, holdings.body)
-    assert.deepEqual(holdings.json(), [{ asset: { id: asset.id, name: asset.name, value: 1 }, quantity: 10, held: 0, expiring: [] }])
+    assert.deepEqual(holdings.json(), [
+      { asset: { id: asset.id, name: asset.name, value: 1 }, quantity: 10, held: 0, credit_limit: 0, expiring: [] },
+    ])
     const sent = await call('POST', '/wallet/transactions', bearer(key.token), { recipient: friend.username, assets: { [asset.name]: 4 } })
     assert.equal(sent.statusCode, 201, sent.body)
     assert.equal(sent.json().sending_wallet_id, wallet.id)
@@ -373,7 +376,7 @@ describe('GET /wallet/sessions', () => {
       ],
     )
     for (const key of keys) {
-      assert.deepEqual(Object.keys(key).sort(), ['created_at', 'id', 'last_used_at', 'name', 'wallet_id'])
+      assert.deepEqual(Object.keys(key).sort(), ['created_at', 'id', 'last_used_at', 'limits', 'name', 'scopes', 'used', 'wallet_id'])
       assert.match(key.created_at as string, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
     }
 
