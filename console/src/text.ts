@@ -175,6 +175,65 @@ export function holdOutcome(
   return prefix + (parts.join(', ') || 'nothing moved')
 }
 
+/** The wallet's balances, now and at a date. */
+export const BALANCES_TEXT = {
+  title: 'Balances',
+  asset: 'Asset',
+  valueEach: 'Value each',
+  /** Around the wallet's address. */
+  holds: ['What wallet ', ' holds.'],
+  loading: 'balances',
+  emptyStart: 'This wallet holds nothing yet. Someone can send to your username ',
+  emptyPrimary: ' (it arrives in your primary wallet)',
+  emptyAddress: ' or to the address ',
+  caption: (address: string) => `Holdings of ${address}`,
+  send: 'Send',
+  history: 'History',
+  at: 'Balances at a date',
+  moment: 'Date and time',
+  momentHint: 'in your time zone',
+  show: 'Show balances then',
+  noMoment: 'Choose a date and a time.',
+  /** Around the wallet's address and the moment. */
+  held: ['What wallet ', ' held on ', ':'],
+  nothingThen: 'Nothing then.',
+  captionAt: (address: string, when: string) => `Holdings of ${address} on ${when}`,
+}
+
+/** Sending one or more assets. */
+export const SEND_TEXT = {
+  title: 'Send',
+  from: 'From wallet ',
+  kinds: [
+    ['0', 'Username'],
+    ['1', 'Wallet address'],
+    ['2', 'Wallet id'],
+  ] as [string, string][],
+  sent: (assets: string, to: string, id: number) => `Sent ${assets} to ${to} (transaction ${id}).`,
+  loading: 'balances',
+  nothingToSend: 'This wallet holds nothing to send yet.',
+  recipient: 'Recipient',
+  sendTo: 'Send to a',
+  recipientHint: (kind: string) =>
+    kind === '0' ? 'arrives in their primary wallet' : kind === '1' ? '3 to 24 lowercase letters' : 'a number',
+  what: 'What to send',
+  line: (n: number) => `Line ${n}`,
+  asset: (n: number) => `Asset ${n}`,
+  quantity: (n: number) => `Quantity ${n}`,
+  quantityHint: 'a whole number',
+  remove: (n: number) => `Remove asset ${n}`,
+  addAsset: 'Add another asset',
+  memo: 'Memo (optional)',
+  memoHint: 'at most 64 characters, seen by both sides',
+  sending: 'Sending…',
+  send: 'Send',
+  noRecipient: 'Enter who receives the payment.',
+  noAsset: (n: number) => `Choose the asset of line ${n}.`,
+  twice: (asset: string) => `${asset} is on two lines: put its whole quantity on one.`,
+  quantityOf: (asset: string) => `The quantity of ${asset}`,
+  memoTooLong: 'A memo is at most 64 characters.',
+}
+
 /** Holds: placing, the list, capturing and voiding, and one hold's detail. */
 export const HOLD_TEXT = {
   title: 'Holds',
