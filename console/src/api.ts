@@ -25,3 +25,12 @@ export function newAttemptKey(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(16))
   return `console-${Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')}`
 }
+
+export {
+  createJournalVerifier,
+  importJournalKey,
+  JournalCheckError,
+  verifyCheckpoint,
+  type Checkpoint,
+  type JournalVerifier,
+} from '../../client/journal.ts'

@@ -182,6 +182,174 @@ export function holdOutcome(
   return prefix + (parts.join(', ') || 'nothing moved')
 }
 
+/** The wallet's balances, now and at a date. */
+export const BALANCES_TEXT = {
+  title: 'Balances',
+  asset: 'Asset',
+  valueEach: 'Value each',
+  /** Around the wallet's address. */
+  holds: ['What wallet ', ' holds.'],
+  loading: 'balances',
+  emptyStart: 'This wallet holds nothing yet. Someone can send to your username ',
+  emptyPrimary: ' (it arrives in your primary wallet)',
+  emptyAddress: ' or to the address ',
+  caption: (address: string) => `Holdings of ${address}`,
+  send: 'Send',
+  history: 'History',
+  at: 'Balances at a date',
+  moment: 'Date and time',
+  momentHint: 'in your time zone',
+  show: 'Show balances then',
+  noMoment: 'Choose a date and a time.',
+  /** Around the wallet's address and the moment. */
+  held: ['What wallet ', ' held on ', ':'],
+  nothingThen: 'Nothing then.',
+  captionAt: (address: string, when: string) => `Holdings of ${address} on ${when}`,
+}
+
+/** Sending one or more assets. */
+export const SEND_TEXT = {
+  title: 'Send',
+  from: 'From wallet ',
+  kinds: [
+    ['0', 'Username'],
+    ['1', 'Wallet address'],
+    ['2', 'Wallet id'],
+  ] as [string, string][],
+  sent: (assets: string, to: string, id: number) => `Sent ${assets} to ${to} (transaction ${id}).`,
+  loading: 'balances',
+  nothingToSend: 'This wallet holds nothing to send yet.',
+  recipient: 'Recipient',
+  sendTo: 'Send to a',
+  recipientHint: (kind: string) =>
+    kind === '0' ? 'arrives in their primary wallet' : kind === '1' ? '3 to 24 lowercase letters' : 'a number',
+  what: 'What to send',
+  line: (n: number) => `Line ${n}`,
+  asset: (n: number) => `Asset ${n}`,
+  quantity: (n: number) => `Quantity ${n}`,
+  quantityHint: 'a whole number',
+  remove: (n: number) => `Remove asset ${n}`,
+  addAsset: 'Add another asset',
+  memo: 'Memo (optional)',
+  memoHint: 'at most 64 characters, seen by both sides',
+  sending: 'Sending…',
+  send: 'Send',
+  noRecipient: 'Enter who receives the payment.',
+  noAsset: (n: number) => `Choose the asset of line ${n}.`,
+  twice: (asset: string) => `${asset} is on two lines: put its whole quantity on one.`,
+  quantityOf: (asset: string) => `The quantity of ${asset}`,
+  memoTooLong: 'A memo is at most 64 characters.',
+}
+
+/** Holds: placing, the list, capturing and voiding, and one hold's detail. */
+export const HOLD_TEXT = {
+  title: 'Holds',
+  /** Around the wallet's address. */
+  intro: [
+    'A hold reserves assets of wallet ',
+    ' for a recipient now: you capture it later (all or part of it is paid) or void it (nothing is paid). Either side may void it; it is released by itself when it expires.',
+  ],
+  recipientKinds: [
+    ['0', 'Username'],
+    ['1', 'Wallet address'],
+    ['2', 'Wallet id'],
+  ] as [string, string][],
+  expiries: [
+    ['3600', '1 hour'],
+    ['86400', '1 day'],
+    ['604800', '7 days'],
+    ['2592000', '30 days'],
+  ] as [string, string][],
+  status: { pending: 'Pending', captured: 'Captured', voided: 'Voided', expired: 'Expired' },
+  place: 'Place a hold',
+  placed: (id: number, assets: string, to: string, until: string) => `Hold ${id} placed: ${assets} reserved for ${to} until ${until}.`,
+  nothingToReserve: 'This wallet holds nothing to reserve yet.',
+  holdFor: 'Hold for a',
+  recipient: (kind: string) => `Recipient ${kind.toLowerCase()}`,
+  recipientHint: (kind: string) =>
+    kind === '0' ? 'the hold is for their primary wallet' : kind === '1' ? '3 to 24 lowercase letters' : 'a number',
+  asset: 'Asset to hold',
+  quantity: 'Quantity to hold',
+  quantityHint: 'a whole number',
+  expiresAfter: 'Expires after',
+  expiresHint: 'then it is released by itself',
+  memo: 'Memo (optional)',
+  memoHint: 'at most 64 characters, seen by both sides',
+  placing: 'Placing…',
+  placeButton: 'Place hold',
+  noRecipient: 'Enter who the hold is for.',
+  noAsset: 'Choose the asset to hold.',
+  quantityOf: (asset: string) => `The quantity of ${asset}`,
+  memoTooLong: 'A memo is at most 64 characters.',
+  atMost: (quantity: string, asset: string) => `At most ${quantity} ${asset} is held.`,
+  nothingToCapture: 'Enter how much to capture.',
+  capturePart: (id: number) => `Capture part of hold ${id}`,
+  toCapture: (asset: string) => `${asset} to capture`,
+  toCaptureHint: (quantity: string) => `at most ${quantity}; the rest goes back`,
+  captureThese: 'Capture these',
+  captureTitle: (id: number) => `Capture hold ${id}?`,
+  captureBody: (what: string, to: string, part: boolean) =>
+    `${what} go to ${to} as a recorded transaction${part ? '; the rest of the hold goes back to this wallet' : ''}.`,
+  captureFinal: 'This cannot be undone; only the recipient can refund it.',
+  capture: 'Capture',
+  captured: (id: number, assets: string, transaction: number) => `Hold ${id} captured: ${assets} paid (transaction ${transaction}).`,
+  voidTitle: (id: number) => `Void hold ${id}?`,
+  voidBody: (assets: string, back: string | undefined) =>
+    `${assets} ${back === undefined ? 'are released back to this wallet' : `go back to ${back}`}, and the hold can no longer be captured.`,
+  final: 'This cannot be undone.',
+  void: 'Void',
+  voided: (id: number) => `Hold ${id} voided: nothing was paid.`,
+  list: 'Holds of this wallet',
+  filters: 'Hold filters',
+  statusChip: (status: string) => `Status: ${status}`,
+  statusLabel: 'Status',
+  statuses: [
+    ['pending', 'Pending'],
+    ['', 'Every status'],
+    ['captured', 'Captured'],
+    ['voided', 'Voided'],
+    ['expired', 'Expired'],
+  ] as [string, string][],
+  side: 'Side',
+  sides: [
+    ['', 'Placed and received'],
+    ['sent', 'Placed by this wallet'],
+    ['received', 'For this wallet'],
+  ] as [string, string][],
+  placedByThis: 'Placed by this wallet',
+  forThis: 'For this wallet',
+  loading: 'holds',
+  noPending: 'No pending holds.',
+  noneMatch: 'No holds match these filters.',
+  heldFor: (party: string) => `Held for ${party}`,
+  heldForYou: (party: string) => `Held for you by ${party}`,
+  number: (id: number) => `hold ${id}`,
+  expires: (when: string) => `expires ${when}`,
+  settled: (when: string) => `settled ${when}`,
+  transaction: (id: number) => `transaction ${id}`,
+  captureButton: (id: number) => `Capture hold ${id}`,
+  voidButton: (id: number) => `Void hold ${id}`,
+  details: 'Details',
+  hideDetails: 'Hide details',
+  ofHold: (id: number) => `of hold ${id}`,
+  detailOf: (id: number) => `Hold ${id}`,
+  fact: {
+    status: 'Status',
+    reserved: 'Reserved',
+    paid: 'Paid',
+    released: 'Released',
+    from: 'Placed by',
+    to: 'For',
+    placed: 'Placed',
+    expires: 'Expires',
+    settled: 'Settled',
+    capture: 'Capture',
+    memo: 'Memo',
+  },
+  none: 'none',
+  stillReserved: 'nothing yet: still reserved',
+}
+
 /**
  * A browser and its system, from a user agent: "Chrome on Linux", "Safari on iPhone"; a program
  * that is no browser by its own name ("curl", "curl on Linux").
@@ -312,6 +480,22 @@ export const ACCOUNT_TEXT = {
   everywhere: 'Sign out everywhere',
   signedOutEverywhere: 'You are signed out everywhere.',
   signOutHere: 'Sign out of this session',
+}
+
+/** A transaction's place in the signed journal, as checked in the browser, and the operator's latest checkpoint. */
+export const JOURNAL_TEXT = {
+  proof: 'Proof',
+  checking: 'Checking in this browser…',
+  checked: (position: string, size: string, signedAt: string) =>
+    `Checked in this browser: entry ${position} of the signed journal (checkpoint of ${size} transactions, signed ${signedAt}).`,
+  waiting: 'Not in a signed checkpoint yet; checked again in a few seconds.',
+  failed: (reason: string) => `Does not check out: ${reason}. Tell the operator; keep this transaction’s number.`,
+  unavailable: 'Could not be checked right now.',
+  checkpoint: 'Latest signed checkpoint',
+  checkpointFacts: { size: 'Transactions covered', root: 'Merkle root', signedAt: 'Signed', signature: 'Signature' },
+  signatureGood: 'Checked in this browser with the journal’s public key',
+  signatureBad: 'Does not match the journal’s public key',
+  noCheckpoint: 'No checkpoint is signed yet: the first comes a few seconds after the first transaction.',
 }
 
 // Scheduled payments and balance alerts.

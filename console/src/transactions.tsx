@@ -2,7 +2,8 @@ import type { ComponentChildren } from 'preact'
 import { useId, useState } from 'preact/hooks'
 import type { Transaction } from './api.ts'
 import { formatAssets, formatFullTime, formatQuantity, formatTime } from './format.ts'
-import { KIND_TEXT, MOVED_BACK_TEXT, REVERSAL_TEXT, reversalWord, TRANSACTION_TEXT, type ShownError } from './text.ts'
+import { JOURNAL_TEXT, KIND_TEXT, MOVED_BACK_TEXT, REVERSAL_TEXT, reversalWord, TRANSACTION_TEXT, type ShownError } from './text.ts'
+import { ProofStatus } from './proof.tsx'
 import { Done, Empty, ErrorNotice, Loading, Pager, useWide } from './ui.tsx'
 
 /** Who a side of a transaction is, as a person reads it. */
@@ -73,6 +74,8 @@ interface ListProps {
   moved: MovedBack
   notice: Notice | undefined
   announce: (notice: Notice) => void
+  /** Whether each detail checks the transaction's proof (a holder's history). */
+  proofs: boolean
 }
 
 /** One transaction as the list and the table show it, seen from `walletId` (or from outside, the journal). */
@@ -161,12 +164,15 @@ function TransactionDetail({
   moved,
   actions,
   notice,
+  proof,
   id,
 }: {
   transaction: Transaction
   moved: MovedBack
   actions?: ComponentChildren
   notice?: string
+  /** Whether to check its proof: a holder's own transaction (the operator has the journal itself). */
+  proof: boolean
   id: string
 }) {
   const reversals = moved.get(transaction.id)?.reversals ?? []
@@ -177,6 +183,7 @@ function TransactionDetail({
     [TRANSACTION_TEXT.fact.to, party(transaction.receiving_username, transaction.receiving_wallet_address)],
     [TRANSACTION_TEXT.fact.assets, formatAssets(transaction.assets)],
     [TRANSACTION_TEXT.fact.memo, transaction.memo ? `“${transaction.memo}”` : TRANSACTION_TEXT.none],
+    ...(proof ? [[JOURNAL_TEXT.proof, <ProofStatus key="proof" transactionId={transaction.id} />] as [string, ComponentChildren]] : []),
   ]
   return (
     <div class="transaction-detail" id={id} role="region" aria-label={TRANSACTION_TEXT.detailOf(transaction.id)}>
@@ -217,7 +224,7 @@ function TransactionDetail({
  * `walletId` each says "Sent to" or "Received from"; without one (the operator's journal) it
  * names both sides. Each opens to everything about it, with its actions (a refund, a correction).
  */
-function TransactionList({ transactions, walletId, actions, moved, notice, announce }: ListProps) {
+function TransactionList({ transactions, walletId, actions, moved, notice, announce, proofs }: ListProps) {
   const wide = useWide()
   // The table and the rows are different elements, so a change of width makes each detail anew:
   // what it shows lives here (open) or in the page (the notice), not in the detail.
@@ -227,6 +234,7 @@ function TransactionList({ transactions, walletId, actions, moved, notice, annou
       moved={moved}
       actions={actions?.(transaction, (text) => announce({ of: transaction.id, text }))}
       notice={notice?.of === transaction.id ? notice.text : undefined}
+      proof={proofs}
       id={id}
     />
   )
@@ -342,6 +350,7 @@ export function TransactionPage({
   walletId,
   empty,
   actions,
+  proofs = false,
 }: {
   page: { data?: { data: Transaction[]; next: number | undefined; moved: MovedBack }; loading: boolean; error: ShownError | undefined }
   cursors: Cursors
@@ -350,6 +359,8 @@ export function TransactionPage({
   empty: string
   /** Controls under each transaction (a refund, a correction). */
   actions?: Actions
+  /** Whether each detail checks the transaction's proof in the browser (a holder's history). */
+  proofs?: boolean
 }) {
   const [notice, setNotice] = useState<Notice | undefined>()
   return (
@@ -365,6 +376,7 @@ export function TransactionPage({
           moved={page.data.moved}
           notice={notice}
           announce={setNotice}
+          proofs={proofs}
         />
       )}
       <CursorPager cursors={cursors} setCursors={setCursors} next={page.data?.next} />

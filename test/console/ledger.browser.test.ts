@@ -307,6 +307,16 @@ describe('the console in a browser: the ledger tools', { skip: !available && `no
       .filter({ hasText: `hold ${partly}` })
       .getByText(`4 ${tin.name} paid, 6 ${tin.name} released`)
       .waitFor()
+    // Its detail: what it reserved, what of it was paid and what released, both sides and its capture.
+    const partlyHold = page.getByRole('listitem').filter({ hasText: `hold ${partly}` })
+    await partlyHold.getByRole('button', { name: `Details of hold ${partly}` }).click()
+    const holdDetail = partlyHold.getByRole('region', { name: `Hold ${partly}` })
+    await holdDetail.waitFor()
+    assert.match(
+      await holdDetail.innerText(),
+      new RegExp(`Reserved\\s+10 ${tin.name}\\s+Paid\\s+4 ${tin.name}\\s+Released\\s+6 ${tin.name}\\s+Placed by\\s+${erin.username}`),
+    )
+    await holdDetail.getByText(/^transaction \d+$/).waitFor()
     await shoot(page, 'holds')
 
     // Frank sees it from the other side: he may void it, not capture it.

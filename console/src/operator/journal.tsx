@@ -4,6 +4,7 @@ import { TransactionFilterFields, useTransactionFilters } from '../filters.tsx'
 import { ReverseForm } from '../reverse.tsx'
 import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
 import { FilterBar, Page, useLoad } from '../ui.tsx'
+import { LatestCheckpoint } from './checkpoint.tsx'
 
 /** The whole journal, newest first, with filters and pages; or one wallet's history (`wallet`). */
 export function JournalList({ wallet }: { wallet?: number }) {
@@ -71,6 +72,7 @@ export function Journal() {
   return (
     <Page title="Journal">
       <p>Every transaction of every wallet, newest first.</p>
+      <LatestCheckpoint />
       <JournalList />
     </Page>
   )

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks'
 import { call, coffer, type Holding } from '../api.ts'
 import { formatExpiryDay, formatQuantity, formatTime, formatValue } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
+import { BALANCES_TEXT as T, EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
 import { Empty, ErrorNotice, Field, Loading, Page, useAction, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -14,7 +14,7 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; c
       <caption class="visually-hidden">{caption}</caption>
       <thead>
         <tr>
-          <th scope="col">Asset</th>
+          <th scope="col">{T.asset}</th>
           <th scope="col" class="number">
             {HOLDING_TEXT.owned}
           </th>
@@ -29,7 +29,7 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; c
             </th>
           )}
           <th scope="col" class="number">
-            Value each
+            {T.valueEach}
           </th>
         </tr>
       </thead>
@@ -65,34 +65,34 @@ function BalancesAt({ session }: ScreenProps) {
     void run(async () => {
       // `datetime-local` is the reader's local time; the service takes an instant.
       const at = new Date(moment)
-      check(moment !== '' && !Number.isNaN(at.getTime()), 'Choose a date and a time.')
+      check(moment !== '' && !Number.isNaN(at.getTime()), T.noMoment)
       const holdings = await call(coffer.GET('/wallet/assets', { params: { query: { as_of: at.toISOString() } } }))
       setPast({ at: at.toISOString(), holdings })
     })
   }
   return (
     <section aria-labelledby="balances-at">
-      <h2 id="balances-at">Balances at a date</h2>
+      <h2 id="balances-at">{T.at}</h2>
       <form class="inline" onSubmit={show} noValidate>
-        <Field label="Date and time" type="datetime-local" value={moment} onValue={setMoment} hint="in your time zone" />
+        <Field label={T.moment} type="datetime-local" value={moment} onValue={setMoment} hint={T.momentHint} />
         <button type="submit" disabled={pending}>
-          Show balances then
+          {T.show}
         </button>
       </form>
       <ErrorNotice error={error} />
       {past && (
         <div role="status">
           <p>
-            What wallet <strong>{session.wallet_address}</strong> held on <time dateTime={past.at}>{formatTime(past.at)}</time>:
+            {T.held[0]}
+            <strong>{session.wallet_address}</strong>
+            {T.held[1]}
+            <time dateTime={past.at}>{formatTime(past.at)}</time>
+            {T.held[2]}
           </p>
           {past.holdings.length === 0 ? (
-            <Empty>Nothing then.</Empty>
+            <Empty>{T.nothingThen}</Empty>
           ) : (
-            <HoldingsTable
-              holdings={past.holdings}
-              caption={`Holdings of ${session.wallet_address} on ${formatTime(past.at)}`}
-              withHeld={false}
-            />
+            <HoldingsTable holdings={past.holdings} caption={T.captionAt(session.wallet_address, formatTime(past.at))} withHeld={false} />
           )}
         </div>
       )}
@@ -106,32 +106,36 @@ export function Balances({ session, refresh }: ScreenProps) {
   // What arrives or leaves shows at once.
   useWalletEvents(session.wallet_id, () => void reload())
   return (
-    <Page title="Balances">
+    <Page title={T.title}>
       <p>
-        What wallet <strong>{session.wallet_address}</strong> holds.
+        {T.holds[0]}
+        <strong>{session.wallet_address}</strong>
+        {T.holds[1]}
       </p>
       <ErrorNotice error={error} />
-      {loading && <Loading what="balances" />}
+      {loading && <Loading what={T.loading} />}
       {holdings && holdings.length === 0 && (
         <Empty>
-          This wallet holds nothing yet. Someone can send to your username <strong>{session.username}</strong>
-          {session.wallet_id !== session.primary_wallet_id ? ' (it arrives in your primary wallet)' : ''} or to the address{' '}
+          {T.emptyStart}
+          <strong>{session.username}</strong>
+          {session.wallet_id !== session.primary_wallet_id ? T.emptyPrimary : ''}
+          {T.emptyAddress}
           <strong>{session.wallet_address}</strong>.
         </Empty>
       )}
       {holdings && holdings.length > 0 && (
         <HoldingsTable
           holdings={holdings}
-          caption={`Holdings of ${session.wallet_address}`}
+          caption={T.caption(session.wallet_address)}
           withHeld={holdings.some((holding) => holding.held > 0)}
         />
       )}
       <p>
         <a href="#/send" class="button-link">
-          Send
+          {T.send}
         </a>{' '}
         <a href="#/history" class="button-link">
-          History
+          {T.history}
         </a>
       </p>
       <BalancesAt session={session} refresh={refresh} />

@@ -116,6 +116,7 @@ export function History({ session }: ScreenProps) {
         cursors={cursors}
         setCursors={setCursors}
         walletId={session.wallet_id}
+        proofs
         empty={firstPage && Object.keys(chosen).length === 0 ? T.noneYet : T.noneMatch}
       />
     </Page>

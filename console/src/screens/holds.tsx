@@ -1,7 +1,8 @@
-import { useEffect, useMemo, useState } from 'preact/hooks'
+import type { ComponentChildren } from 'preact'
+import { useEffect, useId, useMemo, useState } from 'preact/hooks'
 import { call, callPage, coffer, newAttemptKey, type paths } from '../api.ts'
-import { formatAssets, formatQuantity, formatTime } from '../format.ts'
-import { HOLDING_TEXT, holdOutcome } from '../text.ts'
+import { formatAssets, formatFullTime, formatQuantity, formatTime } from '../format.ts'
+import { HOLD_TEXT as T, HOLDING_TEXT, holdOutcome } from '../text.ts'
 import { useWalletEvents } from '../live.ts'
 import { CursorPager, MetadataList, type Cursors } from '../transactions.tsx'
 import { Done, Empty, ErrorNotice, Field, FilterBar, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
@@ -10,25 +11,7 @@ import type { ScreenProps } from './user-app.tsx'
 
 type Hold = paths['/wallet/holds/{id}']['get']['responses']['200']['content']['application/json']
 
-const RECIPIENT_KINDS: [string, string][] = [
-  ['0', 'Username'],
-  ['1', 'Wallet address'],
-  ['2', 'Wallet id'],
-]
-
-const EXPIRIES: [string, string][] = [
-  ['3600', '1 hour'],
-  ['86400', '1 day'],
-  ['604800', '7 days'],
-  ['2592000', '30 days'],
-]
-
-const HOLD_STATUS_TEXT: Record<Hold['status'], string> = {
-  pending: 'Pending',
-  captured: 'Captured',
-  voided: 'Voided',
-  expired: 'Expired',
-}
+const RECIPIENT_KINDS = T.recipientKinds
 
 function party(username: string | undefined, address: string): string {
   return username ? `${username} (${address})` : address
@@ -58,11 +41,11 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
     event.preventDefault()
     void run(async () => {
       const to = recipient.trim()
-      check(to !== '', 'Enter who the hold is for.')
+      check(to !== '', T.noRecipient)
       const target = kind === '0' ? checkUsername(to) : kind === '1' ? checkAddress(to) : String(parseId(to))
-      check(asset !== '', 'Choose the asset to hold.')
-      const amount = parseQuantity(quantity, `The quantity of ${asset}`)
-      check(memo.length <= 64, 'A memo is at most 64 characters.')
+      check(asset !== '', T.noAsset)
+      const amount = parseQuantity(quantity, T.quantityOf(asset))
+      check(memo.length <= 64, T.memoTooLong)
       const hold = await call(
         coffer.POST('/wallet/holds', {
           body: {
@@ -85,48 +68,38 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
 
   return (
     <section aria-labelledby="place-hold">
-      <h2 id="place-hold">Place a hold</h2>
+      <h2 id="place-hold">{T.place}</h2>
       {made && (
         <Done>
-          Hold {made.id} placed: {formatAssets(made.assets)} reserved for {made.receiving_username ?? made.receiving_wallet_address} until{' '}
-          {formatTime(made.expires_at)}.
+          {T.placed(
+            made.id,
+            formatAssets(made.assets),
+            made.receiving_username ?? made.receiving_wallet_address,
+            formatTime(made.expires_at),
+          )}
         </Done>
       )}
       <ErrorNotice error={holdings.error} />
-      {holdings.data && holdings.data.length === 0 && <Empty>This wallet holds nothing to reserve yet.</Empty>}
+      {holdings.data && holdings.data.length === 0 && <Empty>{T.nothingToReserve}</Empty>}
       {holdings.data && holdings.data.length > 0 && (
         <form onSubmit={submit} noValidate>
-          <Select label="Hold for a" value={kind} onValue={setKind} options={RECIPIENT_KINDS} />
+          <Select label={T.holdFor} value={kind} onValue={setKind} options={RECIPIENT_KINDS} />
           <Field
-            label={`Recipient ${RECIPIENT_KINDS.find(([key]) => key === kind)?.[1].toLowerCase() ?? ''}`}
+            label={T.recipient(RECIPIENT_KINDS.find(([key]) => key === kind)?.[1] ?? '')}
             value={recipient}
             onValue={setRecipient}
             autoComplete="off"
-            hint={kind === '0' ? 'the hold is for their primary wallet' : kind === '1' ? '3 to 24 lowercase letters' : 'a number'}
+            hint={T.recipientHint(kind)}
           />
           <div class="line">
-            <Select label="Asset to hold" value={asset} onValue={setAsset} options={options} />
-            <Field
-              label="Quantity to hold"
-              value={quantity}
-              onValue={setQuantity}
-              inputMode="numeric"
-              autoComplete="off"
-              hint="a whole number"
-            />
+            <Select label={T.asset} value={asset} onValue={setAsset} options={options} />
+            <Field label={T.quantity} value={quantity} onValue={setQuantity} inputMode="numeric" autoComplete="off" hint={T.quantityHint} />
           </div>
-          <Select label="Expires after" value={expires} onValue={setExpires} options={EXPIRIES} hint="then it is released by itself" />
-          <Field
-            label="Memo (optional)"
-            value={memo}
-            onValue={setMemo}
-            maxLength={64}
-            autoComplete="off"
-            hint="at most 64 characters, seen by both sides"
-          />
+          <Select label={T.expiresAfter} value={expires} onValue={setExpires} options={T.expiries} hint={T.expiresHint} />
+          <Field label={T.memo} value={memo} onValue={setMemo} maxLength={64} autoComplete="off" hint={T.memoHint} />
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
-            {pending ? 'Placing…' : 'Place hold'}
+            {pending ? T.placing : T.placeButton}
           </button>
         </form>
       )}
@@ -141,32 +114,142 @@ function CapturePart({ hold, capture }: { hold: Hold; capture: (assets: Record<s
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
-      const assets = parsePart(hold.assets, quantities, (line) => `At most ${formatQuantity(line.quantity)} ${line.asset.name} is held.`)
-      check(Object.keys(assets).length > 0, 'Enter how much to capture.')
+      const assets = parsePart(hold.assets, quantities, (line) => T.atMost(formatQuantity(line.quantity), line.asset.name))
+      check(Object.keys(assets).length > 0, T.nothingToCapture)
       await capture(assets)
     })
   }
   return (
     <details>
-      <summary>Capture part of hold {hold.id}</summary>
+      <summary>{T.capturePart(hold.id)}</summary>
       <form onSubmit={submit} noValidate>
         {hold.assets.map((line) => (
           <Field
             key={line.asset.id}
-            label={`${line.asset.name} to capture`}
+            label={T.toCapture(line.asset.name)}
             value={quantities[line.asset.name] ?? ''}
             onValue={(value) => setQuantities({ ...quantities, [line.asset.name]: value })}
             inputMode="numeric"
             autoComplete="off"
-            hint={`at most ${formatQuantity(line.quantity)}; the rest goes back`}
+            hint={T.toCaptureHint(formatQuantity(line.quantity))}
           />
         ))}
         <ErrorNotice error={error} />
         <button type="submit" disabled={pending}>
-          Capture these
+          {T.captureThese}
         </button>
       </form>
     </details>
+  )
+}
+
+/** One hold in the list: who, what, its outcome in a badge; it opens to everything about it; its actions while pending. */
+function HoldItem({
+  hold,
+  sent,
+  paid,
+  pending,
+  capture,
+  release,
+}: {
+  hold: Hold
+  sent: boolean
+  paid: Map<string, number> | undefined
+  pending: boolean
+  capture: (assets?: Record<string, number>) => Promise<void>
+  release: () => Promise<void>
+}) {
+  const [open, setOpen] = useState(false)
+  const id = useId()
+  return (
+    <li class={sent ? 'sent' : 'received'}>
+      <p class="what">
+        {sent
+          ? T.heldFor(party(hold.receiving_username, hold.receiving_wallet_address))
+          : T.heldForYou(party(hold.sending_username, hold.sending_wallet_address))}
+      </p>
+      <div class="amounts-line">
+        <p class="amounts">
+          {hold.assets.map((line) => (
+            <span key={line.asset.id} class="amount">
+              {formatQuantity(line.quantity)} {line.asset.name}
+            </span>
+          ))}
+        </p>
+        <button type="button" class="details-toggle" aria-expanded={open} aria-controls={id} onClick={() => setOpen(!open)}>
+          {open ? T.hideDetails : T.details}
+          <span class="visually-hidden"> {T.ofHold(hold.id)}</span>
+        </button>
+      </div>
+      <p class="meta">
+        <span class={`badge ${hold.status}`}>{holdOutcome(hold.status, hold.assets, paid, formatQuantity)}</span>
+        <span> · {T.number(hold.id)}</span>
+        {hold.status === 'pending' ? (
+          <span> · {T.expires(formatTime(hold.expires_at))}</span>
+        ) : (
+          <span> · {T.settled(formatTime(hold.settled_at))}</span>
+        )}
+        {hold.transaction_id !== null && <span> · {T.transaction(hold.transaction_id)}</span>}
+        {hold.memo && <span class="memo"> · “{hold.memo}”</span>}
+      </p>
+      <MetadataList metadata={hold.metadata} />
+      {open && <HoldDetail hold={hold} paid={paid} id={id} />}
+      {hold.status === 'pending' && (
+        <div class="row-actions">
+          {sent && (
+            <button type="button" class="primary" disabled={pending} onClick={() => void capture()}>
+              {T.captureButton(hold.id)}
+            </button>
+          )}
+          <button type="button" disabled={pending} onClick={() => void release()}>
+            {T.voidButton(hold.id)}
+          </button>
+          {sent && <CapturePart hold={hold} capture={capture} />}
+        </div>
+      )}
+    </li>
+  )
+}
+
+/** Everything about one hold: both sides, what it reserved, what of it was paid and what released, and when. */
+function HoldDetail({ hold, paid, id }: { hold: Hold; paid: Map<string, number> | undefined; id: string }) {
+  const list = (lines: { name: string; quantity: number }[]) =>
+    lines
+      .filter((line) => line.quantity > 0)
+      .map((line) => `${formatQuantity(line.quantity)} ${line.name}`)
+      .join(', ') || T.none
+  const reserved = hold.assets.map((line) => ({ name: line.asset.name, quantity: line.quantity }))
+  const paidLines = reserved.map((line) => ({ name: line.name, quantity: paid?.get(line.name) ?? 0 }))
+  const released = reserved.map((line) => ({ name: line.name, quantity: line.quantity - (paid?.get(line.name) ?? 0) }))
+  const facts: [string, ComponentChildren][] = [
+    [T.fact.status, T.status[hold.status]],
+    [T.fact.reserved, list(reserved)],
+    ...(hold.status === 'pending'
+      ? ([[T.fact.paid, T.stillReserved]] as [string, string][])
+      : ([
+          [T.fact.paid, list(paidLines)],
+          [T.fact.released, list(released)],
+        ] as [string, string][])),
+    [T.fact.from, party(hold.sending_username, hold.sending_wallet_address)],
+    [T.fact.to, party(hold.receiving_username, hold.receiving_wallet_address)],
+    [T.fact.placed, formatFullTime(hold.created_at)],
+    hold.status === 'pending' || hold.settled_at === null
+      ? [T.fact.expires, formatFullTime(hold.expires_at)]
+      : [T.fact.settled, formatFullTime(hold.settled_at)],
+    ...(hold.transaction_id !== null ? ([[T.fact.capture, T.transaction(hold.transaction_id)]] as [string, string][]) : []),
+    [T.fact.memo, hold.memo ? `“${hold.memo}”` : T.none],
+  ]
+  return (
+    <div class="transaction-detail" id={id} role="region" aria-label={T.detailOf(hold.id)}>
+      <dl class="facts">
+        {facts.map(([term, value]) => (
+          <div key={term}>
+            <dt>{term}</dt>
+            <dd>{value}</dd>
+          </div>
+        ))}
+      </dl>
+    </div>
   )
 }
 
@@ -218,17 +301,14 @@ export function Holds({ session, refresh }: ScreenProps) {
           .join(', ')
       : formatAssets(hold.assets)
     const yes = await confirm({
-      title: `Capture hold ${hold.id}?`,
+      title: T.captureTitle(hold.id),
       body: (
         <>
-          <p>
-            {what} go to {party(hold.receiving_username, hold.receiving_wallet_address)} as a recorded transaction
-            {assets ? '; the rest of the hold goes back to this wallet' : ''}.
-          </p>
-          <p>This cannot be undone; only the recipient can refund it.</p>
+          <p>{T.captureBody(what, party(hold.receiving_username, hold.receiving_wallet_address), assets !== undefined)}</p>
+          <p>{T.captureFinal}</p>
         </>
       ),
-      action: 'Capture',
+      action: T.capture,
     })
     if (!yes) return
     await run(async () => {
@@ -243,24 +323,20 @@ export function Holds({ session, refresh }: ScreenProps) {
         }),
       )
       await page.reload()
-      setDone(`Hold ${hold.id} captured: ${formatAssets(transaction.assets)} paid (transaction ${transaction.id}).`)
+      setDone(T.captured(hold.id, formatAssets(transaction.assets), transaction.id))
     })
   }
 
   const release = async (hold: Hold, sent: boolean) => {
     const yes = await confirm({
-      title: `Void hold ${hold.id}?`,
+      title: T.voidTitle(hold.id),
       body: (
         <>
-          <p>
-            {formatAssets(hold.assets)}{' '}
-            {sent ? 'are released back to this wallet' : `go back to ${party(hold.sending_username, hold.sending_wallet_address)}`}, and the
-            hold can no longer be captured.
-          </p>
-          <p>This cannot be undone.</p>
+          <p>{T.voidBody(formatAssets(hold.assets), sent ? undefined : party(hold.sending_username, hold.sending_wallet_address))}</p>
+          <p>{T.final}</p>
         </>
       ),
-      action: 'Void',
+      action: T.void,
       tone: 'danger',
     })
     if (!yes) return
@@ -268,106 +344,48 @@ export function Holds({ session, refresh }: ScreenProps) {
       setDone('')
       await call(coffer.POST('/wallet/holds/{id}/void', { params: { path: { id: String(hold.id) } } }))
       await page.reload()
-      setDone(`Hold ${hold.id} voided: nothing was paid.`)
+      setDone(T.voided(hold.id))
     })
   }
 
   return (
-    <Page title="Holds">
+    <Page title={T.title}>
       <p>
-        A hold reserves assets of wallet <strong>{session.wallet_address}</strong> for a recipient now: you capture it later (all or part of
-        it is paid) or void it (nothing is paid). Either side may void it; it is released by itself when it expires.
+        {T.intro[0]}
+        <strong>{session.wallet_address}</strong>
+        {T.intro[1]}
       </p>
       <PlaceHold session={session} refresh={refresh} placed={page.reload} />
       <section aria-labelledby="hold-list">
-        <h2 id="hold-list">Holds of this wallet</h2>
+        <h2 id="hold-list">{T.list}</h2>
         <FilterBar
-          label="Hold filters"
+          label={T.filters}
           chips={[
-            ...(status ? [{ label: `Status: ${HOLD_STATUS_TEXT[status as Hold['status']]}`, clear: () => setStatus('') }] : []),
-            ...(direction
-              ? [{ label: direction === 'sent' ? 'Placed by this wallet' : 'For this wallet', clear: () => setDirection('') }]
-              : []),
+            ...(status ? [{ label: T.statusChip(T.status[status as Hold['status']]), clear: () => setStatus('') }] : []),
+            ...(direction ? [{ label: direction === 'sent' ? T.placedByThis : T.forThis, clear: () => setDirection('') }] : []),
           ]}
         >
-          <Select
-            label="Status"
-            value={status}
-            onValue={setStatus}
-            options={[
-              ['pending', 'Pending'],
-              ['', 'Every status'],
-              ['captured', 'Captured'],
-              ['voided', 'Voided'],
-              ['expired', 'Expired'],
-            ]}
-          />
-          <Select
-            label="Side"
-            value={direction}
-            onValue={setDirection}
-            options={[
-              ['', 'Placed and received'],
-              ['sent', 'Placed by this wallet'],
-              ['received', 'For this wallet'],
-            ]}
-          />
+          <Select label={T.statusLabel} value={status} onValue={setStatus} options={T.statuses} />
+          <Select label={T.side} value={direction} onValue={setDirection} options={T.sides} />
         </FilterBar>
         {done && <Done>{done}</Done>}
         <ErrorNotice error={error} />
         <ErrorNotice error={page.error} />
-        {page.loading && <Loading what="holds" />}
-        {page.data && page.data.data.length === 0 && (
-          <Empty>{status === 'pending' && !direction ? 'No pending holds.' : 'No holds match these filters.'}</Empty>
-        )}
+        {page.loading && <Loading what={T.loading} />}
+        {page.data && page.data.data.length === 0 && <Empty>{status === 'pending' && !direction ? T.noPending : T.noneMatch}</Empty>}
         {page.data && page.data.data.length > 0 && (
           <ul class="transactions">
-            {page.data.data.map((hold) => {
-              const sent = hold.sending_wallet_id === session.wallet_id
-              return (
-                <li key={hold.id} class={sent ? 'sent' : 'received'}>
-                  <p class="what">
-                    {sent
-                      ? `Held for ${party(hold.receiving_username, hold.receiving_wallet_address)}`
-                      : `Held for you by ${party(hold.sending_username, hold.sending_wallet_address)}`}
-                  </p>
-                  <p class="amounts">
-                    {hold.assets.map((line) => (
-                      <span key={line.asset.id} class="amount">
-                        {formatQuantity(line.quantity)} {line.asset.name}
-                      </span>
-                    ))}
-                  </p>
-                  <p class="meta">
-                    <span class={`badge ${hold.status}`}>
-                      {holdOutcome(hold.status, hold.assets, page.data?.paid.get(hold.id), formatQuantity)}
-                    </span>
-                    <span> · hold {hold.id}</span>
-                    {hold.status === 'pending' ? (
-                      <span> · expires {formatTime(hold.expires_at)}</span>
-                    ) : (
-                      <span> · settled {formatTime(hold.settled_at)}</span>
-                    )}
-                    {hold.transaction_id !== null && <span> · transaction {hold.transaction_id}</span>}
-                    {hold.memo && <span class="memo"> · “{hold.memo}”</span>}
-                  </p>
-                  <MetadataList metadata={hold.metadata} />
-                  {hold.status === 'pending' && (
-                    <div class="row-actions">
-                      {sent && (
-                        <button type="button" class="primary" disabled={pending} onClick={() => void capture(hold)}>
-                          Capture hold {hold.id}
-                        </button>
-                      )}
-                      <button type="button" disabled={pending} onClick={() => void release(hold, sent)}>
-                        Void hold {hold.id}
-                      </button>
-                      {sent && <CapturePart hold={hold} capture={(assets) => capture(hold, assets)} />}
-                    </div>
-                  )}
-                </li>
-              )
-            })}
+            {page.data.data.map((hold) => (
+              <HoldItem
+                key={hold.id}
+                hold={hold}
+                sent={hold.sending_wallet_id === session.wallet_id}
+                paid={page.data?.paid.get(hold.id)}
+                pending={pending}
+                capture={(assets) => capture(hold, assets)}
+                release={() => release(hold, hold.sending_wallet_id === session.wallet_id)}
+              />
+            ))}
           </ul>
         )}
         <CursorPager cursors={cursors} setCursors={setCursors} next={page.data?.next} />

@@ -1,16 +1,12 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, coffer, newAttemptKey, type Transaction } from '../api.ts'
 import { formatAssets, formatQuantity } from '../format.ts'
-import { HOLDING_TEXT } from '../text.ts'
+import { HOLDING_TEXT, SEND_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
-const KINDS: [string, string][] = [
-  ['0', 'Username'],
-  ['1', 'Wallet address'],
-  ['2', 'Wallet id'],
-]
+const KINDS = T.kinds
 
 interface Line {
   asset: string
@@ -43,15 +39,15 @@ export function Send({ session }: ScreenProps) {
     event.preventDefault()
     void run(async () => {
       const to = recipient.trim()
-      check(to !== '', 'Enter who receives the payment.')
+      check(to !== '', T.noRecipient)
       const target = kind === '0' ? checkUsername(to) : kind === '1' ? checkAddress(to) : String(parseId(to))
       const assets: Record<string, number> = {}
       for (const [index, line] of lines.entries()) {
-        check(line.asset !== '', `Choose the asset of line ${index + 1}.`)
-        check(!(line.asset in assets), `${line.asset} is on two lines: put its whole quantity on one.`)
-        assets[line.asset] = parseQuantity(line.quantity, `The quantity of ${line.asset}`)
+        check(line.asset !== '', T.noAsset(index + 1))
+        check(!(line.asset in assets), T.twice(line.asset))
+        assets[line.asset] = parseQuantity(line.quantity, T.quantityOf(line.asset))
       }
-      check(memo.length <= 64, 'A memo is at most 64 characters.')
+      check(memo.length <= 64, T.memoTooLong)
       const transaction = await call(
         coffer.POST('/wallet/transactions', {
           body: { recipient: target, type: Number(kind) as 0 | 1 | 2, assets, ...(memo ? { memo } : {}) },
@@ -71,50 +67,47 @@ export function Send({ session }: ScreenProps) {
     HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
   ])
   return (
-    <Page title="Send">
+    <Page title={T.title}>
       <p>
-        From wallet <strong>{session.wallet_address}</strong>.
+        {T.from}
+        <strong>{session.wallet_address}</strong>.
       </p>
-      {sent && (
-        <Done>
-          Sent {formatAssets(sent.assets)} to {sent.receiving_username ?? sent.receiving_wallet_address} (transaction {sent.id}).
-        </Done>
-      )}
+      {sent && <Done>{T.sent(formatAssets(sent.assets), sent.receiving_username ?? sent.receiving_wallet_address, sent.id)}</Done>}
       <ErrorNotice error={holdings.error} />
-      {holdings.loading && <Loading what="balances" />}
-      {holdings.data && holdings.data.length === 0 && <Empty>This wallet holds nothing to send yet.</Empty>}
+      {holdings.loading && <Loading what={T.loading} />}
+      {holdings.data && holdings.data.length === 0 && <Empty>{T.nothingToSend}</Empty>}
       {holdings.data && holdings.data.length > 0 && (
         <form onSubmit={submit} noValidate>
           <fieldset>
-            <legend>Recipient</legend>
-            <Select label="Send to a" value={kind} onValue={setKind} options={KINDS} />
+            <legend>{T.recipient}</legend>
+            <Select label={T.sendTo} value={kind} onValue={setKind} options={KINDS} />
             <Field
-              label={KINDS.find(([key]) => key === kind)?.[1] ?? 'Recipient'}
+              label={KINDS.find(([key]) => key === kind)?.[1] ?? T.recipient}
               value={recipient}
               onValue={setRecipient}
               required
               autoComplete="off"
-              hint={kind === '0' ? 'arrives in their primary wallet' : kind === '1' ? '3 to 24 lowercase letters' : 'a number'}
+              hint={T.recipientHint(kind)}
               inputMode={kind === '2' ? 'numeric' : undefined}
             />
           </fieldset>
           <fieldset>
-            <legend>What to send</legend>
+            <legend>{T.what}</legend>
             {lines.map((line, index) => (
-              <div class="line" key={index} role="group" aria-label={`Line ${index + 1}`}>
-                <Select label={`Asset ${index + 1}`} value={line.asset} onValue={(asset) => setLine(index, { asset })} options={options} />
+              <div class="line" key={index} role="group" aria-label={T.line(index + 1)}>
+                <Select label={T.asset(index + 1)} value={line.asset} onValue={(asset) => setLine(index, { asset })} options={options} />
                 <Field
-                  label={`Quantity ${index + 1}`}
+                  label={T.quantity(index + 1)}
                   value={line.quantity}
                   onValue={(quantity) => setLine(index, { quantity })}
                   inputMode="numeric"
                   required
                   autoComplete="off"
-                  hint="a whole number"
+                  hint={T.quantityHint}
                 />
                 {lines.length > 1 && (
                   <button type="button" onClick={() => setLines(lines.filter((_, i) => i !== index))}>
-                    Remove asset {index + 1}
+                    {T.remove(index + 1)}
                   </button>
                 )}
               </div>
@@ -129,21 +122,14 @@ export function Send({ session }: ScreenProps) {
                   ])
                 }
               >
-                Add another asset
+                {T.addAsset}
               </button>
             )}
           </fieldset>
-          <Field
-            label="Memo (optional)"
-            value={memo}
-            onValue={setMemo}
-            maxLength={64}
-            hint="at most 64 characters, seen by both sides"
-            autoComplete="off"
-          />
+          <Field label={T.memo} value={memo} onValue={setMemo} maxLength={64} hint={T.memoHint} autoComplete="off" />
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
-            {pending ? 'Sending…' : 'Send'}
+            {pending ? T.sending : T.send}
           </button>
         </form>
       )}
