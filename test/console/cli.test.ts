@@ -117,19 +117,16 @@ describe('coffer command', () => {
     ]
     assert.deepEqual(await lots(), expected)
 
-    const soon = new Date(Date.now() + 30_000).toISOString()
+    // A time that is not one, and one too far ahead (checked as the API does: G000), issue nothing.
+    const notATime = await coffer('issue', 'clipoints', 'points', '3', '--expires-at', 'tomorrow')
+    assert.equal(notATime.code, 2)
+    assert.match(notATime.stderr, /--expires-at takes a time/)
     const tooLate = new Date(Date.now() + 11 * 366 * 86_400_000).toISOString()
-    for (const bad of ['tomorrow', soon, tooLate]) {
-      const refused = await coffer('issue', 'clipoints', 'points', '3', '--expires-at', bad)
-      assert.notEqual(refused.code, 0, bad)
-      assert.match(refused.stderr, bad === 'tomorrow' ? /--expires-at takes a time/ : /G000/)
-    }
-    assert.match((await coffer('issue', 'points', '--csv', file, '--expires-at', soon)).stderr, /G000/)
-    assert.equal((await coffer('issue', 'clipoints', 'points', '3', '--expires-at')).code, 2)
+    const refused = await coffer('issue', 'points', '--csv', file, '--expires-at', tooLate)
+    assert.equal(refused.code, 1)
+    assert.match(refused.stderr, /G000/)
     assert.deepEqual(await lots(), expected)
     assert.equal(await holdingOf('clipoints'), 12)
-    const verified = await coffer('verify')
-    assert.equal(verified.code, 0, verified.stdout)
   })
 
   it('refuses to burn more than the wallet holds', async () => {
