@@ -34,6 +34,8 @@ export interface LoadJob {
   recipientType?: 0 | 2
   /** For transfers: the quantity of gold sent (1); anything JSON, to measure refused requests. */
   quantity?: unknown
+  /** For transfers: the asset sent (`gold`). */
+  asset?: string
   /** Latencies are kept for 2xx answers and for this status (a scenario refused on purpose). */
   expectStatus?: number
 }
@@ -78,7 +80,7 @@ function transferRequest(job: LoadJob): autocannon.Request {
       request.body = JSON.stringify({
         recipient,
         ...(job.recipientType ? { type: job.recipientType } : {}),
-        assets: { gold: job.quantity ?? 1 },
+        assets: { [job.asset ?? 'gold']: job.quantity ?? 1 },
       })
       return request
     },

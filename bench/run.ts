@@ -14,6 +14,8 @@ interface Scenario {
 }
 
 const HTTP_LOAD = 'http-load.ts'
+/** Programs that run every scenario named for them in one run. */
+const SHARED = [HTTP_LOAD, 'features.ts']
 
 const SCENARIOS: Scenario[] = [
   {
@@ -53,6 +55,27 @@ const SCENARIOS: Scenario[] = [
   { name: 'statements', program: 'statements.ts', load: 'balances in time and a whole CSV statement at 100,000 transactions of history' },
   { name: 'retention-size', program: 'retention-size.ts', load: 'database size per million transfers, before and after the retention job' },
   { name: 'verify-repair', program: 'verify-repair.ts', load: '`coffer verify` and `--repair` on a ledger of 200,000 transactions' },
+  {
+    name: 'journal',
+    program: 'features.ts',
+    load: 'transfers with and without the journal (--against), position and checkpoint lag, export, proofs, verify',
+  },
+  {
+    name: 'journal-upgrade',
+    program: 'features.ts',
+    load: 'migration 0015 and the sequencer over a ledger of --transactions (100,000) written before it',
+  },
+  {
+    name: 'schedules',
+    program: 'features.ts',
+    load: '1,000 schedules due at one instant beside transfers: time until all ran, transfers/s meanwhile',
+  },
+  { name: 'monitors', program: 'features.ts', load: 'transfers with a monitor on every wallet against none, taking turns' },
+  {
+    name: 'expiry',
+    program: 'features.ts',
+    load: 'transfers of an asset never expiring against one with 10 expiry dates per sender (--against)',
+  },
   { name: 'request-floor', program: 'request-floor.ts', load: 'CPU per request for requests that do little, in process (no socket)' },
 ]
 
@@ -77,9 +100,9 @@ if (unknown.length > 0) {
 const runs: { program: string; names: string[] }[] = []
 for (const name of names) {
   const { program } = SCENARIOS.find((scenario) => scenario.name === name) as Scenario
-  const shared = program === HTTP_LOAD ? runs.find((run) => run.program === HTTP_LOAD) : undefined
+  const shared = SHARED.includes(program) ? runs.find((run) => run.program === program) : undefined
   if (shared) shared.names.push(name)
-  else runs.push({ program, names: program === HTTP_LOAD ? [name] : [] })
+  else runs.push({ program, names: SHARED.includes(program) ? [name] : [] })
 }
 
 // Ctrl-C reaches the child too (same process group); a SIGTERM is passed on. Either way the child

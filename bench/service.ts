@@ -23,6 +23,8 @@ export interface ServiceOptions {
   profileDir?: string
   logLevel?: string
   env?: Record<string, string>
+  /** Another checkout to run the service from (a build to compare with); this one by default. */
+  root?: string
 }
 
 export async function startService(options: ServiceOptions, track: (pid: number) => void): Promise<Service> {
@@ -31,8 +33,9 @@ export async function startService(options: ServiceOptions, track: (pid: number)
   const logFile = path.join(options.dataDir, 'service.log')
   const log = fs.openSync(logFile, 'a')
   const nodeArgs = options.profileDir ? ['--cpu-prof', '--cpu-prof-dir', options.profileDir] : []
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(ROOT, 'src/main.ts')], {
-    cwd: ROOT,
+  const root = options.root ?? ROOT
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src/main.ts')], {
+    cwd: root,
     env: {
       ...process.env,
       ...options.env,

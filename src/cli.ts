@@ -40,6 +40,8 @@ Commands (storage from DATABASE_URL / DATA_DIR, as for the service):
   issue <asset> --csv <file> [--memo <text>]
                                       issue to every wallet of a CSV file of \`wallet,quantity\`
                                       lines (\`-\` reads standard input), all or nothing
+  issue … --expires-at <time>         the issued units expire at <time> (ISO 8601, a minute to
+                                      10 years ahead); either form of issue
   burn <wallet> <asset> [quantity]    burn units (default: the whole holding) back to mint
   admin-key                           print the admin key (generating it on first use)
   verify                              recompute every holding from the journal and check the ledger,
@@ -158,6 +160,7 @@ async function issueCsv(
   assetRef: string | undefined,
   file: string,
   memo: string | undefined,
+  expiresAt: string | undefined,
 ): Promise<number> {
   const assetId = await resolveAsset(database, assetRef)
   if (memo !== undefined && memo.length > 64) throw new UsageError('--memo must be at most 64 characters')
@@ -192,6 +195,7 @@ async function issueCsv(
       asset_id: assetId,
       entries: entries.map((entry, i) => ({ wallet_id: walletIds[i], quantity: entry.quantity })),
       memo,
+      expires_at: expiresAt,
     })
   } catch (error) {
     // The ledger names the entry (`entries[i]: …`): name its line instead.
@@ -361,7 +365,7 @@ async function run(
   config: Config,
   command: string | undefined,
   rest: string[],
-  flags: { status?: boolean; repair?: boolean; csv?: string; memo?: string; after?: string; follow?: boolean } = {},
+  flags: { status?: boolean; repair?: boolean; csv?: string; memo?: string; after?: string; follow?: boolean; expiresAt?: string } = {},
 ): Promise<number> {
   switch (command) {
     case 'serve': {
@@ -422,12 +426,17 @@ async function run(
         throw new UsageError('asset needs one of: list, create, set-value, rename')
       })
     case 'issue':
+      if (flags.expiresAt !== undefined && Number.isNaN(Date.parse(flags.expiresAt)))
+        throw new UsageError('--expires-at takes a time (ISO 8601, say 2030-03-01T00:00:00Z)')
       if (flags.csv !== undefined)
-        return withLedger(config, (ledger, database) => issueCsv(ledger, database, rest[0], flags.csv as string, flags.memo))
+        return withLedger(config, (ledger, database) =>
+          issueCsv(ledger, database, rest[0], flags.csv as string, flags.memo, flags.expiresAt),
+        )
       return withLedger(config, async (ledger, database) => {
         const walletId = await resolveWallet(database, rest[0])
         const assetId = await resolveAsset(database, rest[1])
-        console.log(JSON.stringify(await ledger.issuance.issue(walletId, assetId, positiveInteger(rest[2], '<quantity>'))))
+        const quantity = positiveInteger(rest[2], '<quantity>')
+        console.log(JSON.stringify(await ledger.issuance.issue(walletId, assetId, quantity, undefined, flags.expiresAt)))
         return 0
       })
     case 'burn':
@@ -458,6 +467,7 @@ export async function main(argv: string[]): Promise<number> {
       memo: { type: 'string' },
       after: { type: 'string' },
       follow: { type: 'boolean' },
+      'expires-at': { type: 'string' },
     },
   })
   if (values.help || positionals.length === 0 || positionals[0] === 'help') {
@@ -467,6 +477,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const config = loadConfig()
     const text = (value: unknown) => (typeof value === 'string' ? value : undefined)
+    if (values['expires-at'] === true) throw new UsageError('--expires-at takes a time')
     return await run(config, positionals[0], positionals.slice(1), {
       status: values.status === true,
       repair: values.repair === true,
@@ -474,6 +485,7 @@ export async function main(argv: string[]): Promise<number> {
       memo: text(values.memo),
       after: text(values.after),
       follow: values.follow === true,
+      expiresAt: text(values['expires-at']),
     })
   } catch (error) {
     if (error instanceof UsageError) {

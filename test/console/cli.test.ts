@@ -79,6 +79,56 @@ describe('coffer command', () => {
     assert.match(verified.stdout, /ledger OK/)
   })
 
+  it('issues units that expire with --expires-at, one wallet or a CSV file, and refuses a bad time issuing nothing', async () => {
+    const owner = await database.db
+      .insertInto('users')
+      .values({ username: 'clip', username_key: 'clip', password_hash: 'x', primary_wallet_id: null, created_at: new Date().toISOString() })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    await database.db
+      .insertInto('wallets')
+      .values({ address: 'clipoints', user_id: owner.id, created_at: new Date().toISOString(), deleted_at: null })
+      .execute()
+    const lots = async () =>
+      (
+        await database.db
+          .selectFrom('lots')
+          .innerJoin('wallets', 'wallets.id', 'lots.wallet_id')
+          .select(['lots.quantity', 'lots.expires_at'])
+          .where('wallets.address', '=', 'clipoints')
+          .orderBy('lots.expires_at')
+          .execute()
+      ).map((lot) => ({ quantity: Number(lot.quantity), at: new Date(lot.expires_at).toISOString() }))
+    assert.equal((await coffer('asset', 'create', 'points', '1')).code, 0)
+    const day = new Date(Date.now() + 86_400_000)
+    day.setUTCMilliseconds(0)
+    const week = new Date(day.getTime() + 6 * 86_400_000)
+
+    const issued = await coffer('issue', 'clipoints', 'points', '7', '--expires-at', day.toISOString())
+    assert.equal(issued.code, 0, issued.stderr)
+    assert.equal(JSON.parse(issued.stdout).kind, 'issuance')
+    const file = path.join(dataDir, 'expiring.csv')
+    fs.writeFileSync(file, 'wallet,quantity\nclipoints,5\n')
+    const fromCsv = await coffer('issue', 'points', '--csv', file, '--expires-at', week.toISOString())
+    assert.equal(fromCsv.code, 0, fromCsv.stderr)
+    const expected = [
+      { quantity: 7, at: day.toISOString() },
+      { quantity: 5, at: week.toISOString() },
+    ]
+    assert.deepEqual(await lots(), expected)
+
+    // A time that is not one, and one too far ahead (checked as the API does: G000), issue nothing.
+    const notATime = await coffer('issue', 'clipoints', 'points', '3', '--expires-at', 'tomorrow')
+    assert.equal(notATime.code, 2)
+    assert.match(notATime.stderr, /--expires-at takes a time/)
+    const tooLate = new Date(Date.now() + 11 * 366 * 86_400_000).toISOString()
+    const refused = await coffer('issue', 'points', '--csv', file, '--expires-at', tooLate)
+    assert.equal(refused.code, 1)
+    assert.match(refused.stderr, /G000/)
+    assert.deepEqual(await lots(), expected)
+    assert.equal(await holdingOf('clipoints'), 12)
+  })
+
   it('refuses to burn more than the wallet holds', async () => {
     const burned = await coffer('burn', 'clivault', 'ore', '1000')
     assert.equal(burned.code, 1)

@@ -11,7 +11,11 @@
  *   - every acknowledged hold exists once, every acknowledged capture exists once (the hold
  *     captured, naming it), every acknowledged void left its hold voided with no capture, no hold
  *     is both captured and voided, and nothing is held at the end,
- *   - `coffer verify` passes.
+ *   - every schedule (one-offs, and recurring ones whose first run falls due) falling due while
+ *     the service is killed again and again ran exactly once, as one transaction naming it,
+ *   - a reader following the journal's feed (`GET /admin/journal`) through the crashes saw every
+ *     stored transaction exactly once, at positions 1, 2, 3, … in turn,
+ *   - `coffer verify` passes (the hash chain and checkpoints too).
  * Usage: npm run test:crash -- [sqlite|postgres]…   (default: both). Exit 1 on any failure.
  */
 import fs from 'node:fs'
@@ -28,6 +32,7 @@ import {
   Service,
   sleep,
   transferFor,
+  JournalFollower,
   type Answer,
   type SeededUser,
   type Sent,
@@ -43,6 +48,12 @@ const HOLD_WORKERS = 4
 const CRASHES = Number(process.env.CRASH_COUNT ?? 6)
 const INITIAL = 1_000_000
 const TIME_LIMIT_MS = Number(process.env.CRASH_TIME_LIMIT_MS ?? 150_000)
+/** Schedules created after the transfers, falling due over SCHEDULE_SPAN_MS from SCHEDULE_DELAY_MS on while the service is killed. */
+const SCHEDULES = Number(process.env.CRASH_SCHEDULES ?? 30)
+const SCHEDULE_DELAY_MS = 4_000
+const SCHEDULE_SPAN_MS = 24_000
+/** The most crashes while schedules fall due. */
+const SCHEDULE_CRASHES = 12
 
 interface Figures {
   storage: string
@@ -54,6 +65,8 @@ interface Figures {
   transfers: number
   holds: number
   events: number
+  schedules: number
+  feed: number
   seconds: number
 }
 
@@ -72,6 +85,18 @@ interface HoldFlow {
   voided?: boolean
 }
 
+/** A schedule of the run: a one-off, or a recurring one (every day) whose first run falls due in the run. */
+interface ScheduleFlow {
+  from: SeededUser
+  to: SeededUser
+  quantity: number
+  recurring: boolean
+  startAt: number
+  id?: number
+  /** The transaction of its first run, as the schedule says after the run. */
+  transactionId?: number
+}
+
 /** One storage's run: the service, its users, what was sent and acknowledged, and the problems found. */
 interface CrashRun {
   storage: 'sqlite' | 'postgres'
@@ -85,6 +110,8 @@ interface CrashRun {
   /** Transfer requests by number, with the id each was acknowledged with. */
   outcomes: Map<number, Sent>
   flows: Map<number, HoldFlow>
+  schedules: Map<number, ScheduleFlow>
+  follower: JournalFollower
   /** False while the service is down; `restarted` resolves when it is back. */
   up: boolean
   restarted: Promise<void>
@@ -123,6 +150,8 @@ async function startRun(storage: 'sqlite' | 'postgres', postgres: TestPostgres |
     users,
     outcomes: new Map(),
     flows: new Map(),
+    schedules: new Map(),
+    follower: new JournalFollower(service.url, ADMIN_KEY),
     up: true,
     restarted: Promise.resolve(),
     counts: { unanswered: 0, retries: 0, replayed: 0, crashes: 0 },
@@ -210,6 +239,49 @@ async function runHoldFlow(run: CrashRun, n: number): Promise<void> {
   flow.voided = true
 }
 
+/** SCHEDULES schedules among the users, due one after another from SCHEDULE_DELAY_MS on. */
+async function createSchedules(run: CrashRun): Promise<void> {
+  const now = Date.now()
+  const create = async (n: number) => {
+    const { from, to, quantity } = transferFor(run.users, n + 3)
+    const flow: ScheduleFlow = {
+      from,
+      to,
+      quantity,
+      recurring: n % 3 === 0,
+      startAt: now + SCHEDULE_DELAY_MS + Math.floor((n * SCHEDULE_SPAN_MS) / SCHEDULES),
+    }
+    const created = await call(`${run.service.url}/wallet/schedules`, {
+      method: 'POST',
+      headers: from.auth,
+      body: {
+        recipient: to.username,
+        type: 0,
+        assets: { crashgold: quantity },
+        memo: `crash ${run.tag} schedule #${n}`,
+        start_at: new Date(flow.startAt).toISOString(),
+        ...(flow.recurring ? { every: 'P1D', count: 3 } : {}),
+      },
+    })
+    if (created.status !== 201) throw new Error(`schedule ${n}: ${created.status} ${JSON.stringify(created.body)}`)
+    flow.id = created.body.id as number
+    run.schedules.set(n, flow)
+  }
+  await Promise.all(Array.from({ length: SCHEDULES }, (_, n) => create(n)))
+}
+
+/** Kills and restarts the service once; requests wait for it to be back. */
+async function crashOnce(run: CrashRun): Promise<void> {
+  run.up = false
+  let markUp: () => void = () => {}
+  run.restarted = new Promise((resolve) => (markUp = resolve))
+  await run.service.kill('SIGKILL')
+  run.counts.crashes++
+  await run.service.start()
+  run.up = true
+  markUp()
+}
+
 /**
  * The load: REQUESTS transfers from CONCURRENCY workers and HOLDS hold flows from HOLD_WORKERS,
  * while the service is killed with SIGKILL CRASHES times at evenly spread points and restarted.
@@ -229,17 +301,62 @@ async function driveLoadThroughCrashes(run: CrashRun): Promise<void> {
       const target = Math.floor(((i + 1) * REQUESTS) / (CRASHES + 1))
       while (next < target) await sleep(5)
       await sleep(Math.random() * 20)
-      run.up = false
-      let markUp: () => void = () => {}
-      run.restarted = new Promise((resolve) => (markUp = resolve))
-      await run.service.kill('SIGKILL')
-      run.counts.crashes++
-      await run.service.start()
-      run.up = true
-      markUp()
+      await crashOnce(run)
     }
   }
   await Promise.all([killer(), ...Array.from({ length: CONCURRENCY }, worker), ...Array.from({ length: HOLD_WORKERS }, holdWorker)])
+}
+
+/** Schedules fall due while the service is killed every second or two (the runner looks every second), mid-run at times. */
+async function crashWhileSchedulesFallDue(run: CrashRun): Promise<void> {
+  await createSchedules(run)
+  const lastDue = Math.max(...[...run.schedules.values()].map((flow) => flow.startAt))
+  for (let i = 0; i < SCHEDULE_CRASHES && Date.now() < lastDue + 1_000; i++) {
+    await sleep(1_000 + Math.random() * 1_500)
+    await crashOnce(run)
+  }
+}
+
+/** Each schedule ran its first occurrence once, after the crashes: a one-off is finished, a recurring one waits for its second. */
+async function checkScheduleRuns(run: CrashRun): Promise<void> {
+  const deadline = Date.now() + 60_000
+  for (const [n, flow] of run.schedules) {
+    for (;;) {
+      const answer = await call(`${run.service.url}/wallet/schedules/${flow.id}`, { method: 'GET', headers: flow.from.auth })
+      const schedule = answer.body as { status: string; runs: number; failures: number; last_run: { transaction_id: number | null } | null }
+      if (answer.status === 200 && schedule.runs >= 1) {
+        const want = flow.recurring ? 'active' : 'finished'
+        if (schedule.runs !== 1 || schedule.failures !== 0 || schedule.status !== want)
+          run.problems.push(
+            `schedule ${n} (${flow.id}): ${schedule.runs} runs, ${schedule.failures} failures, ${schedule.status}; want 1, 0, ${want}`,
+          )
+        flow.transactionId = schedule.last_run?.transaction_id ?? undefined
+        break
+      }
+      if (Date.now() > deadline) {
+        run.problems.push(`schedule ${n} (${flow.id}) has not run ${((Date.now() - flow.startAt) / 1000).toFixed(0)} s after it fell due`)
+        break
+      }
+      await sleep(250)
+    }
+  }
+}
+
+/** Schedules in the database: each ran as exactly one transaction naming it, the one it names as its last run. */
+async function checkStoredScheduleRuns(run: CrashRun, database: Database): Promise<number> {
+  const rows = await database.db
+    .selectFrom('transactions')
+    .select(['id', 'schedule_id', 'memo'])
+    .where('schedule_id', 'is not', null)
+    .execute()
+  const bySchedule = new Map<number, number[]>()
+  for (const row of rows) bySchedule.set(Number(row.schedule_id), [...(bySchedule.get(Number(row.schedule_id)) ?? []), row.id])
+  for (const [n, flow] of run.schedules) {
+    const ids = bySchedule.get(flow.id!) ?? []
+    if (ids.length !== 1 || ids[0] !== flow.transactionId)
+      run.problems.push(`schedule ${n} (${flow.id}) ran as transactions [${ids.join(', ')}]; it names ${flow.transactionId} as its run`)
+  }
+  return rows.length
 }
 
 /** A replay of an answered request answers the same, marked as replayed, and moves nothing. */
@@ -268,6 +385,14 @@ async function checkBalances(run: CrashRun): Promise<void> {
   for (const [n, flow] of run.flows)
     if (flow.transactionId !== undefined)
       moved.set(REQUESTS + n, {
+        from: flow.from.walletId,
+        to: flow.to.walletId,
+        quantity: flow.quantity,
+        transactionId: flow.transactionId,
+      })
+  for (const [n, flow] of run.schedules)
+    if (flow.transactionId !== undefined)
+      moved.set(REQUESTS + HOLDS + n, {
         from: flow.from.walletId,
         to: flow.to.walletId,
         quantity: flow.quantity,
@@ -345,15 +470,31 @@ async function crashRun(
   postgres: TestPostgres | undefined,
 ): Promise<{ figures: Figures; problems: string[] }> {
   const run = await startRun(storage, postgres)
+  run.follower.start()
   await driveLoadThroughCrashes(run)
+  await crashWhileSchedulesFallDue(run)
+  await checkScheduleRuns(run)
   await checkReplays(run)
   await checkBalances(run)
+  const acknowledged = [
+    ...[...run.outcomes.values()].map((outcome) => outcome.transactionId),
+    ...[...run.flows.values()].map((flow) => flow.transactionId),
+    ...[...run.schedules.values()].map((flow) => flow.transactionId),
+  ].filter((id): id is number => id !== undefined)
+  await run.follower.finish(acknowledged)
   await run.service.kill('SIGTERM')
 
   const database: Database = openDatabase({ databaseUrl: run.databaseUrl || undefined, dataDir: run.dataDir })
   const stored = await (async () => {
     try {
-      return { holds: await checkStoredHolds(run, database), ...(await checkStoredTransfers(run, database)) }
+      const allIds = (await database.db.selectFrom('transactions').select('id').execute()).map((row) => row.id)
+      run.follower.check(allIds, run.problems)
+      return {
+        holds: await checkStoredHolds(run, database),
+        schedules: await checkStoredScheduleRuns(run, database),
+        feed: run.follower.last,
+        ...(await checkStoredTransfers(run, database)),
+      }
     } finally {
       await database.close()
     }
@@ -379,7 +520,8 @@ for (const storage of storages) {
     console.log(
       `${figures.storage}: ${figures.crashes} crashes injected (SIGKILL), ${figures.requests} transfers sent, ` +
         `${figures.unanswered} got no answer, ${figures.retries} retries with the same key (${figures.replayed} answered as replays), ` +
-        `${figures.transfers} transfers and ${figures.holds} holds (captured or voided) checked exactly once, ${figures.events} outbox events checked, coffer verify ${problems.some((p) => p.startsWith('coffer verify')) ? 'FAILED' : 'passed'} ` +
+        `${figures.transfers} transfers, ${figures.holds} holds (captured or voided) and ${figures.schedules} scheduled runs checked exactly once, ` +
+        `${figures.events} outbox events checked, the feed followed to position ${figures.feed}, coffer verify ${problems.some((p) => p.startsWith('coffer verify')) ? 'FAILED' : 'passed'} ` +
         `— ${figures.seconds.toFixed(1)} s`,
     )
     if (problems.length > 0) {

@@ -12,7 +12,9 @@
  * never a 500, and no answer takes longer than a few seconds; /readyz answers 503 during the fault
  * and 200 after; the first transfer succeeds within 5 s of the storage coming back, with no
  * restart of the service; every acknowledged transfer is stored exactly once with its
- * acknowledged id; holdings match; `coffer verify` passes. It prints the answers by code during
+ * acknowledged id; holdings match; a reader following the journal's feed (`GET /admin/journal`)
+ * through the fault saw every stored transaction exactly once, at positions 1, 2, 3, … in turn;
+ * `coffer verify` passes (the hash chain and checkpoints too). It prints the answers by code during
  * each fault and the recovery times (docs/reliability.md).
  * PostgreSQL comes from Debian's `postgresql` package (PG_BIN, by default the newest
  * /usr/lib/postgresql/<version>/bin): the standby needs its `pg_basebackup`. As root the servers
@@ -26,7 +28,17 @@ import path from 'node:path'
 import pg from 'pg'
 import { openDatabase } from '../../src/db/database.ts'
 import { freePort } from '../../scripts/lib/postgres.ts'
-import { checkExactlyOnce, checkHoldings, runCoffer, seedUsers, Service, sleep, TransferLoad, type Reply } from './harness.ts'
+import {
+  checkExactlyOnce,
+  checkHoldings,
+  JournalFollower,
+  runCoffer,
+  seedUsers,
+  Service,
+  sleep,
+  TransferLoad,
+  type Reply,
+} from './harness.ts'
 
 const PG_BIN = process.env.PG_BIN ?? debianPostgres()
 const ADMIN_KEY = 'cfa_fault_test_admin_key_not_secret'
@@ -225,6 +237,8 @@ interface Figures {
   /** Storage-fault log lines by the cause they name. */
   causes: Record<string, number>
   transfers: number
+  /** The last position the feed's reader saw. */
+  feed: number
   seconds: number
 }
 
@@ -314,6 +328,8 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
       requestLimitMs: REQUEST_LIMIT_MS,
     })
     const readiness = new Readiness(service.url)
+    const follower = new JournalFollower(service.url, ADMIN_KEY)
+    follower.start()
     load.start()
     readiness.start()
     await sleep(WARM_UP_MS)
@@ -343,11 +359,17 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
 
     // Nothing lost, nothing doubled.
     await checkHoldings(service.url, users, load.sent, ASSET, INITIAL, problems)
+    await follower.finish([...load.sent.values()].map((sent) => sent.transactionId).filter((id): id is number => id !== undefined))
     await service.kill('SIGTERM')
     const database = openDatabase({ databaseUrl: storage.databaseUrl || undefined, dataDir: storage.dataDir })
     let transfers = 0
     try {
-      transfers = (await checkExactlyOnce(database, `${tag} #`, load.sent, problems)).transfers
+      const stored = await checkExactlyOnce(database, `${tag} #`, load.sent, problems)
+      transfers = stored.transfers
+      follower.check(
+        stored.rows.map((row) => row.id),
+        problems,
+      )
     } finally {
       await database.close()
     }
@@ -368,6 +390,7 @@ async function runScenario(name: string, storage: Storage): Promise<{ figures: F
         slowestMs,
         causes,
         transfers,
+        feed: follower.last,
         seconds: (Date.now() - started) / 1000,
       },
       problems,
@@ -561,7 +584,7 @@ for (const name of requested.length > 0 ? requested : Object.keys(SCENARIOS)) {
     console.log(
       `${name}: storage away ${figures.faultSeconds.toFixed(1)} s; answers meanwhile: ${during || 'none'}; /readyz not 200 for ${figures.readinessDownSeconds.toFixed(1)} s; ` +
         `first transfer ${figures.recoveryMs ?? '–'} ms and /readyz 200 ${figures.readyAgainMs ?? '–'} ms after the storage was back; slowest answer ${figures.slowestMs} ms; ` +
-        `causes logged: ${counts(figures.causes) || 'none'}; ${figures.transfers} transfers checked exactly once — ${figures.seconds.toFixed(1)} s`,
+        `causes logged: ${counts(figures.causes) || 'none'}; ${figures.transfers} transfers checked exactly once, the feed followed to position ${figures.feed} — ${figures.seconds.toFixed(1)} s`,
     )
     if (problems.length > 0) {
       failed = true

@@ -326,3 +326,87 @@ export class TransferLoad {
     this.problems.push(`request ${n} still unacknowledged after ${((Date.now() - first) / 1000).toFixed(0)} s`)
   }
 }
+
+/**
+ * A reader following the journal's feed (`GET /admin/journal` with `wait`) from position 0
+ * through crashes and faults, as an analytics system would: it resumes after the last position it
+ * saw, and notes a problem whenever an entry is not the next position (a gap, a repeat or one
+ * behind) or a transaction comes a second time.
+ */
+export class JournalFollower {
+  /** Transaction id → the positions it was seen at. */
+  readonly seen = new Map<number, number[]>()
+  readonly problems: string[] = []
+  last = 0
+  reads = 0
+  private stopping = false
+  private running: Promise<void> = Promise.resolve()
+
+  constructor(
+    private readonly url: string,
+    private readonly adminKey: string,
+  ) {}
+
+  start(): void {
+    this.running = this.follow()
+  }
+
+  /** Reads on until every id of `ids` was seen (or `limitMs` passed), then what is left, then stops. */
+  async finish(ids: Iterable<number>, limitMs = 30_000): Promise<void> {
+    const wanted = [...ids]
+    const deadline = Date.now() + limitMs
+    while (Date.now() < deadline && wanted.some((id) => !this.seen.has(id))) await sleep(100)
+    this.stopping = true
+    await this.running
+    while ((await this.read(0)) > 0);
+  }
+
+  /** Every stored transaction was read exactly once, and nothing else was. */
+  check(storedIds: Iterable<number>, problems: string[]): void {
+    problems.push(...this.problems.slice(0, 20))
+    if (this.problems.length > 20) problems.push(`… and ${this.problems.length - 20} more problems of the feed`)
+    const stored = new Set(storedIds)
+    const missing = [...stored].filter((id) => !this.seen.has(id))
+    if (missing.length > 0) problems.push(`the feed never gave ${missing.length} stored transaction(s): ${missing.slice(0, 10).join(', ')}`)
+    const unknown = [...this.seen.keys()].filter((id) => !stored.has(id))
+    if (unknown.length > 0) problems.push(`the feed gave ${unknown.length} transaction(s) not stored: ${unknown.slice(0, 10).join(', ')}`)
+  }
+
+  private async follow(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        await this.read(1)
+      } catch {
+        // The service is down or its storage is broken: resume after the last position seen.
+        await sleep(100)
+      }
+    }
+  }
+
+  /** One page after the last position seen; resolves to how many entries it had. */
+  private async read(wait: number): Promise<number> {
+    const answer = await call(`${this.url}/admin/journal?after=${this.last}&limit=1000&wait=${wait}`, {
+      method: 'GET',
+      headers: { authorization: `Bearer ${this.adminKey}` },
+      timeoutMs: 10_000,
+    })
+    if (answer.status !== 200) {
+      if (answer.status !== 503) this.problems.push(`the feed answered ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`)
+      await sleep(100)
+      return 0
+    }
+    this.reads++
+    const entries = answer.body.entries as { id: number; position: number; hash: string | null }[]
+    for (const entry of entries) {
+      if (entry.position !== this.last + 1) this.problems.push(`the feed gave position ${entry.position} right after ${this.last}`)
+      if (entry.hash === null) this.problems.push(`position ${entry.position} came without its hash`)
+      const positions = this.seen.get(entry.id) ?? []
+      if (positions.length > 0)
+        this.problems.push(`transaction ${entry.id} came again at position ${entry.position} (before: ${positions.join(', ')})`)
+      this.seen.set(entry.id, [...positions, entry.position])
+      this.last = Math.max(this.last, entry.position)
+    }
+    if (answer.body.next !== this.last) this.problems.push(`the feed's next is ${String(answer.body.next)} after position ${this.last}`)
+    return entries.length
+  }
+}

@@ -1,0 +1,489 @@
+/**
+ * What the journal, schedules, monitors and expiring units cost
+ * (`npm run bench -- journal journal-upgrade schedules monitors expiry [--storage=sqlite|postgres]
+ * [--seconds=N] [--pairs=N] [--wallets=N] [--against=<checkout>] [--schedules=N] [--transactions=N]`).
+ *
+ * Each runs the service as a child process on a fresh store (SQLite in a temp dir; a database on an
+ * embedded PostgreSQL server started here), loads it over HTTP on 127.0.0.1 with autocannon (32
+ * connections, transfers of 1 unit between `--wallets` wallets, 50 by default), prints figures and
+ * stops everything it started. Phases being compared take turns, `--pairs` times (3), `--seconds`
+ * each (10); the median of the ratios is the figure. Nothing here asserts a time.
+ *
+ * - `journal`: transfers/s of this build, and of the build in `--against` (a checkout of the code
+ *   before the journal, see docs/performance.md) when given, taking turns; while this build runs,
+ *   how long a transaction waits for its position (its `created_at` to its first reading in the
+ *   feed) and for a checkpoint covering it; then `coffer export` to /dev/null (entries/s), a
+ *   proof's cost (median of 100) and `coffer verify` (transactions/s).
+ * - `journal-upgrade`: a ledger of `--transactions` (100,000) written through the ledger's write
+ *   path, taken back to the schema before the journal (the migrations' `down`), then brought up
+ *   again: the migrations' time, the time until the service's sequencer has positioned and hashed
+ *   the whole history, then `coffer export` and `coffer verify` over it.
+ * - `schedules`: `--schedules` (1,000) one-off schedules due at the same instant while transfers
+ *   run: how long until all ran, and transfers/s while they ran against the phase just before.
+ * - `monitors`: transfers/s with a monitor on every wallet (never crossed) against none, taking turns.
+ * - `expiry`: transfers of an asset that never had an expiring issuance against transfers of one
+ *   whose senders each hold units of 10 expiry dates, taking turns; with `--against`, the plain
+ *   asset's transfers on that build too.
+ */
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { openPostgres } from '../../src/db/postgres.ts'
+import { openSqlite } from '../../src/db/database.ts'
+import type { Database } from '../../src/db/database.ts'
+import { inTransaction } from '../../src/db/dialect.ts'
+import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
+import type { EventWriter } from '../../src/ledger/ledger.types.ts'
+import { applyMoves, type Move } from '../../src/ledger/moves.ts'
+import { benchCleanups } from '../cleanups.ts'
+import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
+import { startPostgres, type BenchPostgres } from '../postgres.ts'
+import { startService, type Service } from '../service.ts'
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
+const args = process.argv.slice(2)
+const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
+const names = args.filter((arg) => !arg.startsWith('--'))
+const storageOption = option('storage')
+const storages: ('sqlite' | 'postgres')[] = storageOption ? [storageOption as 'sqlite' | 'postgres'] : ['sqlite', 'postgres']
+const SECONDS = Number(option('seconds') ?? (args.includes('--quick') ? 3 : 10))
+const PAIRS = Number(option('pairs') ?? 3)
+const WALLETS = Number(option('wallets') ?? 50)
+const CONNECTIONS = Number(option('connections') ?? 32)
+const AGAINST = option('against')
+const SCHEDULES = Number(option('schedules') ?? 1_000)
+const TRANSACTIONS = Number(option('transactions') ?? 100_000)
+const ADMIN_KEY = 'cfa_bench_features_admin_key'
+const PASSWORD = 'bench password 1234'
+
+let cleanups = benchCleanups()
+let tag = ''
+const log = (line: string) => console.log(`[${tag}] ${line}`)
+const fixed = (value: number, digits = 0) => value.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN
+const percentile = (values: number[], fraction: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * fraction))] ?? NaN
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+async function call(base: string, method: string, url: string, body?: unknown, token = ADMIN_KEY) {
+  const response = await fetch(base + url, {
+    method,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await response.text()
+  if (response.status >= 300) throw new Error(`${method} ${url} answered ${response.status}: ${text}`)
+  return text === '' ? undefined : JSON.parse(text)
+}
+
+/** Runs `work` over `items`, `limit` at a time. */
+async function pool<T, R>(items: T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length)
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++
+      results[index] = await work(items[index], index)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return results
+}
+
+interface Wallet {
+  username: string
+  token: string
+  walletId: number
+}
+
+interface Running {
+  service: Service
+  base: string
+  database: Database
+  dataDir: string
+  databaseUrl: string | undefined
+  wallets: Wallet[]
+}
+
+/** A fresh store and the service on it (this checkout, or `root`), with WALLETS users holding gold. */
+async function startRunning(
+  storage: 'sqlite' | 'postgres',
+  server: BenchPostgres | undefined,
+  name: string,
+  root?: string,
+): Promise<Running> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `coffer-bench-${name}-`))
+  cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }))
+  const databaseUrl = await server?.createDatabase(`${name}${Date.now().toString(36)}`)
+  const service = await startService({ dataDir, databaseUrl, adminKey: ADMIN_KEY, logLevel: 'warn', root }, cleanups.track)
+  cleanups.push(() => service.stop())
+  const database = databaseUrl ? openPostgres(databaseUrl, 4) : openSqlite(path.join(dataDir, 'coffer.sqlite'))
+  cleanups.push(() => database.close())
+  const base = service.url
+  const gold = await call(base, 'POST', '/assets', { name: 'gold', value: 1 })
+  const wallets = await pool(
+    Array.from({ length: WALLETS }, (_, i) => `bench${i}`),
+    8,
+    async (username) => {
+      const user = await call(base, 'POST', '/users', { username, password: PASSWORD })
+      const session = await call(base, 'POST', `/users/${username}/sessions`, { password: PASSWORD, return_token: true })
+      await call(base, 'POST', `/wallets/${user.primary_wallet_id}/assets`, { id: gold.id, quantity: 1_000_000_000 })
+      return { username, token: session.token as string, walletId: user.primary_wallet_id as number }
+    },
+  )
+  return { service, base, database, dataDir, databaseUrl, wallets }
+}
+
+function transfers(running: Running, asset = 'gold', seconds = SECONDS): Promise<LoadResult> {
+  const job: LoadJob = {
+    url: running.base,
+    connections: CONNECTIONS,
+    seconds,
+    kind: 'transfer',
+    asset,
+    senders: running.wallets.map((wallet) => ({ token: wallet.token, name: wallet.username })),
+    recipients: running.wallets.map((wallet) => wallet.username),
+  }
+  return runLoad(job)
+}
+
+const figure = (result: LoadResult) => `${fixed(result.okPerSecond)}/s (p99 ${fixed(result.p99, 1)} ms, ${result.non2xx} not 2xx)`
+
+/** Alternates `a` and `b` PAIRS times; prints each and the median of b ÷ a. */
+async function alternate(labelA: string, a: () => Promise<LoadResult>, labelB: string, b: () => Promise<LoadResult>): Promise<number> {
+  const ratios: number[] = []
+  for (let pair = 0; pair < PAIRS; pair++) {
+    const first = await a()
+    const second = await b()
+    ratios.push(second.okPerSecond / first.okPerSecond)
+    log(`pair ${pair + 1}: ${labelA} ${figure(first)}; ${labelB} ${figure(second)}; ratio ${fixed(ratios.at(-1) as number, 2)}`)
+  }
+  const result = median(ratios)
+  log(`${labelB} ÷ ${labelA}: median ${fixed(result, 2)} (range ${fixed(Math.min(...ratios), 2)}-${fixed(Math.max(...ratios), 2)})`)
+  return result
+}
+
+function coffer(
+  store: { dataDir: string; databaseUrl: string | undefined },
+  argv: string[],
+  stdout: 'ignore' | 'pipe' = 'pipe',
+): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/coffer.js'), ...argv], {
+      env: { ...process.env, DATA_DIR: store.dataDir, DATABASE_URL: store.databaseUrl ?? '', LOG_LEVEL: 'warn' },
+      stdio: ['ignore', stdout, 'pipe'],
+    })
+    if (child.pid) cleanups.track(child.pid)
+    let output = ''
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    child.on('exit', (code) => resolve({ code: code ?? 1, output }))
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Follows the feed and the latest checkpoint while `load` runs: per transaction, commit to position, and to a covering checkpoint. */
+async function journalLag(
+  running: Running,
+  load: Promise<LoadResult>,
+): Promise<{ result: LoadResult; toPosition: number[]; toCheckpoint: number[] }> {
+  const { base } = running
+  let after = (await call(base, 'GET', '/admin/journal?limit=1&after=0')).next as number
+  const last = await call(base, 'GET', '/journal/checkpoint', undefined, running.wallets[0].token)
+  after = Math.max(after, last.size as number)
+  const waiting: { position: number; committed: number }[] = []
+  const toPosition: number[] = []
+  const toCheckpoint: number[] = []
+  let done = false
+  const feed = (async () => {
+    while (!done || waiting.length > 0) {
+      const page = await call(base, 'GET', `/admin/journal?after=${after}&limit=1000&wait=1`)
+      const now = Date.now()
+      for (const entry of page.entries as { position: number; created_at: string }[]) {
+        const committed = Date.parse(entry.created_at)
+        toPosition.push(now - committed)
+        waiting.push({ position: entry.position, committed })
+      }
+      after = page.next
+      const checkpoint = await call(base, 'GET', '/journal/checkpoint', undefined, running.wallets[0].token)
+      const at = Date.now()
+      while (waiting.length > 0 && waiting[0].position <= checkpoint.size)
+        toCheckpoint.push(at - (waiting.shift() as { committed: number }).committed)
+      if (done && page.entries.length === 0) await sleep(200)
+    }
+  })()
+  const result = await load
+  done = true
+  await feed
+  return { result, toPosition, toCheckpoint }
+}
+
+async function journal(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
+  const running = await startRunning(storage, server, 'journal')
+  if (AGAINST) {
+    const other = await startRunning(storage, server, 'journalbefore', path.resolve(AGAINST))
+    await alternate(
+      `without the journal (${AGAINST})`,
+      () => transfers(other),
+      'with the journal',
+      () => transfers(running),
+    )
+    await other.service.stop()
+  }
+  const { result, toPosition, toCheckpoint } = await journalLag(running, transfers(running))
+  log(`transfers ${figure(result)} while the feed and the checkpoint were followed`)
+  const ms = (values: number[]) =>
+    `p50 ${fixed(percentile(values, 0.5))} ms, p99 ${fixed(percentile(values, 0.99))} ms, max ${fixed(Math.max(...values))} ms`
+  log(`commit → position: ${ms(toPosition)} (${toPosition.length} transactions); target within 1 s`)
+  log(`commit → covered by a checkpoint: ${ms(toCheckpoint)}; target within 11 s`)
+
+  const size = (await call(running.base, 'GET', '/journal/checkpoint', undefined, running.wallets[0].token)).size as number
+  let started = performance.now()
+  const exported = await coffer(running, ['export'], 'ignore')
+  let seconds = (performance.now() - started) / 1000
+  log(
+    `coffer export > /dev/null: ${size} entries or more in ${fixed(seconds, 1)} s, ${fixed(size / seconds)} entries/s (exit ${exported.code}); target ≥ 50,000/s`,
+  )
+
+  const owner = running.wallets[0]
+  const page = await call(running.base, 'GET', '/wallet/transactions?limit=1', undefined, owner.token)
+  const id = (page.transactions ?? page.items ?? page)[0]?.id as number | undefined
+  if (id !== undefined) {
+    const samples: number[] = []
+    for (let i = 0; i < 100; i++) {
+      const at = performance.now()
+      await call(running.base, 'GET', `/wallet/transactions/${id}/proof`, undefined, owner.token)
+      samples.push(performance.now() - at)
+    }
+    log(
+      `a proof (GET /wallet/transactions/{id}/proof) at ${size} transactions: median ${fixed(median(samples), 2)} ms, p95 ${fixed(percentile(samples, 0.95), 2)} ms`,
+    )
+  }
+  await running.service.stop()
+  started = performance.now()
+  const verified = await coffer(running, ['verify'])
+  seconds = (performance.now() - started) / 1000
+  log(`coffer verify: ${size} transactions in ${fixed(seconds, 1)} s, ${fixed(size / seconds)}/s (exit ${verified.code})`)
+}
+
+const noEvents: EventWriter = {
+  countEvents: () => 0,
+  eventWrites: () => [],
+  countHoldEvents: () => 0,
+  holdEventWrites: () => [],
+  recordEvents: async () => undefined,
+}
+
+async function journalUpgrade(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-upgrade-'))
+  cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }))
+  const databaseUrl = await server?.createDatabase(`upgrade${Date.now().toString(36)}`)
+  const database = databaseUrl ? openPostgres(databaseUrl, 4) : openSqlite(path.join(dataDir, 'coffer.sqlite'))
+  await migrateToLatest(database.db)
+  const now = new Date().toISOString()
+  const gold = (
+    await database.db
+      .insertInto('assets')
+      .values({ name: 'gold', name_key: 'gold', value: 1, created_at: now, deleted_at: null })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+  ).id
+  const walletIds: number[] = []
+  for (let i = 0; i < 100; i++)
+    walletIds.push(
+      (
+        await database.db
+          .insertInto('wallets')
+          .values({ address: `upgrade${i}`, user_id: null, created_at: now, deleted_at: null })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+      ).id,
+    )
+  const asset = { id: gold, name: 'gold', value: 1 }
+  let started = performance.now()
+  await inTransaction(database, (trx) =>
+    applyMoves(
+      trx,
+      walletIds.map((to): Move => ({ from: 1, to, kind: 'issuance', lines: [{ asset, quantity: 1_000_000_000 }], memo: 'issue' })),
+      noEvents,
+    ),
+  )
+  for (let done = walletIds.length; done < TRANSACTIONS; done += 500) {
+    const moves = Array.from({ length: Math.min(500, TRANSACTIONS - done) }, (_, i): Move => {
+      const k = done + i
+      const n = walletIds.length
+      const [from, to] = [walletIds[k % n], walletIds[(k + 1 + (k % (n - 1))) % n]]
+      return { from, to, kind: 'transfer', lines: [{ asset, quantity: 1 }], memo: 'history' }
+    })
+    await inTransaction(database, (trx) => applyMoves(trx, moves, noEvents))
+  }
+  log(`wrote ${TRANSACTIONS} transactions in ${fixed((performance.now() - started) / 1000, 1)} s`)
+  await migrateTo(database.db, '0014_webhook_lease_counts')
+  started = performance.now()
+  await migrateToLatest(database.db)
+  const migrated = (performance.now() - started) / 1000
+  log(`the migrations from 0015 on: ${fixed(migrated, 1)} s`)
+  await database.close()
+  const service = await startService({ dataDir, databaseUrl, adminKey: ADMIN_KEY, logLevel: 'info' }, cleanups.track)
+  cleanups.push(() => service.stop())
+  started = performance.now()
+  for (;;) {
+    const page = await call(service.url, 'GET', `/admin/journal?after=${TRANSACTIONS - 1}&limit=1`)
+    if (page.entries.length > 0) break
+    await sleep(200)
+  }
+  const positioned = (performance.now() - started) / 1000
+  log(
+    `the service positioned and hashed the whole history ${fixed(positioned, 1)} s after it started (${fixed(TRANSACTIONS / positioned)}/s)`,
+  )
+  const progress = fs
+    .readFileSync(service.logFile, 'utf8')
+    .split('\n')
+    .filter((line) => /journal|sequenc|position/i.test(line)).length
+  log(`${progress} log lines of the journal's progress in ${service.logFile}`)
+  const store = { dataDir, databaseUrl }
+  started = performance.now()
+  const exported = await coffer(store, ['export'], 'ignore')
+  let seconds = (performance.now() - started) / 1000
+  log(
+    `coffer export > /dev/null: ${TRANSACTIONS} entries in ${fixed(seconds, 1)} s, ${fixed(TRANSACTIONS / seconds)}/s (exit ${exported.code})`,
+  )
+  await service.stop()
+  started = performance.now()
+  const verified = await coffer(store, ['verify'])
+  seconds = (performance.now() - started) / 1000
+  log(
+    `coffer verify with hashes: ${TRANSACTIONS} transactions in ${fixed(seconds, 1)} s, ${fixed(TRANSACTIONS / seconds)}/s (exit ${verified.code})`,
+  )
+}
+
+async function schedules(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
+  const running = await startRunning(storage, server, 'schedules')
+  const before = await transfers(running)
+  log(`transfers before, nothing due: ${figure(before)}`)
+  // Every schedule due at one instant, far enough ahead for them all to be created first.
+  const dueAt = Date.now() + 20_000 + SCHEDULES * 20
+  {
+    let made = 0
+    await pool(
+      Array.from({ length: SCHEDULES }, (_, i) => i),
+      8,
+      async (i) => {
+        const from = running.wallets[i % running.wallets.length]
+        const to = running.wallets[(i + 1) % running.wallets.length]
+        await call(
+          running.base,
+          'POST',
+          '/wallet/schedules',
+          { recipient: to.username, assets: { gold: 1 }, memo: `bench ${i}`, start_at: new Date(dueAt).toISOString() },
+          from.token,
+        )
+        made++
+      },
+    )
+    log(`${made} schedules created, due at ${new Date(dueAt).toISOString()} (${fixed((dueAt - Date.now()) / 1000, 1)} s ahead)`)
+  }
+  await sleep(Math.max(0, dueAt - Date.now() - 1_000))
+  const ran = async () =>
+    Number(
+      (
+        await running.database.db
+          .selectFrom('transactions')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .where('schedule_id', 'is not', null)
+          .executeTakeFirstOrThrow()
+      ).n,
+    )
+  let allRanAt: number | undefined
+  const watch = (async () => {
+    const limit = dueAt + 120_000
+    while (Date.now() < limit) {
+      if ((await ran()) >= SCHEDULES) return void (allRanAt = Date.now())
+      await sleep(100)
+    }
+  })()
+  const during = await transfers(running, 'gold', Math.max(SECONDS, 5))
+  await watch
+  log(`transfers while they ran: ${figure(during)}; ÷ before ${fixed(during.okPerSecond / before.okPerSecond, 2)} (target ≥ 0.90)`)
+  log(
+    allRanAt === undefined
+      ? `not all ran within 120 s of falling due (${await ran()} of ${SCHEDULES})`
+      : `all ${SCHEDULES} ran ${fixed((allRanAt - dueAt) / 1000, 1)} s after falling due (target: within the minute)`,
+  )
+}
+
+async function monitors(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
+  const running = await startRunning(storage, server, 'monitors')
+  let ids: { token: string; id: number }[] = []
+  const withMonitors = async () => {
+    ids = await pool(running.wallets, 8, async (wallet) => ({
+      token: wallet.token,
+      id: (await call(running.base, 'POST', '/wallet/monitors', { asset: 'gold', below: 1 }, wallet.token)).id as number,
+    }))
+    const result = await transfers(running)
+    await pool(ids, 8, (monitor) => call(running.base, 'DELETE', `/wallet/monitors/${monitor.id}`, undefined, monitor.token))
+    return result
+  }
+  const ratio = await alternate('no monitors', () => transfers(running), 'a monitor on every wallet', withMonitors)
+  log(`a monitor's cost to a transfer: ${fixed((1 / ratio - 1) * 100, 1)} % (target ≤ 5 %)`)
+}
+
+async function expiry(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
+  const running = await startRunning(storage, server, 'expiry')
+  const points = await call(running.base, 'POST', '/assets', { name: 'points', value: 1 })
+  const day = 86_400_000
+  for (let date = 1; date <= 10; date++)
+    await call(running.base, 'POST', '/issuances', {
+      asset_id: points.id,
+      entries: running.wallets.map((wallet) => ({ wallet_id: wallet.walletId, quantity: 100_000_000 })),
+      expires_at: new Date(Date.now() + (30 + date) * day).toISOString(),
+    })
+  log('every wallet holds points of 10 expiry dates')
+  const ratio = await alternate(
+    'gold (never expiring)',
+    () => transfers(running, 'gold'),
+    'points (10 expiry dates)',
+    () => transfers(running, 'points'),
+  )
+  log(`an expiring asset's transfer costs ${fixed((1 / ratio - 1) * 100, 1)} % more (target ≤ 20 %)`)
+  if (AGAINST) {
+    const other = await startRunning(storage, server, 'expirybefore', path.resolve(AGAINST))
+    await alternate(
+      `gold on ${AGAINST}`,
+      () => transfers(other, 'gold'),
+      'gold on this build',
+      () => transfers(running, 'gold'),
+    )
+  }
+}
+
+const SCENARIOS: Record<string, (storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined) => Promise<void>> = {
+  journal,
+  'journal-upgrade': journalUpgrade,
+  schedules,
+  monitors,
+  expiry,
+}
+
+for (const storage of storages) {
+  cleanups = benchCleanups()
+  try {
+    const server = storage === 'postgres' ? await startPostgres() : undefined
+    if (server) cleanups.push(() => server.stop())
+    for (const name of names) {
+      tag = `${name} ${storage}`
+      console.log(
+        `\n[${tag}] load average ${os
+          .loadavg()
+          .map((value) => value.toFixed(1))
+          .join(' ')}`,
+      )
+      await SCENARIOS[name](storage, server)
+    }
+  } finally {
+    await cleanups.cleanUp()
+  }
+}
