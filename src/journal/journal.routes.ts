@@ -136,6 +136,7 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
     '/journal/checkpoint',
     {
       onRequest: app.requireAnyCaller,
+      config: { scope: 'read' },
       schema: {
         tags,
         summary: 'The latest signed checkpoint',
@@ -159,6 +160,7 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
     '/journal/consistency',
     {
       onRequest: app.requireAnyCaller,
+      config: { scope: 'read' },
       schema: {
         tags,
         summary: 'Prove the journal only grew',
