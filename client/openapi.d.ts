@@ -8191,6 +8191,114 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/wallet/schedules/{id}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The runs of a schedule
+         * @description Every occurrence that ran, the latest first: the transfer it made, or the error that refused it. The `Link` header (`rel="next"`) gives the next page.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description runs of occurrences before this one (the next page) */
+                    before?: number;
+                    limit?: number;
+                };
+                header?: never;
+                path: {
+                    /** @description positive integer id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            due_at: string;
+                            /** @description why it was refused; null when it moved */
+                            error: {
+                                /**
+                                 * @example I002
+                                 * @enum {string}
+                                 */
+                                code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                detail?: string;
+                                message: string;
+                                request_id: string;
+                            } | null;
+                            /** @description which occurrence, counted from 0 at `start_at` */
+                            occurrence: number;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T22:25:29.123Z
+                             */
+                            ran_at: string;
+                            /** @description the transfer it made; null when it was refused */
+                            transaction_id: number | null;
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/wallet/schedules/{id}/upcoming": {
         parameters: {
             query?: never;

@@ -36,9 +36,9 @@ export function dayBound(value: string, end: boolean): string | undefined {
   return Number.isNaN(date.getTime()) ? undefined : date.toISOString()
 }
 
-/** The service's own detail of a refusal, its numbers grouped as everywhere else: "holds 975 of gold, 1,000,000 requested". */
+/** The service's own detail of a refusal, its numbers grouped as everywhere else: "holds 975 of gold, 1,000,000 requested" (not the digits in a name like gold2024). */
 export function formatDetail(detail: string): string {
-  return detail.replace(/\d{4,}/g, (digits) => (Number.isSafeInteger(Number(digits)) ? formatQuantity(Number(digits)) : digits))
+  return detail.replace(/\b\d{4,}\b/g, (digits) => (Number.isSafeInteger(Number(digits)) ? formatQuantity(Number(digits)) : digits))
 }
 
 const day = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium' })

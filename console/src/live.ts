@@ -5,11 +5,28 @@ import { SessionEndsContext } from './ui.tsx'
 
 export type LiveStatus = 'connecting' | 'live' | 'reconnecting'
 
+/** Any event of the stream: transaction events carry a Transaction, schedule and balance events their own data. */
+export interface AnyWalletEvent {
+  type: string
+  id: string
+  created_at: string
+  data: unknown
+  sequence: string
+}
+
 /**
- * Follows the active wallet's events (`GET /wallet/events`, with the session cookie) while the
- * screen is shown, calling `onEvent` for each; a refused stream means the session has ended.
+ * Follows the active wallet's transaction events (`GET /wallet/events`, with the session cookie)
+ * while the screen is shown, calling `onEvent` for each; a refused stream means the session has ended.
  */
 export function useWalletEvents(walletId: number, onEvent: (event: WalletEvent) => void): LiveStatus {
+  // The stream also carries schedule and balance events, whose data is no Transaction.
+  return useAnyWalletEvents(walletId, (event) => {
+    if (event.type === 'transaction.sent' || event.type === 'transaction.received') onEvent(event as WalletEvent)
+  })
+}
+
+/** Follows every event of the active wallet, whatever its type (schedules, alerts). */
+export function useAnyWalletEvents(walletId: number, onEvent: (event: AnyWalletEvent) => void): LiveStatus {
   const [status, setStatus] = useState<LiveStatus>('connecting')
   const session = useContext(SessionEndsContext)
   const handler = useRef(onEvent)

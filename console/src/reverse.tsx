@@ -2,7 +2,7 @@ import { useMemo, useState } from 'preact/hooks'
 import { newAttemptKey, type Transaction } from './api.ts'
 import { formatAssets, formatQuantity } from './format.ts'
 import { REVERSE_TEXT as T } from './text.ts'
-import { Done, ErrorNotice, Field, useAction, useConfirm } from './ui.tsx'
+import { ErrorNotice, Field, useAction, useConfirm } from './ui.tsx'
 import { check, parsePart } from './validate.ts'
 
 /** What moving a transaction back sends: the quantities (all that is left when absent) and a memo. */
@@ -15,12 +15,15 @@ export interface ReverseBody {
  * A refund (by the receiver) or an operator's correction of one transaction, under it: quantities
  * per asset, empty for everything not yet moved back, and a memo; confirmed before it is sent.
  * `send` posts it with the attempt's Idempotency-Key, so a repeated click moves nothing twice.
+ * What it did is handed to `announce`, kept by the list: this form goes once nothing is left to
+ * move back, and is made anew when the list changes layout with the screen's width.
  */
 export function ReverseForm({
   transaction,
   verb,
   to,
   send,
+  announce,
   done,
 }: {
   transaction: Transaction
@@ -29,11 +32,14 @@ export function ReverseForm({
   /** Who gets the assets back, as a person reads it. */
   to: string
   send: (body: ReverseBody, key: string) => Promise<Transaction>
+  /** Shows what was moved back, beside the transaction. */
+  announce: (text: string) => void
   done: () => Promise<unknown>
 }) {
   const [quantities, setQuantities] = useState<Record<string, string>>({})
   const [memo, setMemo] = useState('')
-  const [made, setMade] = useState<Transaction | undefined>()
+  // Each sent refund or correction starts a new attempt.
+  const [made, setMade] = useState(0)
   const { run, pending, error } = useAction(verb === 'Correct' ? ['A003'] : undefined)
   const confirm = useConfirm()
   const attemptKey = useMemo(newAttemptKey, [JSON.stringify(quantities), memo, made])
@@ -62,7 +68,8 @@ export function ReverseForm({
       })
       if (!yes) return
       const reversal = await send({ ...(partial ? { assets } : {}), ...(memo ? { memo } : {}) }, attemptKey)
-      setMade(reversal)
+      announce(T.done(formatAssets(reversal.assets), to, reversal.id))
+      setMade((count) => count + 1)
       setQuantities({})
       setMemo('')
       await done()
@@ -72,7 +79,6 @@ export function ReverseForm({
   return (
     <details class="reverse">
       <summary>{T.summary(verb, transaction.id)}</summary>
-      {made && <Done>{T.done(formatAssets(made.assets), to, made.id)}</Done>}
       <form onSubmit={submit} noValidate>
         {transaction.assets.map((line) => (
           <Field

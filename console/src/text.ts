@@ -1,4 +1,6 @@
 import { CofferError, type ErrorCode, type Transaction } from './api.ts'
+import { parseEvery, wallWords, type Every } from './calendar.ts'
+import { formatQuantity } from './format.ts'
 
 /**
  * Every error the service can answer, in words a person understands. Typed by the client's error
@@ -310,4 +312,262 @@ export const ACCOUNT_TEXT = {
   everywhere: 'Sign out everywhere',
   signedOutEverywhere: 'You are signed out everywhere.',
   signOutHere: 'Sign out of this session',
+}
+
+// Scheduled payments and balance alerts.
+
+/** "1st", "2nd", "23rd", "31st": a day of the month as English says it. */
+function ordinal(day: number): string {
+  const ones = day % 10
+  const tens = Math.floor(day / 10) % 10
+  return `${day}${tens === 1 ? 'th' : ones === 1 ? 'st' : ones === 2 ? 'nd' : ones === 3 ? 'rd' : 'th'}`
+}
+
+const UNIT_WORDS: Record<Every['unit'], [one: string, many: string]> = {
+  day: ['day', 'days'],
+  week: ['week', 'weeks'],
+  month: ['month', 'months'],
+  year: ['year', 'years'],
+}
+
+/** "every month", "every 2 weeks" */
+function everyWords(every: Every): string {
+  const [one, many] = UNIT_WORDS[every.unit]
+  return every.count === 1 ? `every ${one}` : `every ${every.count} ${many}`
+}
+
+/** A schedule's calendar as the fields of the service say it. */
+export interface CalendarFields {
+  start_at: string
+  every: string | null
+  count: number | null
+  end_at: string | null
+  time_zone: string
+}
+
+/**
+ * A schedule's calendar in a sentence: "Every month on the 1st at 09:00 AM, Europe/Paris, from
+ * December 1, 2026, 12 times". Read in the schedule's own time zone, as it runs.
+ */
+export function describeCalendar(calendar: CalendarFields): string {
+  const zone = calendar.time_zone
+  const start = wallWords(calendar.start_at, zone)
+  const every = parseEvery(calendar.every)
+  if (!every) return `Once, on ${start.date} at ${start.time}, ${zone}`
+  const when =
+    every.unit === 'day'
+      ? `at ${start.time}`
+      : every.unit === 'week'
+        ? `on ${start.weekday} at ${start.time}`
+        : every.unit === 'month'
+          ? `on the ${ordinal(start.day)}${start.day > 28 ? ' (the last day in shorter months)' : ''} at ${start.time}`
+          : `on ${start.dayOfYear} at ${start.time}`
+  const ends =
+    calendar.count !== null
+      ? `, ${calendar.count === 1 ? 'once' : `${formatQuantity(calendar.count)} times`}`
+      : calendar.end_at !== null
+        ? `, until ${wallWords(calendar.end_at, zone).date}`
+        : ''
+  const sentence = `${everyWords(every)} ${when}, ${zone}, from ${start.date}${ends}`
+  return sentence[0].toUpperCase() + sentence.slice(1)
+}
+
+/** Who a schedule pays, by the kind of recipient it names. */
+export function scheduleRecipient(recipient: string | number, type: number): string {
+  return type === 2 ? `wallet ${recipient}` : String(recipient)
+}
+
+/** What becomes of a schedule, in its badge. */
+export const SCHEDULE_STATUS_TEXT = {
+  active: 'Active',
+  paused: 'Paused',
+  finished: 'Finished',
+  cancelled: 'Cancelled',
+} as const
+
+/** The holder's scheduled payments: the list, the form that makes one, one schedule's page. */
+export const SCHEDULE_TEXT = {
+  title: 'Scheduled payments',
+  intro: (address: string) =>
+    `Payments from wallet ${address} that run by themselves: once at a time you choose, or again and again on a calendar.`,
+  newTitle: 'Schedule a payment',
+  listTitle: 'Scheduled payments of this wallet',
+  caption: 'Scheduled payments, newest first',
+  loading: 'scheduled payments',
+  none: 'No scheduled payments yet.',
+  noneMatch: 'No scheduled payments match this filter.',
+  column: { payment: 'Payment', calendar: 'When', next: 'Next run', status: 'Status', runs: 'Runs' },
+  filters: 'Schedule filters',
+  statusFilter: 'Status',
+  statusChip: (status: string) => `Status: ${status}`,
+  everyStatus: 'Every status',
+  what: (assets: string, to: string) => `${assets} to ${to}`,
+  next: (when: string) => `Next run ${when}`,
+  noNext: 'No next run',
+  runs: (runs: number, failures: number) =>
+    runs === 0
+      ? 'Not run yet'
+      : `${formatQuantity(runs)} ${runs === 1 ? 'run' : 'runs'}: ${formatQuantity(runs - failures)} paid, ${formatQuantity(failures)} refused`,
+  open: (id: number) => `Scheduled payment ${id}`,
+  // The form.
+  nothingToPay: 'This wallet holds nothing to pay with yet.',
+  recipient: 'Recipient',
+  payTo: 'Pay to a',
+  kinds: [
+    ['0', 'Username'],
+    ['1', 'Wallet address'],
+    ['2', 'Wallet id'],
+  ] as [string, string][],
+  recipientHint: (kind: string) =>
+    kind === '0' ? 'arrives in their primary wallet' : kind === '1' ? '3 to 24 lowercase letters' : 'a number',
+  whatToPay: 'What to pay',
+  asset: 'Asset',
+  quantity: 'Quantity',
+  quantityHint: 'a whole number, paid at each run',
+  quantityOf: (asset: string) => `The quantity of ${asset}`,
+  memo: 'Memo (optional)',
+  memoHint: 'at most 64 characters, seen by both sides',
+  when: 'When',
+  repeats: 'Repeats',
+  repeatOptions: [
+    ['once', 'Only once'],
+    ['day', 'Every day'],
+    ['week', 'Every week'],
+    ['month', 'Every month'],
+    ['year', 'Every year'],
+  ] as [string, string][],
+  interval: (unit: string) => `Every how many ${UNIT_WORDS[unit as Every['unit']]?.[1] ?? 'days'}`,
+  intervalHint: (unit: string, most: number) =>
+    `1 for every ${UNIT_WORDS[unit as Every['unit']]?.[0] ?? 'day'}, 2 for every other; at most ${most}`,
+  first: 'First payment',
+  firstHint: 'date and time, in the time zone below; now or later',
+  timeZone: 'Time zone',
+  timeZoneHint: 'the calendar keeps this zone’s wall-clock time, summer and winter',
+  ends: 'Ends',
+  endOptions: [
+    ['never', 'Never (until cancelled)'],
+    ['count', 'After a number of payments'],
+    ['date', 'On a date'],
+  ] as [string, string][],
+  count: 'Number of payments',
+  countHint: '1 to 10,000, the first one included',
+  endDate: 'Last day',
+  endDateHint: 'no payment after this day ends, in the time zone above',
+  preview: 'Runs',
+  create: 'Schedule payment',
+  creating: 'Scheduling…',
+  created: (id: number, what: string, calendar: string) => `Scheduled payment ${id}: ${what}. ${calendar}.`,
+  // What the console refuses before sending.
+  needRecipient: 'Enter who receives the payment.',
+  needAsset: 'Choose the asset to pay.',
+  memoTooLong: 'A memo is at most 64 characters.',
+  needFirst: 'Choose the date and time of the first payment.',
+  firstPast: 'The first payment is in the past: choose now or a later time.',
+  firstTooFar: 'The first payment can be at most 10 years ahead.',
+  badInterval: (most: number) => `“Every how many” is a whole number from 1 to ${most}.`,
+  badCount: 'The number of payments is a whole number from 1 to 10,000.',
+  needEndDate: 'Choose the last day.',
+  endBeforeFirst: 'The last day is before the first payment.',
+  // One schedule's page.
+  back: 'All scheduled payments',
+  fact: {
+    to: 'To',
+    amount: 'Amount',
+    memo: 'Memo',
+    calendar: 'When',
+    status: 'Status',
+    runs: 'Runs',
+    created: 'Created',
+  },
+  noMemo: 'none',
+  upcoming: 'Next runs',
+  upcomingCaption: (zone: string) => `in ${zone} time`,
+  noUpcoming: 'No runs ahead: it is not active.',
+  history: 'Runs so far',
+  historyIntro: 'Each run is an ordinary payment from this wallet. A refused run moves nothing; three in a row pause the schedule.',
+  paidRun: (what: string, id: number) => `paid ${what} (transaction ${id}).`,
+  noRuns: 'It has not run yet.',
+  ranLate: (due: string, ran: string) => `${due} (run late, ${ran})`,
+  refusedRun: (when: string) => `${when}: refused, nothing moved:`,
+  refusedCount: (failures: number) =>
+    failures === 1 ? '1 run was refused in all.' : `${formatQuantity(failures)} runs were refused in all.`,
+  pausedAfterRefusals: 'Paused after its runs were refused. Make sure the wallet holds enough, then resume it.',
+  pause: 'Pause',
+  resume: 'Resume',
+  cancel: 'Cancel schedule',
+  paused: (id: number) => `Scheduled payment ${id} is paused: nothing runs until you resume it.`,
+  resumed: (id: number, next: string) => `Scheduled payment ${id} is active again; next run ${next}.`,
+  cancelTitle: (id: number) => `Cancel scheduled payment ${id}?`,
+  cancelBody: 'It never runs again. Payments it already made stay as they are.',
+  cancelled: (id: number) => `Scheduled payment ${id} is cancelled.`,
+  loadingOne: 'the scheduled payment',
+}
+
+/** A refused run's error, in words: the sentence for its code and the service's detail. */
+export function runRefusal(error: { code: ErrorCode; message: string; detail?: string }): ShownError {
+  return { text: ERROR_TEXT[error.code] ?? error.message, detail: error.detail, code: error.code }
+}
+
+/** Balance alerts (the service's monitors). */
+export const ALERT_TEXT = {
+  title: 'Balance alerts',
+  intro: (address: string) =>
+    `An alert tells you when what wallet ${address} can spend of an asset drops below, or rises above, a line you choose: once when it crosses, again when it is back. It reaches your webhook and the live event stream, and shows here while this screen is open.`,
+  newTitle: 'Add an alert',
+  noAssets: 'There are no assets to watch yet.',
+  listTitle: 'Alerts of this wallet',
+  loading: 'alerts',
+  none: 'No alerts yet.',
+  asset: 'Tell me when what I can spend of',
+  direction: 'Goes',
+  directions: [
+    ['below', 'below'],
+    ['above', 'above'],
+  ] as [string, string][],
+  threshold: 'The line',
+  thresholdHint: 'a whole number, 0 or more',
+  badThreshold: 'The line is a whole number of 0 or more.',
+  needAsset: 'Choose the asset to watch.',
+  add: 'Add alert',
+  adding: 'Adding…',
+  most: 'A wallet has at most 20 alerts.',
+  /** "Tell me when gold drops below 100" */
+  sentence: (asset: string, below: number | null, above: number | null) =>
+    below !== null
+      ? `Tell me when ${asset} drops below ${formatQuantity(below)}`
+      : `Tell me when ${asset} rises above ${formatQuantity(above ?? 0)}`,
+  added: (sentence: string) => `Alert added: ${sentence.charAt(0).toLowerCase()}${sentence.slice(1)}.`,
+  /** Where things stand, in the badge. */
+  state: (state: 'normal' | 'crossed', below: number | null, above: number | null) =>
+    below !== null
+      ? state === 'crossed'
+        ? `Below ${formatQuantity(below)} now`
+        : `At or above ${formatQuantity(below)}`
+      : state === 'crossed'
+        ? `Above ${formatQuantity(above ?? 0)} now`
+        : `At or below ${formatQuantity(above ?? 0)}`,
+  available: (quantity: string) => `${quantity} available to spend`,
+  since: (when: string) => `added ${when}`,
+  remove: 'Delete alert',
+  removeLabel: (sentence: string) => `Delete alert: ${sentence}`,
+  removed: (sentence: string) => `Alert deleted: ${sentence.charAt(0).toLowerCase()}${sentence.slice(1)}.`,
+  crossed: (asset: string, below: number | null, above: number | null, available: string) =>
+    below !== null
+      ? `Alert: ${asset} dropped below ${formatQuantity(below)} (${available} available to spend).`
+      : `Alert: ${asset} rose above ${formatQuantity(above ?? 0)} (${available} available to spend).`,
+  restored: (asset: string, below: number | null, above: number | null, available: string) =>
+    below !== null
+      ? `${asset} is back at or above ${formatQuantity(below)} (${available} available to spend).`
+      : `${asset} is back at or below ${formatQuantity(above ?? 0)} (${available} available to spend).`,
+}
+
+/** The operator's list of schedules in trouble. */
+export const OPERATOR_SCHEDULE_TEXT = {
+  title: 'Schedules in trouble',
+  intro: 'Every scheduled payment, of any wallet, that is paused or had a run refused, latest change first. Cancelled ones are left out.',
+  loading: 'schedules',
+  none: 'No schedule is paused or has had a run refused.',
+  wallet: (id: number) => `Wallet ${id}`,
+  lastRefused: (when: string) => `Last refused run, ${when}:`,
+  schedule: (id: number) => `schedule ${id}`,
 }

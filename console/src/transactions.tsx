@@ -3,7 +3,7 @@ import { useId, useState } from 'preact/hooks'
 import type { Transaction } from './api.ts'
 import { formatAssets, formatFullTime, formatQuantity, formatTime } from './format.ts'
 import { KIND_TEXT, MOVED_BACK_TEXT, REVERSAL_TEXT, reversalWord, TRANSACTION_TEXT, type ShownError } from './text.ts'
-import { Empty, ErrorNotice, Loading, Pager, useWide } from './ui.tsx'
+import { Done, Empty, ErrorNotice, Loading, Pager, useWide } from './ui.tsx'
 
 /** Who a side of a transaction is, as a person reads it. */
 function party(username: string | undefined, address: string): string {
@@ -57,11 +57,22 @@ export function allMovedBack(transaction: Transaction, moved: MovedBack): boolea
   return !!entry && transaction.assets.every((line) => (entry.assets.get(line.asset.name) ?? 0) >= line.quantity)
 }
 
+/** Controls under a transaction (a refund, a correction); `announce` shows what one of them did, beside it. */
+type Actions = (transaction: Transaction, announce: (text: string) => void) => ComponentChildren
+
+/** What an action did to one transaction, shown in its detail. */
+interface Notice {
+  of: number
+  text: string
+}
+
 interface ListProps {
   transactions: Transaction[]
   walletId?: number
-  actions?: (transaction: Transaction) => ComponentChildren
+  actions?: Actions
   moved: MovedBack
+  notice: Notice | undefined
+  announce: (notice: Notice) => void
 }
 
 /** One transaction as the list and the table show it, seen from `walletId` (or from outside, the journal). */
@@ -149,11 +160,13 @@ function TransactionDetail({
   transaction,
   moved,
   actions,
+  notice,
   id,
 }: {
   transaction: Transaction
   moved: MovedBack
   actions?: ComponentChildren
+  notice?: string
   id: string
 }) {
   const reversals = moved.get(transaction.id)?.reversals ?? []
@@ -193,6 +206,7 @@ function TransactionDetail({
           </ul>
         </>
       )}
+      {notice && <Done>{notice}</Done>}
       {actions}
     </div>
   )
@@ -203,8 +217,19 @@ function TransactionDetail({
  * `walletId` each says "Sent to" or "Received from"; without one (the operator's journal) it
  * names both sides. Each opens to everything about it, with its actions (a refund, a correction).
  */
-function TransactionList({ transactions, walletId, actions, moved }: ListProps) {
+function TransactionList({ transactions, walletId, actions, moved, notice, announce }: ListProps) {
   const wide = useWide()
+  // The table and the rows are different elements, so a change of width makes each detail anew:
+  // what it shows lives here (open) or in the page (the notice), not in the detail.
+  const detail = (transaction: Transaction, id: string) => (
+    <TransactionDetail
+      transaction={transaction}
+      moved={moved}
+      actions={actions?.(transaction, (text) => announce({ of: transaction.id, text }))}
+      notice={notice?.of === transaction.id ? notice.text : undefined}
+      id={id}
+    />
+  )
   const [open, setOpen] = useState<Set<number>>(new Set())
   const base = useId()
   const toggle = (id: number) =>
@@ -261,9 +286,7 @@ function TransactionList({ transactions, walletId, actions, moved }: ListProps) 
               </tr>
               {isOpen && (
                 <tr class="detail-row">
-                  <td colSpan={5}>
-                    <TransactionDetail transaction={transaction} moved={moved} actions={actions?.(transaction)} id={detailId} />
-                  </td>
+                  <td colSpan={5}>{detail(transaction, detailId)}</td>
                 </tr>
               )}
             </tbody>
@@ -297,7 +320,7 @@ function TransactionList({ transactions, walletId, actions, moved }: ListProps) 
               {transaction.memo && <span class="memo"> · “{transaction.memo}”</span>}
             </p>
             <MetadataList metadata={transaction.metadata} />
-            {isOpen && <TransactionDetail transaction={transaction} moved={moved} actions={actions?.(transaction)} id={detailId} />}
+            {isOpen && detail(transaction, detailId)}
           </li>
         )
       })}
@@ -325,16 +348,24 @@ export function TransactionPage({
   setCursors: (cursors: Cursors) => void
   walletId?: number
   empty: string
-  /** Controls under each transaction (a refund, a reversal). */
-  actions?: (transaction: Transaction) => ComponentChildren
+  /** Controls under each transaction (a refund, a correction). */
+  actions?: Actions
 }) {
+  const [notice, setNotice] = useState<Notice | undefined>()
   return (
     <>
       <ErrorNotice error={page.error} />
       {page.loading && <Loading what="transactions" />}
       {page.data && page.data.data.length === 0 && <Empty>{empty}</Empty>}
       {page.data && page.data.data.length > 0 && (
-        <TransactionList transactions={page.data.data} walletId={walletId} actions={actions} moved={page.data.moved} />
+        <TransactionList
+          transactions={page.data.data}
+          walletId={walletId}
+          actions={actions}
+          moved={page.data.moved}
+          notice={notice}
+          announce={setNotice}
+        />
       )}
       <CursorPager cursors={cursors} setCursors={setCursors} next={page.data?.next} />
     </>

@@ -16,6 +16,7 @@ import type { Database } from './database.types.ts'
 import { StorageFault } from './faults.ts'
 import { openPostgres } from './postgres.ts'
 import { makeDataDirectory, makePrivate } from '../secrets/private-files.ts'
+import { statementCache } from './sqlite-statements.ts'
 import { attachStorageState, StorageState, type SqliteStatements } from './storage-state.ts'
 import type { DB } from './tables.ts'
 
@@ -39,22 +40,10 @@ export function openDatabase(options: DatabaseOptions): Database {
   return openSqlite(path.join(options.dataDir, 'coffer.sqlite'), { backgroundCheckpoints: options.backgroundCheckpoints })
 }
 
-/** Prepared statements kept by SQL text: preparing costs SQLite more than running the small queries. */
-function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase & SqliteStatements {
-  const statements = new Map<string, SQLite.Statement>()
-  return {
-    close: () => sqlite.close(),
-    inTransaction: () => sqlite.inTransaction,
-    prepare(sql: string) {
-      let statement = statements.get(sql)
-      if (!statement) {
-        statement = sqlite.prepare(sql)
-        if (statements.size >= size) statements.delete(statements.keys().next().value as string)
-        statements.set(sql, statement)
-      }
-      return statement
-    },
-  }
+/** The driver's database for Kysely, preparing through the statement cache (`sqlite-statements.ts`). */
+function withStatementCache(sqlite: SQLite.Database): SqliteDatabase & SqliteStatements {
+  const statements = statementCache(sqlite)
+  return { close: () => sqlite.close(), ...statements }
 }
 
 /** Page size of new SQLite files. */

@@ -1,3 +1,4 @@
+import type SQLite from 'better-sqlite3'
 import type { Executor } from './database.types.ts'
 import { storageStateOf, type SqliteStatements } from './storage-state.ts'
 
@@ -14,4 +15,28 @@ export function readOutsideTransaction<Row>(executor: Executor, text: string, pa
   const statements = sqliteStatementsOf(executor)
   if (!statements || statements.inTransaction()) return undefined
   return statements.prepare(text).all(parameters) as Row[]
+}
+
+/**
+ * Prepared statements kept by SQL text, the least recently used dropped past `size`: preparing
+ * costs SQLite more than running the small queries, and the one-off texts of a multi-row insert
+ * or a long `in (…)` must not push the hot statements out.
+ */
+export function statementCache(sqlite: SQLite.Database, size = 500): SqliteStatements {
+  const statements = new Map<string, SQLite.Statement>()
+  return {
+    inTransaction: () => sqlite.inTransaction,
+    prepare(sql: string) {
+      let statement = statements.get(sql)
+      if (statement) {
+        // Map keeps insertion order: moved to the end, the first key is the least recently used.
+        statements.delete(sql)
+      } else {
+        statement = sqlite.prepare(sql)
+        if (statements.size >= size) statements.delete(statements.keys().next().value as string)
+      }
+      statements.set(sql, statement)
+      return statement
+    },
+  }
 }

@@ -5,6 +5,7 @@ import { isEnded, type SessionEndings } from '../accounts/session-endings.ts'
 import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
+import { openEventStream } from '../http/event-stream.ts'
 import { ErrorSchema } from '../http/schemas.ts'
 import type { EventHub, EventSink } from './event-hub.ts'
 import { findLiveWalletKey } from '../wallets/wallets.service.ts'
@@ -76,19 +77,7 @@ const streamRoutes: FastifyPluginAsyncTypebox<{
       const header = request.headers['last-event-id']
       const lastEventId = header !== undefined ? Number(header) : request.query.last_event_id
 
-      reply.hijack()
-      const res = reply.raw
-      // Headers set so far (request id, CORS) go out with the stream's own.
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) res.setHeader(name, value)
-      // The connection ends with the stream: a client reconnects for the next one anyway, and an
-      // idle connection left open would hold up the server's shutdown until the client drops it.
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'close',
-        'x-accel-buffering': 'no',
-      })
-      res.write(`retry: ${RETRY_MS}\n: connected\n\n`)
+      const res = openEventStream(reply, `retry: ${RETRY_MS}\n: connected\n\n`)
 
       // A revoked key, or a session ended, expired, idle too long or moved to another wallet, ends
       // the stream at the next keep-alive: the same lookups as the guards'. A session ended through

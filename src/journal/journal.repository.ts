@@ -1,10 +1,13 @@
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { isPostgres } from '../db/dialect.ts'
+import { anyOf, isPostgres, rowsWrite, runWrites } from '../db/dialect.ts'
 import type { EncodedTransaction } from './encoding.ts'
 import type { Frontier, Node } from './merkle.ts'
 
-/** The journal's SQL (migration 0015). */
+/**
+ * The journal's SQL (migration 0015). Lists of ids and rows travel as one parameter (`anyOf`,
+ * `rowsWrite`), so each statement has one text whatever a round's size and is prepared once.
+ */
 
 export interface JournalState {
   size: number
@@ -80,13 +83,21 @@ export async function hasUnpositioned(executor: Executor): Promise<boolean> {
 
 /** PostgreSQL: the queue's rows, positioned now (or found positioned already, after a restore). */
 export async function removePending(trx: Executor, ids: number[]): Promise<void> {
-  if (ids.length > 0 && isPostgres(trx)) await trx.deleteFrom('journal_pending').where('transaction_id', 'in', ids).execute()
+  if (ids.length > 0 && isPostgres(trx))
+    await trx
+      .deleteFrom('journal_pending')
+      .where(anyOf(trx, sql.ref('transaction_id'), ids))
+      .execute()
 }
 
 /** Of these ids, those that already have a position. */
 export async function findPositioned(executor: Executor, ids: number[]): Promise<Set<number>> {
   if (ids.length === 0) return new Set()
-  const rows = await executor.selectFrom('journal_entries').select('transaction_id').where('transaction_id', 'in', ids).execute()
+  const rows = await executor
+    .selectFrom('journal_entries')
+    .select('transaction_id')
+    .where(anyOf(executor, sql.ref('transaction_id'), ids))
+    .execute()
   return new Set(rows.map((row) => Number(row.transaction_id)))
 }
 
@@ -97,13 +108,13 @@ export async function loadEncoded(executor: Executor, ids: number[]): Promise<Ma
   const rows = await executor
     .selectFrom('transactions')
     .select(['id', 'kind', 'created_at', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'reverses', 'hold_id', 'metadata'])
-    .where('id', 'in', ids)
+    .where(anyOf(executor, sql.ref('id'), ids))
     .execute()
   for (const row of rows) found.set(Number(row.id), toEncoded(row))
   const lines = await executor
     .selectFrom('transaction_assets')
     .select(['transaction_id', 'asset_id', 'quantity'])
-    .where('transaction_id', 'in', ids)
+    .where(anyOf(executor, sql.ref('transaction_id'), ids))
     .execute()
   for (const line of lines) found.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
   return found
@@ -134,24 +145,38 @@ function toEncoded(row: {
   }
 }
 
-const CHUNK = 500
-
 export async function insertEntries(trx: Executor, entries: { position: number; transaction_id: number; hash: string }[]): Promise<void> {
-  for (let i = 0; i < entries.length; i += CHUNK)
-    await trx
-      .insertInto('journal_entries')
-      .values(entries.slice(i, i + CHUNK))
-      .execute()
+  if (entries.length === 0) return
+  const rows = entries.map((entry) => [entry.position, entry.transaction_id, entry.hash])
+  await runWrites(trx, [
+    rowsWrite(
+      trx,
+      ENTRY_COLUMNS,
+      rows,
+      (r) => sql`insert into journal_entries (position, transaction_id, hash) select position, transaction_id, hash from ${r}`,
+    ),
+  ])
 }
+
+const ENTRY_COLUMNS = [
+  ['position', 'bigint'],
+  ['transaction_id', 'bigint'],
+  ['hash', 'text'],
+] as const
 
 export async function insertNodes(trx: Executor, nodes: Node[]): Promise<void> {
-  const rows = nodes.map((node) => ({ level: node.level, idx: node.idx, hash: node.hash.toString('hex') }))
-  for (let i = 0; i < rows.length; i += CHUNK)
-    await trx
-      .insertInto('journal_nodes')
-      .values(rows.slice(i, i + CHUNK))
-      .execute()
+  if (nodes.length === 0) return
+  const rows = nodes.map((node) => [node.level, node.idx, node.hash.toString('hex')])
+  await runWrites(trx, [
+    rowsWrite(trx, NODE_COLUMNS, rows, (r) => sql`insert into journal_nodes (level, idx, hash) select level, idx, hash from ${r}`),
+  ])
 }
+
+const NODE_COLUMNS = [
+  ['level', 'bigint'],
+  ['idx', 'bigint'],
+  ['hash', 'text'],
+] as const
 
 /** What a history page prints changed (a position given): pages kept in memory are read again (migration 0013). */
 export async function bumpPageGeneration(trx: Executor): Promise<void> {

@@ -4,6 +4,7 @@ import type { Database } from '../db/database.ts'
 import type { SigningKey } from '../secrets/signing-key.ts'
 import { walletOf } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
+import { openEventStream } from '../http/event-stream.ts'
 import { ErrorSchema, IdParams, parseId, responses } from '../http/schemas.ts'
 import * as S from './journal.schemas.ts'
 import * as journal from './journal.service.ts'
@@ -72,16 +73,7 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
     async (request, reply) => {
       const header = request.headers['last-event-id']
       let after = header !== undefined ? Number(header) : (request.query.after ?? 0)
-      reply.hijack()
-      const res = reply.raw
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) res.setHeader(name, value)
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'close',
-        'x-accel-buffering': 'no',
-      })
-      res.write(': connected\n\n')
+      const res = openEventStream(reply, ': connected\n\n')
       let open = true
       const end = () => {
         open = false

@@ -59,10 +59,10 @@ export interface LedgerDeps {
 }
 
 /**
- * Transfers per group commit (docs/performance.md#the-write-path): SQLite commits in process and
- * gains from large batches; PostgreSQL begins the next batch early, so smaller ones keep it busy.
+ * Transfers per group commit (docs/performance.md#the-write-path): room for several batch requests
+ * of 100, which then share one commit's fixed costs; single transfers rarely fill it.
  */
-export const DEFAULT_MAX_BATCH = { sqlite: 128, postgres: 64 } as const
+export const DEFAULT_MAX_BATCH = { sqlite: 500, postgres: 500 } as const
 
 export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs, clock = nowIso }: LedgerDeps): Ledger {
   const { db, dialect } = database

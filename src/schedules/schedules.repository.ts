@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor, Trx } from '../db/database.ts'
 import { forUpdate } from '../db/dialect.ts'
-import type { SchedulesTable } from '../db/tables.ts'
+import type { ScheduleRunsTable, SchedulesTable } from '../db/tables.ts'
 import type { Insertable, Selectable, Updateable } from 'kysely'
 
 /** The SQL of schedules and their runs. */
@@ -79,6 +79,23 @@ export async function insertRun(
       error: run.error,
     })
     .execute()
+}
+
+export type RunRow = Selectable<ScheduleRunsTable>
+
+/** A page of a schedule's runs, the latest occurrence first, and whether more exist. */
+export async function listRuns(
+  db: Executor,
+  scheduleId: number,
+  page: { limit: number; before?: number },
+): Promise<{ rows: RunRow[]; more: boolean }> {
+  let query = db.selectFrom('schedule_runs').selectAll().where('schedule_id', '=', scheduleId)
+  if (page.before !== undefined) query = query.where('occurrence', '<', page.before)
+  const rows = await query
+    .orderBy('occurrence', 'desc')
+    .limit(page.limit + 1)
+    .execute()
+  return { rows: rows.slice(0, page.limit), more: rows.length > page.limit }
 }
 
 /** Cancels every schedule of the wallet not yet ended (wallet deletion); answers the cancelled ones. */

@@ -4,7 +4,7 @@ import { walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses, Timestamp } from '../http/schemas.ts'
 import type { SchedulesService } from './schedules.service.ts'
-import { NextRunsQuery, Schedule, ScheduleBody, ScheduleListQuery } from './schedules.schemas.ts'
+import { NextRunsQuery, RunsQuery, Schedule, ScheduleBody, ScheduleListQuery, ScheduleRun } from './schedules.schemas.ts'
 
 export interface SchedulesRoutesOptions {
   schedules: SchedulesService
@@ -92,6 +92,32 @@ const schedulesRoutes: FastifyPluginAsyncTypebox<SchedulesRoutesOptions> = async
       },
     },
     async (request) => ({ runs: await schedules.upcoming(walletOf(request), parseId(request.params.id), request.query.count ?? 5) }),
+  )
+
+  app.get(
+    '/wallet/schedules/:id/runs',
+    {
+      ...read,
+      schema: {
+        summary: 'The runs of a schedule',
+        description:
+          'Every occurrence that ran, the latest first: the transfer it made, or the error that refused it. ' +
+          'The `Link` header (`rel="next"`) gives the next page.',
+        tags,
+        params: IdParams('id'),
+        querystring: RunsQuery,
+        response: responses(200, Type.Array(ScheduleRun)),
+      },
+    },
+    async (request, reply) => {
+      const id = parseId(request.params.id)
+      const { runs, more } = await schedules.runs(walletOf(request), id, request.query)
+      if (more && runs.length > 0) {
+        const limit = request.query.limit ?? 20
+        reply.header('link', nextPageLink(`/wallet/schedules/${id}/runs`, { before: runs[runs.length - 1].occurrence, limit }))
+      }
+      return runs
+    },
   )
 
   for (const [action, summary, description] of [

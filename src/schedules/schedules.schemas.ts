@@ -59,6 +59,19 @@ export const ScheduleListQuery = Type.Object({
   status: Type.Optional(ScheduleStatus),
 })
 
+export const ScheduleRun = Type.Object({
+  occurrence: Type.Integer({ minimum: 0, description: 'which occurrence, counted from 0 at `start_at`' }),
+  due_at: Timestamp,
+  ran_at: Timestamp,
+  transaction_id: Type.Union([Id, Type.Null()], { description: 'the transfer it made; null when it was refused' }),
+  error: Type.Union([ErrorSchema, Type.Null()], { description: 'why it was refused; null when it moved' }),
+})
+
+export const RunsQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+  before: Type.Optional(Type.Integer({ minimum: 0, description: 'runs of occurrences before this one (the next page)' })),
+})
+
 export const NextRunsQuery = Type.Object({
   count: Type.Optional(Type.Integer({ minimum: 1, maximum: 50, default: 5 })),
 })

@@ -109,6 +109,15 @@ function checkCalendar(body: ScheduleRequest, now: number): Calendar {
   return { startAt: new Date(Math.max(start, now)).toISOString(), every: body.every ?? null, count: body.count ?? null, endAt, timeZone }
 }
 
+/** One occurrence that ran: the transfer it made, or the refusal that moved nothing. */
+export interface ScheduleRun {
+  occurrence: number
+  due_at: string
+  ran_at: string
+  transaction_id: number | null
+  error: RunError | null
+}
+
 export interface SchedulesServiceDeps {
   db: Db
   ledger: Ledger
@@ -130,6 +139,8 @@ export interface SchedulesService {
   find(walletId: number, id: number): Promise<Schedule>
   /** The instants of the next `count` runs of an active schedule (none otherwise). Throws R000. */
   upcoming(walletId: number, id: number, count: number): Promise<string[]>
+  /** The occurrences that ran, the latest first, paged by occurrence. Throws R000. */
+  runs(walletId: number, id: number, page: { limit?: number; before?: number }): Promise<{ runs: ScheduleRun[]; more: boolean }>
   /** Pauses an active schedule (a paused one is answered as it is). Throws R000, R001 (finished or cancelled). */
   pause(walletId: number, id: number): Promise<Schedule>
   /**
@@ -225,6 +236,19 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
         runs.push(n === Number(row.next_occurrence) && row.next_run_at ? row.next_run_at : new Date(at).toISOString())
       }
       return runs
+    },
+
+    async runs(walletId, id, page) {
+      if (!(await repository.findSchedule(db, walletId, id))) throw new AppError('R000', `no schedule ${id}`)
+      const { rows, more } = await repository.listRuns(db, id, { limit: page.limit ?? 20, before: page.before })
+      const runs = rows.map((row) => ({
+        occurrence: Number(row.occurrence),
+        due_at: row.due_at,
+        ran_at: row.ran_at,
+        transaction_id: row.transaction_id === null ? null : Number(row.transaction_id),
+        error: row.error === null ? null : (JSON.parse(row.error) as RunError),
+      }))
+      return { runs, more }
     },
 
     pause: (walletId, id) =>

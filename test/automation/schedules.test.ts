@@ -154,6 +154,40 @@ describe(`schedules (${STORAGE})`, () => {
     assert.equal(resumed.json().runs, 3)
   })
 
+  it('lists its runs, the latest first, each with the transfer it made or the refusal, paged', async () => {
+    const alice = await fundedUser(t, [[gold, 2]])
+    const bob = await createUser(t.app)
+    const created = await schedule(alice, { recipient: bob.username, assets: { [gold.name]: 1 }, start_at: later(60_000), every: 'P1D' })
+    await backdate(created.id, 4)
+    // Occurrences 0 and 1 pay the two gold; 2 and 3 are refused, two in a row: it stays active.
+    const done = await untilRuns(alice, created.id, 4)
+    assert.equal(done.status, 'active')
+    const paid = (await runsOf(alice, created.id)).reverse()
+    const first = await t.app.inject({ method: 'GET', url: `/wallet/schedules/${created.id}/runs?limit=3`, headers: alice.auth })
+    assert.equal(first.statusCode, 200, first.body)
+    assert.equal(first.headers.link, `</wallet/schedules/${created.id}/runs?before=1&limit=3>; rel="next"`)
+    const second = await t.app.inject({ method: 'GET', url: `/wallet/schedules/${created.id}/runs?before=1&limit=3`, headers: alice.auth })
+    assert.equal(second.statusCode, 200, second.body)
+    assert.equal(second.headers.link, undefined)
+    const runs: { occurrence: number; due_at: string; ran_at: string; transaction_id: number | null; error: { code: string } | null }[] = [
+      ...first.json(),
+      ...second.json(),
+    ]
+    assert.deepEqual(
+      runs.map((run) => [run.occurrence, run.transaction_id, run.error?.code ?? null]),
+      [
+        [3, null, 'I002'],
+        [2, null, 'I002'],
+        [1, paid[1].id, null],
+        [0, paid[0].id, null],
+      ],
+    )
+    for (const run of runs) assert.ok(Date.parse(run.ran_at) >= Date.parse(run.due_at))
+    // Another wallet's schedule is not found.
+    const other = await t.app.inject({ method: 'GET', url: `/wallet/schedules/${created.id}/runs`, headers: bob.auth })
+    expectError(other, 404, 'R000')
+  })
+
   it('pauses, resumes and cancels; R001 once ended, R000 for another wallet', async () => {
     const alice = await fundedUser(t, [[gold, 10]])
     const bob = await createUser(t.app)

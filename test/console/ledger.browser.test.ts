@@ -152,6 +152,14 @@ describe('the console in a browser: the ledger tools', { skip: !available && `no
       await shoot(davePage, 'confirm-refund')
       await confirmDialog(davePage, 'Refund')
       await davePage.getByText(`3 ${copper.name} moved back to ${carol.username}`).waitFor()
+      // The notice stays while the screen changes from a table to a phone's rows and back.
+      for (const width of [360, 1280]) {
+        await davePage.setViewportSize({ width, height: 900 })
+        await davePage
+          .getByRole('region', { name: /^Transaction \d+$/ })
+          .getByText(`3 ${copper.name} moved back to ${carol.username}`)
+          .waitFor()
+      }
       await davePage
         .getByText(/^Refund of transaction \d+ ·/)
         .first()
@@ -188,6 +196,8 @@ describe('the console in a browser: the ledger tools', { skip: !available && `no
         .filter({ hasText: `transaction ${uploaded}` })
         .filter({ hasText: 'upload' })
       await corrected.getByText(/^(Refunded|Corrected)$/).waitFor()
+      // Nothing is left to move back, so the form is gone; what it did is still said beside the transaction.
+      await corrected.getByText(new RegExp(`^4 ${copper.name} moved back to ${carol.username} \\(transaction \\d+\\)\\.$`)).waitFor()
       await openDetails(corrected)
       await corrected.getByText(/^(Refund|Correction): transaction \d+, 4 /).waitFor()
       assert.equal(await corrected.getByText(`Correct transaction ${uploaded}`).count(), 0)

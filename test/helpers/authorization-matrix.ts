@@ -507,7 +507,7 @@ export const ROUTES: RouteCase[] = [
       for (const schedule of response.json() as { wallet_id: number }[]) assert.equal(schedule.wallet_id, walletId)
     },
   },
-  ...(['', '/upcoming'] as const).map((suffix): RouteCase => ({
+  ...(['', '/upcoming', '/runs'] as const).map((suffix): RouteCase => ({
     method: 'GET',
     route: `/wallet/schedules/:id${suffix}`,
     url: (world) => `/wallet/schedules/${world.scheduleW}${suffix}`,

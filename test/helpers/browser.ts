@@ -131,9 +131,9 @@ export function consoleBrowser() {
     return (await page.locator('.who strong').nth(1).textContent()) as string
   }
 
-  /** Before the tests: the app, listening on localhost, the browser and a webhook receiver. */
-  async function start(): Promise<void> {
-    state.t = await buildTestApp()
+  /** Before the tests: the app (with `buildTestApp`'s settings and parts), listening on localhost, the browser and a webhook receiver. */
+  async function start(...app: Parameters<typeof buildTestApp>): Promise<void> {
+    state.t = await buildTestApp(...app)
     state.origin = (await state.t.app.listen({ port: 0, host: '127.0.0.1' })).replace('127.0.0.1', 'localhost')
     state.browser = await chromium.launch(LAUNCH)
     state.receiver = await startReceiver()

@@ -73,6 +73,7 @@ describe('wallet key scopes and limits', () => {
         'GET /wallet/schedules': 'read',
         'GET /wallet/schedules/:id': 'read',
         'GET /wallet/schedules/:id/upcoming': 'read',
+        'GET /wallet/schedules/:id/runs': 'read',
         'POST /wallet/schedules/:id/pause': 'schedule',
         'POST /wallet/schedules/:id/resume': 'schedule',
         'DELETE /wallet/schedules/:id': 'schedule',

@@ -38,7 +38,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
         <TransactionFilterFields fields={shared.fields} />
       </FilterBar>
       <TransactionPage
-        actions={(transaction) =>
+        actions={(transaction, announce) =>
           transaction.kind === 'reversal' || (page.data && allMovedBack(transaction, page.data.moved)) ? null : (
             <ReverseForm
               transaction={transaction}
@@ -52,6 +52,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
                   }),
                 )
               }
+              announce={announce}
               done={page.reload}
             />
           )

@@ -6,6 +6,7 @@ import { ErrorNotice, Loading, SessionEndsContext, TopBar, useAction } from '../
 import { Assets } from './assets.tsx'
 import { Journal } from './journal.tsx'
 import { OperatorSignIn } from './operator-sign-in.tsx'
+import { TroubledSchedules } from './schedules.tsx'
 import { Overview } from './overview.tsx'
 import { Verification } from './verification.tsx'
 import { WalletDetail, WalletSearch } from './wallets.tsx'
@@ -15,6 +16,7 @@ const SCREENS: [path: string, label: string][] = [
   ['assets', 'Assets'],
   ['wallets', 'Wallets'],
   ['journal', 'Journal'],
+  ['schedules', 'Schedules'],
   ['verify', 'Verification'],
 ]
 
@@ -62,6 +64,7 @@ export function OperatorApp({ route }: { route: string[] }) {
     assets: () => <Assets />,
     wallets: () => (route[1] ? <WalletDetail id={route[1]} /> : <WalletSearch />),
     journal: () => <Journal />,
+    schedules: () => <TroubledSchedules />,
     verify: () => <Verification />,
   }
   return (

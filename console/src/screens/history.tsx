@@ -91,7 +91,7 @@ export function History({ session }: ScreenProps) {
         <small class="hint">{T.statementHint}</small>
       </p>
       <TransactionPage
-        actions={(transaction) =>
+        actions={(transaction, announce) =>
           transaction.receiving_wallet_id === session.wallet_id &&
           (transaction.kind === 'transfer' || transaction.kind === 'capture') &&
           !(page.data && allMovedBack(transaction, page.data.moved)) ? (
@@ -107,6 +107,7 @@ export function History({ session }: ScreenProps) {
                   }),
                 )
               }
+              announce={announce}
               done={page.reload}
             />
           ) : null

@@ -2,11 +2,13 @@ import type { ComponentChildren } from 'preact'
 import { call, coffer, type paths } from '../api.ts'
 import { ErrorNotice, TopBar, useAction } from '../ui.tsx'
 import { Account } from './account.tsx'
+import { Alerts } from './alerts.tsx'
 import { Balances } from './balances.tsx'
 import { Batch } from './batch.tsx'
 import { History } from './history.tsx'
 import { Holds } from './holds.tsx'
 import { Keys } from './keys.tsx'
+import { Schedules } from './schedules.tsx'
 import { Send } from './send.tsx'
 import { Sharing } from './sharing.tsx'
 import { Webhook } from './webhook.tsx'
@@ -32,6 +34,8 @@ const SCREENS: [path: string, label: string][] = [
   ['history', 'History'],
   ['batch', 'Batch'],
   ['holds', 'Holds'],
+  ['schedules', 'Schedules'],
+  ['alerts', 'Alerts'],
   ['wallets', 'Wallets'],
   ['sharing', 'Sharing'],
   ['keys', 'Keys'],
@@ -50,6 +54,8 @@ export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { 
     history: () => <History {...props} />,
     batch: () => <Batch {...props} />,
     holds: () => <Holds {...props} />,
+    schedules: () => <Schedules {...props} id={route[1]} />,
+    alerts: () => <Alerts {...props} />,
     wallets: () => <Wallets {...props} />,
     sharing: () => <Sharing {...props} />,
     keys: () => <Keys {...props} />,

@@ -1,0 +1,181 @@
+/**
+ * The batch route in process, two group-commit limits taking turns (`npx tsx bench/experiments/batch-cpu.ts
+ * [--storage=sqlite|postgres] [--limits=128,1000] [--rounds=N] [--batches=N] [--concurrency=N]`):
+ * atomic batches of 100 transfers of 1 gold from a wallet by key to wallets by id at random
+ * (`POST /wallet/transactions/batch`), sent with Fastify's `inject` by `concurrency` clients at
+ * once, to two apps in this process, each on its own store and with its own
+ * `GROUP_COMMIT_MAX_BATCH`. They alternate in chunks of batches, so that the machine's other load
+ * weighs on both alike. Per round and limit it prints the process's CPU (user + system) per
+ * transfer, transfers per second of wall time (which counts the commits' fsync) and the mean
+ * number of transfers per commit.
+ */
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { FastifyInstance, InjectOptions } from 'fastify'
+import pg from 'pg'
+import { buildApp } from '../../src/app.ts'
+import { loadConfig } from '../../src/config.ts'
+import { openDatabase } from '../../src/db/database.ts'
+import { migrateToLatest } from '../../src/db/migrate.ts'
+import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
+import { hashToken } from '../../src/http/tokens.ts'
+import { startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
+
+const args = process.argv.slice(2)
+const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
+const STORAGE = (option('storage') ?? 'sqlite') as 'sqlite' | 'postgres'
+const LIMITS = (option('limits') ?? '128,1000').split(',').map(Number)
+const ROUNDS = Number(option('rounds') ?? 3)
+const BATCHES = Number(option('batches') ?? 200)
+const CONCURRENCY = Number(option('concurrency') ?? 32)
+const CHUNK = 40
+const WALLETS = 100
+const BATCH = 100
+const ADMIN_KEY = 'cfa_batch_cpu_bench_admin_key_not_a_secret'
+
+interface Subject {
+  label: string
+  app: FastifyInstance
+  keys: { walletId: number; key: string }[]
+  close(): Promise<void>
+}
+
+async function setUp(limit: number, databaseUrl: string | undefined): Promise<Subject> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-batch-cpu-'))
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    ADMIN_API_KEY: ADMIN_KEY,
+    LOG_LEVEL: 'info',
+    AUTH_RATE_LIMIT: '0',
+    GROUP_COMMIT_MAX_BATCH: String(limit),
+  }
+  if (databaseUrl) env.DATABASE_URL = databaseUrl
+  const config = loadConfig(env)
+  const database = openDatabase({ ...config, backgroundCheckpoints: true })
+  await migrateToLatest(database.db)
+  const app = await buildApp({
+    config,
+    database,
+    adminKeyHash: hashToken(ADMIN_KEY),
+    secretsKey: await prepareWebhookSecrets(database.db, config),
+    logStream: { write: () => undefined },
+  })
+  const call = async (options: InjectOptions, status: number) => {
+    const response = await app.inject(options)
+    if (response.statusCode !== status) throw new Error(`${JSON.stringify(options)}: ${response.statusCode} ${response.body}`)
+    return response.json()
+  }
+  const admin = { authorization: `Bearer ${ADMIN_KEY}` }
+  const asset = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)
+  const keys = []
+  for (let i = 0; i < WALLETS; i++) {
+    const name = `batch${i}`
+    await call({ method: 'POST', url: '/users', payload: { username: name, password: 'correct horse' } }, 201)
+    const login = await call(
+      { method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } },
+      201,
+    )
+    const key = await call(
+      { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } },
+      201,
+    )
+    await call(
+      { method: 'POST', url: `/wallets/${key.wallet_id}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } },
+      201,
+    )
+    keys.push({ walletId: key.wallet_id as number, key: key.token as string })
+  }
+  return {
+    label: `limit ${limit}`,
+    app,
+    keys,
+    async close() {
+      await app.close()
+      await database.close()
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** `count` batches by `CONCURRENCY` clients: this process's CPU and the wall time they took, in µs. */
+async function measure(subject: Subject, count: number): Promise<{ cpu: number; wall: number }> {
+  let left = count
+  const client = async () => {
+    while (left-- > 0) {
+      const from = subject.keys[Math.floor(Math.random() * WALLETS)]
+      const transfers = Array.from({ length: BATCH }, () => {
+        let to = subject.keys[Math.floor(Math.random() * WALLETS)]
+        while (to === from) to = subject.keys[Math.floor(Math.random() * WALLETS)]
+        return { recipient: String(to.walletId), type: 2, assets: { gold: 1 } }
+      })
+      const response = await subject.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions/batch',
+        headers: { authorization: `Bearer ${from.key}`, 'content-type': 'application/json' },
+        payload: JSON.stringify({ transfers }),
+      })
+      if (response.statusCode !== 201) throw new Error(`${subject.label}: ${response.statusCode} ${response.body}`)
+    }
+  }
+  const before = process.cpuUsage()
+  const started = process.hrtime.bigint()
+  await Promise.all(Array.from({ length: CONCURRENCY }, client))
+  const used = process.cpuUsage(before)
+  return { cpu: used.user + used.system, wall: Number(process.hrtime.bigint() - started) / 1000 }
+}
+
+/** Transfers per commit so far, from the app's metrics. */
+async function batchSize(subject: Subject): Promise<number> {
+  const text = (await subject.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).body
+  const value = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN)
+  return value('coffer_transfer_batch_size_sum') / value('coffer_transfer_batch_size_count')
+}
+
+async function main(): Promise<void> {
+  let server: TestPostgres | undefined
+  let admin: pg.Client | undefined
+  const urls: (string | undefined)[] = LIMITS.map(() => undefined)
+  if (STORAGE === 'postgres') {
+    server = await startPostgres({ name: 'coffer-batch-cpu' })
+    admin = new pg.Client({ connectionString: server.url })
+    await admin.connect()
+    for (const [i] of LIMITS.entries()) {
+      await admin.query(`create database batch_cpu_${i}`)
+      const url = new URL(server.url)
+      url.pathname = `/batch_cpu_${i}`
+      urls[i] = url.toString()
+    }
+  }
+  const subjects: Subject[] = []
+  try {
+    for (const [i, limit] of LIMITS.entries()) subjects.push(await setUp(limit, urls[i]))
+    for (const subject of subjects) await measure(subject, 20)
+    console.log(`${STORAGE}, load average ${os.loadavg()[0].toFixed(1)}, ${CONCURRENCY} clients, batches of ${BATCH}`)
+    for (let round = 1; round <= ROUNDS; round++) {
+      const spent = subjects.map(() => ({ cpu: 0, wall: 0 }))
+      for (let done = 0, pair = 0; done < BATCHES; done += CHUNK, pair++) {
+        const order = pair % 2 === 0 ? [...subjects.keys()] : [...subjects.keys()].reverse()
+        for (const which of order) {
+          const { cpu, wall } = await measure(subjects[which], CHUNK)
+          spent[which].cpu += cpu
+          spent[which].wall += wall
+        }
+      }
+      const transfers = Math.ceil(BATCHES / CHUNK) * CHUNK * BATCH
+      const sizes = await Promise.all(subjects.map(batchSize))
+      const figures = subjects.map(
+        (subject, i) =>
+          `${subject.label}: ${(spent[i].cpu / transfers).toFixed(1)} µs CPU, ` +
+          `${Math.round(transfers / (spent[i].wall / 1e6))} transfers/s, ${sizes[i].toFixed(0)} per commit`,
+      )
+      console.log(`round ${round} (load ${os.loadavg()[0].toFixed(1)}): ${figures.join('   ')}`)
+    }
+  } finally {
+    for (const subject of subjects) await subject.close()
+    await admin?.end()
+    await server?.stop()
+  }
+}
+
+await main()
