@@ -7243,6 +7243,8 @@ export interface paths {
                 /**
                  * @description - `A004` Cross-Site Request Refused: a cookie-authenticated write came from another site (CSRF guard)
                  *     - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)
+                 *     - `K001` Key Limit Reached: the request would take the wallet key past one of its caps; `detail` names the cap (`per_transfer` or `per_day`)
+                 *     - `K002` Recipient Not Allowed: the wallet key's `recipients` do not include this recipient
                  */
                 403: {
                     headers: {

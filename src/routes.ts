@@ -89,7 +89,7 @@ export const ROUTES: Record<string, RouteDoc> = {
   'POST /wallet/holds/:id/capture': { auth: 'wallet', file: HOLDS, errors: ['G003', 'G004', 'H000', 'H001', 'H002', 'I003'] },
   'POST /wallet/holds/:id/void': { auth: 'wallet', file: HOLDS, errors: ['H000', 'H001'] },
   // Scheduled and recurring transfers.
-  'POST /wallet/schedules': { auth: 'wallet', file: SCHEDULES, errors: ['U003', 'W000', 'W013', 'I001', 'I003'] },
+  'POST /wallet/schedules': { auth: 'wallet', file: SCHEDULES, errors: ['U003', 'W000', 'W013', 'K002', 'I001', 'I003', 'K001'] },
   'GET /wallet/schedules': { auth: 'wallet', file: SCHEDULES, errors: [] },
   'GET /wallet/schedules/:id': { auth: 'wallet', file: SCHEDULES, errors: ['R000'] },
   'GET /wallet/schedules/:id/upcoming': { auth: 'wallet', file: SCHEDULES, errors: ['R000'] },

@@ -202,14 +202,23 @@ export default fp<AuthOptions>(async function authPlugin(app: FastifyInstance, {
   const walletRoutes: { method: string; url: string; scope: KeyScope }[] = []
   app.decorate('walletRoutes', walletRoutes)
   app.addHook('onRoute', (route) => {
-    if (![route.onRequest ?? []].flat().includes(requireWalletAccess)) return
+    const guards = [route.onRequest ?? []].flat()
+    if (guards.includes(requireAnyCaller) && route.config?.scope !== undefined)
+      for (const method of [route.method].flat())
+        if (method !== 'HEAD') walletRoutes.push({ method, url: route.url, scope: route.config.scope })
+    if (!guards.includes(requireWalletAccess)) return
     const scope = route.config?.scope
     if (scope === undefined || !isKeyScope(scope)) throw new Error(`${String(route.method)} ${route.url} needs a key scope in its config`)
     for (const method of [route.method].flat()) if (method !== 'HEAD') walletRoutes.push({ method, url: route.url, scope })
   })
-  app.decorate('requireAnyCaller', async (request: FastifyRequest) => {
-    await authenticate(request, ANY)
-  })
+  // Routes open to every kind of caller: a wallet key needs the scope the route declares, if any (the journal's reads).
+  const requireAnyCaller = async (request: FastifyRequest) => {
+    const auth = await authenticate(request, ANY)
+    const scope = request.routeOptions.config.scope
+    if (auth.kind === 'wallet' && scope !== undefined && !auth.scopes.includes(scope))
+      throw new AppError('K000', `this key's scopes do not include ${scope}`)
+  }
+  app.decorate('requireAnyCaller', requireAnyCaller)
   // The admin key as a Bearer header, or else the console's operator session cookie.
   app.decorate('requireAdmin', async (request: FastifyRequest) => {
     if (hasHeader(request)) {

@@ -128,6 +128,7 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
     '/journal/checkpoint',
     {
       onRequest: app.requireAnyCaller,
+      config: { scope: 'read' },
       schema: {
         tags,
         summary: 'The latest signed checkpoint',
@@ -151,6 +152,7 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
     '/journal/consistency',
     {
       onRequest: app.requireAnyCaller,
+      config: { scope: 'read' },
       schema: {
         tags,
         summary: 'Prove the journal only grew',

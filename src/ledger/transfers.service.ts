@@ -35,11 +35,12 @@ export interface TransfersService {
   /**
    * The run of a schedule: the transfer `request` from the wallet in the caller's database
    * transaction, so that the run and its record commit together, checked by the same rules as
-   * `send` and recorded with `scheduleId`. Throws `send`'s refusals (but for the key's).
+   * `send` and recorded with `scheduleId`, and charged to `limits`, those of the wallet key that
+   * created the schedule, if any. Throws `send`'s refusals.
    */
-  sendWithin(trx: Trx, walletId: number, request: SendRequest, scheduleId: number): Promise<Transaction>
-  /** What `send` checks before the balances: U003/W000/G000 (recipient), W013 (to itself), I001, I003. Moves nothing. */
-  check(walletId: number, request: SendRequest): Promise<void>
+  sendWithin(trx: Trx, walletId: number, request: SendRequest, scheduleId: number, limits?: KeyLimits): Promise<Transaction>
+  /** What `send` checks before the balances: U003/W000/G000 (recipient), W013 (to itself), K002, I001, I003, K001 (`per_transfer`). Moves nothing. */
+  check(walletId: number, request: SendRequest, limits?: KeyLimits): Promise<void>
   /** The wallet the request's recipient names now, in the caller's transaction. Throws U003/W000/G000. */
   recipientOf(trx: Trx, request: Pick<SendRequest, 'recipient' | 'type'>): Promise<number>
   /**
@@ -58,12 +59,12 @@ export function createTransfersService({ db, events, committer, idempotency, clo
         return committer.run({ ...move, idempotency: key })
       })
     },
-    async sendWithin(trx, walletId, request, scheduleId) {
-      const move = await resolveTransfer(new Lookups(trx), walletId, request)
+    async sendWithin(trx, walletId, request, scheduleId, limits) {
+      const move = await resolveTransfer(new Lookups(trx, limits), walletId, request)
       return moveAssets(trx, { ...move, scheduleId }, events, clock)
     },
-    async check(walletId, request) {
-      await resolveTransfer(new Lookups(db), walletId, request)
+    async check(walletId, request, limits) {
+      await resolveTransfer(new Lookups(db, limits), walletId, request)
     },
     recipientOf: (trx, request) => new Lookups(trx).recipient(request.recipient, request.type ?? 0),
     async sweep(trx, from, to, memo) {

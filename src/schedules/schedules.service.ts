@@ -3,6 +3,7 @@ import { inTransaction, nowIso } from '../db/dialect.ts'
 import { AppError, ERRORS, type ErrorCode } from '../http/errors.ts'
 import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
 import type { EventWriter, Transaction, WalletEvent } from '../ledger/ledger.types.ts'
+import { findKeyLimits } from '../wallets/wallets.service.ts'
 import { firstOccurrenceFrom, isTimeZone, occurrenceAt, parseEvery, type Calendar } from './calendar.ts'
 import * as repository from './schedules.repository.ts'
 import type { ScheduleRow } from './schedules.repository.ts'
@@ -186,7 +187,9 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
         memo: body.memo,
         metadata: body.metadata,
       }
-      await ledger.transfers.check(walletId, request)
+      // Through a wallet key: its recipients and per-transfer caps refuse the schedule now, as they would each run.
+      const key = keyId === undefined ? undefined : await findKeyLimits(db, keyId)
+      await ledger.transfers.check(walletId, request, key?.limits)
       const now = nowIso()
       const row = await repository.insertSchedule(db, {
         wallet_id: walletId,
@@ -323,7 +326,14 @@ async function runOccurrence(db: Db, ledger: Ledger, events: EventWriter, id: nu
     let transaction: Transaction | undefined
     let error: RunError | null = null
     try {
-      transaction = await ledger.transfers.sendWithin(trx, walletId, request, id)
+      // A schedule created through a wallet key runs under that key's limits, and not at all once it is revoked.
+      let limits
+      if (row.key_id !== null) {
+        const key = await findKeyLimits(trx, Number(row.key_id))
+        if (!key) throw new AppError('A001', 'the wallet key that created this schedule has been revoked')
+        limits = key.limits
+      }
+      transaction = await ledger.transfers.sendWithin(trx, walletId, request, id, limits)
     } catch (refusal) {
       if (!(refusal instanceof AppError)) throw refusal
       const { message } = ERRORS[refusal.code]

@@ -48,6 +48,15 @@ export async function authenticateWalletKey(
   return { keyId: key.id, walletId: key.wallet_id, ...policyOf(key) }
 }
 
+/**
+ * The limits of a live wallet key by id, `{ limits: undefined }` for one without any; undefined
+ * once the key is revoked or its wallet deleted. A schedule's runs are charged to the key that created it.
+ */
+export async function findKeyLimits(db: Executor, keyId: number): Promise<{ limits: KeyLimits | undefined } | undefined> {
+  const key = await wallets.findLiveWalletKey(db, { id: keyId })
+  return key && { limits: policyOf(key).limits }
+}
+
 // A kept row is read once; its scopes and limits are parsed once too.
 const policies = new WeakMap<wallets.WalletKeyRow, ReturnType<typeof readPolicy>>()
 

@@ -73,13 +73,26 @@ describe('wallet key scopes and limits', () => {
         'GET /wallet/schedules': 'read',
         'GET /wallet/schedules/:id': 'read',
         'GET /wallet/schedules/:id/upcoming': 'read',
+        'GET /wallet/schedules/:id/runs': 'read',
         'POST /wallet/schedules/:id/pause': 'schedule',
         'POST /wallet/schedules/:id/resume': 'schedule',
         'DELETE /wallet/schedules/:id': 'schedule',
         'POST /wallet/monitors': 'monitor',
         'GET /wallet/monitors': 'read',
         'DELETE /wallet/monitors/:id': 'monitor',
+        'GET /journal/checkpoint': 'read',
+        'GET /journal/consistency': 'read',
       })
+    })
+
+    it("needs read for the journal's reads open to every caller", async () => {
+      const owner = await funded()
+      const sender = await key(owner, { scopes: ['send'] })
+      const reader = await key(owner, { scopes: ['read'] })
+      for (const url of ['/journal/checkpoint', '/journal/consistency?from=1&to=1']) {
+        expectCode(await call('GET', url, sender.auth), 403, 'K000')
+        assert.notEqual((await call('GET', url, reader.auth)).json().code, 'K000')
+      }
     })
 
     it('cannot be left out: a wallet-auth route without a scope is not registered', async () => {
@@ -229,6 +242,48 @@ describe('wallet key scopes and limits', () => {
       assert.equal((await call('POST', refund, bot.auth, { assets: { gold: 10 } })).statusCode, 201)
       // Moved: 10, then 5 + 5 of the non-atomic batch; 20 received, 10 refunded.
       assert.equal((await holdings(owner)).gold, 1000 - 10 - 10 + 20 - 10)
+    })
+  })
+
+  describe('schedules created through a key', () => {
+    async function ranOnce(owner: TestUser, id: unknown): Promise<{ failures: number; last_run: { error: { code: string } | null } }> {
+      for (let attempt = 0; attempt < 300; attempt++) {
+        const schedule = (await call('GET', `/wallet/schedules/${id}`, owner.auth)).json()
+        if (schedule.runs >= 1) return schedule
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      throw new Error(`schedule ${id} never ran`)
+    }
+    const at = (ms: number) => new Date(Date.now() + ms).toISOString()
+
+    it("are charged to that key when they run: its recipients and caps apply, and a revoked key's schedules run no more", async () => {
+      const owner = await funded()
+      const bob = await createUser(t.app)
+      const carol = await createUser(t.app)
+      const bot = await key(owner, { scopes: ['read', 'schedule'], limits: { per_day: { gold: 10 }, recipients: [bob.walletId] } })
+      const plan = (user: TestUser, quantity: number, startAt = at(200)) => ({
+        recipient: user.username,
+        assets: { gold: quantity },
+        start_at: startAt,
+      })
+      expectCode(await call('POST', '/wallet/schedules', bot.auth, plan(carol, 1)), 403, 'K002')
+      const first = await call('POST', '/wallet/schedules', bot.auth, plan(bob, 7))
+      assert.equal(first.statusCode, 201, first.body)
+      assert.equal((await ranOnce(owner, first.json().id)).last_run.error, null)
+      const sessions = (await call('GET', '/wallet/sessions', owner.auth)).json() as { id: unknown; used: Record<string, number> }[]
+      assert.deepEqual(sessions.find((entry) => entry.id === bot.object.id)?.used, { gold: 7 })
+      // Past the key's daily cap: the run is refused and moves nothing.
+      const second = await call('POST', '/wallet/schedules', bot.auth, plan(bob, 5))
+      assert.equal(second.statusCode, 201, second.body)
+      const refused = await ranOnce(owner, second.json().id)
+      assert.deepEqual([refused.failures, refused.last_run.error?.code], [1, 'K001'])
+      // A revoked key's schedule is refused when it falls due.
+      const gone = await key(owner, { scopes: ['schedule'] })
+      const third = await call('POST', '/wallet/schedules', gone.auth, plan(bob, 1, at(1500)))
+      assert.equal(third.statusCode, 201, third.body)
+      assert.equal((await call('DELETE', `/wallet/sessions/${gone.object.id}`, owner.auth)).statusCode, 204)
+      assert.equal((await ranOnce(owner, third.json().id)).last_run.error?.code, 'A001')
+      assert.equal((await holdings(bob)).gold, 7)
     })
   })
 
