@@ -23,17 +23,18 @@ export interface Seeded {
 
 const PASSWORD = 'bench password 1234'
 
-async function call(base: string, method: string, url: string, body: unknown, token?: string): Promise<unknown> {
+/** One JSON request; a status of 300 or more throws with the answer. */
+export async function call(base: string, method: string, url: string, body?: unknown, token?: string): Promise<unknown> {
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   if (token) headers.authorization = `Bearer ${token}`
-  const response = await fetch(base + url, { method, headers, body: JSON.stringify(body) })
+  const response = await fetch(base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
   const text = await response.text()
   if (response.status >= 300) throw new Error(`${method} ${url} answered ${response.status}: ${text}`)
   return text === '' ? undefined : JSON.parse(text)
 }
 
 /** Runs `work` over `items` with at most `limit` at a time, preserving order of results. */
-async function pool<T, R>(items: T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
+export async function pool<T, R>(items: T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length)
   let next = 0
   const worker = async () => {

@@ -40,6 +40,7 @@ import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { benchCleanups } from '../cleanups.ts'
 import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
+import { call as request, pool } from '../seed.ts'
 import { startService, type Service } from '../service.ts'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
@@ -67,30 +68,10 @@ const percentile = (values: number[], fraction: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * fraction))] ?? NaN
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function call(base: string, method: string, url: string, body?: unknown, token = ADMIN_KEY) {
-  const response = await fetch(base + url, {
-    method,
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await response.text()
-  if (response.status >= 300) throw new Error(`${method} ${url} answered ${response.status}: ${text}`)
-  return text === '' ? undefined : JSON.parse(text)
-}
-
-/** Runs `work` over `items`, `limit` at a time. */
-async function pool<T, R>(items: T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length)
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++
-      results[index] = await work(items[index], index)
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-  return results
-}
+/** A JSON request, with the admin key unless told another token. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const call = (base: string, method: string, url: string, body?: unknown, token = ADMIN_KEY): Promise<any> =>
+  request(base, method, url, body, token)
 
 interface Wallet {
   username: string
