@@ -93,6 +93,7 @@ export const ROUTES: Record<string, RouteDoc> = {
   'GET /wallet/schedules': { auth: 'wallet', file: SCHEDULES, errors: [] },
   'GET /wallet/schedules/:id': { auth: 'wallet', file: SCHEDULES, errors: ['R000'] },
   'GET /wallet/schedules/:id/upcoming': { auth: 'wallet', file: SCHEDULES, errors: ['R000'] },
+  'GET /wallet/schedules/:id/runs': { auth: 'wallet', file: SCHEDULES, errors: ['R000'] },
   'POST /wallet/schedules/:id/pause': { auth: 'wallet', file: SCHEDULES, errors: ['R000', 'R001'] },
   'POST /wallet/schedules/:id/resume': { auth: 'wallet', file: SCHEDULES, errors: ['R000', 'R001'] },
   'DELETE /wallet/schedules/:id': { auth: 'wallet', file: SCHEDULES, errors: ['R000', 'R001'] },
