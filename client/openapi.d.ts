@@ -8218,42 +8218,6 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id */
-                "4XX": {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
-                /** @description The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id */
-                "5XX": {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @example I002
-                             * @enum {string}
-                             */
-                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
-                            detail?: string;
-                            message: string;
-                            request_id: string;
-                        };
-                    };
-                };
                 /** @description Default Response */
                 200: {
                     headers: {
@@ -8287,6 +8251,120 @@ export interface paths {
                             /** @description the transfer it made; null when it was refused */
                             transaction_id: number | null;
                         }[];
+                    };
+                };
+                /**
+                 * @description - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer
+                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
+                 */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /**
+                 * @description - `A000` Session Required: no credential was sent
+                 *     - `A001` Invalid Session: the token is unknown, revoked, expired, idle too long or malformed, or of a kind this route does not take
+                 */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `K000` Key Scope Missing: the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...) */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `R000` Schedule Not Found: no such schedule, or a schedule of another wallet */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S000` Unexpected Server Error: an unexpected server error, logged with the request id (a transfer is safely retried with the same Idempotency-Key) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
+                    };
+                };
+                /** @description - `S001` Service Unavailable: the storage is unreachable or the service is shutting down; retry (with the same Idempotency-Key for a transfer) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * @example I002
+                             * @enum {string}
+                             */
+                            code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                            detail?: string;
+                            message: string;
+                            request_id: string;
+                        };
                     };
                 };
             };
