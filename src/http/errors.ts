@@ -101,7 +101,9 @@ export const ERROR_MEANINGS: Record<ErrorCode, string> = {
   K000: "the wallet key's scopes do not include what this route needs (`read`, `send`, `hold`, ...)",
   K001: 'the request would take the wallet key past one of its caps; `detail` names the cap (`per_transfer` or `per_day`)',
   K002: "the wallet key's `recipients` do not include this recipient",
-  C000: 'credit and expiry do not mix: a credit limit on an asset ever issued with `expires_at`, or an expiring issuance of an asset with credit',
+  C000:
+    'credit and expiry do not mix: a credit limit on an asset ever issued with `expires_at`, ' +
+    'or an expiring issuance of an asset with credit',
   C001: 'the wallet owes on credit (a holding below zero): it cannot be deleted until the debt is paid',
   R000: 'no such schedule, or a schedule of another wallet',
   R001: 'the schedule is finished or cancelled: it can no longer be paused, resumed or cancelled',

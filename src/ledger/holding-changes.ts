@@ -4,8 +4,8 @@ import type { HoldingChange, HoldingState, Line } from './ledger.types.ts'
 /**
  * Every change a batch's written moves make to a holding, one per move and holding, in the order
  * the moves were checked: what the holding owned and had reserved (and its credit limit, which
- * moves leave as it is) before and after that move, starting from the balances the batch locked. Balance monitors follow these (`EventWriter`
- * watchBalances), so a holding that dips and recovers within one batch crosses twice.
+ * moves leave as it is) before and after that move, starting from the balances the batch locked.
+ * Balance monitors follow these (`EventWriter` watchBalances), so a holding that dips and recovers within one batch crosses twice.
  */
 export function holdingChanges(locked: Locked, written: { move: MoveRecord }[]): HoldingChange[] {
   const now = new Map<string, HoldingState>()

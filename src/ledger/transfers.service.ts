@@ -39,7 +39,10 @@ export interface TransfersService {
    * created the schedule, if any. Throws `send`'s refusals.
    */
   sendWithin(trx: Trx, walletId: number, request: SendRequest, scheduleId: number, limits?: KeyLimits): Promise<Transaction>
-  /** What `send` checks before the balances: U003/W000/G000 (recipient), W013 (to itself), K002, I001, I003, K001 (`per_transfer`). Moves nothing. */
+  /**
+   * What `send` checks before the balances: U003/W000/G000 (recipient), W013 (to itself), K002,
+   * I001, I003, K001 (`per_transfer`). Moves nothing.
+   */
   check(walletId: number, request: SendRequest, limits?: KeyLimits): Promise<void>
   /** The wallet the request's recipient names now, in the caller's transaction. Throws U003/W000/G000. */
   recipientOf(trx: Trx, request: Pick<SendRequest, 'recipient' | 'type'>): Promise<number>

@@ -192,7 +192,8 @@ export async function deleteWalletUsers(db: Executor, walletId: number): Promise
  * query (`coalesce.ts`): every request with a wallet key makes one.
  */
 const liveKeyByHash = coalescedStatement(
-  'select ws.id, ws.wallet_id, ws.last_used_at, ws.scopes, ws.limits, ws.token_hash from wallet_sessions ws inner join wallets w on w.id = ws.wallet_id ' +
+  'select ws.id, ws.wallet_id, ws.last_used_at, ws.scopes, ws.limits, ws.token_hash ' +
+    'from wallet_sessions ws inner join wallets w on w.id = ws.wallet_id ' +
     'where ws.token_hash = $keys and w.deleted_at is null',
   'text',
   (row: WalletKeyRow & { token_hash: string }) => row.token_hash,
