@@ -33,8 +33,8 @@ export function useAnyWalletEvents(walletId: number, onEvent: (event: AnyWalletE
   handler.current = onEvent
   useEffect(() => {
     const controller = new AbortController()
-    // A stream learns of a session ended elsewhere only at its next keep-alive: a dropped stream and
-    // a person coming back to the page ask at once.
+    // The service ends the stream of a session ended anywhere; a dropped stream and a person coming
+    // back to the page ask whether the session still stands.
     const check = () => {
       if (document.visibilityState !== 'visible') return
       void coffer.GET('/user/session').then(

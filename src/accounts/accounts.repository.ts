@@ -80,8 +80,10 @@ export function findUserSessionByTokenHash(db: Executor, tokenHash: string): Pro
   return userSessionByHash(db, tokenHash)
 }
 
-export async function findUserSessionById(db: Executor, sessionId: number) {
-  return db.selectFrom('user_sessions').select(SESSION_COLUMNS).where('id', '=', sessionId).executeTakeFirst()
+/** The sessions among `sessionIds` that still exist, live or not. */
+export async function findUserSessionsByIds(db: Executor, sessionIds: readonly number[]) {
+  if (sessionIds.length === 0) return []
+  return db.selectFrom('user_sessions').select(SESSION_COLUMNS).where('id', 'in', sessionIds).execute()
 }
 
 /** The session with its user and its active wallet (GET /user/session). */

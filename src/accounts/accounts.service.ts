@@ -52,11 +52,14 @@ function isLive(session: { expires_at: string; last_used_at: string }, config: C
   return Date.parse(session.expires_at) > now && !(idleLimit > 0 && Date.parse(session.last_used_at) + idleLimit <= now)
 }
 
-/** The one session lookup: the live user session by token hash or by id, else undefined. */
-export async function findLiveUserSession(db: Executor, config: Config, by: { tokenHash: string } | { sessionId: number }) {
-  const session =
-    'tokenHash' in by ? await repo.findUserSessionByTokenHash(db, by.tokenHash) : await repo.findUserSessionById(db, by.sessionId)
-  return session && isLive(session, config, Date.now()) ? session : undefined
+/**
+ * The live sessions among `sessionIds` (neither ended, expired nor idle too long), each with its
+ * active wallet: what the event streams check their sessions against.
+ */
+export async function liveUserSessionWallets(db: Executor, config: Config, sessionIds: readonly number[]): Promise<Map<number, number>> {
+  const now = Date.now()
+  const rows = await repo.findUserSessionsByIds(db, sessionIds)
+  return new Map(rows.filter((row) => isLive(row, config, now)).map((row) => [row.id, row.wallet_id]))
 }
 
 /** Session rows by token hash, kept while nothing was committed since they were read; one per app. */

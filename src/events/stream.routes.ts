@@ -1,15 +1,12 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { findLiveUserSession } from '../accounts/accounts.service.ts'
 import { isEnded, type SessionEndings } from '../accounts/session-endings.ts'
-import type { Config } from '../config.ts'
-import type { Database } from '../db/database.ts'
 import { walletOf } from '../http/auth.ts'
 import { openEventStream } from '../http/event-stream.ts'
 import { ErrorSchema } from '../http/schemas.ts'
 import type { EventHub, EventSink } from './event-hub.ts'
-import { findLiveWalletKey } from '../wallets/wallets.service.ts'
 import * as S from './events.schemas.ts'
+import type { StreamAccess } from './stream-access.ts'
 
 /** A comment line every so often keeps proxies from closing an idle stream. */
 const KEEP_ALIVE_MS = 15_000
@@ -41,13 +38,10 @@ function responseSink(res: ServerResponse): EventSink {
 
 /** GET /wallet/events: the wallet's events as Server-Sent Events (wallet auth; docs/webhooks.md#the-event-stream). */
 const streamRoutes: FastifyPluginAsyncTypebox<{
-  database: Database
-  config: Config
   hub: EventHub
+  access: StreamAccess
   sessionEndings: SessionEndings
-}> = async (app, { database, config, hub, sessionEndings }) => {
-  const { db } = database
-
+}> = async (app, { hub, access, sessionEndings }) => {
   app.get(
     '/wallet/events',
     {
@@ -80,24 +74,24 @@ const streamRoutes: FastifyPluginAsyncTypebox<{
       const res = openEventStream(reply, `retry: ${RETRY_MS}\n: connected\n\n`)
 
       // A revoked key, or a session ended, expired, idle too long or moved to another wallet, ends
-      // the stream at the next keep-alive: the same lookups as the guards'. A session ended through
-      // this instance ends it at once, so a signed-out device stops receiving.
-      const stillAllowed = async () => {
-        if (auth?.kind === 'user') return (await findLiveUserSession(db, config, { sessionId: auth.sessionId }))?.wallet_id === walletId
-        if (auth?.kind === 'wallet') return (await findLiveWalletKey(db, { id: auth.walletSessionId })) !== undefined
-        return false
-      }
+      // the stream within a second, through whichever instance it happened (`stream-access.ts`).
+      // A session ended through this instance ends it at once, so a signed-out device stops receiving.
       let closed = false
       let unsubscribe: (() => void) | undefined
-      const keepAlive = setInterval(() => {
-        stillAllowed()
-          .then((allowed) => (allowed ? res.write(': keep-alive\n\n') : res.end()))
-          .catch((error) => request.log.warn({ err: error }, 'event stream: access check failed'))
-      }, KEEP_ALIVE_MS)
+      const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS)
+      const end = () => {
+        if (!res.writableEnded) res.end()
+      }
+      const stopWatching =
+        auth?.kind === 'user'
+          ? access.watch({ kind: 'user', sessionId: auth.sessionId, walletId }, end)
+          : auth?.kind === 'wallet'
+            ? access.watch({ kind: 'wallet', keyId: auth.walletSessionId }, end)
+            : undefined
       const stopListening =
         auth?.kind === 'user'
           ? sessionEndings.listen((ending) => {
-              if (isEnded(ending, auth) && !res.writableEnded) res.end()
+              if (isEnded(ending, auth)) end()
             })
           : undefined
       res.on('close', () => {
@@ -105,6 +99,7 @@ const streamRoutes: FastifyPluginAsyncTypebox<{
         if (!res.writableEnded) app.recordRequest(request, res.statusCode, reply.elapsedTime)
         closed = true
         clearInterval(keepAlive)
+        stopWatching?.()
         stopListening?.()
         unsubscribe?.()
       })

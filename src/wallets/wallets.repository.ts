@@ -203,6 +203,16 @@ export type WalletKeyRow = { id: number; wallet_id: number; last_used_at: string
 
 export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id: number }): Promise<WalletKeyRow | undefined> {
   if ('tokenHash' in by) return liveKeyByHash(db, by.tokenHash)
+  return liveKeys(db, [by.id]).executeTakeFirst()
+}
+
+/** The keys among `keyIds` that are not revoked and whose wallet is live. */
+export async function findLiveWalletKeyIds(db: Executor, keyIds: readonly number[]): Promise<Set<number>> {
+  if (keyIds.length === 0) return new Set()
+  return new Set((await liveKeys(db, keyIds).execute()).map((row) => row.id))
+}
+
+function liveKeys(db: Executor, keyIds: readonly number[]) {
   return db
     .selectFrom('wallet_sessions')
     .innerJoin('wallets', 'wallets.id', 'wallet_sessions.wallet_id')
@@ -213,9 +223,8 @@ export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } 
       'wallet_sessions.scopes',
       'wallet_sessions.limits',
     ])
-    .where('wallet_sessions.id', '=', by.id)
+    .where('wallet_sessions.id', 'in', keyIds)
     .where('wallets.deleted_at', 'is', null)
-    .executeTakeFirst()
 }
 
 /**

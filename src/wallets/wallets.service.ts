@@ -15,12 +15,9 @@ import * as wallets from './wallets.repository.ts'
 // Writing last_used_at on every request would turn every read into a write; once a minute is enough.
 const TOUCH_INTERVAL_MS = 60_000
 
-/**
- * The one wallet-key lookup: the key with this token hash (a request's guard, `http/auth.ts`) or
- * this id (the event stream checking that its key still stands), while its wallet is live.
- */
-export function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id: number }) {
-  return wallets.findLiveWalletKey(db, by)
+/** The live keys among `keyIds` (not revoked, their wallet not deleted): what the event streams check their keys against. */
+export function findLiveWalletKeyIds(db: Executor, keyIds: readonly number[]): Promise<Set<number>> {
+  return wallets.findLiveWalletKeyIds(db, keyIds)
 }
 
 /**

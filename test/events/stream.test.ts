@@ -2,10 +2,9 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
-import { buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
-import { createAsset, createUser, issue, transfer, type TestUser } from '../helpers/factories.ts'
+import { buildPeerApp, buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { createAsset, createUser, createWalletKey, issue, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil, type Receiver } from '../helpers/receiver.ts'
-import { findLiveUserSession } from '../../src/accounts/accounts.service.ts'
 import { INTERRUPTED } from '../../src/events/delivery.sender.ts'
 
 interface Frame {
@@ -180,15 +179,52 @@ describe('GET /wallet/events', () => {
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: { ...bob.auth, 'last-event-id': 'abc' } }), 400, 'G000')
   })
 
-  it("refuses a session idle past SESSION_IDLE_DAYS, and its open stream's own check ends it too", async () => {
+  it('refuses a session idle past SESSION_IDLE_DAYS, and ends its open stream', async () => {
     const idle = await createUser(t.app)
     const session = (await t.app.inject({ method: 'GET', url: '/user/session', headers: idle.auth })).json()
-    assert.ok(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), 'a session in use is live')
+    const stream = await open(idle.auth)
+    await waitUntil(() => stream.comments.includes('connected'))
     const longAgo = new Date(Date.now() - (t.config.sessionIdleDays + 1) * 86_400_000).toISOString()
     await t.database.db.updateTable('user_sessions').set({ last_used_at: longAgo }).where('id', '=', session.id).execute()
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/events', headers: idle.auth }), 401, 'A001')
-    // The lookup a stream repeats at every keep-alive is the guard's: an idle session is not live there either.
-    assert.equal(await findLiveUserSession(t.database.db, t.config, { sessionId: session.id }), undefined)
+    // Nothing was announced: the stream's periodic check of its credential ends it.
+    await waitUntil(() => stream.ended(), 5_000, "the idle session's stream to end")
+  })
+
+  it('ends the streams of sessions and keys ended through another instance on the same database', async () => {
+    const other = await buildSameStoreApp(t)
+    try {
+      const otherBase = await listen(other.app)
+      const erin = await createUser(t.app)
+      const signIn = async () => {
+        const login = await other.app.inject({
+          method: 'POST',
+          url: `/users/${erin.username}/sessions`,
+          payload: { password: erin.password, return_token: true },
+        })
+        assert.equal(login.statusCode, 201, login.body)
+        return { authorization: `Bearer ${login.json().token}` }
+      }
+      const phone = await signIn()
+      const key = await createWalletKey(t, erin.auth)
+      const [phoneStream, keyStream, bobStream] = [
+        await openStream(otherBase, phone),
+        await openStream(otherBase, key.auth),
+        await openStream(otherBase, bob.auth),
+      ]
+      streams.push(phoneStream, keyStream, bobStream)
+      await waitUntil(() => [phoneStream, keyStream, bobStream].every((stream) => stream.comments.includes('connected')))
+      // Each would otherwise run until its client left: nothing reaches the other instance but the database.
+      assert.equal((await t.app.inject({ method: 'DELETE', url: `/wallet/sessions/${key.id}`, headers: erin.auth })).statusCode, 204)
+      await waitUntil(() => keyStream.ended(), 5_000, "the revoked key's stream to end")
+      assert.equal((await t.app.inject({ method: 'DELETE', url: '/user/sessions', headers: erin.auth })).statusCode, 204)
+      await waitUntil(() => phoneStream.ended(), 5_000, "the signed-out phone's stream to end")
+      assert.equal(bobStream.ended(), false, "another user's stream goes on")
+      await transfer(t, alice, bob.username, { gold: 1 })
+      await waitUntil(() => bobStream.frames.length > 0)
+    } finally {
+      await other.close()
+    }
   })
 
   it('ends the streams of sessions ended here at once: one session, the others on a password change, all of them', async () => {
