@@ -26,10 +26,36 @@ export interface InclusionProof {
   audit_path: string[]
 }
 
-/** A proof, a checkpoint or a signature that does not check out; `reason` says which. */
+/**
+ * What does not check out, with the numbers it concerns: a checkpoint's signature, a checkpoint
+ * that does not extend the one trusted before, or a transaction not at its place in a checkpoint.
+ */
+export type JournalFailure =
+  | { kind: 'bad-signature'; checkpoint: number }
+  | { kind: 'not-extended'; later: number; earlier: number }
+  | { kind: 'not-included'; transaction: number; checkpoint: number }
+
+function failureText(failure: JournalFailure): string {
+  switch (failure.kind) {
+    case 'bad-signature':
+      return `checkpoint ${failure.checkpoint} has a bad signature`
+    case 'not-extended':
+      return `checkpoint ${failure.later} does not extend checkpoint ${failure.earlier}`
+    case 'not-included':
+      return `transaction ${failure.transaction} is not at its position in checkpoint ${failure.checkpoint}`
+  }
+}
+
+/**
+ * A proof, a checkpoint or a signature that does not check out: `failure` says which (for a
+ * program, or words of its own), `reason` says it in English (for a log).
+ */
 export class JournalCheckError extends Error {
-  constructor(readonly reason: string) {
+  readonly reason: string
+  constructor(readonly failure: JournalFailure) {
+    const reason = failureText(failure)
     super(`the journal does not check out: ${reason}`)
+    this.reason = reason
     this.name = 'JournalCheckError'
   }
 }
@@ -173,11 +199,11 @@ export async function createJournalVerifier(coffer: CofferClient, options: Verif
   }
 
   async function trust(checkpoint: Checkpoint): Promise<void> {
-    if (!(await verifyCheckpoint(key, checkpoint))) throw new JournalCheckError(`checkpoint ${checkpoint.size} has a bad signature`)
+    if (!(await verifyCheckpoint(key, checkpoint))) throw new JournalCheckError({ kind: 'bad-signature', checkpoint: checkpoint.size })
     if (trusted && trusted.size > 0 && checkpoint.size > 0) {
       const [earlier, later] = trusted.size <= checkpoint.size ? [trusted, checkpoint] : [checkpoint, trusted]
       if (!(await verifyConsistencyProof(earlier, later, await consistency(earlier.size, later.size)))) {
-        throw new JournalCheckError(`checkpoint ${later.size} does not extend checkpoint ${earlier.size}`)
+        throw new JournalCheckError({ kind: 'not-extended', later: later.size, earlier: earlier.size })
       }
     }
     if (!trusted || checkpoint.size > trusted.size) trusted = checkpoint
@@ -197,7 +223,7 @@ export async function createJournalVerifier(coffer: CofferClient, options: Verif
       const proof = (await call(coffer.GET('/wallet/transactions/{id}/proof', { params: { path: { id: String(id) } } }))) as InclusionProof
       await trust(proof.checkpoint)
       if (!(await verifyInclusionProof(proof))) {
-        throw new JournalCheckError(`transaction ${id} is not at its position in checkpoint ${proof.checkpoint.size}`)
+        throw new JournalCheckError({ kind: 'not-included', transaction: id, checkpoint: proof.checkpoint.size })
       }
       return proof
     },

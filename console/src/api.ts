@@ -32,5 +32,6 @@ export {
   JournalCheckError,
   verifyCheckpoint,
   type Checkpoint,
+  type JournalFailure,
   type JournalVerifier,
 } from '../../client/journal.ts'

@@ -1,5 +1,13 @@
 import { useEffect, useState } from 'preact/hooks'
-import { CofferError, coffer, createJournalVerifier, JournalCheckError, type Checkpoint, type JournalVerifier } from './api.ts'
+import {
+  CofferError,
+  coffer,
+  createJournalVerifier,
+  JournalCheckError,
+  type Checkpoint,
+  type JournalFailure,
+  type JournalVerifier,
+} from './api.ts'
 import { formatQuantity, formatTime } from './format.ts'
 import { JOURNAL_TEXT as T } from './text.ts'
 
@@ -28,7 +36,7 @@ type ProofState =
   | { state: 'checking' }
   | { state: 'checked'; position: number; checkpoint: Checkpoint }
   | { state: 'waiting' }
-  | { state: 'failed'; reason: string }
+  | { state: 'failed'; failure: JournalFailure }
   | { state: 'unavailable' }
 
 /** How long to wait before asking again for a proof no checkpoint covers yet. */
@@ -53,7 +61,7 @@ export function ProofStatus({ transactionId }: { transactionId: number }) {
           setProof({ state: 'checked', position: checked.transaction.position ?? checked.leaf_index + 1, checkpoint: checked.checkpoint })
       } catch (caught) {
         if (stopped) return
-        if (caught instanceof JournalCheckError) setProof({ state: 'failed', reason: caught.reason })
+        if (caught instanceof JournalCheckError) setProof({ state: 'failed', failure: caught.failure })
         else if (caught instanceof CofferError && caught.code === 'J000') {
           setProof({ state: 'waiting' })
           timer = setTimeout(() => void check(), RETRY_MS)
@@ -78,7 +86,7 @@ export function ProofStatus({ transactionId }: { transactionId: number }) {
     case 'waiting':
       return <span class="proof">{T.waiting}</span>
     case 'failed':
-      return <strong class="proof failed">{T.failed(proof.reason)}</strong>
+      return <strong class="proof failed">{T.failed(proof.failure)}</strong>
     case 'unavailable':
       return <span class="proof">{T.unavailable}</span>
   }

@@ -1,4 +1,4 @@
-import { CofferError, type ErrorCode, type Transaction } from './api.ts'
+import { CofferError, type ErrorCode, type JournalFailure, type Transaction } from './api.ts'
 import { parseEvery, wallWords, type Every } from './calendar.ts'
 import { formatQuantity } from './format.ts'
 
@@ -482,6 +482,18 @@ export const ACCOUNT_TEXT = {
   signOutHere: 'Sign out of this session',
 }
 
+/** What of the signed journal did not check out in this browser, in words. */
+function journalFailure(failure: JournalFailure): string {
+  switch (failure.kind) {
+    case 'bad-signature':
+      return `the signature of the checkpoint of ${formatQuantity(failure.checkpoint)} transactions is not the journal’s`
+    case 'not-extended':
+      return `the checkpoint of ${formatQuantity(failure.later)} transactions does not continue the one of ${formatQuantity(failure.earlier)} this browser trusted before`
+    case 'not-included':
+      return `transaction ${failure.transaction} is not where its proof places it in the checkpoint of ${formatQuantity(failure.checkpoint)} transactions`
+  }
+}
+
 /** A transaction's place in the signed journal, as checked in the browser, and the operator's latest checkpoint. */
 export const JOURNAL_TEXT = {
   proof: 'Proof',
@@ -489,7 +501,7 @@ export const JOURNAL_TEXT = {
   checked: (position: string, size: string, signedAt: string) =>
     `Checked in this browser: entry ${position} of the signed journal (checkpoint of ${size} transactions, signed ${signedAt}).`,
   waiting: 'Not in a signed checkpoint yet; checked again in a few seconds.',
-  failed: (reason: string) => `Does not check out: ${reason}. Tell the operator; keep this transaction’s number.`,
+  failed: (failure: JournalFailure) => `Does not check out: ${journalFailure(failure)}. Tell the operator; keep this transaction’s number.`,
   unavailable: 'Could not be checked right now.',
   checkpoint: 'Latest signed checkpoint',
   checkpointFacts: { size: 'Transactions covered', root: 'Merkle root', signedAt: 'Signed', signature: 'Signature' },
