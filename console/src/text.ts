@@ -241,6 +241,52 @@ export const SEND_TEXT = {
   memoTooLong: 'A memo is at most 64 characters.',
 }
 
+/** Batch send: many transfers from a pasted or uploaded list. */
+export const BATCH_TEXT = {
+  title: 'Batch send',
+  /** Around the wallet's address and the most transfers of a batch, then the line's format. */
+  intro: ['Many transfers from wallet ', (most: number) => ` at once, up to ${most}: one line each, `, ' (the memo is optional).'] as const,
+  format: 'recipient,asset,quantity,memo',
+  recipients: 'Recipients are',
+  recipientKinds: [
+    ['0', 'Usernames'],
+    ['1', 'Wallet addresses'],
+    ['2', 'Wallet ids'],
+  ] as [string, string][],
+  transfers: 'Transfers',
+  example: 'alice,gold,5,rent\nbob,silver,2',
+  transfersHint: 'one transfer per line; a memo with commas goes in double quotes',
+  upload: 'Or upload a CSV file',
+  atomic: 'All or nothing: if one transfer is refused, send none',
+  sending: 'Sending…',
+  send: 'Send batch',
+  // What the console refuses before sending, naming the line.
+  unclosedQuote: 'A quoted value is not closed: check the quotes of the list.',
+  noLines: 'Paste or upload at least one line: recipient,asset,quantity,memo.',
+  tooMany: (most: number, lines: number) => `A batch is at most ${most} transfers; this list has ${formatQuantity(lines)}. Split it.`,
+  tooManyValues: (line: number) => `Line ${line} has more than 4 values; put a memo with commas in double quotes.`,
+  noRecipient: (line: number) => `Line ${line} has no recipient.`,
+  badAsset: (line: number, asset: string) => `Line ${line}: “${asset}” is not an asset name.`,
+  memoTooLong: (line: number) => `Line ${line}: a memo is at most 64 characters.`,
+  quantityOf: (line: number) => `Line ${line}: the quantity`,
+  onLine: (line: number, message: string) => `Line ${line}: ${message}`,
+  // The confirmation.
+  confirmTitle: (count: number) => (count === 1 ? 'Send 1 transfer?' : `Send ${count} transfers?`),
+  /** Around the wallet's address: what goes, in all, to how many recipients. */
+  from: [
+    'From wallet ',
+    (totals: string, recipients: number) => `: ${totals} in all, to ${recipients === 1 ? '1 recipient' : `${recipients} recipients`}.`,
+  ] as const,
+  allOrNothing: 'All of them are sent, or none is if any one is refused.',
+  eachOnItsOwn: 'Each is sent on its own: some may be refused while the others are sent.',
+  final: 'Sent transfers cannot be taken back; a recipient may refund them.',
+  // What became of it.
+  nothingSent: (line: number, why: string) => `Nothing was sent: line ${line} was refused. ${why}`,
+  sentCount: (sent: number, of: number) => `${sent} of ${of} ${of === 1 ? 'transfer' : 'transfers'} sent.`,
+  sentLine: (line: number, what: string, to: string, id: number) => `Line ${line}: sent ${what} to ${to} (transaction ${id}).`,
+  refusedLine: (line: number, why: string) => `Line ${line}: not sent. ${why}`,
+}
+
 /** Holds: placing, the list, capturing and voiding, and one hold's detail. */
 export const HOLD_TEXT = {
   title: 'Holds',

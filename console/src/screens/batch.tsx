@@ -2,19 +2,13 @@ import { useId, useMemo, useState } from 'preact/hooks'
 import { call, CofferError, coffer, newAttemptKey, type ErrorCode, type Transaction } from '../api.ts'
 import { parseCsv } from '../csv.ts'
 import { formatDetail, formatQuantity } from '../format.ts'
-import { ERROR_TEXT, InputError } from '../text.ts'
+import { BATCH_TEXT as T, ERROR_TEXT, InputError } from '../text.ts'
 import { Done, ErrorNotice, Page, Select, useAction, useConfirm } from '../ui.tsx'
 import { ASSET_NAME, check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
 
 /** The most transfers in one batch (the service's limit). */
 const MAX_TRANSFERS = 100
-
-const RECIPIENTS: [string, string][] = [
-  ['0', 'Usernames'],
-  ['1', 'Wallet addresses'],
-  ['2', 'Wallet ids'],
-]
 
 interface Planned {
   line: number
@@ -35,25 +29,25 @@ function planTransfers(text: string, kind: string): Planned[] {
   try {
     rows = parseCsv(text)
   } catch {
-    throw new InputError('A quoted value is not closed: check the quotes of the list.')
+    throw new InputError(T.unclosedQuote)
   }
   if (rows[0]?.[0]?.trim().toLowerCase() === 'recipient') rows = rows.slice(1)
-  check(rows.length >= 1, 'Paste or upload at least one line: recipient,asset,quantity,memo.')
-  check(rows.length <= MAX_TRANSFERS, `A batch is at most ${MAX_TRANSFERS} transfers; this list has ${rows.length}. Split it.`)
+  check(rows.length >= 1, T.noLines)
+  check(rows.length <= MAX_TRANSFERS, T.tooMany(MAX_TRANSFERS, rows.length))
   return rows.map((cells, index) => {
     const line = index + 1
     const [recipient = '', asset = '', quantity = '', memo = '', ...rest] = cells.map((cell) => cell.trim())
-    check(rest.length === 0, `Line ${line} has more than 4 values; put a memo with commas in double quotes.`)
-    check(recipient !== '', `Line ${line} has no recipient.`)
+    check(rest.length === 0, T.tooManyValues(line))
+    check(recipient !== '', T.noRecipient(line))
     const to =
       kind === '0'
         ? withLine(line, () => checkUsername(recipient))
         : kind === '1'
           ? withLine(line, () => checkAddress(recipient))
           : String(withLine(line, () => parseId(recipient)))
-    check(ASSET_NAME.test(asset), `Line ${line}: “${asset}” is not an asset name.`)
-    check(memo.length <= 64, `Line ${line}: a memo is at most 64 characters.`)
-    return { line, recipient: to, asset, quantity: parseQuantity(quantity, `Line ${line}: the quantity`), memo }
+    check(ASSET_NAME.test(asset), T.badAsset(line, asset))
+    check(memo.length <= 64, T.memoTooLong(line))
+    return { line, recipient: to, asset, quantity: parseQuantity(quantity, T.quantityOf(line)), memo }
   })
 }
 
@@ -61,7 +55,7 @@ function withLine<T>(line: number, work: () => T): T {
   try {
     return work()
   } catch (error) {
-    throw new InputError(`Line ${line}: ${(error as Error).message}`)
+    throw new InputError(T.onLine(line, (error as Error).message))
   }
 }
 
@@ -97,22 +91,19 @@ export function Batch({ session }: ScreenProps) {
       setOutcomes(undefined)
       const planned = planTransfers(text, kind)
       const yes = await confirm({
-        title: `Send ${planned.length} transfer${planned.length === 1 ? '' : 's'}?`,
+        title: T.confirmTitle(planned.length),
         body: (
           <>
             <p>
-              From wallet <strong>{session.wallet_address}</strong>: {totals(planned)} in all, to{' '}
-              {new Set(planned.map((transfer) => transfer.recipient)).size} recipient(s).
+              {T.from[0]}
+              <strong>{session.wallet_address}</strong>
+              {T.from[1](totals(planned), new Set(planned.map((transfer) => transfer.recipient)).size)}
             </p>
-            <p>
-              {atomic
-                ? 'All of them are sent, or none is if any one is refused.'
-                : 'Each is sent on its own: some may be refused while the others are sent.'}
-            </p>
-            <p>Sent transfers cannot be taken back; a recipient may refund them.</p>
+            <p>{atomic ? T.allOrNothing : T.eachOnItsOwn}</p>
+            <p>{T.final}</p>
           </>
         ),
-        action: 'Send batch',
+        action: T.send,
       })
       if (!yes) return
       const body = {
@@ -142,9 +133,7 @@ export function Batch({ session }: ScreenProps) {
         // An all-or-nothing batch names the refused transfer: `transfers[i]: …`.
         const index = caught instanceof CofferError ? /^transfers\[(\d+)\]/.exec(caught.detail ?? '')?.[1] : undefined
         if (index !== undefined && caught instanceof CofferError)
-          throw new InputError(
-            `Nothing was sent: line ${planned[Number(index)]?.line ?? Number(index) + 1} was refused. ${ERROR_TEXT[caught.code]}`,
-          )
+          throw new InputError(T.nothingSent(planned[Number(index)]?.line ?? Number(index) + 1, ERROR_TEXT[caught.code]))
         throw caught
       }
     })
@@ -152,15 +141,18 @@ export function Batch({ session }: ScreenProps) {
 
   const sent = outcomes?.filter((outcome) => 'transaction' in outcome).length ?? 0
   return (
-    <Page title="Batch send">
+    <Page title={T.title}>
       <p>
-        Many transfers from wallet <strong>{session.wallet_address}</strong> at once, up to {MAX_TRANSFERS}: one line each,{' '}
-        <code>recipient,asset,quantity,memo</code> (the memo is optional).
+        {T.intro[0]}
+        <strong>{session.wallet_address}</strong>
+        {T.intro[1](MAX_TRANSFERS)}
+        <code>{T.format}</code>
+        {T.intro[2]}
       </p>
       <form onSubmit={submit} noValidate>
-        <Select label="Recipients are" value={kind} onValue={setKind} options={RECIPIENTS} />
+        <Select label={T.recipients} value={kind} onValue={setKind} options={T.recipientKinds} />
         <div class="field">
-          <label for={listId}>Transfers</label>
+          <label for={listId}>{T.transfers}</label>
           <textarea
             id={listId}
             rows={8}
@@ -168,42 +160,42 @@ export function Batch({ session }: ScreenProps) {
             onInput={(event) => setText(event.currentTarget.value)}
             aria-describedby={`${listId}-hint`}
             spellcheck={false}
-            placeholder={'alice,gold,5,rent\nbob,silver,2'}
+            placeholder={T.example}
           />
           <small id={`${listId}-hint`} class="hint">
-            one transfer per line; a memo with commas goes in double quotes
+            {T.transfersHint}
           </small>
         </div>
         <div class="field">
-          <label for={`${listId}-file`}>Or upload a CSV file</label>
+          <label for={`${listId}-file`}>{T.upload}</label>
           <input id={`${listId}-file`} type="file" accept=".csv,text/csv,text/plain" onChange={(event) => void upload(event)} />
         </div>
         <div class="field checkbox">
           <input id={`${listId}-atomic`} type="checkbox" checked={atomic} onChange={(event) => setAtomic(event.currentTarget.checked)} />
-          <label for={`${listId}-atomic`}>All or nothing: if one transfer is refused, send none</label>
+          <label for={`${listId}-atomic`}>{T.atomic}</label>
         </div>
         <ErrorNotice error={error} />
         <button type="submit" class="primary" disabled={pending}>
-          {pending ? 'Sending…' : 'Send batch'}
+          {pending ? T.sending : T.send}
         </button>
       </form>
       {outcomes && (
         <Done>
-          <p>
-            {sent} of {outcomes.length} transfer{outcomes.length === 1 ? '' : 's'} sent.
-          </p>
+          <p>{T.sentCount(sent, outcomes.length)}</p>
           <ul class="outcomes">
             {outcomes.map((outcome) =>
               'transaction' in outcome ? (
                 <li key={outcome.line}>
-                  Line {outcome.line}: sent {formatQuantity(outcome.transaction.assets[0]?.quantity ?? 0)}{' '}
-                  {outcome.transaction.assets[0]?.asset.name} to{' '}
-                  {outcome.transaction.receiving_username ?? outcome.transaction.receiving_wallet_address} (transaction{' '}
-                  {outcome.transaction.id}).
+                  {T.sentLine(
+                    outcome.line,
+                    `${formatQuantity(outcome.transaction.assets[0]?.quantity ?? 0)} ${outcome.transaction.assets[0]?.asset.name ?? ''}`,
+                    outcome.transaction.receiving_username ?? outcome.transaction.receiving_wallet_address,
+                    outcome.transaction.id,
+                  )}
                 </li>
               ) : (
                 <li key={outcome.line} class="refused">
-                  Line {outcome.line}: not sent. {ERROR_TEXT[outcome.code]}
+                  {T.refusedLine(outcome.line, ERROR_TEXT[outcome.code])}
                   {outcome.detail ? ` (${formatDetail(outcome.detail)})` : ''}
                 </li>
               ),
