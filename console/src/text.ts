@@ -504,6 +504,73 @@ export const REVERSE_TEXT = {
   memoHint: 'at most 64 characters, seen by both sides',
 }
 
+/** The wallets a person owns or may use. */
+export const WALLETS_TEXT = {
+  title: 'Wallets',
+  loading: 'wallets',
+  owned: 'Your wallets',
+  assigned: 'Shared with you',
+  noneAssigned: 'Nobody has shared a wallet with you.',
+  id: (id: number) => `Wallet id ${id}`,
+  primaryNote: ' · primary: what is sent to your username arrives here',
+  inUse: ' · in use now',
+  use: 'Use this wallet',
+  useLabel: (address: string) => `Use wallet ${address}`,
+  used: (address: string) => `You now use wallet ${address}.`,
+  makePrimary: 'Make primary',
+  makePrimaryLabel: (address: string) => `Make ${address} primary`,
+  madePrimary: (address: string) => `${address} is now your primary wallet: what is sent to your username arrives there.`,
+  delete: 'Delete',
+  deleteLabel: (address: string) => `Delete wallet ${address}`,
+  deleteTitle: (address: string) => `Delete wallet ${address}?`,
+  yourPrimary: 'your primary wallet',
+  /** Around the primary wallet's address. */
+  deleteBody: [
+    'Everything it holds moves to your primary wallet ',
+    ' as one recorded transaction. Its keys, webhook and shared users are removed, and its address can never be used again.',
+  ],
+  final: 'This cannot be undone.',
+  deleteWallet: 'Delete wallet',
+  deleted: (address: string, primary: string) => `Wallet ${address} deleted; what it held is now in ${primary}.`,
+  newWallet: 'New wallet',
+  address: 'Address (optional)',
+  addressHint: '3 to 24 lowercase letters; left empty, one is chosen for you',
+  create: 'Create wallet',
+  created: (address: string) => `Wallet ${address} created.`,
+}
+
+/** Who may use a wallet: sharing it, taking access away, handing it over. */
+export const SHARING_TEXT = {
+  title: 'Sharing',
+  /** Around the wallet's address. */
+  intro: ['People who may use wallet ', ': they can see it and send from it. '],
+  youOwn: 'You own it.',
+  youUse: 'You are a user of it; only its owner can change who may use it.',
+  loading: 'users',
+  nobody: 'Nobody else may use this wallet.',
+  remove: 'Remove access',
+  removeLabel: (username: string) => `Remove ${username}`,
+  removeTitle: (username: string) => `Take ${username}’s access away?`,
+  removeBody: (username: string, address: string) =>
+    `${username} can no longer use wallet ${address}, and the keys they made for it stop working at once.`,
+  removed: (username: string) => `${username} can no longer use this wallet.`,
+  shareTitle: 'Share this wallet',
+  username: 'Username to share with',
+  usernameHint: '2 to 32 letters or digits',
+  share: 'Share',
+  shared: (username: string, address: string) => `${username} can now use wallet ${address}.`,
+  handOverHeading: 'Hand the wallet over',
+  heir: 'New owner',
+  chooseUser: 'Choose a user',
+  noHeir: 'Choose who becomes the owner.',
+  handOver: 'Hand over',
+  handOverTitle: (username: string, address: string) => `Make ${username} the owner of ${address}?`,
+  handOverBody: (username: string) =>
+    `${username} becomes the owner: only they can then share the wallet, hand it over or delete it. You stay as a user of the wallet.`,
+  handOverFinal: (username: string) => `Only ${username} can undo this.`,
+  handedOver: (username: string, address: string) => `${username} now owns wallet ${address}.`,
+}
+
 /** The person's account: username, password, sessions. */
 export const ACCOUNT_TEXT = {
   title: 'Account',

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
+import { SHARING_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, checkUsername } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -21,47 +22,37 @@ export function Sharing({ session, refresh }: ScreenProps) {
       const name = checkUsername(username.trim())
       const user = await call(coffer.POST('/wallet/users', { body: { username: name } }))
       setUsername('')
-      return `${user.username} can now use wallet ${session.wallet_address}.`
+      return T.shared(user.username, session.wallet_address)
     })
   }
 
   const unshare = async (id: number, name: string) => {
     const yes = await confirm({
-      title: `Take ${name}’s access away?`,
-      body: (
-        <p>
-          {name} can no longer use wallet {session.wallet_address}, and the keys they made for it stop working at once.
-        </p>
-      ),
-      action: 'Remove access',
+      title: T.removeTitle(name),
+      body: <p>{T.removeBody(name, session.wallet_address)}</p>,
+      action: T.remove,
       tone: 'danger',
     })
     if (yes)
       await act(
-        async () => (
-          await call(coffer.DELETE('/wallet/users/{userid}', { params: { path: { userid: String(id) } } })),
-          `${name} can no longer use this wallet.`
-        ),
+        async () => (await call(coffer.DELETE('/wallet/users/{userid}', { params: { path: { userid: String(id) } } })), T.removed(name)),
       )
   }
 
   const handOver = async (event: Event) => {
     event.preventDefault()
     const user = users.data?.find((candidate) => String(candidate.id) === heir)
-    const yes = await run(async () => check(user !== undefined, 'Choose who becomes the owner.')).then(() => user !== undefined)
+    const yes = await run(async () => check(user !== undefined, T.noHeir)).then(() => user !== undefined)
     if (!yes || !user) return
     const sure = await confirm({
-      title: `Make ${user.username} the owner of ${session.wallet_address}?`,
+      title: T.handOverTitle(user.username, session.wallet_address),
       body: (
         <>
-          <p>
-            {user.username} becomes the owner: only they can then share the wallet, hand it over or delete it. You stay as a user of the
-            wallet.
-          </p>
-          <p>Only {user.username} can undo this.</p>
+          <p>{T.handOverBody(user.username)}</p>
+          <p>{T.handOverFinal(user.username)}</p>
         </>
       ),
-      action: 'Hand over',
+      action: T.handOver,
       tone: 'danger',
     })
     if (!sure) return
@@ -71,20 +62,22 @@ export function Sharing({ session, refresh }: ScreenProps) {
       await refresh()
       await users.reload()
       setHeir('')
-      setDone(`${user.username} now owns wallet ${session.wallet_address}.`)
+      setDone(T.handedOver(user.username, session.wallet_address))
     })
   }
 
   return (
-    <Page title="Sharing">
+    <Page title={T.title}>
       <p>
-        People who may use wallet <strong>{session.wallet_address}</strong>: they can see it and send from it.{' '}
-        {owner ? 'You own it.' : 'You are a user of it; only its owner can change who may use it.'}
+        {T.intro[0]}
+        <strong>{session.wallet_address}</strong>
+        {T.intro[1]}
+        {owner ? T.youOwn : T.youUse}
       </p>
       {done && <Done>{done}</Done>}
       <ErrorNotice error={error ?? users.error} />
-      {users.loading && <Loading what="users" />}
-      {users.data && users.data.length === 0 && <Empty>Nobody else may use this wallet.</Empty>}
+      {users.loading && <Loading what={T.loading} />}
+      {users.data && users.data.length === 0 && <Empty>{T.nobody}</Empty>}
       {users.data && users.data.length > 0 && (
         <ul class="cards">
           {users.data.map((user) => (
@@ -96,9 +89,9 @@ export function Sharing({ session, refresh }: ScreenProps) {
                   class="danger"
                   disabled={pending}
                   onClick={() => unshare(user.id, user.username)}
-                  aria-label={`Remove ${user.username}`}
+                  aria-label={T.removeLabel(user.username)}
                 >
-                  Remove access
+                  {T.remove}
                 </button>
               )}
             </li>
@@ -107,31 +100,25 @@ export function Sharing({ session, refresh }: ScreenProps) {
       )}
       {owner && (
         <>
-          <h2>Share this wallet</h2>
+          <h2>{T.shareTitle}</h2>
           <form onSubmit={share} noValidate>
-            <Field
-              label="Username to share with"
-              value={username}
-              onValue={setUsername}
-              autoComplete="off"
-              hint="2 to 32 letters or digits"
-            />
+            <Field label={T.username} value={username} onValue={setUsername} autoComplete="off" hint={T.usernameHint} />
             <button type="submit" class="primary" disabled={pending}>
-              Share
+              {T.share}
             </button>
           </form>
           {users.data && users.data.length > 0 && (
             <>
-              <h2>Hand the wallet over</h2>
+              <h2>{T.handOverHeading}</h2>
               <form onSubmit={handOver} noValidate>
                 <Select
-                  label="New owner"
+                  label={T.heir}
                   value={heir}
                   onValue={setHeir}
-                  options={[['', 'Choose a user'], ...users.data.map((user): [string, string] => [String(user.id), user.username])]}
+                  options={[['', T.chooseUser], ...users.data.map((user): [string, string] => [String(user.id), user.username])]}
                 />
                 <button type="submit" disabled={pending}>
-                  Hand over
+                  {T.handOver}
                 </button>
               </form>
             </>

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
+import { WALLETS_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { checkAddress } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -23,36 +24,37 @@ export function Wallets({ session, refresh }: ScreenProps) {
       if (wanted) checkAddress(wanted)
       const wallet = await call(coffer.POST('/user/wallets', { body: wanted ? { address: wanted } : {} }))
       setAddress('')
-      return `Wallet ${wallet.address} created.`
+      return T.created(wallet.address)
     })
   }
 
   const use = (id: number, address: string) =>
     act(async () => {
       await call(coffer.PUT('/user/session/wallet', { body: { wallet_id: id } }))
-      return `You now use wallet ${address}.`
+      return T.used(address)
     })
 
   const makePrimary = (id: number, address: string) =>
     act(async () => {
       await call(coffer.PUT('/user/wallet', { body: { wallet_id: id } }))
-      return `${address} is now your primary wallet: what is sent to your username arrives there.`
+      return T.madePrimary(address)
     })
 
   const remove = async (id: number, address: string) => {
-    const primary = wallets.data?.owned.find((wallet) => wallet.id === session.primary_wallet_id)?.address ?? 'your primary wallet'
+    const primary = wallets.data?.owned.find((wallet) => wallet.id === session.primary_wallet_id)?.address ?? T.yourPrimary
     const yes = await confirm({
-      title: `Delete wallet ${address}?`,
+      title: T.deleteTitle(address),
       body: (
         <>
           <p>
-            Everything it holds moves to your primary wallet <strong>{primary}</strong> as one recorded transaction. Its keys, webhook and
-            shared users are removed, and its address can never be used again.
+            {T.deleteBody[0]}
+            <strong>{primary}</strong>
+            {T.deleteBody[1]}
           </p>
-          <p>This cannot be undone.</p>
+          <p>{T.final}</p>
         </>
       ),
-      action: 'Delete wallet',
+      action: T.deleteWallet,
       tone: 'danger',
     })
     if (!yes) return
@@ -60,18 +62,18 @@ export function Wallets({ session, refresh }: ScreenProps) {
       // Deleting acts on the active wallet: make it active first.
       if (session.wallet_id !== id) await call(coffer.PUT('/user/session/wallet', { body: { wallet_id: id } }))
       await call(coffer.DELETE('/wallet'))
-      return `Wallet ${address} deleted; what it held is now in ${primary}.`
+      return T.deleted(address, primary)
     })
   }
 
   return (
-    <Page title="Wallets">
+    <Page title={T.title}>
       {done && <Done>{done}</Done>}
       <ErrorNotice error={error ?? wallets.error} />
-      {wallets.loading && <Loading what="wallets" />}
+      {wallets.loading && <Loading what={T.loading} />}
       {wallets.data && (
         <>
-          <h2>Your wallets</h2>
+          <h2>{T.owned}</h2>
           <ul class="cards">
             {wallets.data.owned.map((wallet) => {
               const active = wallet.id === session.wallet_id
@@ -80,9 +82,9 @@ export function Wallets({ session, refresh }: ScreenProps) {
                 <li key={wallet.id}>
                   <h3>{wallet.address}</h3>
                   <p class="meta">
-                    Wallet id {wallet.id}
-                    {primary && ' · primary: what is sent to your username arrives here'}
-                    {active && ' · in use now'}
+                    {T.id(wallet.id)}
+                    {primary && T.primaryNote}
+                    {active && T.inUse}
                   </p>
                   <div class="actions">
                     {!active && (
@@ -90,9 +92,9 @@ export function Wallets({ session, refresh }: ScreenProps) {
                         type="button"
                         disabled={pending}
                         onClick={() => use(wallet.id, wallet.address)}
-                        aria-label={`Use wallet ${wallet.address}`}
+                        aria-label={T.useLabel(wallet.address)}
                       >
-                        Use this wallet
+                        {T.use}
                       </button>
                     )}
                     {!primary && (
@@ -100,9 +102,9 @@ export function Wallets({ session, refresh }: ScreenProps) {
                         type="button"
                         disabled={pending}
                         onClick={() => makePrimary(wallet.id, wallet.address)}
-                        aria-label={`Make ${wallet.address} primary`}
+                        aria-label={T.makePrimaryLabel(wallet.address)}
                       >
-                        Make primary
+                        {T.makePrimary}
                       </button>
                     )}
                     {!primary && (
@@ -111,9 +113,9 @@ export function Wallets({ session, refresh }: ScreenProps) {
                         class="danger"
                         disabled={pending}
                         onClick={() => remove(wallet.id, wallet.address)}
-                        aria-label={`Delete wallet ${wallet.address}`}
+                        aria-label={T.deleteLabel(wallet.address)}
                       >
-                        Delete
+                        {T.delete}
                       </button>
                     )}
                   </div>
@@ -121,26 +123,26 @@ export function Wallets({ session, refresh }: ScreenProps) {
               )
             })}
           </ul>
-          <h2>Shared with you</h2>
+          <h2>{T.assigned}</h2>
           {wallets.data.assigned.length === 0 ? (
-            <Empty>Nobody has shared a wallet with you.</Empty>
+            <Empty>{T.noneAssigned}</Empty>
           ) : (
             <ul class="cards">
               {wallets.data.assigned.map((wallet) => (
                 <li key={wallet.id}>
                   <h3>{wallet.address}</h3>
                   <p class="meta">
-                    Wallet id {wallet.id}
-                    {wallet.id === session.wallet_id && ' · in use now'}
+                    {T.id(wallet.id)}
+                    {wallet.id === session.wallet_id && T.inUse}
                   </p>
                   {wallet.id !== session.wallet_id && (
                     <button
                       type="button"
                       disabled={pending}
                       onClick={() => use(wallet.id, wallet.address)}
-                      aria-label={`Use wallet ${wallet.address}`}
+                      aria-label={T.useLabel(wallet.address)}
                     >
-                      Use this wallet
+                      {T.use}
                     </button>
                   )}
                 </li>
@@ -149,17 +151,11 @@ export function Wallets({ session, refresh }: ScreenProps) {
           )}
         </>
       )}
-      <h2>New wallet</h2>
+      <h2>{T.newWallet}</h2>
       <form onSubmit={create} noValidate>
-        <Field
-          label="Address (optional)"
-          value={address}
-          onValue={setAddress}
-          hint="3 to 24 lowercase letters; left empty, one is chosen for you"
-          autoComplete="off"
-        />
+        <Field label={T.address} value={address} onValue={setAddress} hint={T.addressHint} autoComplete="off" />
         <button type="submit" class="primary" disabled={pending}>
-          Create wallet
+          {T.create}
         </button>
       </form>
     </Page>
