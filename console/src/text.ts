@@ -130,6 +130,16 @@ export const EXPIRY_TEXT = {
 export const EVENT_TEXT: Record<string, string> = {
   'transaction.received': 'Money received',
   'transaction.sent': 'Money sent',
+  'hold.created': 'Hold placed',
+  'hold.captured': 'Hold captured',
+  'hold.voided': 'Hold voided',
+  'hold.expired': 'Hold expired',
+  'schedule.ran': 'Scheduled payment made',
+  'schedule.failed': 'Scheduled payment refused',
+  'schedule.paused': 'Scheduled payment paused',
+  'schedule.finished': 'Scheduled payment finished',
+  'balance.crossed': 'Balance alert',
+  'balance.restored': 'Balance back within its alert',
 }
 
 /** What became of a webhook delivery, shown in its badge. */
@@ -537,6 +547,44 @@ export const WALLETS_TEXT = {
   addressHint: '3 to 24 lowercase letters; left empty, one is chosen for you',
   create: 'Create wallet',
   created: (address: string) => `Wallet ${address} created.`,
+}
+
+/** The wallet's webhook and the log of its deliveries. */
+export const WEBHOOK_TEXT = {
+  title: 'Webhook',
+  /** Around the wallet's address. */
+  intro: [
+    'A webhook is an address of yours that Coffer calls for every event of wallet ',
+    ', signed with a secret so you can check it came from here.',
+  ],
+  secret: 'Signing secret',
+  secretNote: 'is shown only now: keep it where your webhook receiver can check signatures with it.',
+  loading: 'the webhook',
+  /** Around the webhook's address. */
+  sentTo: ['Events are sent to ', (since: string) => ` (since ${since}). `] as const,
+  none: 'No webhook is set.',
+  remove: 'Remove webhook',
+  removeTitle: 'Remove the webhook?',
+  removeBody: (address: string, url: string) => `Events of wallet ${address} stop being sent to ${url}.`,
+  removed: 'The webhook is removed.',
+  change: 'Change the webhook',
+  setHeading: 'Set a webhook',
+  address: 'Webhook address',
+  addressHint: 'https://… on a public address, at most 512 characters; a new secret is made each time',
+  badAddress: 'A webhook is an http:// or https:// address of at most 512 characters.',
+  set: 'Set webhook',
+  deliveries: 'Deliveries',
+  deliveriesIntro: 'The latest 50, newest first; the list follows new events and attempts by itself.',
+  loadingDeliveries: 'deliveries',
+  noDeliveries: 'No event has been sent to a webhook yet.',
+  deliveryFacts: (id: number, queued: string, attempts: number, next: string | undefined) =>
+    `Delivery ${id}, queued ${queued}, ${attempts === 1 ? '1 attempt' : `${formatQuantity(attempts)} attempts`}${next ? `, next ${next}` : ''}`,
+  attemptsOf: (id: number) => `Attempts of delivery ${id}`,
+  attempt: (when: string, status: number | null, ms: string) =>
+    `${when}: ${status !== null ? `answered ${status}` : 'no answer'} in ${ms} ms`,
+  redeliver: 'Deliver again',
+  redeliverLabel: (id: number) => `Deliver ${id} again`,
+  redelivering: (id: number) => `Delivery ${id} will be attempted again now.`,
 }
 
 /** Who may use a wallet: sharing it, taking access away, handing it over. */

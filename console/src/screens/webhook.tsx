@@ -1,8 +1,8 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
-import { formatTime } from '../format.ts'
-import { useWalletEvents } from '../live.ts'
-import { DELIVERY_STATUS_TEXT, EVENT_TEXT } from '../text.ts'
+import { formatQuantity, formatTime } from '../format.ts'
+import { useAnyWalletEvents } from '../live.ts'
+import { DELIVERY_STATUS_TEXT, EVENT_TEXT, WEBHOOK_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Secret, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -15,7 +15,7 @@ export function Webhook({ session }: ScreenProps) {
     [session.wallet_id],
   )
   // New events queue deliveries, and a waiting delivery changes by itself: the list follows both.
-  useWalletEvents(session.wallet_id, () => void deliveries.reload())
+  useAnyWalletEvents(session.wallet_id, () => void deliveries.reload())
   const waiting = deliveries.data?.some((delivery) => delivery.status === 'pending') ?? false
   useEffect(() => {
     if (!waiting) return
@@ -33,10 +33,7 @@ export function Webhook({ session }: ScreenProps) {
     void run(async () => {
       setDone('')
       const target = url.trim()
-      check(
-        /^https?:\/\/[^\s]+$/i.test(target) && target.length <= 512,
-        'A webhook is an http:// or https:// address of at most 512 characters.',
-      )
+      check(/^https?:\/\/[^\s]+$/i.test(target) && target.length <= 512, T.badAddress)
       const answer = await call(coffer.PUT('/wallet/webhook', { body: { webhook: target } }))
       setSecret(answer.secret)
       setUrl('')
@@ -46,13 +43,9 @@ export function Webhook({ session }: ScreenProps) {
 
   const remove = async () => {
     const yes = await confirm({
-      title: 'Remove the webhook?',
-      body: (
-        <p>
-          Events of wallet {session.wallet_address} stop being sent to {hook.data?.webhook}.
-        </p>
-      ),
-      action: 'Remove webhook',
+      title: T.removeTitle,
+      body: <p>{T.removeBody(session.wallet_address, hook.data?.webhook ?? '')}</p>,
+      action: T.remove,
       tone: 'danger',
     })
     if (!yes) return
@@ -61,7 +54,7 @@ export function Webhook({ session }: ScreenProps) {
       setSecret(undefined)
       await hook.reload()
       await deliveries.reload()
-      setDone('The webhook is removed.')
+      setDone(T.removed)
     })
   }
 
@@ -69,60 +62,48 @@ export function Webhook({ session }: ScreenProps) {
     run(async () => {
       await call(coffer.POST('/wallet/webhook/deliveries/{id}/retry', { params: { path: { id: String(id) } } }))
       await deliveries.reload()
-      setDone(`Delivery ${id} will be attempted again now.`)
+      setDone(T.redelivering(id))
     })
 
   return (
-    <Page title="Webhook">
+    <Page title={T.title}>
       <p>
-        A webhook is an address of yours that Coffer calls for every transaction of wallet <strong>{session.wallet_address}</strong>, signed
-        with a secret so you can check it came from here.
+        {T.intro[0]}
+        <strong>{session.wallet_address}</strong>
+        {T.intro[1]}
       </p>
       {done && <Done>{done}</Done>}
-      {secret && (
-        <Secret
-          label="Signing secret"
-          value={secret}
-          note="is shown only now: keep it where your webhook receiver can check signatures with it."
-        />
-      )}
+      {secret && <Secret label={T.secret} value={secret} note={T.secretNote} />}
       <ErrorNotice error={error ?? hook.error} />
-      {hook.loading && <Loading what="the webhook" />}
+      {hook.loading && <Loading what={T.loading} />}
       {hook.data && (
         <p>
           {hook.data.webhook ? (
             <>
-              Events are sent to <strong class="break">{hook.data.webhook}</strong> (since {formatTime(hook.data.created_at)}).{' '}
+              {T.sentTo[0]}
+              <strong class="break">{hook.data.webhook}</strong>
+              {T.sentTo[1](formatTime(hook.data.created_at))}
               <button type="button" class="danger" disabled={pending} onClick={remove}>
-                Remove webhook
+                {T.remove}
               </button>
             </>
           ) : (
-            'No webhook is set.'
+            T.none
           )}
         </p>
       )}
-      <h2>{hook.data?.webhook ? 'Change the webhook' : 'Set a webhook'}</h2>
+      <h2>{hook.data?.webhook ? T.change : T.setHeading}</h2>
       <form onSubmit={set} noValidate>
-        <Field
-          label="Webhook address"
-          type="url"
-          value={url}
-          onValue={setUrl}
-          hint="https://… on a public address, at most 512 characters; a new secret is made each time"
-          autoComplete="off"
-        />
+        <Field label={T.address} type="url" value={url} onValue={setUrl} hint={T.addressHint} autoComplete="off" />
         <button type="submit" class="primary" disabled={pending}>
-          Set webhook
+          {T.set}
         </button>
       </form>
-      <h2>Deliveries</h2>
+      <h2>{T.deliveries}</h2>
+      <p>{T.deliveriesIntro}</p>
       <ErrorNotice error={deliveries.error} />
-      {deliveries.loading && <Loading what="deliveries" />}
-      <button type="button" onClick={() => deliveries.reload()}>
-        Refresh deliveries
-      </button>
-      {deliveries.data && deliveries.data.length === 0 && <Empty>No event has been sent to a webhook yet.</Empty>}
+      {deliveries.loading && <Loading what={T.loadingDeliveries} />}
+      {deliveries.data && deliveries.data.length === 0 && <Empty>{T.noDeliveries}</Empty>}
       {deliveries.data && deliveries.data.length > 0 && (
         <>
           <ul class="cards">
@@ -134,18 +115,20 @@ export function Webhook({ session }: ScreenProps) {
                   <span class={`badge ${delivery.status}`}>{DELIVERY_STATUS_TEXT[delivery.status]}</span>
                 </h3>
                 <p class="meta">
-                  Delivery {delivery.id}, queued {formatTime(delivery.created_at)}, {delivery.attempts} attempt
-                  {delivery.attempts === 1 ? '' : 's'}
-                  {delivery.next_attempt_at && `, next ${formatTime(delivery.next_attempt_at)}`}
+                  {T.deliveryFacts(
+                    delivery.id,
+                    formatTime(delivery.created_at),
+                    delivery.attempts,
+                    delivery.next_attempt_at ? formatTime(delivery.next_attempt_at) : undefined,
+                  )}
                 </p>
                 {delivery.attempt_log.length > 0 && (
                   <details>
-                    <summary>Attempts of delivery {delivery.id}</summary>
+                    <summary>{T.attemptsOf(delivery.id)}</summary>
                     <ol>
                       {delivery.attempt_log.map((attempt, index) => (
                         <li key={index}>
-                          {formatTime(attempt.attempted_at)}:{' '}
-                          {attempt.status_code !== null ? `answered ${attempt.status_code}` : 'no answer'} in {attempt.latency_ms} ms
+                          {T.attempt(formatTime(attempt.attempted_at), attempt.status_code, formatQuantity(attempt.latency_ms))}
                           {attempt.error && ` (${attempt.error})`}
                         </li>
                       ))}
@@ -157,9 +140,9 @@ export function Webhook({ session }: ScreenProps) {
                     type="button"
                     disabled={pending}
                     onClick={() => redeliver(delivery.id)}
-                    aria-label={`Deliver ${delivery.id} again`}
+                    aria-label={T.redeliverLabel(delivery.id)}
                   >
-                    Deliver again
+                    {T.redeliver}
                   </button>
                 )}
               </li>
