@@ -3,7 +3,7 @@ import { call, CofferError, coffer } from './api.ts'
 import { OperatorApp } from './operator/operator-app.tsx'
 import { SignIn } from './screens/sign-in.tsx'
 import { UserApp, type CurrentSession } from './screens/user-app.tsx'
-import { describeError } from './text.ts'
+import { describeError, NAV_TEXT } from './text.ts'
 import { ConfirmHost, Loading, SessionEndsContext } from './ui.tsx'
 
 /** The route is the part of the address after `#`: `#/send`, `#/operator/wallets/12`, … */
@@ -57,7 +57,7 @@ function HolderApp({ route }: { route: string[] }) {
     [],
   )
 
-  if (session === undefined) return <Loading what="your session" />
+  if (session === undefined) return <Loading what={NAV_TEXT.loadingSession} />
   if (session === null) {
     return (
       <SignIn

@@ -451,6 +451,79 @@ export const SESSION_TEXT = {
   ended: (device: string) => `Session ended: ${device}.`,
 }
 
+/** The building blocks every screen shares: loading, copying, confirming, filters, pages, the top bar. */
+export const UI_TEXT = {
+  documentTitle: (title: string) => `${title} · Coffer`,
+  code: (code: string) => ` (code ${code})`,
+  loading: (what: string) => `Loading ${what}…`,
+  copy: (label: string) => `Copy ${label.toLowerCase()}`,
+  copied: ' Copied.',
+  cancel: 'Cancel',
+  activeFilters: 'Active filters',
+  removeFilter: (label: string) => `Remove filter ${label}`,
+  filter: (active: number) => (active > 0 ? `Filter (${active} active)` : 'Filter'),
+  pages: 'Pages',
+  newest: 'Newest',
+  newer: 'Newer',
+  older: 'Older',
+  menu: 'Menu',
+  signOut: 'Sign out',
+}
+
+/** The navigation of both consoles, and who is signed in. */
+export const NAV_TEXT = {
+  brand: 'Coffer',
+  skip: 'Skip to content',
+  main: 'Main',
+  loadingSession: 'your session',
+  signedInAs: 'Signed in as ',
+  wallet: 'Wallet ',
+  primary: ' (primary)',
+  signedOut: 'You are signed out.',
+  /** The holder's screens by route, in the order of the navigation. */
+  holder: {
+    '': 'Balances',
+    send: 'Send',
+    history: 'History',
+    batch: 'Batch',
+    holds: 'Holds',
+    schedules: 'Schedules',
+    alerts: 'Alerts',
+    wallets: 'Wallets',
+    sharing: 'Sharing',
+    keys: 'Keys',
+    webhook: 'Webhook',
+    account: 'Account',
+  },
+  operatorBrand: 'Coffer operator',
+  operatorWho: 'Operator session (ends after 12 hours)',
+  operatorNav: 'Operator',
+  loadingOperator: 'the operator session',
+  operatorSignedOut: 'You are signed out of the operator console.',
+  /** The operator's screens by route, in the order of the navigation. */
+  operator: {
+    '': 'Overview',
+    assets: 'Assets',
+    wallets: 'Wallets',
+    journal: 'Journal',
+    schedules: 'Schedules',
+    verify: 'Verification',
+  },
+}
+
+/** The operator's sign-in with the admin key. */
+export const OPERATOR_SIGN_IN_TEXT = {
+  brand: 'Coffer operator',
+  title: 'Operator sign-in',
+  /** Around the command that prints the key. */
+  intro: ['Sign in with the admin key (', ' prints it on the server).'],
+  command: 'npx coffer admin-key',
+  key: 'Admin key',
+  noKey: 'Enter the admin key.',
+  signIn: 'Sign in',
+  holders: 'Wallet holders sign in here',
+}
+
 /** Signing in and creating an account. */
 export const SIGN_IN_TEXT = {
   brand: 'Coffer',

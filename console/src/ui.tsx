@@ -3,7 +3,7 @@ import { createContext } from 'preact'
 import { useCallback, useContext, useEffect, useId, useRef, useState } from 'preact/hooks'
 import { CofferError } from './api.ts'
 import { formatDetail } from './format.ts'
-import { describeError, type ShownError } from './text.ts'
+import { describeError, UI_TEXT as T, type ShownError } from './text.ts'
 
 /** Small building blocks every screen uses: fields, messages, confirmations, actions. */
 
@@ -22,7 +22,7 @@ export function useWide(): boolean {
 export function Page({ title, children }: { title: string; children: ComponentChildren }) {
   const heading = useRef<HTMLHeadingElement>(null)
   useEffect(() => {
-    document.title = `${title} · Coffer`
+    document.title = T.documentTitle(title)
     // A screen reader hears the new screen's title; keyboard focus starts from it.
     heading.current?.focus()
   }, [title])
@@ -120,7 +120,7 @@ export function ErrorNotice({ error }: { error: ShownError | undefined }) {
       {(error.detail || error.code) && (
         <p class="detail">
           {error.detail && <span>{formatDetail(error.detail)}</span>}
-          {error.code && <span class="code"> (code {error.code})</span>}
+          {error.code && <span class="code">{T.code(error.code)}</span>}
         </p>
       )}
     </div>
@@ -139,7 +139,7 @@ export function Done({ children }: { children: ComponentChildren }) {
 export function Loading({ what }: { what: string }) {
   return (
     <p class="loading" role="status">
-      Loading {what}…
+      {T.loading(what)}
     </p>
   )
 }
@@ -167,9 +167,9 @@ export function Secret({ label, value, note }: { label: string; value: string; n
           setCopied(true)
         }}
       >
-        Copy {label.toLowerCase()}
+        {T.copy(label)}
       </button>
-      <span role="status">{copied ? ' Copied.' : ''}</span>
+      <span role="status">{copied ? T.copied : ''}</span>
     </div>
   )
 }
@@ -305,7 +305,7 @@ export function ConfirmHost({ children }: { children: ComponentChildren }) {
             <div id="confirm-body">{request.body}</div>
             <div class="actions">
               <button type="button" onClick={() => answer(false)}>
-                Cancel
+                {T.cancel}
               </button>
               <button type="submit" class={request.tone === 'danger' ? 'danger' : 'primary'}>
                 {request.action}
@@ -329,10 +329,10 @@ export function FilterBar({ label, chips, children }: { label: string; chips: Ch
   return (
     <div class="filter-bar">
       {chips.length > 0 && (
-        <ul class="chips" aria-label="Active filters">
+        <ul class="chips" aria-label={T.activeFilters}>
           {chips.map((chip) => (
             <li key={chip.label}>
-              <button type="button" onClick={chip.clear} aria-label={`Remove filter ${chip.label}`}>
+              <button type="button" onClick={chip.clear} aria-label={T.removeFilter(chip.label)}>
                 {chip.label} <span aria-hidden="true">✕</span>
               </button>
             </li>
@@ -340,7 +340,7 @@ export function FilterBar({ label, chips, children }: { label: string; chips: Ch
         </ul>
       )}
       <details>
-        <summary>{chips.length > 0 ? `Filter (${chips.length} active)` : 'Filter'}</summary>
+        <summary>{T.filter(chips.length)}</summary>
         <form class="filters" onSubmit={(event) => event.preventDefault()} aria-label={label}>
           {children}
         </form>
@@ -364,15 +364,15 @@ export function Pager({
   onOlder: () => void
 }) {
   return (
-    <nav class="pager" aria-label="Pages">
+    <nav class="pager" aria-label={T.pages}>
       <button type="button" disabled={first} onClick={onNewest}>
-        Newest
+        {T.newest}
       </button>
       <button type="button" disabled={first} onClick={onNewer}>
-        Newer
+        {T.newer}
       </button>
       <button type="button" disabled={!hasOlder} onClick={onOlder}>
-        Older
+        {T.older}
       </button>
     </nav>
   )
@@ -404,7 +404,7 @@ export function TopBar(props: {
           {props.brand}
         </a>
         <button type="button" class="menu" aria-expanded={open} aria-controls={id} onClick={() => setOpen(!open)}>
-          Menu
+          {T.menu}
         </button>
       </div>
       <div id={id} class={open ? 'top-panel open' : 'top-panel'}>
@@ -421,7 +421,7 @@ export function TopBar(props: {
         </nav>
         <p class="who">{props.who}</p>
         <button type="button" disabled={props.pending} onClick={props.signOut}>
-          Sign out
+          {T.signOut}
         </button>
       </div>
     </header>

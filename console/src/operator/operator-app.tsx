@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact'
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks'
 import { call, CofferError, coffer } from '../api.ts'
-import { describeError } from '../text.ts'
+import { describeError, NAV_TEXT as T } from '../text.ts'
 import { ErrorNotice, Loading, SessionEndsContext, TopBar, useAction } from '../ui.tsx'
 import { Assets } from './assets.tsx'
 import { Journal } from './journal.tsx'
@@ -11,14 +11,7 @@ import { Overview } from './overview.tsx'
 import { Verification } from './verification.tsx'
 import { WalletDetail, WalletSearch } from './wallets.tsx'
 
-const SCREENS: [path: string, label: string][] = [
-  ['', 'Overview'],
-  ['assets', 'Assets'],
-  ['wallets', 'Wallets'],
-  ['journal', 'Journal'],
-  ['schedules', 'Schedules'],
-  ['verify', 'Verification'],
-]
+const SCREENS = Object.entries(T.operator)
 
 /** The operator's console (`#/operator/…`): behind an operator session opened with the admin key. */
 export function OperatorApp({ route }: { route: string[] }) {
@@ -47,7 +40,7 @@ export function OperatorApp({ route }: { route: string[] }) {
   )
   const { run, pending, error } = useAction(['A003'])
 
-  if (signedIn === undefined) return <Loading what="the operator session" />
+  if (signedIn === undefined) return <Loading what={T.loadingOperator} />
   if (!signedIn)
     return (
       <OperatorSignIn
@@ -71,17 +64,17 @@ export function OperatorApp({ route }: { route: string[] }) {
     <SessionEndsContext.Provider value={ends}>
       <div class="shell">
         <TopBar
-          brand="Coffer operator"
+          brand={T.operatorBrand}
           home="#/operator"
-          who="Operator session (ends after 12 hours)"
+          who={T.operatorWho}
           signOut={() =>
             run(async () => {
               await call(coffer.DELETE('/admin/session'))
-              ends.ended('You are signed out of the operator console.')
+              ends.ended(T.operatorSignedOut)
             })
           }
           pending={pending}
-          navLabel="Operator"
+          navLabel={T.operatorNav}
           links={SCREENS}
           base="#/operator/"
           current={screen}

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
 import { Done, ErrorNotice, Field, Page, useAction } from '../ui.tsx'
+import { OPERATOR_SIGN_IN_TEXT as T } from '../text.ts'
 import { check } from '../validate.ts'
 
 /**
@@ -13,7 +14,7 @@ export function OperatorSignIn({ message, signedIn }: { message?: string; signed
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
-      check(key.trim() !== '', 'Enter the admin key.')
+      check(key.trim() !== '', T.noKey)
       try {
         await call(coffer.POST('/admin/sessions', { body: { key: key.trim() } }))
       } finally {
@@ -24,21 +25,23 @@ export function OperatorSignIn({ message, signedIn }: { message?: string; signed
   }
   return (
     <main class="narrow">
-      <p class="brand">Coffer operator</p>
-      <Page title="Operator sign-in">
+      <p class="brand">{T.brand}</p>
+      <Page title={T.title}>
         {message && <Done>{message}</Done>}
         <p>
-          Sign in with the admin key (<code>npx coffer admin-key</code> prints it on the server).
+          {T.intro[0]}
+          <code>{T.command}</code>
+          {T.intro[1]}
         </p>
         <form onSubmit={submit} noValidate>
-          <Field label="Admin key" type="password" value={key} onValue={setKey} autoComplete="off" required />
+          <Field label={T.key} type="password" value={key} onValue={setKey} autoComplete="off" required />
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
-            Sign in
+            {T.signIn}
           </button>
         </form>
         <p>
-          <a href="#/">Wallet holders sign in here</a>
+          <a href="#/">{T.holders}</a>
         </p>
       </Page>
     </main>

@@ -1,5 +1,6 @@
 import type { ComponentChildren } from 'preact'
 import { call, coffer, type paths } from '../api.ts'
+import { NAV_TEXT as T } from '../text.ts'
 import { ErrorNotice, TopBar, useAction } from '../ui.tsx'
 import { Account } from './account.tsx'
 import { Alerts } from './alerts.tsx'
@@ -19,7 +20,7 @@ export type CurrentSession = paths['/user/session']['get']['responses']['200']['
 /** Ends this session (the cookie is cleared by the answer); returns what to tell the person. */
 export async function signOutHere(): Promise<string> {
   await call(coffer.DELETE('/user/session'))
-  return 'You are signed out.'
+  return T.signedOut
 }
 
 export interface ScreenProps {
@@ -28,20 +29,7 @@ export interface ScreenProps {
   refresh: () => Promise<void>
 }
 
-const SCREENS: [path: string, label: string][] = [
-  ['', 'Balances'],
-  ['send', 'Send'],
-  ['history', 'History'],
-  ['batch', 'Batch'],
-  ['holds', 'Holds'],
-  ['schedules', 'Schedules'],
-  ['alerts', 'Alerts'],
-  ['wallets', 'Wallets'],
-  ['sharing', 'Sharing'],
-  ['keys', 'Keys'],
-  ['webhook', 'Webhook'],
-  ['account', 'Account'],
-]
+const SCREENS = Object.entries(T.holder)
 
 /** The wallet holder's console: a header with the navigation, then the screen of the route. */
 export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { route: string[]; signedOut: (message: string) => void }) {
@@ -65,25 +53,27 @@ export function UserApp({ route, session, refresh, signedOut }: ScreenProps & { 
   return (
     <div class="shell">
       <a class="skip" href="#main" onClick={(event) => (event.preventDefault(), document.getElementById('page-title')?.focus())}>
-        Skip to content
+        {T.skip}
       </a>
       <TopBar
-        brand="Coffer"
+        brand={T.brand}
         home="#/"
         who={
           <>
             <span>
-              Signed in as <strong>{session.username}</strong>
+              {T.signedInAs}
+              <strong>{session.username}</strong>
             </span>
             <span>
-              Wallet <strong>{session.wallet_address}</strong>
-              {session.wallet_id === session.primary_wallet_id ? ' (primary)' : ''}
+              {T.wallet}
+              <strong>{session.wallet_address}</strong>
+              {session.wallet_id === session.primary_wallet_id ? T.primary : ''}
             </span>
           </>
         }
         signOut={() => run(async () => signedOut(await signOutHere()))}
         pending={pending}
-        navLabel="Main"
+        navLabel={T.main}
         links={SCREENS}
         base="#/"
         current={screen}
