@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { dayBound, formatDay } from './format.ts'
-import { KIND_OPTIONS, KIND_TEXT } from './text.ts'
+import { KIND_OPTIONS, KIND_TEXT, FILTER_TEXT as T } from './text.ts'
 import { Field, Select, type Chip } from './ui.tsx'
 
 /** The filters a wallet's history and the operator's journal share, as query parameters (`metadata[KEY]` among them). */
@@ -39,12 +39,12 @@ export function useTransactionFilters() {
     query,
     /** The active filters, each removable. */
     chips: [
-      ...(asset.trim() ? [{ label: `Asset: ${asset.trim()}`, clear: () => setAsset('') }] : []),
-      ...(dayBound(since, false) ? [{ label: `From ${formatDay(since)}`, clear: () => setSince('') }] : []),
-      ...(dayBound(until, true) ? [{ label: `To ${formatDay(until)}`, clear: () => setUntil('') }] : []),
-      ...(kind ? [{ label: `Kind: ${KIND_TEXT[kind as keyof typeof KIND_TEXT] ?? kind}`, clear: () => setKind('') }] : []),
+      ...(asset.trim() ? [{ label: T.assetChip(asset.trim()), clear: () => setAsset('') }] : []),
+      ...(dayBound(since, false) ? [{ label: T.fromChip(formatDay(since)), clear: () => setSince('') }] : []),
+      ...(dayBound(until, true) ? [{ label: T.toChip(formatDay(until)), clear: () => setUntil('') }] : []),
+      ...(kind ? [{ label: T.kindChip(KIND_TEXT[kind as keyof typeof KIND_TEXT] ?? kind), clear: () => setKind('') }] : []),
       ...(metadataKey.trim()
-        ? [{ label: `${metadataKey.trim()} = ${metadataValue}`, clear: () => (setMetadataKey(''), setMetadataValue('')) }]
+        ? [{ label: T.metadataChip(metadataKey.trim(), metadataValue), clear: () => (setMetadataKey(''), setMetadataValue('')) }]
         : []),
     ] satisfies Chip[],
     /** Changes whenever a filter does (pages start again from the first). */
@@ -58,23 +58,23 @@ export function useTransactionFilters() {
 export function TransactionFilterFields({ fields: f }: { fields: ReturnType<typeof useTransactionFilters>['fields'] }) {
   return (
     <>
-      <Field label="Asset" value={f.asset} onValue={f.setAsset} hint="an asset name, or empty for all" autoComplete="off" />
-      <Field label="From day" type="date" value={f.since} onValue={f.setSince} />
-      <Field label="To day" type="date" value={f.until} onValue={f.setUntil} />
-      <Select label="Kind" value={f.kind} onValue={f.setKind} options={KIND_OPTIONS} />
+      <Field label={T.asset} value={f.asset} onValue={f.setAsset} hint={T.assetHint} autoComplete="off" />
+      <Field label={T.since} type="date" value={f.since} onValue={f.setSince} />
+      <Field label={T.until} type="date" value={f.until} onValue={f.setUntil} />
+      <Select label={T.kind} value={f.kind} onValue={f.setKind} options={KIND_OPTIONS} />
       <Field
-        label="Metadata key"
+        label={T.metadataKey}
         value={f.metadataKey}
         onValue={f.setMetadataKey}
-        hint="e.g. order_id; empty for any"
+        hint={T.metadataKeyHint}
         autoComplete="off"
         maxLength={40}
       />
       <Field
-        label="Metadata value"
+        label={T.metadataValue}
         value={f.metadataValue}
         onValue={f.setMetadataValue}
-        hint="the exact value of that key"
+        hint={T.metadataValueHint}
         autoComplete="off"
         maxLength={500}
       />

@@ -40,7 +40,7 @@ export function ReverseForm({
   const [memo, setMemo] = useState('')
   // Each sent refund or correction starts a new attempt.
   const [made, setMade] = useState(0)
-  const { run, pending, error } = useAction(verb === 'Correct' ? ['A003'] : undefined)
+  const { run, pending, error } = useAction(verb === T.correct ? ['A003'] : undefined)
   const confirm = useConfirm()
   const attemptKey = useMemo(newAttemptKey, [JSON.stringify(quantities), memo, made])
 

@@ -107,6 +107,10 @@ export const TRANSACTION_TEXT = {
   none: 'none',
   movedBackHeading: (word: 'refund' | 'correction') => (word === 'refund' ? 'Refunds' : 'Corrections'),
   reversalLine: (name: string, id: number, assets: string, when: string) => `${name}: transaction ${id}, ${assets}, ${when}`,
+  /** What a reversal or a capture is, in a list: "Refund of transaction 12", "Capture of hold 3". */
+  reversalOf: (name: string, id: number | undefined) => `${name} of transaction ${id}`,
+  captureOf: (hold: number) => `Capture of hold ${hold}`,
+  metadata: 'Metadata',
 }
 
 /** Quantities of one asset, in the words the console uses for them everywhere. */
@@ -548,6 +552,24 @@ export const LIVE_TEXT = {
   connecting: 'Connecting to live updates…',
 }
 
+/** The filters of a list of transactions, and their chips. */
+export const FILTER_TEXT = {
+  asset: 'Asset',
+  assetHint: 'an asset name, or empty for all',
+  since: 'From day',
+  until: 'To day',
+  kind: 'Kind',
+  metadataKey: 'Metadata key',
+  metadataKeyHint: 'e.g. order_id; empty for any',
+  metadataValue: 'Metadata value',
+  metadataValueHint: 'the exact value of that key',
+  assetChip: (asset: string) => `Asset: ${asset}`,
+  fromChip: (day: string) => `From ${day}`,
+  toChip: (day: string) => `To ${day}`,
+  kindChip: (kind: string) => `Kind: ${kind}`,
+  metadataChip: (key: string, value: string) => `${key} = ${value}`,
+}
+
 /** A wallet's history. */
 export const HISTORY_TEXT = {
   title: 'History',
@@ -573,6 +595,9 @@ export const HISTORY_TEXT = {
 
 /** A refund or a correction of one transaction. */
 export const REVERSE_TEXT = {
+  /** The verbs of the holder's refund and the operator's correction. */
+  refund: 'Refund',
+  correct: 'Correct',
   summary: (verb: string, id: number) => `${verb} transaction ${id}`,
   tooMuch: (quantity: string, asset: string) => `The transaction moved ${quantity} ${asset}: no more can go back.`,
   memoTooLong: 'A memo is at most 64 characters.',
@@ -989,6 +1014,50 @@ export const ALERT_TEXT = {
     below !== null
       ? `${asset} is back at or above ${formatQuantity(below)} (${available} available to spend).`
       : `${asset} is back at or below ${formatQuantity(above ?? 0)} (${available} available to spend).`,
+}
+
+/** The operator's overview: counts, and what circulates of each asset. */
+export const OVERVIEW_TEXT = {
+  title: 'Overview',
+  loading: 'the overview',
+  users: 'Users',
+  wallets: 'Wallets',
+  transactions: 'Transactions',
+  assets: 'Assets',
+  noAssets: 'No assets yet. ',
+  createOne: 'Create one',
+  caption: 'What circulates of each asset',
+  asset: 'Asset',
+  circulating: 'Circulating',
+  holders: 'Holders',
+  valueEach: 'Value each',
+}
+
+/** The operator's journal: every transaction of every wallet. */
+export const OPERATOR_JOURNAL_TEXT = {
+  title: 'Journal',
+  intro: 'Every transaction of every wallet, newest first.',
+  filters: 'Journal filters',
+  none: 'No transactions yet.',
+  noneMatch: 'No transactions match these filters.',
+}
+
+/** The operator's check of the whole ledger. */
+export const VERIFICATION_TEXT = {
+  title: 'Verification',
+  /** Around the name of the mint wallet. */
+  intro: [
+    'Recomputes every balance from the journal and checks the ledger’s rules: each asset sums to zero counting ',
+    ', nothing but mint is negative, and every entry refers to wallets and assets that exist. It reads one consistent snapshot, so it can run while people send.',
+  ],
+  mint: 'mint',
+  checking: 'Checking…',
+  run: 'Run the check',
+  consistent: 'The ledger is consistent.',
+  checked: (transactions: string, holdings: string, assets: string) =>
+    ` Checked ${transactions} transactions, ${holdings} holdings and ${assets} assets.`,
+  problems: (count: number) => (count === 1 ? 'The check found 1 problem.' : `The check found ${formatQuantity(count)} problems.`),
+  checkedTransactions: (transactions: string) => ` Checked ${transactions} transactions.`,
 }
 
 /** The operator's list of schedules in trouble. */

@@ -15,8 +15,8 @@ function party(username: string | undefined, address: string): string {
 function kindLabel(transaction: Transaction): string | undefined {
   if (transaction.kind === 'transfer') return undefined
   if (transaction.kind === 'reversal' && transaction.reverses !== undefined)
-    return `${REVERSAL_TEXT[reversalWord(transaction)]} of transaction ${transaction.reverses}`
-  if (transaction.kind === 'capture' && transaction.hold_id !== undefined) return `${KIND_TEXT.capture} of hold ${transaction.hold_id}`
+    return TRANSACTION_TEXT.reversalOf(REVERSAL_TEXT[reversalWord(transaction)], transaction.reverses)
+  if (transaction.kind === 'capture' && transaction.hold_id !== undefined) return TRANSACTION_TEXT.captureOf(transaction.hold_id)
   return KIND_TEXT[transaction.kind]
 }
 
@@ -25,7 +25,7 @@ export function MetadataList({ metadata }: { metadata: Record<string, string> })
   const entries = Object.entries(metadata)
   if (entries.length === 0) return null
   return (
-    <dl class="metadata" aria-label="Metadata">
+    <dl class="metadata" aria-label={TRANSACTION_TEXT.metadata}>
       {entries.map(([key, value]) => (
         <div key={key}>
           <dt>{key}</dt>

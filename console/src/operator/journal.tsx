@@ -3,6 +3,7 @@ import { call, callPage, coffer } from '../api.ts'
 import { TransactionFilterFields, useTransactionFilters } from '../filters.tsx'
 import { ReverseForm } from '../reverse.tsx'
 import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
+import { OPERATOR_JOURNAL_TEXT as T, REVERSE_TEXT } from '../text.ts'
 import { FilterBar, Page, useLoad } from '../ui.tsx'
 import { LatestCheckpoint } from './checkpoint.tsx'
 
@@ -35,7 +36,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
   )
   return (
     <>
-      <FilterBar label="Journal filters" chips={shared.chips}>
+      <FilterBar label={T.filters} chips={shared.chips}>
         <TransactionFilterFields fields={shared.fields} />
       </FilterBar>
       <TransactionPage
@@ -43,7 +44,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
           transaction.kind === 'reversal' || (page.data && allMovedBack(transaction, page.data.moved)) ? null : (
             <ReverseForm
               transaction={transaction}
-              verb="Correct"
+              verb={REVERSE_TEXT.correct}
               to={transaction.sending_username ?? transaction.sending_wallet_address}
               send={(body, key) =>
                 call(
@@ -62,7 +63,7 @@ export function JournalList({ wallet }: { wallet?: number }) {
         cursors={cursors}
         setCursors={setCursors}
         walletId={wallet}
-        empty={`No transactions${shared.typed ? ' match these filters' : ' yet'}.`}
+        empty={shared.typed ? T.noneMatch : T.none}
       />
     </>
   )
@@ -70,8 +71,8 @@ export function JournalList({ wallet }: { wallet?: number }) {
 
 export function Journal() {
   return (
-    <Page title="Journal">
-      <p>Every transaction of every wallet, newest first.</p>
+    <Page title={T.title}>
+      <p>{T.intro}</p>
       <LatestCheckpoint />
       <JournalList />
     </Page>

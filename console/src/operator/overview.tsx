@@ -1,5 +1,6 @@
 import { call, coffer } from '../api.ts'
 import { formatQuantity, formatValue } from '../format.ts'
+import { OVERVIEW_TEXT as T } from '../text.ts'
 import { Empty, ErrorNotice, Loading, Page, useLoad } from '../ui.tsx'
 
 /** Counts, and per asset what circulates and how many wallets hold it. */
@@ -7,44 +8,45 @@ export function Overview() {
   const overview = useLoad(() => call(coffer.GET('/admin/overview')), [], ['A003'])
   const data = overview.data
   return (
-    <Page title="Overview">
+    <Page title={T.title}>
       <ErrorNotice error={overview.error} />
-      {overview.loading && <Loading what="the overview" />}
+      {overview.loading && <Loading what={T.loading} />}
       {data && (
         <>
           <dl class="counts">
             <div>
-              <dt>Users</dt>
+              <dt>{T.users}</dt>
               <dd>{formatQuantity(data.users)}</dd>
             </div>
             <div>
-              <dt>Wallets</dt>
+              <dt>{T.wallets}</dt>
               <dd>{formatQuantity(data.wallets)}</dd>
             </div>
             <div>
-              <dt>Transactions</dt>
+              <dt>{T.transactions}</dt>
               <dd>{formatQuantity(data.transactions)}</dd>
             </div>
           </dl>
-          <h2>Assets</h2>
+          <h2>{T.assets}</h2>
           {data.assets.length === 0 ? (
             <Empty>
-              No assets yet. <a href="#/operator/assets">Create one</a>.
+              {T.noAssets}
+              <a href="#/operator/assets">{T.createOne}</a>.
             </Empty>
           ) : (
             <table>
-              <caption class="visually-hidden">What circulates of each asset</caption>
+              <caption class="visually-hidden">{T.caption}</caption>
               <thead>
                 <tr>
-                  <th scope="col">Asset</th>
+                  <th scope="col">{T.asset}</th>
                   <th scope="col" class="number">
-                    Circulating
+                    {T.circulating}
                   </th>
                   <th scope="col" class="number">
-                    Holders
+                    {T.holders}
                   </th>
                   <th scope="col" class="number">
-                    Value each
+                    {T.valueEach}
                   </th>
                 </tr>
               </thead>

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks'
 import { call, coffer } from '../api.ts'
 import { formatQuantity } from '../format.ts'
+import { VERIFICATION_TEXT as T } from '../text.ts'
 import { ErrorNotice, Page, useAction } from '../ui.tsx'
 
 type Report = Awaited<ReturnType<typeof verify>>
@@ -11,14 +12,14 @@ export function Verification() {
   const [report, setReport] = useState<Report | undefined>()
   const { run, pending, error } = useAction(['A003'])
   return (
-    <Page title="Verification">
+    <Page title={T.title}>
       <p>
-        Recomputes every balance from the journal and checks the ledger’s rules: each asset sums to zero counting <strong>mint</strong>,
-        nothing but mint is negative, and every entry refers to wallets and assets that exist. It reads one consistent snapshot, so it can
-        run while people send.
+        {T.intro[0]}
+        <strong>{T.mint}</strong>
+        {T.intro[1]}
       </p>
       <button type="button" class="primary" disabled={pending} onClick={() => run(async () => setReport(await verify()))}>
-        {pending ? 'Checking…' : 'Run the check'}
+        {pending ? T.checking : T.run}
       </button>
       <ErrorNotice error={error} />
       <div role="status">
@@ -26,15 +27,15 @@ export function Verification() {
           (report.ok ? (
             <div class="notice done">
               <p>
-                <strong>The ledger is consistent.</strong> Checked {formatQuantity(report.transactions)} transactions,{' '}
-                {formatQuantity(report.holdings)} holdings and {formatQuantity(report.assets)} assets.
+                <strong>{T.consistent}</strong>
+                {T.checked(formatQuantity(report.transactions), formatQuantity(report.holdings), formatQuantity(report.assets))}
               </p>
             </div>
           ) : (
             <div class="notice error">
               <p>
-                <strong>The check found {formatQuantity(report.problems.length)} problems.</strong> Checked{' '}
-                {formatQuantity(report.transactions)} transactions.
+                <strong>{T.problems(report.problems.length)}</strong>
+                {T.checkedTransactions(formatQuantity(report.transactions))}
               </p>
               <ul>
                 {report.problems.map((problem, index) => (

@@ -5,7 +5,7 @@ import { formatAssets } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
 import { ReverseForm } from '../reverse.tsx'
 import { allMovedBack, TransactionPage, withMovedBack, type Cursors } from '../transactions.tsx'
-import { HISTORY_TEXT as T, LIVE_TEXT } from '../text.ts'
+import { HISTORY_TEXT as T, LIVE_TEXT, REVERSE_TEXT } from '../text.ts'
 import { FilterBar, Page, Select, useLoad } from '../ui.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
@@ -97,7 +97,7 @@ export function History({ session }: ScreenProps) {
           !(page.data && allMovedBack(transaction, page.data.moved)) ? (
             <ReverseForm
               transaction={transaction}
-              verb="Refund"
+              verb={REVERSE_TEXT.refund}
               to={transaction.sending_username ?? transaction.sending_wallet_address}
               send={(body, key) =>
                 call(
