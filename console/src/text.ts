@@ -1033,6 +1033,36 @@ export const OVERVIEW_TEXT = {
   valueEach: 'Value each',
 }
 
+/** The operator's assets: create, rename, revalue, delete. */
+export const ASSETS_TEXT = {
+  title: 'Assets',
+  newAsset: 'New asset',
+  name: 'Asset name',
+  nameHint: '1 to 32 letters, digits, _ or -',
+  badName: 'An asset name is 1 to 32 letters, digits, _ or -.',
+  valueEach: 'Value each',
+  valueHint: 'a number of 0 or more, for display, like 1.5',
+  create: 'Create asset',
+  created: (name: string) => `Asset ${name} created. Issue it from a wallet’s page.`,
+  all: 'All assets',
+  loading: 'assets',
+  none: 'No assets yet.',
+  facts: (value: string, circulating: string, holders: number) =>
+    `Value each ${value} · ${circulating} circulating among ${holders === 1 ? '1 wallet' : `${formatQuantity(holders)} wallets`}`,
+  newName: (name: string) => `New name for ${name}`,
+  rename: 'Rename',
+  renamed: (name: string) => `Renamed to ${name}.`,
+  newValue: (name: string) => `New value of ${name}`,
+  setValue: 'Set value',
+  revalued: (value: string) => `Value set to ${value}.`,
+  delete: 'Delete',
+  deleteLabel: (name: string) => `Delete asset ${name}`,
+  deleteTitle: (name: string) => `Delete asset ${name}?`,
+  deleteBody:
+    'It disappears from the asset list; its past transactions stay in the journal. An asset that any wallet still holds cannot be deleted: burn it first.',
+  deleteAsset: 'Delete asset',
+}
+
 /** The operator's journal: every transaction of every wallet. */
 export const OPERATOR_JOURNAL_TEXT = {
   title: 'Journal',

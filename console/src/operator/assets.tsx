@@ -1,13 +1,12 @@
 import { useState } from 'preact/hooks'
 import { call, coffer, type Asset } from '../api.ts'
 import { formatQuantity, formatValue } from '../format.ts'
+import { ASSETS_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { ASSET_NAME, check, parseAssetValue } from '../validate.ts'
 
-const NAME_RULE = '1 to 32 letters, digits, _ or -'
-
 function checkAssetName(name: string): string {
-  check(ASSET_NAME.test(name), `An asset name is ${NAME_RULE}.`)
+  check(ASSET_NAME.test(name), T.badName)
   return name
 }
 
@@ -27,33 +26,26 @@ export function Assets() {
       setName('')
       setValue('')
       await overview.reload()
-      setDone(`Asset ${asset.name} created. Issue it from a wallet’s page.`)
+      setDone(T.created(asset.name))
     })
   }
 
   return (
-    <Page title="Assets">
+    <Page title={T.title}>
       {done && <Done>{done}</Done>}
       <ErrorNotice error={error} />
-      <h2>New asset</h2>
+      <h2>{T.newAsset}</h2>
       <form onSubmit={create} noValidate>
-        <Field label="Asset name" value={name} onValue={setName} hint={NAME_RULE} autoComplete="off" />
-        <Field
-          label="Value each"
-          value={value}
-          onValue={setValue}
-          inputMode="decimal"
-          hint="a number of 0 or more, for display, like 1.5"
-          autoComplete="off"
-        />
+        <Field label={T.name} value={name} onValue={setName} hint={T.nameHint} autoComplete="off" />
+        <Field label={T.valueEach} value={value} onValue={setValue} inputMode="decimal" hint={T.valueHint} autoComplete="off" />
         <button type="submit" class="primary" disabled={pending}>
-          Create asset
+          {T.create}
         </button>
       </form>
-      <h2>All assets</h2>
+      <h2>{T.all}</h2>
       <ErrorNotice error={overview.error} />
-      {overview.loading && <Loading what="assets" />}
-      {overview.data && overview.data.assets.length === 0 && <Empty>No assets yet.</Empty>}
+      {overview.loading && <Loading what={T.loading} />}
+      {overview.data && overview.data.assets.length === 0 && <Empty>{T.none}</Empty>}
       {overview.data && overview.data.assets.length > 0 && (
         <ul class="cards">
           {overview.data.assets.map((entry) => (
@@ -94,7 +86,7 @@ function AssetCard({
     void run(async () => {
       const renamed = await call(coffer.PUT('/assets/{id}/name', { params: { path: { id } }, body: { name: checkAssetName(name.trim()) } }))
       setName('')
-      setDone(`Renamed to ${renamed.name}.`)
+      setDone(T.renamed(renamed.name))
       await changed()
     })
   }
@@ -103,20 +95,15 @@ function AssetCard({
     void run(async () => {
       const revalued = await call(coffer.PUT('/assets/{id}/value', { params: { path: { id } }, body: { value: parseAssetValue(value) } }))
       setValue('')
-      setDone(`Value set to ${formatValue(revalued.value)}.`)
+      setDone(T.revalued(formatValue(revalued.value)))
       await changed()
     })
   }
   const remove = async () => {
     const yes = await confirm({
-      title: `Delete asset ${asset.name}?`,
-      body: (
-        <p>
-          It disappears from the asset list; its past transactions stay in the journal. An asset that any wallet still holds cannot be
-          deleted: burn it first.
-        </p>
-      ),
-      action: 'Delete asset',
+      title: T.deleteTitle(asset.name),
+      body: <p>{T.deleteBody}</p>,
+      action: T.deleteAsset,
       tone: 'danger',
     })
     if (yes) await run(async () => (await call(coffer.DELETE('/assets/{id}', { params: { path: { id } } })), await changed()))
@@ -125,26 +112,23 @@ function AssetCard({
   return (
     <li>
       <h3>{asset.name}</h3>
-      <p class="meta">
-        Value each {formatValue(asset.value)} · {formatQuantity(circulating)} circulating among {formatQuantity(holders)} wallet
-        {holders === 1 ? '' : 's'}
-      </p>
+      <p class="meta">{T.facts(formatValue(asset.value), formatQuantity(circulating), holders)}</p>
       {done && <Done>{done}</Done>}
       <ErrorNotice error={error} />
       <form onSubmit={rename} noValidate class="inline">
-        <Field label={`New name for ${asset.name}`} value={name} onValue={setName} autoComplete="off" />
+        <Field label={T.newName(asset.name)} value={name} onValue={setName} autoComplete="off" />
         <button type="submit" disabled={pending}>
-          Rename
+          {T.rename}
         </button>
       </form>
       <form onSubmit={revalue} noValidate class="inline">
-        <Field label={`New value of ${asset.name}`} value={value} onValue={setValue} inputMode="decimal" autoComplete="off" />
+        <Field label={T.newValue(asset.name)} value={value} onValue={setValue} inputMode="decimal" autoComplete="off" />
         <button type="submit" disabled={pending}>
-          Set value
+          {T.setValue}
         </button>
       </form>
-      <button type="button" class="danger" disabled={pending} onClick={remove} aria-label={`Delete asset ${asset.name}`}>
-        Delete
+      <button type="button" class="danger" disabled={pending} onClick={remove} aria-label={T.deleteLabel(asset.name)}>
+        {T.delete}
       </button>
     </li>
   )
