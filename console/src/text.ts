@@ -1063,6 +1063,49 @@ export const ASSETS_TEXT = {
   deleteAsset: 'Delete asset',
 }
 
+/** The operator's wallets: finding one, and one wallet's page with issuing and burning. */
+export const OPERATOR_WALLET_TEXT = {
+  title: 'Wallets',
+  find: 'Find a wallet',
+  findHint: 'a wallet id, or the start of an address or of the owner’s username',
+  loadingAll: 'wallets',
+  noMatch: 'No wallet matches.',
+  none: 'No wallets yet.',
+  summary: (id: number, owner: string) => `Wallet id ${id} · owner ${owner}`,
+  deletedNote: ' · deleted',
+  previous: 'Previous',
+  next: 'Next',
+  // One wallet.
+  titleOf: (address: string) => `Wallet ${address}`,
+  titleOne: 'Wallet',
+  all: 'All wallets',
+  loadingOne: 'the wallet',
+  fact: { id: 'Wallet id', owner: 'Owner', users: 'Shared with', created: 'Created', state: 'State' },
+  theirPrimary: ' (their primary wallet)',
+  nobody: 'nobody',
+  deleted: 'Deleted',
+  holdings: 'Holdings',
+  holdsNothing: 'This wallet holds nothing.',
+  issue: 'Issue',
+  noAssets: 'No assets to issue: ',
+  createOne: 'create one',
+  issueAsset: 'Asset to issue',
+  issueQuantity: 'Quantity to issue',
+  issueHint: 'a whole number, created from mint',
+  noIssueAsset: 'Choose the asset to issue.',
+  issued: (quantity: string, asset: string, address: string) => `Issued ${quantity} ${asset} to ${address}.`,
+  burn: 'Burn',
+  burnAsset: 'Asset to burn',
+  burnQuantity: 'Quantity to burn',
+  burnHint: 'empty: all of it',
+  noBurnAsset: 'Choose the asset to burn.',
+  burnTitle: (amount: string) => `Burn ${amount}?`,
+  burnBody: (amount: string, address: string) =>
+    `${amount} leave wallet ${address} for good (back to mint). This is recorded in the journal and cannot be undone.`,
+  burned: (amount: string, address: string) => `Burned ${amount} from ${address}.`,
+  history: 'History',
+}
+
 /** The operator's journal: every transaction of every wallet. */
 export const OPERATOR_JOURNAL_TEXT = {
   title: 'Journal',

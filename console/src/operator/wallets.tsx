@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, callPage, coffer } from '../api.ts'
-import { EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
+import { EXPIRY_TEXT, HOLDING_TEXT, OPERATOR_WALLET_TEXT as T, UI_TEXT } from '../text.ts'
 import { formatExpiryDay, formatQuantity, formatTime } from '../format.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, parseQuantity } from '../validate.ts'
@@ -19,20 +19,13 @@ export function WalletSearch() {
     ['A003'],
   )
   return (
-    <Page title="Wallets">
+    <Page title={T.title}>
       <form role="search" onSubmit={(event) => event.preventDefault()}>
-        <Field
-          label="Find a wallet"
-          type="search"
-          value={q}
-          onValue={setQ}
-          hint="a wallet id, or the start of an address or of the owner’s username"
-          autoComplete="off"
-        />
+        <Field label={T.find} type="search" value={q} onValue={setQ} hint={T.findHint} autoComplete="off" />
       </form>
       <ErrorNotice error={page.error} />
-      {page.loading && <Loading what="wallets" />}
-      {page.data && page.data.data.length === 0 && <Empty>{q ? 'No wallet matches.' : 'No wallets yet.'}</Empty>}
+      {page.loading && <Loading what={T.loadingAll} />}
+      {page.data && page.data.data.length === 0 && <Empty>{q ? T.noMatch : T.none}</Empty>}
       {page.data && page.data.data.length > 0 && (
         <ul class="cards">
           {page.data.data.map((wallet) => (
@@ -41,19 +34,19 @@ export function WalletSearch() {
                 <a href={`#/operator/wallets/${wallet.id}`}>{wallet.address}</a>
               </h2>
               <p class="meta">
-                Wallet id {wallet.id} · owner {wallet.username}
-                {wallet.deleted && ' · deleted'}
+                {T.summary(wallet.id, wallet.username)}
+                {wallet.deleted && T.deletedNote}
               </p>
             </li>
           ))}
         </ul>
       )}
-      <nav class="pager" aria-label="Pages">
+      <nav class="pager" aria-label={UI_TEXT.pages}>
         <button type="button" disabled={offsets.length === 1} onClick={() => setOffsets(offsets.slice(0, -1))}>
-          Previous
+          {T.previous}
         </button>
         <button type="button" disabled={page.data?.next === undefined} onClick={() => setOffsets([...offsets, page.data?.next ?? 0])}>
-          Next
+          {T.next}
         </button>
       </nav>
     </Page>
@@ -80,7 +73,7 @@ export function WalletDetail({ id }: { id: string }) {
     void run(async () => {
       setDone('')
       const asset = assets.data?.find((candidate) => String(candidate.id) === (issueAsset || String(assets.data?.[0]?.id)))
-      check(asset !== undefined, 'Choose the asset to issue.')
+      check(asset !== undefined, T.noIssueAsset)
       const quantity = parseQuantity(issueQuantity)
       // `datetime-local` is the operator's local time; the service takes an instant.
       const expiresAt = issueExpiry ? new Date(issueExpiry).toISOString() : undefined
@@ -93,7 +86,7 @@ export function WalletDetail({ id }: { id: string }) {
       setDone(
         expiresAt
           ? EXPIRY_TEXT.issued(formatQuantity(quantity), asset!.name, wallet?.address ?? '', formatExpiryDay(expiresAt))
-          : `Issued ${formatQuantity(quantity)} ${asset!.name} to ${wallet?.address}.`,
+          : T.issued(formatQuantity(quantity), asset!.name, wallet?.address ?? ''),
       )
     })
   }
@@ -106,20 +99,16 @@ export function WalletDetail({ id }: { id: string }) {
     let quantity: number | undefined
     let valid = false
     await run(async () => {
-      check(holding !== undefined, 'Choose the asset to burn.')
+      check(holding !== undefined, T.noBurnAsset)
       quantity = burnQuantity.trim() ? parseQuantity(burnQuantity) : undefined
       valid = true
     })
     if (!valid || !holding) return
     const amount = `${formatQuantity(quantity ?? holding.quantity)} ${holding.asset.name}`
     const yes = await confirm({
-      title: `Burn ${amount}?`,
-      body: (
-        <p>
-          {amount} leave wallet {wallet?.address} for good (back to mint). This is recorded in the journal and cannot be undone.
-        </p>
-      ),
-      action: 'Burn',
+      title: T.burnTitle(amount),
+      body: <p>{T.burnBody(amount, wallet?.address ?? '')}</p>,
+      action: T.burn,
       tone: 'danger',
     })
     if (!yes) return
@@ -136,49 +125,49 @@ export function WalletDetail({ id }: { id: string }) {
       setBurnQuantity('')
       await detail.reload()
       setHistory(history + 1)
-      setDone(`Burned ${amount} from ${wallet?.address}.`)
+      setDone(T.burned(amount, wallet?.address ?? ''))
     })
   }
 
   return (
-    <Page title={wallet ? `Wallet ${wallet.address}` : 'Wallet'}>
+    <Page title={wallet ? T.titleOf(wallet.address) : T.titleOne}>
       <p>
-        <a href="#/operator/wallets">All wallets</a>
+        <a href="#/operator/wallets">{T.all}</a>
       </p>
       <ErrorNotice error={detail.error} />
-      {detail.loading && <Loading what="the wallet" />}
+      {detail.loading && <Loading what={T.loadingOne} />}
       {detail.data && wallet && (
         <>
           <dl class="facts">
             <div>
-              <dt>Wallet id</dt>
+              <dt>{T.fact.id}</dt>
               <dd>{wallet.id}</dd>
             </div>
             <div>
-              <dt>Owner</dt>
+              <dt>{T.fact.owner}</dt>
               <dd>
                 {detail.data.owner.username}
-                {wallet.primary && ' (their primary wallet)'}
+                {wallet.primary && T.theirPrimary}
               </dd>
             </div>
             <div>
-              <dt>Shared with</dt>
-              <dd>{detail.data.users.length ? detail.data.users.map((user) => user.username).join(', ') : 'nobody'}</dd>
+              <dt>{T.fact.users}</dt>
+              <dd>{detail.data.users.length ? detail.data.users.map((user) => user.username).join(', ') : T.nobody}</dd>
             </div>
             <div>
-              <dt>Created</dt>
+              <dt>{T.fact.created}</dt>
               <dd>{formatTime(wallet.created_at)}</dd>
             </div>
             {wallet.deleted && (
               <div>
-                <dt>State</dt>
-                <dd>Deleted</dd>
+                <dt>{T.fact.state}</dt>
+                <dd>{T.deleted}</dd>
               </div>
             )}
           </dl>
-          <h2>Holdings</h2>
+          <h2>{T.holdings}</h2>
           {detail.data.holdings.length === 0 ? (
-            <Empty>This wallet holds nothing.</Empty>
+            <Empty>{T.holdsNothing}</Empty>
           ) : (
             <ul class="holdings-list">
               {detail.data.holdings.map((holding) => (
@@ -193,26 +182,27 @@ export function WalletDetail({ id }: { id: string }) {
           {!wallet.deleted && (
             <div class="columns">
               <form onSubmit={issue} noValidate>
-                <h2>Issue</h2>
+                <h2>{T.issue}</h2>
                 {assets.data && assets.data.length === 0 ? (
                   <Empty>
-                    No assets to issue: <a href="#/operator/assets">create one</a>.
+                    {T.noAssets}
+                    <a href="#/operator/assets">{T.createOne}</a>.
                   </Empty>
                 ) : (
                   <>
                     <Select
-                      label="Asset to issue"
+                      label={T.issueAsset}
                       value={issueAsset}
                       onValue={setIssueAsset}
                       options={(assets.data ?? []).map((asset) => [String(asset.id), asset.name])}
                     />
                     <Field
-                      label="Quantity to issue"
+                      label={T.issueQuantity}
                       value={issueQuantity}
                       onValue={setIssueQuantity}
                       inputMode="numeric"
                       autoComplete="off"
-                      hint="a whole number, created from mint"
+                      hint={T.issueHint}
                     />
                     <Field
                       label={EXPIRY_TEXT.field}
@@ -222,16 +212,16 @@ export function WalletDetail({ id }: { id: string }) {
                       hint={EXPIRY_TEXT.hint}
                     />
                     <button type="submit" class="primary" disabled={pending}>
-                      Issue
+                      {T.issue}
                     </button>
                   </>
                 )}
               </form>
               {detail.data.holdings.length > 0 && (
                 <form onSubmit={burn} noValidate>
-                  <h2>Burn</h2>
+                  <h2>{T.burn}</h2>
                   <Select
-                    label="Asset to burn"
+                    label={T.burnAsset}
                     value={burnAsset}
                     onValue={setBurnAsset}
                     options={detail.data.holdings.map((holding) => [
@@ -240,21 +230,21 @@ export function WalletDetail({ id }: { id: string }) {
                     ])}
                   />
                   <Field
-                    label="Quantity to burn"
+                    label={T.burnQuantity}
                     value={burnQuantity}
                     onValue={setBurnQuantity}
                     inputMode="numeric"
                     autoComplete="off"
-                    hint="empty: all of it"
+                    hint={T.burnHint}
                   />
                   <button type="submit" class="danger" disabled={pending}>
-                    Burn
+                    {T.burn}
                   </button>
                 </form>
               )}
             </div>
           )}
-          <h2>History</h2>
+          <h2>{T.history}</h2>
           <JournalList key={history} wallet={wallet.id} />
         </>
       )}
