@@ -175,6 +175,19 @@ export class InputError extends Error {
   override name = 'InputError'
 }
 
+/** What the console refuses before sending, whatever the form. */
+export const VALIDATE_TEXT = {
+  username: 'A username is 2 to 32 letters or digits, without spaces.',
+  password: 'A password is 8 to 32 characters long.',
+  address: 'A wallet address is 3 to 24 lowercase letters (a to z).',
+  aQuantity: 'A quantity',
+  aWalletId: 'A wallet id',
+  quantityOf: (asset: string) => `The quantity of ${asset}`,
+  wholeNumber: (what: string) => `${what} is a whole number of at least 1.`,
+  tooLarge: (what: string) => `${what} is too large.`,
+  value: 'A value is a number of 0 or more, like 1.5.',
+}
+
 /** What became of a hold, by what actually moved: "25 gold paid, 15 gold released". */
 export function holdOutcome(
   status: 'pending' | 'captured' | 'voided' | 'expired',

@@ -1,4 +1,4 @@
-import { InputError } from './text.ts'
+import { InputError, VALIDATE_TEXT as T } from './text.ts'
 
 /** The service's rules, checked before a request is sent (the service checks them again). */
 
@@ -11,17 +11,17 @@ export function check(condition: boolean, message: string): void {
 }
 
 export function checkUsername(value: string): string {
-  check(USERNAME.test(value), 'A username is 2 to 32 letters or digits, without spaces.')
+  check(USERNAME.test(value), T.username)
   return value
 }
 
 export function checkPassword(value: string): string {
-  check(value.length >= 8 && value.length <= 32, 'A password is 8 to 32 characters long.')
+  check(value.length >= 8 && value.length <= 32, T.password)
   return value
 }
 
 export function checkAddress(value: string): string {
-  check(ADDRESS.test(value), 'A wallet address is 3 to 24 lowercase letters (a to z).')
+  check(ADDRESS.test(value), T.address)
   return value
 }
 
@@ -29,23 +29,23 @@ export function checkAddress(value: string): string {
  * A quantity typed by a person: a whole number of at least 1, digits only (spaces allowed). A
  * separator is refused rather than guessed: "1.500" is fifteen hundred in some locales, 1.5 in others.
  */
-export function parseQuantity(value: string, what = 'A quantity'): number {
+export function parseQuantity(value: string, what = T.aQuantity): number {
   const digits = value.replace(/\s/g, '')
-  check(/^[0-9]+$/.test(digits), `${what} is a whole number of at least 1.`)
+  check(/^[0-9]+$/.test(digits), T.wholeNumber(what))
   const quantity = Number(digits)
-  check(quantity >= 1, `${what} is a whole number of at least 1.`)
-  check(Number.isSafeInteger(quantity), `${what} is too large.`)
+  check(quantity >= 1, T.wholeNumber(what))
+  check(Number.isSafeInteger(quantity), T.tooLarge(what))
   return quantity
 }
 
-export function parseId(value: string, what = 'A wallet id'): number {
-  check(/^[1-9][0-9]{0,15}$/.test(value.trim()) && Number.isSafeInteger(Number(value.trim())), `${what} is a whole number of at least 1.`)
+export function parseId(value: string, what = T.aWalletId): number {
+  check(/^[1-9][0-9]{0,15}$/.test(value.trim()) && Number.isSafeInteger(Number(value.trim())), T.wholeNumber(what))
   return Number(value.trim())
 }
 
 export function parseAssetValue(value: string): number {
   const number = Number(value.trim().replace(',', '.'))
-  check(value.trim() !== '' && Number.isFinite(number) && number >= 0, 'A value is a number of 0 or more, like 1.5.')
+  check(value.trim() !== '' && Number.isFinite(number) && number >= 0, T.value)
   return number
 }
 
@@ -62,7 +62,7 @@ export function parsePart(
   for (const line of lines) {
     const value = (typed[line.asset.name] ?? '').trim()
     if (value === '') continue
-    const quantity = parseQuantity(value, `The quantity of ${line.asset.name}`)
+    const quantity = parseQuantity(value, T.quantityOf(line.asset.name))
     check(quantity <= line.quantity, tooMuch(line))
     assets[line.asset.name] = quantity
   }

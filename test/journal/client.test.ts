@@ -100,12 +100,22 @@ describe(`the typed client's checks of the journal (${STORAGE})`, () => {
     const other = await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])
     const otherKey = Buffer.from(await crypto.subtle.exportKey('raw', (other as CryptoKeyPair).publicKey)).toString('base64')
     const fooled = await createJournalVerifier(client(bob), { publicKey: otherKey })
-    await assert.rejects(fooled.checkTransaction(sent[2]), JournalCheckError)
+    await assert.rejects(
+      fooled.checkTransaction(sent[2]),
+      (error: unknown) => error instanceof JournalCheckError && error.failure.kind === 'bad-signature',
+    )
     assert.equal(fooled.trusted?.size, undefined)
 
     // A trusted checkpoint the service's journal does not extend (another root at its size) is caught.
     const forged = await createJournalVerifier(client(bob), { trusted: { ...checkpoint, size: 1, root: altered(checkpoint.root) } })
-    await assert.rejects(forged.refresh(), (error: unknown) => error instanceof JournalCheckError && /does not extend/.test(error.reason))
+    await assert.rejects(
+      forged.refresh(),
+      (error: unknown) =>
+        error instanceof JournalCheckError &&
+        error.failure.kind === 'not-extended' &&
+        error.failure.earlier === 1 &&
+        /does not extend/.test(error.reason),
+    )
   })
 })
 
