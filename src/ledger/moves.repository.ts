@@ -490,31 +490,11 @@ function lotWrites(trx: Trx, batch: BatchWrites): Write[] {
   const moved = batch.moves.flatMap(({ transaction, lots }) =>
     transaction ? lots.map((lot) => [transaction.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
   )
-  if (moved.length > 0)
-    writes.push(
-      rowsWrite(
-        trx,
-        TRANSACTION_LOT_COLUMNS,
-        moved,
-        (r) => sql`
-        insert into transaction_lots (transaction_id, asset_id, expires_at, quantity)
-        select transaction_id, asset_id, expires_at, quantity from ${r}`,
-      ),
-    )
+  if (moved.length > 0) writes.push(insertRows(trx, 'transaction_lots', TRANSACTION_LOT_COLUMNS, moved))
   const reserved = batch.moves.flatMap(({ move, hold, lots }) =>
     move.reserve && hold ? lots.map((lot) => [hold.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
   )
-  if (reserved.length > 0)
-    writes.push(
-      rowsWrite(
-        trx,
-        HOLD_LOT_COLUMNS,
-        reserved,
-        (r) => sql`
-        insert into hold_lots (hold_id, asset_id, expires_at, quantity)
-        select hold_id, asset_id, expires_at, quantity from ${r}`,
-      ),
-    )
+  if (reserved.length > 0) writes.push(insertRows(trx, 'hold_lots', HOLD_LOT_COLUMNS, reserved))
   return writes
 }
 
@@ -537,6 +517,12 @@ const HOLD_LOT_COLUMNS = [
   ['expires_at', 'text'],
   ['quantity', 'bigint'],
 ] as const
+
+/** A plain insert of `rows` into `table`, its columns named and typed by `columns`. */
+function insertRows(trx: Trx, table: string, columns: Parameters<typeof rowsWrite>[1], rows: unknown[][]): Write {
+  const names = sql.raw(columns.map(([name]) => name).join(', '))
+  return rowsWrite(trx, columns, rows, (r) => sql`insert into ${sql.raw(table)} (${names}) select ${names} from ${r}`)
+}
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
 function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
@@ -563,14 +549,7 @@ function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: 
         insert into holds (id, sending_wallet_id, receiving_wallet_id, memo, metadata, status, created_at, expires_at)
         select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${r}`,
       ),
-      rowsWrite(
-        trx,
-        HOLD_LINE_COLUMNS,
-        lines,
-        (r) => sql`
-        insert into hold_assets (hold_id, asset_id, quantity)
-        select hold_id, asset_id, quantity from ${r}`,
-      ),
+      insertRows(trx, 'hold_assets', HOLD_LINE_COLUMNS, lines),
     )
   }
   if (settled.length === 0) return { writes }
@@ -640,45 +619,13 @@ function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: str
     ),
   )
   const writes: Write[] = [
-    rowsWrite(
-      trx,
-      TRANSACTION_COLUMNS,
-      rows,
-      (r) => sql`
-      insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata,
-        schedule_id)
-      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata, schedule_id
-      from ${r}`,
-    ),
-    rowsWrite(
-      trx,
-      LINE_COLUMNS,
-      lines,
-      (r) => sql`
-      insert into transaction_assets (transaction_id, asset_id, quantity)
-      select transaction_id, asset_id, quantity from ${r}`,
-    ),
+    insertRows(trx, 'transactions', TRANSACTION_COLUMNS, rows),
+    insertRows(trx, 'transaction_assets', LINE_COLUMNS, lines),
     // Balances in time: each holding the move changed, as it stands after it (migration 0010).
-    rowsWrite(
-      trx,
-      BALANCE_COLUMNS,
-      balances,
-      (r) => sql`
-      insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-      select wallet_id, asset_id, created_at, transaction_id, quantity from ${r}`,
-    ),
+    insertRows(trx, 'running_balances', BALANCE_COLUMNS, balances),
   ]
   if (tags.length > 0) {
-    writes.push(
-      rowsWrite(
-        trx,
-        METADATA_COLUMNS,
-        tags,
-        (r) => sql`
-        insert into transaction_metadata (wallet_id, key, value, transaction_id)
-        select wallet_id, key, value, transaction_id from ${r}`,
-      ),
-    )
+    writes.push(insertRows(trx, 'transaction_metadata', METADATA_COLUMNS, tags))
   }
   return writes
 }
