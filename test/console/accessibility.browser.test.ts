@@ -25,13 +25,22 @@ const HOLDER: [link: string, heading: string][] = [
   ['History', 'History'],
   ['Batch', 'Batch send'],
   ['Holds', 'Holds'],
+  ['Schedules', 'Scheduled payments'],
+  ['Alerts', 'Balance alerts'],
   ['Wallets', 'Wallets'],
   ['Sharing', 'Sharing'],
   ['Keys', 'Keys'],
   ['Webhook', 'Webhook'],
   ['Account', 'Account'],
 ]
-const OPERATOR = ['Overview', 'Assets', 'Wallets', 'Journal', 'Verification']
+const OPERATOR: [link: string, heading: string][] = [
+  ['Overview', 'Overview'],
+  ['Assets', 'Assets'],
+  ['Wallets', 'Wallets'],
+  ['Journal', 'Journal'],
+  ['Schedules', 'Schedules in trouble'],
+  ['Verification', 'Verification'],
+]
 
 type AxeResult = { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }
 
@@ -40,6 +49,7 @@ describe('the console reads well in light and dark', { skip: !available && `no b
   let origin: string
   let browser: Browser
   let username: string
+  let walletId: number
   const axe = axeCore.source
 
   before(async () => {
@@ -53,6 +63,7 @@ describe('the console reads well in light and dark', { skip: !available && `no b
     await transfer(t, holder, other.username, { [gold.name]: 25 })
     await transfer(t, other, holder.username, { [gold.name]: 5 })
     username = holder.username
+    walletId = holder.walletId
   })
 
   after(async () => {
@@ -104,10 +115,15 @@ describe('the console reads well in light and dark', { skip: !available && `no b
       await page.goto(`${origin}/console/#/operator`)
       await page.getByLabel('Admin key').fill(ADMIN_KEY)
       await page.getByRole('button', { name: 'Sign in' }).click()
-      for (const link of OPERATOR) {
-        await go(page, link)
-        found.push(...(await check(page)).map((violation) => `operator ${link}: ${violation}`))
+      for (const [link, heading] of OPERATOR) {
+        await go(page, link, heading)
+        found.push(...(await check(page)).map((violation) => `operator ${heading}: ${violation}`))
       }
+      // One wallet's page, with its holdings, issue and burn forms and its history.
+      await page.goto(`${origin}/console/#/operator/wallets/${walletId}`)
+      await page.getByRole('heading', { level: 2, name: 'Holdings' }).waitFor()
+      await page.waitForFunction(() => !document.querySelector('.loading'))
+      found.push(...(await check(page)).map((violation) => `operator wallet: ${violation}`))
       if (process.env.UPDATE_SCREENSHOTS === '1' && colorScheme === 'dark') {
         await go(page, 'Journal')
         await page.screenshot({ path: path.resolve('docs', 'screenshots', 'operator-journal-dark.png') })

@@ -31,7 +31,7 @@ describe(
     const bob = `bob${suffix}`
 
     const b = consoleBrowser()
-    const { contexts, watches, password, open, register, signIn, go, confirmDialog, send, address } = b
+    const { contexts, watches, password, open, register, signIn, go, openFilters, confirmDialog, send, address } = b
 
     before(async () => {
       await b.start()
@@ -239,7 +239,7 @@ describe(
       await confirmDialog(alicePage, 'Sign out everywhere')
       await alicePage.getByText('You are signed out everywhere.').waitFor()
       // The other device, left on History, is taken back to sign-in by its live stream, which the
-      // service ends with the session: well before the stream's 15 s keep-alive check would.
+      // service ends with the session (through another instance too: test/events/stream.test.ts).
       await aliceElsewhere.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor({ timeout: 10_000 })
       await aliceElsewhere.getByText('Your session has ended. Please sign in again.').waitFor()
       assert.equal(await aliceElsewhere.getByRole('heading', { name: 'History' }).count(), 0, 'no history left on screen')
@@ -338,6 +338,8 @@ describe(
         ['History', 'History'],
         ['Batch', 'Batch send'],
         ['Holds', 'Holds'],
+        ['Schedules', 'Scheduled payments'],
+        ['Alerts', 'Balance alerts'],
         ['Wallets', 'Wallets'],
         ['Sharing', 'Sharing'],
         ['Keys', 'Keys'],
@@ -362,10 +364,64 @@ describe(
       await operator.goto(`${origin}/console/#/operator`)
       await operator.getByLabel('Admin key').fill(ADMIN_KEY)
       await operator.getByRole('button', { name: 'Sign in' }).click()
-      for (const link of ['Overview', 'Assets', 'Wallets', 'Journal', 'Verification']) {
-        await go(operator, link)
+      for (const link of ['Overview', 'Assets', 'Wallets', 'Journal', 'Schedules', 'Verification']) {
+        await go(operator, link, link === 'Schedules' ? 'Schedules in trouble' : link)
         const width = await operator.evaluate(() => document.documentElement.scrollWidth)
         assert.ok(width <= 360, `operator ${link} is ${width} px wide at 360 px`)
+      }
+      // One wallet's page: its facts, holdings, issue and burn, and its history.
+      await go(operator, 'Wallets')
+      await operator.getByLabel('Find a wallet').fill(bob)
+      await operator
+        .getByRole('listitem')
+        .filter({ hasText: `owner ${bob}` })
+        .getByRole('link')
+        .first()
+        .click()
+      await operator.getByRole('heading', { level: 2, name: 'Holdings' }).waitFor()
+      await operator.waitForLoadState('networkidle').catch(() => undefined)
+      const wallet = await operator.evaluate(() => document.documentElement.scrollWidth)
+      assert.ok(wallet <= 360, `the operator's wallet page is ${wallet} px wide at 360 px`)
+      await shoot(operator, 'phone-operator-wallet')
+    })
+
+    it('lines the filters up at 1280 px: every choice reads whole, the fields of a row start at one height', async () => {
+      const page = await open()
+      await signIn(page, bob)
+      const operator = await open()
+      await operator.goto(`${origin}/console/#/operator/journal`)
+      await operator.getByLabel('Admin key').fill(ADMIN_KEY)
+      await operator.getByRole('button', { name: 'Sign in' }).click()
+      for (const [screen, where] of [
+        [page, 'History'],
+        [page, 'Holds'],
+        [operator, 'Journal'],
+      ] as const) {
+        await go(screen, where)
+        await openFilters(screen)
+        const problems = await screen.evaluate(() => {
+          const found: string[] = []
+          const form = document.querySelector('form.filters') as HTMLFormElement
+          const measure = document.createElement('canvas').getContext('2d') as CanvasRenderingContext2D
+          for (const select of form.querySelectorAll('select')) {
+            const style = getComputedStyle(select)
+            measure.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`
+            const widest = Math.max(...[...select.options].map((option) => measure.measureText(option.text).width))
+            // Room for the text: the box less its padding and the arrow Chromium draws in it.
+            const room = select.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 20
+            if (widest > room)
+              found.push(`“${select.labels[0]?.textContent}” cuts its text: ${Math.round(widest)} px in ${Math.round(room)}`)
+          }
+          const rows = new Map<number, number[]>()
+          for (const control of form.querySelectorAll('input, select')) {
+            const row = Math.round((control.closest('.field') as HTMLElement).getBoundingClientRect().top)
+            rows.set(row, [...(rows.get(row) ?? []), Math.round(control.getBoundingClientRect().top)])
+          }
+          for (const [row, tops] of rows)
+            if (new Set(tops).size > 1) found.push(`the row at ${row} px has fields starting at ${tops.join(', ')} px`)
+          return found
+        })
+        assert.deepEqual(problems, [], `${where}: ${problems.join('; ')}`)
       }
     })
 
