@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test'
 import { runTipBot } from '../../examples/tip-bot/tip-bot.ts'
 import { ADMIN_KEY } from '../helpers/app.ts'
 import { ANDROID_CHROME, available, CHROMIUM, consoleBrowser, shoot } from '../helpers/browser.ts'
+import type { Page } from 'playwright-core'
 import type { Receiver } from '../helpers/receiver.ts'
 
 /**
@@ -39,6 +40,19 @@ describe(
     })
 
     after(() => b.stop())
+
+    /** The operator's page of a person's wallet, found by their username. */
+    async function openWallet(operator: Page, username: string): Promise<void> {
+      await go(operator, 'Wallets')
+      await operator.getByLabel('Find a wallet').fill(username)
+      // Only once the search has answered: before it, the list shows every wallet.
+      await operator
+        .getByRole('listitem')
+        .filter({ hasText: `owner ${username}` })
+        .getByRole('link')
+        .first()
+        .click()
+    }
 
     it('a whole day: operator and two people, from the first asset to the ledger check', { timeout: 240_000 }, async () => {
       try {
@@ -370,14 +384,7 @@ describe(
         assert.ok(width <= 360, `operator ${link} is ${width} px wide at 360 px`)
       }
       // One wallet's page: its facts, holdings, issue and burn, and its history.
-      await go(operator, 'Wallets')
-      await operator.getByLabel('Find a wallet').fill(bob)
-      await operator
-        .getByRole('listitem')
-        .filter({ hasText: `owner ${bob}` })
-        .getByRole('link')
-        .first()
-        .click()
+      await openWallet(operator, bob)
       await operator.getByRole('heading', { level: 2, name: 'Holdings' }).waitFor()
       await operator.waitForLoadState('networkidle').catch(() => undefined)
       const wallet = await operator.evaluate(() => document.documentElement.scrollWidth)
@@ -445,15 +452,7 @@ describe(
         await operator.getByLabel('New value of argent').fill('3')
         await operator.getByRole('listitem').filter({ hasText: 'argent' }).getByRole('button', { name: 'Set value' }).click()
         await operator.getByText('Value set to 3.').waitFor()
-        await go(operator, 'Wallets')
-        await operator.getByLabel('Find a wallet').fill(bob)
-        // Only once the search has answered: before it, the list shows every wallet.
-        await operator
-          .getByRole('listitem')
-          .filter({ hasText: `owner ${bob}` })
-          .getByRole('link')
-          .first()
-          .click()
+        await openWallet(operator, bob)
         await operator.getByLabel('Asset to issue').selectOption({ label: 'argent' })
         await operator.getByLabel('Quantity to issue').fill('1234567')
         await operator.getByRole('button', { name: 'Issue', exact: true }).click()
@@ -462,15 +461,7 @@ describe(
         await operator.getByRole('button', { name: 'Delete asset argent' }).click()
         await confirmDialog(operator, 'Delete asset')
         await operator.getByRole('alert').filter({ hasText: 'cannot be deleted while any wallet holds some of it' }).waitFor()
-        await go(operator, 'Wallets')
-        await operator.getByLabel('Find a wallet').fill(bob)
-        // Only once the search has answered: before it, the list shows every wallet.
-        await operator
-          .getByRole('listitem')
-          .filter({ hasText: `owner ${bob}` })
-          .getByRole('link')
-          .first()
-          .click()
+        await openWallet(operator, bob)
         await operator.getByLabel('Asset to burn').selectOption({ label: 'argent (1,234,567 available)' })
         await operator.getByRole('button', { name: 'Burn', exact: true }).click()
         await operator.getByRole('dialog').getByText('1,234,567 argent leave wallet').waitFor()

@@ -74,6 +74,18 @@ async function listen(app: FastifyInstance): Promise<string> {
   return app.listen({ port: 0, host: '127.0.0.1' })
 }
 
+/** Another session of `user` (another device), through `app`: its id and Bearer headers. */
+async function signInAgain(app: FastifyInstance, user: TestUser): Promise<{ id: number; auth: Record<string, string> }> {
+  const login = await app.inject({
+    method: 'POST',
+    url: `/users/${user.username}/sessions`,
+    payload: { password: user.password, return_token: true },
+  })
+  assert.equal(login.statusCode, 201, login.body)
+  const { id, token } = login.json()
+  return { id: id as number, auth: { authorization: `Bearer ${token}` } }
+}
+
 /** The asset every stream test moves, and `quantity` of it in each user's wallet. */
 async function setUpGold(t: TestApp, ...users: TestUser[]) {
   const gold = await createAsset(t, { name: 'gold' })
@@ -196,16 +208,7 @@ describe('GET /wallet/events', () => {
     try {
       const otherBase = await listen(other.app)
       const erin = await createUser(t.app)
-      const signIn = async () => {
-        const login = await other.app.inject({
-          method: 'POST',
-          url: `/users/${erin.username}/sessions`,
-          payload: { password: erin.password, return_token: true },
-        })
-        assert.equal(login.statusCode, 201, login.body)
-        return { authorization: `Bearer ${login.json().token}` }
-      }
-      const phone = await signIn()
+      const phone = (await signInAgain(other.app, erin)).auth
       const key = await createWalletKey(t, erin.auth)
       const [phoneStream, keyStream, bobStream] = [
         await openStream(otherBase, phone),
@@ -229,17 +232,7 @@ describe('GET /wallet/events', () => {
 
   it('ends the streams of sessions ended here at once: one session, the others on a password change, all of them', async () => {
     const dana = await createUser(t.app)
-    const signIn = async () => {
-      const login = await t.app.inject({
-        method: 'POST',
-        url: `/users/${dana.username}/sessions`,
-        payload: { password: dana.password, return_token: true },
-      })
-      assert.equal(login.statusCode, 201, login.body)
-      const { id, token } = login.json()
-      return { id: id as number, auth: { authorization: `Bearer ${token}` } }
-    }
-    const [laptop, phone, tablet] = [await signIn(), await signIn(), await signIn()]
+    const [laptop, phone, tablet] = [await signInAgain(t.app, dana), await signInAgain(t.app, dana), await signInAgain(t.app, dana)]
     const [laptopStream, phoneStream, tabletStream, danaStream, bobStream] = [
       await open(laptop.auth),
       await open(phone.auth),
