@@ -13,7 +13,7 @@ import createFetchClient, { type Client } from 'openapi-fetch'
 import type { paths } from './openapi.d.ts'
 
 export type { paths }
-export { followEvents, type WalletEvent, type FollowOptions } from './events.ts'
+export { followEvents, type WalletEvent, type BalanceEvent, type OtherEvent, type StreamEvent, type FollowOptions } from './events.ts'
 
 type Json<R> = R extends { content: { 'application/json': infer Body } } ? Body : never
 
@@ -24,6 +24,7 @@ export type ErrorCode = ErrorBody['code']
 export type Transaction = Json<paths['/wallet/transactions']['post']['responses']['201']>
 export type Holding = Json<paths['/wallet/assets']['get']['responses']['200']>[number]
 export type Asset = Holding['asset']
+export type Monitor = Json<paths['/wallet/monitors']['post']['responses']['201']>
 
 export type CofferClient = Client<paths>
 
