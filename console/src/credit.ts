@@ -1,0 +1,18 @@
+import type { Holding } from './api.ts'
+import { formatQuantity } from './format.ts'
+import { CREDIT_TEXT } from './text.ts'
+
+/** What a holding can spend: what it owns, less what holds reserve, plus its credit (`docs/credit.md`). */
+export function spendable(holding: Pick<Holding, 'quantity' | 'held' | 'credit_limit'>): number {
+  return holding.quantity - holding.held + holding.credit_limit
+}
+
+/** What a holding owes on credit, formatted, or undefined when it owes nothing. */
+export function owed(holding: Pick<Holding, 'quantity'>): string | undefined {
+  return holding.quantity < 0 ? formatQuantity(-holding.quantity) : undefined
+}
+
+/** An asset to choose in a form: "gold (70 available)", "gold (owes 30, 70 available)". */
+export function holdingChoice(holding: Holding): string {
+  return CREDIT_TEXT.choice(holding.asset.name, formatQuantity(spendable(holding)), owed(holding))
+}
