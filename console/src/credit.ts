@@ -1,6 +1,6 @@
 import type { Holding } from './api.ts'
 import { formatQuantity } from './format.ts'
-import { CREDIT_TEXT } from './text.ts'
+import { CREDIT_TEXT, HOLDING_TEXT } from './text.ts'
 
 /** What a holding can spend: what it owns, less what holds reserve, plus its credit (`docs/credit.md`). */
 export function spendable(holding: Pick<Holding, 'quantity' | 'held' | 'credit_limit'>): number {
@@ -14,5 +14,7 @@ export function owed(holding: Pick<Holding, 'quantity'>): string | undefined {
 
 /** An asset to choose in a form: "gold (70 available)", "gold (owes 30, 70 available)". */
 export function holdingChoice(holding: Holding): string {
-  return CREDIT_TEXT.choice(holding.asset.name, formatQuantity(spendable(holding)), owed(holding))
+  const owes = owed(holding)
+  const available = formatQuantity(spendable(holding))
+  return owes === undefined ? HOLDING_TEXT.choice(holding.asset.name, available) : CREDIT_TEXT.choice(holding.asset.name, owes, available)
 }

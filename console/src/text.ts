@@ -873,25 +873,31 @@ export const CREDIT_TEXT = {
   owes: (quantity: string, asset: string) => `owes ${quantity} ${asset}`,
   /** "can owe up to 100" */
   canOwe: (limit: string) => `can owe up to ${limit}`,
+  /** Under the balances: "This wallet owes 30 gold; it can owe up to 100." */
+  owesSentence: (quantity: string, asset: string, limit: number, owes: number) =>
+    owes <= limit
+      ? `This wallet owes ${quantity} ${asset}; it can owe up to ${formatQuantity(limit)}.`
+      : limit === 0
+        ? `This wallet owes ${quantity} ${asset} and has no credit on it any more: it can spend no ${asset} until the debt is paid.`
+        : `This wallet owes ${quantity} ${asset}, more than the ${formatQuantity(limit)} it may owe now: it can spend no ${asset} until it owes less.`,
   /** In a table's Owned column. */
   owesCell: (quantity: string) => `owes ${quantity}`,
-  /** An asset to choose, with what of it may be spent and what is owed: "gold (owes 30, 70 available)". */
-  choice: (name: string, available: string, owes: string | undefined) =>
-    owes === undefined ? `${name} (${available} available)` : `${name} (owes ${owes}, ${available} available)`,
+  /** An asset to choose while the wallet owes some of it: "gold (owes 30, 70 available)". */
+  choice: (name: string, owes: string, available: string) => `${name} (owes ${owes}, ${available} available)`,
   // The operator's wallet page.
   title: 'Credit',
-  intro:
-    'A credit limit lets this wallet spend an asset below zero, down to minus the limit: what it then owes, it pays back by receiving.',
+  intro: 'A credit limit lets this wallet spend an asset below zero, down to minus the limit; what it receives then pays the debt back.',
   none: 'No credit on any asset.',
-  asset: 'Asset',
+  asset: 'Asset to give credit on',
   limit: 'Credit limit',
-  limitHint: 'a whole number: it may owe up to this much; 0 removes the credit',
+  limitHint: 'a whole number: the most it may owe; 0 removes the credit',
   set: 'Set credit limit',
   badLimit: 'A credit limit is a whole number, 0 or more.',
   limitTooLarge: 'That credit limit is too large.',
   noAsset: 'Choose the asset.',
-  setDone: (limit: string, asset: string, address: string) => `Credit set: ${address} can owe up to ${limit} ${asset}.`,
-  removedDone: (asset: string, address: string) => `Credit of ${asset} removed from ${address}.`,
+  noAssets: 'There are no assets yet.',
+  setDone: (address: string, limit: string, asset: string) => `Credit set: ${address} can owe up to ${limit} ${asset}.`,
+  removedDone: (address: string, asset: string) => `Credit of ${asset} removed from ${address}.`,
   current: (limit: string, asset: string) => `Can owe up to ${limit} ${asset}`,
   remove: 'Remove credit',
   removeLabel: (asset: string) => `Remove credit of ${asset}`,
@@ -899,9 +905,13 @@ export const CREDIT_TEXT = {
   removeBody: (address: string, asset: string, owes: string | undefined) =>
     owes === undefined
       ? `${address} can then spend only the ${asset} it owns.`
-      : `${address} owes ${owes} ${asset}: it keeps the debt, and can spend no ${asset} until it has paid it back.`,
+      : `${address} owes ${owes} ${asset}: it keeps the debt, and can spend no ${asset} until the debt is paid.`,
+  lowerTitle: (asset: string) => `Lower the credit of ${asset} below what is owed?`,
   lowerBody: (address: string, asset: string, owes: string, limit: string) =>
     `${address} owes ${owes} ${asset}, more than the new limit of ${limit}: it keeps the debt, and can spend no ${asset} until it owes less than ${limit}.`,
-  lowerTitle: (asset: string) => `Lower the credit of ${asset} below what is owed?`,
   lower: 'Lower the limit',
+  /** The service's refusals of a limit, where they mean more here. */
+  expiring: (asset: string) =>
+    `${asset} has been issued with an expiry date, and credit and expiring units do not mix: no wallet can have credit on it. Nothing changed.`,
+  gone: 'That wallet or asset no longer exists (a wallet can also not be the mint). Nothing changed.',
 }

@@ -1,7 +1,8 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, coffer, newAttemptKey, type Transaction } from '../api.ts'
-import { formatAssets, formatQuantity } from '../format.ts'
-import { HOLDING_TEXT, SEND_TEXT as T } from '../text.ts'
+import { holdingChoice } from '../credit.ts'
+import { formatAssets } from '../format.ts'
+import { SEND_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -62,10 +63,7 @@ export function Send({ session }: ScreenProps) {
     })
   }
 
-  const options: [string, string][] = (holdings.data ?? []).map((holding) => [
-    holding.asset.name,
-    HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
-  ])
+  const options: [string, string][] = (holdings.data ?? []).map((holding) => [holding.asset.name, holdingChoice(holding)])
   return (
     <Page title={T.title}>
       <p>
