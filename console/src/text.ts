@@ -915,3 +915,16 @@ export const CREDIT_TEXT = {
     `${asset} has been issued with an expiry date, and credit and expiring units do not mix: no wallet can have credit on it. Nothing changed.`,
   gone: 'That wallet or asset no longer exists (a wallet can also not be the mint). Nothing changed.',
 }
+
+/** Send's preview: what the wallet will hold after the transfer, from a dry run of it. */
+export const SEND_PREVIEW_TEXT = {
+  title: 'After this you will hold',
+  intro: (address: string) =>
+    `What wallet ${address} will hold once this is sent, as things stand now. Nothing moves until you press Send.`,
+  checking: 'Working out what you will hold…',
+  refused: 'As things stand, this would be refused:',
+  caption: (address: string) => `What ${address} holds now and after this transfer`,
+  asset: 'Asset',
+  now: 'Now',
+  after: 'After',
+}

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Page } from 'playwright-core'
 import { ADMIN_KEY, type TestApp } from '../helpers/app.ts'
-import { available, axeViolations, CHROMIUM, consoleBrowser, shoot } from '../helpers/browser.ts'
-import { createAsset, createUser, issue, transfer, type TestUser } from '../helpers/factories.ts'
+import { available, CHROMIUM, consoleBrowser, shoot } from '../helpers/browser.ts'
+import { createAsset, createUser, issue, setCredit, transfer, type TestUser } from '../helpers/factories.ts'
 
 /**
  * Credit in Chromium, by role and label: the operator sets a wallet's credit limit on its page,
@@ -23,6 +23,7 @@ describe('the console in a browser: credit', { skip: !available && `no browser a
   let alice: TestUser
   let bob: TestUser
   let operator: Page
+  let dave: TestUser
 
   before(async () => {
     await b.start()
@@ -176,13 +177,7 @@ describe('the console in a browser: credit', { skip: !available && `no browser a
     const made = await t.app.inject({ method: 'POST', url: '/user/wallets', headers: carol.auth, payload: {} })
     assert.equal(made.statusCode, 201, made.body)
     const tab = made.json()
-    const credit = await t.app.inject({
-      method: 'PUT',
-      url: `/wallets/${tab.id}/credit`,
-      headers: t.admin,
-      payload: { asset_id: gold.id, limit: 40 },
-    })
-    assert.equal(credit.statusCode, 200, credit.body)
+    await setCredit(t, tab.id, gold.id, 40)
     const switched = await t.app.inject({ method: 'PUT', url: '/user/session/wallet', headers: carol.auth, payload: { wallet_id: tab.id } })
     assert.equal(switched.statusCode, 200, switched.body)
     await transfer(t, carol, bob.username, { [gold.name]: 15 })
@@ -199,7 +194,7 @@ describe('the console in a browser: credit', { skip: !available && `no browser a
   })
 
   it('360 px: what is owed reads on a phone, and the operator gives credit there', { timeout: 120_000 }, async () => {
-    const dave = await createUser(t.app, `dave${suffix}`)
+    dave = await createUser(t.app, `dave${suffix}`)
     await issue(t, dave.walletId, gold.id, 5)
     const phoneOperator = await open({ width: 360, height: 740 })
     await operatorOn(phoneOperator, dave)
@@ -221,20 +216,14 @@ describe('the console in a browser: credit', { skip: !available && `no browser a
   })
 
   it('reads well in light and dark: no serious axe violation where credit shows', { timeout: 120_000 }, async () => {
-    const found: string[] = []
-    for (const colorScheme of ['light', 'dark'] as const) {
-      const context = await b.state.browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US', colorScheme })
-      b.contexts.push(context)
-      const page = await context.newPage()
-      await signIn(page, `dave${suffix}`)
+    const balances = await b.axeInEachScheme(async (page) => {
+      await signIn(page, dave.username)
       await page.getByText('owes 20', { exact: true }).waitFor()
-      found.push(...(await axeViolations(page)).map((violation) => `${colorScheme} balances: ${violation}`))
-      const dave = await createUser(t.app, `dave${suffix}${colorScheme}`)
+    })
+    const operatorPage = await b.axeInEachScheme(async (page) => {
       await operatorOn(page, dave)
-      await setLimit(page, gold.name, '10')
-      await page.getByRole('status').filter({ hasText: 'Credit set:' }).waitFor()
-      found.push(...(await axeViolations(page)).map((violation) => `${colorScheme} operator: ${violation}`))
-    }
-    assert.deepEqual(found, [])
+      await page.locator('ul.credit').getByText(`owes 20 ${gold.name}`).waitFor()
+    })
+    assert.deepEqual([...balances, ...operatorPage], [])
   })
 })

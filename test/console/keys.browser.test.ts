@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Locator, Page } from 'playwright-core'
 import type { TestApp } from '../helpers/app.ts'
-import { available, axeViolations, CHROMIUM, consoleBrowser, shoot } from '../helpers/browser.ts'
+import { available, CHROMIUM, consoleBrowser, shoot } from '../helpers/browser.ts'
 import { createAsset, createUser, issue, type TestUser } from '../helpers/factories.ts'
 
 /**
@@ -237,18 +237,13 @@ describe('the console in a browser: wallet keys with scopes and limits', { skip:
   })
 
   it('reads well in light and dark: no serious axe violation on the keys screen', { timeout: 90_000 }, async () => {
-    const found: string[] = []
-    for (const colorScheme of ['light', 'dark'] as const) {
-      const context = await b.state.browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US', colorScheme })
-      b.contexts.push(context)
-      const page = await context.newPage()
+    const found = await b.axeInEachScheme(async (page) => {
       await signIn(page, alice.username)
       await go(page, 'Keys')
       await card(page, 'tip bot').waitFor()
       await page.getByLabel('Choose what it may do and its limits').check()
       await page.getByRole('button', { name: 'Add a cap' }).click()
-      found.push(...(await axeViolations(page)).map((violation) => `${colorScheme}: ${violation}`))
-    }
+    })
     assert.deepEqual(found, [])
   })
 })

@@ -147,6 +147,22 @@ export function consoleBrowser() {
     return (await page.locator('.who strong').nth(1).textContent()) as string
   }
 
+  /**
+   * The serious axe violations of what `visit` opens, at 1280 px in the light and then the dark
+   * colour scheme, each prefixed with its scheme: `visit` leaves its page where it is to be checked.
+   */
+  async function axeInEachScheme(visit: (page: Page) => Promise<void>): Promise<string[]> {
+    const found: string[] = []
+    for (const colorScheme of ['light', 'dark'] as const) {
+      const context = await state.browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US', colorScheme })
+      contexts.push(context)
+      const page = await context.newPage()
+      await visit(page)
+      found.push(...(await axeViolations(page)).map((violation) => `${colorScheme}: ${violation}`))
+    }
+    return found
+  }
+
   /** Before the tests: the app (with `buildTestApp`'s settings and parts), listening on localhost, the browser and a webhook receiver. */
   async function start(...app: Parameters<typeof buildTestApp>): Promise<void> {
     state.t = await buildTestApp(...app)
@@ -178,5 +194,6 @@ export function consoleBrowser() {
     confirmDialog,
     send,
     address,
+    axeInEachScheme,
   }
 }

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { call, coffer, CofferError, type Asset, type Holding } from '../api.ts'
-import { owed } from '../credit.ts'
+import { owed } from '../credit.tsx'
 import { formatQuantity } from '../format.ts'
 import { CREDIT_TEXT as T, describeError } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Select, useAction, useConfirm } from '../ui.tsx'

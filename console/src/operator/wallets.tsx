@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, callPage, coffer } from '../api.ts'
-import { owed } from '../credit.ts'
+import { owed } from '../credit.tsx'
 import { CREDIT_TEXT, EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
 import { formatExpiryDay, formatQuantity, formatTime } from '../format.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'

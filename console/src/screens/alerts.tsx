@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, coffer, type Holding, type paths } from '../api.ts'
-import { spendable } from '../credit.ts'
+import { spendable } from '../credit.tsx'
 import { formatQuantity, formatTime } from '../format.ts'
 import { useAnyWalletEvents } from '../live.ts'
 import { ALERT_TEXT as T, LIVE_TEXT } from '../text.ts'

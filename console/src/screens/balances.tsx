@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks'
 import { call, coffer, type Holding } from '../api.ts'
 import { formatExpiryDay, formatQuantity, formatTime, formatValue } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { owed, spendable } from '../credit.ts'
+import { HeldQuantity, owed, spendable } from '../credit.tsx'
 import { BALANCES_TEXT as T, CREDIT_TEXT, EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
 import { Empty, ErrorNotice, Field, Loading, Page, useAction, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
@@ -53,11 +53,7 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; c
               ))}
             </th>
             <td class="number">
-              {holding.quantity < 0 ? (
-                <span class="owes">{CREDIT_TEXT.owesCell(owed(holding) ?? '')}</span>
-              ) : (
-                formatQuantity(holding.quantity)
-              )}
+              <HeldQuantity holding={holding} />
             </td>
             {withHeld && <td class="number">{formatQuantity(holding.held)}</td>}
             {withHeld && <td class="number">{formatQuantity(spendable(holding))}</td>}

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useId, useMemo, useState } from 'preact/hooks'
 import { call, callPage, coffer, newAttemptKey, type paths } from '../api.ts'
-import { holdingChoice } from '../credit.ts'
+import { holdingChoice } from '../credit.tsx'
 import { formatAssets, formatFullTime, formatQuantity, formatTime } from '../format.ts'
 import { HOLD_TEXT as T, holdOutcome } from '../text.ts'
 import { useWalletEvents } from '../live.ts'

@@ -103,6 +103,11 @@ function Lines<L extends { asset: string }>({
   )
 }
 
+/** A field for a whole number (an amount or a cap). */
+function Amount(props: { label: string; value: string; onValue: (value: string) => void; hint: string }) {
+  return <Field {...props} inputMode="numeric" autoComplete="off" />
+}
+
 /** A radio button with its label and, read with it, a hint; what it opens shows under it while chosen. */
 function Choice({
   name,
@@ -237,12 +242,10 @@ function NewKeyForm({ assets, created }: { assets: string[]; created: (key: { na
                   {(line, n, change) => (
                     <>
                       <Select label={T.dailyAsset(n)} value={line.asset} onValue={(asset) => change({ asset })} options={options} />
-                      <Field
+                      <Amount
                         label={T.dailyQuantity(n)}
                         value={line.quantity}
                         onValue={(quantity) => change({ quantity })}
-                        inputMode="numeric"
-                        autoComplete="off"
                         hint={T.dailyHint}
                       />
                     </>
@@ -286,22 +289,13 @@ function NewKeyForm({ assets, created }: { assets: string[]; created: (key: { na
                     {(line, n, change) => (
                       <>
                         <Select label={T.capAsset(n)} value={line.asset} onValue={(asset) => change({ asset })} options={options} />
-                        <Field
+                        <Amount
                           label={T.perTransfer(n)}
                           value={line.perTransfer}
                           onValue={(perTransfer) => change({ perTransfer })}
-                          inputMode="numeric"
-                          autoComplete="off"
                           hint={T.capHint}
                         />
-                        <Field
-                          label={T.perDay(n)}
-                          value={line.perDay}
-                          onValue={(perDay) => change({ perDay })}
-                          inputMode="numeric"
-                          autoComplete="off"
-                          hint={T.capHint}
-                        />
+                        <Amount label={T.perDay(n)} value={line.perDay} onValue={(perDay) => change({ perDay })} hint={T.capHint} />
                       </>
                     )}
                   </Lines>

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, coffer, type paths } from '../api.ts'
-import { holdingChoice } from '../credit.ts'
+import { holdingChoice } from '../credit.tsx'
 import { endOfDayIn, everyOf, instantIn, localZone, MOST_EVERY, wallClockIn, zoneNames, type Every } from '../calendar.ts'
 import { describeCalendar, SCHEDULE_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Select, useAction, useLoad } from '../ui.tsx'

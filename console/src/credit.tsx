@@ -18,3 +18,12 @@ export function holdingChoice(holding: Holding): string {
   const available = formatQuantity(spendable(holding))
   return owes === undefined ? HOLDING_TEXT.choice(holding.asset.name, available) : CREDIT_TEXT.choice(holding.asset.name, owes, available)
 }
+
+/** A holding's quantity as the console says it: "120", or "owes 30" below zero. */
+export function HeldQuantity({ holding }: { holding: Pick<Holding, 'quantity'> }) {
+  return holding.quantity < 0 ? (
+    <span class="owes">{CREDIT_TEXT.owesCell(owed(holding) ?? '')}</span>
+  ) : (
+    <>{formatQuantity(holding.quantity)}</>
+  )
+}
