@@ -31,7 +31,7 @@ export async function shoot(page: Page, name: string): Promise<void> {
 type AxeResult = { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }
 
 /** The serious and critical axe-core violations (WCAG 2.1 A and AA) of the page as it is now, each as "rule at targets". */
-export async function axeViolations(page: Page): Promise<string[]> {
+async function axeViolations(page: Page): Promise<string[]> {
   await page.waitForFunction(() => !document.querySelector('.loading'))
   await page.evaluate(axeCore.source)
   return page.evaluate(async () => {
