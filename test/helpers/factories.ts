@@ -80,6 +80,17 @@ export async function issue(t: Api, walletId: number, assetId: number, quantity:
   return response.json()
 }
 
+/** Sets a wallet's credit limit on an asset (the operator's `PUT /wallets/{id}/credit`). */
+export async function setCredit(t: Api, walletId: number, assetId: number, limit: number): Promise<void> {
+  const response = await t.app.inject({
+    method: 'PUT',
+    url: `/wallets/${walletId}/credit`,
+    headers: t.admin,
+    payload: { asset_id: assetId, limit },
+  })
+  assert.equal(response.statusCode, 200, response.body)
+}
+
 /** A new user whose primary wallet holds these quantities (each issued from mint). */
 export async function fundedUser(t: Api, holdings: [asset: Asset, quantity: number][]): Promise<TestUser> {
   const user = await createUser(t.app)
