@@ -14,7 +14,7 @@ import createFetchClient, { type Client } from 'openapi-fetch'
 import type { paths } from './openapi.d.ts'
 
 export type { paths }
-export { followEvents, type WalletEvent, type FollowOptions } from './events.ts'
+export { followEvents, type WalletEvent, type BalanceEvent, type OtherEvent, type StreamEvent, type FollowOptions } from './events.ts'
 
 type Json<R> = R extends { content: { 'application/json': infer Body } } ? Body : never
 
@@ -25,6 +25,7 @@ export type ErrorCode = ErrorBody['code']
 export type Transaction = Json<paths['/wallet/transactions']['post']['responses']['201']>
 export type Holding = Json<paths['/wallet/assets']['get']['responses']['200']>[number]
 export type Asset = Holding['asset']
+export type Monitor = Json<paths['/wallet/monitors']['post']['responses']['201']>
 
 /** The routes that pay and accept `?dry_run=true`. */
 export type DryRunPath = '/wallet/transactions' | '/wallet/transactions/batch' | '/wallet/holds' | '/wallet/transactions/{id}/refund'
