@@ -50,7 +50,7 @@ function describeError(error: AppError): ErrorDescription {
 
 type Reply = { status: number; body: BatchBody }
 /** The unit's Idempotency-Key record with the response it stores, when the request has a key. */
-type Keyed = (respond: (outcomes: Outcome[]) => Reply) => UnitIdempotency | undefined
+type Keyed = (respond: UnitIdempotency['respond']) => UnitIdempotency | undefined
 
 export interface BatchesServiceDeps {
   db: Db
@@ -75,6 +75,7 @@ export function createBatchesService({ db, committer, idempotency }: BatchesServ
       const atomic = request.atomic ?? true
       return idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
         const lookups = new Lookups(db, limits)
+        lookups.preloadWalletIds(request.transfers)
         const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
         // A database fault while resolving fails the whole request, as it would a transfer.
         for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
@@ -91,11 +92,15 @@ async function sendAtomic(committer: GroupCommitter, resolved: PromiseSettledRes
     if (result.status === 'rejected') throw itemError('transfers', index, result.reason)
     moves.push(result.value)
   }
-  const respond = (outcomes: Outcome[]) => ({ status: 201, body: { transactions: committed(outcomes) } })
-  const outcomes = await committer.runUnit({ moves, atomic: true, idempotency: keyed(respond) })
+  // The stored response is composed from each transaction's JSON, serialised once for the batch.
+  const store: UnitIdempotency['respond'] = (outcomes, bodyOf) => ({
+    status: 201,
+    json: `{"transactions":[${committed(outcomes).map(bodyOf).join(',')}]}`,
+  })
+  const outcomes = await committer.runUnit({ moves, atomic: true, idempotency: keyed(store) })
   const failure = firstFailure(outcomes)
   if (failure) throw itemError('transfers', failure.index, failure.error)
-  return respond(outcomes)
+  return { status: 201, body: { transactions: committed(outcomes) } }
 }
 
 async function sendEach(committer: GroupCommitter, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
@@ -108,16 +113,22 @@ async function sendEach(committer: GroupCommitter, resolved: PromiseSettledResul
       moves.push(result.value)
     }
   }
-  const respond = (outcomes: Outcome[]) => {
-    const results = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
+  const results = (outcomes: Outcome[]) => {
+    const all = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
     outcomes.forEach(
-      (outcome, i) =>
-        (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)),
+      (outcome, i) => (all[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)),
     )
-    return { status: 200, body: { results: results as BatchResult[] } }
+    return all as BatchResult[]
   }
-  const outcomes = moves.length === 0 ? [] : await committer.runUnit({ moves, atomic: false, idempotency: keyed(respond) })
-  return respond(outcomes)
+  // The stored response: each committed transaction's JSON as serialised once for the batch.
+  const store: UnitIdempotency['respond'] = (outcomes, bodyOf) => {
+    const texts = results(outcomes).map((result) =>
+      'transaction' in result ? `{"status":201,"transaction":${bodyOf(result.transaction)}}` : JSON.stringify(result),
+    )
+    return { status: 200, json: `{"results":[${texts.join(',')}]}` }
+  }
+  const outcomes = moves.length === 0 ? [] : await committer.runUnit({ moves, atomic: false, idempotency: keyed(store) })
+  return { status: 200, body: { results: results(outcomes) } }
 }
 
 function failed(error: unknown): BatchResult {
