@@ -1,7 +1,7 @@
 import { sql, type Selectable } from 'kysely'
 import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
 import type { Executor, Trx } from '../db/database.ts'
-import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
+import { anyOf, holdRow, nowIso, writeUnsynced } from '../db/dialect.ts'
 import { withRetries } from '../db/retry.ts'
 import type { UserRow, UserSessionsTable } from '../db/tables.ts'
 
@@ -108,11 +108,13 @@ export async function findSessionWithWallet(db: Executor, sessionId: number) {
 export const touchUserSession = batchedWrites<number>(async (db, sessionIds) => {
   const now = nowIso()
   await withRetries(() =>
-    db
-      .updateTable('user_sessions')
-      .set({ last_used_at: now })
-      .where(anyOf(db, sql.ref('id'), sessionIds))
-      .execute(),
+    writeUnsynced(db, (executor) =>
+      executor
+        .updateTable('user_sessions')
+        .set({ last_used_at: now })
+        .where(anyOf(executor, sql.ref('id'), sessionIds))
+        .execute(),
+    ),
   )
 })
 

@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor, Trx } from '../db/database.ts'
 import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
-import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
+import { anyOf, forUpdate, holdRow, nowIso, writeUnsynced } from '../db/dialect.ts'
 import { withRetries } from '../db/retry.ts'
 import type { WalletRow } from '../db/tables.ts'
 
@@ -225,11 +225,13 @@ export async function findLiveWalletKey(db: Executor, by: { tokenHash: string } 
 export const touchWalletKey = batchedWrites<number>(async (db, keyIds) => {
   const now = nowIso()
   await withRetries(() =>
-    db
-      .updateTable('wallet_sessions')
-      .set({ last_used_at: now })
-      .where(anyOf(db, sql.ref('id'), keyIds))
-      .execute(),
+    writeUnsynced(db, (executor) =>
+      executor
+        .updateTable('wallet_sessions')
+        .set({ last_used_at: now })
+        .where(anyOf(executor, sql.ref('id'), keyIds))
+        .execute(),
+    ),
   )
 })
 
