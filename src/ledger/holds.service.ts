@@ -11,22 +11,11 @@ import { applyMove, transactionOf, type Move } from './moves.ts'
 import { Lookups, resolveTransfer } from './lookups.ts'
 
 /**
- * Holds (two-phase transfers): POST /wallet/holds reserves assets in the sending wallet for a
- * recipient; a capture moves all or part of them as one Transaction of kind `capture`, a void
- * (by either side) or the expiry releases them. The way through:
- *
- * - A new hold is one member of the group commit, like a transfer (`group-committer.ts`), and is
- *   checked by the same rule in `moves.ts`: a hold and a transfer of one wallet in one batch are
- *   checked in arrival order against what is free (`quantity - held`).
- * - A capture, a void and an expiry each run in a transaction of their own: the hold's wallets'
- *   turns first (as every move takes them), then the hold's row, locked and found still pending
- *   and unexpired, then the settlement through `moves.ts` (which releases what the hold reserves,
- *   moves what a capture takes, writes the hold's new status and the events). So of a capture, a
- *   void and an expiry racing on one hold exactly one settles it; the others find it settled
- *   (`H001`).
- * - Expiry needs no job to be seen: every read answers a pending hold past `expires_at` as
- *   expired, and the write path does not count it as held. The job (`expireDueHolds`, run by
- *   `hold-expiry.plugin.ts`) writes the status and emits `hold.expired`.
+ * Holds (two-phase transfers). A new hold goes through the group commit and `moves.ts` like a
+ * transfer, so holds and transfers of a wallet are checked in arrival order against what is free.
+ * A capture, void or expiry locks the hold's row under its wallets' turns and finds it pending, so
+ * of several racing on one hold exactly one settles it (the others get H001). A hold past
+ * `expires_at` reads as expired and stops counting as held before the expiry job writes it.
  */
 
 export interface HoldRequest extends SendRequest {

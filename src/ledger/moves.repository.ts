@@ -15,56 +15,10 @@ import { addParts, type Lot, type LotPart } from './lots.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
- * writes. Every statement has the same text whatever the batch size (rows travel as arrays on
- * PostgreSQL; on SQLite a write runs once per row), so both databases prepare and plan each one once.
- *
- * A batch of two transfers (wallet 7 sends 5 gold to wallet 8; wallet 9 sends 2 gold to wallet 8,
- * both with an Idempotency-Key) sends, on PostgreSQL, two statements inside BEGIN … COMMIT:
- *
- *   -- 1. lockMoves: turns, locks and ids in one round trip (LOCK_MOVES, one text written once)
- *   with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),
- *   w as materialized (select wallets.id, wallets.address, wallets.deleted_at,
- *       (select users.username from users where users.primary_wallet_id = wallets.id) as username
- *     from wallets where wallets.id = any($1::bigint[])
- *     and (select taken from t) >= 0 order by wallets.id for key share of wallets),
- *   h as materialized (select wallet_id, asset_id, quantity, held from holdings
- *     where wallet_id = any($1::bigint[]) and asset_id = any($2::bigint[])
- *     and (select count(*) from w) >= 0 order by wallet_id, asset_id for update)
- *   select coalesce((select json_agg(w) from w), '[]') as wallets,
- *          coalesce((select json_agg(h) from h), '[]') as holdings,
- *          array(select nextval('transactions_id_seq') from generate_series(1, $3::int) where …) as transactions,
- *          array(select nextval('events_id_seq') from generate_series(1, $4::int) where …) as events
- *     -- $1 = {7,8,9}, $2 = {gold}, $3 = 2, $4 = 4 (every array sent as its text, `{7,8,9}`: `arrayLiteral` in db/postgres.ts)
- *
- *   -- 2. writeMoves: every write of the batch as one statement (`runWrites`), one CTE per table
- *   with w0 as (update holdings set quantity = holdings.quantity + r.quantity
- *       from unnest($1::bigint[], $2::bigint[], $3::bigint[]) as r(wallet_id, asset_id, quantity)
- *       where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id),
- *     -- (holdings that did not exist yet: insert … on conflict do nothing returning wallet_id)
- *     w1 as (insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body)
- *       select … from unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[]) as r(…)),
- *     w2 as (insert into transaction_assets (transaction_id, asset_id, quantity) select … from unnest(…) as r(…)),
- *     w3 as (insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
- *       select … from unnest(…) as r(…)),
- *     w4 as (insert into events (id, event_id, wallet_id, type, transaction_id, created_at) select … from unnest(…) as r(…)),
- *     w5 as (insert into webhook_deliveries (…) select … from unnest(…) as r(…) join webhooks on webhooks.wallet_id = r.wallet_id),
- *     w6 as (insert into idempotency_keys (wallet_id, key, request_hash, status_code, response_body, created_at)
- *       select … from unnest(…) as r(…) where true on conflict (wallet_id, key) do nothing returning wallet_id, key)
- *   select null as w0, null as w1, null as w2, null as w3, null as w4, null as w5,
- *          coalesce((select json_agg(w6) from w6), '[]') as w6
- *     -- holdings: rows (7,gold,-5), (8,gold,+7), (9,gold,-2), in (wallet, asset) order;
- *     -- running balances: (7,gold,…,t1,after), (8,gold,…,t1,after), (8,gold,…,t2,after), (9,gold,…,t2,after)
- *     -- a batch with metadata adds `insert into transaction_metadata (wallet_id, key, value, transaction_id)`,
- *     -- one row per key for each side and one for the journal (wallet 0; migration 0008)
- *
- * On SQLite, which has one writer and answers in process, the same batch runs inside
- * BEGIN IMMEDIATE … COMMIT as: the two reads of step 1 without locks (`… from wallets where
- * wallets.id in (select value from json_each(?)) order by wallets.id`, the same for holdings), one
- * read of the largest ids used (`reserveIds`), then each write of step 2 as one prepared statement
- * run once per row (`rowsWrite` in `db/dialect.ts`): `update holdings set quantity =
- * holdings.quantity + r.quantity, … from (select cast(? as integer) as wallet_id, …) as r where …`,
- * `insert into transactions (…) select … from (select cast(? as integer) as id, …) as r`, and so
- * on for lines, running balances, events, deliveries and idempotency keys.
+ * writes. Each statement's text is the same whatever the batch size (rows travel as arrays on
+ * PostgreSQL, one run per row on SQLite), so each is prepared and planned once. On PostgreSQL a
+ * batch is two round trips: `LOCK_MOVES` (turns, locks, ids) and `writeMoves` (every write as one
+ * CTE per table); on SQLite, which has one writer, the reads take no locks and ids follow the largest used.
  */
 
 /** A move as the statements see it: its wallets, lines and, with a key, the idempotency record. */
@@ -120,10 +74,7 @@ export interface LotLine {
   quantity: number
 }
 
-/**
- * A holding this batch found absent but another batch created before the write: run the batch
- * again, which then finds the row and locks it (`holdingWrites`).
- */
+/** A holding another batch created before this one's write: run the batch again (`holdingWrites`). */
 class HoldingRace extends Error {
   // Retried like a serialization failure (db/retry.ts isRetryable).
   readonly code = '40001'
@@ -133,12 +84,9 @@ class HoldingRace extends Error {
 }
 
 /**
- * The turns of these wallets, as a query (PostgreSQL): an advisory lock per wallet, taken in id
- * order and held to the end of the transaction. Every move takes the turns of its wallets before
- * it draws its ids (`lockMoves`, inside its locking statement), so the moves of one wallet, and
- * anything else that takes its turn (setting its webhook, deleting it), run one after the other
- * and commit in the order of their ids. An advisory lock writes nothing: locking the wallet rows
- * exclusively instead measured slower (`docs/performance.md#the-write-path`).
+ * A wallet's turn (PostgreSQL): an advisory lock per wallet, in id order, held to commit. Everything
+ * that changes a wallet takes it before drawing ids, so a wallet's moves commit in id order; an
+ * advisory lock writes nothing, unlike locking the wallet row (docs/performance.md#the-write-path).
  */
 function walletTurns(walletIds: number[]): RawBuilder<unknown> {
   const ordered = [...new Set(walletIds)].sort((a, b) => a - b)
@@ -152,20 +100,16 @@ export async function takeWalletTurns(trx: Trx, walletIds: number[]): Promise<vo
 
 type WalletRow = { id: number; address: string; deleted_at: string | null; username: string | null }
 
-// The username as a subquery: an index probe per wallet (a join let PostgreSQL's generic plan
-// scan every user for each batch).
+// The username as a subquery: an index probe per wallet, where a join's generic plan scans every user.
 const SELECT_WALLETS = `select wallets.id, wallets.address, wallets.deleted_at,
     (select users.username from users where users.primary_wallet_id = wallets.id) as username
   from wallets`
 const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held, credit_limit, dated from holdings'
 
 /**
- * `lockMoves` on PostgreSQL: $1 the wallets in id order, $2 the assets, $3 and $4 how many
- * transaction and event ids to draw. Each `(select count(*) …) >= 0` is evaluated before the scan
- * it guards: the turns are taken first (`walletTurns`, in the order of $1), then wallets are
- * locked, then holdings, then ids are drawn. One text written once, run as it is: building it
- * with Kysely's template and compiling it again for every batch cost the service CPU for nothing
- * (docs/performance.md#the-write-path).
+ * `lockMoves` on PostgreSQL: $1 wallets in id order, $2 assets, $3/$4 how many transaction and event
+ * ids. Each `(select count(*) …) >= 0` forces order: turns, then wallets, then holdings, then ids.
+ * Raw text rather than a Kysely template, so it is not compiled again for every batch.
  */
 const LOCK_MOVES = `
   with t as materialized (select count(pg_advisory_xact_lock(id)) as taken from unnest($1::bigint[]) as id),
@@ -184,20 +128,14 @@ const LOCK_MOVES = `
 type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number; dated: number }
 
 /**
- * Reads and locks every wallet and holding the moves touch, in id order, so that concurrent
- * batches lock in the same order. On PostgreSQL this is one statement, which first takes each
- * wallet's turn (`walletTurns`), locks wallet rows `for key share` (a wallet being deleted or
- * handed over is waited for, not interleaved) and holdings for update, then reserves ids for the
- * transactions and events of every move (a move that then fails leaves a gap): the ids are drawn
- * only once the locks are held, and a wallet's lock is held to the commit, so they grow in commit
- * order for every wallet (a client paging history with `after` never passes a transaction that
- * commits later). The statement's snapshot predates the turns it waits for: a holding that the
- * batch it waited for created is not among those read, and the write finds it (`holdingWrites`).
+ * Reads and locks every wallet and holding the moves touch, in id order so concurrent batches cannot
+ * deadlock. Ids are drawn only once the locks are held, so a wallet's ids grow in commit order and
+ * paging with `after` never skips a later commit (a failed move leaves a gap). Wallet rows are locked
+ * `for key share`, so a wallet being deleted or handed over is waited for.
  */
 export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: number, clock: () => string): Promise<Locked> {
   const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))].sort((a, b) => a - b)
-  // Every pairing of these wallets and assets: a superset of the holdings the moves touch, in
-  // one statement of fixed text; the few extra rows (multi-asset batches only) are locked too.
+  // Every pairing of these wallets and assets: a superset, so the statement's text stays fixed.
   const assetIds = [...new Set(moves.flatMap((move) => [...move.lines, ...(move.settle?.hold.assets ?? [])].map((line) => line.asset.id)))]
   let walletRows: WalletRow[]
   let holdingRows: HoldingRow[]
@@ -247,11 +185,8 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
 type LotRow = { wallet_id: number; asset_id: number; expires_at: string; quantity: number | string; held: number | string }
 
 /**
- * The lots of these dated holdings, by `holdingKey`, soonest first, each with what pending holds
- * reserve of it less what holds past their expiry (not in `settled`) still count in it, as
- * `findHeld` does for holdings; and what the holds in `settled` reserved of units with an expiry.
- * Read after the wallets' turns (a fresh statement, so on PostgreSQL it sees what the batches
- * waited for committed).
+ * The lots of these dated holdings, soonest first, `held` counted as `findHeld` counts it; and what
+ * the holds in `settled` reserved of them. Read after the turns, so it sees what those waited for.
  */
 export async function findLots(
   db: Executor,
@@ -303,11 +238,9 @@ export async function findLots(
 }
 
 /**
- * What pending holds reserve now of these holdings, by `holdingKey`, for those where anything is:
- * the `held` column less what holds past their expiry, not yet settled, still count in it (those
- * in `settled` are being settled by the caller and stay counted). One more read, and only when
- * some holding has anything held (`holds_pending_sending`). Read after the locks: everything that
- * changes a hold takes its wallets' turns first (PostgreSQL; SQLite has one writer).
+ * What pending holds reserve now, by `holdingKey`: the `held` column less holds past their expiry
+ * (except those in `settled`), so an expired hold frees its assets whether or not the expiry job ran.
+ * Read only when something is held, and after the turns, which every change of a hold takes.
  */
 export async function findHeld(
   db: Executor,
@@ -354,10 +287,8 @@ export interface Reversible {
 }
 
 /**
- * What is left to reverse of each of these transactions: what it moved of each asset less what
- * all its reversals moved back. Read once the batch holds its wallets' turns (`lockMoves`): every
- * reversal of a transaction moves between its two wallets, so no other reversal of it can commit
- * meanwhile, and on PostgreSQL this statement's snapshot already sees every one that did.
+ * What is left to reverse of each transaction: what it moved less what its reversals moved back.
+ * Read under the turns of its two wallets, which every reversal of it takes, so none can interleave.
  */
 export async function findReversible(trx: Trx, transactionIds: number[]): Promise<Map<number, Reversible>> {
   const { rows: moved } = await sql<{ id: number; kind: string; asset_id: number; quantity: number }>`
@@ -386,8 +317,7 @@ export async function findReversible(trx: Trx, transactionIds: number[]): Promis
 
 /** SQLite: ids for the batch's new transactions and events, after the largest ever used. */
 export async function reserveIds(trx: Trx, transactions: number, events: number): Promise<Ids> {
-  // SQLite has one writer, and this transaction is it from its first write until commit; the next
-  // ids follow the largest ever used (AUTOINCREMENT keeps that in sqlite_sequence).
+  // This transaction is SQLite's one writer; AUTOINCREMENT keeps the largest id used in sqlite_sequence.
   const { rows } = await sql<{ transactions: number; events: number }>`
     select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0),
                coalesce((select max(id) from transactions), 0)) as transactions,
@@ -439,10 +369,8 @@ export interface IdempotencyRow {
 }
 
 /**
- * Writes a batch (statement 2 in the header): holdings, transactions, their lines, the events the
- * event writer records for them, and idempotency keys. Throws HoldingRace when a holding created
- * meanwhile would leave its range (the batch is run again), and IdempotencyConflict naming the
- * units whose key another request stored meanwhile.
+ * Writes a batch: holdings, transactions and lines, holds, lots, events and idempotency keys. Throws
+ * HoldingRace (the batch runs again) and IdempotencyConflict naming the units whose key was taken.
  */
 export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, events: EventWriter): Promise<void> {
   const recorded = batch.moves.filter((written) => written.transaction)
@@ -475,21 +403,10 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
 }
 
 /**
- * Adds each holding's net change. Holdings that existed are locked, so they are updated in
- * place. New ones are inserted, but never over a row that is already there (`created` tells how
- * many must come back), and the batch then runs again: it finds the row and locks it.
- *
- * That row is one another batch created and committed after this batch's locking statement took
- * its snapshot (PostgreSQL, read committed): the statement's snapshot is taken before it waits for
- * the wallets' turns (`lockMoves`), so a holding inserted by the batch it waited for is invisible
- * to it, while rows updated meanwhile are read again by `for update`. Adding this batch's change
- * to such a row kept the holding right but wrote running balances counted from zero (a holding
- * of 100 whose last running balance said 60: `test/ledger/moves.test.ts` "a holding created while the
- * batch waited for its turn"). The race needs a wallet's first receipt of an asset to commit
- * while another batch of that wallet waits, so the retry is rare and costs nothing otherwise.
- * On SQLite (one writer, the batch reads inside its write transaction) the row is never there.
- * New holdings never start below zero (only mint's may), so the insert itself cannot trip the
- * overdraft check.
+ * Adds each holding's net change: locked holdings in place; new ones inserted but never over an
+ * existing row (`created` counts what must come back). On PostgreSQL the locking statement's
+ * snapshot predates the turns it waited for, so a holding another batch created meanwhile is unseen;
+ * adding to it would write running balances counted from zero, so the batch runs again instead.
  */
 function holdingWrites(
   trx: Trx,
@@ -550,11 +467,7 @@ const HOLDING_COLUMNS = [
   ['dated', 'bigint'],
 ] as const
 
-/**
- * The batch's changes of lots (one upsert adding each net change; a lot is only ever changed
- * under its wallet's turn), the units with an expiry its transactions moved and its new holds
- * reserved. A batch of holdings without lots writes none of these.
- */
+/** Each lot's net change (an upsert, under its wallet's turn), and the units with an expiry moved or reserved. */
 function lotWrites(trx: Trx, batch: BatchWrites): Write[] {
   const writes: Write[] = []
   const changes = [...batch.lotDeltas].filter(([, change]) => change.quantity !== 0 || change.held !== 0)
@@ -579,31 +492,11 @@ function lotWrites(trx: Trx, batch: BatchWrites): Write[] {
   const moved = batch.moves.flatMap(({ transaction, lots }) =>
     transaction ? lots.map((lot) => [transaction.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
   )
-  if (moved.length > 0)
-    writes.push(
-      rowsWrite(
-        trx,
-        TRANSACTION_LOT_COLUMNS,
-        moved,
-        (r) => sql`
-        insert into transaction_lots (transaction_id, asset_id, expires_at, quantity)
-        select transaction_id, asset_id, expires_at, quantity from ${r}`,
-      ),
-    )
+  if (moved.length > 0) writes.push(insertRows(trx, 'transaction_lots', TRANSACTION_LOT_COLUMNS, moved))
   const reserved = batch.moves.flatMap(({ move, hold, lots }) =>
     move.reserve && hold ? lots.map((lot) => [hold.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
   )
-  if (reserved.length > 0)
-    writes.push(
-      rowsWrite(
-        trx,
-        HOLD_LOT_COLUMNS,
-        reserved,
-        (r) => sql`
-        insert into hold_lots (hold_id, asset_id, expires_at, quantity)
-        select hold_id, asset_id, expires_at, quantity from ${r}`,
-      ),
-    )
+  if (reserved.length > 0) writes.push(insertRows(trx, 'hold_lots', HOLD_LOT_COLUMNS, reserved))
   return writes
 }
 
@@ -626,6 +519,12 @@ const HOLD_LOT_COLUMNS = [
   ['expires_at', 'text'],
   ['quantity', 'bigint'],
 ] as const
+
+/** A plain insert of `rows` into `table`, its columns named and typed by `columns`. */
+function insertRows(trx: Trx, table: string, columns: Parameters<typeof rowsWrite>[1], rows: unknown[][]): Write {
+  const names = sql.raw(columns.map(([name]) => name).join(', '))
+  return rowsWrite(trx, columns, rows, (r) => sql`insert into ${sql.raw(table)} (${names}) select ${names} from ${r}`)
+}
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
 function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
@@ -652,14 +551,7 @@ function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: 
         insert into holds (id, sending_wallet_id, receiving_wallet_id, memo, metadata, status, created_at, expires_at)
         select id, sending_wallet_id, receiving_wallet_id, memo, metadata, 'pending', created_at, expires_at from ${r}`,
       ),
-      rowsWrite(
-        trx,
-        HOLD_LINE_COLUMNS,
-        lines,
-        (r) => sql`
-        insert into hold_assets (hold_id, asset_id, quantity)
-        select hold_id, asset_id, quantity from ${r}`,
-      ),
+      insertRows(trx, 'hold_assets', HOLD_LINE_COLUMNS, lines),
     )
   }
   if (settled.length === 0) return { writes }
@@ -729,45 +621,13 @@ function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: str
     ),
   )
   const writes: Write[] = [
-    rowsWrite(
-      trx,
-      TRANSACTION_COLUMNS,
-      rows,
-      (r) => sql`
-      insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata,
-        schedule_id)
-      select id, sending_wallet_id, receiving_wallet_id, memo, created_at, body, kind, reverses, hold_id, metadata, schedule_id
-      from ${r}`,
-    ),
-    rowsWrite(
-      trx,
-      LINE_COLUMNS,
-      lines,
-      (r) => sql`
-      insert into transaction_assets (transaction_id, asset_id, quantity)
-      select transaction_id, asset_id, quantity from ${r}`,
-    ),
+    insertRows(trx, 'transactions', TRANSACTION_COLUMNS, rows),
+    insertRows(trx, 'transaction_assets', LINE_COLUMNS, lines),
     // Balances in time: each holding the move changed, as it stands after it (migration 0010).
-    rowsWrite(
-      trx,
-      BALANCE_COLUMNS,
-      balances,
-      (r) => sql`
-      insert into running_balances (wallet_id, asset_id, created_at, transaction_id, quantity)
-      select wallet_id, asset_id, created_at, transaction_id, quantity from ${r}`,
-    ),
+    insertRows(trx, 'running_balances', BALANCE_COLUMNS, balances),
   ]
   if (tags.length > 0) {
-    writes.push(
-      rowsWrite(
-        trx,
-        METADATA_COLUMNS,
-        tags,
-        (r) => sql`
-        insert into transaction_metadata (wallet_id, key, value, transaction_id)
-        select wallet_id, key, value, transaction_id from ${r}`,
-      ),
-    )
+    writes.push(insertRows(trx, 'transaction_metadata', METADATA_COLUMNS, tags))
   }
   return writes
 }

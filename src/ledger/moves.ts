@@ -36,27 +36,11 @@ import type { KeyCharge } from '../wallets/key-policy.ts'
 import { readKeyUsage, recordKeyUses, type KeyUse } from '../wallets/key-usage.ts'
 
 /**
- * The ledger's write rules, for one move or a whole batch of them: the one place that decides
- * whether a move may happen.
- *
- * A move sends every line from one wallet to another as one recorded Transaction. A hold
- * (`reserve`) is checked exactly like a move and reserves its lines in the sender instead of
- * moving them; a settlement (`settle`: capture, void, expiry) first releases what its hold
- * reserves, then moves a capture's lines. `applyMoves` runs a batch inside the caller's database
- * transaction in three steps:
- *
- * 1. lock (`moves.repository.ts` lockMoves): every wallet and holding the batch touches, read and
- *    locked in id order; on PostgreSQL with the wallets' turns and the ids of the new rows.
- * 2. check (here): each move in order against those balances in memory, exactly as one transfer
- *    after the other would: W000 (a wallet deleted), then for a reversal T001 (its original is a
- *    reversal, or less than asked is left of it: `findReversible`), then K001 (past the `per_day`
- *    cap of its wallet key, read after the turns: `wallets/key-usage.ts`), then I002 (beyond what
- *    `spendable.ts` allows: `quantity - expired - held + credit_limit`) / I003 per line in (wallet, asset)
- *    order. A move that fails changes nothing; its outcome carries its error. Every spending path (transfer, hold, batch
- *    member, burn, reversal, sweep) passes through this one check.
- * 3. write (`moves.repository.ts` writeMoves): the moves that pass, one set-based statement per
- *    table (holdings, transactions, lines, running balances, the events of the event writer,
- *    idempotency keys); on PostgreSQL all in one statement.
+ * The ledger's write rules: the one place that decides whether a move may happen. Every spending
+ * path (transfer, hold, batch member, burn, reversal, sweep, expiry) passes through `applyUnits`,
+ * inside the caller's database transaction: lock every wallet and holding in id order
+ * (`lockMoves`), check each move in memory as if one ran after the other (`checkMove`), then write
+ * the moves that pass in one set-based statement per table (`writeMoves`).
  */
 
 export interface Move {
@@ -77,20 +61,11 @@ export interface Move {
   scheduleId?: number
   /** Stored with the move's response (POST /wallet/transactions with an Idempotency-Key). */
   idempotency?: { key: string; requestHash: string; walletId?: number }
-  /**
-   * A hold instead of a move (POST /wallet/holds): the lines are checked exactly as a transfer's,
-   * then reserved in `from` (`held`) for `to`, and a pending Hold is recorded; nothing moves.
-   */
+  /** A hold instead of a move: checked as a transfer, then reserved in `from` (`held`); nothing moves. */
   reserve?: { expiresIn: number }
-  /**
-   * The pending hold this move settles first (a capture, void or expiry): everything it holds in
-   * `from` is released, then `lines` (a capture's) move as a transfer's would.
-   */
+  /** The pending hold settled first (capture, void, expiry): released in `from`, then a capture's lines move. */
   settle?: Settlement
-  /**
-   * The wallet key it is made through, when that key has `per_day` caps: checked against what the
-   * key used in the last 24 hours (K001), and counted when it is written.
-   */
+  /** The wallet key it is made through, when that key has `per_day` caps (K001 against its last 24 hours). */
   key?: KeyCharge
   /** Units with an expiry that mint gives out: an issuance with `expires_at`, a reversal out of mint. */
   lots?: LotLine[]
@@ -105,22 +80,12 @@ export interface Settlement {
   at: string
 }
 
-/**
- * Moves checked and written together, in arrival order with the other units of a batch: a
- * transfer alone (`applyMoves`), or the transfers of a batch request (`batches.service.ts`).
- */
+/** Moves checked and written together: a transfer alone (`applyMoves`), or a batch request's transfers. */
 export interface Unit {
   moves: Move[]
-  /**
-   * All or nothing (an atomic batch, an issuance to many wallets): the first move that fails
-   * leaves every move of the unit out, and the balances as they were before it. Otherwise each
-   * move passes or fails alone, as separate transfers would.
-   */
+  /** All or nothing: the first move that fails leaves the whole unit out; otherwise each move stands alone. */
   atomic: boolean
-  /**
-   * A batch request's Idempotency-Key: its response (made from the unit's outcomes) is stored with
-   * the unit's writes, when at least one of its moves is written.
-   */
+  /** A batch request's Idempotency-Key: its response is stored with the unit's writes, if any move is written. */
   idempotency?: UnitIdempotency
 }
 
@@ -135,10 +100,7 @@ export interface UnitIdempotency {
   respond: (outcomes: Outcome[], bodyOf: (transaction: Transaction) => string) => { status: number; json: string }
 }
 
-/**
- * What became of a move. In a unit that failed as a whole, the move that failed carries its error
- * and the others `error: undefined` (left out with their unit).
- */
+/** What became of a move; in a failed atomic unit only the failing move carries an error, the others `undefined`. */
 export type Outcome = ({ ok: true } & Applied) | { ok: false; error: unknown }
 
 /** What a move recorded: its Transaction (unless nothing moved: a hold, a void, an expiry), and the Hold it created or settled. */
@@ -160,10 +122,7 @@ interface Planned {
   lots: LotLine[]
 }
 
-/**
- * The lots of the batch's dated holdings as the moves change them, and the net change of each
- * lot to write. Only holdings that have had units with an expiry are ever touched here.
- */
+/** The lots of the batch's dated holdings as the moves change them, and each lot's net change to write. */
 class LotBook {
   readonly lots: Map<string, Lot[]>
   readonly dated: Set<string>
@@ -216,9 +175,8 @@ class LotBook {
 }
 
 /**
- * The units with an expiry a move (not a hold) takes of each line: an expiry's, its lot; what
- * mint gives out, as the move says; a capture's, the first of what its hold reserved; any other
- * spend's, the free unexpired units that expire soonest.
+ * The units with an expiry a move takes: an expiry's own lot, mint's as the move says, a capture's
+ * from its hold, any other spend's soonest-expiring first (so units are not left to lapse).
  */
 function lotsMoved(move: Move, book: LotBook, holdLots: Locked['holdLots']): LotLine[] {
   return move.lines.flatMap(({ asset, quantity }) => {
@@ -242,10 +200,8 @@ function addTo<K>(map: Map<K, number>, key: K, delta: number, undo: (() => void)
 }
 
 /**
- * Checks each unit's moves in order against the locked balances and, for those that pass, changes
- * the balances as the move would (an atomic unit that fails takes its changes back). Returns the
- * error of each failing move by unit and move index, the moves that pass, and the net change of
- * every holding they touch.
+ * Checks each unit's moves in order against the locked balances, applying those that pass so the
+ * next move sees them (a failed atomic unit is undone). Returns failures, passed moves and net changes.
  */
 function planMoves(
   units: Unit[],
@@ -283,8 +239,7 @@ function planMoves(
         return
       }
       undo.push(...undoRelease)
-      // Its units with an expiry are released once the move passed: those a capture takes move
-      // with their expiry even if it has passed; the others expire at once if it has.
+      // A capture moves its reserved units with their expiry, even a past one; released units expire as usual.
       for (const line of move.settle?.hold.assets ?? []) {
         const reserved = move.settle ? locked.holdLots.get(move.settle.hold.id)?.get(line.asset.id) : undefined
         book.change(move.from, line.asset.id, reserved ?? [], -1, 'held', undo)
@@ -340,11 +295,9 @@ function changesOf(move: Move): Change[] {
 }
 
 /**
- * The rules of one move, in order: W000 (a wallet deleted), T001 (a reversal), then per line in
- * (wallet, asset) order I002 (a sender may spend only what `spendable` allows: what it owns
- * less expired units and what holds reserve, plus any credit; mint has no limit) or I003 (a holding would pass the limit). A hold is
- * checked as the transfer it may become. Releasing a hold (a void or an expiry: no lines) needs
- * nothing.
+ * The rules of one move, in a fixed order so the error is predictable: W000 (a deleted wallet),
+ * T001 (reversal), K001 (key cap), then per line in (wallet, asset) order I002 (`spendable.ts`;
+ * mint has no limit) or I003 (the holding's limit). A hold is checked as the transfer it may become.
  */
 function checkMove(
   move: Move,
@@ -357,7 +310,7 @@ function checkMove(
   book: LotBook,
 ): AppError | undefined {
   if (move.lines.length === 0) return undefined
-  // An expiry takes what has expired, measured under the same turns (`expiry.service.ts`), from a deleted wallet too.
+  // An expiry returns what has already expired, from a deleted wallet too.
   if (move.expire) return undefined
   for (const walletId of [move.from, move.to]) {
     if (!locked.wallets.get(walletId)?.live) return new AppError('W000', `wallet ${walletId} has been deleted`)
@@ -419,9 +372,8 @@ function recordsTransaction(move: Move): boolean {
 }
 
 /**
- * Applies the units, in order (lock, check, write): per unit, one outcome per move. Throws only
- * when the batch as a whole cannot commit (a database error, a retryable race, or an
- * IdempotencyConflict naming units), and the caller must then roll the transaction back.
+ * Applies the units in order (lock, check, write): one outcome per move. Throws only when the batch
+ * cannot commit as a whole (database error, retryable race, IdempotencyConflict); the caller rolls back.
  */
 export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, clock: () => string = nowIso): Promise<Outcome[][]> {
   const moves = units.flatMap((unit) => unit.moves)
@@ -431,11 +383,10 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
     moves.reduce((count, move) => count + countEvents(move, events), 0),
     clock,
   )
-  // Reversals: what is left of their originals, read now that the batch holds its wallets' turns.
+  // Read under the wallets' turns, so no other reversal of the same original can interleave.
   const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
-  // Capped keys: what each used in the last day, read now that the batch holds its senders' turns
-  // (a key moves only from its own wallet), so no two moves of one key count at once.
+  // Read under the senders' turns (a key moves only from its own wallet), so no two moves of a key race.
   const keyIds = [...new Set(moves.flatMap((move) => (move.key ? [move.key.keyId] : [])))]
   const keyUsage = new Map<string, number>()
   if (keyIds.length > 0)
@@ -498,9 +449,8 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
 }
 
 /**
- * The Idempotency-Keys to store with the batch, each with its unit's index: a transfer's with its
- * Transaction (201), a batch request's with the response it makes of its outcomes. A unit of which
- * nothing is written stores nothing, like a transfer that fails: a retry runs it again.
+ * The Idempotency-Keys to store with the batch. A unit of which nothing is written stores nothing,
+ * like a failed transfer, so a retry runs it again.
  */
 function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: BatchWrites['moves']): IdempotencyRow[] {
   const keys: IdempotencyRow[] = []

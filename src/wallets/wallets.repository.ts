@@ -108,9 +108,8 @@ export async function canUseWallet(db: Executor, userId: number, walletId: numbe
 }
 
 /**
- * Locks the live wallet row for the rest of the transaction (PostgreSQL; SQLite serializes
- * writers anyway), so that a transfer touching it waits for an ownership change or a deletion,
- * and reads the row as it is once the lock is held. Undefined when the wallet is gone or deleted.
+ * Locks the live wallet row for the transaction (PostgreSQL), so a transfer touching it waits for
+ * an ownership change or deletion. Undefined when the wallet is gone or deleted.
  */
 export async function lockWallet(db: Trx, walletId: number): Promise<WalletRow | undefined> {
   const query = db
@@ -123,13 +122,9 @@ export async function lockWallet(db: Trx, walletId: number): Promise<WalletRow |
 }
 
 /**
- * Holds the wallet row against a change of its owner, its users or its deletion for the rest of
- * the transaction: those hold it for update (`lockWallet`), so this waits for one in progress to
- * commit. A request that checks the caller's access and then writes takes this first and checks
- * with a query after it, which reads what that change committed. PostgreSQL only (SQLite
- * serializes writers); a shared lock, so transfers touching the wallet (`for key share`) do not
- * wait for it. (Setting the webhook also takes the wallet's turn, `takeWalletTurns`, so that it
- * and a transfer of the wallet run one after the other.)
+ * Holds the wallet row (shared lock, PostgreSQL) for the transaction, so an owner, user or deletion
+ * change in progress (`lockWallet`) commits first and the access check after it sees it; transfers
+ * (`for key share`) are not held up. SQLite serializes writers anyway.
  */
 export async function holdWallet(db: Trx, walletId: number): Promise<void> {
   await holdRow(db, 'wallets', walletId)

@@ -24,10 +24,8 @@ export function findLiveWalletKey(db: Executor, by: { tokenHash: string } | { id
 }
 
 /**
- * Key rows by token hash, each kept while the database's commit state has not moved since it was
- * read (`db/commit-state.ts`): a request then skips the lookup. Revoking a key, deleting its
- * wallet and marking the key used are commits, so the next request reads the row again. One per
- * app (`app.ts`), 10,000 keys at most.
+ * Key rows by token hash, kept while nothing has been committed since they were read
+ * (`db/commit-state.ts`); revoking a key or deleting its wallet is a commit, so it is seen at once.
  */
 export type KeptWalletKeys = KeptReads<string, wallets.WalletKeyRow>
 
