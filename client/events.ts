@@ -1,14 +1,41 @@
-import type { Transaction } from './index.ts'
+import type { Holding, Monitor, Transaction } from './index.ts'
 
-/** An event of `GET /wallet/events`, as webhooks receive it, with its stream sequence number. */
-export interface WalletEvent {
-  type: 'transaction.sent' | 'transaction.received'
+/** What every event of `GET /wallet/events` carries, as webhooks receive it, with its stream sequence number. */
+interface EventFrame {
   id: string
   created_at: string
-  data: Transaction
   /** The stream's `id:`, sent back as `Last-Event-ID` to resume after it. */
   sequence: string
 }
+
+/** A transfer sent or received by the wallet. */
+export interface WalletEvent extends EventFrame {
+  type: 'transaction.sent' | 'transaction.received'
+  data: Transaction
+}
+
+/** A monitor of the wallet crossed its threshold or came back: the monitor, and the holding as the move left it. */
+export interface BalanceEvent extends EventFrame {
+  type: 'balance.crossed' | 'balance.restored'
+  data: { monitor: Monitor; holding: Pick<Holding, 'asset' | 'quantity' | 'held' | 'credit_limit'> }
+}
+
+/** A hold's or a schedule's event; its data as `docs/webhooks.md` describes. */
+export interface OtherEvent extends EventFrame {
+  type:
+    | 'hold.created'
+    | 'hold.captured'
+    | 'hold.voided'
+    | 'hold.expired'
+    | 'schedule.ran'
+    | 'schedule.failed'
+    | 'schedule.paused'
+    | 'schedule.finished'
+  data: unknown
+}
+
+/** Any event of the wallet's stream. */
+export type StreamEvent = WalletEvent | BalanceEvent | OtherEvent
 
 export interface FollowOptions {
   baseUrl: string
@@ -30,7 +57,7 @@ export interface FollowOptions {
  * must act once keys on `event.id`. Works in browsers and Node (fetch with streaming, which,
  * unlike EventSource, can send an Authorization header).
  */
-export async function followEvents(options: FollowOptions, onEvent: (event: WalletEvent) => void | Promise<void>): Promise<void> {
+export async function followEvents(options: FollowOptions, onEvent: (event: StreamEvent) => void | Promise<void>): Promise<void> {
   let lastEventId = options.lastEventId
   let wait = 1000
   while (!options.signal?.aborted) {
@@ -52,7 +79,7 @@ export async function followEvents(options: FollowOptions, onEvent: (event: Wall
       wait = 1000
       for await (const frame of frames(response.body)) {
         if (frame.data === undefined) continue
-        const event = { ...(JSON.parse(frame.data) as Omit<WalletEvent, 'sequence'>), sequence: frame.id ?? '' }
+        const event = { ...(JSON.parse(frame.data) as Omit<StreamEvent, 'sequence'>), sequence: frame.id ?? '' } as StreamEvent
         await onEvent(event)
         if (frame.id) lastEventId = frame.id
       }

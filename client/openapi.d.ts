@@ -5430,11 +5430,14 @@ export interface paths {
         put?: never;
         /**
          * Hold assets for a recipient
-         * @description Reserves the listed assets in the wallet for the recipient (the body of a transfer, plus `metadata` and `expires_in`: 60 to 2,592,000 seconds, a week by default). Nothing moves yet: the assets stay in the wallet as `held` and cannot be spent until the hold is captured, voided or expires. The same errors, in the same order, as a transfer; only what is free (`quantity - held`) may be held. `Idempotency-Key` as for a transfer.
+         * @description Reserves the listed assets in the wallet for the recipient (the body of a transfer, plus `metadata` and `expires_in`: 60 to 2,592,000 seconds, a week by default). Nothing moves yet: the assets stay in the wallet as `held` and cannot be spent until the hold is captured, voided or expires. The same errors, in the same order, as a transfer; only what is free (`quantity - held`) may be held. `Idempotency-Key` as for a transfer. With `dry_run=true`, every check and nothing written: 200 with the hold it would place and the holdings after it.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description true: every check of the request, nothing written (no event, no Idempotency-Key read or stored, nothing counted against the key's caps); 200 with what the request would answer and the paying wallet's holdings after it */
+                    dry_run?: boolean;
+                };
                 header?: {
                     "idempotency-key"?: string;
                 };
@@ -5468,6 +5471,77 @@ export interface paths {
                 };
             };
             responses: {
+                /** @description a dry run: nothing was written */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            dry_run: true;
+                            /** @description the holdings of the wallet that would pay, as they would be after it */
+                            holdings_after: {
+                                asset: {
+                                    id: number;
+                                    name: string;
+                                    value: number;
+                                };
+                                /** @description how far below zero the holding may go (0 when none) */
+                                credit_limit: number;
+                                /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                                expiring: {
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    expires_at: string;
+                                    quantity: number;
+                                }[];
+                                /** @description what pending holds reserve of it; `quantity - held + credit_limit` may be spent */
+                                held: number;
+                                /** @description everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit */
+                                quantity: number;
+                            }[];
+                            /** @description the hold the request would place, expires_at counted from now; id and created_at null */
+                            result: {
+                                /** @description what the hold reserves (a partial capture takes less and releases the rest) */
+                                assets: {
+                                    asset: {
+                                        id: number;
+                                        name: string;
+                                        value: number;
+                                    };
+                                    quantity: number;
+                                }[];
+                                /** @description null in a dry run: known only once recorded */
+                                created_at: null;
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T22:25:29.123Z
+                                 */
+                                expires_at: string;
+                                /** @description null in a dry run: known only once recorded */
+                                id: null;
+                                memo: string;
+                                metadata: {
+                                    [key: string]: string;
+                                };
+                                receiving_username?: string;
+                                receiving_wallet_address: string;
+                                receiving_wallet_id: number;
+                                sending_username?: string;
+                                sending_wallet_address: string;
+                                sending_wallet_id: number;
+                                /** @description when it was captured or voided; `expires_at` once it expired; null while pending */
+                                settled_at: string | null;
+                                status: "pending" | "captured" | "voided" | "expired";
+                                /** @description the capture's transaction */
+                                transaction_id: number | null;
+                            };
+                        };
+                    };
+                };
                 /** @description assets reserved in the sending wallet for the recipient until captured, voided or expired */
                 201: {
                     headers: {
@@ -5515,6 +5589,7 @@ export interface paths {
                 };
                 /**
                  * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
                  *     - `I001` Invalid Asset: an asset name in the transfer names no asset
                  *     - `I002` Insufficient Quantity: the wallet holds less of an asset than requested
                  *     - `I003` Quantity Overflow: a quantity or a resulting holding would exceed 2^53-1
@@ -9311,11 +9386,14 @@ export interface paths {
         put?: never;
         /**
          * Send assets
-         * @description Moves every listed asset to the recipient (a username, an address with `type: 1`, or a wallet id with `type: 2`) as one transaction: all of it or nothing. With an `Idempotency-Key`, a repeat of the same request answers the first response (`Idempotent-Replayed: true`) and moves nothing. Checked in this order: key, recipient, own wallet, asset names, quantities.
+         * @description Moves every listed asset to the recipient (a username, an address with `type: 1`, or a wallet id with `type: 2`) as one transaction: all of it or nothing. With an `Idempotency-Key`, a repeat of the same request answers the first response (`Idempotent-Replayed: true`) and moves nothing. Checked in this order: key, recipient, own wallet, asset names, quantities. With `dry_run=true`, every check and nothing written: 200 with the transaction it would record and the holdings after it.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description true: every check of the request, nothing written (no event, no Idempotency-Key read or stored, nothing counted against the key's caps); 200 with what the request would answer and the paying wallet's holdings after it */
+                    dry_run?: boolean;
+                };
                 header?: {
                     "idempotency-key"?: string;
                 };
@@ -9344,6 +9422,78 @@ export interface paths {
                 };
             };
             responses: {
+                /** @description a dry run: nothing was written */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            dry_run: true;
+                            /** @description the holdings of the wallet that would pay, as they would be after it */
+                            holdings_after: {
+                                asset: {
+                                    id: number;
+                                    name: string;
+                                    value: number;
+                                };
+                                /** @description how far below zero the holding may go (0 when none) */
+                                credit_limit: number;
+                                /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                                expiring: {
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    expires_at: string;
+                                    quantity: number;
+                                }[];
+                                /** @description what pending holds reserve of it; `quantity - held + credit_limit` may be spent */
+                                held: number;
+                                /** @description everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit */
+                                quantity: number;
+                            }[];
+                            /** @description the transaction the request would record; id, created_at, position and hash null */
+                            result: {
+                                assets: {
+                                    asset: {
+                                        id: number;
+                                        name: string;
+                                        value: number;
+                                    };
+                                    quantity: number;
+                                }[];
+                                /** @description null in a dry run: known only once recorded */
+                                created_at: null;
+                                /** @description null in a dry run: known only once recorded */
+                                hash: null;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
+                                /** @description null in a dry run: known only once recorded */
+                                id: null;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
+                                memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
+                                /** @description null in a dry run: known only once recorded */
+                                position: null;
+                                receiving_username?: string;
+                                receiving_wallet_address: string;
+                                receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
+                                /** @description only on the run of a schedule: the id of that schedule */
+                                schedule_id?: number;
+                                sending_username?: string;
+                                sending_wallet_address: string;
+                                sending_wallet_id: number;
+                            };
+                        };
+                    };
+                };
                 /** @description a ledger entry moving one or more assets between two wallets */
                 201: {
                     headers: {
@@ -9392,6 +9542,7 @@ export interface paths {
                 };
                 /**
                  * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
                  *     - `I001` Invalid Asset: an asset name in the transfer names no asset
                  *     - `I002` Insufficient Quantity: the wallet holds less of an asset than requested
                  *     - `I003` Quantity Overflow: a quantity or a resulting holding would exceed 2^53-1
@@ -9779,11 +9930,14 @@ export interface paths {
         put?: never;
         /**
          * Refund a transaction you received
-         * @description Moves back to the sender what the wallet received in a transfer or capture, as a transaction of kind `reversal` naming it in `reverses`: the listed quantities, or by default all that is not yet refunded. All refunds of a transaction together never move back more of an asset than it moved. `Idempotency-Key` as for transfers. Checked in this order: key, transaction, asset names, deleted sides, what is left, quantities.
+         * @description Moves back to the sender what the wallet received in a transfer or capture, as a transaction of kind `reversal` naming it in `reverses`: the listed quantities, or by default all that is not yet refunded. All refunds of a transaction together never move back more of an asset than it moved. `Idempotency-Key` as for transfers. Checked in this order: key, transaction, asset names, deleted sides, what is left, quantities. With `dry_run=true`, every check and nothing written: 200 with the reversal it would record and the holdings after it.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description true: every check of the request, nothing written (no event, no Idempotency-Key read or stored, nothing counted against the key's caps); 200 with what the request would answer and the paying wallet's holdings after it */
+                    dry_run?: boolean;
+                };
                 header?: {
                     "idempotency-key"?: string;
                 };
@@ -9809,6 +9963,78 @@ export interface paths {
                 };
             };
             responses: {
+                /** @description a dry run: nothing was written */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            dry_run: true;
+                            /** @description the holdings of the wallet that would pay, as they would be after it */
+                            holdings_after: {
+                                asset: {
+                                    id: number;
+                                    name: string;
+                                    value: number;
+                                };
+                                /** @description how far below zero the holding may go (0 when none) */
+                                credit_limit: number;
+                                /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                                expiring: {
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    expires_at: string;
+                                    quantity: number;
+                                }[];
+                                /** @description what pending holds reserve of it; `quantity - held + credit_limit` may be spent */
+                                held: number;
+                                /** @description everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit */
+                                quantity: number;
+                            }[];
+                            /** @description the transaction the request would record; id, created_at, position and hash null */
+                            result: {
+                                assets: {
+                                    asset: {
+                                        id: number;
+                                        name: string;
+                                        value: number;
+                                    };
+                                    quantity: number;
+                                }[];
+                                /** @description null in a dry run: known only once recorded */
+                                created_at: null;
+                                /** @description null in a dry run: known only once recorded */
+                                hash: null;
+                                /** @description only on a capture: the id of the hold it settles */
+                                hold_id?: number;
+                                /** @description null in a dry run: known only once recorded */
+                                id: null;
+                                kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
+                                memo: string;
+                                /** @description {} when none */
+                                metadata: {
+                                    [key: string]: string;
+                                };
+                                /** @description null in a dry run: known only once recorded */
+                                position: null;
+                                receiving_username?: string;
+                                receiving_wallet_address: string;
+                                receiving_wallet_id: number;
+                                /** @description only on a reversal: the id of the transaction it reverses */
+                                reverses?: number;
+                                /** @description only on the run of a schedule: the id of that schedule */
+                                schedule_id?: number;
+                                sending_username?: string;
+                                sending_wallet_address: string;
+                                sending_wallet_id: number;
+                            };
+                        };
+                    };
+                };
                 /** @description a ledger entry moving one or more assets between two wallets */
                 201: {
                     headers: {
@@ -9858,6 +10084,7 @@ export interface paths {
                 /**
                  * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
                  *     - `G001` Invalid URL Parameter: a path parameter is malformed, e.g. an id that is not a positive integer
+                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
                  *     - `I001` Invalid Asset: an asset name in the transfer names no asset
                  *     - `I002` Insufficient Quantity: the wallet holds less of an asset than requested
                  *     - `I003` Quantity Overflow: a quantity or a resulting holding would exceed 2^53-1
@@ -10021,11 +10248,14 @@ export interface paths {
         put?: never;
         /**
          * Send a batch of transfers
-         * @description Up to 100 transfers (each the body of `POST /wallet/transactions`) from the wallet in one request. `atomic: true` (the default): all commit together or none does; 201 `{transactions}` in request order, or the first failing transfer's error, its `detail` starting `transfers[i]: `. `atomic: false`: each commits or fails alone; 200 `{results}` in request order, each `{status: 201, transaction}` or `{status, error}`. One `Idempotency-Key` covers the whole batch.
+         * @description Up to 100 transfers (each the body of `POST /wallet/transactions`) from the wallet in one request. `atomic: true` (the default): all commit together or none does; 201 `{transactions}` in request order, or the first failing transfer's error, its `detail` starting `transfers[i]: `. `atomic: false`: each commits or fails alone; 200 `{results}` in request order, each `{status: 201, transaction}` or `{status, error}`. One `Idempotency-Key` covers the whole batch. With `dry_run=true`, every check and nothing written: 200 `{dry_run, result, holdings_after}`, `result` the body the batch would answer.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description true: every check of the request, nothing written (no event, no Idempotency-Key read or stored, nothing counted against the key's caps); 200 with what the request would answer and the paying wallet's holdings after it */
+                    dry_run?: boolean;
+                };
                 header?: {
                     "idempotency-key"?: string;
                 };
@@ -10124,6 +10354,124 @@ export interface paths {
                                 };
                                 status: number;
                             })[];
+                        } | {
+                            /** @enum {boolean} */
+                            dry_run: true;
+                            /** @description the holdings of the wallet that would pay, as they would be after it */
+                            holdings_after: {
+                                asset: {
+                                    id: number;
+                                    name: string;
+                                    value: number;
+                                };
+                                /** @description how far below zero the holding may go (0 when none) */
+                                credit_limit: number;
+                                /** @description the units of it that have an expiry, soonest first (`[]` when none) */
+                                expiring: {
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T22:25:29.123Z
+                                     */
+                                    expires_at: string;
+                                    quantity: number;
+                                }[];
+                                /** @description what pending holds reserve of it; `quantity - held + credit_limit` may be spent */
+                                held: number;
+                                /** @description everything the wallet owns of the asset, held or not (expired units not counted); below zero when it owes on credit */
+                                quantity: number;
+                            }[];
+                            result: {
+                                transactions: {
+                                    assets: {
+                                        asset: {
+                                            id: number;
+                                            name: string;
+                                            value: number;
+                                        };
+                                        quantity: number;
+                                    }[];
+                                    /** @description null in a dry run: known only once recorded */
+                                    created_at: null;
+                                    /** @description null in a dry run: known only once recorded */
+                                    hash: null;
+                                    /** @description only on a capture: the id of the hold it settles */
+                                    hold_id?: number;
+                                    /** @description null in a dry run: known only once recorded */
+                                    id: null;
+                                    kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
+                                    memo: string;
+                                    /** @description {} when none */
+                                    metadata: {
+                                        [key: string]: string;
+                                    };
+                                    /** @description null in a dry run: known only once recorded */
+                                    position: null;
+                                    receiving_username?: string;
+                                    receiving_wallet_address: string;
+                                    receiving_wallet_id: number;
+                                    /** @description only on a reversal: the id of the transaction it reverses */
+                                    reverses?: number;
+                                    /** @description only on the run of a schedule: the id of that schedule */
+                                    schedule_id?: number;
+                                    sending_username?: string;
+                                    sending_wallet_address: string;
+                                    sending_wallet_id: number;
+                                }[];
+                            } | {
+                                results: ({
+                                    /** @enum {number} */
+                                    status: 201;
+                                    /** @description the transaction the request would record; id, created_at, position and hash null */
+                                    transaction: {
+                                        assets: {
+                                            asset: {
+                                                id: number;
+                                                name: string;
+                                                value: number;
+                                            };
+                                            quantity: number;
+                                        }[];
+                                        /** @description null in a dry run: known only once recorded */
+                                        created_at: null;
+                                        /** @description null in a dry run: known only once recorded */
+                                        hash: null;
+                                        /** @description only on a capture: the id of the hold it settles */
+                                        hold_id?: number;
+                                        /** @description null in a dry run: known only once recorded */
+                                        id: null;
+                                        kind: "transfer" | "issuance" | "burn" | "sweep" | "capture" | "reversal" | "expiry";
+                                        memo: string;
+                                        /** @description {} when none */
+                                        metadata: {
+                                            [key: string]: string;
+                                        };
+                                        /** @description null in a dry run: known only once recorded */
+                                        position: null;
+                                        receiving_username?: string;
+                                        receiving_wallet_address: string;
+                                        receiving_wallet_id: number;
+                                        /** @description only on a reversal: the id of the transaction it reverses */
+                                        reverses?: number;
+                                        /** @description only on the run of a schedule: the id of that schedule */
+                                        schedule_id?: number;
+                                        sending_username?: string;
+                                        sending_wallet_address: string;
+                                        sending_wallet_id: number;
+                                    };
+                                } | {
+                                    /** @description The body of every error: `code` from the error table, its `message`, an optional human-readable `detail`, and the request id */
+                                    error: {
+                                        /**
+                                         * @example I002
+                                         * @enum {string}
+                                         */
+                                        code: "G000" | "G001" | "G002" | "G003" | "G004" | "G005" | "G006" | "S000" | "S001" | "U000" | "U001" | "U003" | "U004" | "W000" | "W002" | "W003" | "W005" | "W006" | "W007" | "W008" | "W010" | "W011" | "W012" | "W013" | "A000" | "A001" | "A003" | "A004" | "I000" | "I001" | "I002" | "I003" | "I004" | "I005" | "T000" | "T001" | "H000" | "H001" | "H002" | "J000" | "K000" | "K001" | "K002" | "C000" | "C001" | "R000" | "R001" | "M000" | "M001";
+                                        detail?: string;
+                                        message: string;
+                                    };
+                                    status: number;
+                                })[];
+                            };
                         };
                     };
                 };
@@ -10177,6 +10525,7 @@ export interface paths {
                 };
                 /**
                  * @description - `G000` Invalid JSON Body: the body is not valid JSON, not an object, lacks a required field, or has a field of the wrong type or out of range (also a malformed header)
+                 *     - `G002` Invalid URL Query: a query parameter is malformed or out of range, e.g. `limit=1000`
                  *     - `I001` Invalid Asset: an asset name in the transfer names no asset
                  *     - `I002` Insufficient Quantity: the wallet holds less of an asset than requested
                  *     - `I003` Quantity Overflow: a quantity or a resulting holding would exceed 2^53-1

@@ -13,9 +13,10 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import type { FastifyInstance, InjectOptions } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
+import { injector, keyedGoldWallets } from '../in-process.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -75,31 +76,7 @@ async function setUp(limit: number, databaseUrl: string | undefined, root: strin
     secretsKey: await prepareWebhookSecrets(database.db, config),
     logStream: { write: () => undefined },
   })
-  const call = async (options: InjectOptions, status: number) => {
-    const response = await app.inject(options)
-    if (response.statusCode !== status) throw new Error(`${JSON.stringify(options)}: ${response.statusCode} ${response.body}`)
-    return response.json()
-  }
-  const admin = { authorization: `Bearer ${ADMIN_KEY}` }
-  const asset = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)
-  const keys = []
-  for (let i = 0; i < WALLETS; i++) {
-    const name = `batch${i}`
-    await call({ method: 'POST', url: '/users', payload: { username: name, password: 'correct horse' } }, 201)
-    const login = await call(
-      { method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } },
-      201,
-    )
-    const key = await call(
-      { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } },
-      201,
-    )
-    await call(
-      { method: 'POST', url: `/wallets/${key.wallet_id}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } },
-      201,
-    )
-    keys.push({ walletId: key.wallet_id as number, key: key.token as string })
-  }
+  const keys = await keyedGoldWallets(injector(app), ADMIN_KEY, 'batch', WALLETS)
   return {
     label: ROOTS ? root : `limit ${limit}`,
     app,

@@ -13,9 +13,10 @@ import inspector from 'node:inspector'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import type { FastifyInstance, InjectOptions } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { startPostgres } from '../../scripts/lib/postgres.ts'
+import { injector, keyedGoldWallets } from '../in-process.ts'
 
 const args = process.argv.slice(2)
 const numberArg = (name: string, fallback: number) => Number(args.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
@@ -75,32 +76,7 @@ async function setUp(root: string, label: string, url: string): Promise<Subject>
     secretsKey: await prepareWebhookSecrets(database.db, config),
     logStream,
   })
-  const call = async (options: InjectOptions, status: number) => {
-    const response = await app.inject(options)
-    if (response.statusCode !== status) throw new Error(`${label}: ${JSON.stringify(options)}: ${response.statusCode} ${response.body}`)
-    return response.json()
-  }
-  const admin = { authorization: `Bearer ${ADMIN_KEY}` }
-  const asset = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)
-  const keys = await Promise.all(
-    Array.from({ length: WALLETS }, async (_, i) => {
-      const name = `cpu${i}`
-      await call({ method: 'POST', url: '/users', payload: { username: name, password: 'correct horse' } }, 201)
-      const login = await call(
-        { method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } },
-        201,
-      )
-      const key = await call(
-        { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } },
-        201,
-      )
-      await call(
-        { method: 'POST', url: `/wallets/${key.wallet_id}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } },
-        201,
-      )
-      return { walletId: key.wallet_id as number, key: key.token as string }
-    }),
-  )
+  const keys = await keyedGoldWallets(injector(app, label), ADMIN_KEY, 'cpu', WALLETS)
   const sizes = { sum: 0, count: 0 }
   const ledger = createLedger({ database, events: outbox, onBatch: (size: number) => ((sizes.sum += size), (sizes.count += 1)) })
   return {

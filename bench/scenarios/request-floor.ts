@@ -17,6 +17,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { FastifyInstance, InjectOptions } from 'fastify'
+import { injector, signUpWithKey } from '../in-process.ts'
 
 const args = process.argv.slice(2)
 const numberArg = (name: string, fallback: number) => Number(args.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
@@ -84,24 +85,9 @@ async function setUp(root: string, label: string): Promise<Floor> {
   }
   try {
     const admin = { authorization: `Bearer ${ADMIN_KEY}` }
-    const call = async (options: InjectOptions, status: number) => {
-      const response = await app.inject(options)
-      if (response.statusCode !== status) throw new Error(`${label}: ${JSON.stringify(options)}: ${response.statusCode} ${response.body}`)
-      return response.json()
-    }
+    const call = injector(app, label)
     const users = []
-    for (const name of ['floora', 'floorb']) {
-      await call({ method: 'POST', url: '/users', payload: { username: name, password: 'correct horse' } }, 201)
-      const login = await call(
-        { method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } },
-        201,
-      )
-      const key = await call(
-        { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } },
-        201,
-      )
-      users.push({ name, session: login.token as string, key: key.token as string })
-    }
+    for (const name of ['floora', 'floorb']) users.push({ name, ...(await signUpWithKey(call, name)) })
     const asset = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)
     const [a, b] = users
     const wallet = await call({ method: 'GET', url: '/user/session', headers: { authorization: `Bearer ${a.session}` } }, 200)

@@ -7,6 +7,7 @@ export {
   call,
   callPage,
   CofferError,
+  dryRun,
   followEvents,
   type Asset,
   type ErrorCode,

@@ -1,4 +1,4 @@
-import { CofferError, type ErrorCode, type Transaction } from './api.ts'
+import { CofferError, type ErrorCode, type paths, type Transaction } from './api.ts'
 import { parseEvery, wallWords, type Every } from './calendar.ts'
 import { formatQuantity } from './format.ts'
 
@@ -754,4 +754,177 @@ export const OPERATOR_SCHEDULE_TEXT = {
   wallet: (id: number) => `Wallet ${id}`,
   lastRefused: (when: string) => `Last refused run, ${when}:`,
   schedule: (id: number) => `schedule ${id}`,
+}
+
+// Wallet keys with scopes and limits, and credit.
+
+/** What each scope lets a key do, as a person reads it. */
+const SCOPE_WORDS: Record<KeyScope, string> = {
+  read: 'see balances, history and holds',
+  send: 'send and refund',
+  hold: 'place, capture and void holds',
+  schedule: 'schedule payments',
+  monitor: 'set balance alerts',
+}
+
+export type KeyScope = paths['/wallet/sessions']['get']['responses']['200']['content']['application/json'][number]['scopes'][number]
+
+/** "a, b and c" */
+function listWords(words: string[]): string {
+  return words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} and ${words[words.length - 1]}`
+}
+
+/** The wallet keys screen: the presets, the custom choice, each key's scopes and limits in words. */
+export const KEY_TEXT = {
+  title: 'Keys',
+  /** Around the wallet's address. */
+  intro: ['A key lets a bot or an app use wallet ', ' without your password, and only as far as you allow it.'],
+  newKey: 'New key',
+  name: 'Key name',
+  nameHint: 'what will use it, at most 32 characters',
+  nameTooLong: 'A key name is at most 32 characters.',
+  what: 'What may this key do?',
+  presets: {
+    read: 'Read only',
+    daily: 'Can send up to an amount a day',
+    recipients: 'Can pay only these wallets',
+    custom: 'Choose what it may do and its limits',
+  },
+  presetHints: {
+    read: 'sees balances, history and holds; moves nothing',
+    daily: 'sends only the assets below, each up to its amount in any 24 hours',
+    recipients: 'sends to the wallets below and nobody else',
+    custom: 'any of the scopes, with caps per asset and the wallets it may pay',
+  },
+  dailyAsset: (n: number) => `Asset it may send ${n}`,
+  dailyQuantity: (n: number) => `Most in 24 hours ${n}`,
+  dailyHint: 'a whole number; counted over any 24 hours, not by calendar day',
+  line: (n: number) => `Limit ${n}`,
+  addAsset: 'Add another asset',
+  removeLine: (n: number) => `Remove limit ${n}`,
+  recipients: 'Wallet ids it may pay',
+  recipientsHint: 'wallet ids like 12, separated by commas or spaces; 1 to 100 wallets',
+  recipientsOptional: 'Only pay these wallet ids (optional)',
+  recipientsOptionalHint: 'empty: it may pay anyone; otherwise wallet ids like 12, separated by commas or spaces, at most 100',
+  scopes: 'It may',
+  scopeOption: (scope: KeyScope) => `${SCOPE_WORDS[scope].charAt(0).toUpperCase()}${SCOPE_WORDS[scope].slice(1)}`,
+  caps: 'Caps per asset (optional)',
+  capsHint: 'an asset without a cap is not limited',
+  capAsset: (n: number) => `Asset of cap ${n}`,
+  perTransfer: (n: number) => `Most per transfer ${n}`,
+  perDay: (n: number) => `Most in 24 hours ${n}`,
+  capHint: 'a whole number, 0 or more; empty: no cap',
+  addCap: 'Add a cap',
+  removeCap: (n: number) => `Remove cap ${n}`,
+  create: 'Create key',
+  creating: 'Creating…',
+  created: (name: string) => `“${name || 'unnamed'}” is shown only now: copy it into the program that will use it.`,
+  // What the console refuses before sending.
+  noScope: 'Tick at least one thing the key may do.',
+  noAsset: (n: number) => `Choose the asset of line ${n}.`,
+  twice: (asset: string) => `${asset} is on two lines: put it on one.`,
+  badCap: (what: string, asset: string) => `${what} of ${asset} is a whole number, 0 or more.`,
+  capTooLarge: (asset: string) => `A cap of ${asset} is too large.`,
+  noCapOnLine: (n: number) => `Line ${n} has no cap: enter the most per transfer, the most in 24 hours, or both.`,
+  dailyNeeded: (asset: string) => `Enter the most it may send of ${asset} in 24 hours.`,
+  noRecipients: 'Enter at least one wallet id it may pay.',
+  badRecipient: (value: string) => `“${value}” is not a wallet id: wallet ids are whole numbers like 12.`,
+  tooManyRecipients: 'A key may pay at most 100 wallets.',
+  nothingToLimit: 'There are no assets yet to set a limit on.',
+  /** The service's refusals of a new key, where they mean more here than anywhere else. */
+  refused: {
+    G000: 'The key’s scopes or limits are not valid. Check them and try again; no key was created.',
+    I001: 'A limit names an asset that does not exist (any more). No key was created.',
+    W000: 'A wallet it may pay does not exist or was deleted: check the wallet ids. No key was created.',
+  } as Partial<Record<ErrorCode, string>>,
+  // The list.
+  list: 'Keys of this wallet',
+  loading: 'keys',
+  none: 'This wallet has no keys.',
+  unnamed: (id: number) => `Key ${id}`,
+  label: (name: string, id: number) => (name ? `key “${name}”` : `key ${id}`),
+  times: (created: string, lastUsed: string | undefined) => `Created ${created} · ${lastUsed ? `last used ${lastUsed}` : 'never used'}`,
+  /** "Can see balances, history and holds · send and refund" */
+  can: (scopes: KeyScope[]) =>
+    scopes.length === 5 ? 'Can do everything a key can' : `Can ${scopes.map((scope) => SCOPE_WORDS[scope]).join(' · ')}`,
+  noLimits: 'No limits: it may move anything the wallet can spend, to anyone.',
+  perTransferLine: (quantity: string, asset: string) => `At most ${quantity} ${asset} per transfer`,
+  perDayLine: (quantity: string, asset: string) => `At most ${quantity} ${asset} in any 24 hours`,
+  notAtAll: (assets: string[]) => `May not send ${listWords(assets)}`,
+  used: (used: string, cap: string, asset: string) => `used ${used} of ${cap} ${asset} in the last 24 hours`,
+  usedLabel: (asset: string) => `${asset} used in the last 24 hours`,
+  payOnly: (ids: number[]) => (ids.length === 1 ? `Pays only wallet ${ids[0]}` : `Pays only wallets ${listWords(ids.map(String))}`),
+  revoke: 'Revoke',
+  revokeLabel: (label: string) => `Revoke ${label}`,
+  revokeTitle: (label: string) => `Revoke ${label}?`,
+  revokeBody: (address: string) => `Whatever uses this key loses access to wallet ${address} at once. This cannot be undone.`,
+  revokeAction: 'Revoke key',
+  revoked: (label: string) => `${label.charAt(0).toUpperCase()}${label.slice(1)} revoked.`,
+  revokeAll: 'Revoke all keys',
+  revokeAllTitle: 'Revoke every key of this wallet?',
+  revokeAllBody: (address: string) => `Every bot and app using a key of wallet ${address} loses access at once. This cannot be undone.`,
+  revokedAll: 'Every key of this wallet is revoked.',
+  secret: 'Key',
+}
+
+/** Credit: what a wallet owes, and up to how much it may owe. */
+export const CREDIT_TEXT = {
+  /** "owes 30 gold" */
+  owes: (quantity: string, asset: string) => `owes ${quantity} ${asset}`,
+  /** "can owe up to 100" */
+  canOwe: (limit: string) => `can owe up to ${limit}`,
+  /** Under the balances: "This wallet owes 30 gold; it can owe up to 100." */
+  owesSentence: (quantity: string, asset: string, limit: number, owes: number) =>
+    owes <= limit
+      ? `This wallet owes ${quantity} ${asset}; it can owe up to ${formatQuantity(limit)}.`
+      : limit === 0
+        ? `This wallet owes ${quantity} ${asset} and has no credit on it any more: it can spend no ${asset} until the debt is paid.`
+        : `This wallet owes ${quantity} ${asset}, more than the ${formatQuantity(limit)} it may owe now: it can spend no ${asset} until it owes less.`,
+  /** In a table's Owned column. */
+  owesCell: (quantity: string) => `owes ${quantity}`,
+  /** An asset to choose while the wallet owes some of it: "gold (owes 30, 70 available)". */
+  choice: (name: string, owes: string, available: string) => `${name} (owes ${owes}, ${available} available)`,
+  // The operator's wallet page.
+  title: 'Credit',
+  intro: 'A credit limit lets this wallet spend an asset below zero, down to minus the limit; what it receives then pays the debt back.',
+  none: 'No credit on any asset.',
+  asset: 'Asset to give credit on',
+  limit: 'Credit limit',
+  limitHint: 'a whole number: the most it may owe; 0 removes the credit',
+  set: 'Set credit limit',
+  badLimit: 'A credit limit is a whole number, 0 or more.',
+  limitTooLarge: 'That credit limit is too large.',
+  noAsset: 'Choose the asset.',
+  noAssets: 'There are no assets yet.',
+  setDone: (address: string, limit: string, asset: string) => `Credit set: ${address} can owe up to ${limit} ${asset}.`,
+  removedDone: (address: string, asset: string) => `Credit of ${asset} removed from ${address}.`,
+  current: (limit: string, asset: string) => `Can owe up to ${limit} ${asset}`,
+  remove: 'Remove credit',
+  removeLabel: (asset: string) => `Remove credit of ${asset}`,
+  removeTitle: (asset: string) => `Remove the credit of ${asset}?`,
+  removeBody: (address: string, asset: string, owes: string | undefined) =>
+    owes === undefined
+      ? `${address} can then spend only the ${asset} it owns.`
+      : `${address} owes ${owes} ${asset}: it keeps the debt, and can spend no ${asset} until the debt is paid.`,
+  lowerTitle: (asset: string) => `Lower the credit of ${asset} below what is owed?`,
+  lowerBody: (address: string, asset: string, owes: string, limit: string) =>
+    `${address} owes ${owes} ${asset}, more than the new limit of ${limit}: it keeps the debt, and can spend no ${asset} until it owes less than ${limit}.`,
+  lower: 'Lower the limit',
+  /** The service's refusals of a limit, where they mean more here. */
+  expiring: (asset: string) =>
+    `${asset} has been issued with an expiry date, and credit and expiring units do not mix: no wallet can have credit on it. Nothing changed.`,
+  gone: 'That wallet or asset no longer exists (a wallet can also not be the mint). Nothing changed.',
+}
+
+/** Send's preview: what the wallet will hold after the transfer, from a dry run of it. */
+export const SEND_PREVIEW_TEXT = {
+  title: 'After this you will hold',
+  intro: (address: string) =>
+    `What wallet ${address} will hold once this is sent, as things stand now. Nothing moves until you press Send.`,
+  checking: 'Working out what you will hold…',
+  refused: 'As things stand, this would be refused:',
+  caption: (address: string) => `What ${address} holds now and after this transfer`,
+  asset: 'Asset',
+  now: 'Now',
+  after: 'After',
 }

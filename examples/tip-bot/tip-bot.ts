@@ -7,11 +7,14 @@
  *
  *   COFFER_URL=http://localhost:8080 COFFER_KEY=cfw_… npx tsx examples/tip-bot/tip-bot.ts
  *
- * Events arrive at least once: the tip's Idempotency-Key is derived from the event id, so a
+ * With a top-up (`TOPUP_KEY`, …) it keeps a balance monitor on its float and, when the monitor
+ * fires (`balance.crossed`), has its reserve wallet pay it through a key of that wallet.
+ *
+ * Events arrive at least once: each payment's Idempotency-Key is derived from the event id, so a
  * redelivered event is answered by the service's stored reply instead of paying twice.
  */
 import { fileURLToPath } from 'node:url'
-import { call, CofferError, createCofferClient, followEvents, type WalletEvent } from '../../client/index.ts'
+import { call, CofferError, createCofferClient, followEvents, type CofferClient, type StreamEvent } from '../../client/index.ts'
 import { createJournalVerifier, JournalCheckError, type Checkpoint, type JournalVerifier } from '../../client/journal.ts'
 
 export interface TipBotOptions {
@@ -31,6 +34,45 @@ export interface TipBotOptions {
   onTrusted?: (checkpoint: Checkpoint) => void
   /** The longest wait for a checkpoint to cover a received transaction before its check is given up. */
   proofWaitMs?: number
+  /** Refill the bot's float from a reserve wallet when it runs low. */
+  topUp?: TopUp
+}
+
+export interface TopUp {
+  /** A wallet key of the reserve wallet; best limited to the bot's wallet (`recipients`) with a `per_day` cap. */
+  key: string
+  /** The bot's wallet address, which the reserve pays. */
+  to: string
+  asset: string
+  /** Top up once what the bot can spend of `asset` drops below this. */
+  below: number
+  /** What each top-up sends. */
+  quantity: number
+}
+
+/** The bot's monitor on its float (made once, found again on later runs); the bot's key needs the `monitor` scope. */
+async function watchFloat(coffer: CofferClient, topUp: TopUp): Promise<number> {
+  const monitors = await call(coffer.GET('/wallet/monitors'))
+  const same = monitors.find((m) => m.asset.toLowerCase() === topUp.asset.toLowerCase() && m.below === topUp.below)
+  return (same ?? (await call(coffer.POST('/wallet/monitors', { body: { asset: topUp.asset, below: topUp.below } })))).id
+}
+
+/** The reserve pays the bot `quantity`, once per crossing: the Idempotency-Key is the event's. */
+async function refill(topUp: TopUp, baseUrl: string, eventId: string, log: (line: string) => void): Promise<void> {
+  const reserve = createCofferClient({ baseUrl, token: topUp.key })
+  try {
+    await call(
+      reserve.POST('/wallet/transactions', {
+        body: { recipient: topUp.to, type: 1, assets: { [topUp.asset]: topUp.quantity }, memo: 'tip bot top-up' },
+        params: { header: { 'idempotency-key': `top-up-${eventId}` } },
+      }),
+    )
+    log(`topped up ${topUp.quantity} ${topUp.asset} from the reserve`)
+  } catch (error) {
+    // The reserve is empty, or the key's cap for the day is used up: said, not retried.
+    if (error instanceof CofferError) log(`could not top up: ${error.code} ${error.message}`)
+    else throw error
+  }
 }
 
 /** A received transaction's proof: fetched once a checkpoint covers it (J000 until then), then checked. */
@@ -62,6 +104,8 @@ export async function runTipBot(options: TipBotOptions): Promise<void> {
   const tip = options.tip ?? 1
   const coffer = createCofferClient({ baseUrl: options.baseUrl, token: options.key })
   const verifier = await createJournalVerifier(coffer, { publicKey: options.publicKey, trusted: options.trusted })
+  const topUp = options.topUp
+  const monitorId = topUp && (await watchFloat(coffer, topUp))
   // Proofs are checked one after another, beside the tips (a proof waits for the next checkpoint).
   let checks = Promise.resolve()
   const check = (id: number) => {
@@ -78,10 +122,12 @@ export async function runTipBot(options: TipBotOptions): Promise<void> {
       onRefused: (status, body) =>
         log(`the service refused the key (${status} ${(body as { code?: string } | undefined)?.code ?? ''}): stopping`),
     },
-    async (event: WalletEvent) => {
+    async (event: StreamEvent) => {
+      if (topUp && event.type === 'balance.crossed' && event.data.monitor.id === monitorId)
+        return refill(topUp, options.baseUrl, event.id, log)
+      if (event.type !== 'transaction.received') return
       const transfer = event.data
       // Issuance comes from mint, which has no one to thank.
-      if (event.type !== 'transaction.received') return
       check(transfer.id)
       if (transfer.sending_wallet_address === 'mint') return
       const assets = Object.fromEntries(transfer.assets.map((line) => [line.asset.name, tip]))
@@ -119,5 +165,18 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const controller = new AbortController()
   process.once('SIGINT', () => controller.abort())
   process.once('SIGTERM', () => controller.abort())
-  await runTipBot({ baseUrl, key, tip: Number(process.env.TIP ?? 1), signal: controller.signal })
+  if (process.env.TOPUP_KEY && !process.env.TOPUP_TO) {
+    console.error("set TOPUP_TO to the bot's wallet address, which the reserve pays")
+    process.exit(2)
+  }
+  const topUp: TopUp | undefined = process.env.TOPUP_KEY
+    ? {
+        key: process.env.TOPUP_KEY,
+        to: process.env.TOPUP_TO ?? '',
+        asset: process.env.TOPUP_ASSET ?? 'gold',
+        below: Number(process.env.TOPUP_BELOW ?? 10),
+        quantity: Number(process.env.TOPUP_QUANTITY ?? 50),
+      }
+    : undefined
+  await runTipBot({ baseUrl, key, tip: Number(process.env.TIP ?? 1), signal: controller.signal, topUp })
 }

@@ -1,10 +1,12 @@
 import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db } from '../db/database.ts'
+import { listHoldings } from './assets.repository.ts'
+import { rehearseUnit, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
 import { AppError, ERROR_MEANINGS, ERRORS, type ErrorCode } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
-import type { Transaction } from './ledger.types.ts'
-import { committed, firstFailure, transactionOf, type Move, type Outcome, type UnitIdempotency } from './moves.ts'
+import type { EventWriter, Transaction } from './ledger.types.ts'
+import { committed, firstFailure, transactionOf, type Move, type Outcome, type Unit, type UnitIdempotency } from './moves.ts'
 import { Lookups, resolveTransfer } from './lookups.ts'
 
 /**
@@ -35,6 +37,11 @@ export type BatchResult = { status: 201; transaction: Transaction } | { status: 
 
 export type BatchBody = { transactions: Transaction[] } | { results: BatchResult[] }
 
+/** A batch's answer as a dry run shows it (`dry-run.ts`). */
+export type UnrecordedBatchBody =
+  | { transactions: UnrecordedTransaction[] }
+  | { results: ({ status: 201; transaction: UnrecordedTransaction } | { status: number; error: ErrorDescription })[] }
+
 /**
  * The error of item `index` of a list in the request (`transfers[2]: …`, `entries[7]: …`) with its
  * code and status. An error that is not the ledger's (a database fault) is returned as it is.
@@ -51,12 +58,16 @@ function describeError(error: AppError): ErrorDescription {
 type Reply = { status: number; body: BatchBody }
 /** The unit's Idempotency-Key record with the response it stores, when the request has a key. */
 type Keyed = (respond: UnitIdempotency['respond']) => UnitIdempotency | undefined
+/** How a unit is run: in the group commit, or for a dry run rolled back. */
+type RunUnit = (unit: Unit) => Promise<Outcome[]>
 
 export interface BatchesServiceDeps {
   db: Db
+  events: EventWriter
   committer: GroupCommitter
   /** Shared with single transfers: one key space per wallet, one set of keys in flight (G004). */
   idempotency: Idempotency
+  clock: () => string
 }
 
 export interface BatchesService {
@@ -67,26 +78,61 @@ export interface BatchesService {
    * request order. Throws G003 / G004 for its Idempotency-Key as a transfer does.
    */
   send(walletId: number, request: BatchRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<BatchBody>>
+  /**
+   * `send` as a dry run (`dry-run.ts`): the body it would answer, each Transaction unrecorded, and
+   * the wallet's holdings after it; nothing written. Throws `send`'s refusals but G003/G004.
+   */
+  dryRun(walletId: number, request: BatchRequest, limits?: KeyLimits): Promise<DryRun<UnrecordedBatchBody>>
 }
 
-export function createBatchesService({ db, committer, idempotency }: BatchesServiceDeps): BatchesService {
+export function createBatchesService({ db, events, committer, idempotency, clock }: BatchesServiceDeps): BatchesService {
+  /** The batch's transfers resolved in request order (`resolveTransfer`), then run by `run`. */
+  const sendWith = async (run: RunUnit, walletId: number, request: BatchRequest, limits: KeyLimits | undefined, keyed: Keyed) => {
+    const lookups = new Lookups(db, limits)
+    lookups.preloadWalletIds(request.transfers)
+    const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
+    // A database fault while resolving fails the whole request, as it would a transfer.
+    for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
+    return (request.atomic ?? true) ? sendAtomic(run, resolved, keyed) : sendEach(run, resolved, keyed)
+  }
   return {
     send(walletId, request, idempotencyKey, limits) {
-      const atomic = request.atomic ?? true
-      return idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprintBatch(request.transfers, atomic), async (record) => {
-        const lookups = new Lookups(db, limits)
-        lookups.preloadWalletIds(request.transfers)
-        const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
-        // A database fault while resolving fails the whole request, as it would a transfer.
-        for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
-        const keyed: Keyed = (respond) => record && { walletId, ...record, respond }
-        return atomic ? sendAtomic(committer, resolved, keyed) : sendEach(committer, resolved, keyed)
-      })
+      const fingerprint = fingerprintBatch(request.transfers, request.atomic ?? true)
+      return idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprint, (record) =>
+        sendWith(
+          (unit) => committer.runUnit(unit),
+          walletId,
+          request,
+          limits,
+          (respond) => record && { walletId, ...record, respond },
+        ),
+      )
+    },
+    async dryRun(walletId, request, limits) {
+      let holdings: DryRun<unknown>['holdings_after'] | undefined
+      const rehearsed: RunUnit = async (unit) => {
+        const { value, holdings: after } = await rehearseUnit(db, events, clock, walletId, unit)
+        holdings = after
+        return value
+      }
+      const { body } = await sendWith(rehearsed, walletId, request, limits, () => undefined)
+      // Not atomic with every transfer refused before the ledger: nothing ran, nothing changes.
+      holdings ??= await listHoldings(db, walletId, clock())
+      return { dry_run: true, result: unrecordedBatch(body), holdings_after: holdings }
     },
   }
 }
 
-async function sendAtomic(committer: GroupCommitter, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
+function unrecordedBatch(body: BatchBody): UnrecordedBatchBody {
+  if ('transactions' in body) return { transactions: body.transactions.map(unrecordedTransaction) }
+  return {
+    results: body.results.map((result) =>
+      'transaction' in result ? { status: 201 as const, transaction: unrecordedTransaction(result.transaction) } : result,
+    ),
+  }
+}
+
+async function sendAtomic(run: RunUnit, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
   const moves: Move[] = []
   for (const [index, result] of resolved.entries()) {
     if (result.status === 'rejected') throw itemError('transfers', index, result.reason)
@@ -97,13 +143,13 @@ async function sendAtomic(committer: GroupCommitter, resolved: PromiseSettledRes
     status: 201,
     json: `{"transactions":[${committed(outcomes).map(bodyOf).join(',')}]}`,
   })
-  const outcomes = await committer.runUnit({ moves, atomic: true, idempotency: keyed(store) })
+  const outcomes = await run({ moves, atomic: true, idempotency: keyed(store) })
   const failure = firstFailure(outcomes)
   if (failure) throw itemError('transfers', failure.index, failure.error)
   return { status: 201, body: { transactions: committed(outcomes) } }
 }
 
-async function sendEach(committer: GroupCommitter, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
+async function sendEach(run: RunUnit, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
   // The transfers that resolved go to the ledger, in request order; `slots` maps them back.
   const slots: number[] = []
   const moves: Move[] = []
@@ -127,7 +173,7 @@ async function sendEach(committer: GroupCommitter, resolved: PromiseSettledResul
     )
     return { status: 200, json: `{"results":[${texts.join(',')}]}` }
   }
-  const outcomes = moves.length === 0 ? [] : await committer.runUnit({ moves, atomic: false, idempotency: keyed(store) })
+  const outcomes = moves.length === 0 ? [] : await run({ moves, atomic: false, idempotency: keyed(store) })
   return { status: 200, body: { results: results(outcomes) } }
 }
 

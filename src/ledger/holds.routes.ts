@@ -4,7 +4,18 @@ import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { IdParams, parseId, responses } from '../http/schemas.ts'
 import { DEFAULT_EXPIRES_IN } from './holds.service.ts'
-import { CursorId, Hold, HoldStatus, Quantity, SendBody, IdempotencyHeaders, Transaction } from './ledger.schemas.ts'
+import {
+  CursorId,
+  DryRunAnswer,
+  DryRunQuery,
+  Hold,
+  HoldStatus,
+  Quantity,
+  SendBody,
+  IdempotencyHeaders,
+  Transaction,
+  UnrecordedHold,
+} from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface HoldsRoutesOptions {
@@ -58,14 +69,18 @@ const holdsRoutes: FastifyPluginAsyncTypebox<HoldsRoutesOptions> = async (app, {
           '`metadata` and `expires_in`: 60 to 2,592,000 seconds, a week by default). Nothing moves yet: the ' +
           'assets stay in the wallet as `held` and cannot be spent until the hold is captured, voided or ' +
           'expires. The same errors, in the same order, as a transfer; only what is free (`quantity - ' +
-          'held`) may be held. `Idempotency-Key` as for a transfer.',
+          'held`) may be held. `Idempotency-Key` as for a transfer. With `dry_run=true`, every check and ' +
+          'nothing written: 200 with the hold it would place and the holdings after it.',
         tags,
+        querystring: DryRunQuery,
         body: HoldBody,
         headers: IdempotencyHeaders,
-        response: responses(201, Hold),
+        response: { ...responses(201, Hold), 200: DryRunAnswer(UnrecordedHold) },
       },
     },
     async (request, reply) => {
+      if (request.query.dry_run)
+        return reply.status(200).send(await ledger.holds.dryRun(walletOf(request), request.body, keyLimitsOf(request)))
       const result = await ledger.holds.create(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)

@@ -2,12 +2,21 @@ import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
+import { rehearseUnit, unrecordedHold, type DryRun, type UnrecordedHold } from './dry-run.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import * as holds from './holds.repository.ts'
-import { canonicalAssets, canonicalTransfer, hashRequest, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
+import {
+  canonicalAssets,
+  canonicalTransfer,
+  hashRequest,
+  type Answer,
+  type Idempotency,
+  type IdempotencyRecord,
+  type SendRequest,
+} from './idempotency.ts'
 import type { EventWriter, Hold, HoldStatus, Line, Transaction } from './ledger.types.ts'
 import { takeWalletTurns } from './moves.repository.ts'
-import { applyMove, transactionOf, type Move } from './moves.ts'
+import { applyMove, transactionOf, type Move, type Outcome, type Unit } from './moves.ts'
 import { Lookups, resolveTransfer } from './lookups.ts'
 
 /**
@@ -98,6 +107,12 @@ export interface HoldsService {
    */
   create(walletId: number, request: HoldRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<Answer<Hold>>
   /**
+   * `create` as a dry run (`dry-run.ts`): the pending Hold it would record (its `expires_at`
+   * counted from now) and the wallet's holdings after it; nothing written. Throws `create`'s
+   * refusals but G003/G004.
+   */
+  dryRun(walletId: number, request: HoldRequest, limits?: KeyLimits): Promise<DryRun<UnrecordedHold>>
+  /**
    * POST /wallet/holds/{id}/capture (the sending wallet): moves what is asked (everything by
    * default) to the recipient as one Transaction of kind `capture` and releases the rest. Answers
    * 201 with the Transaction. Throws, in this order: G003/G004 (key), H000 (no such hold, or the
@@ -142,6 +157,24 @@ export function createHoldsService({ db, events, committer, idempotency, clock }
       return applyMove(trx, moveOf(locked.hold, now), events, clock)
     })
 
+  /** A new hold's way after its Idempotency-Key: the transfer resolved, then its reserving move run by `run`. */
+  const placeHold = async (
+    run: (unit: Unit) => Promise<Outcome[]>,
+    walletId: number,
+    request: HoldRequest,
+    limits: KeyLimits | undefined,
+    record?: IdempotencyRecord,
+  ): Promise<Hold> => {
+    const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
+    const [outcome] = await run({
+      moves: [{ ...move, idempotency: record, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }],
+      atomic: true,
+    })
+    if (!outcome.ok) throw outcome.error
+    if (!outcome.hold) throw new Error('the hold was not recorded')
+    return outcome.hold
+  }
+
   /** Expires the hold if it is still stored as pending and past its expiry; true when it did. */
   const expireLocked = async (trx: Trx, holdId: number): Promise<boolean> => {
     const locked = await holds.lockHold(trx, holdId, clock())
@@ -153,16 +186,25 @@ export function createHoldsService({ db, events, committer, idempotency, clock }
 
   return {
     create(walletId, request, idempotencyKey, limits) {
-      return idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (record) => {
-        const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
-        const [outcome] = await committer.runUnit({
-          moves: [{ ...move, idempotency: record, reserve: { expiresIn: request.expires_in ?? DEFAULT_EXPIRES_IN } }],
-          atomic: true,
-        })
-        if (!outcome.ok) throw outcome.error
-        if (!outcome.hold) throw new Error('the hold was not recorded')
-        return { status: 201, body: outcome.hold }
-      })
+      return idempotency.answerOnce(walletId, idempotencyKey, holdFingerprint(request), async (record) => ({
+        status: 201,
+        body: await placeHold((unit) => committer.runUnit(unit), walletId, request, limits, record),
+      }))
+    },
+
+    async dryRun(walletId, request, limits) {
+      let holdings: DryRun<unknown>['holdings_after'] = []
+      const hold = await placeHold(
+        async (unit) => {
+          const rehearsed = await rehearseUnit(db, events, clock, walletId, unit)
+          holdings = rehearsed.holdings
+          return rehearsed.value
+        },
+        walletId,
+        request,
+        limits,
+      )
+      return { dry_run: true, result: unrecordedHold(hold), holdings_after: holdings }
     },
 
     capture(walletId, holdId, request, idempotencyKey) {

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
 import { Id, Timestamp } from '../http/schemas.ts'
 import { TRANSACTION_KINDS } from './ledger.types.ts'
 
@@ -133,3 +133,42 @@ export const Hold = Type.Object(
   },
   { description: 'assets reserved in the sending wallet for the recipient until captured, voided or expired' },
 )
+
+/** `?dry_run=true` on the four routes that pay (`dry-run.ts`). */
+export const DryRunQuery = Type.Object({
+  dry_run: Type.Optional(
+    Type.Boolean({
+      default: false,
+      description:
+        'true: every check of the request, nothing written (no event, no Idempotency-Key read or stored, nothing counted ' +
+        "against the key's caps); 200 with what the request would answer and the paying wallet's holdings after it",
+    }),
+  ),
+})
+
+/** What no dry run can know: a row's id, creation time and journal place. */
+const Unknown = Type.Null({ description: 'null in a dry run: known only once recorded' })
+
+/** A Transaction as a dry run answers it. */
+export const UnrecordedTransaction = Type.Object(
+  { ...Transaction.properties, id: Unknown, created_at: Unknown, position: Unknown, hash: Unknown },
+  { description: 'the transaction the request would record; id, created_at, position and hash null' },
+)
+
+/** A Hold as a dry run answers it. */
+export const UnrecordedHold = Type.Object(
+  { ...Hold.properties, id: Unknown, created_at: Unknown },
+  { description: 'the hold the request would place, expires_at counted from now; id and created_at null' },
+)
+
+/** The 200 of a dry run: what the request would answer, and the holdings of the wallet that pays. */
+export function DryRunAnswer<T extends TSchema>(result: T) {
+  return Type.Object(
+    {
+      dry_run: Type.Literal(true),
+      result,
+      holdings_after: Type.Array(Holding, { description: 'the holdings of the wallet that would pay, as they would be after it' }),
+    },
+    { description: 'a dry run: nothing was written' },
+  )
+}

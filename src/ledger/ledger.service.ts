@@ -78,7 +78,7 @@ export function createLedger({ database, events, maxBatch, onBatch, tracing, ide
   const idempotency = new Idempotency(db, idempotencyLeaseMs)
   return {
     transfers: createTransfersService({ db, events, committer, idempotency, clock }),
-    batches: createBatchesService({ db, committer, idempotency }),
+    batches: createBatchesService({ db, events, committer, idempotency, clock }),
     holds: createHoldsService({ db, events, committer, idempotency, clock }),
     reversals: createReversalsService({ db, events, idempotency, clock }),
     issuance: createIssuanceService({ db, events, clock }),

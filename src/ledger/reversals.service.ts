@@ -5,6 +5,7 @@ import type { Db, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findAssetById, holdAsset } from './assets.repository.ts'
+import { rehearse, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
 import {
   canonicalAssets,
   canonicalMetadata,
@@ -70,6 +71,16 @@ export interface ReversalsService {
     limits?: KeyLimits,
   ): Promise<SendResult>
   /**
+   * `refund` as a dry run (`dry-run.ts`): the reversal it would record and the wallet's holdings
+   * after it; nothing written. Throws `refund`'s refusals but G003/G004.
+   */
+  dryRunRefund(
+    walletId: number,
+    transactionId: number,
+    request: ReversalRequest,
+    limits?: KeyLimits,
+  ): Promise<DryRun<UnrecordedTransaction>>
+  /**
    * POST /transactions/{id}/reversal: the operator moves back what a transaction moved (all of
    * what is left by default). Throws G003/G004 (key), T000 (no such transaction), T001 (a
    * reversal), I001, then as a refund: W000, T001, I002, I003.
@@ -77,22 +88,48 @@ export interface ReversalsService {
   reverse(transactionId: number, request: ReversalRequest, idempotencyKey?: string): Promise<SendResult>
 }
 
+/** How a reversal's database transaction runs: committed, or for a dry run rolled back. */
+type Transact = (work: (trx: Trx) => Promise<Transaction>) => Promise<Transaction>
+
 export function createReversalsService({ db, events, idempotency, clock }: ReversalsServiceDeps): ReversalsService {
+  const committing: Transact = (work) => inTransaction(db, work)
+  /** A refund's way after its Idempotency-Key: the original found among what the wallet received, then moved back. */
+  const refundOf = async (
+    transact: Transact,
+    walletId: number,
+    transactionId: number,
+    request: ReversalRequest,
+    limits?: KeyLimits,
+    record?: IdempotencyRecord,
+  ) => {
+    const original = await findTransaction(db, transactionId)
+    if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
+      throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
+    }
+    return moveBack({ db, events, clock, transact }, original, request, record, limits)
+  }
   return {
     refund(walletId, transactionId, request, idempotencyKey, limits) {
-      return idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (record) => {
-        const original = await findTransaction(db, transactionId)
-        if (!original || original.receiving_wallet_id !== walletId || !REFUNDABLE.has(original.kind)) {
-          throw new AppError('T000', `wallet ${walletId} received no transfer or capture ${transactionId}`)
-        }
-        return { status: 201, body: await moveBack(db, events, clock, original, request, record, limits) }
-      })
+      return idempotency.answerOnce(walletId, idempotencyKey, fingerprint('refund', transactionId, request), async (record) => ({
+        status: 201,
+        body: await refundOf(committing, walletId, transactionId, request, limits, record),
+      }))
+    },
+    async dryRunRefund(walletId, transactionId, request, limits) {
+      let holdings: DryRun<unknown>['holdings_after'] = []
+      const rehearsing: Transact = async (work) => {
+        const rehearsed = await rehearse(db, clock, walletId, work)
+        holdings = rehearsed.holdings
+        return rehearsed.value
+      }
+      const reversal = await refundOf(rehearsing, walletId, transactionId, request, limits)
+      return { dry_run: true, result: unrecordedTransaction(reversal), holdings_after: holdings }
     },
     reverse(transactionId, request, idempotencyKey) {
       return idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (record) => {
         const original = await findTransaction(db, transactionId)
         if (!original) throw new AppError('T000', `no transaction ${transactionId}`)
-        return { status: 201, body: await moveBack(db, events, clock, original, request, record) }
+        return { status: 201, body: await moveBack({ db, events, clock, transact: committing }, original, request, record) }
       })
     },
   }
@@ -100,9 +137,7 @@ export function createReversalsService({ db, events, idempotency, clock }: Rever
 
 /** The reversal of `original`: its receiver sends back the requested quantities, or all that is left. */
 async function moveBack(
-  db: Db,
-  events: EventWriter,
-  clock: () => string,
+  { db, events, clock, transact }: { db: Db; events: EventWriter; clock: () => string; transact: Transact },
   original: Transaction,
   request: ReversalRequest,
   idempotency?: IdempotencyRecord,
@@ -110,7 +145,7 @@ async function moveBack(
 ): Promise<Transaction> {
   if (original.kind === 'reversal') throw new AppError('T001', `transaction ${original.id} is a reversal, which cannot be reversed`)
   const requested = request.assets === undefined ? undefined : await resolveLines(new Lookups(db), request.assets)
-  return inTransaction(db, async (trx) => {
+  return transact(async (trx) => {
     // By default what is left now; the ledger checks again under the wallets' turns (T001).
     let lines: Line[]
     if (requested) lines = requested

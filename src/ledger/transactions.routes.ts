@@ -1,13 +1,24 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
 import { arrivalMark } from '../db/commit-state.ts'
 import type { Database } from '../db/database.ts'
 import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
 import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
 import { metadataFilters, metadataParameters } from './history.service.ts'
-import { CursorId, Holding, IdempotencyHeaders, Kind, ReversalBody, SendBody, Transaction } from './ledger.schemas.ts'
+import {
+  CursorId,
+  DryRunAnswer,
+  DryRunQuery,
+  Holding,
+  IdempotencyHeaders,
+  Kind,
+  ReversalBody,
+  SendBody,
+  Transaction,
+  UnrecordedTransaction,
+} from './ledger.schemas.ts'
 import type { Ledger } from './ledger.service.ts'
 
 export interface TransactionsRoutesOptions {
@@ -27,10 +38,23 @@ const BatchBody = Type.Object({
   atomic: Type.Optional(Type.Boolean({ default: true, description: 'true: all commit or none does; false: each commits or fails alone' })),
 })
 
-const BatchResult = Type.Union([
-  Type.Object({ status: Type.Literal(201), transaction: Transaction }),
-  Type.Object({ status: Type.Integer({ minimum: 400, maximum: 499 }), error: Type.Pick(ErrorSchema, ['code', 'message', 'detail']) }),
-])
+/** One transfer's outcome in a batch that is not atomic; `transaction` as the batch records it (or a dry run shows it). */
+function BatchResult<T extends TSchema>(transaction: T) {
+  return Type.Union([
+    Type.Object({ status: Type.Literal(201), transaction }),
+    Type.Object({ status: Type.Integer({ minimum: 400, maximum: 499 }), error: Type.Pick(ErrorSchema, ['code', 'message', 'detail']) }),
+  ])
+}
+
+/** What a batch answers: `transactions` (atomic, 201) or `results` (not atomic, 200). */
+function BatchAnswers<T extends TSchema>(transaction: T) {
+  return {
+    transactions: Type.Object({ transactions: Type.Array(transaction) }),
+    results: Type.Object({ results: Type.Array(BatchResult(transaction)) }),
+  }
+}
+const Batch = BatchAnswers(Transaction)
+const UnrecordedBatch = BatchAnswers(UnrecordedTransaction)
 
 /**
  * A batch's body may be far larger than a transfer's: 100 transfers, each with up to 64 assets
@@ -117,14 +141,18 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
           'Moves every listed asset to the recipient (a username, an address with `type: 1`, or a wallet id ' +
           'with `type: 2`) as one transaction: all of it or nothing. With an `Idempotency-Key`, a repeat of ' +
           'the same request answers the first response (`Idempotent-Replayed: true`) and moves nothing. ' +
-          'Checked in this order: key, recipient, own wallet, asset names, quantities.',
+          'Checked in this order: key, recipient, own wallet, asset names, quantities. With `dry_run=true`, ' +
+          'every check and nothing written: 200 with the transaction it would record and the holdings after it.',
         tags,
+        querystring: DryRunQuery,
         body: SendBody,
         headers: IdempotencyHeaders,
-        response: { 201: Transaction, '4xx': ErrorSchema },
+        response: { 200: DryRunAnswer(UnrecordedTransaction), 201: Transaction, '4xx': ErrorSchema },
       },
     },
     async (request, reply) => {
+      if (request.query.dry_run)
+        return reply.status(200).send(await ledger.transfers.dryRun(walletOf(request), request.body, keyLimitsOf(request)))
       const result = await ledger.transfers.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)
@@ -142,15 +170,21 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
           'kind `reversal` naming it in `reverses`: the listed quantities, or by default all that is not ' +
           'yet refunded. All refunds of a transaction together never move back more of an asset than it ' +
           'moved. `Idempotency-Key` as for transfers. Checked in this order: key, transaction, asset names, ' +
-          'deleted sides, what is left, quantities.',
+          'deleted sides, what is left, quantities. With `dry_run=true`, every check and nothing written: 200 ' +
+          'with the reversal it would record and the holdings after it.',
         tags,
         params: IdParams('id'),
+        querystring: DryRunQuery,
         body: ReversalBody,
         headers: IdempotencyHeaders,
-        response: { 201: Transaction, '4xx': ErrorSchema },
+        response: { 200: DryRunAnswer(UnrecordedTransaction), 201: Transaction, '4xx': ErrorSchema },
       },
     },
     async (request, reply) => {
+      if (request.query.dry_run) {
+        const id = parseId(request.params.id)
+        return reply.status(200).send(await ledger.reversals.dryRunRefund(walletOf(request), id, request.body, keyLimitsOf(request)))
+      }
       const result = await ledger.reversals.refund(
         walletOf(request),
         parseId(request.params.id),
@@ -175,18 +209,23 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
           'request. `atomic: true` (the default): all commit together or none does; 201 `{transactions}` in ' +
           "request order, or the first failing transfer's error, its `detail` starting `transfers[i]: `. " +
           '`atomic: false`: each commits or fails alone; 200 `{results}` in request order, each `{status: ' +
-          '201, transaction}` or `{status, error}`. One `Idempotency-Key` covers the whole batch.',
+          '201, transaction}` or `{status, error}`. One `Idempotency-Key` covers the whole batch. With ' +
+          '`dry_run=true`, every check and nothing written: 200 `{dry_run, result, holdings_after}`, `result` the ' +
+          'body the batch would answer.',
         tags,
+        querystring: DryRunQuery,
         body: BatchBody,
         headers: IdempotencyHeaders,
         response: {
-          200: Type.Object({ results: Type.Array(BatchResult) }),
-          201: Type.Object({ transactions: Type.Array(Transaction) }),
+          200: Type.Union([Batch.results, DryRunAnswer(Type.Union([UnrecordedBatch.transactions, UnrecordedBatch.results]))]),
+          201: Batch.transactions,
           '4xx': ErrorSchema,
         },
       },
     },
     async (request, reply) => {
+      if (request.query.dry_run)
+        return reply.status(200).send(await ledger.batches.dryRun(walletOf(request), request.body, keyLimitsOf(request)))
       const result = await ledger.batches.send(walletOf(request), request.body, request.headers['idempotency-key'], keyLimitsOf(request))
       if (result.replayed) reply.header('idempotent-replayed', 'true')
       return reply.status(result.status).send(result.body)

@@ -1,11 +1,12 @@
 import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Trx } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
+import { rehearseUnit, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import type { Idempotency, SendRequest, SendResult } from './idempotency.ts'
 import type { EventWriter, Transaction } from './ledger.types.ts'
 import { Lookups, resolveTransfer } from './lookups.ts'
-import { moveAssets } from './moves.ts'
+import { moveAssets, transactionOf } from './moves.ts'
 
 /**
  * POST /wallet/transactions, the transfer, one file after the other: transactions.routes.ts →
@@ -32,6 +33,11 @@ export interface TransfersService {
    * making it, if any), then from the ledger's rules W000, I002, I003.
    */
   send(walletId: number, request: SendRequest, idempotencyKey?: string, limits?: KeyLimits): Promise<SendResult>
+  /**
+   * `send` as a dry run (`dry-run.ts`): the Transaction it would record and the wallet's holdings
+   * after it, nothing written. Throws `send`'s refusals but G003/G004 (no key is read).
+   */
+  dryRun(walletId: number, request: SendRequest, limits?: KeyLimits): Promise<DryRun<UnrecordedTransaction>>
   /**
    * The run of a schedule: the transfer `request` from the wallet in the caller's database
    * transaction, so that the run and its record commit together, checked by the same rules as
@@ -61,6 +67,13 @@ export function createTransfersService({ db, events, committer, idempotency, clo
         const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
         return committer.run({ ...move, idempotency: key })
       })
+    },
+    async dryRun(walletId, request, limits) {
+      const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
+      const { value, holdings } = await rehearseUnit(db, events, clock, walletId, { moves: [move], atomic: true })
+      const [outcome] = value
+      if (!outcome.ok) throw outcome.error
+      return { dry_run: true, result: unrecordedTransaction(transactionOf(outcome)), holdings_after: holdings }
     },
     async sendWithin(trx, walletId, request, scheduleId, limits) {
       const move = await resolveTransfer(new Lookups(trx, limits), walletId, request)

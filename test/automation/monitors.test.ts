@@ -4,25 +4,18 @@ import fc from 'fast-check'
 import { readWalletEvents } from '../../src/events/events.repository.ts'
 import type { Asset } from '../../src/ledger/ledger.types.ts'
 import type { Monitor } from '../../src/monitors/monitors.service.ts'
-import { buildPeerApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
-import { createAsset, createUser, fundedUser, issue, transfer, uniqueName, type TestUser } from '../helpers/factories.ts'
+import { buildPeerApp, buildTestAppWithAsset, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { createMonitor, createUser, fundedUser, issue, transfer, type TestUser } from '../helpers/factories.ts'
 
 /** Balance monitors through the HTTP API, on either storage. */
 describe(`monitors (${STORAGE})`, () => {
   let t: TestApp
   let gold: Asset
 
-  before(async () => {
-    t = await buildTestApp()
-    gold = await createAsset(t, { name: uniqueName('gold') })
-  })
+  before(async () => ({ t, asset: gold } = await buildTestAppWithAsset('gold')))
   after(async () => t.close())
 
-  async function watch(user: TestUser, body: Record<string, unknown>): Promise<Monitor> {
-    const response = await t.app.inject({ method: 'POST', url: '/wallet/monitors', headers: user.auth, payload: body })
-    assert.equal(response.statusCode, 201, response.body)
-    return response.json()
-  }
+  const watch = (user: TestUser, body: Record<string, unknown>) => createMonitor(t, user, body)
 
   async function balanceEvents(user: TestUser): Promise<{ type: string; data: { monitor: Monitor; holding: { quantity: number } } }[]> {
     const events = await readWalletEvents(t.database.db, user.walletId, 0, Number.MAX_SAFE_INTEGER, 10_000)

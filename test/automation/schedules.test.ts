@@ -3,8 +3,8 @@ import { after, before, describe, it } from 'node:test'
 import { readWalletEvents } from '../../src/events/events.repository.ts'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
 import type { Schedule } from '../../src/schedules/schedules.service.ts'
-import { buildPeerApp, buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
-import { createAsset, createUser, fundedUser, uniqueName, type TestUser } from '../helpers/factories.ts'
+import { buildPeerApp, buildSameStoreApp, buildTestAppWithAsset, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
+import { createSchedule, createUser, fundedUser, type TestUser } from '../helpers/factories.ts'
 
 const DAY = 86_400_000
 
@@ -13,17 +13,10 @@ describe(`schedules (${STORAGE})`, () => {
   let t: TestApp
   let gold: Asset
 
-  before(async () => {
-    t = await buildTestApp()
-    gold = await createAsset(t, { name: uniqueName('gold') })
-  })
+  before(async () => ({ t, asset: gold } = await buildTestAppWithAsset('gold')))
   after(async () => t.close())
 
-  async function schedule(from: TestUser, body: Record<string, unknown>): Promise<Schedule> {
-    const response = await t.app.inject({ method: 'POST', url: '/wallet/schedules', headers: from.auth, payload: body })
-    assert.equal(response.statusCode, 201, response.body)
-    return response.json()
-  }
+  const schedule = (from: TestUser, body: Record<string, unknown>) => createSchedule(t, from, body)
 
   async function read(user: TestUser, id: number, app = t.app): Promise<Schedule> {
     const response = await app.inject({ method: 'GET', url: `/wallet/schedules/${id}`, headers: user.auth })

@@ -155,7 +155,11 @@ describe(
         .filter({ hasText: `${bob} can now use wallet ${savings}` })
         .waitFor()
       await go(alicePage, 'Keys')
+      // The bot reads the wallet's events and sends tips: at most 100 gold a day.
       await alicePage.getByLabel('Key name').fill('tip bot')
+      await alicePage.getByLabel('Can send up to an amount a day').check()
+      await alicePage.getByLabel('Asset it may send 1').selectOption('gold')
+      await alicePage.getByLabel('Most in 24 hours 1').fill('100')
       await alicePage.getByRole('button', { name: 'Create key' }).click()
       const key = (await alicePage.locator('code.token').textContent()) as string
       assert.match(key, /^cfw_/)

@@ -10,8 +10,12 @@ import { openPostgres, openSqlite, type Database, type Db, type Trx } from '../.
 import { migrateToLatest } from '../../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { hashToken } from '../../src/http/tokens.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
+import { createLedger } from '../../src/ledger/ledger.service.ts'
+import type { Asset } from '../../src/ledger/ledger.types.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { createDatabase } from '../../scripts/lib/postgres.ts'
+import { createAsset, uniqueName } from './factories.ts'
 
 export const STORAGE = (process.env.TEST_STORAGE ?? 'sqlite') as 'sqlite' | 'postgres'
 export const ADMIN_KEY = 'cfa_test_admin_key_for_the_suite_only'
@@ -82,19 +86,45 @@ export async function buildTestApp(
   }
 }
 
+/** `buildTestApp` and one asset for the suite, named `prefix` and a unique suffix. */
+export async function buildTestAppWithAsset(
+  prefix: string,
+  ...options: Parameters<typeof buildTestApp>
+): Promise<{ t: TestApp; asset: Asset }> {
+  const t = await buildTestApp(...options)
+  return { t, asset: await createAsset(t, { name: uniqueName(prefix) }) }
+}
+
+/**
+ * What one run of the expiry jobs does (holds past their expiry, then units past theirs), at the
+ * ledger's `clock`, on the ledger of another instance: for tests that keep the jobs off.
+ */
+export async function runExpiryJobs(t: TestApp, clock: () => string): Promise<void> {
+  const ledger = createLedger({ database: t.database, events: createOutbox(), clock })
+  try {
+    await ledger.holds.expireDue(1000)
+    await ledger.expiry.expireDue(1000)
+  } finally {
+    await ledger.close()
+  }
+}
+
 /**
  * A second service instance on the same PostgreSQL database as `t`, as a second process would be:
  * its own pool, its own background workers, the same config unless overridden.
  */
 export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
   if (!t.config.databaseUrl) throw new Error('a peer instance needs a shared PostgreSQL database')
-  const database = openPostgres(t.config.databaseUrl, 10)
-  // The same data directory, so the same secrets key file: instances share the key.
+  return buildInstance({ ...t.config, ...overrides }, openPostgres(t.config.databaseUrl, 10))
+}
+
+/** An app on its own connection to a shared store; the same data directory, so the same secrets key. */
+async function buildInstance(config: Config, database: Database): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
   const app = await buildApp({
-    config: { ...t.config, ...overrides },
+    config,
     database,
     adminKeyHash: hashToken(ADMIN_KEY),
-    secretsKey: await prepareWebhookSecrets(database.db, t.config),
+    secretsKey: await prepareWebhookSecrets(database.db, config),
   })
   return {
     app,
@@ -111,20 +141,7 @@ export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}):
  */
 export async function buildSameStoreApp(t: TestApp): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
   if (STORAGE === 'postgres') return buildPeerApp(t)
-  const database = openSqlite(path.join(t.config.dataDir, 'coffer.sqlite'))
-  const app = await buildApp({
-    config: t.config,
-    database,
-    adminKeyHash: hashToken(ADMIN_KEY),
-    secretsKey: await prepareWebhookSecrets(database.db, t.config),
-  })
-  return {
-    app,
-    async close() {
-      await app.close()
-      await database.close()
-    },
-  }
+  return buildInstance(t.config, openSqlite(path.join(t.config.dataDir, 'coffer.sqlite')))
 }
 
 /** Asserts an error response has the contract's layout, status and code. */

@@ -1,5 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
+import axeCore from 'axe-core'
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core'
 import { buildTestApp, STORAGE, type TestApp } from './app.ts'
 import { startReceiver, type Receiver } from './receiver.ts'
@@ -25,6 +26,21 @@ export async function shoot(page: Page, name: string): Promise<void> {
     fs.mkdirSync(DOC_SHOTS, { recursive: true })
     fs.copyFileSync(file, path.join(DOC_SHOTS, `${name}.png`))
   }
+}
+
+type AxeResult = { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }
+
+/** The serious and critical axe-core violations (WCAG 2.1 A and AA) of the page as it is now, each as "rule at targets". */
+async function axeViolations(page: Page): Promise<string[]> {
+  await page.waitForFunction(() => !document.querySelector('.loading'))
+  await page.evaluate(axeCore.source)
+  return page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (context: Document, options: object) => Promise<AxeResult> } }).axe
+    const result = await axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
+    return result.violations
+      .filter((violation) => violation.impact === 'serious' || violation.impact === 'critical')
+      .map((violation) => `${violation.id} at ${violation.nodes.map((node) => node.target.join(' ')).join(', ')}`)
+  })
 }
 
 /** Everything a page did wrong: script errors, console errors (CSP violations among them), requests elsewhere. */
@@ -131,6 +147,22 @@ export function consoleBrowser() {
     return (await page.locator('.who strong').nth(1).textContent()) as string
   }
 
+  /**
+   * The serious axe violations of what `visit` opens, at 1280 px in the light and then the dark
+   * colour scheme, each prefixed with its scheme: `visit` leaves its page where it is to be checked.
+   */
+  async function axeInEachScheme(visit: (page: Page) => Promise<void>): Promise<string[]> {
+    const found: string[] = []
+    for (const colorScheme of ['light', 'dark'] as const) {
+      const context = await state.browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US', colorScheme })
+      contexts.push(context)
+      const page = await context.newPage()
+      await visit(page)
+      found.push(...(await axeViolations(page)).map((violation) => `${colorScheme}: ${violation}`))
+    }
+    return found
+  }
+
   /** Before the tests: the app (with `buildTestApp`'s settings and parts), listening on localhost, the browser and a webhook receiver. */
   async function start(...app: Parameters<typeof buildTestApp>): Promise<void> {
     state.t = await buildTestApp(...app)
@@ -162,5 +194,6 @@ export function consoleBrowser() {
     confirmDialog,
     send,
     address,
+    axeInEachScheme,
   }
 }

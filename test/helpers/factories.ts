@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import type { FastifyInstance } from 'fastify'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
+import type { Monitor } from '../../src/monitors/monitors.service.ts'
+import type { Schedule } from '../../src/schedules/schedules.service.ts'
 
 /**
  * Shared factories: the one place a test makes a user, an asset, a funded wallet, a wallet key, a
@@ -66,16 +68,27 @@ export async function createAsset(t: Api, options: { name?: string; value?: numb
   return response.json()
 }
 
-/** Issues `quantity` of the asset from mint into the wallet. */
-export async function issue(t: Api, walletId: number, assetId: number, quantity: number): Promise<Transaction> {
+/** Issues `quantity` of the asset from mint into the wallet, expiring at `expiresAt` when given. */
+export async function issue(t: Api, walletId: number, assetId: number, quantity: number, expiresAt?: string): Promise<Transaction> {
   const response = await t.app.inject({
     method: 'POST',
     url: `/wallets/${walletId}/assets`,
     headers: t.admin,
-    payload: { id: assetId, quantity },
+    payload: { id: assetId, quantity, ...(expiresAt ? { expires_at: expiresAt } : {}) },
   })
   assert.equal(response.statusCode, 201, response.body)
   return response.json()
+}
+
+/** Sets a wallet's credit limit on an asset (the operator's `PUT /wallets/{id}/credit`). */
+export async function setCredit(t: Api, walletId: number, assetId: number, limit: number): Promise<void> {
+  const response = await t.app.inject({
+    method: 'PUT',
+    url: `/wallets/${walletId}/credit`,
+    headers: t.admin,
+    payload: { asset_id: assetId, limit },
+  })
+  assert.equal(response.statusCode, 200, response.body)
 }
 
 /** A new user whose primary wallet holds these quantities (each issued from mint). */
@@ -150,4 +163,34 @@ export function assertSameTransactions(read: Transaction[], answered: Transactio
     read,
     answered.map((transaction, i) => asJournalled(transaction, read[i])),
   )
+}
+
+/** POST /wallet/schedules with this body from the caller's active wallet; answers the Schedule. */
+export async function createSchedule(t: Pick<Api, 'app'>, from: { auth: Record<string, string> }, body: object): Promise<Schedule> {
+  const response = await t.app.inject({ method: 'POST', url: '/wallet/schedules', headers: from.auth, payload: body })
+  assert.equal(response.statusCode, 201, response.body)
+  return response.json()
+}
+
+/** POST /wallet/monitors with this body for the caller's active wallet; answers the Monitor. */
+export async function createMonitor(t: Pick<Api, 'app'>, user: { auth: Record<string, string> }, body: object): Promise<Monitor> {
+  const response = await t.app.inject({ method: 'POST', url: '/wallet/monitors', headers: user.auth, payload: body })
+  assert.equal(response.statusCode, 201, response.body)
+  return response.json()
+}
+
+/** A holding as GET /wallet/assets answers it. */
+export interface Holding {
+  asset: Asset
+  quantity: number
+  held: number
+  credit_limit: number
+  expiring: { quantity: number; expires_at: string }[]
+}
+
+/** GET /wallet/assets (with `query`, such as `?as_of=…`) for the caller's active wallet. */
+export async function readHoldings(t: Pick<Api, 'app'>, user: { auth: Record<string, string> }, query = ''): Promise<Holding[]> {
+  const response = await t.app.inject({ method: 'GET', url: `/wallet/assets${query}`, headers: user.auth })
+  assert.equal(response.statusCode, 200, response.body)
+  return response.json()
 }

@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { createOutbox } from '../../src/events/outbox.ts'
-import { createLedger } from '../../src/ledger/ledger.service.ts'
-import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
-import { buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
-import { createAsset, createUser, type TestUser } from '../helpers/factories.ts'
+import type { Transaction } from '../../src/ledger/ledger.types.ts'
+import { buildTestApp, runExpiryJobs, STORAGE, type TestApp } from '../helpers/app.ts'
+import { createAsset, createUser, issue, readHoldings, type TestUser } from '../helpers/factories.ts'
 
 const HOUR = 3_600_000
 const NEVER = '~never'
@@ -138,14 +136,8 @@ describe(`expiring units against a model (${STORAGE})`, () => {
       for (const user of users) {
         const hours = [0, 1, 2, 3, 5][next(5)]
         const expiresAt = hours === 0 ? undefined : new Date(Date.now() + offset + hours * HOUR).toISOString()
-        const response = await t.app.inject({
-          method: 'POST',
-          url: `/wallets/${user.walletId}/assets`,
-          headers: t.admin,
-          payload: { id: points.id, quantity: 5 + next(20), ...(expiresAt ? { expires_at: expiresAt } : {}) },
-        })
-        assert.equal(response.statusCode, 201, response.body)
-        issued.set(response.json().id, expiresAt ?? NEVER)
+        const issuance = await issue(t, user.walletId, points.id, 5 + next(20), expiresAt)
+        issued.set(issuance.id, expiresAt ?? NEVER)
       }
       await replay()
       // Transfers and refunds from concurrent clients.
@@ -199,18 +191,12 @@ describe(`expiring units against a model (${STORAGE})`, () => {
       }
       // Time passes; the expiry job runs in some rounds only: reads must agree either way.
       offset += next(4) * HOUR
-      if (next(2) === 0) {
-        const ledger = createLedger({ database: t.database, events: createOutbox(), clock })
-        await ledger.expiry.expireDue(1000)
-        await ledger.close()
-      }
+      if (next(2) === 0) await runExpiryJobs(t, clock)
       await replay()
       await compare()
     }
     // The job's last run writes every expiry due; the model agrees before and after it.
-    const ledger = createLedger({ database: t.database, events: createOutbox(), clock })
-    await ledger.expiry.expireDue(1000)
-    await ledger.close()
+    await runExpiryJobs(t, clock)
     await replay()
     await compare()
 
@@ -218,10 +204,7 @@ describe(`expiring units against a model (${STORAGE})`, () => {
     async function compare() {
       const now = clock()
       for (const user of users) {
-        const response = await t.app.inject({ method: 'GET', url: '/wallet/assets', headers: user.auth })
-        const holding = (
-          response.json() as { asset: Asset; quantity: number; expiring: { quantity: number; expires_at: string }[] }[]
-        ).find((h) => h.asset.id === points.id)
+        const holding = (await readHoldings(t, user)).find((h) => h.asset.id === points.id)
         const counting = [...(model.get(user.walletId) ?? new Map())]
           .map(([instant, quantity]): [string, number] => [
             instant,

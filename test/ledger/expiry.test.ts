@@ -2,11 +2,9 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import pg from 'pg'
-import { createOutbox } from '../../src/events/outbox.ts'
-import { createLedger } from '../../src/ledger/ledger.service.ts'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
-import { buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
-import { createAsset, createUser, transfer, type TestUser } from '../helpers/factories.ts'
+import { buildTestApp, expectError, runExpiryJobs, STORAGE, type TestApp } from '../helpers/app.ts'
+import { createAsset, createUser, issue, readHoldings, transfer, type Holding, type TestUser } from '../helpers/factories.ts'
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -24,28 +22,9 @@ describe(`expiring units (${STORAGE})`, () => {
   })
   after(async () => t.close())
 
-  async function issueExpiring(walletId: number, asset: Asset, quantity: number, expiresAt?: string): Promise<Transaction> {
-    const response = await t.app.inject({
-      method: 'POST',
-      url: `/wallets/${walletId}/assets`,
-      headers: t.admin,
-      payload: { id: asset.id, quantity, ...(expiresAt ? { expires_at: expiresAt } : {}) },
-    })
-    assert.equal(response.statusCode, 201, response.body)
-    return response.json()
-  }
-
-  async function holdings(user: TestUser, query = '') {
-    const response = await t.app.inject({ method: 'GET', url: `/wallet/assets${query}`, headers: user.auth })
-    assert.equal(response.statusCode, 200, response.body)
-    return response.json() as {
-      asset: Asset
-      quantity: number
-      held: number
-      credit_limit: number
-      expiring: { quantity: number; expires_at: string }[]
-    }[]
-  }
+  const issueExpiring = (walletId: number, asset: Asset, quantity: number, expiresAt?: string) =>
+    issue(t, walletId, asset.id, quantity, expiresAt)
+  const holdings = (user: TestUser, query = '') => readHoldings(t, user, query)
 
   async function holdingOf(user: TestUser, asset: Asset) {
     return (await holdings(user)).find((holding) => holding.asset.id === asset.id)
@@ -57,16 +36,15 @@ describe(`expiring units (${STORAGE})`, () => {
     return response.json()
   }
 
-  /** The expiry job's work, as one run of it does it (the job is off here), on the ledger of another instance. */
-  async function runExpiry(): Promise<void> {
-    const ledger = createLedger({ database: t.database, events: createOutbox(), clock })
-    try {
-      await ledger.holds.expireDue(1000)
-      await ledger.expiry.expireDue(1000)
-    } finally {
-      await ledger.close()
-    }
-  }
+  /** A holding of `quantity` in all, nothing held, without credit, with these units by expiry. */
+  const free = (asset: Asset, quantity: number, expiring: Holding['expiring']): Holding => ({
+    asset,
+    quantity,
+    held: 0,
+    credit_limit: 0,
+    expiring,
+  })
+  const runExpiry = () => runExpiryJobs(t, clock)
 
   it('refuses an expires_at less than a minute or more than 10 years ahead, or not a time, with G000', async () => {
     const asset = await createAsset(t)
@@ -99,28 +77,22 @@ describe(`expiring units (${STORAGE})`, () => {
     await issueExpiring(alice.walletId, points, 10, later)
     await issueExpiring(alice.walletId, points, 5)
     await issueExpiring(alice.walletId, points, 3, soon)
-    assert.deepEqual(await holdingOf(alice, points), {
-      asset: points,
-      quantity: 18,
-      held: 0,
-      credit_limit: 0,
-      expiring: [
+    assert.deepEqual(
+      await holdingOf(alice, points),
+      free(points, 18, [
         { quantity: 3, expires_at: soon },
         { quantity: 10, expires_at: later },
-      ],
-    })
+      ]),
+    )
     await transfer(t, alice, bob.username, { [points.name]: 5 })
     assert.deepEqual((await holdingOf(alice, points))?.expiring, [{ quantity: 8, expires_at: later }])
-    assert.deepEqual(await holdingOf(bob, points), {
-      asset: points,
-      quantity: 5,
-      held: 0,
-      credit_limit: 0,
-      expiring: [
+    assert.deepEqual(
+      await holdingOf(bob, points),
+      free(points, 5, [
         { quantity: 3, expires_at: soon },
         { quantity: 2, expires_at: later },
-      ],
-    })
+      ]),
+    )
     // A refund gives back units with their expiry: the refunding wallet spends its soonest.
     const sent = await transfer(t, alice, bob.username, { [points.name]: 10 })
     const refund = await t.app.inject({
@@ -131,16 +103,13 @@ describe(`expiring units (${STORAGE})`, () => {
     })
     assert.equal(refund.statusCode, 201, refund.body)
     assert.deepEqual((await holdingOf(bob, points))?.expiring, [{ quantity: 9, expires_at: later }])
-    assert.deepEqual(await holdingOf(alice, points), {
-      asset: points,
-      quantity: 7,
-      held: 0,
-      credit_limit: 0,
-      expiring: [
+    assert.deepEqual(
+      await holdingOf(alice, points),
+      free(points, 7, [
         { quantity: 3, expires_at: soon },
         { quantity: 1, expires_at: later },
-      ],
-    })
+      ]),
+    )
   })
 
   it('stops counting units at their expiry before anything is written, then returns them to mint once', async () => {
@@ -151,7 +120,7 @@ describe(`expiring units (${STORAGE})`, () => {
     await issueExpiring(alice.walletId, points, 10, expiresAt)
     await issueExpiring(alice.walletId, points, 4)
     await transfer(t, alice, bob.username, { [points.name]: 3 })
-    const before = at(HOUR - 1000)
+    const before = new Date(Date.parse(expiresAt) - 1000).toISOString()
     offset += HOUR + 1000
     // Read and spend see the expiry at once.
     assert.deepEqual(await holdingOf(alice, points), { asset: points, quantity: 4, held: 0, credit_limit: 0, expiring: [] })
@@ -204,21 +173,9 @@ describe(`expiring units (${STORAGE})`, () => {
     const voided = await place(3)
     offset += 2 * HOUR
     // The 3 free units expired; the 7 reserved did not.
-    assert.deepEqual(await holdingOf(alice, points), {
-      asset: points,
-      quantity: 7,
-      held: 7,
-      credit_limit: 0,
-      expiring: [{ quantity: 7, expires_at: expiresAt }],
-    })
+    assert.deepEqual(await holdingOf(alice, points), { ...free(points, 7, [{ quantity: 7, expires_at: expiresAt }]), held: 7 })
     await runExpiry()
-    assert.deepEqual(await holdingOf(alice, points), {
-      asset: points,
-      quantity: 7,
-      held: 7,
-      credit_limit: 0,
-      expiring: [{ quantity: 7, expires_at: expiresAt }],
-    })
+    assert.deepEqual(await holdingOf(alice, points), { ...free(points, 7, [{ quantity: 7, expires_at: expiresAt }]), held: 7 })
     const capture = await t.app.inject({ method: 'POST', url: `/wallet/holds/${captured}/capture`, headers: alice.auth })
     assert.equal(capture.statusCode, 201, capture.body)
     // Captured units move with their expiry, which has passed: they expire at once in bob's wallet.

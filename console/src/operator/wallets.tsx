@@ -1,9 +1,11 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, callPage, coffer } from '../api.ts'
-import { EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
+import { owed } from '../credit.tsx'
+import { CREDIT_TEXT, EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
 import { formatExpiryDay, formatQuantity, formatTime } from '../format.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
 import { check, parseQuantity } from '../validate.ts'
+import { CreditLimits } from './credit.tsx'
 import { JournalList } from './journal.tsx'
 
 /** Wallets found by id, address or their owner's username. */
@@ -74,6 +76,8 @@ export function WalletDetail({ id }: { id: string }) {
   const { run, pending, error } = useAction(['A003'])
   const confirm = useConfirm()
   const wallet = detail.data?.wallet
+  // A burn takes only what the wallet owns: an asset it owes, or holds none of, is not offered.
+  const burnable = (detail.data?.holdings ?? []).filter((holding) => holding.quantity > 0)
 
   const issue = (event: Event) => {
     event.preventDefault()
@@ -100,9 +104,7 @@ export function WalletDetail({ id }: { id: string }) {
 
   const burn = async (event: Event) => {
     event.preventDefault()
-    const holding = detail.data?.holdings.find(
-      (candidate) => String(candidate.asset.id) === (burnAsset || String(detail.data?.holdings[0]?.asset.id)),
-    )
+    const holding = burnable.find((candidate) => String(candidate.asset.id) === (burnAsset || String(burnable[0]?.asset.id)))
     let quantity: number | undefined
     let valid = false
     await run(async () => {
@@ -183,7 +185,14 @@ export function WalletDetail({ id }: { id: string }) {
             <ul class="holdings-list">
               {detail.data.holdings.map((holding) => (
                 <li key={holding.asset.id}>
-                  <strong>{formatQuantity(holding.quantity)}</strong> {holding.asset.name}
+                  {holding.quantity < 0 ? (
+                    <strong class="owes">{CREDIT_TEXT.owes(owed(holding) ?? '', holding.asset.name)}</strong>
+                  ) : (
+                    <>
+                      <strong>{formatQuantity(holding.quantity)}</strong> {holding.asset.name}
+                    </>
+                  )}
+                  {holding.credit_limit > 0 && <span class="hint"> · {CREDIT_TEXT.canOwe(formatQuantity(holding.credit_limit))}</span>}
                 </li>
               ))}
             </ul>
@@ -227,14 +236,14 @@ export function WalletDetail({ id }: { id: string }) {
                   </>
                 )}
               </form>
-              {detail.data.holdings.length > 0 && (
+              {burnable.length > 0 && (
                 <form onSubmit={burn} noValidate>
                   <h2>Burn</h2>
                   <Select
                     label="Asset to burn"
                     value={burnAsset}
                     onValue={setBurnAsset}
-                    options={detail.data.holdings.map((holding) => [
+                    options={burnable.map((holding) => [
                       String(holding.asset.id),
                       HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
                     ])}
@@ -253,6 +262,18 @@ export function WalletDetail({ id }: { id: string }) {
                 </form>
               )}
             </div>
+          )}
+          {!wallet.deleted && (
+            <CreditLimits
+              walletId={wallet.id}
+              address={wallet.address}
+              holdings={detail.data.holdings}
+              assets={assets.data ?? []}
+              changed={async () => {
+                setDone('')
+                await detail.reload()
+              }}
+            />
           )}
           <h2>History</h2>
           <JournalList key={history} wallet={wallet.id} />

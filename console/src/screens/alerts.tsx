@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks'
 import { call, coffer, type Holding, type paths } from '../api.ts'
+import { spendable } from '../credit.tsx'
 import { formatQuantity, formatTime } from '../format.ts'
 import { useAnyWalletEvents } from '../live.ts'
 import { ALERT_TEXT as T, LIVE_TEXT } from '../text.ts'
@@ -47,7 +48,7 @@ export function Alerts({ session }: ScreenProps) {
   const live = useAnyWalletEvents(session.wallet_id, (event) => {
     if (event.type === 'balance.crossed' || event.type === 'balance.restored') {
       const { monitor, holding } = event.data as AlertEventData
-      const available = formatQuantity(holding.quantity - holding.held)
+      const available = formatQuantity(spendable(holding))
       setNews((event.type === 'balance.crossed' ? T.crossed : T.restored)(monitor.asset, monitor.below, monitor.above, available))
     }
     if (event.type.startsWith('balance.') || event.type.startsWith('transaction.')) void loaded.reload()
@@ -55,7 +56,7 @@ export function Alerts({ session }: ScreenProps) {
 
   const available = (name: string) => {
     const holding = data?.holdings.find((candidate) => candidate.asset.name === name)
-    return holding ? holding.quantity - holding.held : 0
+    return holding ? spendable(holding) : 0
   }
 
   const add = (event: Event) => {

@@ -2,12 +2,17 @@ import { useState } from 'preact/hooks'
 import { call, coffer, type Holding } from '../api.ts'
 import { formatExpiryDay, formatQuantity, formatTime, formatValue } from '../format.ts'
 import { useWalletEvents } from '../live.ts'
-import { BALANCES_TEXT as T, EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
+import { HeldQuantity, owed, spendable } from '../credit.tsx'
+import { BALANCES_TEXT as T, CREDIT_TEXT, EXPIRY_TEXT, HOLDING_TEXT } from '../text.ts'
 import { Empty, ErrorNotice, Field, Loading, Page, useAction, useLoad } from '../ui.tsx'
 import { check } from '../validate.ts'
+import '../control.css'
 import type { ScreenProps } from './user-app.tsx'
 
-/** Holdings as a table: asset, what is owned, what of it holds reserve and what is left to spend, value each. */
+/**
+ * Holdings as a table: asset, what is owned (or owed, below zero, with the credit limit under the
+ * asset's name), what of it holds reserve and what is left to spend, value each.
+ */
 function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; caption: string; withHeld: boolean }) {
   return (
     <table class="holdings">
@@ -38,20 +43,40 @@ function HoldingsTable({ holdings, caption, withHeld }: { holdings: Holding[]; c
           <tr key={holding.asset.id}>
             <th scope="row">
               {holding.asset.name}
+              {holding.credit_limit > 0 && (
+                <small class="hint credit-line">{CREDIT_TEXT.canOwe(formatQuantity(holding.credit_limit))}</small>
+              )}
               {(holding.expiring ?? []).map((lot) => (
                 <small key={lot.expires_at} class="hint expiring">
                   {EXPIRY_TEXT.expire(formatQuantity(lot.quantity), formatExpiryDay(lot.expires_at))}
                 </small>
               ))}
             </th>
-            <td class="number">{formatQuantity(holding.quantity)}</td>
+            <td class="number">
+              <HeldQuantity holding={holding} />
+            </td>
             {withHeld && <td class="number">{formatQuantity(holding.held)}</td>}
-            {withHeld && <td class="number">{formatQuantity(holding.quantity - holding.held)}</td>}
+            {withHeld && <td class="number">{formatQuantity(spendable(holding))}</td>}
             <td class="number">{formatValue(holding.asset.value)}</td>
           </tr>
         ))}
       </tbody>
     </table>
+  )
+}
+
+/** What the wallet owes on credit, in a sentence per asset: "This wallet owes 30 gold; it can owe up to 100." */
+function Owes({ holdings }: { holdings: Holding[] }) {
+  const owing = holdings.filter((holding) => holding.quantity < 0)
+  if (owing.length === 0) return null
+  return (
+    <ul class="owing">
+      {owing.map((holding) => (
+        <li key={holding.asset.id}>
+          {CREDIT_TEXT.owesSentence(owed(holding) ?? '', holding.asset.name, holding.credit_limit, -holding.quantity)}
+        </li>
+      ))}
+    </ul>
   )
 }
 
@@ -127,9 +152,10 @@ export function Balances({ session, refresh }: ScreenProps) {
         <HoldingsTable
           holdings={holdings}
           caption={T.caption(session.wallet_address)}
-          withHeld={holdings.some((holding) => holding.held > 0)}
+          withHeld={holdings.some((holding) => holding.held > 0 || holding.credit_limit > 0)}
         />
       )}
+      {holdings && <Owes holdings={holdings} />}
       <p>
         <a href="#/send" class="button-link">
           {T.send}

@@ -1,8 +1,9 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useId, useMemo, useState } from 'preact/hooks'
 import { call, callPage, coffer, newAttemptKey, type paths } from '../api.ts'
+import { holdingChoice } from '../credit.tsx'
 import { formatAssets, formatFullTime, formatQuantity, formatTime } from '../format.ts'
-import { HOLD_TEXT as T, HOLDING_TEXT, holdOutcome } from '../text.ts'
+import { HOLD_TEXT as T, holdOutcome } from '../text.ts'
 import { useWalletEvents } from '../live.ts'
 import { CursorPager, MetadataList, type Cursors } from '../transactions.tsx'
 import { Done, Empty, ErrorNotice, Field, FilterBar, Loading, Page, Select, useAction, useConfirm, useLoad } from '../ui.tsx'
@@ -29,10 +30,7 @@ function PlaceHold({ session, placed }: ScreenProps & { placed: () => Promise<un
   const [made, setMade] = useState<Hold | undefined>()
   const { run, pending, error } = useAction()
   const attemptKey = useMemo(newAttemptKey, [kind, recipient, asset, quantity, expires, memo, session.wallet_id, made])
-  const options: [string, string][] = (holdings.data ?? []).map((holding) => [
-    holding.asset.name,
-    HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
-  ])
+  const options: [string, string][] = (holdings.data ?? []).map((holding) => [holding.asset.name, holdingChoice(holding)])
   useEffect(() => {
     if (!asset && options[0]) setAsset(options[0][0])
   }, [holdings.data])

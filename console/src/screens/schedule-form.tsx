@@ -1,8 +1,8 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, coffer, type paths } from '../api.ts'
+import { holdingChoice } from '../credit.tsx'
 import { endOfDayIn, everyOf, instantIn, localZone, MOST_EVERY, wallClockIn, zoneNames, type Every } from '../calendar.ts'
-import { formatQuantity } from '../format.ts'
-import { describeCalendar, HOLDING_TEXT, SCHEDULE_TEXT as T } from '../text.ts'
+import { describeCalendar, SCHEDULE_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Select, useAction, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
 import type { ScreenProps } from './user-app.tsx'
@@ -93,10 +93,7 @@ export function ScheduleForm({ session, created }: ScreenProps & { created: () =
   const { run, pending, error } = useAction()
   const fields = { first, zone, repeats, interval, ends, count, endDate }
   const preview = previewOf(() => calendarOf(fields, Date.now() - NOW_TOLERANCE_MS))
-  const options: [string, string][] = (holdings.data ?? []).map((holding) => [
-    holding.asset.name,
-    HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
-  ])
+  const options: [string, string][] = (holdings.data ?? []).map((holding) => [holding.asset.name, holdingChoice(holding)])
   useEffect(() => {
     if (!asset && options[0]) setAsset(options[0][0])
   }, [holdings.data])

@@ -1,9 +1,12 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { call, coffer, newAttemptKey, type Transaction } from '../api.ts'
-import { formatAssets, formatQuantity } from '../format.ts'
-import { HOLDING_TEXT, SEND_TEXT as T } from '../text.ts'
+import { holdingChoice } from '../credit.tsx'
+import { formatAssets } from '../format.ts'
+import { useWalletEvents } from '../live.ts'
+import { SEND_TEXT as T } from '../text.ts'
 import { Done, Empty, ErrorNotice, Field, Loading, Page, Select, useAction, useLoad } from '../ui.tsx'
 import { check, checkAddress, checkUsername, parseId, parseQuantity } from '../validate.ts'
+import { AfterSend } from './send-preview.tsx'
 import type { ScreenProps } from './user-app.tsx'
 
 const KINDS = T.kinds
@@ -20,6 +23,8 @@ interface Line {
  */
 export function Send({ session }: ScreenProps) {
   const holdings = useLoad(() => call(coffer.GET('/wallet/assets')), [session.wallet_id])
+  // What arrives or leaves meanwhile shows at once, in the pickers and in what the preview starts from.
+  useWalletEvents(session.wallet_id, () => void holdings.reload())
   const [kind, setKind] = useState('0')
   const [recipient, setRecipient] = useState('')
   const [lines, setLines] = useState<Line[]>([{ asset: '', quantity: '' }])
@@ -35,24 +40,34 @@ export function Send({ session }: ScreenProps) {
 
   const setLine = (index: number, change: Partial<Line>) => setLines(lines.map((line, i) => (i === index ? { ...line, ...change } : line)))
 
+  /** The request the form makes, checked as the service would check it; throws the first problem in words. */
+  const request = () => {
+    const to = recipient.trim()
+    check(to !== '', T.noRecipient)
+    const target = kind === '0' ? checkUsername(to) : kind === '1' ? checkAddress(to) : String(parseId(to))
+    const assets: Record<string, number> = {}
+    for (const [index, line] of lines.entries()) {
+      check(line.asset !== '', T.noAsset(index + 1))
+      check(!(line.asset in assets), T.twice(line.asset))
+      assets[line.asset] = parseQuantity(line.quantity, T.quantityOf(line.asset))
+    }
+    check(memo.length <= 64, T.memoTooLong)
+    return { recipient: target, type: Number(kind) as 0 | 1 | 2, assets, ...(memo ? { memo } : {}) }
+  }
+  // The preview asks only about a form that is complete and valid.
+  const draft = useMemo(() => {
+    try {
+      return request()
+    } catch {
+      return undefined
+    }
+  }, [content])
+
   const submit = (event: Event) => {
     event.preventDefault()
     void run(async () => {
-      const to = recipient.trim()
-      check(to !== '', T.noRecipient)
-      const target = kind === '0' ? checkUsername(to) : kind === '1' ? checkAddress(to) : String(parseId(to))
-      const assets: Record<string, number> = {}
-      for (const [index, line] of lines.entries()) {
-        check(line.asset !== '', T.noAsset(index + 1))
-        check(!(line.asset in assets), T.twice(line.asset))
-        assets[line.asset] = parseQuantity(line.quantity, T.quantityOf(line.asset))
-      }
-      check(memo.length <= 64, T.memoTooLong)
       const transaction = await call(
-        coffer.POST('/wallet/transactions', {
-          body: { recipient: target, type: Number(kind) as 0 | 1 | 2, assets, ...(memo ? { memo } : {}) },
-          params: { header: { 'idempotency-key': attemptKey } },
-        }),
+        coffer.POST('/wallet/transactions', { body: request(), params: { header: { 'idempotency-key': attemptKey } } }),
       )
       setSent(transaction)
       setRecipient('')
@@ -62,10 +77,7 @@ export function Send({ session }: ScreenProps) {
     })
   }
 
-  const options: [string, string][] = (holdings.data ?? []).map((holding) => [
-    holding.asset.name,
-    HOLDING_TEXT.choice(holding.asset.name, formatQuantity(holding.quantity - holding.held)),
-  ])
+  const options: [string, string][] = (holdings.data ?? []).map((holding) => [holding.asset.name, holdingChoice(holding)])
   return (
     <Page title={T.title}>
       <p>
@@ -127,6 +139,7 @@ export function Send({ session }: ScreenProps) {
             )}
           </fieldset>
           <Field label={T.memo} value={memo} onValue={setMemo} maxLength={64} hint={T.memoHint} autoComplete="off" />
+          <AfterSend body={draft} holdings={holdings.data} address={session.wallet_address} />
           <ErrorNotice error={error} />
           <button type="submit" class="primary" disabled={pending}>
             {pending ? T.sending : T.send}

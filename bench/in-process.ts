@@ -1,0 +1,53 @@
+import type { InjectOptions, LightMyRequestResponse } from 'fastify'
+
+/**
+ * Calling an app in process with Fastify's `inject`, for the tools that measure the service's own
+ * CPU without a socket or a load generator. They may load the app from another checkout, so this
+ * takes anything with `inject`.
+ */
+
+/** A caller of the app: sends a request and answers its JSON body; throws, naming it, unless the status is `status`. */
+export function injector(app: { inject(options: InjectOptions): Promise<LightMyRequestResponse> }, label = '') {
+  return async (options: InjectOptions, status: number) => {
+    const response = await app.inject(options)
+    if (response.statusCode !== status) throw new Error(`${label}: ${JSON.stringify(options)}: ${response.statusCode} ${response.body}`)
+    return response.json()
+  }
+}
+
+export type Call = ReturnType<typeof injector>
+
+/** Registers `name`, signs in and makes a wallet key: the session's token, the key's, and its wallet. */
+export async function signUpWithKey(call: Call, name: string): Promise<{ session: string; key: string; walletId: number }> {
+  await call({ method: 'POST', url: '/users', payload: { username: name, password: 'correct horse' } }, 201)
+  const login = await call(
+    { method: 'POST', url: `/users/${name}/sessions`, payload: { password: 'correct horse', return_token: true } },
+    201,
+  )
+  const key = await call(
+    { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${login.token}` }, payload: { name: 'bench' } },
+    201,
+  )
+  return { session: login.token, key: key.token, walletId: key.wallet_id }
+}
+
+/** An asset `gold`, and `count` wallets named `prefix0…` each holding a billion of it, with a key each. */
+export async function keyedGoldWallets(
+  call: Call,
+  adminKey: string,
+  prefix: string,
+  count: number,
+): Promise<{ walletId: number; key: string }[]> {
+  const admin = { authorization: `Bearer ${adminKey}` }
+  const asset = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)
+  return Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const { walletId, key } = await signUpWithKey(call, `${prefix}${i}`)
+      await call(
+        { method: 'POST', url: `/wallets/${walletId}/assets`, headers: admin, payload: { id: asset.id, quantity: 1_000_000_000 } },
+        201,
+      )
+      return { walletId, key }
+    }),
+  )
+}
