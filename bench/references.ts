@@ -17,6 +17,24 @@ export interface LoopResult {
   commitsPerSecond: number
 }
 
+/** The reference's two tables on a durable WAL file, `ACCOUNTS` funded balances, and its three writes. */
+function openLedger(db: SQLite.Database) {
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = FULL')
+  db.exec(`
+    create table balances (id integer primary key, quantity integer not null);
+    create table journal (id integer primary key, from_id integer not null, to_id integer not null, quantity integer not null, created_at text not null);`)
+  const open = db.prepare('insert into balances (id, quantity) values (?, 1000000000)')
+  db.transaction(() => {
+    for (let id = 1; id <= ACCOUNTS; id++) open.run(id)
+  })()
+  return {
+    debit: db.prepare('update balances set quantity = quantity - ? where id = ?'),
+    credit: db.prepare('update balances set quantity = quantity + ? where id = ?'),
+    record: db.prepare('insert into journal (from_id, to_id, quantity, created_at) values (?, ?, ?, ?)'),
+  }
+}
+
 /**
  * Runs the loop for `seconds` on a fresh file `reference.sqlite` in `dir` (a temp dir like the
  * service's DATA_DIR, so on the same disk). Blocks the calling thread while it runs: it is the
@@ -25,18 +43,7 @@ export interface LoopResult {
 export function runSqliteLoop(dir: string, seconds: number): LoopResult {
   const db = new SQLite(path.join(dir, 'reference.sqlite'))
   try {
-    db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = FULL')
-    db.exec(`
-      create table balances (id integer primary key, quantity integer not null);
-      create table journal (id integer primary key, from_id integer not null, to_id integer not null, quantity integer not null, created_at text not null);`)
-    const open = db.prepare('insert into balances (id, quantity) values (?, 1000000000)')
-    db.transaction(() => {
-      for (let id = 1; id <= ACCOUNTS; id++) open.run(id)
-    })()
-    const debit = db.prepare('update balances set quantity = quantity - ? where id = ?')
-    const credit = db.prepare('update balances set quantity = quantity + ? where id = ?')
-    const record = db.prepare('insert into journal (from_id, to_id, quantity, created_at) values (?, ?, ?, ?)')
+    const { debit, credit, record } = openLedger(db)
     const balance = db.prepare<[number], { quantity: number }>('select quantity from balances where id = ?')
     const transfer = db.transaction((from: number, to: number) => {
       debit.run(1, from)
@@ -67,18 +74,7 @@ export function runSqliteLoop(dir: string, seconds: number): LoopResult {
 export function runSqliteBatchedLoop(dir: string, seconds: number, batch: number): LoopResult & { transfersPerSecond: number } {
   const db = new SQLite(path.join(dir, 'reference-batched.sqlite'))
   try {
-    db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = FULL')
-    db.exec(`
-      create table balances (id integer primary key, quantity integer not null);
-      create table journal (id integer primary key, from_id integer not null, to_id integer not null, quantity integer not null, created_at text not null);`)
-    const open = db.prepare('insert into balances (id, quantity) values (?, 1000000000)')
-    db.transaction(() => {
-      for (let id = 1; id <= ACCOUNTS; id++) open.run(id)
-    })()
-    const debit = db.prepare('update balances set quantity = quantity - ? where id = ?')
-    const credit = db.prepare('update balances set quantity = quantity + ? where id = ?')
-    const record = db.prepare('insert into journal (from_id, to_id, quantity, created_at) values (?, ?, ?, ?)')
+    const { debit, credit, record } = openLedger(db)
     const transfers = db.transaction(() => {
       const at = new Date().toISOString()
       for (let i = 0; i < batch; i++) {

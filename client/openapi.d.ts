@@ -1370,7 +1370,7 @@ export interface paths {
         };
         /**
          * List assets
-         * @description Every live asset, for any caller.
+         * @description Every live asset, for any caller (a wallet key needs the `read` scope).
          */
         get: {
             parameters: {

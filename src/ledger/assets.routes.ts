@@ -47,9 +47,11 @@ const assetsRoutes: FastifyPluginAsyncTypebox<AssetsRoutesOptions> = async (app,
     '/assets',
     {
       onRequest: app.requireAnyCaller,
+      // A wallet key needs `read`, as for the wallet's own holdings.
+      config: { scope: 'read' as const },
       schema: {
         summary: 'List assets',
-        description: 'Every live asset, for any caller.',
+        description: 'Every live asset, for any caller (a wallet key needs the `read` scope).',
         tags,
         response: responses(200, Type.Array(Asset)),
       },

@@ -4,7 +4,7 @@ import { inTransaction, isPostgres, nowIso } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findLiveWalletById } from '../wallets/wallets.service.ts'
 import { findAssetById, holdAsset, isAssetExpiring } from './assets.repository.ts'
-import type { EventWriter } from './ledger.types.ts'
+import { MINT_WALLET_ID, type EventWriter } from './ledger.types.ts'
 import { findHeld, holdingKey, takeWalletTurns } from './moves.repository.ts'
 
 /** A credit limit as `PUT /wallets/{id}/credit` answers it. */
@@ -109,4 +109,21 @@ async function lastTransactionId(db: Executor): Promise<number> {
         select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0),
                    coalesce((select max(id) from transactions), 0)) as last`.execute(db)
   return Number(rows[0].last)
+}
+
+/**
+ * What wallets below zero owe, by asset name, and how many wallets owe anything (`/metrics`). Only
+ * a holding that has had a credit limit can be below zero (mint aside), so the read starts from the
+ * limits ever set (`credit_limits`), not from every holding.
+ */
+export async function findDebts(db: Executor): Promise<{ owed: Map<string, number>; wallets: number }> {
+  const { rows } = await sql<{ name: string; wallet_id: number | string; quantity: number | string }>`
+    select assets.name, holdings.wallet_id, holdings.quantity
+    from (select distinct wallet_id, asset_id from credit_limits) as credit
+    join holdings on holdings.wallet_id = credit.wallet_id and holdings.asset_id = credit.asset_id
+    join assets on assets.id = holdings.asset_id
+    where holdings.quantity < 0 and holdings.wallet_id <> ${MINT_WALLET_ID}`.execute(db)
+  const owed = new Map<string, number>()
+  for (const row of rows) owed.set(row.name, (owed.get(row.name) ?? 0) - Number(row.quantity))
+  return { owed, wallets: new Set(rows.map((row) => Number(row.wallet_id))).size }
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance, onSendHookHandler } from 'fastify'
 import client from 'prom-client'
 import type { Database } from '../db/database.ts'
+import { findDebts } from '../ledger/credit.service.ts'
 import { findExpiryLagSeconds } from '../ledger/expiry.service.ts'
 import type { WebhooksService } from '../events/webhooks.service.ts'
 
@@ -82,6 +83,31 @@ export async function registerOperatorMetrics(
       this.set(await findExpiryLagSeconds(database.db, clock()).catch(() => 0))
     },
   })
+  // Credit: what wallets owe, by asset (asset names are the operator's, never a user's), and how many owe.
+  let debts: Promise<Awaited<ReturnType<typeof findDebts>> | undefined> | undefined
+  const readDebts = () =>
+    (debts ??= findDebts(database.db)
+      .catch(() => undefined)
+      .finally(() => (debts = undefined)))
+  new client.Gauge({
+    name: 'coffer_owed',
+    help: 'What wallets below zero owe on credit together, by asset (no series for an asset nobody owes)',
+    labelNames: ['asset'],
+    registers: [registry],
+    async collect() {
+      const found = await readDebts()
+      this.reset()
+      for (const [asset, owed] of found?.owed ?? []) this.set({ asset }, owed)
+    },
+  })
+  new client.Gauge({
+    name: 'coffer_wallets_owing',
+    help: 'Wallets with at least one holding below zero (credit in use)',
+    registers: [registry],
+    async collect() {
+      this.set((await readDebts())?.wallets ?? 0)
+    },
+  })
   if (database.poolUse) {
     const poolUse = database.poolUse.bind(database)
     new client.Gauge({
@@ -109,7 +135,8 @@ export async function registerOperatorMetrics(
   const countTransfer: onSendHookHandler = (_request, reply, payload, done) => {
     if (reply.statusCode === 201)
       metrics.transfers.inc({ outcome: reply.getHeader('idempotent-replayed') ? 'replayed' : 'committed', code: '' })
-    else metrics.transfers.inc({ outcome: 'refused', code: errorCode(payload) })
+    // A dry run (200) is no transfer.
+    else if (reply.statusCode !== 200) metrics.transfers.inc({ outcome: 'refused', code: errorCode(payload) })
     done(null, payload)
   }
   app.addHook('onRoute', (route) => {

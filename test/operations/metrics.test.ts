@@ -71,6 +71,68 @@ describe(`operator metrics on ${STORAGE}`, () => {
     assert.ok((sample(text, 'coffer_transfer_batch_size_sum') ?? 0) >= 2)
   })
 
+  it('leaves dry runs out of the transfers it counts', async () => {
+    // Every answer counted, whatever its outcome.
+    const count = async () =>
+      (await metrics())
+        .split('\n')
+        .filter((row) => row.startsWith('coffer_transfers_total{'))
+        .reduce((sum, row) => sum + Number(row.slice(row.lastIndexOf(' ') + 1)), 0)
+    const before = await count()
+    const dry = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions?dry_run=true',
+      headers: alice.auth,
+      payload: { recipient: bob.username, assets: { metric: 1 } },
+    })
+    assert.equal(dry.statusCode, 200, dry.body)
+    assert.equal(await count(), before)
+  })
+
+  it('shows what wallets owe on credit, by asset, and how many owe', async () => {
+    const tab = await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'tabmetric', value: 1 } })
+    const owing = [await createUser(t.app), await createUser(t.app)]
+    // Not bob, whose webhook deliveries the backlog test counts.
+    const lender = await createUser(t.app)
+    for (const user of owing) {
+      const credit = await t.app.inject({
+        method: 'PUT',
+        url: `/wallets/${user.walletId}/credit`,
+        headers: t.admin,
+        payload: { asset_id: tab.json().id, limit: 100 },
+      })
+      assert.equal(credit.statusCode, 200, credit.body)
+    }
+    const before = sample(await metrics(), 'coffer_wallets_owing') ?? 0
+    assert.equal(sample(await metrics(), 'coffer_owed', '{asset="tabmetric"}'), undefined)
+    for (const [user, quantity] of [
+      [owing[0], 30],
+      [owing[1], 12],
+    ] as const) {
+      const sent = await t.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: user.auth,
+        payload: { recipient: lender.username, assets: { tabmetric: quantity } },
+      })
+      assert.equal(sent.statusCode, 201, sent.body)
+    }
+    const text = await metrics()
+    assert.equal(sample(text, 'coffer_owed', '{asset="tabmetric"}'), 42)
+    assert.equal(sample(text, 'coffer_wallets_owing'), before + 2)
+    // Paid back: nobody owes it any more, and its series is gone.
+    const repaid = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: lender.auth,
+      payload: { recipient: owing[0].username, assets: { tabmetric: 30 } },
+    })
+    assert.equal(repaid.statusCode, 201, repaid.body)
+    const after = await metrics()
+    assert.equal(sample(after, 'coffer_owed', '{asset="tabmetric"}'), 12)
+    assert.equal(sample(after, 'coffer_wallets_owing'), before + 1)
+  })
+
   it('shows the webhook backlog and the age of its oldest delivery', async () => {
     // Bob's receiver answers 503: his deliveries wait an hour for their retry.
     await receiver.waitFor(2, 10_000)
