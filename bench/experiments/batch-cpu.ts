@@ -1,25 +1,20 @@
 /**
  * The batch route in process, two group-commit limits taking turns (`npx tsx bench/experiments/batch-cpu.ts
- * [--storage=sqlite|postgres] [--limits=128,1000] [--rounds=N] [--batches=N] [--concurrency=N]`):
+ * [--storage=sqlite|postgres] [--limits=128,1000] [--roots=DIR,DIR] [--rounds=N] [--batches=N] [--concurrency=N]`):
  * atomic batches of 100 transfers of 1 gold from a wallet by key to wallets by id at random
  * (`POST /wallet/transactions/batch`), sent with Fastify's `inject` by `concurrency` clients at
  * once, to two apps in this process, each on its own store and with its own
  * `GROUP_COMMIT_MAX_BATCH`. They alternate in chunks of batches, so that the machine's other load
  * weighs on both alike. Per round and limit it prints the process's CPU (user + system) per
  * transfer, transfers per second of wall time (which counts the commits' fsync) and the mean
- * number of transfers per commit.
+ * number of transfers per commit. With `--roots`, the apps are instead the code of two checkouts
+ * (say, a branch against main) at the first limit, compared the same way.
  */
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
-import { buildApp } from '../../src/app.ts'
-import { loadConfig } from '../../src/config.ts'
-import { openDatabase } from '../../src/db/database.ts'
-import { migrateToLatest } from '../../src/db/migrate.ts'
-import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
-import { hashToken } from '../../src/http/tokens.ts'
 import { startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
 import { injector, keyedGoldWallets } from '../in-process.ts'
 
@@ -27,10 +22,14 @@ const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
 const STORAGE = (option('storage') ?? 'sqlite') as 'sqlite' | 'postgres'
 const LIMITS = (option('limits') ?? '128,1000').split(',').map(Number)
+const ROOTS = option('roots')
+  ?.split(',')
+  .map((root) => path.resolve(root))
 const ROUNDS = Number(option('rounds') ?? 3)
 const BATCHES = Number(option('batches') ?? 200)
 const CONCURRENCY = Number(option('concurrency') ?? 32)
 const CHUNK = 40
+const ROOT = path.resolve(import.meta.dirname, '../..')
 const WALLETS = 100
 const BATCH = 100
 const ADMIN_KEY = 'cfa_batch_cpu_bench_admin_key_not_a_secret'
@@ -42,7 +41,22 @@ interface Subject {
   close(): Promise<void>
 }
 
-async function setUp(limit: number, databaseUrl: string | undefined): Promise<Subject> {
+/** The modules an app is built from, out of the checkout at `root`. */
+async function codeOf(root: string) {
+  const load = (file: string) => import(path.join(root, file))
+  return {
+    buildApp: (await load('src/app.ts')).buildApp as typeof import('../../src/app.ts').buildApp,
+    loadConfig: (await load('src/config.ts')).loadConfig as typeof import('../../src/config.ts').loadConfig,
+    openDatabase: (await load('src/db/database.ts')).openDatabase as typeof import('../../src/db/database.ts').openDatabase,
+    migrateToLatest: (await load('src/db/migrate.ts')).migrateToLatest as typeof import('../../src/db/migrate.ts').migrateToLatest,
+    prepareWebhookSecrets: (await load('src/events/webhook-secrets.ts'))
+      .prepareWebhookSecrets as typeof import('../../src/events/webhook-secrets.ts').prepareWebhookSecrets,
+    hashToken: (await load('src/http/tokens.ts')).hashToken as typeof import('../../src/http/tokens.ts').hashToken,
+  }
+}
+
+async function setUp(limit: number, databaseUrl: string | undefined, root: string): Promise<Subject> {
+  const { buildApp, loadConfig, openDatabase, migrateToLatest, prepareWebhookSecrets, hashToken } = await codeOf(root)
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-batch-cpu-'))
   const env: Record<string, string> = {
     DATA_DIR: dataDir,
@@ -64,7 +78,7 @@ async function setUp(limit: number, databaseUrl: string | undefined): Promise<Su
   })
   const keys = await keyedGoldWallets(injector(app), ADMIN_KEY, 'batch', WALLETS)
   return {
-    label: `limit ${limit}`,
+    label: ROOTS ? root : `limit ${limit}`,
     app,
     keys,
     async close() {
@@ -112,12 +126,13 @@ async function batchSize(subject: Subject): Promise<number> {
 async function main(): Promise<void> {
   let server: TestPostgres | undefined
   let admin: pg.Client | undefined
-  const urls: (string | undefined)[] = LIMITS.map(() => undefined)
+  const setups = ROOTS ? ROOTS.map((root) => ({ root, limit: LIMITS[0] })) : LIMITS.map((limit) => ({ root: ROOT, limit }))
+  const urls: (string | undefined)[] = setups.map(() => undefined)
   if (STORAGE === 'postgres') {
     server = await startPostgres({ name: 'coffer-batch-cpu' })
     admin = new pg.Client({ connectionString: server.url })
     await admin.connect()
-    for (const [i] of LIMITS.entries()) {
+    for (const [i] of setups.entries()) {
       await admin.query(`create database batch_cpu_${i}`)
       const url = new URL(server.url)
       url.pathname = `/batch_cpu_${i}`
@@ -126,7 +141,7 @@ async function main(): Promise<void> {
   }
   const subjects: Subject[] = []
   try {
-    for (const [i, limit] of LIMITS.entries()) subjects.push(await setUp(limit, urls[i]))
+    for (const [i, { root, limit }] of setups.entries()) subjects.push(await setUp(limit, urls[i], root))
     for (const subject of subjects) await measure(subject, 20)
     console.log(`${STORAGE}, load average ${os.loadavg()[0].toFixed(1)}, ${CONCURRENCY} clients, batches of ${BATCH}`)
     for (let round = 1; round <= ROUNDS; round++) {

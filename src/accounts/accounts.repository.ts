@@ -1,8 +1,7 @@
-import { sql, type Selectable } from 'kysely'
-import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
+import type { Selectable } from 'kysely'
+import { coalescedStatement, useMarks } from '../db/coalesce.ts'
 import type { Executor, Trx } from '../db/database.ts'
-import { anyOf, holdRow, nowIso } from '../db/dialect.ts'
-import { withRetries } from '../db/retry.ts'
+import { holdRow, nowIso } from '../db/dialect.ts'
 import type { UserRow, UserSessionsTable } from '../db/tables.ts'
 
 export async function insertUser(db: Executor, username: string, passwordHash: string): Promise<UserRow> {
@@ -107,16 +106,7 @@ export async function findSessionWithWallet(db: Executor, sessionId: number) {
 }
 
 /** Marks the session as used now; one statement for all the sessions of a turn. */
-export const touchUserSession = batchedWrites<number>(async (db, sessionIds) => {
-  const now = nowIso()
-  await withRetries(() =>
-    db
-      .updateTable('user_sessions')
-      .set({ last_used_at: now })
-      .where(anyOf(db, sql.ref('id'), sessionIds))
-      .execute(),
-  )
-})
+export const touchUserSession = useMarks('user_sessions')
 
 /** Every session of the user, ended ones included (`accounts.service.ts` tells which are live). */
 export async function listUserSessions(db: Executor, userId: number) {

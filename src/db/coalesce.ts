@@ -1,6 +1,7 @@
-import { CompiledQuery } from 'kysely'
+import { CompiledQuery, sql } from 'kysely'
 import type { Executor } from './database.ts'
-import { isPostgres, readRows } from './dialect.ts'
+import { anyOf, isPostgres, nowIso, readRows, writeUnsynced } from './dialect.ts'
+import { withRetries } from './retry.ts'
 import { perDatabase, perTurn } from './per-turn.ts'
 
 /**
@@ -19,6 +20,25 @@ export function batchedWrites<K>(write: (db: Executor, keys: K[]) => Promise<voi
     }),
   )
   return (db, key) => writesOf(db)(key)
+}
+
+/**
+ * Marks rows of `table` as used now (`last_used_at` of a key or a session): the marks of one turn
+ * as one statement, committed without a sync of its own (`writeUnsynced`).
+ */
+export function useMarks(table: 'wallet_sessions' | 'user_sessions'): (db: Executor, id: number) => Promise<void> {
+  return batchedWrites<number>(async (db, ids) => {
+    const now = nowIso()
+    await withRetries(() =>
+      writeUnsynced(db, (executor) =>
+        executor
+          .updateTable(table)
+          .set({ last_used_at: now })
+          .where(anyOf(executor, sql.ref('id'), ids))
+          .execute(),
+      ),
+    )
+  })
 }
 
 const MAX_KEYS_PER_WRITE = 500

@@ -20,6 +20,36 @@ export async function inTransaction<T>(database: Database | Db, work: (trx: Tran
   return withRetries(() => db.transaction().execute(work))
 }
 
+/**
+ * Runs `write` committed without waiting for its own sync to disk: for marks whose loss in a crash
+ * costs nothing (a key's or session's last use), so they add no fsync to the request that makes
+ * them. The write becomes durable with the next durable commit or checkpoint (SQLite: WAL frames
+ * are synced in order; PostgreSQL: asynchronous commit, flushed by the WAL writer within moments).
+ */
+export async function writeUnsynced(db: Executor, write: (executor: Executor) => Promise<unknown>): Promise<void> {
+  // Inside a caller's transaction the write is as durable as that transaction.
+  if (db.isTransaction) {
+    await write(db)
+    return
+  }
+  if (isPostgres(db)) {
+    await db.transaction().execute(async (trx) => {
+      await sql`set local synchronous_commit = off`.execute(trx)
+      await write(trx)
+    })
+    return
+  }
+  // SQLite has one connection: held for the three statements, so nothing else runs at NORMAL.
+  await db.connection().execute(async (connection) => {
+    await sql`pragma synchronous = NORMAL`.execute(connection)
+    try {
+      await write(connection)
+    } finally {
+      await sql`pragma synchronous = FULL`.execute(connection)
+    }
+  })
+}
+
 /** The rows of a read in the dialect's SQL text; on SQLite straight on the driver outside a transaction, skipping Kysely. */
 export async function readRows<Row>(executor: Executor, text: string, parameters: unknown[]): Promise<Row[]> {
   return (

@@ -89,7 +89,7 @@ export async function isAssetHeld(db: Executor, assetId: number): Promise<boolea
   return held !== undefined
 }
 
-/** Locks the live asset row for deleting it; undefined when it is gone. */
+/** Locks the live asset row for deleting or marking it; undefined when it is gone. */
 export async function lockAsset(trx: Trx, assetId: number): Promise<Asset | undefined> {
   const query = trx.selectFrom('assets').select(['id', 'name', 'value']).where('id', '=', assetId).where('deleted_at', 'is', null)
   const row = await forUpdate(query, trx).executeTakeFirst()

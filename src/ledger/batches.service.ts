@@ -57,7 +57,7 @@ function describeError(error: AppError): ErrorDescription {
 
 type Reply = { status: number; body: BatchBody }
 /** The unit's Idempotency-Key record with the response it stores, when the request has a key. */
-type Keyed = (respond: (outcomes: Outcome[]) => Reply) => UnitIdempotency | undefined
+type Keyed = (respond: UnitIdempotency['respond']) => UnitIdempotency | undefined
 /** How a unit is run: in the group commit, or for a dry run rolled back. */
 type RunUnit = (unit: Unit) => Promise<Outcome[]>
 
@@ -89,6 +89,7 @@ export function createBatchesService({ db, events, committer, idempotency, clock
   /** The batch's transfers resolved in request order (`resolveTransfer`), then run by `run`. */
   const sendWith = async (run: RunUnit, walletId: number, request: BatchRequest, limits: KeyLimits | undefined, keyed: Keyed) => {
     const lookups = new Lookups(db, limits)
+    lookups.preloadWalletIds(request.transfers)
     const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
     // A database fault while resolving fails the whole request, as it would a transfer.
     for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
@@ -137,11 +138,15 @@ async function sendAtomic(run: RunUnit, resolved: PromiseSettledResult<Move>[], 
     if (result.status === 'rejected') throw itemError('transfers', index, result.reason)
     moves.push(result.value)
   }
-  const respond = (outcomes: Outcome[]) => ({ status: 201, body: { transactions: committed(outcomes) } })
-  const outcomes = await run({ moves, atomic: true, idempotency: keyed(respond) })
+  // The stored response is composed from each transaction's JSON, serialised once for the batch.
+  const store: UnitIdempotency['respond'] = (outcomes, bodyOf) => ({
+    status: 201,
+    json: `{"transactions":[${committed(outcomes).map(bodyOf).join(',')}]}`,
+  })
+  const outcomes = await run({ moves, atomic: true, idempotency: keyed(store) })
   const failure = firstFailure(outcomes)
   if (failure) throw itemError('transfers', failure.index, failure.error)
-  return respond(outcomes)
+  return { status: 201, body: { transactions: committed(outcomes) } }
 }
 
 async function sendEach(run: RunUnit, resolved: PromiseSettledResult<Move>[], keyed: Keyed): Promise<Reply> {
@@ -154,16 +159,22 @@ async function sendEach(run: RunUnit, resolved: PromiseSettledResult<Move>[], ke
       moves.push(result.value)
     }
   }
-  const respond = (outcomes: Outcome[]) => {
-    const results = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
+  const results = (outcomes: Outcome[]) => {
+    const all = resolved.map((result) => (result.status === 'rejected' ? failed(result.reason) : undefined))
     outcomes.forEach(
-      (outcome, i) =>
-        (results[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)),
+      (outcome, i) => (all[slots[i]] = outcome.ok ? { status: 201 as const, transaction: transactionOf(outcome) } : failed(outcome.error)),
     )
-    return { status: 200, body: { results: results as BatchResult[] } }
+    return all as BatchResult[]
   }
-  const outcomes = moves.length === 0 ? [] : await run({ moves, atomic: false, idempotency: keyed(respond) })
-  return respond(outcomes)
+  // The stored response: each committed transaction's JSON as serialised once for the batch.
+  const store: UnitIdempotency['respond'] = (outcomes, bodyOf) => {
+    const texts = results(outcomes).map((result) =>
+      'transaction' in result ? `{"status":201,"transaction":${bodyOf(result.transaction)}}` : JSON.stringify(result),
+    )
+    return { status: 200, json: `{"results":[${texts.join(',')}]}` }
+  }
+  const outcomes = moves.length === 0 ? [] : await run({ moves, atomic: false, idempotency: keyed(store) })
+  return { status: 200, body: { results: results(outcomes) } }
 }
 
 function failed(error: unknown): BatchResult {

@@ -115,7 +115,9 @@ async function issueToMany(
     if (!live.has(entry.wallet_id)) throw entryError(index, new AppError('W002', `no wallet ${entry.wallet_id}`))
   })
   return inTransaction(db, async (trx) => {
-    await assets.holdAsset(trx, request.asset_id)
+    // One with an expiry may mark the asset (`markExpiring`), so it locks the row for update at once:
+    // two first expiring issuances holding it shared would each wait for the other's share to end.
+    await (expiresAt === undefined ? assets.holdAsset(trx, request.asset_id) : assets.lockAsset(trx, request.asset_id))
     const asset = await adminAsset(trx, request.asset_id)
     if (expiresAt !== undefined) await markExpiring(trx, asset)
     const memo = request.memo ?? 'issue'

@@ -4,7 +4,7 @@ import type { Executor } from '../db/database.ts'
 import { AppError } from '../http/errors.ts'
 import { Address, IdString, Username } from '../http/schemas.ts'
 import { checkPerTransfer, checkRecipient, perDayCharge } from '../wallets/key-policy.ts'
-import { findLiveWalletByAddress, findLiveWalletById } from '../wallets/wallets.service.ts'
+import { findLiveWalletByAddress, findLiveWalletById, findLiveWalletIds } from '../wallets/wallets.service.ts'
 import { findAssetByName } from './assets.repository.ts'
 import type { SendRequest } from './idempotency.ts'
 import { MAX_QUANTITY, type Asset, type Line } from './ledger.types.ts'
@@ -44,6 +44,29 @@ export class Lookups {
   constructor(db: Executor, limits?: KeyLimits) {
     this.#db = db
     this.limits = limits
+  }
+
+  /**
+   * Looks up every recipient given by wallet id (type 2) among these requests in one query, ahead
+   * of `recipient`, which then answers from it: a batch pays one lookup for all its recipients.
+   */
+  preloadWalletIds(requests: readonly { recipient: string | number; type?: 0 | 1 | 2 }[]): void {
+    const texts = new Map<string, number>()
+    for (const { recipient, type } of requests) {
+      const text = String(recipient)
+      if (type === 2 && WALLET_ID.test(text) && Number.isSafeInteger(Number(text)) && !this.#recipients.has(`2:${text}`))
+        texts.set(text, Number(text))
+    }
+    if (texts.size < 2) return
+    const live = findLiveWalletIds(this.#db, [...texts.values()])
+    for (const [text, id] of texts)
+      this.#recipients.set(
+        `2:${text}`,
+        live.then((found) => {
+          if (!found.has(id)) throw new AppError('W000', `no wallet ${text}`)
+          return id
+        }),
+      )
   }
 
   /** `resolveRecipient`, once per recipient and type. */

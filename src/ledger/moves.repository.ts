@@ -336,6 +336,8 @@ export interface BatchWrites {
     move: MoveRecord
     lines: Line[]
     transaction?: Transaction
+    /** The transaction's JSON, serialised once: stored on its row, in its events and in any stored response. */
+    body?: string
     hold?: Hold
     balances: [wallet: number, asset: number, quantity: number][]
     /** The units with an expiry it moved (its transaction's) or reserved (its hold's). */
@@ -374,7 +376,7 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
   const recorded = batch.moves.filter((written) => written.transaction)
   const transactions = recorded.map((written) => written.transaction as Transaction)
   // Each transaction as answered, stored on its row (its events' data).
-  const bodies = transactions.map((transaction) => JSON.stringify(transaction))
+  const bodies = recorded.map((written) => written.body ?? JSON.stringify(written.transaction))
   const holdings = holdingWrites(trx, batch, locked)
   const holds = holdWrites(trx, batch)
   const keys = idempotencyWrite(trx, batch.keys)

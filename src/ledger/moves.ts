@@ -93,7 +93,11 @@ export interface UnitIdempotency {
   walletId: number
   key: string
   requestHash: string
-  respond: (outcomes: Outcome[]) => { status: number; body: unknown }
+  /**
+   * The response to store: its status and its JSON text, composed from each transaction's JSON
+   * (`bodyOf`: serialised once for the row, the events and every stored response).
+   */
+  respond: (outcomes: Outcome[], bodyOf: (transaction: Transaction) => string) => { status: number; json: string }
 }
 
 /** What became of a move; in a failed atomic unit only the failing move carries an error, the others `undefined`. */
@@ -225,7 +229,8 @@ function planMoves(
       // What the hold being settled reserves is free again before the move is checked.
       const undoRelease: (() => void)[] = []
       for (const line of move.settle?.hold.assets ?? []) addTo(held, holdingKey(move.from, line.asset.id), -line.quantity, undoRelease)
-      const error = checkMove(move, locked, balances, held, reversible, keyUsage, book)
+      const changes = changesOf(move)
+      const error = checkMove(move, changes, locked, balances, held, reversible, keyUsage, book)
       if (error) {
         for (const step of undoRelease.reverse()) step()
         failed.set(index, (failed.get(index) ?? new Map<number, AppError>()).set(member, error))
@@ -262,7 +267,7 @@ function planMoves(
           book.change(move.from, line.asset.id, partsOf(lots, line.asset.id), -1, 'quantity', undo)
           book.change(move.to, line.asset.id, partsOf(lots, line.asset.id), 1, 'quantity', undo)
         }
-        for (const { walletId, line, delta } of changesOf(move)) {
+        for (const { walletId, line, delta } of changes) {
           const key = holdingKey(walletId, line.asset.id)
           addTo(balances, key, delta, undo)
           addTo(deltas, key, delta, undo)
@@ -277,8 +282,10 @@ function planMoves(
   return { failed, planned, deltas, heldDeltas, book }
 }
 
+type Change = { walletId: number; line: Line; delta: number }
+
 /** Both sides of every line, in the fixed order in which they are checked: wallet id, then asset id. */
-function changesOf(move: Move) {
+function changesOf(move: Move): Change[] {
   return move.lines
     .flatMap((line) => [
       { walletId: move.from, line, delta: -line.quantity },
@@ -294,6 +301,7 @@ function changesOf(move: Move) {
  */
 function checkMove(
   move: Move,
+  changes: Change[],
   locked: Locked,
   balances: Map<string, number>,
   held: Map<string, number>,
@@ -328,7 +336,7 @@ function checkMove(
         `per_day cap of ${line.asset.name} is ${cap}: ${Math.max(cap - used, 0)} left, ${line.quantity} requested`,
       )
   }
-  for (const { walletId, line, delta } of changesOf(move)) {
+  for (const { walletId, line, delta } of changes) {
     const key = holdingKey(walletId, line.asset.id)
     const quantity = balances.get(key) ?? 0
     if (delta < 0 && walletId !== MINT_WALLET_ID) {
@@ -422,7 +430,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
     if (move.reserve) hold = toNewHold(holdIds[nextHold++], move, move.reserve.expiresIn, lines, createdAt, locked.wallets)
     else if (move.settle)
       hold = { ...move.settle.hold, status: move.settle.status, settled_at: move.settle.at, transaction_id: transaction?.id ?? null }
-    return { index, member, move, lines, balances, transaction, hold, lots }
+    return { index, member, move, lines, balances, transaction, body: transaction && JSON.stringify(transaction), hold, lots }
   })
   for (const { index, member, transaction, hold } of written) outcomes[index][member] = { ok: true, transaction, hold }
   const batch: BatchWrites = {
@@ -446,7 +454,9 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
  */
 function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: BatchWrites['moves']): IdempotencyRow[] {
   const keys: IdempotencyRow[] = []
-  for (const { index, move, transaction, hold } of written) {
+  const bodies = new Map<Transaction, string>()
+  for (const { index, move, transaction, body, hold } of written) {
+    if (transaction && body) bodies.set(transaction, body)
     // A transfer's or a capture's answer is its Transaction; a new hold's, its Hold.
     const answer = transaction ?? hold
     if (move.idempotency && answer)
@@ -455,16 +465,17 @@ function idempotencyRecords(units: Unit[], outcomes: Outcome[][], written: Batch
         walletId: move.from,
         ...move.idempotency,
         status: 201,
-        body: JSON.stringify(answer),
+        body: body ?? JSON.stringify(answer),
         createdAt: answer.created_at,
       })
   }
+  const bodyOf = (transaction: Transaction) => bodies.get(transaction) ?? JSON.stringify(transaction)
   units.forEach((unit, index) => {
     const first = outcomes[index].find((outcome) => outcome.ok)
     if (!unit.idempotency || !first?.ok) return
     const { walletId, key, requestHash, respond } = unit.idempotency
-    const { status, body } = respond(outcomes[index])
-    keys.push({ index, walletId, key, requestHash, status, body: JSON.stringify(body), createdAt: transactionOf(first).created_at })
+    const { status, json } = respond(outcomes[index], bodyOf)
+    keys.push({ index, walletId, key, requestHash, status, body: json, createdAt: transactionOf(first).created_at })
   })
   return keys
 }

@@ -1,8 +1,7 @@
 import { sql } from 'kysely'
 import type { Executor, Trx } from '../db/database.ts'
-import { batchedWrites, coalescedStatement } from '../db/coalesce.ts'
+import { coalescedStatement, useMarks } from '../db/coalesce.ts'
 import { anyOf, forUpdate, holdRow, nowIso } from '../db/dialect.ts'
-import { withRetries } from '../db/retry.ts'
 import type { WalletRow } from '../db/tables.ts'
 
 export async function insertWallet(db: Executor, userId: number, address: string): Promise<WalletRow> {
@@ -224,18 +223,9 @@ function liveKeys(db: Executor, keyIds: readonly number[]) {
 
 /**
  * Marks the key as used now. The keys marked in the same turn of the event loop are written by one
- * statement (`db/coalesce.ts` batchedWrites); the promise settles once that statement has.
+ * statement (`db/coalesce.ts` useMarks); the promise settles once that statement has.
  */
-export const touchWalletKey = batchedWrites<number>(async (db, keyIds) => {
-  const now = nowIso()
-  await withRetries(() =>
-    db
-      .updateTable('wallet_sessions')
-      .set({ last_used_at: now })
-      .where(anyOf(db, sql.ref('id'), keyIds))
-      .execute(),
-  )
-})
+export const touchWalletKey = useMarks('wallet_sessions')
 
 export async function insertWalletSession(
   db: Executor,

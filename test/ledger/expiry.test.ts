@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { sql } from 'kysely'
+import pg from 'pg'
 import type { Asset, Transaction } from '../../src/ledger/ledger.types.ts'
 import { buildTestApp, expectError, runExpiryJobs, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, readHoldings, transfer, type Holding, type TestUser } from '../helpers/factories.ts'
@@ -242,5 +244,65 @@ describe(`expiring units (${STORAGE})`, () => {
     assert.deepEqual({ circulating: row.circulating, expiring_30d: row.expiring_30d }, { circulating: 35, expiring_30d: 10 })
     offset += 50 * DAY
     await runExpiry()
+  })
+})
+
+describe('two first expiring issuances of one asset at once (PostgreSQL)', { skip: STORAGE !== 'postgres' && 'PostgreSQL only' }, () => {
+  it('both commit without a deadlock while each waits for the asset row', async () => {
+    const t = await buildTestApp()
+    const url = t.config.databaseUrl as string
+    const points = await createAsset(t)
+    const [alice, bob] = [await createUser(t.app), await createUser(t.app)]
+    const issue = (walletId: number) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/issuances',
+        headers: t.admin,
+        payload: {
+          asset_id: points.id,
+          entries: [{ wallet_id: walletId, quantity: 5 }],
+          expires_at: new Date(Date.now() + DAY).toISOString(),
+        },
+      })
+    // A share of the asset's row held here makes both issuances reach it before either may write it.
+    const holder = await t.database.db.startTransaction().execute()
+    let responses: Awaited<ReturnType<typeof issue>>[]
+    try {
+      await sql`select id from assets where id = ${points.id} for share`.execute(holder)
+      const issued = Promise.all([issue(alice.walletId), issue(bob.walletId)])
+      for (let waiting = 0; waiting < 2;) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        const { rows } = await sql<{ waiting: number }>`
+          select count(*)::int as waiting from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'`.execute(t.database.db)
+        waiting = rows[0].waiting
+      }
+      await holder.commit().execute()
+      responses = await issued
+    } catch (error) {
+      await holder.rollback().execute()
+      throw error
+    }
+    for (const response of responses) assert.equal(response.statusCode, 201, response.body)
+    await t.close()
+    // A backend counts the deadlocks it broke in the database's statistics when it exits.
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      for (;;) {
+        const { rows } = await client.query<{ others: number }>(
+          'select count(*)::int as others from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+        )
+        if (rows[0].others === 0) break
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      await client.query('select pg_stat_clear_snapshot()')
+      const { rows } = await client.query<{ deadlocks: string }>(
+        'select deadlocks from pg_stat_database where datname = current_database()',
+      )
+      assert.equal(Number(rows[0].deadlocks), 0)
+    } finally {
+      await client.end()
+    }
   })
 })
