@@ -76,6 +76,11 @@ const SCENARIOS: Scenario[] = [
     program: 'features.ts',
     load: 'transfers of an asset never expiring against one with 10 expiry dates per sender (--against)',
   },
+  {
+    name: 'key-limits',
+    program: 'features.ts',
+    load: 'transfers through wallet keys with every limit against keys without, taking turns',
+  },
   { name: 'request-floor', program: 'request-floor.ts', load: 'CPU per request for requests that do little, in process (no socket)' },
 ]
 

@@ -1,6 +1,6 @@
 /**
- * What the journal, schedules, monitors and expiring units cost
- * (`npm run bench -- journal journal-upgrade schedules monitors expiry [--storage=sqlite|postgres]
+ * What the journal, schedules, monitors, expiring units and key limits cost
+ * (`npm run bench -- journal journal-upgrade schedules monitors expiry key-limits [--storage=sqlite|postgres]
  * [--seconds=N] [--pairs=N] [--wallets=N] [--against=<checkout>] [--schedules=N] [--transactions=N]`).
  *
  * Each runs the service as a child process on a fresh store (SQLite in a temp dir; a database on an
@@ -24,6 +24,9 @@
  * - `expiry`: transfers of an asset that never had an expiring issuance against transfers of one
  *   whose senders each hold units of 10 expiry dates, taking turns; with `--against`, the plain
  *   asset's transfers on that build too.
+ * - `key-limits`: transfers through a wallet key with every limit (a cap per transfer and per day
+ *   far above what the phase moves, and every wallet as a recipient) against a key without limits,
+ *   taking turns.
  */
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
@@ -441,12 +444,39 @@ async function expiry(storage: 'sqlite' | 'postgres', server: BenchPostgres | un
   }
 }
 
+/** A wallet key for each wallet, made by its user with `body` (scopes, limits). */
+function walletKeys(running: Running, body: Record<string, unknown>): Promise<Wallet[]> {
+  return pool(running.wallets, 8, async (wallet) => ({
+    ...wallet,
+    token: (await call(running.base, 'POST', '/wallet/sessions', { name: 'bench', ...body }, wallet.token)).token as string,
+  }))
+}
+
+async function keyLimits(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
+  const running = await startRunning(storage, server, 'keylimits')
+  const plain = { ...running, wallets: await walletKeys(running, { scopes: ['read', 'send'] }) }
+  const limits = {
+    per_transfer: { gold: 1_000 },
+    per_day: { gold: 100_000_000 },
+    recipients: running.wallets.map((wallet) => wallet.walletId),
+  }
+  const limited = { ...running, wallets: await walletKeys(running, { scopes: ['read', 'send'], limits }) }
+  const ratio = await alternate(
+    'a key without limits',
+    () => transfers(plain),
+    'a key with every limit',
+    () => transfers(limited),
+  )
+  log(`a key's limits cost a transfer ${fixed((1 / ratio - 1) * 100, 1)} % more (target ≤ 10 %)`)
+}
+
 const SCENARIOS: Record<string, (storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined) => Promise<void>> = {
   journal,
   'journal-upgrade': journalUpgrade,
   schedules,
   monitors,
   expiry,
+  'key-limits': keyLimits,
 }
 
 for (const storage of storages) {
