@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 
 /**
- * The Merkle tree of RFC 9162 (§2.1) over the journal: leaf hash SHA-256(0x00 ‖ leaf),
+ * The Merkle tree of RFC 9162 2.1 over the journal: leaf hash SHA-256(0x00 ‖ leaf),
  * node hash SHA-256(0x01 ‖ left ‖ right), the empty tree's root SHA-256 of nothing. The tree is
  * kept as the hashes of its complete subtrees (`journal_nodes`): a proof or a root needs a
  * logarithmic number of them, never the whole journal.

@@ -72,7 +72,11 @@ describe('the route index (src/routes.ts) and the API reference', () => {
     for (const [key, doc] of Object.entries(ROUTES)) {
       assert.ok(fs.existsSync(doc.file), `${key}: ${doc.file} exists`)
       const [method, path] = key.split(' ')
-      const row = readme.split('\n').find((line) => line.startsWith(`| ${method} | \`${path}\` |`))
+      // Cells are compared trimmed: a formatter may pad the table's columns.
+      const row = readme.split('\n').find((line) => {
+        const cells = line.split('|').map((cell) => cell.trim())
+        return cells[1] === method && cells[2] === `\`${path}\``
+      })
       assert.ok(row, `the README's route index lists ${key}`)
       assert.ok(row.includes(doc.file), `the README names ${doc.file} for ${key}`)
     }
