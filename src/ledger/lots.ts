@@ -17,6 +17,10 @@ export interface LotPart {
   quantity: number
 }
 
+/** Orders lots or parts soonest first (instants are ISO strings of one format, so text order is time order). */
+export const bySoonest = (a: { expiresAt: string }, b: { expiresAt: string }): number =>
+  a.expiresAt < b.expiresAt ? -1 : a.expiresAt > b.expiresAt ? 1 : 0
+
 /** Units that have expired by `now`: of every lot whose instant has passed, what no hold reserves. */
 export function expiredOf(lots: readonly Lot[] | undefined, now: string): number {
   let expired = 0
@@ -65,7 +69,7 @@ export function addParts(lots: readonly Lot[] | undefined, parts: readonly LotPa
     }
     lot[field] += sign * part.quantity
   }
-  return next.sort((a, b) => (a.expiresAt < b.expiresAt ? -1 : a.expiresAt > b.expiresAt ? 1 : 0))
+  return next.sort(bySoonest)
 }
 
 /** `GET /wallet/assets` `expiring`: units with an expiry that still count, soonest first (those held past their instant too). */

@@ -11,7 +11,7 @@ import {
   type Transaction,
   type WalletLabel,
 } from './ledger.types.ts'
-import { addParts, type Lot, type LotPart } from './lots.ts'
+import { addParts, bySoonest, type Lot, type LotPart } from './lots.ts'
 
 /**
  * The write path's statements: what a batch of moves (`moves.ts`) reads and locks, and what it
@@ -174,8 +174,12 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
   const held = await findHeld(trx, holdingRows, settled, now)
   const datedRows = holdingRows.filter((row) => Number(row.dated) === 1)
   const dated = new Set(datedRows.map((row) => holdingKey(Number(row.wallet_id), Number(row.asset_id))))
+  // Only what a move spends, holds or settles from is measured by its lots; what a wallet receives
+  // is added to its lots by instant, never read, so a receiving holding's lots are not loaded.
+  const senders = new Set(moves.map((move) => move.from))
+  const spentRows = datedRows.filter((row) => senders.has(Number(row.wallet_id)))
   const { lots, holdLots } =
-    datedRows.length === 0 ? { lots: new Map<string, Lot[]>(), holdLots: new Map() } : await findLots(trx, datedRows, settled, now)
+    spentRows.length === 0 ? { lots: new Map<string, Lot[]>(), holdLots: new Map() } : await findLots(trx, spentRows, settled, now)
   const credit = new Map<string, number>()
   for (const row of holdingRows)
     if (Number(row.credit_limit) > 0) credit.set(holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.credit_limit))
@@ -204,9 +208,13 @@ export async function findLots(
   for (const row of rows) {
     const key = holdingKey(Number(row.wallet_id), Number(row.asset_id))
     if (!wanted.has(key)) continue
-    lots.set(key, addParts(lots.get(key), [{ expiresAt: row.expires_at, quantity: Number(row.quantity) }], 1, 'quantity'))
-    lots.set(key, addParts(lots.get(key), [{ expiresAt: row.expires_at, quantity: Number(row.held) }], 1, 'held'))
+    const lot = { expiresAt: row.expires_at, quantity: Number(row.quantity), held: Number(row.held) }
+    const list = lots.get(key)
+    if (list) list.push(lot)
+    else lots.set(key, [lot])
   }
+  // One row per instant (the primary key), so each holding's list needs only ordering.
+  for (const list of lots.values()) list.sort(bySoonest)
   if (rows.some((row) => Number(row.held) > 0)) {
     const { rows: lapsed } = await sql<LotRow>`
       select holds.sending_wallet_id as wallet_id, hold_lots.asset_id, hold_lots.expires_at, sum(hold_lots.quantity) as held, 0 as quantity
@@ -227,10 +235,7 @@ export async function findLots(
     for (const row of reserved) {
       const byAsset = holdLots.get(Number(row.hold_id)) ?? new Map<number, LotPart[]>()
       const parts = [...(byAsset.get(Number(row.asset_id)) ?? []), { expiresAt: row.expires_at, quantity: Number(row.quantity) }]
-      byAsset.set(
-        Number(row.asset_id),
-        parts.sort((a, b) => (a.expiresAt < b.expiresAt ? -1 : 1)),
-      )
+      byAsset.set(Number(row.asset_id), parts.sort(bySoonest))
       holdLots.set(Number(row.hold_id), byAsset)
     }
   }
