@@ -58,7 +58,7 @@ describe('the console in a browser: the journal', { skip: !available && `no brow
       await page.reload()
       await page.getByRole('heading', { level: 1, name: 'History' }).waitFor()
       await openDetails(row)
-      await row.getByText(new RegExp(`^Does not check out: transaction ${paid.id} is not at its position`)).waitFor()
+      await row.getByText(new RegExp(`^Does not check out: transaction ${paid.id} is not where its proof places it`)).waitFor()
       assert.equal(await checked.count(), 0)
       await page.unroute(`**/wallet/transactions/${paid.id}/proof`)
 
