@@ -56,6 +56,8 @@ export interface Config {
   groupCommitMaxBatch: number | undefined
   /** Milliseconds between runs of the job that writes holds' expiry (`ledger/hold-expiry.plugin.ts`); 0 = never (reads see it anyway). */
   holdExpiryIntervalMs: number
+  /** Seconds over which the schedule runner spreads a backlog of due runs (`schedules/runner.ts`); 0 = flat out. */
+  schedulePaceSeconds: number
 }
 
 export class ConfigError extends Error {
@@ -306,5 +308,6 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: boolean(env, 'TRUST_PROXY', false),
     groupCommitMaxBatch: env.GROUP_COMMIT_MAX_BATCH ? integer(env, 'GROUP_COMMIT_MAX_BATCH', 0, 1, 10_000) : undefined,
     holdExpiryIntervalMs: integer(env, 'HOLD_EXPIRY_INTERVAL_MS', 1_000, 0, 3_600_000),
+    schedulePaceSeconds: integer(env, 'SCHEDULE_PACE_SECONDS', 30, 0, 50),
   }
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import type { Config } from '../config.ts'
 import type { Database } from '../db/database.ts'
 import type { Ledger } from '../ledger/ledger.service.ts'
 import type { EventWriter } from '../ledger/ledger.types.ts'
@@ -12,13 +13,16 @@ const RUNNER_INTERVAL_MS = 1000
 /** Wires schedules into the app: the routes, and the runner (started on ready, stopped on close). */
 export default async function schedules(
   app: FastifyInstance,
-  deps: { database: Database; ledger: Ledger; events: EventWriter },
+  deps: { config: Config; database: Database; ledger: Ledger; events: EventWriter },
 ): Promise<void> {
   const service = createSchedulesService({ db: deps.database.db, ledger: deps.ledger, events: deps.events })
   await app.register(schedulesRoutes, { schedules: service })
   let runner: { stop(): Promise<void> } | undefined
   app.addHook('onReady', async () => {
-    runner = startScheduleRunner(service, app.log.child({ component: 'schedules' }), RUNNER_INTERVAL_MS)
+    runner = startScheduleRunner(service, app.log.child({ component: 'schedules' }), {
+      intervalMs: RUNNER_INTERVAL_MS,
+      paceSeconds: deps.config.schedulePaceSeconds,
+    })
   })
   app.addHook('onClose', async () => runner?.stop())
 }

@@ -59,6 +59,17 @@ export function findDueSchedules(db: Executor, now: string, limit: number): Prom
     .execute()
 }
 
+/** How many active schedules are due at `now` (the runner's backlog). */
+export async function countDueSchedules(db: Executor, now: string): Promise<number> {
+  const row = await db
+    .selectFrom('schedules')
+    .select((eb) => eb.fn.countAll().as('n'))
+    .where('status', '=', 'active')
+    .where('next_run_at', '<=', now)
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
 /**
  * Records that occurrence `occurrence` of the schedule ran. Its primary key is the schedule and
  * the occurrence, so a second run of the same occurrence fails here and its transaction, transfer

@@ -159,6 +159,8 @@ export interface SchedulesService {
   runDue(id: number, now?: number): Promise<boolean>
   /** Schedules due now, the longest due first (for the runner). */
   findDue(limit: number, now?: number): Promise<{ id: number; wallet_id: number }[]>
+  /** How many schedules are due now (the runner's backlog). */
+  countDue(now?: number): Promise<number>
 }
 
 export function createSchedulesService({ db, ledger, events }: SchedulesServiceDeps): SchedulesService {
@@ -297,6 +299,8 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
     },
 
     findDue: (limit, now = Date.now()) => repository.findDueSchedules(db, new Date(now).toISOString(), limit),
+
+    countDue: (now = Date.now()) => repository.countDueSchedules(db, new Date(now).toISOString()),
 
     runDue: (id, now = Date.now()) => runOccurrence(db, ledger, events, id, now),
   }

@@ -58,6 +58,7 @@ describe('wallet key scopes and limits', () => {
       const declared = Object.fromEntries(t.app.walletRoutes.map((route) => [`${route.method} ${route.url}`, route.scope]))
       assert.deepEqual(declared, {
         'GET /wallet/assets': 'read',
+        'GET /assets': 'read',
         'POST /wallet/transactions': 'send',
         'POST /wallet/transactions/:id/refund': 'send',
         'POST /wallet/transactions/batch': 'send',
