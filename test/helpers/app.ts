@@ -120,12 +120,19 @@ export async function buildPeerApp(t: TestApp, overrides: Partial<Config> = {}):
 
 /** An app on its own connection to a shared store; the same data directory, so the same secrets key. */
 async function buildInstance(config: Config, database: Database): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
-  const app = await buildApp({
-    config,
-    database,
-    adminKeyHash: hashToken(ADMIN_KEY),
-    secretsKey: await prepareWebhookSecrets(database.db, config),
-  })
+  let app: FastifyInstance
+  try {
+    app = await buildApp({
+      config,
+      database,
+      adminKeyHash: hashToken(ADMIN_KEY),
+      secretsKey: await prepareWebhookSecrets(database.db, config),
+    })
+  } catch (error) {
+    // An instance that failed to start must not keep its pool open: the test file would never end.
+    await database.close()
+    throw error
+  }
   return {
     app,
     async close() {
