@@ -1,7 +1,6 @@
 import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db } from '../db/database.ts'
-import { listHoldings } from './assets.repository.ts'
-import { rehearseUnit, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
+import { rehearsal, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
 import { AppError, ERROR_MEANINGS, ERRORS, type ErrorCode } from '../http/errors.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
@@ -109,16 +108,16 @@ export function createBatchesService({ db, events, committer, idempotency, clock
       )
     },
     async dryRun(walletId, request, limits) {
-      let holdings: DryRun<unknown>['holdings_after'] | undefined
-      const rehearsed: RunUnit = async (unit) => {
-        const { value, holdings: after } = await rehearseUnit(db, events, clock, walletId, unit)
-        holdings = after
-        return value
-      }
-      const { body } = await sendWith(rehearsed, walletId, request, limits, () => undefined)
-      // Not atomic with every transfer refused before the ledger: nothing ran, nothing changes.
-      holdings ??= await listHoldings(db, walletId, clock())
-      return { dry_run: true, result: unrecordedBatch(body), holdings_after: holdings }
+      const rehearsed = rehearsal(db, events, clock, walletId)
+      const { body } = await sendWith(
+        (unit) => rehearsed.runUnit(unit),
+        walletId,
+        request,
+        limits,
+        () => undefined,
+      )
+      // Not atomic with every transfer refused before the ledger: nothing ran, the holdings are as they are.
+      return { dry_run: true, result: unrecordedBatch(body), holdings_after: await rehearsed.holdingsAfter() }
     },
   }
 }

@@ -53,7 +53,7 @@ class Rollback<T> extends Error {
  * Runs `work` in a database transaction, reads the paying wallet's holdings as `work` left them,
  * then rolls everything back. A refusal `work` throws is thrown as it is.
  */
-export async function rehearse<T>(
+async function rehearse<T>(
   db: Db,
   clock: () => string,
   walletId: number,
@@ -71,13 +71,26 @@ export async function rehearse<T>(
   throw new Error('a dry run was committed')
 }
 
-/** A unit run as the group committer runs each of its members (`applyUnits`), rolled back. */
-export function rehearseUnit(
-  db: Db,
-  events: EventWriter,
-  clock: () => string,
-  walletId: number,
-  unit: Unit,
-): Promise<{ value: Outcome[]; holdings: Holdings }> {
-  return rehearse(db, clock, walletId, async (trx) => (await applyUnits(trx, [unit], events, clock))[0])
+/** A dry run's way of running what the request would commit, and the holdings it leaves. */
+export interface Rehearsal {
+  /** Runs `work` in a database transaction and rolls it back. */
+  transact<T>(work: (trx: Trx) => Promise<T>): Promise<T>
+  /** A unit run as the group committer runs each of its members (`applyUnits`), rolled back. */
+  runUnit(unit: Unit): Promise<Outcome[]>
+  /** The paying wallet's holdings as the last rehearsed work left them; as they are if none ran. */
+  holdingsAfter(): Promise<Holdings>
+}
+
+export function rehearsal(db: Db, events: EventWriter, clock: () => string, walletId: number): Rehearsal {
+  let holdings: Holdings | undefined
+  const transact = async <T>(work: (trx: Trx) => Promise<T>): Promise<T> => {
+    const rehearsed = await rehearse(db, clock, walletId, work)
+    holdings = rehearsed.holdings
+    return rehearsed.value
+  }
+  return {
+    transact,
+    runUnit: (unit) => transact(async (trx) => (await applyUnits(trx, [unit], events, clock))[0]),
+    holdingsAfter: async () => holdings ?? (await listHoldings(db, walletId, clock())),
+  }
 }

@@ -2,7 +2,7 @@ import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Executor, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { rehearseUnit, unrecordedHold, type DryRun, type UnrecordedHold } from './dry-run.ts'
+import { rehearsal, unrecordedHold, type DryRun, type UnrecordedHold } from './dry-run.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import * as holds from './holds.repository.ts'
 import {
@@ -193,18 +193,9 @@ export function createHoldsService({ db, events, committer, idempotency, clock }
     },
 
     async dryRun(walletId, request, limits) {
-      let holdings: DryRun<unknown>['holdings_after'] = []
-      const hold = await placeHold(
-        async (unit) => {
-          const rehearsed = await rehearseUnit(db, events, clock, walletId, unit)
-          holdings = rehearsed.holdings
-          return rehearsed.value
-        },
-        walletId,
-        request,
-        limits,
-      )
-      return { dry_run: true, result: unrecordedHold(hold), holdings_after: holdings }
+      const rehearsed = rehearsal(db, events, clock, walletId)
+      const hold = await placeHold((unit) => rehearsed.runUnit(unit), walletId, request, limits)
+      return { dry_run: true, result: unrecordedHold(hold), holdings_after: await rehearsed.holdingsAfter() }
     },
 
     capture(walletId, holdId, request, idempotencyKey) {

@@ -5,7 +5,7 @@ import type { Db, Trx } from '../db/database.ts'
 import { inTransaction } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findAssetById, holdAsset } from './assets.repository.ts'
-import { rehearse, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
+import { rehearsal, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
 import {
   canonicalAssets,
   canonicalMetadata,
@@ -116,14 +116,9 @@ export function createReversalsService({ db, events, idempotency, clock }: Rever
       }))
     },
     async dryRunRefund(walletId, transactionId, request, limits) {
-      let holdings: DryRun<unknown>['holdings_after'] = []
-      const rehearsing: Transact = async (work) => {
-        const rehearsed = await rehearse(db, clock, walletId, work)
-        holdings = rehearsed.holdings
-        return rehearsed.value
-      }
-      const reversal = await refundOf(rehearsing, walletId, transactionId, request, limits)
-      return { dry_run: true, result: unrecordedTransaction(reversal), holdings_after: holdings }
+      const rehearsed = rehearsal(db, events, clock, walletId)
+      const reversal = await refundOf((work) => rehearsed.transact(work), walletId, transactionId, request, limits)
+      return { dry_run: true, result: unrecordedTransaction(reversal), holdings_after: await rehearsed.holdingsAfter() }
     },
     reverse(transactionId, request, idempotencyKey) {
       return idempotency.answerOnce(MINT_WALLET_ID, idempotencyKey, fingerprint('reversal', transactionId, request), async (record) => {

@@ -1,7 +1,7 @@
 import type { KeyLimits } from '../http/key-scopes.ts'
 import type { Db, Trx } from '../db/database.ts'
 import { listHoldings } from './assets.repository.ts'
-import { rehearseUnit, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
+import { rehearsal, unrecordedTransaction, type DryRun, type UnrecordedTransaction } from './dry-run.ts'
 import type { GroupCommitter } from './group-committer.ts'
 import type { Idempotency, SendRequest, SendResult } from './idempotency.ts'
 import type { EventWriter, Transaction } from './ledger.types.ts'
@@ -70,10 +70,10 @@ export function createTransfersService({ db, events, committer, idempotency, clo
     },
     async dryRun(walletId, request, limits) {
       const move = await resolveTransfer(new Lookups(db, limits), walletId, request)
-      const { value, holdings } = await rehearseUnit(db, events, clock, walletId, { moves: [move], atomic: true })
-      const [outcome] = value
+      const rehearsed = rehearsal(db, events, clock, walletId)
+      const [outcome] = await rehearsed.runUnit({ moves: [move], atomic: true })
       if (!outcome.ok) throw outcome.error
-      return { dry_run: true, result: unrecordedTransaction(transactionOf(outcome)), holdings_after: holdings }
+      return { dry_run: true, result: unrecordedTransaction(transactionOf(outcome)), holdings_after: await rehearsed.holdingsAfter() }
     },
     async sendWithin(trx, walletId, request, scheduleId, limits) {
       const move = await resolveTransfer(new Lookups(trx, limits), walletId, request)
