@@ -175,7 +175,9 @@ async function alternate(subjects: [Subject, Subject], serverPid: number | undef
     const per = spent.map(({ cpu, server, count }) => ({ cpu: cpu / count, server: server / count }))
     ratios.push((per[1].cpu + per[1].server) / (per[0].cpu + per[0].server))
     if (serverPid) serverRatios.push(per[1].server / per[0].server)
-    const shown = per.map(({ cpu, server }, i) => `${subjects[i].label} ${cpu.toFixed(0)}${serverPid ? ` + server ${server.toFixed(0)}` : ''}`)
+    const shown = per.map(
+      ({ cpu, server }, i) => `${subjects[i].label} ${cpu.toFixed(0)}${serverPid ? ` + server ${server.toFixed(0)}` : ''}`,
+    )
     console.log(`round ${round} (load ${load()}): ${shown.join('   ')} µs/transfer; ratio ${ratios.at(-1)?.toFixed(3)}`)
   }
   const range = (values: number[]) => `${Math.min(...values).toFixed(3)}-${Math.max(...values).toFixed(3)}`
@@ -189,7 +191,11 @@ async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<vo
   for (const [i, root] of [a, b].entries()) {
     const built = await buildAt(root, server, `roots${i}`)
     apps.push(built)
-    subjects.push({ label: path.basename(root) || root, app: built.app, wallets: await wallets(built, 'cpu', WALLETS, await goldIn(built)) })
+    subjects.push({
+      label: path.basename(root) || root,
+      app: built.app,
+      wallets: await wallets(built, 'cpu', WALLETS, await goldIn(built)),
+    })
   }
   await alternate(subjects as [Subject, Subject], server?.pid)
 }
@@ -208,7 +214,10 @@ async function monitors(server: BenchPostgres | undefined, apps: App[]): Promise
     async before() {
       ids = []
       for (const wallet of group)
-        ids.push((await built.call({ method: 'POST', url: '/wallet/monitors', headers: as(wallet), payload: { asset: 'gold', below: 1 } }, 201)).id)
+        ids.push(
+          (await built.call({ method: 'POST', url: '/wallet/monitors', headers: as(wallet), payload: { asset: 'gold', below: 1 } }, 201))
+            .id,
+        )
     },
     async after() {
       for (const [i, wallet] of group.entries()) {
@@ -235,7 +244,12 @@ async function schedules(server: BenchPostgres | undefined, apps: App[]): Promis
         method: 'POST',
         url: '/wallet/schedules',
         headers: { authorization: `Bearer ${from.session}` },
-        payload: { recipient: `sched${(i + 1) % WALLETS}`, assets: { gold: 1 }, memo: `bench ${i}`, start_at: new Date(dueAt).toISOString() },
+        payload: {
+          recipient: `sched${(i + 1) % WALLETS}`,
+          assets: { gold: 1 },
+          memo: `bench ${i}`,
+          start_at: new Date(dueAt).toISOString(),
+        },
       },
       201,
     )
