@@ -39,7 +39,7 @@ function isCrossed(monitor: Thresholds, spendable: number): boolean {
  * written (a move the monitors see).
  */
 function canSpend(holding: HoldingState): number {
-  return spendable({ ...holding, expired: 0 }, 'transfer')
+  return spendable({ quantity: holding.quantity, held: holding.held, creditLimit: holding.creditLimit, expired: 0 }, 'transfer')
 }
 
 function toMonitor(
@@ -103,10 +103,12 @@ export function createMonitorsService({ db, ledger }: { db: Db; ledger: Pick<Led
  */
 export function watchBalances(events: Pick<EventWriter, 'recordEvents'>): (trx: Trx, changes: HoldingChange[]) => Promise<void> {
   return async (trx, changes) => {
-    // Each holding's changes in order, so that a monitor reads only its own holding's.
+    // Each holding's changes in order, and the least and most any of them can spend after a move:
+    // only a monitor whose threshold lies between can change, and only those are read.
     const byHolding = new Map<string, HoldingChange[]>()
     const walletIds = new Set<number>()
     const assetIds = new Set<number>()
+    const reach = { low: Infinity, high: -Infinity }
     for (const change of changes) {
       if (change.walletId === MINT_WALLET_ID) continue
       const key = `${change.walletId}:${change.asset.id}`
@@ -115,9 +117,12 @@ export function watchBalances(events: Pick<EventWriter, 'recordEvents'>): (trx: 
       else byHolding.set(key, [change])
       walletIds.add(change.walletId)
       assetIds.add(change.asset.id)
+      const value = canSpend(change.after)
+      reach.low = Math.min(reach.low, value)
+      reach.high = Math.max(reach.high, value)
     }
     if (byHolding.size === 0) return
-    const monitors = await repository.findWatching(trx, [...walletIds], [...assetIds])
+    const monitors = await repository.findWatching(trx, [...walletIds], [...assetIds], reach)
     if (monitors.length === 0) return
     const recorded: WalletEvent[] = []
     const states: { id: number; state: string }[] = []
