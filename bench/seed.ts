@@ -27,14 +27,25 @@ export interface Seeded {
 
 const PASSWORD = 'bench password 1234'
 
-/** One JSON request; a status of 300 or more throws with the answer. */
+/**
+ * One JSON request; a status of 300 or more throws with the answer. A `503 S001` (the storage did
+ * not answer in time, as on a loaded machine) is retried after its Retry-After, a few times, with a
+ * line on stderr: the seeding requests write nothing when they are refused that way.
+ */
 export async function call(base: string, method: string, url: string, body?: unknown, token?: string): Promise<unknown> {
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   if (token) headers.authorization = `Bearer ${token}`
-  const response = await fetch(base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
-  const text = await response.text()
-  if (response.status >= 300) throw new Error(`${method} ${url} answered ${response.status}: ${text}`)
-  return text === '' ? undefined : JSON.parse(text)
+  for (let attempt = 1; ; attempt++) {
+    const response = await fetch(base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+    const text = await response.text()
+    if (response.status === 503 && attempt < 5) {
+      console.error(`${method} ${url} answered 503 (${text}); retrying`)
+      await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? 1) * 1000))
+      continue
+    }
+    if (response.status >= 300) throw new Error(`${method} ${url} answered ${response.status}: ${text}`)
+    return text === '' ? undefined : JSON.parse(text)
+  }
 }
 
 /** Runs `work` over `items` with at most `limit` at a time, preserving order of results. */

@@ -120,6 +120,21 @@ async function call(base: string, method: 'GET' | 'POST', url: string, token: st
   }
 }
 
+/**
+ * The causes of the service's `503 S001` answers in its log (it names each one: the storage's
+ * error code and message), counted, so that a storage refusing under load is reported, not hidden.
+ */
+function reportUnavailable(storage: string, logFile: string): void {
+  const causes = new Map<string, number>()
+  const lines = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').split('\n') : []
+  for (const line of lines) {
+    const cause = /"msg":"(storage unavailable: [^"]*)"/.exec(line)?.[1]
+    if (cause) causes.set(cause, (causes.get(cause) ?? 0) + 1)
+  }
+  log(`${storage}: ${unavailable} answers 503 retried by the bench; the service logged ${causes.size === 0 ? 'no storage faults' : ''}`)
+  for (const [cause, times] of causes) log(`${storage}:   ${times} × ${cause}`)
+}
+
 /** User and system CPU seconds of a process so far (Linux `/proc`). */
 function cpuSeconds(pid: number): number {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
@@ -179,6 +194,8 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<Checkpoint[]>
   const startOptions = { dataDir, databaseUrl, adminKey, startTimeoutMs: START_TIMEOUT_MS }
   let service: Service | undefined = await startService(startOptions, cleanups.track)
   cleanups.push(async () => service?.stop())
+  // Read before the store goes, however the run ends.
+  cleanups.push(async () => reportUnavailable(storage, service?.logFile ?? path.join(dataDir, 'service.log')))
   let base = service.url
   log(`${storage}: seeding ${WALLETS} wallets with a key each through the API`)
   const seeded = await seedThroughApi(base, adminKey, WALLETS)
