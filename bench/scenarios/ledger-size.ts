@@ -1,7 +1,7 @@
 /**
  * A ledger grown to ten million transactions, measured as it grows (`npm run bench -- ledger-size
  * [--transactions=N] [--checkpoints=a,b,…] [--storage=sqlite|postgres] [--seed=api|direct]
- * [--connections=N] [--pipelining=N] [--start-timeout=S] [--out=DIR]`).
+ * [--connections=N] [--pipelining=N] [--start-timeout=S] [--out=DIR] [--replot=a.json,b.json]`).
  *
  * For each storage: the service as a child process on a fresh store, 100 wallets with a key each
  * (through the API), then the ledger is built in steps of 100 transactions: atomic batches of 100
@@ -24,7 +24,9 @@
  *   backup` of the live store and `coffer restore` into an empty one, each timed; the restored
  *   store is a compact copy, so its size is the store's size per transfer once retention has run.
  * Writes the table as markdown and a plot of each read's cost against the first checkpoint's, by
- * ledger size (`ledger-size.md`, `ledger-size.svg` in `--out`, a temp directory by default).
+ * ledger size (`ledger-size.md`, `ledger-size.svg` in `--out`, a temp directory by default), and
+ * the figures as `ledger-size.json`; `--replot` writes the table and plot again from such files
+ * (runs of each storage taken apart, in one plot), measuring nothing.
  */
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
@@ -364,11 +366,11 @@ function markdown(storage: string, checkpoints: Checkpoint[]): string[] {
   const growth = (checkpoint: Checkpoint, key: 'historyFirst' | 'historyDeep' | 'balance' | 'asOf') =>
     `${ms(checkpoint[key])} (${(checkpoint[key] / first[key]).toFixed(2)} ×)`
   return [
-    `| ${storage}: transactions | history page, first, ms | history page, deep, ms | balances, ms | as_of, ms | statement of the busy wallet | coffer verify, transactions/s | backup, s | restore, s | bytes per transaction after retention |`,
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| ${storage}: transactions | history page, first, ms | history page, deep, ms | balances, ms | as_of, ms | statement of the busy wallet | coffer verify, transactions/s | backup, s | restore, s | bytes per transaction after retention | the service's start on the store, s |`,
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...checkpoints.map(
       (checkpoint) =>
-        `| ${thousands(checkpoint.transactions)} | ${growth(checkpoint, 'historyFirst')} | ${growth(checkpoint, 'historyDeep')} | ${growth(checkpoint, 'balance')} | ${growth(checkpoint, 'asOf')} | ${thousands(checkpoint.statementRows)} rows in ${(checkpoint.statementMs / 1000).toFixed(1)} s | ${thousands(checkpoint.verifyPerSecond)} | ${checkpoint.backupSeconds.toFixed(1)} | ${checkpoint.restoreSeconds.toFixed(1)} | ${thousands(checkpoint.bytesPerTransaction)} |`,
+        `| ${thousands(checkpoint.transactions)} | ${growth(checkpoint, 'historyFirst')} | ${growth(checkpoint, 'historyDeep')} | ${growth(checkpoint, 'balance')} | ${growth(checkpoint, 'asOf')} | ${thousands(checkpoint.statementRows)} rows in ${(checkpoint.statementMs / 1000).toFixed(1)} s | ${thousands(checkpoint.verifyPerSecond)} | ${checkpoint.backupSeconds.toFixed(1)} | ${checkpoint.restoreSeconds.toFixed(1)} | ${thousands(checkpoint.bytesPerTransaction)} | ${checkpoint.startSeconds?.toFixed(1) ?? '–'} |`,
     ),
   ]
 }
@@ -403,18 +405,24 @@ function targets(storage: 'sqlite' | 'postgres', checkpoints: Checkpoint[]): str
   return rows.map(([name, value, target, ok]) => `${storage}: ${name}: ${value} (target ${target}: ${ok ? 'met' : 'MISSED'})`)
 }
 
-let failed = false
-try {
-  const load = os.loadavg()[0]
-  const stamp = `${os.cpus().length} cores, node ${process.version}, load average ${load.toFixed(1)} at the start`
-  const runs: { storage: 'sqlite' | 'postgres'; checkpoints: Checkpoint[] }[] = []
-  for (const storage of storages) runs.push({ storage, checkpoints: await runStorage(storage) })
-  const busyMachine = load >= 2 ? ' A busy machine: these figures only show that the scenario runs; they are not results.' : ''
-  const lines = [`Ledger size: ${stamp}.${busyMachine}`, '']
+interface Run {
+  storage: 'sqlite' | 'postgres'
+  /** How the run was taken: cores, node, load average at its start, how the ledger was built. */
+  stamp: string
+  load: number
+  checkpoints: Checkpoint[]
+}
+
+/** `ledger-size.md`, `ledger-size.svg` and `ledger-size.json` (the runs, for `--replot`) in OUT. */
+function writeOutputs(runs: Run[]): string[] {
+  const busy = 'A busy machine: these figures only show that the scenario runs; they are not results.'
+  const lines: string[] = []
+  for (const run of runs) lines.push(`Ledger size, ${run.storage}: ${run.stamp}.${run.load >= 2 ? ` ${busy}` : ''}`, '')
   for (const run of runs) lines.push(...markdown(run.storage, run.checkpoints), '')
   for (const run of runs) lines.push(...targets(run.storage, run.checkpoints))
   fs.mkdirSync(OUT, { recursive: true })
   fs.writeFileSync(path.join(OUT, 'ledger-size.md'), lines.join('\n') + '\n')
+  fs.writeFileSync(path.join(OUT, 'ledger-size.json'), JSON.stringify(runs, null, 1) + '\n')
   const series = runs.flatMap((run) =>
     (['historyFirst', 'historyDeep', 'balance', 'asOf'] as const).map((key, colour) => ({
       colour,
@@ -423,20 +431,40 @@ try {
       points: run.checkpoints.map((checkpoint) => ({ x: checkpoint.transactions, y: checkpoint[key] / run.checkpoints[0][key] })),
     })),
   )
+  const loads = runs.map((run) => run.load.toFixed(1)).join(', ')
   fs.writeFileSync(
     path.join(OUT, 'ledger-size.svg'),
     plotSvg({
       title: `Cost of a read against the ledger's size (× its cost at ${thousands(runs[0].checkpoints[0].transactions)})`,
-      subtitle: stamp,
-      note: busyMachine ? 'A busy machine: these figures only show that the scenario runs; they are not results.' : undefined,
+      subtitle: `${runs.map((run) => run.storage).join(', ')}: ${runs[0].stamp.replace(/, load average.*/, '')}, load average ${loads} at the start`,
+      note: runs.some((run) => run.load >= 2) ? busy : undefined,
       xLabel: 'transactions in the ledger',
       yLabel: '× cost at the first checkpoint',
       target: { y: TARGETS.readGrowth, label: `target ${TARGETS.readGrowth} ×` },
       series,
     }),
   )
+  return lines
+}
+
+let failed = false
+try {
+  const replot = option('replot')
+  let runs: Run[] = []
+  if (replot) {
+    // The outputs again from the `ledger-size.json` of earlier runs (one per storage, say), nothing measured.
+    runs = replot.split(',').flatMap((file) => JSON.parse(fs.readFileSync(file, 'utf8')) as Run[])
+  } else {
+    const built = SEED === 'direct' ? "written in process through the ledger's write path" : 'built through the API'
+    for (const storage of storages) {
+      const load = os.loadavg()[0]
+      const stamp = `${os.cpus().length} cores, node ${process.version}, load average ${load.toFixed(1)} at the start, the ledger ${built}`
+      runs.push({ storage, stamp, load, checkpoints: await runStorage(storage) })
+    }
+  }
+  const lines = writeOutputs(runs)
   console.log(lines.join('\n'))
-  console.log(`\nwritten: ${path.join(OUT, 'ledger-size.md')}, ${path.join(OUT, 'ledger-size.svg')}`)
+  console.log(`\nwritten: ${['md', 'svg', 'json'].map((kind) => path.join(OUT, `ledger-size.${kind}`)).join(', ')}`)
 } catch (error) {
   failed = true
   if (!cleanups.interrupted) console.error('bench failed:', error instanceof Error ? (error.stack ?? error.message) : error)
