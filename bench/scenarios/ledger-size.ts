@@ -436,7 +436,7 @@ function writeOutputs(runs: Run[]): string[] {
     path.join(OUT, 'ledger-size.svg'),
     plotSvg({
       title: `Cost of a read against the ledger's size (× its cost at ${thousands(runs[0].checkpoints[0].transactions)})`,
-      subtitle: `${runs.map((run) => run.storage).join(', ')}: ${runs[0].stamp.replace(/, load average.*/, '')}, load average ${loads} at the start`,
+      subtitle: `${runs.map((run) => run.storage).join(', ')}: ${runs[0].stamp.replace(/load average [^,]*/, `load average ${loads}`)}`,
       note: runs.some((run) => run.load >= 2) ? busy : undefined,
       xLabel: 'transactions in the ledger',
       yLabel: '× cost at the first checkpoint',
@@ -455,7 +455,7 @@ try {
     // The outputs again from the `ledger-size.json` of earlier runs (one per storage, say), nothing measured.
     runs = replot.split(',').flatMap((file) => JSON.parse(fs.readFileSync(file, 'utf8')) as Run[])
   } else {
-    const built = SEED === 'direct' ? "written in process through the ledger's write path" : 'built through the API'
+    const built = SEED === 'direct' ? 'written directly (--seed=direct)' : 'built through the API'
     for (const storage of storages) {
       const load = os.loadavg()[0]
       const stamp = `${os.cpus().length} cores, node ${process.version}, load average ${load.toFixed(1)} at the start, the ledger ${built}`
