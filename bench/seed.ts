@@ -335,7 +335,8 @@ export function ledgerStep(index: number, wallets: number): LedgerStep {
 /** Steps of the ledger written per database transaction by `writeStepsDirectly`. */
 const STEPS_PER_COMMIT = 100
 
-const noEvents: EventWriter = {
+/** An event writer that writes none: for history written straight into a store, where nothing reads events. */
+export const noEvents: EventWriter = {
   countEvents: () => 0,
   eventWrites: () => [],
   countHoldEvents: () => 0,
