@@ -21,6 +21,24 @@ export async function inTransaction<T>(database: Database | Db, work: (trx: Tran
 }
 
 /**
+ * `inTransaction` committed on SQLite without a sync of its own (durable with the next synced
+ * commit, the log being synced in order): for work that a crash may undo because it is done again
+ * identically from what was durable. PostgreSQL commits it as usual.
+ */
+export async function inTransactionSyncedLater<T>(database: Database, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+  if (database.dialect === 'postgres') return inTransaction(database, work)
+  // SQLite has one connection: held for the round, so nothing else commits at NORMAL.
+  return database.db.connection().execute(async (connection) => {
+    await sql`pragma synchronous = NORMAL`.execute(connection)
+    try {
+      return await inTransaction(connection, work)
+    } finally {
+      await sql`pragma synchronous = FULL`.execute(connection)
+    }
+  })
+}
+
+/**
  * Runs `write` committed without waiting for its own sync to disk: for marks whose loss in a crash
  * costs nothing (a key's or session's last use), so they add no fsync to the request that makes
  * them. The write becomes durable with the next durable commit or checkpoint (SQLite: WAL frames
