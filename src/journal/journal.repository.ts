@@ -96,9 +96,10 @@ export async function findPositioned(executor: Executor, ids: number[]): Promise
   const rows = await executor
     .selectFrom('journal_entries')
     .select('transaction_id')
-    .where(anyOf(executor, sql.ref('transaction_id'), ids))
+    .where(idsAmong(executor, sql.ref('transaction_id'), ids))
     .execute()
-  return new Set(rows.map((row) => Number(row.transaction_id)))
+  const wanted = new Set(ids)
+  return new Set(rows.map((row) => Number(row.transaction_id)).filter((id) => wanted.has(id)))
 }
 
 /** The stored fields the encoding takes, of these transactions, by id. */
