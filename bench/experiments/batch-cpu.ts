@@ -8,12 +8,16 @@
  * weighs on both alike. Per round and limit it prints the process's CPU (user + system) per
  * transfer, transfers per second of wall time (which counts the commits' fsync) and the mean
  * number of transfers per commit. With `--roots`, the apps are instead the code of two checkouts
- * (say, a branch against main) at the first limit, compared the same way.
+ * (say, a branch against main) at the first limit, compared the same way. With `--statements`
+ * (SQLite, best with one limit), every better-sqlite3 statement run is timed by its text, and the
+ * texts that took the most are printed in µs per transfer: wall time on the one thread, so
+ * `COMMIT` counts its fsync.
  */
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
+import Sqlite from 'better-sqlite3'
 import pg from 'pg'
 import { startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
 import { injector, keyedGoldWallets } from '../in-process.ts'
@@ -29,6 +33,7 @@ const ROUNDS = Number(option('rounds') ?? 3)
 const BATCHES = Number(option('batches') ?? 200)
 const CONCURRENCY = Number(option('concurrency') ?? 32)
 const CHUNK = 40
+const STATEMENTS = args.includes('--statements')
 const ROOT = path.resolve(import.meta.dirname, '../..')
 const WALLETS = 100
 const BATCH = 100
@@ -89,6 +94,33 @@ async function setUp(limit: number, databaseUrl: string | undefined, root: strin
   }
 }
 
+/** Time spent and runs by statement text, while `timing` (`--statements`). */
+const spent = new Map<string, { ms: number; runs: number }>()
+let timing = false
+
+/** Wraps better-sqlite3's statement runs to add their time to `spent`. */
+function timeStatements(): void {
+  const probe = new Sqlite(':memory:')
+  const prototype = Object.getPrototypeOf(probe.prepare('select 1')) as Record<string, (...values: unknown[]) => unknown>
+  probe.close()
+  for (const method of ['run', 'all', 'get']) {
+    const original = prototype[method]
+    prototype[method] = function (this: { source: string }, ...values: unknown[]) {
+      if (!timing) return original.apply(this, values)
+      const started = process.hrtime.bigint()
+      try {
+        return original.apply(this, values)
+      } finally {
+        const text = this.source.replace(/\s+/g, ' ').trim().slice(0, 110)
+        const entry = spent.get(text) ?? { ms: 0, runs: 0 }
+        entry.ms += Number(process.hrtime.bigint() - started) / 1e6
+        entry.runs++
+        spent.set(text, entry)
+      }
+    }
+  }
+}
+
 /** `count` batches by `CONCURRENCY` clients: this process's CPU and the wall time they took, in µs. */
 async function measure(subject: Subject, count: number): Promise<{ cpu: number; wall: number }> {
   let left = count
@@ -111,7 +143,9 @@ async function measure(subject: Subject, count: number): Promise<{ cpu: number; 
   }
   const before = process.cpuUsage()
   const started = process.hrtime.bigint()
+  timing = STATEMENTS
   await Promise.all(Array.from({ length: CONCURRENCY }, client))
+  timing = false
   const used = process.cpuUsage(before)
   return { cpu: used.user + used.system, wall: Number(process.hrtime.bigint() - started) / 1000 }
 }
@@ -142,7 +176,9 @@ async function main(): Promise<void> {
   const subjects: Subject[] = []
   try {
     for (const [i, { root, limit }] of setups.entries()) subjects.push(await setUp(limit, urls[i], root))
+    if (STATEMENTS) timeStatements()
     for (const subject of subjects) await measure(subject, 20)
+    spent.clear()
     console.log(`${STORAGE}, load average ${os.loadavg()[0].toFixed(1)}, ${CONCURRENCY} clients, batches of ${BATCH}`)
     for (let round = 1; round <= ROUNDS; round++) {
       const spent = subjects.map(() => ({ cpu: 0, wall: 0 }))
@@ -163,6 +199,9 @@ async function main(): Promise<void> {
       )
       console.log(`round ${round} (load ${os.loadavg()[0].toFixed(1)}): ${figures.join('   ')}`)
     }
+    const measured = ROUNDS * Math.ceil(BATCHES / CHUNK) * CHUNK * BATCH * subjects.length
+    for (const [text, { ms, runs }] of [...spent].sort((a, b) => b[1].ms - a[1].ms).slice(0, 25))
+      console.log(`${((ms * 1000) / measured).toFixed(2).padStart(7)} µs  ${String(runs).padStart(7)} runs  ${text}`)
   } finally {
     for (const subject of subjects) await subject.close()
     await admin?.end()

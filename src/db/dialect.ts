@@ -21,6 +21,24 @@ export async function inTransaction<T>(database: Database | Db, work: (trx: Tran
 }
 
 /**
+ * `inTransaction` committed on SQLite without a sync of its own (durable with the next synced
+ * commit, the log being synced in order): for work that a crash may undo because it is done again
+ * identically from what was durable. PostgreSQL commits it as usual.
+ */
+export async function inTransactionSyncedLater<T>(database: Database, work: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+  if (database.dialect === 'postgres') return inTransaction(database, work)
+  // SQLite has one connection: held for the round, so nothing else commits at NORMAL.
+  return database.db.connection().execute(async (connection) => {
+    await sql`pragma synchronous = NORMAL`.execute(connection)
+    try {
+      return await inTransaction(connection, work)
+    } finally {
+      await sql`pragma synchronous = FULL`.execute(connection)
+    }
+  })
+}
+
+/**
  * Runs `write` committed without waiting for its own sync to disk: for marks whose loss in a crash
  * costs nothing (a key's or session's last use), so they add no fsync to the request that makes
  * them. The write becomes durable with the next durable commit or checkpoint (SQLite: WAL frames
@@ -99,11 +117,14 @@ export interface Write {
   returning?: string
   /** SQLite (`rowsWrite`): the statement reads one row, `r`, from its parameters; it runs once per row. */
   rows?: unknown[][]
+  /** SQLite (`rowsWrite`): the statement reading `count` rows as `r`, for inserts run a chunk of rows at a time. */
+  chunk?: (count: number) => RawBuilder<unknown>
 }
 
 /**
  * A write of `rows` as a table `r`: one `unnest` statement on PostgreSQL; on SQLite one prepared
- * statement run per row on the driver, so `build` must give every other value as a literal (`sql.lit`).
+ * statement per chunk of rows (an insert) or per row (`runWrites`) on the driver, so `build` must
+ * give every other value as a literal (`sql.lit`).
  */
 export function rowsWrite(
   executor: Executor,
@@ -115,7 +136,16 @@ export function rowsWrite(
   if (isPostgres(executor)) return { statement: build(unnestRows(columns, rows)), returning }
   // `cast` gives each value the type `json_each` gave it (better-sqlite3 binds every number as a real).
   const fields = columns.map(([name, type]) => (type === 'bigint' ? `cast(? as integer) as ${name}` : `? as ${name}`)).join(', ')
-  return { statement: build(sql.raw(`(select ${fields}) as r`)), returning, rows }
+  const chunkFields = columns
+    .map(([name, type], i) => (type === 'bigint' ? `cast(column${i + 1} as integer) as ${name}` : `column${i + 1} as ${name}`))
+    .join(', ')
+  const tuple = `(${columns.map(() => '?').join(', ')})`
+  return {
+    statement: build(sql.raw(`(select ${fields}) as r`)),
+    returning,
+    rows,
+    chunk: (count) => build(sql.raw(`(select ${chunkFields} from (values ${Array<string>(count).fill(tuple).join(', ')})) as r`)),
+  }
 }
 
 /**
@@ -123,14 +153,16 @@ export function rowsWrite(
  * round trip; none sees another's rows), on SQLite one after the other.
  */
 export async function runWrites(executor: Executor, writes: Write[]): Promise<Record<string, unknown>[][]> {
-  const statements = writes.map(({ statement, returning }) => (returning ? sql`${statement} returning ${sql.raw(returning)}` : statement))
+  const withReturning = (statement: RawBuilder<unknown>, returning: string | undefined) =>
+    returning ? sql`${statement} returning ${sql.raw(returning)}` : statement
+  const statements = writes.map(({ statement, returning }) => withReturning(statement, returning))
   if (!isPostgres(executor)) {
     const results: Record<string, unknown>[][] = []
     for (const [i, statement] of statements.entries()) {
-      const rows = writes[i].rows
+      const { rows, chunk, returning } = writes[i]
       results.push(
         rows
-          ? runPerRow(executor, statement, rows, writes[i].returning !== undefined)
+          ? runPerRow(executor, statement, rows, returning !== undefined, chunk && ((count) => withReturning(chunk(count), returning)))
           : ((await statement.execute(executor)).rows as Record<string, unknown>[]),
       )
     }
@@ -148,17 +180,41 @@ export async function runWrites(executor: Executor, writes: Write[]): Promise<Re
   return writes.map((_, i) => rows[0][`w${i}`] ?? [])
 }
 
-/** SQLite: a `rowsWrite` statement run once per row in the caller's transaction. */
-function runPerRow(executor: Executor, statement: RawBuilder<unknown>, rows: unknown[][], returning: boolean): Record<string, unknown>[] {
+/** Rows an insert takes per run on SQLite, largest first; the rest go one by one. */
+const CHUNKS = [64, 16, 4]
+
+/**
+ * SQLite: a `rowsWrite` statement run on the driver in the caller's transaction. An insert runs a
+ * chunk of rows at a time (a statement's fixed cost, an AUTOINCREMENT table's sequence update, once
+ * per chunk); other statements once per row, each row seeing the one before as a row of its own would.
+ */
+function runPerRow(
+  executor: Executor,
+  statement: RawBuilder<unknown>,
+  rows: unknown[][],
+  returning: boolean,
+  chunk?: (count: number) => RawBuilder<unknown>,
+): Record<string, unknown>[] {
   const statements = sqliteStatementsOf(executor)
-  const compiled = statement.compile(executor)
-  if (!statements || compiled.parameters.length > 0)
-    throw new Error('a row-by-row write needs a SQLite database of openSqlite and literals for every value but the rows')
-  const prepared = statements.prepare(compiled.sql)
-  const out: Record<string, unknown>[] = []
-  for (const row of rows) {
-    if (returning) out.push(...(prepared.all(row) as Record<string, unknown>[]))
-    else prepared.run(row)
+  const prepare = (builder: RawBuilder<unknown>) => {
+    const compiled = builder.compile(executor)
+    if (!statements || compiled.parameters.length > 0)
+      throw new Error('a row-by-row write needs a SQLite database of openSqlite and literals for every value but the rows')
+    return statements.prepare(compiled.sql)
   }
+  const single = prepare(statement)
+  const out: Record<string, unknown>[] = []
+  const run = (prepared: typeof single, values: unknown[]) => {
+    if (returning) out.push(...(prepared.all(values) as Record<string, unknown>[]))
+    else prepared.run(values)
+  }
+  let next = 0
+  if (chunk && /^\s*insert\b/i.test(single.source))
+    for (const size of CHUNKS) {
+      if (rows.length - next < size) continue
+      const prepared = prepare(chunk(size))
+      for (; rows.length - next >= size; next += size) run(prepared, rows.slice(next, next + size).flat())
+    }
+  for (; next < rows.length; next++) run(single, rows[next])
   return out
 }

@@ -96,9 +96,10 @@ export async function findPositioned(executor: Executor, ids: number[]): Promise
   const rows = await executor
     .selectFrom('journal_entries')
     .select('transaction_id')
-    .where(anyOf(executor, sql.ref('transaction_id'), ids))
+    .where(idsAmong(executor, sql.ref('transaction_id'), ids))
     .execute()
-  return new Set(rows.map((row) => Number(row.transaction_id)))
+  const wanted = new Set(ids)
+  return new Set(rows.map((row) => Number(row.transaction_id)).filter((id) => wanted.has(id)))
 }
 
 /** The stored fields the encoding takes, of these transactions, by id. */
@@ -108,16 +109,27 @@ export async function loadEncoded(executor: Executor, ids: number[]): Promise<Ma
   const rows = await executor
     .selectFrom('transactions')
     .select(['id', 'kind', 'created_at', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'reverses', 'hold_id', 'metadata'])
-    .where(anyOf(executor, sql.ref('id'), ids))
+    .where(idsAmong(executor, sql.ref('id'), ids))
     .execute()
-  for (const row of rows) found.set(Number(row.id), toEncoded(row))
+  const wanted = new Set(ids)
+  for (const row of rows) if (wanted.has(Number(row.id))) found.set(Number(row.id), toEncoded(row))
   const lines = await executor
     .selectFrom('transaction_assets')
     .select(['transaction_id', 'asset_id', 'quantity'])
-    .where(anyOf(executor, sql.ref('transaction_id'), ids))
+    .where(idsAmong(executor, sql.ref('transaction_id'), ids))
     .execute()
   for (const line of lines) found.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
   return found
+}
+
+/**
+ * Rows whose `column` may be one of `ids`, a superset the caller filters: on SQLite the range from
+ * the least to the greatest (a round's ids follow one another there, a range reads them in order);
+ * on PostgreSQL the ids themselves.
+ */
+function idsAmong(executor: Executor, column: Parameters<typeof anyOf>[1], ids: number[]) {
+  if (isPostgres(executor)) return anyOf(executor, column, ids)
+  return sql<boolean>`${column} between ${Math.min(...ids)} and ${Math.max(...ids)}`
 }
 
 function toEncoded(row: {

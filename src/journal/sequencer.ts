@@ -1,5 +1,5 @@
 import type { Database } from '../db/database.ts'
-import { inTransaction, nowIso } from '../db/dialect.ts'
+import { inTransactionSyncedLater, nowIso } from '../db/dialect.ts'
 import { chainHash } from './encoding.ts'
 import * as journal from './journal.repository.ts'
 import { appendLeaf, leafHash, rootOf, type Node } from './merkle.ts'
@@ -42,7 +42,9 @@ const WAKE_DELAY_MS = 20
 async function sequenceRound(options: SequencerOptions): Promise<RoundResult> {
   const { database, key, checkpointIntervalMs } = options
   const batch = options.batch ?? DEFAULT_BATCH
-  return inTransaction(database, async (trx) => {
+  // SQLite: positions follow the committed transactions in id order, so a round a crash undoes is
+  // given again identically; it adds no sync of its own to the transfers' (PostgreSQL: synced).
+  return inTransactionSyncedLater(database, async (trx) => {
     const state = await journal.readState(trx, true)
     if (!state) return { positioned: 0, checkpoint: undefined }
     const waiting = await journal.findUnpositioned(trx, state, batch)

@@ -96,7 +96,8 @@ export function createBatchesService({ db, events, committer, idempotency, clock
   }
   return {
     send(walletId, request, idempotencyKey, limits) {
-      const fingerprint = fingerprintBatch(request.transfers, request.atomic ?? true)
+      // Without a key, no fingerprint to pay for.
+      const fingerprint = idempotencyKey === undefined ? '' : fingerprintBatch(request.transfers, request.atomic ?? true)
       return idempotency.answerOnce<BatchBody>(walletId, idempotencyKey, fingerprint, (record) =>
         sendWith(
           (unit) => committer.runUnit(unit),

@@ -9,33 +9,47 @@ import type { HoldingChange, HoldingState, Line } from './ledger.types.ts'
  */
 export function holdingChanges(locked: Locked, written: { move: MoveRecord }[]): HoldingChange[] {
   const now = new Map<string, HoldingState>()
-  const stateOf = (walletId: number, assetId: number): HoldingState => {
-    const key = holdingKey(walletId, assetId)
-    return (
-      now.get(key) ?? { quantity: locked.holdings.get(key) ?? 0, held: locked.held.get(key) ?? 0, creditLimit: locked.credit.get(key) ?? 0 }
-    )
-  }
   const changes: HoldingChange[] = []
+  // Plain loops, no closure per move: this runs for every member of every batch.
   for (const { move } of written) {
-    const touched = new Map<string, HoldingChange>()
-    const change = (walletId: number, line: Line, quantity: number, held: number) => {
-      const key = holdingKey(walletId, line.asset.id)
-      const before = stateOf(walletId, line.asset.id)
-      const after = { ...before, quantity: before.quantity + quantity, held: before.held + held }
-      now.set(key, after)
-      const seen = touched.get(key)
-      if (seen) seen.after = after
-      else touched.set(key, { walletId, asset: line.asset, before, after })
-    }
-    for (const line of move.settle?.hold.assets ?? []) change(move.from, line, 0, -line.quantity)
+    const first = changes.length
+    for (const line of move.settle?.hold.assets ?? []) change(locked, now, changes, first, move.from, line, 0, -line.quantity)
     for (const line of move.lines) {
-      if (move.reserve) change(move.from, line, 0, line.quantity)
+      if (move.reserve) change(locked, now, changes, first, move.from, line, 0, line.quantity)
       else {
-        change(move.from, line, -line.quantity, 0)
-        change(move.to, line, line.quantity, 0)
+        change(locked, now, changes, first, move.from, line, -line.quantity, 0)
+        change(locked, now, changes, first, move.to, line, line.quantity, 0)
       }
     }
-    changes.push(...touched.values())
   }
   return changes
+}
+
+/** One move's change of a holding: a new entry from `first` on (the move's), or the move's entry for it brought up to date. */
+function change(
+  locked: Locked,
+  now: Map<string, HoldingState>,
+  changes: HoldingChange[],
+  first: number,
+  walletId: number,
+  line: Line,
+  quantity: number,
+  held: number,
+): void {
+  const key = holdingKey(walletId, line.asset.id)
+  const before = now.get(key) ?? {
+    quantity: locked.holdings.get(key) ?? 0,
+    held: locked.held.get(key) ?? 0,
+    creditLimit: locked.credit.get(key) ?? 0,
+  }
+  const after = { quantity: before.quantity + quantity, held: before.held + held, creditLimit: before.creditLimit }
+  now.set(key, after)
+  for (let i = first; i < changes.length; i++) {
+    const seen = changes[i]
+    if (seen.walletId === walletId && seen.asset.id === line.asset.id) {
+      seen.after = after
+      return
+    }
+  }
+  changes.push({ walletId, asset: line.asset, before, after })
 }
