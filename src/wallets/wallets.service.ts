@@ -266,11 +266,8 @@ export async function listWalletSessions(db: Db, auth: UserAuth, assets: AssetCa
   const keys = await wallets.listWalletSessions(db, await usableWallet(db, auth))
   const limited = keys.filter((key) => key.limits !== null)
   const names = limited.length > 0 ? await assetNames(assets) : new Map<number, string>()
-  const usage = await readKeyUsage(
-    db,
-    limited.map((key) => key.id),
-    Date.now(),
-  )
+  const caps = new Map(limited.map((key) => [key.id, readPolicy(key.id, key.scopes, key.limits).limits?.perDay?.keys() ?? []]))
+  const usage = await readKeyUsage(db, caps, Date.now())
   return keys.map((key) => describeKey(key, names, usage.get(key.id)))
 }
 
