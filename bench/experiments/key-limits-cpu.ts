@@ -60,7 +60,7 @@ async function setUp(databaseUrl: string | undefined) {
   const call = injector(app, 'key-limits-cpu')
   const admin = { authorization: `Bearer ${ADMIN_KEY}` }
   const gold = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)
-  const users = []
+  const users: Awaited<ReturnType<typeof signUpWithKey>>[] = []
   for (let i = 0; i < WALLETS; i++) {
     const user = await signUpWithKey(call, `keys${i}`)
     await call({ method: 'POST', url: `/wallets/${user.walletId}/assets`, headers: admin, payload: { id: gold.id, quantity: 1e12 } }, 201)

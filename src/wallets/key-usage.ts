@@ -1,6 +1,6 @@
-import { sql } from 'kysely'
+import { CompiledQuery } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { isPostgres, rowsWrite, runWrites } from '../db/dialect.ts'
+import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
 
 /** The window of a `per_day` cap: any rolling 24 hours. */
 const DAY_MS = 24 * 60 * 60 * 1000
@@ -38,6 +38,35 @@ type TallyRow = {
   held: number | string | null
 }
 
+/** The read of `readKeyUsage` for capped pairs `p` (`key_id`, `asset_id`), given `since` and `at` in the dialect's parameters. */
+function tallyQuery(pairs: string, since: string, at: string): string {
+  const plain = 'from key_uses u where u.key_id = p.key_id and u.asset_id = p.asset_id and u.hold_id is null'
+  const latest = 'order by u.created_at desc, u.id desc limit 1'
+  return `select p.key_id, p.asset_id,
+      (select u.running ${plain} ${latest}) as last_running,
+      (select u.created_at ${plain} ${latest}) as last_at,
+      (select u.running ${plain} and u.created_at <= ${since} ${latest}) as base_running,
+      (select sum(case
+          when h.status = 'pending' and h.expires_at > ${at} then u.quantity
+          when h.status = 'captured' then coalesce((select ta.quantity from transaction_assets ta
+            where ta.transaction_id = h.transaction_id and ta.asset_id = u.asset_id), 0)
+          else 0 end)
+        from key_uses u join holds h on h.id = u.hold_id
+        where u.key_id = p.key_id and u.asset_id = p.asset_id and u.hold_id is not null and u.created_at > ${since}) as held
+    from ${pairs}`
+}
+
+// Fixed texts, run without a query builder: this read and the insert below come with every commit of a capped key's moves.
+const TALLIES_POSTGRES = tallyQuery('unnest($1::bigint[], $2::bigint[]) as p(key_id, asset_id)', '$3', '$4')
+const TALLIES_SQLITE = tallyQuery(
+  `(select json_extract(value, '$[0]') as key_id, json_extract(value, '$[1]') as asset_id from json_each(@pairs)) as p`,
+  '@since',
+  '@at',
+)
+const INSERT_POSTGRES = `insert into key_uses (key_id, asset_id, quantity, created_at, hold_id, running)
+  select * from unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[])`
+const INSERT_SQLITE = 'insert into key_uses (key_id, asset_id, quantity, created_at, hold_id, running) values (?, ?, ?, ?, ?, ?)'
+
 /**
  * What counts against each `per_day` cap (`caps`: asset ids by key id) at `now`, by key id then
  * asset id: what the key moved in the last 24 hours (the running totals of its last use and of its
@@ -56,24 +85,14 @@ export async function readKeyUsage(
   if (pairs.length === 0) return tallies
   const at = new Date(now).toISOString()
   const since = new Date(now - DAY_MS).toISOString()
-  const capped = isPostgres(db)
-    ? sql`unnest(${pairs.map(([keyId]) => keyId)}::bigint[], ${pairs.map(([, assetId]) => assetId)}::bigint[]) as p(key_id, asset_id)`
-    : sql`(select json_extract(value, '$[0]') as key_id, json_extract(value, '$[1]') as asset_id from json_each(${JSON.stringify(pairs)})) as p`
-  const plain = sql`from key_uses u where u.key_id = p.key_id and u.asset_id = p.asset_id and u.hold_id is null`
-  const latest = sql`order by u.created_at desc, u.id desc limit 1`
-  const { rows } = await sql<TallyRow>`
-    select p.key_id, p.asset_id,
-      (select u.running ${plain} ${latest}) as last_running,
-      (select u.created_at ${plain} ${latest}) as last_at,
-      (select u.running ${plain} and u.created_at <= ${since} ${latest}) as base_running,
-      (select sum(case
-          when h.status = 'pending' and h.expires_at > ${at} then u.quantity
-          when h.status = 'captured' then coalesce((select ta.quantity from transaction_assets ta
-            where ta.transaction_id = h.transaction_id and ta.asset_id = u.asset_id), 0)
-          else 0 end)
-        from key_uses u join holds h on h.id = u.hold_id
-        where u.key_id = p.key_id and u.asset_id = p.asset_id and u.hold_id is not null and u.created_at > ${since}) as held
-    from ${capped}`.execute(db)
+  const statements = sqliteStatementsOf(db)
+  const rows = statements
+    ? (statements.prepare(TALLIES_SQLITE).all({ pairs: JSON.stringify(pairs), since, at }) as TallyRow[])
+    : (
+        await db.executeQuery<TallyRow>(
+          CompiledQuery.raw(TALLIES_POSTGRES, [pairs.map(([keyId]) => keyId), pairs.map(([, assetId]) => assetId), since, at]),
+        )
+      ).rows
   for (const row of rows) {
     const running = Number(row.last_running ?? 0)
     // (running - base) mod 2^53, each step exact in a double.
@@ -117,21 +136,14 @@ export async function recordKeyUses(db: Executor, uses: readonly KeyUse[], talli
     const at = tally.at !== null && tally.at > createdAt ? tally.at : createdAt
     rows.push([keyId, assetId, quantity, at, null, running])
   }
-  const columns = [
-    ['key_id', 'bigint'],
-    ['asset_id', 'bigint'],
-    ['quantity', 'bigint'],
-    ['created_at', 'text'],
-    ['hold_id', 'bigint'],
-    ['running', 'bigint'],
-  ] as const
-  await runWrites(db, [
-    rowsWrite(
-      db,
-      columns,
-      rows,
-      (from) => sql`insert into key_uses (key_id, asset_id, quantity, created_at, hold_id, running)
-        select key_id, asset_id, quantity, created_at, hold_id, running from ${from}`,
-    ),
-  ])
+  const statements = sqliteStatementsOf(db)
+  if (statements) {
+    const insert = statements.prepare(INSERT_SQLITE)
+    for (const row of rows) insert.run(row)
+  } else await db.executeQuery(CompiledQuery.raw(INSERT_POSTGRES, columnsOf(rows, 6)))
+}
+
+/** `rows` as one array per column, for `unnest`. */
+function columnsOf(rows: unknown[][], count: number): unknown[][] {
+  return Array.from({ length: count }, (_, i) => rows.map((row) => row[i]))
 }

@@ -87,7 +87,7 @@ describe(`a key's daily usage (${STORAGE})`, () => {
     const key = await newKey()
     assert.deepEqual(await commit(t0 + 5 * HOUR, [[move(key, 10, 100)]]), [['ok']])
     // Another instance's clock, an hour behind (between other wallets, whose history starts then).
-    const behind = [await fundedUser(t, [[gold, 100]]), await fundedUser(t, [[gold, 1]])]
+    const behind: [TestUser, TestUser] = [await fundedUser(t, [[gold, 100]]), await fundedUser(t, [[gold, 1]])]
     assert.deepEqual(await commit(t0 + 4 * HOUR, [[move(key, 5, 100, behind)]]), [['ok']])
     assert.equal(await used(key, t0 + 4 * HOUR), 15)
     assert.equal(await used(key, t0 + 29 * HOUR - 1), 15)
