@@ -36,14 +36,16 @@ type Keys = { walletId: number; token: string }[]
 /** The app of the checkout at `root` on a fresh store, and its wallets' keys without limits and with every limit. */
 async function setUp(databaseUrl: string | undefined) {
   const load = (file: string) => import(pathToFileURL(path.join(ROOT, file)).href)
-  const [{ buildApp }, { loadConfig }, { openDatabase }, { migrateToLatest }, { prepareWebhookSecrets }, { hashToken }] = await Promise.all([
-    load('src/app.ts'),
-    load('src/config.ts'),
-    load('src/db/database.ts'),
-    load('src/db/migrate.ts'),
-    load('src/events/webhook-secrets.ts'),
-    load('src/http/tokens.ts'),
-  ])
+  const [{ buildApp }, { loadConfig }, { openDatabase }, { migrateToLatest }, { prepareWebhookSecrets }, { hashToken }] = await Promise.all(
+    [
+      load('src/app.ts'),
+      load('src/config.ts'),
+      load('src/db/database.ts'),
+      load('src/db/migrate.ts'),
+      load('src/events/webhook-secrets.ts'),
+      load('src/http/tokens.ts'),
+    ],
+  )
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-key-limits-cpu-'))
   const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' }
   if (databaseUrl) env.DATABASE_URL = databaseUrl
@@ -70,7 +72,10 @@ async function setUp(databaseUrl: string | undefined) {
     Promise.all(
       users.map(async (user) => {
         const payload = { name: 'bench', scopes: ['read', 'send'], ...(limits ? { limits } : {}) }
-        const key = await call({ method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${user.session}` }, payload }, 201)
+        const key = await call(
+          { method: 'POST', url: '/wallet/sessions', headers: { authorization: `Bearer ${user.session}` }, payload },
+          201,
+        )
         return { walletId: user.walletId, token: key.token as string }
       }),
     )

@@ -52,10 +52,17 @@ describe(`a key's daily usage (${STORAGE})`, () => {
 
   /** Units applied in one commit at the instant `at`: each unit's outcomes as `ok` or the error's code. */
   async function commit(at: number, units: Move[][], atomic = true): Promise<string[][]> {
-    const outcomes = await db
-      .transaction()
-      .execute((trx) => applyUnits(trx, units.map((moves) => ({ moves, atomic })), createOutbox(), () => new Date(at).toISOString()))
-    return outcomes.map((unit) => unit.map((outcome: Outcome) => (outcome.ok ? 'ok' : ((outcome.error as { code?: string } | undefined)?.code ?? '-'))))
+    const outcomes = await db.transaction().execute((trx) =>
+      applyUnits(
+        trx,
+        units.map((moves) => ({ moves, atomic })),
+        createOutbox(),
+        () => new Date(at).toISOString(),
+      ),
+    )
+    return outcomes.map((unit) =>
+      unit.map((outcome: Outcome) => (outcome.ok ? 'ok' : ((outcome.error as { code?: string } | undefined)?.code ?? '-'))),
+    )
   }
 
   async function used(keyId: number, at: number): Promise<number> {
