@@ -14,10 +14,9 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { pathToFileURL } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { createDatabase, startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
-import { injector, signUpWithKey } from '../in-process.ts'
+import { appCode, injector, signUpWithKey } from '../in-process.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -35,17 +34,7 @@ type Keys = { walletId: number; token: string }[]
 
 /** The app of the checkout at `root` on a fresh store, and its wallets' keys without limits and with every limit. */
 async function setUp(databaseUrl: string | undefined) {
-  const load = (file: string) => import(pathToFileURL(path.join(ROOT, file)).href)
-  const [{ buildApp }, { loadConfig }, { openDatabase }, { migrateToLatest }, { prepareWebhookSecrets }, { hashToken }] = await Promise.all(
-    [
-      load('src/app.ts'),
-      load('src/config.ts'),
-      load('src/db/database.ts'),
-      load('src/db/migrate.ts'),
-      load('src/events/webhook-secrets.ts'),
-      load('src/http/tokens.ts'),
-    ],
-  )
+  const { buildApp, loadConfig, openDatabase, migrateToLatest, prepareWebhookSecrets, hashToken } = await appCode(ROOT)
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-key-limits-cpu-'))
   const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' }
   if (databaseUrl) env.DATABASE_URL = databaseUrl
