@@ -49,11 +49,22 @@ export async function deleteMonitor(db: Executor, walletId: number, id: number):
   return Number(result.numDeletedRows) > 0
 }
 
-/** The monitors on any of these wallets and assets (the write path, holding the wallets' turns). */
-export async function findWatching(trx: Trx, walletIds: number[], assetIds: number[]): Promise<Selectable<MonitorsTable>[]> {
+/**
+ * The monitors on these wallets and assets (the write path, holding the wallets' turns) whose
+ * state a spendable value between `low` and `high` could change: a normal monitor whose `below`
+ * is above `low` or whose `above` is under `high`, a crossed one the other way round. The rest
+ * stay in the database, so a monitor far from its threshold costs the lookup alone.
+ */
+export async function findWatching(
+  trx: Trx,
+  walletIds: number[],
+  assetIds: number[],
+  { low, high }: { low: number; high: number },
+): Promise<Selectable<MonitorsTable>[]> {
   const { rows } = await sql<Selectable<MonitorsTable>>`
     select id, wallet_id, asset_id, below, above, state, created_at from monitors
     where ${anyOf(trx, sql.ref('wallet_id'), walletIds)} and ${anyOf(trx, sql.ref('asset_id'), assetIds)}
+      and case when state = 'normal' then below > ${low} or above < ${high} else below <= ${high} or above >= ${low} end
     order by id`.execute(trx)
   return rows
 }

@@ -39,7 +39,7 @@ function isCrossed(monitor: Thresholds, spendable: number): boolean {
  * written (a move the monitors see).
  */
 function canSpend(holding: HoldingState): number {
-  return spendable({ ...holding, expired: 0 }, 'transfer')
+  return spendable({ quantity: holding.quantity, held: holding.held, creditLimit: holding.creditLimit, expired: 0 }, 'transfer')
 }
 
 function toMonitor(
@@ -103,21 +103,33 @@ export function createMonitorsService({ db, ledger }: { db: Db; ledger: Pick<Led
  */
 export function watchBalances(events: Pick<EventWriter, 'recordEvents'>): (trx: Trx, changes: HoldingChange[]) => Promise<void> {
   return async (trx, changes) => {
-    const watched = changes.filter((change) => change.walletId !== MINT_WALLET_ID)
-    if (watched.length === 0) return
-    const monitors = await repository.findWatching(
-      trx,
-      [...new Set(watched.map((change) => change.walletId))],
-      [...new Set(watched.map((change) => change.asset.id))],
-    )
+    // Each holding's changes in order, and the least and most any of them can spend after a move:
+    // only a monitor whose threshold lies between can change, and only those are read.
+    const byHolding = new Map<string, HoldingChange[]>()
+    const walletIds = new Set<number>()
+    const assetIds = new Set<number>()
+    const reach = { low: Infinity, high: -Infinity }
+    for (const change of changes) {
+      if (change.walletId === MINT_WALLET_ID) continue
+      const key = `${change.walletId}:${change.asset.id}`
+      const list = byHolding.get(key)
+      if (list) list.push(change)
+      else byHolding.set(key, [change])
+      walletIds.add(change.walletId)
+      assetIds.add(change.asset.id)
+      const value = canSpend(change.after)
+      reach.low = Math.min(reach.low, value)
+      reach.high = Math.max(reach.high, value)
+    }
+    if (byHolding.size === 0) return
+    const monitors = await repository.findWatching(trx, [...walletIds], [...assetIds], reach)
     if (monitors.length === 0) return
     const recorded: WalletEvent[] = []
     const states: { id: number; state: string }[] = []
     const at = nowIso()
     for (const monitor of monitors) {
       let state = monitor.state
-      for (const change of watched) {
-        if (change.walletId !== Number(monitor.wallet_id) || change.asset.id !== Number(monitor.asset_id)) continue
+      for (const change of byHolding.get(`${monitor.wallet_id}:${monitor.asset_id}`) ?? []) {
         const next = isCrossed(monitor, canSpend(change.after)) ? 'crossed' : 'normal'
         if (next === state) continue
         state = next
@@ -130,6 +142,7 @@ export function watchBalances(events: Pick<EventWriter, 'recordEvents'>): (trx: 
       }
       if (state !== monitor.state) states.push({ id: Number(monitor.id), state })
     }
+    if (recorded.length === 0) return
     await repository.setMonitorStates(trx, states)
     await events.recordEvents(trx, recorded)
   }
