@@ -72,3 +72,6 @@ export async function findExistingData(db: Db): Promise<string[]> {
   }
   return found
 }
+
+/** A table or column name as a quoted SQL identifier, for statements written straight on the driver. */
+export const quoteName = (name: string): string => `"${name.replaceAll('"', '""')}"`
