@@ -24,6 +24,8 @@ import * as transactionSchedule from './migrations/0021_transaction_schedule.ts'
 import * as monitors from './migrations/0022_monitors.ts'
 import * as expiringUnits from './migrations/0023_expiring_units.ts'
 import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
+import * as leanLedgerRows from './migrations/0031_lean_ledger_rows.ts'
+import * as retentionState from './migrations/0032_retention_state.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -50,6 +52,8 @@ const migrations: Record<string, Migration> = {
   '0022_monitors': monitors,
   '0023_expiring_units': expiringUnits,
   '0026_session_user_agents': sessionUserAgents,
+  '0031_lean_ledger_rows': leanLedgerRows,
+  '0032_retention_state': retentionState,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

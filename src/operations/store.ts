@@ -32,6 +32,8 @@ const OPERATIONAL_TABLES = new Set([
   'webhook_lease_counts',
   // PostgreSQL's queue of transactions awaiting a position: a restore's trigger fills it anew.
   'journal_pending',
+  // Where the retention job stopped; a restored store's first run starts over.
+  'retention_state',
 ])
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
