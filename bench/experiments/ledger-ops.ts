@@ -4,9 +4,11 @@
  *
  * Writes a ledger of `--transactions` through the ledger's write path (batches of 500 moves, 100
  * wallets, one asset, an issuance every 5,000), positions and hashes it with the journal's
- * sequencer, then times `verifyLedger`, `verifyJournal`, a backup and a restore into an empty store
- * (and the verify after it), and prints the restored store's bytes per transaction by table and
- * index (SQLite's `dbstat`, PostgreSQL's `pg_total_relation_size`). Nothing here asserts a time.
+ * sequencer, runs the retention job as 31 days later, then times `verifyLedger`, `verifyJournal`, a
+ * backup and a restore into an empty store (and the verify after it), and prints the stores' bytes
+ * per transaction by table and index (SQLite's `dbstat`, PostgreSQL's `pg_relation_size`). With
+ * `--keep=<dir>` the stores stay in that directory and a SQLite ledger found there is used again.
+ * Nothing here asserts a time.
  */
 import fs from 'node:fs'
 import os from 'node:os'
@@ -25,6 +27,7 @@ import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { createBackup } from '../../src/operations/backup.ts'
 import { checkBackup, restoreBackup } from '../../src/operations/restore.ts'
+import { pruneOnce } from '../../src/operations/retention.ts'
 import { parseSigningKey } from '../../src/secrets/signing-key.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
 
@@ -118,6 +121,10 @@ try {
   const built = storage === 'sqlite' && fs.existsSync(path.join(dir, 'source.sqlite'))
   const source = await open('source')
   if (!built) await timed('build', () => build(source))
+  else await timed('migrations of a kept ledger', () => migrateToLatest(source.db))
+  // Retention as 31 days later: events, idempotency keys and the bodies no event needs go.
+  const policy = { eventRetentionDays: 30, idempotencyRetentionHours: 24, sessionIdleDays: 0 }
+  await timed('retention', () => pruneOnce(source, policy, Date.now() + 31 * 86_400_000))
   const ledger = await timed('verifyLedger', () => verifyLedger(source.db))
   if (!ledger.ok) log(`verify found ${ledger.problems.slice(0, 5).join('; ')}`)
   const journal = await timed('verifyJournal', () => verifyJournal(source.db, key))

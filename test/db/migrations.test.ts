@@ -478,4 +478,51 @@ describe(`migrations (${STORAGE})`, () => {
       await own.close()
     }
   })
+
+  it('0031 stores the key-only ledger tables without rowid on SQLite, and back, every row kept; verify holds', async () => {
+    const db = t.database.db
+    const asset = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'lean', value: 1 } })).json()
+    const [alice, bob] = [await createUser(t.app), await createUser(t.app)]
+    const issued = await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: asset.id, quantity: 10 },
+    })
+    assert.equal(issued.statusCode, 201, issued.body)
+    for (let i = 0; i < 3; i++) {
+      const sent = await t.app.inject({
+        method: 'POST',
+        url: '/wallet/transactions',
+        headers: alice.auth,
+        payload: { recipient: bob.username, assets: { lean: 1 }, metadata: { order: `o${i}` } },
+      })
+      assert.equal(sent.statusCode, 201, sent.body)
+    }
+    await journalSettled(db)
+    const tables = ['running_balances', 'transaction_metadata', 'journal_nodes']
+    const rows = async () => {
+      const all: Record<string, unknown[]> = {}
+      for (const table of tables) all[table] = (await sql`select * from ${sql.table(table)} order by 1, 2, 3`.execute(db)).rows
+      return all
+    }
+    const withoutRowid = async () =>
+      STORAGE === 'postgres'
+        ? []
+        : (await sql<{ name: string }>`select name from pragma_table_list where wr = 1 order by name`.execute(db)).rows
+            .map((row) => row.name)
+            .filter((name) => tables.includes(name))
+    const stored = await rows()
+    assert.ok(stored.running_balances.length >= 8 && stored.transaction_metadata.length >= 9, JSON.stringify(stored))
+    assert.deepEqual(await withoutRowid(), STORAGE === 'postgres' ? [] : [...tables].sort())
+
+    await migrateTo(db, '0026_session_user_agents')
+    assert.deepEqual(await withoutRowid(), [])
+    assert.deepEqual(await rows(), stored)
+    await migrateToLatest(db)
+    assert.deepEqual(await withoutRowid(), STORAGE === 'postgres' ? [] : [...tables].sort())
+    assert.deepEqual(await rows(), stored)
+    const verified = await verifyLedger(db)
+    assert.ok(verified.ok, verified.problems.join('\n'))
+  })
 })
