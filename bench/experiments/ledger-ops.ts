@@ -114,7 +114,8 @@ async function sizes(database: Database): Promise<void> {
   let total = 0
   for (const row of rows) total += Number(row.bytes)
   log(`store: ${fixed(total / TRANSACTIONS, 1)} bytes per transaction`)
-  for (const row of rows.slice(0, 16)) console.log(`  ${row.name.padEnd(44)} ${fixed(Number(row.bytes) / TRANSACTIONS, 1).padStart(8)} B/tx`)
+  for (const row of rows.slice(0, 16))
+    console.log(`  ${row.name.padEnd(44)} ${fixed(Number(row.bytes) / TRANSACTIONS, 1).padStart(8)} B/tx`)
 }
 
 try {

@@ -221,7 +221,7 @@ export async function verifyLedger(
       from transactions t left join transaction_assets l on l.transaction_id = t.id
       where t.id > ${after} and t.id <= ${after + BATCH}
       order by t.id, l.asset_id`.execute(db)
-    for (let i = 0; i < rows.length; ) {
+    for (let i = 0; i < rows.length;) {
       const transaction = rows[i]
       const own: { asset_id: number; quantity: number }[] = []
       for (; i < rows.length && rows[i].id === transaction.id; i++) {
@@ -281,7 +281,14 @@ export async function verifyLedger(
   }
   // Every side found its row with the journal's sum and there are no other rows: the sets are equal.
   // Otherwise the set-based comparison names the differences.
-  const stored = Number((await db.selectFrom('running_balances').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n)
+  const stored = Number(
+    (
+      await db
+        .selectFrom('running_balances')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  )
   const runningBalances = runningBalancesAgree && stored === sides ? { problems: [], wrong: 0 } : await checkRunningBalances(db)
   problems.push(...runningBalances.problems)
   for (const [key, journal] of expected) {

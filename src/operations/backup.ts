@@ -133,7 +133,10 @@ async function* readTable(trx: Transaction<DB>, table: string): AsyncGenerator<P
   const next = statements
     .prepare(`select ${order}, * from ${name} where (${order}) > (${key.map(() => '?').join(', ')}) order by ${order} limit ${PAGE}`)
     .raw(true)
-  const columns = first.columns().slice(key.length).map((column) => column.name)
+  const columns = first
+    .columns()
+    .slice(key.length)
+    .map((column) => column.name)
   let after: unknown[] | undefined
   for (;;) {
     const rows = (after ? next.all(after) : first.all()) as unknown[][]
@@ -150,4 +153,3 @@ function sqliteKeyOf(statements: SqliteStatements, table: string): string[] {
   const columns = statements.prepare('select name, pk from pragma_table_info(?) where pk > 0 order by pk').all(table) as { name: string }[]
   return columns.map((column) => column.name)
 }
-

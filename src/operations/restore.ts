@@ -125,7 +125,6 @@ async function insertSection(trx: Transaction<DB>, { table, columns, rows }: Bac
     select ${sql.raw(names)} from json_populate_recordset(null::${sql.table(table)}, ${JSON.stringify(rows.map(objectOf))})`.execute(trx)
 }
 
-
 /** Moves the page generation past every earlier value, so no history page kept from before is served again. */
 async function movePageGeneration(db: Kysely<DB>): Promise<void> {
   const larger = isPostgres(db) ? sql`greatest` : sql`max`

@@ -115,7 +115,13 @@ export async function clearTransactionBodies(
   const state = await forUpdate(trx.selectFrom('retention_state').select('bodies_cleared_to').where('id', '=', 1), trx).executeTakeFirst()
   if (!state) return { cleared: 0, reachedNewer: true }
   const after = Number(state.bodies_cleared_to)
-  const rows = await trx.selectFrom('transactions').select(['id', 'created_at']).where('id', '>', after).orderBy('id').limit(limit).execute()
+  const rows = await trx
+    .selectFrom('transactions')
+    .select(['id', 'created_at'])
+    .where('id', '>', after)
+    .orderBy('id')
+    .limit(limit)
+    .execute()
   let upTo = after
   let reachedNewer = rows.length < limit
   for (const row of rows) {
