@@ -10,7 +10,7 @@ import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../../src/db/migrat
 import { readEventsAfter } from '../../src/events/events.repository.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { buildTestApp, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
-import { createUser, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
+import { createAsset, createUser, fundedUser, sendTransaction, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil } from '../helpers/receiver.ts'
 
 /** A numeric SQLite setting of `db`'s connection. */
@@ -481,24 +481,11 @@ describe(`migrations (${STORAGE})`, () => {
 
   it('0031 stores the key-only ledger tables without rowid on SQLite, and back, every row kept; verify holds', async () => {
     const db = t.database.db
-    const asset = (await t.app.inject({ method: 'POST', url: '/assets', headers: t.admin, payload: { name: 'lean', value: 1 } })).json()
-    const [alice, bob] = [await createUser(t.app), await createUser(t.app)]
-    const issued = await t.app.inject({
-      method: 'POST',
-      url: `/wallets/${alice.walletId}/assets`,
-      headers: t.admin,
-      payload: { id: asset.id, quantity: 10 },
-    })
-    assert.equal(issued.statusCode, 201, issued.body)
-    for (let i = 0; i < 3; i++) {
-      const sent = await t.app.inject({
-        method: 'POST',
-        url: '/wallet/transactions',
-        headers: alice.auth,
-        payload: { recipient: bob.username, assets: { lean: 1 }, metadata: { order: `o${i}` } },
-      })
-      assert.equal(sent.statusCode, 201, sent.body)
-    }
+    const asset = await createAsset(t, { name: 'lean' })
+    const alice = await fundedUser(t, [[asset, 10]])
+    const bob = await createUser(t.app)
+    for (let i = 0; i < 3; i++)
+      await sendTransaction(t, alice, { recipient: bob.username, assets: { lean: 1 }, metadata: { order: `o${i}` } })
     await journalSettled(db)
     const tables = ['running_balances', 'transaction_metadata', 'journal_nodes']
     const rows = async () => {
