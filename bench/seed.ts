@@ -1,6 +1,10 @@
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
 import pg from 'pg'
+import type { Database } from '../src/db/database.ts'
+import { inTransaction } from '../src/db/dialect.ts'
+import { MINT_WALLET_ID, type EventWriter } from '../src/ledger/ledger.types.ts'
+import { applyUnits, firstFailure, type Move, type Unit } from '../src/ledger/moves.ts'
 
 /** A user seeded through the API: a session token and the primary wallet. */
 export interface BenchUser {
@@ -23,14 +27,25 @@ export interface Seeded {
 
 const PASSWORD = 'bench password 1234'
 
-/** One JSON request; a status of 300 or more throws with the answer. */
+/**
+ * One JSON request; a status of 300 or more throws with the answer. A `503 S001` (the storage did
+ * not answer in time, as on a loaded machine) is retried after its Retry-After, a few times, with a
+ * line on stderr: the seeding requests write nothing when they are refused that way.
+ */
 export async function call(base: string, method: string, url: string, body?: unknown, token?: string): Promise<unknown> {
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   if (token) headers.authorization = `Bearer ${token}`
-  const response = await fetch(base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
-  const text = await response.text()
-  if (response.status >= 300) throw new Error(`${method} ${url} answered ${response.status}: ${text}`)
-  return text === '' ? undefined : JSON.parse(text)
+  for (let attempt = 1; ; attempt++) {
+    const response = await fetch(base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+    const text = await response.text()
+    if (response.status === 503 && attempt < 5) {
+      console.error(`${method} ${url} answered 503 (${text}); retrying`)
+      await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? 1) * 1000))
+      continue
+    }
+    if (response.status >= 300) throw new Error(`${method} ${url} answered ${response.status}: ${text}`)
+    return text === '' ? undefined : JSON.parse(text)
+  }
 }
 
 /** Runs `work` over `items` with at most `limit` at a time, preserving order of results. */
@@ -287,5 +302,87 @@ export async function seedHistoryDirectly(
     await client.query('vacuum analyze transactions, transaction_assets, running_balances')
   } finally {
     await client.end()
+  }
+}
+
+/** A step of the ten-million ledger (`ledger-size`): a batch of transfers from one wallet, or an issuance to all. */
+export type LedgerStep = { kind: 'batch'; sender: number; recipients: number[] } | { kind: 'issuance' }
+
+/**
+ * The `index`-th step of the ledger `ledger-size` builds, as indexes into its wallets: after every
+ * 99 batches an issuance to every wallet; otherwise a batch of 100 transfers to random other
+ * wallets, sent by the busy wallet (index 0) one time in ten, else by a random other one. The
+ * randomness is seeded by the index, so the API and the direct writes build the same ledger.
+ */
+export function ledgerStep(index: number, wallets: number): LedgerStep {
+  if (index % 100 === 99) return { kind: 'issuance' }
+  // mulberry32, seeded by the step's index.
+  let state = (index * 0x9e3779b1) | 0
+  const random = () => {
+    state = (state + 0x6d2b79f5) | 0
+    let t = Math.imul(state ^ (state >>> 15), 1 | state)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  const sender = index % 10 === 0 ? 0 : 1 + Math.floor(random() * (wallets - 1))
+  const recipients = Array.from({ length: 100 }, () => {
+    const recipient = Math.floor(random() * (wallets - 1))
+    return recipient >= sender ? recipient + 1 : recipient
+  })
+  return { kind: 'batch', sender, recipients }
+}
+
+/** Steps of the ledger written per database transaction by `writeStepsDirectly`. */
+const STEPS_PER_COMMIT = 100
+
+/** An event writer that writes none: for history written straight into a store, where nothing reads events. */
+export const noEvents: EventWriter = {
+  countEvents: () => 0,
+  eventWrites: () => [],
+  countHoldEvents: () => 0,
+  holdEventWrites: () => [],
+  recordEvents: async () => undefined,
+}
+
+/**
+ * Writes `steps` steps of `ledgerStep` from `first` on straight into the store, through the
+ * ledger's write path (`applyUnits`: the locks, the rules, the rows a request writes, without
+ * events and idempotency rows), `STEPS_PER_COMMIT` steps per database transaction: each batch an
+ * atomic unit of transfers of 1 gold, each issuance one of 1 gold from mint to every wallet. The
+ * service must not run meanwhile (on SQLite it would wait for each commit); its sequencer
+ * positions the history when it starts. Throws on the first move the ledger refuses.
+ */
+export async function writeStepsDirectly(
+  database: Database,
+  plan: { walletIds: number[]; assetId: number; first: number; steps: number },
+): Promise<void> {
+  const asset = await database.db
+    .selectFrom('assets')
+    .select(['id', 'name', 'value'])
+    .where('id', '=', plan.assetId)
+    .executeTakeFirstOrThrow()
+  const gold = (from: number, to: number, kind: 'transfer' | 'issuance'): Move => ({
+    from,
+    to,
+    kind,
+    lines: [{ asset, quantity: 1 }],
+    memo: kind === 'issuance' ? 'issue' : '',
+  })
+  const { walletIds } = plan
+  for (let start = plan.first; start < plan.first + plan.steps; start += STEPS_PER_COMMIT) {
+    const units: Unit[] = []
+    for (let index = start; index < Math.min(plan.first + plan.steps, start + STEPS_PER_COMMIT); index++) {
+      const step = ledgerStep(index, walletIds.length)
+      const moves =
+        step.kind === 'issuance'
+          ? walletIds.map((to) => gold(MINT_WALLET_ID, to, 'issuance'))
+          : step.recipients.map((recipient) => gold(walletIds[step.sender], walletIds[recipient], 'transfer'))
+      units.push({ moves, atomic: true })
+    }
+    const outcomes = await inTransaction(database, (trx) => applyUnits(trx, units, noEvents))
+    for (const unit of outcomes) {
+      const failure = firstFailure(unit)
+      if (failure) throw new Error(`the ledger refused a direct write: ${String(failure.error)}`)
+    }
   }
 }

@@ -25,7 +25,15 @@ export interface ServiceOptions {
   env?: Record<string, string>
   /** Another checkout to run the service from (a build to compare with); this one by default. */
   root?: string
+  /**
+   * How long the service may take to answer /healthz: `startTimeoutMs`, else `BENCH_START_TIMEOUT`
+   * (seconds), else 5 minutes. Generous because on a loaded machine a process that loads its
+   * TypeScript and migrates a store can wait long for a core.
+   */
+  startTimeoutMs?: number
 }
+
+const startTimeoutMs = (options: ServiceOptions) => options.startTimeoutMs ?? Number(process.env.BENCH_START_TIMEOUT ?? 300) * 1000
 
 export async function startService(options: ServiceOptions, track: (pid: number) => void): Promise<Service> {
   const port = await freePort()
@@ -65,7 +73,8 @@ export async function startService(options: ServiceOptions, track: (pid: number)
     clearTimeout(timer)
   }
 
-  const deadline = Date.now() + 60_000
+  const limit = startTimeoutMs(options)
+  const deadline = Date.now() + limit
   for (;;) {
     if (exited) throw new Error(`the service exited during start; see ${logFile}:\n${fs.readFileSync(logFile, 'utf8').slice(-2000)}`)
     try {
@@ -76,7 +85,7 @@ export async function startService(options: ServiceOptions, track: (pid: number)
     }
     if (Date.now() > deadline) {
       await stop()
-      throw new Error(`the service did not answer /healthz within 60 s; see ${logFile}`)
+      throw new Error(`the service did not answer /healthz within ${limit / 1000} s (BENCH_START_TIMEOUT); see ${logFile}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 100))
   }

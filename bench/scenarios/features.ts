@@ -38,12 +38,11 @@ import { openSqlite } from '../../src/db/database.ts'
 import type { Database } from '../../src/db/database.ts'
 import { inTransaction } from '../../src/db/dialect.ts'
 import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
-import type { EventWriter } from '../../src/ledger/ledger.types.ts'
 import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { benchCleanups } from '../cleanups.ts'
 import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
-import { call as request, pool } from '../seed.ts'
+import { call as request, noEvents, pool } from '../seed.ts'
 import { startService, type Service } from '../service.ts'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
@@ -251,14 +250,6 @@ async function journal(storage: 'sqlite' | 'postgres', server: BenchPostgres | u
   const verified = await coffer(running, ['verify'])
   seconds = (performance.now() - started) / 1000
   log(`coffer verify: ${size} transactions in ${fixed(seconds, 1)} s, ${fixed(size / seconds)}/s (exit ${verified.code})`)
-}
-
-const noEvents: EventWriter = {
-  countEvents: () => 0,
-  eventWrites: () => [],
-  countHoldEvents: () => 0,
-  holdEventWrites: () => [],
-  recordEvents: async () => undefined,
 }
 
 async function journalUpgrade(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {

@@ -22,25 +22,16 @@ import { inTransaction } from '../../src/db/dialect.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
 import { hashToken } from '../../src/http/tokens.ts'
-import type { EventWriter } from '../../src/ledger/ledger.types.ts'
 import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { openBenchStore } from '../postgres.ts'
+import { noEvents } from '../seed.ts'
 
 const args = process.argv.slice(2)
 const storage = (args.find((arg) => arg.startsWith('--storage='))?.slice('--storage='.length) ?? 'sqlite') as 'sqlite' | 'postgres'
 const count = Number(args.find((arg) => arg.startsWith('--count='))?.slice('--count='.length) ?? 100_000)
 const REPEATS = 200
 const ADMIN_KEY = 'cfa_bench_statements_admin_key'
-
-// The history is written without events: nothing here reads them.
-const noEvents: EventWriter = {
-  countEvents: () => 0,
-  eventWrites: () => [],
-  countHoldEvents: () => 0,
-  holdEventWrites: () => [],
-  recordEvents: async () => undefined,
-}
 
 const log = (line: string) => console.log(`[statements ${storage}] ${line}`)
 
