@@ -158,7 +158,10 @@ export interface TransactionsTable {
   receiving_wallet_id: number
   memo: string
   created_at: string
-  /** The transaction as answered (JSON), its events' `data`; null once the retention job pruned its events (and for rows the bench writes directly). */
+  /**
+   * The transaction as answered (JSON), its events' `data`; null once the retention job pruned its
+   * events (and for rows the bench writes directly).
+   */
   body: string | null
   /** `ledger/ledger.types.ts` TransactionKind (migration 0008). */
   kind: string
