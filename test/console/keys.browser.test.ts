@@ -46,8 +46,10 @@ describe('the console in a browser: wallet keys with scopes and limits', { skip:
 
   /** Creates a key from the form as it is filled; answers its token, shown once. */
   async function create(page: Page): Promise<string> {
+    // The new key's own secret: the previous key's may still be on screen for a moment.
+    const name = await page.getByLabel('Key name').inputValue()
     await page.getByRole('button', { name: 'Create key' }).click()
-    const secret = page.getByRole('group', { name: /^Key / })
+    const secret = page.getByRole('group', { name: `Key “${name || 'unnamed'}” is shown only now` })
     await secret.waitFor()
     return (await secret.locator('code').textContent()) as string
   }
