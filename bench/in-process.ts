@@ -1,3 +1,5 @@
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 
 /**
@@ -50,4 +52,26 @@ export async function keyedGoldWallets(
       return { walletId, key }
     }),
   )
+}
+
+/** The modules an app is built from, out of the checkout at `root` (so that two checkouts can run in one process). */
+export async function appCode(root: string) {
+  const load = (file: string) => import(pathToFileURL(path.join(root, file)).href)
+  const [app, config, database, migrate, secrets, tokens] = await Promise.all([
+    load('src/app.ts'),
+    load('src/config.ts'),
+    load('src/db/database.ts'),
+    load('src/db/migrate.ts'),
+    load('src/events/webhook-secrets.ts'),
+    load('src/http/tokens.ts'),
+  ])
+  return {
+    buildApp: app.buildApp as typeof import('../src/app.ts').buildApp,
+    loadConfig: config.loadConfig as typeof import('../src/config.ts').loadConfig,
+    openDatabase: database.openDatabase as typeof import('../src/db/database.ts').openDatabase,
+    openSqlite: database.openSqlite as typeof import('../src/db/database.ts').openSqlite,
+    migrateToLatest: migrate.migrateToLatest as typeof import('../src/db/migrate.ts').migrateToLatest,
+    prepareWebhookSecrets: secrets.prepareWebhookSecrets as typeof import('../src/events/webhook-secrets.ts').prepareWebhookSecrets,
+    hashToken: tokens.hashToken as typeof import('../src/http/tokens.ts').hashToken,
+  }
 }

@@ -15,9 +15,9 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
 import type { FastifyInstance, InjectOptions } from 'fastify'
-import { injector, signUpWithKey } from '../in-process.ts'
+import { appCode, injector, signUpWithKey } from '../in-process.ts'
 
 const args = process.argv.slice(2)
 const numberArg = (name: string, fallback: number) => Number(args.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
@@ -50,15 +50,7 @@ interface Floor {
 
 /** Builds the app of the checkout at `root` on a fresh SQLite database, with two users, their keys and an asset. */
 async function setUp(root: string, label: string): Promise<Floor> {
-  const load = (file: string) => import(pathToFileURL(path.join(root, file)).href)
-  const [{ buildApp }, { loadConfig }, { openSqlite }, { migrateToLatest }, { prepareWebhookSecrets }, { hashToken }] = await Promise.all([
-    load('src/app.ts'),
-    load('src/config.ts'),
-    load('src/db/database.ts'),
-    load('src/db/migrate.ts'),
-    load('src/events/webhook-secrets.ts'),
-    load('src/http/tokens.ts'),
-  ])
+  const { buildApp, loadConfig, openSqlite, migrateToLatest, prepareWebhookSecrets, hashToken } = await appCode(root)
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-floor-'))
   const database = openSqlite(path.join(dataDir, 'coffer.sqlite'))
   await migrateToLatest(database.db)

@@ -24,6 +24,7 @@ import * as transactionSchedule from './migrations/0021_transaction_schedule.ts'
 import * as monitors from './migrations/0022_monitors.ts'
 import * as expiringUnits from './migrations/0023_expiring_units.ts'
 import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
+import * as keyUseTotals from './migrations/0027_key_use_totals.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -50,6 +51,7 @@ const migrations: Record<string, Migration> = {
   '0022_monitors': monitors,
   '0023_expiring_units': expiringUnits,
   '0026_session_user_agents': sessionUserAgents,
+  '0027_key_use_totals': keyUseTotals,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

@@ -67,6 +67,8 @@ export interface KeyUsesTable {
   created_at: string
   /** A hold's use: it counts what the hold reserves or captured. */
   hold_id: number | null
+  /** A use without a hold: the key's running total of such uses of the asset, modulo 2^53 (migration 0027). */
+  running: number | null
 }
 
 export interface AssetsTable {

@@ -387,11 +387,10 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
   const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
   // Read under the senders' turns (a key moves only from its own wallet), so no two moves of a key race.
-  const keyIds = [...new Set(moves.flatMap((move) => (move.key ? [move.key.keyId] : [])))]
+  const caps = new Map(moves.flatMap((move) => (move.key ? [[move.key.keyId, [...move.key.perDay.keys()]] as const] : [])))
+  const tallies = await readKeyUsage(trx, caps, Date.parse(locked.now))
   const keyUsage = new Map<string, number>()
-  if (keyIds.length > 0)
-    for (const [keyId, byAsset] of await readKeyUsage(trx, keyIds, Date.parse(locked.now)))
-      for (const [assetId, used] of byAsset) keyUsage.set(holdingKey(keyId, assetId), used)
+  for (const [keyId, byAsset] of tallies) for (const [assetId, { used }] of byAsset) keyUsage.set(holdingKey(keyId, assetId), used)
   const { failed, planned, deltas, heldDeltas, book } = planMoves(units, locked, reversible, keyUsage)
   const outcomes: Outcome[][] = units.map((unit, index) =>
     unit.moves.map((_, member) => ({ ok: false, error: failed.get(index)?.get(member) })),
@@ -443,7 +442,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
     keys: idempotencyRecords(units, outcomes, written),
   }
   await writeMoves(trx, batch, locked, events)
-  if (keyIds.length > 0) await recordKeyUses(trx, keyUses(written))
+  if (caps.size > 0) await recordKeyUses(trx, keyUses(written), tallies)
   if (events.watchBalances) await events.watchBalances(trx, holdingChanges(locked, written))
   return outcomes
 }

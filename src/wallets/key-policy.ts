@@ -94,7 +94,7 @@ function readLimits(keyId: number, stored: StoredLimits): KeyLimits {
 export function describeKey<T extends { scopes: string; limits: string | null }>(
   key: T,
   names: ReadonlyMap<number, string>,
-  usage: ReadonlyMap<number, number> | undefined,
+  usage: ReadonlyMap<number, { used: number }> | undefined,
 ): Omit<T, 'scopes' | 'limits'> & { scopes: KeyScope[]; limits: LimitsBody; used: Record<string, number> } {
   const { scopes, limits, ...rest } = key
   const shown: LimitsBody = {}
@@ -110,7 +110,7 @@ export function describeKey<T extends { scopes: string; limits: string | null }>
         const name = names.get(Number(id))
         if (name === undefined) continue
         named[name] = cap
-        if (part === 'per_day') used[name] = usage?.get(Number(id)) ?? 0
+        if (part === 'per_day') used[name] = usage?.get(Number(id))?.used ?? 0
       }
       shown[part] = named
     }

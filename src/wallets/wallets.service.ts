@@ -52,12 +52,19 @@ export async function findKeyLimits(db: Executor, keyId: number): Promise<{ limi
   return key && { limits: policyOf(key).limits }
 }
 
-// A kept row is read once; its scopes and limits are parsed once too.
-const policies = new WeakMap<wallets.WalletKeyRow, ReturnType<typeof readPolicy>>()
+/**
+ * A key's scopes and limits, parsed once per key and text: they never change after creation, and
+ * under writes its row is read again for each request. The most recently parsed are kept.
+ */
+const policies = new Map<number, { scopes: string; limits: string | null; policy: ReturnType<typeof readPolicy> }>()
+const KEPT_POLICIES = 10_000
 
 function policyOf(key: wallets.WalletKeyRow): ReturnType<typeof readPolicy> {
-  let policy = policies.get(key)
-  if (policy === undefined) policies.set(key, (policy = readPolicy(key.id, key.scopes, key.limits)))
+  const kept = policies.get(key.id)
+  if (kept && kept.scopes === key.scopes && kept.limits === key.limits) return kept.policy
+  const policy = readPolicy(key.id, key.scopes, key.limits)
+  if (policies.size >= KEPT_POLICIES) policies.delete(policies.keys().next().value as number)
+  policies.set(key.id, { scopes: key.scopes, limits: key.limits, policy })
   return policy
 }
 
@@ -266,11 +273,8 @@ export async function listWalletSessions(db: Db, auth: UserAuth, assets: AssetCa
   const keys = await wallets.listWalletSessions(db, await usableWallet(db, auth))
   const limited = keys.filter((key) => key.limits !== null)
   const names = limited.length > 0 ? await assetNames(assets) : new Map<number, string>()
-  const usage = await readKeyUsage(
-    db,
-    limited.map((key) => key.id),
-    Date.now(),
-  )
+  const caps = new Map(limited.map((key) => [key.id, readPolicy(key.id, key.scopes, key.limits).limits?.perDay?.keys() ?? []]))
+  const usage = await readKeyUsage(db, caps, Date.now())
   return keys.map((key) => describeKey(key, names, usage.get(key.id)))
 }
 
