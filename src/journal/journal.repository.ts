@@ -95,7 +95,7 @@ export async function hasUnpositioned(executor: Executor): Promise<boolean> {
 }
 
 /** The stored fields the encoding takes, of these transactions, by id. */
-export async function loadEncoded(executor: Executor, ids: number[]): Promise<Map<number, EncodedTransaction>> {
+async function loadEncoded(executor: Executor, ids: number[]): Promise<Map<number, EncodedTransaction>> {
   const found = new Map<number, EncodedTransaction>()
   if (ids.length === 0) return found
   const rows = await executor
@@ -171,7 +171,9 @@ export async function recordRound(
     )
     if (nodes.length > 0) {
       const rows = nodes.map((node) => [node.level, node.idx, node.hash.toString('hex')])
-      writes.push(rowsWrite(trx, NODE_COLUMNS, rows, (r) => sql`insert into journal_nodes (level, idx, hash) select level, idx, hash from ${r}`))
+      writes.push(
+        rowsWrite(trx, NODE_COLUMNS, rows, (r) => sql`insert into journal_nodes (level, idx, hash) select level, idx, hash from ${r}`),
+      )
     }
     writes.push({ statement: sql`update page_generation set generation = generation + 1` })
   }
@@ -180,7 +182,8 @@ export async function recordRound(
     statement: sql`update journal_state set size = ${state.size}, last_transaction_id = ${state.lastTransactionId},
       head = ${state.head}, frontier = ${frontier} where id = 1`,
   })
-  if (taken.length > 0 && isPostgres(trx)) writes.push({ statement: sql`delete from journal_pending where ${anyOf(trx, sql.ref('transaction_id'), taken)}` })
+  if (taken.length > 0 && isPostgres(trx))
+    writes.push({ statement: sql`delete from journal_pending where ${anyOf(trx, sql.ref('transaction_id'), taken)}` })
   await runWrites(trx, writes)
 }
 
@@ -197,7 +200,8 @@ const NODE_COLUMNS = [
 ] as const
 
 export async function findLatestCheckpoint(executor: Executor): Promise<Checkpoint | undefined> {
-  const { rows } = await sql<Checkpoint>`select size, root, signed_at, signature from journal_checkpoints order by size desc limit 1`.execute(executor)
+  const { rows } =
+    await sql<Checkpoint>`select size, root, signed_at, signature from journal_checkpoints order by size desc limit 1`.execute(executor)
   return rows[0] && { ...rows[0], size: Number(rows[0].size) }
 }
 
