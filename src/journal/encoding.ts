@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 
 /**
  * The canonical encoding of a transaction and its chained hash (`docs/journal.md` writes it out
@@ -56,5 +56,5 @@ export function chainHash(previous: string, position: number, transaction: Encod
 
 /** `chainHash` on the hashes' bytes. */
 export function chainHashBytes(previous: Buffer, position: number, transaction: EncodedTransaction): Buffer {
-  return createHash('sha256').update(previous).update(encodeTransaction(position, transaction), 'utf8').digest()
+  return hash('sha256', Buffer.concat([previous, Buffer.from(encodeTransaction(position, transaction), 'utf8')]), 'buffer')
 }
