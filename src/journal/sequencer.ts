@@ -115,11 +115,8 @@ export class JournalSequencer {
   /** A transaction committed in this process: position it soon. */
   wake(): void {
     if (this.#stopped) return
-    if (this.#running) {
-      this.#again = true
-      return
-    }
-    this.#schedule(WAKE_DELAY_MS)
+    this.#again = true
+    if (!this.#running) this.#schedule(WAKE_DELAY_MS)
   }
 
   async stop(): Promise<void> {
