@@ -1,6 +1,7 @@
-import { sql } from 'kysely'
+import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
+import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
 import type { EncodedTransaction } from './encoding.ts'
 import type { Frontier, Node } from './merkle.ts'
 
@@ -23,15 +24,20 @@ export interface Checkpoint {
   signature: string
 }
 
+interface StateRow {
+  size: number
+  last_transaction_id: number
+  head: string
+  frontier: string
+}
+
 /** The sequencer's state; `lock` holds its row for the rest of the transaction (PostgreSQL), undefined when another holds it. */
 export async function readState(executor: Executor, lock: boolean): Promise<JournalState | undefined> {
   const locking = lock && isPostgres(executor) ? sql` for update skip locked` : sql``
-  const { rows } = await sql<{
-    size: number
-    last_transaction_id: number
-    head: string
-    frontier: string
-  }>`select size, last_transaction_id, head, frontier from journal_state where id = 1${locking}`.execute(executor)
+  const rows = await rowsOf(
+    executor,
+    sql<StateRow>`select size, last_transaction_id, head, frontier from journal_state where id = 1${locking}`,
+  )
   const row = rows[0]
   if (!row) return undefined
   const frontier = (JSON.parse(row.frontier) as [number, number, string][]).map(([level, idx, hash]) => ({
@@ -54,14 +60,17 @@ export async function takeWaiting(
   state: JournalState,
   limit: number,
 ): Promise<{ id: number; fields: EncodedTransaction | undefined }[]> {
-  const { rows } = isPostgres(executor)
-    ? await sql<WaitingRow>`select p.transaction_id as waiting, ${WAITING_FIELDS}
+  const rows = await rowsOf(
+    executor,
+    isPostgres(executor)
+      ? sql<WaitingRow>`select p.transaction_id as waiting, ${WAITING_FIELDS}
         from journal_pending p left join transactions t on t.id = p.transaction_id
         left join journal_entries j on j.transaction_id = p.transaction_id
-        order by p.transaction_id limit ${limit}`.execute(executor)
-    : await sql<WaitingRow>`select t.id as waiting, ${WAITING_FIELDS}
+        order by p.transaction_id limit ${limit}`
+      : sql<WaitingRow>`select t.id as waiting, ${WAITING_FIELDS}
         from transactions t left join journal_entries j on j.transaction_id = t.id
-        where t.id > ${state.lastTransactionId} order by t.id limit ${limit}`.execute(executor)
+        where t.id > ${state.lastTransactionId} order by t.id limit ${limit}`,
+  )
   const waiting = rows.map((row) => ({
     id: Number(row.waiting),
     fields: row.id === null || row.position !== null ? undefined : toEncoded(row),
@@ -70,9 +79,12 @@ export async function takeWaiting(
   for (const { id, fields } of waiting) if (fields) byId.set(id, fields)
   if (byId.size > 0) {
     const ids = [...byId.keys()]
-    const lines = await sql<{ transaction_id: number; asset_id: number; quantity: number }>`select transaction_id, asset_id, quantity
-      from transaction_assets where ${idsAmong(executor, sql.ref('transaction_id'), ids)}`.execute(executor)
-    for (const line of lines.rows) byId.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
+    const lines = await rowsOf(
+      executor,
+      sql<{ transaction_id: number; asset_id: number; quantity: number }>`select transaction_id, asset_id, quantity
+        from transaction_assets where ${idsAmong(executor, sql.ref('transaction_id'), ids)}`,
+    )
+    for (const line of lines) byId.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
   }
   return waiting
 }
@@ -184,7 +196,29 @@ export async function recordRound(
   })
   if (taken.length > 0 && isPostgres(trx))
     writes.push({ statement: sql`delete from journal_pending where ${anyOf(trx, sql.ref('transaction_id'), taken)}` })
-  await runWrites(trx, writes)
+  if (isPostgres(trx)) {
+    await runWrites(trx, writes)
+    return
+  }
+  await runWrites(
+    trx,
+    writes.filter((write) => write.rows),
+  )
+  for (const write of writes) if (!write.rows) await rowsOf(trx, write.statement)
+}
+
+/**
+ * The rows of a statement; on SQLite inside the caller's transaction (which holds the one
+ * connection) through the prepared-statement cache, so a round's fixed texts are prepared once.
+ */
+async function rowsOf<Row>(executor: Executor, statement: RawBuilder<Row>): Promise<Row[]> {
+  const statements = sqliteStatementsOf(executor)
+  if (!statements || !executor.isTransaction) return (await statement.execute(executor)).rows
+  const compiled = statement.compile(executor)
+  const prepared = statements.prepare(compiled.sql)
+  if (prepared.reader) return prepared.all(compiled.parameters) as Row[]
+  prepared.run(compiled.parameters)
+  return []
 }
 
 const ENTRY_COLUMNS = [
