@@ -25,6 +25,8 @@ import * as monitors from './migrations/0022_monitors.ts'
 import * as expiringUnits from './migrations/0023_expiring_units.ts'
 import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
 import * as keyUseTotals from './migrations/0027_key_use_totals.ts'
+import * as leanLedgerRows from './migrations/0031_lean_ledger_rows.ts'
+import * as retentionState from './migrations/0032_retention_state.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -52,6 +54,8 @@ const migrations: Record<string, Migration> = {
   '0023_expiring_units': expiringUnits,
   '0026_session_user_agents': sessionUserAgents,
   '0027_key_use_totals': keyUseTotals,
+  '0031_lean_ledger_rows': leanLedgerRows,
+  '0032_retention_state': retentionState,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

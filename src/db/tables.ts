@@ -158,7 +158,10 @@ export interface TransactionsTable {
   receiving_wallet_id: number
   memo: string
   created_at: string
-  /** The transaction as answered (JSON), its events' `data`; null only for rows the bench writes directly. */
+  /**
+   * The transaction as answered (JSON), its events' `data`; null once the retention job pruned its
+   * events (and for rows the bench writes directly).
+   */
   body: string | null
   /** `ledger/ledger.types.ts` TransactionKind (migration 0008). */
   kind: string
@@ -364,6 +367,13 @@ export interface JournalPendingTable {
   transaction_id: number
 }
 
+/** How far the retention job has cleared transactions' `body` (migration 0032); one row. */
+export interface RetentionStateTable {
+  id: number
+  /** Every transaction up to this id has had its `body` cleared, or needs it still for none of its events. */
+  bodies_cleared_to: number
+}
+
 export interface DB {
   users: UsersTable
   user_sessions: UserSessionsTable
@@ -390,6 +400,7 @@ export interface DB {
   webhook_attempts: WebhookAttemptsTable
   webhook_lease_counts: WebhookLeaseCountsTable
   rate_limit_hits: RateLimitHitsTable
+  retention_state: RetentionStateTable
   operator_sessions: OperatorSessionsTable
   journal_entries: JournalEntriesTable
   journal_nodes: JournalNodesTable

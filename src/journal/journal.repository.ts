@@ -282,15 +282,17 @@ export async function readNodesCompleted(executor: Executor, after: number, upTo
     const last = Math.floor(upTo / span) - 1
     if (first <= last) ranges.push([level, first, last])
   }
-  if (ranges.length === 0) return found
-  const rows = await executor
-    .selectFrom('journal_nodes')
-    .select(['level', 'idx', 'hash'])
-    .where((eb) =>
-      eb.or(ranges.map(([level, first, last]) => eb.and([eb('level', '=', level), eb('idx', '>=', first), eb('idx', '<=', last)]))),
-    )
-    .execute()
-  for (const row of rows) found.set(`${Number(row.level)}:${Number(row.idx)}`, row.hash)
+  // One range read per level through the key: an `or` of the ranges scans every node on SQLite.
+  for (const [level, first, last] of ranges) {
+    const rows = await executor
+      .selectFrom('journal_nodes')
+      .select(['idx', 'hash'])
+      .where('level', '=', level)
+      .where('idx', '>=', first)
+      .where('idx', '<=', last)
+      .execute()
+    for (const row of rows) found.set(`${level}:${Number(row.idx)}`, row.hash)
+  }
   return found
 }
 

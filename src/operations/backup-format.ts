@@ -63,9 +63,13 @@ export class BackupWriter {
   }
 
   async write(value: unknown): Promise<void> {
-    const line = `${JSON.stringify(value)}\n`
-    this.hash.update(line)
-    if (!this.gzip.write(line)) await Promise.race([new Promise((resolve) => this.gzip.once('drain', resolve)), this.finished])
+    await this.writeLines(`${JSON.stringify(value)}\n`)
+  }
+
+  /** Whole lines of JSON, each ending in a newline. */
+  async writeLines(lines: string): Promise<void> {
+    this.hash.update(lines)
+    if (!this.gzip.write(lines)) await Promise.race([new Promise((resolve) => this.gzip.once('drain', resolve)), this.finished])
   }
 
   /** Appends the trailer and waits for the file to be on disk. */

@@ -5,10 +5,11 @@ import { alignJournalAfterRestore } from '../journal/journal.service.ts'
 import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../db/migrate.ts'
 import { withRetries } from '../db/retry.ts'
+import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
 import type { DB } from '../db/tables.ts'
 import type { Progress } from './backup.ts'
 import { BackupError, readBackup, type BackupHeader, type BackupSection } from './backup-format.ts'
-import { findExistingData, listDataTables } from './store.ts'
+import { findExistingData, listDataTables, quoteName } from './store.ts'
 
 export interface CheckedBackup {
   file: string
@@ -81,7 +82,7 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
           done += section.rows.length
           progress?.(section.table, done, checked.rows)
         },
-        500,
+        5_000,
       )
       if (isPostgres(trx)) await moveSequences(trx)
       if (tables.has('journal_state')) await alignJournalAfterRestore(trx)
@@ -94,22 +95,34 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
 
 async function insertSection(trx: Transaction<DB>, { table, columns, rows }: BackupSection): Promise<void> {
   const any = trx as unknown as Kysely<Record<string, Record<string, unknown>>>
-  let values = rows.map((row) => Object.fromEntries(columns.map((column, i) => [column, row[i]])))
+  const objectOf = (row: unknown[]) => Object.fromEntries(columns.map((column, i) => [column, row[i]]))
   if (table === 'wallets') {
     // The first migration created the reserved mint wallet already: it takes the backup's row.
-    const mint = values.find((row) => Number(row.id) === MINT_WALLET_ID)
+    const at = columns.indexOf('id')
+    const mint = rows.find((row) => Number(row[at]) === MINT_WALLET_ID)
     if (mint) {
-      const { id: _id, ...rest } = mint
+      const { id: _id, ...rest } = objectOf(mint)
       await any.updateTable('wallets').set(rest).where('id', '=', MINT_WALLET_ID).execute()
-      values = values.filter((row) => row !== mint)
+      rows = rows.filter((row) => row !== mint)
     }
   }
   if (table === 'journal_state') {
     // The journal's migration created its one state row already: it takes the backup's.
-    for (const { id, ...rest } of values) await any.updateTable('journal_state').set(rest).where('id', '=', id).execute()
+    for (const { id, ...rest } of rows.map(objectOf)) await any.updateTable('journal_state').set(rest).where('id', '=', id).execute()
     return
   }
-  if (values.length > 0) await any.insertInto(table).values(values).execute()
+  if (rows.length === 0) return
+  const names = columns.map(quoteName).join(', ')
+  const statements = sqliteStatementsOf(trx)
+  if (statements) {
+    // One prepared statement run per row on the driver.
+    const insert = statements.prepare(`insert into ${quoteName(table)} (${names}) values (${columns.map(() => '?').join(', ')})`)
+    for (const row of rows) insert.run(row)
+    return
+  }
+  // One statement per chunk, the rows as one JSON parameter that takes the table's own column types.
+  await sql`insert into ${sql.table(table)} (${sql.raw(names)})
+    select ${sql.raw(names)} from json_populate_recordset(null::${sql.table(table)}, ${JSON.stringify(rows.map(objectOf))})`.execute(trx)
 }
 
 /** Moves the page generation past every earlier value, so no history page kept from before is served again. */

@@ -96,6 +96,53 @@ export async function deleteUnreferencedEvents(trx: Trx, ids: number[]): Promise
   return Number(result.numDeletedRows)
 }
 
+/** The lowest transaction an event still names (its `body` is the event's data); undefined when none does. */
+export async function findFirstEventTransaction(trx: Trx): Promise<number | undefined> {
+  const { rows } = await sql<{ first: number | string | null }>`select min(transaction_id) as first from events`.execute(trx)
+  return rows[0].first === null ? undefined : Number(rows[0].first)
+}
+
+/**
+ * Clears the `body` of the next page of transactions after where the last page stopped, up to the
+ * first one that is at or after `before` or that `below` (the first an event names) does not pass.
+ */
+export async function clearTransactionBodies(
+  trx: Trx,
+  before: string,
+  below: number,
+  limit: number,
+): Promise<{ cleared: number; reachedNewer: boolean }> {
+  const state = await forUpdate(trx.selectFrom('retention_state').select('bodies_cleared_to').where('id', '=', 1), trx).executeTakeFirst()
+  if (!state) return { cleared: 0, reachedNewer: true }
+  const after = Number(state.bodies_cleared_to)
+  const rows = await trx
+    .selectFrom('transactions')
+    .select(['id', 'created_at'])
+    .where('id', '>', after)
+    .orderBy('id')
+    .limit(limit)
+    .execute()
+  let upTo = after
+  let reachedNewer = rows.length < limit
+  for (const row of rows) {
+    if (row.created_at >= before || Number(row.id) >= below) {
+      reachedNewer = true
+      break
+    }
+    upTo = Number(row.id)
+  }
+  if (upTo === after) return { cleared: 0, reachedNewer }
+  const result = await trx
+    .updateTable('transactions')
+    .set({ body: null })
+    .where('id', '>', after)
+    .where('id', '<=', upTo)
+    .where('body', 'is not', null)
+    .executeTakeFirst()
+  await trx.updateTable('retention_state').set({ bodies_cleared_to: upTo }).where('id', '=', 1).execute()
+  return { cleared: Number(result.numUpdatedRows), reachedNewer }
+}
+
 export async function deleteIdempotencyKeys(trx: Trx, before: string, limit: number): Promise<number> {
   const result = await sql`
     delete from idempotency_keys where (wallet_id, key) in (

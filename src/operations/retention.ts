@@ -6,7 +6,8 @@ import * as repo from './retention.repository.ts'
 
 /**
  * What the retention job keeps. Only operational records are pruned: the journal (transactions,
- * their lines, holdings), users, wallets, keys and assets never are.
+ * their lines, holdings), users, wallets, keys and assets never are; a transaction loses only the
+ * copy of its answer that its events were sent with, once they are gone.
  */
 export interface RetentionPolicy {
   /** Ended webhook deliveries (with their attempts) and events older than this are removed. */
@@ -21,6 +22,8 @@ export interface PruneReport {
   webhookAttempts: number
   webhookDeliveries: number
   events: number
+  /** Transactions whose stored answer went with their last event. */
+  transactionBodies: number
   idempotencyKeys: number
   userSessions: number
   rateLimitWindows: number
@@ -41,6 +44,7 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
     webhookAttempts: 0,
     webhookDeliveries: 0,
     events: 0,
+    transactionBodies: 0,
     idempotencyKeys: 0,
     userSessions: 0,
     rateLimitWindows: 0,
@@ -78,6 +82,14 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
     if (!page) break
     report.events += page.removed
     afterId = page.lastId
+    if (page.reachedNewer) break
+  }
+  // A transaction's body is its events' data: once no event names it, nothing reads it again.
+  const below = (await inTurn((trx) => repo.findFirstEventTransaction(trx))) ?? Number.MAX_SAFE_INTEGER
+  for (;;) {
+    const page = await inTurn((trx) => repo.clearTransactionBodies(trx, eventsBefore, below, BATCH))
+    if (!page) break
+    report.transactionBodies += page.cleared
     if (page.reachedNewer) break
   }
   for (;;) {

@@ -32,6 +32,8 @@ const OPERATIONAL_TABLES = new Set([
   'webhook_lease_counts',
   // PostgreSQL's queue of transactions awaiting a position: a restore's trigger fills it anew.
   'journal_pending',
+  // Where the retention job stopped; a restored store's first run starts over.
+  'retention_state',
 ])
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
@@ -72,3 +74,6 @@ export async function findExistingData(db: Db): Promise<string[]> {
   }
   return found
 }
+
+/** A table or column name as a quoted SQL identifier, for statements written straight on the driver. */
+export const quoteName = (name: string): string => `"${name.replaceAll('"', '""')}"`

@@ -10,7 +10,7 @@ import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../../src/db/migrat
 import { readEventsAfter } from '../../src/events/events.repository.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { buildTestApp, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
-import { createUser, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
+import { createAsset, createUser, fundedUser, sendTransaction, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
 import { startReceiver, waitUntil } from '../helpers/receiver.ts'
 
 /** A numeric SQLite setting of `db`'s connection. */
@@ -477,5 +477,39 @@ describe(`migrations (${STORAGE})`, () => {
       await receiver.close()
       await own.close()
     }
+  })
+
+  it('0031 stores the key-only ledger tables without rowid on SQLite, and back, every row kept; verify holds', async () => {
+    const db = t.database.db
+    const asset = await createAsset(t, { name: 'lean' })
+    const alice = await fundedUser(t, [[asset, 10]])
+    const bob = await createUser(t.app)
+    for (let i = 0; i < 3; i++)
+      await sendTransaction(t, alice, { recipient: bob.username, assets: { lean: 1 }, metadata: { order: `o${i}` } })
+    await journalSettled(db)
+    const tables = ['running_balances', 'transaction_metadata', 'journal_nodes']
+    const rows = async () => {
+      const all: Record<string, unknown[]> = {}
+      for (const table of tables) all[table] = (await sql`select * from ${sql.table(table)} order by 1, 2, 3`.execute(db)).rows
+      return all
+    }
+    const withoutRowid = async () =>
+      STORAGE === 'postgres'
+        ? []
+        : (await sql<{ name: string }>`select name from pragma_table_list where wr = 1 order by name`.execute(db)).rows
+            .map((row) => row.name)
+            .filter((name) => tables.includes(name))
+    const stored = await rows()
+    assert.ok(stored.running_balances.length >= 8 && stored.transaction_metadata.length >= 9, JSON.stringify(stored))
+    assert.deepEqual(await withoutRowid(), STORAGE === 'postgres' ? [] : [...tables].sort())
+
+    await migrateTo(db, '0026_session_user_agents')
+    assert.deepEqual(await withoutRowid(), [])
+    assert.deepEqual(await rows(), stored)
+    await migrateToLatest(db)
+    assert.deepEqual(await withoutRowid(), STORAGE === 'postgres' ? [] : [...tables].sort())
+    assert.deepEqual(await rows(), stored)
+    const verified = await verifyLedger(db)
+    assert.ok(verified.ok, verified.problems.join('\n'))
   })
 })

@@ -265,6 +265,55 @@ describe('verifyLedger', () => {
     }
   })
 
+  it('reports a running balance missing for a side, and one that no line gives', async () => {
+    const ledger = await buildLedger()
+    try {
+      const { t, alice, gold } = ledger
+      const last = await t.database.db
+        .selectFrom('running_balances')
+        .selectAll()
+        .where('wallet_id', '=', alice.walletId)
+        .where('asset_id', '=', gold)
+        .orderBy('transaction_id', 'desc')
+        .executeTakeFirstOrThrow()
+      const problems = await corrupt(ledger, async () => {
+        const db = t.database.db
+        await db
+          .deleteFrom('running_balances')
+          .where('wallet_id', '=', last.wallet_id)
+          .where('asset_id', '=', last.asset_id)
+          .where('transaction_id', '=', last.transaction_id)
+          .execute()
+        // Every side still finds its row and the last one is the holding: only the count tells this row apart.
+        await db
+          .insertInto('running_balances')
+          .values({ ...last, created_at: '2000-01-01T00:00:00.000Z', transaction_id: 0 })
+          .execute()
+        await db.insertInto('running_balances').values(last).execute()
+      })
+      assert.deepEqual(problems, [
+        `transaction 0's running balance of wallet ${alice.walletId} in asset ${gold} says ${last.quantity}, but no line of the journal gives it`,
+      ])
+      await t.database.db.deleteFrom('running_balances').where('transaction_id', '=', 0).execute()
+      const missing = await corrupt(ledger, async () => {
+        await t.database.db
+          .deleteFrom('running_balances')
+          .where('wallet_id', '=', last.wallet_id)
+          .where('asset_id', '=', last.asset_id)
+          .where('transaction_id', '=', last.transaction_id)
+          .execute()
+      })
+      assert.ok(
+        missing.includes(
+          `transaction ${last.transaction_id} has no running balance of wallet ${alice.walletId} in asset ${gold} (the journal says ${last.quantity})`,
+        ),
+        missing.join('\n'),
+      )
+    } finally {
+      await discard(ledger)
+    }
+  })
+
   it('reports a journal line rewritten after the fact', async () => {
     const ledger = await buildLedger()
     try {

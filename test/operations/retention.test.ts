@@ -143,14 +143,29 @@ describe(`retention on ${STORAGE}`, () => {
       webhookAttempts: old.attempts.length - 1,
       webhookDeliveries: old.deliveries.length - 1,
       events: old.events.length - 1,
+      // Every old transaction but the last (its event waits for the pending delivery) loses the body its events were sent with.
+      transactionBodies: old.transactions.length - 1,
       idempotencyKeys: old.keys.length,
       userSessions: old.sessions.length,
       rateLimitWindows: 0,
     })
+    const pendingTransaction = await t.database.db
+      .selectFrom('events')
+      .select('transaction_id')
+      .where('id', '=', pendingDelivery.event_id)
+      .executeTakeFirstOrThrow()
+    const withBody = (await t.database.db.selectFrom('transactions').select('id').where('body', 'is not', null).execute())
+      .map((row) => String(row.id))
+      .sort()
+    assert.deepEqual(withBody, [...minus(all.transactions, old.transactions), String(pendingTransaction.transaction_id)].sort())
     const verified = await verifyLedger(t.database.db)
     assert.ok(verified.ok, verified.problems.join('\n'))
+    // The history still shows every transaction as it was answered.
+    const history = await t.app.inject({ method: 'GET', url: `/admin/transactions?wallet=${bob.walletId}&limit=100`, headers: t.admin })
+    assert.equal(history.statusCode, 200, history.body)
+    assert.equal(history.json().length, 5)
     // A second run finds nothing more to do.
-    assert.deepEqual(Object.values((await pruneOnce(t.database, POLICY, cutoff + 30 * DAY)) ?? {}), [0, 0, 0, 0, 0, 0])
+    assert.deepEqual(Object.values((await pruneOnce(t.database, POLICY, cutoff + 30 * DAY)) ?? {}), [0, 0, 0, 0, 0, 0, 0])
   })
 
   it('a stream resumed from a Last-Event-ID older than what is kept restarts from the oldest event kept', async () => {

@@ -15,7 +15,8 @@ import { sql, type Kysely } from 'kysely'
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.alterTable('key_uses').addColumn('running', 'bigint').execute()
   await sql`with totals as (
-      select id, sum(quantity) over (partition by key_id, asset_id order by created_at, id rows unbounded preceding) % 9007199254740992 as running
+      select id, sum(quantity) over (partition by key_id, asset_id order by created_at, id rows unbounded preceding)
+        % 9007199254740992 as running
       from key_uses where hold_id is null)
     update key_uses set running = totals.running from totals where totals.id = key_uses.id`.execute(db)
   await db.schema.dropIndex('key_uses_key_time').execute()
