@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 
 /**
  * The canonical encoding of a transaction and its chained hash (`docs/journal.md` writes it out
@@ -51,5 +51,10 @@ function encodeTransaction(position: number, transaction: EncodedTransaction): s
 
 /** hex SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding. */
 export function chainHash(previous: string, position: number, transaction: EncodedTransaction): string {
-  return createHash('sha256').update(Buffer.from(previous, 'hex')).update(encodeTransaction(position, transaction), 'utf8').digest('hex')
+  return chainHashBytes(Buffer.from(previous, 'hex'), position, transaction).toString('hex')
+}
+
+/** `chainHash` on the hashes' bytes. */
+export function chainHashBytes(previous: Buffer, position: number, transaction: EncodedTransaction): Buffer {
+  return hash('sha256', Buffer.concat([previous, Buffer.from(encodeTransaction(position, transaction), 'utf8')]), 'buffer')
 }

@@ -1,6 +1,7 @@
-import { sql } from 'kysely'
+import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, rowsWrite, runWrites } from '../db/dialect.ts'
+import { anyOf, isPostgres, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
+import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
 import type { EncodedTransaction } from './encoding.ts'
 import type { Frontier, Node } from './merkle.ts'
 
@@ -23,15 +24,20 @@ export interface Checkpoint {
   signature: string
 }
 
+interface StateRow {
+  size: number
+  last_transaction_id: number
+  head: string
+  frontier: string
+}
+
 /** The sequencer's state; `lock` holds its row for the rest of the transaction (PostgreSQL), undefined when another holds it. */
 export async function readState(executor: Executor, lock: boolean): Promise<JournalState | undefined> {
   const locking = lock && isPostgres(executor) ? sql` for update skip locked` : sql``
-  const { rows } = await sql<{
-    size: number
-    last_transaction_id: number
-    head: string
-    frontier: string
-  }>`select size, last_transaction_id, head, frontier from journal_state where id = 1${locking}`.execute(executor)
+  const rows = await rowsOf(
+    executor,
+    sql<StateRow>`select size, last_transaction_id, head, frontier from journal_state where id = 1${locking}`,
+  )
   const row = rows[0]
   if (!row) return undefined
   const frontier = (JSON.parse(row.frontier) as [number, number, string][]).map(([level, idx, hash]) => ({
@@ -42,33 +48,52 @@ export async function readState(executor: Executor, lock: boolean): Promise<Jour
   return { size: Number(row.size), lastTransactionId: Number(row.last_transaction_id), head: row.head, frontier }
 }
 
-export async function writeState(trx: Executor, state: JournalState): Promise<void> {
-  const frontier = JSON.stringify(state.frontier.map((node) => [node.level, node.idx, node.hash.toString('hex')]))
-  await trx
-    .updateTable('journal_state')
-    .set({ size: state.size, last_transaction_id: state.lastTransactionId, head: state.head, frontier })
-    .where('id', '=', 1)
-    .execute()
+/**
+ * The next committed transactions without a position, lowest id first, up to `limit`, with the
+ * fields the encoding takes; `fields` undefined when one has a position already (after a restore)
+ * or, on PostgreSQL, a queued id has no row. PostgreSQL: the queue the trigger fills (ids there are
+ * not commit order); SQLite: the ids above the last positioned one. Fixed texts, one read for the
+ * rows and one for their asset lines.
+ */
+export async function takeWaiting(
+  executor: Executor,
+  state: JournalState,
+  limit: number,
+): Promise<{ id: number; fields: EncodedTransaction | undefined }[]> {
+  const rows = await rowsOf(
+    executor,
+    isPostgres(executor)
+      ? sql<WaitingRow>`select p.transaction_id as waiting, ${WAITING_FIELDS}
+        from journal_pending p left join transactions t on t.id = p.transaction_id
+        left join journal_entries j on j.transaction_id = p.transaction_id
+        order by p.transaction_id limit ${limit}`
+      : sql<WaitingRow>`select t.id as waiting, ${WAITING_FIELDS}
+        from transactions t left join journal_entries j on j.transaction_id = t.id
+        where t.id > ${state.lastTransactionId} order by t.id limit ${limit}`,
+  )
+  const waiting = rows.map((row) => ({
+    id: Number(row.waiting),
+    fields: row.id === null || row.position !== null ? undefined : toEncoded(row),
+  }))
+  const byId = new Map<number, EncodedTransaction>()
+  for (const { id, fields } of waiting) if (fields) byId.set(id, fields)
+  if (byId.size > 0) {
+    const ids = [...byId.keys()]
+    const lines = await rowsOf(
+      executor,
+      sql<{ transaction_id: number; asset_id: number; quantity: number }>`select transaction_id, asset_id, quantity
+        from transaction_assets where ${idsAmong(executor, sql.ref('transaction_id'), ids)}`,
+    )
+    for (const line of lines) byId.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
+  }
+  return waiting
 }
 
-/**
- * Ids of committed transactions without a position, lowest first. PostgreSQL: the queue the
- * trigger fills (ids there are not commit order); SQLite: the ids above the last positioned one.
- */
-export async function findUnpositioned(executor: Executor, state: JournalState, limit: number): Promise<number[]> {
-  if (isPostgres(executor)) {
-    const rows = await executor.selectFrom('journal_pending').select('transaction_id').orderBy('transaction_id').limit(limit).execute()
-    return rows.map((row) => Number(row.transaction_id))
-  }
-  const rows = await executor
-    .selectFrom('transactions')
-    .select('id')
-    .where('id', '>', state.lastTransactionId)
-    .orderBy('id')
-    .limit(limit)
-    .execute()
-  return rows.map((row) => Number(row.id))
-}
+type WaitingRow = Parameters<typeof toEncoded>[0] & { waiting: number; id: number | null; position: number | null }
+
+const WAITING_FIELDS = sql.raw(
+  't.id, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.reverses, t.hold_id, t.metadata, j.position',
+)
 
 /** Whether any committed transaction waits for a position: one cheap read, outside a transaction. */
 export async function hasUnpositioned(executor: Executor): Promise<boolean> {
@@ -81,29 +106,8 @@ export async function hasUnpositioned(executor: Executor): Promise<boolean> {
   return Number(rows[0]?.waiting) === 1
 }
 
-/** PostgreSQL: the queue's rows, positioned now (or found positioned already, after a restore). */
-export async function removePending(trx: Executor, ids: number[]): Promise<void> {
-  if (ids.length > 0 && isPostgres(trx))
-    await trx
-      .deleteFrom('journal_pending')
-      .where(anyOf(trx, sql.ref('transaction_id'), ids))
-      .execute()
-}
-
-/** Of these ids, those that already have a position. */
-export async function findPositioned(executor: Executor, ids: number[]): Promise<Set<number>> {
-  if (ids.length === 0) return new Set()
-  const rows = await executor
-    .selectFrom('journal_entries')
-    .select('transaction_id')
-    .where(idsAmong(executor, sql.ref('transaction_id'), ids))
-    .execute()
-  const wanted = new Set(ids)
-  return new Set(rows.map((row) => Number(row.transaction_id)).filter((id) => wanted.has(id)))
-}
-
 /** The stored fields the encoding takes, of these transactions, by id. */
-export async function loadEncoded(executor: Executor, ids: number[]): Promise<Map<number, EncodedTransaction>> {
+async function loadEncoded(executor: Executor, ids: number[]): Promise<Map<number, EncodedTransaction>> {
   const found = new Map<number, EncodedTransaction>()
   if (ids.length === 0) return found
   const rows = await executor
@@ -157,17 +161,64 @@ function toEncoded(row: {
   }
 }
 
-export async function insertEntries(trx: Executor, entries: { position: number; transaction_id: number; hash: string }[]): Promise<void> {
-  if (entries.length === 0) return
-  const rows = entries.map((entry) => [entry.position, entry.transaction_id, entry.hash])
-  await runWrites(trx, [
-    rowsWrite(
-      trx,
-      ENTRY_COLUMNS,
-      rows,
-      (r) => sql`insert into journal_entries (position, transaction_id, hash) select position, transaction_id, hash from ${r}`,
-    ),
-  ])
+/**
+ * What a round changes, as one batch of writes (on PostgreSQL one statement): its entries, the
+ * subtrees they complete, the page generation (what a history page prints changed: pages kept in
+ * memory are read again, migration 0013), the state, and the queue's rows it took.
+ */
+export async function recordRound(
+  trx: Executor,
+  round: { entries: [position: number, transactionId: number, hash: string][]; nodes: Node[]; state: JournalState; taken: number[] },
+): Promise<void> {
+  const { entries, nodes, state, taken } = round
+  const writes: Write[] = []
+  if (entries.length > 0) {
+    writes.push(
+      rowsWrite(
+        trx,
+        ENTRY_COLUMNS,
+        entries,
+        (r) => sql`insert into journal_entries (position, transaction_id, hash) select position, transaction_id, hash from ${r}`,
+      ),
+    )
+    if (nodes.length > 0) {
+      const rows = nodes.map((node) => [node.level, node.idx, node.hash.toString('hex')])
+      writes.push(
+        rowsWrite(trx, NODE_COLUMNS, rows, (r) => sql`insert into journal_nodes (level, idx, hash) select level, idx, hash from ${r}`),
+      )
+    }
+    writes.push({ statement: sql`update page_generation set generation = generation + 1` })
+  }
+  const frontier = JSON.stringify(state.frontier.map((node) => [node.level, node.idx, node.hash.toString('hex')]))
+  writes.push({
+    statement: sql`update journal_state set size = ${state.size}, last_transaction_id = ${state.lastTransactionId},
+      head = ${state.head}, frontier = ${frontier} where id = 1`,
+  })
+  if (taken.length > 0 && isPostgres(trx))
+    writes.push({ statement: sql`delete from journal_pending where ${anyOf(trx, sql.ref('transaction_id'), taken)}` })
+  if (isPostgres(trx)) {
+    await runWrites(trx, writes)
+    return
+  }
+  await runWrites(
+    trx,
+    writes.filter((write) => write.rows),
+  )
+  for (const write of writes) if (!write.rows) await rowsOf(trx, write.statement)
+}
+
+/**
+ * The rows of a statement; on SQLite inside the caller's transaction (which holds the one
+ * connection) through the prepared-statement cache, so a round's fixed texts are prepared once.
+ */
+async function rowsOf<Row>(executor: Executor, statement: RawBuilder<Row>): Promise<Row[]> {
+  const statements = sqliteStatementsOf(executor)
+  if (!statements || !executor.isTransaction) return (await statement.execute(executor)).rows
+  const compiled = statement.compile(executor)
+  const prepared = statements.prepare(compiled.sql)
+  if (prepared.reader) return prepared.all(compiled.parameters) as Row[]
+  prepared.run(compiled.parameters)
+  return []
 }
 
 const ENTRY_COLUMNS = [
@@ -176,28 +227,16 @@ const ENTRY_COLUMNS = [
   ['hash', 'text'],
 ] as const
 
-export async function insertNodes(trx: Executor, nodes: Node[]): Promise<void> {
-  if (nodes.length === 0) return
-  const rows = nodes.map((node) => [node.level, node.idx, node.hash.toString('hex')])
-  await runWrites(trx, [
-    rowsWrite(trx, NODE_COLUMNS, rows, (r) => sql`insert into journal_nodes (level, idx, hash) select level, idx, hash from ${r}`),
-  ])
-}
-
 const NODE_COLUMNS = [
   ['level', 'bigint'],
   ['idx', 'bigint'],
   ['hash', 'text'],
 ] as const
 
-/** What a history page prints changed (a position given): pages kept in memory are read again (migration 0013). */
-export async function bumpPageGeneration(trx: Executor): Promise<void> {
-  await sql`update page_generation set generation = generation + 1`.execute(trx)
-}
-
 export async function findLatestCheckpoint(executor: Executor): Promise<Checkpoint | undefined> {
-  const row = await executor.selectFrom('journal_checkpoints').selectAll().orderBy('size', 'desc').limit(1).executeTakeFirst()
-  return row && { ...row, size: Number(row.size) }
+  const { rows } =
+    await sql<Checkpoint>`select size, root, signed_at, signature from journal_checkpoints order by size desc limit 1`.execute(executor)
+  return rows[0] && { ...rows[0], size: Number(rows[0].size) }
 }
 
 export async function insertCheckpoint(trx: Executor, checkpoint: Checkpoint): Promise<void> {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 
 /**
  * The Merkle tree of RFC 9162 2.1 over the journal: leaf hash SHA-256(0x00 ‖ leaf),
@@ -9,20 +9,22 @@ import { createHash } from 'node:crypto'
 
 export type Hash = Buffer
 
+/** One-shot SHA-256 of the parts joined (cheaper than a hash object per node). */
 function sha256(...parts: Uint8Array[]): Hash {
-  const hash = createHash('sha256')
-  for (const part of parts) hash.update(part)
-  return hash.digest()
+  return hash('sha256', Buffer.concat(parts), 'buffer')
 }
 
 export const EMPTY_ROOT: Hash = sha256()
 
+const LEAF_PREFIX = Buffer.of(0)
+const NODE_PREFIX = Buffer.of(1)
+
 export function leafHash(leaf: Uint8Array): Hash {
-  return sha256(Buffer.of(0), leaf)
+  return sha256(LEAF_PREFIX, leaf)
 }
 
 function nodeHash(left: Uint8Array, right: Uint8Array): Hash {
-  return sha256(Buffer.of(1), left, right)
+  return sha256(NODE_PREFIX, left, right)
 }
 
 /** A complete subtree: leaves [idx·2^level, (idx+1)·2^level). */

@@ -1,6 +1,6 @@
 import type { Database } from '../db/database.ts'
 import { inTransactionSyncedLater, nowIso } from '../db/dialect.ts'
-import { chainHash } from './encoding.ts'
+import { chainHashBytes } from './encoding.ts'
 import * as journal from './journal.repository.ts'
 import { appendLeaf, leafHash, rootOf, type Node } from './merkle.ts'
 import { signCheckpoint, type SigningKey } from '../secrets/signing-key.ts'
@@ -36,46 +36,47 @@ export interface RoundResult {
 const DEFAULT_BATCH = 1_000
 const DEFAULT_POLL_MS = 200
 /** After a wake-up, a short wait so that the commits of a busy moment are positioned together. */
-const WAKE_DELAY_MS = 20
+const WAKE_DELAY_MS = 50
+
+/** What a sequencer knows of the latest checkpoint between rounds: when it was signed (ms). */
+interface Known {
+  signedAt?: number
+}
 
 /** One round: positions what waits (up to the batch) and signs a checkpoint when one is due. */
-async function sequenceRound(options: SequencerOptions): Promise<RoundResult> {
+async function sequenceRound(options: SequencerOptions, known: Known): Promise<RoundResult> {
   const { database, key, checkpointIntervalMs } = options
   const batch = options.batch ?? DEFAULT_BATCH
   // SQLite: positions follow the committed transactions in id order, so a round a crash undoes is
   // given again identically; it adds no sync of its own to the transfers' (PostgreSQL: synced).
-  return inTransactionSyncedLater(database, async (trx) => {
+  const result = await inTransactionSyncedLater(database, async (trx) => {
     const state = await journal.readState(trx, true)
     if (!state) return { positioned: 0, checkpoint: undefined }
-    const waiting = await journal.findUnpositioned(trx, state, batch)
-    const positioned = await journal.findPositioned(trx, waiting)
-    const ids = waiting.filter((id) => !positioned.has(id))
-    const fields = await journal.loadEncoded(trx, ids)
-    const entries: { position: number; transaction_id: number; hash: string }[] = []
+    const waiting = await journal.takeWaiting(trx, state, batch)
+    const entries: [position: number, transactionId: number, hash: string][] = []
     const nodes: Node[] = []
-    for (const id of ids) {
-      const transaction = fields.get(id)
-      if (!transaction) continue
+    let head: Buffer = Buffer.from(state.head, 'hex')
+    for (const { id, fields } of waiting) {
+      if (!fields) continue
       const position = state.size + 1
-      const hash = chainHash(state.head, position, transaction)
-      entries.push({ position, transaction_id: id, hash })
-      nodes.push(...appendLeaf(state.frontier, state.size, leafHash(Buffer.from(hash, 'hex'))))
+      head = chainHashBytes(head, position, fields)
+      state.head = head.toString('hex')
+      entries.push([position, id, state.head])
+      nodes.push(...appendLeaf(state.frontier, state.size, leafHash(head)))
       state.size = position
-      state.head = hash
-    }
-    if (waiting.length > 0) state.lastTransactionId = Math.max(state.lastTransactionId, ...waiting)
-    if (entries.length > 0) {
-      await journal.insertEntries(trx, entries)
-      await journal.insertNodes(trx, nodes)
-      await journal.bumpPageGeneration(trx)
     }
     if (waiting.length > 0) {
-      await journal.writeState(trx, state)
-      await journal.removePending(trx, waiting)
+      const taken = waiting.map((transaction) => transaction.id)
+      state.lastTransactionId = Math.max(state.lastTransactionId, ...taken)
+      await journal.recordRound(trx, { entries, nodes, state, taken })
     }
+    const signedAt = nowIso()
+    // A checkpoint known to be recent means none is due: the latest can only be more recent.
+    if (known.signedAt !== undefined && Date.parse(signedAt) - known.signedAt < checkpointIntervalMs)
+      return { positioned: entries.length, checkpoint: undefined }
     let checkpoint: journal.Checkpoint | undefined
     const latest = await journal.findLatestCheckpoint(trx)
-    const signedAt = nowIso()
+    if (latest) known.signedAt = Date.parse(latest.signed_at)
     const due = !latest || Date.parse(signedAt) - Date.parse(latest.signed_at) >= checkpointIntervalMs
     if ((!latest || state.size > latest.size) && due) {
       const unsigned = { size: state.size, root: rootOf(state.frontier).toString('hex'), signed_at: signedAt }
@@ -84,16 +85,20 @@ async function sequenceRound(options: SequencerOptions): Promise<RoundResult> {
     }
     return { positioned: entries.length, checkpoint }
   })
+  if (result.checkpoint) known.signedAt = Date.parse(result.checkpoint.signed_at)
+  return result
 }
 
 /**
  * The sequencer as a long-lived part: rounds run one at a time, on `wake()` (a commit in this
  * process) and every `pollMs` (commits elsewhere, a checkpoint falling due); a full batch runs the
- * next round at once.
+ * next round at once, commits during a round another `WAKE_DELAY_MS` after it.
  */
 export class JournalSequencer {
   readonly #options: SequencerOptions
+  readonly #known: Known = {}
   #timer: NodeJS.Timeout | undefined
+  #timerAt = 0
   #running: Promise<void> | undefined
   #again = false
   #stopped = true
@@ -110,22 +115,27 @@ export class JournalSequencer {
   /** A transaction committed in this process: position it soon. */
   wake(): void {
     if (this.#stopped) return
-    if (this.#running) {
-      this.#again = true
-      return
-    }
-    this.#schedule(WAKE_DELAY_MS)
+    this.#again = true
+    if (!this.#running) this.#schedule(WAKE_DELAY_MS)
   }
 
   async stop(): Promise<void> {
     this.#stopped = true
     clearTimeout(this.#timer)
+    this.#timer = undefined
     await this.#running
   }
 
+  /** Runs a round in `ms`, unless one is due sooner already (commits in a row do not put it off). */
   #schedule(ms: number): void {
+    const at = Date.now() + ms
+    if (this.#timer !== undefined && this.#timerAt <= at) return
     clearTimeout(this.#timer)
-    this.#timer = setTimeout(() => void this.#run(), ms)
+    this.#timerAt = at
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      void this.#run()
+    }, ms)
     this.#timer.unref()
   }
 
@@ -137,7 +147,7 @@ export class JournalSequencer {
         // Idle polls stay reads: a write transaction only when something waits or a checkpoint is due.
         if (!this.#again && !(await this.#workWaits())) return
         this.#again = false
-        const result = await sequenceRound(this.#options)
+        const result = await sequenceRound(this.#options, this.#known)
         full = result.positioned >= (this.#options.batch ?? DEFAULT_BATCH)
         if (full) this.#options.onProgress?.(result.positioned, (await journal.readState(this.#options.database.db, false))?.size ?? 0)
       } catch (error) {
@@ -147,7 +157,7 @@ export class JournalSequencer {
     await this.#running
     this.#running = undefined
     if (this.#stopped) return
-    this.#schedule(full || this.#again ? 0 : (this.#options.pollMs ?? DEFAULT_POLL_MS))
+    this.#schedule(full ? 0 : this.#again ? WAKE_DELAY_MS : (this.#options.pollMs ?? DEFAULT_POLL_MS))
   }
 
   async #workWaits(): Promise<boolean> {
