@@ -632,7 +632,7 @@ describe('removing webhooks under load', () => {
     let next = 0
     const removal = (async () => {
       // Removed while the stuck origin holds its 4 slots and more deliveries wait behind them.
-      await waitUntil(() => next >= 20 && stuck.open() === 4, 20_000, '20 transfers and the stuck origin full')
+      await waitUntil(() => next >= 20 && stuck.open() === 4, 60_000, '20 transfers and the stuck origin full')
       for (const user of dropped)
         assert.equal((await t.app.inject({ method: 'DELETE', url: '/wallet/webhook', headers: user.auth })).statusCode, 204)
     })()
@@ -650,7 +650,7 @@ describe('removing webhooks under load', () => {
     const received = () => new Set(receiver.requests.map((request) => String(request.headers['webhook-id'])))
     await waitUntil(
       () => keptEvents.every((event) => received().has(event.event_id)),
-      20_000,
+      60_000,
       `all ${keptEvents.length} events of the kept webhooks`,
     )
 
