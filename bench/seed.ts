@@ -386,3 +386,26 @@ export async function writeStepsDirectly(
     }
   }
 }
+
+/** An asset `gold` and 100 wallets named `<prefix>0`… written straight into a fresh store, for ledgers built in process. */
+export async function goldAndWallets(
+  database: Database,
+  prefix: string,
+): Promise<{ asset: { id: number; name: string; value: number }; walletIds: number[] }> {
+  const now = new Date().toISOString()
+  const gold = await database.db
+    .insertInto('assets')
+    .values({ name: 'gold', name_key: 'gold', value: 1, created_at: now, deleted_at: null })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  const walletIds: number[] = []
+  for (let i = 0; i < 100; i++) {
+    const wallet = await database.db
+      .insertInto('wallets')
+      .values({ address: `${prefix}${i}`, user_id: null, created_at: now, deleted_at: null })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    walletIds.push(wallet.id)
+  }
+  return { asset: { id: gold.id, name: 'gold', value: 1 }, walletIds }
+}

@@ -30,6 +30,7 @@ import { checkBackup, restoreBackup } from '../../src/operations/restore.ts'
 import { pruneOnce } from '../../src/operations/retention.ts'
 import { parseSigningKey } from '../../src/secrets/signing-key.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
+import { goldAndWallets } from '../seed.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -66,26 +67,7 @@ async function timed<T>(what: string, work: () => Promise<T>, count = TRANSACTIO
 
 async function build(database: Database): Promise<void> {
   await migrateToLatest(database.db)
-  const now = new Date().toISOString()
-  const gold = (
-    await database.db
-      .insertInto('assets')
-      .values({ name: 'gold', name_key: 'gold', value: 1, created_at: now, deleted_at: null })
-      .returning('id')
-      .executeTakeFirstOrThrow()
-  ).id
-  const asset = { id: gold, name: 'gold', value: 1 }
-  const walletIds: number[] = []
-  for (let i = 0; i < 100; i++)
-    walletIds.push(
-      (
-        await database.db
-          .insertInto('wallets')
-          .values({ address: `ops${i}`, user_id: null, created_at: now, deleted_at: null })
-          .returning('id')
-          .executeTakeFirstOrThrow()
-      ).id,
-    )
+  const { asset, walletIds } = await goldAndWallets(database, 'ops')
   const sequencer = new JournalSequencer({ database, key, checkpointIntervalMs: 60_000, batch: 5_000 })
   for (let done = 0; done < TRANSACTIONS; done += 500) {
     const moves = Array.from({ length: Math.min(500, TRANSACTIONS - done) }, (_, i): Move => {

@@ -43,7 +43,7 @@ import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { benchCleanups } from '../cleanups.ts'
 import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
-import { call as request, noEvents, pool } from '../seed.ts'
+import { call as request, goldAndWallets, noEvents, pool } from '../seed.ts'
 import { startService, type Service } from '../service.ts'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
@@ -259,26 +259,7 @@ async function journalUpgrade(storage: 'sqlite' | 'postgres', server: BenchPostg
   const databaseUrl = await server?.createDatabase(`upgrade${Date.now().toString(36)}`)
   const database = databaseUrl ? openPostgres(databaseUrl, 4) : openSqlite(path.join(dataDir, 'coffer.sqlite'))
   await migrateToLatest(database.db)
-  const now = new Date().toISOString()
-  const gold = (
-    await database.db
-      .insertInto('assets')
-      .values({ name: 'gold', name_key: 'gold', value: 1, created_at: now, deleted_at: null })
-      .returning('id')
-      .executeTakeFirstOrThrow()
-  ).id
-  const walletIds: number[] = []
-  for (let i = 0; i < 100; i++)
-    walletIds.push(
-      (
-        await database.db
-          .insertInto('wallets')
-          .values({ address: `upgrade${i}`, user_id: null, created_at: now, deleted_at: null })
-          .returning('id')
-          .executeTakeFirstOrThrow()
-      ).id,
-    )
-  const asset = { id: gold, name: 'gold', value: 1 }
+  const { asset, walletIds } = await goldAndWallets(database, 'upgrade')
   let started = performance.now()
   await inTransaction(database, (trx) =>
     applyMoves(
