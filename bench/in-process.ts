@@ -1,3 +1,5 @@
+import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
@@ -73,5 +75,36 @@ export async function appCode(root: string) {
     migrateToLatest: migrate.migrateToLatest as typeof import('../src/db/migrate.ts').migrateToLatest,
     prepareWebhookSecrets: secrets.prepareWebhookSecrets as typeof import('../src/events/webhook-secrets.ts').prepareWebhookSecrets,
     hashToken: tokens.hashToken as typeof import('../src/http/tokens.ts').hashToken,
+  }
+}
+
+/**
+ * The app of the checkout at `root` on a fresh store (SQLite in a temp directory, or the PostgreSQL
+ * database at `databaseUrl`), logging to nowhere; `close` stops it and removes the directory.
+ */
+export async function buildAppAt(root: string, adminKey: string, databaseUrl: string | undefined, prefix: string) {
+  const { buildApp, loadConfig, openDatabase, migrateToLatest, prepareWebhookSecrets, hashToken } = await appCode(root)
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`))
+  const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_API_KEY: adminKey, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' }
+  if (databaseUrl) env.DATABASE_URL = databaseUrl
+  const config = loadConfig(env)
+  const database = openDatabase({ ...config, backgroundCheckpoints: true })
+  await migrateToLatest(database.db)
+  const app = await buildApp({
+    config,
+    database,
+    adminKeyHash: hashToken(adminKey),
+    secretsKey: await prepareWebhookSecrets(database.db, config),
+    logStream: { write: () => undefined },
+  })
+  return {
+    app,
+    database,
+    dataDir,
+    async close() {
+      await app.close()
+      await database.close()
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    },
   }
 }

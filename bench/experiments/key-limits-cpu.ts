@@ -16,7 +16,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { createDatabase, startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
-import { appCode, injector, signUpWithKey } from '../in-process.ts'
+import { buildAppAt, injector, signUpWithKey } from '../in-process.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -34,20 +34,7 @@ type Keys = { walletId: number; token: string }[]
 
 /** The app of the checkout at `root` on a fresh store, and its wallets' keys without limits and with every limit. */
 async function setUp(databaseUrl: string | undefined) {
-  const { buildApp, loadConfig, openDatabase, migrateToLatest, prepareWebhookSecrets, hashToken } = await appCode(ROOT)
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-key-limits-cpu-'))
-  const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' }
-  if (databaseUrl) env.DATABASE_URL = databaseUrl
-  const config = loadConfig(env)
-  const database = openDatabase({ ...config, backgroundCheckpoints: true })
-  await migrateToLatest(database.db)
-  const app: FastifyInstance = await buildApp({
-    config,
-    database,
-    adminKeyHash: hashToken(ADMIN_KEY),
-    secretsKey: await prepareWebhookSecrets(database.db, config),
-    logStream: { write: () => undefined },
-  })
+  const { app, database, dataDir } = await buildAppAt(ROOT, ADMIN_KEY, databaseUrl, 'coffer-key-limits-cpu')
   const call = injector(app, 'key-limits-cpu')
   const admin = { authorization: `Bearer ${ADMIN_KEY}` }
   const gold = await call({ method: 'POST', url: '/assets', headers: admin, payload: { name: 'gold', value: 1 } }, 201)

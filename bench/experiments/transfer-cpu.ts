@@ -20,12 +20,11 @@
  *   before the instant are the baseline, those between it and the last run the figure: CPU per
  *   transfer (the runner's work included, as it shares the process) and transfers/s of wall time.
  */
-import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { processTreeCpuMs } from '../cpu.ts'
-import { injector, signUpWithKey } from '../in-process.ts'
+import { buildAppAt, injector, signUpWithKey } from '../in-process.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
 
 const args = process.argv.slice(2)
@@ -78,35 +77,13 @@ const load = () =>
 
 /** The app of the checkout at `root` on a fresh store (a new database on `server` for PostgreSQL). */
 async function buildAt(root: string, server: BenchPostgres | undefined, name: string): Promise<App> {
-  const code = async (file: string) => import(path.join(root, file))
-  const { buildApp } = await code('src/app.ts')
-  const { loadConfig } = await code('src/config.ts')
-  const { openDatabase } = await code('src/db/database.ts')
-  const { migrateToLatest } = await code('src/db/migrate.ts')
-  const { prepareWebhookSecrets } = await code('src/events/webhook-secrets.ts')
-  const { hashToken } = await code('src/http/tokens.ts')
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-transfer-cpu-'))
-  const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_API_KEY: ADMIN_KEY, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' }
-  if (server) env.DATABASE_URL = await server.createDatabase(`${name}_${Date.now().toString(36)}`)
-  const config = loadConfig(env)
-  const database = openDatabase({ ...config, backgroundCheckpoints: true })
-  await migrateToLatest(database.db)
-  const app: FastifyInstance = await buildApp({
-    config,
-    database,
-    adminKeyHash: hashToken(ADMIN_KEY),
-    secretsKey: await prepareWebhookSecrets(database.db, config),
-    logStream: { write: () => undefined },
-  })
+  const databaseUrl = server ? await server.createDatabase(`${name}_${Date.now().toString(36)}`) : undefined
+  const { app, database, close } = await buildAppAt(root, ADMIN_KEY, databaseUrl, 'coffer-transfer-cpu')
   return {
     app,
     call: injector(app, root),
     database,
-    async close() {
-      await app.close()
-      await database.close()
-      fs.rmSync(dataDir, { recursive: true, force: true })
-    },
+    close,
   }
 }
 
