@@ -255,7 +255,14 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<Checkpoint[]>
     service = undefined
     const ownAt = process.cpuUsage()
     const steps = Math.ceil((until - built) / STEP)
-    await writeStepsDirectly(store, { walletIds, assetId: seeded.asset.id, first: step, steps })
+    await writeStepsDirectly(store, {
+      walletIds,
+      assetId: seeded.asset.id,
+      first: step,
+      steps,
+      dataDir,
+      onProgress: (message) => log(`${storage}:   ${message}`),
+    })
     step += steps
     const ownCpu = process.cpuUsage(ownAt)
     const at = performance.now()
