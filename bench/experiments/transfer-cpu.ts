@@ -1,6 +1,6 @@
 /**
  * What a feature costs a plain transfer, in process (`npx tsx bench/experiments/transfer-cpu.ts
- * [--storage=sqlite|postgres] (--roots=DIR,DIR | --monitors | --schedules) [--rounds=N] [--transfers=N]
+ * [--storage=sqlite|postgres] (--roots=DIR,DIR | --journal-off | --monitors | --schedules) [--rounds=N] [--transfers=N]
  * [--chunk=N] [--concurrency=N] [--schedules=N]`): transfers of 1 gold from a wallet by key to a
  * wallet by id, sent with Fastify's `inject` by `concurrency` clients at once (32), so that group
  * commit forms batches as under load. The figure is CPU per transfer: this process's (user +
@@ -12,6 +12,10 @@
  *
  * - `--roots=A,B`: the apps of two checkouts (say the commit before a feature landed, and this
  *   one), each on its own store; ratio B ÷ A.
+ * - `--journal-off`: the journal alone, this build with and without it: this checkout's `src` copied
+ *   to a temporary directory with the journal's work on the write path taken out (its sequencer
+ *   never starts nor is woken; on PostgreSQL the trigger that queues each transaction for it is
+ *   dropped), against this checkout; ratio on ÷ off.
  * - `--monitors`: one app; chunks of transfers among the same wallets, in turn without monitors and
  *   with a monitor on gold that never crosses (below 1) on every wallet, added before the chunk and
  *   deleted after it. Ratio monitored ÷ plain; `--control` compares plain with plain.
@@ -20,9 +24,11 @@
  *   before the instant are the baseline, those between it and the last run the figure: CPU per
  *   transfer (the runner's work included, as it shares the process) and transfers/s of wall time.
  */
+import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
+import { sql } from 'kysely'
 import { processTreeCpuMs } from '../cpu.ts'
 import { buildAppAt, injector, signUpWithKey } from '../in-process.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
@@ -30,10 +36,11 @@ import { startPostgres, type BenchPostgres } from '../postgres.ts'
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
 const STORAGE = (option('storage') ?? 'sqlite') as 'sqlite' | 'postgres'
+const JOURNAL_OFF = args.includes('--journal-off')
 const ROOTS = option('roots')
   ?.split(',')
   .map((root) => path.resolve(root))
-const MODE = ROOTS ? 'roots' : args.includes('--schedules') ? 'schedules' : 'monitors'
+const MODE = ROOTS || JOURNAL_OFF ? 'roots' : args.includes('--schedules') ? 'schedules' : 'monitors'
 const ROUNDS = Number(option('rounds') ?? 5)
 const TRANSFERS = Number(option('transfers') ?? 4000)
 const CHUNK = Number(option('chunk') ?? 500)
@@ -162,14 +169,44 @@ async function alternate(subjects: [Subject, Subject], serverPid: number | undef
   if (serverPid) console.log(`  the server's part alone: median ${median(serverRatios).toFixed(3)} (range ${range(serverRatios)})`)
 }
 
+/**
+ * This checkout's `src` in a temporary directory, the sequencer's start and wake-up taken out of
+ * `src/app.ts` (the one place the app runs it); `remove` deletes the copy.
+ */
+function journalOffCopy(): { root: string; remove(): void } {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-journal-off-'))
+  fs.cpSync(path.join(ROOT, 'src'), path.join(root, 'src'), { recursive: true })
+  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(root, 'package.json'))
+  fs.symlinkSync(fs.realpathSync(path.join(ROOT, 'node_modules')), path.join(root, 'node_modules'))
+  const file = path.join(root, 'src/app.ts')
+  let text = fs.readFileSync(file, 'utf8')
+  for (const taken of [`app.addHook('onReady', async () => sequencer.start())`, 'sequencer.wake()']) {
+    // Exactly one occurrence, or the copy would silently keep the journal: the patch needs updating.
+    if (text.split(taken).length !== 2) throw new Error(`--journal-off: src/app.ts has no single \`${taken}\` to take out`)
+    text = text.replace(taken, '')
+  }
+  fs.writeFileSync(file, text)
+  return { root, remove: () => fs.rmSync(root, { recursive: true, force: true }) }
+}
+
 async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<void> {
-  const [a, b] = ROOTS as string[]
+  const copy = JOURNAL_OFF ? journalOffCopy() : undefined
+  const [a, b] = copy ? [copy.root, ROOT] : (ROOTS as string[])
   const subjects: Subject[] = []
   for (const [i, root] of [a, b].entries()) {
     const built = await buildAt(root, server, `roots${i}`)
     apps.push(built)
+    if (copy && i === 0) {
+      const close = built.close
+      built.close = async () => {
+        await close()
+        copy.remove()
+      }
+      // The copy's transactions are never positioned: nothing needs them queued.
+      if (server) await sql`drop trigger transactions_journal_pending on transactions`.execute(built.database.db)
+    }
     subjects.push({
-      label: path.basename(root) || root,
+      label: copy ? (i === 0 ? 'journal off' : 'journal on') : path.basename(root) || root,
       app: built.app,
       wallets: await wallets(built, 'cpu', WALLETS, await goldIn(built)),
     })
