@@ -7,7 +7,7 @@
  * system) and, on PostgreSQL, the server's (its processes, from /proc). On a busy machine the
  * subjects take turns in chunks (ABBA…), so that the other load weighs on both alike; each round
  * prints both and their ratio, and the end the median ratio and its range. Each chunk's figure
- * counts the `--settle` ms (250) after its last answer, when background jobs (the journal's
+ * counts the `--settle` ms (500) after its last answer, when background jobs (the journal's
  * sequencer) finish the work it left them.
  *
  * - `--roots=A,B`: the apps of two checkouts (say the commit before a feature landed, and this
@@ -48,7 +48,7 @@ const CONCURRENCY = Number(option('concurrency') ?? 32)
 const SCHEDULES = Number(option('schedules') ?? 1000)
 const WALLETS = 50
 /** Idle time counted after each chunk, so that the background work it causes is counted with it. */
-const SETTLE_MS = Number(option('settle') ?? 250)
+const SETTLE_MS = Number(option('settle') ?? 500)
 const ROOT = path.resolve(import.meta.dirname, '../..')
 const ADMIN_KEY = 'cfa_transfer_cpu_bench_admin_key_not_a_secret'
 
@@ -133,7 +133,7 @@ async function measure(subject: Subject, count: number, serverPid?: number): Pro
   const started = process.hrtime.bigint()
   await Promise.all(Array.from({ length: CONCURRENCY }, client))
   const wall = Number(process.hrtime.bigint() - started) / 1000
-  // The work a chunk leaves to background jobs (the journal's sequencer wakes 20 ms after a commit) is counted with it.
+  // The work a chunk leaves to background jobs (the journal's sequencer waits up to 250 ms after a commit) is counted with it.
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
   const used = process.cpuUsage(before)
   const server = serverPid ? (processTreeCpuMs(serverPid) - serverBefore) * 1000 : 0
