@@ -1,17 +1,21 @@
 /**
  * What a feature costs a plain transfer, in process (`npx tsx bench/experiments/transfer-cpu.ts
- * [--storage=sqlite|postgres] (--roots=DIR,DIR | --monitors | --schedules) [--rounds=N] [--transfers=N]
+ * [--storage=sqlite|postgres] (--roots=DIR,DIR | --journal-off | --monitors | --schedules) [--rounds=N] [--transfers=N]
  * [--chunk=N] [--concurrency=N] [--schedules=N]`): transfers of 1 gold from a wallet by key to a
  * wallet by id, sent with Fastify's `inject` by `concurrency` clients at once (32), so that group
  * commit forms batches as under load. The figure is CPU per transfer: this process's (user +
  * system) and, on PostgreSQL, the server's (its processes, from /proc). On a busy machine the
  * subjects take turns in chunks (ABBA…), so that the other load weighs on both alike; each round
  * prints both and their ratio, and the end the median ratio and its range. Each chunk's figure
- * counts the `--settle` ms (250) after its last answer, when background jobs (the journal's
+ * counts the `--settle` ms (500) after its last answer, when background jobs (the journal's
  * sequencer) finish the work it left them.
  *
  * - `--roots=A,B,…`: the apps of two or more checkouts (say the commit before a feature landed,
  *   and this one), each on its own store; the ratio of each to the first (B ÷ A, …).
+ * - `--journal-off`: the journal alone, this build with and without it: this checkout's `src` copied
+ *   to a temporary directory with the journal's work on the write path taken out (its sequencer
+ *   never starts nor is woken; on PostgreSQL the trigger that queues each transaction for it is
+ *   dropped), against this checkout; ratio on ÷ off.
  * - `--monitors`: one app; chunks of transfers among the same wallets, in turn without monitors and
  *   with a monitor on gold that never crosses (below 1) on every wallet, added before the chunk and
  *   deleted after it. Ratio monitored ÷ plain; `--control` compares plain with plain.
@@ -20,9 +24,11 @@
  *   before the instant are the baseline, those between it and the last run the figure: CPU per
  *   transfer (the runner's work included, as it shares the process) and transfers/s of wall time.
  */
+import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
+import { sql } from 'kysely'
 import { processTreeCpuMs } from '../cpu.ts'
 import { buildAppAt, injector, signUpWithKey } from '../in-process.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
@@ -30,10 +36,11 @@ import { startPostgres, type BenchPostgres } from '../postgres.ts'
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
 const STORAGE = (option('storage') ?? 'sqlite') as 'sqlite' | 'postgres'
+const JOURNAL_OFF = args.includes('--journal-off')
 const ROOTS = option('roots')
   ?.split(',')
   .map((root) => path.resolve(root))
-const MODE = ROOTS ? 'roots' : args.includes('--schedules') ? 'schedules' : 'monitors'
+const MODE = ROOTS || JOURNAL_OFF ? 'roots' : args.includes('--schedules') ? 'schedules' : 'monitors'
 const ROUNDS = Number(option('rounds') ?? 5)
 const TRANSFERS = Number(option('transfers') ?? 4000)
 const CHUNK = Number(option('chunk') ?? 500)
@@ -41,7 +48,7 @@ const CONCURRENCY = Number(option('concurrency') ?? 32)
 const SCHEDULES = Number(option('schedules') ?? 1000)
 const WALLETS = 50
 /** Idle time counted after each chunk, so that the background work it causes is counted with it. */
-const SETTLE_MS = Number(option('settle') ?? 250)
+const SETTLE_MS = Number(option('settle') ?? 500)
 const ROOT = path.resolve(import.meta.dirname, '../..')
 const ADMIN_KEY = 'cfa_transfer_cpu_bench_admin_key_not_a_secret'
 
@@ -126,7 +133,7 @@ async function measure(subject: Subject, count: number, serverPid?: number): Pro
   const started = process.hrtime.bigint()
   await Promise.all(Array.from({ length: CONCURRENCY }, client))
   const wall = Number(process.hrtime.bigint() - started) / 1000
-  // The work a chunk leaves to background jobs (the journal's sequencer wakes 20 ms after a commit) is counted with it.
+  // The work a chunk leaves to background jobs (the journal's sequencer waits up to 250 ms after a commit) is counted with it.
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
   const used = process.cpuUsage(before)
   const server = serverPid ? (processTreeCpuMs(serverPid) - serverBefore) * 1000 : 0
@@ -170,13 +177,43 @@ async function alternate(subjects: Subject[], serverPid: number | undefined): Pr
   }
 }
 
+/**
+ * This checkout's `src` in a temporary directory, the sequencer's start and wake-up taken out of
+ * `src/app.ts` (the one place the app runs it); `remove` deletes the copy.
+ */
+function journalOffCopy(): { root: string; remove(): void } {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-journal-off-'))
+  fs.cpSync(path.join(ROOT, 'src'), path.join(root, 'src'), { recursive: true })
+  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(root, 'package.json'))
+  fs.symlinkSync(fs.realpathSync(path.join(ROOT, 'node_modules')), path.join(root, 'node_modules'))
+  const file = path.join(root, 'src/app.ts')
+  let text = fs.readFileSync(file, 'utf8')
+  for (const taken of [`app.addHook('onReady', async () => sequencer.start())`, 'sequencer.wake()']) {
+    // Exactly one occurrence, or the copy would silently keep the journal: the patch needs updating.
+    if (text.split(taken).length !== 2) throw new Error(`--journal-off: src/app.ts has no single \`${taken}\` to take out`)
+    text = text.replace(taken, '')
+  }
+  fs.writeFileSync(file, text)
+  return { root, remove: () => fs.rmSync(root, { recursive: true, force: true }) }
+}
+
 async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<void> {
+  const copy = JOURNAL_OFF ? journalOffCopy() : undefined
   const subjects: Subject[] = []
-  for (const [i, root] of (ROOTS as string[]).entries()) {
+  for (const [i, root] of (copy ? [copy.root, ROOT] : (ROOTS as string[])).entries()) {
     const built = await buildAt(root, server, `roots${i}`)
     apps.push(built)
+    if (copy && i === 0) {
+      const close = built.close
+      built.close = async () => {
+        await close()
+        copy.remove()
+      }
+      // The copy's transactions are never positioned: nothing needs them queued.
+      if (server) await sql`drop trigger transactions_journal_pending on transactions`.execute(built.database.db)
+    }
     subjects.push({
-      label: path.basename(root) || root,
+      label: copy ? (i === 0 ? 'journal off' : 'journal on') : path.basename(root) || root,
       app: built.app,
       wallets: await wallets(built, 'cpu', WALLETS, await goldIn(built)),
     })

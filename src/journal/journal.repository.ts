@@ -63,10 +63,13 @@ export async function takeWaiting(
   const rows = await rowsOf(
     executor,
     isPostgres(executor)
-      ? sql<WaitingRow>`select p.transaction_id as waiting, ${WAITING_FIELDS}
-        from journal_pending p left join transactions t on t.id = p.transaction_id
-        left join journal_entries j on j.transaction_id = p.transaction_id
-        order by p.transaction_id limit ${limit}`
+      ? // Lookups by id, one row at a time (`limit 1` keeps the planner from turning them into joins): the
+        // queue's statistics lag its churn, and a merge join on them reads `transactions` from its first row.
+        sql<WaitingRow>`select p.transaction_id as waiting, ${WAITING_FIELDS}
+        from (select transaction_id from journal_pending order by transaction_id limit ${limit}) p
+        left join lateral (select ${TRANSACTION_FIELDS} from transactions where id = p.transaction_id limit 1) t on true
+        left join lateral (select position from journal_entries where transaction_id = p.transaction_id limit 1) j on true
+        order by p.transaction_id`
       : sql<WaitingRow>`select t.id as waiting, ${WAITING_FIELDS}
         from transactions t left join journal_entries j on j.transaction_id = t.id
         where t.id > ${state.lastTransactionId} order by t.id limit ${limit}`,
@@ -91,13 +94,16 @@ export async function takeWaiting(
 
 type WaitingRow = Parameters<typeof toEncoded>[0] & { waiting: number; id: number | null; position: number | null }
 
+const TRANSACTION_FIELDS = sql.raw('id, kind, created_at, sending_wallet_id, receiving_wallet_id, memo, reverses, hold_id, metadata')
 const WAITING_FIELDS = sql.raw(
   't.id, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.reverses, t.hold_id, t.metadata, j.position',
 )
 
 /** Whether any committed transaction waits for a position: one cheap read, outside a transaction. */
 export async function hasUnpositioned(executor: Executor): Promise<boolean> {
-  if (isPostgres(executor)) return (await executor.selectFrom('journal_pending').select('transaction_id').limit(1).execute()).length > 0
+  // Through the key: a scan of the queue's heap would read every row deleted since the last vacuum.
+  if (isPostgres(executor))
+    return (await executor.selectFrom('journal_pending').select('transaction_id').orderBy('transaction_id').limit(1).execute()).length > 0
   const { rows } = await sql<{
     waiting: number
   }>`select exists (select 1 from transactions where id > (select last_transaction_id from journal_state where id = 1)) as waiting`.execute(

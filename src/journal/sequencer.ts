@@ -37,6 +37,13 @@ const DEFAULT_BATCH = 1_000
 const DEFAULT_POLL_MS = 200
 /** After a wake-up, a short wait so that the commits of a busy moment are positioned together. */
 const WAKE_DELAY_MS = 50
+/**
+ * Under load (the last round positioned `BUSY_ROUND` or more), a longer one: a round's fixed cost
+ * (its transaction, the state, the pages its commit writes) is shared by more transactions, and a
+ * position still comes well within the second it may take.
+ */
+const BUSY_WAKE_DELAY_MS = 250
+const BUSY_ROUND = 25
 
 /** What a sequencer knows of the latest checkpoint between rounds: when it was signed (ms). */
 interface Known {
@@ -92,7 +99,7 @@ async function sequenceRound(options: SequencerOptions, known: Known): Promise<R
 /**
  * The sequencer as a long-lived part: rounds run one at a time, on `wake()` (a commit in this
  * process) and every `pollMs` (commits elsewhere, a checkpoint falling due); a full batch runs the
- * next round at once, commits during a round another `WAKE_DELAY_MS` after it.
+ * next round at once, commits during a round another wake delay after it.
  */
 export class JournalSequencer {
   readonly #options: SequencerOptions
@@ -102,6 +109,7 @@ export class JournalSequencer {
   #running: Promise<void> | undefined
   #again = false
   #stopped = true
+  #busy = false
 
   constructor(options: SequencerOptions) {
     this.#options = options
@@ -116,7 +124,11 @@ export class JournalSequencer {
   wake(): void {
     if (this.#stopped) return
     this.#again = true
-    if (!this.#running) this.#schedule(WAKE_DELAY_MS)
+    if (!this.#running) this.#schedule(this.#wakeDelay())
+  }
+
+  #wakeDelay(): number {
+    return this.#busy ? BUSY_WAKE_DELAY_MS : WAKE_DELAY_MS
   }
 
   async stop(): Promise<void> {
@@ -149,6 +161,7 @@ export class JournalSequencer {
         this.#again = false
         const result = await sequenceRound(this.#options, this.#known)
         full = result.positioned >= (this.#options.batch ?? DEFAULT_BATCH)
+        this.#busy = result.positioned >= BUSY_ROUND
         if (full) this.#options.onProgress?.(result.positioned, (await journal.readState(this.#options.database.db, false))?.size ?? 0)
       } catch (error) {
         this.#options.onError?.(error)
@@ -157,7 +170,7 @@ export class JournalSequencer {
     await this.#running
     this.#running = undefined
     if (this.#stopped) return
-    this.#schedule(full ? 0 : this.#again ? WAKE_DELAY_MS : (this.#options.pollMs ?? DEFAULT_POLL_MS))
+    this.#schedule(full ? 0 : this.#again ? this.#wakeDelay() : (this.#options.pollMs ?? DEFAULT_POLL_MS))
   }
 
   async #workWaits(): Promise<boolean> {
