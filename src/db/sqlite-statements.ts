@@ -1,4 +1,5 @@
 import type SQLite from 'better-sqlite3'
+import type { RawBuilder } from 'kysely'
 import type { Executor } from './database.types.ts'
 import { storageStateOf, type SqliteStatements } from './storage-state.ts'
 
@@ -39,4 +40,16 @@ export function statementCache(sqlite: SQLite.Database, size = 500): SqliteState
       return statement
     },
   }
+}
+
+/**
+ * The rows of a read inside the caller's transaction as arrays of values in column order: on SQLite
+ * straight on the driver (the transaction holds its one connection), with no object per row; on
+ * PostgreSQL through Kysely. For long reads row by row (`coffer verify`).
+ */
+export async function readArrays(executor: Executor, statement: RawBuilder<unknown>): Promise<unknown[][]> {
+  const statements = sqliteStatementsOf(executor)
+  if (!statements || !executor.isTransaction) return (await statement.execute(executor)).rows.map((row) => Object.values(row as object))
+  const compiled = statement.compile(executor)
+  return statements.prepare(compiled.sql).raw(true).all(compiled.parameters) as unknown[][]
 }
