@@ -88,6 +88,7 @@ export async function verifyJournal(
   db: Executor,
   key: SigningKey | undefined,
   progress?: (done: number, total: number) => void,
+  chunk = CHUNK,
 ): Promise<JournalReport> {
   if (!db.isTransaction) {
     // Only reads, so a retry starts over.
@@ -96,7 +97,7 @@ export async function verifyJournal(
         .transaction()
         .setIsolationLevel('repeatable read')
         .setAccessMode('read only')
-        .execute((trx) => verifyJournal(trx, key, progress)),
+        .execute((trx) => verifyJournal(trx, key, progress, chunk)),
     )
   }
   const problems: string[] = []
@@ -125,8 +126,8 @@ export async function verifyJournal(
       name(`checkpoint of size ${checkpoint.size}: its signature does not verify with the signing key`)
   }
   while (next < checkpoints.length && checkpoints[next].size === 0) checkAt(checkpoints[next++])
-  for (let after = 0; after < last; after += CHUNK) {
-    const rows = await readEntries(db, after, after + CHUNK)
+  for (let after = 0; after < last; after += chunk) {
+    const rows = await readEntries(db, after, after + chunk)
     const from = size
     const completed: Node[] = []
     for (let i = 0; i < rows.length;) {
