@@ -51,5 +51,11 @@ export async function readArrays(executor: Executor, statement: RawBuilder<unkno
   const statements = sqliteStatementsOf(executor)
   if (!statements || !executor.isTransaction) return (await statement.execute(executor)).rows.map((row) => Object.values(row as object))
   const compiled = statement.compile(executor)
-  return statements.prepare(compiled.sql).raw(true).all(compiled.parameters) as unknown[][]
+  const prepared = statements.prepare(compiled.sql).raw(true)
+  try {
+    return prepared.all(compiled.parameters) as unknown[][]
+  } finally {
+    // The statement is cached by its text: whoever runs the same text next expects objects.
+    prepared.raw(false)
+  }
 }
