@@ -222,7 +222,7 @@ function progressBar(done: number, total: number, noun = 'transactions'): void {
   if (done >= total) process.stderr.write('\n')
 }
 
-const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`
+const count = (n: number, noun: string, plural = `${noun}s`) => `${n} ${n === 1 ? noun : plural}`
 
 type Progress = (done: number, total: number) => void
 
@@ -259,7 +259,7 @@ async function checkJournal(config: Config, database: Database, progress: Progre
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   return () => {
     console.log(
-      `checked ${count(report.entries, 'journal entry')}, ${count(report.checkpoints, 'checkpoint')} in ${seconds} s` +
+      `checked ${count(report.entries, 'journal entry', 'journal entries')}, ${count(report.checkpoints, 'checkpoint')} in ${seconds} s` +
         (report.unpositioned > 0 ? ` (${count(report.unpositioned, 'transaction')} not positioned yet)` : ''),
     )
     if (!report.signaturesChecked)
