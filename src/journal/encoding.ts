@@ -51,15 +51,10 @@ function encodeTransaction(position: number, transaction: EncodedTransaction): s
   ])
 }
 
-/** hex SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding. */
-export function chainHash(previous: string, position: number, transaction: EncodedTransaction): string {
-  return chainHashBytes(Buffer.from(previous, 'hex'), position, transaction).toString('hex')
-}
-
 /** Where the previous hash and the encoding are written before hashing: no buffer per transaction. */
 let scratch = Buffer.allocUnsafe(4096)
 
-/** `chainHash` on the hashes' bytes. */
+/** SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding. */
 export function chainHashBytes(previous: Buffer, position: number, transaction: EncodedTransaction): Buffer {
   const text = encodeTransaction(position, transaction)
   // At most three bytes of UTF-8 per UTF-16 unit.
