@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import { sql } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
-import { withRetries } from '../db/retry.ts'
+import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
 import { chainHashBytes, GENESIS_HASH, type EncodedTransaction } from './encoding.ts'
 import * as journal from './journal.repository.ts'
@@ -91,14 +91,7 @@ export async function verifyJournal(
   chunk = CHUNK,
 ): Promise<JournalReport> {
   if (!db.isTransaction) {
-    // Only reads, so a retry starts over.
-    return withRetries(() =>
-      (db as Db)
-        .transaction()
-        .setIsolationLevel('repeatable read')
-        .setAccessMode('read only')
-        .execute((trx) => verifyJournal(trx, key, progress, chunk)),
-    )
+    return inReadOnlySnapshot(db as Db, (trx) => verifyJournal(trx, key, progress, chunk))
   }
   const problems: string[] = []
   const name = (problem: string) => {

@@ -4,7 +4,7 @@ import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
 import { runningSums } from '../db/migrations/0010_running_balances.ts'
 import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveries.ts'
-import { withRetries } from '../db/retry.ts'
+import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
 
@@ -173,14 +173,7 @@ export async function verifyLedger(
   now = new Date().toISOString(),
 ): Promise<VerifyReport> {
   if (!db.isTransaction) {
-    // Only reads, so a retry starts over.
-    return withRetries(() =>
-      (db as Db)
-        .transaction()
-        .setIsolationLevel('repeatable read')
-        .setAccessMode('read only')
-        .execute((trx) => verifyLedger(trx, progress, now)),
-    )
+    return inReadOnlySnapshot(db as Db, (trx) => verifyLedger(trx, progress, now))
   }
   const problems: string[] = []
   const expected = new Map<string, number>()
