@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { openDatabase, type Database } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
+import { isPostgres } from './db/dialect.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { createOutbox } from './events/outbox.ts'
@@ -221,37 +222,57 @@ function progressBar(done: number, total: number, noun = 'transactions'): void {
   if (done >= total) process.stderr.write('\n')
 }
 
-const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`
+const count = (n: number, noun: string, plural = `${noun}s`) => `${n} ${n === 1 ? noun : plural}`
 
-/** `coffer verify`: the ledger, then the journal. */
+type Progress = (done: number, total: number) => void
+
+/**
+ * `coffer verify`: the ledger, then the journal. On PostgreSQL both halves run at once, each on its
+ * own connection and snapshot, so the server reads for both on two cores; SQLite has one connection.
+ */
 function verify(config: Config): (database: Database) => Promise<number> {
   return async (database) => {
-    const ledgerStatus = await verifyLedgerOnly(database)
-    const journalStatus = await verifyJournalOnly(config, database)
-    return ledgerStatus || journalStatus
+    if (!isPostgres(database.db)) {
+      const ledgerStatus = (await checkLedger(database, progressBar))()
+      return (await checkJournal(config, database, (done, total) => progressBar(done, total, 'journal entries')))() || ledgerStatus
+    }
+    const halves = [
+      [0, 0],
+      [0, 0],
+    ]
+    const progress =
+      (half: number): Progress =>
+      (done, total) => {
+        halves[half] = [done, total]
+        if (halves[0][1] > 0 && halves[1][1] > 0) progressBar(halves[0][0] + halves[1][0], halves[0][1] + halves[1][1], 'rows checked')
+      }
+    const [ledger, journal] = await Promise.all([checkLedger(database, progress(0)), checkJournal(config, database, progress(1))])
+    const ledgerStatus = ledger()
+    return journal() || ledgerStatus
   }
 }
 
-async function verifyJournalOnly(config: Config, database: Database): Promise<number> {
+/** Verifies the journal; answers what prints its report and gives the exit status. */
+async function checkJournal(config: Config, database: Database, progress: Progress): Promise<() => number> {
   const started = Date.now()
-  const report = await verifyJournal(database.db, findSigningKey(config.signingKey, config.dataDir), (done, total) =>
-    progressBar(done, total, 'journal entries'),
-  )
+  const report = await verifyJournal(database.db, findSigningKey(config.signingKey, config.dataDir), progress)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  console.log(
-    `checked ${count(report.entries, 'journal entry')}, ${count(report.checkpoints, 'checkpoint')} in ${seconds} s` +
-      (report.unpositioned > 0 ? ` (${count(report.unpositioned, 'transaction')} not positioned yet)` : ''),
-  )
-  if (!report.signaturesChecked)
-    console.log('no signing key found (SIGNING_KEY or DATA_DIR/signing-key): checkpoint signatures not checked')
-  if (report.ok) {
-    console.log('journal OK: every hash, checkpoint root and signature matches the transactions')
-    return 0
+  return () => {
+    console.log(
+      `checked ${count(report.entries, 'journal entry', 'journal entries')}, ${count(report.checkpoints, 'checkpoint')} in ${seconds} s` +
+        (report.unpositioned > 0 ? ` (${count(report.unpositioned, 'transaction')} not positioned yet)` : ''),
+    )
+    if (!report.signaturesChecked)
+      console.log('no signing key found (SIGNING_KEY or DATA_DIR/signing-key): checkpoint signatures not checked')
+    if (report.ok) {
+      console.log('journal OK: every hash, checkpoint root and signature matches the transactions')
+      return 0
+    }
+    if (report.firstMismatch !== undefined) console.log(`journal: position ${report.firstMismatch} is the first that no longer matches`)
+    console.log(`journal has ${report.problems.length} problem(s):`)
+    for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
+    return 1
   }
-  if (report.firstMismatch !== undefined) console.log(`journal: position ${report.firstMismatch} is the first that no longer matches`)
-  console.log(`journal has ${report.problems.length} problem(s):`)
-  for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
-  return 1
 }
 
 /** `coffer export`: the journal as NDJSON on standard output; ends cleanly on SIGINT, SIGTERM or a closed pipe. */
@@ -282,24 +303,27 @@ async function exportJournal(database: Database, after: number, follow: boolean)
   }
 }
 
-async function verifyLedgerOnly(database: Database): Promise<number> {
+/** Verifies the ledger; answers what prints its report and gives the exit status. */
+async function checkLedger(database: Database, progress: Progress): Promise<() => number> {
   const started = Date.now()
-  const report = await verifyLedger(database.db, progressBar)
+  const report = await verifyLedger(database.db, progress)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
-  console.log(
-    `checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ` +
-      `${count(report.assets, 'asset')} in ${seconds} s`,
-  )
-  if (report.ok) {
-    console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing below its credit limit')
-    return 0
+  return () => {
+    console.log(
+      `checked ${count(report.transactions, 'transaction')}, ${count(report.holdings, 'holding')}, ` +
+        `${count(report.assets, 'asset')} in ${seconds} s`,
+    )
+    if (report.ok) {
+      console.log('ledger OK: every holding matches the journal, every asset sums to zero with mint, nothing below its credit limit')
+      return 0
+    }
+    console.log(`ledger has ${report.problems.length} problem(s):`)
+    for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
+    if (report.problems.length > 100) console.log(`  … and ${report.problems.length - 100} more`)
+    if (report.wrongRunningBalances > 0)
+      console.log('running balances that the journal does not give are rewritten from it by `coffer verify --repair`')
+    return 1
   }
-  console.log(`ledger has ${report.problems.length} problem(s):`)
-  for (const problem of report.problems.slice(0, 100)) console.log(`  - ${problem}`)
-  if (report.problems.length > 100) console.log(`  … and ${report.problems.length - 100} more`)
-  if (report.wrongRunningBalances > 0)
-    console.log('running balances that the journal does not give are rewritten from it by `coffer verify --repair`')
-  return 1
 }
 
 /** `coffer verify --repair`: rewrites the running balances, then verifies; the exit status is verify's. */

@@ -1,3 +1,4 @@
+import type { Db, Executor } from './database.types.ts'
 /** A serialization failure, deadlock or stale named statement: rolled back, so safe to run again. */
 export function isRetryable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
@@ -29,4 +30,9 @@ export async function withRetries<T>(attempt: () => Promise<T>): Promise<T> {
       await retryPause(tryNumber)
     }
   }
+}
+
+/** `work` in one read-only repeatable-read snapshot, started over on a retryable failure (it only reads). */
+export function inReadOnlySnapshot<T>(db: Db, work: (trx: Executor) => Promise<T>): Promise<T> {
+  return withRetries(() => db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(work))
 }

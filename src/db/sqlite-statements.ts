@@ -1,4 +1,5 @@
 import type SQLite from 'better-sqlite3'
+import type { RawBuilder } from 'kysely'
 import type { Executor } from './database.types.ts'
 import { storageStateOf, type SqliteStatements } from './storage-state.ts'
 
@@ -38,5 +39,23 @@ export function statementCache(sqlite: SQLite.Database, size = 500): SqliteState
       statements.set(sql, statement)
       return statement
     },
+  }
+}
+
+/**
+ * The rows of a read inside the caller's transaction as arrays of values in column order: on SQLite
+ * straight on the driver (the transaction holds its one connection), with no object per row; on
+ * PostgreSQL through Kysely. For long reads row by row (`coffer verify`).
+ */
+export async function readArrays(executor: Executor, statement: RawBuilder<unknown>): Promise<unknown[][]> {
+  const statements = sqliteStatementsOf(executor)
+  if (!statements || !executor.isTransaction) return (await statement.execute(executor)).rows.map((row) => Object.values(row as object))
+  const compiled = statement.compile(executor)
+  const prepared = statements.prepare(compiled.sql).raw(true)
+  try {
+    return prepared.all(compiled.parameters) as unknown[][]
+  } finally {
+    // The statement is cached by its text: whoever runs the same text next expects objects.
+    prepared.raw(false)
   }
 }

@@ -31,8 +31,10 @@ export const GENESIS_HASH = '0'.repeat(64)
  * memo, [[asset_id, quantity]…] by asset id, reverses or null, hold_id or null, [[key, value]…] by key].
  */
 function encodeTransaction(position: number, transaction: EncodedTransaction): string {
-  const assets = [...transaction.assets].sort((a, b) => a[0] - b[0] || a[1] - b[1])
-  const metadata = Object.entries(transaction.metadata).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  // One line and no metadata or one key are the common case: nothing to sort.
+  const assets = transaction.assets.length > 1 ? [...transaction.assets].sort((a, b) => a[0] - b[0] || a[1] - b[1]) : transaction.assets
+  const entries = Object.entries(transaction.metadata)
+  const metadata = entries.length > 1 ? entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) : entries
   return JSON.stringify([
     'coffer-transaction/v1',
     position,
@@ -49,12 +51,15 @@ function encodeTransaction(position: number, transaction: EncodedTransaction): s
   ])
 }
 
-/** hex SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding. */
-export function chainHash(previous: string, position: number, transaction: EncodedTransaction): string {
-  return chainHashBytes(Buffer.from(previous, 'hex'), position, transaction).toString('hex')
-}
+/** Where the previous hash and the encoding are written before hashing: no buffer per transaction. */
+let scratch = Buffer.allocUnsafe(4096)
 
-/** `chainHash` on the hashes' bytes. */
+/** SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding. */
 export function chainHashBytes(previous: Buffer, position: number, transaction: EncodedTransaction): Buffer {
-  return hash('sha256', Buffer.concat([previous, Buffer.from(encodeTransaction(position, transaction), 'utf8')]), 'buffer')
+  const text = encodeTransaction(position, transaction)
+  // At most three bytes of UTF-8 per UTF-16 unit.
+  if (32 + 3 * text.length > scratch.length) scratch = Buffer.allocUnsafe(2 * (32 + 3 * text.length))
+  previous.copy(scratch, 0, 0, 32)
+  const length = 32 + scratch.write(text, 32, 'utf8')
+  return hash('sha256', scratch.subarray(0, length), 'buffer')
 }

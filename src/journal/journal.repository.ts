@@ -112,26 +112,6 @@ export async function hasUnpositioned(executor: Executor): Promise<boolean> {
   return Number(rows[0]?.waiting) === 1
 }
 
-/** The stored fields the encoding takes, of these transactions, by id. */
-async function loadEncoded(executor: Executor, ids: number[]): Promise<Map<number, EncodedTransaction>> {
-  const found = new Map<number, EncodedTransaction>()
-  if (ids.length === 0) return found
-  const rows = await executor
-    .selectFrom('transactions')
-    .select(['id', 'kind', 'created_at', 'sending_wallet_id', 'receiving_wallet_id', 'memo', 'reverses', 'hold_id', 'metadata'])
-    .where(idsAmong(executor, sql.ref('id'), ids))
-    .execute()
-  const wanted = new Set(ids)
-  for (const row of rows) if (wanted.has(Number(row.id))) found.set(Number(row.id), toEncoded(row))
-  const lines = await executor
-    .selectFrom('transaction_assets')
-    .select(['transaction_id', 'asset_id', 'quantity'])
-    .where(idsAmong(executor, sql.ref('transaction_id'), ids))
-    .execute()
-  for (const line of lines) found.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
-  return found
-}
-
 /**
  * Rows whose `column` may be one of `ids`, a superset the caller filters: on SQLite the range from
  * the least to the greatest (a round's ids follow one another there, a range reads them in order);
@@ -272,75 +252,6 @@ export async function readNodes(executor: Executor, keys: { level: number; idx: 
     for (const row of rows) found.set(`${Number(row.level)}:${Number(row.idx)}`, row.hash)
   }
   return found
-}
-
-/**
- * The stored complete subtrees (level ≥ 1) that the leaves after the first `after` up to the first
- * `upTo` complete, keyed `level:idx` (`coffer verify`): one range of indexes per level.
- */
-export async function readNodesCompleted(executor: Executor, after: number, upTo: number): Promise<Map<string, string>> {
-  const found = new Map<string, string>()
-  const ranges: [level: number, first: number, last: number][] = []
-  for (let level = 1; 2 ** level <= upTo; level++) {
-    const span = 2 ** level
-    // A subtree at this level is complete once its last leaf is in: (idx + 1) · span in (after, upTo].
-    const first = Math.floor(after / span)
-    const last = Math.floor(upTo / span) - 1
-    if (first <= last) ranges.push([level, first, last])
-  }
-  // One range read per level through the key: an `or` of the ranges scans every node on SQLite.
-  for (const [level, first, last] of ranges) {
-    const rows = await executor
-      .selectFrom('journal_nodes')
-      .select(['idx', 'hash'])
-      .where('level', '=', level)
-      .where('idx', '>=', first)
-      .where('idx', '<=', last)
-      .execute()
-    for (const row of rows) found.set(`${level}:${Number(row.idx)}`, row.hash)
-  }
-  return found
-}
-
-/** How many complete subtrees are stored (`coffer verify`). */
-export async function countNodes(executor: Executor): Promise<number> {
-  const { rows } = await sql<{ count: number }>`select count(*) as count from journal_nodes`.execute(executor)
-  return Number(rows[0].count)
-}
-
-/** Entries from `after` on, in order, with their transactions' encoded fields (`coffer verify`). */
-export async function readEntriesWithFields(
-  executor: Executor,
-  after: number,
-  limit: number,
-): Promise<{ position: number; transaction_id: number; hash: string; fields: EncodedTransaction | undefined }[]> {
-  const entries = await executor
-    .selectFrom('journal_entries')
-    .select(['position', 'transaction_id', 'hash'])
-    .where('position', '>', after)
-    .orderBy('position')
-    .limit(limit)
-    .execute()
-  const fields = await loadEncoded(
-    executor,
-    entries.map((entry) => Number(entry.transaction_id)),
-  )
-  return entries.map((entry) => ({
-    position: Number(entry.position),
-    transaction_id: Number(entry.transaction_id),
-    hash: entry.hash,
-    fields: fields.get(Number(entry.transaction_id)),
-  }))
-}
-
-/** How many transactions have no position yet (`coffer verify`). */
-export async function countUnpositioned(executor: Executor): Promise<number> {
-  const { rows } = await sql<{
-    count: number
-  }>`select count(*) as count from transactions t where not exists (select 1 from journal_entries j where j.transaction_id = t.id)`.execute(
-    executor,
-  )
-  return Number(rows[0].count)
 }
 
 /**

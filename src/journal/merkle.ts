@@ -16,15 +16,22 @@ function sha256(...parts: Uint8Array[]): Hash {
 
 export const EMPTY_ROOT: Hash = sha256()
 
-const LEAF_PREFIX = Buffer.of(0)
-const NODE_PREFIX = Buffer.of(1)
+/** A prefix byte and two hashes are written here before hashing: no buffer per node. */
+const scratch = Buffer.alloc(65)
 
 export function leafHash(leaf: Uint8Array): Hash {
-  return sha256(LEAF_PREFIX, leaf)
+  if (leaf.length > 64) return sha256(Buffer.of(0), leaf)
+  scratch[0] = 0
+  scratch.set(leaf, 1)
+  return hash('sha256', scratch.subarray(0, 1 + leaf.length), 'buffer')
 }
 
 function nodeHash(left: Uint8Array, right: Uint8Array): Hash {
-  return sha256(NODE_PREFIX, left, right)
+  if (left.length !== 32 || right.length !== 32) return sha256(Buffer.of(1), left, right)
+  scratch[0] = 1
+  scratch.set(left, 1)
+  scratch.set(right, 33)
+  return hash('sha256', scratch, 'buffer')
 }
 
 /** A complete subtree: leaves [idx·2^level, (idx+1)·2^level). */

@@ -4,7 +4,8 @@ import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
 import { runningSums } from '../db/migrations/0010_running_balances.ts'
 import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveries.ts'
-import { withRetries } from '../db/retry.ts'
+import { inReadOnlySnapshot } from '../db/retry.ts'
+import { readArrays } from '../db/sqlite-statements.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
 
 export interface VerifyReport {
@@ -172,14 +173,7 @@ export async function verifyLedger(
   now = new Date().toISOString(),
 ): Promise<VerifyReport> {
   if (!db.isTransaction) {
-    // Only reads, so a retry starts over.
-    return withRetries(() =>
-      (db as Db)
-        .transaction()
-        .setIsolationLevel('repeatable read')
-        .setAccessMode('read only')
-        .execute((trx) => verifyLedger(trx, progress, now)),
-    )
+    return inReadOnlySnapshot(db as Db, (trx) => verifyLedger(trx, progress, now))
   }
   const problems: string[] = []
   const expected = new Map<string, number>()
@@ -205,35 +199,29 @@ export async function verifyLedger(
   // Ranges of ids, each read once in id order with its lines and the running balances stored for
   // their two sides (each read through its key): linear in the ledger, whatever its size.
   for (let after = 0; after < Number(last ?? 0); after += BATCH) {
-    const { rows } = await sql<{
-      id: number
-      sending_wallet_id: number
-      receiving_wallet_id: number
-      kind: string
-      reverses: number | null
-      asset_id: number | null
-      quantity: number
-      sent: number | null
-      received: number | null
-    }>`
+    // Arrays, not objects: [id, sender, receiver, kind, reverses, asset, quantity, stored sent, stored received].
+    const rows = (await readArrays(
+      db,
+      sql`
       select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.kind, t.reverses, l.asset_id, l.quantity,
         ${storedSide('t.sending_wallet_id')} as sent, ${storedSide('t.receiving_wallet_id')} as received
       from transactions t left join transaction_assets l on l.transaction_id = t.id
       where t.id > ${after} and t.id <= ${after + BATCH}
-      order by t.id, l.asset_id`.execute(db)
+      order by t.id, l.asset_id`,
+    )) as [number, number, number, string, number | null, number | null, number, number | null, number | null][]
     for (let i = 0; i < rows.length;) {
-      const transaction = rows[i]
+      const [id, sendingWalletId, receivingWalletId, kind, reverses] = rows[i]
+      const transaction = { id, sending_wallet_id: sendingWalletId, receiving_wallet_id: receivingWalletId, kind, reverses }
       const own: { asset_id: number; quantity: number }[] = []
-      for (; i < rows.length && rows[i].id === transaction.id; i++) {
-        const line = rows[i]
-        if (line.asset_id === null) continue
-        own.push({ asset_id: line.asset_id, quantity: line.quantity })
-        if (!Number.isSafeInteger(line.quantity) || line.quantity <= 0)
-          problems.push(`transaction ${transaction.id} moves ${line.quantity} of asset ${line.asset_id}`)
-        const sent = add(transaction.sending_wallet_id, line.asset_id, -line.quantity)
-        const received = add(transaction.receiving_wallet_id, line.asset_id, line.quantity)
+      for (; i < rows.length && rows[i][0] === id; i++) {
+        const [, , , , , assetId, quantity, storedSent, storedReceived] = rows[i]
+        if (assetId === null) continue
+        own.push({ asset_id: assetId, quantity })
+        if (!Number.isSafeInteger(quantity) || quantity <= 0) problems.push(`transaction ${id} moves ${quantity} of asset ${assetId}`)
+        const sent = add(sendingWalletId, assetId, -quantity)
+        const received = add(receivingWalletId, assetId, quantity)
         // The journal's sums in id order are what the two running balances must say.
-        if (line.sent === null || Number(line.sent) !== sent || line.received === null || Number(line.received) !== received)
+        if (storedSent === null || Number(storedSent) !== sent || storedReceived === null || Number(storedReceived) !== received)
           runningBalancesAgree = false
         sides += 2
       }

@@ -146,6 +146,110 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
     assert.deepEqual((await verifyJournal(db, key)).problems, [])
   })
 
+  it('reads the journal in chunks of any size and finds the same', async () => {
+    const db = t.database.db
+    const key = findSigningKey(t.config.signingKey, t.config.dataDir)
+    const whole = await verifyJournal(db, key)
+    assert.deepEqual(whole.problems, [])
+    for (const chunk of [1, 2, 3, 5]) {
+      const report = await verifyJournal(db, key, undefined, chunk)
+      assert.deepEqual(report, whole, `chunks of ${chunk}`)
+    }
+    const node = await db.selectFrom('journal_nodes').select('hash').where('level', '=', 1).where('idx', '=', 2).executeTakeFirstOrThrow()
+    await db
+      .updateTable('journal_nodes')
+      .set({ hash: '0'.repeat(64) })
+      .where('level', '=', 1)
+      .where('idx', '=', 2)
+      .execute()
+    try {
+      for (const chunk of [1, 3, 5, 20_000])
+        assert.ok(
+          (await verifyJournal(db, key, undefined, chunk)).problems.some((problem) => /subtree over positions 5 to 6 is not/.test(problem)),
+          `chunks of ${chunk}`,
+        )
+    } finally {
+      await db.updateTable('journal_nodes').set({ hash: node.hash }).where('level', '=', 1).where('idx', '=', 2).execute()
+    }
+  })
+
+  it('finds a checkpoint, the state, a subtree too many or a position missing changed in the database', async () => {
+    const db = t.database.db
+    const key = findSigningKey(t.config.signingKey, t.config.dataDir)
+    const checkpoint = await db
+      .selectFrom('journal_checkpoints')
+      .selectAll()
+      .where('size', '>', 0)
+      .orderBy('size')
+      .executeTakeFirstOrThrow()
+    const state = await db.selectFrom('journal_state').selectAll().executeTakeFirstOrThrow()
+    const size = Number(checkpoint.size)
+    const flip = (hex: string) => (hex[0] === '0' ? '1' : '0') + hex.slice(1)
+    const entry = await db.selectFrom('journal_entries').selectAll().where('position', '=', 3).executeTakeFirstOrThrow()
+    const changes: [RegExp, () => Promise<unknown>, () => Promise<unknown>][] = [
+      [
+        new RegExp(`checkpoint of size ${size}: its root is not the tree of the first ${size} hashes`),
+        () =>
+          db
+            .updateTable('journal_checkpoints')
+            .set({ root: flip(checkpoint.root) })
+            .where('size', '=', size)
+            .execute(),
+        () => db.updateTable('journal_checkpoints').set({ root: checkpoint.root }).where('size', '=', size).execute(),
+      ],
+      [
+        new RegExp(`checkpoint of size ${size}: its signature does not verify`),
+        () => db.updateTable('journal_checkpoints').set({ signed_at: '2001-01-01T00:00:00.000Z' }).where('size', '=', size).execute(),
+        () => db.updateTable('journal_checkpoints').set({ signed_at: checkpoint.signed_at }).where('size', '=', size).execute(),
+      ],
+      [
+        /beyond the journal's \d+ entries/,
+        () =>
+          db
+            .insertInto('journal_checkpoints')
+            .values({ ...checkpoint, size: 1_000_000 })
+            .execute(),
+        () => db.deleteFrom('journal_checkpoints').where('size', '=', 1_000_000).execute(),
+      ],
+      [
+        /the journal's state \(the last hash and the tree's frontier\) is not that of its/,
+        () =>
+          db
+            .updateTable('journal_state')
+            .set({ head: flip(state.head) })
+            .execute(),
+        () => db.updateTable('journal_state').set({ head: state.head }).execute(),
+      ],
+      [
+        /subtrees are stored, the tree of \d+ entries has/,
+        () =>
+          db
+            .insertInto('journal_nodes')
+            .values({ level: 30, idx: 0, hash: '0'.repeat(64) })
+            .execute(),
+        () => db.deleteFrom('journal_nodes').where('level', '=', 30).execute(),
+      ],
+      [
+        /position 3 is missing \(the next entry is 4\)/,
+        () => db.deleteFrom('journal_entries').where('position', '=', 3).execute(),
+        () => db.insertInto('journal_entries').values(entry).execute(),
+      ],
+    ]
+    for (const [expected, change, undo] of changes) {
+      await change()
+      try {
+        const report = await verifyJournal(db, key)
+        assert.ok(
+          report.problems.some((problem) => expected.test(problem)),
+          `${expected}: ${report.problems.join('; ')}`,
+        )
+      } finally {
+        await undo()
+      }
+    }
+    assert.deepEqual((await verifyJournal(db, key)).problems, [])
+  })
+
   it('exports the journal as one Transaction a line, from a position on', async () => {
     const run = await runCoffer(env(), 'export', '--after', '3')
     assert.equal(run.code, 0, run.stderr)

@@ -1,0 +1,112 @@
+/**
+ * `coffer verify`'s two halves in process, two checkouts taking turns on one ledger
+ * (`npx tsx bench/experiments/verify-cpu.ts [--storage=sqlite|postgres] [--transactions=300000]
+ * [--roots=DIR,DIR] [--rounds=3] [--keep=DIR]`).
+ *
+ * Writes a ledger of `--transactions` through the ledger's write path (batches of 500 moves, 100
+ * wallets, one asset, an issuance every 5,000, transfers with a memo and a metadata key), positions
+ * and hashes it with the journal's sequencer, then runs `verifyLedger` and `verifyJournal` of each
+ * checkout in `--roots` in turn, `--rounds` times: per half and checkout the wall time, transactions
+ * per second and the process's CPU (all threads) per transaction, with the load average. A
+ * checkout whose verify finds a problem on this sound ledger is reported. With `--keep=<dir>` a
+ * SQLite ledger stays there and is used again. Nothing here asserts a time.
+ */
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { openPostgres } from '../../src/db/postgres.ts'
+import { openSqlite, type Database } from '../../src/db/database.ts'
+import { inTransaction } from '../../src/db/dialect.ts'
+import { migrateToLatest } from '../../src/db/migrate.ts'
+import { JournalSequencer } from '../../src/journal/sequencer.ts'
+import { hasUnpositioned } from '../../src/journal/journal.repository.ts'
+import { applyMoves, type Move } from '../../src/ledger/moves.ts'
+import { parseSigningKey } from '../../src/secrets/signing-key.ts'
+import { startPostgres, type BenchPostgres } from '../postgres.ts'
+import { goldAndWallets, noEvents } from '../seed.ts'
+
+const args = process.argv.slice(2)
+const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
+const storage = (option('storage') ?? 'sqlite') as 'sqlite' | 'postgres'
+const TRANSACTIONS = Number(option('transactions') ?? 300_000)
+const ROUNDS = Number(option('rounds') ?? 3)
+const ROOTS = (option('roots') ?? '.').split(',').map((root) => path.resolve(root))
+const kept = option('keep')
+const dir = kept ?? fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-verify-cpu-'))
+const fixed = (value: number, digits = 0) => value.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const load = () => os.loadavg()[0].toFixed(1)
+
+const keyFile = path.join(dir, 'signing-key')
+if (!fs.existsSync(keyFile)) fs.writeFileSync(keyFile, randomBytes(32).toString('base64'))
+const key = parseSigningKey(fs.readFileSync(keyFile, 'utf8'))!
+
+async function build(database: Database): Promise<void> {
+  await migrateToLatest(database.db)
+  const { asset, walletIds } = await goldAndWallets(database, 'verify')
+  const n = walletIds.length
+  for (let done = 0; done < TRANSACTIONS; done += 500) {
+    const moves = Array.from({ length: Math.min(500, TRANSACTIONS - done) }, (_, i): Move => {
+      const k = done + i
+      if (k % 5_000 < n) return { from: 1, to: walletIds[k % n], kind: 'issuance', lines: [{ asset, quantity: 1_000_000 }], memo: 'issue' }
+      const [from, to] = [walletIds[k % n], walletIds[(k + 1 + (k % (n - 1))) % n]]
+      return { from, to, kind: 'transfer', lines: [{ asset, quantity: 1 }], memo: 'history', metadata: { order: `o${k}` } }
+    })
+    await inTransaction(database, (trx) => applyMoves(trx, moves, noEvents))
+    if (done % 50_000 === 0) console.log(`  built ${fixed(done)} (load ${load()})`)
+  }
+  const sequencer = new JournalSequencer({ database, key, checkpointIntervalMs: 5_000, batch: 5_000 })
+  sequencer.start()
+  while (await hasUnpositioned(database.db)) await new Promise((resolve) => setTimeout(resolve, 200))
+  await sequencer.stop()
+}
+
+async function codeOf(root: string) {
+  const verify = await import(path.join(root, 'src/ledger/verify.ts'))
+  const journal = await import(path.join(root, 'src/journal/verify-journal.ts'))
+  return {
+    label: path.basename(root),
+    verifyLedger: verify.verifyLedger as typeof import('../../src/ledger/verify.ts').verifyLedger,
+    verifyJournal: journal.verifyJournal as typeof import('../../src/journal/verify-journal.ts').verifyJournal,
+  }
+}
+
+async function measure(what: string, work: () => Promise<{ ok: boolean; problems: string[] }>): Promise<void> {
+  const cpu = process.cpuUsage()
+  const started = performance.now()
+  const report = await work()
+  const seconds = (performance.now() - started) / 1000
+  const used = process.cpuUsage(cpu)
+  const perTransaction = (used.user + used.system) / TRANSACTIONS
+  console.log(
+    `${what.padEnd(28)} ${fixed(seconds, 2).padStart(7)} s ${fixed(TRANSACTIONS / seconds).padStart(9)}/s ` +
+      `CPU ${fixed(perTransaction, 1).padStart(6)} µs/tx (load ${load()})${report.ok ? '' : ` PROBLEMS: ${report.problems.slice(0, 3).join('; ')}`}`,
+  )
+}
+
+let server: BenchPostgres | undefined
+try {
+  let database: Database
+  if (storage === 'sqlite') {
+    const file = path.join(dir, `ledger-${TRANSACTIONS}.sqlite`)
+    const built = fs.existsSync(file)
+    database = openSqlite(file)
+    if (!built) await build(database)
+  } else {
+    server = await startPostgres()
+    database = await openPostgres(await server.createDatabase(`verify${Date.now().toString(36)}`), 4)
+    await build(database)
+  }
+  const codes = await Promise.all(ROOTS.map(codeOf))
+  console.log(`[${storage} ${fixed(TRANSACTIONS)}] ${codes.map((code) => code.label).join(' against ')}`)
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const code of round % 2 === 1 ? codes : [...codes].reverse()) {
+      await measure(`${round} ${code.label} ledger`, () => code.verifyLedger(database.db))
+      await measure(`${round} ${code.label} journal`, () => code.verifyJournal(database.db, key))
+    }
+  }
+  await database.close()
+} finally {
+  await server?.stop()
+  if (!kept) fs.rmSync(dir, { recursive: true, force: true })
+}
