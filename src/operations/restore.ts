@@ -201,6 +201,8 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
       checked,
       tables,
       async (section) => {
+        // The connection runs one statement at a time: the last table's COPY ends before anything else.
+        if (copying?.table !== section.table) await endCopy()
         const { rest, existing } = takeExistingRows(section)
         for (const { id, ...values } of existing) {
           const names = Object.keys(values)
@@ -209,7 +211,6 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
             [...Object.values(values), id],
           )
         }
-        if (copying?.table !== section.table) await endCopy()
         if (rest.length === 0) return
         if (!copying) {
           const stream = client.query(
