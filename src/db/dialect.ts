@@ -119,12 +119,15 @@ export interface Write {
   rows?: unknown[][]
   /** SQLite (`rowsWrite`): the statement reading `count` rows as `r`, for inserts run a chunk of rows at a time. */
   chunk?: (count: number) => RawBuilder<unknown>
+  /** SQLite (`rowsWrite`): each row changes rows of its own, so an update too may run a chunk at a time. */
+  distinct?: boolean
 }
 
 /**
  * A write of `rows` as a table `r`: one `unnest` statement on PostgreSQL; on SQLite one prepared
- * statement per chunk of rows (an insert) or per row (`runWrites`) on the driver, so `build` must
- * give every other value as a literal (`sql.lit`).
+ * statement per chunk of rows (an insert, or a `distinct` write) or per row (`runWrites`) on the
+ * driver, so `build` must give every other value as a literal (`sql.lit`). `distinct`: no two rows
+ * change the same row (an update keyed by each row's own key).
  */
 export function rowsWrite(
   executor: Executor,
@@ -132,6 +135,7 @@ export function rowsWrite(
   rows: unknown[][],
   build: (from: RawBuilder<unknown>) => RawBuilder<unknown>,
   returning?: string,
+  { distinct = false }: { distinct?: boolean } = {},
 ): Write {
   if (isPostgres(executor)) return { statement: build(unnestRows(columns, rows)), returning }
   // `cast` gives each value the type `json_each` gave it (better-sqlite3 binds every number as a real).
@@ -144,6 +148,7 @@ export function rowsWrite(
     statement: build(sql.raw(`(select ${fields}) as r`)),
     returning,
     rows,
+    distinct,
     chunk: (count) => build(sql.raw(`(select ${chunkFields} from (values ${Array<string>(count).fill(tuple).join(', ')})) as r`)),
   }
 }
@@ -159,10 +164,11 @@ export async function runWrites(executor: Executor, writes: Write[]): Promise<Re
   if (!isPostgres(executor)) {
     const results: Record<string, unknown>[][] = []
     for (const [i, statement] of statements.entries()) {
-      const { rows, chunk, returning } = writes[i]
+      const { rows, chunk, returning, distinct } = writes[i]
+      const chunked = chunk && ((count: number) => withReturning(chunk(count), returning))
       results.push(
         rows
-          ? runPerRow(executor, statement, rows, returning !== undefined, chunk && ((count) => withReturning(chunk(count), returning)))
+          ? runPerRow(executor, statement, rows, returning !== undefined, chunked, distinct)
           : ((await statement.execute(executor)).rows as Record<string, unknown>[]),
       )
     }
@@ -180,13 +186,14 @@ export async function runWrites(executor: Executor, writes: Write[]): Promise<Re
   return writes.map((_, i) => rows[0][`w${i}`] ?? [])
 }
 
-/** Rows an insert takes per run on SQLite, largest first; the rest go one by one. */
-const CHUNKS = [64, 16, 4]
+/** Rows an insert takes per run on SQLite, largest first (under SQLite's 32,766 parameters); the rest go one by one. */
+const CHUNKS = [256, 64, 16, 4]
 
 /**
- * SQLite: a `rowsWrite` statement run on the driver in the caller's transaction. An insert runs a
- * chunk of rows at a time (a statement's fixed cost, an AUTOINCREMENT table's sequence update, once
- * per chunk); other statements once per row, each row seeing the one before as a row of its own would.
+ * SQLite: a `rowsWrite` statement run on the driver in the caller's transaction. An insert, or a
+ * `distinct` write, runs a chunk of rows at a time (a statement's fixed cost, an AUTOINCREMENT
+ * table's sequence update, once per chunk); other statements once per row, each row seeing the one
+ * before as a row of its own would.
  */
 function runPerRow(
   executor: Executor,
@@ -194,6 +201,7 @@ function runPerRow(
   rows: unknown[][],
   returning: boolean,
   chunk?: (count: number) => RawBuilder<unknown>,
+  distinct = false,
 ): Record<string, unknown>[] {
   const statements = sqliteStatementsOf(executor)
   const prepare = (builder: RawBuilder<unknown>) => {
@@ -209,7 +217,7 @@ function runPerRow(
     else prepared.run(values)
   }
   let next = 0
-  if (chunk && /^\s*insert\b/i.test(single.source))
+  if (chunk && (distinct || /^\s*insert\b/i.test(single.source)))
     for (const size of CHUNKS) {
       if (rows.length - next < size) continue
       const prepared = prepare(chunk(size))

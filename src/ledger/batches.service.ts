@@ -6,7 +6,7 @@ import type { GroupCommitter } from './group-committer.ts'
 import { fingerprintBatch, type Answer, type Idempotency, type SendRequest } from './idempotency.ts'
 import type { EventWriter, Transaction } from './ledger.types.ts'
 import { committed, firstFailure, transactionOf, type Move, type Outcome, type Unit, type UnitIdempotency } from './moves.ts'
-import { Lookups, resolveTransfer } from './lookups.ts'
+import { Lookups, resolveTransfers } from './lookups.ts'
 
 /**
  * POST /wallet/transactions/batch: up to 100 transfers of one wallet in one request, the way
@@ -85,11 +85,9 @@ export interface BatchesService {
 }
 
 export function createBatchesService({ db, events, committer, idempotency, clock }: BatchesServiceDeps): BatchesService {
-  /** The batch's transfers resolved in request order (`resolveTransfer`), then run by `run`. */
+  /** The batch's transfers resolved in request order (`resolveTransfers`), then run by `run`. */
   const sendWith = async (run: RunUnit, walletId: number, request: BatchRequest, limits: KeyLimits | undefined, keyed: Keyed) => {
-    const lookups = new Lookups(db, limits)
-    lookups.preloadWalletIds(request.transfers)
-    const resolved = await Promise.allSettled(request.transfers.map((transfer) => resolveTransfer(lookups, walletId, transfer)))
+    const resolved = await resolveTransfers(new Lookups(db, limits), walletId, request.transfers)
     // A database fault while resolving fails the whole request, as it would a transfer.
     for (const result of resolved) if (result.status === 'rejected' && !(result.reason instanceof AppError)) throw result.reason
     return (request.atomic ?? true) ? sendAtomic(run, resolved, keyed) : sendEach(run, resolved, keyed)

@@ -92,15 +92,20 @@ export class Lookups {
  */
 export async function resolveLines(lookups: Lookups, requested: Record<string, number>): Promise<Line[]> {
   const names = Object.keys(requested)
-  const found = await Promise.all(names.map((name) => lookups.asset(name)))
+  return linesOf(requested, await Promise.all(names.map((name) => lookups.asset(name))))
+}
+
+/** `resolveLines` once the assets of `requested`'s names, in its key order, are looked up. */
+function linesOf(requested: Record<string, number>, found: (Asset | undefined)[]): Line[] {
   const lines = new Map<number, Line>()
-  names.forEach((name, index) => {
-    const asset = found[index]
+  let index = 0
+  for (const name in requested) {
+    const asset = found[index++]
     if (!asset) throw new AppError('I001', `no asset named "${name}"`)
     const quantity = (lines.get(asset.id)?.quantity ?? 0) + requested[name]
     if (!Number.isSafeInteger(quantity)) throw new AppError('I003', `the quantity of ${asset.name} exceeds ${MAX_QUANTITY}`)
     lines.set(asset.id, { asset, quantity })
-  })
+  }
   return [...lines.values()]
 }
 
@@ -115,11 +120,63 @@ export async function resolveTransfer(lookups: Lookups, walletId: number, reques
     lookups.recipient(request.recipient, request.type ?? 0),
     resolveLines(lookups, request.assets),
   ])
+  return transferMove(lookups.limits, walletId, request, recipient, found)
+}
+
+/**
+ * `resolveTransfer` for each of a batch's requests, in order: every distinct recipient and asset
+ * looked up at once (`preloadWalletIds` first), then each move built with no wait of its own.
+ */
+export async function resolveTransfers(lookups: Lookups, walletId: number, requests: SendRequest[]): Promise<PromiseSettledResult<Move>[]> {
+  lookups.preloadWalletIds(requests)
+  const pending = new Set<Promise<unknown>>()
+  for (const request of requests) {
+    pending.add(lookups.recipient(request.recipient, request.type ?? 0))
+    for (const name in request.assets) pending.add(lookups.asset(name))
+  }
+  const waited = [...pending]
+  const results = await Promise.allSettled(waited)
+  const settled = new Map<Promise<unknown>, PromiseSettledResult<unknown>>(waited.map((promise, i) => [promise, results[i]]))
+  const settledOf = <T>(promise: Promise<T>) => settled.get(promise) as PromiseSettledResult<T>
+  const assetsOf = (request: SendRequest) => {
+    const found: (Asset | undefined)[] = []
+    for (const name in request.assets) {
+      const asset = settledOf(lookups.asset(name))
+      // As `resolveLines`: a failed lookup fails the lines.
+      if (asset.status === 'rejected') throw asset.reason
+      found.push(asset.value)
+    }
+    return found
+  }
+  return requests.map((request) => {
+    let lines: PromiseSettledResult<Line[]>
+    try {
+      lines = { status: 'fulfilled', value: linesOf(request.assets, assetsOf(request)) }
+    } catch (reason) {
+      lines = { status: 'rejected', reason }
+    }
+    try {
+      const recipient = settledOf(lookups.recipient(request.recipient, request.type ?? 0))
+      return { status: 'fulfilled', value: transferMove(lookups.limits, walletId, request, recipient, lines) }
+    } catch (reason) {
+      return { status: 'rejected', reason }
+    }
+  })
+}
+
+/** The move of `request` from its looked-up recipient and lines, checked in `resolveTransfer`'s order. */
+function transferMove(
+  limits: KeyLimits | undefined,
+  walletId: number,
+  request: SendRequest,
+  recipient: PromiseSettledResult<number>,
+  found: PromiseSettledResult<Line[]>,
+): Move {
   if (recipient.status === 'rejected') throw recipient.reason
   if (recipient.value === walletId) throw new AppError('W013')
-  checkRecipient(lookups.limits, recipient.value)
+  checkRecipient(limits, recipient.value)
   if (found.status === 'rejected') throw found.reason
-  checkPerTransfer(lookups.limits, found.value)
+  checkPerTransfer(limits, found.value)
   return {
     from: walletId,
     to: recipient.value,
@@ -127,6 +184,6 @@ export async function resolveTransfer(lookups: Lookups, walletId: number, reques
     memo: request.memo ?? '',
     kind: 'transfer',
     metadata: request.metadata,
-    key: perDayCharge(lookups.limits),
+    key: perDayCharge(limits),
   }
 }

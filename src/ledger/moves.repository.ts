@@ -445,6 +445,9 @@ function holdingWrites(
           dated = case when r.dated = 1 then 1 else holdings.dated end
         from ${r}
         where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
+        undefined,
+        // One row per holding (`deltas` is keyed by holding).
+        { distinct: true },
       ),
     )
   }
@@ -570,6 +573,8 @@ function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: 
       from ${r}
       where holds.id = r.id and holds.status = 'pending'`,
     'holds.id',
+    // A hold is settled by one move of the batch at most (`settle`).
+    { distinct: true },
   )
   writes.push(write)
   return { writes, settled: { write, count: settled.length } }

@@ -19,7 +19,7 @@ export async function takeRetentionTurn(trx: Trx): Promise<boolean> {
 /** The next page by id of rows older than `before`, and whether it reached newer ones: old rows read once. */
 async function findOldRows(
   trx: Trx,
-  table: 'events' | 'webhook_deliveries',
+  table: 'events' | 'webhook_deliveries' | 'key_uses',
   afterId: number,
   before: string,
   limit: number,
@@ -141,6 +141,28 @@ export async function clearTransactionBodies(
     .executeTakeFirst()
   await trx.updateTable('retention_state').set({ bodies_cleared_to: upTo }).where('id', '=', 1).execute()
   return { cleared: Number(result.numUpdatedRows), reachedNewer }
+}
+
+/**
+ * Deletes, of the next page of key uses older than `before`, those no `per_day` cap reads again: a
+ * hold's use, and a use without a hold that a later one older than `before` follows (the newest such
+ * use of a key and asset stays, as the base of its running total).
+ */
+export async function deleteSpentKeyUses(
+  trx: Trx,
+  afterId: number,
+  before: string,
+  limit: number,
+): Promise<{ removed: number; lastId: number; reachedNewer: boolean }> {
+  const page = await findOldRows(trx, 'key_uses', afterId, before, limit)
+  const done = { removed: 0, lastId: page.lastId, reachedNewer: page.reachedNewer }
+  if (page.ids.length === 0) return done
+  const result = await sql`
+    delete from key_uses where ${anyOf(trx, sql.ref('id'), page.ids)} and (hold_id is not null or exists (
+      select 1 from key_uses n
+      where n.key_id = key_uses.key_id and n.asset_id = key_uses.asset_id and n.hold_id is null and n.created_at < ${before}
+        and (n.created_at > key_uses.created_at or (n.created_at = key_uses.created_at and n.id > key_uses.id))))`.execute(trx)
+  return { ...done, removed: Number(result.numAffectedRows ?? 0) }
 }
 
 export async function deleteIdempotencyKeys(trx: Trx, before: string, limit: number): Promise<number> {

@@ -25,6 +25,8 @@ export interface PruneReport {
   /** Transactions whose stored answer went with their last event. */
   transactionBodies: number
   idempotencyKeys: number
+  /** Uses of capped keys that no daily window reads again. */
+  keyUses: number
   userSessions: number
   rateLimitWindows: number
 }
@@ -46,6 +48,7 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
     events: 0,
     transactionBodies: 0,
     idempotencyKeys: 0,
+    keyUses: 0,
     userSessions: 0,
     rateLimitWindows: 0,
   }
@@ -53,6 +56,8 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
   const keysBefore = new Date(now - policy.idempotencyRetentionHours * HOUR).toISOString()
   const idleBefore = policy.sessionIdleDays > 0 ? new Date(now - policy.sessionIdleDays * DAY).toISOString() : undefined
   const nowIso = new Date(now).toISOString()
+  // A daily window reads uses of the last 24 hours; one more hour for clocks behind this one.
+  const usesBefore = new Date(now - 25 * HOUR).toISOString()
 
   let tookTurn = false
   let stopped = false
@@ -97,6 +102,13 @@ export async function pruneOnce(database: Database, policy: RetentionPolicy, now
     if (removed === undefined) break
     report.idempotencyKeys += removed
     if (removed < BATCH) break
+  }
+  for (let afterId = 0; ;) {
+    const page = await inTurn((trx) => repo.deleteSpentKeyUses(trx, afterId, usesBefore, BATCH))
+    if (!page) break
+    report.keyUses += page.removed
+    afterId = page.lastId
+    if (page.reachedNewer) break
   }
   for (;;) {
     const removed = await inTurn((trx) => repo.deleteExpiredUserSessions(trx, nowIso, idleBefore, BATCH))

@@ -5,6 +5,7 @@ import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../../src/db/migrat
 import { createOutbox } from '../../src/events/outbox.ts'
 import type { Asset } from '../../src/ledger/ledger.types.ts'
 import { applyUnits, type Move, type Outcome } from '../../src/ledger/moves.ts'
+import { pruneOnce } from '../../src/operations/retention.ts'
 import { readKeyUsage } from '../../src/wallets/key-usage.ts'
 import { buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, fundedUser, type TestUser } from '../helpers/factories.ts'
@@ -246,5 +247,27 @@ describe(`a key's daily usage (${STORAGE})`, () => {
     assert.deepEqual(await commit(t0 + 4 * HOUR, [[move(a, 10, 200)]]), [['ok']])
     assert.equal(await used(a, t0 + 4 * HOUR), 100)
     assert.equal(await used(a, t0 + 26 * HOUR), 50)
+  })
+
+  it('keeps, when retention prunes old uses, what every window from then on reads', async () => {
+    const key = await newKey()
+    const start = t0 + 500 * HOUR
+    for (let hour = 0; hour <= 66; hour += 6) assert.deepEqual(await commit(start + hour * HOUR, [[move(key, 1 + hour, 1_000)]]), [['ok']])
+    const now = start + 80 * HOUR
+    const instants = [now - HOUR, now, now + 5 * HOUR, now + 10 * HOUR]
+    const before = await Promise.all(instants.map((at) => used(key, at)))
+    assert.deepEqual(before, [128, 128, 67, 0])
+    const report = await pruneOnce(t.database, { eventRetentionDays: 30, idempotencyRetentionHours: 24, sessionIdleDays: 0 }, now)
+    assert.ok(report && report.keyUses >= 9, JSON.stringify(report))
+    assert.deepEqual(await Promise.all(instants.map((at) => used(key, at))), before)
+    // Of the uses older than 25 hours, only the newest without a hold stays, for each key and asset.
+    const cutoff = new Date(now - 25 * HOUR).toISOString()
+    const old = await db.selectFrom('key_uses').select(['key_id', 'asset_id', 'hold_id']).where('created_at', '<', cutoff).execute()
+    assert.ok(old.every((row) => row.hold_id === null))
+    assert.equal(new Set(old.map((row) => `${row.key_id}/${row.asset_id}`)).size, old.length)
+    assert.ok(old.some((row) => Number(row.key_id) === key))
+    // The cap still counts from the same totals: 128 of 200 used, so 72 more pass and the 73rd does not.
+    assert.deepEqual(await commit(now, [[move(key, 73, 200)]]), [['K001']])
+    assert.deepEqual(await commit(now, [[move(key, 72, 200)]]), [['ok']])
   })
 })
