@@ -179,6 +179,7 @@ function insertRows(statements: SqliteStatements, table: string, columns: string
 async function restorePostgres(database: Database, checked: CheckedBackup, progress?: Progress): Promise<void> {
   const client = await database.postgresClient!()
   let copying: { table: string; stream: Writable; done: Promise<void> } | undefined
+  let failed: Error | undefined
   const endCopy = async () => {
     if (!copying) return
     copying.stream.end()
@@ -218,12 +219,17 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
           )
           const done = new Promise<void>((resolve, reject) => {
             stream.on('finish', resolve)
-            stream.on('error', reject)
+            stream.on('error', (error) => {
+              failed ??= error
+              reject(error)
+            })
           })
           // An error surfaces at the next write or at the end, never unhandled.
           done.catch(() => {})
           copying = { table: section.table, stream, done }
         }
+        // A COPY the server refused takes no more rows: its error ends the restore.
+        if (failed) throw failed
         const text = rest.map((row) => row.map(copyText).join('\t')).join('\n') + '\n'
         if (!copying.stream.write(text)) await Promise.race([once(copying.stream, 'drain'), copying.done])
       },
