@@ -1,10 +1,15 @@
 import path from 'node:path'
 import SQLite from 'better-sqlite3'
 import pg from 'pg'
+import { sql, type RawBuilder } from 'kysely'
+import { loadConfig } from '../src/config.ts'
 import type { Database } from '../src/db/database.ts'
-import { inTransaction } from '../src/db/dialect.ts'
-import { MINT_WALLET_ID, type EventWriter } from '../src/ledger/ledger.types.ts'
-import { applyUnits, firstFailure, type Move, type Unit } from '../src/ledger/moves.ts'
+import { inTransaction, rowsWrite, runWrites } from '../src/db/dialect.ts'
+import { hasUnpositioned } from '../src/journal/journal.repository.ts'
+import { JournalSequencer } from '../src/journal/sequencer.ts'
+import { MINT_WALLET_ID, type EventWriter, type WalletLabel } from '../src/ledger/ledger.types.ts'
+import { toTransaction } from '../src/ledger/transactions.shape.ts'
+import { resolveSigningKey } from '../src/secrets/signing-key.ts'
 
 /** A user seeded through the API: a session token and the primary wallet. */
 export interface BenchUser {
@@ -332,9 +337,6 @@ export function ledgerStep(index: number, wallets: number): LedgerStep {
   return { kind: 'batch', sender, recipients }
 }
 
-/** Steps of the ledger written per database transaction by `writeStepsDirectly`. */
-const STEPS_PER_COMMIT = 100
-
 /** An event writer that writes none: for history written straight into a store, where nothing reads events. */
 export const noEvents: EventWriter = {
   countEvents: () => 0,
@@ -344,47 +346,267 @@ export const noEvents: EventWriter = {
   recordEvents: async () => undefined,
 }
 
+/** Steps of the ledger written per statement (about 10,000 transactions) and per database transaction by `writeStepsDirectly`. */
+const STEPS_PER_WRITE = 100
+const STEPS_PER_COMMIT = 1_000
+
+/** Columns of the rows `writeStepsDirectly` writes, as the write path writes them (`moves.repository.ts`). */
+const TRANSACTION_COLUMNS = [
+  ['id', 'bigint'],
+  ['sending_wallet_id', 'bigint'],
+  ['receiving_wallet_id', 'bigint'],
+  ['memo', 'text'],
+  ['created_at', 'text'],
+  ['body', 'text'],
+  ['kind', 'text'],
+] as const
+const LINE_COLUMNS = [
+  ['transaction_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+const BALANCE_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['created_at', 'text'],
+  ['transaction_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+const HOLDING_COLUMNS = [
+  ['wallet_id', 'bigint'],
+  ['asset_id', 'bigint'],
+  ['quantity', 'bigint'],
+] as const
+
 /**
- * Writes `steps` steps of `ledgerStep` from `first` on straight into the store, through the
- * ledger's write path (`applyUnits`: the locks, the rules, the rows a request writes, without
- * events and idempotency rows), `STEPS_PER_COMMIT` steps per database transaction: each batch an
- * atomic unit of transfers of 1 gold, each issuance one of 1 gold from mint to every wallet. The
- * service must not run meanwhile (on SQLite it would wait for each commit); its sequencer
- * positions the history when it starts. Throws on the first move the ledger refuses.
+ * Writes `steps` steps of `ledgerStep` from `first` on straight into the store, set-based: each
+ * batch an atomic unit of transfers of 1 gold, each issuance one of 1 gold from mint to every
+ * wallet. The rows are those the write path writes for such moves (the transaction with its stored
+ * answer, its line, the running balance of each side; no events, no idempotency rows), written
+ * `STEPS_PER_WRITE` steps per statement and `STEPS_PER_COMMIT` per database transaction, with the
+ * write path's rules checked in memory (live wallets, no balance below zero but mint's). Then the
+ * journal's own sequencer positions them, in process, in large rounds, so `coffer verify` checks
+ * what was written. The service must not run meanwhile. Throws on the first move the rules refuse.
  */
 export async function writeStepsDirectly(
   database: Database,
-  plan: { walletIds: number[]; assetId: number; first: number; steps: number },
+  plan: { walletIds: number[]; assetId: number; first: number; steps: number; dataDir: string; onProgress?: (message: string) => void },
 ): Promise<void> {
   const asset = await database.db
     .selectFrom('assets')
     .select(['id', 'name', 'value'])
     .where('id', '=', plan.assetId)
     .executeTakeFirstOrThrow()
-  const gold = (from: number, to: number, kind: 'transfer' | 'issuance'): Move => ({
-    from,
-    to,
-    kind,
-    lines: [{ asset, quantity: 1 }],
-    memo: kind === 'issuance' ? 'issue' : '',
-  })
   const { walletIds } = plan
-  for (let start = plan.first; start < plan.first + plan.steps; start += STEPS_PER_COMMIT) {
-    const units: Unit[] = []
-    for (let index = start; index < Math.min(plan.first + plan.steps, start + STEPS_PER_COMMIT); index++) {
+  const everyWallet = [MINT_WALLET_ID, ...walletIds]
+  const walletRows = await database.db
+    .selectFrom('wallets')
+    .select((eb) => [
+      'wallets.id',
+      'wallets.address',
+      'wallets.deleted_at',
+      eb.selectFrom('users').select('users.username').whereRef('users.primary_wallet_id', '=', 'wallets.id').as('username'),
+    ])
+    .where('wallets.id', 'in', everyWallet)
+    .execute()
+  const labels = new Map<number, WalletLabel>()
+  for (const row of walletRows) {
+    if (row.deleted_at !== null) throw new Error(`wallet ${row.id} is deleted`)
+    labels.set(Number(row.id), row.username ? { address: row.address, username: row.username } : { address: row.address })
+  }
+  // Each holding as it stands: the running balances follow from it, and no wallet but mint may go below zero.
+  const balances = new Map<number, number>()
+  const holdingRows = await database.db
+    .selectFrom('holdings')
+    .select(['wallet_id', 'quantity', 'held', 'credit_limit'])
+    .where('asset_id', '=', asset.id)
+    .where('wallet_id', 'in', everyWallet)
+    .execute()
+  for (const row of holdingRows) {
+    if (Number(row.held) !== 0 || Number(row.credit_limit) !== 0)
+      throw new Error(`wallet ${row.wallet_id}: holds or credit are not written directly`)
+    balances.set(Number(row.wallet_id), Number(row.quantity))
+  }
+  for (const id of everyWallet) if (!balances.has(id)) throw new Error(`wallet ${id} has no gold holding`)
+  const last = await database.db
+    .selectFrom('transactions')
+    .select((eb) => eb.fn.max('id').as('id'))
+    .executeTakeFirst()
+  const firstId = Number(last?.id ?? 0) + 1
+  let nextId = firstId
+  const lines = [{ asset, quantity: 1 }]
+  const end = plan.first + plan.steps
+  /** The rows of steps `start` to `stop`, their balances moved on in `balances`: one instant, as the write path has one per batch. */
+  const rowsOf = (start: number, stop: number): Rows => {
+    const createdAt = new Date().toISOString()
+    const rows: Rows = { transactions: [], lines: [], balances: [] }
+    for (let index = start; index < stop; index++) {
       const step = ledgerStep(index, walletIds.length)
-      const moves =
+      const kind = step.kind === 'issuance' ? 'issuance' : 'transfer'
+      const memo = kind === 'issuance' ? 'issue' : ''
+      const moves: [number, number][] =
         step.kind === 'issuance'
-          ? walletIds.map((to) => gold(MINT_WALLET_ID, to, 'issuance'))
-          : step.recipients.map((recipient) => gold(walletIds[step.sender], walletIds[recipient], 'transfer'))
-      units.push({ moves, atomic: true })
+          ? walletIds.map((to) => [MINT_WALLET_ID, to])
+          : step.recipients.map((recipient) => [walletIds[step.sender], walletIds[recipient]])
+      // An atomic unit: checked whole before anything of it is kept.
+      const sender = moves[0][0]
+      if (sender !== MINT_WALLET_ID && (balances.get(sender) as number) < moves.length)
+        throw new Error(`the ledger would refuse step ${index}: wallet ${sender} holds too little gold`)
+      for (const [from, to] of moves) {
+        const id = nextId++
+        const fields = { id, sending_wallet_id: from, receiving_wallet_id: to, memo, created_at: createdAt, kind } as const
+        const body = JSON.stringify(toTransaction({ ...fields, reverses: null, hold_id: null, metadata: {} }, lines, labels))
+        rows.transactions.push([id, from, to, memo, createdAt, body, kind])
+        rows.lines.push([id, asset.id, 1])
+        balances.set(from, (balances.get(from) as number) - 1)
+        balances.set(to, (balances.get(to) as number) + 1)
+        // Each side's holding after the move, in wallet order as the write path lists them.
+        for (const wallet of from < to ? [from, to] : [to, from])
+          rows.balances.push([wallet, asset.id, createdAt, id, balances.get(wallet)])
+      }
     }
-    const outcomes = await inTransaction(database, (trx) => applyUnits(trx, units, noEvents))
-    for (const unit of outcomes) {
-      const failure = firstFailure(unit)
-      if (failure) throw new Error(`the ledger refused a direct write: ${String(failure.error)}`)
+    return rows
+  }
+  const holdings = () => everyWallet.map((wallet) => [wallet, asset.id, balances.get(wallet) as number])
+  const started = Date.now()
+  const cpuAt = process.cpuUsage()
+  const sink = database.dialect === 'postgres' ? postgresSink(database) : sqliteSink(plan.dataDir)
+  try {
+    for (let commit = plan.first; commit < end; commit += STEPS_PER_COMMIT) {
+      const stop = Math.min(end, commit + STEPS_PER_COMMIT)
+      await sink.commit(function* () {
+        for (let start = commit; start < stop; start += STEPS_PER_WRITE) yield rowsOf(start, Math.min(stop, start + STEPS_PER_WRITE))
+      }, holdings)
+      const done = stop - plan.first
+      if (done % 10_000 === 0)
+        plan.onProgress?.(`${done * 100} transactions written (${((done * 100) / ((Date.now() - started) / 1000)).toFixed(0)}/s)`)
+    }
+  } finally {
+    sink.close()
+  }
+  const cpu = process.cpuUsage(cpuAt)
+  plan.onProgress?.(`CPU per transaction written: ${((cpu.user + cpu.system) / (nextId - firstId)).toFixed(1)} µs`)
+  plan.onProgress?.(`${(nextId - firstId).toLocaleString('en')} transactions written in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+  // PostgreSQL: the ids the write path draws next follow the written ones.
+  if (database.dialect === 'postgres') await sql`select setval('transactions_id_seq', ${nextId - 1})`.execute(database.db)
+  await positionJournal(database, plan.dataDir, plan.onProgress)
+}
+
+/** Rows of the tables a transfer writes, as `writeStepsDirectly` makes them. */
+interface Rows {
+  transactions: unknown[][]
+  lines: unknown[][]
+  balances: unknown[][]
+}
+
+/** Where `writeStepsDirectly` writes: one database transaction per `commit` (chunks of rows, then every holding as it stands). */
+interface Sink {
+  commit(chunks: () => Iterable<Rows>, holdings: () => number[][]): Promise<void>
+  close(): void
+}
+
+/** PostgreSQL: each chunk's rows as one statement (`rowsWrite`: `unnest` of arrays, a CTE per table). */
+function postgresSink(database: Database): Sink {
+  return {
+    commit: (chunks, holdings) =>
+      inTransaction(database, async (trx) => {
+        for (const rows of chunks())
+          await runWrites(trx, [
+            rowsWrite(trx, TRANSACTION_COLUMNS, rows.transactions, (r) => insertFrom('transactions', TRANSACTION_COLUMNS, r)),
+            rowsWrite(trx, LINE_COLUMNS, rows.lines, (r) => insertFrom('transaction_assets', LINE_COLUMNS, r)),
+            rowsWrite(trx, BALANCE_COLUMNS, rows.balances, (r) => insertFrom('running_balances', BALANCE_COLUMNS, r)),
+          ])
+        await runWrites(trx, [
+          rowsWrite(
+            trx,
+            HOLDING_COLUMNS,
+            holdings(),
+            (r) =>
+              sql`update holdings set quantity = r.quantity from ${r} where holdings.wallet_id = r.wallet_id and holdings.asset_id = r.asset_id`,
+          ),
+        ])
+      }),
+    close: () => undefined,
+  }
+}
+
+/** Rows per multi-row insert on SQLite. */
+const SQLITE_ROWS = 100
+
+/**
+ * SQLite: a connection of its own, prepared multi-row inserts of `SQLITE_ROWS` rows, and no fsync
+ * per commit (bench data: the store is synced when the connection closes and the service checkpoints).
+ */
+function sqliteSink(dataDir: string): Sink {
+  const db = new SQLite(path.join(dataDir, 'coffer.sqlite'))
+  db.pragma('busy_timeout = 10000')
+  db.pragma('foreign_keys = ON')
+  db.pragma('synchronous = OFF')
+  db.pragma('cache_size = -1000000')
+  const inserter = (table: string, columns: readonly (readonly [string, string])[]) => {
+    const names = columns.map(([name]) => name).join(', ')
+    const tuple = `(${columns.map(() => '?').join(', ')})`
+    const prepare = (count: number) => db.prepare(`insert into ${table} (${names}) values ${Array<string>(count).fill(tuple).join(', ')}`)
+    const many = prepare(SQLITE_ROWS)
+    const one = prepare(1)
+    return (rows: unknown[][]) => {
+      let at = 0
+      for (; at + SQLITE_ROWS <= rows.length; at += SQLITE_ROWS) many.run(rows.slice(at, at + SQLITE_ROWS).flat())
+      for (; at < rows.length; at++) one.run(rows[at])
     }
   }
+  const insertTransactions = inserter('transactions', TRANSACTION_COLUMNS)
+  const insertLines = inserter('transaction_assets', LINE_COLUMNS)
+  const insertBalances = inserter('running_balances', BALANCE_COLUMNS)
+  const setHolding = db.prepare('update holdings set quantity = ? where wallet_id = ? and asset_id = ?')
+  const commit = db.transaction((chunks: () => Iterable<Rows>, holdings: () => number[][]) => {
+    for (const rows of chunks()) {
+      insertTransactions(rows.transactions)
+      insertLines(rows.lines)
+      insertBalances(rows.balances)
+    }
+    for (const [walletId, assetId, quantity] of holdings()) setHolding.run(quantity, walletId, assetId)
+  })
+  return {
+    commit: async (chunks, holdings) => commit(chunks, holdings),
+    close: () => db.close(),
+  }
+}
+
+const insertFrom = (table: string, columns: readonly (readonly [string, string])[], from: RawBuilder<unknown>) => {
+  const names = sql.raw(columns.map(([name]) => name).join(', '))
+  return sql`insert into ${sql.raw(table)} (${names}) select ${names} from ${from}`
+}
+
+/** Most transactions the sequencer positions per round when the bench runs it over a history written directly. */
+const SEQUENCER_ROUND = 20_000
+
+/**
+ * Positions every transaction without a position by the journal's own sequencer (chain, Merkle
+ * tree, checkpoint), run in process in rounds of `SEQUENCER_ROUND`, with the store's signing key.
+ */
+async function positionJournal(database: Database, dataDir: string, onProgress?: (message: string) => void): Promise<void> {
+  const config = loadConfig({ ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' })
+  let failure: unknown
+  const started = Date.now()
+  const sequencer = new JournalSequencer({
+    database,
+    key: resolveSigningKey(config.signingKey, dataDir),
+    checkpointIntervalMs: config.checkpointIntervalMs,
+    batch: SEQUENCER_ROUND,
+    onProgress: (_, size) => {
+      if (size % 1_000_000 < SEQUENCER_ROUND)
+        onProgress?.(`journal: ${size} positioned (${(size / ((Date.now() - started) / 1000)).toFixed(0)}/s)`)
+    },
+    onError: (error) => (failure = error),
+  })
+  sequencer.start()
+  try {
+    while ((await hasUnpositioned(database.db)) && failure === undefined) await new Promise((resolve) => setTimeout(resolve, 500))
+  } finally {
+    await sequencer.stop()
+  }
+  if (failure !== undefined) throw failure
 }
 
 /** An asset `gold` and 100 wallets named `<prefix>0`… written straight into a fresh store, for ledgers built in process. */

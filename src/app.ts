@@ -39,7 +39,7 @@ import schedules from './schedules/schedules.plugin.ts'
 import { traceBatches, traceFields, traceRequests, traceStatements } from './telemetry/tracing.ts'
 import { VERSION } from './version.ts'
 import walletsRoutes from './wallets/wallets.routes.ts'
-import { authenticateWalletKey, keptWalletKeys } from './wallets/wallets.service.ts'
+import { createWalletKeysService } from './wallets/wallets.service.ts'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Builds the HTTP app. Order matters: parsing and errors, observability, security, then routes. */
@@ -164,14 +164,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   const { db } = deps.database
   // Credential rows kept while nothing has been committed since they were read (db/commit-state.ts).
-  const [sessions, keys] = [keptUserSessions(), keptWalletKeys()]
+  const sessions = keptUserSessions()
+  const walletKeys = createWalletKeysService({ db })
   await app.register(auth, {
     config,
     adminKeyHash: deps.adminKeyHash,
     limiter: deps.limiter,
     credentials: {
       userSession: (hash) => authenticateUserSession(db, config, hash, sessions),
-      walletKey: (hash) => authenticateWalletKey(db, hash, keys),
+      walletKey: (hash) => walletKeys.authenticate(hash),
       operatorSession: (hash) => admin.isLiveOperatorSession(hash),
     },
   })
@@ -214,7 +215,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Balance monitors' routes.
   await app.register(monitors, deps)
   // Scheduled transfers: their routes, and the runner of due occurrences (started on ready, stopped on close).
-  await app.register(schedules, { ...deps, events: outbox })
+  await app.register(schedules, { ...deps, events: outbox, walletKeys })
 
   await app.ready()
   return app

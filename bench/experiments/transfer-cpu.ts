@@ -10,8 +10,8 @@
  * counts the `--settle` ms (250) after its last answer, when background jobs (the journal's
  * sequencer) finish the work it left them.
  *
- * - `--roots=A,B`: the apps of two checkouts (say the commit before a feature landed, and this
- *   one), each on its own store; ratio B ÷ A.
+ * - `--roots=A,B,…`: the apps of two or more checkouts (say the commit before a feature landed,
+ *   and this one), each on its own store; the ratio of each to the first (B ÷ A, …).
  * - `--monitors`: one app; chunks of transfers among the same wallets, in turn without monitors and
  *   with a monitor on gold that never crosses (below 1) on every wallet, added before the chunk and
  *   deleted after it. Ratio monitored ÷ plain; `--control` compares plain with plain.
@@ -134,15 +134,16 @@ async function measure(subject: Subject, count: number, serverPid?: number): Pro
   return { cpu: used.user + used.system, server, wall }
 }
 
-/** Two subjects taking turns in chunks, ROUNDS times; prints CPU per transfer and the ratio second ÷ first. */
-async function alternate(subjects: [Subject, Subject], serverPid: number | undefined): Promise<void> {
+/** Subjects taking turns in chunks (forward, then backward), ROUNDS times; prints CPU per transfer and each ratio to the first. */
+async function alternate(subjects: Subject[], serverPid: number | undefined): Promise<void> {
   for (const subject of subjects) await measure(subject, CHUNK, serverPid)
-  const ratios: number[] = []
-  const serverRatios: number[] = []
+  const ratios: number[][] = subjects.slice(1).map(() => [])
+  const serverRatios: number[][] = subjects.slice(1).map(() => [])
+  const order = subjects.map((_, i) => i)
   for (let round = 1; round <= ROUNDS; round++) {
     const spent = subjects.map(() => ({ cpu: 0, server: 0, count: 0 }))
-    for (let done = 0, pair = 0; done < TRANSFERS; done += CHUNK, pair++) {
-      for (const which of pair % 2 === 0 ? [0, 1] : [1, 0]) {
+    for (let done = 0, pass = 0; done < TRANSFERS; done += CHUNK, pass++) {
+      for (const which of pass % 2 === 0 ? order : [...order].reverse()) {
         const { cpu, server } = await measure(subjects[which], CHUNK, serverPid)
         spent[which].cpu += cpu
         spent[which].server += server
@@ -150,22 +151,28 @@ async function alternate(subjects: [Subject, Subject], serverPid: number | undef
       }
     }
     const per = spent.map(({ cpu, server, count }) => ({ cpu: cpu / count, server: server / count }))
-    ratios.push((per[1].cpu + per[1].server) / (per[0].cpu + per[0].server))
-    if (serverPid) serverRatios.push(per[1].server / per[0].server)
+    for (let i = 1; i < subjects.length; i++) {
+      ratios[i - 1].push((per[i].cpu + per[i].server) / (per[0].cpu + per[0].server))
+      if (serverPid) serverRatios[i - 1].push(per[i].server / per[0].server)
+    }
     const shown = per.map(
       ({ cpu, server }, i) => `${subjects[i].label} ${cpu.toFixed(0)}${serverPid ? ` + server ${server.toFixed(0)}` : ''}`,
     )
-    console.log(`round ${round} (load ${load()}): ${shown.join('   ')} µs/transfer; ratio ${ratios.at(-1)?.toFixed(3)}`)
+    const last = ratios.map((each) => each.at(-1)?.toFixed(3)).join(' ')
+    console.log(`round ${round} (load ${load()}): ${shown.join('   ')} µs/transfer; ratio ${last}`)
   }
   const range = (values: number[]) => `${Math.min(...values).toFixed(3)}-${Math.max(...values).toFixed(3)}`
-  console.log(`${subjects[1].label} ÷ ${subjects[0].label}, CPU per transfer: median ${median(ratios).toFixed(3)} (range ${range(ratios)})`)
-  if (serverPid) console.log(`  the server's part alone: median ${median(serverRatios).toFixed(3)} (range ${range(serverRatios)})`)
+  for (let i = 1; i < subjects.length; i++) {
+    const label = `${subjects[i].label} ÷ ${subjects[0].label}`
+    console.log(`${label}, CPU per transfer: median ${median(ratios[i - 1]).toFixed(3)} (range ${range(ratios[i - 1])})`)
+    if (serverPid)
+      console.log(`  the server's part alone: median ${median(serverRatios[i - 1]).toFixed(3)} (range ${range(serverRatios[i - 1])})`)
+  }
 }
 
 async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<void> {
-  const [a, b] = ROOTS as string[]
   const subjects: Subject[] = []
-  for (const [i, root] of [a, b].entries()) {
+  for (const [i, root] of (ROOTS as string[]).entries()) {
     const built = await buildAt(root, server, `roots${i}`)
     apps.push(built)
     subjects.push({
@@ -174,7 +181,7 @@ async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<vo
       wallets: await wallets(built, 'cpu', WALLETS, await goldIn(built)),
     })
   }
-  await alternate(subjects as [Subject, Subject], server?.pid)
+  await alternate(subjects, server?.pid)
 }
 
 async function monitors(server: BenchPostgres | undefined, apps: App[]): Promise<void> {

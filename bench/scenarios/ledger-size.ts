@@ -9,10 +9,10 @@
  * issuance of 1 gold to every wallet. `--seed=api` (the default) sends every step from outside
  * through the API: `POST /wallet/transactions/batch` by key with an Idempotency-Key, and
  * `POST /issuances`, over `--connections` (32) connections with `--pipelining` (1) requests each,
- * and prints the bench's and the service's CPU per transaction. `--seed=direct` stops the service
- * and writes the same steps in process through the ledger's write path (`applyUnits`, no events,
- * no idempotency rows), 100 steps per database transaction, then starts the service again (timed:
- * the start on a store of that size) and waits until its sequencer has positioned the history.
+ * and prints the bench's and the service's CPU per transaction. `--seed=direct` stops the service,
+ * writes the same steps in process as the rows the write path writes for them (`writeStepsDirectly`:
+ * no events, no idempotency rows), positions them with the journal's own sequencer in process, then
+ * starts the service again (timed: the start on a store of that size).
  * At each checkpoint (10,000, 100,000, 1,000,000, 10,000,000 transactions, as far as
  * `--transactions`, 10 million by default) it measures, with no other load:
  * - `coffer verify` as a user runs it (the CLI: the ledger, then the journal), first, so that
@@ -255,7 +255,14 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<Checkpoint[]>
     service = undefined
     const ownAt = process.cpuUsage()
     const steps = Math.ceil((until - built) / STEP)
-    await writeStepsDirectly(store, { walletIds, assetId: seeded.asset.id, first: step, steps })
+    await writeStepsDirectly(store, {
+      walletIds,
+      assetId: seeded.asset.id,
+      first: step,
+      steps,
+      dataDir,
+      onProgress: (message) => log(`${storage}:   ${message}`),
+    })
     step += steps
     const ownCpu = process.cpuUsage(ownAt)
     const at = performance.now()

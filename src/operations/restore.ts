@@ -188,7 +188,10 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
   }
   try {
     await client.query('begin')
+    // One COPY carries a whole table and one index build all its rows: not bounded as a request's statement is.
     await client.query("set local maintenance_work_mem = '256MB'")
+    await client.query('set local statement_timeout = 0')
+    await client.query('set local idle_in_transaction_session_timeout = 0')
     const { rows: tableRows } = await client.query<{ name: string }>(
       'select tablename as name from pg_tables where schemaname = current_schema()',
     )
@@ -207,10 +210,11 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
         const { rest, existing } = takeExistingRows(section)
         for (const { id, ...values } of existing) {
           const names = Object.keys(values)
-          await client.query(
-            `update ${quoteName(section.table)} set ${names.map((name, i) => `${quoteName(name)} = $${i + 1}`).join(', ')} where id = $${names.length + 1}`,
-            [...Object.values(values), id],
-          )
+          const assignments = names.map((name, i) => `${quoteName(name)} = $${i + 1}`).join(', ')
+          await client.query(`update ${quoteName(section.table)} set ${assignments} where id = $${names.length + 1}`, [
+            ...Object.values(values),
+            id,
+          ])
         }
         if (rest.length === 0) return
         if (!copying) {

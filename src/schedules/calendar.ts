@@ -27,31 +27,26 @@ export function parseEvery(text: string): Every | undefined {
   return years === '1' ? { unit: 'month', count: 12 } : undefined
 }
 
-const formatters = new Map<string, Intl.DateTimeFormat>()
+/** A zone's formatter, made once per zone by the `Calendars` that owns it. */
+type FormatterOf = (zone: string) => Intl.DateTimeFormat
 
-function formatterOf(zone: string): Intl.DateTimeFormat {
-  let formatter = formatters.get(zone)
-  if (!formatter) {
-    formatter = new Intl.DateTimeFormat('en-US', {
-      timeZone: zone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-      era: 'short',
-    })
-    formatters.set(zone, formatter)
-  }
-  return formatter
+function newFormatter(zone: string): Intl.DateTimeFormat {
+  return new Intl.DateTimeFormat('en-US', {
+    timeZone: zone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+    era: 'short',
+  })
 }
 
 const ZONE_NAME = /^(?:UTC|[A-Za-z][A-Za-z0-9_+-]*(?:\/[A-Za-z0-9_+-]+)+|[A-Za-z]{2,6})$/
 
-/** True for a time zone name the time zone database knows (`Europe/Paris`, `UTC`); never a bare offset. */
-export function isTimeZone(name: string): boolean {
+function isTimeZone(formatterOf: FormatterOf, name: string): boolean {
   if (!ZONE_NAME.test(name)) return false
   try {
     formatterOf(name)
@@ -73,7 +68,7 @@ export interface WallTime {
 }
 
 /** The wall-clock time of an instant (milliseconds since the epoch) in a zone. */
-function wallTimeOf(instant: number, zone: string): WallTime {
+function wallTimeOf(formatterOf: FormatterOf, instant: number, zone: string): WallTime {
   const parts: Record<string, string> = {}
   for (const part of formatterOf(zone).formatToParts(new Date(instant))) parts[part.type] = part.value
   const year = Number(parts.year)
@@ -96,8 +91,8 @@ function asUtc(wall: WallTime): number {
 }
 
 /** How far the zone's wall clock is ahead of UTC at an instant, in milliseconds. */
-function offsetAt(instant: number, zone: string): number {
-  return asUtc(wallTimeOf(instant, zone)) - instant
+function offsetAt(formatterOf: FormatterOf, instant: number, zone: string): number {
+  return asUtc(wallTimeOf(formatterOf, instant, zone)) - instant
 }
 
 const DAY = 86_400_000
@@ -106,19 +101,20 @@ const DAY = 86_400_000
  * The instant a wall-clock time names in a zone: the earlier of two in a repeated hour, the first
  * instant after the gap for a time a gap skips.
  */
-function instantOf(wall: WallTime, zone: string): number {
+function instantOf(formatterOf: FormatterOf, wall: WallTime, zone: string): number {
+  const offset = (instant: number) => offsetAt(formatterOf, instant, zone)
   const local = asUtc(wall)
   // Offsets in force around the time: a change of offset is never closer than a day to another.
-  const offsets = [...new Set([offsetAt(local - DAY, zone), offsetAt(local, zone), offsetAt(local + DAY, zone)])]
-  const valid = offsets.map((offset) => local - offset).filter((instant) => offsetAt(instant, zone) === local - instant)
+  const offsets = [...new Set([offset(local - DAY), offset(local), offset(local + DAY)])]
+  const valid = offsets.map((ahead) => local - ahead).filter((instant) => offset(instant) === local - instant)
   if (valid.length > 0) return Math.min(...valid)
   // In a gap: the change of offset lies between the two readings; find its instant.
   let low = local - Math.max(...offsets)
   let high = local - Math.min(...offsets)
-  const before = offsetAt(low, zone)
+  const before = offset(low)
   while (high - low > 1) {
     const middle = Math.floor((low + high) / 2)
-    if (offsetAt(middle, zone) === before) low = middle
+    if (offset(middle) === before) low = middle
     else high = middle
   }
   return high
@@ -150,11 +146,7 @@ export interface Calendar {
   timeZone: string
 }
 
-/**
- * The instant of occurrence `n` (from 0), or undefined when the schedule has no such occurrence
- * (a one-off after the first, past `count`, or after `end_at`).
- */
-export function occurrenceAt(calendar: Calendar, n: number): number | undefined {
+function occurrenceAt(formatterOf: FormatterOf, calendar: Calendar, n: number): number | undefined {
   if (calendar.count !== null && n >= calendar.count) return undefined
   const start = Date.parse(calendar.startAt)
   let instant: number
@@ -162,20 +154,46 @@ export function occurrenceAt(calendar: Calendar, n: number): number | undefined 
   else {
     const every = calendar.every === null ? undefined : parseEvery(calendar.every)
     if (!every) return undefined
-    instant = instantOf(addSteps(wallTimeOf(start, calendar.timeZone), every, n), calendar.timeZone)
+    const wall = addSteps(wallTimeOf(formatterOf, start, calendar.timeZone), every, n)
+    instant = instantOf(formatterOf, wall, calendar.timeZone)
   }
   if (calendar.endAt !== null && instant > Date.parse(calendar.endAt)) return undefined
   return instant
 }
 
-/**
- * The first occurrence at or after `from` (milliseconds), beginning the search at occurrence
- * `n`: its index and instant, or undefined when none is left.
- */
-export function firstOccurrenceFrom(calendar: Calendar, n: number, from: number): { n: number; at: number } | undefined {
-  for (let k = n; ; k++) {
-    const at = occurrenceAt(calendar, k)
-    if (at === undefined) return undefined
-    if (at >= from) return { n: k, at }
+/** Calendar arithmetic in the schedules' time zones, with a formatter per zone made once and kept. */
+export interface Calendars {
+  /** True for a time zone name the time zone database knows (`Europe/Paris`, `UTC`); never a bare offset. */
+  isTimeZone(name: string): boolean
+  /**
+   * The instant of occurrence `n` (from 0), or undefined when the schedule has no such occurrence
+   * (a one-off after the first, past `count`, or after `end_at`).
+   */
+  occurrenceAt(calendar: Calendar, n: number): number | undefined
+  /**
+   * The first occurrence at or after `from` (milliseconds), beginning the search at occurrence
+   * `n`: its index and instant, or undefined when none is left.
+   */
+  firstOccurrenceFrom(calendar: Calendar, n: number, from: number): { n: number; at: number } | undefined
+}
+
+/** Making a zone's formatter costs far more than using it, so each `Calendars` keeps those it made. */
+export function createCalendars(): Calendars {
+  const formatters = new Map<string, Intl.DateTimeFormat>()
+  const formatterOf: FormatterOf = (zone) => {
+    let formatter = formatters.get(zone)
+    if (!formatter) formatters.set(zone, (formatter = newFormatter(zone)))
+    return formatter
+  }
+  return {
+    isTimeZone: (name) => isTimeZone(formatterOf, name),
+    occurrenceAt: (calendar, n) => occurrenceAt(formatterOf, calendar, n),
+    firstOccurrenceFrom(calendar, n, from) {
+      for (let k = n; ; k++) {
+        const at = occurrenceAt(formatterOf, calendar, k)
+        if (at === undefined) return undefined
+        if (at >= from) return { n: k, at }
+      }
+    },
   }
 }

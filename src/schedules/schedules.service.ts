@@ -3,8 +3,8 @@ import { inTransaction, nowIso } from '../db/dialect.ts'
 import { AppError, ERRORS, type ErrorCode } from '../http/errors.ts'
 import { takeWalletTurns, type Ledger } from '../ledger/ledger.service.ts'
 import type { EventWriter, Transaction, WalletEvent } from '../ledger/ledger.types.ts'
-import { findKeyLimits } from '../wallets/wallets.service.ts'
-import { firstOccurrenceFrom, isTimeZone, occurrenceAt, parseEvery, type Calendar } from './calendar.ts'
+import type { WalletKeysService } from '../wallets/wallets.service.ts'
+import { createCalendars, parseEvery, type Calendar, type Calendars } from './calendar.ts'
 import * as repository from './schedules.repository.ts'
 import type { ScheduleRow } from './schedules.repository.ts'
 import type { ScheduleRequest } from './schedules.schemas.ts'
@@ -89,7 +89,7 @@ function instantOf(field: string, text: string): number {
  * years ahead, an `every` that is not whole days, weeks or months from P1D to P1Y, `count` with
  * `end_at`, an `end_at` before `start_at`, or an unknown time zone.
  */
-function checkCalendar(body: ScheduleRequest, now: number): Calendar {
+function checkCalendar(calendars: Calendars, body: ScheduleRequest, now: number): Calendar {
   const start = instantOf('start_at', body.start_at)
   if (start < now - START_TOLERANCE_MS) throw new AppError('G000', 'start_at is in the past')
   const latest = new Date(now)
@@ -99,7 +99,7 @@ function checkCalendar(body: ScheduleRequest, now: number): Calendar {
     throw new AppError('G000', 'every must be whole days, weeks or months from P1D to P1Y (P1D, P2W, P1M, P1Y)')
   if (body.count !== undefined && body.end_at !== undefined) throw new AppError('G000', 'give count or end_at, not both')
   const timeZone = body.time_zone ?? 'UTC'
-  if (!isTimeZone(timeZone)) throw new AppError('G000', `unknown time zone "${timeZone}"`)
+  if (!calendars.isTimeZone(timeZone)) throw new AppError('G000', `unknown time zone "${timeZone}"`)
   let endAt: string | null = null
   if (body.end_at !== undefined) {
     const end = instantOf('end_at', body.end_at)
@@ -122,6 +122,8 @@ export interface SchedulesServiceDeps {
   db: Db
   ledger: Ledger
   events: EventWriter
+  /** The limits of the wallet key that created a schedule. */
+  keys: Pick<WalletKeysService, 'findLimits'>
 }
 
 export interface SchedulesService {
@@ -163,7 +165,8 @@ export interface SchedulesService {
   countDue(now?: number): Promise<number>
 }
 
-export function createSchedulesService({ db, ledger, events }: SchedulesServiceDeps): SchedulesService {
+export function createSchedulesService({ db, ledger, events, keys }: SchedulesServiceDeps): SchedulesService {
+  const calendars = createCalendars()
   /** The schedule locked for a change by its wallet: R000 when it is not the wallet's, R001 when it has ended. */
   async function lockForChange(trx: Trx, walletId: number, id: number): Promise<ScheduleRow> {
     const row = await repository.lockSchedule(trx, id)
@@ -181,7 +184,7 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
 
   return {
     async create(walletId, body, keyId) {
-      const calendar = checkCalendar(body, Date.now())
+      const calendar = checkCalendar(calendars, body, Date.now())
       const request: TransferRequest = {
         recipient: body.recipient,
         type: body.type,
@@ -190,7 +193,7 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
         metadata: body.metadata,
       }
       // Through a wallet key: its recipients and per-transfer caps refuse the schedule now, as they would each run.
-      const key = keyId === undefined ? undefined : await findKeyLimits(db, keyId)
+      const key = keyId === undefined ? undefined : await keys.findLimits(db, keyId)
       await ledger.transfers.check(walletId, request, key?.limits)
       const now = nowIso()
       const row = await repository.insertSchedule(db, {
@@ -232,7 +235,7 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
       const calendar = calendarOf(row)
       const runs: string[] = []
       for (let n = Number(row.next_occurrence); runs.length < count; n++) {
-        const at = occurrenceAt(calendar, n)
+        const at = calendars.occurrenceAt(calendar, n)
         if (at === undefined) break
         // The next run may be overdue (about to run); it is listed at the time it is due.
         runs.push(n === Number(row.next_occurrence) && row.next_run_at ? row.next_run_at : new Date(at).toISOString())
@@ -271,7 +274,9 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
         const n = Number(row.next_occurrence)
         // A one-off whose time passed while paused runs at once; otherwise the next occurrence from now on.
         const next =
-          row.every === null && n === 0 ? { n, at: Math.min(Date.parse(row.start_at), now) } : firstOccurrenceFrom(calendar, n, now)
+          row.every === null && n === 0
+            ? { n, at: Math.min(Date.parse(row.start_at), now) }
+            : calendars.firstOccurrenceFrom(calendar, n, now)
         const at = nowIso()
         if (!next) {
           const finished = await repository.updateSchedule(trx, id, { status: 'finished', next_run_at: null, updated_at: at })
@@ -302,7 +307,7 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
 
     countDue: (now = Date.now()) => repository.countDueSchedules(db, new Date(now).toISOString()),
 
-    runDue: (id, now = Date.now()) => runOccurrence(db, ledger, events, id, now),
+    runDue: (id, now = Date.now()) => runOccurrence({ db, ledger, events, calendars, keys }, id, now),
   }
 }
 
@@ -313,7 +318,11 @@ export function createSchedulesService({ db, ledger, events }: SchedulesServiceD
  * events. The turns of both wallets come first, as every move takes them, then the schedule's row:
  * two instances serialize there, and the second finds the occurrence done.
  */
-async function runOccurrence(db: Db, ledger: Ledger, events: EventWriter, id: number, now: number): Promise<boolean> {
+async function runOccurrence(
+  { db, ledger, events, calendars, keys }: SchedulesServiceDeps & { calendars: Calendars },
+  id: number,
+  now: number,
+): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     const seen = await trx.selectFrom('schedules').select(['wallet_id', 'request']).where('id', '=', id).executeTakeFirst()
     if (!seen) return false
@@ -333,7 +342,7 @@ async function runOccurrence(db: Db, ledger: Ledger, events: EventWriter, id: nu
       // A schedule created through a wallet key runs under that key's limits, and not at all once it is revoked.
       let limits
       if (row.key_id !== null) {
-        const key = await findKeyLimits(trx, Number(row.key_id))
+        const key = await keys.findLimits(trx, Number(row.key_id))
         if (!key) throw new AppError('A001', 'the wallet key that created this schedule has been revoked')
         limits = key.limits
       }
@@ -357,7 +366,7 @@ async function runOccurrence(db: Db, ledger: Ledger, events: EventWriter, id: nu
       error: error && JSON.stringify(error),
     })
 
-    const next = occurrenceAt(calendarOf(row), occurrence + 1)
+    const next = calendars.occurrenceAt(calendarOf(row), occurrence + 1)
     const refusals = error ? Number(row.refusals_in_a_row) + 1 : 0
     const status: ScheduleStatus = next === undefined ? 'finished' : refusals >= PAUSE_AFTER_REFUSALS ? 'paused' : 'active'
     const updated = await repository.updateSchedule(trx, id, {

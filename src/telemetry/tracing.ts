@@ -50,10 +50,9 @@ export function traceFields(): { trace_id?: string; span_id?: string } {
   return { trace_id: traceId, span_id: spanId }
 }
 
-const requestSpans = new WeakMap<FastifyRequest, { span: Span; context: Context }>()
-
 /** A server span per request, made active again after the body read, so the handler and log line carry it. */
 export function traceRequests(app: FastifyInstance, tracing: Tracing): void {
+  const requestSpans = new WeakMap<FastifyRequest, { span: Span; context: Context }>()
   app.addHook('onRequest', (request, _reply, done) => {
     const span = tracing.tracer.startSpan(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
       kind: SpanKind.SERVER,

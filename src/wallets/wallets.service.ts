@@ -20,52 +20,59 @@ export function findLiveWalletKeyIds(db: Executor, keyIds: readonly number[]): P
   return wallets.findLiveWalletKeyIds(db, keyIds)
 }
 
-/**
- * Key rows by token hash, kept while nothing has been committed since they were read
- * (`db/commit-state.ts`); revoking a key or deleting its wallet is a commit, so it is seen at once.
- */
-export type KeptWalletKeys = KeptReads<string, wallets.WalletKeyRow>
+type KeyPolicy = ReturnType<typeof readPolicy>
 
-export function keptWalletKeys(): KeptWalletKeys {
-  return new KeptReads(10_000)
+/** A request's wallet key: its id, wallet, scopes and limits. */
+export interface AuthenticatedKey {
+  keyId: number
+  walletId: number
+  scopes: readonly KeyScope[]
+  limits: KeyLimits | undefined
 }
 
-/** Authenticates a request's wallet key (by its hash): the key, marked as used (at most once a minute); undefined when there is none. */
-export async function authenticateWalletKey(
-  db: Db,
-  tokenHash: string,
-  kept: KeptWalletKeys,
-): Promise<{ keyId: number; walletId: number; scopes: readonly KeyScope[]; limits: KeyLimits | undefined } | undefined> {
-  // Taken from `kept` while nothing has been committed since the row was read.
-  const key = await readKept(db, kept, tokenHash, (hash) => wallets.findLiveWalletKey(db, { tokenHash: hash }))
-  if (!key) return undefined
-  if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id)
-  return { keyId: key.id, walletId: key.wallet_id, ...policyOf(key) }
+/** Wallet keys as requests meet them, with what spans requests: rows kept while nothing commits, and parsed policies. */
+export interface WalletKeysService {
+  /** Authenticates a request's wallet key (by its hash): the key, marked as used (at most once a minute); undefined when there is none. */
+  authenticate(tokenHash: string): Promise<AuthenticatedKey | undefined>
+  /**
+   * The limits of a live wallet key by id, `{ limits: undefined }` for one without any; undefined
+   * once the key is revoked or its wallet deleted. A schedule's runs are charged to the key that created it.
+   */
+  findLimits(db: Executor, keyId: number): Promise<{ limits: KeyLimits | undefined } | undefined>
 }
 
-/**
- * The limits of a live wallet key by id, `{ limits: undefined }` for one without any; undefined
- * once the key is revoked or its wallet deleted. A schedule's runs are charged to the key that created it.
- */
-export async function findKeyLimits(db: Executor, keyId: number): Promise<{ limits: KeyLimits | undefined } | undefined> {
-  const key = await wallets.findLiveWalletKey(db, { id: keyId })
-  return key && { limits: policyOf(key).limits }
-}
+/** The most recently parsed key policies kept, and the key rows kept by token hash. */
+const KEPT_KEYS = 10_000
 
-/**
- * A key's scopes and limits, parsed once per key and text: they never change after creation, and
- * under writes its row is read again for each request. The most recently parsed are kept.
- */
-const policies = new Map<number, { scopes: string; limits: string | null; policy: ReturnType<typeof readPolicy> }>()
-const KEPT_POLICIES = 10_000
+export function createWalletKeysService({ db }: { db: Db }): WalletKeysService {
+  // Key rows by token hash, kept while nothing has been committed since they were read
+  // (`db/commit-state.ts`); revoking a key or deleting its wallet is a commit, so it is seen at once.
+  const kept = new KeptReads<string, wallets.WalletKeyRow>(KEPT_KEYS)
+  // Scopes and limits parsed once per key and text: they never change after creation, and under
+  // writes a key's row is read again for each request.
+  const policies = new Map<number, { scopes: string; limits: string | null; policy: KeyPolicy }>()
 
-function policyOf(key: wallets.WalletKeyRow): ReturnType<typeof readPolicy> {
-  const kept = policies.get(key.id)
-  if (kept && kept.scopes === key.scopes && kept.limits === key.limits) return kept.policy
-  const policy = readPolicy(key.id, key.scopes, key.limits)
-  if (policies.size >= KEPT_POLICIES) policies.delete(policies.keys().next().value as number)
-  policies.set(key.id, { scopes: key.scopes, limits: key.limits, policy })
-  return policy
+  function policyOf(key: wallets.WalletKeyRow): KeyPolicy {
+    const known = policies.get(key.id)
+    if (known && known.scopes === key.scopes && known.limits === key.limits) return known.policy
+    const policy = readPolicy(key.id, key.scopes, key.limits)
+    if (policies.size >= KEPT_KEYS) policies.delete(policies.keys().next().value as number)
+    policies.set(key.id, { scopes: key.scopes, limits: key.limits, policy })
+    return policy
+  }
+
+  return {
+    async authenticate(tokenHash) {
+      const key = await readKept(db, kept, tokenHash, (hash) => wallets.findLiveWalletKey(db, { tokenHash: hash }))
+      if (!key) return undefined
+      if (!key.last_used_at || Date.now() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) await wallets.touchWalletKey(db, key.id)
+      return { keyId: key.id, walletId: key.wallet_id, ...policyOf(key) }
+    },
+    async findLimits(executor, keyId) {
+      const key = await wallets.findLiveWalletKey(executor, { id: keyId })
+      return key && { limits: policyOf(key).limits }
+    },
+  }
 }
 
 /** A live (not deleted) user wallet by id; never the mint wallet. */

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { firstOccurrenceFrom, isTimeZone, occurrenceAt, parseEvery, type Calendar } from '../../src/schedules/calendar.ts'
+import { createCalendars, parseEvery, type Calendar } from '../../src/schedules/calendar.ts'
+
+const { firstOccurrenceFrom, isTimeZone, occurrenceAt } = createCalendars()
 
 const calendar = (startAt: string, every: string | null, timeZone: string, more: Partial<Calendar> = {}): Calendar => ({
   startAt,
