@@ -7,8 +7,9 @@
  * sequencer, runs the retention job as 31 days later, then times `verifyLedger`, `verifyJournal`, a
  * backup and a restore into an empty store (and the verify after it), and prints the stores' bytes
  * per transaction by table and index (SQLite's `dbstat`, PostgreSQL's `pg_relation_size`). With
- * `--keep=<dir>` the stores stay in that directory and a SQLite ledger found there is used again.
- * Nothing here asserts a time.
+ * `--keep=<dir>` the stores stay in that directory and a SQLite ledger found there is used again;
+ * with `--from=<backup>` the ledger is that backup restored (a ledger built once serves both
+ * storages); `--no-verify` leaves out the verifies of the source. Nothing here asserts a time.
  */
 import fs from 'node:fs'
 import os from 'node:os'
@@ -37,10 +38,15 @@ const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`)
 const storage = (option('storage') ?? 'sqlite') as 'sqlite' | 'postgres'
 const TRANSACTIONS = Number(option('transactions') ?? 100_000)
 const kept = option('keep')
+const from = option('from')
+const verifySource = !args.includes('--no-verify')
 const dir = kept ?? fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-ledger-ops-'))
 const fixed = (value: number, digits = 0) => value.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 const log = (line: string) => console.log(`[${storage} ${TRANSACTIONS}] ${line} (load ${os.loadavg()[0].toFixed(1)})`)
-const key = parseSigningKey(randomBytes(32).toString('base64'))!
+// The journal's signing key is kept beside a kept ledger (and read beside a `--from` backup): its checkpoints verify again.
+const keyFile = path.join(from ? path.dirname(from) : dir, 'signing-key')
+if (!fs.existsSync(keyFile)) fs.writeFileSync(keyFile, randomBytes(32).toString('base64'))
+const key = parseSigningKey(fs.readFileSync(keyFile, 'utf8'))!
 
 const noEvents: EventWriter = {
   countEvents: () => 0,
@@ -103,15 +109,18 @@ async function sizes(database: Database): Promise<void> {
 try {
   const built = storage === 'sqlite' && fs.existsSync(path.join(dir, 'source.sqlite'))
   const source = await open('source')
-  if (!built) await timed('build', () => build(source))
+  if (from) await timed('restore of --from', async () => restoreBackup(source, await checkBackup(from)))
+  else if (!built) await timed('build', () => build(source))
   else await timed('migrations of a kept ledger', () => migrateToLatest(source.db))
   // Retention as 31 days later: events, idempotency keys and the bodies no event needs go.
   const policy = { eventRetentionDays: 30, idempotencyRetentionHours: 24, sessionIdleDays: 0 }
   await timed('retention', () => pruneOnce(source, policy, Date.now() + 31 * 86_400_000))
-  const ledger = await timed('verifyLedger', () => verifyLedger(source.db))
-  if (!ledger.ok) log(`verify found ${ledger.problems.slice(0, 5).join('; ')}`)
-  const journal = await timed('verifyJournal', () => verifyJournal(source.db, key))
-  if (!journal.ok) log(`journal verify found ${journal.problems.slice(0, 5).join('; ')}`)
+  if (verifySource) {
+    const ledger = await timed('verifyLedger', () => verifyLedger(source.db))
+    if (!ledger.ok) log(`verify found ${ledger.problems.slice(0, 5).join('; ')}`)
+    const journal = await timed('verifyJournal', () => verifyJournal(source.db, key))
+    if (!journal.ok) log(`journal verify found ${journal.problems.slice(0, 5).join('; ')}`)
+  }
   const file = path.join(dir, 'backup.coffer')
   const summary = await timed('backup', () => createBackup(source, file))
   log(`backup file: ${fixed(summary.bytes / TRANSACTIONS, 1)} bytes per transaction`)

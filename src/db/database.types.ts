@@ -1,4 +1,5 @@
 import type { Kysely, Transaction } from 'kysely'
+import type pg from 'pg'
 import type { DB } from './tables.ts'
 
 /** What the rest of the service sees of the storage, whichever it is (`database.ts` opens it). */
@@ -20,6 +21,8 @@ export interface Database {
   checkWritable(): Promise<void>
   /** PostgreSQL: the connection pool's use right now (metrics); undefined on SQLite, which has one connection. */
   poolUse?(): PoolUse
+  /** PostgreSQL: a connection of the pool for work beyond the query builder (`COPY`); the caller releases it. */
+  postgresClient?(): Promise<pg.PoolClient>
   close(): Promise<void>
 }
 

@@ -391,6 +391,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
       return probing
     },
     poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    postgresClient: () => pool.connect(),
     async close() {
       await db.destroy()
     },

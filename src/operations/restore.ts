@@ -1,4 +1,8 @@
-import { sql, type Kysely, type Transaction } from 'kysely'
+import { once } from 'node:events'
+import type { Writable } from 'node:stream'
+import { sql, type Kysely } from 'kysely'
+import type pg from 'pg'
+import { from as copyFrom } from 'pg-copy-streams'
 import type { Database } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { alignJournalAfterRestore } from '../journal/journal.service.ts'
@@ -6,6 +10,7 @@ import { MINT_WALLET_ID } from '../ledger/ledger.types.ts'
 import { listAppliedMigrations, MIGRATION_NAMES, migrateTo, migrateToLatest } from '../db/migrate.ts'
 import { withRetries } from '../db/retry.ts'
 import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
+import type { SqliteStatements } from '../db/storage-state.ts'
 import type { DB } from '../db/tables.ts'
 import type { Progress } from './backup.ts'
 import { BackupError, readBackup, type BackupHeader, type BackupSection } from './backup-format.ts'
@@ -20,14 +25,10 @@ export interface CheckedBackup {
 /** Reads a whole backup without writing: format, shapes, counts, checksum, schema. Throws BackupError. */
 export async function checkBackup(file: string): Promise<CheckedBackup> {
   let header: BackupHeader | undefined
-  const trailer = await readBackup(
-    file,
-    (read) => {
-      header = read
-      checkMigrations(file, read)
-    },
-    () => {},
-  )
+  const trailer = await readBackup(file, (read) => {
+    header = read
+    checkMigrations(file, read)
+  })
   return { file, header: header as BackupHeader, rows: trailer.rows }
 }
 
@@ -67,63 +68,202 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
   }
   // The rows go into the schema they were read from (an empty store is moved down to it if it is newer).
   await migrateTo(db, checked.header.migrations[checked.header.migrations.length - 1])
+  const statements = sqliteStatementsOf(db)
   // A retried transaction runs again from the start of the file.
-  await withRetries(() =>
-    db.transaction().execute(async (trx) => {
-      let done = 0
-      const tables = new Set(await listDataTables(trx))
-      await readBackup(
-        checked.file,
-        () => {},
-        async (section) => {
-          if (!tables.has(section.table))
-            throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
-          await insertSection(trx, section)
-          done += section.rows.length
-          progress?.(section.table, done, checked.rows)
-        },
-        5_000,
-      )
-      if (isPostgres(trx)) await moveSequences(trx)
-      if (tables.has('journal_state')) await alignJournalAfterRestore(trx)
-    }),
-  )
+  if (statements) await withRetries(() => restoreSqlite(database, statements, checked, progress))
+  else await withRetries(() => restorePostgres(database, checked, progress))
   const upgraded = await migrateToLatest(db)
   await movePageGeneration(db)
   return { tables: checked.header.tables, rows: checked.rows, upgraded }
 }
 
-async function insertSection(trx: Transaction<DB>, { table, columns, rows }: BackupSection): Promise<void> {
-  const any = trx as unknown as Kysely<Record<string, Record<string, unknown>>>
-  const objectOf = (row: unknown[]) => Object.fromEntries(columns.map((column, i) => [column, row[i]]))
-  if (table === 'wallets') {
-    // The first migration created the reserved mint wallet already: it takes the backup's row.
-    const at = columns.indexOf('id')
-    const mint = rows.find((row) => Number(row[at]) === MINT_WALLET_ID)
-    if (mint) {
-      const { id: _id, ...rest } = objectOf(mint)
-      await any.updateTable('wallets').set(rest).where('id', '=', MINT_WALLET_ID).execute()
-      rows = rows.filter((row) => row !== mint)
-    }
-  }
-  if (table === 'journal_state') {
-    // The journal's migration created its one state row already: it takes the backup's.
-    for (const { id, ...rest } of rows.map(objectOf)) await any.updateTable('journal_state').set(rest).where('id', '=', id).execute()
-    return
-  }
-  if (rows.length === 0) return
-  const names = columns.map(quoteName).join(', ')
-  const statements = sqliteStatementsOf(trx)
-  if (statements) {
-    // One prepared statement run per row on the driver.
-    const insert = statements.prepare(`insert into ${quoteName(table)} (${names}) values (${columns.map(() => '?').join(', ')})`)
-    for (const row of rows) insert.run(row)
-    return
-  }
-  // One statement per chunk, the rows as one JSON parameter that takes the table's own column types.
-  await sql`insert into ${sql.table(table)} (${sql.raw(names)})
-    select ${sql.raw(names)} from json_populate_recordset(null::${sql.table(table)}, ${JSON.stringify(rows.map(objectOf))})`.execute(trx)
+/** Rows of a restore handed over at a time. */
+const CHUNK = 5_000
+
+/** Calls `write` with each chunk of the backup's rows, tables it does not know refused, and reports progress. */
+async function eachSection(
+  checked: CheckedBackup,
+  tables: Set<string>,
+  write: (section: BackupSection) => Promise<void> | void,
+  progress?: Progress,
+): Promise<void> {
+  let done = 0
+  await readBackup(
+    checked.file,
+    () => {},
+    async (section) => {
+      if (!tables.has(section.table))
+        throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
+      await write(section)
+      done += section.rows.length
+      progress?.(section.table, done, checked.rows)
+    },
+    CHUNK,
+  )
 }
+
+/** The rows the first migrations wrote already (the `mint` wallet, the journal's state): updated to the backup's, not inserted. */
+function takeExistingRows({ table, columns, rows }: BackupSection): { rest: unknown[][]; existing: Record<string, unknown>[] } {
+  if (table !== 'wallets' && table !== 'journal_state') return { rest: rows, existing: [] }
+  const objectOf = (row: unknown[]) => Object.fromEntries(columns.map((column, i) => [column, row[i]]))
+  const at = columns.indexOf('id')
+  const isExisting = (row: unknown[]) => table === 'journal_state' || Number(row[at]) === MINT_WALLET_ID
+  return { rest: rows.filter((row) => !isExisting(row)), existing: rows.filter(isExisting).map(objectOf) }
+}
+
+/**
+ * SQLite: one transaction with a rollback journal instead of the WAL (the rows are written once,
+ * not to the log and again into the file, and a crash rolls the store back to empty), references
+ * unchecked (they were checked where the backup was taken, and its checksum holds), secondary
+ * indexes dropped and built again after the rows, and many rows per insert.
+ */
+async function restoreSqlite(database: Database, statements: SqliteStatements, checked: CheckedBackup, progress?: Progress): Promise<void> {
+  const { db } = database
+  const pragma = (text: string) => {
+    const statement = statements.prepare(`pragma ${text}`)
+    return statement.reader ? (statement.get() as Record<string, unknown>) : void statement.run()
+  }
+  const cacheSize = pragma('cache_size')?.cache_size
+  pragma('foreign_keys = off')
+  // Another connection holding the store keeps it in WAL mode; the restore is then only slower.
+  pragma('journal_mode = delete')
+  pragma(`cache_size = ${-256 * 1024}`)
+  try {
+    await db.transaction().execute(async (trx) => {
+      const tables = new Set(await listDataTables(trx))
+      const indexes = statements.prepare("select name, sql from sqlite_master where type = 'index' and sql is not null").all() as {
+        name: string
+        sql: string
+      }[]
+      for (const { name } of indexes) statements.prepare(`drop index ${quoteName(name)}`).run()
+      await eachSection(
+        checked,
+        tables,
+        async (section) => {
+          const { rest, existing } = takeExistingRows(section)
+          const any = trx as unknown as Kysely<Record<string, Record<string, unknown>>>
+          for (const { id, ...values } of existing) await any.updateTable(section.table).set(values).where('id', '=', id).execute()
+          insertRows(statements, section.table, section.columns, rest)
+        },
+        progress,
+      )
+      for (const index of indexes) statements.prepare(index.sql).run()
+      if (tables.has('journal_state')) await alignJournalAfterRestore(trx)
+    })
+  } finally {
+    pragma('journal_mode = wal')
+    pragma('foreign_keys = on')
+    pragma(`cache_size = ${cacheSize}`)
+  }
+}
+
+/** Rows one insert statement takes at most on SQLite (its limit is 32,766 parameters). */
+const ROWS_PER_INSERT = 100
+
+function insertRows(statements: SqliteStatements, table: string, columns: string[], rows: unknown[][]): void {
+  if (rows.length === 0) return
+  const perRow = Math.max(1, Math.min(ROWS_PER_INSERT, Math.floor(32_766 / columns.length)))
+  const tuple = `(${columns.map(() => '?').join(', ')})`
+  const prefix = `insert into ${quoteName(table)} (${columns.map(quoteName).join(', ')}) values `
+  const prepare = (count: number) => statements.prepare(prefix + Array.from({ length: count }, () => tuple).join(', '))
+  const full = prepare(perRow)
+  let next = 0
+  for (; rows.length - next >= perRow; next += perRow) full.run(rows.slice(next, next + perRow).flat())
+  if (next < rows.length) prepare(rows.length - next).run(rows.slice(next).flat())
+}
+
+/**
+ * PostgreSQL: one transaction on one connection, each table's rows streamed with `COPY … FROM
+ * STDIN` (the server's bulk path), and its secondary indexes dropped and built again after the rows.
+ */
+async function restorePostgres(database: Database, checked: CheckedBackup, progress?: Progress): Promise<void> {
+  const client = await database.postgresClient!()
+  let copying: { table: string; stream: Writable; done: Promise<void> } | undefined
+  let failed: Error | undefined
+  const endCopy = async () => {
+    if (!copying) return
+    copying.stream.end()
+    await copying.done
+    copying = undefined
+  }
+  try {
+    await client.query('begin')
+    // One COPY carries a whole table and one index build all its rows: not bounded as a request's statement is.
+    await client.query("set local maintenance_work_mem = '256MB'")
+    await client.query('set local statement_timeout = 0')
+    await client.query('set local idle_in_transaction_session_timeout = 0')
+    const { rows: tableRows } = await client.query<{ name: string }>(
+      'select tablename as name from pg_tables where schemaname = current_schema()',
+    )
+    const tables = new Set(tableRows.map((row) => row.name))
+    const { rows: indexes } = await client.query<{ name: string; definition: string }>(
+      `select indexname as name, indexdef as definition from pg_indexes i where schemaname = current_schema()
+       and not exists (select 1 from pg_constraint c where c.conname = i.indexname and c.connamespace = current_schema()::regnamespace)`,
+    )
+    for (const { name } of indexes) await client.query(`drop index ${quoteName(name)}`)
+    await eachSection(
+      checked,
+      tables,
+      async (section) => {
+        // The connection runs one statement at a time: the last table's COPY ends before anything else.
+        if (copying?.table !== section.table) await endCopy()
+        const { rest, existing } = takeExistingRows(section)
+        for (const { id, ...values } of existing) {
+          const names = Object.keys(values)
+          const assignments = names.map((name, i) => `${quoteName(name)} = $${i + 1}`).join(', ')
+          await client.query(`update ${quoteName(section.table)} set ${assignments} where id = $${names.length + 1}`, [
+            ...Object.values(values),
+            id,
+          ])
+        }
+        if (rest.length === 0) return
+        if (!copying) {
+          const stream = client.query(
+            copyFrom(`copy ${quoteName(section.table)} (${section.columns.map(quoteName).join(', ')}) from stdin`),
+          )
+          const done = new Promise<void>((resolve, reject) => {
+            stream.on('finish', resolve)
+            stream.on('error', (error) => {
+              failed ??= error
+              reject(error)
+            })
+          })
+          // An error surfaces at the next write or at the end, never unhandled.
+          done.catch(() => {})
+          copying = { table: section.table, stream, done }
+        }
+        // A COPY the server refused takes no more rows: its error ends the restore.
+        if (failed) throw failed
+        const text = rest.map((row) => row.map(copyText).join('\t')).join('\n') + '\n'
+        if (!copying.stream.write(text)) await Promise.race([once(copying.stream, 'drain'), copying.done])
+      },
+      progress,
+    )
+    await endCopy()
+    for (const { definition } of indexes) await client.query(definition)
+    await moveSequences(client)
+    await client.query('commit')
+  } catch (error) {
+    copying?.stream.destroy()
+    await client.query('rollback').catch(() => {})
+    throw error
+  } finally {
+    client.release()
+  }
+}
+
+/** A value in `COPY`'s text format: `\N` for null, backslash, tab and line breaks escaped, JSON for anything structured. */
+function copyText(value: unknown): string {
+  if (value === null || value === undefined) return '\\N'
+  if (typeof value === 'string') return COPY_SPECIAL.test(value) ? value.replace(COPY_SPECIALS, (c) => COPY_ESCAPES[c]) : value
+  if (typeof value === 'number') return String(value)
+  if (typeof value === 'boolean') return value ? 't' : 'f'
+  return copyText(JSON.stringify(value))
+}
+
+const COPY_SPECIAL = /[\\\n\r\t]/
+const COPY_SPECIALS = /[\\\n\r\t]/g
+const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
 
 /** Moves the page generation past every earlier value, so no history page kept from before is served again. */
 async function movePageGeneration(db: Kysely<DB>): Promise<void> {
@@ -132,13 +272,13 @@ async function movePageGeneration(db: Kysely<DB>): Promise<void> {
 }
 
 /** Sets every id sequence past the largest restored id, so new rows never collide with restored ones. */
-async function moveSequences(trx: Transaction<DB>): Promise<void> {
-  const { rows } = await sql<{ table: string; sequence: string }>`
+async function moveSequences(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client.query<{ table: string; sequence: string | null }>(`
     select table_name as table, pg_get_serial_sequence(quote_ident(table_name), 'id') as sequence
     from information_schema.columns
-    where table_schema = current_schema() and column_name = 'id'`.execute(trx)
+    where table_schema = current_schema() and column_name = 'id'`)
   for (const { table, sequence } of rows) {
     if (!sequence) continue
-    await sql`select setval(${sequence}::regclass, coalesce((select max(id) from ${sql.table(table)}), 0) + 1, false)`.execute(trx)
+    await client.query(`select setval($1::regclass, coalesce((select max(id) from ${quoteName(table)}), 0) + 1, false)`, [sequence])
   }
 }
