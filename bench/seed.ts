@@ -8,6 +8,7 @@ import { inTransaction, rowsWrite, runWrites } from '../src/db/dialect.ts'
 import { hasUnpositioned } from '../src/journal/journal.repository.ts'
 import { JournalSequencer } from '../src/journal/sequencer.ts'
 import { MINT_WALLET_ID, type EventWriter, type WalletLabel } from '../src/ledger/ledger.types.ts'
+import { LEDGER_COLUMNS } from '../src/ledger/moves.repository.ts'
 import { toTransaction } from '../src/ledger/transactions.shape.ts'
 import { resolveSigningKey } from '../src/secrets/signing-key.ts'
 
@@ -350,28 +351,9 @@ export const noEvents: EventWriter = {
 const STEPS_PER_WRITE = 100
 const STEPS_PER_COMMIT = 1_000
 
-/** Columns of the rows `writeStepsDirectly` writes, as the write path writes them (`moves.repository.ts`). */
-const TRANSACTION_COLUMNS = [
-  ['id', 'bigint'],
-  ['sending_wallet_id', 'bigint'],
-  ['receiving_wallet_id', 'bigint'],
-  ['memo', 'text'],
-  ['created_at', 'text'],
-  ['body', 'text'],
-  ['kind', 'text'],
-] as const
-const LINE_COLUMNS = [
-  ['transaction_id', 'bigint'],
-  ['asset_id', 'bigint'],
-  ['quantity', 'bigint'],
-] as const
-const BALANCE_COLUMNS = [
-  ['wallet_id', 'bigint'],
-  ['asset_id', 'bigint'],
-  ['created_at', 'text'],
-  ['transaction_id', 'bigint'],
-  ['quantity', 'bigint'],
-] as const
+/** Columns of the rows `writeStepsDirectly` writes, as the write path writes them; of a transaction the first seven. */
+const TRANSACTION_COLUMNS = LEDGER_COLUMNS.transactions.slice(0, 7)
+const { lines: LINE_COLUMNS, balances: BALANCE_COLUMNS } = LEDGER_COLUMNS
 const HOLDING_COLUMNS = [
   ['wallet_id', 'bigint'],
   ['asset_id', 'bigint'],

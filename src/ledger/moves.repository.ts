@@ -674,6 +674,9 @@ const LINE_COLUMNS = [
   ['quantity', 'bigint'],
 ] as const
 
+/** Columns of the ledger's rows as the write path writes them; the bench's direct seeding writes the same. */
+export const LEDGER_COLUMNS = { transactions: TRANSACTION_COLUMNS, lines: LINE_COLUMNS, balances: BALANCE_COLUMNS }
+
 /**
  * Stores the response of each request sent with an Idempotency-Key. `check` throws
  * IdempotencyConflict, naming the units, for keys that another request stored meanwhile.
