@@ -401,8 +401,8 @@ describe('webhook delivery', () => {
       event === 0 ? { hugeBody: 20 * 1024 * 1024 } : attempt > 0 ? { status: 200 } : event === 1 ? { reset: true } : { hang: true },
     )
     await transfer(t, bob, alice.username, { gold: 1 })
-    await waitAt('/alice', 1)
-    const [huge] = await settled(t, alice, 1)
+    await waitAt('/alice', 1, 30_000)
+    const [huge] = await settled(t, alice, 1, 30_000)
     assert.equal(huge.status, 'delivered')
     // One attempt; on a machine so busy that the answer took over 300 ms, more, each a timeout but the last.
     assert.equal(huge.attempt_log.at(-1).status_code, 200)
@@ -414,22 +414,23 @@ describe('webhook delivery', () => {
       const transaction = await transfer(t, bob, alice.username, { gold: 1 })
       answered.set(transaction.id, Date.now())
     }
-    await waitAt('/alice', 3)
+    await waitAt('/alice', 3, 30_000)
+    // Generous waits: on a loaded machine a round of attempts can take seconds to come round.
     const reset = await waitUntil(async () => {
       const all = await deliveries(t, alice, '?limit=100')
       return all
         .flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log)
         .find((a: { error: string | null }) => a.error !== null && /reset/.test(a.error))
-    })
+    }, 30_000)
     assert.equal(reset.status_code, null)
     const timedOut = await waitUntil(async () => {
       const all = await deliveries(t, alice, '?limit=6')
       return all
         .flatMap((d: { attempt_log: { error: string | null }[] }) => d.attempt_log)
         .find((a: { error: string | null }) => a.error !== null && /no answer/.test(a.error))
-    })
+    }, 30_000)
     assert.equal(timedOut.status_code, null)
-    await settled(t, alice, 6, 8_000)
+    await settled(t, alice, 6, 30_000)
     const latest = await deliveries(t, alice, '?limit=6')
     assert.ok(
       latest.every((delivery: { status: string }) => delivery.status === 'delivered'),

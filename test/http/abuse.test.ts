@@ -528,7 +528,8 @@ describe('abuse', () => {
         answered++
         await new Promise((resolve) => setTimeout(resolve, 25))
       }
-      assert.ok(slowest < REQUEST_TIMEOUT_MS / 2, `another client waited ${slowest} ms`)
+      // Not held for the slow client's whole timeout (a loaded machine may add a few hundred ms).
+      assert.ok(slowest < REQUEST_TIMEOUT_MS, `another client waited ${slowest} ms`)
       return answered
     }
 
