@@ -80,12 +80,18 @@ export async function appCode(root: string) {
 
 /**
  * The app of the checkout at `root` on a fresh store (SQLite in a temp directory, or the PostgreSQL
- * database at `databaseUrl`), logging to nowhere; `close` stops it and removes the directory.
+ * database at `databaseUrl`), with `settings` added to its environment, logging to nowhere; `close` stops it and removes the directory.
  */
-export async function buildAppAt(root: string, adminKey: string, databaseUrl: string | undefined, prefix: string) {
+export async function buildAppAt(
+  root: string,
+  adminKey: string,
+  databaseUrl: string | undefined,
+  prefix: string,
+  settings: Record<string, string> = {},
+) {
   const { buildApp, loadConfig, openDatabase, migrateToLatest, prepareWebhookSecrets, hashToken } = await appCode(root)
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`))
-  const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_API_KEY: adminKey, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0' }
+  const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_API_KEY: adminKey, LOG_LEVEL: 'info', AUTH_RATE_LIMIT: '0', ...settings }
   if (databaseUrl) env.DATABASE_URL = databaseUrl
   const config = loadConfig(env)
   const database = openDatabase({ ...config, backgroundCheckpoints: true })

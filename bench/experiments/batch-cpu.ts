@@ -13,14 +13,13 @@
  * texts that took the most are printed in µs per transfer: wall time on the one thread, so
  * `COMMIT` counts its fsync.
  */
-import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import Sqlite from 'better-sqlite3'
 import pg from 'pg'
 import { startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
-import { injector, keyedGoldWallets } from '../in-process.ts'
+import { buildAppAt, injector, keyedGoldWallets } from '../in-process.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -46,51 +45,15 @@ interface Subject {
   close(): Promise<void>
 }
 
-/** The modules an app is built from, out of the checkout at `root`. */
-async function codeOf(root: string) {
-  const load = (file: string) => import(path.join(root, file))
-  return {
-    buildApp: (await load('src/app.ts')).buildApp as typeof import('../../src/app.ts').buildApp,
-    loadConfig: (await load('src/config.ts')).loadConfig as typeof import('../../src/config.ts').loadConfig,
-    openDatabase: (await load('src/db/database.ts')).openDatabase as typeof import('../../src/db/database.ts').openDatabase,
-    migrateToLatest: (await load('src/db/migrate.ts')).migrateToLatest as typeof import('../../src/db/migrate.ts').migrateToLatest,
-    prepareWebhookSecrets: (await load('src/events/webhook-secrets.ts'))
-      .prepareWebhookSecrets as typeof import('../../src/events/webhook-secrets.ts').prepareWebhookSecrets,
-    hashToken: (await load('src/http/tokens.ts')).hashToken as typeof import('../../src/http/tokens.ts').hashToken,
-  }
-}
-
+/** The app of the checkout at `root` with group commit's batch limit `limit`, and its keyed wallets. */
 async function setUp(limit: number, databaseUrl: string | undefined, root: string): Promise<Subject> {
-  const { buildApp, loadConfig, openDatabase, migrateToLatest, prepareWebhookSecrets, hashToken } = await codeOf(root)
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-batch-cpu-'))
-  const env: Record<string, string> = {
-    DATA_DIR: dataDir,
-    ADMIN_API_KEY: ADMIN_KEY,
-    LOG_LEVEL: 'info',
-    AUTH_RATE_LIMIT: '0',
-    GROUP_COMMIT_MAX_BATCH: String(limit),
-  }
-  if (databaseUrl) env.DATABASE_URL = databaseUrl
-  const config = loadConfig(env)
-  const database = openDatabase({ ...config, backgroundCheckpoints: true })
-  await migrateToLatest(database.db)
-  const app = await buildApp({
-    config,
-    database,
-    adminKeyHash: hashToken(ADMIN_KEY),
-    secretsKey: await prepareWebhookSecrets(database.db, config),
-    logStream: { write: () => undefined },
-  })
+  const { app, close } = await buildAppAt(root, ADMIN_KEY, databaseUrl, 'coffer-batch-cpu', { GROUP_COMMIT_MAX_BATCH: String(limit) })
   const keys = await keyedGoldWallets(injector(app), ADMIN_KEY, 'batch', WALLETS)
   return {
     label: ROOTS ? root : `limit ${limit}`,
     app,
     keys,
-    async close() {
-      await app.close()
-      await database.close()
-      fs.rmSync(dataDir, { recursive: true, force: true })
-    },
+    close,
   }
 }
 
