@@ -12,7 +12,7 @@ const PROBES = new Set(['/healthz', '/readyz'])
 const LARGE_WRITES = new Set(['/wallet/transactions/batch'])
 
 /** Whether a route's answer can be large: any read but the probes, and the batch; other writes answer one object. */
-export function mayAnswerLarge(route: Pick<RouteOptions, 'method' | 'url'>): boolean {
+function mayAnswerLarge(route: Pick<RouteOptions, 'method' | 'url'>): boolean {
   const methods = [route.method].flat()
   if (methods.includes('GET')) return !PROBES.has(route.url)
   return methods.includes('POST') && LARGE_WRITES.has(route.url)
