@@ -523,8 +523,8 @@ describe(`migrations (${STORAGE})`, () => {
       await setWebhook(t, bob, `${receiver.url}/hook`)
       for (let i = 0; i < 3; i++) await transfer(t, alice, bob.username, { evtidx: 1 })
       await receiver.waitForEvents(3)
-      const events = async () => (await sql`select * from events order by id`.execute(db)).rows
-      const deliveries = async () => (await sql`select id, event_id, wallet_id, status from webhook_deliveries order by id`.execute(db)).rows
+      const events = async () => (await sql<Record<string, unknown>>`select * from events order by id`.execute(db)).rows
+      const deliveries = async () => (await sql`select id, event_id, wallet_id from webhook_deliveries order by id`.execute(db)).rows
       const uniqueIndexes = async () =>
         STORAGE === 'postgres'
           ? Number(
