@@ -174,7 +174,7 @@ function insertRows(statements: SqliteStatements, table: string, columns: string
 
 /**
  * PostgreSQL: one transaction on one connection, each table's rows streamed with `COPY … FROM
- * STDIN` (the server's bulk path), and its secondary indexes dropped and built again after the rows.
+ * STDIN` (the server's bulk path); indexes, keys and references dropped and made again after the rows.
  */
 async function restorePostgres(database: Database, checked: CheckedBackup, progress?: Progress): Promise<void> {
   const client = await database.postgresClient!()
@@ -201,12 +201,13 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
        and not exists (select 1 from pg_constraint c where c.conname = i.indexname and c.connamespace = current_schema()::regnamespace)`,
     )
     for (const { name } of indexes) await client.query(`drop index ${quoteName(name)}`)
-    // Checked per row, a reference costs a lookup and a queued event; added after, one join checks them all.
-    const { rows: references } = await client.query<{ table: string; name: string; definition: string }>(
+    // Keys and references are added again after the rows: an index built once from sorted rows, one
+    // join checking every reference, instead of a b-tree insert and a lookup per row. References go first.
+    const { rows: constraints } = await client.query<{ table: string; name: string; definition: string }>(
       `select conrelid::regclass::text as table, conname as name, pg_get_constraintdef(oid) as definition from pg_constraint
-       where contype = 'f' and connamespace = current_schema()::regnamespace`,
+       where contype in ('f', 'p', 'u') and connamespace = current_schema()::regnamespace order by contype = 'f' desc, conname`,
     )
-    for (const { table, name } of references) await client.query(`alter table ${table} drop constraint ${quoteName(name)}`)
+    for (const { table, name } of constraints) await client.query(`alter table ${table} drop constraint ${quoteName(name)}`)
     // The journal's queue is filled once after the rows, with just what has no position (its trigger would take every row).
     const queued = await hasQueueTrigger(client)
     if (queued) await client.query(`alter table transactions disable trigger ${QUEUE_TRIGGER}`)
@@ -250,7 +251,7 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
     )
     await endCopy()
     for (const { definition } of indexes) await client.query(definition)
-    for (const { table, name, definition } of references)
+    for (const { table, name, definition } of [...constraints].reverse())
       await client.query(`alter table ${table} add constraint ${quoteName(name)} ${definition}`)
     if (queued) {
       await client.query(`alter table transactions enable trigger ${QUEUE_TRIGGER}`)
