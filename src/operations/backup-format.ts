@@ -69,8 +69,8 @@ export class BackupWriter {
   }
 
   /** Whole lines of JSON, each ending in a newline. */
-  async writeLines(lines: string): Promise<void> {
-    const bytes = Buffer.from(lines)
+  async writeLines(lines: string | Buffer): Promise<void> {
+    const bytes = typeof lines === 'string' ? Buffer.from(lines) : lines
     this.hash.update(bytes)
     if (!this.gzip.write(bytes)) await Promise.race([new Promise((resolve) => this.gzip.once('drain', resolve)), this.finished])
   }

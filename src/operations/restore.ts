@@ -174,7 +174,7 @@ function insertRows(statements: SqliteStatements, table: string, columns: string
 
 /**
  * PostgreSQL: one transaction on one connection, each table's rows streamed with `COPY … FROM
- * STDIN` (the server's bulk path), and its secondary indexes dropped and built again after the rows.
+ * STDIN` (the server's bulk path); indexes, keys and references dropped and made again after the rows.
  */
 async function restorePostgres(database: Database, checked: CheckedBackup, progress?: Progress): Promise<void> {
   const client = await database.postgresClient!()
@@ -201,6 +201,16 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
        and not exists (select 1 from pg_constraint c where c.conname = i.indexname and c.connamespace = current_schema()::regnamespace)`,
     )
     for (const { name } of indexes) await client.query(`drop index ${quoteName(name)}`)
+    // Keys and references are added again after the rows: an index built once from sorted rows, one
+    // join checking every reference, instead of a b-tree insert and a lookup per row. References go first.
+    const { rows: constraints } = await client.query<{ table: string; name: string; definition: string }>(
+      `select conrelid::regclass::text as table, conname as name, pg_get_constraintdef(oid) as definition from pg_constraint
+       where contype in ('f', 'p', 'u') and connamespace = current_schema()::regnamespace order by contype = 'f' desc, conname`,
+    )
+    for (const { table, name } of constraints) await client.query(`alter table ${table} drop constraint ${quoteName(name)}`)
+    // The journal's queue is filled once after the rows, with just what has no position (its trigger would take every row).
+    const queued = await hasQueueTrigger(client)
+    if (queued) await client.query(`alter table transactions disable trigger ${QUEUE_TRIGGER}`)
     await eachSection(
       checked,
       tables,
@@ -241,6 +251,14 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
     )
     await endCopy()
     for (const { definition } of indexes) await client.query(definition)
+    for (const { table, name, definition } of [...constraints].reverse())
+      await client.query(`alter table ${table} add constraint ${quoteName(name)} ${definition}`)
+    if (queued) {
+      await client.query(`alter table transactions enable trigger ${QUEUE_TRIGGER}`)
+      await client.query(`insert into journal_pending (transaction_id) select t.id from transactions t
+        where not exists (select 1 from journal_entries j where j.transaction_id = t.id)`)
+    }
+    await client.query('analyze')
     await moveSequences(client)
     await client.query('commit')
   } catch (error) {
@@ -250,6 +268,17 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
   } finally {
     client.release()
   }
+}
+
+/** PostgreSQL's trigger that queues each new transaction for the journal's sequencer (migration 0015). */
+const QUEUE_TRIGGER = 'transactions_journal_pending'
+
+async function hasQueueTrigger(client: pg.ClientBase): Promise<boolean> {
+  const { rows } = await client.query(
+    `select 1 from pg_trigger where tgname = $1 and tgrelid = to_regclass(quote_ident(current_schema()) || '.transactions')`,
+    [QUEUE_TRIGGER],
+  )
+  return rows.length > 0
 }
 
 /** A value in `COPY`'s text format: `\N` for null, backslash, tab and line breaks escaped, JSON for anything structured. */

@@ -2,11 +2,12 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
+import { sql } from 'kysely'
 import { openDatabase } from '../../src/db/database.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { createBackup } from '../../src/operations/backup.ts'
 import { checkBackup, restoreBackup } from '../../src/operations/restore.ts'
-import { ADMIN_KEY, STORAGE } from '../helpers/app.ts'
+import { ADMIN_KEY, journalSettled, STORAGE } from '../helpers/app.ts'
 import { runCoffer } from '../helpers/cli.ts'
 import { buildLedgerWorld, checkLedgerWorld } from '../helpers/ledger-world.ts'
 import { waitUntil } from '../helpers/receiver.ts'
@@ -111,9 +112,30 @@ for (const [from, to] of moves) {
       assert.equal(restore.code, 0, restore.stderr + restore.stdout)
       assert.match(restore.stdout, /^restored \d+ rows/)
       assert.match(restore.stdout, /ledger OK/)
+      if (to === 'postgres') {
+        // The journal's queue holds just the restored transactions without a position, none already positioned.
+        const restored = openDatabase(target.config)
+        try {
+          const { rows } = await sql<{ queued: number; unpositioned: number }>`select
+            (select count(*) from journal_pending) as queued,
+            (select count(*) from journal_pending p join journal_entries j on j.transaction_id = p.transaction_id) as positioned,
+            (select count(*) from transactions t where not exists
+              (select 1 from journal_entries j where j.transaction_id = t.id)) as unpositioned`.execute(restored.db)
+          assert.deepEqual(rows[0], { queued: rows[0].unpositioned, positioned: 0, unpositioned: rows[0].unpositioned })
+        } finally {
+          await restored.close()
+        }
+      }
       const moved = await serveStore(target)
       try {
         await checkLedgerWorld(moved.app, admin, world)
+        // A transfer after the restore gets the next position: one entry per transaction, positions 1 to n.
+        await journalSettled(moved.database.db)
+        const { rows } = await sql<{ transactions: number; entries: number; last: number }>`select
+          (select count(*) from transactions) as transactions, (select count(*) from journal_entries) as entries,
+          (select max(position) from journal_entries) as last`.execute(moved.database.db)
+        assert.equal(Number(rows[0].entries), Number(rows[0].transactions))
+        assert.equal(Number(rows[0].last), Number(rows[0].transactions))
         const report = await verifyLedger(moved.database.db)
         assert.ok(report.ok, report.problems.join('\n'))
       } finally {
