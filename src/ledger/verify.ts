@@ -177,10 +177,14 @@ export async function verifyLedger(
   }
   const problems: string[] = []
   const expected = new Map<string, number>()
-  const add = (walletId: number, assetId: number, delta: number) => {
+  // Each holding's running balance of its largest transaction id: the last in its commit order, which
+  // a wall clock stepping back (or two instances' clocks) may not keep in `created_at`.
+  const lastStored = new Map<string, number>()
+  const add = (walletId: number, assetId: number, delta: number, stored: number | null) => {
     const key = `${walletId}:${assetId}`
     const sum = (expected.get(key) ?? 0) + delta
     expected.set(key, sum)
+    if (stored !== null) lastStored.set(key, Number(stored))
     return sum
   }
   let runningBalancesAgree = true
@@ -218,8 +222,8 @@ export async function verifyLedger(
         if (assetId === null) continue
         own.push({ asset_id: assetId, quantity })
         if (!Number.isSafeInteger(quantity) || quantity <= 0) problems.push(`transaction ${id} moves ${quantity} of asset ${assetId}`)
-        const sent = add(sendingWalletId, assetId, -quantity)
-        const received = add(receivingWalletId, assetId, quantity)
+        const sent = add(sendingWalletId, assetId, -quantity, storedSent)
+        const received = add(receivingWalletId, assetId, quantity, storedReceived)
         // The journal's sums in id order are what the two running balances must say.
         if (storedSent === null || Number(storedSent) !== sent || storedReceived === null || Number(storedReceived) !== received)
           runningBalancesAgree = false
@@ -242,6 +246,7 @@ export async function verifyLedger(
 
   const holdings = await db.selectFrom('holdings').select(['wallet_id', 'asset_id', 'quantity', 'held', 'credit_limit']).execute()
   const sums = new Map<number, number>()
+  const lastBalances: string[] = []
   for (const holding of holdings) {
     const key = `${holding.wallet_id}:${holding.asset_id}`
     const journal = expected.get(key) ?? 0
@@ -249,24 +254,14 @@ export async function verifyLedger(
     if (journal !== holding.quantity)
       problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
-  }
-  // Balances in time (migration 0010): each holding's last running balance is the holding.
-  const { rows: lastBalances } = await sql<{
-    wallet_id: number
-    asset_id: number
-    quantity: number | string
-    last: number | string | null
-  }>`
-    select h.wallet_id, h.asset_id, h.quantity,
-      (select r.quantity from running_balances r where r.wallet_id = h.wallet_id and r.asset_id = h.asset_id
-       order by r.created_at desc, r.transaction_id desc limit 1) as last
-    from holdings h`.execute(db)
-  for (const row of lastBalances) {
-    if (Number(row.last ?? 0) !== Number(row.quantity))
-      problems.push(
-        `wallet ${row.wallet_id} holds ${row.quantity} of asset ${row.asset_id}, its last running balance says ${row.last ?? 'nothing'}`,
+    // Balances in time (migration 0010): each holding's last running balance is the holding.
+    const last = lastStored.get(key)
+    if ((last ?? 0) !== Number(holding.quantity))
+      lastBalances.push(
+        `wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, its last running balance says ${last ?? 'nothing'}`,
       )
   }
+  problems.push(...lastBalances)
   // Every side found its row with the journal's sum and there are no other rows: the sets are equal.
   // Otherwise the set-based comparison names the differences.
   const stored = Number(
