@@ -1,6 +1,8 @@
 import fs from 'node:fs'
+import path from 'node:path'
+import { Worker } from 'node:worker_threads'
 import { sql } from 'kysely'
-import type { Db, Executor } from '../db/database.ts'
+import type { DatabaseOptions, Db, Executor } from '../db/database.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
 import { chainHashBytes, GENESIS_HASH, type EncodedTransaction } from './encoding.ts'
@@ -208,4 +210,60 @@ export function findSigningKey(configured: SigningKey | undefined, dataDir: stri
   } catch {
     return undefined
   }
+}
+
+/**
+ * The thread's code: opens its own connection (`openDatabase` of the options), runs `verifyJournal`
+ * and sends back progress and the report. The sources run through tsx when they are TypeScript.
+ */
+const THREAD = `
+const { parentPort, workerData } = require('node:worker_threads')
+;(async () => {
+  if (workerData.tsx) (await import(workerData.tsx)).register()
+  const { openDatabase } = await import(workerData.database)
+  const { verifyJournal } = await import(workerData.journal)
+  const database = openDatabase(workerData.options)
+  try {
+    const progress = (done, total) => parentPort.postMessage({ progress: [done, total] })
+    parentPort.postMessage({ report: await verifyJournal(database.db, workerData.key, progress) })
+  } finally {
+    await database.close()
+  }
+})().catch((error) => parentPort.postMessage({ error: { message: String(error?.message ?? error), stack: error?.stack, code: error?.code } }))
+`
+
+/**
+ * `verifyJournal` on a thread of its own, with its own connection and snapshot: the journal's hashes
+ * take a core while the caller checks the ledger on another. The same report as `verifyJournal`.
+ */
+export function verifyJournalInThread(
+  options: DatabaseOptions,
+  key: SigningKey | undefined,
+  progress?: (done: number, total: number) => void,
+): Promise<JournalReport> {
+  const here = import.meta.url
+  const source = path.extname(new URL(here).pathname)
+  const workerData = {
+    // One connection is all it uses.
+    options: { databaseUrl: options.databaseUrl, dataDir: options.dataDir, poolSize: 1, postgresTimeouts: options.postgresTimeouts },
+    key,
+    journal: here,
+    database: new URL(`../db/database${source}`, here).href,
+    tsx: source === '.ts' ? import.meta.resolve('tsx/esm/api') : undefined,
+  }
+  const worker = new Worker(THREAD, { eval: true, workerData })
+  return new Promise<JournalReport>((resolve, reject) => {
+    let report: JournalReport | undefined
+    type Failure = { message: string; stack?: string; code?: string }
+    worker.on('message', (message: { progress?: [number, number]; report?: JournalReport; error?: Failure }) => {
+      if (message.progress) progress?.(...message.progress)
+      if (message.report) report = message.report
+      // The thread's error as it was thrown, with its code (storage faults are told apart by it).
+      if (message.error) reject(Object.assign(new Error(message.error.message), message.error))
+    })
+    worker.once('error', reject)
+    worker.once('exit', (code) =>
+      report ? resolve(report) : reject(new Error(`the journal's check ended (exit ${code}) without a report`)),
+    )
+  })
 }
