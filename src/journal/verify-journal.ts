@@ -66,9 +66,11 @@ async function readCompletedNodes(db: Executor, after: number, upTo: number): Pr
     const first = Math.floor(after / span)
     const last = Math.floor(upTo / span) - 1
     if (first > last) continue
-    const { rows } = await sql<{ idx: number; hash: string }>`
-      select idx, hash from journal_nodes where level = ${level} and idx >= ${first} and idx <= ${last}`.execute(db)
-    for (const row of rows) found.set(nodeKey(level, Number(row.idx)), row.hash)
+    const rows = await readArrays(
+      db,
+      sql`select idx, hash from journal_nodes where level = ${level} and idx >= ${first} and idx <= ${last}`,
+    )
+    for (const [idx, hash] of rows) found.set(nodeKey(level, Number(idx)), hash as string)
   }
   return found
 }
@@ -223,12 +225,13 @@ const { parentPort, workerData } = require('node:worker_threads')
   const { openDatabase } = await import(workerData.database)
   const { verifyJournal } = await import(workerData.journal)
   const database = openDatabase(workerData.options)
+  let report
   try {
-    const progress = (done, total) => parentPort.postMessage({ progress: [done, total] })
-    parentPort.postMessage({ report: await verifyJournal(database.db, workerData.key, progress) })
+    report = await verifyJournal(database.db, workerData.key, (done, total) => parentPort.postMessage({ progress: [done, total] }))
   } finally {
     await database.close()
   }
+  parentPort.postMessage({ report })
 })().catch((error) => parentPort.postMessage({ error: { message: String(error?.message ?? error), stack: error?.stack, code: error?.code } }))
 `
 
@@ -253,17 +256,17 @@ export function verifyJournalInThread(
   }
   const worker = new Worker(THREAD, { eval: true, workerData })
   return new Promise<JournalReport>((resolve, reject) => {
-    let report: JournalReport | undefined
     type Failure = { message: string; stack?: string; code?: string }
+    // The thread has closed its connection when it answers: whatever else keeps it alive is ended.
+    const end = (settle: () => void) => void worker.terminate().then(settle, settle)
     worker.on('message', (message: { progress?: [number, number]; report?: JournalReport; error?: Failure }) => {
       if (message.progress) progress?.(...message.progress)
-      if (message.report) report = message.report
+      const { report, error } = message
+      if (report) end(() => resolve(report))
       // The thread's error as it was thrown, with its code (storage faults are told apart by it).
-      if (message.error) reject(Object.assign(new Error(message.error.message), message.error))
+      if (error) end(() => reject(Object.assign(new Error(error.message), error)))
     })
     worker.once('error', reject)
-    worker.once('exit', (code) =>
-      report ? resolve(report) : reject(new Error(`the journal's check ended (exit ${code}) without a report`)),
-    )
+    worker.once('exit', (code) => reject(new Error(`the journal's check ended (exit ${code}) without a report`)))
   })
 }
