@@ -257,14 +257,15 @@ export function verifyJournalInThread(
   const worker = new Worker(THREAD, { eval: true, workerData })
   return new Promise<JournalReport>((resolve, reject) => {
     type Failure = { message: string; stack?: string; code?: string }
-    // The thread has closed its connection when it answers: whatever else keeps it alive is ended.
-    const end = (settle: () => void) => void worker.terminate().then(settle, settle)
     worker.on('message', (message: { progress?: [number, number]; report?: JournalReport; error?: Failure }) => {
       if (message.progress) progress?.(...message.progress)
       const { report, error } = message
-      if (report) end(() => resolve(report))
+      if (report) resolve(report)
       // The thread's error as it was thrown, with its code (storage faults are told apart by it).
-      if (error) end(() => reject(Object.assign(new Error(error.message), error)))
+      if (error) reject(Object.assign(new Error(error.message), error))
+      // It has closed its connection when it answers: whatever else keeps it alive is ended (settled
+      // first, so its exit is no failure).
+      if (report || error) void worker.terminate()
     })
     worker.once('error', reject)
     worker.once('exit', (code) => reject(new Error(`the journal's check ended (exit ${code}) without a report`)))
