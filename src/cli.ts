@@ -15,7 +15,7 @@ import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { repairRunningBalances } from './ledger/repair.ts'
 import { verifyLedger } from './ledger/verify.ts'
 import { readJournalPages } from './journal/journal.service.ts'
-import { findSigningKey, verifyJournalInThread } from './journal/verify-journal.ts'
+import { findSigningKey, verifyJournal, verifyJournalInThread } from './journal/verify-journal.ts'
 import {
   BackupError,
   backupCommand,
@@ -225,6 +225,9 @@ const count = (n: number, noun: string, plural = `${noun}s`) => `${n} ${n === 1 
 
 type Progress = (done: number, total: number) => void
 
+/** Transactions from which the journal's check gets a thread: below, starting one costs more than it saves. */
+const THREAD_FROM = 100_000
+
 /**
  * `coffer verify`: the ledger and the journal at once, the journal on a thread of its own with its own
  * connection and snapshot, so the two halves take both cores (and on PostgreSQL the server's too).
@@ -241,16 +244,24 @@ function verify(config: Config): (database: Database) => Promise<number> {
         halves[half] = [done, total]
         if (halves[0][1] > 0 && halves[1][1] > 0) progressBar(halves[0][0] + halves[1][0], halves[0][1] + halves[1][1], 'rows checked')
       }
-    const [ledger, journal] = await Promise.all([checkLedger(database, progress(0)), checkJournal(config, progress(1))])
+    const { last } = await database.db
+      .selectFrom('transactions')
+      .select((eb) => eb.fn.max('id').as('last'))
+      .executeTakeFirstOrThrow()
+    const inThread = Number(last ?? 0) >= THREAD_FROM
+    const [ledger, journal] = await Promise.all([checkLedger(database, progress(0)), checkJournal(config, database, inThread, progress(1))])
     const ledgerStatus = ledger()
     return journal() || ledgerStatus
   }
 }
 
 /** Verifies the journal; answers what prints its report and gives the exit status. */
-async function checkJournal(config: Config, progress: Progress): Promise<() => number> {
+async function checkJournal(config: Config, database: Database, inThread: boolean, progress: Progress): Promise<() => number> {
   const started = Date.now()
-  const report = await verifyJournalInThread(operatorDatabase(config), findSigningKey(config.signingKey, config.dataDir), progress)
+  const key = findSigningKey(config.signingKey, config.dataDir)
+  const report = inThread
+    ? await verifyJournalInThread(operatorDatabase(config), key, progress)
+    : await verifyJournal(database.db, key, progress)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   return () => {
     console.log(
