@@ -1,9 +1,8 @@
 import fs from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, type Config } from './config.ts'
-import { openDatabase, type Database } from './db/database.ts'
+import { openDatabase, type Database, type DatabaseOptions } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
-import { isPostgres } from './db/dialect.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { createOutbox } from './events/outbox.ts'
@@ -16,7 +15,7 @@ import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { repairRunningBalances } from './ledger/repair.ts'
 import { verifyLedger } from './ledger/verify.ts'
 import { readJournalPages } from './journal/journal.service.ts'
-import { findSigningKey, verifyJournal } from './journal/verify-journal.ts'
+import { findSigningKey, verifyJournal, verifyJournalInThread } from './journal/verify-journal.ts'
 import {
   BackupError,
   backupCommand,
@@ -226,16 +225,15 @@ const count = (n: number, noun: string, plural = `${noun}s`) => `${n} ${n === 1 
 
 type Progress = (done: number, total: number) => void
 
+/** Transactions from which the journal's check gets a thread: below, starting one costs more than it saves. */
+const THREAD_FROM = 100_000
+
 /**
- * `coffer verify`: the ledger, then the journal. On PostgreSQL both halves run at once, each on its
- * own connection and snapshot, so the server reads for both on two cores; SQLite has one connection.
+ * `coffer verify`: the ledger and the journal at once, the journal on a thread of its own with its own
+ * connection and snapshot, so the two halves take both cores (and on PostgreSQL the server's too).
  */
 function verify(config: Config): (database: Database) => Promise<number> {
   return async (database) => {
-    if (!isPostgres(database.db)) {
-      const ledgerStatus = (await checkLedger(database, progressBar))()
-      return (await checkJournal(config, database, (done, total) => progressBar(done, total, 'journal entries')))() || ledgerStatus
-    }
     const halves = [
       [0, 0],
       [0, 0],
@@ -246,16 +244,24 @@ function verify(config: Config): (database: Database) => Promise<number> {
         halves[half] = [done, total]
         if (halves[0][1] > 0 && halves[1][1] > 0) progressBar(halves[0][0] + halves[1][0], halves[0][1] + halves[1][1], 'rows checked')
       }
-    const [ledger, journal] = await Promise.all([checkLedger(database, progress(0)), checkJournal(config, database, progress(1))])
+    const { last } = await database.db
+      .selectFrom('transactions')
+      .select((eb) => eb.fn.max('id').as('last'))
+      .executeTakeFirstOrThrow()
+    const inThread = Number(last ?? 0) >= THREAD_FROM
+    const [ledger, journal] = await Promise.all([checkLedger(database, progress(0)), checkJournal(config, database, inThread, progress(1))])
     const ledgerStatus = ledger()
     return journal() || ledgerStatus
   }
 }
 
 /** Verifies the journal; answers what prints its report and gives the exit status. */
-async function checkJournal(config: Config, database: Database, progress: Progress): Promise<() => number> {
+async function checkJournal(config: Config, database: Database, inThread: boolean, progress: Progress): Promise<() => number> {
   const started = Date.now()
-  const report = await verifyJournal(database.db, findSigningKey(config.signingKey, config.dataDir), progress)
+  const key = findSigningKey(config.signingKey, config.dataDir)
+  const report = inThread
+    ? await verifyJournalInThread(operatorDatabase(config), key, progress)
+    : await verifyJournal(database.db, key, progress)
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   return () => {
     console.log(
@@ -354,12 +360,16 @@ function repairAndVerify(config: Config): (database: Database) => Promise<number
   }
 }
 
-async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
-  // An operator's command may run long statements: only lock waits and connecting stay bounded.
-  const database = openDatabase({
+/** An operator's command may run long statements: only lock waits and connecting stay bounded. */
+function operatorDatabase(config: Config): DatabaseOptions {
+  return {
     ...config,
     postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 },
-  })
+  }
+}
+
+async function withDatabase(config: Config, work: (database: Database) => Promise<number>): Promise<number> {
+  const database = openDatabase(operatorDatabase(config))
   try {
     await migrateToLatest(database.db)
     return await work(database)

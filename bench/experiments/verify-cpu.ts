@@ -6,7 +6,8 @@
  * Writes a ledger of `--transactions` through the ledger's write path (batches of 500 moves, 100
  * wallets, one asset, an issuance every 5,000, transfers with a memo and a metadata key), positions
  * and hashes it with the journal's sequencer, then runs `verifyLedger` and `verifyJournal` of each
- * checkout in `--roots` in turn, `--rounds` times: per half and checkout the wall time, transactions
+ * checkout in `--roots` in turn, `--rounds` times (and both at once, the journal on its own thread, as
+ * `coffer verify` runs them, where the checkout has that): per half and checkout the wall time, transactions
  * per second and the process's CPU (all threads) per transaction, with the load average. A
  * checkout whose verify finds a problem on this sound ledger is reported. With `--keep=<dir>` a
  * SQLite ledger stays there and is used again. Nothing here asserts a time.
@@ -16,7 +17,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { openPostgres } from '../../src/db/postgres.ts'
-import { openSqlite, type Database } from '../../src/db/database.ts'
+import { openSqlite, type Database, type DatabaseOptions } from '../../src/db/database.ts'
 import { inTransaction } from '../../src/db/dialect.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
 import { JournalSequencer } from '../../src/journal/sequencer.ts'
@@ -68,6 +69,8 @@ async function codeOf(root: string) {
     label: path.basename(root),
     verifyLedger: verify.verifyLedger as typeof import('../../src/ledger/verify.ts').verifyLedger,
     verifyJournal: journal.verifyJournal as typeof import('../../src/journal/verify-journal.ts').verifyJournal,
+    verifyJournalInThread: journal.verifyJournalInThread as
+      typeof import('../../src/journal/verify-journal.ts').verifyJournalInThread | undefined,
   }
 }
 
@@ -87,15 +90,23 @@ async function measure(what: string, work: () => Promise<{ ok: boolean; problems
 let server: BenchPostgres | undefined
 try {
   let database: Database
+  // Where a thread opens the same ledger (`openDatabase`'s options).
+  let options: DatabaseOptions
   if (storage === 'sqlite') {
     const file = path.join(dir, `ledger-${TRANSACTIONS}.sqlite`)
     const built = fs.existsSync(file)
     database = openSqlite(file)
     if (!built) await build(database)
+    const dataDir = path.join(dir, `data-${TRANSACTIONS}`)
+    fs.mkdirSync(dataDir, { recursive: true })
+    if (!fs.existsSync(path.join(dataDir, 'coffer.sqlite'))) fs.symlinkSync(file, path.join(dataDir, 'coffer.sqlite'))
+    options = { databaseUrl: undefined, dataDir }
   } else {
     server = await startPostgres()
-    database = await openPostgres(await server.createDatabase(`verify${Date.now().toString(36)}`), 4)
+    const url = await server.createDatabase(`verify${Date.now().toString(36)}`)
+    database = await openPostgres(url, 4)
     await build(database)
+    options = { databaseUrl: url, dataDir: dir }
   }
   const codes = await Promise.all(ROOTS.map(codeOf))
   console.log(`[${storage} ${fixed(TRANSACTIONS)}] ${codes.map((code) => code.label).join(' against ')}`)
@@ -103,6 +114,13 @@ try {
     for (const code of round % 2 === 1 ? codes : [...codes].reverse()) {
       await measure(`${round} ${code.label} ledger`, () => code.verifyLedger(database.db))
       await measure(`${round} ${code.label} journal`, () => code.verifyJournal(database.db, key))
+      // As `coffer verify` runs them: the journal on a thread of its own beside the ledger.
+      const inThread = code.verifyJournalInThread
+      if (inThread)
+        await measure(`${round} ${code.label} both at once`, async () => {
+          const [ledger, journal] = await Promise.all([code.verifyLedger(database.db), inThread(options, key)])
+          return { ok: ledger.ok && journal.ok, problems: [...ledger.problems, ...journal.problems] }
+        })
     }
   }
   await database.close()

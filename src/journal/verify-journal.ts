@@ -1,6 +1,8 @@
 import fs from 'node:fs'
+import path from 'node:path'
+import { Worker } from 'node:worker_threads'
 import { sql } from 'kysely'
-import type { Db, Executor } from '../db/database.ts'
+import type { DatabaseOptions, Db, Executor } from '../db/database.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
 import { chainHashBytes, GENESIS_HASH, type EncodedTransaction } from './encoding.ts'
@@ -64,9 +66,11 @@ async function readCompletedNodes(db: Executor, after: number, upTo: number): Pr
     const first = Math.floor(after / span)
     const last = Math.floor(upTo / span) - 1
     if (first > last) continue
-    const { rows } = await sql<{ idx: number; hash: string }>`
-      select idx, hash from journal_nodes where level = ${level} and idx >= ${first} and idx <= ${last}`.execute(db)
-    for (const row of rows) found.set(nodeKey(level, Number(row.idx)), row.hash)
+    const rows = await readArrays(
+      db,
+      sql`select idx, hash from journal_nodes where level = ${level} and idx >= ${first} and idx <= ${last}`,
+    )
+    for (const [idx, hash] of rows) found.set(nodeKey(level, Number(idx)), hash as string)
   }
   return found
 }
@@ -208,4 +212,62 @@ export function findSigningKey(configured: SigningKey | undefined, dataDir: stri
   } catch {
     return undefined
   }
+}
+
+/**
+ * The thread's code: opens its own connection (`openDatabase` of the options), runs `verifyJournal`
+ * and sends back progress and the report. The sources run through tsx when they are TypeScript.
+ */
+const THREAD = `
+const { parentPort, workerData } = require('node:worker_threads')
+;(async () => {
+  if (workerData.tsx) (await import(workerData.tsx)).register()
+  const { openDatabase } = await import(workerData.database)
+  const { verifyJournal } = await import(workerData.journal)
+  const database = openDatabase(workerData.options)
+  let report
+  try {
+    report = await verifyJournal(database.db, workerData.key, (done, total) => parentPort.postMessage({ progress: [done, total] }))
+  } finally {
+    await database.close()
+  }
+  parentPort.postMessage({ report })
+})().catch((error) => parentPort.postMessage({ error: { message: String(error?.message ?? error), stack: error?.stack, code: error?.code } }))
+`
+
+/**
+ * `verifyJournal` on a thread of its own, with its own connection and snapshot: the journal's hashes
+ * take a core while the caller checks the ledger on another. The same report as `verifyJournal`.
+ */
+export function verifyJournalInThread(
+  options: DatabaseOptions,
+  key: SigningKey | undefined,
+  progress?: (done: number, total: number) => void,
+): Promise<JournalReport> {
+  const here = import.meta.url
+  const source = path.extname(new URL(here).pathname)
+  const workerData = {
+    // One connection is all it uses.
+    options: { databaseUrl: options.databaseUrl, dataDir: options.dataDir, poolSize: 1, postgresTimeouts: options.postgresTimeouts },
+    key,
+    journal: here,
+    database: new URL(`../db/database${source}`, here).href,
+    tsx: source === '.ts' ? import.meta.resolve('tsx/esm/api') : undefined,
+  }
+  const worker = new Worker(THREAD, { eval: true, workerData })
+  return new Promise<JournalReport>((resolve, reject) => {
+    type Failure = { message: string; stack?: string; code?: string }
+    worker.on('message', (message: { progress?: [number, number]; report?: JournalReport; error?: Failure }) => {
+      if (message.progress) progress?.(...message.progress)
+      const { report, error } = message
+      if (report) resolve(report)
+      // The thread's error as it was thrown, with its code (storage faults are told apart by it).
+      if (error) reject(Object.assign(new Error(error.message), error))
+      // It has closed its connection when it answers: whatever else keeps it alive is ended (settled
+      // first, so its exit is no failure).
+      if (report || error) void worker.terminate()
+    })
+    worker.once('error', reject)
+    worker.once('exit', (code) => reject(new Error(`the journal's check ended (exit ${code}) without a report`)))
+  })
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { createPublicKey, verify } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
-import { verifyJournal, findSigningKey } from '../../src/journal/verify-journal.ts'
+import { verifyJournal, verifyJournalInThread, findSigningKey } from '../../src/journal/verify-journal.ts'
 import { leafHash, verifyConsistency, verifyInclusion } from '../../src/journal/merkle.ts'
 import { buildTestApp, expectError, journalCovered, STORAGE, type TestApp } from '../helpers/app.ts'
 import { runCoffer } from '../helpers/cli.ts'
@@ -144,6 +144,23 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
     assert.ok(missing.problems.some((problem) => /the stored subtree over positions 1 to 4 is missing/.test(problem)))
     await db.insertInto('journal_nodes').values({ level: 2, idx: 0, hash: node.hash }).execute()
     assert.deepEqual((await verifyJournal(db, key)).problems, [])
+  })
+
+  it('finds the same on a thread of its own, with its own connection, as in process', async () => {
+    const db = t.database.db
+    const key = findSigningKey(t.config.signingKey, t.config.dataDir)
+    const sound = await verifyJournalInThread(t.config, key)
+    assert.deepEqual(sound, await verifyJournal(db, key))
+    assert.equal(sound.ok, true)
+    const target = sent[5]
+    await db.updateTable('transactions').set({ memo: 'rewritten' }).where('id', '=', target).execute()
+    try {
+      const changed = await verifyJournalInThread(t.config, key)
+      assert.equal(changed.ok, false)
+      assert.deepEqual(changed, await verifyJournal(db, key))
+    } finally {
+      await db.updateTable('transactions').set({ memo: 'memo 5' }).where('id', '=', target).execute()
+    }
   })
 
   it('reads the journal in chunks of any size and finds the same', async () => {

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import { describe, it } from 'node:test'
+import { inTransaction } from '../../src/db/dialect.ts'
+import { createOutbox } from '../../src/events/outbox.ts'
+import { createAssetsService } from '../../src/ledger/assets.service.ts'
+import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { buildTestApp, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, issue, sendTransaction, transfer, type TestUser } from '../helpers/factories.ts'
@@ -228,6 +232,24 @@ describe('verifyLedger', () => {
       )
     } finally {
       await discard(ledger)
+    }
+  })
+
+  it('passes when the clock stepped back: the last running balance is the last in commit order, not in time', async () => {
+    const ledger = await buildLedger()
+    try {
+      const { t, alice, bob, gold } = ledger
+      // A wall clock stepped back an hour before this transfer: a larger id with an earlier created_at.
+      const earlier = new Date(Date.now() - 3_600_000).toISOString()
+      const asset = await createAssetsService({ db: t.database.db }).findLiveAssetById(gold)
+      assert.ok(asset)
+      const move: Move = { from: alice.walletId, to: bob.walletId, lines: [{ asset, quantity: 7 }], memo: '', kind: 'transfer' }
+      const [outcome] = await inTransaction(t.database, (trx) => applyMoves(trx, [move], createOutbox(), () => earlier))
+      assert.equal(outcome.ok, true, String(!outcome.ok && outcome.error))
+      const report = await verifyLedger(t.database.db)
+      assert.deepEqual(report.problems, [])
+    } finally {
+      await ledger.t.close()
     }
   })
 
