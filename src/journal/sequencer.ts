@@ -32,7 +32,7 @@ export interface SequencerOptions {
 export interface RoundResult {
   positioned: number
   checkpoint: journal.Checkpoint | undefined
-  /** The highest id the round took (0: none). */
+  /** The highest id the round took (0: none; infinite: another instance held the state). */
   read: number
 }
 
@@ -63,7 +63,8 @@ async function sequenceRound(options: SequencerOptions, known: Known, handed: Ma
   // given again identically; it adds no sync of its own to the transfers' (PostgreSQL: synced).
   const result = await inTransactionSyncedLater(database, async (trx) => {
     const state = await journal.readState(trx, true)
-    if (!state) return { positioned: 0, checkpoint: undefined, read: 0 }
+    // Another instance holds the state: it positions what waits, what this process committed included.
+    if (!state) return { positioned: 0, checkpoint: undefined, read: Number.POSITIVE_INFINITY }
     const waiting = await journal.takeWaiting(trx, state, batch, handed)
     const entries: [position: number, transactionId: number, hash: string][] = []
     const nodes: Node[] = []

@@ -159,8 +159,8 @@ export class GroupCommitter {
               return result
             })
           })
-          if (this.#onCommit) this.#onCommit(recorded(outcomes))
           settle(members, outcomes)
+          if (this.#onCommit) this.#onCommit(recorded(outcomes))
           return
         } catch (error) {
           if (error instanceof IdempotencyConflict) {
