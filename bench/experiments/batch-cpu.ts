@@ -47,7 +47,13 @@ interface Subject {
 
 /** The app of the checkout at `root` with group commit's batch limit `limit`, and its keyed wallets. */
 async function setUp(limit: number, databaseUrl: string | undefined, root: string): Promise<Subject> {
-  const { app, close } = await buildAppAt(root, ADMIN_KEY, databaseUrl, 'coffer-batch-cpu', { GROUP_COMMIT_MAX_BATCH: String(limit) })
+  const { app, close } = await buildAppAt(root, ADMIN_KEY, databaseUrl, 'coffer-batch-cpu', {
+    GROUP_COMMIT_MAX_BATCH: String(limit),
+    // A loaded machine must not turn slow statements into 503s that end the run.
+    PG_QUERY_TIMEOUT_MS: '120000',
+    PG_CONNECT_TIMEOUT_MS: '120000',
+    PG_STATEMENT_TIMEOUT_MS: '120000',
+  })
   const keys = await keyedGoldWallets(injector(app), ADMIN_KEY, 'batch', WALLETS)
   return {
     label: ROOTS ? root : `limit ${limit}`,

@@ -27,6 +27,7 @@ import * as sessionUserAgents from './migrations/0026_session_user_agents.ts'
 import * as keyUseTotals from './migrations/0027_key_use_totals.ts'
 import * as leanLedgerRows from './migrations/0031_lean_ledger_rows.ts'
 import * as retentionState from './migrations/0032_retention_state.ts'
+import * as eventIdsUnindexed from './migrations/0038_event_ids_unindexed.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -56,6 +57,7 @@ const migrations: Record<string, Migration> = {
   '0027_key_use_totals': keyUseTotals,
   '0031_lean_ledger_rows': leanLedgerRows,
   '0032_retention_state': retentionState,
+  '0038_event_ids_unindexed': eventIdsUnindexed,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

@@ -603,7 +603,7 @@ const SETTLEMENT_COLUMNS = [
 
 /** The writes of the moves that record a transaction (`recorded`, each with its transaction). */
 function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: string[]): Write[] {
-  const moves = recorded.map((written) => ({ ...written, transaction: written.transaction as Transaction }))
+  const moves = recorded as (BatchWrites['moves'][number] & { transaction: Transaction })[]
   const rows = moves.map(({ transaction: t }, i) => {
     const metadata = Object.keys(t.metadata).length === 0 ? null : JSON.stringify(t.metadata)
     return [

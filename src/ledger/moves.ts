@@ -263,7 +263,7 @@ function planMoves(
         }
       } else {
         lots = lotsMoved(move, book, locked.holdLots)
-        for (const line of move.lines) {
+        for (const line of lots.length === 0 ? [] : move.lines) {
           book.change(move.from, line.asset.id, partsOf(lots, line.asset.id), -1, 'quantity', undo)
           book.change(move.to, line.asset.id, partsOf(lots, line.asset.id), 1, 'quantity', undo)
         }
@@ -274,7 +274,7 @@ function planMoves(
           after.push([walletId, line.asset.id, balances.get(key) as number])
         }
       }
-      const lines = [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
+      const lines = move.lines.length < 2 ? move.lines : [...move.lines].sort((a, b) => compareAssetNames(a.asset.name, b.asset.name))
       passed.push({ index, member, move, lines, createdAt: locked.now, balances: after, lots })
     }
     planned.push(...passed)
@@ -286,6 +286,13 @@ type Change = { walletId: number; line: Line; delta: number }
 
 /** Both sides of every line, in the fixed order in which they are checked: wallet id, then asset id. */
 function changesOf(move: Move): Change[] {
+  // One line (most moves): its two sides in wallet order, without sorting.
+  if (move.lines.length === 1) {
+    const line = move.lines[0]
+    const sent = { walletId: move.from, line, delta: -line.quantity }
+    const received = { walletId: move.to, line, delta: line.quantity }
+    return move.from < move.to ? [sent, received] : [received, sent]
+  }
   return move.lines
     .flatMap((line) => [
       { walletId: move.from, line, delta: -line.quantity },

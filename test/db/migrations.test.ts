@@ -512,4 +512,51 @@ describe(`migrations (${STORAGE})`, () => {
     const verified = await verifyLedger(db)
     assert.ok(verified.ok, verified.problems.join('\n'))
   })
+
+  it('0038 drops the unique index of event ids, and back, every event and delivery kept; the stream answers as before', async () => {
+    const db = t.database.db
+    const receiver = await startReceiver(() => ({ status: 200 }))
+    try {
+      const asset = await createAsset(t, { name: 'evtidx' })
+      const alice = await fundedUser(t, [[asset, 10]])
+      const bob = await createUser(t.app)
+      await setWebhook(t, bob, `${receiver.url}/hook`)
+      for (let i = 0; i < 3; i++) await transfer(t, alice, bob.username, { evtidx: 1 })
+      await receiver.waitForEvents(3)
+      const events = async () => (await sql<Record<string, unknown>>`select * from events order by id`.execute(db)).rows
+      const deliveries = async () => (await sql`select id, event_id, wallet_id from webhook_deliveries order by id`.execute(db)).rows
+      const uniqueIndexes = async () =>
+        STORAGE === 'postgres'
+          ? Number(
+              (
+                await sql<{
+                  count: string
+                }>`select count(*) as count from pg_constraint where contype = 'u' and conrelid = 'events'::regclass`.execute(db)
+              ).rows[0].count,
+            )
+          : (await sql`select name from pragma_index_list('events') where origin = 'u'`.execute(db)).rows.length
+      const stream = async () => (await readEventsAfter(db, 0, 1000)).rows
+      const stored = { events: await events(), deliveries: await deliveries(), stream: await stream() }
+      assert.ok(stored.events.length >= 6 && stored.deliveries.length >= 3, JSON.stringify(stored))
+      assert.equal(await uniqueIndexes(), 0)
+
+      await migrateTo(db, '0032_retention_state')
+      assert.equal(await uniqueIndexes(), 1)
+      assert.deepEqual({ events: await events(), deliveries: await deliveries(), stream: await stream() }, stored)
+      await migrateToLatest(db)
+      assert.equal(await uniqueIndexes(), 0)
+      assert.deepEqual({ events: await events(), deliveries: await deliveries(), stream: await stream() }, stored)
+
+      // Ids go on after the largest ever used, a webhook is delivered, and the references hold.
+      await transfer(t, alice, bob.username, { evtidx: 1 })
+      await receiver.waitForEvents(4)
+      const after = await events()
+      assert.ok(Number(after[after.length - 1].id) > Number(stored.events[stored.events.length - 1].id))
+      assert.equal(new Set(after.map((row) => row.event_id)).size, after.length)
+      const verified = await verifyLedger(db)
+      assert.ok(verified.ok, verified.problems.join('\n'))
+    } finally {
+      await receiver.close()
+    }
+  })
 })

@@ -46,13 +46,21 @@ describe('compression of the console', () => {
 describe('compression of the API', () => {
   let t: TestApp
   let auth: Record<string, string>
+  let gold: Awaited<ReturnType<typeof createAsset>>
+  let bob: Awaited<ReturnType<typeof createUser>>
   before(async () => {
     t = await buildTestApp()
-    const gold = await createAsset(t)
+    gold = await createAsset(t)
     const alice = await fundedUser(t, [[gold, 1000]])
-    const bob = await createUser(t.app)
+    bob = await createUser(t.app)
     for (let i = 0; i < 25; i++) await transfer(t, alice, bob.username, { [gold.name]: i + 1 })
     auth = alice.auth
+  })
+  /** A transfer whose answer passes 1 KB by its metadata. */
+  const largeTransfer = () => ({
+    recipient: bob.username,
+    assets: { [gold.name]: 1 },
+    metadata: { note: 'x'.repeat(500), more: 'y'.repeat(500) },
   })
   after(() => t.close())
 
@@ -83,6 +91,34 @@ describe('compression of the API', () => {
     assert.equal(statement.split('\n')[0], plain.body.split('\n')[0])
     assert.equal(statement.split('\n').length, plain.body.split('\n').length)
     console.log(`statement of 26 transactions: ${plain.rawPayload.length} B, ${gzip.rawPayload.length} B gzip`)
+  })
+
+  it("compresses a batch's answer, which grows with its transfers", async () => {
+    const payload = { transfers: Array.from({ length: 5 }, largeTransfer) }
+    const br = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions/batch',
+      headers: { ...auth, 'accept-encoding': 'br, gzip' },
+      payload,
+    })
+    assert.equal(br.statusCode, 201, br.body)
+    assert.equal(br.headers['content-encoding'], 'br')
+    const answer = JSON.parse(zlib.brotliDecompressSync(br.rawPayload).toString())
+    assert.equal(answer.transactions.length, 5)
+    assert.equal(answer.transactions[0].metadata.note, 'x'.repeat(500))
+  })
+
+  it("sends a single transfer's answer as it is, even past 1 KB: a write answers the one object it made", async () => {
+    const sent = await t.app.inject({
+      method: 'POST',
+      url: '/wallet/transactions',
+      headers: { ...auth, 'accept-encoding': 'br, gzip' },
+      payload: largeTransfer(),
+    })
+    assert.equal(sent.statusCode, 201, sent.body)
+    assert.ok(sent.rawPayload.length >= COMPRESS_FROM_BYTES)
+    assert.equal(sent.headers['content-encoding'], undefined)
+    assert.equal(sent.json().metadata.more, 'y'.repeat(500))
   })
 
   it('sends a small answer as it is', async () => {

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
+import { swapSqliteTable } from './sqlite-rebuild.ts'
 
 /**
  * Holds: `holds`, `hold_assets` and `holdings.held` (spendable is `quantity - held`); references
@@ -79,42 +80,30 @@ export async function up(db: Kysely<any>): Promise<void> {
 /** SQLite: `events` rebuilt with or without `body`, keeping rows and ids; foreign keys checked after the swap. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function rebuildSqliteEvents(db: Kysely<any>, withHolds: boolean): Promise<void> {
-  await sql`pragma foreign_keys = off`.execute(db)
-  try {
-    await sql`begin immediate`.execute(db)
-    try {
-      const { rows } = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'events'`.execute(db)
-      const transactionColumn = withHolds
-        ? sql`transaction_id bigint references transactions(id)`
-        : sql`transaction_id bigint not null references transactions(id)`
-      const bodyColumn = withHolds ? sql`, body text` : sql``
-      await sql`
-        create table events_rebuilt (
-          id integer primary key autoincrement,
-          event_id text not null unique,
-          wallet_id bigint not null references wallets(id),
-          type text not null,
-          ${transactionColumn},
-          created_at text not null${bodyColumn}
-        )`.execute(db)
-      const where = withHolds ? sql`` : sql`where transaction_id is not null`
-      await sql`
-        insert into events_rebuilt (id, event_id, wallet_id, type, transaction_id, created_at)
-        select id, event_id, wallet_id, type, transaction_id, created_at from events ${where}`.execute(db)
-      await sql`drop table events`.execute(db)
-      await sql`alter table events_rebuilt rename to events`.execute(db)
-      await sql`create index events_wallet on events (wallet_id, id)`.execute(db)
-      if (rows.length > 0) await sql`update sqlite_sequence set seq = max(seq, ${rows[0].seq}) where name = 'events'`.execute(db)
-      const broken = await sql`pragma foreign_key_check`.execute(db)
-      if (broken.rows.length > 0) throw new Error(`rebuilding events left ${broken.rows.length} broken references`)
-      await sql`commit`.execute(db)
-    } catch (error) {
-      await sql`rollback`.execute(db)
-      throw error
-    }
-  } finally {
-    await sql`pragma foreign_keys = on`.execute(db)
-  }
+  await swapSqliteTable(db, 'events', async () => {
+    const { rows } = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'events'`.execute(db)
+    const transactionColumn = withHolds
+      ? sql`transaction_id bigint references transactions(id)`
+      : sql`transaction_id bigint not null references transactions(id)`
+    const bodyColumn = withHolds ? sql`, body text` : sql``
+    await sql`
+      create table events_rebuilt (
+        id integer primary key autoincrement,
+        event_id text not null unique,
+        wallet_id bigint not null references wallets(id),
+        type text not null,
+        ${transactionColumn},
+        created_at text not null${bodyColumn}
+      )`.execute(db)
+    const where = withHolds ? sql`` : sql`where transaction_id is not null`
+    await sql`
+      insert into events_rebuilt (id, event_id, wallet_id, type, transaction_id, created_at)
+      select id, event_id, wallet_id, type, transaction_id, created_at from events ${where}`.execute(db)
+    await sql`drop table events`.execute(db)
+    await sql`alter table events_rebuilt rename to events`.execute(db)
+    await sql`create index events_wallet on events (wallet_id, id)`.execute(db)
+    if (rows.length > 0) await sql`update sqlite_sequence set seq = max(seq, ${rows[0].seq}) where name = 'events'`.execute(db)
+  })
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

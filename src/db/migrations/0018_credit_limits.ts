@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
+import { swapSqliteTable } from './sqlite-rebuild.ts'
 
 /**
  * Credit limits (`docs/credit.md`): a wallet's holding of an asset may go down to minus its limit.
@@ -46,36 +47,24 @@ export async function up(db: Kysely<any>): Promise<void> {
 /** SQLite: `holdings` again with `credit_limit` and no sign check (up), or as before (down), keeping every row. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function rebuildSqliteHoldings(db: Kysely<any>, withCredit: boolean): Promise<void> {
-  await sql`pragma foreign_keys = off`.execute(db)
-  try {
-    await sql`begin immediate`.execute(db)
-    try {
-      const last = withCredit
-        ? sql`credit_limit bigint not null default 0,`
-        : sql.raw(`constraint holdings_not_negative check (quantity >= 0 or wallet_id = ${MINT_WALLET_ID}),`)
-      await sql`
-        create table holdings_rebuilt (
-          wallet_id bigint not null references wallets(id),
-          asset_id bigint not null references assets(id),
-          quantity bigint not null,
-          held bigint not null default 0 check (held >= 0),
-          ${last}
-          constraint holdings_pk primary key (wallet_id, asset_id)
-        )`.execute(db)
-      await sql`insert into holdings_rebuilt (wallet_id, asset_id, quantity, held)
-        select wallet_id, asset_id, quantity, held from holdings`.execute(db)
-      await sql`drop table holdings`.execute(db)
-      await sql`alter table holdings_rebuilt rename to holdings`.execute(db)
-      const broken = await sql`pragma foreign_key_check`.execute(db)
-      if (broken.rows.length > 0) throw new Error(`rebuilding holdings left ${broken.rows.length} broken references`)
-      await sql`commit`.execute(db)
-    } catch (error) {
-      await sql`rollback`.execute(db)
-      throw error
-    }
-  } finally {
-    await sql`pragma foreign_keys = on`.execute(db)
-  }
+  await swapSqliteTable(db, 'holdings', async () => {
+    const last = withCredit
+      ? sql`credit_limit bigint not null default 0,`
+      : sql.raw(`constraint holdings_not_negative check (quantity >= 0 or wallet_id = ${MINT_WALLET_ID}),`)
+    await sql`
+      create table holdings_rebuilt (
+        wallet_id bigint not null references wallets(id),
+        asset_id bigint not null references assets(id),
+        quantity bigint not null,
+        held bigint not null default 0 check (held >= 0),
+        ${last}
+        constraint holdings_pk primary key (wallet_id, asset_id)
+      )`.execute(db)
+    await sql`insert into holdings_rebuilt (wallet_id, asset_id, quantity, held)
+      select wallet_id, asset_id, quantity, held from holdings`.execute(db)
+    await sql`drop table holdings`.execute(db)
+    await sql`alter table holdings_rebuilt rename to holdings`.execute(db)
+  })
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

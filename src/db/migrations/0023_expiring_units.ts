@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import { isPostgres } from '../dialect.ts'
+import { rebuildSqliteTable } from './sqlite-rebuild.ts'
 
 /**
  * Expiring units (`docs/expiry.md`):
@@ -70,46 +71,7 @@ async function setKinds(db: Kysely<any>, from: string[], to: string[]): Promise<
     await sql`alter table transactions add constraint transactions_kind_check check (kind in (${sql.raw(kindList(to))}))`.execute(db)
     return
   }
-  await rebuildSqliteTransactions(db, `kind in (${kindList(from)})`, `kind in (${kindList(to)})`)
-}
-
-/**
- * SQLite: `transactions` again with one CHECK changed, keeping rows, ids, indexes and the id
- * sequence. Foreign keys are off while the table is swapped (lines, events and holds refer to
- * it), then checked before they are back on.
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function rebuildSqliteTransactions(db: Kysely<any>, check: string, replacement: string): Promise<void> {
-  const { rows: tables } = await sql<{ sql: string }>`select sql from sqlite_master where type = 'table' and name = 'transactions'`.execute(
-    db,
-  )
-  const created = tables[0].sql
-  if (!created.includes(check)) throw new Error(`transactions has no check "${check}" to change`)
-  const { rows: indexes } = await sql<{ sql: string }>`
-    select sql from sqlite_master where tbl_name = 'transactions' and type in ('index', 'trigger') and sql is not null`.execute(db)
-  await sql`pragma foreign_keys = off`.execute(db)
-  try {
-    await sql`begin immediate`.execute(db)
-    try {
-      const { rows: sequence } = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'transactions'`.execute(db)
-      const rebuilt = created.replace(check, replacement).replace(/^CREATE TABLE "?transactions"?/i, 'CREATE TABLE "transactions_rebuilt"')
-      await sql.raw(rebuilt).execute(db)
-      await sql`insert into transactions_rebuilt select * from transactions`.execute(db)
-      await sql`drop table transactions`.execute(db)
-      await sql`alter table transactions_rebuilt rename to transactions`.execute(db)
-      for (const index of indexes) await sql.raw(index.sql).execute(db)
-      if (sequence.length > 0)
-        await sql`update sqlite_sequence set seq = max(seq, ${sequence[0].seq}) where name = 'transactions'`.execute(db)
-      const broken = await sql`pragma foreign_key_check`.execute(db)
-      if (broken.rows.length > 0) throw new Error(`rebuilding transactions left ${broken.rows.length} broken references`)
-      await sql`commit`.execute(db)
-    } catch (error) {
-      await sql`rollback`.execute(db)
-      throw error
-    }
-  } finally {
-    await sql`pragma foreign_keys = on`.execute(db)
-  }
+  await rebuildSqliteTable(db, 'transactions', `kind in (${kindList(from)})`, `kind in (${kindList(to)})`)
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
