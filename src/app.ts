@@ -98,7 +98,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
-  // The journal's sequencer positions what commits, off the request path: woken by each batch of
+  // The journal's sequencer positions what commits, off the request path: handed each batch of
   // transfers committed here, and polling for the rest.
   const metrics = new OperatorMetrics()
   const signingKey = resolveSigningKey(config.signingKey, config.dataDir)
@@ -116,10 +116,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     database,
     events: outbox,
     maxBatch: config.groupCommitMaxBatch,
-    onBatch: (size) => {
-      metrics.observeBatch(size)
-      sequencer.wake()
-    },
+    onBatch: (size) => metrics.observeBatch(size),
+    onCommit: (transactions) => sequencer.committed(transactions),
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
     clock: options.clock,

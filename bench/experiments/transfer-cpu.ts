@@ -179,7 +179,7 @@ async function alternate(subjects: Subject[], serverPid: number | undefined): Pr
 
 /**
  * This checkout's `src` in a temporary directory, the sequencer's start and wake-up taken out of
- * `src/app.ts` (the one place the app runs it); `remove` deletes the copy.
+ * `src/app.ts` (the one place the app runs it and hands it what commits); `remove` deletes the copy.
  */
 function journalOffCopy(): { root: string; remove(): void } {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-journal-off-'))
@@ -188,7 +188,10 @@ function journalOffCopy(): { root: string; remove(): void } {
   fs.symlinkSync(fs.realpathSync(path.join(ROOT, 'node_modules')), path.join(root, 'node_modules'))
   const file = path.join(root, 'src/app.ts')
   let text = fs.readFileSync(file, 'utf8')
-  for (const taken of [`app.addHook('onReady', async () => sequencer.start())`, 'sequencer.wake()']) {
+  for (const taken of [
+    `app.addHook('onReady', async () => sequencer.start())`,
+    'onCommit: (transactions) => sequencer.committed(transactions),',
+  ]) {
     // Exactly one occurrence, or the copy would silently keep the journal: the patch needs updating.
     if (text.split(taken).length !== 2) throw new Error(`--journal-off: src/app.ts has no single \`${taken}\` to take out`)
     text = text.replace(taken, '')

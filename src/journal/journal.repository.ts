@@ -52,47 +52,68 @@ export async function readState(executor: Executor, lock: boolean): Promise<Jour
  * The next committed transactions without a position, lowest id first, up to `limit`, with the
  * fields the encoding takes; `fields` undefined when one has a position already (after a restore)
  * or, on PostgreSQL, a queued id has no row. PostgreSQL: the queue the trigger fills (ids there are
- * not commit order); SQLite: the ids above the last positioned one. Fixed texts, one read for the
- * rows and one for their asset lines.
+ * not commit order); SQLite: the ids above the last positioned one. One read for the ids and the
+ * highest positioned transaction; the fields of each id above it come from `handed` (what this
+ * process committed) where present, and only the others are read, with their asset lines.
  */
 export async function takeWaiting(
   executor: Executor,
   state: JournalState,
   limit: number,
+  handed: ReadonlyMap<number, EncodedTransaction>,
 ): Promise<{ id: number; fields: EncodedTransaction | undefined }[]> {
+  const top = sql`(select max(transaction_id) from journal_entries) as top`
+  const ids = await rowsOf(
+    executor,
+    isPostgres(executor)
+      ? sql<{ waiting: number; top: number | null }>`select transaction_id as waiting, ${top}
+        from journal_pending order by transaction_id limit ${limit}`
+      : sql<{ waiting: number; top: number | null }>`select id as waiting, ${top}
+        from transactions where id > ${state.lastTransactionId} order by id limit ${limit}`,
+  )
+  const positionedUpTo = ids.length > 0 ? Number(ids[0].top ?? 0) : 0
+  const waiting = ids.map(({ waiting }) => {
+    const id = Number(waiting)
+    // Above the highest positioned id a transaction has no position: what this process committed is known.
+    return { id, fields: id > positionedUpTo ? handed.get(id) : undefined }
+  })
+  const unknown = waiting.filter((transaction) => !transaction.fields).map((transaction) => transaction.id)
+  if (unknown.length > 0) {
+    const read = await readFields(executor, unknown)
+    for (const transaction of waiting) if (!transaction.fields) transaction.fields = read.get(transaction.id)
+  }
+  return waiting
+}
+
+/** The encoding's fields of these committed transactions, by id; none for an id positioned already or without a row. */
+async function readFields(executor: Executor, ids: number[]): Promise<Map<number, EncodedTransaction>> {
   const rows = await rowsOf(
     executor,
     isPostgres(executor)
       ? // Lookups by id, one row at a time (`limit 1` keeps the planner from turning them into joins): the
         // queue's statistics lag its churn, and a merge join on them reads `transactions` from its first row.
-        sql<WaitingRow>`select p.transaction_id as waiting, ${WAITING_FIELDS}
-        from (select transaction_id from journal_pending order by transaction_id limit ${limit}) p
+        sql<WaitingRow>`select ${WAITING_FIELDS}
+        from unnest(${ids}::bigint[]) as p(transaction_id)
         left join lateral (select ${TRANSACTION_FIELDS} from transactions where id = p.transaction_id limit 1) t on true
-        left join lateral (select position from journal_entries where transaction_id = p.transaction_id limit 1) j on true
-        order by p.transaction_id`
-      : sql<WaitingRow>`select t.id as waiting, ${WAITING_FIELDS}
+        left join lateral (select position from journal_entries where transaction_id = p.transaction_id limit 1) j on true`
+      : sql<WaitingRow>`select ${WAITING_FIELDS}
         from transactions t left join journal_entries j on j.transaction_id = t.id
-        where t.id > ${state.lastTransactionId} order by t.id limit ${limit}`,
+        where ${anyOf(executor, sql.ref('t.id'), ids)}`,
   )
-  const waiting = rows.map((row) => ({
-    id: Number(row.waiting),
-    fields: row.id === null || row.position !== null ? undefined : toEncoded(row),
-  }))
   const byId = new Map<number, EncodedTransaction>()
-  for (const { id, fields } of waiting) if (fields) byId.set(id, fields)
+  for (const row of rows) if (row.id !== null && row.position === null) byId.set(Number(row.id), toEncoded(row))
   if (byId.size > 0) {
-    const ids = [...byId.keys()]
     const lines = await rowsOf(
       executor,
       sql<{ transaction_id: number; asset_id: number; quantity: number }>`select transaction_id, asset_id, quantity
-        from transaction_assets where ${idsAmong(executor, sql.ref('transaction_id'), ids)}`,
+        from transaction_assets where ${anyOf(executor, sql.ref('transaction_id'), [...byId.keys()])}`,
     )
     for (const line of lines) byId.get(Number(line.transaction_id))?.assets.push([Number(line.asset_id), Number(line.quantity)])
   }
-  return waiting
+  return byId
 }
 
-type WaitingRow = Parameters<typeof toEncoded>[0] & { waiting: number; id: number | null; position: number | null }
+type WaitingRow = Parameters<typeof toEncoded>[0] & { id: number | null; position: number | null }
 
 const TRANSACTION_FIELDS = sql.raw('id, kind, created_at, sending_wallet_id, receiving_wallet_id, memo, reverses, hold_id, metadata')
 const WAITING_FIELDS = sql.raw(
@@ -110,16 +131,6 @@ export async function hasUnpositioned(executor: Executor): Promise<boolean> {
     executor,
   )
   return Number(rows[0]?.waiting) === 1
-}
-
-/**
- * Rows whose `column` may be one of `ids`, a superset the caller filters: on SQLite the range from
- * the least to the greatest (a round's ids follow one another there, a range reads them in order);
- * on PostgreSQL the ids themselves.
- */
-function idsAmong(executor: Executor, column: Parameters<typeof anyOf>[1], ids: number[]) {
-  if (isPostgres(executor)) return anyOf(executor, column, ids)
-  return sql<boolean>`${column} between ${Math.min(...ids)} and ${Math.max(...ids)}`
 }
 
 function toEncoded(row: {

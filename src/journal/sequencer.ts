@@ -1,6 +1,7 @@
 import type { Database } from '../db/database.ts'
 import { inTransactionSyncedLater, nowIso } from '../db/dialect.ts'
-import { chainHashBytes } from './encoding.ts'
+import type { Transaction } from '../ledger/ledger.types.ts'
+import { chainHashBytes, type EncodedTransaction } from './encoding.ts'
 import * as journal from './journal.repository.ts'
 import { appendLeaf, leafHash, rootOf, type Node } from './merkle.ts'
 import { signCheckpoint, type SigningKey } from '../secrets/signing-key.ts'
@@ -31,6 +32,8 @@ export interface SequencerOptions {
 export interface RoundResult {
   positioned: number
   checkpoint: journal.Checkpoint | undefined
+  /** The highest id the round took (0: none; infinite: another instance held the state). */
+  read: number
 }
 
 const DEFAULT_BATCH = 1_000
@@ -44,6 +47,8 @@ const WAKE_DELAY_MS = 50
  */
 const BUSY_WAKE_DELAY_MS = 250
 const BUSY_ROUND = 25
+/** Most transactions kept in memory for the rounds (`committed`); past it they are read from the database. */
+const MAX_HANDED = 100_000
 
 /** What a sequencer knows of the latest checkpoint between rounds: when it was signed (ms). */
 interface Known {
@@ -51,15 +56,16 @@ interface Known {
 }
 
 /** One round: positions what waits (up to the batch) and signs a checkpoint when one is due. */
-async function sequenceRound(options: SequencerOptions, known: Known): Promise<RoundResult> {
+async function sequenceRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
   const { database, key, checkpointIntervalMs } = options
   const batch = options.batch ?? DEFAULT_BATCH
   // SQLite: positions follow the committed transactions in id order, so a round a crash undoes is
   // given again identically; it adds no sync of its own to the transfers' (PostgreSQL: synced).
   const result = await inTransactionSyncedLater(database, async (trx) => {
     const state = await journal.readState(trx, true)
-    if (!state) return { positioned: 0, checkpoint: undefined }
-    const waiting = await journal.takeWaiting(trx, state, batch)
+    // Another instance holds the state: it positions what waits, what this process committed included.
+    if (!state) return { positioned: 0, checkpoint: undefined, read: Number.POSITIVE_INFINITY }
+    const waiting = await journal.takeWaiting(trx, state, batch, handed)
     const entries: [position: number, transactionId: number, hash: string][] = []
     const nodes: Node[] = []
     let head: Buffer = Buffer.from(state.head, 'hex')
@@ -77,10 +83,11 @@ async function sequenceRound(options: SequencerOptions, known: Known): Promise<R
       state.lastTransactionId = Math.max(state.lastTransactionId, ...taken)
       await journal.recordRound(trx, { entries, nodes, state, taken })
     }
+    const read = waiting.at(-1)?.id ?? 0
     const signedAt = nowIso()
     // A checkpoint known to be recent means none is due: the latest can only be more recent.
     if (known.signedAt !== undefined && Date.parse(signedAt) - known.signedAt < checkpointIntervalMs)
-      return { positioned: entries.length, checkpoint: undefined }
+      return { positioned: entries.length, checkpoint: undefined, read }
     let checkpoint: journal.Checkpoint | undefined
     const latest = await journal.findLatestCheckpoint(trx)
     if (latest) known.signedAt = Date.parse(latest.signed_at)
@@ -90,20 +97,25 @@ async function sequenceRound(options: SequencerOptions, known: Known): Promise<R
       checkpoint = { ...unsigned, signature: signCheckpoint(key, unsigned) }
       await journal.insertCheckpoint(trx, checkpoint)
     }
-    return { positioned: entries.length, checkpoint }
+    return { positioned: entries.length, checkpoint, read }
   })
   if (result.checkpoint) known.signedAt = Date.parse(result.checkpoint.signed_at)
+  // Every id up to the highest taken has a position now (both ways go lowest id first); one that committed
+  // on PostgreSQL during the round below it is dropped too, and read from the database in its round.
+  for (const id of handed.keys()) if (id <= result.read) handed.delete(id)
   return result
 }
 
 /**
- * The sequencer as a long-lived part: rounds run one at a time, on `wake()` (a commit in this
+ * The sequencer as a long-lived part: rounds run one at a time, on `committed()` (a commit in this
  * process) and every `pollMs` (commits elsewhere, a checkpoint falling due); a full batch runs the
  * next round at once, commits during a round another wake delay after it.
  */
 export class JournalSequencer {
   readonly #options: SequencerOptions
   readonly #known: Known = {}
+  /** What this process committed and no round has taken yet, by id: a round takes their fields from here instead of reading them. */
+  readonly #handed = new Map<number, EncodedTransaction>()
   #timer: NodeJS.Timeout | undefined
   #timerAt = 0
   #running: Promise<void> | undefined
@@ -120,8 +132,17 @@ export class JournalSequencer {
     this.#schedule(0)
   }
 
-  /** A transaction committed in this process: position it soon. */
-  wake(): void {
+  /** Transactions this process committed: position them soon, from these fields. */
+  committed(transactions: readonly Transaction[]): void {
+    if (this.#stopped) return
+    for (const transaction of transactions) {
+      if (this.#handed.size >= MAX_HANDED) break
+      this.#handed.set(transaction.id, encodedOf(transaction))
+    }
+    this.#wake()
+  }
+
+  #wake(): void {
     if (this.#stopped) return
     this.#again = true
     if (!this.#running) this.#schedule(this.#wakeDelay())
@@ -159,7 +180,7 @@ export class JournalSequencer {
         // Idle polls stay reads: a write transaction only when something waits or a checkpoint is due.
         if (!this.#again && !(await this.#workWaits())) return
         this.#again = false
-        const result = await sequenceRound(this.#options, this.#known)
+        const result = await sequenceRound(this.#options, this.#known, this.#handed)
         full = result.positioned >= (this.#options.batch ?? DEFAULT_BATCH)
         this.#busy = result.positioned >= BUSY_ROUND
         if (full) this.#options.onProgress?.(result.positioned, (await journal.readState(this.#options.database.db, false))?.size ?? 0)
@@ -179,5 +200,21 @@ export class JournalSequencer {
     const [state, latest] = await Promise.all([journal.readState(db, false), journal.findLatestCheckpoint(db)])
     if ((state?.size ?? 0) <= (latest?.size ?? 0)) return false
     return !latest || Date.now() - Date.parse(latest.signed_at) >= this.#options.checkpointIntervalMs
+  }
+}
+
+/** The fields the encoding takes, as the ledger stored them: a committed Transaction's own (`ledger/moves.repository.ts`). */
+function encodedOf(transaction: Transaction): EncodedTransaction {
+  return {
+    id: transaction.id,
+    kind: transaction.kind,
+    created_at: transaction.created_at,
+    sending_wallet_id: transaction.sending_wallet_id,
+    receiving_wallet_id: transaction.receiving_wallet_id,
+    memo: transaction.memo,
+    assets: transaction.assets.map((line) => [line.asset.id, line.quantity]),
+    reverses: transaction.reverses ?? null,
+    hold_id: transaction.hold_id ?? null,
+    metadata: transaction.metadata,
   }
 }

@@ -35,6 +35,8 @@ export interface GroupCommitOptions {
   beginEarly: boolean
   /** Told each batch's size as it starts (metrics). */
   onBatch?: (size: number) => void
+  /** Told the transactions of each batch once it committed. */
+  onCommit?: (transactions: Transaction[]) => void
   /** Runs each batch in a span of the traces, when they are on. */
   tracing?: BatchTracing
   /** The ledger's clock (`ledger.service.ts`). */
@@ -49,6 +51,7 @@ export class GroupCommitter {
   /** PostgreSQL: begin the next batch's transaction while this batch runs. */
   readonly #beginEarly: boolean
   readonly #onBatch: ((size: number) => void) | undefined
+  readonly #onCommit: ((transactions: Transaction[]) => void) | undefined
   readonly #tracing: BatchTracing | undefined
   readonly #clock: (() => string) | undefined
   #queue: Member[] = []
@@ -67,6 +70,7 @@ export class GroupCommitter {
     this.#maxBatch = options.maxBatch
     this.#beginEarly = options.beginEarly
     this.#onBatch = options.onBatch
+    this.#onCommit = options.onCommit
     this.#tracing = options.tracing
     this.#clock = options.clock
   }
@@ -156,6 +160,7 @@ export class GroupCommitter {
             })
           })
           settle(members, outcomes)
+          if (this.#onCommit) this.#onCommit(recorded(outcomes))
           return
         } catch (error) {
           if (error instanceof IdempotencyConflict) {
@@ -204,6 +209,13 @@ function beginEarly(db: Db): Early {
     hand(work)
     return done
   }
+}
+
+/** The transactions the batch's moves recorded. */
+function recorded(outcomes: Outcome[][]): Transaction[] {
+  const transactions: Transaction[] = []
+  for (const unit of outcomes) for (const outcome of unit) if (outcome.ok && outcome.transaction) transactions.push(outcome.transaction)
+  return transactions
 }
 
 function settle(members: Member[], outcomes: Outcome[][]): void {

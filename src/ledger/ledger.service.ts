@@ -9,7 +9,7 @@ import { createHistoryService, type HistoryService } from './history.service.ts'
 import { createHoldsService, type HoldsService } from './holds.service.ts'
 import { Idempotency } from './idempotency.ts'
 import { createIssuanceService, type IssuanceService } from './issuance.service.ts'
-import type { EventWriter } from './ledger.types.ts'
+import type { EventWriter, Transaction } from './ledger.types.ts'
 import { PageCache } from './page-cache.ts'
 import { createReversalsService, type ReversalsService } from './reversals.service.ts'
 import { createTransfersService, type TransfersService } from './transfers.service.ts'
@@ -50,6 +50,8 @@ export interface LedgerDeps {
   maxBatch?: number
   /** Told the size of every batch of transfers committed together (metrics). */
   onBatch?: (size: number) => void
+  /** Told the transactions of every batch of transfers once it committed (the journal's sequencer). */
+  onCommit?: (transactions: Transaction[]) => void
   /** Traces each batch, when traces are on. */
   tracing?: BatchTracing
   /** How long a key's first request holds it (G004) before a repeat may run; `Idempotency`'s default if not given. */
@@ -64,13 +66,23 @@ export interface LedgerDeps {
  */
 export const DEFAULT_MAX_BATCH = { sqlite: 500, postgres: 500 } as const
 
-export function createLedger({ database, events, maxBatch, onBatch, tracing, idempotencyLeaseMs, clock = nowIso }: LedgerDeps): Ledger {
+export function createLedger({
+  database,
+  events,
+  maxBatch,
+  onBatch,
+  onCommit,
+  tracing,
+  idempotencyLeaseMs,
+  clock = nowIso,
+}: LedgerDeps): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
   const committer = new GroupCommitter(db, events, {
     maxBatch: maxBatch ?? DEFAULT_MAX_BATCH[dialect],
     beginEarly: dialect === 'postgres',
     onBatch,
+    onCommit,
     tracing,
     clock,
   })
