@@ -232,7 +232,9 @@ const { parentPort, workerData } = require('node:worker_threads')
     await database.close()
   }
   parentPort.postMessage({ report })
-})().catch((error) => parentPort.postMessage({ error: { message: String(error?.message ?? error), stack: error?.stack, code: error?.code } }))
+})().catch((error) =>
+  parentPort.postMessage({ error: { message: String(error?.message ?? error), stack: error?.stack, code: error?.code } }),
+)
 `
 
 /**

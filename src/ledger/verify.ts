@@ -271,7 +271,8 @@ export async function verifyLedger(
     const last = lastStored.get(key)
     if ((last ?? 0) !== Number(holding.quantity))
       lastBalances.push(
-        `wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, its last running balance says ${last ?? 'nothing'}`,
+        `wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, ` +
+          `its last running balance says ${last ?? 'nothing'}`,
       )
   }
   problems.push(...lastBalances)
@@ -524,7 +525,8 @@ async function verifyHolds(
           when t.kind <> 'capture' then 'is no capture but names a hold'
           when t.hold_id is null then 'is a capture that names no hold'
           when h.id is null then 'is a capture of a missing hold'
-          when h.status <> 'captured' or h.transaction_id is null or h.transaction_id <> t.id then 'is a capture of a hold it did not capture'
+          when h.status <> 'captured' or h.transaction_id is null or h.transaction_id <> t.id
+            then 'is a capture of a hold it did not capture'
         end as reason
       from transactions t left join holds h on h.id = t.hold_id
       where t.id in (${sql.join(captures.slice(start, start + BATCH))})
