@@ -57,13 +57,16 @@ async function watchFloat(coffer: CofferClient, topUp: TopUp): Promise<number> {
   return (same ?? (await call(coffer.POST('/wallet/monitors', { body: { asset: topUp.asset, below: topUp.below } })))).id
 }
 
+/** The memo of a top-up, which the bot does not thank its reserve for. */
+const TOP_UP_MEMO = 'tip bot top-up'
+
 /** The reserve pays the bot `quantity`, once per crossing: the Idempotency-Key is the event's. */
 async function refill(topUp: TopUp, baseUrl: string, eventId: string, log: (line: string) => void): Promise<void> {
   const reserve = createCofferClient({ baseUrl, token: topUp.key })
   try {
     await call(
       reserve.POST('/wallet/transactions', {
-        body: { recipient: topUp.to, type: 1, assets: { [topUp.asset]: topUp.quantity }, memo: 'tip bot top-up' },
+        body: { recipient: topUp.to, type: 1, assets: { [topUp.asset]: topUp.quantity }, memo: TOP_UP_MEMO },
         params: { header: { 'idempotency-key': `top-up-${eventId}` } },
       }),
     )
@@ -130,6 +133,8 @@ export async function runTipBot(options: TipBotOptions): Promise<void> {
       // Issuance comes from mint, which has no one to thank.
       check(transfer.id)
       if (transfer.sending_wallet_address === 'mint') return
+      // Nor is the bot's own top-up: the reserve would pay for its own thanks.
+      if (topUp && transfer.memo === TOP_UP_MEMO) return
       const assets = Object.fromEntries(transfer.assets.map((line) => [line.asset.name, tip]))
       const from = transfer.sending_username ?? transfer.sending_wallet_address
       try {
