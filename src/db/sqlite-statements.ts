@@ -1,5 +1,5 @@
 import type SQLite from 'better-sqlite3'
-import type { RawBuilder } from 'kysely'
+import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from './database.types.ts'
 import { storageStateOf, type SqliteStatements } from './storage-state.ts'
 
@@ -58,4 +58,15 @@ export async function readArrays(executor: Executor, statement: RawBuilder<unkno
     // The statement is cached by its text: whoever runs the same text next expects objects.
     prepared.raw(false)
   }
+}
+
+/** Bytes of the file SQLite may map for a long read (`coffer verify`'s connections): at most the file's size is mapped. */
+const LONG_READ_MMAP = 2 ** 40
+
+/**
+ * Prepares a connection of its own for one long read of the whole store: on SQLite the file is read
+ * through a memory map (no copy per page read); nothing on PostgreSQL. Outside any transaction.
+ */
+export async function forLongReads(executor: Executor): Promise<void> {
+  if (sqliteStatementsOf(executor)) await sql.raw(`pragma mmap_size = ${LONG_READ_MMAP}`).execute(executor)
 }

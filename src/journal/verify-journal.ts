@@ -5,9 +5,10 @@ import { sql } from 'kysely'
 import type { DatabaseOptions, Db, Executor } from '../db/database.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
-import { chainHashBytes, GENESIS_HASH, type EncodedTransaction } from './encoding.ts'
+import { hash } from 'node:crypto'
+import { chainHashHex, encodeAssets, encodeFields, encodeMetadata, GENESIS_HASH } from './encoding.ts'
 import * as journal from './journal.repository.ts'
-import { appendLeaf, EMPTY_ROOT, leafHash, rootOf, type Frontier, type Node } from './merkle.ts'
+import { EMPTY_ROOT, rootOf } from './merkle.ts'
 import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from '../secrets/signing-key.ts'
 
 export interface JournalReport {
@@ -75,6 +76,67 @@ async function readCompletedNodes(db: Executor, after: number, upTo: number): Pr
   return found
 }
 
+/**
+ * The tree of `merkle.ts` (RFC 9162) recomputed with hashes as 32-character latin1 strings: Node
+ * answers a hash as a string far more cheaply than as a new buffer, and the check makes three a transaction.
+ */
+class Tree {
+  /** The frontier: the complete subtrees' levels, indexes and hashes, largest first. */
+  readonly #levels: number[] = []
+  readonly #indexes: number[] = []
+  readonly #hashes: string[] = []
+  /** A prefix byte and up to two hashes, written here before hashing. */
+  readonly #scratch = Buffer.alloc(65)
+  readonly #leafInput = this.#scratch.subarray(0, 33)
+
+  /**
+   * Appends the leaf of a hash given in hex at leaf index `index` (as `appendLeaf` does); calls
+   * `completed` for each complete subtree above it that this completes.
+   */
+  append(hex: string, index: number, completed: (level: number, idx: number, hash: string) => void): void {
+    this.#scratch[0] = 0
+    this.#scratch.write(hex, 1, 32, 'hex')
+    let node = hash('sha256', this.#leafInput, 'binary')
+    let level = 0
+    let idx = index
+    const levels = this.#levels
+    while (levels.length > 0 && levels[levels.length - 1] === level) {
+      levels.pop()
+      node = this.#node(this.#hashes.pop() as string, node)
+      idx = Math.floor((this.#indexes.pop() as number) / 2)
+      level++
+      completed(level, idx, node)
+    }
+    levels.push(level)
+    this.#indexes.push(idx)
+    this.#hashes.push(node)
+  }
+
+  #node(left: string, right: string): string {
+    this.#scratch[0] = 1
+    this.#scratch.write(left, 1, 32, 'latin1')
+    this.#scratch.write(right, 33, 32, 'latin1')
+    return hash('sha256', this.#scratch, 'binary')
+  }
+
+  /** The root of the tree so far, in hex. */
+  root(): string {
+    const hashes = this.#hashes
+    if (hashes.length === 0) return EMPTY_ROOT.toString('hex')
+    let root = hashes[hashes.length - 1]
+    for (let i = hashes.length - 2; i >= 0; i--) root = this.#node(hashes[i], root)
+    return hexOf(root)
+  }
+}
+
+const hexScratch = Buffer.alloc(32)
+
+/** A latin1 hash in hex. */
+function hexOf(latin1: string): string {
+  hexScratch.write(latin1, 0, 32, 'latin1')
+  return hexScratch.toString('hex', 0, 32)
+}
+
 async function countRows(db: Executor, table: 'transactions' | 'journal_nodes'): Promise<number> {
   const { rows } = await sql<{ count: number }>`select count(*) as count from ${sql.table(table)}`.execute(db)
   return Number(rows[0].count)
@@ -107,75 +169,79 @@ export async function verifyJournal(
   const { rows: bounds } = await sql<{ last: number | null }>`select max(position) as last from journal_entries`.execute(db)
   const last = Number(bounds[0]?.last ?? 0)
   let firstMismatch: number | undefined
-  let previous: Buffer = Buffer.from(GENESIS_HASH, 'hex')
-  let previousHex = GENESIS_HASH
+  let previous = GENESIS_HASH
   let size = 0
-  const frontier: Frontier = []
+  const tree = new Tree()
   let next = 0
   let nodes = 0
   // Entries whose transaction exists: each names a distinct one (a unique key), so the others have no position.
   let positioned = 0
   const checkAt = (checkpoint: journal.Checkpoint) => {
-    const root = (checkpoint.size === 0 ? EMPTY_ROOT : rootOf(frontier)).toString('hex')
+    const root = checkpoint.size === 0 ? EMPTY_ROOT.toString('hex') : tree.root()
     if (root !== checkpoint.root)
       name(`checkpoint of size ${checkpoint.size}: its root is not the tree of the first ${checkpoint.size} hashes`)
     if (key && !verifyCheckpointSignature(key.publicKey, checkpoint))
       name(`checkpoint of size ${checkpoint.size}: its signature does not verify with the signing key`)
   }
   while (next < checkpoints.length && checkpoints[next].size === 0) checkAt(checkpoints[next++])
+  // The complete subtrees of a chunk, as level, index and hash, checked against the stored ones after it.
+  let completed: (number | string)[] = []
+  const complete = (level: number, idx: number, hash: string) => void completed.push(level, idx, hash)
+  const lines: [number, number][] = []
   for (let after = 0; after < last; after += chunk) {
     const rows = await readEntries(db, after, after + chunk)
     const from = size
-    const completed: Node[] = []
+    completed = []
     for (let i = 0; i < rows.length;) {
       const entry = rows[i]
       const position = Number(entry[POSITION])
-      const hash = entry[HASH] as string
-      let fields: EncodedTransaction | undefined
-      if (entry[ID] !== null) {
-        positioned++
-        const metadata = entry[METADATA] as string | null
-        fields = {
-          id: Number(entry[ID]),
-          kind: entry[KIND] as string,
-          created_at: entry[CREATED_AT] as string,
-          sending_wallet_id: Number(entry[SENDING]),
-          receiving_wallet_id: Number(entry[RECEIVING]),
-          memo: entry[MEMO] as string,
-          assets: [],
-          reverses: entry[REVERSES] === null ? null : Number(entry[REVERSES]),
-          hold_id: entry[HOLD_ID] === null ? null : Number(entry[HOLD_ID]),
-          metadata: metadata ? (JSON.parse(metadata) as Record<string, string>) : {},
-        }
-      }
+      const stored = entry[HASH] as string
+      const exists = entry[ID] !== null
+      lines.length = 0
       for (; i < rows.length && Number(rows[i][POSITION]) === position; i++)
-        if (fields && rows[i][ASSET_ID] !== null) fields.assets.push([Number(rows[i][ASSET_ID]), Number(rows[i][QUANTITY])])
+        if (exists && rows[i][ASSET_ID] !== null) lines.push([Number(rows[i][ASSET_ID]), Number(rows[i][QUANTITY])])
       if (position !== size + 1) {
         name(`position ${size + 1} is missing (the next entry is ${position})`)
         firstMismatch ??= size + 1
       }
-      const expected = fields ? chainHashBytes(previous, position, fields) : undefined
-      const expectedHex = expected?.toString('hex')
-      if (expectedHex !== hash) {
+      let expected: string | undefined
+      if (exists) {
+        positioned++
+        const text = encodeFields(
+          position,
+          Number(entry[ID]),
+          entry[KIND] as string,
+          entry[CREATED_AT] as string,
+          Number(entry[SENDING]),
+          Number(entry[RECEIVING]),
+          entry[MEMO] as string,
+          encodeAssets(lines),
+          entry[REVERSES] === null ? null : Number(entry[REVERSES]),
+          entry[HOLD_ID] === null ? null : Number(entry[HOLD_ID]),
+          encodeMetadata(entry[METADATA] as string | null),
+        )
+        expected = chainHashHex(previous, text)
+      }
+      if (expected !== stored) {
         firstMismatch ??= position
         name(
-          fields
+          exists
             ? `position ${position} (transaction ${entry[TRANSACTION_ID]}): the transaction no longer gives its hash`
             : `position ${position}: transaction ${entry[TRANSACTION_ID]} is missing`,
         )
       }
-      previous = expected ?? Buffer.from(hash, 'hex')
-      previousHex = expectedHex ?? hash
-      for (const node of appendLeaf(frontier, position - 1, leafHash(previous))) completed.push(node)
+      previous = expected ?? stored
+      tree.append(previous, position - 1, complete)
       size = position
       while (next < checkpoints.length && checkpoints[next].size === size) checkAt(checkpoints[next++])
     }
     // The stored subtrees that proofs are read from must be the tree of these hashes.
-    const stored = await readCompletedNodes(db, from, size)
-    for (const node of completed) {
-      const hex = stored.get(nodeKey(node.level, node.idx))
-      if (hex === undefined || hex !== node.hash.toString('hex')) {
-        const leaves = `positions ${node.idx * 2 ** node.level + 1} to ${(node.idx + 1) * 2 ** node.level}`
+    const storedNodes = await readCompletedNodes(db, from, size)
+    for (let k = 0; k < completed.length; k += 3) {
+      const [level, idx] = [completed[k] as number, completed[k + 1] as number]
+      const hex = storedNodes.get(nodeKey(level, idx))
+      if (hex === undefined || hex !== hexOf(completed[k + 2] as string)) {
+        const leaves = `positions ${idx * 2 ** level + 1} to ${(idx + 1) * 2 ** level}`
         name(
           hex === undefined
             ? `the stored subtree over ${leaves} is missing`
@@ -183,11 +249,11 @@ export async function verifyJournal(
         )
       }
     }
-    nodes += completed.length
+    nodes += completed.length / 3
     progress?.(size, total)
   }
   if (state && state.size !== size) problems.push(`the journal's state says ${state.size} entries, ${size} were read`)
-  else if (state && (state.head !== previousHex || rootOf(state.frontier).toString('hex') !== rootOf(frontier).toString('hex')))
+  else if (state && (state.head !== previous || rootOf(state.frontier).toString('hex') !== tree.root()))
     problems.push(`the journal's state (the last hash and the tree's frontier) is not that of its ${size} entries`)
   const storedNodes = await countRows(db, 'journal_nodes')
   if (storedNodes !== nodes) problems.push(`${storedNodes} subtrees are stored, the tree of ${size} entries has ${nodes}`)
