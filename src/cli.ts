@@ -4,6 +4,7 @@ import { ConfigError, loadConfig, type Config } from './config.ts'
 import { openDatabase, type Database, type DatabaseOptions } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
+import { forLongReads } from './db/sqlite-statements.ts'
 import { readAdminKey, resolveAdminKey } from './http/admin-key.ts'
 import { createOutbox } from './events/outbox.ts'
 import { watchBalances } from './monitors/monitors.service.ts'
@@ -244,6 +245,7 @@ function verify(config: Config): (database: Database) => Promise<number> {
         halves[half] = [done, total]
         if (halves[0][1] > 0 && halves[1][1] > 0) progressBar(halves[0][0] + halves[1][0], halves[0][1] + halves[1][1], 'rows checked')
       }
+    await forLongReads(database.db)
     const { last } = await database.db
       .selectFrom('transactions')
       .select((eb) => eb.fn.max('id').as('last'))

@@ -1,11 +1,12 @@
+import { hash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
+import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { sql } from 'kysely'
 import type { DatabaseOptions, Db, Executor } from '../db/database.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
-import { readArrays } from '../db/sqlite-statements.ts'
-import { hash } from 'node:crypto'
+import { forLongReads, readArrays } from '../db/sqlite-statements.ts'
 import { chainHashHex, encodeAssets, encodeFields, encodeMetadata, GENESIS_HASH } from './encoding.ts'
 import * as journal from './journal.repository.ts'
 import { EMPTY_ROOT, rootOf } from './merkle.ts'
@@ -142,56 +143,30 @@ async function countRows(db: Executor, table: 'transactions' | 'journal_nodes'):
   return Number(rows[0].count)
 }
 
+type Progress = (done: number, total: number) => void
+
+/** What the check of the chain over a range of positions finds. */
+interface ChainPart {
+  problems: string[]
+  firstMismatch: number | undefined
+  /** Entries whose transaction exists: each names a distinct one (a unique key), so the others have no position. */
+  positioned: number
+}
+
 /**
- * The journal recomputed from the transactions (`coffer verify`): every hash from its
- * transaction's stored fields and the hash before it, the Merkle root of every checkpoint from
- * those hashes, every stored subtree (`journal_nodes`, which proofs are read from) and every
- * checkpoint's signature with the public key. A row changed in the database after it was
- * positioned shows as the first position whose hash no longer matches. Read in one read-only
- * snapshot, so the sequencer positioning meanwhile is wholly in or out.
+ * Every hash of the positions in (`after`, `upTo`] from its transaction's stored fields and the
+ * stored hash before it: each link on its own, so ranges are checked apart (on threads of their own).
  */
-export async function verifyJournal(
-  db: Executor,
-  key: SigningKey | undefined,
-  progress?: (done: number, total: number) => void,
-  chunk = CHUNK,
-): Promise<JournalReport> {
-  if (!db.isTransaction) {
-    return inReadOnlySnapshot(db as Db, (trx) => verifyJournal(trx, key, progress, chunk))
-  }
+async function checkChain(db: Executor, after: number, upTo: number, chunk: number, progress?: Progress): Promise<ChainPart> {
   const problems: string[] = []
-  const name = (problem: string) => {
-    if (problems.length < NAMED) problems.push(problem)
-  }
-  const checkpoints = await journal.listCheckpoints(db)
-  const state = await journal.readState(db, false)
-  const total = state?.size ?? 0
-  const { rows: bounds } = await sql<{ last: number | null }>`select max(position) as last from journal_entries`.execute(db)
-  const last = Number(bounds[0]?.last ?? 0)
   let firstMismatch: number | undefined
-  let previous = GENESIS_HASH
-  let size = 0
-  const tree = new Tree()
-  let next = 0
-  let nodes = 0
-  // Entries whose transaction exists: each names a distinct one (a unique key), so the others have no position.
   let positioned = 0
-  const checkAt = (checkpoint: journal.Checkpoint) => {
-    const root = checkpoint.size === 0 ? EMPTY_ROOT.toString('hex') : tree.root()
-    if (root !== checkpoint.root)
-      name(`checkpoint of size ${checkpoint.size}: its root is not the tree of the first ${checkpoint.size} hashes`)
-    if (key && !verifyCheckpointSignature(key.publicKey, checkpoint))
-      name(`checkpoint of size ${checkpoint.size}: its signature does not verify with the signing key`)
-  }
-  while (next < checkpoints.length && checkpoints[next].size === 0) checkAt(checkpoints[next++])
-  // The complete subtrees of a chunk, as level, index and hash, checked against the stored ones after it.
-  let completed: (number | string)[] = []
-  const complete = (level: number, idx: number, hash: string) => void completed.push(level, idx, hash)
+  const { rows: before } = await sql<{ hash: string }>`
+    select hash from journal_entries where position <= ${after} order by position desc limit 1`.execute(db)
+  let previous = before[0]?.hash ?? GENESIS_HASH
   const lines: [number, number][] = []
-  for (let after = 0; after < last; after += chunk) {
-    const rows = await readEntries(db, after, after + chunk)
-    const from = size
-    completed = []
+  for (let from = after; from < upTo; from += chunk) {
+    const rows = await readEntries(db, from, Math.min(from + chunk, upTo))
     for (let i = 0; i < rows.length;) {
       const entry = rows[i]
       const position = Number(entry[POSITION])
@@ -200,10 +175,6 @@ export async function verifyJournal(
       lines.length = 0
       for (; i < rows.length && Number(rows[i][POSITION]) === position; i++)
         if (exists && rows[i][ASSET_ID] !== null) lines.push([Number(rows[i][ASSET_ID]), Number(rows[i][QUANTITY])])
-      if (position !== size + 1) {
-        name(`position ${size + 1} is missing (the next entry is ${position})`)
-        firstMismatch ??= size + 1
-      }
       let expected: string | undefined
       if (exists) {
         positioned++
@@ -224,13 +195,81 @@ export async function verifyJournal(
       }
       if (expected !== stored) {
         firstMismatch ??= position
-        name(
-          exists
-            ? `position ${position} (transaction ${entry[TRANSACTION_ID]}): the transaction no longer gives its hash`
-            : `position ${position}: transaction ${entry[TRANSACTION_ID]} is missing`,
-        )
+        if (problems.length < NAMED)
+          problems.push(
+            exists
+              ? `position ${position} (transaction ${entry[TRANSACTION_ID]}): the transaction no longer gives its hash`
+              : `position ${position}: transaction ${entry[TRANSACTION_ID]} is missing`,
+          )
       }
-      previous = expected ?? stored
+      previous = stored
+    }
+    progress?.(Math.min(from + chunk, upTo) - after, upTo - after)
+  }
+  return { problems, firstMismatch, positioned }
+}
+
+/** What the check of the tree finds. */
+interface TreePart {
+  problems: string[]
+  /** The first position missing from the sequence, if any. */
+  firstMissing: number | undefined
+  entries: number
+  checkpoints: number
+  transactions: number
+}
+
+/**
+ * The tree of the stored hashes: every position there, the Merkle root of every checkpoint and its
+ * signature, every stored subtree (`journal_nodes`, which proofs are read from) and the journal's
+ * state. `onLast` hears the last position first, so that the chain's check can be shared out meanwhile.
+ */
+async function checkTree(
+  db: Executor,
+  key: SigningKey | undefined,
+  chunk: number,
+  onLast?: (last: number) => void | Promise<void>,
+): Promise<TreePart> {
+  const problems: string[] = []
+  const name = (problem: string) => {
+    if (problems.length < NAMED) problems.push(problem)
+  }
+  const { rows: bounds } = await sql<{ last: number | null }>`select max(position) as last from journal_entries`.execute(db)
+  const last = Number(bounds[0]?.last ?? 0)
+  const started = onLast?.(last)
+  const checkpoints = await journal.listCheckpoints(db)
+  const state = await journal.readState(db, false)
+  let firstMissing: number | undefined
+  let previous = GENESIS_HASH
+  let size = 0
+  const tree = new Tree()
+  let next = 0
+  let nodes = 0
+  const checkAt = (checkpoint: journal.Checkpoint) => {
+    const root = checkpoint.size === 0 ? EMPTY_ROOT.toString('hex') : tree.root()
+    if (root !== checkpoint.root)
+      name(`checkpoint of size ${checkpoint.size}: its root is not the tree of the first ${checkpoint.size} hashes`)
+    if (key && !verifyCheckpointSignature(key.publicKey, checkpoint))
+      name(`checkpoint of size ${checkpoint.size}: its signature does not verify with the signing key`)
+  }
+  while (next < checkpoints.length && checkpoints[next].size === 0) checkAt(checkpoints[next++])
+  // The complete subtrees of a chunk, as level, index and hash, checked against the stored ones after it.
+  let completed: (number | string)[] = []
+  const complete = (level: number, idx: number, hash: string) => void completed.push(level, idx, hash)
+  for (let after = 0; after < last; after += chunk) {
+    const rows = await readArrays(
+      db,
+      sql`select position, hash from journal_entries where position > ${after} and position <= ${after + chunk} order by position`,
+    )
+    const from = size
+    completed = []
+    for (const [at, hash] of rows) {
+      const position = Number(at)
+      if (position !== size + 1) {
+        name(`position ${size + 1} is missing (the next entry is ${position})`)
+        firstMissing ??= size + 1
+      }
+      previous = hash as string
       tree.append(previous, position - 1, complete)
       size = position
       while (next < checkpoints.length && checkpoints[next].size === size) checkAt(checkpoints[next++])
@@ -250,7 +289,6 @@ export async function verifyJournal(
       }
     }
     nodes += completed.length / 3
-    progress?.(size, total)
   }
   if (state && state.size !== size) problems.push(`the journal's state says ${state.size} entries, ${size} were read`)
   else if (state && (state.head !== previous || rootOf(state.frontier).toString('hex') !== tree.root()))
@@ -259,15 +297,41 @@ export async function verifyJournal(
   if (storedNodes !== nodes) problems.push(`${storedNodes} subtrees are stored, the tree of ${size} entries has ${nodes}`)
   for (const checkpoint of checkpoints.slice(next))
     problems.push(`checkpoint of size ${checkpoint.size}: beyond the journal's ${size} entries`)
+  const transactions = await countRows(db, 'transactions')
+  await started
+  return { problems, firstMissing, entries: size, checkpoints: checkpoints.length, transactions }
+}
+
+/** The report of the tree's check and the chain's, in its ranges in order. */
+function reportOf(tree: TreePart, chain: ChainPart[], key: SigningKey | undefined): JournalReport {
+  const problems = [...chain.flatMap((part) => part.problems).slice(0, NAMED), ...tree.problems]
+  const mismatches = [tree.firstMissing, ...chain.map((part) => part.firstMismatch)].filter((at) => at !== undefined)
   return {
     ok: problems.length === 0,
-    entries: size,
-    checkpoints: checkpoints.length,
+    entries: tree.entries,
+    checkpoints: tree.checkpoints,
     signaturesChecked: key !== undefined,
-    unpositioned: (await countRows(db, 'transactions')) - positioned,
-    firstMismatch,
+    unpositioned: tree.transactions - chain.reduce((sum, part) => sum + part.positioned, 0),
+    firstMismatch: mismatches.length > 0 ? Math.min(...mismatches) : undefined,
     problems,
   }
+}
+
+/**
+ * The journal recomputed from the transactions (`coffer verify`): every hash from its
+ * transaction's stored fields and the hash before it, the Merkle root of every checkpoint from
+ * those hashes, every stored subtree (`journal_nodes`, which proofs are read from) and every
+ * checkpoint's signature with the public key. A row changed in the database after it was
+ * positioned shows as the first position whose hash no longer matches. Read in one read-only
+ * snapshot, so the sequencer positioning meanwhile is wholly in or out.
+ */
+export async function verifyJournal(db: Executor, key: SigningKey | undefined, progress?: Progress, chunk = CHUNK): Promise<JournalReport> {
+  if (!db.isTransaction) {
+    return inReadOnlySnapshot(db as Db, (trx) => verifyJournal(trx, key, progress, chunk))
+  }
+  let last = 0
+  const tree = await checkTree(db, key, chunk, (found) => void (last = found))
+  return reportOf(tree, [await checkChain(db, 0, last, chunk, progress)], key)
 }
 
 /** The signing key as configured, or from the data directory's key file; undefined when there is none (nothing is generated). */
@@ -280,62 +344,110 @@ export function findSigningKey(configured: SigningKey | undefined, dataDir: stri
   }
 }
 
-/**
- * The thread's code: opens its own connection (`openDatabase` of the options), runs `verifyJournal`
- * and sends back progress and the report. The sources run through tsx when they are TypeScript.
- */
+/** What a thread does: the tree's check, or the chain's over (`after`, `upTo`]. */
+type Task = { part: 'tree'; key: SigningKey | undefined } | { part: 'chain'; after: number; upTo: number }
+
+/** Runs a thread's task on its own connection and snapshot, telling `tell` the tree's last position and the chain's progress. */
+export async function runPart(
+  options: DatabaseOptions,
+  task: Task,
+  tell: (message: { last?: number; progress?: [number, number] }) => void,
+): Promise<TreePart | ChainPart> {
+  const { openDatabase } = await import('../db/database.ts')
+  const database = openDatabase(options)
+  try {
+    await forLongReads(database.db)
+    return await inReadOnlySnapshot<TreePart | ChainPart>(database.db, (trx) =>
+      task.part === 'tree'
+        ? checkTree(trx, task.key, CHUNK, (last) => tell({ last }))
+        : checkChain(trx, task.after, task.upTo, CHUNK, (done, total) => tell({ progress: [done, total] })),
+    )
+  } finally {
+    await database.close()
+  }
+}
+
+/** The thread's code: `runPart` of this module (through tsx when the sources are TypeScript), messages to the caller. */
 const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads')
 ;(async () => {
   if (workerData.tsx) (await import(workerData.tsx)).register()
-  const { openDatabase } = await import(workerData.database)
-  const { verifyJournal } = await import(workerData.journal)
-  const database = openDatabase(workerData.options)
-  let report
-  try {
-    report = await verifyJournal(database.db, workerData.key, (done, total) => parentPort.postMessage({ progress: [done, total] }))
-  } finally {
-    await database.close()
-  }
-  parentPort.postMessage({ report })
+  const { runPart } = await import(workerData.journal)
+  const result = await runPart(workerData.options, workerData.task, (message) => parentPort.postMessage(message))
+  parentPort.postMessage({ result })
 })().catch((error) =>
   parentPort.postMessage({ error: { message: String(error?.message ?? error), stack: error?.stack, code: error?.code } }),
 )
 `
 
+/** Threads that check the chain: one a core. */
+const CHAIN_THREADS = Math.max(1, Math.min(4, availableParallelism()))
+
 /**
- * `verifyJournal` on a thread of its own, with its own connection and snapshot: the journal's hashes
- * take a core while the caller checks the ledger on another. The same report as `verifyJournal`.
+ * `verifyJournal` on threads of their own, each with its own connection and snapshot: one checks the
+ * tree of the stored hashes, the others the chain in ranges of positions (up to the last the tree's
+ * thread sees), so the hashes take every core while the caller checks the ledger. The same report as `verifyJournal`.
  */
-export function verifyJournalInThread(
+export async function verifyJournalInThread(
   options: DatabaseOptions,
   key: SigningKey | undefined,
-  progress?: (done: number, total: number) => void,
+  progress?: Progress,
 ): Promise<JournalReport> {
   const here = import.meta.url
   const source = path.extname(new URL(here).pathname)
-  const workerData = {
-    // One connection is all it uses.
+  const base = {
+    // One connection is all each uses.
     options: { databaseUrl: options.databaseUrl, dataDir: options.dataDir, poolSize: 1, postgresTimeouts: options.postgresTimeouts },
-    key,
     journal: here,
-    database: new URL(`../db/database${source}`, here).href,
     tsx: source === '.ts' ? import.meta.resolve('tsx/esm/api') : undefined,
   }
-  const worker = new Worker(THREAD, { eval: true, workerData })
-  return new Promise<JournalReport>((resolve, reject) => {
-    type Failure = { message: string; stack?: string; code?: string }
-    worker.on('message', (message: { progress?: [number, number]; report?: JournalReport; error?: Failure }) => {
-      if (message.progress) progress?.(...message.progress)
-      const { report, error } = message
-      if (report) resolve(report)
-      // The thread's error as it was thrown, with its code (storage faults are told apart by it).
-      if (error) reject(Object.assign(new Error(error.message), error))
-      // It has closed its connection when it answers: whatever else keeps it alive is ended (settled
-      // first, so its exit is no failure).
-      if (report || error) void worker.terminate()
+  const workers: Worker[] = []
+  const run = <T>(task: Task, heard: (message: { last?: number; progress?: [number, number] }) => void) =>
+    new Promise<T>((resolve, reject) => {
+      const worker = new Worker(THREAD, { eval: true, workerData: { ...base, task } })
+      workers.push(worker)
+      type Failure = { message: string; stack?: string; code?: string }
+      worker.on('message', (message: { last?: number; progress?: [number, number]; result?: T; error?: Failure }) => {
+        heard(message)
+        const { result, error } = message
+        if (result) resolve(result)
+        // The thread's error as it was thrown, with its code (storage faults are told apart by it).
+        if (error) reject(Object.assign(new Error(error.message), error))
+        // It has closed its connection when it answers: whatever else keeps it alive is ended (settled
+        // first, so its exit is no failure).
+        if (result || error) void worker.terminate()
+      })
+      worker.once('error', reject)
+      worker.once('exit', (code) => reject(new Error(`the journal's check ended (exit ${code}) without a report`)))
     })
-    worker.once('error', reject)
-    worker.once('exit', (code) => reject(new Error(`the journal's check ended (exit ${code}) without a report`)))
-  })
+  try {
+    let chain: Promise<ChainPart[]> | undefined
+    const tree = run<TreePart>({ part: 'tree', key }, ({ last }) => {
+      if (last === undefined) return
+      const done = new Array<number>(CHAIN_THREADS).fill(0)
+      const ranges = Array.from({ length: CHAIN_THREADS }, (_, i) => [
+        Math.floor((last * i) / CHAIN_THREADS),
+        Math.floor((last * (i + 1)) / CHAIN_THREADS),
+      ])
+      chain = Promise.all(
+        ranges.map(([after, upTo], i) =>
+          run<ChainPart>({ part: 'chain', after, upTo }, ({ progress: told }) => {
+            if (!told) return
+            done[i] = told[0]
+            progress?.(
+              done.reduce((sum, n) => sum + n, 0),
+              last,
+            )
+          }),
+        ),
+      )
+      // Awaited once the tree is checked; a failure meanwhile is not left unhandled.
+      chain.catch(() => {})
+    })
+    const treePart = await tree
+    if (!chain) throw new Error("the journal's tree was checked without its last position")
+    return reportOf(treePart, await chain, key)
+  } finally {
+    for (const worker of workers) void worker.terminate()
+  }
 }
