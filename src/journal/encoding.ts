@@ -34,7 +34,7 @@ const json = (value: unknown): string =>
  * Stored metadata of one key whose key and value JSON writes as they are (no quote, backslash,
  * control character or surrogate): its entries' encoding is the same text, rebracketed, with no parse.
  */
-const ONE_PLAIN_KEY = /^\{("[^"\\\u0000-\u001f\ud800-\udfff]*"):("[^"\\\u0000-\u001f\ud800-\udfff]*")\}$/
+const ONE_PLAIN_KEY = /^\{("[ !#-[\]-\ud7ff\ue000-\uffff]*"):("[ !#-[\]-\ud7ff\ue000-\uffff]*")\}$/
 
 /** The `[[asset_id, quantity]…]` part of the encoding, sorted by asset id. */
 export function encodeAssets(assets: [number, number][]): string {

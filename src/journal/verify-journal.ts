@@ -347,7 +347,10 @@ export function findSigningKey(configured: SigningKey | undefined, dataDir: stri
 /** What a thread does: the tree's check, or the chain's over (`after`, `upTo`]. */
 type Task = { part: 'tree'; key: SigningKey | undefined } | { part: 'chain'; after: number; upTo: number }
 
-/** Runs a thread's task on its own connection and snapshot, telling `tell` the tree's last position and the chain's progress. */
+/**
+ * Runs a thread's task on its own connection and snapshot, telling `tell` the tree's last position and the chain's progress.
+ * @public (imported by the threads' code, `THREAD`)
+ */
 export async function runPart(
   options: DatabaseOptions,
   task: Task,
