@@ -254,7 +254,7 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
         }
         // A COPY the server refused takes no more rows: its error ends the restore.
         if (failed) throw failed
-        const text = copyLines(rest)
+        const text = rest.map((row) => row.map(copyText).join('\t')).join('\n') + '\n'
         if (!copying.stream.write(text)) await Promise.race([once(copying.stream, 'drain'), copying.done])
       },
       progress,
@@ -289,16 +289,6 @@ async function hasQueueTrigger(client: pg.ClientBase): Promise<boolean> {
     [QUEUE_TRIGGER],
   )
   return rows.length > 0
-}
-
-/** Rows as lines of `COPY`'s text format, built in one string (no array per row). */
-function copyLines(rows: unknown[][]): string {
-  let text = ''
-  for (const row of rows) {
-    for (let c = 0; c < row.length; c++) text += c === 0 ? copyText(row[c]) : `\t${copyText(row[c])}`
-    text += '\n'
-  }
-  return text
 }
 
 /** A value in `COPY`'s text format: `\N` for null, backslash, tab and line breaks escaped, JSON for anything structured. */
