@@ -167,7 +167,7 @@ function insertRows(statements: SqliteStatements, table: string, columns: string
   const tuple = `(${columns.map(() => '?').join(', ')})`
   const prefix = `insert into ${quoteName(table)} (${columns.map(quoteName).join(', ')}) values `
   const prepare = (count: number) => statements.prepare(prefix + Array.from({ length: count }, () => tuple).join(', '))
-  // One parameter array filled in place for every statement: slicing and flattening rows costs more than SQLite's insert.
+  // One parameter array filled in place for every statement, not arrays sliced and flattened per statement (`flat` is slow).
   const fill = (params: unknown[], from: number) => {
     for (let at = 0, r = from; at < params.length; r++) {
       const row = rows[r]
