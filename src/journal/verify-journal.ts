@@ -7,7 +7,7 @@ import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
 import { chainHashBytes, GENESIS_HASH, type EncodedTransaction } from './encoding.ts'
 import * as journal from './journal.repository.ts'
-import { appendLeaf, EMPTY_ROOT, leafHash, rootOf, type Frontier, type Node } from './merkle.ts'
+import { appendLeaf, EMPTY_ROOT, isStored, leafHash, rootOf, STORED_LEVEL, type Frontier, type Node } from './merkle.ts'
 import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from '../secrets/signing-key.ts'
 
 export interface JournalReport {
@@ -55,12 +55,12 @@ function readEntries(db: Executor, after: number, upTo: number): Promise<unknown
 const nodeKey = (level: number, idx: number) => level * 2 ** 40 + idx
 
 /**
- * The stored complete subtrees (level ≥ 1) that the leaves after the first `after` up to the first
+ * The stored complete subtrees (level ≥ `STORED_LEVEL`) that the leaves after the first `after` up to the first
  * `upTo` complete: one range of indexes per level, through the key.
  */
 async function readCompletedNodes(db: Executor, after: number, upTo: number): Promise<Map<number, string>> {
   const found = new Map<number, string>()
-  for (let level = 1; 2 ** level <= upTo; level++) {
+  for (let level = STORED_LEVEL; 2 ** level <= upTo; level++) {
     const span = 2 ** level
     // A subtree at this level is complete once its last leaf is in: (idx + 1) · span in (after, upTo].
     const first = Math.floor(after / span)
@@ -166,7 +166,7 @@ export async function verifyJournal(
       }
       previous = expected ?? Buffer.from(hash, 'hex')
       previousHex = expectedHex ?? hash
-      for (const node of appendLeaf(frontier, position - 1, leafHash(previous))) completed.push(node)
+      for (const node of appendLeaf(frontier, position - 1, leafHash(previous))) if (isStored(node)) completed.push(node)
       size = position
       while (next < checkpoints.length && checkpoints[next].size === size) checkAt(checkpoints[next++])
     }
