@@ -154,6 +154,23 @@ export function rowsWrite(
 }
 
 /**
+ * A plain insert of `rows` into `table`, its columns named and typed by `columns`: `rowsWrite`'s
+ * statement on PostgreSQL; on SQLite `values` straight into the table, whose columns' types convert
+ * each value as the casts of `rowsWrite` would, without reading the rows through a subquery first.
+ */
+export function insertRows(executor: Executor, table: string, columns: Columns, rows: unknown[][]): Write {
+  const names = columns.map(([name]) => name).join(', ')
+  const into = `insert into ${table} (${names})`
+  if (isPostgres(executor)) return rowsWrite(executor, columns, rows, (r) => sql`${sql.raw(into)} select ${sql.raw(names)} from ${r}`)
+  const tuple = `(${columns.map(() => '?').join(', ')})`
+  return {
+    statement: sql.raw(`${into} values ${tuple}`),
+    rows,
+    chunk: (count) => sql.raw(`${into} values ${Array<string>(count).fill(tuple).join(', ')}`),
+  }
+}
+
+/**
  * Runs writes and returns the rows each gives back: on PostgreSQL as CTEs of one statement (one
  * round trip; none sees another's rows), on SQLite one after the other.
  */

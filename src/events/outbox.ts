@@ -1,7 +1,7 @@
 import crypto from 'node:crypto'
 import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { isPostgres, rowsWrite, type Write } from '../db/dialect.ts'
+import { insertRows, isPostgres, rowsWrite, type Write } from '../db/dialect.ts'
 import {
   MINT_WALLET_ID,
   type EventWriter,
@@ -61,15 +61,7 @@ function transactionEventWrites(executor: Executor, transactions: Transaction[],
 /** The event rows, and a pending delivery for each whose wallet has a webhook. */
 function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | typeof HOLD_EVENT_COLUMNS, events: unknown[][]): Write[] {
   if (events.length === 0) return []
-  const names = sql.raw(columns.map(([name]) => name).join(', '))
-  const insert = rowsWrite(
-    executor,
-    columns,
-    events,
-    (r) => sql`
-      insert into events (${names})
-      select ${names} from ${r}`,
-  )
+  const insert = insertRows(executor, 'events', columns, events)
   if (isPostgres(executor)) {
     return [
       insert,

@@ -1,6 +1,6 @@
 import { CompiledQuery, sql, type RawBuilder } from 'kysely'
 import type { Executor, Trx } from '../db/database.ts'
-import { anyOf, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
+import { anyOf, insertRows, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
 import {
   IdempotencyConflict,
   JOURNAL_SCOPE,
@@ -527,12 +527,6 @@ const HOLD_LOT_COLUMNS = [
   ['expires_at', 'text'],
   ['quantity', 'bigint'],
 ] as const
-
-/** A plain insert of `rows` into `table`, its columns named and typed by `columns`. */
-function insertRows(trx: Trx, table: string, columns: Parameters<typeof rowsWrite>[1], rows: unknown[][]): Write {
-  const names = sql.raw(columns.map(([name]) => name).join(', '))
-  return rowsWrite(trx, columns, rows, (r) => sql`insert into ${sql.raw(table)} (${names}) select ${names} from ${r}`)
-}
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
 function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {

@@ -162,14 +162,24 @@ const ROWS_PER_INSERT = 100
 
 function insertRows(statements: SqliteStatements, table: string, columns: string[], rows: unknown[][]): void {
   if (rows.length === 0) return
-  const perRow = Math.max(1, Math.min(ROWS_PER_INSERT, Math.floor(32_766 / columns.length)))
+  const width = columns.length
+  const perRow = Math.max(1, Math.min(ROWS_PER_INSERT, Math.floor(32_766 / width)))
   const tuple = `(${columns.map(() => '?').join(', ')})`
   const prefix = `insert into ${quoteName(table)} (${columns.map(quoteName).join(', ')}) values `
   const prepare = (count: number) => statements.prepare(prefix + Array.from({ length: count }, () => tuple).join(', '))
+  // One parameter array filled in place for every statement, not arrays sliced and flattened per statement (`flat` is slow).
+  const fill = (params: unknown[], from: number) => {
+    for (let at = 0, r = from; at < params.length; r++) {
+      const row = rows[r]
+      for (let c = 0; c < width; c++) params[at++] = row[c]
+    }
+    return params
+  }
   const full = prepare(perRow)
+  const params = new Array<unknown>(perRow * width)
   let next = 0
-  for (; rows.length - next >= perRow; next += perRow) full.run(rows.slice(next, next + perRow).flat())
-  if (next < rows.length) prepare(rows.length - next).run(rows.slice(next).flat())
+  for (; rows.length - next >= perRow; next += perRow) full.run(fill(params, next))
+  if (next < rows.length) prepare(rows.length - next).run(fill(new Array<unknown>((rows.length - next) * width), next))
 }
 
 /**

@@ -3,11 +3,11 @@ import fs from 'node:fs'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import type { Database } from '../../src/db/database.ts'
-import { inTransaction, rowsWrite, runWrites } from '../../src/db/dialect.ts'
+import { inTransaction, insertRows, rowsWrite, runWrites } from '../../src/db/dialect.ts'
 import { openTestDatabase, STORAGE } from '../helpers/app.ts'
 
 /**
- * `rowsWrite` and `runWrites` (db/dialect.ts), the statements of every batch the ledger writes:
+ * `rowsWrite`, `insertRows` and `runWrites` (db/dialect.ts), the statements of every batch the ledger writes:
  * one `unnest` statement on PostgreSQL, one prepared statement run once per row on SQLite. Both
  * must store the same values with the same types, and give back what `returning` names.
  */
@@ -82,6 +82,27 @@ describe(`row writes (${STORAGE})`, () => {
     assert.deepEqual(await insert([]), [[]])
     const count = await sql<{ count: number | string }>`select count(*) as count from row_writes`.execute(database.db)
     assert.equal(Number(count.rows[0].count), 7)
+  })
+
+  it('inserts plain rows, in chunks and one by one, with the types rowsWrite gives them', async () => {
+    // 4 + 16 + 64 + 256 rows and 3 more: every chunk size and the single-row statement.
+    const rows = Array.from({ length: 343 }, (_, i) => [1_000 + i, 9_007_199_254_740_991 - i, i % 7 === 0 ? null : `row "${i}" ✓`])
+    await inTransaction(database, (trx) => runWrites(trx, [insertRows(trx, 'row_writes', COLUMNS, rows)]))
+    const stored = await sql<{
+      id: number
+      quantity: number
+      label: string | null
+    }>`select id, quantity, label from row_writes where id >= 1000 order by id`.execute(database.db)
+    assert.deepEqual(
+      stored.rows.map((row) => [Number(row.id), Number(row.quantity), row.label]),
+      rows,
+    )
+    if (STORAGE === 'sqlite') {
+      const types = await sql<{
+        types: string
+      }>`select group_concat(distinct typeof(id) || '/' || typeof(quantity)) as types from row_writes where id >= 1000`.execute(database.db)
+      assert.equal(types.rows[0].types, 'integer/integer')
+    }
   })
 
   it(
