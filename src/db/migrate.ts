@@ -28,6 +28,7 @@ import * as keyUseTotals from './migrations/0027_key_use_totals.ts'
 import * as leanLedgerRows from './migrations/0031_lean_ledger_rows.ts'
 import * as retentionState from './migrations/0032_retention_state.ts'
 import * as eventIdsUnindexed from './migrations/0038_event_ids_unindexed.ts'
+import * as journalUpperNodes from './migrations/0039_journal_upper_nodes.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -58,6 +59,7 @@ const migrations: Record<string, Migration> = {
   '0031_lean_ledger_rows': leanLedgerRows,
   '0032_retention_state': retentionState,
   '0038_event_ids_unindexed': eventIdsUnindexed,
+  '0039_journal_upper_nodes': journalUpperNodes,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

@@ -3,7 +3,7 @@ import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
 import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
 import type { EncodedTransaction } from './encoding.ts'
-import type { Frontier, Node } from './merkle.ts'
+import { isStored, subtreeHash, type Frontier, type Node } from './merkle.ts'
 
 /**
  * The journal's SQL (migration 0015). Lists of ids and rows travel as one parameter (`anyOf`,
@@ -245,20 +245,36 @@ export async function listCheckpoints(executor: Executor): Promise<Checkpoint[]>
   return rows.map((row) => ({ ...row, size: Number(row.size) }))
 }
 
-/** The hashes of these complete subtrees (level 0: the entries' own hashes, which the caller hashes as leaves), keyed `level:idx`. */
+/**
+ * The hashes of these complete subtrees, keyed `level:idx`: level 0 the entries' own hashes (which
+ * the caller hashes as leaves); below `STORED_LEVEL` hashed from the entries they cover, above it
+ * read from `journal_nodes`.
+ */
 export async function readNodes(executor: Executor, keys: { level: number; idx: number }[]): Promise<Map<string, string>> {
   const found = new Map<string, string>()
-  const leaves = keys.filter((key) => key.level === 0).map((key) => key.idx + 1)
-  const inner = keys.filter((key) => key.level > 0)
-  if (leaves.length > 0) {
-    const rows = await executor.selectFrom('journal_entries').select(['position', 'hash']).where('position', 'in', leaves).execute()
-    for (const row of rows) found.set(`0:${Number(row.position) - 1}`, row.hash)
+  const low = keys.filter((key) => !isStored(key))
+  const stored = keys.filter(isStored)
+  if (low.length > 0) {
+    const positions = new Set<number>()
+    for (const { level, idx } of low) for (let leaf = idx * 2 ** level; leaf < (idx + 1) * 2 ** level; leaf++) positions.add(leaf + 1)
+    const rows = await executor
+      .selectFrom('journal_entries')
+      .select(['position', 'hash'])
+      .where('position', 'in', [...positions])
+      .execute()
+    const hashes = new Map(rows.map((row) => [Number(row.position), Buffer.from(row.hash, 'hex')]))
+    for (const { level, idx } of low) {
+      const leaves = Array.from({ length: 2 ** level }, (_, i) => hashes.get(idx * 2 ** level + i + 1))
+      if (leaves.some((leaf) => leaf === undefined)) continue
+      const hash = level === 0 ? (leaves[0] as Buffer) : subtreeHash(leaves as Buffer[])
+      found.set(`${level}:${idx}`, hash.toString('hex'))
+    }
   }
-  if (inner.length > 0) {
+  if (stored.length > 0) {
     const rows = await executor
       .selectFrom('journal_nodes')
       .select(['level', 'idx', 'hash'])
-      .where((eb) => eb.or(inner.map((key) => eb.and([eb('level', '=', key.level), eb('idx', '=', key.idx)]))))
+      .where((eb) => eb.or(stored.map((key) => eb.and([eb('level', '=', key.level), eb('idx', '=', key.idx)]))))
       .execute()
     for (const row of rows) found.set(`${Number(row.level)}:${Number(row.idx)}`, row.hash)
   }

@@ -3,8 +3,9 @@ import { hash } from 'node:crypto'
 /**
  * The Merkle tree of RFC 9162 2.1 over the journal: leaf hash SHA-256(0x00 ‖ leaf),
  * node hash SHA-256(0x01 ‖ left ‖ right), the empty tree's root SHA-256 of nothing. The tree is
- * kept as the hashes of its complete subtrees (`journal_nodes`): a proof or a root needs a
- * logarithmic number of them, never the whole journal.
+ * kept as the hashes of its complete subtrees of `2^STORED_LEVEL` leaves or more (`journal_nodes`);
+ * a smaller one is hashed from its leaves (the entries' hashes) when read. A proof or a root needs a
+ * logarithmic number of subtrees and a few leaves, never the whole journal.
  */
 
 export type Hash = Buffer
@@ -39,6 +40,22 @@ export interface Node {
   level: number
   idx: number
   hash: Hash
+}
+
+/**
+ * The lowest level stored: a subtree of 16 leaves or more. Below it, storing would cost a row per
+ * transaction for a proof's saving of reading at most a few dozen entries' hashes.
+ */
+export const STORED_LEVEL = 4
+
+/** Whether a complete subtree is stored (`journal_nodes`) rather than hashed from its leaves when read. */
+export const isStored = (node: { level: number }) => node.level >= STORED_LEVEL
+
+/** The hash of the complete subtree over `leaves` (the entries' hashes, a power of two of them, in order). */
+export function subtreeHash(leaves: Uint8Array[]): Hash {
+  let level = leaves.map((leaf) => leafHash(leaf))
+  while (level.length > 1) level = Array.from({ length: level.length / 2 }, (_, i) => nodeHash(level[2 * i], level[2 * i + 1]))
+  return level[0]
 }
 
 /** The roots of the complete subtrees of a tree, largest (leftmost) first: one per set bit of its size. */

@@ -3,13 +3,13 @@ import { inTransactionSyncedLater, nowIso } from '../db/dialect.ts'
 import type { Transaction } from '../ledger/ledger.types.ts'
 import { chainHashBytes, type EncodedTransaction } from './encoding.ts'
 import * as journal from './journal.repository.ts'
-import { appendLeaf, leafHash, rootOf, type Node } from './merkle.ts'
+import { appendLeaf, isStored, leafHash, rootOf, type Node } from './merkle.ts'
 import { signCheckpoint, type SigningKey } from '../secrets/signing-key.ts'
 
 /**
  * The one sequencer of the journal (`docs/journal.md`): in one database transaction it takes
  * committed transactions without a position, lowest id first, gives them the next positions,
- * chains their hashes, appends them to the Merkle tree (storing the subtrees they complete) and,
+ * chains their hashes, appends them to the Merkle tree (storing the subtrees of 16 leaves or more they complete) and,
  * when the latest checkpoint is `checkpointIntervalMs` old and the journal grew, signs a new one.
  * One instance at a time holds the state row (PostgreSQL `for update skip locked`; SQLite has one
  * writer), so positions are consecutive and readers, who read positioned rows only, never see
@@ -75,7 +75,7 @@ async function sequenceRound(options: SequencerOptions, known: Known, handed: Ma
       head = chainHashBytes(head, position, fields)
       state.head = head.toString('hex')
       entries.push([position, id, state.head])
-      nodes.push(...appendLeaf(state.frontier, state.size, leafHash(head)))
+      for (const node of appendLeaf(state.frontier, state.size, leafHash(head))) if (isStored(node)) nodes.push(node)
       state.size = position
     }
     if (waiting.length > 0) {

@@ -9,7 +9,7 @@ import { inReadOnlySnapshot } from '../db/retry.ts'
 import { forLongReads, readArrays } from '../db/sqlite-statements.ts'
 import { chainHashHex, encodeAssets, encodeFields, encodeMetadata, GENESIS_HASH } from './encoding.ts'
 import * as journal from './journal.repository.ts'
-import { EMPTY_ROOT, rootOf } from './merkle.ts'
+import { EMPTY_ROOT, rootOf, STORED_LEVEL } from './merkle.ts'
 import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from '../secrets/signing-key.ts'
 
 export interface JournalReport {
@@ -57,12 +57,12 @@ function readEntries(db: Executor, after: number, upTo: number): Promise<unknown
 const nodeKey = (level: number, idx: number) => level * 2 ** 40 + idx
 
 /**
- * The stored complete subtrees (level ≥ 1) that the leaves after the first `after` up to the first
+ * The stored complete subtrees (level ≥ `STORED_LEVEL`) that the leaves after the first `after` up to the first
  * `upTo` complete: one range of indexes per level, through the key.
  */
 async function readCompletedNodes(db: Executor, after: number, upTo: number): Promise<Map<number, string>> {
   const found = new Map<number, string>()
-  for (let level = 1; 2 ** level <= upTo; level++) {
+  for (let level = STORED_LEVEL; 2 ** level <= upTo; level++) {
     const span = 2 ** level
     // A subtree at this level is complete once its last leaf is in: (idx + 1) · span in (after, upTo].
     const first = Math.floor(after / span)
@@ -255,7 +255,9 @@ async function checkTree(
   while (next < checkpoints.length && checkpoints[next].size === 0) checkAt(checkpoints[next++])
   // The complete subtrees of a chunk, as level, index and hash, checked against the stored ones after it.
   let completed: (number | string)[] = []
-  const complete = (level: number, idx: number, hash: string) => void completed.push(level, idx, hash)
+  const complete = (level: number, idx: number, hash: string) => {
+    if (level >= STORED_LEVEL) completed.push(level, idx, hash)
+  }
   for (let after = 0; after < last; after += chunk) {
     const rows = await readArrays(
       db,

@@ -8,6 +8,8 @@ import { sql } from 'kysely'
 import { openSqlite, SQLITE_PAGE_SIZE, type Db } from '../../src/db/database.ts'
 import { migrateTo, migrateToLatest, MIGRATION_NAMES } from '../../src/db/migrate.ts'
 import { readEventsAfter } from '../../src/events/events.repository.ts'
+import { subtreeHash } from '../../src/journal/merkle.ts'
+import { findSigningKey, verifyJournal } from '../../src/journal/verify-journal.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { buildTestApp, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, sendTransaction, setWebhook, transfer, type TestUser } from '../helpers/factories.ts'
@@ -490,7 +492,10 @@ describe(`migrations (${STORAGE})`, () => {
     const tables = ['running_balances', 'transaction_metadata', 'journal_nodes']
     const rows = async () => {
       const all: Record<string, unknown[]> = {}
-      for (const table of tables) all[table] = (await sql`select * from ${sql.table(table)} order by 1, 2, 3`.execute(db)).rows
+      // The journal's subtrees below 16 leaves are stored below 0039 only.
+      const only = (table: string) => (table === 'journal_nodes' ? sql`where level >= 4` : sql``)
+      for (const table of tables)
+        all[table] = (await sql`select * from ${sql.table(table)} ${only(table)} order by 1, 2, 3`.execute(db)).rows
       return all
     }
     const withoutRowid = async () =>
@@ -558,5 +563,35 @@ describe(`migrations (${STORAGE})`, () => {
     } finally {
       await receiver.close()
     }
+  })
+
+  it("0039 keeps only the journal's subtrees of 16 leaves or more, and back as the tree of the entries; verify holds", async () => {
+    const db = t.database.db
+    const asset = await createAsset(t, { name: 'upper' })
+    const alice = await fundedUser(t, [[asset, 40]])
+    const bob = await createUser(t.app)
+    for (let i = 0; i < 17; i++) await transfer(t, alice, bob.username, { upper: 1 })
+    await journalSettled(db)
+    const nodes = async () =>
+      (
+        await sql<{ level: number; idx: number; hash: string }>`select level, idx, hash from journal_nodes order by level, idx`.execute(db)
+      ).rows.map((row) => `${Number(row.level)}:${Number(row.idx)}:${row.hash}`)
+    const stored = await nodes()
+    assert.ok(stored.length > 0 && stored.every((node) => Number(node.split(':')[0]) >= 4), stored.join(' '))
+
+    await migrateTo(db, '0038_event_ids_unindexed')
+    // Every complete subtree of 2 to 8 leaves again, as the tree of the entries' hashes.
+    const hashes = (await db.selectFrom('journal_entries').select('hash').orderBy('position').execute()).map((row) =>
+      Buffer.from(row.hash, 'hex'),
+    )
+    const lower: string[] = []
+    for (let level = 1; level < 4; level++)
+      for (let idx = 0; (idx + 1) * 2 ** level <= hashes.length; idx++)
+        lower.push(`${level}:${idx}:${subtreeHash(hashes.slice(idx * 2 ** level, (idx + 1) * 2 ** level)).toString('hex')}`)
+    assert.deepEqual(await nodes(), [...lower, ...stored])
+    await migrateToLatest(db)
+    assert.deepEqual(await nodes(), stored)
+    const verified = await verifyJournal(db, findSigningKey(t.config.signingKey, t.config.dataDir))
+    assert.ok(verified.ok, verified.problems.join('\n'))
   })
 })

@@ -3,7 +3,14 @@ import { createPublicKey, verify } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import { verifyJournal, verifyJournalInThread, findSigningKey } from '../../src/journal/verify-journal.ts'
-import { leafHash, verifyConsistency, verifyInclusion } from '../../src/journal/merkle.ts'
+import {
+  importJournalKey,
+  type InclusionProof,
+  verifyCheckpoint,
+  verifyConsistency as clientVerifyConsistency,
+  verifyInclusionProof,
+} from '../../client/journal.ts'
+import { leafHash, subtreeHash, treeRoot, verifyConsistency, verifyInclusion } from '../../src/journal/merkle.ts'
 import { buildTestApp, expectError, journalCovered, STORAGE, type TestApp } from '../helpers/app.ts'
 import { runCoffer } from '../helpers/cli.ts'
 import { createAsset, createUser, fundedUser, sendTransaction, type TestUser } from '../helpers/factories.ts'
@@ -26,7 +33,8 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
     alice = await fundedUser(t, [[gold, 1000]])
     bob = await createUser(t.app)
     sent = []
-    for (let i = 0; i < 11; i++)
+    // More than 16, so that some subtrees are stored (`journal_nodes`) and the smaller ones are not.
+    for (let i = 0; i < 20; i++)
       sent.push((await sendTransaction(t, alice, { recipient: bob.username, assets: { gold: i + 1 }, memo: `memo ${i}` })).id)
     await journalCovered(t.database.db)
   })
@@ -58,6 +66,38 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
     const stranger = await createUser(t.app)
     expectError(await t.app.inject({ method: 'GET', url: `/wallet/transactions/${sent[0]}/proof`, headers: stranger.auth }), 404, 'T000')
     expectError(await t.app.inject({ method: 'GET', url: '/wallet/transactions/987654/proof', headers: alice.auth }), 404, 'T000')
+  })
+
+  it('proves positions whose small subtrees are not stored: the client checks every proof and every consistency proof', async () => {
+    const db = t.database.db
+    const levels = (await db.selectFrom('journal_nodes').select('level').distinct().execute()).map((row) => Number(row.level))
+    assert.ok(levels.length > 0 && levels.every((level) => level >= 4), `stored levels ${levels.join(', ')}`)
+    const key = await importJournalKey(
+      ((await t.app.inject({ method: 'GET', url: '/journal/key' })).json() as { public_key: string }).public_key,
+    )
+    // Every position from the first subtree of 16 to past it: paths through hashed and stored subtrees alike.
+    for (const id of sent) {
+      const proof = (
+        await t.app.inject({ method: 'GET', url: `/wallet/transactions/${id}/proof`, headers: bob.auth })
+      ).json() as InclusionProof
+      assert.equal(await verifyCheckpoint(key, proof.checkpoint), true)
+      assert.equal(await verifyInclusionProof(proof), true, `position ${proof.transaction.position}`)
+    }
+    const latest = (await t.app.inject({ method: 'GET', url: '/journal/checkpoint', headers: bob.auth })).json() as Proof['checkpoint']
+    const entries = await db.selectFrom('journal_entries').select('hash').orderBy('position').execute()
+    const hashes = entries.map((entry) => Buffer.from(entry.hash, 'hex'))
+    // The root of the first `size` entries from all of their hashes, none read from journal_nodes.
+    const rootOfFirst = (size: number) =>
+      treeRoot((level, idx) => subtreeHash(hashes.slice(idx * 2 ** level, (idx + 1) * 2 ** level)), size)
+    for (let from = 1; from <= latest.size; from++) {
+      const response = await t.app.inject({ method: 'GET', url: `/journal/consistency?from=${from}&to=${latest.size}`, headers: bob.auth })
+      const proof = (response.json() as { proof: string[] }).proof.map((hex) => Buffer.from(hex, 'hex'))
+      assert.equal(
+        await clientVerifyConsistency(from, latest.size, proof, rootOfFirst(from), Buffer.from(latest.root, 'hex')),
+        true,
+        `from ${from}`,
+      )
+    }
   })
 
   it('proves that a later checkpoint extends an earlier one; refuses sizes out of range with G002', async () => {
@@ -131,18 +171,18 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
   it('finds a stored subtree that proofs are read from changed, or missing, in the database', async () => {
     const db = t.database.db
     const key = findSigningKey(t.config.signingKey, t.config.dataDir)
-    // The subtree over positions 1 to 4: complete, as at least 11 transactions are positioned.
-    const node = await db.selectFrom('journal_nodes').select('hash').where('level', '=', 2).where('idx', '=', 0).executeTakeFirstOrThrow()
+    // The subtree over positions 1 to 16: complete, as at least 20 transactions are positioned.
+    const node = await db.selectFrom('journal_nodes').select('hash').where('level', '=', 4).where('idx', '=', 0).executeTakeFirstOrThrow()
     const other = (node.hash[0] === '0' ? '1' : '0') + node.hash.slice(1)
-    await db.updateTable('journal_nodes').set({ hash: other }).where('level', '=', 2).where('idx', '=', 0).execute()
+    await db.updateTable('journal_nodes').set({ hash: other }).where('level', '=', 4).where('idx', '=', 0).execute()
     const changed = await verifyJournal(db, key)
     assert.equal(changed.ok, false)
     assert.equal(changed.firstMismatch, undefined, 'every transaction still gives its hash')
-    assert.ok(changed.problems.some((problem) => /the stored subtree over positions 1 to 4 is not the tree of their hashes/.test(problem)))
-    await db.deleteFrom('journal_nodes').where('level', '=', 2).where('idx', '=', 0).execute()
+    assert.ok(changed.problems.some((problem) => /the stored subtree over positions 1 to 16 is not the tree of their hashes/.test(problem)))
+    await db.deleteFrom('journal_nodes').where('level', '=', 4).where('idx', '=', 0).execute()
     const missing = await verifyJournal(db, key)
-    assert.ok(missing.problems.some((problem) => /the stored subtree over positions 1 to 4 is missing/.test(problem)))
-    await db.insertInto('journal_nodes').values({ level: 2, idx: 0, hash: node.hash }).execute()
+    assert.ok(missing.problems.some((problem) => /the stored subtree over positions 1 to 16 is missing/.test(problem)))
+    await db.insertInto('journal_nodes').values({ level: 4, idx: 0, hash: node.hash }).execute()
     assert.deepEqual((await verifyJournal(db, key)).problems, [])
   })
 
@@ -172,21 +212,23 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
       const report = await verifyJournal(db, key, undefined, chunk)
       assert.deepEqual(report, whole, `chunks of ${chunk}`)
     }
-    const node = await db.selectFrom('journal_nodes').select('hash').where('level', '=', 1).where('idx', '=', 2).executeTakeFirstOrThrow()
+    const node = await db.selectFrom('journal_nodes').select('hash').where('level', '=', 4).where('idx', '=', 0).executeTakeFirstOrThrow()
     await db
       .updateTable('journal_nodes')
       .set({ hash: '0'.repeat(64) })
-      .where('level', '=', 1)
-      .where('idx', '=', 2)
+      .where('level', '=', 4)
+      .where('idx', '=', 0)
       .execute()
     try {
       for (const chunk of [1, 3, 5, 20_000])
         assert.ok(
-          (await verifyJournal(db, key, undefined, chunk)).problems.some((problem) => /subtree over positions 5 to 6 is not/.test(problem)),
+          (await verifyJournal(db, key, undefined, chunk)).problems.some((problem) =>
+            /subtree over positions 1 to 16 is not/.test(problem),
+          ),
           `chunks of ${chunk}`,
         )
     } finally {
-      await db.updateTable('journal_nodes').set({ hash: node.hash }).where('level', '=', 1).where('idx', '=', 2).execute()
+      await db.updateTable('journal_nodes').set({ hash: node.hash }).where('level', '=', 4).where('idx', '=', 0).execute()
     }
   })
 
