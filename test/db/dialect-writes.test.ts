@@ -44,6 +44,26 @@ describe(`row writes (${STORAGE})`, () => {
       ]),
     )
 
+  /** The rows stored from id `from` are these; on SQLite integer columns hold integers, not reals (as `json_each` gave them). */
+  const assertStoredFrom = async (from: number, rows: unknown[][]) => {
+    const stored = await sql<{
+      id: number
+      quantity: number
+      label: string | null
+    }>`select id, quantity, label from row_writes where id >= ${from} order by id`.execute(database.db)
+    assert.deepEqual(
+      stored.rows.map((row) => [Number(row.id), Number(row.quantity), row.label]),
+      rows,
+    )
+    if (STORAGE !== 'sqlite') return
+    const types = await sql<{
+      types: string
+    }>`select group_concat(distinct typeof(id) || '/' || typeof(quantity)) as types from row_writes where id >= ${from}`.execute(
+      database.db,
+    )
+    assert.equal(types.rows[0].types, 'integer/integer')
+  }
+
   it('stores integers as integers and text as given (quotes, backslashes, new lines, NUL-free unicode, null)', async () => {
     const labels = ['plain', 'with "quotes" and \\backslashes\\', 'two\nlines\ttab', 'ünïcode ✓ 🪙', '', null]
     const rows = labels.map((label, i) => [i + 1, 9_007_199_254_740_991 - i, label])
@@ -52,22 +72,7 @@ describe(`row writes (${STORAGE})`, () => {
       returned.map((row) => Number(row.id)).sort((a, b) => a - b),
       [1, 2, 3, 4, 5, 6],
     )
-    const stored = await sql<{
-      id: number
-      quantity: number
-      label: string | null
-    }>`select id, quantity, label from row_writes order by id`.execute(database.db)
-    assert.deepEqual(
-      stored.rows.map((row) => [Number(row.id), Number(row.quantity), row.label]),
-      rows,
-    )
-    if (STORAGE === 'sqlite') {
-      // As `json_each` gave them before: integer columns hold integers, not reals.
-      const types = await sql<{
-        types: string
-      }>`select group_concat(distinct typeof(id) || '/' || typeof(quantity)) as types from row_writes`.execute(database.db)
-      assert.equal(types.rows[0].types, 'integer/integer')
-    }
+    await assertStoredFrom(0, rows)
   })
 
   it('gives back only the rows a conflict let through, and writes nothing for no rows', async () => {
@@ -88,21 +93,7 @@ describe(`row writes (${STORAGE})`, () => {
     // 4 + 16 + 64 + 256 rows and 3 more: every chunk size and the single-row statement.
     const rows = Array.from({ length: 343 }, (_, i) => [1_000 + i, 9_007_199_254_740_991 - i, i % 7 === 0 ? null : `row "${i}" ✓`])
     await inTransaction(database, (trx) => runWrites(trx, [insertRows(trx, 'row_writes', COLUMNS, rows)]))
-    const stored = await sql<{
-      id: number
-      quantity: number
-      label: string | null
-    }>`select id, quantity, label from row_writes where id >= 1000 order by id`.execute(database.db)
-    assert.deepEqual(
-      stored.rows.map((row) => [Number(row.id), Number(row.quantity), row.label]),
-      rows,
-    )
-    if (STORAGE === 'sqlite') {
-      const types = await sql<{
-        types: string
-      }>`select group_concat(distinct typeof(id) || '/' || typeof(quantity)) as types from row_writes where id >= 1000`.execute(database.db)
-      assert.equal(types.rows[0].types, 'integer/integer')
-    }
+    await assertStoredFrom(1_000, rows)
   })
 
   it(
