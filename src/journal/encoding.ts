@@ -101,19 +101,17 @@ function encodeTransaction(position: number, t: EncodedTransaction): string {
 /** Where the previous hash and the encoding are written before hashing: no buffer per transaction. */
 let scratch = Buffer.allocUnsafe(4096)
 
-/** Writes the previous hash's 32 bytes and the encoding's UTF-8 bytes to `scratch`; answers their length. */
-function writeChained(previous: Buffer | string, text: string): number {
+/** Writes the previous hash's 32 bytes (from hex) and the encoding's UTF-8 bytes to `scratch`; answers their length. */
+function writeChained(previousHex: string, text: string): number {
   // At most three bytes of UTF-8 per UTF-16 unit.
   if (32 + 3 * text.length > scratch.length) scratch = Buffer.allocUnsafe(2 * (32 + 3 * text.length))
-  if (typeof previous === 'string') scratch.write(previous, 0, 32, 'hex')
-  else previous.copy(scratch, 0, 0, 32)
+  scratch.write(previousHex, 0, 32, 'hex')
   return 32 + scratch.write(text, 32, 'utf8')
 }
 
-/** SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding. */
-export function chainHashBytes(previous: Buffer, position: number, transaction: EncodedTransaction): Buffer {
-  const length = writeChained(previous, encodeTransaction(position, transaction))
-  return hash('sha256', scratch.subarray(0, length), 'buffer')
+/** SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding, in hex from the previous one in hex. */
+export function chainHashOfHex(previousHex: string, position: number, transaction: EncodedTransaction): string {
+  return chainHashHex(previousHex, encodeTransaction(position, transaction))
 }
 
 /**

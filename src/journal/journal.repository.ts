@@ -38,8 +38,10 @@ export async function readState(executor: Executor, lock: boolean): Promise<Jour
     executor,
     sql<StateRow>`select size, last_transaction_id, head, frontier from journal_state where id = 1${locking}`,
   )
-  const row = rows[0]
-  if (!row) return undefined
+  return rows[0] && stateOf(rows[0])
+}
+
+function stateOf(row: StateRow): JournalState {
   const frontier = (JSON.parse(row.frontier) as [number, number, string][]).map(([level, idx, hash]) => ({
     level,
     idx,
@@ -49,40 +51,94 @@ export async function readState(executor: Executor, lock: boolean): Promise<Jour
 }
 
 /**
- * The next committed transactions without a position, lowest id first, up to `limit`, with the
- * fields the encoding takes; `fields` undefined when one has a position already (after a restore)
- * or, on PostgreSQL, a queued id has no row. PostgreSQL: the queue the trigger fills (ids there are
- * not commit order); SQLite: the ids above the last positioned one. One read for the ids and the
- * highest positioned transaction; the fields of each id above it come from `handed` (what this
- * process committed) where present, and only the others are read, with their asset lines.
+ * SQLite: the next committed transactions without a position, the ids above the last positioned
+ * one (ids are commit order on SQLite), up to `limit`, with the fields the encoding takes (`fieldsOf`).
+ * One read for the ids and the highest positioned transaction.
  */
 export async function takeWaiting(
   executor: Executor,
   state: JournalState,
   limit: number,
   handed: ReadonlyMap<number, EncodedTransaction>,
-): Promise<{ id: number; fields: EncodedTransaction | undefined }[]> {
-  const top = sql`(select max(transaction_id) from journal_entries) as top`
+): Promise<Waiting[]> {
   const ids = await rowsOf(
     executor,
-    isPostgres(executor)
-      ? sql<{ waiting: number; top: number | null }>`select transaction_id as waiting, ${top}
-        from journal_pending order by transaction_id limit ${limit}`
-      : sql<{ waiting: number; top: number | null }>`select id as waiting, ${top}
-        from transactions where id > ${state.lastTransactionId} order by id limit ${limit}`,
+    sql<{ waiting: number; top: number | null }>`select id as waiting, (select max(transaction_id) from journal_entries) as top
+      from transactions where id > ${state.lastTransactionId} order by id limit ${limit}`,
   )
   const positionedUpTo = ids.length > 0 ? Number(ids[0].top ?? 0) : 0
-  const waiting = ids.map(({ waiting }) => {
-    const id = Number(waiting)
-    // Above the highest positioned id a transaction has no position: what this process committed is known.
-    return { id, fields: id > positionedUpTo ? handed.get(id) : undefined }
-  })
+  return fieldsOf(
+    executor,
+    ids.map(({ waiting }) => Number(waiting)),
+    positionedUpTo,
+    handed,
+  )
+}
+
+/** A transaction waiting for a position; `fields` undefined when it has one already (after a restore) or, on PostgreSQL, no row. */
+export interface Waiting {
+  id: number
+  fields: EncodedTransaction | undefined
+}
+
+/**
+ * The fields of these waiting ids: from `handed` (what this process committed) above the highest
+ * positioned id, where nothing has a position; the others read, with their asset lines.
+ */
+async function fieldsOf(
+  executor: Executor,
+  ids: number[],
+  positionedUpTo: number,
+  handed: ReadonlyMap<number, EncodedTransaction>,
+): Promise<Waiting[]> {
+  const waiting = ids.map((id) => ({ id, fields: id > positionedUpTo ? handed.get(id) : undefined }))
   const unknown = waiting.filter((transaction) => !transaction.fields).map((transaction) => transaction.id)
   if (unknown.length > 0) {
     const read = await readFields(executor, unknown)
     for (const transaction of waiting) if (!transaction.fields) transaction.fields = read.get(transaction.id)
   }
   return waiting
+}
+
+/** PostgreSQL: what a round starts from, read in one statement outside a transaction (`readRound`). */
+export interface RoundStart {
+  state: JournalState
+  /** The state row's version (its `xmin`): the round's write applies only while it is still the current one. */
+  version: string
+  waiting: Waiting[]
+  latest: Checkpoint | undefined
+}
+
+/**
+ * PostgreSQL: the state, its row's version, the queue's lowest `limit` ids with the highest
+ * positioned transaction, and the latest checkpoint, from one snapshot in one statement; then the
+ * fields of the waiting ids (`fieldsOf`). Every round writes the state row, so the snapshot holds
+ * every round up to that version, and `recordRoundAt` writes nothing when another came after it.
+ */
+export async function readRound(
+  executor: Executor,
+  limit: number,
+  handed: ReadonlyMap<number, EncodedTransaction>,
+): Promise<RoundStart | undefined> {
+  const rows = await rowsOf(
+    executor,
+    sql<StateRow & { version: string; top: number | null; waiting: (string | number)[]; latest: Checkpoint | null }>`select
+      s.size, s.last_transaction_id, s.head, s.frontier, s.xmin::text as version,
+      (select max(transaction_id) from journal_entries) as top,
+      array(select transaction_id from journal_pending order by transaction_id limit ${limit}) as waiting,
+      (select json_build_object('size', size, 'root', root, 'signed_at', signed_at, 'signature', signature)
+        from journal_checkpoints order by size desc limit 1) as latest
+      from journal_state s where s.id = 1`,
+  )
+  const row = rows[0]
+  if (!row) return undefined
+  const ids = row.waiting.map(Number)
+  return {
+    state: stateOf(row),
+    version: row.version,
+    waiting: await fieldsOf(executor, ids, Number(row.top ?? 0), handed),
+    latest: row.latest ? { ...row.latest, size: Number(row.latest.size) } : undefined,
+  }
 }
 
 /** The encoding's fields of these committed transactions, by id; none for an id positioned already or without a row. */
@@ -159,15 +215,15 @@ function toEncoded(row: {
 }
 
 /**
- * What a round changes, as one batch of writes (on PostgreSQL one statement): its entries, the
- * subtrees they complete, the page generation (what a history page prints changed: pages kept in
- * memory are read again, migration 0013), the state, and the queue's rows it took.
+ * SQLite: what a round changes, in its transaction: its entries, the subtrees they complete, the
+ * page generation (what a history page prints changed: pages kept in memory are read again,
+ * migration 0013) and the state (`recordRoundAt` is PostgreSQL's, which also empties the queue).
  */
 export async function recordRound(
   trx: Executor,
-  round: { entries: [position: number, transactionId: number, hash: string][]; nodes: Node[]; state: JournalState; taken: number[] },
+  round: { entries: [position: number, transactionId: number, hash: string][]; nodes: Node[]; state: JournalState },
 ): Promise<void> {
-  const { entries, nodes, state, taken } = round
+  const { entries, nodes, state } = round
   const writes: Write[] = []
   if (entries.length > 0) {
     writes.push(
@@ -186,22 +242,59 @@ export async function recordRound(
     }
     writes.push({ statement: sql`update page_generation set generation = generation + 1` })
   }
-  const frontier = JSON.stringify(state.frontier.map((node) => [node.level, node.idx, node.hash.toString('hex')]))
+  const frontier = frontierText(state.frontier)
   writes.push({
     statement: sql`update journal_state set size = ${state.size}, last_transaction_id = ${state.lastTransactionId},
       head = ${state.head}, frontier = ${frontier} where id = 1`,
   })
-  if (taken.length > 0 && isPostgres(trx))
-    writes.push({ statement: sql`delete from journal_pending where ${anyOf(trx, sql.ref('transaction_id'), taken)}` })
-  if (isPostgres(trx)) {
-    await runWrites(trx, writes)
-    return
-  }
   await runWrites(
     trx,
     writes.filter((write) => write.rows),
   )
   for (const write of writes) if (!write.rows) await rowsOf(trx, write.statement)
+}
+
+const frontierText = (frontier: Frontier) => JSON.stringify(frontier.map((node) => [node.level, node.idx, node.hash.toString('hex')]))
+
+/**
+ * PostgreSQL: `recordRound` and the round's checkpoint as one statement outside a transaction, which
+ * writes only while the state row is still at `version` (the round's start, `readRound`): of rounds
+ * started from one state, one writes and the others nothing, so positions stay consecutive and each
+ * round commits after the one before it. Answers whether it wrote.
+ */
+export async function recordRoundAt(
+  executor: Executor,
+  version: string,
+  round: {
+    entries: [position: number, transactionId: number, hash: string][]
+    nodes: Node[]
+    state: JournalState
+    taken: number[]
+    checkpoint: Checkpoint | undefined
+  },
+): Promise<boolean> {
+  const { entries, nodes, state, taken, checkpoint } = round
+  const column = <T>(rows: unknown[][], i: number) => rows.map((row) => row[i]) as T[]
+  const nodeRows = nodes.map((node) => [node.level, node.idx, node.hash.toString('hex')])
+  // Each write below runs only when the state's update did (`exists (select from s)`).
+  const rows = await rowsOf(
+    executor,
+    sql<{ applied: number }>`with s as (update journal_state set size = ${state.size}, last_transaction_id = ${state.lastTransactionId},
+        head = ${state.head}, frontier = ${frontierText(state.frontier)} where id = 1 and xmin = ${version}::xid returning id),
+      e as (insert into journal_entries (position, transaction_id, hash) select position, transaction_id, hash
+        from unnest(${column(entries, 0)}::bigint[], ${column(entries, 1)}::bigint[], ${column(entries, 2)}::text[])
+          as r(position, transaction_id, hash) where exists (select from s)),
+      n as (insert into journal_nodes (level, idx, hash) select level, idx, hash
+        from unnest(${column(nodeRows, 0)}::bigint[], ${column(nodeRows, 1)}::bigint[], ${column(nodeRows, 2)}::text[])
+          as r(level, idx, hash) where exists (select from s)),
+      g as (update page_generation set generation = generation + 1 where ${entries.length > 0} and exists (select from s)),
+      d as (delete from journal_pending where transaction_id = any(${taken}::bigint[]) and exists (select from s)),
+      c as (insert into journal_checkpoints (size, root, signed_at, signature)
+        select ${checkpoint?.size ?? null}::bigint, ${checkpoint?.root ?? null}, ${checkpoint?.signed_at ?? null}, ${checkpoint?.signature ?? null}
+        where ${checkpoint !== undefined} and exists (select from s))
+      select count(*)::int as applied from s`,
+  )
+  return Number(rows[0]?.applied) === 1
 }
 
 /**

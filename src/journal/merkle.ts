@@ -66,11 +66,46 @@ export type Frontier = Node[]
  * answers the complete subtrees above the leaves that it completes, to be stored.
  */
 export function appendLeaf(frontier: Frontier, size: number, leaf: Hash): Node[] {
-  const completed: Node[] = []
-  let node: Node = { level: 0, idx: size, hash: leaf }
+  return appendWith(frontier, size, leaf, nodeHash)
+}
+
+/** A complete subtree whose hash is a string of 32 latin1 characters, its bytes (`appendLatin1Leaf`). */
+export interface Latin1Node {
+  level: number
+  idx: number
+  hash: string
+}
+
+/**
+ * `appendLeaf` of the leaf whose entry hash is `entryHex`, with hashes as latin1 strings: the
+ * sequencer's form, as Node answers a digest as a short string several times faster than as a new Buffer.
+ */
+export function appendLatin1Leaf(frontier: Latin1Node[], size: number, entryHex: string): Latin1Node[] {
+  scratch[0] = 0
+  scratch.write(entryHex, 1, 32, 'hex')
+  return appendWith(frontier, size, hash('sha256', leafInput, 'binary'), nodeHashLatin1)
+}
+
+const leafInput = scratch.subarray(0, 33)
+
+function nodeHashLatin1(left: string, right: string): string {
+  scratch[0] = 1
+  scratch.write(left, 1, 32, 'latin1')
+  scratch.write(right, 33, 32, 'latin1')
+  return hash('sha256', scratch, 'binary')
+}
+
+function appendWith<H>(
+  frontier: { level: number; idx: number; hash: H }[],
+  size: number,
+  leaf: H,
+  combine: (left: H, right: H) => H,
+): { level: number; idx: number; hash: H }[] {
+  const completed: { level: number; idx: number; hash: H }[] = []
+  let node = { level: 0, idx: size, hash: leaf }
   while (frontier.length > 0 && frontier[frontier.length - 1].level === node.level) {
-    const left = frontier.pop() as Node
-    node = { level: node.level + 1, idx: Math.floor(left.idx / 2), hash: nodeHash(left.hash, node.hash) }
+    const left = frontier.pop() as { level: number; idx: number; hash: H }
+    node = { level: node.level + 1, idx: Math.floor(left.idx / 2), hash: combine(left.hash, node.hash) }
     completed.push(node)
   }
   frontier.push(node)

@@ -1,19 +1,19 @@
 import type { Database } from '../db/database.ts'
 import { inTransactionSyncedLater, nowIso } from '../db/dialect.ts'
 import type { Transaction } from '../ledger/ledger.types.ts'
-import { chainHashBytes, type EncodedTransaction } from './encoding.ts'
+import { chainHashOfHex, type EncodedTransaction } from './encoding.ts'
 import * as journal from './journal.repository.ts'
-import { appendLeaf, isStored, leafHash, rootOf, type Node } from './merkle.ts'
+import { appendLatin1Leaf, isStored, rootOf, type Node } from './merkle.ts'
 import { signCheckpoint, type SigningKey } from '../secrets/signing-key.ts'
 
 /**
- * The one sequencer of the journal (`docs/journal.md`): in one database transaction it takes
- * committed transactions without a position, lowest id first, gives them the next positions,
- * chains their hashes, appends them to the Merkle tree (storing the subtrees of 16 leaves or more they complete) and,
- * when the latest checkpoint is `checkpointIntervalMs` old and the journal grew, signs a new one.
- * One instance at a time holds the state row (PostgreSQL `for update skip locked`; SQLite has one
- * writer), so positions are consecutive and readers, who read positioned rows only, never see
- * one appear behind another.
+ * The one sequencer of the journal (`docs/journal.md`): a round takes committed transactions
+ * without a position, lowest id first, gives them the next positions, chains their hashes, appends
+ * them to the Merkle tree (storing the subtrees of 16 leaves or more they complete) and, when the
+ * latest checkpoint is `checkpointIntervalMs` old and the journal grew, signs a new one, all in one
+ * commit. Rounds follow one another (SQLite: one writer; PostgreSQL: a round writes only to the
+ * state it read, `recordRoundAt`), so positions are consecutive and readers, who read positioned
+ * rows only, never see one appear behind another.
  */
 export interface SequencerOptions {
   database: Database
@@ -32,7 +32,7 @@ export interface SequencerOptions {
 export interface RoundResult {
   positioned: number
   checkpoint: journal.Checkpoint | undefined
-  /** The highest id the round took (0: none; infinite: another instance held the state). */
+  /** The highest id the round took (0: none; infinite: another instance's round came first). */
   read: number
 }
 
@@ -50,60 +50,94 @@ const BUSY_ROUND = 25
 /** Most transactions kept in memory for the rounds (`committed`); past it they are read from the database. */
 const MAX_HANDED = 100_000
 
-/** What a sequencer knows of the latest checkpoint between rounds: when it was signed (ms). */
+/** What a sequencer knows of the latest checkpoint between rounds (SQLite): when it was signed (ms). */
 interface Known {
   signedAt?: number
 }
 
 /** One round: positions what waits (up to the batch) and signs a checkpoint when one is due. */
 async function sequenceRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
-  const { database, key, checkpointIntervalMs } = options
-  const batch = options.batch ?? DEFAULT_BATCH
-  // SQLite: positions follow the committed transactions in id order, so a round a crash undoes is
-  // given again identically; it adds no sync of its own to the transfers' (PostgreSQL: synced).
-  const result = await inTransactionSyncedLater(database, async (trx) => {
-    const state = await journal.readState(trx, true)
-    // Another instance holds the state: it positions what waits, what this process committed included.
-    if (!state) return { positioned: 0, checkpoint: undefined, read: Number.POSITIVE_INFINITY }
-    const waiting = await journal.takeWaiting(trx, state, batch, handed)
-    const entries: [position: number, transactionId: number, hash: string][] = []
-    const nodes: Node[] = []
-    let head: Buffer = Buffer.from(state.head, 'hex')
-    for (const { id, fields } of waiting) {
-      if (!fields) continue
-      const position = state.size + 1
-      head = chainHashBytes(head, position, fields)
-      state.head = head.toString('hex')
-      entries.push([position, id, state.head])
-      for (const node of appendLeaf(state.frontier, state.size, leafHash(head))) if (isStored(node)) nodes.push(node)
-      state.size = position
-    }
-    if (waiting.length > 0) {
-      const taken = waiting.map((transaction) => transaction.id)
-      state.lastTransactionId = Math.max(state.lastTransactionId, ...taken)
-      await journal.recordRound(trx, { entries, nodes, state, taken })
-    }
-    const read = waiting.at(-1)?.id ?? 0
-    const signedAt = nowIso()
-    // A checkpoint known to be recent means none is due: the latest can only be more recent.
-    if (known.signedAt !== undefined && Date.parse(signedAt) - known.signedAt < checkpointIntervalMs)
-      return { positioned: entries.length, checkpoint: undefined, read }
-    let checkpoint: journal.Checkpoint | undefined
-    const latest = await journal.findLatestCheckpoint(trx)
-    if (latest) known.signedAt = Date.parse(latest.signed_at)
-    const due = !latest || Date.parse(signedAt) - Date.parse(latest.signed_at) >= checkpointIntervalMs
-    if ((!latest || state.size > latest.size) && due) {
-      const unsigned = { size: state.size, root: rootOf(state.frontier).toString('hex'), signed_at: signedAt }
-      checkpoint = { ...unsigned, signature: signCheckpoint(key, unsigned) }
-      await journal.insertCheckpoint(trx, checkpoint)
-    }
-    return { positioned: entries.length, checkpoint, read }
-  })
+  const result = options.database.dialect === 'postgres' ? await postgresRound(options, handed) : await sqliteRound(options, known, handed)
   if (result.checkpoint) known.signedAt = Date.parse(result.checkpoint.signed_at)
   // Every id up to the highest taken has a position now (both ways go lowest id first); one that committed
   // on PostgreSQL during the round below it is dropped too, and read from the database in its round.
   for (const id of handed.keys()) if (id <= result.read) handed.delete(id)
   return result
+}
+
+/** The entries, stored subtrees and new state of positioning `waiting` after `state` (changed in place). */
+function position(state: journal.JournalState, waiting: journal.Waiting[]) {
+  const entries: [position: number, transactionId: number, hash: string][] = []
+  const nodes: Node[] = []
+  // Hashes as strings (hex, latin1) while positioning: Node makes a digest's Buffer far more slowly.
+  const frontier = state.frontier.map(({ level, idx, hash }) => ({ level, idx, hash: hash.toString('latin1') }))
+  let head = state.head
+  for (const { id, fields } of waiting) {
+    if (!fields) continue
+    const position = state.size + 1
+    head = chainHashOfHex(head, position, fields)
+    entries.push([position, id, head])
+    for (const node of appendLatin1Leaf(frontier, state.size, head))
+      if (isStored(node)) nodes.push({ ...node, hash: Buffer.from(node.hash, 'latin1') })
+    state.size = position
+  }
+  state.head = head
+  state.frontier = frontier.map(({ level, idx, hash }) => ({ level, idx, hash: Buffer.from(hash, 'latin1') }))
+  const taken = waiting.map((transaction) => transaction.id)
+  if (taken.length > 0) state.lastTransactionId = Math.max(state.lastTransactionId, ...taken)
+  return { entries, nodes, taken }
+}
+
+/** A checkpoint of `state` signed now, when the latest is `checkpointIntervalMs` old (or none) and the journal grew since. */
+function checkpointDue(options: SequencerOptions, state: journal.JournalState, latest: journal.Checkpoint | undefined) {
+  const signedAt = nowIso()
+  const due = !latest || Date.parse(signedAt) - Date.parse(latest.signed_at) >= options.checkpointIntervalMs
+  if (!due || (latest && state.size <= latest.size)) return undefined
+  const unsigned = { size: state.size, root: rootOf(state.frontier).toString('hex'), signed_at: signedAt }
+  return { ...unsigned, signature: signCheckpoint(options.key, unsigned) }
+}
+
+/**
+ * PostgreSQL: a round without a transaction of its own, two statements (`readRound`, then
+ * `recordRoundAt` when there is something to write), each a round trip: a round under load, and an
+ * idle poll (one read), cost a fraction of a locked transaction's five. The write applies only to
+ * the state the round read, so of two instances' rounds from one state one writes; the other
+ * writes nothing and leaves what it read to the next round.
+ */
+async function postgresRound(options: SequencerOptions, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
+  const { db } = options.database
+  const start = await journal.readRound(db, options.batch ?? DEFAULT_BATCH, handed)
+  if (!start) return { positioned: 0, checkpoint: undefined, read: 0 }
+  const { state, version, waiting, latest } = start
+  const { entries, nodes, taken } = position(state, waiting)
+  const checkpoint = checkpointDue(options, state, latest)
+  if (taken.length === 0 && !checkpoint) return { positioned: 0, checkpoint: undefined, read: 0 }
+  if (!(await journal.recordRoundAt(db, version, { entries, nodes, state, taken, checkpoint })))
+    return { positioned: 0, checkpoint: undefined, read: Number.POSITIVE_INFINITY }
+  return { positioned: entries.length, checkpoint, read: waiting.at(-1)?.id ?? 0 }
+}
+
+/** SQLite: a round in one transaction (one writer: no other round can come between its read and its write). */
+async function sqliteRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
+  const { database, checkpointIntervalMs } = options
+  // Positions follow the committed transactions in id order, so a round a crash undoes is given
+  // again identically; it adds no sync of its own to the transfers'.
+  return inTransactionSyncedLater(database, async (trx) => {
+    const state = await journal.readState(trx, true)
+    if (!state) return { positioned: 0, checkpoint: undefined, read: 0 }
+    const waiting = await journal.takeWaiting(trx, state, options.batch ?? DEFAULT_BATCH, handed)
+    const { entries, nodes, taken } = position(state, waiting)
+    if (taken.length > 0) await journal.recordRound(trx, { entries, nodes, state })
+    const read = waiting.at(-1)?.id ?? 0
+    // A checkpoint known to be recent means none is due: the latest can only be more recent.
+    if (known.signedAt !== undefined && Date.now() - known.signedAt < checkpointIntervalMs)
+      return { positioned: entries.length, checkpoint: undefined, read }
+    const latest = await journal.findLatestCheckpoint(trx)
+    if (latest) known.signedAt = Date.parse(latest.signed_at)
+    const checkpoint = checkpointDue(options, state, latest)
+    if (checkpoint) await journal.insertCheckpoint(trx, checkpoint)
+    return { positioned: entries.length, checkpoint, read }
+  })
 }
 
 /**
@@ -177,8 +211,9 @@ export class JournalSequencer {
     let full = false
     this.#running = (async () => {
       try {
-        // Idle polls stay reads: a write transaction only when something waits or a checkpoint is due.
-        if (!this.#again && !(await this.#workWaits())) return
+        // Idle polls stay reads: a write only when something waits or a checkpoint is due (on PostgreSQL
+        // the round's own first statement is that read).
+        if (!this.#again && this.#options.database.dialect !== 'postgres' && !(await this.#workWaits())) return
         this.#again = false
         const result = await sequenceRound(this.#options, this.#known, this.#handed)
         full = result.positioned >= (this.#options.batch ?? DEFAULT_BATCH)
@@ -194,6 +229,7 @@ export class JournalSequencer {
     this.#schedule(full ? 0 : this.#again ? this.#wakeDelay() : (this.#options.pollMs ?? DEFAULT_POLL_MS))
   }
 
+  /** SQLite: whether a round has work. */
   async #workWaits(): Promise<boolean> {
     const { db } = this.#options.database
     if (await journal.hasUnpositioned(db)) return true

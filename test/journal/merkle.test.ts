@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import {
+  appendLatin1Leaf,
   appendLeaf,
   consistencyProof,
   EMPTY_ROOT,
@@ -12,6 +13,7 @@ import {
   verifyInclusion,
   type Frontier,
   type Hash,
+  type Latin1Node,
   type NodeReader,
 } from '../../src/journal/merkle.ts'
 
@@ -168,6 +170,19 @@ describe('the journal Merkle tree against the RFC 6962 test vectors', () => {
         assert.ok(!verifyConsistency(from, to, bytes(proof).slice(1), old, now))
       }
     }
+  })
+
+  it('appends a leaf from its entry hash in hex as it does from the leaf hash in bytes, hashes as latin1 strings', () => {
+    const entries = Array.from({ length: 70 }, (_, i) => leafHash(Buffer.of(i, 7)).toString('hex'))
+    const frontier: Frontier = []
+    const latin1: Latin1Node[] = []
+    entries.forEach((entry, index) => {
+      const completed = appendLeaf(frontier, index, leafHash(Buffer.from(entry, 'hex')))
+      const completedLatin1 = appendLatin1Leaf(latin1, index, entry)
+      const asBytes = (nodes: Latin1Node[]) => nodes.map((node) => ({ ...node, hash: Buffer.from(node.hash, 'latin1') }))
+      assert.deepEqual(asBytes(completedLatin1), completed)
+      assert.deepEqual(asBytes(latin1), frontier)
+    })
   })
 
   it('agrees with itself on every leaf and pair of sizes up to 70 leaves', () => {
