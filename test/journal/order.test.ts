@@ -4,6 +4,8 @@ import { after, before, describe, it } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildSameStoreApp, buildTestApp, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, fundedUser, type TestUser } from '../helpers/factories.ts'
+import { sql } from 'kysely'
+import { readRound, recordRoundAt } from '../../src/journal/journal.repository.ts'
 
 interface Entry {
   id: number
@@ -106,4 +108,30 @@ describe(`the journal's order with concurrent writers and two instances (${STORA
     )
     assert.ok(events.every((event) => event.data.position === event.id))
   })
+
+  it(
+    'on PostgreSQL, writes nothing of a round whose state another round changed since it was read',
+    { skip: STORAGE !== 'postgres' },
+    async () => {
+      const { db } = t.database
+      const start = await readRound(db, 10, new Map())
+      assert.ok(start)
+      // Another instance's round: any write of the state row makes it a new version.
+      await sql`update journal_state set head = head where id = 1`.execute(db)
+      const far = start.state.size + 1_000_000
+      const state = { ...start.state, size: far }
+      const applied = await recordRoundAt(db, start.version, {
+        entries: [[far, 0, 'f'.repeat(64)]],
+        nodes: [],
+        state,
+        taken: [],
+        checkpoint: undefined,
+      })
+      assert.equal(applied, false)
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from journal_entries where position = ${far}`.execute(db)
+      assert.equal(rows[0].n, 0)
+      const size = Number((await db.selectFrom('journal_state').select('size').executeTakeFirstOrThrow()).size)
+      assert.ok(size < far)
+    },
+  )
 })
