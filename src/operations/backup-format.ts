@@ -147,32 +147,16 @@ export interface BackupSection {
   rows: unknown[][]
 }
 
-/** A run of a table's rows as the file holds them: one JSON array of `count` row arrays, unparsed and unchecked. */
-export interface BackupLines {
-  table: string
-  columns: string[]
-  json: string
-  count: number
-}
-
-/** Takes the rows of `tables` unparsed, for a reader that parses and checks them itself (SQLite's `json_each`). */
-export interface LinesReader {
-  tables: ReadonlySet<string>
-  write: (lines: BackupLines) => Promise<void> | void
-}
-
 /**
  * Reads a backup block by block, checking its structure, counts and checksum. With `onRows`, the
  * rows are parsed and handed over in chunks of at most `chunk` per table; without, a check only
  * counts them: the checksum covers their bytes, and the restore's own read checks their shapes.
- * With `unparsed`, the rows of its tables go to it as text instead, a run of lines at a time.
  */
 export async function readBackup(
   file: string,
   onHeader: (header: BackupHeader) => void,
   onRows?: (section: BackupSection) => Promise<void> | void,
   chunk = 1000,
-  unparsed?: LinesReader,
 ): Promise<BackupTrailer> {
   const hash = crypto.createHash('sha256')
   let header: BackupHeader | undefined
@@ -186,23 +170,17 @@ export async function readBackup(
       section = { ...section, rows: [] }
     }
   }
-  // A run of row lines: counted, and with `onRows` parsed in one go as the items of one JSON array.
-  // A check only counts them, so their text is decoded only for a reader.
-  const rows = async (block: Buffer, from: number, to: number, count: number) => {
+  // A run of row lines: counted, and with `onRows` parsed in one go as the items of one JSON array
+  // (a check only counts them: their text is not even decoded).
+  const rows = async (block: Buffer, from: number, to: number, lines: number) => {
     if (!header) throw new BackupError(`${file} is not a Coffer backup`)
     if (trailer) throw new BackupError(`${file} is corrupted: it goes on after its end`)
     if (!section) throw new BackupError(`${file} is corrupted: a row does not match its table's columns`)
-    counts.set(section.table, (counts.get(section.table) ?? 0) + count)
-    total += count
-    if (!onRows && !unparsed) return
-    const text = block.toString('utf8', from, to)
-    if (unparsed?.tables.has(section.table)) {
-      await unparsed.write({ table: section.table, columns: section.columns, json: `[${text.replaceAll('\n', ',')}]`, count })
-      return
-    }
+    counts.set(section.table, (counts.get(section.table) ?? 0) + lines)
+    total += lines
     if (!onRows) return
-    const values = parseJson(`[${text.replaceAll('\n', ',')}]`) as unknown[]
-    if (values.length !== count) throw new BackupError('the backup is corrupted: a line is not valid JSON')
+    const values = parseJson(`[${block.toString('utf8', from, to).replaceAll('\n', ',')}]`) as unknown[]
+    if (values.length !== lines) throw new BackupError('the backup is corrupted: a line is not valid JSON')
     for (const value of values) {
       if (!Array.isArray(value) || value.length !== section.columns.length)
         throw new BackupError(`${file} is corrupted: a row does not match its table's columns`)

@@ -13,7 +13,7 @@ import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
 import type { SqliteStatements } from '../db/storage-state.ts'
 import type { DB } from '../db/tables.ts'
 import type { Progress } from './backup.ts'
-import { BackupError, readBackup, type BackupHeader, type BackupLines, type BackupSection } from './backup-format.ts'
+import { BackupError, readBackup, type BackupHeader, type BackupSection } from './backup-format.ts'
 import { findExistingData, listDataTables, quoteName } from './store.ts'
 
 export interface CheckedBackup {
@@ -80,50 +80,31 @@ export async function restoreBackup(database: Database, checked: CheckedBackup, 
 /** Rows of a restore handed over at a time. */
 const CHUNK = 5_000
 
-/**
- * Calls `write` with each chunk of the backup's rows, tables it does not know refused, and reports
- * progress; with `writeLines`, the rows of every table but those the first migrations fill go to it unparsed.
- */
+/** Calls `write` with each chunk of the backup's rows, tables it does not know refused, and reports progress. */
 async function eachSection(
   checked: CheckedBackup,
   tables: Set<string>,
   write: (section: BackupSection) => Promise<void> | void,
   progress?: Progress,
-  writeLines?: (lines: BackupLines) => void,
 ): Promise<void> {
   let done = 0
-  const known = (table: string) => {
-    if (!tables.has(table)) throw new BackupError(`the store has no table ${table} at migration ${checked.header.migrations.at(-1)}`)
-  }
-  const unparsed = writeLines && {
-    tables: new Set(Object.keys(checked.header.tables).filter((table) => !HAS_EXISTING_ROWS.has(table))),
-    write: (lines: BackupLines) => {
-      known(lines.table)
-      writeLines(lines)
-      done += lines.count
-      progress?.(lines.table, done, checked.rows)
-    },
-  }
   await readBackup(
     checked.file,
     () => {},
     async (section) => {
-      known(section.table)
+      if (!tables.has(section.table))
+        throw new BackupError(`the store has no table ${section.table} at migration ${checked.header.migrations.at(-1)}`)
       await write(section)
       done += section.rows.length
       progress?.(section.table, done, checked.rows)
     },
     CHUNK,
-    unparsed,
   )
 }
 
-/** Tables the first migrations write a row of (the `mint` wallet, the journal's state). */
-const HAS_EXISTING_ROWS = new Set(['wallets', 'journal_state'])
-
 /** The rows the first migrations wrote already (the `mint` wallet, the journal's state): updated to the backup's, not inserted. */
 function takeExistingRows({ table, columns, rows }: BackupSection): { rest: unknown[][]; existing: Record<string, unknown>[] } {
-  if (!HAS_EXISTING_ROWS.has(table)) return { rest: rows, existing: [] }
+  if (table !== 'wallets' && table !== 'journal_state') return { rest: rows, existing: [] }
   const objectOf = (row: unknown[]) => Object.fromEntries(columns.map((column, i) => [column, row[i]]))
   const at = columns.indexOf('id')
   const isExisting = (row: unknown[]) => table === 'journal_state' || Number(row[at]) === MINT_WALLET_ID
@@ -165,7 +146,6 @@ async function restoreSqlite(database: Database, statements: SqliteStatements, c
           insertRows(statements, section.table, section.columns, rest)
         },
         progress,
-        (lines) => insertLines(statements, checked.file, lines),
       )
       for (const index of indexes) statements.prepare(index.sql).run()
       if (tables.has('journal_state')) await alignJournalAfterRestore(trx)
@@ -175,27 +155,6 @@ async function restoreSqlite(database: Database, statements: SqliteStatements, c
     pragma('foreign_keys = on')
     pragma(`cache_size = ${cacheSize}`)
   }
-}
-
-/**
- * Rows as the file holds them, parsed by SQLite's `json_each` in the insert itself: no JSON parsed
- * and no value bound in JavaScript, where both cost more than the insert. A line that is no array
- * of the table's width is left out by the insert, and the count then refuses the backup.
- */
-function insertLines(statements: SqliteStatements, file: string, { table, columns, json, count }: BackupLines): void {
-  const values = columns.map((_, i) => `value ->> ${i}`).join(', ')
-  const insert = statements.prepare(
-    `insert into ${quoteName(table)} (${columns.map(quoteName).join(', ')}) ` +
-      `select ${values} from json_each(?) where json_array_length(value) = ${columns.length}`,
-  )
-  let inserted: number
-  try {
-    inserted = insert.run(json).changes
-  } catch (error) {
-    if (/malformed JSON/i.test((error as Error).message)) throw new BackupError('the backup is corrupted: a line is not valid JSON')
-    throw error
-  }
-  if (inserted !== count) throw new BackupError(`${file} is corrupted: a row does not match its table's columns`)
 }
 
 /** Rows one insert statement takes at most on SQLite (its limit is 32,766 parameters). */
