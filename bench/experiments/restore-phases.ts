@@ -1,13 +1,13 @@
 /**
  * A backup's check, restore and backup by phase, two or more checkouts taking turns on one file
  * (`npx tsx bench/experiments/restore-phases.ts --from=<backup> [--storage=sqlite|postgres]
- * [--roots=<before>,<after>] [--rounds=2] [--no-backup] [--verify]`).
+ * [--roots=<before>,<after>] [--rounds=2] [--no-backup] [--verify] [--check-only]`).
  *
  * Each round, each checkout in turn: `checkBackup` and `restoreBackup` into an empty store as the
  * CLI runs them, then a backup of the restored store. Prints wall and this process's CPU per step;
  * the restore's loading by table (from its progress calls), and after the rows its index builds,
  * keys, the journal's queue and `ANALYZE` (timed at the driver); on PostgreSQL the server
- * backend's CPU from /proc. `--verify` runs both verifies on each restored store (the signing key
+ * backend's CPU from /proc. `--check-only` times just the check. `--verify` runs both verifies on each restored store (the signing key
  * read beside the backup, as `ledger-ops.ts` keeps it). Make the backup once with `ledger-ops.ts --keep`. Nothing asserts a time.
  */
 import fs from 'node:fs'
@@ -25,6 +25,7 @@ const roots = (option('roots') ?? '.').split(',').map((root) => path.resolve(roo
 const rounds = Number(option('rounds') ?? 2)
 const backup = !args.includes('--no-backup')
 const verify = args.includes('--verify')
+const checkOnly = args.includes('--check-only')
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-restore-phases-'))
 const TICKS = 100
 
@@ -178,6 +179,10 @@ async function run(root: string, modules: Modules, round: number): Promise<void>
     }
     const checked = await modules.restore.checkBackup(from!)
     clock.mark('check')
+    if (checkOnly) {
+      record(root, 'check', clock)
+      return
+    }
     await modules.restore.restoreBackup(database, checked, (current) => {
       if (current !== table) clock.mark(table ? `rows of ${table}` : 'migrations')
       table = current
