@@ -170,15 +170,16 @@ export async function readBackup(
       section = { ...section, rows: [] }
     }
   }
-  // A run of row lines: counted, and with `onRows` parsed in one go as the items of one JSON array.
-  const rows = async (text: string, lines: number) => {
+  // A run of row lines: counted, and with `onRows` parsed in one go as the items of one JSON array
+  // (a check only counts them: their text is not even decoded).
+  const rows = async (block: Buffer, from: number, to: number, lines: number) => {
     if (!header) throw new BackupError(`${file} is not a Coffer backup`)
     if (trailer) throw new BackupError(`${file} is corrupted: it goes on after its end`)
     if (!section) throw new BackupError(`${file} is corrupted: a row does not match its table's columns`)
     counts.set(section.table, (counts.get(section.table) ?? 0) + lines)
     total += lines
     if (!onRows) return
-    const values = parseJson(`[${text.replaceAll('\n', ',')}]`) as unknown[]
+    const values = parseJson(`[${block.toString('utf8', from, to).replaceAll('\n', ',')}]`) as unknown[]
     if (values.length !== lines) throw new BackupError('the backup is corrupted: a line is not valid JSON')
     for (const value of values) {
       if (!Array.isArray(value) || value.length !== section.columns.length)
@@ -219,7 +220,7 @@ export async function readBackup(
         end = block.indexOf(NEWLINE, end) + 1
         lines++
       }
-      if (lines > 0) await rows(block.toString('utf8', at, end - 1), lines)
+      if (lines > 0) await rows(block, at, end - 1, lines)
       else {
         end = block.indexOf(NEWLINE, at) + 1
         await line(parseJson(block.toString('utf8', at, end - 1)))
