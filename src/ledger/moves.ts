@@ -398,7 +398,9 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
   const originals = [...new Set(moves.filter((move) => move.reverses !== undefined).map((move) => move.reverses as number))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
   // Read under the senders' turns (a key moves only from its own wallet), so no two moves of a key race.
-  const caps = new Map(moves.filter((move) => move.key).map((move) => [move.key?.keyId ?? 0, [...(move.key?.perDay.keys() ?? [])]] as const))
+  const caps = new Map(
+    moves.filter((move) => move.key).map((move) => [move.key?.keyId ?? 0, [...(move.key?.perDay.keys() ?? [])]] as const),
+  )
   const tallies = await readKeyUsage(trx, caps, Date.parse(locked.now))
   const keyUsage = new Map<string, number>()
   for (const [keyId, byAsset] of tallies) for (const [assetId, { used }] of byAsset) keyUsage.set(holdingKey(keyId, assetId), used)
