@@ -53,6 +53,8 @@ async function setUp(limit: number, databaseUrl: string | undefined, root: strin
     PG_QUERY_TIMEOUT_MS: '120000',
     PG_CONNECT_TIMEOUT_MS: '120000',
     PG_STATEMENT_TIMEOUT_MS: '120000',
+    // The setup's issuances all wait for mint's turn, a lock.
+    PG_LOCK_TIMEOUT_MS: '120000',
   })
   const keys = await keyedGoldWallets(injector(app), ADMIN_KEY, 'batch', WALLETS)
   return {

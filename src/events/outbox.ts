@@ -16,17 +16,29 @@ export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventT
 /** The random part of an event id: 80 bits, 20 hex digits. */
 const RANDOM_BYTES = 10
 
-/** `evt_`, the time in ms, 80 random bits: ids growing with time dirty few index pages. */
+/** Random bytes drawn at once, as hex, for the ids' random parts. */
+const POOL_BYTES = 4096
+
+/**
+ * `evt_`, the time in ms, 80 random bits: ids growing with time dirty few index pages. The pool is
+ * turned into hex once and the time's digits once a millisecond, not per id: a batch makes hundreds.
+ */
 function eventIdMaker(): () => string {
-  const pool = Buffer.alloc(4096)
-  let offset = pool.length
+  let pool = ''
+  let offset = 0
+  let ms = -1
+  let head = ''
   return () => {
-    if (offset + RANDOM_BYTES > pool.length) {
-      crypto.randomFillSync(pool)
+    if (offset + 2 * RANDOM_BYTES > pool.length) {
+      pool = crypto.randomBytes(POOL_BYTES).toString('hex')
       offset = 0
     }
-    const random = pool.toString('hex', offset, (offset += RANDOM_BYTES))
-    return `evt_${Date.now().toString(16).padStart(12, '0')}${random}`
+    const now = Date.now()
+    if (now !== ms) {
+      ms = now
+      head = `evt_${now.toString(16).padStart(12, '0')}`
+    }
+    return head + pool.slice(offset, (offset += 2 * RANDOM_BYTES))
   }
 }
 

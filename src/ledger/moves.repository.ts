@@ -134,9 +134,21 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held:
  * `for key share`, so a wallet being deleted or handed over is waited for.
  */
 export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: number, clock: () => string): Promise<Locked> {
-  const walletIds = [...new Set(moves.flatMap((move) => [move.from, move.to]))].sort((a, b) => a - b)
+  // Loops, not `flatMap`, which costs V8 1-2 µs a move of a batch of hundreds.
+  const wallets = new Set<number>()
   // Every pairing of these wallets and assets: a superset, so the statement's text stays fixed.
-  const assetIds = [...new Set(moves.flatMap((move) => [...move.lines, ...(move.settle?.hold.assets ?? [])].map((line) => line.asset.id)))]
+  const assets = new Set<number>()
+  const settled: number[] = []
+  for (const move of moves) {
+    wallets.add(move.from).add(move.to)
+    for (const line of move.lines) assets.add(line.asset.id)
+    if (move.settle) {
+      settled.push(move.settle.hold.id)
+      for (const line of move.settle.hold.assets) assets.add(line.asset.id)
+    }
+  }
+  const walletIds = [...wallets].sort((a, b) => a - b)
+  const assetIds = [...assets]
   let walletRows: WalletRow[]
   let holdingRows: HoldingRow[]
   let reserved: Ids | undefined
@@ -161,14 +173,13 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
         order by wallet_id, asset_id`.execute(trx)
     ).rows
   }
-  const wallets = new Map<number, WalletState>()
+  const states = new Map<number, WalletState>()
   for (const row of walletRows) {
     const state: WalletState = { address: row.address, live: row.deleted_at === null }
     if (row.username !== null) state.username = row.username
-    wallets.set(Number(row.id), state)
+    states.set(Number(row.id), state)
   }
   const holdings = new Map(holdingRows.map((row) => [holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.quantity)]))
-  const settled = moves.flatMap((move) => (move.settle ? [move.settle.hold.id] : []))
   // The batch's one instant, read once it holds its turns: its transactions' time, and what has expired by then.
   const now = clock()
   const held = await findHeld(trx, holdingRows, settled, now)
@@ -183,7 +194,7 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
   const credit = new Map<string, number>()
   for (const row of holdingRows)
     if (Number(row.credit_limit) > 0) credit.set(holdingKey(Number(row.wallet_id), Number(row.asset_id)), Number(row.credit_limit))
-  return { wallets, holdings, held, credit, reserved, dated, lots, holdLots, now }
+  return { wallets: states, holdings, held, credit, reserved, dated, lots, holdLots, now }
 }
 
 type LotRow = { wallet_id: number; asset_id: number; expires_at: string; quantity: number | string; held: number | string }
@@ -387,9 +398,9 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
   const keys = idempotencyWrite(trx, batch.keys)
   // Event ids: the transactions' events first, then the holds' (`moves.ts` counts both).
   const transactionEvents = transactions.reduce((count, t) => count + events.countEvents(t.sending_wallet_id, t.receiving_wallet_id), 0)
-  const holdEvents = batch.moves.flatMap(({ move, hold }) =>
-    hold ? [{ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold }] : [],
-  )
+  const holdEvents: { type: HoldEventType; hold: Hold }[] = []
+  for (const { move, hold } of batch.moves)
+    if (hold) holdEvents.push({ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold })
   const writes = [
     ...holdings.writes,
     ...(recorded.length > 0 ? transactionWrites(trx, recorded, bodies) : []),
@@ -497,13 +508,13 @@ function lotWrites(trx: Trx, batch: BatchWrites): Write[] {
       ),
     )
   }
-  const moved = batch.moves.flatMap(({ transaction, lots }) =>
-    transaction ? lots.map((lot) => [transaction.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
-  )
+  const moved: unknown[][] = []
+  const reserved: unknown[][] = []
+  for (const { move, transaction, hold, lots } of batch.moves) {
+    if (transaction) for (const lot of lots) moved.push([transaction.id, lot.assetId, lot.expiresAt, lot.quantity])
+    if (move.reserve && hold) for (const lot of lots) reserved.push([hold.id, lot.assetId, lot.expiresAt, lot.quantity])
+  }
   if (moved.length > 0) writes.push(insertRows(trx, 'transaction_lots', TRANSACTION_LOT_COLUMNS, moved))
-  const reserved = batch.moves.flatMap(({ move, hold, lots }) =>
-    move.reserve && hold ? lots.map((lot) => [hold.id, lot.assetId, lot.expiresAt, lot.quantity]) : [],
-  )
   if (reserved.length > 0) writes.push(insertRows(trx, 'hold_lots', HOLD_LOT_COLUMNS, reserved))
   return writes
 }
@@ -530,8 +541,12 @@ const HOLD_LOT_COLUMNS = [
 
 /** New holds with their lines, and the settlement of the holds the batch settles (only while still pending). */
 function holdWrites(trx: Trx, batch: BatchWrites): { writes: Write[]; settled?: { write: Write; count: number } } {
-  const created = batch.moves.flatMap(({ move, hold }) => (move.reserve && hold ? [hold] : []))
-  const settled = batch.moves.flatMap(({ move, hold }) => (move.settle && hold ? [hold] : []))
+  const created: Hold[] = []
+  const settled: Hold[] = []
+  for (const { move, hold } of batch.moves) {
+    if (move.reserve && hold) created.push(hold)
+    if (move.settle && hold) settled.push(hold)
+  }
   const writes: Write[] = []
   if (created.length > 0) {
     const rows = created.map((h) => [
@@ -595,12 +610,19 @@ const SETTLEMENT_COLUMNS = [
   ['transaction_id', 'bigint'],
 ] as const
 
-/** The writes of the moves that record a transaction (`recorded`, each with its transaction). */
+/**
+ * The writes of the moves that record a transaction (`recorded`, each with its transaction). Rows
+ * are built in one loop: `flatMap` costs V8 1-2 µs a move, as much as SQLite's append of a line.
+ */
 function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: string[]): Write[] {
-  const moves = recorded as (BatchWrites['moves'][number] & { transaction: Transaction })[]
-  const rows = moves.map(({ transaction: t }, i) => {
-    const metadata = Object.keys(t.metadata).length === 0 ? null : JSON.stringify(t.metadata)
-    return [
+  const rows: unknown[][] = []
+  const lines: unknown[][] = []
+  const balances: unknown[][] = []
+  const tags: unknown[][] = []
+  for (const [i, written] of recorded.entries()) {
+    const t = written.transaction as Transaction
+    const keys = Object.keys(t.metadata)
+    rows.push([
       t.id,
       t.sending_wallet_id,
       t.receiving_wallet_id,
@@ -610,20 +632,15 @@ function transactionWrites(trx: Trx, recorded: BatchWrites['moves'], bodies: str
       t.kind,
       t.reverses ?? null,
       t.hold_id ?? null,
-      metadata,
+      keys.length === 0 ? null : JSON.stringify(t.metadata),
       t.schedule_id ?? null,
-    ]
-  })
-  const lines = moves.flatMap(({ lines, transaction }) => lines.map((line) => [transaction.id, line.asset.id, line.quantity]))
-  const balances = moves.flatMap(({ balances, transaction }) =>
-    balances.map(([walletId, assetId, quantity]) => [walletId, assetId, transaction.created_at, transaction.id, quantity]),
-  )
-  // One row per metadata key for each side and for the journal (`JOURNAL_SCOPE`): migration 0008.
-  const tags = moves.flatMap(({ transaction: t }) =>
-    Object.entries(t.metadata).flatMap(([key, value]) =>
-      [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE].map((scope) => [scope, key, value, t.id]),
-    ),
-  )
+    ])
+    for (const line of written.lines) lines.push([t.id, line.asset.id, line.quantity])
+    for (const [walletId, assetId, quantity] of written.balances) balances.push([walletId, assetId, t.created_at, t.id, quantity])
+    // One row per metadata key for each side and for the journal (`JOURNAL_SCOPE`): migration 0008.
+    for (const key of keys)
+      for (const scope of [t.sending_wallet_id, t.receiving_wallet_id, JOURNAL_SCOPE]) tags.push([scope, key, t.metadata[key], t.id])
+  }
   const writes: Write[] = [
     insertRows(trx, 'transactions', TRANSACTION_COLUMNS, rows),
     insertRows(trx, 'transaction_assets', LINE_COLUMNS, lines),

