@@ -229,7 +229,8 @@ export async function verifyLedger(
     .executeTakeFirstOrThrow()
   const balancesOfSides = storedSides(db)
   // Ranges of ids, each read once in id order with its lines and the running balances stored for
-  // their two sides (each read through its key): linear in the ledger, whatever its size.
+  // their two sides (each read through its key): linear in the ledger, whatever its size. The lines
+  // are bounded by the range too, or PostgreSQL hashes all of them for every range.
   for (let after = 0; after < Number(last ?? 0); after += BATCH) {
     // Arrays, not objects: [id, sender, receiver, kind, reverses, hold, asset, quantity, stored sent, stored received].
     const rows = (await readArrays(
@@ -237,7 +238,9 @@ export async function verifyLedger(
       sql`
       select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.kind, t.reverses, t.hold_id, l.asset_id, l.quantity,
         ${balancesOfSides.sides}
-      from transactions t left join transaction_assets l on l.transaction_id = t.id ${balancesOfSides.joins}
+      from transactions t
+        left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${after + BATCH}
+        ${balancesOfSides.joins}
       where t.id > ${after} and t.id <= ${after + BATCH}
       order by t.id, l.asset_id`,
     )) as [number, number, number, string, number | null, number | null, number | null, number, number | null, number | null][]
