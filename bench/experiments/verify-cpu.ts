@@ -8,7 +8,8 @@
  * and hashes it with the journal's sequencer, then runs `verifyLedger` and `verifyJournal` of each
  * checkout in `--roots` in turn, `--rounds` times (and both at once, the journal on its own thread, as
  * `coffer verify` runs them, where the checkout has that): per half and checkout the wall time, transactions
- * per second and the process's CPU (all threads) per transaction, with the load average. A
+ * per second and the process's CPU (all threads) per transaction, on PostgreSQL also the server's
+ * (its processes' times in /proc), with the load average. A
  * checkout whose verify finds a problem on this sound ledger is reported. With `--keep=<dir>` a
  * SQLite ledger stays there and is used again. Nothing here asserts a time.
  */
@@ -74,16 +75,51 @@ async function codeOf(root: string) {
   }
 }
 
+/** Clock ticks a second in /proc's CPU times (USER_HZ, 100 on Linux). */
+const TICKS = 100
+
+/**
+ * CPU microseconds the PostgreSQL server spent so far: the postmaster's own and its reaped children's,
+ * plus its live backends'; undefined without /proc or a server.
+ */
+function serverCpu(): number | undefined {
+  if (!server || !fs.existsSync('/proc/self/stat')) return undefined
+  // The fields after the name (which may hold spaces): state is [0], ppid [1], utime [11], stime [12], cutime [13], cstime [14].
+  const fields = (pid: string) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+      return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    } catch {
+      return undefined
+    }
+  }
+  const postmaster = fields(String(server.pid))
+  if (!postmaster) return undefined
+  let ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(postmaster[i]), 0)
+  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    const child = fields(pid)
+    if (child && Number(child[1]) === server.pid) ticks += Number(child[11]) + Number(child[12])
+  }
+  return (ticks * 1e6) / TICKS
+}
+
 async function measure(what: string, work: () => Promise<{ ok: boolean; problems: string[] }>): Promise<void> {
   const cpu = process.cpuUsage()
+  const serverBefore = serverCpu()
   const started = performance.now()
   const report = await work()
   const seconds = (performance.now() - started) / 1000
   const used = process.cpuUsage(cpu)
   const perTransaction = (used.user + used.system) / TRANSACTIONS
+  const serverAfter = serverCpu()
+  const onServer =
+    serverBefore === undefined || serverAfter === undefined
+      ? ''
+      : ` + server ${fixed((serverAfter - serverBefore) / TRANSACTIONS, 1)} µs/tx`
   console.log(
     `${what.padEnd(28)} ${fixed(seconds, 2).padStart(7)} s ${fixed(TRANSACTIONS / seconds).padStart(9)}/s ` +
-      `CPU ${fixed(perTransaction, 1).padStart(6)} µs/tx (load ${load()})${report.ok ? '' : ` PROBLEMS: ${report.problems.slice(0, 3).join('; ')}`}`,
+      `CPU ${fixed(perTransaction, 1).padStart(6)} µs/tx${onServer} (load ${load()})` +
+      `${report.ok ? '' : ` PROBLEMS: ${report.problems.slice(0, 3).join('; ')}`}`,
   )
 }
 

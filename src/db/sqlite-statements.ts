@@ -43,14 +43,21 @@ export function statementCache(sqlite: SQLite.Database, size = 500): SqliteState
 }
 
 /**
- * The rows of a read inside the caller's transaction as arrays of values in column order: on SQLite
- * straight on the driver (the transaction holds its one connection), with no object per row; on
- * PostgreSQL through Kysely. For long reads row by row (`coffer verify`).
+ * The rows of a read as arrays of values in column order, with no object per row: on SQLite inside
+ * a transaction straight on the driver (the transaction holds its one connection); on PostgreSQL in
+ * node-postgres's array row mode. For long reads row by row (`coffer verify`).
  */
 export async function readArrays(executor: Executor, statement: RawBuilder<unknown>): Promise<unknown[][]> {
   const statements = sqliteStatementsOf(executor)
-  if (!statements || !executor.isTransaction) return (await statement.execute(executor)).rows.map((row) => Object.values(row as object))
   const compiled = statement.compile(executor)
+  if (!statements) {
+    // Kysely hands the text to node-postgres's `query` as it is, and `query` also takes a config
+    // object: its `rowMode` answers arrays (the values still come from the parameters).
+    const config = { text: compiled.sql, rowMode: 'array' }
+    const { rows } = await executor.executeQuery({ ...compiled, sql: config as unknown as string })
+    return rows as unknown[][]
+  }
+  if (!executor.isTransaction) return (await statement.execute(executor)).rows.map((row) => Object.values(row as object))
   const prepared = statements.prepare(compiled.sql).raw(true)
   try {
     return prepared.all(compiled.parameters) as unknown[][]

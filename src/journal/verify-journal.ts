@@ -39,15 +39,23 @@ const [POSITION, TRANSACTION_ID, HASH, ID, KIND, CREATED_AT, SENDING, RECEIVING,
 
 /**
  * Entries with positions in (`after`, `upTo`], in order, each with its transaction's encoded fields
- * and its lines (one row per line): one read through the keys of the three tables.
+ * and its lines (one row per line): one read through the keys of the three tables. The transactions
+ * and lines are bounded by the ids the entries name too, or PostgreSQL hashes both whole tables for
+ * every range; positions follow commit order, so those ids span about as many.
  */
-function readEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
+async function readEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
+  const [[low, high]] = await readArrays(
+    db,
+    sql`select min(transaction_id), max(transaction_id) from journal_entries where position > ${after} and position <= ${upTo}`,
+  )
+  if (low === null) return []
+  const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
   return readArrays(
     db,
     sql`select j.position, j.transaction_id, j.hash, t.id, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id,
       t.memo, t.reverses, t.hold_id, t.metadata, l.asset_id, l.quantity
-    from journal_entries j left join transactions t on t.id = j.transaction_id
-      left join transaction_assets l on l.transaction_id = t.id
+    from journal_entries j left join transactions t on t.id = j.transaction_id and ${ids('t.id')}
+      left join transaction_assets l on l.transaction_id = t.id and ${ids('l.transaction_id')}
     where j.position > ${after} and j.position <= ${upTo}
     order by j.position`,
   )

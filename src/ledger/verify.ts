@@ -4,6 +4,7 @@ import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
 import { HOLD_REFERENCES } from '../db/migrations/0009_holds.ts'
 import { runningSums } from '../db/migrations/0010_running_balances.ts'
 import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveries.ts'
+import { isPostgres } from '../db/dialect.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
@@ -87,6 +88,26 @@ class ReversalTally {
 /** The running balance stored for one side (`wallet`, a column of `t`) of the line `l` of the transaction `t`. */
 const storedSide = (wallet: string) => sql`(select r.quantity from running_balances r
   where r.wallet_id = ${sql.ref(wallet)} and r.asset_id = l.asset_id and r.created_at = t.created_at and r.transaction_id = t.id)`
+
+/** The key of the running balance `alias` stored for one side, as `storedSide`. */
+const sideOf = (alias: string, wallet: string) =>
+  sql`${sql.ref(`${alias}.wallet_id`)} = ${sql.ref(wallet)} and ${sql.ref(`${alias}.asset_id`)} = l.asset_id
+    and ${sql.ref(`${alias}.created_at`)} = t.created_at and ${sql.ref(`${alias}.transaction_id`)} = t.id`
+
+/**
+ * The two running balances of each line of the pass, `sent` and `received`: on SQLite joined, each
+ * one seek on an open cursor (a subquery a side costs more); on PostgreSQL a subquery, so the
+ * planner cannot choose to hash the whole table for every range.
+ */
+function storedSides(db: Executor) {
+  if (isPostgres(db))
+    return { sides: sql`${storedSide('t.sending_wallet_id')} as sent, ${storedSide('t.receiving_wallet_id')} as received`, joins: sql`` }
+  return {
+    sides: sql`s.quantity as sent, r.quantity as received`,
+    joins: sql`left join running_balances s on ${sideOf('s', 't.sending_wallet_id')}
+      left join running_balances r on ${sideOf('r', 't.receiving_wallet_id')}`,
+  }
+}
 
 /** At most this many running balances are named; the count says how many more are wrong. */
 const RUNNING_BALANCES_NAMED = 20
@@ -176,16 +197,16 @@ export async function verifyLedger(
     return inReadOnlySnapshot(db as Db, (trx) => verifyLedger(trx, progress, now))
   }
   const problems: string[] = []
-  const expected = new Map<string, number>()
-  // Each holding's running balance of its largest transaction id: the last in its commit order, which
-  // a wall clock stepping back (or two instances' clocks) may not keep in `created_at`.
-  const lastStored = new Map<string, number>()
+  // By holding: the journal's sum so far, and the running balance of its largest transaction id so
+  // far: the last in its commit order, which a wall clock stepping back (or two instances' clocks) may not keep in `created_at`.
+  const expected = new Map<string, { sum: number; last: number | undefined }>()
   const add = (walletId: number, assetId: number, delta: number, stored: number | null) => {
     const key = `${walletId}:${assetId}`
-    const sum = (expected.get(key) ?? 0) + delta
-    expected.set(key, sum)
-    if (stored !== null) lastStored.set(key, Number(stored))
-    return sum
+    let holding = expected.get(key)
+    if (!holding) expected.set(key, (holding = { sum: 0, last: undefined }))
+    holding.sum += delta
+    if (stored !== null) holding.last = Number(stored)
+    return holding.sum
   }
   let runningBalancesAgree = true
   let sides = 0
@@ -206,16 +227,20 @@ export async function verifyLedger(
     .selectFrom('transactions')
     .select((eb) => eb.fn.max('id').as('last'))
     .executeTakeFirstOrThrow()
+  const balancesOfSides = storedSides(db)
   // Ranges of ids, each read once in id order with its lines and the running balances stored for
-  // their two sides (each read through its key): linear in the ledger, whatever its size.
+  // their two sides (each read through its key): linear in the ledger, whatever its size. The lines
+  // are bounded by the range too, or PostgreSQL hashes all of them for every range.
   for (let after = 0; after < Number(last ?? 0); after += BATCH) {
     // Arrays, not objects: [id, sender, receiver, kind, reverses, hold, asset, quantity, stored sent, stored received].
     const rows = (await readArrays(
       db,
       sql`
       select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.kind, t.reverses, t.hold_id, l.asset_id, l.quantity,
-        ${storedSide('t.sending_wallet_id')} as sent, ${storedSide('t.receiving_wallet_id')} as received
-      from transactions t left join transaction_assets l on l.transaction_id = t.id
+        ${balancesOfSides.sides}
+      from transactions t
+        left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${after + BATCH}
+        ${balancesOfSides.joins}
       where t.id > ${after} and t.id <= ${after + BATCH}
       order by t.id, l.asset_id`,
     )) as [number, number, number, string, number | null, number | null, number | null, number, number | null, number | null][]
@@ -262,13 +287,12 @@ export async function verifyLedger(
   const lastBalances: string[] = []
   for (const holding of holdings) {
     const key = `${holding.wallet_id}:${holding.asset_id}`
-    const journal = expected.get(key) ?? 0
+    const { sum: journal, last } = expected.get(key) ?? { sum: 0, last: undefined }
     expected.delete(key)
     if (journal !== holding.quantity)
       problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
     // Balances in time (migration 0010): each holding's last running balance is the holding.
-    const last = lastStored.get(key)
     if ((last ?? 0) !== Number(holding.quantity))
       lastBalances.push(
         `wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, ` +
@@ -289,7 +313,7 @@ export async function verifyLedger(
   const agree = runningBalancesAgree && stored === sides
   const runningBalances = agree ? { problems: [], wrong: 0 } : await checkRunningBalances(db)
   problems.push(...runningBalances.problems)
-  for (const [key, journal] of expected) {
+  for (const [key, { sum: journal }] of expected) {
     if (journal !== 0) {
       const [walletId, assetId] = key.split(':')
       problems.push(`wallet ${walletId} has no holding of asset ${assetId}, the journal says ${journal}`)
