@@ -290,7 +290,8 @@ export async function recordRoundAt(
       g as (update page_generation set generation = generation + 1 where ${entries.length > 0} and exists (select from s)),
       d as (delete from journal_pending where transaction_id = any(${taken}::bigint[]) and exists (select from s)),
       c as (insert into journal_checkpoints (size, root, signed_at, signature)
-        select ${checkpoint?.size ?? null}::bigint, ${checkpoint?.root ?? null}, ${checkpoint?.signed_at ?? null}, ${checkpoint?.signature ?? null}
+        select ${checkpoint?.size ?? null}::bigint, ${checkpoint?.root ?? null},
+          ${checkpoint?.signed_at ?? null}, ${checkpoint?.signature ?? null}
         where ${checkpoint !== undefined} and exists (select from s))
       select count(*)::int as applied from s`,
   )
