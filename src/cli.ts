@@ -21,6 +21,7 @@ import {
   BackupError,
   backupCommand,
   migrateStatusCommand,
+  operatorDatabase,
   restoreCommand,
   rotateSecretsKeyCommand,
   SecretsKeyError,
@@ -359,14 +360,6 @@ function repairAndVerify(config: Config): (database: Database) => Promise<number
           '(docs/operations.md#repairing-running-balances)',
       )
     return status
-  }
-}
-
-/** An operator's command may run long statements: only lock waits and connecting stay bounded. */
-function operatorDatabase(config: Config): DatabaseOptions {
-  return {
-    ...config,
-    postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 },
   }
 }
 

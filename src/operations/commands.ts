@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Config } from '../config.ts'
-import { openDatabase } from '../db/database.ts'
+import { openDatabase, type DatabaseOptions } from '../db/database.ts'
 import { adminKeyFile } from '../http/admin-key.ts'
 import { listAppliedMigrations, listMigrations, MIGRATION_NAMES, migrateToLatest } from '../db/migrate.ts'
 import { findSecretsKeyIds, prepareWebhookSecrets, resealWebhookSecrets } from '../events/webhook-secrets.ts'
@@ -44,8 +44,19 @@ function describe(tables: Record<string, number>): string {
   return shown.map((table) => `${tables[table]} ${table}`).join(', ')
 }
 
+/**
+ * An operator's command may run long statements (a restore builds the indexes of millions of rows):
+ * only lock waits and connecting stay bounded, not each answer as the service's are.
+ */
+export function operatorDatabase(config: Config): DatabaseOptions {
+  return {
+    ...config,
+    postgresTimeouts: { ...config.postgresTimeouts, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 },
+  }
+}
+
 export async function backupCommand(config: Config, file: string): Promise<void> {
-  const database = openDatabase(config)
+  const database = openDatabase(operatorDatabase(config))
   try {
     const started = Date.now()
     const summary = await createBackup(database, file, {
@@ -77,7 +88,7 @@ export async function restoreCommand(config: Config, file: string): Promise<void
       )
     }
   }
-  const database = openDatabase(config)
+  const database = openDatabase(operatorDatabase(config))
   try {
     const started = Date.now()
     const summary = await restoreBackup(database, checked, progressPrinter('restoring'))
@@ -108,7 +119,7 @@ export async function migrateStatusCommand(config: Config): Promise<number> {
     for (const name of MIGRATION_NAMES) console.log(`pending  ${name}`)
     return 0
   }
-  const database = openDatabase(config)
+  const database = openDatabase(operatorDatabase(config))
   try {
     const migrations = await listMigrations(database.db)
     const applied = await listAppliedMigrations(database.db)
@@ -143,7 +154,7 @@ export async function rotateSecretsKeyCommand(config: Config, newKeyText: string
         'then set SECRETS_KEY to it on every instance',
     )
   }
-  const database = openDatabase(config)
+  const database = openDatabase(operatorDatabase(config))
   try {
     await migrateToLatest(database.db)
     const current = await prepareWebhookSecrets(database.db, config)
