@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, type Config } from './config.ts'
-import { openDatabase, type Database, type DatabaseOptions } from './db/database.ts'
+import { openDatabase, type Database } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { forLongReads } from './db/sqlite-statements.ts'
