@@ -7,6 +7,7 @@ import { DELIVERY_REFERENCES } from '../db/migrations/0012_lean_webhook_deliveri
 import { isPostgres } from '../db/dialect.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { readArrays } from '../db/sqlite-statements.ts'
+import { Fingerprint } from './fingerprint.ts'
 import { MINT_WALLET_ID } from './ledger.types.ts'
 
 export interface VerifyReport {
@@ -85,27 +86,77 @@ class ReversalTally {
   }
 }
 
-/** The running balance stored for one side (`wallet`, a column of `t`) of the line `l` of the transaction `t`. */
-const storedSide = (wallet: string) => sql`(select r.quantity from running_balances r
-  where r.wallet_id = ${sql.ref(wallet)} and r.asset_id = l.asset_id and r.created_at = t.created_at and r.transaction_id = t.id)`
+/** What the pass keeps of a holding: the journal's sum so far; of its running balances, the largest transaction id and its quantity. */
+interface Holding {
+  sum: number
+  lastId: number
+  last: number | undefined
+}
 
-/** The key of the running balance `alias` stored for one side, as `storedSide`. */
-const sideOf = (alias: string, wallet: string) =>
-  sql`${sql.ref(`${alias}.wallet_id`)} = ${sql.ref(wallet)} and ${sql.ref(`${alias}.asset_id`)} = l.asset_id
-    and ${sql.ref(`${alias}.created_at`)} = t.created_at and ${sql.ref(`${alias}.transaction_id`)} = t.id`
+/** Holdings by asset, then wallet: number keys, no string built a line. */
+class Holdings {
+  readonly byAsset = new Map<number, Map<number, Holding>>()
+
+  get(walletId: number, assetId: number): Holding {
+    let wallets = this.byAsset.get(assetId)
+    if (!wallets) this.byAsset.set(assetId, (wallets = new Map()))
+    let holding = wallets.get(walletId)
+    if (!holding) wallets.set(walletId, (holding = { sum: 0, lastId: -Infinity, last: undefined }))
+    return holding
+  }
+
+  /** The holding, which is then forgotten; the one of nothing if the pass met none. */
+  take(walletId: number, assetId: number): Holding {
+    const wallets = this.byAsset.get(assetId)
+    const holding = wallets?.get(walletId)
+    if (!holding) return { sum: 0, lastId: -Infinity, last: undefined }
+    wallets!.delete(walletId)
+    return holding
+  }
+}
 
 /**
- * The two running balances of each line of the pass, `sent` and `received`: on SQLite joined, each
- * one seek on an open cursor (a subquery a side costs more); on PostgreSQL a subquery, so the
- * planner cannot choose to hash the whole table for every range.
+ * Every stored running balance, read once in the order cheapest for the storage (SQLite its key's,
+ * PostgreSQL its table's, through a cursor), into `found`, and each holding's last (largest id).
  */
-function storedSides(db: Executor) {
-  if (isPostgres(db))
-    return { sides: sql`${storedSide('t.sending_wallet_id')} as sent, ${storedSide('t.receiving_wallet_id')} as received`, joins: sql`` }
-  return {
-    sides: sql`s.quantity as sent, r.quantity as received`,
-    joins: sql`left join running_balances s on ${sideOf('s', 't.sending_wallet_id')}
-      left join running_balances r on ${sideOf('r', 't.receiving_wallet_id')}`,
+async function readRunningBalances(db: Executor, found: Fingerprint, holdings: Holdings): Promise<void> {
+  type Row = [number, number, string, number, number]
+  const take = (rows: Row[]) => {
+    let holding: Holding | undefined
+    let wallet = NaN
+    let asset = NaN
+    for (const [walletId, assetId, createdAt, transactionId, quantity] of rows) {
+      // Rows of one holding come together in key order: one lookup for them all.
+      if (walletId !== wallet || assetId !== asset) holding = holdings.get((wallet = walletId), (asset = assetId))
+      if (transactionId > holding!.lastId) {
+        holding!.lastId = transactionId
+        holding!.last = quantity
+      }
+      found.add(walletId, assetId, found.time(createdAt), transactionId, quantity)
+    }
+  }
+  const columns = sql`wallet_id, asset_id, created_at, transaction_id, quantity`
+  if (isPostgres(db)) {
+    await sql`declare verify_running_balances no scroll cursor for select ${columns} from running_balances`.execute(db)
+    for (;;) {
+      const rows = (await readArrays(db, sql`fetch forward ${sql.lit(4 * BATCH)} from verify_running_balances`)) as Row[]
+      if (rows.length === 0) break
+      take(rows)
+    }
+    await sql`close verify_running_balances`.execute(db)
+    return
+  }
+  let after: Row | undefined
+  for (;;) {
+    const rows = (await readArrays(
+      db,
+      sql`select ${columns} from running_balances
+        ${after ? sql`where (wallet_id, asset_id, created_at, transaction_id) > (${after[0]}, ${after[1]}, ${after[2]}, ${after[3]})` : sql``}
+        order by wallet_id, asset_id, created_at, transaction_id limit ${sql.lit(4 * BATCH)}`,
+    )) as Row[]
+    if (rows.length === 0) break
+    take(rows)
+    after = rows[rows.length - 1]
   }
 }
 
@@ -197,19 +248,16 @@ export async function verifyLedger(
     return inReadOnlySnapshot(db as Db, (trx) => verifyLedger(trx, progress, now))
   }
   const problems: string[] = []
-  // By holding: the journal's sum so far, and the running balance of its largest transaction id so
-  // far: the last in its commit order, which a wall clock stepping back (or two instances' clocks) may not keep in `created_at`.
-  const expected = new Map<string, { sum: number; last: number | undefined }>()
-  const add = (walletId: number, assetId: number, delta: number, stored: number | null) => {
-    const key = `${walletId}:${assetId}`
-    let holding = expected.get(key)
-    if (!holding) expected.set(key, (holding = { sum: 0, last: undefined }))
-    holding.sum += delta
-    if (stored !== null) holding.last = Number(stored)
-    return holding.sum
-  }
-  let runningBalancesAgree = true
-  let sides = 0
+  // The pass is read in order here: a parallel plan only adds work to the server's.
+  if (isPostgres(db)) await sql`set local max_parallel_workers_per_gather = 0`.execute(db)
+  // By holding: the journal's sum so far, and the running balance of its largest transaction id: the
+  // last in its commit order, which a wall clock stepping back (or two instances' clocks) may not keep in `created_at`.
+  const byHolding = new Holdings()
+  // The running balances the journal gives, and those stored, each read in its own order: equal
+  // fingerprints (and counts) say the two sets are equal, so no row is looked up by key.
+  const stored = new Fingerprint()
+  const given = stored.sibling()
+  await readRunningBalances(db, stored, byHolding)
   // What the pass saw, so the checks after it read only what it could not settle.
   const wallets = new Set<number>()
   const assetsMet = new Set<number>()
@@ -227,44 +275,43 @@ export async function verifyLedger(
     .selectFrom('transactions')
     .select((eb) => eb.fn.max('id').as('last'))
     .executeTakeFirstOrThrow()
-  const balancesOfSides = storedSides(db)
-  // Ranges of ids, each read once in id order with its lines and the running balances stored for
-  // their two sides (each read through its key): linear in the ledger, whatever its size. The lines
-  // are bounded by the range too, or PostgreSQL hashes all of them for every range.
+  // Ranges of ids, each read once in id order with its lines: linear in the ledger, whatever its
+  // size. The lines are bounded by the range too, or PostgreSQL hashes all of them for every range.
   for (let after = 0; after < Number(last ?? 0); after += BATCH) {
-    // Arrays, not objects: [id, sender, receiver, kind, reverses, hold, asset, quantity, stored sent, stored received].
+    // Arrays, not objects: [id, sender, receiver, kind, reverses, hold, created_at, asset, quantity].
     const rows = (await readArrays(
       db,
       sql`
-      select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.kind, t.reverses, t.hold_id, l.asset_id, l.quantity,
-        ${balancesOfSides.sides}
+      select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.kind, t.reverses, t.hold_id, t.created_at, l.asset_id, l.quantity
       from transactions t
         left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${after + BATCH}
-        ${balancesOfSides.joins}
       where t.id > ${after} and t.id <= ${after + BATCH}
       order by t.id, l.asset_id`,
-    )) as [number, number, number, string, number | null, number | null, number | null, number, number | null, number | null][]
+    )) as [number, number, number, string, number | null, number | null, string, number | null, number][]
     for (let i = 0; i < rows.length;) {
-      const [id, sendingWalletId, receivingWalletId, kind, reverses, holdId] = rows[i]
+      const [id, sendingWalletId, receivingWalletId, kind, reverses, holdId, createdAt] = rows[i]
       const transaction = { id, sending_wallet_id: sendingWalletId, receiving_wallet_id: receivingWalletId, kind, reverses }
       const own: { asset_id: number; quantity: number }[] = []
       wallets.add(sendingWalletId).add(receivingWalletId)
       if (kind === 'capture' || holdId !== null) captures.push(id)
+      const time = given.time(createdAt)
       let spent = false
       for (; i < rows.length && rows[i][0] === id; i++) {
-        const [, , , , , , assetId, quantity, storedSent, storedReceived] = rows[i]
+        const assetId = rows[i][7]
+        const quantity = rows[i][8]
         if (assetId === null) continue
         own.push({ asset_id: assetId, quantity })
         assetsMet.add(assetId)
         lines++
-        if (storedSent !== null && Number(storedSent) < 0 && sendingWalletId !== MINT_WALLET_ID) spent = true
         if (!Number.isSafeInteger(quantity) || quantity <= 0) problems.push(`transaction ${id} moves ${quantity} of asset ${assetId}`)
-        const sent = add(sendingWalletId, assetId, -quantity, storedSent)
-        const received = add(receivingWalletId, assetId, quantity, storedReceived)
         // The journal's sums in id order are what the two running balances must say.
-        if (storedSent === null || Number(storedSent) !== sent || storedReceived === null || Number(storedReceived) !== received)
-          runningBalancesAgree = false
-        sides += 2
+        const sender = byHolding.get(sendingWalletId, assetId)
+        sender.sum -= quantity
+        given.add(sendingWalletId, assetId, time, id, sender.sum)
+        if (sender.sum < 0 && sendingWalletId !== MINT_WALLET_ID) spent = true
+        const receiver = byHolding.get(receivingWalletId, assetId)
+        receiver.sum += quantity
+        given.add(receivingWalletId, assetId, time, id, receiver.sum)
       }
       if (spent) spends.push(id)
       if (own.length === 0) problems.push(`transaction ${transaction.id} has no asset lines`)
@@ -286,9 +333,7 @@ export async function verifyLedger(
   const sums = new Map<number, number>()
   const lastBalances: string[] = []
   for (const holding of holdings) {
-    const key = `${holding.wallet_id}:${holding.asset_id}`
-    const { sum: journal, last } = expected.get(key) ?? { sum: 0, last: undefined }
-    expected.delete(key)
+    const { sum: journal, last } = byHolding.take(holding.wallet_id, holding.asset_id)
     if (journal !== holding.quantity)
       problems.push(`wallet ${holding.wallet_id} holds ${holding.quantity} of asset ${holding.asset_id}, the journal says ${journal}`)
     sums.set(holding.asset_id, (sums.get(holding.asset_id) ?? 0) + holding.quantity)
@@ -300,25 +345,14 @@ export async function verifyLedger(
       )
   }
   problems.push(...lastBalances)
-  // Every side found its row with the journal's sum and there are no other rows: the sets are equal.
+  // Equal fingerprints: every side has its row with the journal's sum and there are no other rows.
   // Otherwise the set-based comparison names the differences.
-  const stored = Number(
-    (
-      await db
-        .selectFrom('running_balances')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .executeTakeFirstOrThrow()
-    ).n,
-  )
-  const agree = runningBalancesAgree && stored === sides
+  const agree = stored.equals(given)
   const runningBalances = agree ? { problems: [], wrong: 0 } : await checkRunningBalances(db)
   problems.push(...runningBalances.problems)
-  for (const [key, { sum: journal }] of expected) {
-    if (journal !== 0) {
-      const [walletId, assetId] = key.split(':')
-      problems.push(`wallet ${walletId} has no holding of asset ${assetId}, the journal says ${journal}`)
-    }
-  }
+  for (const [assetId, wallets] of byHolding.byAsset)
+    for (const [walletId, { sum: journal }] of wallets)
+      if (journal !== 0) problems.push(`wallet ${walletId} has no holding of asset ${assetId}, the journal says ${journal}`)
   for (const [assetId, sum] of sums) if (sum !== 0) problems.push(`asset ${assetId} sums to ${sum} counting mint, not 0`)
   problems.push(...(await verifyHolds(db, holdings, now, captures)))
   // When every running balance is the journal's, the pass saw every one below zero.
