@@ -116,47 +116,47 @@ class Holdings {
 }
 
 /**
- * Every stored running balance, read once in the order cheapest for the storage (SQLite its key's,
- * PostgreSQL its table's, through a cursor), into `found`, and each holding's last (largest id).
+ * PostgreSQL: every stored running balance, read once through a cursor in the table's order (no key
+ * looked up), into `found`, and each holding's last (largest id) into `holdings`.
  */
 async function readRunningBalances(db: Executor, found: Fingerprint, holdings: Holdings): Promise<void> {
-  type Row = [number, number, string, number, number]
-  const take = (rows: Row[]) => {
-    let holding: Holding | undefined
-    let wallet = NaN
-    let asset = NaN
+  await sql`declare verify_running_balances no scroll cursor for
+    select wallet_id, asset_id, created_at, transaction_id, quantity from running_balances`.execute(db)
+  const fetch = () => readArrays(db, sql`fetch forward ${sql.lit(4 * BATCH)} from verify_running_balances`)
+  // The next page is asked for before this one is taken in: the server reads while the process hashes.
+  for (let next = fetch(); ;) {
+    const rows = (await next) as [number, number, string, number, number][]
+    if (rows.length === 0) break
+    next = fetch()
     for (const [walletId, assetId, createdAt, transactionId, quantity] of rows) {
-      // Rows of one holding come together in key order: one lookup for them all.
-      if (walletId !== wallet || assetId !== asset) holding = holdings.get((wallet = walletId), (asset = assetId))
-      if (transactionId > holding!.lastId) {
-        holding!.lastId = transactionId
-        holding!.last = quantity
+      const holding = holdings.get(walletId, assetId)
+      if (transactionId > holding.lastId) {
+        holding.lastId = transactionId
+        holding.last = quantity
       }
       found.add(walletId, assetId, found.time(createdAt), transactionId, quantity)
     }
   }
-  const columns = sql`wallet_id, asset_id, created_at, transaction_id, quantity`
-  if (isPostgres(db)) {
-    await sql`declare verify_running_balances no scroll cursor for select ${columns} from running_balances`.execute(db)
-    for (;;) {
-      const rows = (await readArrays(db, sql`fetch forward ${sql.lit(4 * BATCH)} from verify_running_balances`)) as Row[]
-      if (rows.length === 0) break
-      take(rows)
-    }
-    await sql`close verify_running_balances`.execute(db)
-    return
-  }
-  let after: Row | undefined
-  for (;;) {
-    const rows = (await readArrays(
-      db,
-      sql`select ${columns} from running_balances
-        ${after ? sql`where (wallet_id, asset_id, created_at, transaction_id) > (${after[0]}, ${after[1]}, ${after[2]}, ${after[3]})` : sql``}
-        order by wallet_id, asset_id, created_at, transaction_id limit ${sql.lit(4 * BATCH)}`,
-    )) as Row[]
-    if (rows.length === 0) break
-    take(rows)
-    after = rows[rows.length - 1]
+  await sql`close verify_running_balances`.execute(db)
+}
+
+/** The key of the running balance `alias` stored for one side (`wallet`, a column of `t`) of the line `l` of the transaction `t`. */
+const sideOf = (alias: string, wallet: string) =>
+  sql`${sql.ref(`${alias}.wallet_id`)} = ${sql.ref(wallet)} and ${sql.ref(`${alias}.asset_id`)} = l.asset_id
+    and ${sql.ref(`${alias}.created_at`)} = t.created_at and ${sql.ref(`${alias}.transaction_id`)} = t.id`
+
+/**
+ * What the pass reads beside each line. SQLite: the two running balances stored for its sides,
+ * joined (a seek each, on SQLite's side of the driver, which costs less than taking each row
+ * across it). PostgreSQL: the transaction's `created_at`, for the fingerprint (a seek a side there
+ * cost the server more than the whole pass).
+ */
+function besideLines(db: Executor) {
+  if (isPostgres(db)) return { columns: sql`t.created_at`, joins: sql`` }
+  return {
+    columns: sql`s.quantity as sent, r.quantity as received`,
+    joins: sql`left join running_balances s on ${sideOf('s', 't.sending_wallet_id')}
+      left join running_balances r on ${sideOf('r', 't.receiving_wallet_id')}`,
   }
 }
 
@@ -253,11 +253,14 @@ export async function verifyLedger(
   // By holding: the journal's sum so far, and the running balance of its largest transaction id: the
   // last in its commit order, which a wall clock stepping back (or two instances' clocks) may not keep in `created_at`.
   const byHolding = new Holdings()
-  // The running balances the journal gives, and those stored, each read in its own order: equal
-  // fingerprints (and counts) say the two sets are equal, so no row is looked up by key.
+  // PostgreSQL: the running balances the journal gives and those stored, each read in its own order
+  // into a fingerprint; equal fingerprints say the two sets are equal. SQLite: each side's row beside its line.
+  const fingerprinted = isPostgres(db)
   const stored = new Fingerprint()
   const given = stored.sibling()
-  await readRunningBalances(db, stored, byHolding)
+  if (fingerprinted) await readRunningBalances(db, stored, byHolding)
+  let runningBalancesAgree = true
+  let sides = 0
   // What the pass saw, so the checks after it read only what it could not settle.
   const wallets = new Set<number>()
   const assetsMet = new Set<number>()
@@ -275,30 +278,49 @@ export async function verifyLedger(
     .selectFrom('transactions')
     .select((eb) => eb.fn.max('id').as('last'))
     .executeTakeFirstOrThrow()
+  const beside = besideLines(db)
   // Ranges of ids, each read once in id order with its lines: linear in the ledger, whatever its
   // size. The lines are bounded by the range too, or PostgreSQL hashes all of them for every range.
-  for (let after = 0; after < Number(last ?? 0); after += BATCH) {
-    // Arrays, not objects: [id, sender, receiver, kind, reverses, hold, created_at, asset, quantity].
-    const rows = (await readArrays(
+  const read = (after: number) =>
+    // Arrays, not objects: [id, sender, receiver, kind, reverses, hold, asset, quantity, and `beside`'s: created_at or sent, received];
+    // a transfer's kind as null, which the driver hands over without a string.
+    readArrays(
       db,
       sql`
-      select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.kind, t.reverses, t.hold_id, t.created_at, l.asset_id, l.quantity
+      select t.id, t.sending_wallet_id, t.receiving_wallet_id, nullif(t.kind, 'transfer'), t.reverses, t.hold_id, l.asset_id, l.quantity, ${beside.columns}
       from transactions t
         left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${after + BATCH}
+        ${beside.joins}
       where t.id > ${after} and t.id <= ${after + BATCH}
       order by t.id, l.asset_id`,
-    )) as [number, number, number, string, number | null, number | null, string, number | null, number][]
+    )
+  // As with the cursor, the next range is asked for before this one is checked.
+  for (let after = 0, next = read(0); after < Number(last ?? 0); after += BATCH) {
+    const rows = (await next) as [
+      number,
+      number,
+      number,
+      string | null,
+      number | null,
+      number | null,
+      number | null,
+      number,
+      unknown,
+      number | null,
+    ][]
+    if (after + BATCH < Number(last ?? 0)) next = read(after + BATCH)
     for (let i = 0; i < rows.length;) {
-      const [id, sendingWalletId, receivingWalletId, kind, reverses, holdId, createdAt] = rows[i]
+      const [id, sendingWalletId, receivingWalletId, kindOrNull, reverses, holdId] = rows[i]
+      const kind = kindOrNull ?? 'transfer'
       const transaction = { id, sending_wallet_id: sendingWalletId, receiving_wallet_id: receivingWalletId, kind, reverses }
       const own: { asset_id: number; quantity: number }[] = []
       wallets.add(sendingWalletId).add(receivingWalletId)
       if (kind === 'capture' || holdId !== null) captures.push(id)
-      const time = given.time(createdAt)
+      const time = fingerprinted ? given.time(rows[i][8] as string) : undefined
       let spent = false
       for (; i < rows.length && rows[i][0] === id; i++) {
-        const assetId = rows[i][7]
-        const quantity = rows[i][8]
+        const assetId = rows[i][6]
+        const quantity = rows[i][7]
         if (assetId === null) continue
         own.push({ asset_id: assetId, quantity })
         assetsMet.add(assetId)
@@ -307,11 +329,21 @@ export async function verifyLedger(
         // The journal's sums in id order are what the two running balances must say.
         const sender = byHolding.get(sendingWalletId, assetId)
         sender.sum -= quantity
-        given.add(sendingWalletId, assetId, time, id, sender.sum)
-        if (sender.sum < 0 && sendingWalletId !== MINT_WALLET_ID) spent = true
         const receiver = byHolding.get(receivingWalletId, assetId)
         receiver.sum += quantity
-        given.add(receivingWalletId, assetId, time, id, receiver.sum)
+        if (time) {
+          given.add(sendingWalletId, assetId, time, id, sender.sum)
+          given.add(receivingWalletId, assetId, time, id, receiver.sum)
+          if (sender.sum < 0 && sendingWalletId !== MINT_WALLET_ID) spent = true
+        } else {
+          const storedSent = rows[i][8] as number | null
+          const storedReceived = rows[i][9]
+          if (storedSent !== sender.sum || storedReceived !== receiver.sum) runningBalancesAgree = false
+          if (storedSent !== null) sender.last = storedSent
+          if (storedReceived !== null) receiver.last = storedReceived
+          if (storedSent !== null && storedSent < 0 && sendingWalletId !== MINT_WALLET_ID) spent = true
+          sides += 2
+        }
       }
       if (spent) spends.push(id)
       if (own.length === 0) problems.push(`transaction ${transaction.id} has no asset lines`)
@@ -345,9 +377,19 @@ export async function verifyLedger(
       )
   }
   problems.push(...lastBalances)
-  // Equal fingerprints: every side has its row with the journal's sum and there are no other rows.
-  // Otherwise the set-based comparison names the differences.
-  const agree = stored.equals(given)
+  // Every side has its row with the journal's sum and there are no other rows (equal fingerprints, or
+  // each side's row found and as many rows as sides). Otherwise the set-based comparison names the differences.
+  const agree = fingerprinted
+    ? stored.equals(given)
+    : runningBalancesAgree &&
+      Number(
+        (
+          await db
+            .selectFrom('running_balances')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      ) === sides
   const runningBalances = agree ? { problems: [], wrong: 0 } : await checkRunningBalances(db)
   problems.push(...runningBalances.problems)
   for (const [assetId, wallets] of byHolding.byAsset)

@@ -336,6 +336,76 @@ describe('verifyLedger', () => {
     }
   })
 
+  it('reports a running balance moved to another time, and two that swapped quantities', async () => {
+    const ledger = await buildLedger()
+    try {
+      const { t, alice, bob, gold } = ledger
+      const first = await t.database.db
+        .selectFrom('running_balances')
+        .selectAll()
+        .where('wallet_id', '=', alice.walletId)
+        .where('asset_id', '=', gold)
+        .orderBy('transaction_id')
+        .executeTakeFirstOrThrow()
+      // The same wallet, asset, transaction and quantity: only `created_at` is not the transaction's.
+      const moved = await corrupt(ledger, async () => {
+        await t.database.db
+          .updateTable('running_balances')
+          .set({ created_at: '2000-01-01T00:00:00.000Z' })
+          .where('wallet_id', '=', first.wallet_id)
+          .where('asset_id', '=', first.asset_id)
+          .where('transaction_id', '=', first.transaction_id)
+          .execute()
+      })
+      assert.deepEqual(moved, [
+        `transaction ${first.transaction_id} has no running balance of wallet ${alice.walletId} in asset ${gold} (the journal says ${first.quantity})`,
+        `transaction ${first.transaction_id}'s running balance of wallet ${alice.walletId} in asset ${gold} says ${first.quantity}, ` +
+          'but no line of the journal gives it',
+      ])
+      await t.database.db
+        .updateTable('running_balances')
+        .set({ created_at: first.created_at })
+        .where('wallet_id', '=', first.wallet_id)
+        .where('asset_id', '=', first.asset_id)
+        .where('transaction_id', '=', first.transaction_id)
+        .execute()
+      // Alice's first and Bob's first running balance of gold trade quantities: the sums over all rows stay the same.
+      const bobs = await t.database.db
+        .selectFrom('running_balances')
+        .selectAll()
+        .where('wallet_id', '=', bob.walletId)
+        .where('asset_id', '=', gold)
+        .orderBy('transaction_id')
+        .executeTakeFirstOrThrow()
+      const swapped = await corrupt(ledger, async () => {
+        for (const [row, quantity] of [
+          [first, bobs.quantity],
+          [bobs, first.quantity],
+        ] as const)
+          await t.database.db
+            .updateTable('running_balances')
+            .set({ quantity })
+            .where('wallet_id', '=', row.wallet_id)
+            .where('asset_id', '=', row.asset_id)
+            .where('transaction_id', '=', row.transaction_id)
+            .execute()
+      })
+      for (const [row, says] of [
+        [first, bobs.quantity],
+        [bobs, first.quantity],
+      ] as const)
+        assert.ok(
+          swapped.includes(
+            `transaction ${row.transaction_id}'s running balance of wallet ${row.wallet_id} in asset ${gold} says ${says}, ` +
+              `the journal says ${row.quantity}`,
+          ),
+          swapped.join('\n'),
+        )
+    } finally {
+      await discard(ledger)
+    }
+  })
+
   it('reports a journal line rewritten after the fact', async () => {
     const ledger = await buildLedger()
     try {
