@@ -23,7 +23,7 @@ function mix(hash: number): number {
 /**
  * A 64-bit fingerprint of a multiset of running balances (wallet, asset, `created_at`, transaction,
  * quantity): two 32-bit sums of a hash of each row under keys drawn for this run, so the order rows
- * are added in does not count and no stored change can be chosen to cancel. Two multisets of the
+ * are added in does not count, and a change cannot be aimed at a collision without the keys. Two multisets of the
  * same size with equal fingerprints are equal but with a chance of about 2^-64.
  */
 export class Fingerprint {
@@ -41,16 +41,16 @@ export class Fingerprint {
     return new Fingerprint(this.#keys)
   }
 
-  /** `created_at` as two 32-bit words: hashed once a transaction, used for each of its rows. */
-  time(createdAt: string): [number, number] {
+  /** `created_at` (`text` from `start` to `end`) as two 32-bit words: hashed once a transaction, used for each of its rows. */
+  time(text: string, start = 0, end = text.length): [number, number] {
     let a = this.#keys[2 * WORDS]
     let b = this.#keys[2 * WORDS + 1]
-    for (let i = 0; i < createdAt.length; i++) {
-      const c = createdAt.charCodeAt(i)
+    for (let i = start; i < end; i++) {
+      const c = text.charCodeAt(i)
       a = Math.imul(a ^ c, 0x01000193)
       b = Math.imul(b ^ c, 0x5bd1e995)
     }
-    return [mix(a), mix(b ^ createdAt.length)]
+    return [mix(a), mix(b ^ (end - start))]
   }
 
   add(wallet: number, asset: number, time: [number, number], transaction: number, quantity: number): void {
