@@ -312,7 +312,8 @@ export async function verifyLedger(
     readArrays(
       db,
       sql`
-      select t.id, t.sending_wallet_id, t.receiving_wallet_id, nullif(t.kind, 'transfer'), t.reverses, t.hold_id, l.asset_id, l.quantity, ${beside.columns}
+      select t.id, t.sending_wallet_id, t.receiving_wallet_id, nullif(t.kind, 'transfer'), t.reverses, t.hold_id,
+        l.asset_id, l.quantity, ${beside.columns}
       from transactions t
         left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${after + BATCH}
         ${beside.joins}
