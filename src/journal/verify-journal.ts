@@ -32,8 +32,8 @@ const CHUNK = 20_000
 const NAMED = 1_000
 
 /** The columns `readEntries` answers, in order. */
-const [POSITION, TRANSACTION_ID, HASH, ID, KIND, CREATED_AT, SENDING, RECEIVING, MEMO, REVERSES, HOLD_ID, METADATA, ASSET_ID, QUANTITY] = [
-  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+const [POSITION, TRANSACTION_ID, HASH, KIND, CREATED_AT, SENDING, RECEIVING, MEMO, REVERSES, HOLD_ID, METADATA, ASSET_ID, QUANTITY] = [
+  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
 ]
 
 /**
@@ -51,7 +51,7 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
   const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
   return readArrays(
     db,
-    sql`select j.position, j.transaction_id, j.hash, t.id, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id,
+    sql`select j.position, j.transaction_id, j.hash, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id,
       t.memo, t.reverses, t.hold_id, t.metadata, l.asset_id, l.quantity
     from journal_entries j left join transactions t on t.id = j.transaction_id and ${ids('t.id')}
       left join transaction_assets l on l.transaction_id = t.id and ${ids('l.transaction_id')}
@@ -172,7 +172,8 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
       const entry = rows[i]
       const position = Number(entry[POSITION])
       const stored = entry[HASH] as string
-      const exists = entry[ID] !== null
+      // A transaction's kind is never null: null when there is no transaction of that id.
+      const exists = entry[KIND] !== null
       if (position !== expected) missing(expected, position)
       expected = position + 1
       lines.length = 0
@@ -183,7 +184,7 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
         positioned++
         const text = encodeFields(
           position,
-          Number(entry[ID]),
+          Number(entry[TRANSACTION_ID]),
           entry[KIND] as string,
           entry[CREATED_AT] as string,
           Number(entry[SENDING]),
