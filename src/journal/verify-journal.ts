@@ -4,6 +4,7 @@ import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { sql } from 'kysely'
 import type { DatabaseOptions, Db, Executor } from '../db/database.ts'
+import { isPostgres } from '../db/dialect.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { forLongReads, readArrays } from '../db/sqlite-statements.ts'
 import { chainHashHex, encodeAssets, encodeFields, encodeMetadata, GENESIS_HASH } from './encoding.ts'
@@ -150,6 +151,8 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
   const subtrees: string[] = []
   let firstMismatch: number | undefined
   let positioned = 0
+  // A range's rows (a few MB) sorted by position in memory: PostgreSQL's default 4 MB spilled them to disk.
+  if (isPostgres(db)) await sql`set local work_mem = '32MB'`.execute(db)
   const { rows: before } = await sql<{ hash: string }>`
     select hash from journal_entries where position <= ${after} order by position desc limit 1`.execute(db)
   let previous = before[0]?.hash ?? GENESIS_HASH
