@@ -86,14 +86,6 @@ export function appendLatin1Leaf(frontier: Latin1Node[], size: number, entryHex:
   return appendWith(frontier, { level: 0, idx: size, hash: hash('sha256', leafInput, 'binary') }, nodeHashLatin1)
 }
 
-/**
- * Appends a complete subtree (latin1) to a tree whose frontier's subtrees are all as large or larger,
- * i.e. whose size is a multiple of the subtree's; answers the complete subtrees it completes above it.
- */
-export function appendLatin1Subtree(frontier: Latin1Node[], node: Latin1Node): Latin1Node[] {
-  return appendWith(frontier, node, nodeHashLatin1)
-}
-
 /** `rootOf` with hashes as latin1 strings (a tree's subtrees in order, largest first, as `appendLatin1Leaf` keeps them). */
 export function latin1RootOf(frontier: { hash: string }[]): string {
   if (frontier.length === 0) return EMPTY_ROOT.toString('latin1')
@@ -104,7 +96,8 @@ export function latin1RootOf(frontier: { hash: string }[]): string {
 
 const leafInput = scratch.subarray(0, 33)
 
-function nodeHashLatin1(left: string, right: string): string {
+/** The node hash of two subtrees' latin1 hashes, latin1. */
+export function nodeHashLatin1(left: string, right: string): string {
   scratch[0] = 1
   scratch.write(left, 1, 32, 'latin1')
   scratch.write(right, 33, 32, 'latin1')

@@ -9,7 +9,7 @@ import { inReadOnlySnapshot } from '../db/retry.ts'
 import { forLongReads, readArrays } from '../db/sqlite-statements.ts'
 import { chainHashHex, encodeAssets, encodeFields, encodeMetadata, GENESIS_HASH } from './encoding.ts'
 import * as journal from './journal.repository.ts'
-import { appendLatin1Leaf, appendLatin1Subtree, EMPTY_ROOT, latin1RootOf, rootOf, STORED_LEVEL, type Latin1Node } from './merkle.ts'
+import { appendLatin1Leaf, EMPTY_ROOT, latin1RootOf, nodeHashLatin1, rootOf, STORED_LEVEL, type Latin1Node } from './merkle.ts'
 import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from '../secrets/signing-key.ts'
 
 export interface JournalReport {
@@ -114,11 +114,12 @@ async function treeOfEntries(db: Executor, after: number, upTo: number): Promise
   return tree
 }
 
-const subtreeProblem = (level: number, idx: number, hex: string | undefined) => {
+const subtreeProblem = (level: number, idx: number, hex: string | undefined, from: 'hashes' | 'halves') => {
   const leaves = `positions ${idx * 2 ** level + 1} to ${(idx + 1) * 2 ** level}`
-  return hex === undefined
-    ? `the stored subtree over ${leaves} is missing`
-    : `the stored subtree over ${leaves} is not the tree of their hashes: proofs through it do not check out`
+  if (hex === undefined) return `the stored subtree over ${leaves} is missing`
+  return from === 'hashes'
+    ? `the stored subtree over ${leaves} is not the tree of their hashes: proofs through it do not check out`
+    : `the stored subtree over ${leaves} is not the hash of its two halves as stored: proofs through it do not check out`
 }
 
 async function countRows(db: Executor, table: 'transactions' | 'journal_nodes'): Promise<number> {
@@ -231,7 +232,7 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
         const hex = stored.get(idx)
         const mine = computed.get(idx)
         if ((hex === undefined || (mine !== undefined && hex !== hexOf(mine))) && subtrees.length < NAMED)
-          subtrees.push(subtreeProblem(STORED_LEVEL, idx, hex))
+          subtrees.push(subtreeProblem(STORED_LEVEL, idx, hex, 'hashes'))
       }
     }
     progress?.(to - after, upTo - after)
@@ -300,24 +301,33 @@ async function checkTree(
       db,
       sql`select idx, hash from journal_nodes where level = ${STORED_LEVEL} and idx >= ${low} and idx < ${high} order by idx`,
     )
-    const completed: Latin1Node[] = []
+    // The stored subtrees above that these complete, which proofs are read from.
+    const above = await readCompletedNodes(db, low * GROUP, high * GROUP, STORED_LEVEL + 1)
     for (let idx = low, r = 0; idx < high; idx++) {
       // One missing is named by the chain's check; hashed from its entries here, so that the tree above still checks.
-      const stored =
-        r < rows.length && Number(rows[r][0]) === idx
-          ? latin1Of(rows[r++][1] as string)
-          : latin1RootOf(await treeOfEntries(db, idx * GROUP, (idx + 1) * GROUP))
-      completed.push(...appendLatin1Subtree(frontier, { level: STORED_LEVEL, idx, hash: stored }))
+      let node: Latin1Node = {
+        level: STORED_LEVEL,
+        idx,
+        hash:
+          r < rows.length && Number(rows[r][0]) === idx
+            ? latin1Of(rows[r++][1] as string)
+            : latin1RootOf(await treeOfEntries(db, idx * GROUP, (idx + 1) * GROUP)),
+      }
+      // Each stored subtree above is the hash of its two halves as stored, and goes on up as stored: checked from
+      // the lowest level up, all are then the tree of the hashes, and one changed is named alone, not every one above it.
+      while (frontier.length > 0 && frontier[frontier.length - 1].level === node.level) {
+        const left = frontier.pop() as Latin1Node
+        const [level, half] = [node.level + 1, Math.floor(left.idx / 2)]
+        const hash = nodeHashLatin1(left.hash, node.hash)
+        const hex = above.get(nodeKey(level, half))
+        if (hex === undefined || hex !== hexOf(hash)) name(subtreeProblem(level, half, hex, 'halves'))
+        node = { level, idx: half, hash: hex === undefined ? hash : latin1Of(hex) }
+        nodes++
+      }
+      frontier.push(node)
       groups++
       await checkDue()
     }
-    // The stored subtrees above, which proofs are read from, must be the tree of those below.
-    const storedNodes = await readCompletedNodes(db, low * GROUP, high * GROUP, STORED_LEVEL + 1)
-    for (const node of completed) {
-      const hex = storedNodes.get(nodeKey(node.level, node.idx))
-      if (hex === undefined || hex !== hexOf(node.hash)) name(subtreeProblem(node.level, node.idx, hex))
-    }
-    nodes += completed.length
   }
   if (state && state.size !== last) problems.push(`the journal's state says ${state.size} entries, ${last} were read`)
   else if (state && (state.head !== (head?.[1] ?? GENESIS_HASH) || rootOf(state.frontier).toString('hex') !== (await rootAt(last))))
