@@ -63,11 +63,17 @@ async function build(database: Database): Promise<void> {
   await sequencer.stop()
 }
 
-async function codeOf(root: string) {
+async function codeOf(root: string, options: DatabaseOptions) {
   const verify = await import(path.join(root, 'src/ledger/verify.ts'))
   const journal = await import(path.join(root, 'src/journal/verify-journal.ts'))
+  // Each checkout's own storage code: its state (SQLite's statements) is kept by its own modules.
+  const opened = ((await import(path.join(root, 'src/db/database.ts'))) as typeof import('../../src/db/database.ts')).openDatabase({
+    ...options,
+    poolSize: 4,
+  })
   return {
     label: path.basename(root),
+    database: opened,
     verifyLedger: verify.verifyLedger as typeof import('../../src/ledger/verify.ts').verifyLedger,
     verifyJournal: journal.verifyJournal as typeof import('../../src/journal/verify-journal.ts').verifyJournal,
     verifyJournalInThread: journal.verifyJournalInThread as
@@ -144,22 +150,23 @@ try {
     await build(database)
     options = { databaseUrl: url, dataDir: dir }
   }
-  const codes = await Promise.all(ROOTS.map(codeOf))
+  await database.close()
+  const codes = await Promise.all(ROOTS.map((root) => codeOf(root, options)))
   console.log(`[${storage} ${fixed(TRANSACTIONS)}] ${codes.map((code) => code.label).join(' against ')}`)
   for (let round = 1; round <= ROUNDS; round++) {
     for (const code of round % 2 === 1 ? codes : [...codes].reverse()) {
-      await measure(`${round} ${code.label} ledger`, () => code.verifyLedger(database.db))
-      await measure(`${round} ${code.label} journal`, () => code.verifyJournal(database.db, key))
+      await measure(`${round} ${code.label} ledger`, () => code.verifyLedger(code.database.db))
+      await measure(`${round} ${code.label} journal`, () => code.verifyJournal(code.database.db, key))
       // As `coffer verify` runs them: the journal on a thread of its own beside the ledger.
       const inThread = code.verifyJournalInThread
       if (inThread)
         await measure(`${round} ${code.label} both at once`, async () => {
-          const [ledger, journal] = await Promise.all([code.verifyLedger(database.db), inThread(options, key)])
+          const [ledger, journal] = await Promise.all([code.verifyLedger(code.database.db), inThread(options, key)])
           return { ok: ledger.ok && journal.ok, problems: [...ledger.problems, ...journal.problems] }
         })
     }
   }
-  await database.close()
+  for (const code of codes) await code.database.close()
 } finally {
   await server?.stop()
   if (!kept) fs.rmSync(dir, { recursive: true, force: true })

@@ -66,7 +66,7 @@ export type Frontier = Node[]
  * answers the complete subtrees above the leaves that it completes, to be stored.
  */
 export function appendLeaf(frontier: Frontier, size: number, leaf: Hash): Node[] {
-  return appendWith(frontier, size, leaf, nodeHash)
+  return appendWith(frontier, { level: 0, idx: size, hash: leaf }, nodeHash)
 }
 
 /** A complete subtree whose hash is a string of 32 latin1 characters, its bytes (`appendLatin1Leaf`). */
@@ -83,12 +83,21 @@ export interface Latin1Node {
 export function appendLatin1Leaf(frontier: Latin1Node[], size: number, entryHex: string): Latin1Node[] {
   scratch[0] = 0
   scratch.write(entryHex, 1, 32, 'hex')
-  return appendWith(frontier, size, hash('sha256', leafInput, 'binary'), nodeHashLatin1)
+  return appendWith(frontier, { level: 0, idx: size, hash: hash('sha256', leafInput, 'binary') }, nodeHashLatin1)
+}
+
+/** `rootOf` with hashes as latin1 strings (a tree's subtrees in order, largest first, as `appendLatin1Leaf` keeps them). */
+export function latin1RootOf(frontier: { hash: string }[]): string {
+  if (frontier.length === 0) return EMPTY_ROOT.toString('latin1')
+  let root = frontier[frontier.length - 1].hash
+  for (let i = frontier.length - 2; i >= 0; i--) root = nodeHashLatin1(frontier[i].hash, root)
+  return root
 }
 
 const leafInput = scratch.subarray(0, 33)
 
-function nodeHashLatin1(left: string, right: string): string {
+/** The node hash of two subtrees' latin1 hashes, latin1. */
+export function nodeHashLatin1(left: string, right: string): string {
   scratch[0] = 1
   scratch.write(left, 1, 32, 'latin1')
   scratch.write(right, 33, 32, 'latin1')
@@ -97,12 +106,11 @@ function nodeHashLatin1(left: string, right: string): string {
 
 function appendWith<H>(
   frontier: { level: number; idx: number; hash: H }[],
-  size: number,
-  leaf: H,
+  added: { level: number; idx: number; hash: H },
   combine: (left: H, right: H) => H,
 ): { level: number; idx: number; hash: H }[] {
   const completed: { level: number; idx: number; hash: H }[] = []
-  let node = { level: 0, idx: size, hash: leaf }
+  let node = added
   while (frontier.length > 0 && frontier[frontier.length - 1].level === node.level) {
     const left = frontier.pop() as { level: number; idx: number; hash: H }
     node = { level: node.level + 1, idx: Math.floor(left.idx / 2), hash: combine(left.hash, node.hash) }

@@ -1,15 +1,15 @@
-import { hash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { sql } from 'kysely'
 import type { DatabaseOptions, Db, Executor } from '../db/database.ts'
+import { isPostgres } from '../db/dialect.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { forLongReads, readArrays } from '../db/sqlite-statements.ts'
 import { chainHashHex, encodeAssets, encodeFields, encodeMetadata, GENESIS_HASH } from './encoding.ts'
 import * as journal from './journal.repository.ts'
-import { EMPTY_ROOT, rootOf, STORED_LEVEL } from './merkle.ts'
+import { appendLatin1Leaf, EMPTY_ROOT, latin1RootOf, nodeHashLatin1, rootOf, STORED_LEVEL, type Latin1Node } from './merkle.ts'
 import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from '../secrets/signing-key.ts'
 
 export interface JournalReport {
@@ -33,8 +33,8 @@ const CHUNK = 20_000
 const NAMED = 1_000
 
 /** The columns `readEntries` answers, in order. */
-const [POSITION, TRANSACTION_ID, HASH, ID, KIND, CREATED_AT, SENDING, RECEIVING, MEMO, REVERSES, HOLD_ID, METADATA, ASSET_ID, QUANTITY] = [
-  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+const [POSITION, TRANSACTION_ID, HASH, KIND, CREATED_AT, SENDING, RECEIVING, MEMO, REVERSES, HOLD_ID, METADATA, ASSET_ID, QUANTITY] = [
+  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
 ]
 
 /**
@@ -52,7 +52,7 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
   const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
   return readArrays(
     db,
-    sql`select j.position, j.transaction_id, j.hash, t.id, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id,
+    sql`select j.position, j.transaction_id, j.hash, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id,
       t.memo, t.reverses, t.hold_id, t.metadata, l.asset_id, l.quantity
     from journal_entries j left join transactions t on t.id = j.transaction_id and ${ids('t.id')}
       left join transaction_assets l on l.transaction_id = t.id and ${ids('l.transaction_id')}
@@ -64,13 +64,16 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
 /** A subtree's key: level and index in one number (levels stay below 53 - 40, indexes below 2^40). */
 const nodeKey = (level: number, idx: number) => level * 2 ** 40 + idx
 
+/** Leaves under a subtree of the lowest stored level: the chain's check hashes them, the tree's starts from its subtrees. */
+const GROUP = 2 ** STORED_LEVEL
+
 /**
- * The stored complete subtrees (level ≥ `STORED_LEVEL`) that the leaves after the first `after` up to the first
+ * The stored complete subtrees (level ≥ `from`) that the leaves after the first `after` up to the first
  * `upTo` complete: one range of indexes per level, through the key.
  */
-async function readCompletedNodes(db: Executor, after: number, upTo: number): Promise<Map<number, string>> {
+async function readCompletedNodes(db: Executor, after: number, upTo: number, from: number): Promise<Map<number, string>> {
   const found = new Map<number, string>()
-  for (let level = STORED_LEVEL; 2 ** level <= upTo; level++) {
+  for (let level = from; 2 ** level <= upTo; level++) {
     const span = 2 ** level
     // A subtree at this level is complete once its last leaf is in: (idx + 1) · span in (after, upTo].
     const first = Math.floor(after / span)
@@ -85,65 +88,38 @@ async function readCompletedNodes(db: Executor, after: number, upTo: number): Pr
   return found
 }
 
-/**
- * The tree of `merkle.ts` (RFC 9162) recomputed with hashes as 32-character latin1 strings: Node
- * answers a hash as a string far more cheaply than as a new buffer, and the check makes three a transaction.
- */
-class Tree {
-  /** The frontier: the complete subtrees' levels, indexes and hashes, largest first. */
-  readonly #levels: number[] = []
-  readonly #indexes: number[] = []
-  readonly #hashes: string[] = []
-  /** A prefix byte and up to two hashes, written here before hashing. */
-  readonly #scratch = Buffer.alloc(65)
-  readonly #leafInput = this.#scratch.subarray(0, 33)
-
-  /**
-   * Appends the leaf of a hash given in hex at leaf index `index` (as `appendLeaf` does); calls
-   * `completed` for each complete subtree above it that this completes.
-   */
-  append(hex: string, index: number, completed: (level: number, idx: number, hash: string) => void): void {
-    this.#scratch[0] = 0
-    this.#scratch.write(hex, 1, 32, 'hex')
-    let node = hash('sha256', this.#leafInput, 'binary')
-    let level = 0
-    let idx = index
-    const levels = this.#levels
-    while (levels.length > 0 && levels[levels.length - 1] === level) {
-      levels.pop()
-      node = this.#node(this.#hashes.pop() as string, node)
-      idx = Math.floor((this.#indexes.pop() as number) / 2)
-      level++
-      completed(level, idx, node)
-    }
-    levels.push(level)
-    this.#indexes.push(idx)
-    this.#hashes.push(node)
-  }
-
-  #node(left: string, right: string): string {
-    this.#scratch[0] = 1
-    this.#scratch.write(left, 1, 32, 'latin1')
-    this.#scratch.write(right, 33, 32, 'latin1')
-    return hash('sha256', this.#scratch, 'binary')
-  }
-
-  /** The root of the tree so far, in hex. */
-  root(): string {
-    const hashes = this.#hashes
-    if (hashes.length === 0) return EMPTY_ROOT.toString('hex')
-    let root = hashes[hashes.length - 1]
-    for (let i = hashes.length - 2; i >= 0; i--) root = this.#node(hashes[i], root)
-    return hexOf(root)
-  }
-}
-
 const hexScratch = Buffer.alloc(32)
 
 /** A latin1 hash in hex. */
 function hexOf(latin1: string): string {
   hexScratch.write(latin1, 0, 32, 'latin1')
   return hexScratch.toString('hex', 0, 32)
+}
+
+/** A hex hash as latin1 (`merkle.ts`'s string form). */
+function latin1Of(hex: string): string {
+  hexScratch.write(hex, 0, 32, 'hex')
+  return hexScratch.toString('latin1', 0, 32)
+}
+
+/** The tree (latin1 frontier) of the stored hashes of positions in (`after`, `upTo`], at most a subtree of `GROUP`. */
+async function treeOfEntries(db: Executor, after: number, upTo: number): Promise<Latin1Node[]> {
+  const tree: Latin1Node[] = []
+  if (upTo <= after) return tree
+  const rows = await readArrays(
+    db,
+    sql`select hash from journal_entries where position > ${after} and position <= ${upTo} order by position`,
+  )
+  rows.forEach(([hash], i) => appendLatin1Leaf(tree, i, hash as string))
+  return tree
+}
+
+const subtreeProblem = (level: number, idx: number, hex: string | undefined, from: 'hashes' | 'halves') => {
+  const leaves = `positions ${idx * 2 ** level + 1} to ${(idx + 1) * 2 ** level}`
+  if (hex === undefined) return `the stored subtree over ${leaves} is missing`
+  return from === 'hashes'
+    ? `the stored subtree over ${leaves} is not the tree of their hashes: proofs through it do not check out`
+    : `the stored subtree over ${leaves} is not the hash of its two halves as stored: proofs through it do not check out`
 }
 
 async function countRows(db: Executor, table: 'transactions' | 'journal_nodes'): Promise<number> {
@@ -155,7 +131,10 @@ type Progress = (done: number, total: number) => void
 
 /** What the check of the chain over a range of positions finds. */
 interface ChainPart {
+  /** Positions missing or whose hash no longer matches. */
   problems: string[]
+  /** Stored subtrees of the lowest level that are not the tree of their hashes. */
+  subtrees: string[]
   firstMismatch: number | undefined
   /** Entries whose transaction exists: each names a distinct one (a unique key), so the others have no position. */
   positioned: number
@@ -164,31 +143,52 @@ interface ChainPart {
 /**
  * Every hash of the positions in (`after`, `upTo`] from its transaction's stored fields and the
  * stored hash before it: each link on its own, so ranges are checked apart (on threads of their own).
+ * Every position is there, and every stored subtree of the lowest level (`GROUP` leaves) whose leaves
+ * are in the range is the tree of their stored hashes: the hashes are read here once for both
+ * (`after` a multiple of `GROUP`).
  */
 async function checkChain(db: Executor, after: number, upTo: number, chunk: number, progress?: Progress): Promise<ChainPart> {
   const problems: string[] = []
+  const subtrees: string[] = []
   let firstMismatch: number | undefined
   let positioned = 0
+  // A range's rows (a few MB) sorted by position in memory: PostgreSQL's default 4 MB spilled them to disk.
+  if (isPostgres(db)) await sql`set local work_mem = '32MB'`.execute(db)
   const { rows: before } = await sql<{ hash: string }>`
     select hash from journal_entries where position <= ${after} order by position desc limit 1`.execute(db)
   let previous = before[0]?.hash ?? GENESIS_HASH
   const lines: [number, number][] = []
+  const missing = (position: number, next: number | undefined) => {
+    firstMismatch ??= position
+    if (problems.length < NAMED)
+      problems.push(`position ${position} is missing (${next === undefined ? 'no entry follows it' : `the next entry is ${next}`})`)
+  }
+  let expected = after + 1
+  // The tree of the current subtree's leaves read so far and their number; -1 once one of them is missing.
+  let group: Latin1Node[] = []
+  let filled = -1
   for (let from = after; from < upTo; from += chunk) {
-    const rows = await readEntries(db, from, Math.min(from + chunk, upTo))
+    const to = Math.min(from + chunk, upTo)
+    const rows = await readEntries(db, from, to)
+    // The lowest-level subtrees these leaves complete, by index, as latin1 hashes.
+    const computed = new Map<number, string>()
     for (let i = 0; i < rows.length;) {
       const entry = rows[i]
       const position = Number(entry[POSITION])
       const stored = entry[HASH] as string
-      const exists = entry[ID] !== null
+      // A transaction's kind is never null: null when there is no transaction of that id.
+      const exists = entry[KIND] !== null
+      if (position !== expected) missing(expected, position)
+      expected = position + 1
       lines.length = 0
       for (; i < rows.length && Number(rows[i][POSITION]) === position; i++)
         if (exists && rows[i][ASSET_ID] !== null) lines.push([Number(rows[i][ASSET_ID]), Number(rows[i][QUANTITY])])
-      let expected: string | undefined
+      let hashed: string | undefined
       if (exists) {
         positioned++
         const text = encodeFields(
           position,
-          Number(entry[ID]),
+          Number(entry[TRANSACTION_ID]),
           entry[KIND] as string,
           entry[CREATED_AT] as string,
           Number(entry[SENDING]),
@@ -199,9 +199,9 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
           entry[HOLD_ID] === null ? null : Number(entry[HOLD_ID]),
           encodeMetadata(entry[METADATA] as string | null),
         )
-        expected = chainHashHex(previous, text)
+        hashed = chainHashHex(previous, text)
       }
-      if (expected !== stored) {
+      if (hashed !== stored) {
         firstMismatch ??= position
         if (problems.length < NAMED)
           problems.push(
@@ -211,26 +211,52 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
           )
       }
       previous = stored
+      // The stored hash is leaf `position - 1`, in the subtree of `GROUP` leaves that starts at a multiple of it.
+      const within = (position - 1) % GROUP
+      if (within === 0) [group, filled] = [[], 0]
+      if (filled === within) {
+        appendLatin1Leaf(group, within, stored)
+        if (++filled === GROUP) computed.set((position - 1 - within) / GROUP, group[0].hash)
+      } else filled = -1
     }
-    progress?.(Math.min(from + chunk, upTo) - after, upTo - after)
+    // The stored subtrees of the lowest level completed in (from, to]; one whose leaves are not all read is not compared.
+    const first = Math.floor(from / GROUP)
+    const last = Math.floor(to / GROUP) - 1
+    if (first <= last) {
+      const rows = await readArrays(
+        db,
+        sql`select idx, hash from journal_nodes where level = ${STORED_LEVEL} and idx >= ${first} and idx <= ${last}`,
+      )
+      const stored = new Map(rows.map(([idx, hash]) => [Number(idx), hash as string]))
+      for (let idx = first; idx <= last; idx++) {
+        const hex = stored.get(idx)
+        const mine = computed.get(idx)
+        if ((hex === undefined || (mine !== undefined && hex !== hexOf(mine))) && subtrees.length < NAMED)
+          subtrees.push(subtreeProblem(STORED_LEVEL, idx, hex, 'hashes'))
+      }
+    }
+    progress?.(to - after, upTo - after)
   }
-  return { problems, firstMismatch, positioned }
+  if (expected <= upTo) {
+    const [[next]] = await readArrays(db, sql`select min(position) from journal_entries where position > ${upTo}`)
+    missing(expected, next === null ? undefined : Number(next))
+  }
+  return { problems, subtrees, firstMismatch, positioned }
 }
 
 /** What the check of the tree finds. */
 interface TreePart {
   problems: string[]
-  /** The first position missing from the sequence, if any. */
-  firstMissing: number | undefined
   entries: number
   checkpoints: number
   transactions: number
 }
 
 /**
- * The tree of the stored hashes: every position there, the Merkle root of every checkpoint and its
- * signature, every stored subtree (`journal_nodes`, which proofs are read from) and the journal's
- * state. `onLast` hears the last position first, so that the chain's check can be shared out meanwhile.
+ * The tree above the stored subtrees of the lowest level (which the chain's check compares with the
+ * hashes): every stored subtree above them, the Merkle root of every checkpoint and its signature
+ * and the journal's state. A root of a size that is no multiple of `GROUP` also hashes the last few
+ * entries. `onLast` hears the last position first, so that the chain's check can be shared out meanwhile.
  */
 async function checkTree(
   db: Executor,
@@ -242,80 +268,87 @@ async function checkTree(
   const name = (problem: string) => {
     if (problems.length < NAMED) problems.push(problem)
   }
-  const { rows: bounds } = await sql<{ last: number | null }>`select max(position) as last from journal_entries`.execute(db)
-  const last = Number(bounds[0]?.last ?? 0)
+  const [head] = await readArrays(db, sql`select position, hash from journal_entries order by position desc limit 1`)
+  const last = Number(head?.[0] ?? 0)
   const started = onLast?.(last)
   const checkpoints = await journal.listCheckpoints(db)
   const state = await journal.readState(db, false)
-  let firstMissing: number | undefined
-  let previous = GENESIS_HASH
-  let size = 0
-  const tree = new Tree()
+  // The tree of the first `groups` stored subtrees of the lowest level.
+  const frontier: Latin1Node[] = []
+  let groups = 0
+  const total = Math.floor(last / GROUP)
+  const rootAt = async (size: number) => {
+    if (size === 0) return EMPTY_ROOT.toString('hex')
+    const tail = await treeOfEntries(db, groups * GROUP, size)
+    return hexOf(latin1RootOf([...frontier, ...tail]))
+  }
   let next = 0
-  let nodes = 0
-  const checkAt = (checkpoint: journal.Checkpoint) => {
-    const root = checkpoint.size === 0 ? EMPTY_ROOT.toString('hex') : tree.root()
-    if (root !== checkpoint.root)
-      name(`checkpoint of size ${checkpoint.size}: its root is not the tree of the first ${checkpoint.size} hashes`)
-    if (key && !verifyCheckpointSignature(key.publicKey, checkpoint))
-      name(`checkpoint of size ${checkpoint.size}: its signature does not verify with the signing key`)
+  // The checkpoints whose size the tree has reached (all but the last few leaves).
+  const checkDue = async () => {
+    for (; next < checkpoints.length && checkpoints[next].size <= last && Math.floor(checkpoints[next].size / GROUP) === groups; next++) {
+      const checkpoint = checkpoints[next]
+      if ((await rootAt(checkpoint.size)) !== checkpoint.root)
+        name(`checkpoint of size ${checkpoint.size}: its root is not the tree of the first ${checkpoint.size} hashes`)
+      if (key && !verifyCheckpointSignature(key.publicKey, checkpoint))
+        name(`checkpoint of size ${checkpoint.size}: its signature does not verify with the signing key`)
+    }
   }
-  while (next < checkpoints.length && checkpoints[next].size === 0) checkAt(checkpoints[next++])
-  // The complete subtrees of a chunk, as level, index and hash, checked against the stored ones after it.
-  let completed: (number | string)[] = []
-  const complete = (level: number, idx: number, hash: string) => {
-    if (level >= STORED_LEVEL) completed.push(level, idx, hash)
-  }
-  for (let after = 0; after < last; after += chunk) {
+  await checkDue()
+  let nodes = total
+  for (let low = 0; low < total; low += chunk) {
+    const high = Math.min(low + chunk, total)
     const rows = await readArrays(
       db,
-      sql`select position, hash from journal_entries where position > ${after} and position <= ${after + chunk} order by position`,
+      sql`select idx, hash from journal_nodes where level = ${STORED_LEVEL} and idx >= ${low} and idx < ${high} order by idx`,
     )
-    const from = size
-    completed = []
-    for (const [at, hash] of rows) {
-      const position = Number(at)
-      if (position !== size + 1) {
-        name(`position ${size + 1} is missing (the next entry is ${position})`)
-        firstMissing ??= size + 1
+    // The stored subtrees above that these complete, which proofs are read from.
+    const above = await readCompletedNodes(db, low * GROUP, high * GROUP, STORED_LEVEL + 1)
+    for (let idx = low, r = 0; idx < high; idx++) {
+      // One missing is named by the chain's check; hashed from its entries here, so that the tree above still checks.
+      let node: Latin1Node = {
+        level: STORED_LEVEL,
+        idx,
+        hash:
+          r < rows.length && Number(rows[r][0]) === idx
+            ? latin1Of(rows[r++][1] as string)
+            : latin1RootOf(await treeOfEntries(db, idx * GROUP, (idx + 1) * GROUP)),
       }
-      previous = hash as string
-      tree.append(previous, position - 1, complete)
-      size = position
-      while (next < checkpoints.length && checkpoints[next].size === size) checkAt(checkpoints[next++])
-    }
-    // The stored subtrees that proofs are read from must be the tree of these hashes.
-    const storedNodes = await readCompletedNodes(db, from, size)
-    for (let k = 0; k < completed.length; k += 3) {
-      const [level, idx] = [completed[k] as number, completed[k + 1] as number]
-      const hex = storedNodes.get(nodeKey(level, idx))
-      if (hex === undefined || hex !== hexOf(completed[k + 2] as string)) {
-        const leaves = `positions ${idx * 2 ** level + 1} to ${(idx + 1) * 2 ** level}`
-        name(
-          hex === undefined
-            ? `the stored subtree over ${leaves} is missing`
-            : `the stored subtree over ${leaves} is not the tree of their hashes: proofs through it do not check out`,
-        )
+      // Each stored subtree above is the hash of its two halves as stored, and goes on up as stored: checked from
+      // the lowest level up, all are then the tree of the hashes, and one changed is named alone, not every one above it.
+      while (frontier.length > 0 && frontier[frontier.length - 1].level === node.level) {
+        const left = frontier.pop() as Latin1Node
+        const [level, half] = [node.level + 1, Math.floor(left.idx / 2)]
+        const hash = nodeHashLatin1(left.hash, node.hash)
+        const hex = above.get(nodeKey(level, half))
+        if (hex === undefined || hex !== hexOf(hash)) name(subtreeProblem(level, half, hex, 'halves'))
+        node = { level, idx: half, hash: hex === undefined ? hash : latin1Of(hex) }
+        nodes++
       }
+      frontier.push(node)
+      groups++
+      await checkDue()
     }
-    nodes += completed.length / 3
   }
-  if (state && state.size !== size) problems.push(`the journal's state says ${state.size} entries, ${size} were read`)
-  else if (state && (state.head !== previous || rootOf(state.frontier).toString('hex') !== tree.root()))
-    problems.push(`the journal's state (the last hash and the tree's frontier) is not that of its ${size} entries`)
+  if (state && state.size !== last) problems.push(`the journal's state says ${state.size} entries, ${last} were read`)
+  else if (state && (state.head !== (head?.[1] ?? GENESIS_HASH) || rootOf(state.frontier).toString('hex') !== (await rootAt(last))))
+    problems.push(`the journal's state (the last hash and the tree's frontier) is not that of its ${last} entries`)
   const storedNodes = await countRows(db, 'journal_nodes')
-  if (storedNodes !== nodes) problems.push(`${storedNodes} subtrees are stored, the tree of ${size} entries has ${nodes}`)
+  if (storedNodes !== nodes) problems.push(`${storedNodes} subtrees are stored, the tree of ${last} entries has ${nodes}`)
   for (const checkpoint of checkpoints.slice(next))
-    problems.push(`checkpoint of size ${checkpoint.size}: beyond the journal's ${size} entries`)
+    problems.push(`checkpoint of size ${checkpoint.size}: beyond the journal's ${last} entries`)
   const transactions = await countRows(db, 'transactions')
   await started
-  return { problems, firstMissing, entries: size, checkpoints: checkpoints.length, transactions }
+  return { problems, entries: last, checkpoints: checkpoints.length, transactions }
 }
 
 /** The report of the tree's check and the chain's, in its ranges in order. */
 function reportOf(tree: TreePart, chain: ChainPart[], key: SigningKey | undefined): JournalReport {
-  const problems = [...chain.flatMap((part) => part.problems).slice(0, NAMED), ...tree.problems]
-  const mismatches = [tree.firstMissing, ...chain.map((part) => part.firstMismatch)].filter((at) => at !== undefined)
+  const problems = [
+    ...chain.flatMap((part) => part.problems).slice(0, NAMED),
+    ...chain.flatMap((part) => part.subtrees).slice(0, NAMED),
+    ...tree.problems,
+  ]
+  const mismatches = chain.map((part) => part.firstMismatch).filter((at) => at !== undefined)
   return {
     ok: problems.length === 0,
     entries: tree.entries,
@@ -438,10 +471,9 @@ export async function verifyJournalInThread(
     const tree = run<TreePart>({ part: 'tree', key }, ({ last }) => {
       if (last === undefined) return
       const done = new Array<number>(CHAIN_THREADS).fill(0)
-      const ranges = Array.from({ length: CHAIN_THREADS }, (_, i) => [
-        Math.floor((last * i) / CHAIN_THREADS),
-        Math.floor((last * (i + 1)) / CHAIN_THREADS),
-      ])
+      // Ranges start at a multiple of `GROUP`: each holds the leaves of the lowest subtrees it checks.
+      const at = (i: number) => (i === CHAIN_THREADS ? last : Math.floor((last * i) / CHAIN_THREADS / GROUP) * GROUP)
+      const ranges = Array.from({ length: CHAIN_THREADS }, (_, i) => [at(i), at(i + 1)])
       chain = Promise.all(
         ranges.map(([after, upTo], i) =>
           run<ChainPart>({ part: 'chain', after, upTo }, ({ progress: told }) => {
