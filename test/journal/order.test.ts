@@ -124,7 +124,7 @@ describe(`the journal's order with concurrent writers and two instances (${STORA
         entries: [[far, 0, 'f'.repeat(64)]],
         nodes: [],
         state,
-        taken: [],
+        watermark: start.watermark,
         checkpoint: undefined,
       })
       assert.equal(applied, false)
