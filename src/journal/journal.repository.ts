@@ -115,9 +115,23 @@ export interface RoundStart {
   latest: Checkpoint | undefined
   /** Where the next round starts when this one writes (`nextWatermark`). */
   watermark: Watermark
-  /** Whether rows this round read past (positioned ones after the state's watermark) make writing `watermark` alone worth it. */
+  /** The watermark the state holds (where the next round starts when this one writes nothing). */
+  stored: Watermark
+  /** Whether nothing waits but positioned rows lie between the state's watermark and `watermark`: worth writing it alone. */
   stale: boolean
 }
+
+/** PostgreSQL: the watermark the state holds (a sequencer's first round starts there). */
+export async function readWatermark(executor: Executor): Promise<Watermark> {
+  const rows = await rowsOf(
+    executor,
+    sql<{ xid: string; id: number }>`select watermark_xid::text as xid, watermark_id as id from journal_state where id = 1`,
+  )
+  return { xid: rows[0]?.xid ?? '0', id: Number(rows[0]?.id ?? 0) }
+}
+
+/** Whether watermark `a` comes after `b`. */
+const isAfter = (a: Watermark, b: Watermark): boolean => BigInt(a.xid) > BigInt(b.xid) || (a.xid === b.xid && a.id > b.id)
 
 /**
  * PostgreSQL: the state, its row's version, the lowest `limit` waiting transactions with the
@@ -126,8 +140,11 @@ export interface RoundStart {
  * snapshot holds every round up to that version, and `recordRoundAt` writes nothing when another
  * came after it.
  *
- * Waiting: the rows without an entry after the state's watermark in (`journal_xid`, `id`) order
- * (migration 0040). A writer's row holds its transaction's full id, and every transaction this
+ * Waiting: the rows without an entry after `from` in (`journal_xid`, `id`) order (migration 0040):
+ * the state's watermark as this instance last read or wrote it. Watermarks only move forward, so an
+ * older one reads a few positioned rows again and misses none. In index order with a limit the
+ * planner walks the index; a row above the highest positioned id has no entry, and each other is
+ * looked up alone (`offset 0`: never a hash of every entry). A writer's row holds its transaction's full id, and every transaction this
  * snapshot does not show is still running (its id at or above the snapshot's xmin) or has none yet
  * (it will get one above every id given so far): the next round starts at the xmin, or at the
  * last row taken when the batch stopped the round first.
@@ -136,6 +153,7 @@ export async function readRound(
   executor: Executor,
   limit: number,
   handed: ReadonlyMap<number, EncodedTransaction>,
+  from: Watermark,
 ): Promise<RoundStart | undefined> {
   const rows = await rowsOf(
     executor,
@@ -147,36 +165,41 @@ export async function readRound(
         last_xid: string | null
         horizon: string
         stale: boolean
+        stored_xid: string
+        stored_id: number
         latest: Checkpoint | null
       }
-    >`with s as (select size, last_transaction_id, head, frontier, xmin::text as version, watermark_xid, watermark_id
-        from journal_state where id = 1),
-      w as (select t.id, t.journal_xid from s, transactions t
-        where t.journal_xid is not null and (t.journal_xid, t.id) > (s.watermark_xid::text::xid8, s.watermark_id)
-          and not exists (select from journal_entries j where j.transaction_id = t.id)
+    >`with w as materialized (select t.id, t.journal_xid from transactions t
+        where t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+          and (t.id > (select coalesce(max(transaction_id), 0) from journal_entries)
+            or not exists (select from journal_entries j where j.transaction_id = t.id offset 0))
         order by t.journal_xid, t.id limit ${limit})
-      select s.size, s.last_transaction_id, s.head, s.frontier, s.version,
+      select s.size, s.last_transaction_id, s.head, s.frontier, s.xmin::text as version,
+        s.watermark_xid::text as stored_xid, s.watermark_id as stored_id,
         (select max(transaction_id) from journal_entries) as top,
         array(select id from w order by journal_xid, id) as waiting,
         (select journal_xid::text from w order by journal_xid desc, id desc limit 1) as last_xid,
         pg_snapshot_xmin(pg_current_snapshot())::text as horizon,
         exists (select from transactions t where t.journal_xid is not null
-          and (t.journal_xid, t.id) > (s.watermark_xid::text::xid8, s.watermark_id)
+          and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
           and t.journal_xid < pg_snapshot_xmin(pg_current_snapshot())) as stale,
         (select json_build_object('size', size, 'root', root, 'signed_at', signed_at, 'signature', signature)
           from journal_checkpoints order by size desc limit 1) as latest
-      from s`,
+      from journal_state s where s.id = 1`,
   )
   const row = rows[0]
   if (!row) return undefined
   const ids = row.waiting.map(Number)
+  const watermark = nextWatermark(row.horizon, ids.length < limit ? undefined : { xid: String(row.last_xid), id: ids[ids.length - 1] })
+  const stored = { xid: row.stored_xid, id: Number(row.stored_id) }
   return {
     state: stateOf(row),
     version: row.version,
     waiting: await fieldsOf(executor, ids, Number(row.top ?? 0), handed),
     latest: row.latest ? { ...row.latest, size: Number(row.latest.size) } : undefined,
-    watermark: nextWatermark(row.horizon, ids.length < limit ? undefined : { xid: String(row.last_xid), id: ids[ids.length - 1] }),
-    stale: ids.length === 0 && row.stale,
+    watermark,
+    stored,
+    stale: ids.length === 0 && row.stale && isAfter(watermark, stored),
   }
 }
 
@@ -227,9 +250,10 @@ const WAITING_FIELDS = sql.raw(
 /** Whether any committed transaction waits for a position: one cheap read, outside a transaction. */
 export async function hasUnpositioned(executor: Executor): Promise<boolean> {
   if (isPostgres(executor)) {
-    const { rows } = await sql<{ waiting: boolean }>`select exists (select from journal_state s, transactions t
-      where s.id = 1 and t.journal_xid is not null and (t.journal_xid, t.id) > (s.watermark_xid::text::xid8, s.watermark_id)
-        and not exists (select from journal_entries j where j.transaction_id = t.id)) as waiting`.execute(executor)
+    const from = await readWatermark(executor)
+    const { rows } = await sql<{ waiting: boolean }>`select exists (select from transactions t
+      where t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+        and not exists (select from journal_entries j where j.transaction_id = t.id offset 0)) as waiting`.execute(executor)
     return rows[0]?.waiting === true
   }
   const { rows } = await sql<{

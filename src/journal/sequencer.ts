@@ -50,14 +50,16 @@ const BUSY_ROUND = 25
 /** Most transactions kept in memory for the rounds (`committed`); past it they are read from the database. */
 const MAX_HANDED = 100_000
 
-/** What a sequencer knows of the latest checkpoint between rounds (SQLite): when it was signed (ms). */
+/** What a sequencer knows between rounds: when the latest checkpoint was signed (ms, SQLite), the watermark (PostgreSQL). */
 interface Known {
   signedAt?: number
+  watermark?: journal.Watermark
 }
 
 /** One round: positions what waits (up to the batch) and signs a checkpoint when one is due. */
 async function sequenceRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
-  const result = options.database.dialect === 'postgres' ? await postgresRound(options, handed) : await sqliteRound(options, known, handed)
+  const result =
+    options.database.dialect === 'postgres' ? await postgresRound(options, known, handed) : await sqliteRound(options, known, handed)
   if (result.checkpoint) known.signedAt = Date.parse(result.checkpoint.signed_at)
   // Ids up to the highest taken have a position now, or (PostgreSQL: committed during the round, or by a
   // writer ordered after) are read from the database in their round: memory is only ever a shortcut.
@@ -105,16 +107,19 @@ function checkpointDue(options: SequencerOptions, state: journal.JournalState, l
  * writes nothing and leaves what it read to the next round. A round with nothing to position
  * writes the watermark alone when positioned rows lie behind it, so idle polls stop reading them.
  */
-async function postgresRound(options: SequencerOptions, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
+async function postgresRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
   const { db } = options.database
-  const start = await journal.readRound(db, options.batch ?? DEFAULT_BATCH, handed)
+  known.watermark ??= await journal.readWatermark(db)
+  const start = await journal.readRound(db, options.batch ?? DEFAULT_BATCH, handed, known.watermark)
   if (!start) return { positioned: 0, checkpoint: undefined, read: 0 }
-  const { state, version, waiting, latest, watermark, stale } = start
+  const { state, version, waiting, latest, watermark, stored, stale } = start
+  known.watermark = stored
   const { entries, nodes, taken } = position(state, waiting)
   const checkpoint = checkpointDue(options, state, latest)
   if (taken.length === 0 && !checkpoint && !stale) return { positioned: 0, checkpoint: undefined, read: 0 }
   if (!(await journal.recordRoundAt(db, version, { entries, nodes, state, watermark, checkpoint })))
     return { positioned: 0, checkpoint: undefined, read: Number.POSITIVE_INFINITY }
+  known.watermark = watermark
   return { positioned: entries.length, checkpoint, read: taken.length > 0 ? Math.max(...taken) : 0 }
 }
 
