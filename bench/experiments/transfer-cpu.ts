@@ -14,8 +14,8 @@
  *   and this one), each on its own store; the ratio of each to the first (B ÷ A, …).
  * - `--journal-off`: the journal alone, this build with and without it: this checkout's `src` copied
  *   to a temporary directory with the journal's work on the write path taken out (its sequencer
- *   never starts nor is woken; on PostgreSQL the trigger that queues each transaction for it is
- *   dropped), against this checkout; ratio on ÷ off.
+ *   never starts nor is woken; on PostgreSQL the default and the index of the writer's id it reads
+ *   each transaction by are dropped), against this checkout; ratio on ÷ off.
  * - `--monitors`: one app; chunks of transfers among the same wallets, in turn without monitors and
  *   with a monitor on gold that never crosses (below 1) on every wallet, added before the chunk and
  *   deleted after it. Ratio monitored ÷ plain; `--control` compares plain with plain.
@@ -212,8 +212,11 @@ async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<vo
         await close()
         copy.remove()
       }
-      // The copy's transactions are never positioned: nothing needs them queued.
-      if (server) await sql`drop trigger transactions_journal_pending on transactions`.execute(built.database.db)
+      // The copy's transactions are never positioned: nothing needs their writer's id, nor its index.
+      if (server) {
+        await sql`alter table transactions alter column journal_xid drop default`.execute(built.database.db)
+        await sql`drop index transactions_journal_xid`.execute(built.database.db)
+      }
     }
     subjects.push({
       label: copy ? (i === 0 ? 'journal off' : 'journal on') : path.basename(root) || root,

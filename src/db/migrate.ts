@@ -29,6 +29,7 @@ import * as leanLedgerRows from './migrations/0031_lean_ledger_rows.ts'
 import * as retentionState from './migrations/0032_retention_state.ts'
 import * as eventIdsUnindexed from './migrations/0038_event_ids_unindexed.ts'
 import * as journalUpperNodes from './migrations/0039_journal_upper_nodes.ts'
+import * as journalWriterXid from './migrations/0040_journal_writer_xid.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -60,6 +61,7 @@ const migrations: Record<string, Migration> = {
   '0032_retention_state': retentionState,
   '0038_event_ids_unindexed': eventIdsUnindexed,
   '0039_journal_upper_nodes': journalUpperNodes,
+  '0040_journal_writer_xid': journalWriterXid,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

@@ -152,6 +152,7 @@ export interface HoldAssetsTable {
   quantity: number
 }
 
+/** PostgreSQL also has `journal_xid` (migration 0040), its writer's transaction id, set by its default and read by the journal only. */
 export interface TransactionsTable {
   id: Generated<number>
   sending_wallet_id: number
@@ -353,6 +354,9 @@ export interface JournalStateTable {
   head: string
   /** JSON array of [level, hex] of the complete subtrees of the tree of `size` leaves, largest first. */
   frontier: string
+  /** PostgreSQL: the next round reads transactions after (`journal_xid`, `id`) = (watermark_xid, watermark_id) (migration 0040). */
+  watermark_xid: Generated<number>
+  watermark_id: Generated<number>
 }
 
 export interface JournalCheckpointsTable {
@@ -360,11 +364,6 @@ export interface JournalCheckpointsTable {
   root: string
   signed_at: string
   signature: string
-}
-
-/** PostgreSQL: committed transactions waiting for a position. */
-export interface JournalPendingTable {
-  transaction_id: number
 }
 
 /** How far the retention job has cleared transactions' `body` (migration 0032); one row. */
@@ -406,7 +405,6 @@ export interface DB {
   journal_nodes: JournalNodesTable
   journal_state: JournalStateTable
   journal_checkpoints: JournalCheckpointsTable
-  journal_pending: JournalPendingTable
   schedules: SchedulesTable
   schedule_runs: ScheduleRunsTable
   monitors: MonitorsTable

@@ -100,6 +100,12 @@ async function fieldsOf(
   return waiting
 }
 
+/** PostgreSQL: where the next round's search for waiting transactions starts: rows after (`xid`, `id`) in that order. */
+export interface Watermark {
+  xid: string
+  id: number
+}
+
 /** PostgreSQL: what a round starts from, read in one statement outside a transaction (`readRound`). */
 export interface RoundStart {
   state: JournalState
@@ -107,38 +113,103 @@ export interface RoundStart {
   version: string
   waiting: Waiting[]
   latest: Checkpoint | undefined
+  /** Where the next round starts when this one writes (`nextWatermark`). */
+  watermark: Watermark
+  /** The watermark the state holds (where the next round starts when this one writes nothing). */
+  stored: Watermark
+  /** Whether nothing waits but positioned rows lie between the state's watermark and `watermark`: worth writing it alone. */
+  stale: boolean
 }
 
+/** PostgreSQL: the watermark the state holds (a sequencer's first round starts there). */
+export async function readWatermark(executor: Executor): Promise<Watermark> {
+  const rows = await rowsOf(
+    executor,
+    sql<{ xid: string; id: number }>`select watermark_xid::text as xid, watermark_id as id from journal_state where id = 1`,
+  )
+  return { xid: rows[0]?.xid ?? '0', id: Number(rows[0]?.id ?? 0) }
+}
+
+/** Whether watermark `a` comes after `b`. */
+const isAfter = (a: Watermark, b: Watermark): boolean => BigInt(a.xid) > BigInt(b.xid) || (a.xid === b.xid && a.id > b.id)
+
 /**
- * PostgreSQL: the state, its row's version, the queue's lowest `limit` ids with the highest
- * positioned transaction, and the latest checkpoint, from one snapshot in one statement; then the
- * fields of the waiting ids (`fieldsOf`). Every round writes the state row, so the snapshot holds
- * every round up to that version, and `recordRoundAt` writes nothing when another came after it.
+ * PostgreSQL: the state, its row's version, the lowest `limit` waiting transactions with the
+ * highest positioned transaction id, and the latest checkpoint, from one snapshot in one statement;
+ * then the fields of the waiting ids (`fieldsOf`). Every round writes the state row, so the
+ * snapshot holds every round up to that version, and `recordRoundAt` writes nothing when another
+ * came after it.
+ *
+ * Waiting: the rows without an entry after `from` in (`journal_xid`, `id`) order (migration 0040):
+ * the state's watermark as this instance last read or wrote it. Watermarks only move forward, so an
+ * older one reads a few positioned rows again and misses none. In index order with a limit the
+ * planner walks the index; a row above the highest positioned id has no entry, and each other is
+ * looked up alone (`offset 0`: never a hash of every entry). A writer's row holds its transaction's full id, and every transaction this
+ * snapshot does not show is still running (its id at or above the snapshot's xmin) or has none yet
+ * (it will get one above every id given so far): the next round starts at the xmin, or at the
+ * last row taken when the batch stopped the round first.
  */
 export async function readRound(
   executor: Executor,
   limit: number,
   handed: ReadonlyMap<number, EncodedTransaction>,
+  from: Watermark,
 ): Promise<RoundStart | undefined> {
   const rows = await rowsOf(
     executor,
-    sql<StateRow & { version: string; top: number | null; waiting: (string | number)[]; latest: Checkpoint | null }>`select
-      s.size, s.last_transaction_id, s.head, s.frontier, s.xmin::text as version,
-      (select max(transaction_id) from journal_entries) as top,
-      array(select transaction_id from journal_pending order by transaction_id limit ${limit}) as waiting,
-      (select json_build_object('size', size, 'root', root, 'signed_at', signed_at, 'signature', signature)
-        from journal_checkpoints order by size desc limit 1) as latest
+    sql<
+      StateRow & {
+        version: string
+        top: number | null
+        waiting: (string | number)[]
+        last_xid: string | null
+        horizon: string
+        stale: boolean
+        stored_xid: string
+        stored_id: number
+        latest: Checkpoint | null
+      }
+    >`with w as materialized (select t.id, t.journal_xid from transactions t
+        where t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+          and (t.id > (select coalesce(max(transaction_id), 0) from journal_entries)
+            or not exists (select from journal_entries j where j.transaction_id = t.id offset 0))
+        order by t.journal_xid, t.id limit ${limit})
+      select s.size, s.last_transaction_id, s.head, s.frontier, s.xmin::text as version,
+        s.watermark_xid::text as stored_xid, s.watermark_id as stored_id,
+        (select max(transaction_id) from journal_entries) as top,
+        array(select id from w order by journal_xid, id) as waiting,
+        (select journal_xid::text from w order by journal_xid desc, id desc limit 1) as last_xid,
+        pg_snapshot_xmin(pg_current_snapshot())::text as horizon,
+        exists (select from transactions t where t.journal_xid is not null
+          and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+          and t.journal_xid < pg_snapshot_xmin(pg_current_snapshot())) as stale,
+        (select json_build_object('size', size, 'root', root, 'signed_at', signed_at, 'signature', signature)
+          from journal_checkpoints order by size desc limit 1) as latest
       from journal_state s where s.id = 1`,
   )
   const row = rows[0]
   if (!row) return undefined
   const ids = row.waiting.map(Number)
+  const watermark = nextWatermark(row.horizon, ids.length < limit ? undefined : { xid: String(row.last_xid), id: ids[ids.length - 1] })
+  const stored = { xid: row.stored_xid, id: Number(row.stored_id) }
   return {
     state: stateOf(row),
     version: row.version,
     waiting: await fieldsOf(executor, ids, Number(row.top ?? 0), handed),
     latest: row.latest ? { ...row.latest, size: Number(row.latest.size) } : undefined,
+    watermark,
+    stored,
+    stale: ids.length === 0 && row.stale && isAfter(watermark, stored),
   }
+}
+
+/**
+ * Where the round after one reading at `horizon` (its snapshot's xmin) starts: at the horizon, every
+ * row the snapshot showed being taken; or, when the batch stopped it at `last`, right after `last`
+ * if that comes first (the rows between are taken, or still waiting and read again).
+ */
+export function nextWatermark(horizon: string, last: Watermark | undefined): Watermark {
+  return last && BigInt(last.xid) < BigInt(horizon) ? last : { xid: horizon, id: 0 }
 }
 
 /** The encoding's fields of these committed transactions, by id; none for an id positioned already or without a row. */
@@ -146,8 +217,8 @@ async function readFields(executor: Executor, ids: number[]): Promise<Map<number
   const rows = await rowsOf(
     executor,
     isPostgres(executor)
-      ? // Lookups by id, one row at a time (`limit 1` keeps the planner from turning them into joins): the
-        // queue's statistics lag its churn, and a merge join on them reads `transactions` from its first row.
+      ? // Lookups by id, one row at a time (`limit 1` keeps the planner from turning them into joins): a merge
+        // join on a few ids would read `transactions` from its first row.
         sql<WaitingRow>`select ${WAITING_FIELDS}
         from unnest(${ids}::bigint[]) as p(transaction_id)
         left join lateral (select ${TRANSACTION_FIELDS} from transactions where id = p.transaction_id limit 1) t on true
@@ -178,9 +249,13 @@ const WAITING_FIELDS = sql.raw(
 
 /** Whether any committed transaction waits for a position: one cheap read, outside a transaction. */
 export async function hasUnpositioned(executor: Executor): Promise<boolean> {
-  // Through the key: a scan of the queue's heap would read every row deleted since the last vacuum.
-  if (isPostgres(executor))
-    return (await executor.selectFrom('journal_pending').select('transaction_id').orderBy('transaction_id').limit(1).execute()).length > 0
+  if (isPostgres(executor)) {
+    const from = await readWatermark(executor)
+    const { rows } = await sql<{ waiting: boolean }>`select exists (select from transactions t
+      where t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+        and not exists (select from journal_entries j where j.transaction_id = t.id offset 0)) as waiting`.execute(executor)
+    return rows[0]?.waiting === true
+  }
   const { rows } = await sql<{
     waiting: number
   }>`select exists (select 1 from transactions where id > (select last_transaction_id from journal_state where id = 1)) as waiting`.execute(
@@ -217,7 +292,7 @@ function toEncoded(row: {
 /**
  * SQLite: what a round changes, in its transaction: its entries, the subtrees they complete, the
  * page generation (what a history page prints changed: pages kept in memory are read again,
- * migration 0013) and the state (`recordRoundAt` is PostgreSQL's, which also empties the queue).
+ * migration 0013) and the state (`recordRoundAt` is PostgreSQL's).
  */
 export async function recordRound(
   trx: Executor,
@@ -257,8 +332,8 @@ export async function recordRound(
 const frontierText = (frontier: Frontier) => JSON.stringify(frontier.map((node) => [node.level, node.idx, node.hash.toString('hex')]))
 
 /**
- * PostgreSQL: `recordRound` and the round's checkpoint as one statement outside a transaction, which
- * writes only while the state row is still at `version` (the round's start, `readRound`): of rounds
+ * PostgreSQL: `recordRound`, the next round's watermark and the round's checkpoint as one statement
+ * outside a transaction, which writes only while the state row is still at `version` (the round's start, `readRound`): of rounds
  * started from one state, one writes and the others nothing, so positions stay consecutive and each
  * round commits after the one before it. Answers whether it wrote.
  */
@@ -269,18 +344,19 @@ export async function recordRoundAt(
     entries: [position: number, transactionId: number, hash: string][]
     nodes: Node[]
     state: JournalState
-    taken: number[]
+    watermark: Watermark
     checkpoint: Checkpoint | undefined
   },
 ): Promise<boolean> {
-  const { entries, nodes, state, taken, checkpoint } = round
+  const { entries, nodes, state, watermark, checkpoint } = round
   const column = <T>(rows: unknown[][], i: number) => rows.map((row) => row[i]) as T[]
   const nodeRows = nodes.map((node) => [node.level, node.idx, node.hash.toString('hex')])
   // Each write below runs only when the state's update did (`exists (select from s)`).
   const rows = await rowsOf(
     executor,
     sql<{ applied: number }>`with s as (update journal_state set size = ${state.size}, last_transaction_id = ${state.lastTransactionId},
-        head = ${state.head}, frontier = ${frontierText(state.frontier)} where id = 1 and xmin = ${version}::xid returning id),
+        head = ${state.head}, frontier = ${frontierText(state.frontier)},
+        watermark_xid = ${watermark.xid}::bigint, watermark_id = ${watermark.id} where id = 1 and xmin = ${version}::xid returning id),
       e as (insert into journal_entries (position, transaction_id, hash) select position, transaction_id, hash
         from unnest(${column(entries, 0)}::bigint[], ${column(entries, 1)}::bigint[], ${column(entries, 2)}::text[])
           as r(position, transaction_id, hash) where exists (select from s)),
@@ -288,7 +364,6 @@ export async function recordRoundAt(
         from unnest(${column(nodeRows, 0)}::bigint[], ${column(nodeRows, 1)}::bigint[], ${column(nodeRows, 2)}::text[])
           as r(level, idx, hash) where exists (select from s)),
       g as (update page_generation set generation = generation + 1 where ${entries.length > 0} and exists (select from s)),
-      d as (delete from journal_pending where transaction_id = any(${taken}::bigint[]) and exists (select from s)),
       c as (insert into journal_checkpoints (size, root, signed_at, signature)
         select ${checkpoint?.size ?? null}::bigint, ${checkpoint?.root ?? null},
           ${checkpoint?.signed_at ?? null}, ${checkpoint?.signature ?? null}
@@ -378,7 +453,7 @@ export async function readNodes(executor: Executor, keys: { level: number; idx: 
 /**
  * SQLite after a restore: the sequencer takes ids above `last_transaction_id`, so it is set below
  * the lowest restored transaction without a position (a backup of PostgreSQL may hold some whose
- * ids lie below positioned ones). PostgreSQL's trigger queued every restored transaction already.
+ * ids lie below positioned ones). PostgreSQL's restore starts its watermark over (`operations/restore.ts`).
  */
 export async function lowerSqliteWatermark(executor: Executor): Promise<void> {
   if (isPostgres(executor)) return

@@ -8,7 +8,7 @@ import { signCheckpoint, type SigningKey } from '../secrets/signing-key.ts'
 
 /**
  * The one sequencer of the journal (`docs/journal.md`): a round takes committed transactions
- * without a position, lowest id first, gives them the next positions, chains their hashes, appends
+ * without a position (lowest id first; on PostgreSQL by writer, then id), gives them the next positions, chains their hashes, appends
  * them to the Merkle tree (storing the subtrees of 16 leaves or more they complete) and, when the
  * latest checkpoint is `checkpointIntervalMs` old and the journal grew, signs a new one, all in one
  * commit. Rounds follow one another (SQLite: one writer; PostgreSQL: a round writes only to the
@@ -50,17 +50,19 @@ const BUSY_ROUND = 25
 /** Most transactions kept in memory for the rounds (`committed`); past it they are read from the database. */
 const MAX_HANDED = 100_000
 
-/** What a sequencer knows of the latest checkpoint between rounds (SQLite): when it was signed (ms). */
+/** What a sequencer knows between rounds: when the latest checkpoint was signed (ms, SQLite), the watermark (PostgreSQL). */
 interface Known {
   signedAt?: number
+  watermark?: journal.Watermark
 }
 
 /** One round: positions what waits (up to the batch) and signs a checkpoint when one is due. */
 async function sequenceRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
-  const result = options.database.dialect === 'postgres' ? await postgresRound(options, handed) : await sqliteRound(options, known, handed)
+  const result =
+    options.database.dialect === 'postgres' ? await postgresRound(options, known, handed) : await sqliteRound(options, known, handed)
   if (result.checkpoint) known.signedAt = Date.parse(result.checkpoint.signed_at)
-  // Every id up to the highest taken has a position now (both ways go lowest id first); one that committed
-  // on PostgreSQL during the round below it is dropped too, and read from the database in its round.
+  // Ids up to the highest taken have a position now, or (PostgreSQL: committed during the round, or by a
+  // writer ordered after) are read from the database in their round: memory is only ever a shortcut.
   for (const id of handed.keys()) if (id <= result.read) handed.delete(id)
   return result
 }
@@ -102,19 +104,23 @@ function checkpointDue(options: SequencerOptions, state: journal.JournalState, l
  * `recordRoundAt` when there is something to write), each a round trip: a round under load, and an
  * idle poll (one read), cost a fraction of a locked transaction's five. The write applies only to
  * the state the round read, so of two instances' rounds from one state one writes; the other
- * writes nothing and leaves what it read to the next round.
+ * writes nothing and leaves what it read to the next round. A round with nothing to position
+ * writes the watermark alone when positioned rows lie behind it, so idle polls stop reading them.
  */
-async function postgresRound(options: SequencerOptions, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
+async function postgresRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
   const { db } = options.database
-  const start = await journal.readRound(db, options.batch ?? DEFAULT_BATCH, handed)
+  known.watermark ??= await journal.readWatermark(db)
+  const start = await journal.readRound(db, options.batch ?? DEFAULT_BATCH, handed, known.watermark)
   if (!start) return { positioned: 0, checkpoint: undefined, read: 0 }
-  const { state, version, waiting, latest } = start
+  const { state, version, waiting, latest, watermark, stored, stale } = start
+  known.watermark = stored
   const { entries, nodes, taken } = position(state, waiting)
   const checkpoint = checkpointDue(options, state, latest)
-  if (taken.length === 0 && !checkpoint) return { positioned: 0, checkpoint: undefined, read: 0 }
-  if (!(await journal.recordRoundAt(db, version, { entries, nodes, state, taken, checkpoint })))
+  if (taken.length === 0 && !checkpoint && !stale) return { positioned: 0, checkpoint: undefined, read: 0 }
+  if (!(await journal.recordRoundAt(db, version, { entries, nodes, state, watermark, checkpoint })))
     return { positioned: 0, checkpoint: undefined, read: Number.POSITIVE_INFINITY }
-  return { positioned: entries.length, checkpoint, read: waiting.at(-1)?.id ?? 0 }
+  known.watermark = watermark
+  return { positioned: entries.length, checkpoint, read: taken.length > 0 ? Math.max(...taken) : 0 }
 }
 
 /** SQLite: a round in one transaction (one writer: no other round can come between its read and its write). */

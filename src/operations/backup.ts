@@ -12,7 +12,7 @@ import { withRetries } from '../db/retry.ts'
 import type { DB } from '../db/tables.ts'
 import { VERSION } from '../version.ts'
 import { BACKUP_FORMAT, BackupError, BackupWriter, type BackupHeader } from './backup-format.ts'
-import { countRows, listDataTables, quoteName } from './store.ts'
+import { countRows, isBackedUpColumn, listDataTables, quoteName } from './store.ts'
 
 const PAGE = 5000
 
@@ -143,7 +143,7 @@ async function onSnapshotConnection<T>(database: Database, work: (db: Kysely<DB>
  */
 async function* copyTable(client: pg.ClientBase, table: string): AsyncGenerator<Page> {
   const { fields } = await client.query(`select * from ${quoteName(table)} limit 0`)
-  const columns = fields.map((field) => field.name)
+  const columns = fields.map((field) => field.name).filter((column) => isBackedUpColumn(table, column))
   const array = `json_build_array(${columns.map(quoteName).join(', ')})`
   const stream = client.query(copyTo(`copy (select ${array} from ${quoteName(table)}) to stdout`))
   let odd = false

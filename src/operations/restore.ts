@@ -218,9 +218,6 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
        where contype in ('f', 'p', 'u') and connamespace = current_schema()::regnamespace order by contype = 'f' desc, conname`,
     )
     for (const { table, name } of constraints) await client.query(`alter table ${table} drop constraint ${quoteName(name)}`)
-    // The journal's queue is filled once after the rows, with just what has no position (its trigger would take every row).
-    const queued = await hasQueueTrigger(client)
-    if (queued) await client.query(`alter table transactions disable trigger ${QUEUE_TRIGGER}`)
     await eachSection(
       checked,
       tables,
@@ -263,11 +260,9 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
     for (const { definition } of indexes) await client.query(definition)
     for (const { table, name, definition } of [...constraints].reverse())
       await client.query(`alter table ${table} add constraint ${quoteName(name)} ${definition}`)
-    if (queued) {
-      await client.query(`alter table transactions enable trigger ${QUEUE_TRIGGER}`)
-      await client.query(`insert into journal_pending (transaction_id) select t.id from transactions t
-        where not exists (select 1 from journal_entries j where j.transaction_id = t.id)`)
-    }
+    // Restored rows hold this restore's transaction id (`journal_xid`'s default; backups never carry it), and the
+    // backup's watermark counts another server's ids: the sequencer looks at every row once, then past them.
+    if (tables.has('journal_state')) await client.query('update journal_state set watermark_xid = 0, watermark_id = 0')
     await client.query('analyze')
     await moveSequences(client)
     await client.query('commit')
@@ -278,17 +273,6 @@ async function restorePostgres(database: Database, checked: CheckedBackup, progr
   } finally {
     client.release()
   }
-}
-
-/** PostgreSQL's trigger that queues each new transaction for the journal's sequencer (migration 0015). */
-const QUEUE_TRIGGER = 'transactions_journal_pending'
-
-async function hasQueueTrigger(client: pg.ClientBase): Promise<boolean> {
-  const { rows } = await client.query(
-    `select 1 from pg_trigger where tgname = $1 and tgrelid = to_regclass(quote_ident(current_schema()) || '.transactions')`,
-    [QUEUE_TRIGGER],
-  )
-  return rows.length > 0
 }
 
 /** A value in `COPY`'s text format: `\N` for null, backslash, tab and line breaks escaped, JSON for anything structured. */

@@ -30,11 +30,20 @@ const OPERATIONAL_TABLES = new Set([
   'rate_limit_hits',
   'page_generation',
   'webhook_lease_counts',
-  // PostgreSQL's queue of transactions awaiting a position: a restore's trigger fills it anew.
+  // PostgreSQL's queue of transactions awaiting a position before migration 0040.
   'journal_pending',
   // Where the retention job stopped; a restored store's first run starts over.
   'retention_state',
 ])
+
+/**
+ * Columns never in a backup: PostgreSQL's id of the transaction that wrote a row (migration 0040)
+ * means nothing on another server; a restore's rows get its own.
+ */
+const OPERATIONAL_COLUMNS = new Set(['transactions.journal_xid'])
+
+/** Whether a backup carries this column of `table`. */
+export const isBackedUpColumn = (table: string, column: string): boolean => !OPERATIONAL_COLUMNS.has(`${table}.${column}`)
 
 /** The data tables of the store, in restore order; empty when it holds no Coffer schema yet. */
 export async function listDataTables(db: Executor): Promise<string[]> {

@@ -594,4 +594,25 @@ describe(`migrations (${STORAGE})`, () => {
     const verified = await verifyJournal(db, findSigningKey(t.config.signingKey, t.config.dataDir))
     assert.ok(verified.ok, verified.problems.join('\n'))
   })
+
+  it('0040 positions what the queue held at the upgrade, then finds waiting transactions by their writer; and back', async () => {
+    const db = t.database.db
+    const asset = await createAsset(t, { name: 'writer' })
+    const alice = await fundedUser(t, [[asset, 10]])
+    const bob = await createUser(t.app)
+    await transfer(t, alice, bob.username, { writer: 1 })
+    await journalSettled(db)
+    await migrateTo(db, '0039_journal_upper_nodes')
+    // Committed while the queue was how waiting transactions were found: queued by its trigger, not positioned yet.
+    const queued = await sendTransaction(t, alice, { recipient: bob.username, assets: { writer: 1 } })
+    if (STORAGE === 'postgres') {
+      const { rows } = await sql<{ n: number }>`select count(*) as n from journal_pending where transaction_id = ${queued.id}`.execute(db)
+      assert.equal(Number(rows[0].n), 1)
+    }
+    await migrateToLatest(db)
+    await transfer(t, alice, bob.username, { writer: 1 })
+    await journalSettled(db)
+    const verified = await verifyJournal(db, findSigningKey(t.config.signingKey, t.config.dataDir))
+    assert.ok(verified.ok, verified.problems.join('\n'))
+  })
 })

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildSameStoreApp, buildTestApp, journalSettled, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, fundedUser, type TestUser } from '../helpers/factories.ts'
 import { sql } from 'kysely'
-import { readRound, recordRoundAt } from '../../src/journal/journal.repository.ts'
+import { readRound, readWatermark, recordRoundAt } from '../../src/journal/journal.repository.ts'
 
 interface Entry {
   id: number
@@ -114,7 +114,7 @@ describe(`the journal's order with concurrent writers and two instances (${STORA
     { skip: STORAGE !== 'postgres' },
     async () => {
       const { db } = t.database
-      const start = await readRound(db, 10, new Map())
+      const start = await readRound(db, 10, new Map(), await readWatermark(db))
       assert.ok(start)
       // Another instance's round: any write of the state row makes it a new version.
       await sql`update journal_state set head = head where id = 1`.execute(db)
@@ -124,7 +124,7 @@ describe(`the journal's order with concurrent writers and two instances (${STORA
         entries: [[far, 0, 'f'.repeat(64)]],
         nodes: [],
         state,
-        taken: [],
+        watermark: start.watermark,
         checkpoint: undefined,
       })
       assert.equal(applied, false)

@@ -115,15 +115,14 @@ for (const [from, to] of moves) {
       assert.match(restore.stdout, /^restored \d+ rows/)
       assert.match(restore.stdout, /ledger OK/)
       if (to === 'postgres') {
-        // The journal's queue holds just the restored transactions without a position, none already positioned.
+        // Every restored transaction holds the restore's own writer id, and the sequencer's watermark starts over.
         const restored = openDatabase(target.config)
         try {
-          const { rows } = await sql<{ queued: number; unpositioned: number }>`select
-            (select count(*) from journal_pending) as queued,
-            (select count(*) from journal_pending p join journal_entries j on j.transaction_id = p.transaction_id) as positioned,
-            (select count(*) from transactions t where not exists
-              (select 1 from journal_entries j where j.transaction_id = t.id)) as unpositioned`.execute(restored.db)
-          assert.deepEqual(rows[0], { queued: rows[0].unpositioned, positioned: 0, unpositioned: rows[0].unpositioned })
+          const { rows } = await sql<{ watermark: number; writers: number; without: number }>`select
+            (select watermark_xid from journal_state where id = 1) as watermark,
+            (select count(distinct journal_xid) from transactions) as writers,
+            (select count(*) from transactions where journal_xid is null) as without`.execute(restored.db)
+          assert.deepEqual(rows[0], { watermark: 0, writers: 1, without: 0 })
         } finally {
           await restored.close()
         }

@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import { after, before, describe, it } from 'node:test'
+import { sql } from 'kysely'
+import type { Database } from '../../src/db/database.ts'
+import { nextWatermark } from '../../src/journal/journal.repository.ts'
+import { JournalSequencer } from '../../src/journal/sequencer.ts'
+import { resolveSigningKey } from '../../src/secrets/signing-key.ts'
+import { openTestDatabase, STORAGE } from '../helpers/app.ts'
+
+/**
+ * Which transactions wait for a position, whatever wrote them: the sequencer alone on a store, the
+ * rows written by plain SQL (any path that inserts a transaction, in any order of commits). On
+ * PostgreSQL a writer that started before others and commits after they were positioned is
+ * positioned too, and a round stopped by its batch goes on after the last row it took.
+ */
+describe(`the journal's waiting transactions, however written (${STORAGE})`, () => {
+  let database: Database
+  let dataDir: string
+  let sequencer: JournalSequencer
+  let wallet: number
+  before(async () => {
+    ;({ database, dataDir } = await openTestDatabase())
+    const row = await database.db
+      .insertInto('wallets')
+      .values({ address: 'plain-writer', user_id: null, created_at: new Date().toISOString(), deleted_at: null })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    wallet = Number(row.id)
+    sequencer = new JournalSequencer({
+      database,
+      key: resolveSigningKey(undefined, dataDir),
+      checkpointIntervalMs: 100,
+      batch: 2,
+      pollMs: 10,
+    })
+    sequencer.start()
+  })
+  after(async () => {
+    await sequencer.stop()
+    await database.close()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  /** `count` transactions from the mint wallet, in one statement of `executor`; their ids. */
+  const insert = async (executor: Database['db'], count: number): Promise<number[]> => {
+    const { rows } = await sql<{ id: number }>`with recursive n(n) as (select 1 union all select n + 1 from n where n < ${count})
+      insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at, kind)
+      select 1, ${wallet}, 'plain', ${new Date().toISOString()}, 'transfer' from n returning id`.execute(executor)
+    return rows.map((row) => Number(row.id))
+  }
+
+  const positioned = async (ids: number[]): Promise<number[]> => {
+    for (let tries = 0; ; tries++) {
+      const rows = await database.db.selectFrom('journal_entries').select(['transaction_id', 'position']).execute()
+      const byId = new Map(rows.map((row) => [Number(row.transaction_id), Number(row.position)]))
+      if (ids.every((id) => byId.has(id))) return ids.map((id) => byId.get(id) as number)
+      assert.ok(tries < 500, `not positioned within 5 s: ${ids.filter((id) => !byId.has(id)).join(', ')}`)
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+  }
+
+  it('positions every row of a statement, past the batch of a round, in id order', async () => {
+    const ids = await insert(database.db, 7)
+    const positions = await positioned(ids)
+    assert.deepEqual(
+      positions,
+      positions.map((_, i) => positions[0] + i),
+    )
+  })
+
+  it(
+    'on PostgreSQL, positions a writer that started before others and commits after they were positioned',
+    { skip: STORAGE !== 'postgres' },
+    async () => {
+      const late = await database.db.transaction().execute(async (trx) => {
+        const writer = (await sql<{ xid: string }>`select pg_current_xact_id()::text as xid`.execute(trx)).rows[0].xid
+        await positioned(await insert(database.db, 3))
+        const state = await database.db.selectFrom('journal_state').select('watermark_xid').executeTakeFirstOrThrow()
+        assert.ok(Number(state.watermark_xid) <= Number(writer), 'the watermark waits for the running writer')
+        return insert(trx, 2)
+      })
+      await positioned(late)
+      // Idle again: the watermark moves past every positioned row, so a poll reads none of them again.
+      for (let tries = 0; ; tries++) {
+        const { rows } = await sql<{ behind: number }>`select count(*) as behind from transactions t, journal_state s
+        where (t.journal_xid, t.id) > (s.watermark_xid::text::xid8, s.watermark_id)`.execute(database.db)
+        if (Number(rows[0].behind) === 0) break
+        assert.ok(tries < 500, `${rows[0].behind} rows stay behind the watermark`)
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+    },
+  )
+
+  it('starts the next round at the oldest running writer, or after the last row a full round took if that comes first', () => {
+    assert.deepEqual(nextWatermark('100', undefined), { xid: '100', id: 0 })
+    assert.deepEqual(nextWatermark('100', { xid: '90', id: 7 }), { xid: '90', id: 7 })
+    assert.deepEqual(nextWatermark('100', { xid: '100', id: 7 }), { xid: '100', id: 0 })
+    assert.deepEqual(nextWatermark('100', { xid: '120', id: 7 }), { xid: '100', id: 0 })
+  })
+})
