@@ -115,6 +115,17 @@ class Holdings {
   }
 }
 
+/**
+ * A read asked for before the one in hand is checked, when `wanted`: none is left unawaited (a query
+ * in flight when the snapshot ends would fail it), and a failure met before its turn is not unhandled.
+ */
+function ahead<T>(wanted: boolean, read: () => Promise<T>): Promise<T> | undefined {
+  if (!wanted) return undefined
+  const next = read()
+  next.catch(() => {})
+  return next
+}
+
 /** Heap blocks of `running_balances` read a statement on PostgreSQL: about 30,000 rows. */
 const BLOCKS = 256
 
@@ -135,9 +146,9 @@ async function readRunningBalances(db: Executor, found: Fingerprint, holdings: H
         as text
       from running_balances where ctid >= ${`(${from},0)`}::tid and ctid < ${`(${from + BLOCKS},0)`}::tid`.execute(db)
   // The next range is asked for before this one is taken in: the server reads while the process hashes.
-  for (let from = 0, next = read(0); from < blocks; from += BLOCKS) {
+  for (let from = 0, next = ahead(blocks > 0, () => read(0)); next; from += BLOCKS) {
     const text = (await next).rows[0].text ?? ''
-    if (from + BLOCKS < blocks) next = read(from + BLOCKS)
+    next = ahead(from + BLOCKS < blocks, () => read(from + BLOCKS))
     let at = 0
     // The integer from `at` to the next `,` or `:`, which is passed.
     const integer = () => {
@@ -321,7 +332,7 @@ export async function verifyLedger(
       order by t.id, l.asset_id`,
     )
   // As with the cursor, the next range is asked for before this one is checked.
-  for (let after = 0, next = read(0); after < Number(last ?? 0); after += BATCH) {
+  for (let after = 0, next = ahead(Number(last ?? 0) > 0, () => read(0)); next; after += BATCH) {
     const rows = (await next) as [
       number,
       number,
@@ -334,7 +345,7 @@ export async function verifyLedger(
       unknown,
       number | null,
     ][]
-    if (after + BATCH < Number(last ?? 0)) next = read(after + BATCH)
+    next = ahead(after + BATCH < Number(last ?? 0), () => read(after + BATCH))
     for (let i = 0; i < rows.length;) {
       const [id, sendingWalletId, receivingWalletId, kindOrNull, reverses, holdId] = rows[i]
       const kind = kindOrNull ?? 'transfer'
