@@ -130,6 +130,10 @@ export async function readWatermark(executor: Executor): Promise<Watermark> {
   return { xid: rows[0]?.xid ?? '0', id: Number(rows[0]?.id ?? 0) }
 }
 
+/** PostgreSQL: the rows of `transactions` (as `t`) after watermark `from`, in the order of the index `(journal_xid, id)`. */
+const afterWatermark = (from: Watermark) =>
+  sql`t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)`
+
 /** Whether watermark `a` comes after `b`. */
 const isAfter = (a: Watermark, b: Watermark): boolean => BigInt(a.xid) > BigInt(b.xid) || (a.xid === b.xid && a.id > b.id)
 
@@ -170,7 +174,7 @@ export async function readRound(
         latest: Checkpoint | null
       }
     >`with w as materialized (select t.id, t.journal_xid from transactions t
-        where t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+        where ${afterWatermark(from)}
           and (t.id > (select coalesce(max(transaction_id), 0) from journal_entries)
             or not exists (select from journal_entries j where j.transaction_id = t.id offset 0))
         order by t.journal_xid, t.id limit ${limit})
@@ -180,8 +184,7 @@ export async function readRound(
         array(select id from w order by journal_xid, id) as waiting,
         (select journal_xid::text from w order by journal_xid desc, id desc limit 1) as last_xid,
         pg_snapshot_xmin(pg_current_snapshot())::text as horizon,
-        exists (select from transactions t where t.journal_xid is not null
-          and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+        exists (select from transactions t where ${afterWatermark(from)}
           and t.journal_xid < pg_snapshot_xmin(pg_current_snapshot())) as stale,
         (select json_build_object('size', size, 'root', root, 'signed_at', signed_at, 'signature', signature)
           from journal_checkpoints order by size desc limit 1) as latest
@@ -252,7 +255,7 @@ export async function hasUnpositioned(executor: Executor): Promise<boolean> {
   if (isPostgres(executor)) {
     const from = await readWatermark(executor)
     const { rows } = await sql<{ waiting: boolean }>`select exists (select from transactions t
-      where t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)
+      where ${afterWatermark(from)}
         and not exists (select from journal_entries j where j.transaction_id = t.id offset 0)) as waiting`.execute(executor)
     return rows[0]?.waiting === true
   }
