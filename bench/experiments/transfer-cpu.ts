@@ -24,13 +24,12 @@
  *   before the instant are the baseline, those between it and the last run the figure: CPU per
  *   transfer (the runner's work included, as it shares the process) and transfers/s of wall time.
  */
-import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import { sql } from 'kysely'
 import { processTreeCpuMs } from '../cpu.ts'
 import { buildAppAt, injector, signUpWithKey } from '../in-process.ts'
+import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
 
 const args = process.argv.slice(2)
@@ -177,31 +176,8 @@ async function alternate(subjects: Subject[], serverPid: number | undefined): Pr
   }
 }
 
-/**
- * This checkout's `src` in a temporary directory, the sequencer's start and wake-up taken out of
- * `src/app.ts` (the one place the app runs it and hands it what commits); `remove` deletes the copy.
- */
-function journalOffCopy(): { root: string; remove(): void } {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-journal-off-'))
-  fs.cpSync(path.join(ROOT, 'src'), path.join(root, 'src'), { recursive: true })
-  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(root, 'package.json'))
-  fs.symlinkSync(fs.realpathSync(path.join(ROOT, 'node_modules')), path.join(root, 'node_modules'))
-  const file = path.join(root, 'src/app.ts')
-  let text = fs.readFileSync(file, 'utf8')
-  for (const taken of [
-    `app.addHook('onReady', async () => sequencer.start())`,
-    'onCommit: (transactions) => sequencer.committed(transactions),',
-  ]) {
-    // Exactly one occurrence, or the copy would silently keep the journal: the patch needs updating.
-    if (text.split(taken).length !== 2) throw new Error(`--journal-off: src/app.ts has no single \`${taken}\` to take out`)
-    text = text.replace(taken, '')
-  }
-  fs.writeFileSync(file, text)
-  return { root, remove: () => fs.rmSync(root, { recursive: true, force: true }) }
-}
-
 async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<void> {
-  const copy = JOURNAL_OFF ? journalOffCopy() : undefined
+  const copy = JOURNAL_OFF ? journalOffCopy(ROOT) : undefined
   const subjects: Subject[] = []
   for (const [i, root] of (copy ? [copy.root, ROOT] : (ROOTS as string[])).entries()) {
     const built = await buildAt(root, server, `roots${i}`)
@@ -212,11 +188,7 @@ async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<vo
         await close()
         copy.remove()
       }
-      // The copy's transactions are never positioned: nothing needs their writer's id, nor its index.
-      if (server) {
-        await sql`alter table transactions alter column journal_xid drop default`.execute(built.database.db)
-        await sql`drop index transactions_journal_xid`.execute(built.database.db)
-      }
+      if (server) await dropWriterXid(built.database.db)
     }
     subjects.push({
       label: copy ? (i === 0 ? 'journal off' : 'journal on') : path.basename(root) || root,

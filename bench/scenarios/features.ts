@@ -10,7 +10,8 @@
  * each (10); the median of the ratios is the figure. Nothing here asserts a time.
  *
  * - `journal`: transfers/s of this build, and of the build in `--against` (a checkout of the code
- *   before the journal, see docs/performance.md) when given, taking turns; while this build runs,
+ *   before the journal, see docs/performance.md; `journal-off`: this build with the journal's work
+ *   taken out of the write path, `bench/journal-off.ts`) when given, taking turns; while this build runs,
  *   how long a transaction waits for its position (its `created_at` to its first reading in the
  *   feed) and for a checkpoint covering it; then `coffer export` to /dev/null (entries/s), a
  *   proof's cost (median of 100) and `coffer verify` (transactions/s).
@@ -41,6 +42,7 @@ import { inTransaction } from '../../src/db/dialect.ts'
 import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
 import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { benchCleanups } from '../cleanups.ts'
+import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
 import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
 import { call as request, goldAndWallets, noEvents, pool } from '../seed.ts'
@@ -208,7 +210,11 @@ async function journalLag(
 async function journal(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
   const running = await startRunning(storage, server, 'journal')
   if (AGAINST) {
-    const other = await startRunning(storage, server, 'journalbefore', path.resolve(AGAINST))
+    // `journal-off`: this build with the journal's work taken out of the write path (`bench/journal-off.ts`).
+    const copy = AGAINST === 'journal-off' ? journalOffCopy(ROOT) : undefined
+    if (copy) cleanups.push(async () => copy.remove())
+    const other = await startRunning(storage, server, 'journalbefore', copy?.root ?? path.resolve(AGAINST))
+    if (copy && storage === 'postgres') await dropWriterXid(other.database.db)
     await alternate(
       `without the journal (${AGAINST})`,
       () => transfers(other),
