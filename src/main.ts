@@ -4,6 +4,7 @@ import { openDatabase } from './db/database.ts'
 import { describeStorageFault, isStorageUnavailable } from './db/faults.ts'
 import { migrateToLatest } from './db/migrate.ts'
 import { prepareWebhookSecrets } from './events/webhook-secrets.ts'
+import { checkJournalWatermark } from './journal/journal.service.ts'
 import { secretsKeyFile } from './secrets/secrets-key.ts'
 import { resolveAdminKey } from './http/admin-key.ts'
 import { startTracing } from './telemetry/sdk.ts'
@@ -69,6 +70,7 @@ export async function serve(config: Config): Promise<void> {
     await migrateToLatest(database.db)
     let secretsKey
     try {
+      await checkJournalWatermark(database.db)
       secretsKey = await prepareWebhookSecrets(database.db, config)
     } catch (error) {
       await database.close()

@@ -130,6 +130,21 @@ export async function readWatermark(executor: Executor): Promise<Watermark> {
   return { xid: rows[0]?.xid ?? '0', id: Number(rows[0]?.id ?? 0) }
 }
 
+/**
+ * PostgreSQL: the stored watermark and the id the server's next transaction gets, when the watermark
+ * is above it: ids from another cluster (a copy by `pg_dump` or logical replication), which would
+ * hide this cluster's new transactions below the watermark. Read without taking an id.
+ */
+export async function watermarkFromElsewhere(executor: Executor): Promise<{ watermark: string; next: string } | undefined> {
+  const rows = await rowsOf(
+    executor,
+    sql<{ watermark: string; next: string }>`select watermark_xid::text as watermark,
+        pg_snapshot_xmax(pg_current_snapshot())::text as next
+      from journal_state where id = 1 and watermark_xid > pg_snapshot_xmax(pg_current_snapshot())::text::bigint`,
+  )
+  return rows[0]
+}
+
 /** PostgreSQL: the rows of `transactions` (as `t`) after watermark `from`, in the order of the index `(journal_xid, id)`. */
 const afterWatermark = (from: Watermark) =>
   sql`t.journal_xid is not null and (t.journal_xid, t.id) > (${from.xid}::xid8, ${from.id}::bigint)`

@@ -1,4 +1,5 @@
 import type { Db, Executor } from '../db/database.ts'
+import { isPostgres } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
 import { findTransactionById, listJournalAfter } from '../ledger/history.service.ts'
 import type { Transaction } from '../ledger/ledger.types.ts'
@@ -84,6 +85,22 @@ export async function proveInclusion(db: Db, walletId: number, transactionId: nu
 /** After a restore wrote the rows of a backup: the sequencer positions what the backup held unpositioned. */
 export async function alignJournalAfterRestore(executor: Executor): Promise<void> {
   await journal.lowerSqliteWatermark(executor)
+}
+
+/**
+ * Before a service starts on PostgreSQL: refuses a store whose journal watermark lies past the
+ * server's transaction ids, a copy made outside `coffer restore` that still holds another
+ * cluster's writer ids (new transactions would never be positioned). `docs/operations.md` resets them.
+ */
+export async function checkJournalWatermark(executor: Executor): Promise<void> {
+  if (!isPostgres(executor)) return
+  const ahead = await journal.watermarkFromElsewhere(executor)
+  if (ahead)
+    throw new Error(
+      `the journal's watermark (transaction id ${ahead.watermark}) is past this PostgreSQL server's next one (${ahead.next}): ` +
+        "the database looks like a copy made by other means than `coffer restore`, with another cluster's writer ids. " +
+        'Reset them before starting (docs/operations.md, "Copies by other means").',
+    )
 }
 
 /**

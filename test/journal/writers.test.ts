@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import type { Database } from '../../src/db/database.ts'
 import { nextWatermark } from '../../src/journal/journal.repository.ts'
+import { checkJournalWatermark } from '../../src/journal/journal.service.ts'
 import { JournalSequencer } from '../../src/journal/sequencer.ts'
 import { resolveSigningKey } from '../../src/secrets/signing-key.ts'
 import { openTestDatabase, STORAGE } from '../helpers/app.ts'
@@ -97,5 +98,59 @@ describe(`the journal's waiting transactions, however written (${STORAGE})`, () 
     assert.deepEqual(nextWatermark('100', { xid: '90', id: 7 }), { xid: '90', id: 7 })
     assert.deepEqual(nextWatermark('100', { xid: '100', id: 7 }), { xid: '100', id: 0 })
     assert.deepEqual(nextWatermark('100', { xid: '120', id: 7 }), { xid: '100', id: 0 })
+  })
+})
+
+/**
+ * A PostgreSQL copy made by other means than `coffer restore` keeps the old cluster's writer ids: the
+ * service refuses to start on it until they are reset as `docs/operations.md` says (its statements
+ * are run here as written there), after which what waited and what comes are positioned.
+ */
+describe("a PostgreSQL copy holding another cluster's writer ids", { skip: STORAGE !== 'postgres' }, () => {
+  it('refuses to start, and positions everything once the documented reset ran', async () => {
+    const { database, dataDir } = await openTestDatabase()
+    const sequencer = new JournalSequencer({ database, key: resolveSigningKey(undefined, dataDir), checkpointIntervalMs: 100, pollMs: 10 })
+    try {
+      await checkJournalWatermark(database.db)
+      const now = new Date().toISOString()
+      const wallet = await database.db
+        .insertInto('wallets')
+        .values({ address: 'copied', user_id: null, created_at: now, deleted_at: null })
+        .returning('id')
+        .executeTakeFirstOrThrow()
+      const insert = () =>
+        sql<{ id: number }>`insert into transactions (sending_wallet_id, receiving_wallet_id, memo, created_at, kind)
+          values (1, ${wallet.id}, 'copied', ${now}, 'transfer') returning id`.execute(database.db)
+      const copied = Number((await insert()).rows[0].id)
+      // The old cluster was a million transactions ahead of this one.
+      const ahead = sql`(pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)`
+      await sql`update transactions set journal_xid = ${ahead}::text::xid8`.execute(database.db)
+      await sql`update journal_state set watermark_xid = ${ahead}`.execute(database.db)
+      await assert.rejects(
+        checkJournalWatermark(database.db),
+        /watermark .* is past this PostgreSQL server's next one.*docs\/operations\.md/,
+      )
+
+      const operations = fs.readFileSync('docs/operations.md', 'utf8')
+      const reset = /Copies by other means[\s\S]*?```sql\n([\s\S]*?)```/.exec(operations)?.[1]
+      assert.ok(reset, 'docs/operations.md gives the reset')
+      await database.db.transaction().execute(async (trx) => {
+        for (const statement of reset.split(';').filter((text) => text.trim() !== '')) await sql.raw(statement).execute(trx)
+      })
+      await checkJournalWatermark(database.db)
+      const fresh = Number((await insert()).rows[0].id)
+      sequencer.start()
+      for (let tries = 0; ; tries++) {
+        const rows = await database.db.selectFrom('journal_entries').select('transaction_id').execute()
+        const ids = new Set(rows.map((row) => Number(row.transaction_id)))
+        if (ids.has(copied) && ids.has(fresh)) break
+        assert.ok(tries < 500, 'the copied and the new transaction are positioned within 5 s')
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+    } finally {
+      await sequencer.stop()
+      await database.close()
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    }
   })
 })
