@@ -171,17 +171,26 @@ function coffer(
 
 // ---------------------------------------------------------------------------------------------
 
-/** Follows the feed and the latest checkpoint while `load` runs: per transaction, commit to position, and to a covering checkpoint. */
+/**
+ * Starts `load` and follows the feed and the latest checkpoint while it runs: per transaction,
+ * commit to position, and to a covering checkpoint. The reader first reaches the journal's end, so
+ * that it measures positions, not its own catching up on earlier phases.
+ */
 async function journalLag(
   running: Running,
-  load: Promise<LoadResult>,
+  start: () => Promise<LoadResult>,
 ): Promise<{ result: LoadResult; toPosition: number[]; toCheckpoint: number[] }> {
-  // Only what commits from now on: the entries since the last checkpoint include earlier phases' transfers.
-  const since = Date.now()
   const { base } = running
-  let after = (await call(base, 'GET', '/admin/journal?limit=1&after=0')).next as number
   const last = await call(base, 'GET', '/journal/checkpoint', undefined, running.wallets[0].token)
-  after = Math.max(after, last.size as number)
+  let after = Number(last.size ?? 0)
+  for (;;) {
+    const page = await call(base, 'GET', `/admin/journal?after=${after}&limit=1000`)
+    after = page.next
+    if (page.entries.length < 1000) break
+  }
+  // Only what commits from now on: rounds may still be positioning an earlier phase's transfers.
+  const since = Date.now()
+  const load = start()
   const waiting: { position: number; committed: number }[] = []
   const toPosition: number[] = []
   const toCheckpoint: number[] = []
@@ -226,7 +235,7 @@ async function journal(storage: 'sqlite' | 'postgres', server: BenchPostgres | u
     )
     await other.service.stop()
   }
-  const { result, toPosition, toCheckpoint } = await journalLag(running, transfers(running))
+  const { result, toPosition, toCheckpoint } = await journalLag(running, () => transfers(running))
   log(`transfers ${figure(result)} while the feed and the checkpoint were followed`)
   const ms = (values: number[]) =>
     `p50 ${fixed(percentile(values, 0.5))} ms, p99 ${fixed(percentile(values, 0.99))} ms, max ${fixed(Math.max(...values))} ms`
