@@ -15,7 +15,7 @@ import { AssetName } from './ledger/ledger.schemas.ts'
 import { createLedger, type Ledger } from './ledger/ledger.service.ts'
 import { repairRunningBalances } from './ledger/repair.ts'
 import { verifyLedger } from './ledger/verify.ts'
-import { readJournalPages } from './journal/journal.service.ts'
+import { readJournalText } from './journal/journal.service.ts'
 import { findSigningKey, verifyJournal, verifyJournalInThread } from './journal/verify-journal.ts'
 import {
   BackupError,
@@ -295,8 +295,7 @@ async function exportJournal(database: Database, after: number, follow: boolean)
   }
   process.stdout.on('error', closed)
   try {
-    for await (const entries of readJournalPages(database.db, after, follow, stop.signal)) {
-      const text = entries.map((entry) => `${JSON.stringify(entry)}\n`).join('')
+    for await (const text of readJournalText(database.db, after, follow, stop.signal)) {
       if (!process.stdout.write(text) && !stop.signal.aborted) {
         await new Promise((resolve) => {
           process.stdout.once('drain', resolve)

@@ -1,7 +1,7 @@
 import type { Db, Executor } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { findTransactionById, listJournalAfter } from '../ledger/history.service.ts'
+import { findTransactionById, journalTextAfter, listJournalAfter } from '../ledger/history.service.ts'
 import type { Transaction } from '../ledger/ledger.types.ts'
 import * as journal from './journal.repository.ts'
 import { consistencyProof, inclusionProof, leafHash, nodesRead, type NodeReader } from './merkle.ts'
@@ -104,16 +104,22 @@ export async function checkJournalWatermark(executor: Executor): Promise<void> {
 }
 
 /**
- * The journal from `after` on, page by page (`coffer export`); with `follow`, waits for more at
- * the end instead of stopping, until `signal` aborts.
+ * The journal from `after` on as NDJSON, a page at a time (`coffer export`): each line
+ * `JSON.stringify` of an entry (on SQLite, the same text written by SQLite itself). With `follow`, waits for more at the end
+ * instead of stopping, until `signal` aborts.
  */
-export async function* readJournalPages(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<Transaction[]> {
+export async function* readJournalText(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<string> {
   let next = after
   while (!signal.aborted) {
-    const page = await readFeed(db, next, 1000)
-    if (page.entries.length > 0) {
-      next = page.next
-      yield page.entries
+    const page = isPostgres(db)
+      ? await readFeed(db, next, 1000).then(({ entries, next }) => ({
+          text: entries.map((entry) => `${JSON.stringify(entry)}\n`).join(''),
+          last: entries.length > 0 ? next : null,
+        }))
+      : await journalTextAfter(db, next, 5000)
+    if (page.last !== null) {
+      next = page.last
+      yield page.text
       continue
     }
     if (!follow) return

@@ -230,6 +230,11 @@ export function listJournalAfter(db: Executor, after: number, limit: number): Pr
   return transactions.listByPosition(db, after, limit)
 }
 
+/** SQLite: `listJournalAfter` as NDJSON, each line `JSON.stringify` of the entry, and the last position (null: none). */
+export function journalTextAfter(db: Executor, after: number, limit: number): Promise<{ text: string; last: number | null }> {
+  return transactions.journalTextAfter(db, after, limit)
+}
+
 /** One transaction by id, as answered; undefined when there is none. */
 export function findTransactionById(db: Executor, id: number): Promise<Transaction | undefined> {
   return transactions.findTransaction(db, id)

@@ -450,8 +450,23 @@ function numberText(column: string): string {
 /** The SQL of a quantity's text: its digits, or between marks beyond 2^53 (where JavaScript's number rounds it). */
 const QUANTITY_TEXT = `case when abs(ta.quantity) <= ${Number.MAX_SAFE_INTEGER} then ta.quantity else char(1) || ta.quantity || char(1) end`
 
-/** The SQL of the JSON text of the transaction in row `p` (STORED_FIELDS), as `shapeTransaction` and the schema write it. */
-const TRANSACTION_TEXT = (() => {
+/** The SQL of the JSON text of the transaction in row `p` (STORED_FIELDS), as the schema's serializer writes it (the routes). */
+const TRANSACTION_TEXT = transactionText('schema', {
+  position: '(select j.position from journal_entries j where j.transaction_id = p.id)',
+  hash: '(select json_quote(j.hash) from journal_entries j where j.transaction_id = p.id)',
+})
+
+/**
+ * The same of a row of the journal (`journalTextAfter`), with its own position and hash, as
+ * `JSON.stringify` writes a Transaction (`shapeTransaction`'s order): `coffer export`'s lines, alike on both storages.
+ */
+const JOURNAL_ENTRY_TEXT = transactionText('object', { position: 'p.position', hash: 'json_quote(p.hash)' })
+
+/**
+ * The SQL of a transaction's JSON text in the field order of the schema (the optional fields after the
+ * required ones) or of the object `shapeTransaction` builds, with its position's and hash's SQL (null before it has them).
+ */
+function transactionText(order: 'schema' | 'object', journal: { position: string; hash: string }): string {
   const address = (column: string) => `coalesce((select json_quote(w.address) from wallets w where w.id = p.${column}), '""')`
   // A subquery per side, so that each wallet's user is one index probe (a join can scan every user).
   const username = (field: string, column: string) =>
@@ -462,6 +477,19 @@ const TRANSACTION_TEXT = (() => {
   const lines = `coalesce((select group_concat(${line}, ',' order by lower(a.name), a.name)
     from transaction_assets ta inner join assets a on a.id = ta.asset_id
     where ta.transaction_id = p.id), '')`
+  const usernames = [username('sending_username', 'sending_wallet_id'), username('receiving_username', 'receiving_wallet_id')]
+  // Each link only on its own kind, as shapeTransaction.
+  const links = [
+    `case when p.kind = 'reversal' and p.reverses is not null then ',"reverses":' || p.reverses else '' end`,
+    `case when p.kind = 'capture' and p.hold_id is not null then ',"hold_id":' || p.hold_id else '' end`,
+    `case when p.schedule_id is not null then ',"schedule_id":' || p.schedule_id else '' end`,
+  ]
+  const kind = `',"kind":' || json_quote(p.kind)`
+  const rest = [
+    `',"metadata":' || coalesce(p.metadata, '{}')`,
+    `',"position":' || coalesce(${journal.position}, 'null')`,
+    `',"hash":' || coalesce(${journal.hash}, 'null')`,
+  ]
   return [
     `'{"id":' || p.id`,
     `',"sending_wallet_id":' || p.sending_wallet_id`,
@@ -471,20 +499,25 @@ const TRANSACTION_TEXT = (() => {
     `',"created_at":' || json_quote(p.created_at)`,
     `',"memo":' || json_quote(p.memo)`,
     `',"assets":[' || ${lines} || ']'`,
-    `',"kind":' || json_quote(p.kind)`,
-    `',"metadata":' || coalesce(p.metadata, '{}')`,
-    `',"position":' || coalesce((select j.position from journal_entries j where j.transaction_id = p.id), 'null')`,
-    `',"hash":' || coalesce((select json_quote(j.hash) from journal_entries j where j.transaction_id = p.id), 'null')`,
-    // The optional fields after the required ones, as the schema's serializer writes them.
-    username('sending_username', 'sending_wallet_id'),
-    username('receiving_username', 'receiving_wallet_id'),
-    // Each link only on its own kind, as shapeTransaction.
-    `case when p.kind = 'reversal' and p.reverses is not null then ',"reverses":' || p.reverses else '' end`,
-    `case when p.kind = 'capture' and p.hold_id is not null then ',"hold_id":' || p.hold_id else '' end`,
-    `case when p.schedule_id is not null then ',"schedule_id":' || p.schedule_id else '' end`,
+    ...(order === 'schema' ? [kind, ...rest, ...usernames, ...links] : [...usernames, kind, ...links, ...rest]),
     `'}'`,
   ].join(' || ')
-})()
+}
+
+/**
+ * SQLite: the journal after position `after`, at most `limit` entries in order, as NDJSON, each line
+ * `JSON.stringify` of the entry, written by SQLite (`coffer export`, where parsing and writing each
+ * entry again in JavaScript cost more than reading it).
+ */
+export async function journalTextAfter(db: Executor, after: number, limit: number): Promise<{ text: string; last: number | null }> {
+  const q = new Statement(db)
+  const text = `select coalesce(group_concat(${JOURNAL_ENTRY_TEXT} || char(10), '' order by p.position), '') as text,
+      max(p.position) as last
+    from (select j.position, j.hash, t.* from journal_entries j inner join transactions t on t.id = j.transaction_id
+      where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}) as p`
+  const [row] = await readRows<{ text: string; last: number | null }>(db, text, q.params)
+  return { text: row.text.includes(MARK) ? rewriteMarkedNumbers(row.text) : row.text, last: row.last === null ? null : Number(row.last) }
+}
 
 /** Line rows (of transactions or holds) grouped by their owner's id, each list by asset name. */
 export function linesByOwner(rows: { owner: number; quantity: number; id: number; name: string; value: number }[]): Map<number, Line[]> {

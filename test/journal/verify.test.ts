@@ -13,6 +13,7 @@ import {
 import { leafHash, subtreeHash, treeRoot, verifyConsistency, verifyInclusion } from '../../src/journal/merkle.ts'
 import { buildTestApp, expectError, journalCovered, STORAGE, type TestApp } from '../helpers/app.ts'
 import { runCoffer } from '../helpers/cli.ts'
+import { findTransactionById } from '../../src/ledger/history.service.ts'
 import { createAsset, createUser, fundedUser, sendTransaction, type TestUser } from '../helpers/factories.ts'
 
 interface Proof {
@@ -309,17 +310,43 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
     assert.deepEqual((await verifyJournal(db, key)).problems, [])
   })
 
-  it('exports the journal as one Transaction a line, from a position on', async () => {
+  it("exports the journal as one Transaction a line, from a position on, each as JSON.stringify writes the feed's entry", async () => {
+    // Every optional part of an entry: metadata, several assets, a fractional value, large quantities, a reversal.
+    const silver = await createAsset(t, { name: 'Silver', value: 0.5 })
+    await t.app.inject({
+      method: 'POST',
+      url: `/wallets/${alice.walletId}/assets`,
+      headers: t.admin,
+      payload: { id: silver.id, quantity: 2 ** 50 },
+    })
+    const mixed = await sendTransaction(t, alice, {
+      recipient: bob.username,
+      assets: { gold: 1, Silver: 2 ** 50 - 3 },
+      memo: 'mixed "quoted" ✓',
+      metadata: { order: 'A-1', note: 'b\\c' },
+    })
+    const reversal = await t.app.inject({ method: 'POST', url: `/transactions/${mixed.id}/reversal`, headers: t.admin })
+    assert.equal(reversal.statusCode, 201, reversal.body)
+    await journalCovered(t.database.db)
+
     const run = await runCoffer(env(), 'export', '--after', '3')
     assert.equal(run.code, 0, run.stderr)
-    const lines = run.stdout
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as { position: number })
+    const lines = run.stdout.trim().split('\n')
     const size = Number((await t.database.db.selectFrom('journal_state').select('size').executeTakeFirstOrThrow()).size)
+    const feed = (await t.app.inject({ method: 'GET', url: `/admin/journal?after=3&limit=1000`, headers: t.admin })).json() as {
+      entries: unknown[]
+    }
+    assert.equal(feed.entries.length, size - 3)
+    assert.equal(lines.length, size - 3)
+    // The same text on both storages: on SQLite written by SQLite, on PostgreSQL by JSON.stringify.
+    const entries = await Promise.all(feed.entries.map((entry) => findTransactionById(t.database.db, (entry as { id: number }).id)))
     assert.deepEqual(
-      lines.map((line) => line.position),
-      Array.from({ length: size - 3 }, (_, i) => i + 4),
+      lines,
+      entries.map((entry) => JSON.stringify(entry)),
+    )
+    assert.deepEqual(
+      lines.map((line) => JSON.parse(line) as object),
+      feed.entries,
     )
   })
 })
