@@ -185,12 +185,13 @@ async function main(): Promise<void> {
         await client.connect()
         await client.query('create extension if not exists pg_stat_statements')
         const { rows } = await client.query(
-          `select calls, total_exec_time, query from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) and calls > ${total / 50} order by calls desc`,
+          `select calls, total_exec_time, query from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) order by total_exec_time desc limit 20`,
         )
-        console.log(`${subject.label}: statements per transfer (server µs per call)`)
+        // Each statement's calls and server time per transfer: a round's statements run once for many transfers.
+        console.log(`${subject.label}: statements by server time (calls a transfer, µs a call, µs a transfer)`)
         for (const row of rows)
           console.log(
-            `  ${(Number(row.calls) / total).toFixed(3).padStart(7)} ${((Number(row.total_exec_time) * 1000) / Number(row.calls)).toFixed(0).padStart(6)}  ${String(row.query).replace(/\s+/g, ' ').slice(0, 110)}`,
+            `  ${(Number(row.calls) / total).toFixed(3).padStart(7)} ${((Number(row.total_exec_time) * 1000) / Number(row.calls)).toFixed(0).padStart(6)} ${((Number(row.total_exec_time) * 1000) / total).toFixed(1).padStart(6)}  ${String(row.query).replace(/\s+/g, ' ').slice(0, 100)}`,
           )
         await client.end()
       }

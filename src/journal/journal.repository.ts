@@ -166,7 +166,9 @@ const isAfter = (a: Watermark, b: Watermark): boolean => BigInt(a.xid) > BigInt(
  * looked up alone (`offset 0`: never a hash of every entry). A writer's row holds its transaction's full id, and every transaction this
  * snapshot does not show is still running (its id at or above the snapshot's xmin) or has none yet
  * (it will get one above every id given so far): the next round starts at the xmin, or at the
- * last row taken when the batch stopped the round first.
+ * last row taken when the batch stopped the round first. Whether positioned rows lag behind the
+ * xmin (`stale`) is the first row after `from` in index order: one row read, where an `exists` over
+ * the range let the planner scan the whole table.
  */
 export async function readRound(
   executor: Executor,
@@ -197,10 +199,10 @@ export async function readRound(
         s.watermark_xid::text as stored_xid, s.watermark_id as stored_id,
         (select max(transaction_id) from journal_entries) as top,
         array(select id from w order by journal_xid, id) as waiting,
-        (select journal_xid::text from w order by journal_xid desc, id desc limit 1) as last_xid,
+        (select w.journal_xid::text from w order by w.journal_xid desc, w.id desc limit 1) as last_xid,
         pg_snapshot_xmin(pg_current_snapshot())::text as horizon,
-        exists (select from transactions t where ${afterWatermark(from)}
-          and t.journal_xid < pg_snapshot_xmin(pg_current_snapshot())) as stale,
+        coalesce((select t.journal_xid from transactions t where ${afterWatermark(from)} order by t.journal_xid, t.id limit 1)
+          < pg_snapshot_xmin(pg_current_snapshot()), false) as stale,
         (select json_build_object('size', size, 'root', root, 'signed_at', signed_at, 'signature', signature)
           from journal_checkpoints order by size desc limit 1) as latest
       from journal_state s where s.id = 1`,
@@ -265,15 +267,8 @@ const WAITING_FIELDS = sql.raw(
   't.id, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.reverses, t.hold_id, t.metadata, j.position',
 )
 
-/** Whether any committed transaction waits for a position: one cheap read, outside a transaction. */
+/** SQLite: whether any committed transaction waits for a position: one cheap read, outside a transaction. */
 export async function hasUnpositioned(executor: Executor): Promise<boolean> {
-  if (isPostgres(executor)) {
-    const from = await readWatermark(executor)
-    const { rows } = await sql<{ waiting: boolean }>`select exists (select from transactions t
-      where ${afterWatermark(from)}
-        and not exists (select from journal_entries j where j.transaction_id = t.id offset 0)) as waiting`.execute(executor)
-    return rows[0]?.waiting === true
-  }
   const { rows } = await sql<{
     waiting: number
   }>`select exists (select 1 from transactions where id > (select last_transaction_id from journal_state where id = 1)) as waiting`.execute(

@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
 import type { Database } from '../../src/db/database.ts'
-import { nextWatermark } from '../../src/journal/journal.repository.ts'
+import { nextWatermark, readRound } from '../../src/journal/journal.repository.ts'
 import { checkJournalWatermark } from '../../src/journal/journal.service.ts'
 import { JournalSequencer } from '../../src/journal/sequencer.ts'
 import { resolveSigningKey } from '../../src/secrets/signing-key.ts'
@@ -90,6 +90,33 @@ describe(`the journal's waiting transactions, however written (${STORAGE})`, () 
         assert.ok(tries < 500, `${rows[0].behind} rows stay behind the watermark`)
         await new Promise((resolve) => setTimeout(resolve, 10))
       }
+    },
+  )
+
+  it(
+    'on PostgreSQL, a full round ends its watermark at the last row it took, by writer id as a number',
+    { skip: STORAGE !== 'postgres' },
+    async () => {
+      await sequencer.stop()
+      const ids = await insert(database.db, 3)
+      try {
+        // Writer ids whose order as text is not their order as numbers (99 and 100, or 999 and 1000): all long committed.
+        const { rows } = await sql<{ next: string }>`select pg_snapshot_xmin(pg_current_snapshot())::text as next`.execute(database.db)
+        const low = 10 ** Math.floor(Math.log10(Number(rows[0].next) - 1)) - 1
+        for (const [i, id] of ids.entries())
+          await sql`update transactions set journal_xid = ${String(low + i)}::xid8 where id = ${id}`.execute(database.db)
+        const round = await readRound(database.db, 2, new Map(), { xid: String(low - 1), id: 0 })
+        assert.deepEqual(
+          round?.waiting.map((waiting) => waiting.id),
+          ids.slice(0, 2),
+        )
+        assert.deepEqual(round?.watermark, { xid: String(low + 1), id: ids[1] })
+      } finally {
+        // Given back a writer id above the watermark, they are positioned as any others.
+        await sql`update transactions set journal_xid = pg_current_xact_id() where id = any(${ids}::bigint[])`.execute(database.db)
+        sequencer.start()
+      }
+      await positioned(ids)
     },
   )
 
