@@ -67,7 +67,15 @@ export async function serve(config: Config): Promise<void> {
   const database = openDatabase({ ...config, backgroundCheckpoints: true })
   let app
   try {
-    await migrateToLatest(database.db)
+    await migrateToLatest(database.db).catch((error: unknown) => {
+      throw timedOut(error)
+        ? new Error(
+            "a migration ran past the service's PostgreSQL timeouts (PG_STATEMENT_TIMEOUT_MS, PG_QUERY_TIMEOUT_MS): " +
+              'run `coffer migrate`, which has none, then start again (docs/operations.md, "Upgrades")',
+            { cause: error },
+          )
+        : error
+    })
     let secretsKey
     try {
       await checkJournalWatermark(database.db)
@@ -128,6 +136,12 @@ export async function serve(config: Config): Promise<void> {
     `${banner(`http://${shown}:${port}`, storage, adminKey.file, config.secretsKey ? undefined : secretsKeyFile(config)).join('\n')}\n\n`,
   )
   log.release()
+}
+
+/** Whether PostgreSQL cancelled a statement at `statement_timeout`, or no answer came within the client's bound. */
+function timedOut(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code
+  return code === '57014' || code === 'QUERY_TIMEOUT'
 }
 
 /** `npm start` and `node dist/main.js`: reads the configuration and serves; exits 2 on a bad configuration, 1 when it cannot start. */

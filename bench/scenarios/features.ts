@@ -275,7 +275,10 @@ async function journalUpgrade(storage: 'sqlite' | 'postgres', server: BenchPostg
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-upgrade-'))
   cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }))
   const databaseUrl = await server?.createDatabase(`upgrade${Date.now().toString(36)}`)
-  const database = databaseUrl ? openPostgres(databaseUrl, 4) : openSqlite(path.join(dataDir, 'coffer.sqlite'))
+  // Unbounded statements, as `coffer migrate` runs the migrations of a large store.
+  const database = databaseUrl
+    ? openPostgres(databaseUrl, 4, { statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, queryTimeoutMs: 0 })
+    : openSqlite(path.join(dataDir, 'coffer.sqlite'))
   await migrateToLatest(database.db)
   const { asset, walletIds } = await goldAndWallets(database, 'upgrade')
   let started = performance.now()
