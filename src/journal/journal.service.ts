@@ -8,6 +8,9 @@ import { consistencyProof, inclusionProof, leafHash, nodesRead, type NodeReader 
 
 export type { Checkpoint } from './journal.repository.ts'
 
+/** Entries a page of `coffer export` reads. */
+const EXPORT_PAGE = 2000
+
 /** How often a waiting feed request looks again. */
 const WAIT_POLL_MS = 100
 
@@ -110,17 +113,27 @@ export async function checkJournalWatermark(executor: Executor): Promise<void> {
  */
 export async function* readJournalText(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<string> {
   let next = after
+  // PostgreSQL: the next page is asked for before this one is written out, so the server reads it meanwhile.
+  let ahead: Promise<FeedPage> | undefined
   while (!signal.aborted) {
-    const page = isPostgres(db)
-      ? await readFeed(db, next, 1000).then(({ entries, next }) => ({
-          text: entries.map((entry) => `${JSON.stringify(entry)}\n`).join(''),
-          last: entries.length > 0 ? next : null,
-        }))
-      : await journalTextAfter(db, next, 5000)
-    if (page.last !== null) {
-      next = page.last
-      yield page.text
-      continue
+    if (isPostgres(db)) {
+      const page = await (ahead ?? readFeed(db, next, EXPORT_PAGE))
+      ahead = undefined
+      if (page.entries.length > 0) {
+        next = page.next
+        ahead = readFeed(db, next, EXPORT_PAGE)
+        // Never an unhandled failure when the reader stops first; awaited, it fails there.
+        ahead.catch(() => {})
+        yield page.entries.map((entry) => `${JSON.stringify(entry)}\n`).join('')
+        continue
+      }
+    } else {
+      const page = await journalTextAfter(db, next, EXPORT_PAGE)
+      if (page.last !== null) {
+        next = page.last
+        yield page.text
+        continue
+      }
     }
     if (!follow) return
     await new Promise((resolve) => {

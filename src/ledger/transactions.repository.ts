@@ -271,10 +271,62 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
  */
 export async function listByPosition(db: Executor, after: number, limit: number): Promise<Transaction[]> {
   const q = new Statement(db)
+  if (q.postgres) return journalPagePostgres(db, after, limit)
   const positions = `select j.transaction_id from journal_entries j
     where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
   const transactions = await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id in (${positions})`)
   return transactions.sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
+}
+
+/**
+ * PostgreSQL: a page of the journal as one JSON text, put together here as `queryTransactions` would
+ * (`fromTuple`): the entries with their transactions and lines, and apart the labels of the wallets
+ * they name, once each. Per entry, a subquery for each label, its position and its hash cost the
+ * server about 28 µs; JSON parses in one call what rows would parse field by field.
+ */
+async function journalPagePostgres(db: Executor, after: number, limit: number): Promise<Transaction[]> {
+  const [row] = await readRows<{ entries: string | null; wallets: string | null }>(
+    db,
+    `with page as materialized (select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.created_at, t.memo, t.kind,
+        t.reverses, t.hold_id, t.metadata, j.position, j.hash, t.schedule_id
+      from journal_entries j inner join transactions t on t.id = j.transaction_id
+      where j.position > $1 order by j.position limit $2)
+    select (select json_agg(json_build_array(p.id, p.sending_wallet_id, p.receiving_wallet_id, p.created_at, p.memo, p.kind,
+          p.reverses, p.hold_id, p.metadata::json,
+          (select json_agg(json_build_array(ta.quantity, a.id, a.name, a.value))
+            from transaction_assets ta inner join assets a on a.id = ta.asset_id where ta.transaction_id = p.id),
+          p.position, p.hash, p.schedule_id) order by p.position) from page p)::text as entries,
+      (select json_agg(json_build_array(w.id, w.address, (select u.username from users u where u.primary_wallet_id = w.id)))
+        from wallets w where w.id in (select sending_wallet_id from page union select receiving_wallet_id from page))::text as wallets`,
+    [after, limit],
+  )
+  if (!row.entries) return []
+  type Entry = [number, number, number, string, string, TransactionKind, number | null, number | null, Metadata | null]
+  const entries = JSON.parse(row.entries) as [...Entry, TransactionTuple[13] | null, number, string, number | null][]
+  const labels = new Map((JSON.parse(row.wallets ?? '[]') as [number, string, string | null][]).map(([id, ...label]) => [id, label]))
+  return entries.map(([id, from, to, createdAt, memo, kind, reverses, holdId, metadata, lines, position, hash, scheduleId]) => {
+    const [fromAddress, fromUsername] = labels.get(from) ?? [null, null]
+    const [toAddress, toUsername] = labels.get(to) ?? [null, null]
+    return fromTuple([
+      id,
+      from,
+      to,
+      fromAddress,
+      toAddress,
+      fromUsername,
+      toUsername,
+      createdAt,
+      memo,
+      kind,
+      reverses,
+      holdId,
+      metadata,
+      lines ?? [],
+      position,
+      hash,
+      scheduleId,
+    ])
+  })
 }
 
 /** One transaction by id, as answered; undefined when there is none. */
