@@ -9,7 +9,8 @@
  * checkout in `--roots` in turn, `--rounds` times (and both at once, the journal on its own thread, as
  * `coffer verify` runs them, where the checkout has that): per half and checkout the wall time, transactions
  * per second and the process's CPU (all threads) per transaction, on PostgreSQL also the server's
- * (its processes' times in /proc), with the load average. A
+ * (its processes' times in /proc), with the load average; where several threads ran, each one's CPU
+ * and the share of the cores the process used. A
  * checkout whose verify finds a problem on this sound ledger is reported. With `--keep=<dir>` a
  * SQLite ledger stays there and is used again. Nothing here asserts a time.
  */
@@ -109,11 +110,35 @@ function serverCpu(): number | undefined {
   return (ticks * 1e6) / TICKS
 }
 
+/** CPU seconds of each of this process's threads so far, by thread id (/proc/self/task); empty without /proc. */
+function threadCpu(): Map<string, number> {
+  const seconds = new Map<string, number>()
+  if (!fs.existsSync('/proc/self/task')) return seconds
+  for (const tid of fs.readdirSync('/proc/self/task')) {
+    try {
+      const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      seconds.set(tid, (Number(fields[11]) + Number(fields[12])) / TICKS)
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return seconds
+}
+
 async function measure(what: string, work: () => Promise<{ ok: boolean; problems: string[] }>): Promise<void> {
   const cpu = process.cpuUsage()
   const serverBefore = serverCpu()
+  // Each thread's CPU, sampled as it runs (a thread's time leaves /proc with it): where the cores went.
+  const threadsBefore = threadCpu()
+  const threads = new Map<string, number>()
+  const sample = () => {
+    for (const [tid, seconds] of threadCpu()) threads.set(tid, seconds - (threadsBefore.get(tid) ?? 0))
+  }
+  const sampler = setInterval(sample, 250)
   const started = performance.now()
-  const report = await work()
+  const report = await work().finally(() => clearInterval(sampler))
+  sample()
   const seconds = (performance.now() - started) / 1000
   const used = process.cpuUsage(cpu)
   const perTransaction = (used.user + used.system) / TRANSACTIONS
@@ -127,6 +152,12 @@ async function measure(what: string, work: () => Promise<{ ok: boolean; problems
       `CPU ${fixed(perTransaction, 1).padStart(6)} µs/tx${onServer} (load ${load()})` +
       `${report.ok ? '' : ` PROBLEMS: ${report.problems.slice(0, 3).join('; ')}`}`,
   )
+  const busy = [...threads.values()].filter((used) => used >= 0.1).sort((a, b) => b - a)
+  if (busy.length > 1)
+    console.log(
+      `${''.padEnd(28)} threads ${busy.map((used) => fixed(used, 1)).join(' + ')} s CPU; ` +
+        `the process used ${fixed((100 * (used.user + used.system)) / 1e6 / seconds / os.availableParallelism())}% of ${os.availableParallelism()} cores`,
+    )
 }
 
 let server: BenchPostgres | undefined

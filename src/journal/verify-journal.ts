@@ -37,6 +37,9 @@ const [POSITION, TRANSACTION_ID, HASH, KIND, CREATED_AT, SENDING, RECEIVING, MEM
   0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
 ]
 
+/** Where `readEncodedEntries` answers the encoding (then the metadata); its first three columns are `readEntries`'. */
+const ENCODED = 3
+
 /**
  * Entries with positions in (`after`, `upTo`], in order, each with its transaction's encoded fields
  * and its lines (one row per line): one read through the keys of the three tables. The transactions
@@ -59,6 +62,79 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
     where j.position > ${after} and j.position <= ${upTo}
     order by j.position`,
   )
+}
+
+/**
+ * PostgreSQL: the entries with positions in (`after`, `upTo`], in order, one row each: [position,
+ * transaction id, hash, the encoding up to its metadata as the server writes it, metadata as stored].
+ * `to_json` escapes as `JSON.stringify` does and integers print alike, so the text is the encoding;
+ * null when the transaction is missing. Five values a transaction cross the driver instead of a
+ * dozen a line, which cost the process more than the server spends on the text. Where this text does
+ * not give the hash, the encoding JavaScript writes from the columns decides (`encodeFromColumns`).
+ * SQLite's own text (`json_quote`, `group_concat`) cost as much as the values it saved: there the
+ * columns are read (`readEntries`).
+ */
+async function readEncodedEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
+  // As `readEntries`: the transactions and lines bounded by the ids the entries name.
+  const [[low, high]] = await readArrays(
+    db,
+    sql`select min(transaction_id), max(transaction_id) from journal_entries where position > ${after} and position <= ${upTo}`,
+  )
+  if (low === null) return []
+  return readArrays(
+    db,
+    sql`select j.position, j.transaction_id, j.hash,
+      '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || to_json(t.kind)::text || ','
+        || to_json(t.created_at)::text || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ','
+        || to_json(t.memo)::text || ',[' || coalesce(l.lines, '') || '],'
+        || coalesce(t.reverses::text, 'null') || ',' || coalesce(t.hold_id::text, 'null') || ',',
+      t.metadata
+    from journal_entries j left join transactions t on t.id = j.transaction_id and t.id >= ${low} and t.id <= ${high}
+      left join (
+        select transaction_id, string_agg('[' || asset_id || ',' || quantity || ']', ',' order by asset_id) as lines
+        from transaction_assets where transaction_id >= ${low} and transaction_id <= ${high} group by transaction_id
+      ) l on l.transaction_id = t.id
+    where j.position > ${after} and j.position <= ${upTo}
+    order by j.position`,
+  )
+}
+
+/**
+ * The encodings PostgreSQL writes (`readEncodedEntries`, metadata added) of the positions in (`after`,
+ * `upTo`], in order; null where it writes none. @public (tests hash them against the stored hashes)
+ */
+export async function encodingsByDatabase(db: Executor, after: number, upTo: number): Promise<(string | null)[]> {
+  const rows = await readEncodedEntries(db, after, upTo)
+  return rows.map((row) =>
+    row[ENCODED] === null ? null : `${row[ENCODED] as string}${encodeMetadata(row[ENCODED + 1] as string | null)}]`,
+  )
+}
+
+/** The encoding of the entry whose rows (`readEntries`', one a line) are `rows[from]` to `rows[to - 1]`, as JavaScript writes it. */
+function encodeRows(rows: unknown[][], from: number, to: number): string {
+  const entry = rows[from]
+  const lines: [number, number][] = []
+  for (let i = from; i < to; i++) if (rows[i][ASSET_ID] !== null) lines.push([Number(rows[i][ASSET_ID]), Number(rows[i][QUANTITY])])
+  return encodeFields(
+    Number(entry[POSITION]),
+    Number(entry[TRANSACTION_ID]),
+    entry[KIND] as string,
+    entry[CREATED_AT] as string,
+    Number(entry[SENDING]),
+    Number(entry[RECEIVING]),
+    entry[MEMO] as string,
+    encodeAssets(lines),
+    entry[REVERSES] === null ? null : Number(entry[REVERSES]),
+    entry[HOLD_ID] === null ? null : Number(entry[HOLD_ID]),
+    encodeMetadata(entry[METADATA] as string | null),
+  )
+}
+
+/** The encoding of the transaction at `position` from its columns; undefined when there is none. */
+async function encodeFromColumns(db: Executor, position: number): Promise<string | undefined> {
+  const rows = await readEntries(db, position - 1, position)
+  // A transaction's kind is never null: null when there is no transaction of that id.
+  return rows.length === 0 || rows[0][KIND] === null ? undefined : encodeRows(rows, 0, rows.length)
 }
 
 /** A subtree's key: level and index in one number (levels stay below 53 - 40, indexes below 2^40). */
@@ -157,50 +233,46 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
   const { rows: before } = await sql<{ hash: string }>`
     select hash from journal_entries where position <= ${after} order by position desc limit 1`.execute(db)
   let previous = before[0]?.hash ?? GENESIS_HASH
-  const lines: [number, number][] = []
   const missing = (position: number, next: number | undefined) => {
     firstMismatch ??= position
     if (problems.length < NAMED)
       problems.push(`position ${position} is missing (${next === undefined ? 'no entry follows it' : `the next entry is ${next}`})`)
   }
   let expected = after + 1
+  // PostgreSQL writes most of each encoding (`readEncodedEntries`).
+  const encoded = isPostgres(db)
   // The tree of the current subtree's leaves read so far and their number; -1 once one of them is missing.
   let group: Latin1Node[] = []
   let filled = -1
   for (let from = after; from < upTo; from += chunk) {
     const to = Math.min(from + chunk, upTo)
-    const rows = await readEntries(db, from, to)
+    const rows = encoded ? await readEncodedEntries(db, from, to) : await readEntries(db, from, to)
     // The lowest-level subtrees these leaves complete, by index, as latin1 hashes.
     const computed = new Map<number, string>()
     for (let i = 0; i < rows.length;) {
       const entry = rows[i]
       const position = Number(entry[POSITION])
       const stored = entry[HASH] as string
-      // A transaction's kind is never null: null when there is no transaction of that id.
-      const exists = entry[KIND] !== null
       if (position !== expected) missing(expected, position)
       expected = position + 1
-      lines.length = 0
-      for (; i < rows.length && Number(rows[i][POSITION]) === position; i++)
-        if (exists && rows[i][ASSET_ID] !== null) lines.push([Number(rows[i][ASSET_ID]), Number(rows[i][QUANTITY])])
+      let exists: boolean
       let hashed: string | undefined
-      if (exists) {
-        positioned++
-        const text = encodeFields(
-          position,
-          Number(entry[TRANSACTION_ID]),
-          entry[KIND] as string,
-          entry[CREATED_AT] as string,
-          Number(entry[SENDING]),
-          Number(entry[RECEIVING]),
-          entry[MEMO] as string,
-          encodeAssets(lines),
-          entry[REVERSES] === null ? null : Number(entry[REVERSES]),
-          entry[HOLD_ID] === null ? null : Number(entry[HOLD_ID]),
-          encodeMetadata(entry[METADATA] as string | null),
-        )
-        hashed = chainHashHex(previous, text)
+      if (encoded) {
+        i++
+        const prefix = entry[ENCODED] as string | null
+        if (prefix !== null) hashed = chainHashHex(previous, `${prefix}${encodeMetadata(entry[ENCODED + 1] as string | null)}]`)
+        // The encoding as JavaScript writes it from the columns decides whenever SQLite's text does not give the hash.
+        const text = hashed === stored ? undefined : await encodeFromColumns(db, position)
+        exists = hashed === stored || text !== undefined
+        if (text !== undefined) hashed = chainHashHex(previous, text)
+      } else {
+        const start = i
+        while (i < rows.length && Number(rows[i][POSITION]) === position) i++
+        // A transaction's kind is never null: null when there is no transaction of that id.
+        exists = entry[KIND] !== null
+        if (exists) hashed = chainHashHex(previous, encodeRows(rows, start, i))
       }
+      if (exists) positioned++
       if (hashed !== stored) {
         firstMismatch ??= position
         if (problems.length < NAMED)
