@@ -47,9 +47,10 @@ const ENCODED = 3
  * every range; positions follow commit order, so those ids span about as many.
  */
 async function readEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
+  // `+ 0`: the range by position, never a walk of the index by transaction id (seconds a range at 10M).
   const [[low, high]] = await readArrays(
     db,
-    sql`select min(transaction_id), max(transaction_id) from journal_entries where position > ${after} and position <= ${upTo}`,
+    sql`select min(transaction_id + 0), max(transaction_id + 0) from journal_entries where position > ${after} and position <= ${upTo}`,
   )
   if (low === null) return []
   const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
@@ -76,9 +77,10 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
  */
 async function readEncodedEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
   // As `readEntries`: the transactions and lines bounded by the ids the entries name.
+  // `+ 0`: the range by position, never a walk of the index by transaction id (seconds a range at 10M).
   const [[low, high]] = await readArrays(
     db,
-    sql`select min(transaction_id), max(transaction_id) from journal_entries where position > ${after} and position <= ${upTo}`,
+    sql`select min(transaction_id + 0), max(transaction_id + 0) from journal_entries where position > ${after} and position <= ${upTo}`,
   )
   if (low === null) return []
   return readArrays(
