@@ -90,10 +90,6 @@ try {
         `CPU an entry ${perEntry((used.user + used.system) / 1000)} µs${server ? ` + server ${perEntry(serverMs)} µs` : ''}`,
     )
   }
-  if (process.env.KEEP) {
-    console.log(url)
-    await new Promise((resolve) => setTimeout(resolve, Number(process.env.KEEP) * 1000))
-  }
   await database.close()
 } finally {
   await server?.stop()
