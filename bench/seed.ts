@@ -8,6 +8,7 @@ import { inTransaction, rowsWrite, runWrites } from '../src/db/dialect.ts'
 import { hasUnpositioned } from '../src/journal/journal.repository.ts'
 import { JournalSequencer } from '../src/journal/sequencer.ts'
 import { MINT_WALLET_ID, type EventWriter, type WalletLabel } from '../src/ledger/ledger.types.ts'
+import { applyMoves, type Move } from '../src/ledger/moves.ts'
 import { LEDGER_COLUMNS } from '../src/ledger/moves.repository.ts'
 import { toTransaction } from '../src/ledger/transactions.shape.ts'
 import { resolveSigningKey } from '../src/secrets/signing-key.ts'
@@ -612,4 +613,37 @@ export async function goldAndWallets(
     walletIds.push(wallet.id)
   }
   return { asset: { id: gold.id, name: 'gold', value: 1 }, walletIds }
+}
+
+/**
+ * A history written through the ledger's write path (500 moves a database transaction, no events):
+ * an issuance of gold to each wallet, then transfers of 1 among them up to `transactions` in all.
+ */
+export async function writeHistory(
+  database: Database,
+  asset: { id: number; name: string; value: number },
+  walletIds: number[],
+  transactions: number,
+): Promise<void> {
+  await inTransaction(database, (trx) =>
+    applyMoves(
+      trx,
+      walletIds.map((to): Move => ({ from: 1, to, kind: 'issuance', lines: [{ asset, quantity: 1_000_000_000 }], memo: 'issue' })),
+      noEvents,
+    ),
+  )
+  for (let done = walletIds.length; done < transactions; done += 500) {
+    const moves = Array.from({ length: Math.min(500, transactions - done) }, (_, i): Move => {
+      const k = done + i
+      const n = walletIds.length
+      return {
+        from: walletIds[k % n],
+        to: walletIds[(k + 1 + (k % (n - 1))) % n],
+        kind: 'transfer',
+        lines: [{ asset, quantity: 1 }],
+        memo: 'history',
+      }
+    })
+    await inTransaction(database, (trx) => applyMoves(trx, moves, noEvents))
+  }
 }

@@ -10,15 +10,13 @@ import os from 'node:os'
 import path from 'node:path'
 import { openPostgres } from '../../src/db/postgres.ts'
 import { openSqlite, type Database } from '../../src/db/database.ts'
-import { inTransaction } from '../../src/db/dialect.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
 import { readJournalText } from '../../src/journal/journal.service.ts'
 import { JournalSequencer } from '../../src/journal/sequencer.ts'
-import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { resolveSigningKey } from '../../src/secrets/signing-key.ts'
 import { processTreeCpuMs } from '../cpu.ts'
 import { startPostgres } from '../postgres.ts'
-import { goldAndWallets, noEvents } from '../seed.ts'
+import { goldAndWallets, writeHistory } from '../seed.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -34,27 +32,7 @@ try {
   const database: Database = url ? openPostgres(url, 4, unbounded) : openSqlite(path.join(dataDir, 'coffer.sqlite'))
   await migrateToLatest(database.db)
   const { asset, walletIds } = await goldAndWallets(database, 'export')
-  await inTransaction(database, (trx) =>
-    applyMoves(
-      trx,
-      walletIds.map((to): Move => ({ from: 1, to, kind: 'issuance', lines: [{ asset, quantity: 1_000_000_000 }], memo: 'issue' })),
-      noEvents,
-    ),
-  )
-  for (let done = walletIds.length; done < TRANSACTIONS; done += 500) {
-    const moves = Array.from({ length: Math.min(500, TRANSACTIONS - done) }, (_, i): Move => {
-      const k = done + i
-      const n = walletIds.length
-      return {
-        from: walletIds[k % n],
-        to: walletIds[(k + 1 + (k % (n - 1))) % n],
-        kind: 'transfer',
-        lines: [{ asset, quantity: 1 }],
-        memo: 'history',
-      }
-    })
-    await inTransaction(database, (trx) => applyMoves(trx, moves, noEvents))
-  }
+  await writeHistory(database, asset, walletIds, TRANSACTIONS)
   const sequencer = new JournalSequencer({
     database,
     key: resolveSigningKey(undefined, dataDir),

@@ -38,14 +38,12 @@ import { fileURLToPath } from 'node:url'
 import { openPostgres } from '../../src/db/postgres.ts'
 import { openSqlite } from '../../src/db/database.ts'
 import type { Database } from '../../src/db/database.ts'
-import { inTransaction } from '../../src/db/dialect.ts'
 import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
-import { applyMoves, type Move } from '../../src/ledger/moves.ts'
 import { benchCleanups } from '../cleanups.ts'
 import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
 import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
-import { call as request, goldAndWallets, noEvents, pool } from '../seed.ts'
+import { call as request, goldAndWallets, pool, writeHistory } from '../seed.ts'
 import { startService, type Service } from '../service.ts'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
@@ -282,22 +280,7 @@ async function journalUpgrade(storage: 'sqlite' | 'postgres', server: BenchPostg
   await migrateToLatest(database.db)
   const { asset, walletIds } = await goldAndWallets(database, 'upgrade')
   let started = performance.now()
-  await inTransaction(database, (trx) =>
-    applyMoves(
-      trx,
-      walletIds.map((to): Move => ({ from: 1, to, kind: 'issuance', lines: [{ asset, quantity: 1_000_000_000 }], memo: 'issue' })),
-      noEvents,
-    ),
-  )
-  for (let done = walletIds.length; done < TRANSACTIONS; done += 500) {
-    const moves = Array.from({ length: Math.min(500, TRANSACTIONS - done) }, (_, i): Move => {
-      const k = done + i
-      const n = walletIds.length
-      const [from, to] = [walletIds[k % n], walletIds[(k + 1 + (k % (n - 1))) % n]]
-      return { from, to, kind: 'transfer', lines: [{ asset, quantity: 1 }], memo: 'history' }
-    })
-    await inTransaction(database, (trx) => applyMoves(trx, moves, noEvents))
-  }
+  await writeHistory(database, asset, walletIds, TRANSACTIONS)
   log(`wrote ${TRANSACTIONS} transactions in ${fixed((performance.now() - started) / 1000, 1)} s`)
   await migrateTo(database.db, '0014_webhook_lease_counts')
   started = performance.now()

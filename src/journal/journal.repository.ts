@@ -267,8 +267,15 @@ const WAITING_FIELDS = sql.raw(
   't.id, t.kind, t.created_at, t.sending_wallet_id, t.receiving_wallet_id, t.memo, t.reverses, t.hold_id, t.metadata, j.position',
 )
 
-/** SQLite: whether any committed transaction waits for a position: one cheap read, outside a transaction. */
+/** Whether any committed transaction waits for a position: one read outside a transaction (an idle poll on SQLite; the bench). */
 export async function hasUnpositioned(executor: Executor): Promise<boolean> {
+  if (isPostgres(executor)) {
+    const from = await readWatermark(executor)
+    const { rows } = await sql<{ waiting: boolean }>`select exists (select from transactions t
+      where ${afterWatermark(from)}
+        and not exists (select from journal_entries j where j.transaction_id = t.id offset 0)) as waiting`.execute(executor)
+    return rows[0]?.waiting === true
+  }
   const { rows } = await sql<{
     waiting: number
   }>`select exists (select 1 from transactions where id > (select last_transaction_id from journal_state where id = 1)) as waiting`.execute(
