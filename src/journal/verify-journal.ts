@@ -40,6 +40,16 @@ const [POSITION, TRANSACTION_ID, HASH, KIND, CREATED_AT, SENDING, RECEIVING, MEM
 /** Where `readEncodedEntries` answers the encoding (then the metadata); its first three columns are `readEntries`'. */
 const ENCODED = 3
 
+/** The lowest and highest transaction ids of the entries with positions in (`after`, `upTo`] (nulls: none). */
+async function idsOfRange(db: Executor, after: number, upTo: number): Promise<unknown[]> {
+  // `+ 0`: the range read by position, never a walk of the index by transaction id (seconds a range at 10M).
+  const [range] = await readArrays(
+    db,
+    sql`select min(transaction_id + 0), max(transaction_id + 0) from journal_entries where position > ${after} and position <= ${upTo}`,
+  )
+  return range
+}
+
 /**
  * Entries with positions in (`after`, `upTo`], in order, each with its transaction's encoded fields
  * and its lines (one row per line): one read through the keys of the three tables. The transactions
@@ -47,11 +57,7 @@ const ENCODED = 3
  * every range; positions follow commit order, so those ids span about as many.
  */
 async function readEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
-  // `+ 0`: the range by position, never a walk of the index by transaction id (seconds a range at 10M).
-  const [[low, high]] = await readArrays(
-    db,
-    sql`select min(transaction_id + 0), max(transaction_id + 0) from journal_entries where position > ${after} and position <= ${upTo}`,
-  )
+  const [low, high] = await idsOfRange(db, after, upTo)
   if (low === null) return []
   const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
   return readArrays(
@@ -77,11 +83,7 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
  */
 async function readEncodedEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
   // As `readEntries`: the transactions and lines bounded by the ids the entries name.
-  // `+ 0`: the range by position, never a walk of the index by transaction id (seconds a range at 10M).
-  const [[low, high]] = await readArrays(
-    db,
-    sql`select min(transaction_id + 0), max(transaction_id + 0) from journal_entries where position > ${after} and position <= ${upTo}`,
-  )
+  const [low, high] = await idsOfRange(db, after, upTo)
   if (low === null) return []
   return readArrays(
     db,
