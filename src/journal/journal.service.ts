@@ -107,34 +107,46 @@ export async function checkJournalWatermark(executor: Executor): Promise<void> {
 }
 
 /**
- * The journal from `after` on as NDJSON, a page at a time (`coffer export`): each line
- * `JSON.stringify` of an entry (on SQLite, the same text written by SQLite itself). With `follow`, waits for more at the end
- * instead of stopping, until `signal` aborts.
+ * The journal from `after` on as NDJSON, a page at a time (`coffer export`): each line `JSON.stringify`
+ * of an entry, written by the database. With `follow`, waits for more at the end instead of stopping,
+ * until `signal` aborts.
  */
-export async function* readJournalText(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<string> {
-  let next = after
-  // PostgreSQL: the next page is asked for before this one is written out, so the server reads it meanwhile.
-  let ahead: Promise<FeedPage> | undefined
+export function readJournalText(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<string> {
+  // PostgreSQL: the next page is read on another connection while this one is.
+  return readPages((from, limit) => journalTextAfter(db, from, limit), isPostgres(db) ? 1 : 0, { after, follow, signal })
+}
+
+/** A page of the journal's text: up to `limit` entries after position `after`, and the last one's position. */
+export type PageReader = (after: number, limit: number) => Promise<{ text: string; last: number | null }>
+
+/**
+ * The pages of `read` in order, `ahead` more asked for before each is read. Positions have no gaps,
+ * so the page after a full one is known before it is read; pages asked for after one that turns out
+ * not full are dropped unread, as they may start past its end.
+ */
+export async function* readPages(
+  read: PageReader,
+  ahead: number,
+  options: { after: number; follow: boolean; signal: AbortSignal; pageSize?: number },
+): AsyncGenerator<string> {
+  const { follow, signal, pageSize = EXPORT_PAGE } = options
+  const pending: ReturnType<PageReader>[] = []
+  let next = options.after
   while (!signal.aborted) {
-    if (isPostgres(db)) {
-      const page = await (ahead ?? readFeed(db, next, EXPORT_PAGE))
-      ahead = undefined
-      if (page.entries.length > 0) {
-        next = page.next
-        ahead = readFeed(db, next, EXPORT_PAGE)
-        // Never an unhandled failure when the reader stops first; awaited, it fails there.
-        ahead.catch(() => {})
-        yield page.entries.map((entry) => `${JSON.stringify(entry)}\n`).join('')
-        continue
-      }
-    } else {
-      const page = await journalTextAfter(db, next, EXPORT_PAGE)
-      if (page.last !== null) {
-        next = page.last
-        yield page.text
-        continue
-      }
+    while (pending.length <= ahead) {
+      const page = read(next + pending.length * pageSize, pageSize)
+      // Never an unhandled failure when the reader stops first or the page is dropped; awaited, it fails there.
+      page.catch(() => {})
+      pending.push(page)
     }
+    const page = await (pending.shift() as ReturnType<PageReader>)
+    if (page.last !== null) {
+      if (page.last !== next + pageSize) pending.length = 0
+      next = page.last
+      yield page.text
+      continue
+    }
+    pending.length = 0
     if (!follow) return
     await new Promise((resolve) => {
       const timer = setTimeout(resolve, 200)

@@ -531,68 +531,177 @@ function numberText(column: string): string {
 /** The SQL of a quantity's text: its digits, or between marks beyond 2^53 (where JavaScript's number rounds it). */
 const QUANTITY_TEXT = `case when abs(ta.quantity) <= ${Number.MAX_SAFE_INTEGER} then ta.quantity else char(1) || ta.quantity || char(1) end`
 
+/** JSON text written as it is, then the SQL of a text that follows it (empty: none). */
+type Piece = [json: string, sql: string]
+
+/**
+ * What a transaction's JSON text is made of in one dialect's SQL: a text's JSON string, a wallet's
+ * address and username (`,"field":"name"` or empty) for a column of `p`, its lines' JSON texts, and
+ * how pieces are put together.
+ */
+interface TextParts {
+  quote(text: string): string
+  address(column: string): string
+  username(field: string, column: string): string
+  lines: string
+  join(pieces: Piece[]): string
+}
+
+/** SQLite's `||` of the pieces. */
+function concatenated(pieces: Piece[]): string {
+  return pieces.flatMap(([json, text]) => [...(json ? [`'${json}'`] : []), ...(text ? [text] : [])]).join(' || ')
+}
+
+/** PostgreSQL's `format` of the pieces: one text built once, where `||` copies it at each step. */
+function formatted(pieces: Piece[]): string {
+  const texts = pieces.filter(([, text]) => text).map(([, text]) => text)
+  return `format('${pieces.map(([json, text]) => `${json}${text ? '%s' : ''}`).join('')}', ${texts.join(', ')})`
+}
+
+/** A line's JSON text (`ta`, `a`), with its dialect's quoting and its quantity's and value's texts. */
+function lineText(quote: (text: string) => string, quantity: string, value: string, join: (pieces: Piece[]) => string): string {
+  return join([
+    ['{"quantity":', quantity],
+    [',"asset":{"id":', 'a.id'],
+    [',"name":', quote('a.name')],
+    [',"value":', value],
+    ['}}', ''],
+  ])
+}
+
+/** SQLite's: a subquery per side, so that each wallet's user is one index probe (a join can scan every user). */
+const SQLITE_PARTS: TextParts = {
+  quote: (text) => `json_quote(${text})`,
+  address: (column) => `coalesce((select json_quote(w.address) from wallets w where w.id = p.${column}), '""')`,
+  username: (field, column) =>
+    `coalesce((select ',"${field}":' || json_quote(u.username) from users u
+      where u.primary_wallet_id = p.${column} and u.username <> ''), '')`,
+  lines: `coalesce((select group_concat(${lineText((text) => `json_quote(${text})`, QUANTITY_TEXT, numberText('a.value'), concatenated)}, ','
+      order by lower(a.name), a.name)
+    from transaction_assets ta inner join assets a on a.id = ta.asset_id
+    where ta.transaction_id = p.id), '')`,
+  join: concatenated,
+}
+
 /** The SQL of the JSON text of the transaction in row `p` (STORED_FIELDS), as the schema's serializer writes it (the routes). */
-const TRANSACTION_TEXT = transactionText('schema', {
-  position: '(select j.position from journal_entries j where j.transaction_id = p.id)',
-  hash: '(select json_quote(j.hash) from journal_entries j where j.transaction_id = p.id)',
-})
+const TRANSACTION_TEXT = transactionText(
+  'schema',
+  {
+    position: '(select j.position from journal_entries j where j.transaction_id = p.id)',
+    hash: '(select json_quote(j.hash) from journal_entries j where j.transaction_id = p.id)',
+  },
+  SQLITE_PARTS,
+)
 
 /**
  * The same of a row of the journal (`journalTextAfter`), with its own position and hash, as
  * `JSON.stringify` writes a Transaction (`shapeTransaction`'s order): `coffer export`'s lines, alike on both storages.
  */
-const JOURNAL_ENTRY_TEXT = transactionText('object', { position: 'p.position', hash: 'json_quote(p.hash)' })
+const JOURNAL_ENTRY_TEXT = transactionText('object', { position: 'p.position', hash: 'json_quote(p.hash)' }, SQLITE_PARTS)
 
 /**
  * The SQL of a transaction's JSON text in the field order of the schema (the optional fields after the
- * required ones) or of the object `shapeTransaction` builds, with its position's and hash's SQL (null before it has them).
+ * required ones) or of the object `shapeTransaction` builds, with its position's and hash's SQL (null
+ * before it has them) and its dialect's parts.
  */
-function transactionText(order: 'schema' | 'object', journal: { position: string; hash: string }): string {
-  const address = (column: string) => `coalesce((select json_quote(w.address) from wallets w where w.id = p.${column}), '""')`
-  // A subquery per side, so that each wallet's user is one index probe (a join can scan every user).
-  const username = (field: string, column: string) =>
-    `coalesce((select ',"${field}":' || json_quote(u.username) from users u
-      where u.primary_wallet_id = p.${column} and u.username <> ''), '')`
-  const line = `'{"quantity":' || ${QUANTITY_TEXT} || ',"asset":{"id":' || a.id
-    || ',"name":' || json_quote(a.name) || ',"value":' || ${numberText('a.value')} || '}}'`
-  const lines = `coalesce((select group_concat(${line}, ',' order by lower(a.name), a.name)
-    from transaction_assets ta inner join assets a on a.id = ta.asset_id
-    where ta.transaction_id = p.id), '')`
-  const usernames = [username('sending_username', 'sending_wallet_id'), username('receiving_username', 'receiving_wallet_id')]
+function transactionText(order: 'schema' | 'object', journal: { position: string; hash: string }, parts: TextParts): string {
+  const usernames: Piece[] = [
+    ['', parts.username('sending_username', 'sending_wallet_id')],
+    ['', parts.username('receiving_username', 'receiving_wallet_id')],
+  ]
   // Each link only on its own kind, as shapeTransaction.
-  const links = [
-    `case when p.kind = 'reversal' and p.reverses is not null then ',"reverses":' || p.reverses else '' end`,
-    `case when p.kind = 'capture' and p.hold_id is not null then ',"hold_id":' || p.hold_id else '' end`,
-    `case when p.schedule_id is not null then ',"schedule_id":' || p.schedule_id else '' end`,
+  const links: Piece[] = [
+    ['', `case when p.kind = 'reversal' and p.reverses is not null then ',"reverses":' || p.reverses else '' end`],
+    ['', `case when p.kind = 'capture' and p.hold_id is not null then ',"hold_id":' || p.hold_id else '' end`],
+    ['', `case when p.schedule_id is not null then ',"schedule_id":' || p.schedule_id else '' end`],
   ]
-  const kind = `',"kind":' || json_quote(p.kind)`
-  const rest = [
-    `',"metadata":' || coalesce(p.metadata, '{}')`,
-    `',"position":' || coalesce(${journal.position}, 'null')`,
-    `',"hash":' || coalesce(${journal.hash}, 'null')`,
+  const kind: Piece = [',"kind":', parts.quote('p.kind')]
+  const rest: Piece[] = [
+    [',"metadata":', `coalesce(p.metadata, '{}')`],
+    [',"position":', `coalesce(${journal.position}, 'null')`],
+    [',"hash":', `coalesce(${journal.hash}, 'null')`],
   ]
-  return [
-    `'{"id":' || p.id`,
-    `',"sending_wallet_id":' || p.sending_wallet_id`,
-    `',"receiving_wallet_id":' || p.receiving_wallet_id`,
-    `',"sending_wallet_address":' || ${address('sending_wallet_id')}`,
-    `',"receiving_wallet_address":' || ${address('receiving_wallet_id')}`,
-    `',"created_at":' || json_quote(p.created_at)`,
-    `',"memo":' || json_quote(p.memo)`,
-    `',"assets":[' || ${lines} || ']'`,
+  return parts.join([
+    ['{"id":', 'p.id'],
+    [',"sending_wallet_id":', 'p.sending_wallet_id'],
+    [',"receiving_wallet_id":', 'p.receiving_wallet_id'],
+    [',"sending_wallet_address":', parts.address('sending_wallet_id')],
+    [',"receiving_wallet_address":', parts.address('receiving_wallet_id')],
+    [',"created_at":', parts.quote('p.created_at')],
+    [',"memo":', parts.quote('p.memo')],
+    [',"assets":[', parts.lines],
+    [']', ''],
     ...(order === 'schema' ? [kind, ...rest, ...usernames, ...links] : [...usernames, kind, ...links, ...rest]),
-    `'}'`,
-  ].join(' || ')
+    ['}', ''],
+  ])
 }
 
 /**
- * SQLite: the journal after position `after`, at most `limit` entries in order, as NDJSON, each line
- * `JSON.stringify` of the entry, written by SQLite (`coffer export`, where parsing and writing each
- * entry again in JavaScript cost more than reading it).
+ * PostgreSQL's: the labels of the page's wallets read once each (`w`, joined as `s` and `r`), the lines
+ * read as a set (`l`). `to_json` escapes as `JSON.stringify` does (UTF-8 has no lone surrogates); a
+ * number is written by the server only where its text is JavaScript's (`numberTextPostgres`).
+ */
+const POSTGRES_PARTS: TextParts = {
+  quote: (text) => `to_json(${text})`,
+  address: (column) => `coalesce(${column === 'sending_wallet_id' ? 's' : 'r'}.address, '""')`,
+  username: (field, column) => `',"${field}":' || ${column === 'sending_wallet_id' ? 's' : 'r'}.username`,
+  lines: 'l.lines',
+  join: formatted,
+}
+
+/**
+ * SQL for a double's text as JavaScript writes it: the server's shortest text (`extra_float_digits` 1,
+ * the default since PostgreSQL 12) is JavaScript's between 1e-4 and 1e15 when it reads back as the same
+ * value; any other between marks, for `rewriteMarkedNumbers`.
+ */
+function numberTextPostgres(column: string): string {
+  return `case when ${column} = 0 then '0'
+    when abs(${column}) >= 1e-4 and abs(${column}) < 1e15 and ${column}::text::float8 = ${column} then ${column}::text
+    else chr(1) || ${column}::text || chr(1) end`
+}
+
+const JOURNAL_ENTRY_TEXT_POSTGRES = transactionText('object', { position: 'p.position::text', hash: 'to_json(p.hash)' }, POSTGRES_PARTS)
+
+/**
+ * PostgreSQL: `journalTextAfter` as one statement, each line written by the server, so that this
+ * process only passes the text on. Positions have no gaps, so the page is the range (after, after +
+ * limit]; its transactions and lines are read by the range of their ids too (positions follow commit
+ * order, so those span about as many), the wallets' labels once each.
+ */
+function journalTextPostgres(q: Statement, after: number, limit: number): string {
+  const upTo = after + limit
+  const ids = (bound: 'min' | 'max') =>
+    // `+ 0`: read by position, never a walk of the index by transaction id.
+    `(select ${bound}(transaction_id + 0) from journal_entries where position > ${q.param(after)} and position <= ${q.param(upTo)})`
+  const quantity = `case when abs(ta.quantity) <= ${Number.MAX_SAFE_INTEGER} then ta.quantity::text else chr(1) || ta.quantity || chr(1) end`
+  const line = lineText(POSTGRES_PARTS.quote, quantity, numberTextPostgres('a.value'), formatted)
+  return `with p as materialized (
+      select j.position, j.hash, ${STORED_FIELDS} from journal_entries j inner join transactions t on t.id = j.transaction_id
+      where j.position > ${q.param(after)} and j.position <= ${q.param(upTo)} and t.id between ${ids('min')} and ${ids('max')}),
+    w as materialized (
+      select w.id, to_json(w.address)::text as address,
+        (select to_json(u.username)::text from users u where u.primary_wallet_id = w.id and u.username <> '') as username
+      from wallets w where w.id in (select sending_wallet_id from p union select receiving_wallet_id from p)),
+    l as materialized (
+      select ta.transaction_id as id, string_agg(${line}, ',' order by a.name_key collate "C", a.name collate "C") as lines
+      from transaction_assets ta inner join assets a on a.id = ta.asset_id
+      where ta.transaction_id between (select min(id) from p) and (select max(id) from p)
+      group by ta.transaction_id)
+    select coalesce(string_agg(${JOURNAL_ENTRY_TEXT_POSTGRES} || chr(10), '' order by p.position), '') as text,
+      max(p.position) as last
+    from p left join w s on s.id = p.sending_wallet_id left join w r on r.id = p.receiving_wallet_id left join l on l.id = p.id`
+}
+
+/**
+ * The journal after position `after`, at most `limit` entries in order, as NDJSON, each line
+ * `JSON.stringify` of the entry, written by the database (`coffer export`, where parsing and writing
+ * each entry again in JavaScript cost more than reading it).
  */
 export async function journalTextAfter(db: Executor, after: number, limit: number): Promise<{ text: string; last: number | null }> {
   const q = new Statement(db)
-  const text = `select coalesce(group_concat(${JOURNAL_ENTRY_TEXT} || char(10), '' order by p.position), '') as text,
+  const text = q.postgres
+    ? journalTextPostgres(q, after, limit)
+    : `select coalesce(group_concat(${JOURNAL_ENTRY_TEXT} || char(10), '' order by p.position), '') as text,
       max(p.position) as last
     from (select j.position, j.hash, t.* from journal_entries j inner join transactions t on t.id = j.transaction_id
       where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}) as p`

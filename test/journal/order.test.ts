@@ -6,6 +6,8 @@ import { buildSameStoreApp, buildTestApp, journalSettled, STORAGE, type TestApp 
 import { createAsset, fundedUser, type TestUser } from '../helpers/factories.ts'
 import { sql } from 'kysely'
 import { readRound, readWatermark, recordRoundAt } from '../../src/journal/journal.repository.ts'
+import { journalTextAfter } from '../../src/ledger/history.service.ts'
+import { readPages } from '../../src/journal/journal.service.ts'
 
 interface Entry {
   id: number
@@ -71,6 +73,16 @@ describe(`the journal's order with concurrent writers and two instances (${STORA
         await new Promise((resolve) => setImmediate(resolve))
       }
     })()
+    // `coffer export --follow`'s reading, in pages of 7, the next asked for before this one is read.
+    const exported: Entry[] = []
+    const stop = new AbortController()
+    const exporter = (async () => {
+      const read = (after: number, limit: number) => journalTextAfter(t.database.db, after, limit)
+      for await (const text of readPages(read, 1, { after: 0, follow: true, signal: stop.signal, pageSize: 7 })) {
+        for (const line of text.split('\n').filter(Boolean)) exported.push(JSON.parse(line) as Entry)
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    })()
     await Promise.all(writers)
     await journalSettled(t.database.db)
     writing = false
@@ -79,6 +91,15 @@ describe(`the journal's order with concurrent writers and two instances (${STORA
     assert.equal(seen.length, all.length, 'every transaction seen')
     assert.deepEqual(new Set(seen.map((entry) => entry.id)), new Set(all.map((row) => Number(row.id))), 'each one once')
     assert.ok(reads > 2)
+    for (let waited = 0; exported.length < all.length && waited < 100; waited++) await new Promise((resolve) => setTimeout(resolve, 100))
+    stop.abort()
+    await exporter
+    assert.deepEqual(
+      exported.map((entry) => entry.position),
+      all.map((_, index) => index + 1),
+      'the export gives every position once, in order',
+    )
+    assert.deepEqual(new Set(exported.map((entry) => entry.id)), new Set(all.map((row) => Number(row.id))))
   })
 
   it('streams the journal as Server-Sent Events, resumed after Last-Event-ID', async () => {

@@ -311,18 +311,22 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
   })
 
   it("exports the journal as one Transaction a line, from a position on, each as JSON.stringify writes the feed's entry", async () => {
-    // Every optional part of an entry: metadata, several assets, a fractional value, large quantities, a reversal.
-    const silver = await createAsset(t, { name: 'Silver', value: 0.5 })
-    await t.app.inject({
-      method: 'POST',
-      url: `/wallets/${alice.walletId}/assets`,
-      headers: t.admin,
-      payload: { id: silver.id, quantity: 2 ** 50 },
-    })
+    // Every optional part of an entry: metadata, several assets, values the database writes otherwise
+    // than JavaScript (exponents, -0), large quantities, escaped characters, a reversal.
+    const values = { Silver: 0.5, third: 1 / 3, tiny: 1e-7, huge: 2.5e21, wide: 1234567890123456, zero: -0 }
+    for (const [name, value] of Object.entries(values)) {
+      const asset = await createAsset(t, { name, value })
+      await t.app.inject({
+        method: 'POST',
+        url: `/wallets/${alice.walletId}/assets`,
+        headers: t.admin,
+        payload: { id: asset.id, quantity: 2 ** 50 },
+      })
+    }
     const mixed = await sendTransaction(t, alice, {
       recipient: bob.username,
-      assets: { gold: 1, Silver: 2 ** 50 - 3 },
-      memo: 'mixed "quoted" ✓',
+      assets: { gold: 1, Silver: 2 ** 50 - 3, third: 1, tiny: 2, huge: 3, wide: 4, zero: 5 },
+      memo: 'mixed "quoted" ✓\t\u0001\u001f\u2028',
       metadata: { order: 'A-1', note: 'b\\c' },
     })
     const reversal = await t.app.inject({ method: 'POST', url: `/transactions/${mixed.id}/reversal`, headers: t.admin })
@@ -338,7 +342,7 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
     }
     assert.equal(feed.entries.length, size - 3)
     assert.equal(lines.length, size - 3)
-    // The same text on both storages: on SQLite written by SQLite, on PostgreSQL by JSON.stringify.
+    // Written by the database, the same text as JSON.stringify's on both storages.
     const entries = await Promise.all(feed.entries.map((entry) => findTransactionById(t.database.db, (entry as { id: number }).id)))
     assert.deepEqual(
       lines,

@@ -1,0 +1,49 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { readPages, type PageReader } from '../../src/journal/journal.service.ts'
+
+/** A journal of `sizes[0]` entries when first read, growing to each next size at each later read. */
+function growingJournal(sizes: number[]): { read: PageReader; reads: number[] } {
+  const reads: number[] = []
+  const read: PageReader = async (after, limit) => {
+    const size = sizes[Math.min(reads.length, sizes.length - 1)]
+    reads.push(after)
+    const last = Math.min(size, after + limit)
+    if (last <= after) return { text: '', last: null }
+    let text = ''
+    for (let position = after + 1; position <= last; position++) text += `${position}\n`
+    return { text, last }
+  }
+  return { read, reads }
+}
+
+async function positionsOf(pages: AsyncGenerator<string>): Promise<number[]> {
+  let text = ''
+  for await (const page of pages) text += page
+  return text.split('\n').filter(Boolean).map(Number)
+}
+
+describe("the journal's pages, read ahead", () => {
+  it('asks for the next page before a full one is read, and gives every position once, in order', async () => {
+    const { read, reads } = growingJournal([20])
+    const signal = new AbortController().signal
+    const positions = await positionsOf(readPages(read, 1, { after: 0, follow: false, signal, pageSize: 5 }))
+    assert.deepEqual(
+      positions,
+      Array.from({ length: 20 }, (_, index) => index + 1),
+    )
+    assert.deepEqual(reads.slice(0, 3), [0, 5, 10])
+  })
+
+  it('drops a page asked for after one that was not full, and reads on from where that one ended', async () => {
+    // 3 entries when the first page is read, 20 when the page after it is: that page starts past the first's end.
+    const { read, reads } = growingJournal([3, 20])
+    const signal = new AbortController().signal
+    const positions = await positionsOf(readPages(read, 1, { after: 0, follow: false, signal, pageSize: 7 }))
+    assert.deepEqual(
+      positions,
+      Array.from({ length: 20 }, (_, index) => index + 1),
+    )
+    assert.deepEqual(reads.slice(0, 3), [0, 7, 3])
+  })
+})
