@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Db, Executor } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
@@ -148,12 +149,7 @@ export async function* readPages(
     }
     pending.length = 0
     if (!follow) return
-    await new Promise((resolve) => {
-      const timer = setTimeout(resolve, 200)
-      signal.addEventListener('abort', () => {
-        clearTimeout(timer)
-        resolve(undefined)
-      })
-    })
+    // Its listener on `signal` goes with each wait: a follow of days adds none that stay.
+    await sleep(200, undefined, { signal }).catch(() => {})
   }
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { createPublicKey, verify } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { sql } from 'kysely'
@@ -352,5 +353,32 @@ describe(`the journal's proofs and coffer verify (${STORAGE})`, () => {
       lines.map((line) => JSON.parse(line) as object),
       feed.entries,
     )
+  })
+
+  it('follows the journal with --follow, and ends with 0 on SIGINT or when its reader closes the pipe', async () => {
+    for (const ending of ['SIGINT', 'a closed pipe']) {
+      const size = Number((await t.database.db.selectFrom('journal_state').select('size').executeTakeFirstOrThrow()).size)
+      const child = spawn(process.execPath, ['bin/coffer.js', 'export', '--follow', '--after', String(size)], {
+        env: { ...process.env, ...env() },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      const exited = new Promise<[number | null, string | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+      let out = ''
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
+      // Made while it follows: it comes out once positioned.
+      const followed = await sendTransaction(t, alice, { recipient: bob.username, assets: { gold: 1 }, memo: `followed until ${ending}` })
+      for (let waited = 0; !out.includes(`"memo":"followed until ${ending}"`); waited++) {
+        assert.ok(waited < 300, `no line for transaction ${followed.id} after 30 s: ${out}`)
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      assert.equal((JSON.parse(out.trim().split('\n').at(-1) as string) as { id: number }).id, followed.id)
+      if (ending === 'SIGINT') child.kill('SIGINT')
+      else {
+        child.stdout.destroy()
+        // Its next line finds the pipe closed.
+        await sendTransaction(t, alice, { recipient: bob.username, assets: { gold: 1 } })
+      }
+      assert.deepEqual(await exited, [0, null], ending)
+    }
   })
 })
