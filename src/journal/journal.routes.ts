@@ -83,16 +83,17 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
       res.once('close', () => (open = false))
       let quietSince = Date.now()
       while (open) {
-        let page: journal.FeedPage
+        let page: { text: string; last: number | null }
         try {
-          page = await journal.readFeed(db, after, STREAM_BATCH)
+          page = await journal.readJournalPage(db, after, STREAM_BATCH)
         } catch (error) {
           request.log.error({ err: error }, 'journal stream read failed')
           break
         }
-        for (const entry of page.entries) res.write(`id: ${entry.position}\ndata: ${JSON.stringify(entry)}\n\n`)
-        after = page.next
-        if (page.entries.length > 0) {
+        // The page's lines as `coffer export` writes them, each an event: no entry parsed and written again.
+        for (const line of page.text.split('\n')) if (line) res.write(`id: ${journal.positionOfLine(line)}\ndata: ${line}\n\n`)
+        after = page.last ?? after
+        if (page.last !== null) {
           quietSince = Date.now()
           if (res.writableNeedDrain) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve))
           continue

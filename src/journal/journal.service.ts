@@ -15,13 +15,13 @@ const EXPORT_PAGE = 2000
 /** How often a waiting feed request looks again. */
 const WAIT_POLL_MS = 100
 
-export interface FeedPage {
+interface FeedPage {
   entries: Transaction[]
   next: number
 }
 
-/** The journal after `after`, in order: every transaction once (`GET /admin/journal`, the stream, `coffer export`). */
-export async function readFeed(db: Executor, after: number, limit: number): Promise<FeedPage> {
+/** The journal after `after`, in order: every transaction once (`GET /admin/journal`). */
+async function readFeed(db: Executor, after: number, limit: number): Promise<FeedPage> {
   const entries = await listJournalAfter(db, after, limit)
   return { entries, next: entries.at(-1)?.position ?? after }
 }
@@ -107,6 +107,16 @@ export async function checkJournalWatermark(executor: Executor): Promise<void> {
     )
 }
 
+/** Up to `limit` entries of the journal after `after` as NDJSON (each line `JSON.stringify` of an entry), and the last one's position. */
+export function readJournalPage(db: Executor, after: number, limit: number): Promise<{ text: string; last: number | null }> {
+  return journalTextAfter(db, after, limit)
+}
+
+/** The position of an entry's line: its last `"position"` field, as metadata (where a key may be so named) comes before it. */
+export function positionOfLine(line: string): number {
+  return Number.parseInt(line.slice(line.lastIndexOf(',"position":') + 12), 10)
+}
+
 /**
  * The journal from `after` on as NDJSON, a page at a time (`coffer export`): each line `JSON.stringify`
  * of an entry, written by the database. With `follow`, waits for more at the end instead of stopping,
@@ -114,7 +124,7 @@ export async function checkJournalWatermark(executor: Executor): Promise<void> {
  */
 export function readJournalText(db: Executor, after: number, follow: boolean, signal: AbortSignal): AsyncGenerator<string> {
   // PostgreSQL: the next page is read on another connection while this one is.
-  return readPages((from, limit) => journalTextAfter(db, from, limit), isPostgres(db) ? 1 : 0, { after, follow, signal })
+  return readPages((from, limit) => readJournalPage(db, from, limit), isPostgres(db) ? 1 : 0, { after, follow, signal })
 }
 
 /** A page of the journal's text: up to `limit` entries after position `after`, and the last one's position. */

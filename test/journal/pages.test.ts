@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { readPages, type PageReader } from '../../src/journal/journal.service.ts'
+import { positionOfLine, readPages, type PageReader } from '../../src/journal/journal.service.ts'
 
 /** A journal of `sizes[0]` entries when first read, growing to each next size at each later read. */
 function growingJournal(sizes: number[]): { read: PageReader; reads: number[] } {
@@ -45,5 +45,10 @@ describe("the journal's pages, read ahead", () => {
       Array.from({ length: 20 }, (_, index) => index + 1),
     )
     assert.deepEqual(reads.slice(0, 3), [0, 7, 3])
+  })
+
+  it("reads an entry's position from its line, past a metadata key of that name", () => {
+    const line = JSON.stringify({ id: 4, memo: ',"position":1', metadata: { position: '2' }, position: 31, hash: 'ab' })
+    assert.equal(positionOfLine(line), 31)
   })
 })
