@@ -343,7 +343,7 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
         i++
         const prefix = entry[ENCODED] as string | null
         if (prefix !== null) hashed = chainHashHex(previous, `${prefix}${encodeMetadata(entry[ENCODED + 1] as string | null)}]`)
-        // The encoding as JavaScript writes it from the columns decides whenever SQLite's text does not give the hash.
+        // The encoding as JavaScript writes it from the columns decides whenever the database's text does not give the hash.
         const text = hashed === stored ? undefined : await encodeFromColumns(db, position)
         exists = hashed === stored || text !== undefined
         if (text !== undefined) hashed = chainHashHex(previous, text)
