@@ -320,12 +320,12 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
       problems.push(`position ${position} is missing (${next === undefined ? 'no entry follows it' : `the next entry is ${next}`})`)
   }
   let expected = after + 1
-  // The database writes most of each encoding (`readEncodedText`); where its text is not as written, the range is read as rows.
   // The tree of the current subtree's leaves read so far and their number; -1 once one of them is missing.
   let group: Latin1Node[] = []
   let filled = -1
   for (let from = after; from < upTo; from += chunk) {
     const to = Math.min(from + chunk, upTo)
+    // The database writes most of each encoding (`readEncodedText`); where its text is not as written, the range is read as rows.
     const text = parseEncodedText(await readEncodedText(db, from, to))
     const encoded = text !== undefined
     const rows = text ?? (await readEntries(db, from, to))
