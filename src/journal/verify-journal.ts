@@ -90,25 +90,28 @@ async function readEncodedText(db: Executor, after: number, upTo: number): Promi
   const postgres = isPostgres(db)
   const quote = (column: string) => (postgres ? sql`to_json(${sql.ref(column)})::text` : sql`json_quote(${sql.ref(column)})`)
   const control = (code: number) => (postgres ? sql`chr(${sql.lit(code)})` : sql`char(${sql.lit(code)})`)
-  // SQLite in its join's order (position, then the lines of its transaction by asset), which `parseEncodedText` checks.
+  // PostgreSQL in order of position from a sorted subquery (the aggregate's own order by sorts again what the plan
+  // sorted); SQLite in its join's order (position, then the lines of its transaction by asset). `parseEncodedText` checks it.
   const [[text]] = await readArrays(
     db,
-    sql`select string_agg(concat(j.position, ',', j.transaction_id, ',', j.hash, ',',
+    sql`select string_agg(entry, ${control(2)}) from (
+      select concat(j.position, ',', j.transaction_id, ',', j.hash, ',',
         '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || ${quote('t.kind')} || ',' || ${quote('t.created_at')}
           || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',' || ${quote('t.memo')} || ',[',
         ${control(3)}, l.lines, ${control(3)},
-        '],' || coalesce(t.reverses || '', 'null') || ',' || coalesce(t.hold_id || '', 'null') || ',', ${control(1)}, t.metadata),
-      ${control(2)}${postgres ? sql` order by j.position` : sql``})
-    from journal_entries j left join transactions t on t.id = j.transaction_id and ${ids('t.id')}
-      left join ${
-        postgres
-          ? sql`(
-        select transaction_id, string_agg('[' || asset_id || ',' || quantity || ']', ',' order by asset_id) as lines
-        from transaction_assets where ${ids('transaction_id')} group by transaction_id
-      )`
-          : sql`(select transaction_id, '[' || asset_id || ',' || quantity || ']' as lines from transaction_assets)`
-      } l on l.transaction_id = t.id and ${ids('l.transaction_id')}
-    where j.position > ${after} and j.position <= ${upTo}`,
+        '],' || coalesce(t.reverses || '', 'null') || ',' || coalesce(t.hold_id || '', 'null') || ',', ${control(1)}, t.metadata) as entry
+      from journal_entries j left join transactions t on t.id = j.transaction_id and ${ids('t.id')}
+        left join ${
+          postgres
+            ? sql`(
+          select transaction_id, string_agg('[' || asset_id || ',' || quantity || ']', ',' order by asset_id) as lines
+          from transaction_assets where ${ids('transaction_id')} group by transaction_id
+        )`
+            : sql`(select transaction_id, '[' || asset_id || ',' || quantity || ']' as lines from transaction_assets)`
+        } l on l.transaction_id = t.id and ${ids('l.transaction_id')}
+      where j.position > ${after} and j.position <= ${upTo}
+      ${postgres ? sql`order by j.position` : sql``}
+    ) as entries`,
   )
   return text as string | null
 }

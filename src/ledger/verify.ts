@@ -251,16 +251,20 @@ type LineRow = [number, number, number, string | null, number | null, number | n
  */
 async function readLinesText(db: Executor, beside: ReturnType<typeof besideLines>, after: number, upTo: number): Promise<string | null> {
   const kind = sql`nullif(t.kind, 'transfer')`
+  // PostgreSQL in order from a sorted subquery (the aggregate's own order by sorts again what the plan sorted).
   const order = isPostgres(db) ? sql`order by t.id, l.asset_id` : sql``
   const [[text]] = await readArrays(
     db,
     sql`
-    select string_agg(concat(t.id, ',', t.sending_wallet_id, ',', t.receiving_wallet_id, ',', t.reverses, ',', t.hold_id, ',',
-      l.asset_id, ',', l.quantity, ',', length(${kind}), ':', ${kind}, ${beside.text}, ';'), '' ${order})
-    from transactions t
-      left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${upTo}
-      ${beside.joins}
-    where t.id > ${after} and t.id <= ${upTo}`,
+    select string_agg(line, '') from (
+      select concat(t.id, ',', t.sending_wallet_id, ',', t.receiving_wallet_id, ',', t.reverses, ',', t.hold_id, ',',
+        l.asset_id, ',', l.quantity, ',', length(${kind}), ':', ${kind}, ${beside.text}, ';') as line
+      from transactions t
+        left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${upTo}
+        ${beside.joins}
+      where t.id > ${after} and t.id <= ${upTo}
+      ${order}
+    ) as lines`,
   )
   return text as string | null
 }
