@@ -90,8 +90,8 @@ async function readEncodedText(db: Executor, after: number, upTo: number): Promi
   const postgres = isPostgres(db)
   const quote = (column: string) => (postgres ? sql`to_json(${sql.ref(column)})::text` : sql`json_quote(${sql.ref(column)})`)
   const control = (code: number) => (postgres ? sql`chr(${sql.lit(code)})` : sql`char(${sql.lit(code)})`)
-  // PostgreSQL in order of position from a sorted subquery (the aggregate's own order by sorts again what the plan
-  // sorted); SQLite in its join's order (position, then the lines of its transaction by asset). `parseEncodedText` checks it.
+  // PostgreSQL aggregates a subquery sorted by position in its order, with no sort of the aggregate's own; SQLite in its
+  // join's order (position, then the lines of its transaction by asset). `parseEncodedText` checks it.
   const [[text]] = await readArrays(
     db,
     sql`select string_agg(entry, ${control(2)}) from (

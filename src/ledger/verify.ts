@@ -251,7 +251,7 @@ type LineRow = [number, number, number, string | null, number | null, number | n
  */
 async function readLinesText(db: Executor, beside: ReturnType<typeof besideLines>, after: number, upTo: number): Promise<string | null> {
   const kind = sql`nullif(t.kind, 'transfer')`
-  // PostgreSQL in order from a sorted subquery (the aggregate's own order by sorts again what the plan sorted).
+  // PostgreSQL aggregates a sorted subquery in its order (`parseLines` checks it), with no sort of the aggregate's own.
   const order = isPostgres(db) ? sql`order by t.id, l.asset_id` : sql``
   const [[text]] = await readArrays(
     db,
