@@ -37,7 +37,7 @@ const [POSITION, TRANSACTION_ID, HASH, KIND, CREATED_AT, SENDING, RECEIVING, MEM
   0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
 ]
 
-/** Where `readEncodedEntries` answers the encoding (then the metadata); its first three columns are `readEntries`'. */
+/** Where `parseEncodedText` answers the encoding (then the metadata); its first three columns are `readEntries`'. */
 const ENCODED = 3
 
 /** The lowest and highest transaction ids of the entries with positions in (`after`, `upTo`] (nulls: none). */
@@ -72,46 +72,126 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
 }
 
 /**
- * PostgreSQL: the entries with positions in (`after`, `upTo`], in order, one row each: [position,
- * transaction id, hash, the encoding up to its metadata as the server writes it, metadata as stored].
- * `to_json` escapes as `JSON.stringify` does and integers print alike, so the text is the encoding;
- * null when the transaction is missing. Five values a transaction cross the driver instead of a
- * dozen a line, which cost the process more than the server spends on the text. Where this text does
- * not give the hash, the encoding JavaScript writes from the columns decides (`encodeFromColumns`).
- * SQLite's own text (`json_quote`, `group_concat`) cost as much as the values it saved: there the
- * columns are read (`readEntries`).
+ * The entries with positions in (`after`, `upTo`] as one text, for `parseEncodedText`: a record an
+ * entry (on SQLite a line, the entry's first with its fields), `position,transaction id,hash,` then
+ * the encoding up to its lines, its lines `[asset,quantity]` (on PostgreSQL all of them, by asset)
+ * and the rest up to its metadata, split by U+0003, then U+0001 and the metadata as stored; U+0002
+ * between records. `to_json` and `json_quote` escape every control character, so none of these is
+ * met inside the quoted fields, and escape as `JSON.stringify` does where it matters; integers
+ * print alike. One value crosses the driver a range instead of a dozen a line, which cost the
+ * process more than the database spends on the text. Where the text does not give the hash, the
+ * encoding JavaScript writes from the columns decides (`encodeFromColumns`).
  */
-async function readEncodedEntries(db: Executor, after: number, upTo: number): Promise<unknown[][]> {
+async function readEncodedText(db: Executor, after: number, upTo: number): Promise<string | null> {
   // As `readEntries`: the transactions and lines bounded by the ids the entries name.
   const [low, high] = await idsOfRange(db, after, upTo)
-  if (low === null) return []
-  return readArrays(
+  if (low === null) return null
+  const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
+  const postgres = isPostgres(db)
+  const quote = (column: string) => (postgres ? sql`to_json(${sql.ref(column)})::text` : sql`json_quote(${sql.ref(column)})`)
+  const control = (code: number) => (postgres ? sql`chr(${sql.lit(code)})` : sql`char(${sql.lit(code)})`)
+  // PostgreSQL aggregates a subquery sorted by position in its order, with no sort of the aggregate's own; SQLite in its
+  // join's order (position, then the lines of its transaction by asset). `parseEncodedText` checks it.
+  const [[text]] = await readArrays(
     db,
-    sql`select j.position, j.transaction_id, j.hash,
-      '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || to_json(t.kind)::text || ','
-        || to_json(t.created_at)::text || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ','
-        || to_json(t.memo)::text || ',[' || coalesce(l.lines, '') || '],'
-        || coalesce(t.reverses::text, 'null') || ',' || coalesce(t.hold_id::text, 'null') || ',',
-      t.metadata
-    from journal_entries j left join transactions t on t.id = j.transaction_id and t.id >= ${low} and t.id <= ${high}
-      left join (
-        select transaction_id, string_agg('[' || asset_id || ',' || quantity || ']', ',' order by asset_id) as lines
-        from transaction_assets where transaction_id >= ${low} and transaction_id <= ${high} group by transaction_id
-      ) l on l.transaction_id = t.id
-    where j.position > ${after} and j.position <= ${upTo}
-    order by j.position`,
+    sql`select string_agg(entry, ${control(2)}) from (
+      select concat(j.position, ',', j.transaction_id, ',', j.hash, ',',
+        '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || ${quote('t.kind')} || ',' || ${quote('t.created_at')}
+          || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',' || ${quote('t.memo')} || ',[',
+        ${control(3)}, l.lines, ${control(3)},
+        '],' || coalesce(t.reverses || '', 'null') || ',' || coalesce(t.hold_id || '', 'null') || ',', ${control(1)}, t.metadata) as entry
+      from journal_entries j left join transactions t on t.id = j.transaction_id and ${ids('t.id')}
+        left join ${
+          postgres
+            ? sql`(
+          select transaction_id, string_agg('[' || asset_id || ',' || quantity || ']', ',' order by asset_id) as lines
+          from transaction_assets where ${ids('transaction_id')} group by transaction_id
+        )`
+            : sql`(select transaction_id, '[' || asset_id || ',' || quantity || ']' as lines from transaction_assets)`
+        } l on l.transaction_id = t.id and ${ids('l.transaction_id')}
+      where j.position > ${after} and j.position <= ${upTo}
+      ${postgres ? sql`order by j.position` : sql``}
+    ) as entries`,
   )
+  return text as string | null
 }
 
 /**
- * The encodings PostgreSQL writes (`readEncodedEntries`, metadata added) of the positions in (`after`,
+ * The encodings the database writes (`readEncodedText`, metadata added) of the positions in (`after`,
  * `upTo`], in order; null where it writes none. @public (tests hash them against the stored hashes)
  */
 export async function encodingsByDatabase(db: Executor, after: number, upTo: number): Promise<(string | null)[]> {
-  const rows = await readEncodedEntries(db, after, upTo)
+  const rows = parseEncodedText(await readEncodedText(db, after, upTo)) ?? []
   return rows.map((row) =>
     row[ENCODED] === null ? null : `${row[ENCODED] as string}${encodeMetadata(row[ENCODED + 1] as string | null)}]`,
   )
+}
+
+const [COMMA, ZERO, NINE, START_LINE, START_METADATA, END_RECORD] = [44, 48, 57, '\u0003', '\u0001', '\u0002']
+
+/**
+ * `readEncodedText`'s text as rows [position, transaction id, hash, encoding up to its metadata, metadata] (lines by asset,
+ * an encoding null where its transaction is missing); undefined where it is not as written
+ * (positions out of order, a field not found), for the range to be read as rows.
+ * @public (tests parse texts that are not as written)
+ */
+export function parseEncodedText(text: string | null): unknown[][] | undefined {
+  const rows: unknown[][] = []
+  if (text === null) return rows
+  let at = 0
+  // The integer from `at` to the `,` that follows it, which is passed; -1 when there is none.
+  const integer = () => {
+    const start = at
+    let value = 0
+    let c = text.charCodeAt(at)
+    for (; c >= ZERO && c <= NINE; c = text.charCodeAt(++at)) value = value * 10 + (c - ZERO)
+    if (c !== COMMA || at === start || at - start > 15) return -1
+    at++
+    return value
+  }
+  // Several lines of one entry, by asset id, as `encodeAssets` writes them.
+  let lines: string[] = []
+  const joined = () =>
+    lines
+      .map((line) => [Number(line.slice(1, line.indexOf(','))), line] as const)
+      .sort((a, b) => a[0] - b[0])
+      .map(([, line]) => line)
+      .join(',')
+  let previous = 0
+  while (at < text.length) {
+    const position = integer()
+    const transactionId = integer()
+    if (position < previous || transactionId < 0 || text.charCodeAt(at + 64) !== COMMA) return undefined
+    const hash = text.slice(at, at + 64)
+    const line = text.indexOf(START_LINE, at + 65)
+    const rest = text.indexOf(START_LINE, line + 1)
+    const metadata = text.indexOf(START_METADATA, rest + 1)
+    let end = text.indexOf(END_RECORD, metadata + 1)
+    if (end < 0) end = text.length
+    if (line < 0 || rest < 0 || metadata < 0 || metadata > end) return undefined
+    const head = text.slice(at + 65, line)
+    const own = text.slice(line + 1, rest)
+    at = end + 1
+    if (position === previous) {
+      // Another line of the entry before: its encoding is written again with all of them.
+      const entry = rows[rows.length - 1]
+      if (entry[3] === null || head === '' || own === '') return undefined
+      lines.push(own)
+      entry[3] = `${head}${joined()}${text.slice(rest + 1, metadata)}`
+      continue
+    }
+    previous = position
+    lines = [own]
+    const metadataText = text.slice(metadata + 1, end)
+    rows.push([
+      position,
+      transactionId,
+      hash,
+      head === '' ? null : `${head}${own}${text.slice(rest + 1, metadata)}`,
+      metadataText === '' ? null : metadataText,
+    ])
+  }
+  return rows
 }
 
 /** The encoding of the entry whose rows (`readEntries`', one a line) are `rows[from]` to `rows[to - 1]`, as JavaScript writes it. */
@@ -243,14 +323,15 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
       problems.push(`position ${position} is missing (${next === undefined ? 'no entry follows it' : `the next entry is ${next}`})`)
   }
   let expected = after + 1
-  // PostgreSQL writes most of each encoding (`readEncodedEntries`).
-  const encoded = isPostgres(db)
   // The tree of the current subtree's leaves read so far and their number; -1 once one of them is missing.
   let group: Latin1Node[] = []
   let filled = -1
   for (let from = after; from < upTo; from += chunk) {
     const to = Math.min(from + chunk, upTo)
-    const rows = encoded ? await readEncodedEntries(db, from, to) : await readEntries(db, from, to)
+    // The database writes most of each encoding (`readEncodedText`); where its text is not as written, the range is read as rows.
+    const text = parseEncodedText(await readEncodedText(db, from, to))
+    const encoded = text !== undefined
+    const rows = text ?? (await readEntries(db, from, to))
     // The lowest-level subtrees these leaves complete, by index, as latin1 hashes.
     const computed = new Map<number, string>()
     for (let i = 0; i < rows.length;) {
@@ -265,7 +346,7 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
         i++
         const prefix = entry[ENCODED] as string | null
         if (prefix !== null) hashed = chainHashHex(previous, `${prefix}${encodeMetadata(entry[ENCODED + 1] as string | null)}]`)
-        // The encoding as JavaScript writes it from the columns decides whenever SQLite's text does not give the hash.
+        // The encoding as JavaScript writes it from the columns decides whenever the database's text does not give the hash.
         const text = hashed === stored ? undefined : await encodeFromColumns(db, position)
         exists = hashed === stored || text !== undefined
         if (text !== undefined) hashed = chainHashHex(previous, text)
