@@ -569,14 +569,16 @@ function lineText(quote: (text: string) => string, quantity: string, value: stri
   ])
 }
 
+const sqliteQuote = (text: string) => `json_quote(${text})`
+
 /** SQLite's: a subquery per side, so that each wallet's user is one index probe (a join can scan every user). */
 const SQLITE_PARTS: TextParts = {
-  quote: (text) => `json_quote(${text})`,
+  quote: sqliteQuote,
   address: (column) => `coalesce((select json_quote(w.address) from wallets w where w.id = p.${column}), '""')`,
   username: (field, column) =>
     `coalesce((select ',"${field}":' || json_quote(u.username) from users u
       where u.primary_wallet_id = p.${column} and u.username <> ''), '')`,
-  lines: `coalesce((select group_concat(${lineText((text) => `json_quote(${text})`, QUANTITY_TEXT, numberText('a.value'), concatenated)}, ','
+  lines: `coalesce((select group_concat(${lineText(sqliteQuote, QUANTITY_TEXT, numberText('a.value'), concatenated)}, ','
       order by lower(a.name), a.name)
     from transaction_assets ta inner join assets a on a.id = ta.asset_id
     where ta.transaction_id = p.id), '')`,
@@ -673,7 +675,8 @@ function journalTextPostgres(q: Statement, after: number, limit: number): string
   const ids = (bound: 'min' | 'max') =>
     // `+ 0`: read by position, never a walk of the index by transaction id.
     `(select ${bound}(transaction_id + 0) from journal_entries where position > ${q.param(after)} and position <= ${q.param(upTo)})`
-  const quantity = `case when abs(ta.quantity) <= ${Number.MAX_SAFE_INTEGER} then ta.quantity::text else chr(1) || ta.quantity || chr(1) end`
+  const quantity = `case when abs(ta.quantity) <= ${Number.MAX_SAFE_INTEGER} then ta.quantity::text
+    else chr(1) || ta.quantity || chr(1) end`
   const line = lineText(POSTGRES_PARTS.quote, quantity, numberTextPostgres('a.value'), formatted)
   return `with p as materialized (
       select j.position, j.hash, ${STORED_FIELDS} from journal_entries j inner join transactions t on t.id = j.transaction_id
