@@ -552,7 +552,7 @@ function concatenated(pieces: Piece[]): string {
   return pieces.flatMap(([json, text]) => [...(json ? [`'${json}'`] : []), ...(text ? [text] : [])]).join(' || ')
 }
 
-/** PostgreSQL's `format` of the pieces: one text built once, where `||` copies it at each step. */
+/** PostgreSQL's `format` of the pieces (whose JSON holds no `'` or `%`): one text built once, where `||` copies it at each step. */
 function formatted(pieces: Piece[]): string {
   const texts = pieces.filter(([, text]) => text).map(([, text]) => text)
   return `format('${pieces.map(([json, text]) => `${json}${text ? '%s' : ''}`).join('')}', ${texts.join(', ')})`
@@ -639,7 +639,8 @@ function transactionText(order: 'schema' | 'object', journal: { position: string
 }
 
 /**
- * PostgreSQL's: the labels of the page's wallets read once each (`w`, joined as `s` and `r`), the lines
+ * PostgreSQL's: the labels of the page's wallets read once each (`w`, joined as `s` to the sender and `r`
+ * to the receiver), the lines
  * read as a set (`l`). `to_json` escapes as `JSON.stringify` does (UTF-8 has no lone surrogates); a
  * number is written by the server only where its text is JavaScript's (`numberTextPostgres`).
  */
@@ -662,6 +663,7 @@ function numberTextPostgres(column: string): string {
     else chr(1) || ${column}::text || chr(1) end`
 }
 
+/** `JOURNAL_ENTRY_TEXT` on PostgreSQL, of a row `p` of `journalTextPostgres`. */
 const JOURNAL_ENTRY_TEXT_POSTGRES = transactionText('object', { position: 'p.position::text', hash: 'to_json(p.hash)' }, POSTGRES_PARTS)
 
 /**
