@@ -17,33 +17,27 @@ function growingJournal(sizes: number[]): { read: PageReader; reads: number[] } 
   return { read, reads }
 }
 
-async function positionsOf(pages: AsyncGenerator<string>): Promise<number[]> {
+/** Every position `readPages` gives from a `growingJournal(sizes)` in pages of `pageSize`, one asked for ahead, and the reads made. */
+async function readAhead(sizes: number[], pageSize: number): Promise<{ positions: number[]; reads: number[] }> {
+  const { read, reads } = growingJournal(sizes)
   let text = ''
-  for await (const page of pages) text += page
-  return text.split('\n').filter(Boolean).map(Number)
+  for await (const page of readPages(read, 1, { after: 0, follow: false, signal: new AbortController().signal, pageSize })) text += page
+  return { positions: text.split('\n').filter(Boolean).map(Number), reads }
 }
+
+const ONE_TO_TWENTY = Array.from({ length: 20 }, (_, index) => index + 1)
 
 describe("the journal's pages, read ahead", () => {
   it('asks for the next page before a full one is read, and gives every position once, in order', async () => {
-    const { read, reads } = growingJournal([20])
-    const signal = new AbortController().signal
-    const positions = await positionsOf(readPages(read, 1, { after: 0, follow: false, signal, pageSize: 5 }))
-    assert.deepEqual(
-      positions,
-      Array.from({ length: 20 }, (_, index) => index + 1),
-    )
+    const { positions, reads } = await readAhead([20], 5)
+    assert.deepEqual(positions, ONE_TO_TWENTY)
     assert.deepEqual(reads.slice(0, 3), [0, 5, 10])
   })
 
   it('drops a page asked for after one that was not full, and reads on from where that one ended', async () => {
     // 3 entries when the first page is read, 20 when the page after it is: that page starts past the first's end.
-    const { read, reads } = growingJournal([3, 20])
-    const signal = new AbortController().signal
-    const positions = await positionsOf(readPages(read, 1, { after: 0, follow: false, signal, pageSize: 7 }))
-    assert.deepEqual(
-      positions,
-      Array.from({ length: 20 }, (_, index) => index + 1),
-    )
+    const { positions, reads } = await readAhead([3, 20], 7)
+    assert.deepEqual(positions, ONE_TO_TWENTY)
     assert.deepEqual(reads.slice(0, 3), [0, 7, 3])
   })
 
