@@ -3,6 +3,9 @@ import { AppError, ERRORS, type ErrorCode } from './errors.ts'
 
 /** Shapes shared by every domain. */
 
+/** The content type Fastify gives the JSON it serializes: for a body sent as JSON text already. */
+export const JSON_TYPE = 'application/json; charset=utf-8'
+
 export const ErrorSchema = Type.Object(
   {
     // An enum, so that typed clients know every code (client/openapi.d.ts).

@@ -5,7 +5,7 @@ import type { SigningKey } from '../secrets/signing-key.ts'
 import { walletOf } from '../http/auth.ts'
 import { AppError } from '../http/errors.ts'
 import { openEventStream } from '../http/event-stream.ts'
-import { ErrorSchema, IdParams, parseId, responses } from '../http/schemas.ts'
+import { ErrorSchema, IdParams, JSON_TYPE, parseId, responses } from '../http/schemas.ts'
 import * as S from './journal.schemas.ts'
 import * as journal from './journal.service.ts'
 
@@ -44,11 +44,12 @@ const journalRoutes: FastifyPluginAsyncTypebox<{ database: Database; config: Con
         response: responses(200, S.Feed),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { after = 0, limit = 100, wait = 0 } = request.query
       const left = new AbortController()
       request.raw.once('close', () => left.abort())
-      return journal.waitForFeed(db, after, limit, wait, left.signal)
+      // JSON text already (`Feed`'s shape): sent as it is, not serialised again.
+      return reply.type(JSON_TYPE).send((await journal.waitForFeed(db, after, limit, wait, left.signal)) as never)
     },
   )
 

@@ -2,8 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Db, Executor } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
 import { AppError } from '../http/errors.ts'
-import { findTransactionById, journalTextAfter, listJournalAfter } from '../ledger/history.service.ts'
-import type { Transaction } from '../ledger/ledger.types.ts'
+import { findTransactionById, journalTextAfter } from '../ledger/history.service.ts'
 import * as journal from './journal.repository.ts'
 import { consistencyProof, inclusionProof, leafHash, nodesRead, type NodeReader } from './merkle.ts'
 
@@ -15,29 +14,19 @@ const EXPORT_PAGE = 2000
 /** How often a waiting feed request looks again. */
 const WAIT_POLL_MS = 100
 
-interface FeedPage {
-  entries: Transaction[]
-  next: number
-}
-
-/** The journal after `after`, in order: every transaction once (`GET /admin/journal`). */
-async function readFeed(db: Executor, after: number, limit: number): Promise<FeedPage> {
-  const entries = await listJournalAfter(db, after, limit)
-  return { entries, next: entries.at(-1)?.position ?? after }
-}
-
-/** `readFeed`, waiting up to `waitSeconds` for a first entry; `signal` ends the wait early (the client left). */
-export async function waitForFeed(
-  db: Executor,
-  after: number,
-  limit: number,
-  waitSeconds: number,
-  signal?: AbortSignal,
-): Promise<FeedPage> {
+/**
+ * The journal after `after`, in order, every transaction once (`GET /admin/journal`): the body
+ * `{entries, next}` as JSON text, its entries the lines `coffer export` writes (the database's, one
+ * snapshot a page), waiting up to `waitSeconds` for a first entry; `signal` ends the wait early (the client left).
+ */
+export async function waitForFeed(db: Executor, after: number, limit: number, waitSeconds: number, signal?: AbortSignal): Promise<string> {
   const until = Date.now() + waitSeconds * 1000
   for (;;) {
-    const page = await readFeed(db, after, limit)
-    if (page.entries.length > 0 || Date.now() >= until || signal?.aborted) return page
+    const page = await readJournalPage(db, after, limit)
+    if (page.last !== null || Date.now() >= until || signal?.aborted) {
+      // Each line ends with a newline, which JSON escapes inside strings: the newlines are the separators.
+      return `{"entries":[${page.text.slice(0, -1).replaceAll('\n', ',')}],"next":${page.last ?? after}}`
+    }
     await new Promise((resolve) => setTimeout(resolve, Math.min(WAIT_POLL_MS, Math.max(0, until - Date.now()))))
   }
 }

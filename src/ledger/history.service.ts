@@ -225,12 +225,10 @@ function storedTime(stamp?: string): string | undefined {
   return new Date(Math.min(Math.max(time, 0), LAST_STORABLE)).toISOString()
 }
 
-/** The journal in order: up to `limit` transactions positioned after `after` (the journal's feed). */
-export function listJournalAfter(db: Executor, after: number, limit: number): Promise<Transaction[]> {
-  return transactions.listByPosition(db, after, limit)
-}
-
-/** SQLite: `listJournalAfter` as NDJSON, each line `JSON.stringify` of the entry, and the last position (null: none). */
+/**
+ * The journal in order: up to `limit` transactions positioned after `after` as NDJSON (each line
+ * `JSON.stringify` of the entry, written by the database), and the last position (null: none).
+ */
 export function journalTextAfter(db: Executor, after: number, limit: number): Promise<{ text: string; last: number | null }> {
   return transactions.journalTextAfter(db, after, limit)
 }

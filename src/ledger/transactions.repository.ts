@@ -1,7 +1,5 @@
-import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { isPostgres, readRows } from '../db/dialect.ts'
-import { readArrays } from '../db/sqlite-statements.ts'
 import { toAsset } from './assets.repository.ts'
 import { shapeTransaction } from './transactions.shape.ts'
 import {
@@ -265,97 +263,6 @@ export function listJournal(db: Executor, filter: Omit<TransactionFilter, 'walle
       order by t.id desc limit ${q.count(filter.limit + 1)} offset ${q.count(filter.offset)}`,
     filter.limit,
   )
-}
-
-/**
- * The journal in order: up to `limit` transactions positioned after `after`, by position. Reads
- * only positioned rows, so a reader never sees a position appear behind one it has seen.
- */
-export async function listByPosition(db: Executor, after: number, limit: number): Promise<Transaction[]> {
-  const q = new Statement(db)
-  if (q.postgres) return journalPagePostgres(db, after, limit)
-  const positions = `select j.transaction_id from journal_entries j
-    where j.position > ${q.param(after)} order by j.position limit ${q.count(limit)}`
-  const transactions = await readTransactions(db, q, `select ${STORED_FIELDS} from transactions t where t.id in (${positions})`)
-  return transactions.sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
-}
-
-/**
- * PostgreSQL: a page of the journal from three reads of sets, put together here as `queryTransactions`
- * would (`fromTuple`): the entries with their transactions, their lines, and the labels of the
- * wallets they name, once each. A subquery per entry for each label, its position and its hash cost
- * the server 28 µs an entry, and its JSON functions 9 more; taking arrays costs this process more
- * instead, which `coffer export` overlaps with the server's reading of the next page.
- */
-async function journalPagePostgres(db: Executor, after: number, limit: number): Promise<Transaction[]> {
-  type Entry = [
-    id: number,
-    sendingWalletId: number,
-    receivingWalletId: number,
-    createdAt: string,
-    memo: string,
-    kind: TransactionKind,
-    reverses: number | null,
-    holdId: number | null,
-    metadata: string | null,
-    position: number,
-    hash: string,
-    scheduleId: number | null,
-  ]
-  const entries = (await readArrays(
-    db,
-    sql`select t.id, t.sending_wallet_id, t.receiving_wallet_id, t.created_at, t.memo, t.kind, t.reverses, t.hold_id,
-        t.metadata, j.position, j.hash, t.schedule_id
-      from journal_entries j inner join transactions t on t.id = j.transaction_id
-      where j.position > ${after} order by j.position limit ${limit}`,
-  )) as Entry[]
-  if (entries.length === 0) return []
-  const walletIds = [...new Set(entries.flatMap((entry) => [entry[1], entry[2]]))]
-  const [lines, wallets] = await Promise.all([
-    // An index lookup per entry (`offset 0` keeps the planner from a merge join reading from the first line).
-    readArrays(
-      db,
-      sql`select l.transaction_id, l.quantity, a.id, a.name, a.value from unnest(${entries.map((entry) => entry[0])}::bigint[]) as p(id)
-        cross join lateral (select ta.transaction_id, ta.quantity, ta.asset_id from transaction_assets ta
-          where ta.transaction_id = p.id offset 0) as l
-        inner join assets a on a.id = l.asset_id`,
-    ) as Promise<[number, number, number, string, number][]>,
-    readArrays(
-      db,
-      sql`select w.id, w.address, (select u.username from users u where u.primary_wallet_id = w.id)
-        from wallets w where w.id = any(${walletIds}::bigint[])`,
-    ) as Promise<[number, string, string | null][]>,
-  ])
-  const linesOf = new Map<number, TransactionTuple[13]>()
-  for (const [transactionId, quantity, id, name, value] of lines) {
-    const list = linesOf.get(transactionId)
-    if (list) list.push([quantity, id, name, value])
-    else linesOf.set(transactionId, [[quantity, id, name, value]])
-  }
-  const labels = new Map(wallets.map(([id, ...label]) => [id, label]))
-  return entries.map(([id, from, to, createdAt, memo, kind, reverses, holdId, metadata, position, hash, scheduleId]) => {
-    const [fromAddress, fromUsername] = labels.get(from) ?? [null, null]
-    const [toAddress, toUsername] = labels.get(to) ?? [null, null]
-    return fromTuple([
-      id,
-      from,
-      to,
-      fromAddress,
-      toAddress,
-      fromUsername,
-      toUsername,
-      createdAt,
-      memo,
-      kind,
-      reverses,
-      holdId,
-      metadata === null ? null : (JSON.parse(metadata) as Metadata),
-      linesOf.get(id) ?? [],
-      position,
-      hash,
-      scheduleId,
-    ])
-  })
 }
 
 /** One transaction by id, as answered; undefined when there is none. */

@@ -5,7 +5,7 @@ import { arrivalMark } from '../db/commit-state.ts'
 import type { Database } from '../db/database.ts'
 import { keyLimitsOf, walletOf } from '../http/auth.ts'
 import { nextPageLink } from '../http/paging.ts'
-import { ErrorSchema, IdParams, parseId, Timestamp } from '../http/schemas.ts'
+import { ErrorSchema, IdParams, JSON_TYPE, parseId, Timestamp } from '../http/schemas.ts'
 import { metadataFilters, metadataParameters } from './history.service.ts'
 import {
   CursorId,
@@ -294,9 +294,6 @@ const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> =
     },
   )
 }
-
-/** The content type Fastify gives the JSON it serializes. */
-const JSON_TYPE = 'application/json; charset=utf-8'
 
 export default transactionsRoutes
 
