@@ -76,15 +76,38 @@ export function encodeFields(
   holdId: number | null,
   metadata: string,
 ): string {
+  return `${ENCODING_START}${json(position)}${tailText(id, kind, createdAt, sendingWalletId, receivingWalletId, memo, assets, reverses, holdId, metadata)}`
+}
+
+/** The encoding's text up to its position. */
+const ENCODING_START = '["coffer-transaction/v1",'
+
+/** The encoding's text after its position: from the comma before the id to the closing bracket. */
+function tailText(
+  id: number,
+  kind: string,
+  createdAt: string,
+  sendingWalletId: number,
+  receivingWalletId: number,
+  memo: string,
+  assets: string,
+  reverses: number | null,
+  holdId: number | null,
+  metadata: string,
+): string {
   return (
-    `["coffer-transaction/v1",${json(position)},${json(id)},${json(kind)},${json(createdAt)},${json(sendingWalletId)},` +
+    `,${json(id)},${json(kind)},${json(createdAt)},${json(sendingWalletId)},` +
     `${json(receivingWalletId)},${json(memo)},${assets},${json(reverses)},${json(holdId)},${metadata}]`
   )
 }
 
-function encodeTransaction(position: number, t: EncodedTransaction): string {
-  return encodeFields(
-    position,
+/**
+ * A transaction's encoding after its position, in UTF-8: what the sequencer keeps of a committed
+ * transaction until a round positions it (one small object, not a graph of fields the collector
+ * would move into its old generation), hashed by `chainHashOfTail`.
+ */
+export function encodedTail(t: EncodedTransaction): Buffer {
+  const text = tailText(
     t.id,
     t.kind,
     t.created_at,
@@ -96,6 +119,7 @@ function encodeTransaction(position: number, t: EncodedTransaction): string {
     t.hold_id,
     encodeMetadata(t.metadata),
   )
+  return Buffer.from(text, 'utf8')
 }
 
 /** Where the previous hash and the encoding are written before hashing: no buffer per transaction. */
@@ -109,9 +133,13 @@ function writeChained(previousHex: string, text: string): number {
   return 32 + scratch.write(text, 32, 'utf8')
 }
 
-/** SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding, in hex from the previous one in hex. */
-export function chainHashOfHex(previousHex: string, position: number, transaction: EncodedTransaction): string {
-  return chainHashHex(previousHex, encodeTransaction(position, transaction))
+/** SHA-256 of the previous hash's 32 bytes followed by the UTF-8 bytes of the encoding at `position` (its tail given), in hex. */
+export function chainHashOfTail(previousHex: string, position: number, tail: Buffer): string {
+  const start = `${ENCODING_START}${position}`
+  if (32 + start.length + tail.length > scratch.length) scratch = Buffer.allocUnsafe(2 * (32 + start.length + tail.length))
+  scratch.write(previousHex, 0, 32, 'hex')
+  const length = 32 + scratch.write(start, 32, 'latin1')
+  return hash('sha256', scratch.subarray(0, length + tail.copy(scratch, length)), 'hex')
 }
 
 /**

@@ -2,7 +2,7 @@ import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf, isPostgres, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
 import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
-import type { EncodedTransaction } from './encoding.ts'
+import { encodedTail, type EncodedTransaction } from './encoding.ts'
 import { isStored, subtreeHash, type Frontier, type Node } from './merkle.ts'
 
 /**
@@ -59,7 +59,7 @@ export async function takeWaiting(
   executor: Executor,
   state: JournalState,
   limit: number,
-  handed: ReadonlyMap<number, EncodedTransaction>,
+  handed: ReadonlyMap<number, Buffer>,
 ): Promise<Waiting[]> {
   const ids = await rowsOf(
     executor,
@@ -75,10 +75,13 @@ export async function takeWaiting(
   )
 }
 
-/** A transaction waiting for a position; `fields` undefined when it has one already (after a restore) or, on PostgreSQL, no row. */
+/**
+ * A transaction waiting for a position, with its encoding after the position (`encodedTail`);
+ * `tail` undefined when it has one already (after a restore) or, on PostgreSQL, no row.
+ */
 export interface Waiting {
   id: number
-  fields: EncodedTransaction | undefined
+  tail: Buffer | undefined
 }
 
 /**
@@ -89,13 +92,16 @@ async function fieldsOf(
   executor: Executor,
   ids: number[],
   positionedUpTo: number,
-  handed: ReadonlyMap<number, EncodedTransaction>,
+  handed: ReadonlyMap<number, Buffer>,
 ): Promise<Waiting[]> {
-  const waiting = ids.map((id) => ({ id, fields: id > positionedUpTo ? handed.get(id) : undefined }))
-  const unknown = waiting.filter((transaction) => !transaction.fields).map((transaction) => transaction.id)
+  const waiting = ids.map((id) => ({ id, tail: id > positionedUpTo ? handed.get(id) : undefined }))
+  const unknown = waiting.filter((transaction) => !transaction.tail).map((transaction) => transaction.id)
   if (unknown.length > 0) {
     const read = await readFields(executor, unknown)
-    for (const transaction of waiting) if (!transaction.fields) transaction.fields = read.get(transaction.id)
+    for (const transaction of waiting) {
+      const fields = transaction.tail ? undefined : read.get(transaction.id)
+      if (fields) transaction.tail = encodedTail(fields)
+    }
   }
   return waiting
 }
@@ -173,7 +179,7 @@ const isAfter = (a: Watermark, b: Watermark): boolean => BigInt(a.xid) > BigInt(
 export async function readRound(
   executor: Executor,
   limit: number,
-  handed: ReadonlyMap<number, EncodedTransaction>,
+  handed: ReadonlyMap<number, Buffer>,
   from: Watermark,
 ): Promise<RoundStart | undefined> {
   const rows = await rowsOf(

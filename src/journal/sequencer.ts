@@ -1,7 +1,7 @@
 import type { Database } from '../db/database.ts'
 import { inTransactionSyncedLater, nowIso } from '../db/dialect.ts'
 import type { Transaction } from '../ledger/ledger.types.ts'
-import { chainHashOfHex, type EncodedTransaction } from './encoding.ts'
+import { chainHashOfTail, encodedTail, type EncodedTransaction } from './encoding.ts'
 import * as journal from './journal.repository.ts'
 import { appendLatin1Leaf, isStored, rootOf, type Node } from './merkle.ts'
 import { signCheckpoint, type SigningKey } from '../secrets/signing-key.ts'
@@ -57,7 +57,7 @@ interface Known {
 }
 
 /** One round: positions what waits (up to the batch) and signs a checkpoint when one is due. */
-async function sequenceRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
+async function sequenceRound(options: SequencerOptions, known: Known, handed: Map<number, Buffer>): Promise<RoundResult> {
   const result =
     options.database.dialect === 'postgres' ? await postgresRound(options, known, handed) : await sqliteRound(options, known, handed)
   if (result.checkpoint) known.signedAt = Date.parse(result.checkpoint.signed_at)
@@ -74,10 +74,10 @@ function position(state: journal.JournalState, waiting: journal.Waiting[]) {
   // Hashes as strings (hex, latin1) while positioning: Node makes a digest's Buffer far more slowly.
   const frontier = state.frontier.map(({ level, idx, hash }) => ({ level, idx, hash: hash.toString('latin1') }))
   let head = state.head
-  for (const { id, fields } of waiting) {
-    if (!fields) continue
+  for (const { id, tail } of waiting) {
+    if (!tail) continue
     const position = state.size + 1
-    head = chainHashOfHex(head, position, fields)
+    head = chainHashOfTail(head, position, tail)
     entries.push([position, id, head])
     for (const node of appendLatin1Leaf(frontier, state.size, head))
       if (isStored(node)) nodes.push({ ...node, hash: Buffer.from(node.hash, 'latin1') })
@@ -107,7 +107,7 @@ function checkpointDue(options: SequencerOptions, state: journal.JournalState, l
  * writes nothing and leaves what it read to the next round. A round with nothing to position
  * writes the watermark alone when positioned rows lie behind it, so idle polls stop reading them.
  */
-async function postgresRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
+async function postgresRound(options: SequencerOptions, known: Known, handed: Map<number, Buffer>): Promise<RoundResult> {
   const { db } = options.database
   known.watermark ??= await journal.readWatermark(db)
   const start = await journal.readRound(db, options.batch ?? DEFAULT_BATCH, handed, known.watermark)
@@ -124,7 +124,7 @@ async function postgresRound(options: SequencerOptions, known: Known, handed: Ma
 }
 
 /** SQLite: a round in one transaction (one writer: no other round can come between its read and its write). */
-async function sqliteRound(options: SequencerOptions, known: Known, handed: Map<number, EncodedTransaction>): Promise<RoundResult> {
+async function sqliteRound(options: SequencerOptions, known: Known, handed: Map<number, Buffer>): Promise<RoundResult> {
   const { database, checkpointIntervalMs } = options
   // Positions follow the committed transactions in id order, so a round a crash undoes is given
   // again identically; it adds no sync of its own to the transfers'.
@@ -154,8 +154,8 @@ async function sqliteRound(options: SequencerOptions, known: Known, handed: Map<
 export class JournalSequencer {
   readonly #options: SequencerOptions
   readonly #known: Known = {}
-  /** What this process committed and no round has taken yet, by id: a round takes their fields from here instead of reading them. */
-  readonly #handed = new Map<number, EncodedTransaction>()
+  /** What this process committed and no round has taken yet, by id: a round takes their encoding from here instead of reading them. */
+  readonly #handed = new Map<number, Buffer>()
   #timer: NodeJS.Timeout | undefined
   #timerAt = 0
   #running: Promise<void> | undefined
@@ -177,7 +177,7 @@ export class JournalSequencer {
     if (this.#stopped) return
     for (const transaction of transactions) {
       if (this.#handed.size >= MAX_HANDED) break
-      this.#handed.set(transaction.id, encodedOf(transaction))
+      this.#handed.set(transaction.id, encodedTail(encodedOf(transaction)))
     }
     this.#wake()
   }
