@@ -2,6 +2,7 @@
  * Summarises V8 CPU profiles (`node --cpu-prof`): the functions with the most self time, and the
  * same time grouped by package (or `src/` folder), which says more than any single function.
  *   npx tsx bench/profile.ts <file.cpuprofile> [top] [skip-ms]
+ *   npx tsx bench/profile.ts --windows=<windows.json> <file.cpuprofile> [top]   (`compareWindows`)
  */
 import fs from 'node:fs'
 import path from 'node:path'
@@ -49,18 +50,32 @@ function groupOf(url: string, functionName: string): string {
   return path.basename(url)
 }
 
-/** `skipMs`: leave out the first milliseconds of the profile (start-up, warm-up). */
-export function summariseProfile(file: string, top = 15, skipMs = 0): ProfileSummary {
-  const profile = JSON.parse(fs.readFileSync(file, 'utf8')) as CpuProfile
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]))
-  const self = new Map<number, number>()
-  let elapsed = 0
+/** A span of a profile's run (µs of the monotonic clock, V8's sample times) and the transfers made in it. */
+export interface ProfileWindow {
+  label: string
+  start: number
+  end: number
+  count: number
+}
+
+/** Self time (µs) by profile node of the samples `keep` takes, given each sample's time and node. */
+function selfTimes(profile: CpuProfile, keep: (at: number) => string | undefined): Map<string, Map<number, number>> {
+  const byLabel = new Map<string, Map<number, number>>()
+  let at = profile.startTime
   for (let index = 0; index < profile.samples.length; index++) {
     const delta = profile.timeDeltas[index] ?? 0
-    elapsed += delta
-    if (elapsed < skipMs * 1000) continue
+    at += delta
+    const label = keep(at)
+    if (label === undefined) continue
+    const self = byLabel.get(label) ?? new Map<number, number>()
+    byLabel.set(label, self)
     self.set(profile.samples[index], (self.get(profile.samples[index]) ?? 0) + delta)
   }
+  return byLabel
+}
+
+/** Self time (µs) by function and by group, and the idle and total time, of one set of nodes' self times. */
+function tally(byId: Map<number, ProfileNode>, self: Map<number, number>) {
   const functions = new Map<string, number>()
   const groups = new Map<string, number>()
   let total = 0
@@ -83,6 +98,17 @@ export function summariseProfile(file: string, top = 15, skipMs = 0): ProfileSum
     const group = groupOf(callFrame.url, callFrame.functionName)
     groups.set(group, (groups.get(group) ?? 0) + micros)
   }
+  return { functions, groups, total, idle }
+}
+
+const readProfile = (file: string) => JSON.parse(fs.readFileSync(file, 'utf8')) as CpuProfile
+
+/** `skipMs`: leave out the first milliseconds of the profile (start-up, warm-up). */
+export function summariseProfile(file: string, top = 15, skipMs = 0): ProfileSummary {
+  const profile = readProfile(file)
+  const from = profile.startTime + skipMs * 1000
+  const self = selfTimes(profile, (at) => (at < from ? undefined : '')).get('') ?? new Map<number, number>()
+  const { functions, groups, total, idle } = tally(new Map(profile.nodes.map((node) => [node.id, node])), self)
   const busy = total - idle
   const rank = (map: Map<string, number>) =>
     [...map.entries()]
@@ -90,6 +116,46 @@ export function summariseProfile(file: string, top = 15, skipMs = 0): ProfileSum
       .slice(0, top)
       .map(([name, micros]) => ({ name, selfMs: micros / 1000, share: busy > 0 ? micros / busy : 0 }))
   return { totalMs: total / 1000, idleShare: total > 0 ? idle / total : 0, functions: rank(functions), groups: rank(groups) }
+}
+
+/**
+ * The main thread's time in each labelled kind of window (`transfer-cpu.ts --windows`), µs of busy
+ * time a transfer by group, and the `top` functions that differ most between the first two labels:
+ * what one way of running costs more than the other, asynchronous work included.
+ */
+function compareWindows(file: string, windows: ProfileWindow[], top = 25): string {
+  const profile = readProfile(file)
+  const sorted = [...windows].sort((a, b) => a.start - b.start)
+  const counts = new Map<string, number>()
+  for (const window of sorted) counts.set(window.label, (counts.get(window.label) ?? 0) + window.count)
+  let next = 0
+  const self = selfTimes(profile, (at) => {
+    while (next < sorted.length && sorted[next].end < at) next++
+    return next < sorted.length && sorted[next].start <= at ? sorted[next].label : undefined
+  })
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]))
+  const labels = [...counts.keys()]
+  const tallies = labels.map((label) => tally(byId, self.get(label) ?? new Map<number, number>()))
+  const per = (micros: number | undefined, i: number) => ((micros ?? 0) / (counts.get(labels[i]) ?? 1)).toFixed(1).padStart(7)
+  const lines = [`µs of the main thread a transfer: ${labels.join(' | ')}`]
+  lines.push(`  busy ${tallies.map((t, i) => per(t.total - t.idle, i)).join(' ')}`)
+  const rows = (pick: (t: (typeof tallies)[number]) => Map<string, number>) => {
+    const names = new Set(tallies.flatMap((t) => [...pick(t).keys()]))
+    const differences = [...names].map((name) => {
+      const values = tallies.map((t, i) => (pick(t).get(name) ?? 0) / (counts.get(labels[i]) ?? 1))
+      return { name, values, difference: (values[1] ?? 0) - values[0] }
+    })
+    return differences
+      .sort((a, b) => Math.abs(b.difference) - Math.abs(a.difference))
+      .slice(0, top)
+      .map(
+        ({ name, values, difference }) =>
+          `  ${values.map((v) => v.toFixed(1).padStart(7)).join(' ')} ${difference.toFixed(1).padStart(7)}  ${name}`,
+      )
+  }
+  lines.push('  by package / folder (the last column: the second label less the first):', ...rows((t) => t.groups))
+  lines.push('  functions:', ...rows((t) => t.functions))
+  return lines.join('\n')
 }
 
 /**
@@ -116,7 +182,12 @@ export function formatSummary(summary: ProfileSummary): string {
 }
 
 if (process.argv[1] && import.meta.url.endsWith(path.basename(process.argv[1]))) {
-  const [file, top, skip] = process.argv.slice(2)
+  const windows = process.argv.find((arg) => arg.startsWith('--windows='))?.slice('--windows='.length)
+  const [file, top, skip] = process.argv.slice(2).filter((arg) => !arg.startsWith('--windows='))
+  if (file && windows) {
+    console.log(compareWindows(file, JSON.parse(fs.readFileSync(windows, 'utf8')) as ProfileWindow[], top ? Number(top) : 25))
+    process.exit(0)
+  }
   if (!file) {
     console.error('usage: tsx bench/profile.ts <file.cpuprofile> [top] [skip-ms]')
     process.exit(2)

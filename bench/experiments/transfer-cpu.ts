@@ -24,10 +24,12 @@
  *   before the instant are the baseline, those between it and the last run the figure: CPU per
  *   transfer (the runner's work included, as it shares the process) and transfers/s of wall time.
  */
+import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { processTreeCpuMs } from '../cpu.ts'
+import type { ProfileWindow } from '../profile.ts'
 import { buildAppAt, injector, signUpWithKey } from '../in-process.ts'
 import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
@@ -48,6 +50,9 @@ const SCHEDULES = Number(option('schedules') ?? 1000)
 const WALLETS = 50
 /** Idle time counted after each chunk, so that the background work it causes is counted with it. */
 const SETTLE_MS = Number(option('settle') ?? 500)
+/** `--windows=FILE`: each chunk's label and span (µs of the monotonic clock, as V8's profiles), for `bench/profile.ts --windows`. */
+const WINDOWS = option('windows')
+const windows: ProfileWindow[] = []
 const ROOT = path.resolve(import.meta.dirname, '../..')
 const ADMIN_KEY = 'cfa_transfer_cpu_bench_admin_key_not_a_secret'
 
@@ -136,6 +141,7 @@ async function measure(subject: Subject, count: number, serverPid?: number): Pro
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
   const used = process.cpuUsage(before)
   const server = serverPid ? (processTreeCpuMs(serverPid) - serverBefore) * 1000 : 0
+  if (WINDOWS) windows.push({ label: subject.label, start: Number(started / 1000n), end: Number(process.hrtime.bigint() / 1000n), count })
   await subject.after?.()
   return { cpu: used.user + used.system, server, wall }
 }
@@ -313,6 +319,7 @@ async function main(): Promise<void> {
   } finally {
     for (const built of apps) await built.close()
     await server?.stop()
+    if (WINDOWS) fs.writeFileSync(WINDOWS, JSON.stringify(windows))
   }
 }
 
