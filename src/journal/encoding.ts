@@ -63,20 +63,8 @@ export function encodeMetadata(metadata: Record<string, string> | string | null)
  * memo, [[asset_id, quantity]…] by asset id, reverses or null, hold_id or null, [[key, value]…] by key],
  * written directly (no array built), `assets` and `metadata` already encoded.
  */
-export function encodeFields(
-  position: number,
-  id: number,
-  kind: string,
-  createdAt: string,
-  sendingWalletId: number,
-  receivingWalletId: number,
-  memo: string,
-  assets: string,
-  reverses: number | null,
-  holdId: number | null,
-  metadata: string,
-): string {
-  return `${ENCODING_START}${json(position)}${tailText(id, kind, createdAt, sendingWalletId, receivingWalletId, memo, assets, reverses, holdId, metadata)}`
+export function encodeFields(position: number, ...fields: Parameters<typeof tailText>): string {
+  return `${ENCODING_START}${json(position)}${tailText(...fields)}`
 }
 
 /** The encoding's text up to its position. */
