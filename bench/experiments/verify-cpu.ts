@@ -10,7 +10,7 @@
  * `coffer verify` runs them, where the checkout has that): per half and checkout the wall time, transactions
  * per second and the process's CPU (all threads) per transaction, on PostgreSQL also the server's
  * (its processes' times in /proc), with the load average; where several threads ran, each one's CPU
- * and the share of the cores the process used. A
+ * (and until when, in seconds from the start, it used any) and the share of the cores the process used. A
  * checkout whose verify finds a problem on this sound ledger is reported. With `--keep=<dir>` a
  * SQLite ledger stays there and is used again. Nothing here asserts a time.
  */
@@ -132,11 +132,17 @@ async function measure(what: string, work: () => Promise<{ ok: boolean; problems
   // Each thread's CPU, sampled as it runs (a thread's time leaves /proc with it): where the cores went.
   const threadsBefore = threadCpu()
   const threads = new Map<string, number>()
+  // When each thread last used CPU, seconds from the start: which ended early and left its core idle.
+  const busyUntil = new Map<string, number>()
   const sample = () => {
-    for (const [tid, seconds] of threadCpu()) threads.set(tid, seconds - (threadsBefore.get(tid) ?? 0))
+    for (const [tid, seconds] of threadCpu()) {
+      const used = seconds - (threadsBefore.get(tid) ?? 0)
+      if (used > (threads.get(tid) ?? 0)) busyUntil.set(tid, (performance.now() - started) / 1000)
+      threads.set(tid, used)
+    }
   }
-  const sampler = setInterval(sample, 250)
   const started = performance.now()
+  const sampler = setInterval(sample, 250)
   const report = await work().finally(() => clearInterval(sampler))
   sample()
   const seconds = (performance.now() - started) / 1000
@@ -152,10 +158,10 @@ async function measure(what: string, work: () => Promise<{ ok: boolean; problems
       `CPU ${fixed(perTransaction, 1).padStart(6)} µs/tx${onServer} (load ${load()})` +
       `${report.ok ? '' : ` PROBLEMS: ${report.problems.slice(0, 3).join('; ')}`}`,
   )
-  const busy = [...threads.values()].filter((used) => used >= 0.1).sort((a, b) => b - a)
+  const busy = [...threads.entries()].filter(([, used]) => used >= 0.1).sort((a, b) => b[1] - a[1])
   if (busy.length > 1)
     console.log(
-      `${''.padEnd(28)} threads ${busy.map((used) => fixed(used, 1)).join(' + ')} s CPU; ` +
+      `${''.padEnd(28)} threads ${busy.map(([tid, used]) => `${fixed(used, 1)} (to ${fixed(busyUntil.get(tid) ?? 0, 1)})`).join(' + ')} s CPU; ` +
         `the process used ${fixed((100 * (used.user + used.system)) / 1e6 / seconds / os.availableParallelism())}% of ${os.availableParallelism()} cores`,
     )
 }

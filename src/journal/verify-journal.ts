@@ -8,6 +8,7 @@ import { isPostgres } from '../db/dialect.ts'
 import { inReadOnlySnapshot } from '../db/retry.ts'
 import { forLongReads, readArrays } from '../db/sqlite-statements.ts'
 import { chainHashHex, encodeAssets, encodeFields, encodeMetadata, GENESIS_HASH } from './encoding.ts'
+import { addLeaf as addLeafTo, EncodedRange, leafHashOfHex } from './encoded-range.ts'
 import * as journal from './journal.repository.ts'
 import { appendLatin1Leaf, EMPTY_ROOT, latin1RootOf, nodeHashLatin1, rootOf, STORED_LEVEL, type Latin1Node } from './merkle.ts'
 import { parseSigningKey, signingKeyFile, verifyCheckpointSignature, type SigningKey } from '../secrets/signing-key.ts'
@@ -36,9 +37,6 @@ const NAMED = 1_000
 const [POSITION, TRANSACTION_ID, HASH, KIND, CREATED_AT, SENDING, RECEIVING, MEMO, REVERSES, HOLD_ID, METADATA, ASSET_ID, QUANTITY] = [
   0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
 ]
-
-/** Where `parseEncodedText` answers the encoding (then the metadata); its first three columns are `readEntries`'. */
-const ENCODED = 3
 
 /** The lowest and highest transaction ids of the entries with positions in (`after`, `upTo`] (nulls: none). */
 async function idsOfRange(db: Executor, after: number, upTo: number): Promise<unknown[]> {
@@ -72,7 +70,7 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
 }
 
 /**
- * The entries with positions in (`after`, `upTo`] as one text, for `parseEncodedText`: a record an
+ * The entries with positions in (`after`, `upTo`] as one text, for `EncodedRange`: a record an
  * entry (on SQLite a line, the entry's first with its fields), `position,transaction id,hash,` then
  * the encoding up to its lines, its lines `[asset,quantity]` (on PostgreSQL all of them, by asset)
  * and the rest up to its metadata, split by U+0003, then U+0001 and the metadata as stored; U+0002
@@ -82,7 +80,7 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
  * process more than the database spends on the text. Where the text does not give the hash, the
  * encoding JavaScript writes from the columns decides (`encodeFromColumns`).
  */
-async function readEncodedText(db: Executor, after: number, upTo: number): Promise<string | null> {
+async function readEncodedText(db: Executor, after: number, upTo: number): Promise<Buffer | string | null> {
   // As `readEntries`: the transactions and lines bounded by the ids the entries name.
   const [low, high] = await idsOfRange(db, after, upTo)
   if (low === null) return null
@@ -91,10 +89,11 @@ async function readEncodedText(db: Executor, after: number, upTo: number): Promi
   const quote = (column: string) => (postgres ? sql`to_json(${sql.ref(column)})::text` : sql`json_quote(${sql.ref(column)})`)
   const control = (code: number) => (postgres ? sql`chr(${sql.lit(code)})` : sql`char(${sql.lit(code)})`)
   // PostgreSQL aggregates a subquery sorted by position in its order, with no sort of the aggregate's own; SQLite in its
-  // join's order (position, then the lines of its transaction by asset). `parseEncodedText` checks it.
+  // join's order (position, then the lines of its transaction by asset). `EncodedRange` checks it.
+  // SQLite answers the text's UTF-8 bytes (a blob is copied across the driver, not decoded), PostgreSQL the text.
   const [[text]] = await readArrays(
     db,
-    sql`select string_agg(entry, ${control(2)}) from (
+    sql`select ${postgres ? sql`string_agg(entry, ${control(2)})` : sql`cast(string_agg(entry, ${control(2)}) as blob)`} from (
       select concat(j.position, ',', j.transaction_id, ',', j.hash, ',',
         '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || ${quote('t.kind')} || ',' || ${quote('t.created_at')}
           || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',' || ${quote('t.memo')} || ',[',
@@ -113,7 +112,7 @@ async function readEncodedText(db: Executor, after: number, upTo: number): Promi
       ${postgres ? sql`order by j.position` : sql``}
     ) as entries`,
   )
-  return text as string | null
+  return text as Buffer | string | null
 }
 
 /**
@@ -121,77 +120,9 @@ async function readEncodedText(db: Executor, after: number, upTo: number): Promi
  * `upTo`], in order; null where it writes none. @public (tests hash them against the stored hashes)
  */
 export async function encodingsByDatabase(db: Executor, after: number, upTo: number): Promise<(string | null)[]> {
-  const rows = parseEncodedText(await readEncodedText(db, after, upTo)) ?? []
-  return rows.map((row) =>
-    row[ENCODED] === null ? null : `${row[ENCODED] as string}${encodeMetadata(row[ENCODED + 1] as string | null)}]`,
-  )
-}
-
-const [COMMA, ZERO, NINE, START_LINE, START_METADATA, END_RECORD] = [44, 48, 57, '\u0003', '\u0001', '\u0002']
-
-/**
- * `readEncodedText`'s text as rows [position, transaction id, hash, encoding up to its metadata, metadata] (lines by asset,
- * an encoding null where its transaction is missing); undefined where it is not as written
- * (positions out of order, a field not found), for the range to be read as rows.
- * @public (tests parse texts that are not as written)
- */
-export function parseEncodedText(text: string | null): unknown[][] | undefined {
-  const rows: unknown[][] = []
-  if (text === null) return rows
-  let at = 0
-  // The integer from `at` to the `,` that follows it, which is passed; -1 when there is none.
-  const integer = () => {
-    const start = at
-    let value = 0
-    let c = text.charCodeAt(at)
-    for (; c >= ZERO && c <= NINE; c = text.charCodeAt(++at)) value = value * 10 + (c - ZERO)
-    if (c !== COMMA || at === start || at - start > 15) return -1
-    at++
-    return value
-  }
-  // Several lines of one entry, by asset id, as `encodeAssets` writes them.
-  let lines: string[] = []
-  const joined = () =>
-    lines
-      .map((line) => [Number(line.slice(1, line.indexOf(','))), line] as const)
-      .sort((a, b) => a[0] - b[0])
-      .map(([, line]) => line)
-      .join(',')
-  let previous = 0
-  while (at < text.length) {
-    const position = integer()
-    const transactionId = integer()
-    if (position < previous || transactionId < 0 || text.charCodeAt(at + 64) !== COMMA) return undefined
-    const hash = text.slice(at, at + 64)
-    const line = text.indexOf(START_LINE, at + 65)
-    const rest = text.indexOf(START_LINE, line + 1)
-    const metadata = text.indexOf(START_METADATA, rest + 1)
-    let end = text.indexOf(END_RECORD, metadata + 1)
-    if (end < 0) end = text.length
-    if (line < 0 || rest < 0 || metadata < 0 || metadata > end) return undefined
-    const head = text.slice(at + 65, line)
-    const own = text.slice(line + 1, rest)
-    at = end + 1
-    if (position === previous) {
-      // Another line of the entry before: its encoding is written again with all of them.
-      const entry = rows[rows.length - 1]
-      if (entry[3] === null || head === '' || own === '') return undefined
-      lines.push(own)
-      entry[3] = `${head}${joined()}${text.slice(rest + 1, metadata)}`
-      continue
-    }
-    previous = position
-    lines = [own]
-    const metadataText = text.slice(metadata + 1, end)
-    rows.push([
-      position,
-      transactionId,
-      hash,
-      head === '' ? null : `${head}${own}${text.slice(rest + 1, metadata)}`,
-      metadataText === '' ? null : metadataText,
-    ])
-  }
-  return rows
+  const range = new EncodedRange()
+  if (!range.read(await readEncodedText(db, after, upTo))) return []
+  return Array.from({ length: range.count }, (_, k) => range.encoding(k))
 }
 
 /** The encoding of the entry whose rows (`readEntries`', one a line) are `rows[from]` to `rows[to - 1]`, as JavaScript writes it. */
@@ -314,67 +245,84 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
   let positioned = 0
   // A range's rows (a few MB) sorted by position in memory: PostgreSQL's default 4 MB spilled them to disk.
   if (isPostgres(db)) await sql`set local work_mem = '32MB'`.execute(db)
-  const { rows: before } = await sql<{ hash: string }>`
-    select hash from journal_entries where position <= ${after} order by position desc limit 1`.execute(db)
+  const { rows: before } = await sql<{ position: number | string; hash: string }>`
+    select position, hash from journal_entries where position <= ${after} order by position desc limit 1`.execute(db)
   let previous = before[0]?.hash ?? GENESIS_HASH
+  // Positions missing from before this range on are named by the range before, once, as one pass names them.
+  let gapBefore = after > 0 && Number(before[0]?.position ?? 0) !== after
   const missing = (position: number, next: number | undefined) => {
     firstMismatch ??= position
     if (problems.length < NAMED)
       problems.push(`position ${position} is missing (${next === undefined ? 'no entry follows it' : `the next entry is ${next}`})`)
   }
   let expected = after + 1
-  // The tree of the current subtree's leaves read so far and their number; -1 once one of them is missing.
-  let group: Latin1Node[] = []
+  // The left halves still open of the current subtree of `GROUP` leaves, and its leaves so far; -1 once one of them is missing.
+  const levels = new Array<string>(STORED_LEVEL)
   let filled = -1
+  // The lowest-level subtrees the leaves of a read complete, by index, as latin1 hashes.
+  const computed = new Map<number, string>()
+  /** Where the stored hash of `position` (leaf `position - 1`) goes in its subtree; -1 when the subtree misses a leaf. */
+  const leafAt = (position: number) => {
+    const within = (position - 1) % GROUP
+    if (within === 0) filled = 0
+    if (filled !== within) filled = -1
+    return filled
+  }
+  const addLeaf = (position: number, within: number, leaf: string) => {
+    const node = addLeafTo(levels, within, leaf)
+    if (++filled === GROUP) computed.set((position - 1 - within) / GROUP, node)
+  }
+  /** The check of one position whose transaction `exists`, and `gives` its stored hash or not. */
+  const checked = (position: number, transactionId: unknown, exists: boolean, gives: boolean) => {
+    if (position !== expected && !gapBefore) missing(expected, position)
+    gapBefore = false
+    expected = position + 1
+    if (exists) positioned++
+    if (gives) return
+    firstMismatch ??= position
+    if (problems.length < NAMED)
+      problems.push(
+        exists
+          ? `position ${position} (transaction ${transactionId}): the transaction no longer gives its hash`
+          : `position ${position}: transaction ${transactionId} is missing`,
+      )
+  }
+  const range = new EncodedRange()
   for (let from = after; from < upTo; from += chunk) {
     const to = Math.min(from + chunk, upTo)
+    computed.clear()
     // The database writes most of each encoding (`readEncodedText`); where its text is not as written, the range is read as rows.
-    const text = parseEncodedText(await readEncodedText(db, from, to))
-    const encoded = text !== undefined
-    const rows = text ?? (await readEntries(db, from, to))
-    // The lowest-level subtrees these leaves complete, by index, as latin1 hashes.
-    const computed = new Map<number, string>()
-    for (let i = 0; i < rows.length;) {
-      const entry = rows[i]
-      const position = Number(entry[POSITION])
-      const stored = entry[HASH] as string
-      if (position !== expected) missing(expected, position)
-      expected = position + 1
-      let exists: boolean
-      let hashed: string | undefined
-      if (encoded) {
-        i++
-        const prefix = entry[ENCODED] as string | null
-        if (prefix !== null) hashed = chainHashHex(previous, `${prefix}${encodeMetadata(entry[ENCODED + 1] as string | null)}]`)
-        // The encoding as JavaScript writes it from the columns decides whenever the database's text does not give the hash.
-        const text = hashed === stored ? undefined : await encodeFromColumns(db, position)
-        exists = hashed === stored || text !== undefined
-        if (text !== undefined) hashed = chainHashHex(previous, text)
-      } else {
+    if (range.read(await readEncodedText(db, from, to))) {
+      for (let k = 0; k < range.count; k++) {
+        const position = range.position(k)
+        let gives = range.gives(k, k === 0 ? previous : undefined)
+        let exists = gives
+        if (!gives) {
+          // The encoding as JavaScript writes it from the columns decides whenever the database's text does not give the hash.
+          const text = await encodeFromColumns(db, position)
+          exists = text !== undefined
+          gives = text !== undefined && chainHashHex(k === 0 ? previous : range.hashHex(k - 1), text) === range.hashHex(k)
+        }
+        checked(position, range.transactionId(k), exists, gives)
+        const within = leafAt(position)
+        if (within >= 0) addLeaf(position, within, range.leafHash(k))
+      }
+      if (range.count > 0) previous = range.hashHex(range.count - 1)
+    } else {
+      const rows = await readEntries(db, from, to)
+      for (let i = 0; i < rows.length;) {
+        const entry = rows[i]
+        const position = Number(entry[POSITION])
+        const stored = entry[HASH] as string
         const start = i
         while (i < rows.length && Number(rows[i][POSITION]) === position) i++
         // A transaction's kind is never null: null when there is no transaction of that id.
-        exists = entry[KIND] !== null
-        if (exists) hashed = chainHashHex(previous, encodeRows(rows, start, i))
+        const exists = entry[KIND] !== null
+        checked(position, entry[TRANSACTION_ID], exists, exists && chainHashHex(previous, encodeRows(rows, start, i)) === stored)
+        previous = stored
+        const within = leafAt(position)
+        if (within >= 0) addLeaf(position, within, leafHashOfHex(stored))
       }
-      if (exists) positioned++
-      if (hashed !== stored) {
-        firstMismatch ??= position
-        if (problems.length < NAMED)
-          problems.push(
-            exists
-              ? `position ${position} (transaction ${entry[TRANSACTION_ID]}): the transaction no longer gives its hash`
-              : `position ${position}: transaction ${entry[TRANSACTION_ID]} is missing`,
-          )
-      }
-      previous = stored
-      // The stored hash is leaf `position - 1`, in the subtree of `GROUP` leaves that starts at a multiple of it.
-      const within = (position - 1) % GROUP
-      if (within === 0) [group, filled] = [[], 0]
-      if (filled === within) {
-        appendLatin1Leaf(group, within, stored)
-        if (++filled === GROUP) computed.set((position - 1 - within) / GROUP, group[0].hash)
-      } else filled = -1
     }
     // The stored subtrees of the lowest level completed in (from, to]; one whose leaves are not all read is not compared.
     const first = Math.floor(from / GROUP)
@@ -394,7 +342,7 @@ async function checkChain(db: Executor, after: number, upTo: number, chunk: numb
     }
     progress?.(to - after, upTo - after)
   }
-  if (expected <= upTo) {
+  if (expected <= upTo && !gapBefore) {
     const [[next]] = await readArrays(db, sql`select min(position) from journal_entries where position > ${upTo}`)
     missing(expected, next === null ? undefined : Number(next))
   }
@@ -531,7 +479,11 @@ export async function verifyJournal(db: Executor, key: SigningKey | undefined, p
   }
   let last = 0
   const tree = await checkTree(db, key, chunk, (found) => void (last = found))
-  return reportOf(tree, [await checkChain(db, 0, last, chunk, progress)], key)
+  // The ranges the threads would take, one after another.
+  const parts: ChainPart[] = []
+  for (const [after, upTo] of chainRanges(last, CHAIN_THREADS, chunk))
+    parts.push(await checkChain(db, after, upTo, chunk, progress && ((done) => progress(after + done, last))))
+  return reportOf(tree, parts, key)
 }
 
 /** The signing key as configured, or from the data directory's key file; undefined when there is none (nothing is generated). */
@@ -544,27 +496,46 @@ export function findSigningKey(configured: SigningKey | undefined, dataDir: stri
   }
 }
 
-/** What a thread does: the tree's check, or the chain's over (`after`, `upTo`]. */
-type Task = { part: 'tree'; key: SigningKey | undefined } | { part: 'chain'; after: number; upTo: number }
+/** What a thread does: the tree's check, or the chain's over the ranges it is handed. */
+type Task = { part: 'tree'; key: SigningKey | undefined } | { part: 'chain' }
+
+/** A range of positions (`after`, `upTo`] to check. */
+type Range = [number, number]
+
+/** What a thread tells its caller: the tree's last position, positions checked since it last told, or that it wants a range. */
+type Told = { last?: number; checked?: number; wants?: true }
+
+/** The chain's check of each range a thread was handed, by the range's first position. */
+type ChainParts = { after: number; part: ChainPart }[]
 
 /**
- * Runs a thread's task on its own connection and snapshot, telling `tell` the tree's last position and the chain's progress.
+ * Runs a thread's task on its own connection and snapshot, telling `tell` the tree's last position
+ * and the chain's progress; a chain's thread checks the ranges `next` hands it until it hands none.
  * @public (imported by the threads' code, `THREAD`)
  */
 export async function runPart(
   options: DatabaseOptions,
   task: Task,
-  tell: (message: { last?: number; progress?: [number, number] }) => void,
-): Promise<TreePart | ChainPart> {
+  tell: (message: Told) => void,
+  next: () => Promise<Range | null>,
+): Promise<TreePart | ChainParts> {
   const { openDatabase } = await import('../db/database.ts')
   const database = openDatabase(options)
   try {
     await forLongReads(database.db)
-    return await inReadOnlySnapshot<TreePart | ChainPart>(database.db, (trx) =>
-      task.part === 'tree'
-        ? checkTree(trx, task.key, CHUNK, (last) => tell({ last }))
-        : checkChain(trx, task.after, task.upTo, CHUNK, (done, total) => tell({ progress: [done, total] })),
-    )
+    return await inReadOnlySnapshot<TreePart | ChainParts>(database.db, async (trx) => {
+      if (task.part === 'tree') return checkTree(trx, task.key, CHUNK, (last) => tell({ last }))
+      const parts: ChainParts = []
+      for (let range = await next(); range; range = await next()) {
+        let told = 0
+        const part = await checkChain(trx, range[0], range[1], CHUNK, (done) => {
+          tell({ checked: done - told })
+          told = done
+        })
+        parts.push({ after: range[0], part })
+      }
+      return parts
+    })
   } finally {
     await database.close()
   }
@@ -573,15 +544,38 @@ export async function runPart(
 /** The thread's code: `runPart` of this module (through tsx when the sources are TypeScript), messages to the caller. */
 const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads')
+const waiting = []
+parentPort.on('message', (message) => waiting.shift()?.(message.range))
+const next = () => new Promise((resolve) => {
+  waiting.push(resolve)
+  parentPort.postMessage({ wants: true })
+})
 ;(async () => {
   if (workerData.tsx) (await import(workerData.tsx)).register()
   const { runPart } = await import(workerData.journal)
-  const result = await runPart(workerData.options, workerData.task, (message) => parentPort.postMessage(message))
+  const result = await runPart(workerData.options, workerData.task, (message) => parentPort.postMessage(message), next)
   parentPort.postMessage({ result })
 })().catch((error) =>
   parentPort.postMessage({ error: { message: String(error?.message ?? error), stack: error?.stack, code: error?.code } }),
 )
 `
+
+/**
+ * The ranges of the chain's check up to `last`, in order, each starting at a multiple of `GROUP` (it
+ * holds the leaves of the lowest subtrees it checks): each a part of what is left, smaller towards
+ * the end, so that `threads` threads taking the next as they finish one end about together; none
+ * smaller than a read of `chunk` positions but the last. @public (tests)
+ */
+export function chainRanges(last: number, threads: number, chunk = CHUNK): Range[] {
+  const ranges: Range[] = []
+  for (let after = 0; after < last;) {
+    const size = Math.max(Math.ceil(chunk / GROUP) * GROUP, Math.ceil((last - after) / (2 * threads) / GROUP) * GROUP)
+    const upTo = last - after - size < chunk / 2 ? last : after + size
+    ranges.push([after, upTo])
+    after = upTo
+  }
+  return ranges
+}
 
 /** Threads that check the chain: one a core. */
 const CHAIN_THREADS = Math.max(1, Math.min(4, availableParallelism()))
@@ -605,13 +599,16 @@ export async function verifyJournalInThread(
     tsx: source === '.ts' ? import.meta.resolve('tsx/esm/api') : undefined,
   }
   const workers: Worker[] = []
-  const run = <T>(task: Task, heard: (message: { last?: number; progress?: [number, number] }) => void) =>
+  // The ranges the chain's threads have yet to take, in order: each takes the next when it has checked one.
+  let ranges: Range[] = []
+  const run = <T>(task: Task, heard: (message: Told) => void) =>
     new Promise<T>((resolve, reject) => {
       const worker = new Worker(THREAD, { eval: true, workerData: { ...base, task } })
       workers.push(worker)
       type Failure = { message: string; stack?: string; code?: string }
-      worker.on('message', (message: { last?: number; progress?: [number, number]; result?: T; error?: Failure }) => {
+      worker.on('message', (message: Told & { result?: T; error?: Failure }) => {
         heard(message)
+        if (message.wants) worker.postMessage({ range: ranges.shift() ?? null })
         const { result, error } = message
         if (result) resolve(result)
         // The thread's error as it was thrown, with its code (storage faults are told apart by it).
@@ -624,31 +621,31 @@ export async function verifyJournalInThread(
       worker.once('exit', (code) => reject(new Error(`the journal's check ended (exit ${code}) without a report`)))
     })
   try {
-    let chain: Promise<ChainPart[]> | undefined
+    let chain: Promise<ChainParts[]> | undefined
     const tree = run<TreePart>({ part: 'tree', key }, ({ last }) => {
       if (last === undefined) return
-      const done = new Array<number>(CHAIN_THREADS).fill(0)
-      // Ranges start at a multiple of `GROUP`: each holds the leaves of the lowest subtrees it checks.
-      const at = (i: number) => (i === CHAIN_THREADS ? last : Math.floor((last * i) / CHAIN_THREADS / GROUP) * GROUP)
-      const ranges = Array.from({ length: CHAIN_THREADS }, (_, i) => [at(i), at(i + 1)])
-      chain = Promise.all(
-        ranges.map(([after, upTo], i) =>
-          run<ChainPart>({ part: 'chain', after, upTo }, ({ progress: told }) => {
-            if (!told) return
-            done[i] = told[0]
-            progress?.(
-              done.reduce((sum, n) => sum + n, 0),
-              last,
-            )
-          }),
-        ),
+      ranges = chainRanges(last, CHAIN_THREADS)
+      let done = 0
+      const threads = Array.from({ length: CHAIN_THREADS }, () =>
+        run<ChainParts>({ part: 'chain' }, ({ checked }) => {
+          if (checked === undefined) return
+          done += checked
+          progress?.(done, last)
+        }),
       )
+      chain = Promise.all(threads)
       // Awaited once the tree is checked; a failure meanwhile is not left unhandled.
       chain.catch(() => {})
     })
     const treePart = await tree
     if (!chain) throw new Error("the journal's tree was checked without its last position")
-    return reportOf(treePart, await chain, key)
+    // The ranges' parts in order, as one pass would find them.
+    const parts = (await chain).flat().sort((a, b) => a.after - b.after)
+    return reportOf(
+      treePart,
+      parts.map(({ part }) => part),
+      key,
+    )
   } finally {
     for (const worker of workers) void worker.terminate()
   }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { findSigningKey, verifyJournal, verifyJournalInThread } from '../../src/journal/verify-journal.ts'
+import { chainRanges, findSigningKey, verifyJournal, verifyJournalInThread } from '../../src/journal/verify-journal.ts'
 import { buildTestApp, journalCovered, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, fundedUser, sendTransaction } from '../helpers/factories.ts'
 
@@ -53,6 +53,42 @@ describe(`coffer verify across the journal's ranges and upper subtrees (${STORAG
       }
     } finally {
       await db.updateTable('journal_nodes').set({ hash: node.hash }).where('level', '=', 5).where('idx', '=', 0).execute()
+    }
+  })
+
+  it('names positions missing across the end of a range once, from the first, as one pass does', async () => {
+    const db = t.database.db
+    const entries = await db.selectFrom('journal_entries').selectAll().where('position', '>=', 31).where('position', '<=', 34).execute()
+    await db.deleteFrom('journal_entries').where('position', '>=', 31).where('position', '<=', 34).execute()
+    try {
+      for (const report of await reports()) {
+        assert.equal(report.firstMismatch, 31)
+        assert.deepEqual(
+          report.problems.filter((problem) => problem.includes('is missing')),
+          ['position 31 is missing (the next entry is 35)'],
+        )
+      }
+    } finally {
+      await db.insertInto('journal_entries').values(entries).execute()
+    }
+  })
+
+  it('shares the chain out in ranges from multiples of 16, smaller towards the end, none smaller than a read', () => {
+    for (const [last, threads, chunk] of [
+      [72, 2, 16],
+      [1_000_000, 2, 20_000],
+      [10_000_000, 4, 20_000],
+      [20_001, 2, 20_000],
+    ]) {
+      const ranges = chainRanges(last, threads, chunk)
+      assert.equal(ranges[0][0], 0)
+      assert.equal(ranges.at(-1)?.[1], last)
+      for (const [i, [after, upTo]] of ranges.entries()) {
+        assert.equal(after % 16, 0)
+        if (i > 0) assert.equal(after, ranges[i - 1][1])
+        if (i < ranges.length - 1)
+          assert.ok(upTo - after >= chunk && upTo - after <= ranges[Math.max(0, i - 1)][1] - ranges[Math.max(0, i - 1)][0])
+      }
     }
   })
 

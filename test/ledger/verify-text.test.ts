@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import { describe, it } from 'node:test'
 import { sql } from 'kysely'
-import { parseEncodedText } from '../../src/journal/verify-journal.ts'
+import { EncodedRange } from '../../src/journal/encoded-range.ts'
 import { parseLines, verifyLedger } from '../../src/ledger/verify.ts'
 import { buildTestApp, STORAGE } from '../helpers/app.ts'
 import { createAsset, createUser, issue, transfer } from '../helpers/factories.ts'
@@ -43,13 +43,32 @@ describe(`coffer verify: ranges read as text (${STORAGE})`, () => {
     const text = [entry(1, '[5,1]', '{"a":"b"}'), entry(2, '[9,2]'), entry(2, '[3,4]'), `3,13,${hash('3')},\u0003\u0003\u0001`].join(
       '\u0002',
     )
-    assert.deepEqual(parseEncodedText(text), [
-      [1, 11, hash('1'), `${head(1)}[5,1]],null,null,`, '{"a":"b"}'],
-      [2, 12, hash('2'), `${head(2)}[3,4],[9,2]],null,null,`, null],
-      [3, 13, hash('3'), null, null],
+    // Each entry as the check reads it: position, transaction id, stored hash, encoding with its metadata.
+    const read = (text: string | Buffer) => {
+      const range = new EncodedRange()
+      if (!range.read(text)) return undefined
+      return Array.from({ length: range.count }, (_, k) => [range.position(k), range.transactionId(k), range.hashHex(k), range.encoding(k)])
+    }
+    assert.deepEqual(read(text), [
+      [1, 11, hash('1'), `${head(1)}[5,1]],null,null,[["a","b"]]]`],
+      [2, 12, hash('2'), `${head(2)}[3,4],[9,2]],null,null,[]]`],
+      [3, 13, hash('3'), null],
     ])
-    assert.equal(parseEncodedText([entry(2, '[5,1]'), entry(1, '[5,1]')].join('\u0002')), undefined)
-    assert.equal(parseEncodedText(`${entry(1, '[5,1]')}\u0002x`), undefined)
+    assert.deepEqual(read(Buffer.from(text)), read(text))
+    assert.equal(read([entry(2, '[5,1]'), entry(1, '[5,1]')].join('\u0002')), undefined)
+    assert.equal(read(`${entry(1, '[5,1]')}\u0002x`), undefined)
+    // A stored hash that is not 64 lower-case hex digits is read as rows.
+    assert.equal(read(entry(1, '[5,1]').replace(hash('1'), 'A'.repeat(64))), undefined)
+    // Metadata of one plain key is copied; anything else is as `encodeMetadata` writes it.
+    for (const [metadata, encoded] of [
+      ['{"":""}', '[["",""]]'],
+      ['{"k":"v w"}', '[["k","v w"]]'],
+      ['{"b":"2","a":"1"}', '[["a","1"],["b","2"]]'],
+      ['{"k":"\\u0041é"}', '[["k","Aé"]]'],
+      ['{"k":"é"}', '[["k","é"]]'],
+      ['{}', '[]'],
+    ])
+      assert.equal(read(entry(1, '[5,1]', metadata))?.[0][3], `${head(1)}[5,1]],null,null,${encoded}]`, metadata)
   })
 
   it('names a quantity that is no safe integer, read as rows', async () => {
