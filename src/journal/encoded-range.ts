@@ -20,7 +20,10 @@ const HEX = new Int8Array(256).fill(-1)
 for (let i = 0; i < 10; i++) HEX[ZERO + i] = i
 for (let i = 0; i < 6; i++) HEX[97 + i] = 10 + i
 
-/** An entry's numbers: position, transaction id, then where its head, the rest and its metadata start and end, its first line, its lines. */
+/**
+ * An entry's numbers: position, transaction id, then where its head, the rest and its metadata
+ * start and end, its first line, its lines.
+ */
 const [POSITION, TRANSACTION, HEAD, HEAD_END, REST, REST_END, METADATA, METADATA_END, LINE, LINES, FIELDS] = [
   0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
 ]
