@@ -52,7 +52,7 @@ function stateOf(row: StateRow): JournalState {
 
 /**
  * SQLite: the next committed transactions without a position, the ids above the last positioned
- * one (ids are commit order on SQLite), up to `limit`, with the fields the encoding takes (`fieldsOf`).
+ * one (ids are commit order on SQLite), up to `limit`, with their encodings (`fieldsOf`).
  * One read for the ids and the highest positioned transaction.
  */
 export async function takeWaiting(
@@ -85,8 +85,8 @@ export interface Waiting {
 }
 
 /**
- * The fields of these waiting ids: from `handed` (what this process committed) above the highest
- * positioned id, where nothing has a position; the others read, with their asset lines.
+ * The encodings of these waiting ids (`Waiting`): from `handed` (what this process committed) above
+ * the highest positioned id, where nothing has a position; the others from their rows and asset lines.
  */
 async function fieldsOf(
   executor: Executor,
