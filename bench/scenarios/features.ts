@@ -135,17 +135,31 @@ function transfers(running: Running, asset = 'gold', seconds = SECONDS): Promise
 
 const figure = (result: LoadResult) => `${fixed(result.okPerSecond)}/s (p99 ${fixed(result.p99, 1)} ms, ${result.non2xx} not 2xx)`
 
-/** Alternates `a` and `b` PAIRS times; prints each and the median of b ÷ a. */
+/**
+ * Alternates `a` and `b` PAIRS times, `b` first in every other pair (a store's later turn meets the
+ * vacuum and checkpoints the earlier turn's writes set off); prints each pair, then the median of
+ * b ÷ a and the ratio of their sums.
+ */
 async function alternate(labelA: string, a: () => Promise<LoadResult>, labelB: string, b: () => Promise<LoadResult>): Promise<number> {
   const ratios: number[] = []
+  const sums = [0, 0]
   for (let pair = 0; pair < PAIRS; pair++) {
-    const first = await a()
-    const second = await b()
-    ratios.push(second.okPerSecond / first.okPerSecond)
-    log(`pair ${pair + 1}: ${labelA} ${figure(first)}; ${labelB} ${figure(second)}; ratio ${fixed(ratios.at(-1) as number, 2)}`)
+    const bFirst = pair % 2 === 1
+    const early = bFirst ? await b() : undefined
+    const resultA = await a()
+    const resultB = early ?? (await b())
+    ratios.push(resultB.okPerSecond / resultA.okPerSecond)
+    sums[0] += resultA.okPerSecond
+    sums[1] += resultB.okPerSecond
+    const turns = [`${labelA} ${figure(resultA)}`, `${labelB} ${figure(resultB)}`]
+    if (bFirst) turns.reverse()
+    log(`pair ${pair + 1}: ${turns.join('; ')}; ratio ${fixed(ratios.at(-1) as number, 2)}`)
   }
   const result = median(ratios)
-  log(`${labelB} ÷ ${labelA}: median ${fixed(result, 2)} (range ${fixed(Math.min(...ratios), 2)}-${fixed(Math.max(...ratios), 2)})`)
+  log(
+    `${labelB} ÷ ${labelA}: median ${fixed(result, 2)} (range ${fixed(Math.min(...ratios), 2)}-${fixed(Math.max(...ratios), 2)}), ` +
+      `sums ${fixed(sums[1] / sums[0], 3)}`,
+  )
   return result
 }
 

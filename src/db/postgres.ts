@@ -392,6 +392,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
     },
     poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     postgresClient: () => pool.connect(),
+    opened: { url, timeouts: limits },
     async close() {
       await db.destroy()
     },
