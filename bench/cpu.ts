@@ -7,7 +7,7 @@ import fs from 'node:fs'
  */
 const TICKS_PER_SECOND = 100
 
-function readStat(pid: number): string[] | undefined {
+function readStat(pid: number | string): string[] | undefined {
   try {
     const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
     // Fields after the command name, which is in parentheses and may contain spaces.
@@ -20,6 +20,13 @@ function readStat(pid: number): string[] | undefined {
 /** User + system CPU milliseconds of one process. */
 export function processCpuMs(pid: number): number {
   const fields = readStat(pid)
+  if (!fields) return NaN
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND
+}
+
+/** User + system CPU milliseconds of one thread of a process (its main thread: `tid` = `pid`). */
+export function threadCpuMs(pid: number, tid = pid): number {
+  const fields = readStat(`${pid}/task/${tid}`)
   if (!fields) return NaN
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND
 }

@@ -40,6 +40,7 @@ import { openSqlite } from '../../src/db/database.ts'
 import type { Database } from '../../src/db/database.ts'
 import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
 import { benchCleanups } from '../cleanups.ts'
+import { processCpuMs, processTreeCpuMs, threadCpuMs } from '../cpu.ts'
 import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
 import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
@@ -135,31 +136,66 @@ function transfers(running: Running, asset = 'gold', seconds = SECONDS): Promise
 
 const figure = (result: LoadResult) => `${fixed(result.okPerSecond)}/s (p99 ${fixed(result.p99, 1)} ms, ${result.non2xx} not 2xx)`
 
+/** CPU µs a transfer during a phase: the service (all its threads), its main thread alone, the PostgreSQL server. */
+interface PhaseCpu {
+  service: number
+  main: number
+  server: number
+}
+
+type Phase = LoadResult & { cpu?: PhaseCpu }
+
+/** `transfers(running)` with the CPU they cost (the server's: every database on it, the others idle). */
+async function transfersWithCpu(running: Running, server: BenchPostgres | undefined): Promise<Phase> {
+  const pid = running.service.pid
+  const read = () => [processCpuMs(pid), threadCpuMs(pid), server ? processTreeCpuMs(server.pid) : 0]
+  const before = read()
+  const result = await transfers(running)
+  const after = read()
+  const done = result.okPerSecond * result.seconds
+  const [service, main, serverCpu] = after.map((value, i) => ((value - before[i]) * 1000) / done)
+  return { ...result, cpu: { service, main, server: serverCpu } }
+}
+
 /**
  * Alternates `a` and `b` PAIRS times, `b` first in every other pair (a store's later turn meets the
  * vacuum and checkpoints the earlier turn's writes set off); prints each pair, then the median of
- * b ÷ a and the ratio of their sums.
+ * b ÷ a and the ratio of their sums, and where the phases measured their CPU, its ratios.
  */
-async function alternate(labelA: string, a: () => Promise<LoadResult>, labelB: string, b: () => Promise<LoadResult>): Promise<number> {
+async function alternate(labelA: string, a: () => Promise<Phase>, labelB: string, b: () => Promise<Phase>): Promise<number> {
   const ratios: number[] = []
-  const sums = [0, 0]
+  const sums = { a: [0, 0, 0, 0], b: [0, 0, 0, 0] }
+  const add = (to: number[], phase: Phase) => {
+    to[0] += phase.okPerSecond
+    if (phase.cpu) [phase.cpu.service, phase.cpu.main, phase.cpu.server].forEach((value, i) => (to[i + 1] += value))
+  }
+  const shown = (label: string, phase: Phase) =>
+    `${label} ${figure(phase)}` +
+    (phase.cpu ? ` [${fixed(phase.cpu.service)} µs (main ${fixed(phase.cpu.main)}) + server ${fixed(phase.cpu.server)}]` : '')
   for (let pair = 0; pair < PAIRS; pair++) {
     const bFirst = pair % 2 === 1
     const early = bFirst ? await b() : undefined
     const resultA = await a()
     const resultB = early ?? (await b())
     ratios.push(resultB.okPerSecond / resultA.okPerSecond)
-    sums[0] += resultA.okPerSecond
-    sums[1] += resultB.okPerSecond
-    const turns = [`${labelA} ${figure(resultA)}`, `${labelB} ${figure(resultB)}`]
+    add(sums.a, resultA)
+    add(sums.b, resultB)
+    const turns = [shown(labelA, resultA), shown(labelB, resultB)]
     if (bFirst) turns.reverse()
     log(`pair ${pair + 1}: ${turns.join('; ')}; ratio ${fixed(ratios.at(-1) as number, 2)}`)
   }
   const result = median(ratios)
+  const ratio = (i: number) => fixed(sums.b[i] / sums.a[i], 3)
   log(
     `${labelB} ÷ ${labelA}: median ${fixed(result, 2)} (range ${fixed(Math.min(...ratios), 2)}-${fixed(Math.max(...ratios), 2)}), ` +
-      `sums ${fixed(sums[1] / sums[0], 3)}`,
+      `sums ${ratio(0)}`,
   )
+  if (sums.a[1] > 0) {
+    const total = (sums.b[1] + sums.b[3]) / (sums.a[1] + sums.a[3])
+    log(
+      `CPU a transfer, ${labelB} ÷ ${labelA}: service ${ratio(1)}, its main thread ${ratio(2)}, server ${ratio(3)}, both ${fixed(total, 3)}`,
+    )
+  }
   return result
 }
 
@@ -241,9 +277,9 @@ async function journal(storage: 'sqlite' | 'postgres', server: BenchPostgres | u
     if (copy && storage === 'postgres') await dropWriterXid(other.database.db)
     await alternate(
       `without the journal (${AGAINST})`,
-      () => transfers(other),
+      () => transfersWithCpu(other, server),
       'with the journal',
-      () => transfers(running),
+      () => transfersWithCpu(running, server),
     )
     await other.service.stop()
   }
