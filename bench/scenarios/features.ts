@@ -171,7 +171,9 @@ async function alternate(labelA: string, a: () => Promise<Phase>, labelB: string
   }
   const shown = (label: string, phase: Phase) =>
     `${label} ${figure(phase)}` +
-    (phase.cpu ? ` [${fixed(phase.cpu.service)} µs (main ${fixed(phase.cpu.main)}) + server ${fixed(phase.cpu.server)}]` : '')
+    (phase.cpu
+      ? ` [${fixed(phase.cpu.service)} µs (main ${fixed(phase.cpu.main)})${phase.cpu.server ? ` + server ${fixed(phase.cpu.server)}` : ''}]`
+      : '')
   for (let pair = 0; pair < PAIRS; pair++) {
     const bFirst = pair % 2 === 1
     const early = bFirst ? await b() : undefined
@@ -192,9 +194,8 @@ async function alternate(labelA: string, a: () => Promise<Phase>, labelB: string
   )
   if (sums.a[1] > 0) {
     const total = (sums.b[1] + sums.b[3]) / (sums.a[1] + sums.a[3])
-    log(
-      `CPU a transfer, ${labelB} ÷ ${labelA}: service ${ratio(1)}, its main thread ${ratio(2)}, server ${ratio(3)}, both ${fixed(total, 3)}`,
-    )
+    const serverPart = sums.a[3] > 0 ? `, server ${ratio(3)}, both ${fixed(total, 3)}` : ''
+    log(`CPU a transfer, ${labelB} ÷ ${labelA}: service ${ratio(1)}, its main thread ${ratio(2)}${serverPart}`)
   }
   return result
 }
