@@ -6,8 +6,10 @@
  * Each runs the service as a child process on a fresh store (SQLite in a temp dir; a database on an
  * embedded PostgreSQL server started here), loads it over HTTP on 127.0.0.1 with autocannon (32
  * connections, transfers of 1 unit between `--wallets` wallets, 50 by default), prints figures and
- * stops everything it started. Phases being compared take turns, `--pairs` times (3), `--seconds`
- * each (10); the median of the ratios is the figure. Nothing here asserts a time.
+ * stops everything it started. Phases being compared take turns, `--pairs` times (3) after a turn of
+ * each not counted, `--seconds` each (10), the first phase in every other pair going second; the
+ * median of the ratios and the ratio of the sums are the figures, with the CPU a transfer where
+ * measured. Nothing here asserts a time.
  *
  * - `journal`: transfers/s of this build, and of the build in `--against` (a checkout of the code
  *   before the journal, see docs/performance.md; `journal-off`: this build with the journal's work
@@ -158,8 +160,8 @@ async function transfersWithCpu(running: Running, server: BenchPostgres | undefi
 }
 
 /**
- * Alternates `a` and `b` PAIRS times, `b` first in every other pair (a store's later turn meets the
- * vacuum and checkpoints the earlier turn's writes set off); prints each pair, then the median of
+ * Alternates `a` and `b` PAIRS times after a turn of each, `b` first in every other pair (a store's
+ * later turn meets the vacuum and checkpoints the earlier turn's writes set off); prints each pair, then the median of
  * b ÷ a and the ratio of their sums, and where the phases measured their CPU, its ratios.
  */
 async function alternate(labelA: string, a: () => Promise<Phase>, labelB: string, b: () => Promise<Phase>): Promise<number> {
@@ -174,6 +176,9 @@ async function alternate(labelA: string, a: () => Promise<Phase>, labelB: string
     (phase.cpu
       ? ` [${fixed(phase.cpu.service)} µs (main ${fixed(phase.cpu.main)})${phase.cpu.server ? ` + server ${fixed(phase.cpu.server)}` : ''}]`
       : '')
+  // A turn of each first, not counted: a service's first turn also compiles its code.
+  await a()
+  await b()
   for (let pair = 0; pair < PAIRS; pair++) {
     const bFirst = pair % 2 === 1
     const early = bFirst ? await b() : undefined
