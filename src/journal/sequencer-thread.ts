@@ -97,6 +97,8 @@ export class ThreadedSequencer implements Sequencer {
       preload: ['kysely', 'pg'].map((name) => import.meta.resolve(name)),
     }
     const worker = new Worker(THREAD, { eval: true, workerData: data })
+    // As the sequencer's timers in the process: it never keeps the process alive (a round is one statement).
+    worker.unref()
     this.#worker = worker
     this.#ready = false
     worker.on('message', (message: Told) => {
