@@ -87,17 +87,20 @@ async function readEncodedText(db: Executor, after: number, upTo: number): Promi
   if (low === null) return null
   const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
   const postgres = isPostgres(db)
-  // PostgreSQL: `||` in short groups, as each `||` copies all it joins (one long chain copied the record once a field, and
-  // `concat` looks each argument's type up); null where there is no transaction, as the head and lines are.
-  const quote = (column: string) =>
-    sql`case when ${sql.ref(column)} ~ '[\\x01-\\x1f"\\\\]' then to_json(${sql.ref(column)})::text else '"' || ${sql.ref(column)} || '"' end`
+  // PostgreSQL: `||` in nested groups, as each `||` copies all it joins (one long chain copied the record once a field, and
+  // `concat` looks each argument's type up). The head is empty where there is no transaction, as the lines are.
+  const quote = (column: string) => {
+    const value = sql.ref(column)
+    return sql`case when ${value} ~ '[\\x01-\\x1f"\\\\]' then to_json(${value})::text else '"' || ${value} || '"' end`
+  }
+  const head = sql`(('["coffer-transaction/v1",' || j.position || ',' || t.id || ',')
+      || (${quote('t.kind')} || ',' || ${quote('t.created_at')}))
+    || ((',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',') || (${quote('t.memo')} || ',['))`
   const entry = postgres
-    ? sql`(j.position || ',' || j.transaction_id) || (',' || j.hash || ',')
-        || coalesce(('["coffer-transaction/v1",' || j.position || ',' || t.id || ',') || (${quote('t.kind')} || ',' || ${quote('t.created_at')})
-          || (',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',') || (${quote('t.memo')} || ',['), '')
-        || (chr(3) || coalesce(l.lines, '') || chr(3))
-        || ('],' || coalesce(t.reverses::text, 'null') || ',' || coalesce(t.hold_id::text, 'null') || ',')
-        || (chr(1) || coalesce(t.metadata, ''))`
+    ? sql`((j.position || ',' || j.transaction_id) || (',' || j.hash || ',') || coalesce(${head}, ''))
+        || (((chr(3) || coalesce(l.lines, '') || chr(3))
+          || ('],' || coalesce(t.reverses::text, 'null') || ',' || coalesce(t.hold_id::text, 'null') || ','))
+          || (chr(1) || coalesce(t.metadata, '')))`
     : sql`concat(j.position, ',', j.transaction_id, ',', j.hash, ',',
         '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || json_quote(t.kind) || ',' || json_quote(t.created_at)
           || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',' || json_quote(t.memo) || ',[',

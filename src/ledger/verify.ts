@@ -235,11 +235,11 @@ function besideLines(db: Executor) {
     return {
       columns: sql`t.created_at`,
       joins: sql``,
-      // `||` in short groups: each `||` copies all it joins, and one long chain copied the record once a field.
-      line: sql`(t.id || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',')
-        || (coalesce(t.reverses || ',', ',') || coalesce(t.hold_id || ',', ','))
-        || (coalesce(l.asset_id || ',' || l.quantity || ',', ',,') || coalesce(length(${kind}) || ':' || ${kind}, ':'))
-        || (length(t.created_at) || ':' || t.created_at || ';')`,
+      // `||` in nested groups: each `||` copies all it joins, and one long chain copied the record once a field.
+      line: sql`((t.id || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',')
+          || (coalesce(t.reverses || ',', ',') || coalesce(t.hold_id || ',', ',')))
+        || ((coalesce(l.asset_id || ',' || l.quantity || ',', ',,') || coalesce(length(${kind}) || ':' || ${kind}, ':'))
+          || (length(t.created_at) || ':' || t.created_at || ';'))`,
     }
   return {
     columns: sql`s.quantity as sent, r.quantity as received`,
