@@ -11,8 +11,8 @@
  * per second and the process's CPU (all threads) per transaction, on PostgreSQL also the server's
  * (its processes' times in /proc), with the load average; where several threads ran, each one's CPU
  * (and until when, in seconds from the start, it used any) and the share of the cores the process used. A
- * checkout whose verify finds a problem on this sound ledger is reported. With `--keep=<dir>` a
- * SQLite ledger stays there and is used again. Nothing here asserts a time.
+ * checkout whose verify finds a problem on this sound ledger is reported. With `--keep=<dir>` the
+ * ledger (SQLite's file, PostgreSQL's server directory) stays there and is used again. Nothing here asserts a time.
  */
 import fs from 'node:fs'
 import os from 'node:os'
@@ -37,6 +37,7 @@ const ROUNDS = Number(option('rounds') ?? 3)
 const ROOTS = (option('roots') ?? '.').split(',').map((root) => path.resolve(root))
 const kept = option('keep')
 const dir = kept ?? fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-verify-cpu-'))
+fs.mkdirSync(dir, { recursive: true })
 const fixed = (value: number, digits = 0) => value.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 const load = () => os.loadavg()[0].toFixed(1)
 
@@ -181,10 +182,15 @@ try {
     if (!fs.existsSync(path.join(dataDir, 'coffer.sqlite'))) fs.symlinkSync(file, path.join(dataDir, 'coffer.sqlite'))
     options = { databaseUrl: undefined, dataDir }
   } else {
-    server = await startPostgres()
-    const url = await server.createDatabase(`verify${Date.now().toString(36)}`)
+    // Kept: the server's directory under `--keep`, its ledger (database `verify<n>`) used again.
+    const serverDir = kept === undefined ? undefined : path.join(dir, 'postgres')
+    const built = serverDir !== undefined && fs.existsSync(path.join(serverDir, `built-${TRANSACTIONS}`))
+    server = await startPostgres(serverDir === undefined ? {} : { databaseDir: serverDir })
+    const name = kept === undefined ? `verify${Date.now().toString(36)}` : `verify${TRANSACTIONS}`
+    const url = built ? server.url(name) : await server.createDatabase(name)
     database = await openPostgres(url, 4)
-    await build(database)
+    if (!built) await build(database)
+    if (serverDir !== undefined) fs.writeFileSync(path.join(serverDir, `built-${TRANSACTIONS}`), '')
     options = { databaseUrl: url, dataDir: dir }
   }
   await database.close()

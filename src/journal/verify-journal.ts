@@ -74,11 +74,12 @@ async function readEntries(db: Executor, after: number, upTo: number): Promise<u
  * entry (on SQLite a line, the entry's first with its fields), `position,transaction id,hash,` then
  * the encoding up to its lines, its lines `[asset,quantity]` (on PostgreSQL all of them, by asset)
  * and the rest up to its metadata, split by U+0003, then U+0001 and the metadata as stored; U+0002
- * between records. `to_json` and `json_quote` escape every control character, so none of these is
- * met inside the quoted fields, and escape as `JSON.stringify` does where it matters; integers
- * print alike. One value crosses the driver a range instead of a dozen a line, which cost the
- * process more than the database spends on the text. Where the text does not give the hash, the
- * encoding JavaScript writes from the columns decides (`encodeFromColumns`).
+ * between records. A text field is quoted by `to_json`/`json_quote`, which escape every control
+ * character (so none of these is met inside it) as `JSON.stringify` does where it matters; on
+ * PostgreSQL one holding nothing JSON escapes is quoted as it is, which writes the same for a
+ * fraction of the server's time. Integers print alike. One value crosses the driver a range instead
+ * of a dozen a line, which cost the process more than the database spends on the text. Where the
+ * text does not give the hash, the encoding JavaScript writes from the columns decides (`encodeFromColumns`).
  */
 async function readEncodedText(db: Executor, after: number, upTo: number): Promise<Buffer | string | null> {
   // As `readEntries`: the transactions and lines bounded by the ids the entries name.
@@ -86,19 +87,32 @@ async function readEncodedText(db: Executor, after: number, upTo: number): Promi
   if (low === null) return null
   const ids = (column: string) => sql`${sql.ref(column)} >= ${low} and ${sql.ref(column)} <= ${high}`
   const postgres = isPostgres(db)
-  const quote = (column: string) => (postgres ? sql`to_json(${sql.ref(column)})::text` : sql`json_quote(${sql.ref(column)})`)
-  const control = (code: number) => (postgres ? sql`chr(${sql.lit(code)})` : sql`char(${sql.lit(code)})`)
+  // PostgreSQL: `||` in nested groups, as each `||` copies all it joins (one long chain copied the record once a field, and
+  // `concat` looks each argument's type up). The head is empty where there is no transaction, as the lines are.
+  const quote = (column: string) => {
+    const value = sql.ref(column)
+    return sql`case when ${value} ~ '[\\x01-\\x1f"\\\\]' then to_json(${value})::text else '"' || ${value} || '"' end`
+  }
+  const head = sql`(('["coffer-transaction/v1",' || j.position || ',' || t.id || ',')
+      || (${quote('t.kind')} || ',' || ${quote('t.created_at')}))
+    || ((',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',') || (${quote('t.memo')} || ',['))`
+  const entry = postgres
+    ? sql`((j.position || ',' || j.transaction_id) || (',' || j.hash || ',') || coalesce(${head}, ''))
+        || (((chr(3) || coalesce(l.lines, '') || chr(3))
+          || ('],' || coalesce(t.reverses::text, 'null') || ',' || coalesce(t.hold_id::text, 'null') || ','))
+          || (chr(1) || coalesce(t.metadata, '')))`
+    : sql`concat(j.position, ',', j.transaction_id, ',', j.hash, ',',
+        '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || json_quote(t.kind) || ',' || json_quote(t.created_at)
+          || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',' || json_quote(t.memo) || ',[',
+        char(3), l.lines, char(3),
+        '],' || coalesce(t.reverses || '', 'null') || ',' || coalesce(t.hold_id || '', 'null') || ',', char(1), t.metadata)`
   // PostgreSQL aggregates a subquery sorted by position in its order, with no sort of the aggregate's own; SQLite in its
   // join's order (position, then the lines of its transaction by asset). `EncodedRange` checks it.
   // SQLite answers the text's UTF-8 bytes (a blob is copied across the driver, not decoded), PostgreSQL the text.
   const [[text]] = await readArrays(
     db,
-    sql`select ${postgres ? sql`string_agg(entry, ${control(2)})` : sql`cast(string_agg(entry, ${control(2)}) as blob)`} from (
-      select concat(j.position, ',', j.transaction_id, ',', j.hash, ',',
-        '["coffer-transaction/v1",' || j.position || ',' || t.id || ',' || ${quote('t.kind')} || ',' || ${quote('t.created_at')}
-          || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',' || ${quote('t.memo')} || ',[',
-        ${control(3)}, l.lines, ${control(3)},
-        '],' || coalesce(t.reverses || '', 'null') || ',' || coalesce(t.hold_id || '', 'null') || ',', ${control(1)}, t.metadata) as entry
+    sql`select ${postgres ? sql`string_agg(entry, chr(2))` : sql`cast(string_agg(entry, char(2)) as blob)`} from (
+      select ${entry} as entry
       from journal_entries j left join transactions t on t.id = j.transaction_id and ${ids('t.id')}
         left join ${
           postgres

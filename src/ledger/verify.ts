@@ -142,8 +142,8 @@ async function readRunningBalances(db: Executor, found: Fingerprint, holdings: H
   const blocks = Number(rows[0].blocks)
   const read = (from: number) =>
     sql<{ text: string | null }>`
-      select string_agg(concat(wallet_id, ',', asset_id, ',', transaction_id, ',', quantity, ',', length(created_at), ':', created_at), '')
-        as text
+      select string_agg((wallet_id || ',' || asset_id || ',') || (transaction_id || ',' || quantity || ',')
+        || (length(created_at) || ':' || created_at), '') as text
       from running_balances where ctid >= ${`(${from},0)`}::tid and ctid < ${`(${from + BLOCKS},0)`}::tid`.execute(db)
   // The next range is asked for before this one is taken in: the server reads while the process hashes.
   for (let from = 0, next = ahead(blocks > 0, () => read(0)); next; from += BLOCKS) {
@@ -227,15 +227,26 @@ const sideOf = (alias: string, wallet: string) =>
  * What the pass reads beside each line. SQLite: the two running balances stored for its sides,
  * joined (a seek each, on SQLite's side of the driver, which costs less than taking each row
  * across it). PostgreSQL: the transaction's `created_at`, for the fingerprint (a seek a side there
- * cost the server more than the whole pass). `text`: the same in `readLinesText`'s record.
+ * cost the server more than the whole pass). `line`: `readLinesText`'s record of a line.
  */
 function besideLines(db: Executor) {
-  if (isPostgres(db)) return { columns: sql`t.created_at`, joins: sql``, text: sql`length(t.created_at), ':', t.created_at` }
+  const kind = sql`nullif(t.kind, 'transfer')`
+  if (isPostgres(db))
+    return {
+      columns: sql`t.created_at`,
+      joins: sql``,
+      // `||` in nested groups: each `||` copies all it joins, and one long chain copied the record once a field.
+      line: sql`((t.id || ',' || t.sending_wallet_id || ',' || t.receiving_wallet_id || ',')
+          || (coalesce(t.reverses || ',', ',') || coalesce(t.hold_id || ',', ',')))
+        || ((coalesce(l.asset_id || ',' || l.quantity || ',', ',,') || coalesce(length(${kind}) || ':' || ${kind}, ':'))
+          || (length(t.created_at) || ':' || t.created_at || ';'))`,
+    }
   return {
     columns: sql`s.quantity as sent, r.quantity as received`,
     joins: sql`left join running_balances s on ${sideOf('s', 't.sending_wallet_id')}
       left join running_balances r on ${sideOf('r', 't.receiving_wallet_id')}`,
-    text: sql`s.quantity, ',', r.quantity, ','`,
+    line: sql`concat(t.id, ',', t.sending_wallet_id, ',', t.receiving_wallet_id, ',', t.reverses, ',', t.hold_id, ',',
+        l.asset_id, ',', l.quantity, ',', length(${kind}), ':', ${kind}, s.quantity, ',', r.quantity, ',', ';')`,
   }
 }
 
@@ -245,20 +256,19 @@ type LineRow = [number, number, number, string | null, number | null, number | n
 /**
  * The lines of the transactions with ids in (`after`, `upTo`] as one text, a record a line:
  * `id,sender,receiver,reverses,hold,asset,quantity,length:kind` (empty where null, a transfer's kind
- * null), `besideLines`' text, then `;`. One value crosses the driver instead of ten a line, which cost
- * the process more than the database spends writing them. SQLite gives its join's order (id, then
- * asset): `parseLines` checks it.
+ * null), SQLite's two running balances `sent,received,` or PostgreSQL's `length:created_at`, then `;`
+ * (`besideLines`). One value crosses the driver instead of ten a line, which cost the process more
+ * than the database spends writing them. `parseLines` checks that the ids rise.
  */
 async function readLinesText(db: Executor, beside: ReturnType<typeof besideLines>, after: number, upTo: number): Promise<string | null> {
-  const kind = sql`nullif(t.kind, 'transfer')`
-  // PostgreSQL aggregates a sorted subquery in its order (`parseLines` checks it), with no sort of the aggregate's own.
-  const order = isPostgres(db) ? sql`order by t.id, l.asset_id` : sql``
+  // PostgreSQL aggregates a sorted subquery in its order. By id alone: a transaction's lines may come in any order (its
+  // holdings and the fingerprint do not count it), and sorting by asset too made the server join and sort, not merge by the keys.
+  const order = isPostgres(db) ? sql`order by t.id` : sql``
   const [[text]] = await readArrays(
     db,
     sql`
     select string_agg(line, '') from (
-      select concat(t.id, ',', t.sending_wallet_id, ',', t.receiving_wallet_id, ',', t.reverses, ',', t.hold_id, ',',
-        l.asset_id, ',', l.quantity, ',', length(${kind}), ':', ${kind}, ${beside.text}, ';') as line
+      select ${beside.line} as line
       from transactions t
         left join transaction_assets l on l.transaction_id = t.id and l.transaction_id > ${after} and l.transaction_id <= ${upTo}
         ${beside.joins}

@@ -63,6 +63,8 @@ describe(`coffer verify: encodings that need escaping (${STORAGE})`, () => {
       .select(['memo', 'metadata'])
       .where('id', '=', id)
       .executeTakeFirstOrThrow()
+    // A memo that holds what JSON writes for the first one: quoted as it is, it would write that entry's encoding.
+    const escaped = JSON.stringify(memos[0]).slice(1, -1)
     const lines = await db.selectFrom('transaction_assets').select(['asset_id', 'quantity']).where('transaction_id', '=', other).execute()
     assert.equal(lines.length, 2)
     const second = lines.reduce((a, b) => (Number(a.asset_id) > Number(b.asset_id) ? a : b))
@@ -77,6 +79,12 @@ describe(`coffer verify: encodings that need escaping (${STORAGE})`, () => {
             .where('id', '=', id)
             .execute(),
         () => db.updateTable('transactions').set({ memo }).where('id', '=', id).execute(),
+      ],
+      [
+        'memo as its JSON text',
+        other,
+        () => db.updateTable('transactions').set({ memo: escaped }).where('id', '=', other).execute(),
+        () => db.updateTable('transactions').set({ memo: memos[0] }).where('id', '=', other).execute(),
       ],
       [
         'metadata',
