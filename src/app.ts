@@ -105,7 +105,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // writer wait for its locks), so it is handed what commits and runs its rounds here.
   const metrics = new OperatorMetrics()
   const signingKey = resolveSigningKey(config.signingKey, config.dataDir)
-  const told = {
+  const sequencing = {
     key: signingKey,
     checkpointIntervalMs: config.checkpointIntervalMs,
     onProgress: (positioned: number, size: number) => app.log.info({ positioned, size }, 'journal: positioning the history'),
@@ -113,8 +113,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   }
   const { opened } = options.database
   const sequencer: Sequencer = opened
-    ? new ThreadedSequencer({ ...told, options: { databaseUrl: opened.url, dataDir: config.dataDir, postgresTimeouts: opened.timeouts } })
-    : new JournalSequencer({ ...told, database: options.database })
+    ? new ThreadedSequencer({
+        ...sequencing,
+        options: { databaseUrl: opened.url, dataDir: config.dataDir, postgresTimeouts: opened.timeouts },
+      })
+    : new JournalSequencer({ ...sequencing, database: options.database })
   // The outbox, with the hook of balance monitors, which decide crossings in each move's transaction.
   const created = createOutbox()
   const outbox = { ...created, watchBalances: watchBalances(created) }
