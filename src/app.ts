@@ -30,8 +30,7 @@ import holdsRoutes from './ledger/holds.routes.ts'
 import { createLedger } from './ledger/ledger.service.ts'
 import transactionsRoutes from './ledger/transactions.routes.ts'
 import journalRoutes from './journal/journal.routes.ts'
-import { JournalSequencer, type Sequencer } from './journal/sequencer.ts'
-import { ThreadedSequencer } from './journal/sequencer-thread.ts'
+import { JournalSequencer } from './journal/sequencer.ts'
 import { resolveSigningKey } from './secrets/signing-key.ts'
 import monitors from './monitors/monitors.plugin.ts'
 import { watchBalances } from './monitors/monitors.service.ts'
@@ -99,25 +98,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // 0. The long-lived parts: the ledger (with its group committer, handed the outbox to record
   // events), closed after the server has stopped taking requests.
-  // The journal's sequencer positions what commits, off the request path: told of each batch of
-  // transfers committed here, and polling for the rest. On PostgreSQL it runs on a thread of its own
-  // with its own connection; SQLite's has the one writer's connection (a second would make the
-  // writer wait for its locks), so it is handed what commits and runs its rounds here.
+  // The journal's sequencer positions what commits, off the request path: handed each batch of
+  // transfers committed here, and polling for the rest.
   const metrics = new OperatorMetrics()
   const signingKey = resolveSigningKey(config.signingKey, config.dataDir)
-  const sequencing = {
+  const sequencer = new JournalSequencer({
+    database: options.database,
     key: signingKey,
     checkpointIntervalMs: config.checkpointIntervalMs,
-    onProgress: (positioned: number, size: number) => app.log.info({ positioned, size }, 'journal: positioning the history'),
-    onError: (error: unknown) => app.log.error({ err: error }, 'journal: a sequencer round failed'),
-  }
-  const { opened } = options.database
-  const sequencer: Sequencer = opened
-    ? new ThreadedSequencer({
-        ...sequencing,
-        options: { databaseUrl: opened.url, dataDir: config.dataDir, postgresTimeouts: opened.timeouts },
-      })
-    : new JournalSequencer({ ...sequencing, database: options.database })
+    onProgress: (positioned, size) => app.log.info({ positioned, size }, 'journal: positioning the history'),
+    onError: (error) => app.log.error({ err: error }, 'journal: a sequencer round failed'),
+  })
   // The outbox, with the hook of balance monitors, which decide crossings in each move's transaction.
   const created = createOutbox()
   const outbox = { ...created, watchBalances: watchBalances(created) }

@@ -4,7 +4,7 @@ import type { Config } from './config.ts'
 import type { Database } from './db/database.ts'
 import type { WebhooksService } from './events/webhooks.service.ts'
 import type { AttemptLimiter } from './http/rate-limit.ts'
-import type { Sequencer } from './journal/sequencer.ts'
+import type { JournalSequencer } from './journal/sequencer.ts'
 import type { SigningKey } from './secrets/signing-key.ts'
 import type { Ledger } from './ledger/ledger.service.ts'
 import type { SecretsKey } from './secrets/secret-box.ts'
@@ -34,8 +34,8 @@ export interface Deps extends AppOptions {
   webhooks: WebhooksService
   /** Login, registration and admin-key attempts, shared by instances on PostgreSQL (`http/rate-limit.ts`). */
   limiter: AttemptLimiter
-  /** Positions committed transactions and signs checkpoints (`journal/sequencer.ts`, on PostgreSQL on a thread of its own). */
-  sequencer: Sequencer
+  /** Positions committed transactions and signs checkpoints (`journal/sequencer.ts`). */
+  sequencer: JournalSequencer
   /** Signs the journal's checkpoints (SIGNING_KEY or the data directory's key file). */
   signingKey: SigningKey
   /** User sessions ended by this instance, announced to its open event streams. */

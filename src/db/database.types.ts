@@ -1,6 +1,5 @@
 import type { Kysely, Transaction } from 'kysely'
 import type pg from 'pg'
-import type { PostgresTimeouts } from '../config.ts'
 import type { DB } from './tables.ts'
 
 /** What the rest of the service sees of the storage, whichever it is (`database.ts` opens it). */
@@ -24,8 +23,6 @@ export interface Database {
   poolUse?(): PoolUse
   /** PostgreSQL: a connection of the pool for work beyond the query builder (`COPY`); the caller releases it. */
   postgresClient?(): Promise<pg.PoolClient>
-  /** PostgreSQL: where and with which bounds it was opened, for a thread that opens a connection of its own. */
-  opened?: { url: string; timeouts: PostgresTimeouts }
   close(): Promise<void>
 }
 

@@ -392,7 +392,6 @@ export function openPostgres(url: string, poolSize: number, timeouts: Partial<Po
     },
     poolUse: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     postgresClient: () => pool.connect(),
-    opened: { url, timeouts: limits },
     async close() {
       await db.destroy()
     },

@@ -146,20 +146,12 @@ async function sqliteRound(options: SequencerOptions, known: Known, handed: Map<
   })
 }
 
-/** What the app holds of a sequencer, in this thread or its own (`sequencer-thread.ts`). */
-export interface Sequencer {
-  start(): void
-  /** Transactions this process committed. */
-  committed(transactions: readonly Transaction[]): void
-  stop(): Promise<void>
-}
-
 /**
  * The sequencer as a long-lived part: rounds run one at a time, on `committed()` (a commit in this
  * process) and every `pollMs` (commits elsewhere, a checkpoint falling due); a full batch runs the
  * next round at once, commits during a round another wake delay after it.
  */
-export class JournalSequencer implements Sequencer {
+export class JournalSequencer {
   readonly #options: SequencerOptions
   readonly #known: Known = {}
   /** What this process committed and no round has taken yet, by id: a round takes their encoding from here instead of reading them. */
