@@ -161,8 +161,9 @@ async function transfersWithCpu(running: Running, server: BenchPostgres | undefi
 
 /**
  * Alternates `a` and `b` PAIRS times after a turn of each, `b` first in every other pair (a store's
- * later turn meets the vacuum and checkpoints the earlier turn's writes set off); prints each pair, then the median of
- * b ÷ a and the ratio of their sums, and where the phases measured their CPU, its ratios.
+ * later turn meets the vacuum and checkpoints the earlier turn's writes set off); prints each pair,
+ * then the median of b ÷ a and the ratio of their sums, and where the phases measured their CPU,
+ * its ratios.
  */
 async function alternate(labelA: string, a: () => Promise<Phase>, labelB: string, b: () => Promise<Phase>): Promise<number> {
   const ratios: number[] = []
