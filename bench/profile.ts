@@ -119,23 +119,41 @@ export function summariseProfile(file: string, top = 15, skipMs = 0): ProfileSum
 }
 
 /**
- * The main thread's time in each labelled kind of window (`transfer-cpu.ts --windows`), µs of busy
- * time a transfer by group, and the `top` functions that differ most between the first two labels:
- * what one way of running costs more than the other, asynchronous work included.
+ * The main thread's time in each labelled kind of window (`transfer-cpu.ts --windows`, the journal
+ * bench's `--profile`), µs of busy time a transfer by group, and the `top` functions that differ
+ * most between the first two labels: what one way of running costs more than the other,
+ * asynchronous work included. Each source is a profile with the windows that fall in it.
  */
-function compareWindows(file: string, windows: ProfileWindow[], top = 25): string {
-  const profile = readProfile(file)
-  const sorted = [...windows].sort((a, b) => a.start - b.start)
+export function compareWindows(sources: { file: string; windows: ProfileWindow[] }[], top = 25): string {
   const counts = new Map<string, number>()
-  for (const window of sorted) counts.set(window.label, (counts.get(window.label) ?? 0) + window.count)
-  let next = 0
-  const self = selfTimes(profile, (at) => {
-    while (next < sorted.length && sorted[next].end < at) next++
-    return next < sorted.length && sorted[next].start <= at ? sorted[next].label : undefined
-  })
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]))
+  const tallied = new Map<string, ReturnType<typeof tally>[]>()
+  for (const source of sources) {
+    const profile = readProfile(source.file)
+    const sorted = [...source.windows].sort((a, b) => a.start - b.start)
+    for (const window of sorted) counts.set(window.label, (counts.get(window.label) ?? 0) + window.count)
+    let next = 0
+    const self = selfTimes(profile, (at) => {
+      while (next < sorted.length && sorted[next].end < at) next++
+      return next < sorted.length && sorted[next].start <= at ? sorted[next].label : undefined
+    })
+    const byId = new Map(profile.nodes.map((node) => [node.id, node]))
+    for (const [label, times] of self) tallied.set(label, [...(tallied.get(label) ?? []), tally(byId, times)])
+  }
   const labels = [...counts.keys()]
-  const tallies = labels.map((label) => tally(byId, self.get(label) ?? new Map<number, number>()))
+  const sum = (maps: Map<string, number>[]) => {
+    const total = new Map<string, number>()
+    for (const map of maps) for (const [name, micros] of map) total.set(name, (total.get(name) ?? 0) + micros)
+    return total
+  }
+  const tallies = labels.map((label) => {
+    const parts = tallied.get(label) ?? []
+    return {
+      functions: sum(parts.map((part) => part.functions)),
+      groups: sum(parts.map((part) => part.groups)),
+      total: parts.reduce((total, part) => total + part.total, 0),
+      idle: parts.reduce((total, part) => total + part.idle, 0),
+    }
+  })
   const per = (micros: number | undefined, i: number) => ((micros ?? 0) / (counts.get(labels[i]) ?? 1)).toFixed(1).padStart(7)
   const lines = [`µs of the main thread a transfer: ${labels.join(' | ')}`]
   lines.push(`  busy ${tallies.map((t, i) => per(t.total - t.idle, i)).join(' ')}`)
@@ -185,7 +203,8 @@ if (process.argv[1] && import.meta.url.endsWith(path.basename(process.argv[1])))
   const windows = process.argv.find((arg) => arg.startsWith('--windows='))?.slice('--windows='.length)
   const [file, top, skip] = process.argv.slice(2).filter((arg) => !arg.startsWith('--windows='))
   if (file && windows) {
-    console.log(compareWindows(file, JSON.parse(fs.readFileSync(windows, 'utf8')) as ProfileWindow[], top ? Number(top) : 25))
+    const read = JSON.parse(fs.readFileSync(windows, 'utf8')) as ProfileWindow[]
+    console.log(compareWindows([{ file, windows: read }], top ? Number(top) : 25))
     process.exit(0)
   }
   if (!file) {

@@ -1,7 +1,7 @@
 /**
  * What the journal, schedules, monitors, expiring units and key limits cost
  * (`npm run bench -- journal journal-upgrade schedules monitors expiry key-limits [--storage=sqlite|postgres]
- * [--seconds=N] [--pairs=N] [--wallets=N] [--against=<checkout>] [--schedules=N] [--transactions=N]`).
+ * [--seconds=N] [--pairs=N] [--wallets=N] [--against=<checkout>] [--profile=DIR] [--schedules=N] [--transactions=N]`).
  *
  * Each runs the service as a child process on a fresh store (SQLite in a temp dir; a database on an
  * embedded PostgreSQL server started here), loads it over HTTP on 127.0.0.1 with autocannon (32
@@ -16,7 +16,9 @@
  *   taken out of the write path, `bench/journal-off.ts`) when given, taking turns; while this build runs,
  *   how long a transaction waits for its position (its `created_at` to its first reading in the
  *   feed) and for a checkpoint covering it; then `coffer export` to /dev/null (entries/s), a
- *   proof's cost (median of 100) and `coffer verify` (transactions/s).
+ *   proof's cost (median of 100) and `coffer verify` (transactions/s). With `--against` and
+ *   `--profile=DIR`, both services run under `node --cpu-prof` and, in place of the rest, their
+ *   main threads' µs a transfer over the counted turns are compared by package and function.
  * - `journal-upgrade`: a ledger of `--transactions` (100,000) written through the ledger's write
  *   path, taken back to the schema before the journal (the migrations' `down`), then brought up
  *   again: the migrations' time, the time until the service's sequencer has positioned and hashed
@@ -46,6 +48,7 @@ import { processCpuMs, processTreeCpuMs, threadCpuMs } from '../cpu.ts'
 import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
 import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
+import { compareWindows, mainThreadProfile, type ProfileWindow } from '../profile.ts'
 import { call as request, goldAndWallets, pool, writeHistory } from '../seed.ts'
 import { startService, type Service } from '../service.ts'
 
@@ -60,6 +63,7 @@ const PAIRS = Number(option('pairs') ?? 3)
 const WALLETS = Number(option('wallets') ?? 50)
 const CONNECTIONS = Number(option('connections') ?? 32)
 const AGAINST = option('against')
+const PROFILE = option('profile')
 const SCHEDULES = Number(option('schedules') ?? 1_000)
 const TRANSACTIONS = Number(option('transactions') ?? 100_000)
 const ADMIN_KEY = 'cfa_bench_features_admin_key'
@@ -100,11 +104,12 @@ async function startRunning(
   server: BenchPostgres | undefined,
   name: string,
   root?: string,
+  profileDir?: string,
 ): Promise<Running> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `coffer-bench-${name}-`))
   cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }))
   const databaseUrl = await server?.createDatabase(`${name}${Date.now().toString(36)}`)
-  const service = await startService({ dataDir, databaseUrl, adminKey: ADMIN_KEY, logLevel: 'warn', root }, cleanups.track)
+  const service = await startService({ dataDir, databaseUrl, adminKey: ADMIN_KEY, logLevel: 'warn', root, profileDir }, cleanups.track)
   cleanups.push(() => service.stop())
   const database = databaseUrl ? openPostgres(databaseUrl, 4) : openSqlite(path.join(dataDir, 'coffer.sqlite'))
   cleanups.push(() => database.close())
@@ -275,20 +280,35 @@ async function journalLag(
 }
 
 async function journal(storage: 'sqlite' | 'postgres', server: BenchPostgres | undefined): Promise<void> {
-  const running = await startRunning(storage, server, 'journal')
+  // `--profile=DIR`: both services of the comparison under `node --cpu-prof`, each in its own folder
+  // of DIR, their main threads' time compared over the counted turns once both stopped.
+  const profileDirs = PROFILE && AGAINST ? [path.join(PROFILE, 'without'), path.join(PROFILE, 'with')] : undefined
+  const running = await startRunning(storage, server, 'journal', undefined, profileDirs?.[1])
   if (AGAINST) {
     // `journal-off`: this build with the journal's work taken out of the write path (`bench/journal-off.ts`).
     const copy = AGAINST === 'journal-off' ? journalOffCopy(ROOT) : undefined
     if (copy) cleanups.push(async () => copy.remove())
-    const other = await startRunning(storage, server, 'journalbefore', copy?.root ?? path.resolve(AGAINST))
+    const other = await startRunning(storage, server, 'journalbefore', copy?.root ?? path.resolve(AGAINST), profileDirs?.[0])
     if (copy && storage === 'postgres') await dropWriterXid(other.database.db)
-    await alternate(
-      `without the journal (${AGAINST})`,
-      () => transfersWithCpu(other, server),
-      'with the journal',
-      () => transfersWithCpu(running, server),
-    )
+    const windows: ProfileWindow[][] = [[], []]
+    const turn = (which: 0 | 1, running: Running, label: string) => async () => {
+      const start = Number(process.hrtime.bigint() / 1000n)
+      const phase = await transfersWithCpu(running, server)
+      windows[which].push({ label, start, end: Number(process.hrtime.bigint() / 1000n), count: phase.okPerSecond * phase.seconds })
+      return phase
+    }
+    const labels = [`without the journal (${AGAINST})`, 'with the journal']
+    await alternate(labels[0], turn(0, other, labels[0]), labels[1], turn(1, running, labels[1]))
     await other.service.stop()
+    if (profileDirs) {
+      await running.service.stop()
+      // The first turn of each is not counted (`alternate`).
+      const sources = profileDirs.map((dir, i) => ({ file: mainThreadProfile(dir) as string, windows: windows[i].slice(1) }))
+      // Kept beside each profile for `bench/profile.ts --windows` (other cuts, more functions).
+      sources.forEach((source, i) => fs.writeFileSync(path.join(profileDirs[i], 'windows.json'), JSON.stringify(source.windows)))
+      log(compareWindows(sources, 30))
+      return
+    }
   }
   const { result, toPosition, toCheckpoint } = await journalLag(running, () => transfers(running))
   log(`transfers ${figure(result)} while the feed and the checkpoint were followed`)
