@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises'
 import { sql, type RawBuilder } from 'kysely'
 import type { Db, Executor } from '../db/database.ts'
 import { LEDGER_REFERENCES } from '../db/migrations/0005_ledger_references.ts'
@@ -445,6 +446,9 @@ export async function verifyLedger(
     )) as LineRow[])
   // As with the cursor, the next range is asked for before this one is checked.
   for (let after = 0, next = ahead(Number(last ?? 0) > 0, () => read(0)); next; after += BATCH) {
+    // A turn of the event loop between ranges: SQLite's reads never give one, and the journal's
+    // threads (`coffer verify`) wait on this thread's answers to be handed their ranges.
+    await setImmediate()
     const rows = await next
     next = ahead(after + BATCH < Number(last ?? 0), () => read(after + BATCH))
     for (let i = 0; i < rows.length;) {
