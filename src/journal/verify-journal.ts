@@ -537,10 +537,13 @@ export async function runPart(
   const database = openDatabase(options)
   try {
     await forLongReads(database.db)
+    // A chain's first range is known once the tree's snapshot has its last position: this snapshot,
+    // begun after, holds every position up to it.
+    const first = task.part === 'chain' ? await next() : null
     return await inReadOnlySnapshot<TreePart | ChainParts>(database.db, async (trx) => {
       if (task.part === 'tree') return checkTree(trx, task.key, CHUNK, (last) => tell({ last }))
       const parts: ChainParts = []
-      for (let range = await next(); range; range = await next()) {
+      for (let range = first; range; range = await next()) {
         let told = 0
         const part = await checkChain(trx, range[0], range[1], CHUNK, (done) => {
           tell({ checked: done - told })
@@ -614,7 +617,11 @@ export async function verifyJournalInThread(
   }
   const workers: Worker[] = []
   // The ranges the chain's threads have yet to take, in order: each takes the next when it has checked one.
-  let ranges: Range[] = []
+  // Known once the tree's thread tells its last position; threads asking before that wait for it.
+  let ranges: Range[] | undefined
+  const asking: Worker[] = []
+  const hand = (worker: Worker) => worker.postMessage({ range: ranges?.shift() ?? null })
+  let last = 0
   const run = <T>(task: Task, heard: (message: Told) => void) =>
     new Promise<T>((resolve, reject) => {
       const worker = new Worker(THREAD, { eval: true, workerData: { ...base, task } })
@@ -622,7 +629,7 @@ export async function verifyJournalInThread(
       type Failure = { message: string; stack?: string; code?: string }
       worker.on('message', (message: Told & { result?: T; error?: Failure }) => {
         heard(message)
-        if (message.wants) worker.postMessage({ range: ranges.shift() ?? null })
+        if (message.wants) (ranges ? hand : asking.push.bind(asking))(worker)
         const { result, error } = message
         if (result) resolve(result)
         // The thread's error as it was thrown, with its code (storage faults are told apart by it).
@@ -635,24 +642,26 @@ export async function verifyJournalInThread(
       worker.once('exit', (code) => reject(new Error(`the journal's check ended (exit ${code}) without a report`)))
     })
   try {
-    let chain: Promise<ChainParts[]> | undefined
-    const tree = run<TreePart>({ part: 'tree', key }, ({ last }) => {
-      if (last === undefined) return
+    const tree = run<TreePart>({ part: 'tree', key }, (message) => {
+      if (message.last === undefined) return
+      last = message.last
       ranges = chainRanges(last, CHAIN_THREADS)
-      let done = 0
-      const threads = Array.from({ length: CHAIN_THREADS }, () =>
+      for (const worker of asking.splice(0)) hand(worker)
+    })
+    // Started with the tree's thread, not after it: a thread's start (its modules loaded) takes a while.
+    let done = 0
+    const chain = Promise.all(
+      Array.from({ length: CHAIN_THREADS }, () =>
         run<ChainParts>({ part: 'chain' }, ({ checked }) => {
           if (checked === undefined) return
           done += checked
           progress?.(done, last)
         }),
-      )
-      chain = Promise.all(threads)
-      // Awaited once the tree is checked; a failure meanwhile is not left unhandled.
-      chain.catch(() => {})
-    })
+      ),
+    )
+    // Awaited once the tree is checked; a failure meanwhile is not left unhandled.
+    chain.catch(() => {})
     const treePart = await tree
-    if (!chain) throw new Error("the journal's tree was checked without its last position")
     // The ranges' parts in order, as one pass would find them.
     const parts = (await chain).flat().sort((a, b) => a.after - b.after)
     return reportOf(
