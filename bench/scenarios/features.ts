@@ -291,9 +291,9 @@ async function journal(storage: 'sqlite' | 'postgres', server: BenchPostgres | u
     const other = await startRunning(storage, server, 'journalbefore', copy?.root ?? path.resolve(AGAINST), profileDirs?.[0])
     if (copy && storage === 'postgres') await dropWriterXid(other.database.db)
     const windows: ProfileWindow[][] = [[], []]
-    const turn = (which: 0 | 1, running: Running, label: string) => async () => {
+    const turn = (which: 0 | 1, subject: Running, label: string) => async () => {
       const start = Number(process.hrtime.bigint() / 1000n)
-      const phase = await transfersWithCpu(running, server)
+      const phase = await transfersWithCpu(subject, server)
       windows[which].push({ label, start, end: Number(process.hrtime.bigint() / 1000n), count: phase.okPerSecond * phase.seconds })
       return phase
     }

@@ -1,6 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { availableParallelism } from 'node:os'
+import { availableParallelism, constants, setPriority } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { sql } from 'kysely'
 import type { DatabaseOptions, Db, Executor } from '../db/database.ts'
@@ -510,6 +510,19 @@ export function findSigningKey(configured: SigningKey | undefined, dataDir: stri
   }
 }
 
+/**
+ * SQLite: this thread below the caller's, whose ledger pass is one thread doing its own reads: it then
+ * runs on a core of its own, and these share what it leaves (they end about together, where the pass
+ * ran alone at the end). Linux gives each thread its own priority; elsewhere it is the process's, or refused.
+ */
+function lowerThisThread(): void {
+  try {
+    setPriority(0, constants.priority.PRIORITY_BELOW_NORMAL)
+  } catch {
+    // Only the sharing of the cores is changed, never what is checked.
+  }
+}
+
 /** What a thread does: the tree's check, or the chain's over the ranges it is handed. */
 type Task = { part: 'tree'; key: SigningKey | undefined } | { part: 'chain' }
 
@@ -534,6 +547,7 @@ export async function runPart(
   next: () => Promise<Range | null>,
 ): Promise<TreePart | ChainParts> {
   const { openDatabase } = await import('../db/database.ts')
+  if (!options.databaseUrl) lowerThisThread()
   const database = openDatabase(options)
   try {
     await forLongReads(database.db)
