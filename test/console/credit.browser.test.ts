@@ -101,7 +101,7 @@ describe('the console in a browser: credit', { skip: !available && `no browser a
 
     await go(page, 'Send')
     const picker = page.getByLabel('Asset 1')
-    assert.equal(await picker.locator('option:checked').textContent(), `${gold.name} (120 available)`)
+    await picker.locator('option:checked', { hasText: `${gold.name} (120 available)` }).waitFor({ state: 'attached' })
     await send(page, 'Username', bob.username, '50')
 
     await go(page, 'Balances')
@@ -111,9 +111,15 @@ describe('the console in a browser: credit', { skip: !available && `no browser a
     await shoot(page, 'balances-owes')
 
     await go(page, 'Send')
-    assert.equal(await page.getByLabel('Asset 1').locator('option:checked').textContent(), `${gold.name} (owes 30, 70 available)`)
+    await page
+      .getByLabel('Asset 1')
+      .locator('option:checked', { hasText: `${gold.name} (owes 30, 70 available)` })
+      .waitFor({ state: 'attached' })
     await go(page, 'Holds')
-    assert.equal(await page.getByLabel('Asset to hold').locator('option:checked').textContent(), `${gold.name} (owes 30, 70 available)`)
+    await page
+      .getByLabel('Asset to hold')
+      .locator('option:checked', { hasText: `${gold.name} (owes 30, 70 available)` })
+      .waitFor({ state: 'attached' })
     assert.deepEqual(await aliceGold(), { ...(await aliceGold()), quantity: -30 })
   })
 

@@ -100,7 +100,11 @@ describe('the console in a browser: what Send will leave', { skip: !available &&
       await preview(page).waitFor({ state: 'detached' })
       const sent = await aliceState()
       assert.equal(sent.transactions, untouched.transactions + 1)
-      assert.equal(await page.getByLabel('Asset 1').locator('option:checked').textContent(), `${gold.name} (owes 30, 20 available)`)
+      // The holdings are read again after the send: the choice's label follows once they arrive.
+      await page
+        .getByLabel('Asset 1')
+        .locator('option:checked', { hasText: `${gold.name} (owes 30, 20 available)` })
+        .waitFor({ state: 'attached' })
       assert.deepEqual(
         watches.flatMap((w) => w.problems),
         [],
