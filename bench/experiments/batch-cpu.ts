@@ -16,10 +16,10 @@
 import os from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import Sqlite from 'better-sqlite3'
 import pg from 'pg'
 import { startPostgres, type TestPostgres } from '../../scripts/lib/postgres.ts'
 import { buildAppAt, injector, keyedGoldWallets } from '../in-process.ts'
+import { StatementTiming } from '../statement-timing.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -32,7 +32,6 @@ const ROUNDS = Number(option('rounds') ?? 3)
 const BATCHES = Number(option('batches') ?? 200)
 const CONCURRENCY = Number(option('concurrency') ?? 32)
 const CHUNK = 40
-const STATEMENTS = args.includes('--statements')
 const ROOT = path.resolve(import.meta.dirname, '../..')
 const WALLETS = 100
 const BATCH = 100
@@ -65,32 +64,8 @@ async function setUp(limit: number, databaseUrl: string | undefined, root: strin
   }
 }
 
-/** Time spent and runs by statement text, while `timing` (`--statements`). */
-const spent = new Map<string, { ms: number; runs: number }>()
-let timing = false
-
-/** Wraps better-sqlite3's statement runs to add their time to `spent`. */
-function timeStatements(): void {
-  const probe = new Sqlite(':memory:')
-  const prototype = Object.getPrototypeOf(probe.prepare('select 1')) as Record<string, (...values: unknown[]) => unknown>
-  probe.close()
-  for (const method of ['run', 'all', 'get']) {
-    const original = prototype[method]
-    prototype[method] = function (this: { source: string }, ...values: unknown[]) {
-      if (!timing) return original.apply(this, values)
-      const started = process.hrtime.bigint()
-      try {
-        return original.apply(this, values)
-      } finally {
-        const text = this.source.replace(/\s+/g, ' ').trim().slice(0, 110)
-        const entry = spent.get(text) ?? { ms: 0, runs: 0 }
-        entry.ms += Number(process.hrtime.bigint() - started) / 1e6
-        entry.runs++
-        spent.set(text, entry)
-      }
-    }
-  }
-}
+/** `--statements`: every statement run timed by its text while a chunk is measured. */
+const statements = args.includes('--statements') ? new StatementTiming() : undefined
 
 /** `count` batches by `CONCURRENCY` clients: this process's CPU and the wall time they took, in µs. */
 async function measure(subject: Subject, count: number): Promise<{ cpu: number; wall: number }> {
@@ -114,9 +89,9 @@ async function measure(subject: Subject, count: number): Promise<{ cpu: number; 
   }
   const before = process.cpuUsage()
   const started = process.hrtime.bigint()
-  timing = STATEMENTS
+  if (statements) statements.label = 'all'
   await Promise.all(Array.from({ length: CONCURRENCY }, client))
-  timing = false
+  if (statements) statements.label = undefined
   const used = process.cpuUsage(before)
   return { cpu: used.user + used.system, wall: Number(process.hrtime.bigint() - started) / 1000 }
 }
@@ -147,9 +122,9 @@ async function main(): Promise<void> {
   const subjects: Subject[] = []
   try {
     for (const [i, { root, limit }] of setups.entries()) subjects.push(await setUp(limit, urls[i], root))
-    if (STATEMENTS) timeStatements()
+    statements?.install()
     for (const subject of subjects) await measure(subject, 20)
-    spent.clear()
+    statements?.spent.clear()
     console.log(`${STORAGE}, load average ${os.loadavg()[0].toFixed(1)}, ${CONCURRENCY} clients, batches of ${BATCH}`)
     for (let round = 1; round <= ROUNDS; round++) {
       const spent = subjects.map(() => ({ cpu: 0, wall: 0 }))
@@ -171,8 +146,7 @@ async function main(): Promise<void> {
       console.log(`round ${round} (load ${os.loadavg()[0].toFixed(1)}): ${figures.join('   ')}`)
     }
     const measured = ROUNDS * Math.ceil(BATCHES / CHUNK) * CHUNK * BATCH * subjects.length
-    for (const [text, { ms, runs }] of [...spent].sort((a, b) => b[1].ms - a[1].ms).slice(0, 25))
-      console.log(`${((ms * 1000) / measured).toFixed(2).padStart(7)} µs  ${String(runs).padStart(7)} runs  ${text}`)
+    if (statements) console.log(statements.report(new Map([['all', measured]])))
   } finally {
     for (const subject of subjects) await subject.close()
     await admin?.end()

@@ -1,7 +1,7 @@
 /**
  * What a feature costs a plain transfer, in process (`npx tsx bench/experiments/transfer-cpu.ts
  * [--storage=sqlite|postgres] (--roots=DIR,DIR | --journal-off | --monitors | --schedules) [--rounds=N] [--transfers=N]
- * [--chunk=N] [--concurrency=N] [--schedules=N]`): transfers of 1 gold from a wallet by key to a
+ * [--chunk=N] [--concurrency=N] [--schedules=N] [--statements]`): transfers of 1 gold from a wallet by key to a
  * wallet by id, sent with Fastify's `inject` by `concurrency` clients at once (32), so that group
  * commit forms batches as under load. The figure is CPU per transfer: this process's (user +
  * system) and, on PostgreSQL, the server's (its processes, from /proc). On a busy machine the
@@ -16,6 +16,8 @@
  *   to a temporary directory with the journal's work on the write path taken out (its sequencer
  *   never starts nor is woken; on PostgreSQL the default and the index of the writer's id it reads
  *   each transaction by are dropped), against this checkout; ratio on ÷ off.
+ * - `--statements` (SQLite): each subject's time in SQLite by statement text, a transfer, ranked
+ *   by how much dearer the second subject's is (`bench/statement-timing.ts`).
  * - `--monitors`: one app; chunks of transfers among the same wallets, in turn without monitors and
  *   with a monitor on gold that never crosses (below 1) on every wallet, added before the chunk and
  *   deleted after it. Ratio monitored ÷ plain; `--control` compares plain with plain.
@@ -33,6 +35,7 @@ import type { ProfileWindow } from '../profile.ts'
 import { buildAppAt, injector, signUpWithKey } from '../in-process.ts'
 import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
+import { StatementTiming } from '../statement-timing.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -52,6 +55,10 @@ const WALLETS = 50
 const SETTLE_MS = Number(option('settle') ?? 500)
 /** `--windows=FILE`: each chunk's label and span (µs of the monotonic clock, as V8's profiles), for `bench/profile.ts --windows`. */
 const WINDOWS = option('windows')
+/** `--statements` (SQLite): each subject's statements timed by text, printed at the end. */
+const statements = args.includes('--statements') ? new StatementTiming() : undefined
+/** Transfers measured by subject, for `statements`' figures a transfer. */
+const measured = new Map<string, number>()
 const windows: ProfileWindow[] = []
 const ROOT = path.resolve(import.meta.dirname, '../..')
 const ADMIN_KEY = 'cfa_transfer_cpu_bench_admin_key_not_a_secret'
@@ -135,10 +142,13 @@ async function measure(subject: Subject, count: number, serverPid?: number): Pro
   const serverBefore = serverPid ? processTreeCpuMs(serverPid) : 0
   const before = process.cpuUsage()
   const started = process.hrtime.bigint()
+  if (statements) statements.label = subject.label
   await Promise.all(Array.from({ length: CONCURRENCY }, client))
   const wall = Number(process.hrtime.bigint() - started) / 1000
   // The work a chunk leaves to background jobs (the journal's sequencer waits up to 250 ms after a commit) is counted with it.
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
+  if (statements) statements.label = undefined
+  measured.set(subject.label, (measured.get(subject.label) ?? 0) + count)
   const used = process.cpuUsage(before)
   const server = serverPid ? (processTreeCpuMs(serverPid) - serverBefore) * 1000 : 0
   if (WINDOWS) windows.push({ label: subject.label, start: Number(started / 1000n), end: Number(process.hrtime.bigint() / 1000n), count })
@@ -149,6 +159,9 @@ async function measure(subject: Subject, count: number, serverPid?: number): Pro
 /** Subjects taking turns in chunks (forward, then backward), ROUNDS times; prints CPU per transfer and each ratio to the first. */
 async function alternate(subjects: Subject[], serverPid: number | undefined): Promise<void> {
   for (const subject of subjects) await measure(subject, CHUNK, serverPid)
+  // The warm-up chunks are not counted.
+  statements?.spent.clear()
+  measured.clear()
   const ratios: number[][] = subjects.slice(1).map(() => [])
   const serverRatios: number[][] = subjects.slice(1).map(() => [])
   const order = subjects.map((_, i) => i)
@@ -180,6 +193,7 @@ async function alternate(subjects: Subject[], serverPid: number | undefined): Pr
     if (serverPid)
       console.log(`  the server's part alone: median ${median(serverRatios[i - 1]).toFixed(3)} (range ${range(serverRatios[i - 1])})`)
   }
+  if (statements) console.log(statements.report(measured))
 }
 
 async function roots(server: BenchPostgres | undefined, apps: App[]): Promise<void> {
@@ -314,6 +328,7 @@ async function main(): Promise<void> {
   const server = STORAGE === 'postgres' ? await startPostgres() : undefined
   const apps: App[] = []
   console.log(`${MODE}, ${STORAGE}, load average ${load()}, ${CONCURRENCY} clients, chunks of ${CHUNK}`)
+  statements?.install()
   try {
     await { roots, monitors, schedules }[MODE](server, apps)
   } finally {

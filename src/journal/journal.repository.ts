@@ -1,13 +1,14 @@
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { anyOf, isPostgres, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
+import { anyOf, insertRows, isPostgres, runWrites, type Write } from '../db/dialect.ts'
 import { sqliteStatementsOf } from '../db/sqlite-statements.ts'
 import { encodedTail, type EncodedTransaction } from './encoding.ts'
 import { isStored, subtreeHash, type Frontier, type Node } from './merkle.ts'
 
 /**
- * The journal's SQL (migration 0015). Lists of ids and rows travel as one parameter (`anyOf`,
- * `rowsWrite`), so each statement has one text whatever a round's size and is prepared once.
+ * The journal's SQL (migration 0015). Lists of ids and rows travel as one parameter on PostgreSQL
+ * (`anyOf`, `unnest`) and in chunks of a few fixed sizes on SQLite (`insertRows`), so each statement
+ * has a few texts whatever a round's size, each prepared once.
  */
 
 export interface JournalState {
@@ -52,8 +53,9 @@ function stateOf(row: StateRow): JournalState {
 
 /**
  * SQLite: the next committed transactions without a position, the ids above the last positioned
- * one (ids are commit order on SQLite), up to `limit`, with their encodings (`fieldsOf`).
- * One read for the ids and the highest positioned transaction.
+ * one (ids are commit order on SQLite), up to `limit`, with their encodings (`fieldsOf`): one
+ * lookup of the highest id and the highest positioned transaction, and a read of the ids only
+ * when this process did not commit every one of them.
  */
 export async function takeWaiting(
   executor: Executor,
@@ -61,18 +63,21 @@ export async function takeWaiting(
   limit: number,
   handed: ReadonlyMap<number, Buffer>,
 ): Promise<Waiting[]> {
-  const ids = await rowsOf(
+  const after = state.lastTransactionId
+  const [span] = await rowsOf(
     executor,
-    sql<{ waiting: number; top: number | null }>`select id as waiting, (select max(transaction_id) from journal_entries) as top
-      from transactions where id > ${state.lastTransactionId} order by id limit ${limit}`,
+    sql<{ high: number | null; top: number | null }>`select max(id) as high, (select max(transaction_id) from journal_entries) as top
+      from transactions`,
   )
-  const positionedUpTo = ids.length > 0 ? Number(ids[0].top ?? 0) : 0
-  return fieldsOf(
-    executor,
-    ids.map(({ waiting }) => Number(waiting)),
-    positionedUpTo,
-    handed,
-  )
+  const high = Number(span?.high ?? 0)
+  if (high <= after) return []
+  // Ids this process committed exist: when it committed each id after the last, those are what waits, with no row read each.
+  let ids = Array.from({ length: Math.min(high - after, limit) }, (_, i) => after + 1 + i)
+  if (!ids.every((id) => handed.has(id)))
+    ids = (await rowsOf(executor, sql<{ id: number }>`select id from transactions where id > ${after} order by id limit ${limit}`)).map(
+      ({ id }) => Number(id),
+    )
+  return fieldsOf(executor, ids, Number(span.top ?? 0), handed)
 }
 
 /**
@@ -327,19 +332,10 @@ export async function recordRound(
   const { entries, nodes, state } = round
   const writes: Write[] = []
   if (entries.length > 0) {
-    writes.push(
-      rowsWrite(
-        trx,
-        ENTRY_COLUMNS,
-        entries,
-        (r) => sql`insert into journal_entries (position, transaction_id, hash) select position, transaction_id, hash from ${r}`,
-      ),
-    )
+    writes.push(insertRows(trx, 'journal_entries', ENTRY_COLUMNS, entries))
     if (nodes.length > 0) {
       const rows = nodes.map((node) => [node.level, node.idx, node.hash.toString('hex')])
-      writes.push(
-        rowsWrite(trx, NODE_COLUMNS, rows, (r) => sql`insert into journal_nodes (level, idx, hash) select level, idx, hash from ${r}`),
-      )
+      writes.push(insertRows(trx, 'journal_nodes', NODE_COLUMNS, rows))
     }
     writes.push({ statement: sql`update page_generation set generation = generation + 1` })
   }

@@ -643,7 +643,10 @@ export async function verifyJournalInThread(
       type Failure = { message: string; stack?: string; code?: string }
       worker.on('message', (message: Told & { result?: T; error?: Failure }) => {
         heard(message)
-        if (message.wants) (ranges ? hand : asking.push.bind(asking))(worker)
+        if (message.wants) {
+          if (ranges) hand(worker)
+          else asking.push(worker)
+        }
         const { result, error } = message
         if (result) resolve(result)
         // The thread's error as it was thrown, with its code (storage faults are told apart by it).

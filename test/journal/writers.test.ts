@@ -70,6 +70,20 @@ describe(`the journal's waiting transactions, however written (${STORAGE})`, () 
     )
   })
 
+  it('on SQLite, positions ids with gaps between them in id order, past the batch of a round', { skip: STORAGE !== 'sqlite' }, async () => {
+    // A round counts the ids after the last positioned one and lists them only when they have gaps.
+    const [last] = await insert(database.db, 1)
+    const ids = [last + 2, last + 3, last + 5, last + 9]
+    for (const id of ids)
+      await sql`insert into transactions (id, sending_wallet_id, receiving_wallet_id, memo, created_at, kind)
+        values (${id}, 1, ${wallet}, 'gap', ${new Date().toISOString()}, 'transfer')`.execute(database.db)
+    const positions = await positioned([last, ...ids])
+    assert.deepEqual(
+      positions,
+      positions.map((_, i) => positions[0] + i),
+    )
+  })
+
   it(
     'on PostgreSQL, positions a writer that started before others and commits after they were positioned',
     { skip: STORAGE !== 'postgres' },
