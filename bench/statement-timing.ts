@@ -27,11 +27,13 @@ export class StatementTiming {
         try {
           return original.apply(this, values)
         } finally {
+          // Taken before the text is tidied, which is the timer's own work.
+          const ms = Number(process.hrtime.bigint() - started) / 1e6
           const byText = timing.spent.get(label) ?? new Map<string, { ms: number; runs: number }>()
           timing.spent.set(label, byText)
           const text = this.source.replace(/\s+/g, ' ').trim().slice(0, 110)
           const entry = byText.get(text) ?? { ms: 0, runs: 0 }
-          entry.ms += Number(process.hrtime.bigint() - started) / 1e6
+          entry.ms += ms
           entry.runs++
           byText.set(text, entry)
         }
