@@ -577,10 +577,7 @@ async function positionJournal(database: Database, dataDir: string, onProgress?:
     key: resolveSigningKey(config.signingKey, dataDir),
     checkpointIntervalMs: config.checkpointIntervalMs,
     batch: SEQUENCER_ROUND,
-    onProgress: (_, size) => {
-      if (size % 1_000_000 < SEQUENCER_ROUND)
-        onProgress?.(`journal: ${size} positioned (${(size / ((Date.now() - started) / 1000)).toFixed(0)}/s)`)
-    },
+    onProgress: (_, size) => onProgress?.(`journal: ${size} positioned (${(size / ((Date.now() - started) / 1000)).toFixed(0)}/s)`),
     onError: (error) => (failure = error),
   })
   sequencer.start()

@@ -106,7 +106,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     database: options.database,
     key: signingKey,
     checkpointIntervalMs: config.checkpointIntervalMs,
-    onProgress: (positioned, size) => app.log.info({ positioned, size }, 'journal: positioning the history'),
+    onProgress: (positioned, size) => app.log.info({ positioned, size }, 'journal: positioning a backlog'),
     onError: (error) => app.log.error({ err: error }, 'journal: a sequencer round failed'),
   })
   // The outbox, with the hook of balance monitors, which decide crossings in each move's transaction.

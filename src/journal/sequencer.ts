@@ -23,8 +23,13 @@ export interface SequencerOptions {
   batch?: number
   /** How often to look for transactions committed elsewhere (another instance, the CLI). */
   pollMs?: number
-  /** Told of progress while a long history is positioned (the upgrade of an existing ledger). */
+  /**
+   * Told of progress while a backlog lasts (full rounds in a row: the upgrade of an existing ledger,
+   * commits that waited out an outage), at most every `progressEveryMs` (5 s): a round that comes
+   * full once under load is no backlog.
+   */
   onProgress?: (positioned: number, size: number) => void
+  progressEveryMs?: number
   /** Told of a failed round (it is tried again on the next poll). */
   onError?: (error: unknown) => void
 }
@@ -47,6 +52,7 @@ const WAKE_DELAY_MS = 50
  */
 const BUSY_WAKE_DELAY_MS = 250
 const BUSY_ROUND = 25
+const PROGRESS_EVERY_MS = 5_000
 /** Most transactions kept in memory for the rounds (`committed`); past it they are read from the database. */
 const MAX_HANDED = 100_000
 
@@ -162,6 +168,9 @@ export class JournalSequencer {
   #again = false
   #stopped = true
   #busy = false
+  /** Full rounds in a row, and when progress was last told (`onProgress`). */
+  #fullRounds = 0
+  #toldAt = Number.NEGATIVE_INFINITY
 
   constructor(options: SequencerOptions) {
     this.#options = options
@@ -224,7 +233,11 @@ export class JournalSequencer {
         const result = await sequenceRound(this.#options, this.#known, this.#handed)
         full = result.positioned >= (this.#options.batch ?? DEFAULT_BATCH)
         this.#busy = result.positioned >= BUSY_ROUND
-        if (full) this.#options.onProgress?.(result.positioned, (await journal.readState(this.#options.database.db, false))?.size ?? 0)
+        this.#fullRounds = full ? this.#fullRounds + 1 : 0
+        if (this.#fullRounds >= 2 && Date.now() - this.#toldAt >= (this.#options.progressEveryMs ?? PROGRESS_EVERY_MS)) {
+          this.#toldAt = Date.now()
+          this.#options.onProgress?.(result.positioned, (await journal.readState(this.#options.database.db, false))?.size ?? 0)
+        }
       } catch (error) {
         this.#options.onError?.(error)
       }

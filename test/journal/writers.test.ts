@@ -134,6 +134,32 @@ describe(`the journal's waiting transactions, however written (${STORAGE})`, () 
     },
   )
 
+  it('tells progress while rounds come full in a row, at most once a period, and never for one full round', async () => {
+    await sequencer.stop()
+    const told: number[] = []
+    const telling = new JournalSequencer({
+      database,
+      key: resolveSigningKey(undefined, dataDir),
+      checkpointIntervalMs: 100,
+      batch: 2,
+      pollMs: 10,
+      progressEveryMs: 60_000,
+      onProgress: (_, size) => told.push(size),
+    })
+    telling.start()
+    try {
+      // One statement, so one round sees all three: a full round of two, then one. Load, not a backlog.
+      await positioned(await insert(database.db, 3))
+      assert.deepEqual(told, [])
+      // Five full rounds in a row: a backlog, told once within the period.
+      await positioned(await insert(database.db, 10))
+      assert.equal(told.length, 1)
+    } finally {
+      await telling.stop()
+      sequencer.start()
+    }
+  })
+
   it('starts the next round at the oldest running writer, or after the last row a full round took if that comes first', () => {
     assert.deepEqual(nextWatermark('100', undefined), { xid: '100', id: 0 })
     assert.deepEqual(nextWatermark('100', { xid: '90', id: 7 }), { xid: '90', id: 7 })
