@@ -9,6 +9,7 @@
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { build } from 'vite'
 import { startPostgres } from './lib/postgres.ts'
 
@@ -25,12 +26,25 @@ function findTests(dir: string): string[] {
     .sort()
 }
 
+/** Names what holds a test file's process open once it has run for minutes (a file that times out says why). */
+const LINGERING = pathToFileURL(path.resolve('test/helpers/lingering.ts')).href
+
 function run(storage: string, env: Record<string, string>): Promise<number> {
   console.log(`\n=== ${storage}: ${files.length} test files ===`)
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', '--test-reporter=spec', ...files],
+      [
+        '--import',
+        'tsx',
+        '--import',
+        LINGERING,
+        '--test',
+        '--test-concurrency=2',
+        '--test-timeout=300000',
+        '--test-reporter=spec',
+        ...files,
+      ],
       {
         stdio: 'inherit',
         env: { ...process.env, TEST_STORAGE: storage, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', ...env },
