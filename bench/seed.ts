@@ -341,9 +341,7 @@ export function ledgerStep(index: number, wallets: number): LedgerStep {
 
 /** An event writer that writes none: for history written straight into a store, where nothing reads events. */
 export const noEvents: EventWriter = {
-  countEvents: () => 0,
   eventWrites: () => [],
-  countHoldEvents: () => 0,
   holdEventWrites: () => [],
   recordEvents: async () => undefined,
 }

@@ -49,9 +49,7 @@ if (!fs.existsSync(keyFile)) fs.writeFileSync(keyFile, randomBytes(32).toString(
 const key = parseSigningKey(fs.readFileSync(keyFile, 'utf8'))!
 
 const noEvents: EventWriter = {
-  countEvents: () => 0,
   eventWrites: () => [],
-  countHoldEvents: () => 0,
   holdEventWrites: () => [],
   recordEvents: async () => undefined,
 }

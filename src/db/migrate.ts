@@ -30,6 +30,7 @@ import * as retentionState from './migrations/0032_retention_state.ts'
 import * as eventIdsUnindexed from './migrations/0038_event_ids_unindexed.ts'
 import * as journalUpperNodes from './migrations/0039_journal_upper_nodes.ts'
 import * as journalWriterXid from './migrations/0040_journal_writer_xid.ts'
+import * as derivedTransactionEvents from './migrations/0041_derived_transaction_events.ts'
 
 /** Migrations live in code, in order; both dialects run the same ones. */
 const migrations: Record<string, Migration> = {
@@ -62,6 +63,7 @@ const migrations: Record<string, Migration> = {
   '0038_event_ids_unindexed': eventIdsUnindexed,
   '0039_journal_upper_nodes': journalUpperNodes,
   '0040_journal_writer_xid': journalWriterXid,
+  '0041_derived_transaction_events': derivedTransactionEvents,
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations }

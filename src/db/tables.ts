@@ -366,6 +366,15 @@ export interface JournalCheckpointsTable {
   signature: string
 }
 
+/** Where a transaction's events start being derived from its row (migration 0041); one row. */
+export interface EventStateTable {
+  id: number
+  /** Transactions from this id on have no event rows: their events' ids are 2 × id (sent) and 2 × id + 1 (received). */
+  derived_from: number
+  /** Eight hex digits in every derived event's public id, so that two stores never give the same one. */
+  salt: string
+}
+
 /** How far the retention job has cleared transactions' `body` (migration 0032); one row. */
 export interface RetentionStateTable {
   id: number
@@ -395,6 +404,7 @@ export interface DB {
   idempotency_keys: IdempotencyKeysTable
   webhooks: WebhooksTable
   events: EventsTable
+  event_state: EventStateTable
   webhook_deliveries: WebhookDeliveriesTable
   webhook_attempts: WebhookAttemptsTable
   webhook_lease_counts: WebhookLeaseCountsTable

@@ -4,6 +4,7 @@ import { anyOf, isPostgres } from '../db/dialect.ts'
 import type { DB } from '../db/tables.ts'
 import type { DueDelivery } from './claims.ts'
 import { PENDING, type Claim } from './deliveries.repository.ts'
+import { deliveryEventColumns, deliveryPublicId, DELIVERY_EVENT_BODY, derivedTransaction } from './derived-events.ts'
 import { eventPayload } from './outbox.ts'
 
 /** SQL of the worker's claims: a round's opening, the due origins and deliveries, and their leases. */
@@ -139,29 +140,23 @@ export async function leaseDeliveries(db: Executor, lease: { ids: number[]; now:
       .with('leased', () => update)
       .selectFrom('leased')
       .leftJoin('events', 'events.id', 'leased.event_id')
-      // A hold's event has no transaction and carries its own body.
+      // A hold's event has no transaction and carries its own body; a derived one's is its transaction's.
       .leftJoin('transactions', 'transactions.id', 'events.transaction_id')
+      .leftJoin('transactions as dt', (join) => join.on(derivedTransaction('leased.event_id')))
       .leftJoin('webhooks', 'webhooks.wallet_id', 'leased.wallet_id')
-      .select((eb) => [
+      .select([
         'leased.id',
         'leased.wallet_id',
         'leased.lease_until',
         'leased.attempts',
-        'events.event_id',
-        'events.type',
-        'events.created_at',
-        eb.fn.coalesce('events.body', 'transactions.body').as('body'),
+        'leased.event_id',
+        ...deliveryEventColumns('leased.event_id'),
+        DELIVERY_EVENT_BODY,
         'webhooks.url',
         'webhooks.secret',
       ])
       .execute()
-    return rows.map((row) => ({
-      ...toClaim(row),
-      work:
-        row.event_id === null
-          ? undefined
-          : toWork({ ...row, event_id: row.event_id, type: row.type as string, created_at: row.created_at as string }),
-    }))
+    return rows.map((row) => ({ ...toClaim(row), work: toWork(row) }))
   }
   const claims = (await update.execute()).map(toClaim)
   if (claims.length === 0) return []
@@ -176,35 +171,46 @@ function toClaim(row: { id: number; wallet_id: number; lease_until: string | nul
   return { id: Number(row.id), wallet_id: Number(row.wallet_id), lease_until: row.lease_until as string, attempts: Number(row.attempts) }
 }
 
+/** What an attempt needs; undefined when the delivery's event is gone. */
 function toWork(row: {
-  event_id: string
-  type: string
-  created_at: string
+  event_id: number | string
+  stored_event_id: string | null
+  type: string | null
+  event_created_at: string | null
+  salt: string | null
   body: string | null
   url: string | null
   secret: string | null
-}): DeliveryWork {
-  return { event_id: row.event_id, payload: eventPayload(row), url: row.url, secret: row.secret }
+}): DeliveryWork | undefined {
+  const eventId = deliveryPublicId(row)
+  if (eventId === null || row.type === null) return undefined
+  const payload = eventPayload({ type: row.type, event_id: eventId, created_at: row.event_created_at as string, body: row.body })
+  return { event_id: eventId, payload, url: row.url, secret: row.secret }
 }
 
 /** What the attempts of the given deliveries need (`leaseDeliveries`), read right after their lease (SQLite). */
 async function loadDeliveryWork(db: Executor, deliveryIds: number[]): Promise<Map<number, DeliveryWork>> {
   const rows = await db
     .selectFrom('webhook_deliveries')
-    .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
-    // A hold's event has no transaction and carries its own body.
+    .leftJoin('events', 'events.id', 'webhook_deliveries.event_id')
+    // A hold's event has no transaction and carries its own body; a derived one's is its transaction's.
     .leftJoin('transactions', 'transactions.id', 'events.transaction_id')
+    .leftJoin('transactions as dt', (join) => join.on(derivedTransaction('webhook_deliveries.event_id')))
     .leftJoin('webhooks', 'webhooks.wallet_id', 'webhook_deliveries.wallet_id')
-    .select((eb) => [
+    .select([
       'webhook_deliveries.id',
-      'events.event_id',
-      'events.type',
-      'events.created_at',
-      eb.fn.coalesce('events.body', 'transactions.body').as('body'),
+      'webhook_deliveries.event_id',
+      ...deliveryEventColumns('webhook_deliveries.event_id'),
+      DELIVERY_EVENT_BODY,
       'webhooks.url',
       'webhooks.secret',
     ])
     .where(anyOf(db, sql.ref('webhook_deliveries.id'), deliveryIds))
     .execute()
-  return new Map(rows.map((row) => [Number(row.id), toWork(row)]))
+  const work = new Map<number, DeliveryWork>()
+  for (const row of rows) {
+    const found = toWork(row)
+    if (found) work.set(Number(row.id), found)
+  }
+  return work
 }

@@ -40,7 +40,7 @@ const BACKLOG_BUFFER_BYTES = 256 * 1024
 /** Safety net: an id gap still unexplained after this long is treated as a rolled-back insert. */
 const MAX_HOLD_MS = 30_000
 
-/** One SSE frame: `id` is the events row's sequence number, `data` the stored payload (one JSON line). */
+/** One SSE frame: `id` is the event's sequence number, `data` its payload (one JSON line). */
 export function formatEvent(event: StreamEvent): string {
   return `id: ${event.id}\nevent: ${event.type}\ndata: ${event.payload}\n\n`
 }
@@ -216,7 +216,8 @@ export class EventHub {
             break
           }
           this.watermark = row.id
-          const set = this.subscribers.get(row.wallet_id)
+          // An id that names no event (mint's side of a transaction) is passed, not sent.
+          const set = row.gap ? undefined : this.subscribers.get(row.wallet_id)
           if (set) for (const subscriber of set) if (subscriber.live) this.deliver(subscriber, row)
         }
         if (this.backoff.succeeded()) this.log.info('event stream: reading events again')

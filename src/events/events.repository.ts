@@ -1,6 +1,7 @@
-import { sql } from 'kysely'
+import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { isPostgres } from '../db/dialect.ts'
+import { DERIVED_FROM, publicId, RECEIVED, SENT, sideEvents, type EventRow, type Side } from './derived-events.ts'
 import { eventPayload } from './outbox.ts'
 
 /** SQL for reading the outbox as a stream (GET /wallet/events). */
@@ -10,6 +11,8 @@ export interface StreamEvent {
   wallet_id: number
   type: string
   payload: string
+  /** An id the global feed passes that names no event (mint's side, a body the retention job cleared): no payload. */
+  gap?: true
 }
 
 /**
@@ -38,36 +41,46 @@ export async function readSnapshot(db: Executor): Promise<Snapshot | undefined> 
   return toSnapshot(rows[0])
 }
 
-/** The highest event id visible now, with the snapshot it was read in. */
+/** The highest event id visible now, with the snapshot it was read in; a derived one is counted as the received side's. */
 export async function readHead(db: Executor): Promise<{ maxId: number; snapshot: Snapshot | undefined }> {
+  const derived = sql`coalesce(2 * (select max(id) from transactions where id >= ${DERIVED_FROM}) + 1, 0)`
+  const stored = sql`coalesce((select max(id) from events), 0)`
   if (!isPostgres(db)) {
-    const row = await db
-      .selectFrom('events')
-      .select((eb) => eb.fn.max('id').as('max_id'))
-      .executeTakeFirst()
-    return { maxId: Number(row?.max_id ?? 0), snapshot: undefined }
+    const { rows } = await sql<{ max_id: number }>`select max(${stored}, ${derived}) as max_id`.execute(db)
+    return { maxId: Number(rows[0].max_id), snapshot: undefined }
   }
-  const { rows } = await sql<SnapshotRow & { max_id: string | null }>`
-    select (select max(id) from events)::text as max_id,
+  const { rows } = await sql<SnapshotRow & { max_id: string }>`
+    select greatest(${stored}, ${derived})::text as max_id,
            pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
            pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(db)
-  return { maxId: Number(rows[0].max_id ?? 0), snapshot: toSnapshot(rows[0]) }
+  return { maxId: Number(rows[0].max_id), snapshot: toSnapshot(rows[0]) }
 }
 
-/** The columns an event's payload is composed from: the event's own and its transaction's body (a hold's event carries its own). */
-const EVENT_FIELDS = sql`events.id, events.wallet_id, events.type, events.event_id, events.created_at,
-  coalesce(events.body, transactions.body) as body`
-const EVENTS = sql`events left join transactions on transactions.id = events.transaction_id`
+/** Stored events (a hold's, or from before events were derived, with its transaction's body), at most `limit` in id order. */
+function storedEvents(where: RawBuilder<unknown>, limit: number): RawBuilder<unknown> {
+  return sql`select * from (select events.id, events.wallet_id, events.type, events.event_id, events.created_at,
+      coalesce(events.body, transactions.body) as body, null as salt
+    from events left join transactions on transactions.id = events.transaction_id
+    where ${where} order by events.id limit ${limit}) as stored`
+}
 
-type EventRow = { id: number | string; wallet_id: number | string; type: string; event_id: string; created_at: string; body: string | null }
+/**
+ * The largest transaction id whose `side` event has an id ≤ `id` (2t + side ≤ id): each branch is
+ * bounded exactly, so a page shorter than its limit means every branch is exhausted.
+ */
+const above = (id: number, side: Side) => Math.floor((id - side) / 2)
 
 function toStreamEvent(row: EventRow): StreamEvent {
-  return { id: Number(row.id), wallet_id: Number(row.wallet_id), type: row.type, payload: eventPayload(row) }
+  const event: StreamEvent = { id: Number(row.id), wallet_id: Number(row.wallet_id), type: row.type, payload: '' }
+  if (row.body === null) event.gap = true
+  else event.payload = eventPayload({ ...row, event_id: publicId(row), body: row.body })
+  return event
 }
 
 /**
  * Events of every wallet with id > `after`, in id order, and (PostgreSQL) the bounds of the
- * snapshot the rows were read in: one statement, so the rows and the bounds agree.
+ * snapshot the rows were read in: one statement, so the rows and the bounds agree. Derived ids
+ * that name no event come as gaps.
  */
 export async function readEventsAfter(
   db: Executor,
@@ -78,17 +91,23 @@ export async function readEventsAfter(
     ? sql`pg_snapshot_xmin(pg_current_snapshot())::text as xmin, pg_snapshot_xmax(pg_current_snapshot())::text as xmax`
     : sql`null as xmin, null as xmax`
   const { rows } = await sql<EventRow & SnapshotRow>`
-    select ${EVENT_FIELDS}, ${snapshot}
-    from ${EVENTS} where events.id > ${after} order by events.id limit ${limit}`.execute(db)
+    select events.*, ${snapshot} from (
+      ${sideEvents(SENT, sql`t.id > ${above(after, SENT)}`, limit, true)}
+      union all ${sideEvents(RECEIVED, sql`t.id > ${above(after, RECEIVED)}`, limit, true)}
+      union all ${storedEvents(sql`events.id > ${after}`, limit)}) as events
+    order by events.id limit ${limit}`.execute(db)
   if (rows.length === 0) return { rows: [], snapshot: undefined }
   return { rows: rows.map(toStreamEvent), snapshot: isPostgres(db) ? toSnapshot(rows[0]) : undefined }
 }
 
 /** One wallet's events with `after` < id ≤ `upto`, in id order (a reconnecting stream's backlog). */
 export async function readWalletEvents(db: Executor, walletId: number, after: number, upto: number, limit: number): Promise<StreamEvent[]> {
+  const range = (side: Side) => sql`t.id > ${above(after, side)} and t.id <= ${above(upto, side)}`
   const { rows } = await sql<EventRow>`
-    select ${EVENT_FIELDS}
-    from ${EVENTS} where events.wallet_id = ${walletId} and events.id > ${after} and events.id <= ${upto}
+    select * from (
+      ${sideEvents(SENT, sql`t.sending_wallet_id = ${walletId} and ${range(SENT)}`, limit)}
+      union all ${sideEvents(RECEIVED, sql`t.receiving_wallet_id = ${walletId} and ${range(RECEIVED)}`, limit)}
+      union all ${storedEvents(sql`events.wallet_id = ${walletId} and events.id > ${after} and events.id <= ${upto}`, limit)}) as events
     order by events.id limit ${limit}`.execute(db)
   return rows.map(toStreamEvent)
 }

@@ -1,7 +1,8 @@
 import crypto from 'node:crypto'
-import { sql } from 'kysely'
+import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { insertRows, isPostgres, rowsWrite, type Write } from '../db/dialect.ts'
+import { drawTransactionIds } from '../db/ids.ts'
 import {
   MINT_WALLET_ID,
   type EventWriter,
@@ -10,8 +11,7 @@ import {
   type Transaction,
   type WalletEvent,
 } from '../ledger/ledger.types.ts'
-
-export type EventType = 'transaction.sent' | 'transaction.received' | HoldEventType
+import { RECEIVED, SENT, type Side } from './derived-events.ts'
 
 /** The random part of an event id: 80 bits, 20 hex digits. */
 const RANDOM_BYTES = 10
@@ -42,14 +42,6 @@ function eventIdMaker(): () => string {
   }
 }
 
-/** The wallets that get an event for a transfer between these two: both sides, never mint. */
-function eventWallets(from: number, to: number): { walletId: number; type: EventType }[] {
-  const sides: { walletId: number; type: EventType }[] = []
-  if (from !== MINT_WALLET_ID) sides.push({ walletId: from, type: 'transaction.sent' })
-  if (to !== MINT_WALLET_ID) sides.push({ walletId: to, type: 'transaction.received' })
-  return sides
-}
-
 /** `{ type, id, created_at, data }` as sent on the stream and to webhooks, the same bytes on every attempt. */
 export function eventPayload(event: { type: string; event_id: string; created_at: string; body: string | null }): string {
   const head = `{"type":${JSON.stringify(event.type)},"id":${JSON.stringify(event.event_id)}`
@@ -57,29 +49,50 @@ export function eventPayload(event: { type: string; event_id: string; created_at
 }
 
 /**
- * The outbox: `transaction.sent` and `.received` (never for mint), and a delivery for each wallet
- * with a webhook, written with the transfer, so a rolled-back transfer emits nothing.
+ * The outbox of transactions: their events are derived from their rows (`derived-events.ts`), so
+ * only a delivery is written, for each side whose wallet has a webhook (never mint's), with the
+ * transfer, so a rolled-back transfer emits nothing.
  */
-function transactionEventWrites(executor: Executor, transactions: Transaction[], ids: number[], newEventId: () => string): Write[] {
-  const events: unknown[][] = []
-  for (const transaction of transactions) {
-    for (const { walletId, type } of eventWallets(transaction.sending_wallet_id, transaction.receiving_wallet_id)) {
-      events.push([ids[events.length], newEventId(), walletId, type, transaction.id, transaction.created_at])
-    }
-  }
-  return eventRowWrites(executor, EVENT_COLUMNS, events)
+function transactionEventWrites(executor: Executor, transactions: Transaction[]): Write[] {
+  if (transactions.length === 0) return []
+  const deliveries = (sides: RawBuilder<unknown>) => sql`
+    insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+    select 2 * r.id + sides.side, webhooks.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
+    from ${sides} join webhooks on webhooks.wallet_id =
+      case sides.side when ${sql.lit(SENT)} then r.sending_wallet_id else r.receiving_wallet_id end
+    where webhooks.wallet_id <> ${sql.lit(MINT_WALLET_ID)}`
+  const rows = transactions.map((t) => [t.id, t.sending_wallet_id, t.receiving_wallet_id, t.created_at])
+  const both = sql`(select ${sql.lit(SENT)} as side union all select ${sql.lit(RECEIVED)}) as sides`
+  if (isPostgres(executor)) return [rowsWrite(executor, TRANSACTION_COLUMNS, rows, (r) => deliveries(sql`${r} cross join ${both}`))]
+  // SQLite has written the transactions by now; their ids are the batch's own, read back at once.
+  const ids = transactions.map((t) => t.id)
+  return [
+    {
+      statement: deliveries(
+        sql`(select id, sending_wallet_id, receiving_wallet_id, created_at from transactions
+          where id between ${Math.min(...ids)} and ${Math.max(...ids)}) as r cross join ${both}`,
+      ),
+    },
+  ]
 }
 
+const TRANSACTION_COLUMNS = [
+  ['id', 'bigint'],
+  ['sending_wallet_id', 'bigint'],
+  ['receiving_wallet_id', 'bigint'],
+  ['created_at', 'text'],
+] as const
+
 /** The event rows, and a pending delivery for each whose wallet has a webhook. */
-function eventRowWrites(executor: Executor, columns: typeof EVENT_COLUMNS | typeof HOLD_EVENT_COLUMNS, events: unknown[][]): Write[] {
+function eventRowWrites(executor: Executor, events: unknown[][]): Write[] {
   if (events.length === 0) return []
-  const insert = insertRows(executor, 'events', columns, events)
+  const insert = insertRows(executor, 'events', EVENT_COLUMNS, events)
   if (isPostgres(executor)) {
     return [
       insert,
       rowsWrite(
         executor,
-        columns,
+        EVENT_COLUMNS,
         events,
         (r) => sql`
         insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
@@ -107,50 +120,49 @@ const EVENT_COLUMNS = [
   ['event_id', 'text'],
   ['wallet_id', 'bigint'],
   ['type', 'text'],
-  ['transaction_id', 'bigint'],
   ['created_at', 'text'],
+  ['body', 'text'],
 ] as const
 
-/** Both sides of a hold (never mint, which holds nothing for anyone). */
-function holdWallets(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id'>): number[] {
-  return [hold.sending_wallet_id, hold.receiving_wallet_id].filter((walletId) => walletId !== MINT_WALLET_ID)
+/** The sides of a hold with their wallets (never mint, which holds nothing for anyone). */
+function holdSides(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id'>): [Side, number][] {
+  const sides: [Side, number][] = [
+    [SENT, hold.sending_wallet_id],
+    [RECEIVED, hold.receiving_wallet_id],
+  ]
+  return sides.filter(([, walletId]) => walletId !== MINT_WALLET_ID)
 }
 
 /** A hold's events to both its sides; each carries the Hold as it was after that event. */
 function holdEventWrites(
   executor: Executor,
   holdEvents: { type: HoldEventType; hold: Hold }[],
-  ids: number[],
+  slots: number[],
   newEventId: () => string,
 ): Write[] {
   const events: unknown[][] = []
-  for (const { type, hold } of holdEvents) {
+  holdEvents.forEach(({ type, hold }, i) => {
     const body = JSON.stringify(hold)
     const at = type === 'hold.created' ? hold.created_at : (hold.settled_at ?? hold.created_at)
-    for (const walletId of holdWallets(hold)) events.push([ids[events.length], newEventId(), walletId, type, at, body])
-  }
-  return eventRowWrites(executor, HOLD_EVENT_COLUMNS, events)
+    // Each side as a transaction's would be: 2 × the slot to the sender, + 1 to the receiver.
+    for (const [side, walletId] of holdSides(hold)) events.push([2 * slots[i] + side, newEventId(), walletId, type, at, body])
+  })
+  return eventRowWrites(executor, events)
 }
-
-const HOLD_EVENT_COLUMNS = [
-  ['id', 'bigint'],
-  ['event_id', 'text'],
-  ['wallet_id', 'bigint'],
-  ['type', 'text'],
-  ['created_at', 'text'],
-  ['body', 'text'],
-] as const
 
 /**
  * Events whose data is their own (a schedule's run, a monitor's crossing), each with a webhook
  * delivery when its wallet has a webhook, in the caller's transaction. Few and rare beside
- * transfers: their ids come from the sequence as they are inserted, one statement per event.
+ * transfers: each takes a slot of the transactions' ids as it is written, one statement per event.
  */
 async function recordEvents(executor: Executor, events: WalletEvent[], newEventId: () => string): Promise<void> {
   for (const event of events) {
-    const row = await executor
+    const [slot] = await drawTransactionIds(executor, 1)
+    const id = 2 * slot + SENT
+    await executor
       .insertInto('events')
       .values({
+        id,
         event_id: newEventId(),
         wallet_id: event.walletId,
         type: event.type,
@@ -158,8 +170,7 @@ async function recordEvents(executor: Executor, events: WalletEvent[], newEventI
         created_at: event.createdAt,
         body: JSON.stringify(event.data),
       })
-      .returning('id')
-      .executeTakeFirstOrThrow()
+      .execute()
     await executor
       .insertInto('webhook_deliveries')
       .columns(['event_id', 'wallet_id', 'url', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at'])
@@ -167,7 +178,7 @@ async function recordEvents(executor: Executor, events: WalletEvent[], newEventI
         eb
           .selectFrom('webhooks')
           .select([
-            sql.lit(Number(row.id)).as('event_id'),
+            sql.lit(id).as('event_id'),
             'webhooks.wallet_id',
             'webhooks.url',
             sql.lit('pending').as('status'),
@@ -186,10 +197,8 @@ async function recordEvents(executor: Executor, events: WalletEvent[], newEventI
 export function createOutbox(): EventWriter {
   const newEventId = eventIdMaker()
   return {
-    countEvents: (from, to) => eventWallets(from, to).length,
-    eventWrites: (executor, transactions, ids) => transactionEventWrites(executor, transactions, ids, newEventId),
-    countHoldEvents: (hold) => holdWallets(hold).length,
-    holdEventWrites: (executor, events, ids) => holdEventWrites(executor, events, ids, newEventId),
+    eventWrites: (executor, transactions) => transactionEventWrites(executor, transactions),
+    holdEventWrites: (executor, events, slots) => holdEventWrites(executor, events, slots, newEventId),
     recordEvents: (executor, events) => recordEvents(executor, events, newEventId),
   }
 }

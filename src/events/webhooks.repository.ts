@@ -2,6 +2,7 @@ import { sql } from 'kysely'
 import type { Executor } from '../db/database.ts'
 import { anyOf } from '../db/dialect.ts'
 import { PENDING, type DeliveryStatus } from './deliveries.repository.ts'
+import { deliveryEventColumns, deliveryPublicId, derivedTransaction } from './derived-events.ts'
 import { webhookOrigin } from './origins.ts'
 
 /** SQL for webhooks and their delivery log, as the routes read and write them (the worker's: `deliveries.repository.ts`). */
@@ -73,29 +74,50 @@ const DELIVERY_COLUMNS = [
   'webhook_deliveries.last_error',
   'webhook_deliveries.created_at',
   'webhook_deliveries.updated_at',
-  'events.event_id',
-  'events.type',
+  'webhook_deliveries.event_id',
+  ...deliveryEventColumns('webhook_deliveries.event_id'),
 ] as const
+
+/**
+ * The deliveries with their events (a derived one's from its transaction, `derived-events.ts`); a
+ * delivery whose event is gone is not listed.
+ */
+function deliveriesWithEvents(db: Executor) {
+  return db
+    .selectFrom('webhook_deliveries')
+    .leftJoin('events', 'events.id', 'webhook_deliveries.event_id')
+    .leftJoin('transactions as dt', (join) => join.on(derivedTransaction('webhook_deliveries.event_id')))
+    .where((eb) => eb.or([eb('events.id', 'is not', null), eb('dt.id', 'is not', null)]))
+}
+
+/** A delivery as listed: its event's public id and type. */
+function toListed<
+  R extends {
+    event_id: number | string
+    stored_event_id: string | null
+    event_created_at: string | null
+    salt: string | null
+    type: string | null
+  },
+>(row: R) {
+  const { stored_event_id: _stored, event_created_at: _at, salt: _salt, ...rest } = row
+  return { ...rest, event_id: deliveryPublicId(row) as string, type: row.type as string }
+}
 
 /** A page of the wallet's deliveries, newest first. */
 export async function listDeliveries(db: Executor, walletId: number, page: { limit: number; offset: number; status?: DeliveryStatus }) {
-  let query = db
-    .selectFrom('webhook_deliveries')
-    .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
-    .select(DELIVERY_COLUMNS)
-    .where('webhook_deliveries.wallet_id', '=', walletId)
+  let query = deliveriesWithEvents(db).select(DELIVERY_COLUMNS).where('webhook_deliveries.wallet_id', '=', walletId)
   if (page.status !== undefined) query = query.where('webhook_deliveries.status', '=', page.status)
-  return query.orderBy('webhook_deliveries.id', 'desc').limit(page.limit).offset(page.offset).execute()
+  return (await query.orderBy('webhook_deliveries.id', 'desc').limit(page.limit).offset(page.offset).execute()).map(toListed)
 }
 
 export async function findDelivery(db: Executor, walletId: number, deliveryId: number) {
-  return db
-    .selectFrom('webhook_deliveries')
-    .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
+  const row = await deliveriesWithEvents(db)
     .select([...DELIVERY_COLUMNS, 'webhook_deliveries.lease_until'])
     .where('webhook_deliveries.wallet_id', '=', walletId)
     .where('webhook_deliveries.id', '=', deliveryId)
     .executeTakeFirst()
+  return row && toListed(row)
 }
 
 /** Attempts of the given deliveries, oldest first. */

@@ -102,14 +102,10 @@ export function compareAssetNames(a: string, b: string): number {
 
 /** The outbox the ledger is handed (it never imports events), written in the transfer's own transaction. */
 export interface EventWriter {
-  /** How many events a transaction between these two wallets records (the ledger reserves their ids). */
-  countEvents(from: number, to: number): number
-  /** `ids`: one reserved sequence id per event, in transaction order. */
-  eventWrites(executor: Executor, transactions: Transaction[], ids: number[]): Write[]
-  /** How many events a hold between these two wallets records when it is created or settled. */
-  countHoldEvents(hold: Pick<Hold, 'sending_wallet_id' | 'receiving_wallet_id'>): number
-  /** The statements that record these hold events (the Hold as it is after each), one reserved id per event, in order. */
-  holdEventWrites(executor: Executor, events: { type: HoldEventType; hold: Hold }[], ids: number[]): Write[]
+  /** The deliveries of these transactions' events (their events are derived from their rows, `events/derived-events.ts`). */
+  eventWrites(executor: Executor, transactions: Transaction[]): Write[]
+  /** The statements that record these hold events (the Hold as it is after each), a reserved slot of the transactions' ids each. */
+  holdEventWrites(executor: Executor, events: { type: HoldEventType; hold: Hold }[], slots: number[]): Write[]
   /** Records events that carry their own data (a schedule's, a monitor's), with their webhook deliveries, in the caller's transaction. */
   recordEvents(executor: Executor, events: WalletEvent[]): Promise<void>
   /**

@@ -1,6 +1,7 @@
 import { CompiledQuery, sql, type RawBuilder } from 'kysely'
 import type { Executor, Trx } from '../db/database.ts'
 import { anyOf, insertRows, isPostgres, nowIso, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
+import { drawTransactionIds } from '../db/ids.ts'
 import {
   IdempotencyConflict,
   JOURNAL_SCOPE,
@@ -62,7 +63,8 @@ export interface Locked {
   holdLots: Map<number, Map<number, LotPart[]>>
 }
 
-export type Ids = { transactions: number[]; events: number[] }
+/** Ids taken for a batch: its transactions', and a slot per hold event (`drawTransactionIds`). */
+export type Ids = { transactions: number[]; slots: number[] }
 
 export const holdingKey = (walletId: number, assetId: number) => `${walletId}:${assetId}`
 export const lotKey = (walletId: number, assetId: number, expiresAt: string) => `${walletId}:${assetId}:${expiresAt}`
@@ -107,8 +109,9 @@ const SELECT_WALLETS = `select wallets.id, wallets.address, wallets.deleted_at,
 const SELECT_HOLDINGS = 'select wallet_id, asset_id, quantity, held, credit_limit, dated from holdings'
 
 /**
- * `lockMoves` on PostgreSQL: $1 wallets in id order, $2 assets, $3/$4 how many transaction and event
- * ids. Each `(select count(*) …) >= 0` forces order: turns, then wallets, then holdings, then ids.
+ * `lockMoves` on PostgreSQL: $1 wallets in id order, $2 assets, $3/$4 how many transaction ids and
+ * slots for hold events (`drawTransactionIds`). Each `(select count(*) …) >= 0` forces order:
+ * turns, then wallets, then holdings, then ids.
  * Raw text rather than a Kysely template, so it is not compiled again for every batch.
  */
 const LOCK_MOVES = `
@@ -122,8 +125,8 @@ const LOCK_MOVES = `
          coalesce((select json_agg(h) from h), '[]') as holdings,
          array(select nextval('transactions_id_seq') from generate_series(1, $3::int)
            where (select count(*) from w) + (select count(*) from h) >= 0) as transactions,
-         array(select nextval('events_id_seq') from generate_series(1, $4::int)
-           where (select count(*) from w) + (select count(*) from h) >= 0) as events`
+         array(select nextval('transactions_id_seq') from generate_series(1, $4::int)
+           where (select count(*) from w) + (select count(*) from h) >= 0) as slots`
 
 type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held: number; credit_limit: number; dated: number }
 
@@ -133,7 +136,7 @@ type HoldingRow = { wallet_id: number; asset_id: number; quantity: number; held:
  * paging with `after` never skips a later commit (a failed move leaves a gap). Wallet rows are locked
  * `for key share`, so a wallet being deleted or handed over is waited for.
  */
-export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: number, clock: () => string): Promise<Locked> {
+export async function lockMoves(trx: Trx, moves: MoveRecord[], clock: () => string): Promise<Locked> {
   // Loops, not `flatMap`, which costs V8 1-2 µs a move of a batch of hundreds.
   const wallets = new Set<number>()
   // Every pairing of these wallets and assets: a superset, so the statement's text stays fixed.
@@ -153,13 +156,16 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], eventCount: numbe
   let holdingRows: HoldingRow[]
   let reserved: Ids | undefined
   if (isPostgres(trx)) {
-    const { rows } = await trx.executeQuery<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; events: string[] }>(
-      CompiledQuery.raw(LOCK_MOVES, [walletIds, assetIds, moves.length, eventCount]),
+    // Enough for every move that could pass; one that fails leaves a gap.
+    const transactions = moves.filter((move) => !move.reserve && move.lines.length > 0).length
+    const slots = moves.filter((move) => move.reserve || move.settle).length
+    const { rows } = await trx.executeQuery<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; slots: string[] }>(
+      CompiledQuery.raw(LOCK_MOVES, [walletIds, assetIds, transactions, slots]),
     )
     walletRows = rows[0].wallets
     holdingRows = rows[0].holdings
     const sorted = (values: string[]) => values.map(Number).sort((x, y) => x - y)
-    reserved = { transactions: sorted(rows[0].transactions), events: sorted(rows[0].events) }
+    reserved = { transactions: sorted(rows[0].transactions), slots: sorted(rows[0].slots) }
   } else {
     // SQLite has one writer: nothing to lock, and ids are taken once the batch knows how many.
     walletRows = (
@@ -331,16 +337,10 @@ export async function findReversible(trx: Trx, transactionIds: number[]): Promis
   return found
 }
 
-/** SQLite: ids for the batch's new transactions and events, after the largest ever used. */
-export async function reserveIds(trx: Trx, transactions: number, events: number): Promise<Ids> {
-  // This transaction is SQLite's one writer; AUTOINCREMENT keeps the largest id used in sqlite_sequence.
-  const { rows } = await sql<{ transactions: number; events: number }>`
-    select max(coalesce((select seq from sqlite_sequence where name = 'transactions'), 0),
-               coalesce((select max(id) from transactions), 0)) as transactions,
-           max(coalesce((select seq from sqlite_sequence where name = 'events'), 0),
-               coalesce((select max(id) from events), 0)) as events`.execute(trx)
-  const after = (last: number, count: number) => Array.from({ length: count }, (_, i) => last + 1 + i)
-  return { transactions: after(rows[0].transactions, transactions), events: after(rows[0].events, events) }
+/** SQLite: ids for the batch's new transactions, then its hold events' slots, after the largest ever used. */
+export async function reserveIds(trx: Trx, transactions: number, slots: number): Promise<Ids> {
+  const ids = await drawTransactionIds(trx, transactions + slots)
+  return { transactions: ids.slice(0, transactions), slots: ids.slice(transactions) }
 }
 
 /** What a batch writes: the moves that passed, as recorded, and the net change of every holding. */
@@ -368,7 +368,8 @@ export interface BatchWrites {
   /** Net change of what pending holds reserve, by `holdingKey`. */
   heldDeltas: Map<string, number>
   /** One reserved sequence id per event, in transaction order. */
-  eventIds: number[]
+  /** One slot of the transactions' ids per hold event, in order. */
+  eventSlots: number[]
   /** The Idempotency-Keys stored with the batch, each with its response. */
   keys: IdempotencyRow[]
 }
@@ -396,8 +397,6 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
   const holdings = holdingWrites(trx, batch, locked)
   const holds = holdWrites(trx, batch)
   const keys = idempotencyWrite(trx, batch.keys)
-  // Event ids: the transactions' events first, then the holds' (`moves.ts` counts both).
-  const transactionEvents = transactions.reduce((count, t) => count + events.countEvents(t.sending_wallet_id, t.receiving_wallet_id), 0)
   const holdEvents: { type: HoldEventType; hold: Hold }[] = []
   for (const { move, hold } of batch.moves)
     if (hold) holdEvents.push({ type: (move.reserve ? 'hold.created' : `hold.${hold.status}`) as HoldEventType, hold })
@@ -406,8 +405,8 @@ export async function writeMoves(trx: Trx, batch: BatchWrites, locked: Locked, e
     ...(recorded.length > 0 ? transactionWrites(trx, recorded, bodies) : []),
     ...holds.writes,
     ...lotWrites(trx, batch),
-    ...events.eventWrites(trx, transactions, batch.eventIds.slice(0, transactionEvents)),
-    ...events.holdEventWrites(trx, holdEvents, batch.eventIds.slice(transactionEvents)),
+    ...events.eventWrites(trx, transactions),
+    ...events.holdEventWrites(trx, holdEvents, batch.eventSlots),
     ...(keys ? [keys.write] : []),
   ]
   const results = await runWrites(trx, writes)

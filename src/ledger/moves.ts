@@ -366,13 +366,9 @@ function chargedLines(move: Move): Line[] {
   return move.lines.filter((line) => key.perDay.has(line.asset.id))
 }
 
-/** How many events a move records: its transaction's, and its hold's. */
-function countEvents(move: Move, events: EventWriter): number {
-  const hold = { sending_wallet_id: move.from, receiving_wallet_id: move.to }
-  return (
-    (recordsTransaction(move) ? events.countEvents(move.from, move.to) : 0) +
-    (move.reserve || move.settle ? events.countHoldEvents(hold) : 0)
-  )
+/** Whether a move records a hold event (a hold made or settled): its row takes a slot of the transactions' ids. */
+function recordsHoldEvent(move: Move): boolean {
+  return move.reserve !== undefined || move.settle !== undefined
 }
 
 /** A move records a Transaction when something moves: not a hold, not a void or an expiry. */
@@ -388,12 +384,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
   // Loops, not `flatMap`, which costs V8 1-2 µs a move of a batch of hundreds.
   const moves: Move[] = []
   for (const unit of units) for (const move of unit.moves) moves.push(move)
-  const locked = await lockMoves(
-    trx,
-    moves,
-    moves.reduce((count, move) => count + countEvents(move, events), 0),
-    clock,
-  )
+  const locked = await lockMoves(trx, moves, clock)
   // Read under the wallets' turns, so no other reversal of the same original can interleave.
   const originals = [...new Set(moves.filter((move) => move.reverses !== undefined).map((move) => move.reverses as number))]
   const reversible = originals.length === 0 ? new Map<number, Reversible>() : await findReversible(trx, originals)
@@ -411,11 +402,11 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
   if (planned.length === 0) return outcomes
 
   const recording = planned.filter(({ move }) => recordsTransaction(move)).length
-  const eventCount = planned.reduce((count, { move }) => count + countEvents(move, events), 0)
+  const slotCount = planned.filter(({ move }) => recordsHoldEvent(move)).length
   const holdCount = planned.filter(({ move }) => move.reserve).length
   const ids = locked.reserved
-    ? { transactions: locked.reserved.transactions.slice(0, recording), events: locked.reserved.events.slice(0, eventCount) }
-    : await reserveIds(trx, recording, eventCount)
+    ? { transactions: locked.reserved.transactions.slice(0, recording), slots: locked.reserved.slots.slice(0, slotCount) }
+    : await reserveIds(trx, recording, slotCount)
   const holdIds = holdCount > 0 ? await reserveHoldIds(trx, holdCount) : []
   let nextTransaction = 0
   let nextHold = 0
@@ -451,7 +442,7 @@ export async function applyUnits(trx: Trx, units: Unit[], events: EventWriter, c
     heldDeltas,
     lotDeltas: book.deltas,
     newlyDated: book.newlyDated,
-    eventIds: ids.events,
+    eventSlots: ids.slots,
     keys: idempotencyRecords(units, outcomes, written),
   }
   await writeMoves(trx, batch, locked, events)

@@ -546,7 +546,9 @@ export async function verifyLedger(
   problems.push(...(await verifyLots(db, now)))
   // On PostgreSQL the write path, not a foreign key, keeps these (migrations 0005, 0009 and 0012).
   const settled = await referencesSeen(db, wallets, assetsMet, lines)
-  for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES, ...DELIVERY_REFERENCES]) {
+  // A delivery's event is a row, or derived from a transaction from `event_state.derived_from` on: checked below.
+  const deliveryWallets = DELIVERY_REFERENCES.filter(({ column }) => column !== 'event_id')
+  for (const { table, column, parent } of [...LEDGER_REFERENCES, ...HOLD_REFERENCES, ...deliveryWallets]) {
     if (settled.has(`${table}.${column}`)) continue
     const { rows } = await sql<{ count: number | string }>`
       select count(*) as count from ${sql.table(table)} as child
@@ -555,6 +557,12 @@ export async function verifyLedger(
     const dangling = Number(rows[0].count)
     if (dangling > 0) problems.push(`${dangling} ${table} rows name a missing ${parent} row in ${column}`)
   }
+  const { rows: orphans } = await sql<{ count: number | string }>`
+    select count(*) as count from webhook_deliveries d
+    where not exists (select 1 from events where events.id = d.event_id)
+      and not (d.event_id >= 2 * (select derived_from from event_state where id = 1)
+        and exists (select 1 from transactions t where t.id = d.event_id / 2))`.execute(db)
+  if (Number(orphans[0].count) > 0) problems.push(`${Number(orphans[0].count)} webhook_deliveries rows name a missing event in event_id`)
   // Every live asset, held or not: what an operator counts as the assets that exist.
   const { assets } = await db
     .selectFrom('assets')

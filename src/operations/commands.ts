@@ -40,7 +40,7 @@ function progressPrinter(verb: string): Progress {
 }
 
 function describe(tables: Record<string, number>): string {
-  const shown = ['users', 'wallets', 'transactions', 'webhooks', 'events'].filter((table) => table in tables)
+  const shown = ['users', 'wallets', 'transactions', 'webhooks'].filter((table) => table in tables)
   return shown.map((table) => `${tables[table]} ${table}`).join(', ')
 }
 

@@ -102,12 +102,12 @@ async function eachSection(
   )
 }
 
-/** The rows the first migrations wrote already (the `mint` wallet, the journal's state): updated to the backup's, not inserted. */
+/** Rows the migrations wrote already (the `mint` wallet, the journal's and the events' state): updated to the backup's, not inserted. */
 function takeExistingRows({ table, columns, rows }: BackupSection): { rest: unknown[][]; existing: Record<string, unknown>[] } {
-  if (table !== 'wallets' && table !== 'journal_state') return { rest: rows, existing: [] }
+  if (table !== 'wallets' && table !== 'journal_state' && table !== 'event_state') return { rest: rows, existing: [] }
   const objectOf = (row: unknown[]) => Object.fromEntries(columns.map((column, i) => [column, row[i]]))
   const at = columns.indexOf('id')
-  const isExisting = (row: unknown[]) => table === 'journal_state' || Number(row[at]) === MINT_WALLET_ID
+  const isExisting = (row: unknown[]) => table !== 'wallets' || Number(row[at]) === MINT_WALLET_ID
   return { rest: rows.filter((row) => !isExisting(row)), existing: rows.filter(isExisting).map(objectOf) }
 }
 
@@ -304,4 +304,7 @@ async function moveSequences(client: pg.ClientBase): Promise<void> {
     if (!sequence) continue
     await client.query(`select setval($1::regclass, coalesce((select max(id) from ${quoteName(table)}), 0) + 1, false)`, [sequence])
   }
+  // An event row's id is 2 × a slot of the transactions' ids (`events/derived-events.ts`): past those too.
+  await client.query(`select setval('transactions_id_seq', greatest(
+    (select last_value from transactions_id_seq), coalesce((select max(id) from events), 0) / 2 + 1), false)`)
 }

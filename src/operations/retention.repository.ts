@@ -96,10 +96,17 @@ export async function deleteUnreferencedEvents(trx: Trx, ids: number[]): Promise
   return Number(result.numDeletedRows)
 }
 
-/** The lowest transaction an event still names (its `body` is the event's data); undefined when none does. */
+/**
+ * The lowest transaction an event still needs the body of (its payload's data): one an event row
+ * names, or one a delivery's derived event comes from (`events/derived-events.ts`); undefined when none.
+ */
 export async function findFirstEventTransaction(trx: Trx): Promise<number | undefined> {
-  const { rows } = await sql<{ first: number | string | null }>`select min(transaction_id) as first from events`.execute(trx)
-  return rows[0].first === null ? undefined : Number(rows[0].first)
+  const { rows } = await sql<{ stored: number | string | null; derived: number | string | null }>`
+    select (select min(transaction_id) from events) as stored,
+      (select min(event_id) / 2 from webhook_deliveries
+        where event_id >= 2 * (select derived_from from event_state where id = 1)) as derived`.execute(trx)
+  const firsts = [rows[0].stored, rows[0].derived].filter((first) => first !== null).map(Number)
+  return firsts.length === 0 ? undefined : Math.min(...firsts)
 }
 
 /**

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { buildPeerApp, buildSameStoreApp, buildTestApp, expectError, STORAGE, type TestApp } from '../helpers/app.ts'
 import { createAsset, createUser, createWalletKey, issue, transfer, type TestUser } from '../helpers/factories.ts'
+import { allEvents } from '../helpers/events.ts'
 import { startReceiver, waitUntil, type Receiver } from '../helpers/receiver.ts'
 import { INTERRUPTED } from '../../src/events/delivery.sender.ts'
 
@@ -330,14 +331,15 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     await receiver.close()
   })
 
+  /** The public id of every event of the store, by its sequence number (what a delivery's `event_id` holds). */
+  async function publicIds(): Promise<Map<number, string>> {
+    return new Map((await allEvents(t.database.db)).map((event) => [event.id, JSON.parse(event.payload).id as string]))
+  }
+
   /** Every event id of the two wallets, from the outbox. */
   async function eventIds(): Promise<string[]> {
-    const rows = await t.database.db
-      .selectFrom('events')
-      .select('event_id')
-      .where('wallet_id', 'in', [alice.walletId, bob.walletId])
-      .execute()
-    return rows.map((row) => row.event_id)
+    const events = await allEvents(t.database.db)
+    return events.filter((event) => [alice.walletId, bob.walletId].includes(event.wallet_id)).map((event) => JSON.parse(event.payload).id)
   }
 
   it('streams an event committed through one instance to a client of the other', async () => {
@@ -361,11 +363,12 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     await client.connect()
     try {
       await waitUntil(() => stream.comments.includes('connected'))
-      const anyTransaction = await t.database.db.selectFrom('transactions').select('id').executeTakeFirstOrThrow()
+      // An event row as a hold's is written: its id from a slot of the transactions' ids, drawn in its transaction.
       const insertEvent = (eventId: string) =>
         client.query(
-          `insert into events (event_id, wallet_id, type, transaction_id, created_at) values ($1, $2, 'transaction.received', $3, $4) returning id`,
-          [eventId, bob.walletId, anyTransaction.id, new Date().toISOString()],
+          `insert into events (id, event_id, wallet_id, type, created_at, body)
+           values (2 * nextval('transactions_id_seq'), $1, $2, 'hold.created', $3, '{}') returning id`,
+          [eventId, bob.walletId, new Date().toISOString()],
         )
       // A slow transaction takes the next event id but has not committed yet...
       await client.query('begin')
@@ -421,13 +424,15 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     const expected = new Set(await eventIds())
     await waitUntil(() => new Set(webhookIds()).size >= 48, 10_000, 'every event')
     const db = t.database.db
-    const deliveries = () =>
-      db
+    const deliveries = async () => {
+      const ids = await publicIds()
+      const rows = await db
         .selectFrom('webhook_deliveries')
-        .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
-        .select(['webhook_deliveries.id', 'webhook_deliveries.status', 'events.event_id'])
-        .where('webhook_deliveries.wallet_id', 'in', [alice.walletId, bob.walletId])
+        .select(['id', 'status', 'event_id'])
+        .where('wallet_id', 'in', [alice.walletId, bob.walletId])
         .execute()
+      return rows.map((row) => ({ ...row, event_id: ids.get(Number(row.event_id)) as string }))
+    }
     // 24 transfers, two events each; the two earlier issuances happened before the webhooks were set.
     const delivered = await waitUntil(
       async () => {
@@ -478,6 +483,8 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     }
     const fresh = (await eventIds()).filter((id) => !before.has(id))
     assert.equal(fresh.length, 16)
+    const ids = await publicIds()
+    const freshIds = [...ids].filter(([, id]) => fresh.includes(id)).map(([number]) => number)
     // Each instance holds at most 4 attempts per wallet: 16 hanging requests means both are busy.
     await receiver.waitFor(16)
     // Whichever instance polls first may claim all 16; the other gets some once those time out
@@ -490,12 +497,13 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     await peer.close()
     const rows = await waitUntil(
       async () => {
-        const list = await t.database.db
-          .selectFrom('webhook_deliveries')
-          .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
-          .select(['events.event_id', 'webhook_deliveries.status', 'webhook_deliveries.attempts'])
-          .where('events.event_id', 'in', fresh)
-          .execute()
+        const list = (
+          await t.database.db
+            .selectFrom('webhook_deliveries')
+            .select(['event_id', 'status', 'attempts'])
+            .where('event_id', 'in', freshIds)
+            .execute()
+        ).map((row) => ({ ...row, event_id: ids.get(Number(row.event_id)) as string }))
         return list.length === 16 && list.every((row) => row.status === 'delivered') ? list : undefined
       },
       10_000,
@@ -505,22 +513,22 @@ describe('several instances on one PostgreSQL database', { skip: STORAGE !== 'po
     for (const id of fresh) assert.ok(seen.includes(id), `${id} never reached the receiver`)
     // What the stopped instance cut off is in the attempt log (the receiver saw it), and was
     // redelivered at once rather than after a backoff.
-    const interrupted = await t.database.db
-      .selectFrom('webhook_attempts')
-      .innerJoin('webhook_deliveries', 'webhook_deliveries.id', 'webhook_attempts.delivery_id')
-      .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
-      .select(['events.event_id'])
-      .where('webhook_attempts.error', '=', INTERRUPTED)
-      .where('events.event_id', 'in', fresh)
-      .execute()
+    const attemptsOf = async (eventIds: number[], interruptedOnly: boolean) => {
+      let query = t.database.db
+        .selectFrom('webhook_attempts')
+        .innerJoin('webhook_deliveries', 'webhook_deliveries.id', 'webhook_attempts.delivery_id')
+        .select(['webhook_deliveries.event_id', 'webhook_attempts.status_code', 'webhook_attempts.error'])
+        .where('webhook_deliveries.event_id', 'in', eventIds)
+      if (interruptedOnly) query = query.where('webhook_attempts.error', '=', INTERRUPTED)
+      return (await query.execute()).map((row) => ({ ...row, event_id: ids.get(Number(row.event_id)) as string }))
+    }
+    const interrupted = await attemptsOf(freshIds, true)
     assert.ok(interrupted.length > 0, 'no attempt was cut off by the stopping instance')
-    const logs = await t.database.db
-      .selectFrom('webhook_attempts')
-      .innerJoin('webhook_deliveries', 'webhook_deliveries.id', 'webhook_attempts.delivery_id')
-      .innerJoin('events', 'events.id', 'webhook_deliveries.event_id')
-      .select(['events.event_id', 'webhook_attempts.status_code', 'webhook_attempts.error'])
-      .where('events.event_id', 'in', [...new Set(interrupted.map((row) => row.event_id))])
-      .execute()
+    const cut = new Set(interrupted.map((row) => row.event_id))
+    const logs = await attemptsOf(
+      freshIds.filter((number) => cut.has(ids.get(number) as string)),
+      false,
+    )
     for (const { event_id: id } of interrupted) {
       // Sent again after it was cut off, and every attempt counted. Twice, except on a machine so
       // busy that a 200 took longer than the timeout to be read: then that attempt timed out and

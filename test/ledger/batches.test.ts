@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { createOutbox } from '../../src/events/outbox.ts'
+import { transactionEvents } from '../helpers/events.ts'
 import { GroupCommitter } from '../../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../../src/ledger/ledger.service.ts'
 import { MAX_QUANTITY, MINT_WALLET_ID, type Transaction } from '../../src/ledger/ledger.types.ts'
@@ -44,15 +45,7 @@ function refusedUnchanged(request: () => Promise<LightMyRequestResponse>, status
   return assertRefusedUnchanged(t, request, status, code, detail)
 }
 
-async function eventsOf(transactionIds: number[]): Promise<[number, number, string][]> {
-  const rows = await t.database.db
-    .selectFrom('events')
-    .select(['transaction_id', 'wallet_id', 'type'])
-    .where('transaction_id', 'in', transactionIds)
-    .orderBy('id')
-    .execute()
-  return rows.map((row) => [Number(row.transaction_id), Number(row.wallet_id), row.type])
-}
+const eventsOf = (transactionIds: number[]) => transactionEvents(t.database.db, transactionIds)
 
 describe(`POST /wallet/transactions/batch, atomic (${STORAGE})`, () => {
   it('commits every transfer and answers 201 with the transactions in request order, each with its events', async () => {

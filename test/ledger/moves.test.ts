@@ -4,6 +4,7 @@ import { sql } from 'kysely'
 import type { Db, Executor } from '../../src/db/database.ts'
 import { inTransaction } from '../../src/db/dialect.ts'
 import { readWalletEvents } from '../../src/events/events.repository.ts'
+import { allEvents } from '../helpers/events.ts'
 import { createOutbox } from '../../src/events/outbox.ts'
 import { GroupCommitter } from '../../src/ledger/group-committer.ts'
 import { DEFAULT_MAX_BATCH } from '../../src/ledger/ledger.service.ts'
@@ -149,14 +150,9 @@ describe(`batched moves (${STORAGE})`, () => {
     ])
     assert.deepEqual(outcomes.map(errorCode), [undefined, undefined])
     const ids = outcomes.map((outcome) => (outcome.ok ? (outcome.transaction?.id ?? 0) : 0))
-    const events = await db
-      .selectFrom('events')
-      .select(['id', 'wallet_id', 'type', 'transaction_id'])
-      .where('transaction_id', 'in', ids)
-      .orderBy('id')
-      .execute()
+    const events = (await allEvents(db)).filter((event) => ids.includes(JSON.parse(event.payload).data.id))
     assert.deepEqual(
-      events.map((event) => [event.transaction_id, event.wallet_id, event.type]),
+      events.map((event) => [JSON.parse(event.payload).data.id, event.wallet_id, event.type]),
       [
         [ids[0], a.walletId, 'transaction.sent'],
         [ids[0], b.walletId, 'transaction.received'],
@@ -182,13 +178,10 @@ describe(`batched moves (${STORAGE})`, () => {
     const [a, b] = [await fundedUser(t, [[gold, 300]]), await createUser(t.app)]
     const outcomes = await apply(Array.from({ length: 300 }, () => move(a, b, [{ asset: gold, quantity: 1 }])))
     assert.ok(outcomes.every((outcome) => outcome.ok))
-    const events = await db
-      .selectFrom('events')
-      .select('event_id')
-      .where('wallet_id', 'in', [a.walletId, b.walletId])
-      .where('type', 'like', 'transaction.%')
-      .execute()
-    const ids = events.map((event) => event.event_id)
+    const events = (await allEvents(db)).filter(
+      (event) => [a.walletId, b.walletId].includes(event.wallet_id) && event.type.startsWith('transaction.'),
+    )
+    const ids = events.map((event) => JSON.parse(event.payload).id)
     assert.equal(ids.length, 600 + 1)
     assert.equal(new Set(ids).size, ids.length)
     for (const id of ids) assert.match(id, /^evt_[0-9a-f]{32}$/)

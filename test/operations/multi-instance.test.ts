@@ -10,6 +10,7 @@ import { loadConfig } from '../../src/config.ts'
 import { openPostgres, type Database } from '../../src/db/database.ts'
 import { migrateToLatest } from '../../src/db/migrate.ts'
 import { prepareWebhookSecrets } from '../../src/events/webhook-secrets.ts'
+import { allEvents } from '../helpers/events.ts'
 import { hashToken } from '../../src/http/tokens.ts'
 import { verifyLedger } from '../../src/ledger/verify.ts'
 import { ADMIN_KEY, STORAGE } from '../helpers/app.ts'
@@ -244,14 +245,10 @@ describe('three instances on one PostgreSQL database', { skip: STORAGE !== 'post
         assert.equal(response.statusCode, 201, response.body)
       })
       const walletIds = users.map((user) => user.walletId)
-      const events = await instances[2].database.db
-        .selectFrom('events')
-        .select(['event_id', 'wallet_id', 'transaction_id'])
-        .where('wallet_id', 'in', walletIds)
-        .execute()
+      const events = (await allEvents(instances[2].database.db)).filter((event) => walletIds.includes(event.wallet_id))
       // 4 issuances (one event each) and 90 transfers (two each).
       assert.equal(events.length, 4 + 90 * 2)
-      const wanted = new Set(events.map((event) => event.event_id))
+      const wanted = new Set(events.map((event) => JSON.parse(event.payload).id as string))
       const delivered = () => new Set(receiver.requests.map((request) => String(request.headers['webhook-id'])))
       await waitUntil(
         () => [...wanted].every((id) => delivered().has(id)),
@@ -308,19 +305,12 @@ describe('three instances on one PostgreSQL database', { skip: STORAGE !== 'post
           })
           assert.equal(response.statusCode, 201, response.body)
         })
-        const events = await instances[0].database.db
-          .selectFrom('events')
-          .select('event_id')
-          .where(
-            'wallet_id',
-            'in',
-            users.map((user) => user.walletId),
-          )
-          .execute()
+        const walletIds = users.map((user) => user.walletId)
+        const events = (await allEvents(instances[0].database.db)).filter((event) => walletIds.includes(event.wallet_id))
         assert.equal(events.length, 6 + 60 * 2)
         const delivered = () => new Set(slow.requests.map((request) => String(request.headers['webhook-id'])))
         await waitUntil(
-          () => events.every((event) => delivered().has(event.event_id)),
+          () => events.every((event) => delivered().has(JSON.parse(event.payload).id)),
           30_000,
           `all ${events.length} events delivered (got ${delivered().size})`,
         )
@@ -381,12 +371,7 @@ describe('three instances on one PostgreSQL database', { skip: STORAGE !== 'post
       await fund(peer, sse, 1000)
       const key = await on(0).inject({ method: 'POST', url: '/wallet/sessions', headers: watched.auth, payload: { name: 'stream' } })
       const db = instances[0].database.db
-      const before = await db
-        .selectFrom('events')
-        .select((eb) => eb.fn.max('id').as('max'))
-        .where('wallet_id', '=', watched.walletId)
-        .executeTakeFirst()
-      const start = Number(before?.max ?? 0)
+      const start = Math.max(0, ...(await allEvents(db)).filter((event) => event.wallet_id === watched.walletId).map((event) => event.id))
       const total = 60
       const live = readStream(instances[0].port, key.json().token, start, (ids) => ids.length >= total)
       await live.ready
@@ -401,9 +386,9 @@ describe('three instances on one PostgreSQL database', { skip: STORAGE !== 'post
         })
         assert.equal(response.statusCode, 201, response.body)
       })
-      const stored = (
-        await db.selectFrom('events').select('id').where('wallet_id', '=', watched.walletId).where('id', '>', start).orderBy('id').execute()
-      ).map((row) => row.id)
+      const stored = (await allEvents(db))
+        .filter((event) => event.wallet_id === watched.walletId && event.id > start)
+        .map((event) => event.id)
       assert.equal(stored.length, total)
       const streamed = await live.ids
       assert.deepEqual(streamed, stored, 'the stream missed, repeated or reordered events')

@@ -37,6 +37,7 @@ import {
   type SeededUser,
   type Sent,
 } from './harness.ts'
+import { transactionEvents } from '../helpers/events.ts'
 
 const ADMIN_KEY = 'cfa_crash_test_admin_key_not_secret'
 const USERS = 6
@@ -444,12 +445,10 @@ async function checkStoredHolds(run: CrashRun, database: Database): Promise<numb
 /** Transfers in the database: each request exactly once, with the acknowledged id, and one event per non-mint side. */
 async function checkStoredTransfers(run: CrashRun, database: Database): Promise<{ transfers: number; events: number }> {
   const stored = await checkExactlyOnce(database, `crash ${run.tag} #`, run.outcomes, run.problems)
-  const eventRows = await database.db.selectFrom('events').select(['transaction_id', 'wallet_id', 'type']).execute()
+  const eventRows = await transactionEvents(database.db)
   const byTransaction = new Map<number, string[]>()
-  for (const event of eventRows) {
-    if (event.transaction_id !== null)
-      byTransaction.set(event.transaction_id, [...(byTransaction.get(event.transaction_id) ?? []), `${event.type}:${event.wallet_id}`])
-  }
+  for (const [transactionId, walletId, type] of eventRows)
+    byTransaction.set(transactionId, [...(byTransaction.get(transactionId) ?? []), `${type}:${walletId}`])
   for (const row of stored.rows) {
     const want = [
       ...(row.sending_wallet_id === 1 ? [] : [`transaction.sent:${row.sending_wallet_id}`]),
