@@ -444,8 +444,19 @@ describe('verifyLedger', () => {
           const last = await db.selectFrom('transactions').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow()
           await db.updateTable('transactions').set({ receiving_wallet_id: 9_999 }).where('id', '=', last.id).execute()
           await db.updateTable('transaction_assets').set({ asset_id: 9_998 }).where('transaction_id', '=', last.id).execute()
-          // The last transaction is a burn: only the burning wallet has an event of it.
-          await db.updateTable('events').set({ transaction_id: 9_997 }).where('transaction_id', '=', last.id).execute()
+          // An event row as written before a transaction's events were derived, naming a transaction that is not there.
+          const wallet = await db.selectFrom('wallets').select('id').where('id', '<>', 1).executeTakeFirstOrThrow()
+          await db
+            .insertInto('events')
+            .values({
+              id: 1,
+              event_id: 'evt_orphan',
+              wallet_id: wallet.id,
+              type: 'transaction.sent',
+              transaction_id: 9_997,
+              created_at: '',
+            })
+            .execute()
         })
         for (const expected of [
           '1 transactions rows name a missing wallets row in receiving_wallet_id',
