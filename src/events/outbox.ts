@@ -13,6 +13,10 @@ import {
 } from '../ledger/ledger.types.ts'
 import { RECEIVED, SENT, type Side } from './derived-events.ts'
 
+/** The head of every statement that queues deliveries, followed by a select of those columns. */
+const INSERT_DELIVERIES = sql`insert into webhook_deliveries
+  (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)`
+
 /** The random part of an event id: 80 bits, 20 hex digits. */
 const RANDOM_BYTES = 10
 
@@ -56,7 +60,7 @@ export function eventPayload(event: { type: string; event_id: string; created_at
 function transactionEventWrites(executor: Executor, transactions: Transaction[]): Write[] {
   if (transactions.length === 0) return []
   const deliveries = (sides: RawBuilder<unknown>) => sql`
-    insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+    ${INSERT_DELIVERIES}
     select 2 * r.id + sides.side, webhooks.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
     from ${sides} join webhooks on webhooks.wallet_id =
       case sides.side when ${sql.lit(SENT)} then r.sending_wallet_id else r.receiving_wallet_id end
@@ -95,7 +99,7 @@ function eventRowWrites(executor: Executor, events: unknown[][]): Write[] {
         EVENT_COLUMNS,
         events,
         (r) => sql`
-        insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+        ${INSERT_DELIVERIES}
         select r.id, r.wallet_id, webhooks.url, 'pending', 0, r.created_at, r.created_at, r.created_at
         from ${r} join webhooks on webhooks.wallet_id = r.wallet_id`,
       ),
@@ -107,7 +111,7 @@ function eventRowWrites(executor: Executor, events: unknown[][]): Write[] {
     insert,
     {
       statement: sql`
-        insert into webhook_deliveries (event_id, wallet_id, url, status, attempts, next_attempt_at, created_at, updated_at)
+        ${INSERT_DELIVERIES}
         select events.id, events.wallet_id, webhooks.url, 'pending', 0, events.created_at, events.created_at, events.created_at
         from events join webhooks on webhooks.wallet_id = events.wallet_id
         where events.id between ${Math.min(...ids)} and ${Math.max(...ids)}`,

@@ -76,6 +76,16 @@ export interface LotLine {
   quantity: number
 }
 
+/** A move records a Transaction when something moves: not a hold, not a void or an expiry. */
+export function recordsTransaction(move: Pick<MoveRecord, 'reserve' | 'lines'>): boolean {
+  return !move.reserve && move.lines.length > 0
+}
+
+/** Whether a move records a hold event (a hold made or settled): its row takes a slot of the transactions' ids. */
+export function recordsHoldEvent(move: Pick<MoveRecord, 'reserve' | 'settle'>): boolean {
+  return move.reserve !== undefined || move.settle !== undefined
+}
+
 /** A holding another batch created before this one's write: run the batch again (`holdingWrites`). */
 class HoldingRace extends Error {
   // Retried like a serialization failure (db/retry.ts isRetryable).
@@ -157,8 +167,8 @@ export async function lockMoves(trx: Trx, moves: MoveRecord[], clock: () => stri
   let reserved: Ids | undefined
   if (isPostgres(trx)) {
     // Enough for every move that could pass; one that fails leaves a gap.
-    const transactions = moves.filter((move) => !move.reserve && move.lines.length > 0).length
-    const slots = moves.filter((move) => move.reserve || move.settle).length
+    const transactions = moves.filter(recordsTransaction).length
+    const slots = moves.filter(recordsHoldEvent).length
     const { rows } = await trx.executeQuery<{ wallets: WalletRow[]; holdings: HoldingRow[]; transactions: string[]; slots: string[] }>(
       CompiledQuery.raw(LOCK_MOVES, [walletIds, assetIds, transactions, slots]),
     )

@@ -21,6 +21,8 @@ import {
   lockMoves,
   lotKey,
   reserveHoldIds,
+  recordsHoldEvent,
+  recordsTransaction,
   reserveIds,
   writeMoves,
   type BatchWrites,
@@ -364,16 +366,6 @@ function chargedLines(move: Move): Line[] {
   const key = move.key
   if (key === undefined || move.settle) return []
   return move.lines.filter((line) => key.perDay.has(line.asset.id))
-}
-
-/** Whether a move records a hold event (a hold made or settled): its row takes a slot of the transactions' ids. */
-function recordsHoldEvent(move: Move): boolean {
-  return move.reserve !== undefined || move.settle !== undefined
-}
-
-/** A move records a Transaction when something moves: not a hold, not a void or an expiry. */
-function recordsTransaction(move: Move): boolean {
-  return !move.reserve && move.lines.length > 0
 }
 
 /**

@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Trx } from '../db/database.ts'
 import { anyOf, forUpdate, isPostgres } from '../db/dialect.ts'
+import { DERIVED_FROM } from '../events/derived-events.ts'
 
 /** SQL of the retention job: each function deletes at most one batch and says how many rows went. */
 
@@ -104,7 +105,7 @@ export async function findFirstEventTransaction(trx: Trx): Promise<number | unde
   const { rows } = await sql<{ stored: number | string | null; derived: number | string | null }>`
     select (select min(transaction_id) from events) as stored,
       (select min(event_id) / 2 from webhook_deliveries
-        where event_id >= 2 * (select derived_from from event_state where id = 1)) as derived`.execute(trx)
+        where event_id >= 2 * ${DERIVED_FROM}) as derived`.execute(trx)
   const firsts = [rows[0].stored, rows[0].derived].filter((first) => first !== null).map(Number)
   return firsts.length === 0 ? undefined : Math.min(...firsts)
 }
