@@ -216,7 +216,7 @@ export class EventHub {
             break
           }
           this.watermark = row.id
-          // An id that names no event (mint's side of a transaction) is passed, not sent.
+          // An id that names no event (mint's side, a pair's unused id) is passed, not sent.
           const set = row.gap ? undefined : this.subscribers.get(row.wallet_id)
           if (set) for (const subscriber of set) if (subscriber.live) this.deliver(subscriber, row)
         }

@@ -11,7 +11,7 @@ export interface StreamEvent {
   wallet_id: number
   type: string
   payload: string
-  /** An id the global feed passes that names no event (mint's side, a body the retention job cleared): no payload. */
+  /** An id the global feed passes that names no event (mint's side, a body the retention job cleared, a pair's unused id): no payload. */
   gap?: true
 }
 
@@ -65,6 +65,21 @@ function storedEvents(where: RawBuilder<unknown>, limit: number): RawBuilder<unk
 }
 
 /**
+ * The other id of a stored event's pair (2 × a slot and 2 × it + 1, migration 0041) where no event
+ * has it, as a gap: a pair is written in one transaction (a hold's sides, of which mint's is left
+ * out; a schedule's run or a monitor's crossing takes the first alone), so once one id of it is seen
+ * the other never comes, and the stream's poller passes it instead of waiting for it.
+ */
+function pairGaps(after: number, limit: number): RawBuilder<unknown> {
+  const partner = sql`(events.id + 1 - 2 * (events.id % 2))`
+  return sql`select * from (select ${partner} as id, events.wallet_id, events.type, null as event_id, events.created_at,
+      null as body, null as salt
+    from events where events.id >= ${after} and events.id >= 2 * ${DERIVED_FROM} and ${partner} > ${after}
+      and not exists (select 1 from events p where p.id = ${partner})
+    order by events.id limit ${limit}) as pairs`
+}
+
+/**
  * The largest transaction id whose `side` event has an id ≤ `id` (2t + side ≤ id): each branch is
  * bounded exactly, so a page shorter than its limit means every branch is exhausted.
  */
@@ -79,8 +94,8 @@ function toStreamEvent(row: EventRow): StreamEvent {
 
 /**
  * Events of every wallet with id > `after`, in id order, and (PostgreSQL) the bounds of the
- * snapshot the rows were read in: one statement, so the rows and the bounds agree. Derived ids
- * that name no event come as gaps.
+ * snapshot the rows were read in: one statement, so the rows and the bounds agree. Ids known to
+ * name no event (mint's side, the other id of a pair) come as gaps.
  */
 export async function readEventsAfter(
   db: Executor,
@@ -94,7 +109,8 @@ export async function readEventsAfter(
     select events.*, ${snapshot} from (
       ${sideEvents(SENT, sql`t.id > ${above(after, SENT)}`, limit, true)}
       union all ${sideEvents(RECEIVED, sql`t.id > ${above(after, RECEIVED)}`, limit, true)}
-      union all ${storedEvents(sql`events.id > ${after}`, limit)}) as events
+      union all ${storedEvents(sql`events.id > ${after}`, limit)}
+      union all ${pairGaps(after, limit)}) as events
     order by events.id limit ${limit}`.execute(db)
   if (rows.length === 0) return { rows: [], snapshot: undefined }
   return { rows: rows.map(toStreamEvent), snapshot: isPostgres(db) ? toSnapshot(rows[0]) : undefined }

@@ -6,7 +6,9 @@ import { buildPeerApp, buildSameStoreApp, buildTestApp, expectError, STORAGE, ty
 import { createAsset, createUser, createWalletKey, issue, transfer, type TestUser } from '../helpers/factories.ts'
 import { allEvents } from '../helpers/events.ts'
 import { startReceiver, waitUntil, type Receiver } from '../helpers/receiver.ts'
+import { drawTransactionIds } from '../../src/db/ids.ts'
 import { INTERRUPTED } from '../../src/events/delivery.sender.ts'
+import { readEventsAfter } from '../../src/events/events.repository.ts'
 
 interface Frame {
   id?: string
@@ -301,6 +303,47 @@ describe('GET /wallet/events', () => {
     await other.close()
     assert.ok(Date.now() - started < 3_000, `close took ${Date.now() - started} ms`)
     await waitUntil(() => stream.ended(), 10_000, 'the stream to end')
+  })
+})
+
+describe('the feed of every wallet', () => {
+  let t: TestApp
+  let alice: TestUser
+  let bob: TestUser
+  before(async () => {
+    t = await buildTestApp()
+    alice = await createUser(t.app)
+    bob = await createUser(t.app)
+    await setUpGold(t, alice)
+  })
+  after(() => t.close())
+
+  it("reads the unused id of a stored event's pair as a gap, so that the feed passes it at once", async () => {
+    // An event of one wallet, as a schedule's run or a monitor's crossing writes it: 2 × a slot, the slot's + 1 never used.
+    const [slot] = await drawTransactionIds(t.database.db, 1)
+    await t.database.db
+      .insertInto('events')
+      .values({
+        id: 2 * slot,
+        event_id: 'evt_pair',
+        wallet_id: bob.walletId,
+        type: 'balance.crossed',
+        transaction_id: null,
+        created_at: new Date().toISOString(),
+        body: '{}',
+      })
+      .execute()
+    const later = await transfer(t, alice, bob.username, { gold: 1 })
+    const { rows } = await readEventsAfter(t.database.db, 2 * slot - 1, 10)
+    assert.deepEqual(
+      rows.map((row) => [row.id, row.gap ?? false]),
+      [
+        [2 * slot, false],
+        [2 * slot + 1, true],
+        [2 * later.id, false],
+        [2 * later.id + 1, false],
+      ],
+    )
   })
 })
 
