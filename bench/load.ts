@@ -87,6 +87,13 @@ function transferRequest(job: LoadJob): autocannon.Request {
   }
 }
 
+/** The middle value (of an even count, the mean of the two middle ones); NaN for none. */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
 export async function runLoad(job: LoadJob): Promise<LoadResult> {
   let requests: autocannon.Request[]
   if (job.kind === 'transfer') {

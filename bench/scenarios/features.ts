@@ -46,7 +46,7 @@ import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts'
 import { benchCleanups } from '../cleanups.ts'
 import { processCpuMs, processTreeCpuMs, threadCpuMs } from '../cpu.ts'
 import { dropWriterXid, journalOffCopy } from '../journal-off.ts'
-import { runLoad, type LoadJob, type LoadResult } from '../load.ts'
+import { median, runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { startPostgres, type BenchPostgres } from '../postgres.ts'
 import { compareWindows, mainThreadProfile, type ProfileWindow } from '../profile.ts'
 import { call as request, goldAndWallets, pool, writeHistory } from '../seed.ts'
@@ -73,7 +73,6 @@ let cleanups = benchCleanups()
 let tag = ''
 const log = (line: string) => console.log(`[${tag}] ${line}`)
 const fixed = (value: number, digits = 0) => value.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits })
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN
 const percentile = (values: number[], fraction: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * fraction))] ?? NaN
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))

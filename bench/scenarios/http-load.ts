@@ -21,7 +21,7 @@ import { verifyLedger } from '../../src/ledger/verify.ts'
 import { benchCleanups } from '../cleanups.ts'
 import { machineCpu, processCpuMs, processTreeCpuMs } from '../cpu.ts'
 import { keyedRows, KEYED_WALLETS, USERS_PER_WALLET, runKeyedFirst, runKeyedSecond, type KeyedRun } from '../keyed-wallets.ts'
-import type { LoadJob, LoadResult } from '../load.ts'
+import { median, type LoadJob, type LoadResult } from '../load.ts'
 import { initPgbench, PGBENCH_SCALE, startPostgres, type BenchPostgres } from '../postgres.ts'
 import { formatSummary, mainThreadProfile, summariseProfile } from '../profile.ts'
 import {
@@ -418,12 +418,6 @@ interface WebhookRun {
 const pairsArg = [...args].find((arg) => arg.startsWith('--pairs='))
 /** Phases with the slow and fast origins, each between two without webhooks. */
 const WEBHOOK_PAIRS = pairsArg ? Math.max(1, Number(pairsArg.split('=')[1])) : 3
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-}
 
 /**
  * 100 traders sending transfers among themselves (32 connections, as scenario (a)), alternately
