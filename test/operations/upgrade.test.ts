@@ -42,7 +42,8 @@ describe('upgrades', () => {
       const { adminKey, world } = JSON.parse(
         fs.readFileSync(path.join('test/fixtures', fixture.replace(/\.coffer\.gz$/, '.json')), 'utf8'),
       ) as { adminKey: string; world: LedgerWorld }
-      const store = await emptyStore(STORAGE, { ADMIN_API_KEY: adminKey })
+      // No idle limit: the fixture's credentials were last used the day it was made, and must still open it.
+      const store = await emptyStore(STORAGE, { ADMIN_API_KEY: adminKey, SESSION_IDLE_DAYS: '0' })
       stores.push(store)
       const checked = await checkBackup(path.join('test/fixtures', fixture))
       const database = openDatabase(store.config)
