@@ -80,7 +80,7 @@ export async function checkLedgerWorld(
   options: { sessionsLive?: boolean } = {},
 ): Promise<void> {
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
-  // A fixture's sessions expire with time (SESSION_IDLE_DAYS); the caller then checks their rows instead.
+  // A fixture's sessions expire with time (their `expires_at`, SESSION_IDLE_DAYS); the caller then checks their rows instead.
   if (options.sessionsLive !== false) {
     const session = await app.inject({ method: 'GET', url: '/user/session', headers: bearer(world.alice.token) })
     assert.equal(session.statusCode, 200, `alice's session: ${session.body}`)
