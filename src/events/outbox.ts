@@ -1,7 +1,7 @@
 import crypto from 'node:crypto'
 import { sql, type RawBuilder } from 'kysely'
 import type { Executor } from '../db/database.ts'
-import { insertRows, isPostgres, rowsWrite, type Write } from '../db/dialect.ts'
+import { insertRows, isPostgres, rowsWrite, runWrites, type Write } from '../db/dialect.ts'
 import { drawTransactionIds } from '../db/ids.ts'
 import {
   MINT_WALLET_ID,
@@ -156,45 +156,21 @@ function holdEventWrites(
 
 /**
  * Events whose data is their own (a schedule's run, a monitor's crossing), each with a webhook
- * delivery when its wallet has a webhook, in the caller's transaction. Few and rare beside
- * transfers: each takes a slot of the transactions' ids as it is written, one statement per event.
+ * delivery when its wallet has a webhook, in the caller's transaction: each takes a slot of the
+ * transactions' ids, and only the first id of its pair (2 × the slot).
  */
 async function recordEvents(executor: Executor, events: WalletEvent[], newEventId: () => string): Promise<void> {
-  for (const event of events) {
-    const [slot] = await drawTransactionIds(executor, 1)
-    const id = 2 * slot + SENT
-    await executor
-      .insertInto('events')
-      .values({
-        id,
-        event_id: newEventId(),
-        wallet_id: event.walletId,
-        type: event.type,
-        transaction_id: null,
-        created_at: event.createdAt,
-        body: JSON.stringify(event.data),
-      })
-      .execute()
-    await executor
-      .insertInto('webhook_deliveries')
-      .columns(['event_id', 'wallet_id', 'url', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at'])
-      .expression((eb) =>
-        eb
-          .selectFrom('webhooks')
-          .select([
-            sql.lit(id).as('event_id'),
-            'webhooks.wallet_id',
-            'webhooks.url',
-            sql.lit('pending').as('status'),
-            sql.lit(0).as('attempts'),
-            sql.val(event.createdAt).as('next_attempt_at'),
-            sql.val(event.createdAt).as('created_at'),
-            sql.val(event.createdAt).as('updated_at'),
-          ])
-          .where('webhooks.wallet_id', '=', event.walletId),
-      )
-      .execute()
-  }
+  if (events.length === 0) return
+  const slots = await drawTransactionIds(executor, events.length)
+  const rows = events.map((event, i) => [
+    2 * slots[i] + SENT,
+    newEventId(),
+    event.walletId,
+    event.type,
+    event.createdAt,
+    JSON.stringify(event.data),
+  ])
+  await runWrites(executor, eventRowWrites(executor, rows))
 }
 
 /** The event writer `buildApp` (and the CLI) hand to the ledger (`ledger/ledger.types.ts` EventWriter), with its own id maker. */
