@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import axeCore from 'axe-core'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { ADMIN_KEY, buildTestApp, type TestApp } from '../helpers/app.ts'
+import { available, CHROMIUM, launchBrowser, type LaunchedBrowser } from '../helpers/browser.ts'
 import { createAsset, createUser, issue, transfer } from '../helpers/factories.ts'
 
 /**
@@ -12,12 +12,6 @@ import { createAsset, createUser, issue, transfer } from '../helpers/factories.t
  * (injected by the test; the page's CSP allows no such script): no serious or critical violation
  * of WCAG 2.1 A and AA, colour contrast among them. Skipped without a browser unless REQUIRE_BROWSER=1.
  */
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const available = fs.existsSync(CHROMIUM)
-if (!available && process.env.REQUIRE_BROWSER === '1') throw new Error(`REQUIRE_BROWSER=1 but there is no browser at ${CHROMIUM}`)
-
-const LAUNCH = { executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] }
 
 const HOLDER: [link: string, heading: string][] = [
   ['Balances', 'Balances'],
@@ -47,6 +41,7 @@ type AxeResult = { violations: { id: string; impact: string; nodes: { target: st
 describe('the console reads well in light and dark', { skip: !available && `no browser at ${CHROMIUM}` }, () => {
   let t: TestApp
   let origin: string
+  let launched: LaunchedBrowser
   let browser: Browser
   let username: string
   let walletId: number
@@ -55,7 +50,8 @@ describe('the console reads well in light and dark', { skip: !available && `no b
   before(async () => {
     t = await buildTestApp()
     origin = (await t.app.listen({ port: 0, host: '127.0.0.1' })).replace('127.0.0.1', 'localhost')
-    browser = await chromium.launch(LAUNCH)
+    launched = await launchBrowser()
+    browser = launched.browser
     const gold = await createAsset(t)
     const holder = await createUser(t.app)
     const other = await createUser(t.app)
@@ -67,7 +63,7 @@ describe('the console reads well in light and dark', { skip: !available && `no b
   })
 
   after(async () => {
-    await browser?.close()
+    await launched?.close()
     await t?.close()
   })
 

@@ -70,9 +70,36 @@ export const ANDROID_CHROME =
 
 const LAUNCH = { executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] }
 
+/** Chromium, and the way to end it whatever state it is in. */
+export interface LaunchedBrowser {
+  browser: Browser
+  /** Closes the browser, or kills its process if it has not closed within 10 s. */
+  close(): Promise<void>
+}
+
+/**
+ * Chromium launched as a server of this process: a browser that does not answer `close` would keep
+ * the test file's process open through its pipes, and only a server's process can be killed.
+ */
+export async function launchBrowser(): Promise<LaunchedBrowser> {
+  const server = await chromium.launchServer(LAUNCH)
+  const browser = await chromium.connect(server.wsEndpoint())
+  return {
+    browser,
+    async close() {
+      let timer: NodeJS.Timeout | undefined
+      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, 10_000)))
+      await Promise.race([browser.close().catch(() => undefined), late])
+      clearTimeout(timer)
+      await server.kill()
+    },
+  }
+}
+
 /** A browser on a test app of the storage under test, and a person's steps in the console. */
 export function consoleBrowser() {
   const state = {} as { t: TestApp; origin: string; browser: Browser; receiver: Receiver }
+  let launched: LaunchedBrowser | undefined
   const contexts: BrowserContext[] = []
   const watches: Watch[] = []
   const password = 'correct horse'
@@ -167,13 +194,14 @@ export function consoleBrowser() {
   async function start(...app: Parameters<typeof buildTestApp>): Promise<void> {
     state.t = await buildTestApp(...app)
     state.origin = (await state.t.app.listen({ port: 0, host: '127.0.0.1' })).replace('127.0.0.1', 'localhost')
-    state.browser = await chromium.launch(LAUNCH)
+    launched = await launchBrowser()
+    state.browser = launched.browser
     state.receiver = await startReceiver()
   }
 
   async function stop(): Promise<void> {
-    for (const context of contexts) await context.close()
-    await state.browser?.close()
+    // Closing the browser closes its contexts.
+    await launched?.close()
     await state.receiver?.close()
     await state.t?.close()
   }

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
 import { buildTestApp, type TestApp } from '../helpers/app.ts'
+import { available, CHROMIUM, launchBrowser, type LaunchedBrowser } from '../helpers/browser.ts'
 import { createUser, type TestUser } from '../helpers/factories.ts'
 
 /**
@@ -19,10 +19,6 @@ import { createUser, type TestUser } from '../helpers/factories.ts'
  *   allowed, so only the CSRF guard stands between it and the wallet;
  * - a cross-site page at http://127.0.0.1:<foreign>: the browser keeps the SameSite=Lax cookie back.
  */
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const available = fs.existsSync(CHROMIUM)
-if (!available && process.env.REQUIRE_BROWSER === '1') throw new Error(`REQUIRE_BROWSER=1 but there is no browser at ${CHROMIUM}`)
 
 /** A blank page server, so that scripts run with that origin. */
 async function pageServer(): Promise<{ port: number; close(): Promise<void> }> {
@@ -64,7 +60,7 @@ describe(
   () => {
     let t: TestApp
     let api: string
-    let browser: Browser
+    let launched: LaunchedBrowser
     let context: BrowserContext
     let dashboard: Page
     let foreign: Page
@@ -89,11 +85,8 @@ describe(
         headers: t.admin,
         payload: { id: asset.json().id, quantity: 100 },
       })
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-      })
-      context = await browser.newContext()
+      launched = await launchBrowser()
+      context = await launched.browser.newContext()
       dashboard = await context.newPage()
       await dashboard.goto(`http://localhost:${dashboardServer.port}/`)
       foreign = await context.newPage()
@@ -102,7 +95,7 @@ describe(
       await crossSite.goto(`http://127.0.0.1:${foreignServer.port}/`)
     })
     after(async () => {
-      await browser?.close()
+      await launched?.close()
       await t?.close()
       for (const server of servers) await server.close()
     })
