@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { text } from 'node:stream/consumers'
 import { after, before, describe, it } from 'node:test'
 import { ADMIN_KEY, type TestApp } from '../helpers/app.ts'
 import { available, CHROMIUM, consoleBrowser, shoot } from '../helpers/browser.ts'
@@ -80,9 +81,7 @@ describe('the console in a browser: the ledger tools', { skip: !available && `no
       ])
       assert.match(download.suggestedFilename(), /^statement-wallet-\d+-\d{4}-\d{2}-\d{2}\.csv$/)
       // A download's path exists only beside the browser; its stream reaches this process too.
-      const chunks: Buffer[] = []
-      for await (const chunk of await download.createReadStream()) chunks.push(chunk as Buffer)
-      const statement = Buffer.concat(chunks).toString('utf8').split('\r\n')
+      const statement = (await text(await download.createReadStream())).split('\r\n')
       assert.equal(
         statement[0],
         'id,created_at,kind,direction,counterparty_wallet_address,counterparty_username,asset,quantity,memo,metadata',
