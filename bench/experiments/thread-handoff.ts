@@ -6,29 +6,21 @@
  * Transactions (as the API answers them) come back, four ways: a structured clone of both (no
  * thread), a worker's round trip of the objects, JSON text both ways, and a compact form (the
  * numbers in a moved Float64Array, memo and metadata as one string; back, an id and two balances a
- * transfer in another). Prints per way the main thread's busy time a transfer (its event loop's
- * utilisation), the process's CPU (both threads) and the wall time. Nothing here asserts a time.
+ * transfer in another). Prints per way the main thread's CPU a transfer (from /proc), the process's
+ * (both threads) and the wall time. Nothing here asserts a time.
  */
-import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { Worker } from 'node:worker_threads'
-import type { Line, Metadata, Transaction } from '../../src/ledger/ledger.types.ts'
+import type { Metadata, Transaction } from '../../src/ledger/ledger.types.ts'
+import type { Move } from '../../src/ledger/moves.ts'
+import { threadCpuMs } from '../cpu.ts'
 
 const { values } = parseArgs({ options: { transfers: { type: 'string', default: '500' }, rounds: { type: 'string', default: '400' } } })
 const size = Number(values.transfers)
 const rounds = Number(values.rounds)
 
-interface Member {
-  from: number
-  to: number
-  lines: Line[]
-  memo: string
-  kind: 'transfer'
-  metadata: Metadata
-}
-
 const gold = { id: 3, name: 'gold', value: 1 }
-const members: Member[] = Array.from({ length: size }, (_, i) => ({
+const members: Move[] = Array.from({ length: size }, (_, i) => ({
   from: 1000 + (i % 100),
   to: 2000 + ((i * 7) % 100),
   lines: [{ asset: gold, quantity: 1 + i }],
@@ -48,7 +40,7 @@ const answers: Transaction[] = members.map((member, i) => ({
   memo: member.memo,
   assets: member.lines.map((line) => ({ quantity: line.quantity, asset: line.asset })),
   kind: 'transfer',
-  metadata: member.metadata,
+  metadata: member.metadata ?? {},
   position: null,
   hash: null,
 }))
@@ -94,21 +86,18 @@ const ways: [string, () => unknown][] = [
   ['a worker, an empty round trip', () => roundTrip({ answer: 0 })],
 ]
 
-const cpu = () => {
-  const used = process.cpuUsage()
-  return used.user + used.system
-}
 console.log(`a commit of ${size}: JSON bytes a member ${JSON.stringify(members).length / size}, a Transaction ${answersText.length / size}`)
 for (const [name, step] of ways) {
   for (let i = 0; i < 50; i++) await step()
-  const cpu0 = cpu()
+  const mainBefore = threadCpuMs(process.pid)
+  const before = process.cpuUsage()
   const wall0 = performance.now()
-  const loop0 = performance.eventLoopUtilization()
   for (let i = 0; i < rounds; i++) await step()
+  const used = process.cpuUsage(before)
   const perTransfer = (micros: number) => (micros / rounds / size).toFixed(2)
-  const busy = performance.eventLoopUtilization(loop0).active * 1000
+  const main = (threadCpuMs(process.pid) - mainBefore) * 1000
   console.log(
-    `${name.padEnd(34)} main thread ${perTransfer(busy)} µs a transfer, CPU ${perTransfer(cpu() - cpu0)}, ` +
+    `${name.padEnd(34)} main thread ${perTransfer(main)} µs a transfer, CPU ${perTransfer(used.user + used.system)}, ` +
       `wall ${perTransfer((performance.now() - wall0) * 1000)}`,
   )
 }
