@@ -13,6 +13,7 @@ import events from './events/events.plugin.ts'
 import { createOutbox } from './events/outbox.ts'
 import { createWebhooksService } from './events/webhooks.service.ts'
 import flowsRoutes from './flows/flows.routes.ts'
+import { afterArrivals } from './http/arrivals.ts'
 import auth from './http/auth.ts'
 import compression from './http/compression.ts'
 import consolePlugin from './http/console.ts'
@@ -121,6 +122,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     tracing: tracing && traceBatches(tracing),
     idempotencyLeaseMs: config.idempotencyLeaseMs,
     clock: options.clock,
+    afterIo: afterArrivals(app.server),
   })
   const deps: Deps = {
     ...options,

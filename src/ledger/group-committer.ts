@@ -41,6 +41,8 @@ export interface GroupCommitOptions {
   tracing?: BatchTracing
   /** The ledger's clock (`ledger.service.ts`). */
   clock?: () => string
+  /** Runs a batch after this turn's I/O (`setImmediate` unless given; `http/arrivals.ts`). */
+  afterIo?: (work: () => void) => void
 }
 
 export class GroupCommitter {
@@ -54,6 +56,7 @@ export class GroupCommitter {
   readonly #onCommit: ((transactions: Transaction[]) => void) | undefined
   readonly #tracing: BatchTracing | undefined
   readonly #clock: (() => string) | undefined
+  readonly #afterIo: (work: () => void) => void
   #queue: Member[] = []
   #busy = false
   /** A batch has been taken from the queue and is running: members queued now wait for the next. */
@@ -73,6 +76,7 @@ export class GroupCommitter {
     this.#onCommit = options.onCommit
     this.#tracing = options.tracing
     this.#clock = options.clock
+    this.#afterIo = options.afterIo ?? setImmediate
   }
 
   /** Applies `move` as one member of the next batch; settles after that batch's commit. */
@@ -110,7 +114,7 @@ export class GroupCommitter {
     if (this.#busy || this.#queue.length === 0) return
     this.#busy = true
     // After this turn's I/O, so every request that arrived together joins the batch.
-    setImmediate(() => {
+    this.#afterIo(() => {
       const batch = this.#queue.splice(0, this.#takeCount())
       const size = batch.reduce((count, member) => count + member.unit.moves.length, 0)
       this.#onBatch?.(size)

@@ -58,6 +58,8 @@ export interface LedgerDeps {
   idempotencyLeaseMs?: number
   /** Now, as a stored timestamp; the system clock unless given (tests move it past expiries). */
   clock?: () => string
+  /** Runs each group commit after this turn's I/O (`setImmediate` unless given; `http/arrivals.ts`). */
+  afterIo?: (work: () => void) => void
 }
 
 /**
@@ -75,6 +77,7 @@ export function createLedger({
   tracing,
   idempotencyLeaseMs,
   clock = nowIso,
+  afterIo,
 }: LedgerDeps): Ledger {
   const { db, dialect } = database
   // SQLite has one connection: a transaction begun early would hold it from every other query.
@@ -85,6 +88,7 @@ export function createLedger({
     onCommit,
     tracing,
     clock,
+    afterIo,
   })
   // One key space per wallet for transfers, batches, refunds and holds, and one set of keys in flight (G004).
   const idempotency = new Idempotency(db, idempotencyLeaseMs)
