@@ -95,7 +95,7 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
 
   const measure = async (job: Omit<LoadJob, 'seconds'>): Promise<LoadResult> => {
     await runLoad({ ...job, seconds: 2 })
-    // The warm-up's requests still in flight (32 batches: a quarter of a second) are answered first.
+    // The warm-up's requests still in flight (a batch or a transfer a connection) are answered first.
     await sleep(1_000)
     return runLoad({ ...job, seconds: SECONDS })
   }
