@@ -11,7 +11,10 @@
  *   100 such transfers per transaction one statement at a time, and set-based (one statement per
  *   table for the 100), 32 clients (`postgres.ts`);
  * - single transfers by key (`POST /wallet/transactions`), 32 connections.
- * Prints transfers/s, p50 and p99 per batch, the ratios against their targets, and `coffer verify`.
+ * Beside the batch route, one reader asks for a wallet's history page every 20 ms: how long a read
+ * waits behind the commits (on SQLite they hold the service's one thread).
+ * Prints transfers/s, p50 and p99 per batch and per read, the ratios against their targets, and
+ * `coffer verify`.
  * `--rounds=N` (1): the batch route and the references N times in turn, each round's ratios and
  * their medians (the references vary from run to run as much as the route does).
  *
@@ -34,6 +37,7 @@ import { initTransferTables, runPgbenchScript, startPostgres, transferScript, ty
 import { runSqliteBatchedLoop } from '../references.ts'
 import { seedKeyedWallets, seedThroughApi } from '../seed.ts'
 import { startService } from '../service.ts'
+import { percentile } from '../webhooks.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string) => args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
@@ -55,6 +59,7 @@ const log = (message: string) => console.error(`[${((Date.now() - started) / 100
 
 interface Row {
   name: string
+  /** NaN for a row of reads. */
   transfersPerSecond: number
   p50?: number
   p99?: number
@@ -93,10 +98,13 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
     recipientType: 2 as const,
   }
 
-  const measure = async (job: Omit<LoadJob, 'seconds'>): Promise<LoadResult> => {
+  const warmUp = async (job: Omit<LoadJob, 'seconds'>) => {
     await runLoad({ ...job, seconds: 2 })
     // The warm-up's requests still in flight (a batch or a transfer a connection) are answered first.
     await sleep(1_000)
+  }
+  const measure = async (job: Omit<LoadJob, 'seconds'>): Promise<LoadResult> => {
+    await warmUp(job)
     return runLoad({ ...job, seconds: SECONDS })
   }
   const rows: Row[] = []
@@ -111,22 +119,33 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
     return profileReport(storage, file, skipMs, result)
   }
   const errors = (result: LoadResult) => result.non2xx + result.socketErrors + result.timeouts
-  const rounds: { batches: LoadResult; references: Row[] }[] = []
+  const rounds: { batches: LoadResult; reads: number[]; references: Row[] }[] = []
   for (let round = 0; round < ROUNDS; round++) {
-    const batches = await measure({ ...base, kind: 'batch', batchSize: BATCH })
+    const job = { ...base, kind: 'batch' as const, batchSize: BATCH }
+    await warmUp(job)
+    const reader = readPages(service.url, senders[0].token)
+    const batches = await runLoad({ ...job, seconds: SECONDS })
+    const reads = await reader.stop()
     log(`${storage}: batch route ${(batches.okPerSecond * BATCH).toFixed(0)} transfers/s, p99 ${batches.p99.toFixed(1)} ms per batch`)
     const references = await measureReferences(dataDir, server)
     for (const reference of references) log(`${storage}: ${reference.name}: ${reference.transfersPerSecond.toFixed(0)} transfers/s`)
-    rounds.push({ batches, references })
+    rounds.push({ batches, reads, references })
   }
   // The tables show the last round; every round's ratios follow them.
-  const { batches, references } = rounds[rounds.length - 1]
+  const { batches, reads, references } = rounds[rounds.length - 1]
   rows.push({
     name: `Coffer batch route, atomic batches of ${BATCH}`,
     transfersPerSecond: batches.okPerSecond * BATCH,
     p50: batches.p50,
     p99: batches.p99,
     detail: `${batches.okPerSecond.toFixed(1)} batches/s, ${errors(batches)} errors`,
+  })
+  rows.push({
+    name: '  beside it, a history page every 20 ms',
+    transfersPerSecond: NaN,
+    p50: percentile(reads, 0.5),
+    p99: percentile(reads, 0.99),
+    detail: `${reads.length} pages, longest ${Math.max(...reads).toFixed(1)} ms`,
   })
   rows.push(...references)
 
@@ -151,7 +170,13 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
     `== ${storage}: ${WALLETS} wallets by key, ${CONNECTIONS} connections, ${SECONDS} s each ==`,
     table([
       ['', 'transfers/s', 'p50', 'p99', ''],
-      ...rows.map((row) => [row.name, row.transfersPerSecond.toFixed(0), ms(row.p50), ms(row.p99), row.detail]),
+      ...rows.map((row) => [
+        row.name,
+        Number.isNaN(row.transfersPerSecond) ? '' : row.transfersPerSecond.toFixed(0),
+        ms(row.p50),
+        ms(row.p99),
+        row.detail,
+      ]),
     ]),
     '',
   ]
@@ -183,6 +208,31 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
         : `LEDGER VERIFICATION FAILED: ${report.problems.slice(0, 5).join('; ')}`,
   )
   return out
+}
+
+/** One reader beside the load: a wallet's first history page, then 20 ms apart; each page's wait in ms. */
+function readPages(url: string, token: string): { stop(): Promise<number[]> } {
+  const waits: number[] = []
+  let stopping = false
+  const reading = (async () => {
+    while (!stopping) {
+      const sent = performance.now()
+      const response = await fetch(`${url}/wallet/transactions`, { headers: { authorization: `Bearer ${token}` } })
+      await response.arrayBuffer()
+      if (!response.ok) throw new Error(`a history page beside the batches answered ${response.status}`)
+      waits.push(performance.now() - sent)
+      await sleep(20)
+    }
+  })()
+  // A failed read fails the run when it stops, not the process before then.
+  reading.catch(() => {})
+  return {
+    stop: async () => {
+      stopping = true
+      await reading
+      return waits
+    },
+  }
 }
 
 /** The storage's own speed beside the route: pgbench's batched and set-based scripts, or the in-process loop. */
