@@ -295,17 +295,7 @@ export async function hasUnpositioned(executor: Executor): Promise<boolean> {
   return Number(rows[0]?.waiting) === 1
 }
 
-function toEncoded(row: {
-  id: number
-  kind: string
-  created_at: string
-  sending_wallet_id: number
-  receiving_wallet_id: number
-  memo: string
-  reverses: number | null
-  hold_id: number | null
-  metadata: string | null
-}): EncodedTransaction {
+function toEncoded(row: Omit<EncodedTransaction, 'assets' | 'metadata'> & { metadata: string | null }): EncodedTransaction {
   return {
     id: Number(row.id),
     kind: row.kind,
