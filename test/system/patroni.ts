@@ -29,7 +29,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
-import { openDatabase } from '../../src/db/database.ts'
+import { openDatabase, type Database } from '../../src/db/database.ts'
 import { freePort } from '../../scripts/lib/postgres.ts'
 import {
   checkExactlyOnce,
@@ -72,6 +72,8 @@ const REQUEST_LIMIT_MS = 60_000
 const ATTEMPT_TIMEOUT_MS = 8_000
 /** The cluster must be whole again (a leader, two standbys streaming, one synchronous) within this. */
 const HEAL_LIMIT_MS = 120_000
+/** Reads of the final check, each after the cluster is whole again (`checkedWhenWhole`). */
+const CHECK_ATTEMPTS = 3
 const REINIT_AFTER_MS = 30_000
 
 type PathName = 'multi-host' | 'haproxy' | 'pgbouncer'
@@ -752,13 +754,7 @@ async function runScenario(
       problems.push(
         `${outageMs === undefined ? 'no 201 after the fault' : `${outageMs} ms without a 201 after the fault`} (bound ${RECOVERY_BOUND_MS} ms)`,
       )
-    const database = openDatabase({ databaseUrl: cluster.url('haproxy'), dataDir: os.tmpdir() })
-    let transfers = 0
-    try {
-      transfers = (await checkExactlyOnce(database, `${load.tag} #`, load.sent, problems)).transfers
-    } finally {
-      await database.close()
-    }
+    const transfers = await checkedWhenWhole(cluster, (database) => checkExactlyOnce(database, `${load.tag} #`, load.sent, problems))
     for (const transfer of load.sent.values())
       if (transfer.transactionId !== undefined) instance.acknowledged.set(instance.acknowledged.size, transfer)
     if (!instance.service.diedWith)
@@ -779,6 +775,26 @@ async function runScenario(
     promotedMs: promotedAt === undefined ? undefined : promotedAt - faultAt,
     leaders: `leader ${fault.old.name} before, ${(await cluster.leader()).name} after`,
     verify: verified.code === 0 ? undefined : `coffer verify failed (${verified.code}):\n${verified.output}`,
+  }
+}
+
+/**
+ * The check, read through HAProxy, again once the cluster is whole if its connection ended: a
+ * Patroni that retakes the leader key after it resumes (`knownFailing`) changes leaders after
+ * `waitHealthy` has passed, which ends the checker's connection, not a request of the load.
+ */
+async function checkedWhenWhole(cluster: Cluster, check: (database: Database) => Promise<{ transfers: number }>): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    const database = openDatabase({ databaseUrl: cluster.url('haproxy'), dataDir: os.tmpdir() })
+    try {
+      return (await check(database)).transfers
+    } catch (error) {
+      if (attempt === CHECK_ATTEMPTS) throw error
+      console.log(`patroni: the check's connection ended (${(error as Error).message}); read again once the cluster is whole`)
+      await cluster.waitHealthy(HEAL_LIMIT_MS)
+    } finally {
+      await database.close()
+    }
   }
 }
 
