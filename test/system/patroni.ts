@@ -779,7 +779,7 @@ async function runScenario(
 }
 
 /**
- * The check, read through HAProxy, again once the cluster is whole if its connection ended: a
+ * The check, read through HAProxy, again once the cluster is whole if it failed: a
  * Patroni that retakes the leader key after it resumes (`knownFailing`) changes leaders after
  * `waitHealthy` has passed, which ends the checker's connection, not a request of the load.
  */
@@ -790,7 +790,7 @@ async function checkedWhenWhole(cluster: Cluster, check: (database: Database) =>
       return (await check(database)).transfers
     } catch (error) {
       if (attempt === CHECK_ATTEMPTS) throw error
-      console.log(`patroni: the check's connection ended (${(error as Error).message}); read again once the cluster is whole`)
+      console.log(`patroni: the check failed (${(error as Error).message}); read again once the cluster is whole`)
       await cluster.waitHealthy(HEAL_LIMIT_MS)
     } finally {
       await database.close()
