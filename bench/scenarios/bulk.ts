@@ -35,7 +35,7 @@ import { median, runLoad, type LoadJob, type LoadResult } from '../load.ts'
 import { mainThreadProfile, summariseProfile } from '../profile.ts'
 import { initTransferTables, runPgbenchScript, startPostgres, transferScript, type BenchPostgres } from '../postgres.ts'
 import { runSqliteBatchedLoop } from '../references.ts'
-import { seedKeyedWallets, seedThroughApi } from '../seed.ts'
+import { call, seedKeyedWallets, seedThroughApi } from '../seed.ts'
 import { startService } from '../service.ts'
 import { percentile } from '../webhooks.ts'
 
@@ -59,12 +59,15 @@ const log = (message: string) => console.error(`[${((Date.now() - started) / 100
 
 interface Row {
   name: string
-  /** NaN for a row of reads. */
-  transfersPerSecond: number
+  /** None for the row of reads. */
+  transfersPerSecond?: number
   p50?: number
   p99?: number
   detail: string
 }
+
+/** A reference's row: always a rate, which the ratios divide by. */
+type Reference = Row & { transfersPerSecond: number }
 
 async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `coffer-bench-bulk-${storage}-`))
@@ -119,7 +122,7 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
     return profileReport(storage, file, skipMs, result)
   }
   const errors = (result: LoadResult) => result.non2xx + result.socketErrors + result.timeouts
-  const rounds: { batches: LoadResult; reads: number[]; references: Row[] }[] = []
+  const rounds: { batches: LoadResult; reads: number[]; references: Reference[] }[] = []
   for (let round = 0; round < ROUNDS; round++) {
     const job = { ...base, kind: 'batch' as const, batchSize: BATCH }
     await warmUp(job)
@@ -142,7 +145,6 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
   })
   rows.push({
     name: '  beside it, a history page every 20 ms',
-    transfersPerSecond: NaN,
     p50: percentile(reads, 0.5),
     p99: percentile(reads, 0.99),
     detail: `${reads.length} pages, longest ${Math.max(...reads).toFixed(1)} ms`,
@@ -170,13 +172,7 @@ async function runStorage(storage: 'sqlite' | 'postgres'): Promise<string[]> {
     `== ${storage}: ${WALLETS} wallets by key, ${CONNECTIONS} connections, ${SECONDS} s each ==`,
     table([
       ['', 'transfers/s', 'p50', 'p99', ''],
-      ...rows.map((row) => [
-        row.name,
-        Number.isNaN(row.transfersPerSecond) ? '' : row.transfersPerSecond.toFixed(0),
-        ms(row.p50),
-        ms(row.p99),
-        row.detail,
-      ]),
+      ...rows.map((row) => [row.name, row.transfersPerSecond?.toFixed(0) ?? '', ms(row.p50), ms(row.p99), row.detail]),
     ]),
     '',
   ]
@@ -217,9 +213,7 @@ function readPages(url: string, token: string): { stop(): Promise<number[]> } {
   const reading = (async () => {
     while (!stopping) {
       const sent = performance.now()
-      const response = await fetch(`${url}/wallet/transactions`, { headers: { authorization: `Bearer ${token}` } })
-      await response.arrayBuffer()
-      if (!response.ok) throw new Error(`a history page beside the batches answered ${response.status}`)
+      await call(url, 'GET', '/wallet/transactions', undefined, token)
       waits.push(performance.now() - sent)
       await sleep(20)
     }
@@ -236,8 +230,8 @@ function readPages(url: string, token: string): { stop(): Promise<number[]> } {
 }
 
 /** The storage's own speed beside the route: pgbench's batched and set-based scripts, or the in-process loop. */
-async function measureReferences(dataDir: string, server: BenchPostgres | undefined): Promise<Row[]> {
-  const references: Row[] = []
+async function measureReferences(dataDir: string, server: BenchPostgres | undefined): Promise<Reference[]> {
+  const references: Reference[] = []
   if (server) {
     for (const kind of ['batched', 'set-based'] as const) {
       const script = path.join(dataDir, `${kind}.sql`)
